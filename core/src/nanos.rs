@@ -1,0 +1,57 @@
+//! The unit of time: integer nanoseconds.
+
+/// A point in time or a duration, in integer nanoseconds.
+///
+/// Limiters only compare and subtract these values, so any monotonic origin
+/// works (boot time, process start, the Unix epoch).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Nanos(pub u64);
+
+impl Nanos {
+    /// Zero nanoseconds.
+    pub const ZERO: Nanos = Nanos(0);
+    /// The largest representable time (about 584 years).
+    pub const MAX: Nanos = Nanos(u64::MAX);
+
+    /// Whole seconds, saturating at [`Nanos::MAX`].
+    pub const fn from_secs(secs: u64) -> Nanos {
+        Nanos(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// Whole milliseconds, saturating at [`Nanos::MAX`].
+    pub const fn from_millis(millis: u64) -> Nanos {
+        Nanos(millis.saturating_mul(1_000_000))
+    }
+
+    /// Whole microseconds, saturating at [`Nanos::MAX`].
+    pub const fn from_micros(micros: u64) -> Nanos {
+        Nanos(micros.saturating_mul(1_000))
+    }
+
+    /// The number of nanoseconds.
+    pub const fn as_u64(self) -> u64 {
+        self.0
+    }
+
+    /// `self - earlier`, or zero when `earlier` is later.
+    pub const fn saturating_sub(self, earlier: Nanos) -> Nanos {
+        Nanos(self.0.saturating_sub(earlier.0))
+    }
+
+    /// `self + other`, saturating at [`Nanos::MAX`].
+    pub const fn saturating_add(self, other: Nanos) -> Nanos {
+        Nanos(self.0.saturating_add(other.0))
+    }
+}
+
+impl From<u64> for Nanos {
+    fn from(ns: u64) -> Nanos {
+        Nanos(ns)
+    }
+}
+
+impl From<Nanos> for u64 {
+    fn from(ns: Nanos) -> u64 {
+        ns.0
+    }
+}
