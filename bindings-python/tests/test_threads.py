@@ -1,0 +1,61 @@
+"""Limiters shared between threads admit exactly their capacity, no more, no less."""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, Optional, Union
+
+import pytest
+
+from ratekeeper import SlidingWindowLog, TokenBucket
+
+THREADS = 8
+CALLS_PER_THREAD = 1_000  # 8,000 requests in all, for 1,000 units
+CAPACITY = 1_000
+
+Limiter = Union[TokenBucket, SlidingWindowLog]
+
+
+def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
+    """Runs THREADS threads calling try_acquire; returns how many each was allowed."""
+    start = threading.Barrier(THREADS)
+    admitted = [0] * THREADS
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            start.wait()
+            for _ in range(CALLS_PER_THREAD):
+                if limiter.try_acquire(1, now=now):
+                    admitted[index] += 1
+        except BaseException as error:  # surfaced in the main thread below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker hung"
+    assert not errors, errors
+    return admitted
+
+
+# Negligible refill: one token per million seconds.
+FACTORIES: dict[str, Callable[[], Limiter]] = {
+    "token_bucket": lambda: TokenBucket(CAPACITY, 1, 1e6),
+    "sliding_window_log": lambda: SlidingWindowLog(CAPACITY, 1e6),
+}
+
+
+@pytest.mark.parametrize("now", [5.0, None], ids=["explicit_now", "monotonic_now"])
+@pytest.mark.parametrize("make", FACTORIES.values(), ids=FACTORIES.keys())
+def test_threads_admit_exactly_the_capacity(
+    make: Callable[[], Limiter], now: Optional[float]
+) -> None:
+    limiter = make()
+    admitted = hammer(limiter, now)
+    assert sum(admitted) == CAPACITY
+    final = limiter.try_acquire(now=now)
+    assert not final.allowed
+    assert final.remaining == 0

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The Python binding (bindings-python): setup | build | test.
+#   setup  create .venv at the repo root (if missing) and install the pinned dev tools
+#   build  build the abi3 wheel (release) into target/wheels/python and install it into .venv
+#   test   build, then pytest, mypy.stubtest, and mypy --strict over the tests and a typed usage file
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+VENV="$ROOT/.venv"
+PY="$VENV/bin/python"
+WHEELS="$ROOT/target/wheels/python"
+PKG="$ROOT/bindings-python"
+
+setup() {
+    if [ ! -x "$PY" ]; then
+        python3 -m venv "$VENV"
+    fi
+    "$PY" -m pip install --quiet --disable-pip-version-check -r "$PKG/requirements-dev.txt"
+}
+
+build() {
+    [ -x "$PY" ] || setup
+    rm -rf "$WHEELS"
+    # maturin runs cargo inside the workspace, so the shared target/ and Cargo.lock are used.
+    "$PY" -m maturin build --release --quiet \
+        --manifest-path "$PKG/Cargo.toml" --interpreter "$PY" --out "$WHEELS"
+    local wheels=("$WHEELS"/ratekeeper-*.whl)
+    if [ "${#wheels[@]}" -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
+        echo "python.sh: expected exactly one wheel in $WHEELS" >&2
+        exit 1
+    fi
+    "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheels[0]}"
+}
+
+test_() {
+    build
+    # Run from the package directory so its pyproject.toml configures pytest; the
+    # tests import the installed wheel (bindings-python/python is not on sys.path).
+    (cd "$PKG" && "$PY" -m pytest tests -q)
+    # stubtest checks the package and its submodules (the native module's .pyi included).
+    "$PY" -m mypy.stubtest ratekeeper
+    # The tests and tests/typing_usage.py are typed against the installed stubs; the
+    # deliberately wrong calls in the tests carry `type: ignore[...]`, which --strict
+    # (warn_unused_ignores) requires mypy to flag, so the stubs must reject them.
+    (cd "$PKG" && "$PY" -m mypy --strict tests)
+    "$PY" "$PKG/tests/typing_usage.py"
+}
+
+case "${1:-}" in
+    setup) setup ;;
+    build) build ;;
+    test) test_ ;;
+    *)
+        echo "usage: $0 setup|build|test" >&2
+        exit 2
+        ;;
+esac
