@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Rust checks: formatting, lints, the core's tests, and its no_std and wasm32 builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case "${1:-test}" in
+  test)
+    python3 tests/vectors/generate.py --check
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets --all-features -- -D warnings
+    cargo build -p ratekeeper --no-default-features
+    bash scripts/wasm.sh check-core
+    cargo test -p ratekeeper --all-features --release
+    ;;
+  *) echo "usage: $0 test" >&2; exit 2 ;;
+esac

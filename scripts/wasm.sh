@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# WebAssembly binding (bindings-wasm): setup | build | test | check-core
+#
+#   setup       install what the other subcommands need (idempotent): the
+#               wasm-bindgen CLI of the version in Cargo.lock, tests/browser's npm packages
+#   build       build the .wasm and run wasm-bindgen for Node (pkg/nodejs) and the web (pkg/web)
+#   test        build, run the shared JS suite on the wasm build, then the real-browser test
+#   check-core  build the core crate for wasm32 without std (no features, then `alloc`)
+#   toolchain   print how wasm32 is built here: rustup, debian, or nothing
+#
+# wasm32 toolchain: a real `wasm32-unknown-unknown` target when one is installed
+# (rustup), otherwise Debian's rustc-web + rust-web-src building std from source
+# (-Zbuild-std); see /work/shared/TOOLCHAIN.md. Chromium: $RATEKEEPER_CHROMIUM or /usr/bin/chromium.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+readonly TARGET=wasm32-unknown-unknown
+readonly CRATE=ratekeeper-wasm
+readonly OUT=bindings-wasm/pkg
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+
+die() {
+    echo "wasm.sh: $*" >&2
+    exit 1
+}
+
+# "rustup" when a real wasm32 std is installed, "debian" when Debian's rustc can
+# build one from source, else nothing.
+toolchain() {
+    local libdir
+    if libdir=$(rustc --print target-libdir --target "$TARGET" 2>/dev/null) &&
+        [ -d "$libdir" ] && [ -n "$(ls -A "$libdir")" ]; then
+        echo rustup
+    elif [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] &&
+        [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+        echo debian
+    fi
+}
+
+require_toolchain() {
+    [ -n "$(toolchain)" ] || die "no way to build for $TARGET: either
+  rustup target add $TARGET
+or (Debian; scripts/setup.sh does this)
+  apt-get install -y rustc-web cargo-web rust-web-src lld-22"
+}
+
+# cargo build for wasm32. $1: the std crates to build from source on the Debian
+# route (e.g. std,panic_abort); the rest are cargo arguments.
+wasm_cargo() {
+    local std_crates=$1
+    shift
+    case "$(toolchain)" in
+    rustup) cargo build --target "$TARGET" "$@" ;;
+    debian)
+        # Full paths: rustup's shims come first on PATH and have no std source.
+        RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --target "$TARGET" \
+            -Zbuild-std="$std_crates" "$@"
+        ;;
+    *) require_toolchain ;;
+    esac
+}
+
+# The wasm-bindgen version the crate links (Cargo.lock), which the CLI must match.
+bindgen_version() {
+    local version
+    version=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock 2>/dev/null || true)
+    if [ -z "$version" ]; then # not locked yet: the exact pin in Cargo.toml
+        version=$(sed -n 's/^wasm-bindgen = "=\([0-9.]*\)"$/\1/p' bindings-wasm/Cargo.toml)
+    fi
+    [ -n "$version" ] || die "cannot tell the wasm-bindgen version from Cargo.lock or bindings-wasm/Cargo.toml"
+    echo "$version"
+}
+
+bindgen_installed() {
+    [ "$(wasm-bindgen --version 2>/dev/null || true)" = "wasm-bindgen $1" ]
+}
+
+chromium_path() {
+    echo "${RATEKEEPER_CHROMIUM:-/usr/bin/chromium}"
+}
+
+cmd_setup() {
+    require_toolchain
+    echo "wasm.sh: wasm32 toolchain: $(toolchain)"
+    local version
+    version=$(bindgen_version)
+    if bindgen_installed "$version"; then
+        echo "wasm.sh: wasm-bindgen $version already installed"
+    else
+        # No --locked: one of the CLI's locked transitive versions is missing from the registry here.
+        cargo install wasm-bindgen-cli --version "$version"
+        bindgen_installed "$version" || die "wasm-bindgen $version is installed but not first on PATH"
+    fi
+    (cd tests/browser && npm ci --no-audit --no-fund)
+    [ -x "$(chromium_path)" ] || die "no Chromium at $(chromium_path): apt-get install -y chromium (scripts/setup.sh does this) or set RATEKEEPER_CHROMIUM"
+}
+
+cmd_build() {
+    require_toolchain
+    local version start
+    version=$(bindgen_version)
+    bindgen_installed "$version" || die "wasm-bindgen $version is not installed: run \`bash scripts/wasm.sh setup\`"
+    start=$SECONDS
+    wasm_cargo std,panic_abort --release -p "$CRATE"
+    local wasm="${CARGO_TARGET_DIR:-target}/$TARGET/release/${CRATE//-/_}.wasm"
+    rm -rf "$OUT/nodejs" "$OUT/web"
+    wasm-bindgen "$wasm" --target nodejs --out-dir "$OUT/nodejs"
+    wasm-bindgen "$wasm" --target web --out-dir "$OUT/web"
+    local out="$OUT/web/${CRATE//-/_}_bg.wasm"
+    printf 'wasm.sh: built in %ss (%s route); %s: %s bytes raw, %s bytes gzipped (-9)\n' \
+        "$((SECONDS - start))" "$(toolchain)" "$out" "$(wc -c <"$out")" "$(gzip -9c "$out" | wc -c)"
+}
+
+cmd_test() {
+    cmd_build
+    # The one JS suite of the napi addon, run unchanged against the wasm build.
+    RATEKEEPER_IMPL=wasm node --test tests/js/*.test.cjs
+    [ -d tests/browser/node_modules/playwright-core ] || die "tests/browser has no node_modules: run \`bash scripts/wasm.sh setup\`"
+    (cd tests/browser && npx --no-install tsc -p tsconfig.json)
+    RATEKEEPER_CHROMIUM="$(chromium_path)" node --test tests/browser/*.test.mjs
+}
+
+cmd_check_core() {
+    require_toolchain
+    # Only core (+ alloc) is built from source: the crate must not need std.
+    wasm_cargo core -p ratekeeper --no-default-features
+    wasm_cargo core,alloc -p ratekeeper --no-default-features --features alloc
+    echo "wasm.sh: the core builds for $TARGET (no default features; alloc)"
+}
+
+case "${1:-}" in
+setup) cmd_setup ;;
+build) cmd_build ;;
+test) cmd_test ;;
+check-core) cmd_check_core ;;
+toolchain) toolchain ;;
+*) die "usage: bash scripts/wasm.sh setup|build|test|check-core|toolchain" ;;
+esac
