@@ -9,7 +9,10 @@ fn u(v: &Value) -> u64 {
     v.as_u64().expect("the trace holds non-negative integers")
 }
 
-fn limiter(spec: &Value) -> Result<Box<dyn FnMut(Nanos, u64) -> Result<Decision, Error>>, Error> {
+/// One limiter of the trace, as a function from (now, cost) to its decision.
+type Acquire = Box<dyn FnMut(Nanos, u64) -> Result<Decision, Error>>;
+
+fn limiter(spec: &Value) -> Result<Acquire, Error> {
     let c = &spec["config"];
     Ok(match spec["algorithm"].as_str() {
         Some("token_bucket") => {
@@ -28,7 +31,9 @@ fn limiter(spec: &Value) -> Result<Box<dyn FnMut(Nanos, u64) -> Result<Decision,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "demo/trace.json".into());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "demo/trace.json".into());
     let trace: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
     for (i, spec) in trace["limiters"].as_array().unwrap().iter().enumerate() {
         let mut acquire = limiter(spec)?;
