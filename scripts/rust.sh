@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Rust checks: formatting, lints, the core's tests, and its no_std and wasm32 builds.
+# The Rust checks: formatting, lints, docs, the core's tests, and its no_std and wasm32 builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,7 @@ case "${1:-test}" in
     cargo fmt --all --check
     cargo clippy --workspace --all-targets --all-features -- -D warnings
     cargo build -p ratekeeper --no-default-features
+    RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps --all-features
     bash scripts/wasm.sh check-core
     cargo test -p ratekeeper --all-features --release
     ;;

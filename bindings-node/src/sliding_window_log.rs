@@ -1,5 +1,6 @@
 //! `SlidingWindowLog`: a shell around [`ratekeeper::SlidingWindowLog`].
 
+use ratekeeper::Limiter;
 use std::cell::RefCell;
 
 use napi::Env;

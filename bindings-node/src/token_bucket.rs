@@ -1,5 +1,6 @@
 //! `TokenBucket`: a shell around [`ratekeeper::TokenBucket`].
 
+use ratekeeper::Limiter;
 use std::cell::RefCell;
 
 use napi::Env;

@@ -3,7 +3,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
-use ratekeeper::{Nanos, SlidingWindowLog};
+use ratekeeper::{Limiter, Nanos, SlidingWindowLog};
 
 use crate::convert;
 use crate::decision::PyDecision;

@@ -3,7 +3,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
-use ratekeeper::{Nanos, TokenBucket};
+use ratekeeper::{Limiter, Nanos, TokenBucket};
 
 use crate::convert;
 use crate::decision::PyDecision;

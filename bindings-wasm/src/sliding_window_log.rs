@@ -1,5 +1,6 @@
 //! `SlidingWindowLog`: a newtype over [`ratekeeper::SlidingWindowLog`].
 
+use ratekeeper::Limiter;
 use wasm_bindgen::prelude::*;
 
 use crate::convert::{self, Options};

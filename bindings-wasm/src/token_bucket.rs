@@ -1,5 +1,6 @@
 //! `TokenBucket`: a newtype over [`ratekeeper::TokenBucket`].
 
+use ratekeeper::Limiter;
 use wasm_bindgen::prelude::*;
 
 use crate::convert::{self, Options};

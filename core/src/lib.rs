@@ -5,13 +5,21 @@
 //! thread or use a float in their state: every call receives `now` from its
 //! caller as integer [`Nanos`], and every answer is exact integer arithmetic.
 //!
+//! Every algorithm implements [`Limiter`]: `try_acquire`, `peek`, `reserve`
+//! (book a future slot, first come first served) and `refund`; each also has
+//! `reconfigure`.
+//!
 //! | type | guarantee |
 //! |---|---|
-//! | [`TokenBucket`] | at most `capacity + refill_tokens * t / refill_period` units in any span of length `t` |
-//! | [`SlidingWindowLog`] | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
+//! | [`TokenBucket`] | per [`Bandwidth`], at most `capacity + refill_tokens * t / refill_period` units in any span of length `t`; several bandwidths at once, all or nothing |
+//! | [`Gcra`] | the same answers as a one-bandwidth token bucket refilling 1 unit per interval, from 16 bytes of state |
+//! | [`LeakyBucket`] | a queue: units leave exactly `interval` apart, first come first served |
+//! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
+//! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `2 * limit - ceil(2 * limit / window)` in any window, from O(1) state |
+//! | [`FixedWindow`] | at most `limit` per aligned window, so up to `2 * limit` across a boundary |
 //!
 //! ```
-//! use ratekeeper::{Nanos, TokenBucket};
+//! use ratekeeper::{Limiter, Nanos, TokenBucket};
 //!
 //! // 5 tokens, refilled at 1 token per second.
 //! let mut bucket = TokenBucket::new(5, 1, Nanos::from_secs(1)).unwrap();
@@ -30,7 +38,7 @@
 //! `retry_after` and `reset_after` from the `now` it was given.
 //!
 //! # Features
-//! - `alloc`: [`SlidingWindowLog`], whose ring of history is allocated once,
+//! - `alloc`: `SlidingWindowLog`, whose ring of history is allocated once,
 //!   when it is built.
 #![no_std]
 #![deny(missing_docs)]
@@ -39,18 +47,30 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod bandwidth;
 mod decision;
 mod error;
+mod fixed_window;
+mod gcra;
 mod host;
+mod leaky_bucket;
+mod limiter;
 mod nanos;
+mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;
 mod token_bucket;
 
+pub use bandwidth::{Bandwidth, Refill};
 pub use decision::Decision;
 pub use error::Error;
+pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
 pub use host::count_from_f64;
+pub use leaky_bucket::LeakyBucket;
+pub use limiter::Limiter;
 pub use nanos::Nanos;
+pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};
 pub use token_bucket::TokenBucket;

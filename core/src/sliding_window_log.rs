@@ -3,11 +3,12 @@
 use alloc::boxed::Box;
 use alloc::vec;
 
-use crate::{Decision, Error, Nanos};
+use crate::limiter::check_cost;
+use crate::{Decision, Error, Limiter, Nanos};
 
-/// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps one
-/// 16-byte entry per admitted event, allocated up front; larger limits belong
-/// to a token bucket.
+/// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps up to
+/// `2 * limit` 16-byte entries (the current window and one window of
+/// reservations), allocated up front; larger limits belong to a token bucket.
 pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 
 /// An exact sliding window: a log of the admitted events of the last `window`.
@@ -21,11 +22,12 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// **Guarantee.** In every half-open interval `[a, a + window)`, at most
 /// `limit` units are admitted; there is no burst beyond `limit`.
 ///
-/// The history lives in a ring of `limit` entries allocated when the log is
-/// built; a decision never allocates.
+/// The history lives in a ring allocated when the log is built; a decision
+/// never allocates. [`reserve`](Limiter::reserve) books an event at the
+/// future instant it fits, at most one window of bookings ahead.
 ///
 /// ```
-/// use ratekeeper::{Nanos, SlidingWindowLog};
+/// use ratekeeper::{Limiter, Nanos, SlidingWindowLog};
 ///
 /// let mut log = SlidingWindowLog::new(1, Nanos::from_secs(1)).unwrap();
 /// assert!(log.try_acquire(Nanos::ZERO, 1).unwrap().allowed);
@@ -37,7 +39,8 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 pub struct SlidingWindowLog {
     limit: u64,
     window: u64,
-    /// Admitted events, oldest first; events of one instant share an entry.
+    /// Admitted and booked events, oldest first; events of one instant share
+    /// an entry.
     ring: Box<[Entry]>,
     head: usize,
     len: usize,
@@ -71,11 +74,12 @@ impl SlidingWindowLog {
                 max: MAX_LOG_LIMIT,
             });
         }
-        // Every entry has a cost of at least 1, so `limit` entries always suffice.
         Ok(SlidingWindowLog {
             limit,
             window: window.0,
-            ring: vec![Entry::default(); limit as usize].into_boxed_slice(),
+            // Every entry costs at least 1: `limit` entries hold a window,
+            // `limit` more hold a window of bookings.
+            ring: vec![Entry::default(); 2 * limit as usize].into_boxed_slice(),
             head: 0,
             len: 0,
             used: 0,
@@ -83,95 +87,217 @@ impl SlidingWindowLog {
         })
     }
 
-    /// Admits `cost` units at time `now` if the window has room for them.
-    ///
-    /// A denied request records nothing. Fails only when `cost` exceeds the
-    /// limit, since such a request could never be allowed.
-    pub fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
-        if cost > self.limit {
-            return Err(Error::CostExceedsLimit {
-                cost,
-                limit: self.limit,
-            });
-        }
-        self.latest = self.latest.max(now);
-        self.expire(self.latest);
-        let allowed = self.used + cost <= self.limit;
-        let retry_after = if allowed {
-            self.push(self.latest.0, cost);
-            Nanos::ZERO
-        } else {
-            self.wait_to_free(self.used + cost - self.limit, now)
-        };
-        let reset_after = match self.len {
-            0 => Nanos::ZERO,
-            len => self.leaves_after(self.entry(len - 1), now),
-        };
-        Ok(Decision {
-            allowed,
-            remaining: self.limit - self.used,
-            limit: self.limit,
-            retry_after,
-            reset_after,
-        })
-    }
-
-    /// The most units admitted in any window.
-    pub fn limit(&self) -> u64 {
-        self.limit
-    }
-
     /// The length of the window.
     pub fn window(&self) -> Nanos {
         Nanos(self.window)
+    }
+
+    /// Replaces the limit and window of a live log with those of `new`.
+    ///
+    /// The events still in the old window carry over and are judged by the
+    /// new window and limit. If the new ring is too small to keep every entry apart, the
+    /// oldest are merged into the oldest entry kept: they then count a little
+    /// longer than they would have, never shorter.
+    pub fn reconfigure(&mut self, now: Nanos, mut new: SlidingWindowLog) {
+        let view = self.view_at(self.latest.max(now));
+        self.apply(&view);
+        new.latest = self.latest;
+        let skip = self.len.saturating_sub(new.ring.len());
+        let merged: u64 = (0..skip).map(|i| self.entry(i).cost).sum();
+        for i in skip..self.len {
+            let entry = self.entry(i);
+            let extra = if i == skip { merged } else { 0 };
+            new.push(entry.at, entry.cost + extra);
+        }
+        *self = new;
     }
 
     fn entry(&self, i: usize) -> Entry {
         self.ring[(self.head + i) % self.ring.len()]
     }
 
-    /// The time after `now` at which `entry` leaves the window, computed in
-    /// 128 bits since `at + window` may exceed 64.
-    fn leaves_after(&self, entry: Entry, now: Nanos) -> Nanos {
-        let leaves = entry.at as u128 + self.window as u128;
-        Nanos(leaves.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
+    /// The time at which `entry` leaves the window, in 128 bits since
+    /// `at + window` may exceed 64.
+    fn leaves_at(&self, entry: Entry) -> u128 {
+        entry.at as u128 + self.window as u128
     }
 
-    fn expire(&mut self, now: Nanos) {
-        while self.len > 0 && self.leaves_after(self.entry(0), now) == Nanos::ZERO {
-            self.used -= self.ring[self.head].cost;
-            self.head = (self.head + 1) % self.ring.len();
-            self.len -= 1;
+    /// The log as of `latest`, without changing it.
+    fn view_at(&self, latest: Nanos) -> View {
+        let mut view = View {
+            expired: 0,
+            used: self.used,
+            latest,
+        };
+        while view.expired < self.len
+            && self.leaves_at(self.entry(view.expired)) <= latest.0 as u128
+        {
+            view.used -= self.entry(view.expired).cost;
+            view.expired += 1;
         }
+        view
     }
 
-    fn push(&mut self, at: u64, cost: u64) {
+    /// Makes `view` the log's state: drops the expired entries.
+    fn apply(&mut self, view: &View) {
+        self.head = (self.head + view.expired) % self.ring.len();
+        self.len -= view.expired;
+        self.used = view.used;
+        self.latest = view.latest;
+    }
+
+    /// The newest recorded instant, if any entry is left in `view`.
+    fn newest(&self, view: &View) -> Option<u64> {
+        (self.len > view.expired).then(|| self.entry(self.len - 1).at)
+    }
+
+    /// The earliest time, not before `view.latest` nor before the newest
+    /// entry (bookings are served in order), at which `cost` more units fit.
+    fn earliest_fit(&self, view: &View, cost: u64) -> u128 {
+        let floor = view.latest.0.max(self.newest(view).unwrap_or(0)) as u128;
+        let (mut in_window, mut at, mut i) = (view.used, floor, view.expired);
+        // Entries leave oldest first; walk them out until `cost` fits. This
+        // ends because `cost <= limit` and the log empties eventually.
+        while in_window + cost > self.limit {
+            let entry = self.entry(i);
+            in_window -= entry.cost;
+            at = at.max(self.leaves_at(entry));
+            i += 1;
+        }
+        at
+    }
+
+    /// Records `cost` at `at`, the newest instant so far. Returns `false`
+    /// (recording nothing) when the ring has no room for a new instant.
+    fn push(&mut self, at: u64, cost: u64) -> bool {
         if cost == 0 {
-            return;
+            return true;
         }
-        self.used += cost;
         if self.len > 0 {
             let newest = (self.head + self.len - 1) % self.ring.len();
             if self.ring[newest].at == at {
                 self.ring[newest].cost += cost;
-                return;
+                self.used += cost;
+                return true;
             }
+        }
+        if self.len == self.ring.len() {
+            return false;
         }
         let slot = (self.head + self.len) % self.ring.len();
         self.ring[slot] = Entry { at, cost };
         self.len += 1;
+        self.used += cost;
+        true
     }
 
-    /// The wait until the oldest events holding at least `needed` units have
-    /// left the window.
-    fn wait_to_free(&self, needed: u64, now: Nanos) -> Nanos {
-        let mut freed = 0;
-        let enough = (0..self.len).map(|i| self.entry(i)).find(|entry| {
-            freed += entry.cost;
-            freed >= needed
-        });
-        // A denied request never needs more than the log holds, so `enough`
-        // is always found; the fallback only avoids a panic path.
-        enough.map_or(Nanos::MAX, |entry| self.leaves_after(entry, now))
+    fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, View, u128), Error> {
+        check_cost(cost, self.limit)?;
+        let view = self.view_at(self.latest.max(now));
+        let fits_at = self.earliest_fit(&view, cost);
+        let latest = view.latest.0 as u128;
+        let allowed = cost == 0 || fits_at == latest;
+        let consumed = if allowed { cost } else { 0 };
+        let newest_leaves = match self.newest(&view) {
+            _ if consumed > 0 => Some(latest + self.window as u128),
+            Some(at) => Some(at as u128 + self.window as u128),
+            None => None,
+        };
+        let decision = Decision {
+            allowed,
+            remaining: self.limit.saturating_sub(view.used + consumed),
+            limit: self.limit,
+            retry_after: if allowed {
+                Nanos::ZERO
+            } else {
+                since(now, fits_at)
+            },
+            reset_after: newest_leaves.map_or(Nanos::ZERO, |t| since(now, t)),
+        };
+        Ok((decision, view, fits_at))
+    }
+}
+
+/// The log as of some time: the oldest `expired` entries have left.
+struct View {
+    expired: usize,
+    used: u64,
+    latest: Nanos,
+}
+
+/// `at - now` as a duration, saturating at [`Nanos::MAX`].
+fn since(now: Nanos, at: u128) -> Nanos {
+    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
+}
+
+impl Limiter for SlidingWindowLog {
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        let (decision, view, _) = self.decide(now, cost)?;
+        self.apply(&view);
+        if decision.allowed {
+            // An allowed request leaves at most `limit - 1` entries besides
+            // its own, all in the window, so the ring always has room.
+            self.push(view.latest.0, cost);
+        }
+        Ok(decision)
+    }
+
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        self.decide(now, cost).map(|(decision, _, _)| decision)
+    }
+
+    fn reserve(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        let (decision, view, fits_at) = self.decide(now, cost)?;
+        // Dropping expired entries changes no answer, and the time seen must
+        // be kept even when nothing is booked, as try_acquire keeps it.
+        self.apply(&view);
+        if decision.allowed {
+            self.push(view.latest.0, cost);
+            return Ok(Ok(Nanos::ZERO));
+        }
+        if decision.retry_after > max_wait || fits_at > u64::MAX as u128 {
+            return Ok(Err(decision));
+        }
+        if !self.push(fits_at as u64, cost) {
+            return Ok(Err(decision));
+        }
+        Ok(Ok(decision.retry_after))
+    }
+
+    /// Removes up to `cost` units recorded at exactly `taken_at` (the `now`
+    /// of the acquire, or the slot a reservation was given). Units recorded at
+    /// other instants stay: moving them would let a later window count less
+    /// than what really happened in it.
+    fn refund(&mut self, taken_at: Nanos, cost: u64) {
+        let Some(i) = (0..self.len)
+            .rev()
+            .find(|&i| self.entry(i).at == taken_at.0)
+        else {
+            return;
+        };
+        let slot = (self.head + i) % self.ring.len();
+        let given = cost.min(self.ring[slot].cost);
+        self.ring[slot].cost -= given;
+        self.used -= given;
+        if self.ring[slot].cost == 0 {
+            // Close the gap so that every entry keeps a cost of at least 1.
+            for j in i..self.len - 1 {
+                let (to, from) = (
+                    (self.head + j) % self.ring.len(),
+                    (self.head + j + 1) % self.ring.len(),
+                );
+                self.ring[to] = self.ring[from];
+            }
+            self.len -= 1;
+        }
     }
 }

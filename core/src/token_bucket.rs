@@ -1,25 +1,32 @@
-//! The lazy-refill token bucket.
+//! The lazy-refill token bucket, with one or several bandwidths.
 
-use crate::{Decision, Error, Nanos};
+use crate::bandwidth::Band;
+use crate::limiter::check_cost;
+use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 
-/// A token bucket that refills lazily, with exact integer arithmetic.
+/// A token bucket that refills lazily, with exact integer arithmetic, under
+/// one or several bandwidths at once.
 ///
-/// The bucket holds at most `capacity` tokens and gains `refill_tokens` every
-/// `refill_period`, continuously: after `t` ns it has gained
-/// `refill_tokens * t / refill_period` tokens, and the fraction of a token is
-/// carried to the next call, so no rate drifts (3 tokens per microsecond admit
-/// exactly 3,000 per millisecond). A request of `cost` is allowed when the
-/// bucket holds at least `cost` tokens, and then takes them.
+/// Each [`Bandwidth`] holds at most `capacity` tokens and gains
+/// `refill_tokens` every `refill_period`: continuously (after `t` ns,
+/// `refill_tokens * t / refill_period` tokens, the fraction carried to the
+/// next call, so no rate drifts: 3 tokens per microsecond admit exactly 3,000
+/// per millisecond) or, for [`Bandwidth::interval`], all at once at the end of
+/// each period. A request of `cost` is allowed when every bandwidth holds at
+/// least `cost` tokens, and then takes them from every bandwidth; a denial
+/// takes from none.
 ///
-/// **Guarantee.** In any span of time of length `t`, the bucket admits at most
-/// `capacity + floor(refill_tokens * t / refill_period)` units: a burst of up
-/// to `capacity` at once, then the sustained rate.
+/// **Guarantee.** For each bandwidth, in any span of time of length `t`, the
+/// bucket admits at most `capacity + floor(refill_tokens * t / refill_period)`
+/// units (interval refill: `capacity + refill_tokens * (number of period ends
+/// in the span)`): a burst of up to `capacity` at once, then the rate.
 ///
-/// A new bucket holds `initial_tokens` (by default `capacity`) at the time of
-/// its first call.
+/// A new bucket holds each bandwidth's `initial_tokens` (by default its
+/// capacity) at the time of its first call. `TokenBucket` (that is,
+/// `TokenBucket<1>`) has one bandwidth; `TokenBucket<N>` has `N`.
 ///
 /// ```
-/// use ratekeeper::{Nanos, TokenBucket};
+/// use ratekeeper::{Bandwidth, Limiter, Nanos, TokenBucket};
 ///
 /// // Burst of 2, then 1 per 500 ms.
 /// let mut bucket = TokenBucket::new(2, 1, Nanos::from_millis(500)).unwrap();
@@ -27,37 +34,40 @@ use crate::{Decision, Error, Nanos};
 /// let denied = bucket.try_acquire(Nanos::from_millis(100), 1).unwrap();
 /// assert_eq!(denied.retry_after, Nanos::from_millis(400));
 /// assert!(bucket.try_acquire(Nanos::from_millis(500), 1).unwrap().allowed);
+///
+/// // 2 per second AND 3 per minute (1 per 20 s, burst 3).
+/// let mut both = TokenBucket::from_bandwidths([
+///     Bandwidth::greedy(2, 2, Nanos::from_secs(1)).unwrap(),
+///     Bandwidth::greedy(3, 3, Nanos::from_secs(60)).unwrap(),
+/// ]).unwrap();
+/// assert!(both.try_acquire(Nanos::ZERO, 2).unwrap().allowed);        // minute: 3 -> 1
+/// assert!(both.try_acquire(Nanos::from_secs(1), 1).unwrap().allowed); // minute: 1.05 -> 0.05
+/// let denied = both.try_acquire(Nanos::from_secs(2), 1).unwrap();     // minute: 0.1
+/// assert_eq!(denied.retry_after, Nanos::from_secs(18));                // 0.9 token at 1 per 20 s
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TokenBucket {
-    capacity: u64,
-    refill_tokens: u64,
-    refill_period: u64,
-    tokens: u64,
-    /// The fraction of the next token, in units of `1 / refill_period` token;
-    /// always below `refill_period`.
-    carry: u64,
-    /// The time `tokens` and `carry` refer to; `None` until the first call.
+pub struct TokenBucket<const N: usize = 1> {
+    bands: [Band; N],
+    /// The time the bands' state refers to; `None` until the first call.
     updated: Option<Nanos>,
 }
 
-/// The bucket's contents as of some time, computed without changing it.
-struct Level {
-    tokens: u64,
-    carry: u64,
+/// The bucket as of some time, computed without changing it.
+struct Level<const N: usize> {
+    bands: [Band; N],
     at: Nanos,
     /// How far `now` lies before the bucket's own time (time went backwards).
     lag: u64,
 }
 
-impl TokenBucket {
+impl TokenBucket<1> {
     /// A full bucket of `capacity` tokens gaining `refill_tokens` every
-    /// `refill_period`.
+    /// `refill_period`, continuously.
     ///
     /// Fails when a value is zero, or when refilling the whole capacity would
     /// take longer than [`Nanos::MAX`].
     pub fn new(capacity: u64, refill_tokens: u64, refill_period: Nanos) -> Result<Self, Error> {
-        Self::with_initial_tokens(capacity, refill_tokens, refill_period, capacity)
+        Self::from_bandwidths([Bandwidth::greedy(capacity, refill_tokens, refill_period)?])
     }
 
     /// Like [`TokenBucket::new`], holding `initial_tokens` at its first call.
@@ -69,140 +79,206 @@ impl TokenBucket {
         refill_period: Nanos,
         initial_tokens: u64,
     ) -> Result<Self, Error> {
-        for (name, value) in [
-            ("capacity", capacity),
-            ("refill_tokens", refill_tokens),
-            ("refill_period", refill_period.0),
-        ] {
-            if value == 0 {
-                return Err(Error::ZeroValue { name });
-            }
-        }
-        if initial_tokens > capacity {
-            return Err(Error::TooLarge {
-                name: "initial_tokens",
-                value: initial_tokens,
-                max: capacity,
-            });
-        }
-        // Every wait this bucket reports is at most the time to refill it from
-        // empty, so checking that once here keeps all later answers in range.
-        if (capacity as u128 * refill_period.0 as u128).div_ceil(refill_tokens as u128)
-            > u64::MAX as u128
-        {
-            return Err(Error::Overflow {
-                name: "refill_period",
-                reason: "refilling the whole capacity would take more than 2^64 ns",
-            });
-        }
-        Ok(TokenBucket {
-            capacity,
-            refill_tokens,
-            refill_period: refill_period.0,
-            tokens: initial_tokens,
-            carry: 0,
-            updated: None,
-        })
-    }
-
-    /// Takes `cost` tokens at time `now` if the bucket holds that many.
-    ///
-    /// A denied request takes nothing. Fails only when `cost` exceeds the
-    /// capacity, since such a request could never be allowed.
-    pub fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
-        if cost > self.capacity {
-            return Err(Error::CostExceedsLimit {
-                cost,
-                limit: self.capacity,
-            });
-        }
-        let level = self.level_at(now);
-        let allowed = level.tokens >= cost;
-        let tokens = if allowed {
-            level.tokens - cost
-        } else {
-            level.tokens
-        };
-        self.tokens = tokens;
-        self.carry = level.carry;
-        self.updated = Some(level.at);
-        let retry_after = if allowed {
-            Nanos::ZERO
-        } else {
-            self.wait_for(cost - tokens, level.lag)
-        };
-        Ok(Decision {
-            allowed,
-            remaining: tokens,
-            limit: self.capacity,
-            retry_after,
-            reset_after: self.wait_for(self.capacity - tokens, level.lag),
-        })
+        let rule = Bandwidth::greedy(capacity, refill_tokens, refill_period)?;
+        Self::from_bandwidths([rule.with_initial_tokens(initial_tokens)?])
     }
 
     /// The most tokens the bucket holds.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.bands[0].rule.capacity()
     }
 
     /// Tokens gained every [`refill_period`](Self::refill_period).
     pub fn refill_tokens(&self) -> u64 {
-        self.refill_tokens
+        self.bands[0].rule.refill_tokens()
     }
 
     /// The period over which [`refill_tokens`](Self::refill_tokens) are gained.
     pub fn refill_period(&self) -> Nanos {
-        Nanos(self.refill_period)
+        self.bands[0].rule.refill_period()
+    }
+}
+
+impl<const N: usize> TokenBucket<N> {
+    /// A bucket that must satisfy every one of `bandwidths`.
+    ///
+    /// Fails when `N` is zero.
+    pub fn from_bandwidths(bandwidths: [Bandwidth; N]) -> Result<Self, Error> {
+        if N == 0 {
+            return Err(Error::ZeroValue { name: "bandwidths" });
+        }
+        Ok(TokenBucket {
+            bands: bandwidths.map(Band::new),
+            updated: None,
+        })
     }
 
-    fn level_at(&self, now: Nanos) -> Level {
-        let Some(updated) = self.updated else {
-            return Level {
-                tokens: self.tokens,
-                carry: self.carry,
-                at: now,
-                lag: 0,
-            };
-        };
-        if now <= updated {
-            return Level {
-                tokens: self.tokens,
-                carry: self.carry,
+    /// The bandwidths this bucket enforces.
+    pub fn bandwidths(&self) -> [Bandwidth; N] {
+        self.bands.map(|band| band.rule)
+    }
+
+    /// Replaces the bandwidths of a live bucket with those of `new`.
+    ///
+    /// State carries over band by band: whole tokens (capped at the new
+    /// capacity) and tokens owed to reservations are kept; a partial token,
+    /// or the time into the current interval, restarts at `now`. A bucket
+    /// that has never been called simply becomes `new`.
+    pub fn reconfigure(&mut self, now: Nanos, new: TokenBucket<N>) {
+        if self.updated.is_none() {
+            *self = new;
+            return;
+        }
+        let level = self.level_at(now);
+        let mut i = 0;
+        self.bands = level.bands.map(|band| {
+            i += 1;
+            band.reconfigured(new.bands[i - 1].rule)
+        });
+        self.updated = Some(level.at);
+    }
+
+    #[inline]
+    fn level_at(&self, now: Nanos) -> Level<N> {
+        match self.updated {
+            Some(updated) if now <= updated => Level {
+                bands: self.bands,
                 at: updated,
                 lag: updated.0 - now.0,
-            };
-        }
-        let (mut tokens, mut carry) = (self.tokens, self.carry);
-        if tokens < self.capacity {
-            // Cannot overflow: carry < 2^64 and the product is at most (2^64 - 1)^2.
-            let gained = carry as u128 + self.refill_tokens as u128 * (now.0 - updated.0) as u128;
-            let whole = gained / self.refill_period as u128;
-            let room = self.capacity - tokens;
-            if whole >= room as u128 {
-                (tokens, carry) = (self.capacity, 0);
-            } else {
-                tokens += whole as u64;
-                carry = (gained % self.refill_period as u128) as u64;
-            }
-        }
-        Level {
-            tokens,
-            carry,
-            at: now,
-            lag: 0,
+            },
+            Some(updated) => Level {
+                bands: self.bands.map(|band| band.advanced(now.0 - updated.0)),
+                at: now,
+                lag: 0,
+            },
+            None => Level {
+                bands: self.bands,
+                at: now,
+                lag: 0,
+            },
         }
     }
 
-    /// The wait until `missing` more tokens have accrued, given the current
-    /// carry, plus `lag` for a `now` that lies before the bucket's own time.
-    fn wait_for(&self, missing: u64, lag: u64) -> Nanos {
-        if missing == 0 {
-            return Nanos::ZERO;
+    #[inline]
+    fn commit(&mut self, bands: [Band; N], at: Nanos) {
+        self.bands = bands;
+        self.updated = Some(at);
+    }
+
+    /// The longest wait, over all bands, until each holds `target` tokens
+    /// (`None` for no target), plus `lag`.
+    fn wait(bands: &[Band; N], lag: u64, target: Option<u64>) -> u128 {
+        let longest = bands
+            .iter()
+            .map(|band| band.wait_for(target.unwrap_or(band.rule.capacity())))
+            .max()
+            .unwrap_or(0);
+        if longest == 0 {
+            0
+        } else {
+            longest.saturating_add(lag as u128)
         }
-        let needed = missing as u128 * self.refill_period as u128 - self.carry as u128;
-        // At most the full refill time, which the constructor checked fits.
-        let wait = needed.div_ceil(self.refill_tokens as u128) as u64;
-        Nanos(wait.saturating_add(lag))
+    }
+
+    #[inline]
+    fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, Level<N>), Error> {
+        let limit = self.limit();
+        check_cost(cost, limit)?;
+        let mut level = self.level_at(now);
+        let allowed = cost == 0 || level.bands.iter().all(|band| band.holds(cost));
+        if allowed {
+            level.bands = level.bands.map(|band| band.taken(cost));
+        }
+        let retry_after = if allowed {
+            0
+        } else {
+            Self::wait(&level.bands, level.lag, Some(cost))
+        };
+        let decision = Decision {
+            allowed,
+            remaining: level
+                .bands
+                .iter()
+                .map(|band| band.tokens)
+                .min()
+                .unwrap_or(0),
+            limit,
+            retry_after: saturate(retry_after),
+            reset_after: saturate(Self::wait(&level.bands, level.lag, None)),
+        };
+        Ok((decision, level))
+    }
+}
+
+fn saturate(ns: u128) -> Nanos {
+    Nanos(ns.min(u64::MAX as u128) as u64)
+}
+
+impl<const N: usize> Limiter for TokenBucket<N> {
+    /// The smallest capacity of the bucket's bandwidths.
+    fn limit(&self) -> u64 {
+        self.bands
+            .iter()
+            .map(|band| band.rule.capacity())
+            .min()
+            .unwrap_or(0)
+    }
+
+    #[inline]
+    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        let (decision, level) = self.decide(now, cost)?;
+        self.commit(level.bands, level.at);
+        Ok(decision)
+    }
+
+    #[inline]
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        self.decide(now, cost).map(|(decision, _)| decision)
+    }
+
+    fn reserve(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        let (decision, level) = self.decide(now, cost)?;
+        // Advancing to `now` changes no answer, and keeps the time seen even
+        // when nothing is booked, as try_acquire does.
+        self.commit(level.bands, level.at);
+        if decision.allowed {
+            return Ok(Ok(Nanos::ZERO));
+        }
+        // The wait is the same one a denial reports: until every band could
+        // have paid `cost` without this booking.
+        if decision.retry_after > max_wait || decision.retry_after == Nanos::MAX {
+            return Ok(Err(decision));
+        }
+        // The slot, measured from the bucket's own time rather than `now`.
+        let wait = decision.retry_after.0 - level.lag;
+        let mut booked = level.bands;
+        for band in booked.iter_mut() {
+            match band.booked(wait, cost) {
+                Some(b) => *band = b,
+                None => return Ok(Err(decision)),
+            }
+        }
+        self.commit(booked, level.at);
+        Ok(Ok(decision.retry_after))
+    }
+
+    /// Adds `cost` tokens back to every bandwidth, paying reservations'
+    /// debt first, never above capacity. The time is not used: a bucket has
+    /// no history, and moving its clock to `taken_at` (which may be a
+    /// reservation's future slot) would grant refill that has not happened.
+    ///
+    /// A returned token can be spent again, so with refunds the guarantee
+    /// reads: in any span, admitted units are at most the bucket's bound plus
+    /// the units refunded so far.
+    fn refund(&mut self, _taken_at: Nanos, cost: u64) {
+        for band in self.bands.iter_mut() {
+            band.add(cost as u128);
+        }
     }
 }
 
@@ -229,5 +305,67 @@ mod tests {
         let err = TokenBucket::new(u64::MAX, 1, Nanos(2)).unwrap_err();
         assert_eq!(err.code(), "overflow");
         assert!(TokenBucket::new(u64::MAX, 1, Nanos(1)).is_ok());
+        // ceil((2^64 - 2) / 2) periods of 2 ns fit; ceil((2^64 - 1) / 2) do not.
+        assert!(Bandwidth::interval(u64::MAX - 1, 2, Nanos(2)).is_ok());
+        assert_eq!(
+            Bandwidth::interval(u64::MAX, 2, Nanos(2))
+                .unwrap_err()
+                .code(),
+            "overflow"
+        );
+        assert_eq!(
+            Bandwidth::interval(u64::MAX, 1, Nanos(2))
+                .unwrap_err()
+                .code(),
+            "overflow"
+        );
+    }
+
+    #[test]
+    fn interval_refill_arrives_whole_at_each_period_end() {
+        let rule = Bandwidth::interval(10, 4, Nanos(100))
+            .unwrap()
+            .with_initial_tokens(0)
+            .unwrap();
+        let mut bucket = TokenBucket::from_bandwidths([rule]).unwrap();
+        let d = bucket.try_acquire(Nanos(1_000), 1).unwrap();
+        assert_eq!((d.allowed, d.retry_after), (false, Nanos(100)));
+        assert_eq!(bucket.peek(Nanos(1_099), 0).unwrap().remaining, 0);
+        assert_eq!(bucket.peek(Nanos(1_100), 0).unwrap().remaining, 4);
+        // Five boundaries fill it (20 > 10); a full bucket keeps its phase.
+        let d = bucket.try_acquire(Nanos(1_530), 10).unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.reset_after, Nanos(270)); // 3 boundaries: 1_600, 1_700, 1_800
+    }
+
+    #[test]
+    fn reservations_are_served_in_order_at_exactly_the_rate() {
+        let mut bucket = TokenBucket::new(2, 1, Nanos(1_000)).unwrap();
+        let waits: [Nanos; 5] =
+            core::array::from_fn(|_| bucket.reserve(Nanos(0), 1, Nanos(3_000)).unwrap().unwrap());
+        assert_eq!(waits.map(|w| w.0), [0, 0, 1_000, 2_000, 3_000]);
+        // The next wait would be 4_000: denied, nothing booked.
+        let denied = bucket
+            .reserve(Nanos(0), 1, Nanos(3_999))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(denied.retry_after, Nanos(4_000));
+        // A plain acquire cannot jump the queue.
+        assert!(!bucket.try_acquire(Nanos(2_500), 1).unwrap().allowed);
+        // Cancelling the last two bookings gives the slot at 3_000 back.
+        bucket.refund(Nanos(2_500), 2);
+        assert!(bucket.try_acquire(Nanos(3_000), 1).unwrap().allowed);
+    }
+
+    #[test]
+    fn refunds_never_exceed_capacity() {
+        let mut bucket = TokenBucket::new(5, 1, Nanos(1_000)).unwrap();
+        assert!(bucket.try_acquire(Nanos(0), 2).unwrap().allowed);
+        bucket.refund(Nanos(0), 100);
+        assert_eq!(bucket.peek(Nanos(0), 0).unwrap().remaining, 5);
+        assert_eq!(
+            bucket.try_acquire(Nanos(0), 6).unwrap_err().code(),
+            "cost_exceeds_limit"
+        );
     }
 }

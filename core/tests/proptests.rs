@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ratekeeper::{Decision, Nanos, SlidingWindowLog, TokenBucket};
+use ratekeeper::{Bandwidth, Decision, Limiter, Nanos, SlidingWindowLog, TokenBucket};
 
 /// A token bucket kept as an exact rational level with denominator
 /// `refill_period`, advanced from scratch on every call.
@@ -67,6 +67,29 @@ impl RefLog {
             self.events.push((self.latest, cost));
         }
         (allowed, self.limit - self.used_at(self.latest))
+    }
+}
+
+/// Any u64, with the edges likely.
+fn extreme() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(u64::MAX),
+        Just(u64::MAX - 1),
+        Just(1 << 63),
+        any::<u64>()
+    ]
+}
+
+/// One call of any kind; errors (cost above the limit) are fine, panics are not.
+fn exercise(limiter: &mut impl Limiter, now: u64, cost: u64, wait: u64, op: u8) {
+    let (now, wait) = (Nanos(now), Nanos(wait));
+    match op {
+        0 => drop(limiter.try_acquire(now, cost)),
+        1 => drop(limiter.peek(now, cost)),
+        2 => drop(limiter.reserve(now, cost, wait)),
+        _ => limiter.refund(now, cost),
     }
 }
 
@@ -269,24 +292,30 @@ proptest! {
         prop_assert_eq!(admitted, refill as u128 * now as u128 / period as u128);
     }
 
-    /// No input, however extreme, panics.
+    /// No input, however extreme, panics, whatever the operation.
     #[test]
     fn extreme_inputs_never_panic(
-        capacity in prop_oneof![Just(1u64), Just(u64::MAX), any::<u64>()],
-        refill in prop_oneof![Just(1u64), Just(u64::MAX), any::<u64>()],
-        period in prop_oneof![Just(1u64), Just(u64::MAX), any::<u64>()],
-        window in prop_oneof![Just(1u64), Just(u64::MAX), any::<u64>()],
-        calls in prop::collection::vec((prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()],
-                                        prop_oneof![Just(0u64), Just(1u64), Just(u64::MAX), any::<u64>()]), 1..20),
+        capacity in extreme(), refill in extreme(), period in extreme(), window in extreme(),
+        interval in any::<bool>(),
+        calls in prop::collection::vec((extreme(), extreme(), extreme(), 0u8..5), 1..24),
     ) {
-        if let Ok(mut bucket) = TokenBucket::new(capacity, refill, Nanos(period)) {
-            for &(now, cost) in &calls {
-                let _ = bucket.try_acquire(Nanos(now), cost);
+        let rule = if interval { Bandwidth::interval(capacity, refill, Nanos(period)) }
+                   else { Bandwidth::greedy(capacity, refill, Nanos(period)) };
+        if let Ok(rule) = rule {
+            let mut bucket = TokenBucket::from_bandwidths([rule, rule]).unwrap();
+            for &(now, cost, wait, op) in &calls {
+                exercise(&mut bucket, now, cost, wait, op);
+                if op == 4 {
+                    bucket.reconfigure(Nanos(now), TokenBucket::from_bandwidths([rule, rule]).unwrap());
+                }
             }
         }
         if let Ok(mut log) = SlidingWindowLog::new(capacity % 64 + 1, Nanos(window)) {
-            for &(now, cost) in &calls {
-                let _ = log.try_acquire(Nanos(now), cost);
+            for &(now, cost, wait, op) in &calls {
+                exercise(&mut log, now, cost, wait, op);
+                if op == 4 {
+                    log.reconfigure(Nanos(now), SlidingWindowLog::new(cost % 64 + 1, Nanos(wait.max(1))).unwrap());
+                }
             }
         }
     }

@@ -1,23 +1,13 @@
-//! Runs the shared conformance vectors in `tests/vectors/` against the core.
+//! Runs the shared conformance vectors in `tests/vectors/` (and
+//! `tests/vectors/core-only/`) against the core.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use ratekeeper::{count_from_f64, Decision, Error, Nanos, SlidingWindowLog, TokenBucket};
+use ratekeeper::{
+    count_from_f64, Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+};
 use serde_json::{json, Map, Value};
-
-enum Limiter {
-    Bucket(TokenBucket),
-    Log(SlidingWindowLog),
-}
-
-impl Limiter {
-    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
-        match self {
-            Limiter::Bucket(b) => b.try_acquire(now, cost),
-            Limiter::Log(l) => l.try_acquire(now, cost),
-        }
-    }
-}
 
 /// A count as a binding would take it from a host number.
 fn count(value: &Value, name: &'static str) -> Result<u64, Error> {
@@ -47,28 +37,72 @@ fn nanos(value: &Value, name: &'static str) -> Result<Nanos, Error> {
     }
 }
 
-fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Limiter, Error> {
+fn bandwidth(c: &Map<String, Value>) -> Result<Bandwidth, Error> {
+    let capacity = count(&c["capacity"], "capacity")?;
+    let refill_tokens = count(&c["refill_tokens"], "refill_tokens")?;
+    let period = nanos(&c["refill_period_ns"], "refill_period")?;
+    let rule = match c.get("refill").and_then(Value::as_str) {
+        Some("interval") => Bandwidth::interval(capacity, refill_tokens, period)?,
+        _ => Bandwidth::greedy(capacity, refill_tokens, period)?,
+    };
+    match c.get("initial_tokens") {
+        Some(v) => rule.with_initial_tokens(count(v, "initial_tokens")?),
+        None => Ok(rule),
+    }
+}
+
+fn bucket<const N: usize>(rules: Vec<Bandwidth>) -> Result<Box<dyn Limiter>, Error> {
+    let rules: [Bandwidth; N] = rules.try_into().expect("N rules");
+    Ok(Box::new(TokenBucket::from_bandwidths(rules)?))
+}
+
+fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Box<dyn Limiter>, Error> {
     match algorithm {
         "token_bucket" => {
-            let capacity = count(&config["capacity"], "capacity")?;
-            let refill_tokens = count(&config["refill_tokens"], "refill_tokens")?;
-            let period = nanos(&config["refill_period_ns"], "refill_period")?;
-            let bucket = match config.get("initial_tokens") {
-                None => TokenBucket::new(capacity, refill_tokens, period),
-                Some(v) => TokenBucket::with_initial_tokens(
-                    capacity,
-                    refill_tokens,
-                    period,
-                    count(v, "initial_tokens")?,
-                ),
-            };
-            bucket.map(Limiter::Bucket)
+            let rules = match config.get("bandwidths") {
+                Some(list) => list
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|b| bandwidth(b.as_object().unwrap()))
+                    .collect(),
+                None => bandwidth(config).map(|rule| vec![rule]),
+            }?;
+            match rules.len() {
+                0 => bucket::<0>(rules),
+                1 => bucket::<1>(rules),
+                2 => bucket::<2>(rules),
+                3 => bucket::<3>(rules),
+                n => panic!("the runner builds buckets of up to 3 bandwidths, not {n}"),
+            }
         }
-        "sliding_window_log" => SlidingWindowLog::new(
+        "gcra" => Ok(Box::new(match config.get("emission_interval_ns") {
+            Some(interval) => Gcra::new(
+                count(&config["burst"], "burst")?,
+                nanos(interval, "emission_interval")?,
+            )?,
+            None => Gcra::per_period(
+                count(&config["burst"], "burst")?,
+                count(&config["tokens"], "tokens")?,
+                nanos(&config["period_ns"], "period")?,
+            )?,
+        })),
+        "leaky_bucket" => Ok(Box::new(LeakyBucket::new(
+            count(&config["capacity"], "capacity")?,
+            nanos(&config["interval_ns"], "interval")?,
+        )?)),
+        "sliding_window_log" => Ok(Box::new(SlidingWindowLog::new(
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
-        )
-        .map(Limiter::Log),
+        )?)),
+        "sliding_window_counter" => Ok(Box::new(SlidingWindowCounter::new(
+            count(&config["limit"], "limit")?,
+            nanos(&config["window_ns"], "window")?,
+        )?)),
+        "fixed_window" => Ok(Box::new(FixedWindow::new(
+            count(&config["limit"], "limit")?,
+            nanos(&config["window_ns"], "window")?,
+        )?)),
         other => panic!("unknown algorithm {other}"),
     }
 }
@@ -87,10 +121,25 @@ fn decision_json(d: &Decision) -> Value {
     })
 }
 
-fn step(limiter: &mut Limiter, step: &Value) -> Result<Decision, Error> {
-    let now = nanos(&step["now_ns"], "now")?;
-    let cost = count(&step["cost"], "cost")?;
-    limiter.try_acquire(now, cost)
+/// Applies one step and returns what it should be compared with.
+fn step(limiter: &mut dyn Limiter, s: &Value) -> Result<Value, Error> {
+    let now = nanos(&s["now_ns"], "now")?;
+    let cost = count(&s["cost"], "cost")?;
+    Ok(
+        match s.get("op").and_then(Value::as_str).unwrap_or("acquire") {
+            "acquire" => decision_json(&limiter.try_acquire(now, cost)?),
+            "peek" => decision_json(&limiter.peek(now, cost)?),
+            "reserve" => match limiter.reserve(now, cost, nanos(&s["max_wait_ns"], "max_wait")?)? {
+                Ok(wait) => json!({"wait_ns": wait.0}),
+                Err(denied) => json!({"denied": decision_json(&denied)}),
+            },
+            "refund" => {
+                limiter.refund(now, cost);
+                json!({})
+            }
+            other => panic!("unknown op {other}"),
+        },
+    )
 }
 
 fn run_scenario(scenario: &Value) {
@@ -104,8 +153,8 @@ fn run_scenario(scenario: &Value) {
         (Ok(limiter), None) => limiter,
     };
     for (i, s) in scenario["steps"].as_array().unwrap().iter().enumerate() {
-        let got = match step(&mut limiter, s) {
-            Ok(d) => json!({"expect": decision_json(&d)}),
+        let got = match step(limiter.as_mut(), s) {
+            Ok(v) => json!({"expect": v}),
             Err(e) => json!({"expect_error": error_json(&e)}),
         };
         let key = if s.get("expect").is_some() {
@@ -117,13 +166,15 @@ fn run_scenario(scenario: &Value) {
     }
 }
 
-#[test]
-fn every_vector_file_runs_and_agrees_with_the_core() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors");
-    let index: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("index.json")).unwrap()).unwrap();
+/// Runs every file of one folder, checking it against the folder's index.json;
+/// returns the number of scenarios run.
+fn run_folder(dir: &Path) -> u64 {
+    let read = |p: PathBuf| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let index = read(dir.join("index.json"));
     let listed = index["files"].as_object().unwrap();
-    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".json") && n != "index.json")
@@ -133,20 +184,21 @@ fn every_vector_file_runs_and_agrees_with_the_core() {
     names.sort();
     assert_eq!(
         on_disk, names,
-        "index.json must list exactly the vector files"
+        "{dir:?}/index.json must list exactly the vector files"
     );
 
     let mut ran = 0;
     for (file, expected_count) in listed {
-        let doc: Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join(file)).unwrap()).unwrap();
-        let scenarios = doc["scenarios"].as_array().unwrap();
+        let scenarios = read(dir.join(file))["scenarios"]
+            .as_array()
+            .unwrap()
+            .clone();
         assert_eq!(
             scenarios.len() as u64,
             expected_count.as_u64().unwrap(),
             "{file}"
         );
-        for scenario in scenarios {
+        for scenario in &scenarios {
             run_scenario(scenario);
             ran += 1;
         }
@@ -154,5 +206,12 @@ fn every_vector_file_runs_and_agrees_with_the_core() {
     let total: u64 = listed.values().map(|c| c.as_u64().unwrap()).sum();
     assert!(total > 0);
     assert_eq!(ran, total);
+    ran
+}
+
+#[test]
+fn every_vector_file_runs_and_agrees_with_the_core() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors");
+    let ran = run_folder(&dir) + run_folder(&dir.join("core-only"));
     println!("ran {ran} vector scenarios");
 }

@@ -1,0 +1,345 @@
+//! The fixed-window counter.
+
+use crate::limiter::check_cost;
+use crate::{Decision, Error, Limiter, Nanos};
+
+/// A counter per aligned window of time: at most `limit` units in each.
+///
+/// Windows are `[k * window, (k + 1) * window)` for `k = 0, 1, ...`, aligned
+/// to the caller's time zero (`now == 0`). A request of `cost` at `now` is
+/// allowed when the units admitted in the window holding `now`, plus `cost`,
+/// are at most `limit`; every unit leaves at once when its window ends.
+///
+/// **Guarantee.** In every aligned window at most `limit` units are admitted.
+/// A span of length `window` that straddles a window boundary can hold up to
+/// `2 * limit`: `limit` at the very end of one window and `limit` at the
+/// start of the next (the boundary burst). Where that burst matters, use a
+/// sliding window.
+///
+/// [`reserve`](Limiter::reserve) books the earliest window with room after
+/// every earlier booking, at that window's start; until a booked slot, no
+/// request is admitted (first come, first served) and `remaining` is 0. The
+/// limiter keeps the count of one window only: the one holding the latest
+/// call or booking.
+///
+/// ```
+/// use ratekeeper::{FixedWindow, Limiter, Nanos};
+///
+/// // 3 per second: windows [0 s, 1 s), [1 s, 2 s), ...
+/// let mut limiter = FixedWindow::new(3, Nanos::from_secs(1)).unwrap();
+/// assert!(limiter.try_acquire(Nanos::from_millis(900), 3).unwrap().allowed);
+/// let denied = limiter.try_acquire(Nanos::from_millis(950), 1).unwrap();
+/// assert_eq!(denied.retry_after, Nanos::from_millis(50)); // the next window
+/// // The boundary burst: 3 more at 1 s, 6 within 100 ms.
+/// assert!(limiter.try_acquire(Nanos::from_secs(1), 3).unwrap().allowed);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixedWindow {
+    limit: u64,
+    window: u64,
+    /// The latest time seen, so that time going backwards admits nothing.
+    latest: u64,
+    /// The slot of the latest booking: no request is served before it.
+    floor: u64,
+    /// The window holding `max(latest, floor)`, and the units in it.
+    index: u64,
+    used: u64,
+}
+
+/// The limiter as of some time, computed without changing it.
+struct View {
+    latest: u64,
+    index: u64,
+    used: u64,
+}
+
+/// The aligned window holding `t`. Alignment lives here alone, so that an
+/// origin or a calendar can replace it.
+fn window_of(t: u64, window: u64) -> u64 {
+    t / window
+}
+
+/// `at - now` as a duration, saturating at [`Nanos::MAX`].
+fn since(now: Nanos, at: u128) -> Nanos {
+    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
+}
+
+impl FixedWindow {
+    /// A limiter admitting at most `limit` units in each aligned `window`.
+    ///
+    /// Fails when a value is zero.
+    pub fn new(limit: u64, window: Nanos) -> Result<Self, Error> {
+        if limit == 0 {
+            return Err(Error::ZeroValue { name: "limit" });
+        }
+        if window == Nanos::ZERO {
+            return Err(Error::ZeroValue { name: "window" });
+        }
+        Ok(FixedWindow {
+            limit,
+            window: window.0,
+            latest: 0,
+            floor: 0,
+            index: 0,
+            used: 0,
+        })
+    }
+
+    /// The length of a window.
+    pub fn window(&self) -> Nanos {
+        Nanos(self.window)
+    }
+
+    /// Replaces the limit and window of a live limiter with those of `new`.
+    ///
+    /// The latest time and the booking queue carry over. The units of the
+    /// window holding the latest call or booking count in the new window
+    /// holding that instant, and the room left there is the smaller of what
+    /// each configuration leaves: `min(limit - used, new limit - used)`.
+    /// Units of earlier windows are forgotten, as at any window boundary.
+    pub fn reconfigure(&mut self, now: Nanos, new: FixedWindow) {
+        let view = self.view(now);
+        let room = (self.limit - view.used).min(new.limit.saturating_sub(view.used));
+        *self = FixedWindow {
+            latest: view.latest,
+            floor: self.floor,
+            index: window_of(view.latest.max(self.floor), new.window),
+            used: new.limit - room,
+            ..new
+        };
+    }
+
+    /// The start of window `k`, in 128 bits since it may exceed 64.
+    fn start(&self, k: u64) -> u128 {
+        k as u128 * self.window as u128
+    }
+
+    fn view(&self, now: Nanos) -> View {
+        let latest = self.latest.max(now.0);
+        let index = window_of(latest.max(self.floor), self.window);
+        let used = if index == self.index { self.used } else { 0 };
+        View {
+            latest,
+            index,
+            used,
+        }
+    }
+
+    fn commit(&mut self, view: &View) {
+        self.latest = view.latest;
+        self.index = view.index;
+        self.used = view.used;
+    }
+
+    /// The decision, the view it was made on, and the earliest instant at
+    /// which `cost` fits (not before any booked slot).
+    fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, View, u128), Error> {
+        check_cost(cost, self.limit)?;
+        let mut view = self.view(now);
+        let open = view.latest >= self.floor;
+        // A pending booking holds the limiter until its slot.
+        let pending = if open { 0 } else { self.floor as u128 };
+        let fits_here = cost <= self.limit - view.used;
+        let fits_at = if fits_here {
+            view.latest.max(self.floor) as u128
+        } else {
+            self.start(view.index) + self.window as u128
+        };
+        let allowed = cost == 0 || (open && fits_here);
+        if allowed {
+            view.used += cost;
+        }
+        let ends = if view.used > 0 {
+            self.start(view.index) + self.window as u128
+        } else {
+            0
+        };
+        let decision = Decision {
+            allowed,
+            remaining: if open { self.limit - view.used } else { 0 },
+            limit: self.limit,
+            retry_after: if allowed {
+                Nanos::ZERO
+            } else {
+                since(now, fits_at)
+            },
+            reset_after: since(now, ends.max(pending)),
+        };
+        Ok((decision, view, fits_at))
+    }
+}
+
+impl Limiter for FixedWindow {
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        let (decision, view, _) = self.decide(now, cost)?;
+        self.commit(&view);
+        Ok(decision)
+    }
+
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        self.decide(now, cost).map(|(decision, _, _)| decision)
+    }
+
+    /// Books `cost` at the start of the earliest window with room, after
+    /// every earlier booking.
+    fn reserve(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        let (decision, view, fits_at) = self.decide(now, cost)?;
+        // The time seen is kept even when nothing is booked, as try_acquire keeps it.
+        self.commit(&view);
+        if decision.allowed {
+            return Ok(Ok(Nanos::ZERO));
+        }
+        let Ok(slot) = u64::try_from(fits_at) else {
+            return Ok(Err(decision));
+        };
+        if decision.retry_after > max_wait {
+            return Ok(Err(decision));
+        }
+        // The booking is an acquire at its slot: move the count there.
+        self.floor = slot;
+        let mut booked = self.view(Nanos(view.latest));
+        booked.used += cost;
+        self.commit(&booked);
+        Ok(Ok(decision.retry_after))
+    }
+
+    /// Gives back up to `cost` units to the window holding `taken_at`, if
+    /// that is the window the limiter counts (the one holding the latest call
+    /// or booking). Units of other windows stay: an earlier window is over,
+    /// and while a booking is pending the current one is no longer counted.
+    fn refund(&mut self, taken_at: Nanos, cost: u64) {
+        if window_of(taken_at.0, self.window) == self.index {
+            self.used -= cost.min(self.used);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acquire(limiter: &mut FixedWindow, now: u64, cost: u64) -> Decision {
+        limiter.try_acquire(Nanos(now), cost).unwrap()
+    }
+
+    #[test]
+    fn an_event_at_a_window_edge_belongs_to_the_next_window() {
+        let mut limiter = FixedWindow::new(2, Nanos(100)).unwrap();
+        assert!(acquire(&mut limiter, 99, 2).allowed);
+        let denied = acquire(&mut limiter, 99, 1);
+        assert_eq!(
+            (denied.retry_after, denied.reset_after),
+            (Nanos(1), Nanos(1))
+        );
+        let d = acquire(&mut limiter, 100, 2);
+        assert!(d.allowed);
+        assert_eq!((d.remaining, d.reset_after), (0, Nanos(100)));
+    }
+
+    #[test]
+    fn bookings_spill_into_following_windows_in_order() {
+        let mut limiter = FixedWindow::new(3, Nanos(100)).unwrap();
+        let mut book = |cost| limiter.reserve(Nanos(10), cost, Nanos(1_000)).unwrap();
+        assert_eq!(book(2), Ok(Nanos(0)));
+        assert_eq!(book(2), Ok(Nanos(90))); // does not fit in [0, 100)
+        assert_eq!(book(1), Ok(Nanos(90))); // fits beside it at 100
+        assert_eq!(book(1), Ok(Nanos(190)));
+        // Window [0, 100) has 1 unit left, but it may not jump the queue.
+        let d = acquire(&mut limiter, 20, 1);
+        assert_eq!(
+            (d.allowed, d.remaining, d.retry_after),
+            (false, 0, Nanos(180))
+        );
+        assert_eq!(d.reset_after, Nanos(280));
+        let denied = limiter
+            .reserve(Nanos(10), 3, Nanos(289))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(denied.retry_after, Nanos(290));
+    }
+
+    #[test]
+    fn refunds_return_units_only_to_the_counted_window() {
+        let mut limiter = FixedWindow::new(3, Nanos(100)).unwrap();
+        assert!(acquire(&mut limiter, 50, 3).allowed);
+        limiter.refund(Nanos(150), 3); // nothing was taken in [100, 200)
+        limiter.refund(Nanos(0), 1);
+        assert_eq!(acquire(&mut limiter, 60, 0).remaining, 1);
+        assert_eq!(
+            limiter.reserve(Nanos(60), 3, Nanos(40)).unwrap(),
+            Ok(Nanos(40))
+        );
+        limiter.refund(Nanos(60), 1); // [0, 100) is no longer counted
+        limiter.refund(Nanos(100), 5); // the booking, cancelled: never below 0
+        assert_eq!(limiter.peek(Nanos(100), 0).unwrap().remaining, 3);
+        assert!(!acquire(&mut limiter, 99, 1).allowed); // the slot stays
+    }
+
+    #[test]
+    fn time_going_backwards_is_judged_at_the_latest_time() {
+        let mut limiter = FixedWindow::new(1, Nanos(100)).unwrap();
+        assert!(acquire(&mut limiter, 250, 1).allowed);
+        let d = acquire(&mut limiter, 120, 1);
+        assert!(!d.allowed);
+        assert_eq!((d.retry_after, d.reset_after), (Nanos(180), Nanos(180)));
+    }
+
+    #[test]
+    fn the_last_window_never_ends_and_nothing_overflows() {
+        // Window 1 starts at u64::MAX and would end at 2 * u64::MAX.
+        let mut limiter = FixedWindow::new(u64::MAX, Nanos(u64::MAX)).unwrap();
+        assert!(acquire(&mut limiter, u64::MAX - 1, u64::MAX).allowed);
+        assert!(acquire(&mut limiter, u64::MAX, u64::MAX).allowed);
+        let d = acquire(&mut limiter, u64::MAX, 1);
+        assert_eq!(
+            (d.allowed, d.retry_after, d.reset_after),
+            (false, Nanos::MAX, Nanos::MAX)
+        );
+        assert!(limiter.reserve(Nanos::MAX, 1, Nanos::MAX).unwrap().is_err());
+        let mut tiny = FixedWindow::new(1, Nanos(1)).unwrap();
+        assert!(acquire(&mut tiny, u64::MAX, 1).allowed);
+        assert_eq!(acquire(&mut tiny, u64::MAX, 1).retry_after, Nanos(1));
+        assert!(tiny.reserve(Nanos::MAX, 1, Nanos::MAX).unwrap().is_err());
+    }
+
+    #[test]
+    fn reconfigure_leaves_the_smaller_room() {
+        let mut limiter = FixedWindow::new(10, Nanos(100)).unwrap();
+        assert!(acquire(&mut limiter, 150, 4).allowed);
+        let mut raised = limiter.clone();
+        raised.reconfigure(Nanos(160), FixedWindow::new(20, Nanos(1_000)).unwrap());
+        assert_eq!(raised.peek(Nanos(160), 0).unwrap().remaining, 6);
+        assert_eq!(raised.peek(Nanos(1_000), 0).unwrap().remaining, 20);
+        limiter.reconfigure(Nanos(160), FixedWindow::new(3, Nanos(100)).unwrap());
+        assert_eq!(limiter.peek(Nanos(160), 0).unwrap().remaining, 0);
+        assert_eq!(limiter.peek(Nanos(200), 0).unwrap().remaining, 3);
+    }
+
+    #[test]
+    fn reconfigure_keeps_the_booking_queue() {
+        let mut limiter = FixedWindow::new(2, Nanos(100)).unwrap();
+        assert_eq!(
+            limiter.reserve(Nanos(0), 2, Nanos(0)).unwrap(),
+            Ok(Nanos(0))
+        );
+        assert_eq!(
+            limiter.reserve(Nanos(0), 2, Nanos(100)).unwrap(),
+            Ok(Nanos(100))
+        );
+        // The booked window was full, so the new window [0, 1_000) is too.
+        limiter.reconfigure(Nanos(50), FixedWindow::new(5, Nanos(1_000)).unwrap());
+        let d = limiter.peek(Nanos(60), 1).unwrap();
+        assert_eq!((d.allowed, d.retry_after), (false, Nanos(940)));
+        assert_eq!(limiter.peek(Nanos(100), 0).unwrap().remaining, 0);
+        assert_eq!(limiter.peek(Nanos(1_000), 0).unwrap().remaining, 5);
+    }
+}

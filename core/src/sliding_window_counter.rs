@@ -1,0 +1,405 @@
+//! The sliding-window counter: two window counts, weighted.
+
+use crate::limiter::check_cost;
+use crate::{Decision, Error, Limiter, Nanos};
+
+/// An O(1) estimate of a sliding window, from the counts of the current and
+/// the previous aligned window.
+///
+/// Windows are `[k * window, (k + 1) * window)`, aligned to the caller's time
+/// zero. At `e` ns into a window, the previous window's count weighs
+/// `(window - e) / window`, as if its units had been spread evenly:
+/// `estimate = prev * (window - e) / window + current`, compared exactly as
+/// `prev * (window - e) + (current + cost) * window <= limit * window`. The
+/// estimate falls continuously, across window boundaries too.
+///
+/// **Guarantee.** At most `limit` units in every aligned window, and at most
+/// `max(limit, 2 * limit - ceil(2 * limit / window))` in any span of length
+/// `window` (`window` in ns: that is `2 * limit - 1` once `window >= 2 * limit`).
+/// The bound is reached: `limit` units in the last ns of a window, then
+/// `limit - ceil(2 * limit / window)` two ns before the next window ends.
+/// Against the exact sliding log (`SlidingWindowLog`), which counts the units
+/// of `(now - window, now]`: at `e` ns into a window whose previous window
+/// holds `prev` units, an admission leaves at most
+/// `limit + floor(prev * e / window)` units in the log's window, and a request
+/// is denied only if it would not fit there with
+/// `ceil(prev * (window - e) / window)` more units (the counter then assumes
+/// units of the previous window that have in fact already left).
+///
+/// [`reserve`](Limiter::reserve) books the earliest instant at which the
+/// estimate admits the cost, after every earlier booking; until a booked
+/// slot, no request is admitted (first come, first served) and `remaining`
+/// is 0. A booking counts as an acquire at its slot, so the guarantee covers
+/// bookings too.
+///
+/// ```
+/// use ratekeeper::{Limiter, Nanos, SlidingWindowCounter};
+///
+/// let mut limiter = SlidingWindowCounter::new(10, Nanos::from_secs(1)).unwrap();
+/// assert!(limiter.try_acquire(Nanos::ZERO, 10).unwrap().allowed);
+/// // At 1.25 s the first second weighs 75%: 7.5 units, so 2 more fit, not 3.
+/// let denied = limiter.try_acquire(Nanos::from_millis(1_250), 3).unwrap();
+/// assert_eq!((denied.allowed, denied.remaining), (false, 2));
+/// // 3 fit once its weight is 70%, at 1.3 s.
+/// assert_eq!(denied.retry_after, Nanos::from_millis(50));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlidingWindowCounter {
+    limit: u64,
+    window: u64,
+    /// The latest time seen, so that time going backwards admits nothing.
+    latest: u64,
+    /// The slot of the latest booking: no request is served before it.
+    floor: u64,
+    /// The window holding `max(latest, floor)` (it never decreases), the
+    /// units in it, and the units in the window before it.
+    index: u64,
+    cur: u64,
+    prev: u64,
+}
+
+/// The limiter as of some time, computed without changing it.
+struct View {
+    latest: u64,
+    /// `max(latest, floor)`: the instant the counts are judged at.
+    at: u64,
+    index: u64,
+    cur: u64,
+    prev: u64,
+}
+
+/// The aligned window holding `t`. Alignment lives here alone, so that an
+/// origin or a calendar can replace it.
+fn window_of(t: u64, window: u64) -> u64 {
+    t / window
+}
+
+/// `at - now` as a duration, saturating at [`Nanos::MAX`].
+fn since(now: Nanos, at: u128) -> Nanos {
+    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
+}
+
+impl SlidingWindowCounter {
+    /// A counter admitting about `limit` units in any `window` (see the
+    /// guarantee above).
+    ///
+    /// Fails when a value is zero.
+    pub fn new(limit: u64, window: Nanos) -> Result<Self, Error> {
+        if limit == 0 {
+            return Err(Error::ZeroValue { name: "limit" });
+        }
+        if window == Nanos::ZERO {
+            return Err(Error::ZeroValue { name: "window" });
+        }
+        Ok(SlidingWindowCounter {
+            limit,
+            window: window.0,
+            latest: 0,
+            floor: 0,
+            index: 0,
+            cur: 0,
+            prev: 0,
+        })
+    }
+
+    /// The length of a window.
+    pub fn window(&self) -> Nanos {
+        Nanos(self.window)
+    }
+
+    /// Replaces the limit and window of a live counter with those of `new`.
+    ///
+    /// The latest time and the booking queue carry over. Both known counts
+    /// (previous and current window, the previous one at full weight) count
+    /// in the new window holding the latest call or booking, and the room
+    /// left there is the smaller of what each configuration leaves: the old
+    /// estimate's room and `new limit - prev - current`. Units of earlier
+    /// windows are forgotten, as the old configuration had forgotten them.
+    pub fn reconfigure(&mut self, now: Nanos, new: SlidingWindowCounter) {
+        let view = self.view(now);
+        let known = view.prev.saturating_add(view.cur);
+        let room = self.room(&view).min(new.limit.saturating_sub(known));
+        *self = SlidingWindowCounter {
+            latest: view.latest,
+            floor: self.floor,
+            index: window_of(view.at, new.window),
+            cur: new.limit - room,
+            prev: 0,
+            ..new
+        };
+    }
+
+    /// The start of window `k`, in 128 bits since it may exceed 64.
+    fn start(&self, k: u64) -> u128 {
+        k as u128 * self.window as u128
+    }
+
+    fn view(&self, now: Nanos) -> View {
+        let latest = self.latest.max(now.0);
+        let at = latest.max(self.floor);
+        let index = window_of(at, self.window);
+        let (cur, prev) = match index - self.index {
+            0 => (self.cur, self.prev),
+            1 => (0, self.cur),
+            _ => (0, 0),
+        };
+        View {
+            latest,
+            at,
+            index,
+            cur,
+            prev,
+        }
+    }
+
+    /// `ceil(prev * (window - e) / window)` at `e = view.at - window start`:
+    /// the previous window's weight, rounded up to whole units.
+    fn weighted_prev(&self, view: &View) -> u64 {
+        let left = self.start(view.index) + self.window as u128 - view.at as u128;
+        (view.prev as u128 * left).div_ceil(self.window as u128) as u64
+    }
+
+    /// The largest cost the estimate admits at `view.at`.
+    fn room(&self, view: &View) -> u64 {
+        (self.limit - view.cur).saturating_sub(self.weighted_prev(view))
+    }
+
+    /// The smallest offset `e <= window` into a window at which
+    /// `prev * (window - e) <= room * window`.
+    fn offset_for(&self, prev: u64, room: u64) -> u128 {
+        let window = self.window as u128;
+        if prev == 0 {
+            return 0;
+        }
+        window - (room as u128 * window / prev as u128).min(window)
+    }
+
+    /// The earliest instant, not before `view.at`, at which `cost` fits.
+    /// The estimate only falls with time, so this is exact.
+    fn earliest_fit(&self, view: &View, cost: u64) -> u128 {
+        let start = self.start(view.index);
+        match (self.limit - view.cur).checked_sub(cost) {
+            Some(room) => (start + self.offset_for(view.prev, room)).max(view.at as u128),
+            // Only in the next window, where `cur` becomes the previous count.
+            None => start + self.window as u128 + self.offset_for(view.cur, self.limit - cost),
+        }
+    }
+
+    fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, View, u128), Error> {
+        check_cost(cost, self.limit)?;
+        let mut view = self.view(now);
+        let open = view.latest >= self.floor;
+        // A pending booking holds the limiter until its slot.
+        let pending = if open { 0 } else { self.floor as u128 };
+        let fits_at = self.earliest_fit(&view, cost);
+        let allowed = cost == 0 || (open && fits_at == view.at as u128);
+        if allowed {
+            view.cur += cost;
+        }
+        // Fresh once a window with units has been the previous one for a
+        // whole window.
+        let last = match (view.cur, view.prev) {
+            (0, 0) => None,
+            (0, _) => Some(view.index as u128),
+            _ => Some(view.index as u128 + 1),
+        };
+        let fresh_at = last.map_or(0, |k| (k + 1) * self.window as u128);
+        let decision = Decision {
+            allowed,
+            remaining: if open { self.room(&view) } else { 0 },
+            limit: self.limit,
+            retry_after: if allowed {
+                Nanos::ZERO
+            } else {
+                since(now, fits_at)
+            },
+            reset_after: since(now, fresh_at.max(pending)),
+        };
+        Ok((decision, view, fits_at))
+    }
+
+    fn commit(&mut self, view: &View) {
+        self.latest = view.latest;
+        self.index = view.index;
+        self.cur = view.cur;
+        self.prev = view.prev;
+    }
+}
+
+impl Limiter for SlidingWindowCounter {
+    fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        let (decision, view, _) = self.decide(now, cost)?;
+        self.commit(&view);
+        Ok(decision)
+    }
+
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        self.decide(now, cost).map(|(decision, _, _)| decision)
+    }
+
+    /// Books `cost` at the earliest instant the estimate admits it, after
+    /// every earlier booking.
+    fn reserve(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        let (decision, view, fits_at) = self.decide(now, cost)?;
+        // The time seen is kept even when nothing is booked, as try_acquire keeps it.
+        self.commit(&view);
+        if decision.allowed {
+            return Ok(Ok(Nanos::ZERO));
+        }
+        let Ok(slot) = u64::try_from(fits_at) else {
+            return Ok(Err(decision));
+        };
+        if decision.retry_after > max_wait {
+            return Ok(Err(decision));
+        }
+        // The booking is an acquire at its slot: move the counts there.
+        self.floor = slot;
+        let mut booked = self.view(Nanos(view.latest));
+        booked.cur += cost;
+        self.commit(&booked);
+        Ok(Ok(decision.retry_after))
+    }
+
+    /// Gives back up to `cost` units to the window holding `taken_at`, if the
+    /// counter still counts it: the window of the latest call or booking, or
+    /// the one before. Units of other windows stay.
+    fn refund(&mut self, taken_at: Nanos, cost: u64) {
+        let count = match self.index.checked_sub(window_of(taken_at.0, self.window)) {
+            Some(0) => &mut self.cur,
+            Some(1) => &mut self.prev,
+            _ => return,
+        };
+        *count -= cost.min(*count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counter(limit: u64, window: u64) -> SlidingWindowCounter {
+        SlidingWindowCounter::new(limit, Nanos(window)).unwrap()
+    }
+
+    fn acquire(limiter: &mut SlidingWindowCounter, now: u64, cost: u64) -> Decision {
+        limiter.try_acquire(Nanos(now), cost).unwrap()
+    }
+
+    #[test]
+    fn the_previous_window_fades_continuously() {
+        let mut limiter = counter(4, 100);
+        assert!(acquire(&mut limiter, 0, 4).allowed);
+        // At 100 the estimate is still 4; it falls by 1 every 25 ns.
+        for (now, remaining) in [
+            (99, 0),
+            (100, 0),
+            (124, 0),
+            (125, 1),
+            (150, 2),
+            (199, 3),
+            (200, 4),
+        ] {
+            assert_eq!(
+                limiter.peek(Nanos(now), 0).unwrap().remaining,
+                remaining,
+                "at {now}"
+            );
+        }
+        let d = acquire(&mut limiter, 110, 3);
+        assert_eq!(
+            (d.allowed, d.retry_after, d.reset_after),
+            (false, Nanos(65), Nanos(90))
+        );
+    }
+
+    #[test]
+    fn the_span_bound_is_reached() {
+        // limit 3, window 3: 2 * 3 - ceil(6 / 3) = 4 units within 3 ns.
+        let mut limiter = counter(3, 3);
+        assert!(acquire(&mut limiter, 2, 3).allowed);
+        assert!(acquire(&mut limiter, 4, 1).allowed);
+        assert!(!acquire(&mut limiter, 4, 1).allowed);
+    }
+
+    #[test]
+    fn retry_crosses_into_the_next_window() {
+        let mut limiter = counter(4, 100);
+        assert!(acquire(&mut limiter, 50, 4).allowed);
+        // Nothing fits before 100; at 100 + e the estimate is 4 * (100 - e) / 100.
+        let d = acquire(&mut limiter, 60, 3);
+        assert_eq!((d.retry_after, d.reset_after), (Nanos(115), Nanos(140)));
+        assert!(!acquire(&mut limiter, 174, 3).allowed);
+        assert!(acquire(&mut limiter, 175, 3).allowed);
+    }
+
+    #[test]
+    fn bookings_are_acquires_at_their_slot() {
+        let mut limiter = counter(2, 100);
+        let mut book = |cost| limiter.reserve(Nanos(0), cost, Nanos(1_000)).unwrap();
+        assert_eq!(book(2), Ok(Nanos(0)));
+        assert_eq!(book(1), Ok(Nanos(150))); // 2 * (100 - e) / 100 <= 1
+        assert_eq!(book(1), Ok(Nanos(200)));
+        assert_eq!(book(2), Ok(Nanos(400))); // at 300 the estimate is still 1
+        let d = acquire(&mut limiter, 250, 0);
+        assert_eq!(
+            (d.allowed, d.remaining, d.reset_after),
+            (true, 0, Nanos(350))
+        );
+        let denied = limiter
+            .reserve(Nanos(0), 1, Nanos(549))
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(denied.retry_after, Nanos(550));
+    }
+
+    #[test]
+    fn refunds_reach_the_current_and_previous_window_only() {
+        let mut limiter = counter(4, 100);
+        assert!(acquire(&mut limiter, 10, 2).allowed);
+        assert!(acquire(&mut limiter, 120, 2).allowed);
+        limiter.refund(Nanos(250), 4); // nothing there
+        limiter.refund(Nanos(50), 1);
+        assert_eq!(limiter.peek(Nanos(150), 0).unwrap().remaining, 1); // 4 - 2 - ceil(0.5)
+        limiter.refund(Nanos(110), 9);
+        assert_eq!(limiter.peek(Nanos(150), 0).unwrap().remaining, 3);
+        assert!(acquire(&mut limiter, 300, 0).allowed);
+        limiter.refund(Nanos(150), 1); // two windows back: gone
+        assert_eq!(limiter.peek(Nanos(300), 0).unwrap().remaining, 4);
+    }
+
+    #[test]
+    fn extremes_do_not_overflow() {
+        let mut limiter = counter(u64::MAX, u64::MAX);
+        assert!(acquire(&mut limiter, u64::MAX - 1, u64::MAX).allowed);
+        let d = acquire(&mut limiter, u64::MAX, 1);
+        assert_eq!((d.allowed, d.remaining), (false, 0));
+        assert_eq!(d.retry_after, Nanos(1)); // at 2^64: unreachable, so not booked
+        assert!(limiter.reserve(Nanos::MAX, 1, Nanos::MAX).unwrap().is_err());
+        let mut tiny = counter(1, 1);
+        assert!(acquire(&mut tiny, u64::MAX, 1).allowed);
+        assert_eq!(acquire(&mut tiny, u64::MAX, 1).retry_after, Nanos(2));
+    }
+
+    #[test]
+    fn reconfigure_leaves_the_smaller_room() {
+        let mut limiter = counter(10, 100);
+        assert!(acquire(&mut limiter, 50, 4).allowed);
+        assert!(acquire(&mut limiter, 150, 2).allowed);
+        // Old room at 150: 10 - 2 - ceil(4 * 0.5) = 6; new: 20 - 6 = 14.
+        let mut raised = limiter.clone();
+        raised.reconfigure(Nanos(150), counter(20, 1_000));
+        assert_eq!(raised.peek(Nanos(150), 0).unwrap().remaining, 6);
+        assert_eq!(raised.peek(Nanos(999), 0).unwrap().remaining, 6);
+        limiter.reconfigure(Nanos(150), counter(8, 100));
+        assert_eq!(limiter.peek(Nanos(150), 0).unwrap().remaining, 2);
+    }
+}

@@ -1,0 +1,7 @@
+"""Deliberately naive reference models, one module per algorithm.
+
+Each module defines FILES: a list of (directory, file name, description,
+scenarios function). Directory "" holds the vectors every runner executes
+(Rust, Python, Node, wasm); "core-only" holds those only the Rust runner
+executes until the bindings expose what they test.
+"""
