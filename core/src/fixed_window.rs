@@ -1,6 +1,8 @@
 //! The fixed-window counter.
 
+use crate::aligned::window_of;
 use crate::limiter::check_cost;
+use crate::nanos::since;
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// A counter per aligned window of time: at most `limit` units in each.
@@ -51,17 +53,6 @@ struct View {
     latest: u64,
     index: u64,
     used: u64,
-}
-
-/// The aligned window holding `t`. Alignment lives here alone, so that an
-/// origin or a calendar can replace it.
-fn window_of(t: u64, window: u64) -> u64 {
-    t / window
-}
-
-/// `at - now` as a duration, saturating at [`Nanos::MAX`].
-fn since(now: Nanos, at: u128) -> Nanos {
-    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
 }
 
 impl FixedWindow {

@@ -1,6 +1,7 @@
 //! The generic cell rate algorithm: a token bucket kept as an arrival time.
 
 use crate::limiter::check_cost;
+use crate::nanos::saturating;
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// The generic cell rate algorithm (GCRA, "leaky bucket as a meter"): one
@@ -135,9 +136,7 @@ impl Gcra {
         let available =
             (self.tolerance as i128 - state.used as i128).div_euclid(self.interval as i128);
         let missing = (new.burst as i128 - available.min(new.burst as i128)) as u128;
-        let used = missing
-            .saturating_mul(new.interval as u128)
-            .min(u64::MAX as u128) as u64;
+        let used = saturating(missing.saturating_mul(new.interval as u128)).0;
         *self = Gcra {
             latest: state.at,
             used,
@@ -177,7 +176,7 @@ impl Gcra {
         if allowed {
             state.used += need;
         }
-        let after = |wait: u128| Nanos((state.lag as u128 + wait).min(u64::MAX as u128) as u64);
+        let after = |wait: u128| saturating(state.lag as u128 + wait);
         let decision = Decision {
             allowed,
             remaining: match self.tolerance.saturating_sub(state.used) {

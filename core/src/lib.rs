@@ -47,6 +47,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod aligned;
 mod bandwidth;
 mod decision;
 mod error;

@@ -44,6 +44,18 @@ impl Nanos {
     }
 }
 
+/// `ns` as a duration, saturating at [`Nanos::MAX`]: the waits limiters
+/// report are computed in 128 bits and clamped once, here.
+pub(crate) fn saturating(ns: u128) -> Nanos {
+    Nanos(ns.min(u64::MAX as u128) as u64)
+}
+
+/// `at - now` as a duration, zero if `at` is not later, saturating at
+/// [`Nanos::MAX`].
+pub(crate) fn since(now: Nanos, at: u128) -> Nanos {
+    saturating(at.saturating_sub(now.0 as u128))
+}
+
 impl From<u64> for Nanos {
     fn from(ns: u64) -> Nanos {
         Nanos(ns)

@@ -1,6 +1,8 @@
 //! The sliding-window counter: two window counts, weighted.
 
+use crate::aligned::window_of;
 use crate::limiter::check_cost;
+use crate::nanos::since;
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// An O(1) estimate of a sliding window, from the counts of the current and
@@ -66,17 +68,6 @@ struct View {
     index: u64,
     cur: u64,
     prev: u64,
-}
-
-/// The aligned window holding `t`. Alignment lives here alone, so that an
-/// origin or a calendar can replace it.
-fn window_of(t: u64, window: u64) -> u64 {
-    t / window
-}
-
-/// `at - now` as a duration, saturating at [`Nanos::MAX`].
-fn since(now: Nanos, at: u128) -> Nanos {
-    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
 }
 
 impl SlidingWindowCounter {

@@ -4,6 +4,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 
 use crate::limiter::check_cost;
+use crate::nanos::since;
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps up to
@@ -223,11 +224,6 @@ struct View {
     expired: usize,
     used: u64,
     latest: Nanos,
-}
-
-/// `at - now` as a duration, saturating at [`Nanos::MAX`].
-fn since(now: Nanos, at: u128) -> Nanos {
-    Nanos(at.saturating_sub(now.0 as u128).min(u64::MAX as u128) as u64)
 }
 
 impl Limiter for SlidingWindowLog {

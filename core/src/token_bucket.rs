@@ -2,6 +2,7 @@
 
 use crate::bandwidth::Band;
 use crate::limiter::check_cost;
+use crate::nanos::saturating;
 use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 
 /// A token bucket that refills lazily, with exact integer arithmetic, under
@@ -203,15 +204,11 @@ impl<const N: usize> TokenBucket<N> {
                 .min()
                 .unwrap_or(0),
             limit,
-            retry_after: saturate(retry_after),
-            reset_after: saturate(Self::wait(&level.bands, level.lag, None)),
+            retry_after: saturating(retry_after),
+            reset_after: saturating(Self::wait(&level.bands, level.lag, None)),
         };
         Ok((decision, level))
     }
-}
-
-fn saturate(ns: u128) -> Nanos {
-    Nanos(ns.min(u64::MAX as u128) as u64)
 }
 
 impl<const N: usize> Limiter for TokenBucket<N> {
