@@ -48,11 +48,13 @@
 extern crate alloc;
 
 mod aligned;
+mod any;
 mod bandwidth;
 mod decision;
 mod error;
 mod fixed_window;
 mod gcra;
+mod headers;
 mod host;
 mod leaky_bucket;
 mod limiter;
@@ -62,11 +64,13 @@ mod sliding_window_counter;
 mod sliding_window_log;
 mod token_bucket;
 
+pub use any::{AnyLimiter, MAX_BANDWIDTHS};
 pub use bandwidth::{Bandwidth, Refill};
 pub use decision::Decision;
 pub use error::Error;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
+pub use headers::Headers;
 pub use host::count_from_f64;
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::Limiter;

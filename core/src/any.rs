@@ -1,0 +1,215 @@
+//! One type for every algorithm, chosen at run time.
+
+use crate::nanos::saturating;
+use crate::{
+    Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
+    SlidingWindowCounter, TokenBucket,
+};
+
+/// The most bandwidths [`AnyLimiter::token_bucket`] accepts; a
+/// [`Policy`](crate::Policy) combines any number of limits.
+pub const MAX_BANDWIDTHS: usize = 4;
+
+/// Any one of the crate's limiters, chosen at run time: what configuration
+/// files, policies and the language bindings hold.
+///
+/// Every call goes to the limiter inside, so the answers are exactly its own.
+///
+/// ```
+/// use ratekeeper::{AnyLimiter, Gcra, Limiter, Nanos};
+///
+/// let mut limiter = AnyLimiter::from(Gcra::new(2, Nanos::from_secs(1)).unwrap());
+/// assert_eq!(limiter.algorithm(), "gcra");
+/// assert_eq!(limiter.window(), Nanos::from_secs(2));
+/// assert!(limiter.try_acquire(Nanos::ZERO, 2).unwrap().allowed);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AnyLimiter {
+    /// A token bucket with one bandwidth.
+    TokenBucket(TokenBucket<1>),
+    /// A token bucket with two bandwidths.
+    TokenBucket2(TokenBucket<2>),
+    /// A token bucket with three bandwidths.
+    TokenBucket3(TokenBucket<3>),
+    /// A token bucket with four bandwidths.
+    TokenBucket4(TokenBucket<4>),
+    /// The generic cell rate algorithm.
+    Gcra(Gcra),
+    /// The leaky bucket as a queue.
+    LeakyBucket(LeakyBucket),
+    /// The sliding-window log.
+    #[cfg(feature = "alloc")]
+    SlidingWindowLog(crate::SlidingWindowLog),
+    /// The sliding-window counter.
+    SlidingWindowCounter(SlidingWindowCounter),
+    /// The fixed window.
+    FixedWindow(FixedWindow),
+}
+
+/// Calls `$body` with `$l` bound to the limiter inside `$any`.
+macro_rules! each {
+    ($any:expr, $l:ident => $body:expr) => {
+        match $any {
+            AnyLimiter::TokenBucket($l) => $body,
+            AnyLimiter::TokenBucket2($l) => $body,
+            AnyLimiter::TokenBucket3($l) => $body,
+            AnyLimiter::TokenBucket4($l) => $body,
+            AnyLimiter::Gcra($l) => $body,
+            AnyLimiter::LeakyBucket($l) => $body,
+            #[cfg(feature = "alloc")]
+            AnyLimiter::SlidingWindowLog($l) => $body,
+            AnyLimiter::SlidingWindowCounter($l) => $body,
+            AnyLimiter::FixedWindow($l) => $body,
+        }
+    };
+}
+
+impl AnyLimiter {
+    /// A token bucket enforcing every one of `bandwidths` (1 to
+    /// [`MAX_BANDWIDTHS`]).
+    pub fn token_bucket(bandwidths: &[Bandwidth]) -> Result<AnyLimiter, Error> {
+        Ok(match *bandwidths {
+            [] => return Err(Error::ZeroValue { name: "bandwidths" }),
+            [a] => TokenBucket::from_bandwidths([a])?.into(),
+            [a, b] => AnyLimiter::TokenBucket2(TokenBucket::from_bandwidths([a, b])?),
+            [a, b, c] => AnyLimiter::TokenBucket3(TokenBucket::from_bandwidths([a, b, c])?),
+            [a, b, c, d] => AnyLimiter::TokenBucket4(TokenBucket::from_bandwidths([a, b, c, d])?),
+            _ => {
+                return Err(Error::TooLarge {
+                    name: "bandwidths",
+                    value: bandwidths.len() as u64,
+                    max: MAX_BANDWIDTHS as u64,
+                })
+            }
+        })
+    }
+
+    /// The algorithm's name, as configuration files spell it:
+    /// `token_bucket`, `gcra`, `leaky_bucket`, `sliding_window_log`,
+    /// `sliding_window_counter` or `fixed_window`.
+    pub fn algorithm(&self) -> &'static str {
+        match self {
+            AnyLimiter::TokenBucket(_)
+            | AnyLimiter::TokenBucket2(_)
+            | AnyLimiter::TokenBucket3(_)
+            | AnyLimiter::TokenBucket4(_) => "token_bucket",
+            AnyLimiter::Gcra(_) => "gcra",
+            AnyLimiter::LeakyBucket(_) => "leaky_bucket",
+            #[cfg(feature = "alloc")]
+            AnyLimiter::SlidingWindowLog(_) => "sliding_window_log",
+            AnyLimiter::SlidingWindowCounter(_) => "sliding_window_counter",
+            AnyLimiter::FixedWindow(_) => "fixed_window",
+        }
+    }
+
+    /// The span over which [`limit`](Limiter::limit) units are granted, as
+    /// the `w` of a `RateLimit-Policy` header: a window algorithm's window;
+    /// for a bucket, the time it takes to refill from empty (the bandwidth
+    /// with the smallest capacity, for several); for a queue, the time it
+    /// takes to drain when full.
+    pub fn window(&self) -> Nanos {
+        fn refill_time(bands: &[Bandwidth]) -> Nanos {
+            let band = bands.iter().min_by_key(|b| b.capacity()).expect("a band");
+            let scaled = band.capacity() as u128 * band.refill_period().0 as u128;
+            saturating(scaled.div_ceil(band.refill_tokens() as u128))
+        }
+        match self {
+            AnyLimiter::TokenBucket(l) => refill_time(&l.bandwidths()),
+            AnyLimiter::TokenBucket2(l) => refill_time(&l.bandwidths()),
+            AnyLimiter::TokenBucket3(l) => refill_time(&l.bandwidths()),
+            AnyLimiter::TokenBucket4(l) => refill_time(&l.bandwidths()),
+            AnyLimiter::Gcra(l) => Nanos(l.burst() * l.emission_interval().0),
+            AnyLimiter::LeakyBucket(l) => Nanos(l.limit() * l.interval().0),
+            #[cfg(feature = "alloc")]
+            AnyLimiter::SlidingWindowLog(l) => l.window(),
+            AnyLimiter::SlidingWindowCounter(l) => l.window(),
+            AnyLimiter::FixedWindow(l) => l.window(),
+        }
+    }
+
+    /// Replaces the configuration of a live limiter with that of `new`, by
+    /// the rule of the algorithm's own `reconfigure`.
+    ///
+    /// Fails with [`Error::InvalidValue`] when `new` is another algorithm,
+    /// or a token bucket with another number of bandwidths, since there is
+    /// no rule to carry state across those.
+    pub fn reconfigure(&mut self, now: Nanos, new: AnyLimiter) -> Result<(), Error> {
+        match (self, new) {
+            (AnyLimiter::TokenBucket(l), AnyLimiter::TokenBucket(n)) => l.reconfigure(now, n),
+            (AnyLimiter::TokenBucket2(l), AnyLimiter::TokenBucket2(n)) => l.reconfigure(now, n),
+            (AnyLimiter::TokenBucket3(l), AnyLimiter::TokenBucket3(n)) => l.reconfigure(now, n),
+            (AnyLimiter::TokenBucket4(l), AnyLimiter::TokenBucket4(n)) => l.reconfigure(now, n),
+            (AnyLimiter::Gcra(l), AnyLimiter::Gcra(n)) => l.reconfigure(now, n),
+            (AnyLimiter::LeakyBucket(l), AnyLimiter::LeakyBucket(n)) => l.reconfigure(now, n),
+            #[cfg(feature = "alloc")]
+            (AnyLimiter::SlidingWindowLog(l), AnyLimiter::SlidingWindowLog(n)) => {
+                l.reconfigure(now, n)
+            }
+            (AnyLimiter::SlidingWindowCounter(l), AnyLimiter::SlidingWindowCounter(n)) => {
+                l.reconfigure(now, n)
+            }
+            (AnyLimiter::FixedWindow(l), AnyLimiter::FixedWindow(n)) => l.reconfigure(now, n),
+            _ => {
+                return Err(Error::InvalidValue {
+                    name: "new",
+                    reason: "must be the same algorithm (and, for a token bucket, \
+                             the same number of bandwidths) as the limiter it replaces",
+                })
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Limiter for AnyLimiter {
+    fn limit(&self) -> u64 {
+        each!(self, l => l.limit())
+    }
+
+    #[inline]
+    fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        each!(self, l => l.try_acquire(now, cost))
+    }
+
+    fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+        each!(self, l => l.peek(now, cost))
+    }
+
+    fn reserve(
+        &mut self,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        each!(self, l => l.reserve(now, cost, max_wait))
+    }
+
+    fn refund(&mut self, taken_at: Nanos, cost: u64) {
+        each!(self, l => l.refund(taken_at, cost))
+    }
+}
+
+macro_rules! from {
+    ($($variant:ident($ty:ty)),* $(,)?) => {$(
+        impl From<$ty> for AnyLimiter {
+            fn from(limiter: $ty) -> AnyLimiter {
+                AnyLimiter::$variant(limiter)
+            }
+        }
+    )*};
+}
+
+from!(
+    TokenBucket(TokenBucket<1>),
+    TokenBucket2(TokenBucket<2>),
+    TokenBucket3(TokenBucket<3>),
+    TokenBucket4(TokenBucket<4>),
+    Gcra(Gcra),
+    LeakyBucket(LeakyBucket),
+    SlidingWindowCounter(SlidingWindowCounter),
+    FixedWindow(FixedWindow),
+);
+
+#[cfg(feature = "alloc")]
+from!(SlidingWindowLog(crate::SlidingWindowLog));

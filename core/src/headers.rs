@@ -1,0 +1,119 @@
+//! The values of the IETF RateLimit header fields for a decision.
+
+use core::fmt;
+
+use crate::{Decision, Nanos};
+
+/// The header values a server sends with a [`Decision`], following
+/// draft-ietf-httpapi-ratelimit-headers (the `RateLimit-Policy` and
+/// `RateLimit` fields) and RFC 9110 (`Retry-After`).
+///
+/// Seconds are whole and rounded up, so a client that waits what a header
+/// says is never early. Each value implements [`fmt::Display`]; nothing is
+/// allocated.
+///
+/// ```
+/// use ratekeeper::{Headers, Limiter, Nanos, TokenBucket};
+///
+/// let mut bucket = TokenBucket::new(10, 10, Nanos::from_secs(60)).unwrap();
+/// let decision = bucket.try_acquire(Nanos::ZERO, 10).unwrap();
+/// let headers = Headers::new("per-minute", Nanos::from_secs(60), &decision);
+/// assert_eq!(headers.policy().to_string(), r#""per-minute";q=10;w=60"#);
+/// assert_eq!(headers.rate_limit().to_string(), r#""per-minute";r=0;t=60"#);
+/// assert!(headers.retry_after().is_none()); // allowed
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Headers<'a> {
+    name: &'a str,
+    window: Nanos,
+    decision: &'a Decision,
+}
+
+impl<'a> Headers<'a> {
+    /// The headers of `decision`, made by a limit called `name` that grants
+    /// `decision.limit` units per `window` (see
+    /// [`AnyLimiter::window`](crate::AnyLimiter::window)).
+    pub fn new(name: &'a str, window: Nanos, decision: &'a Decision) -> Headers<'a> {
+        Headers {
+            name,
+            window,
+            decision,
+        }
+    }
+
+    /// The `RateLimit-Policy` value: `"name";q=<limit>;w=<window seconds>`.
+    pub fn policy(&self) -> impl fmt::Display + 'a {
+        Item(
+            self.name,
+            ("q", self.decision.limit),
+            ("w", ceil_secs(self.window)),
+        )
+    }
+
+    /// The `RateLimit` value: `"name";r=<remaining>;t=<reset seconds>`.
+    pub fn rate_limit(&self) -> impl fmt::Display + 'a {
+        let reset = ceil_secs(self.decision.reset_after);
+        Item(self.name, ("r", self.decision.remaining), ("t", reset))
+    }
+
+    /// The `Retry-After` value in seconds, for a denied request only.
+    pub fn retry_after(&self) -> Option<u64> {
+        (!self.decision.allowed).then(|| ceil_secs(self.decision.retry_after))
+    }
+}
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(ns: Nanos) -> u64 {
+    ns.0.div_ceil(1_000_000_000)
+}
+
+/// A structured-field item: a string and two integer parameters.
+struct Item<'a>(&'a str, (&'static str, u64), (&'static str, u64));
+
+impl fmt::Display for Item<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Item(name, (k1, v1), (k2, v2)) = self;
+        write!(f, "{};{k1}={v1};{k2}={v2}", Quoted(name))
+    }
+}
+
+/// A structured-field string: quoted, with `"` and `\` escaped, and any
+/// character the syntax does not allow (controls, non-ASCII) written as `?`.
+struct Quoted<'a>(&'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"")?;
+        for c in self.0.chars() {
+            match c {
+                '"' | '\\' => write!(f, "\\{c}")?,
+                ' '..='~' => write!(f, "{c}")?,
+                _ => f.write_str("?")?,
+            }
+        }
+        f.write_str("\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::string::ToString;
+
+    use super::*;
+
+    #[test]
+    fn denied_requests_carry_retry_after_rounded_up() {
+        let decision = Decision {
+            allowed: false,
+            remaining: 0,
+            limit: 5,
+            retry_after: Nanos(1_000_000_001),
+            reset_after: Nanos(4_500_000_000),
+        };
+        let headers = Headers::new("a \"b\"\\é", Nanos::from_millis(1_500), &decision);
+        assert_eq!(headers.retry_after(), Some(2));
+        assert_eq!(headers.policy().to_string(), r#""a \"b\"\\?";q=5;w=2"#);
+        assert_eq!(headers.rate_limit().to_string(), r#""a \"b\"\\?";r=0;t=5"#);
+    }
+}
