@@ -46,6 +46,41 @@ pub enum Error {
         /// What is wrong, completing "`name` ...".
         reason: &'static str,
     },
+    /// A string that does not parse, such as a rate (`"10/second"`).
+    InvalidSyntax {
+        /// The argument's name.
+        name: &'static str,
+        /// The byte offset in the string where parsing failed.
+        at: usize,
+        /// What was expected there, completing "expected ...".
+        expected: &'static str,
+    },
+    /// Encoded state that ends before its last field.
+    StateTruncated,
+    /// Encoded state that is not well formed (bad magic, a field out of
+    /// range, trailing bytes).
+    StateCorrupt {
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Encoded state written by a format version this build cannot read.
+    StateVersion {
+        /// The version found.
+        found: u8,
+        /// The version this build writes and reads.
+        supported: u8,
+    },
+    /// Encoded state of another algorithm or another configuration.
+    StateMismatch {
+        /// What differs: the algorithm or the configuration.
+        reason: &'static str,
+    },
+    /// A keyed store at its `max_keys` bound, with nothing it may reclaim or
+    /// evict under its eviction rule.
+    StoreFull {
+        /// The bound.
+        max_keys: u64,
+    },
     /// A host-language value of the wrong type (raised by the bindings).
     InvalidType {
         /// The argument's name.
@@ -65,6 +100,12 @@ impl Error {
             Error::CostExceedsLimit { .. } => "cost_exceeds_limit",
             Error::InvalidValue { .. } => "invalid_value",
             Error::InvalidType { .. } => "invalid_type",
+            Error::InvalidSyntax { .. } => "invalid_syntax",
+            Error::StateTruncated => "state_truncated",
+            Error::StateCorrupt { .. } => "state_corrupt",
+            Error::StateVersion { .. } => "state_version",
+            Error::StateMismatch { .. } => "state_mismatch",
+            Error::StoreFull { .. } => "store_full",
         }
     }
 
@@ -75,8 +116,14 @@ impl Error {
             | Error::TooLarge { name, .. }
             | Error::Overflow { name, .. }
             | Error::InvalidValue { name, .. }
-            | Error::InvalidType { name, .. } => Some(name),
+            | Error::InvalidType { name, .. }
+            | Error::InvalidSyntax { name, .. } => Some(name),
             Error::CostExceedsLimit { .. } => Some("cost"),
+            Error::StateTruncated
+            | Error::StateCorrupt { .. }
+            | Error::StateVersion { .. }
+            | Error::StateMismatch { .. } => Some("state"),
+            Error::StoreFull { .. } => None,
         }
     }
 
@@ -99,6 +146,20 @@ impl Error {
             ),
             Error::InvalidValue { reason, .. } => write!(f, "`{name}` {reason}"),
             Error::InvalidType { expected, .. } => write!(f, "`{name}` must be {expected}"),
+            Error::InvalidSyntax { at, expected, .. } => {
+                write!(f, "`{name}` does not parse: expected {expected} at byte {at}")
+            }
+            Error::StateTruncated => write!(f, "`{name}` ends before its last field"),
+            Error::StateCorrupt { reason } => write!(f, "`{name}` is corrupt: {reason}"),
+            Error::StateVersion { found, supported } => write!(
+                f,
+                "`{name}` has format version {found}; this build reads version {supported}"
+            ),
+            Error::StateMismatch { reason } => write!(f, "`{name}` belongs to {reason}"),
+            Error::StoreFull { max_keys } => write!(
+                f,
+                "the store holds its maximum of {max_keys} keys and may evict none of them"
+            ),
         }
     }
 }
