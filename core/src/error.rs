@@ -147,7 +147,10 @@ impl Error {
             Error::InvalidValue { reason, .. } => write!(f, "`{name}` {reason}"),
             Error::InvalidType { expected, .. } => write!(f, "`{name}` must be {expected}"),
             Error::InvalidSyntax { at, expected, .. } => {
-                write!(f, "`{name}` does not parse: expected {expected} at byte {at}")
+                write!(
+                    f,
+                    "`{name}` does not parse: expected {expected} at byte {at}"
+                )
             }
             Error::StateTruncated => write!(f, "`{name}` ends before its last field"),
             Error::StateCorrupt { reason } => write!(f, "`{name}` is corrupt: {reason}"),

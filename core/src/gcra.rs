@@ -144,6 +144,25 @@ impl Gcra {
         };
     }
 
+    /// The theoretical arrival time, saturating at [`Nanos::MAX`] (which
+    /// can only make the limiter stricter): the whole per-key state a
+    /// keyed store keeps.
+    pub(crate) fn tat(&self) -> u64 {
+        self.latest.saturating_add(self.used)
+    }
+
+    /// This configuration with theoretical arrival time `tat`, having seen
+    /// time up to `latest`.
+    pub(crate) fn with_tat(&self, tat: u64, latest: u64) -> Gcra {
+        Gcra {
+            burst: self.burst,
+            interval: self.interval,
+            tolerance: self.tolerance,
+            latest,
+            used: tat.saturating_sub(latest),
+        }
+    }
+
     #[inline]
     fn at(&self, now: Nanos) -> State {
         match now.0.checked_sub(self.latest) {

@@ -49,6 +49,8 @@ extern crate alloc;
 
 mod aligned;
 mod any;
+#[cfg(feature = "alloc")]
+mod any_keyed;
 mod bandwidth;
 mod decision;
 mod error;
@@ -56,15 +58,21 @@ mod fixed_window;
 mod gcra;
 mod headers;
 mod host;
+#[cfg(feature = "alloc")]
+mod keyed;
 mod leaky_bucket;
 mod limiter;
 mod nanos;
+#[cfg(feature = "alloc")]
+mod policy;
 mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;
 mod token_bucket;
 
 pub use any::{AnyLimiter, MAX_BANDWIDTHS};
+#[cfg(feature = "alloc")]
+pub use any_keyed::AnyKeyed;
 pub use bandwidth::{Bandwidth, Refill};
 pub use decision::Decision;
 pub use error::Error;
@@ -72,9 +80,13 @@ pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use headers::Headers;
 pub use host::count_from_f64;
+#[cfg(feature = "alloc")]
+pub use keyed::{Eviction, Keyed, KeyedLimiter};
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::Limiter;
 pub use nanos::Nanos;
+#[cfg(feature = "alloc")]
+pub use policy::{Policy, PolicyDecision};
 pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};

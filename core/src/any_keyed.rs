@@ -1,0 +1,123 @@
+//! One keyed store type for every algorithm, chosen at run time.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos};
+
+/// A [`KeyedLimiter`] of any algorithm, keyed by bytes: what policies and
+/// the language bindings hold. A GCRA store keeps one `u64` per key; the
+/// other algorithms keep their whole limiter per key.
+///
+/// ```
+/// use ratekeeper::{AnyKeyed, FixedWindow, Nanos};
+///
+/// let mut per_ip = AnyKeyed::new(FixedWindow::new(2, Nanos::from_secs(1)).unwrap().into());
+/// assert!(per_ip.try_acquire(b"10.0.0.1", Nanos::ZERO, 2).unwrap().allowed);
+/// assert!(!per_ip.try_acquire(b"10.0.0.1", Nanos::ZERO, 1).unwrap().allowed);
+/// assert!(per_ip.try_acquire(b"10.0.0.2", Nanos::ZERO, 1).unwrap().allowed);
+/// ```
+#[derive(Clone, Debug)]
+pub struct AnyKeyed(Store);
+
+#[derive(Clone, Debug)]
+enum Store {
+    Gcra(KeyedLimiter<Vec<u8>, Gcra>),
+    /// Boxed: an `AnyLimiter` prototype is large, and one indirection per
+    /// store costs nothing per key.
+    Any(Box<KeyedLimiter<Vec<u8>, AnyLimiter>>),
+}
+
+/// Calls `$body` with `$s` bound to the store inside `$any`.
+macro_rules! each {
+    ($any:expr, $s:ident => $body:expr) => {
+        match $any {
+            Store::Gcra($s) => $body,
+            Store::Any($s) => $body,
+        }
+    };
+}
+
+impl AnyKeyed {
+    /// A store in which every key starts as a fresh `prototype`.
+    pub fn new(prototype: AnyLimiter) -> AnyKeyed {
+        AnyKeyed(match prototype {
+            AnyLimiter::Gcra(gcra) => Store::Gcra(KeyedLimiter::new(gcra)),
+            other => Store::Any(Box::new(KeyedLimiter::new(other))),
+        })
+    }
+
+    /// The same store, holding at most `max_keys` keys; see
+    /// [`KeyedLimiter::with_max_keys`].
+    pub fn with_max_keys(self, max_keys: usize, eviction: crate::Eviction) -> Result<Self, Error> {
+        Ok(AnyKeyed(match self.0 {
+            Store::Gcra(s) => Store::Gcra(s.with_max_keys(max_keys, eviction)?),
+            Store::Any(s) => Store::Any(Box::new(s.with_max_keys(max_keys, eviction)?)),
+        }))
+    }
+
+    /// The configuration every key follows.
+    pub fn prototype(&self) -> AnyLimiter {
+        match &self.0 {
+            Store::Gcra(s) => AnyLimiter::Gcra(s.prototype().clone()),
+            Store::Any(s) => s.prototype().clone(),
+        }
+    }
+
+    /// The most units a key admits at once.
+    pub fn limit(&self) -> u64 {
+        each!(&self.0, s => s.prototype().limit())
+    }
+
+    /// The number of keys held.
+    pub fn len(&self) -> usize {
+        each!(&self.0, s => s.len())
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// See [`KeyedLimiter::try_acquire`].
+    pub fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
+        each!(&mut self.0, s => s.try_acquire(key, now, cost))
+    }
+
+    /// See [`KeyedLimiter::try_acquire_batch`].
+    pub fn try_acquire_batch(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error> {
+        each!(&mut self.0, s => s.try_acquire_batch(key, now, costs, out))
+    }
+
+    /// See [`KeyedLimiter::peek`].
+    pub fn peek(&self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
+        each!(&self.0, s => s.peek(key, now, cost))
+    }
+
+    /// See [`KeyedLimiter::reserve`].
+    pub fn reserve(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        each!(&mut self.0, s => s.reserve(key, now, cost, max_wait))
+    }
+
+    /// See [`KeyedLimiter::refund`].
+    pub fn refund(&mut self, key: &[u8], taken_at: Nanos, cost: u64) {
+        each!(&mut self.0, s => s.refund(key, taken_at, cost))
+    }
+
+    /// See [`KeyedLimiter::reclaim`].
+    pub fn reclaim(&mut self, now: Nanos) {
+        each!(&mut self.0, s => s.reclaim(now))
+    }
+}

@@ -1,0 +1,423 @@
+//! Per-key limiters: one configuration, a small state per key.
+
+use core::borrow::Borrow;
+use core::hash::{BuildHasher, Hash};
+
+use alloc::borrow::ToOwned;
+use alloc::vec::Vec;
+use hashbrown::{DefaultHashBuilder, Equivalent, HashMap};
+
+use crate::{Decision, Error, Limiter, Nanos};
+
+/// A limiter that a [`KeyedLimiter`] can keep per key: its configuration
+/// once, and for each key a [`State`](Keyed::State) that may be much smaller
+/// than the limiter (a [`Gcra`](crate::Gcra) key is one `u64`).
+pub trait Keyed: Limiter + Clone {
+    /// What a store keeps per key.
+    type State;
+
+    /// The state of a key never seen: a fresh limiter.
+    fn new_state(&self) -> Self::State;
+
+    /// Runs `f` on the limiter that `state` stands for, the store having
+    /// seen time up to `latest`, and keeps what `f` did to it.
+    fn with_state<R>(
+        &self,
+        state: &mut Self::State,
+        latest: Nanos,
+        f: impl FnOnce(&mut Self) -> R,
+    ) -> R;
+
+    /// Runs `f` on the limiter that `state` stands for, changing nothing.
+    fn read_state<R>(&self, state: &Self::State, latest: Nanos, f: impl FnOnce(&Self) -> R) -> R;
+}
+
+impl Keyed for crate::Gcra {
+    /// The theoretical arrival time: when the key is full again.
+    type State = u64;
+
+    fn new_state(&self) -> u64 {
+        0
+    }
+
+    #[inline]
+    fn with_state<R>(&self, tat: &mut u64, latest: Nanos, f: impl FnOnce(&mut Self) -> R) -> R {
+        let mut limiter = self.with_tat(*tat, latest.0);
+        let result = f(&mut limiter);
+        *tat = limiter.tat();
+        result
+    }
+
+    #[inline]
+    fn read_state<R>(&self, tat: &u64, latest: Nanos, f: impl FnOnce(&Self) -> R) -> R {
+        f(&self.with_tat(*tat, latest.0))
+    }
+}
+
+/// `Keyed` for limiters whose per-key state is the whole limiter.
+macro_rules! keyed_by_clone {
+    ($($ty:ty),* $(,)?) => {$(
+        impl Keyed for $ty {
+            /// The whole limiter.
+            type State = $ty;
+
+            fn new_state(&self) -> $ty {
+                self.clone()
+            }
+
+            #[inline]
+            fn with_state<R>(&self, state: &mut $ty, _: Nanos, f: impl FnOnce(&mut $ty) -> R) -> R {
+                f(state)
+            }
+
+            #[inline]
+            fn read_state<R>(&self, state: &$ty, _: Nanos, f: impl FnOnce(&$ty) -> R) -> R {
+                f(state)
+            }
+        }
+    )*};
+}
+
+keyed_by_clone!(
+    crate::LeakyBucket,
+    crate::SlidingWindowCounter,
+    crate::FixedWindow,
+    crate::SlidingWindowLog,
+    crate::AnyLimiter,
+);
+
+impl<const N: usize> Keyed for crate::TokenBucket<N> {
+    /// The whole bucket.
+    type State = crate::TokenBucket<N>;
+
+    fn new_state(&self) -> Self::State {
+        self.clone()
+    }
+
+    #[inline]
+    fn with_state<R>(&self, state: &mut Self, _: Nanos, f: impl FnOnce(&mut Self) -> R) -> R {
+        f(state)
+    }
+
+    #[inline]
+    fn read_state<R>(&self, state: &Self, _: Nanos, f: impl FnOnce(&Self) -> R) -> R {
+        f(state)
+    }
+}
+
+/// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
+/// arrives and no key is back to fresh.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Eviction {
+    /// Forget the keys nearest to fresh (the smallest `reset_after`),
+    /// `max_keys / 16` of them (at least one) at a time. A forgotten key
+    /// starts fresh when it returns, so it may be admitted early by what its
+    /// state still held: at most one limit's worth, and the least of any key.
+    #[default]
+    NearestFresh,
+    /// Keep every key and fail the request with [`Error::StoreFull`].
+    Refuse,
+}
+
+/// One limiter per key, sharing one configuration, in a hash map.
+///
+/// A key's state exists only while it differs from a fresh limiter's: a key
+/// is inserted by the first request that changes it, and keys back to fresh
+/// (a full bucket cannot be told from a new one) are reclaimed lazily: when
+/// the map has doubled since the last sweep, a new key triggers one pass
+/// that drops every fresh key. Nothing is lost, and there are no timers or
+/// threads. With [`with_max_keys`](Self::with_max_keys) the map never holds
+/// more than `max_keys` keys; see [`Eviction`] for what happens at the bound.
+///
+/// **Time** is kept per store: a call at a `now` earlier than the latest
+/// time the store has seen (for any key) is decided as of that latest time,
+/// and its waits are measured from `now`, as a single limiter does when time
+/// goes backwards. So a key dropped as fresh and seen again cannot be
+/// admitted in the past.
+///
+/// ```
+/// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
+///
+/// // Per user: 2 at once, then one per second.
+/// let mut per_user = KeyedLimiter::new(Gcra::new(2, Nanos::from_secs(1)).unwrap());
+/// assert!(per_user.try_acquire("alice", Nanos::ZERO, 2).unwrap().allowed);
+/// assert!(!per_user.try_acquire("alice", Nanos::ZERO, 1).unwrap().allowed);
+/// assert!(per_user.try_acquire("bob", Nanos::ZERO, 1).unwrap().allowed);
+/// assert_eq!(per_user.len(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
+    prototype: L,
+    states: HashMap<K, L::State, S>,
+    latest: u64,
+    max_keys: Option<usize>,
+    eviction: Eviction,
+    /// The length at which a new key triggers the next sweep.
+    sweep_at: usize,
+}
+
+/// The fewest keys a store holds before it sweeps.
+const FIRST_SWEEP: usize = 64;
+
+impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
+    /// A store in which every key starts as a fresh `prototype`.
+    pub fn new(prototype: L) -> Self {
+        Self::with_hasher(prototype, DefaultHashBuilder::default())
+    }
+}
+
+impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
+    /// A store hashing keys with `hasher` (for instance
+    /// `std::hash::RandomState`, keyed per process, where keys come from
+    /// untrusted clients and the `std` hasher's resistance matters).
+    pub fn with_hasher(prototype: L, hasher: S) -> Self {
+        KeyedLimiter {
+            prototype,
+            states: HashMap::with_hasher(hasher),
+            latest: 0,
+            max_keys: None,
+            eviction: Eviction::default(),
+            sweep_at: FIRST_SWEEP,
+        }
+    }
+
+    /// The same store, holding at most `max_keys` keys (at least 1).
+    pub fn with_max_keys(mut self, max_keys: usize, eviction: Eviction) -> Result<Self, Error> {
+        if max_keys == 0 {
+            return Err(Error::ZeroValue { name: "max_keys" });
+        }
+        self.max_keys = Some(max_keys);
+        self.eviction = eviction;
+        Ok(self)
+    }
+
+    /// The configuration every key follows.
+    pub fn prototype(&self) -> &L {
+        &self.prototype
+    }
+
+    /// The number of keys held (those not known to be fresh).
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// Bytes of heap the map holds (its table), excluding whatever the keys
+    /// and states own themselves.
+    pub fn allocation_size(&self) -> usize {
+        self.states.allocation_size()
+    }
+
+    /// Decides a request of `cost` for `key` at `now`, like
+    /// [`Limiter::try_acquire`] on that key's limiter.
+    ///
+    /// Fails with the limiter's errors, or [`Error::StoreFull`] under
+    /// [`Eviction::Refuse`].
+    pub fn try_acquire<Q>(&mut self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        self.apply(key, now, |l, now| l.try_acquire(now, cost))
+            .map(|(d, lag)| after(d, lag))
+    }
+
+    /// Decides each of `costs` for `key` at `now`, in order, into `out`:
+    /// exactly as many `try_acquire` calls would, with one lookup. This is
+    /// the server's half of client-side batching of a hot key.
+    ///
+    /// Fails, deciding nothing, when `out` is shorter than `costs`; a cost
+    /// above the limit fails only its own entry.
+    pub fn try_acquire_batch<Q>(
+        &mut self,
+        key: &Q,
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        if out.len() < costs.len() {
+            return Err(Error::TooLarge {
+                name: "costs",
+                value: costs.len() as u64,
+                max: out.len() as u64,
+            });
+        }
+        let ((), lag) = self.apply(key, now, |l, now| {
+            for (cost, slot) in costs.iter().zip(out.iter_mut()) {
+                *slot = l.try_acquire(now, *cost);
+            }
+            Ok(())
+        })?;
+        for slot in out[..costs.len()].iter_mut().flatten() {
+            *slot = after(*slot, lag);
+        }
+        Ok(())
+    }
+
+    /// The answer `try_acquire` would give, without consuming anything or
+    /// inserting the key.
+    pub fn peek<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        let (now, lag) = self.effective(now);
+        let decision = match self.states.get(key) {
+            Some(state) => self.prototype.read_state(state, now, |l| l.peek(now, cost)),
+            None => self.prototype.peek(now, cost),
+        };
+        decision.map(|d| after(d, lag))
+    }
+
+    /// Books `cost` for `key` like [`Limiter::reserve`].
+    pub fn reserve<Q>(
+        &mut self,
+        key: &Q,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        let (_, lag) = self.effective(now);
+        let max_wait = max_wait.saturating_sub(Nanos(lag));
+        let (booked, lag) = self.apply(key, now, |l, now| l.reserve(now, cost, max_wait))?;
+        Ok(match booked {
+            Ok(Nanos::ZERO) => Ok(Nanos::ZERO),
+            Ok(wait) => Ok(wait.saturating_add(Nanos(lag))),
+            Err(decision) => Err(after(decision, lag)),
+        })
+    }
+
+    /// Gives back `cost` units of `key` taken at `taken_at`, like
+    /// [`Limiter::refund`]. A key not held is fresh: nothing to give back.
+    pub fn refund<Q>(&mut self, key: &Q, taken_at: Nanos, cost: u64)
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        let latest = Nanos(self.latest);
+        if let Some(state) = self.states.get_mut(key) {
+            self.prototype
+                .with_state(state, latest, |l| l.refund(taken_at, cost));
+        }
+    }
+
+    /// Drops every key that is back to fresh at `now`. Calls do this on
+    /// their own as the map grows; call it to shrink an idle store.
+    pub fn reclaim(&mut self, now: Nanos) {
+        let (now, _) = self.effective(now);
+        let prototype = &self.prototype;
+        self.states
+            .retain(|_, state| !prototype.with_state(state, now, |l| is_fresh(l, now)));
+        self.sweep_at = (self.states.len() * 2).max(FIRST_SWEEP);
+    }
+
+    /// `now`, or the latest time seen if later, and how far `now` lags it.
+    fn effective(&self, now: Nanos) -> (Nanos, u64) {
+        let at = self.latest.max(now.0);
+        (Nanos(at), at - now.0)
+    }
+
+    /// Runs `f` on `key`'s limiter at the effective time, inserting the key
+    /// when `f` leaves it changed from fresh. Returns `f`'s answer and the lag.
+    fn apply<Q, R>(
+        &mut self,
+        key: &Q,
+        now: Nanos,
+        f: impl FnOnce(&mut L, Nanos) -> Result<R, Error>,
+    ) -> Result<(R, u64), Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        let (now, lag) = self.effective(now);
+        self.latest = now.0;
+        if let Some(state) = self.states.get_mut(key) {
+            let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
+            return Ok((answer, lag));
+        }
+        let mut state = self.prototype.new_state();
+        let (answer, fresh) = self.prototype.with_state(&mut state, now, |l| {
+            f(l, now).map(|answer| (answer, is_fresh(l, now)))
+        })?;
+        if !fresh {
+            self.make_room(now)?;
+            self.states.insert(key.to_owned(), state);
+        }
+        Ok((answer, lag))
+    }
+
+    /// Before a new key goes in: sweep fresh keys when due, then apply the
+    /// eviction rule if the store is still at its bound.
+    fn make_room(&mut self, now: Nanos) -> Result<(), Error> {
+        let full = |s: &Self| s.max_keys.is_some_and(|max| s.states.len() >= max);
+        if self.states.len() >= self.sweep_at || full(self) {
+            self.reclaim(now);
+        }
+        if !full(self) {
+            return Ok(());
+        }
+        let max_keys = self.max_keys.unwrap_or(usize::MAX);
+        match self.eviction {
+            Eviction::Refuse => Err(Error::StoreFull {
+                max_keys: max_keys as u64,
+            }),
+            Eviction::NearestFresh => {
+                self.evict_nearest_fresh(now, (max_keys / 16).max(1));
+                Ok(())
+            }
+        }
+    }
+
+    /// Drops the `count` keys with the smallest `reset_after` at `now`.
+    fn evict_nearest_fresh(&mut self, now: Nanos, count: usize) {
+        let prototype = &self.prototype;
+        let reset = |state: &mut L::State| {
+            prototype.with_state(state, now, |l| match l.peek(now, 0) {
+                Ok(d) => d.reset_after.0,
+                Err(_) => u64::MAX,
+            })
+        };
+        let mut resets: Vec<u64> = self.states.values_mut().map(reset).collect();
+        let count = count.min(resets.len());
+        if count == 0 {
+            return;
+        }
+        let (_, &mut threshold, _) = resets.select_nth_unstable(count - 1);
+        let mut evicted = 0;
+        self.states.retain(|_, state| {
+            let evict = evicted < count && reset(state) <= threshold;
+            evicted += evict as usize;
+            !evict
+        });
+    }
+}
+
+/// Whether `limiter` is back to a fresh limiter's state at `now`.
+fn is_fresh<L: Limiter>(limiter: &L, now: Nanos) -> bool {
+    matches!(limiter.peek(now, 0), Ok(d) if d.reset_after == Nanos::ZERO)
+}
+
+/// `decision` as seen from a `now` that lags the store's time by `lag`.
+fn after(mut decision: Decision, lag: u64) -> Decision {
+    if lag > 0 {
+        if !decision.allowed {
+            decision.retry_after = decision.retry_after.saturating_add(Nanos(lag));
+        }
+        if decision.reset_after > Nanos::ZERO {
+            decision.reset_after = decision.reset_after.saturating_add(Nanos(lag));
+        }
+    }
+    decision
+}

@@ -1,0 +1,302 @@
+//! Several limits decided together, all or nothing.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::{AnyKeyed, AnyLimiter, Decision, Error, Nanos};
+
+/// Any number of limits, of any algorithms, each keyed by some fields of the
+/// request (or global), decided together: a request is allowed only if every
+/// limit allows it, and a denial consumes nothing anywhere.
+///
+/// A request is a list of `(field, value)` pairs, such as
+/// `[("user", b"42"), ("endpoint", b"/search")]`. Each limit names the
+/// fields it is keyed by (none for a global limit); the values of those
+/// fields, in that order, make its key, so `per-user-endpoint` keyed by
+/// `["user", "endpoint"]` keeps one limiter per pair.
+///
+/// The combined [`Decision`] reports the tightest `remaining` (and that
+/// limit's `limit`), the longest `retry_after` and the longest
+/// `reset_after`; [`PolicyDecision::denied_by`] names the limit that denied
+/// (the one with the longest wait), and [`Policy::decisions`] holds every
+/// limit's own decision, for headers.
+///
+/// ```
+/// use ratekeeper::{AnyLimiter, FixedWindow, Gcra, Nanos, Policy};
+///
+/// let mut policy = Policy::new();
+/// policy.add("per-user", &["user"], Gcra::new(2, Nanos::from_secs(1)).unwrap().into()).unwrap();
+/// policy.add("global", &[], FixedWindow::new(3, Nanos::from_secs(60)).unwrap().into()).unwrap();
+///
+/// let alice = [("user", &b"alice"[..])];
+/// let bob = [("user", &b"bob"[..])];
+/// assert!(policy.try_acquire(&alice, Nanos::ZERO, 2).unwrap().decision.allowed);
+/// // Alice's own limit denies; the global window is untouched by the denial.
+/// let denied = policy.try_acquire(&alice, Nanos::ZERO, 1).unwrap();
+/// assert_eq!(denied.denied_by, Some(0));
+/// assert!(policy.try_acquire(&bob, Nanos::ZERO, 1).unwrap().decision.allowed);
+/// // Now the global window is full: 3 of 3.
+/// let denied = policy.try_acquire(&bob, Nanos::ZERO, 1).unwrap();
+/// assert_eq!(policy.name(denied.denied_by.unwrap()), "global");
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    limits: Vec<Limit>,
+    /// Each limit's decision for the latest request.
+    decisions: Vec<Decision>,
+    /// Each limit's key for the current request, end to end.
+    keys: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+struct Limit {
+    name: String,
+    by: Vec<String>,
+    store: AnyKeyed,
+}
+
+/// The answer of a [`Policy`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyDecision {
+    /// The combined decision (see [`Policy`]).
+    pub decision: Decision,
+    /// The index of the limit that denied, `None` when allowed.
+    pub denied_by: Option<usize>,
+}
+
+impl Policy {
+    /// A policy with no limits, which allows everything.
+    pub fn new() -> Policy {
+        Policy::default()
+    }
+
+    /// Adds a limit called `name`, keyed by the request fields `by` (none
+    /// for one limiter shared by every request), each key starting as a
+    /// fresh `limiter`.
+    ///
+    /// Fails with [`Error::InvalidValue`] when `name` is already taken.
+    pub fn add(&mut self, name: &str, by: &[&str], limiter: AnyLimiter) -> Result<(), Error> {
+        self.add_store(name, by, AnyKeyed::new(limiter))
+    }
+
+    /// Adds a limit whose keyed store is given, for a bound on its keys.
+    pub fn add_store(&mut self, name: &str, by: &[&str], store: AnyKeyed) -> Result<(), Error> {
+        if self.limits.iter().any(|l| l.name == name) {
+            return Err(Error::InvalidValue {
+                name: "name",
+                reason: "is already the name of a limit in this policy",
+            });
+        }
+        self.limits.push(Limit {
+            name: name.into(),
+            by: by.iter().map(|&f| f.into()).collect(),
+            store,
+        });
+        Ok(())
+    }
+
+    /// The number of limits.
+    pub fn len(&self) -> usize {
+        self.limits.len()
+    }
+
+    /// Whether the policy has no limits.
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty()
+    }
+
+    /// The name of limit `index`. Panics when out of range.
+    pub fn name(&self, index: usize) -> &str {
+        &self.limits[index].name
+    }
+
+    /// The fields limit `index` is keyed by. Panics when out of range.
+    pub fn keyed_by(&self, index: usize) -> impl Iterator<Item = &str> {
+        self.limits[index].by.iter().map(String::as_str)
+    }
+
+    /// The configuration of limit `index`. Panics when out of range.
+    pub fn limiter(&self, index: usize) -> AnyLimiter {
+        self.limits[index].store.prototype()
+    }
+
+    /// Each limit's own decision for the latest request, in the order the
+    /// limits were added.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// Decides a request of `cost` at `now`: allowed and consumed in every
+    /// limit, or denied and consumed in none.
+    ///
+    /// Fails, consuming nothing, when `request` lacks a field a limit is
+    /// keyed by, or when `cost` exceeds a limit (it could never pass).
+    pub fn try_acquire(
+        &mut self,
+        request: &[(&str, &[u8])],
+        now: Nanos,
+        cost: u64,
+    ) -> Result<PolicyDecision, Error> {
+        self.peek_all(request, now, cost)?;
+        if self.decisions.iter().all(|d| d.allowed) {
+            for (i, limit) in self.limits.iter_mut().enumerate() {
+                let key = key_of(&self.keys, &self.ends, i);
+                // Every limit allowed this cost a moment ago with nothing
+                // changed since, so every one allows it now.
+                self.decisions[i] = limit.store.try_acquire(key, now, cost)?;
+            }
+        }
+        Ok(self.combined())
+    }
+
+    /// The answer [`try_acquire`](Self::try_acquire) would give, consuming
+    /// nothing.
+    pub fn peek(
+        &mut self,
+        request: &[(&str, &[u8])],
+        now: Nanos,
+        cost: u64,
+    ) -> Result<PolicyDecision, Error> {
+        self.peek_all(request, now, cost)?;
+        Ok(self.combined())
+    }
+
+    /// Books `cost` in every limit for the first moment all of them admit
+    /// it, if that is at most `max_wait` after `now`.
+    ///
+    /// `Ok(Ok(wait))`: booked everywhere; proceed at `now + wait`, the
+    /// longest of the limits' waits. A limit whose own slot comes earlier
+    /// books that earlier slot, so it holds the units a little longer than
+    /// needed: a policy's bookings never admit more than its limits allow,
+    /// but only a single limit serves waiters at exactly its rate.
+    /// `Ok(Err(decision))`: nothing booked.
+    pub fn reserve(
+        &mut self,
+        request: &[(&str, &[u8])],
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, PolicyDecision>, Error> {
+        let peeked = self.peek(request, now, cost)?;
+        let wait = peeked.decision.retry_after;
+        if wait > max_wait {
+            return Ok(Err(peeked));
+        }
+        for i in 0..self.limits.len() {
+            let key = key_of(&self.keys, &self.ends, i);
+            match self.limits[i].store.reserve(key, now, cost, wait) {
+                Ok(Ok(_)) => {}
+                // Cannot happen while each limit's wait is at most `wait`;
+                // if it did, give back what was booked and report it.
+                other => {
+                    for j in 0..i {
+                        let key = key_of(&self.keys, &self.ends, j);
+                        self.limits[j]
+                            .store
+                            .refund(key, now.saturating_add(wait), cost);
+                    }
+                    return match other {
+                        Err(error) => Err(error),
+                        _ => Ok(Err(peeked)),
+                    };
+                }
+            }
+        }
+        Ok(Ok(wait))
+    }
+
+    /// Gives back `cost` units taken at `taken_at` in every limit, as
+    /// [`Limiter::refund`](crate::Limiter::refund) does.
+    pub fn refund(
+        &mut self,
+        request: &[(&str, &[u8])],
+        taken_at: Nanos,
+        cost: u64,
+    ) -> Result<(), Error> {
+        self.build_keys(request)?;
+        for (i, limit) in self.limits.iter_mut().enumerate() {
+            limit
+                .store
+                .refund(key_of(&self.keys, &self.ends, i), taken_at, cost);
+        }
+        Ok(())
+    }
+
+    /// Drops the keys of every limit that are back to fresh at `now`.
+    pub fn reclaim(&mut self, now: Nanos) {
+        for limit in &mut self.limits {
+            limit.store.reclaim(now);
+        }
+    }
+
+    /// Each limit's decision on its own. When some limit denies, those that
+    /// would allow report their state as it stays (nothing is consumed):
+    /// their decision for a cost of 0.
+    fn peek_all(&mut self, request: &[(&str, &[u8])], now: Nanos, cost: u64) -> Result<(), Error> {
+        self.build_keys(request)?;
+        self.decisions.clear();
+        for (i, limit) in self.limits.iter().enumerate() {
+            let key = key_of(&self.keys, &self.ends, i);
+            self.decisions.push(limit.store.peek(key, now, cost)?);
+        }
+        if self.decisions.iter().any(|d| !d.allowed) {
+            for (i, limit) in self.limits.iter().enumerate() {
+                if self.decisions[i].allowed {
+                    let key = key_of(&self.keys, &self.ends, i);
+                    self.decisions[i] = limit.store.peek(key, now, 0)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each limit's key: its fields' values, each preceded by its length so
+    /// that no two requests share a key by accident of concatenation.
+    fn build_keys(&mut self, request: &[(&str, &[u8])]) -> Result<(), Error> {
+        self.keys.clear();
+        self.ends.clear();
+        for limit in &self.limits {
+            for field in &limit.by {
+                let value = request
+                    .iter()
+                    .find(|(name, _)| name == field)
+                    .map(|(_, value)| *value)
+                    .ok_or(Error::InvalidValue {
+                        name: "request",
+                        reason: "lacks a field that a limit of the policy is keyed by",
+                    })?;
+                self.keys
+                    .extend_from_slice(&(value.len() as u64).to_le_bytes());
+                self.keys.extend_from_slice(value);
+            }
+            self.ends.push(self.keys.len());
+        }
+        Ok(())
+    }
+
+    fn combined(&self) -> PolicyDecision {
+        let allowed = self.decisions.iter().all(|d| d.allowed);
+        let tightest = self.decisions.iter().min_by_key(|d| d.remaining);
+        let denied_by = (0..self.decisions.len())
+            .filter(|&i| !self.decisions[i].allowed)
+            .max_by_key(|&i| (self.decisions[i].retry_after, usize::MAX - i));
+        let longest = |f: fn(&Decision) -> Nanos| self.decisions.iter().map(f).max();
+        PolicyDecision {
+            decision: Decision {
+                allowed,
+                remaining: tightest.map_or(u64::MAX, |d| d.remaining),
+                limit: tightest.map_or(u64::MAX, |d| d.limit),
+                retry_after: longest(|d| d.retry_after).unwrap_or(Nanos::ZERO),
+                reset_after: longest(|d| d.reset_after).unwrap_or(Nanos::ZERO),
+            },
+            denied_by,
+        }
+    }
+}
+
+/// Limit `i`'s key in `keys`, given where each key ends.
+fn key_of<'a>(keys: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
+    let start = if i == 0 { 0 } else { ends[i - 1] };
+    &keys[start..ends[i]]
+}

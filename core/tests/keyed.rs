@@ -1,0 +1,238 @@
+//! Keyed stores and policies against the simplest model: one independent,
+//! never-reclaimed limiter per key.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use ratekeeper::{
+    AnyKeyed, AnyLimiter, Eviction, FixedWindow, Gcra, KeyedLimiter, Limiter, Nanos, Policy,
+    SlidingWindowLog, TokenBucket,
+};
+
+/// One request: key, time step, cost, and whether to sweep first.
+type Op = (u8, u64, u64, bool);
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        (0u8..6, 0u64..400, 0u64..4, prop::bool::weighted(0.1)),
+        1..300,
+    )
+}
+
+fn prototypes() -> Vec<AnyLimiter> {
+    vec![
+        Gcra::new(3, Nanos(100)).unwrap().into(),
+        TokenBucket::new(3, 2, Nanos(150)).unwrap().into(),
+        FixedWindow::new(3, Nanos(250)).unwrap().into(),
+        SlidingWindowLog::new(3, Nanos(250)).unwrap().into(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Every answer of a store (GCRA's one-word states included) is the one
+    /// its key's own limiter gives; sweeps lose nothing.
+    #[test]
+    fn a_store_answers_like_one_limiter_per_key(ops in ops()) {
+        for prototype in prototypes() {
+            let mut store = AnyKeyed::new(prototype.clone());
+            let mut model: HashMap<u8, AnyLimiter> = HashMap::new();
+            let mut now = 0;
+            for &(key, step, cost, sweep) in &ops {
+                now += step;
+                if sweep {
+                    store.reclaim(Nanos(now));
+                }
+                let own = model.entry(key).or_insert_with(|| prototype.clone());
+                prop_assert_eq!(store.peek(&[key], Nanos(now), cost), own.peek(Nanos(now), cost));
+                prop_assert_eq!(store.try_acquire(&[key], Nanos(now), cost), own.try_acquire(Nanos(now), cost));
+            }
+        }
+    }
+
+    /// A batch decides exactly like the same requests one by one.
+    #[test]
+    fn a_batch_is_its_requests_in_order(ops in ops()) {
+        for prototype in prototypes() {
+            let mut batched = AnyKeyed::new(prototype.clone());
+            let mut single = AnyKeyed::new(prototype.clone());
+            let mut now = 0;
+            for chunk in ops.chunks(5) {
+                now += chunk[0].1;
+                let costs: Vec<u64> = chunk.iter().map(|op| op.2).collect();
+                let mut out = vec![Ok(ratekeeper::Decision { allowed: false, remaining: 0, limit: 0,
+                    retry_after: Nanos::ZERO, reset_after: Nanos::ZERO }); costs.len()];
+                batched.try_acquire_batch(&[chunk[0].0], Nanos(now), &costs, &mut out).unwrap();
+                for (cost, got) in costs.iter().zip(&out) {
+                    prop_assert_eq!(got, &single.try_acquire(&[chunk[0].0], Nanos(now), *cost));
+                }
+            }
+        }
+    }
+
+    /// A policy admits a request only when every limit would admit it
+    /// alone, and then consumes it from each: against independent limiters.
+    #[test]
+    fn a_policy_is_all_or_nothing(ops in ops()) {
+        let limits = prototypes();
+        let mut policy = Policy::new();
+        policy.add("per-user", &["user"], limits[0].clone()).unwrap();
+        policy.add("global", &[], limits[2].clone()).unwrap();
+        policy.add("per-user-log", &["user"], limits[3].clone()).unwrap();
+        let mut per_user: HashMap<u8, (AnyLimiter, AnyLimiter)> = HashMap::new();
+        let mut global = limits[2].clone();
+        let mut now = 0;
+        for &(user, step, cost, _) in &ops {
+            now += step;
+            let t = Nanos(now);
+            let (gcra, log) = per_user.entry(user).or_insert_with(|| (limits[0].clone(), limits[3].clone()));
+            let mut models = [gcra, &mut global, log];
+            let allowed = models.iter().all(|m| m.peek(t, cost).unwrap().allowed);
+            // Allowed: each consumes. Denied: each stays as it is, and one
+            // that would have allowed reports its state as a cost of 0.
+            let each: Vec<_> = models.iter_mut().map(|m| {
+                let alone = m.peek(t, cost).unwrap();
+                if allowed { m.try_acquire(t, cost).unwrap() }
+                else if alone.allowed { m.peek(t, 0).unwrap() }
+                else { alone }
+            }).collect();
+            let got = policy.try_acquire(&[("user", &[user])], t, cost).unwrap();
+            prop_assert_eq!(policy.decisions(), &each[..]);
+            prop_assert_eq!(got.decision.allowed, allowed);
+            prop_assert_eq!(got.decision.remaining, each.iter().map(|d| d.remaining).min().unwrap());
+            prop_assert_eq!(got.decision.retry_after, each.iter().map(|d| d.retry_after).max().unwrap());
+            prop_assert_eq!(got.decision.reset_after, each.iter().map(|d| d.reset_after).max().unwrap());
+            match got.denied_by {
+                Some(i) => prop_assert!(!allowed && !each[i].allowed
+                    && each[i].retry_after == got.decision.retry_after),
+                None => prop_assert!(allowed),
+            }
+        }
+    }
+}
+
+#[test]
+fn fresh_keys_are_not_kept() {
+    let mut store = KeyedLimiter::new(Gcra::new(2, Nanos(10)).unwrap());
+    // Cost 0 changes nothing: no key.
+    store.try_acquire(&7u64, Nanos(0), 0).unwrap();
+    assert_eq!(store.len(), 0);
+    for key in 0..1_000u64 {
+        store.try_acquire(&key, Nanos(key), 1).unwrap();
+    }
+    // Each key is fresh 10 ns after its call: sweeps keep the map small.
+    assert!(store.len() < 200, "{} keys held", store.len());
+    store.reclaim(Nanos(2_000));
+    assert!(store.is_empty());
+}
+
+#[test]
+fn max_keys_bounds_the_store_under_either_rule() {
+    let gcra = Gcra::new(1, Nanos(1_000_000)).unwrap();
+    let mut evicting = KeyedLimiter::new(gcra.clone())
+        .with_max_keys(64, Eviction::NearestFresh)
+        .unwrap();
+    for key in 0..1_000u64 {
+        assert!(evicting.try_acquire(&key, Nanos(key), 1).unwrap().allowed);
+        assert!(evicting.len() <= 64);
+    }
+    // The most recent key is nearest to full, so it is kept and denied.
+    assert!(
+        !evicting
+            .try_acquire(&999u64, Nanos(999), 1)
+            .unwrap()
+            .allowed
+    );
+
+    let mut refusing = KeyedLimiter::new(gcra)
+        .with_max_keys(2, Eviction::Refuse)
+        .unwrap();
+    refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
+    refusing.try_acquire(&2u64, Nanos(0), 1).unwrap();
+    let err = refusing.try_acquire(&3u64, Nanos(0), 1).unwrap_err();
+    assert_eq!(err.code(), "store_full");
+    // Known keys are still decided.
+    assert!(!refusing.try_acquire(&1u64, Nanos(0), 1).unwrap().allowed);
+}
+
+#[test]
+fn time_is_kept_per_store() {
+    // A window full at t = 250 must not reopen for a key dropped as fresh
+    // and then seen at an earlier time.
+    let mut store = KeyedLimiter::new(FixedWindow::new(1, Nanos(100)).unwrap());
+    assert!(store.try_acquire(&1u8, Nanos(250), 1).unwrap().allowed);
+    let late = store.try_acquire(&1u8, Nanos(120), 1).unwrap();
+    assert!(!late.allowed);
+    assert_eq!(late.retry_after, Nanos(180)); // until 300, measured from 120
+}
+
+#[test]
+fn a_policy_denial_consumes_nothing_anywhere() {
+    let mut policy = Policy::new();
+    policy
+        .add("a", &["user"], Gcra::new(1, Nanos(100)).unwrap().into())
+        .unwrap();
+    policy
+        .add(
+            "b",
+            &["user", "route"],
+            Gcra::new(5, Nanos(100)).unwrap().into(),
+        )
+        .unwrap();
+    let req = [("user", &b"u"[..]), ("route", &b"/x"[..])];
+    assert!(
+        policy
+            .try_acquire(&req, Nanos(0), 1)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    let denied = policy.try_acquire(&req, Nanos(0), 1).unwrap();
+    assert_eq!(
+        (denied.decision.allowed, denied.denied_by),
+        (false, Some(0))
+    );
+    // Limit b still holds 4: the denial took nothing from it.
+    assert_eq!(policy.decisions()[1].remaining, 4);
+    assert_eq!(
+        policy
+            .try_acquire(&[("user", b"u")], Nanos(0), 1)
+            .unwrap_err()
+            .code(),
+        "invalid_value"
+    );
+    assert_eq!(
+        policy
+            .add("a", &[], Gcra::new(1, Nanos(1)).unwrap().into())
+            .unwrap_err()
+            .code(),
+        "invalid_value"
+    );
+}
+
+#[test]
+fn policy_reservations_wait_for_the_slowest_limit() {
+    let mut policy = Policy::new();
+    policy
+        .add("fast", &[], Gcra::new(1, Nanos(100)).unwrap().into())
+        .unwrap();
+    policy
+        .add("slow", &[], Gcra::new(1, Nanos(300)).unwrap().into())
+        .unwrap();
+    assert_eq!(
+        policy.reserve(&[], Nanos(0), 1, Nanos(1_000)).unwrap(),
+        Ok(Nanos(0))
+    );
+    assert_eq!(
+        policy.reserve(&[], Nanos(0), 1, Nanos(1_000)).unwrap(),
+        Ok(Nanos(300))
+    );
+    let denied = policy
+        .reserve(&[], Nanos(0), 1, Nanos(500))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(denied.decision.retry_after, Nanos(600));
+    assert_eq!(policy.name(denied.denied_by.unwrap()), "slow");
+    let _ = Limiter::limit(&policy.limiter(0));
+}
