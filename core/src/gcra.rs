@@ -2,6 +2,7 @@
 
 use crate::limiter::check_cost;
 use crate::nanos::saturating;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// The generic cell rate algorithm (GCRA, "leaky bucket as a meter"): one
@@ -268,6 +269,29 @@ impl Limiter for Gcra {
     /// to it: it may be a reservation's slot, in the future.
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
         self.used = self.used.saturating_sub(cost.saturating_mul(self.interval));
+    }
+}
+
+impl Codec for Gcra {
+    fn tag(&self) -> u8 {
+        2
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.burst);
+        fingerprint.word(self.interval);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        w.varint(self.latest);
+        w.varint(self.used);
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        // Any used tolerance is possible: reservations may book far ahead.
+        self.latest = r.varint()?;
+        self.used = r.varint()?;
+        Ok(())
     }
 }
 

@@ -1,6 +1,7 @@
 //! The leaky bucket as a queue: traffic shaped to a fixed rate.
 
 use crate::limiter::check_cost;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// A leaky bucket used as a queue (traffic shaping): units leave one every
@@ -216,6 +217,28 @@ impl Limiter for LeakyBucket {
         if cost > 0 && end == self.latest as u128 + self.backlog as u128 {
             self.backlog = taken_at.0.saturating_sub(self.latest);
         }
+    }
+}
+
+impl Codec for LeakyBucket {
+    fn tag(&self) -> u8 {
+        3
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.capacity);
+        fingerprint.word(self.interval);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        w.varint(self.latest);
+        w.varint(self.backlog);
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = r.varint()?;
+        self.backlog = r.varint()?;
+        Ok(())
     }
 }
 

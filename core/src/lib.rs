@@ -68,6 +68,7 @@ mod policy;
 mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;
+mod state;
 mod token_bucket;
 
 pub use any::{AnyLimiter, MAX_BANDWIDTHS};
@@ -90,4 +91,5 @@ pub use policy::{Policy, PolicyDecision};
 pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};
+pub use state::{Portable, STATE_VERSION};
 pub use token_bucket::TokenBucket;

@@ -5,6 +5,7 @@ use alloc::vec;
 
 use crate::limiter::check_cost;
 use crate::nanos::since;
+use crate::state::codec::{corrupt, Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps up to
@@ -36,7 +37,7 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// assert_eq!(denied.retry_after, Nanos(1));
 /// assert!(log.try_acquire(Nanos::from_secs(1), 1).unwrap().allowed);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct SlidingWindowLog {
     limit: u64,
     window: u64,
@@ -295,5 +296,76 @@ impl Limiter for SlidingWindowLog {
             }
             self.len -= 1;
         }
+    }
+}
+
+/// Two logs are equal when they hold the same configuration, latest time
+/// and entries, wherever the entries sit in their rings.
+impl PartialEq for SlidingWindowLog {
+    fn eq(&self, other: &Self) -> bool {
+        (self.limit, self.window, self.latest, self.used, self.len)
+            == (
+                other.limit,
+                other.window,
+                other.latest,
+                other.used,
+                other.len,
+            )
+            && (0..self.len).all(|i| self.entry(i) == other.entry(i))
+    }
+}
+
+impl Eq for SlidingWindowLog {}
+
+impl Codec for SlidingWindowLog {
+    fn tag(&self) -> u8 {
+        4
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.limit);
+        fingerprint.word(self.window);
+    }
+
+    /// The latest time, the number of entries, then each entry oldest
+    /// first: its time after the previous entry's (the first: absolute)
+    /// and its cost.
+    fn write_state(&self, w: &mut Writer<'_>) {
+        w.varint(self.latest.0);
+        w.varint(self.len as u64);
+        let mut previous = 0;
+        for i in 0..self.len {
+            let entry = self.entry(i);
+            w.varint(entry.at - previous);
+            w.varint(entry.cost);
+            previous = entry.at;
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = Nanos(r.varint()?);
+        let len = r.at_most(self.ring.len() as u64)? as usize;
+        let (mut at, mut used) = (0u64, 0u64);
+        for i in 0..len {
+            let step = r.varint()?;
+            // Instants strictly increase (one entry per instant) and every
+            // entry costs something, as `push` keeps them.
+            if i > 0 && step == 0 {
+                return Err(corrupt("two entries of the log share an instant"));
+            }
+            at = at
+                .checked_add(step)
+                .ok_or(corrupt("an instant exceeds 2^64 - 1 ns"))?;
+            let cost = r.varint()?;
+            if cost == 0 {
+                return Err(corrupt("an entry of the log costs nothing"));
+            }
+            used = used
+                .checked_add(cost)
+                .ok_or(corrupt("the log holds more than 2^64 - 1 units"))?;
+            self.ring[i] = Entry { at, cost };
+        }
+        (self.head, self.len, self.used) = (0, len, used);
+        Ok(())
     }
 }

@@ -1,0 +1,234 @@
+//! Portable state: a compact, versioned binary encoding of a limiter's state.
+//!
+//! ```text
+//! "rk"  version  algorithm  fingerprint (4 bytes LE)  state fields (LEB128 varints)
+//! ```
+//!
+//! The fingerprint is a 32-bit FNV-1a hash of the algorithm and every
+//! configuration value, so state only goes back into a limiter configured
+//! the same way. The state fields are each algorithm's own (a GCRA: its
+//! latest time and used tolerance), as unsigned LEB128.
+
+use crate::Error;
+
+/// The format version this build writes and reads.
+pub const STATE_VERSION: u8 = 1;
+
+const MAGIC: [u8; 2] = *b"rk";
+const HEADER: usize = 8;
+
+/// A limiter whose state can be written to bytes and read back, into a
+/// limiter of the same configuration, in this process or another (another
+/// language's binding, a Redis value, a file, a browser's storage).
+///
+/// Restoring checks everything: truncated input fails with
+/// [`Error::StateTruncated`], malformed input or values no limiter could
+/// hold with [`Error::StateCorrupt`], another format version with
+/// [`Error::StateVersion`], another algorithm or configuration with
+/// [`Error::StateMismatch`]. A failed restore leaves the limiter unchanged,
+/// and no input panics.
+///
+/// ```
+/// use ratekeeper::{Gcra, Limiter, Nanos, Portable};
+///
+/// let mut gcra = Gcra::new(3, Nanos::from_secs(1)).unwrap();
+/// gcra.try_acquire(Nanos::from_secs(10), 2).unwrap();
+/// let bytes = gcra.to_bytes();
+/// assert_eq!(bytes.len(), 8 + 5 + 5); // header, latest time, used tolerance
+///
+/// let mut elsewhere = Gcra::new(3, Nanos::from_secs(1)).unwrap();
+/// elsewhere.restore(&bytes).unwrap();
+/// assert_eq!(elsewhere, gcra);
+///
+/// let mut other = Gcra::new(4, Nanos::from_secs(1)).unwrap();
+/// assert_eq!(other.restore(&bytes).unwrap_err().code(), "state_mismatch");
+/// ```
+pub trait Portable: codec::Codec + Clone {
+    /// The length of [`encode`](Portable::encode)'s output.
+    fn encoded_len(&self) -> usize {
+        self.encode(&mut []).unwrap_or_else(|needed| needed)
+    }
+
+    /// Writes the state into `out`, returning the length written, or
+    /// `Err(needed)` (writing nothing useful) when `out` is too short.
+    fn encode(&self, out: &mut [u8]) -> Result<usize, usize> {
+        let mut w = codec::Writer { out, len: 0 };
+        w.bytes(&MAGIC);
+        w.byte(STATE_VERSION);
+        w.byte(self.tag());
+        let mut fingerprint = codec::Fingerprint::new(self.tag());
+        self.config(&mut fingerprint);
+        w.bytes(&fingerprint.finish().to_le_bytes());
+        self.write_state(&mut w);
+        if w.len > w.out.len() {
+            return Err(w.len);
+        }
+        Ok(w.len)
+    }
+
+    /// The state as a new vector of bytes.
+    #[cfg(feature = "alloc")]
+    fn to_bytes(&self) -> alloc::vec::Vec<u8> {
+        let mut out = alloc::vec![0; self.encoded_len()];
+        let len = self.encode(&mut out).unwrap_or(0);
+        out.truncate(len);
+        out
+    }
+
+    /// Replaces this limiter's state with the one `bytes` hold.
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        if bytes.len() < HEADER {
+            return Err(Error::StateTruncated);
+        }
+        if bytes[..2] != MAGIC {
+            return Err(Error::StateCorrupt {
+                reason: "it does not start with ratekeeper's magic bytes",
+            });
+        }
+        if bytes[2] != STATE_VERSION {
+            return Err(Error::StateVersion {
+                found: bytes[2],
+                supported: STATE_VERSION,
+            });
+        }
+        if bytes[3] != self.tag() {
+            return Err(Error::StateMismatch {
+                reason: "another algorithm",
+            });
+        }
+        let mut fingerprint = codec::Fingerprint::new(self.tag());
+        self.config(&mut fingerprint);
+        if bytes[4..HEADER] != fingerprint.finish().to_le_bytes() {
+            return Err(Error::StateMismatch {
+                reason: "a limiter of another configuration",
+            });
+        }
+        let mut r = codec::Reader {
+            bytes: &bytes[HEADER..],
+        };
+        let mut next = self.clone();
+        next.read_state(&mut r)?;
+        if !r.bytes.is_empty() {
+            return Err(Error::StateCorrupt {
+                reason: "bytes follow the last field",
+            });
+        }
+        *self = next;
+        Ok(())
+    }
+}
+
+impl<T: codec::Codec + Clone> Portable for T {}
+
+/// The encoding's building blocks, implemented by each algorithm and
+/// sealed: only this crate's limiters are [`Portable`].
+pub(crate) mod codec {
+    use crate::Error;
+
+    /// How an algorithm writes and reads its state.
+    pub trait Codec {
+        /// The algorithm's tag in the header.
+        fn tag(&self) -> u8;
+        /// Feeds every configuration value to the fingerprint.
+        fn config(&self, fingerprint: &mut Fingerprint);
+        /// Writes the state fields.
+        fn write_state(&self, w: &mut Writer<'_>);
+        /// Reads the state fields into `self`, checking every invariant the
+        /// algorithm relies on.
+        fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error>;
+    }
+
+    /// Writes into a slice, counting (without storing) what does not fit.
+    pub struct Writer<'a> {
+        pub(super) out: &'a mut [u8],
+        pub(super) len: usize,
+    }
+
+    impl Writer<'_> {
+        pub fn byte(&mut self, b: u8) {
+            if let Some(slot) = self.out.get_mut(self.len) {
+                *slot = b;
+            }
+            self.len += 1;
+        }
+
+        pub fn bytes(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.byte(b);
+            }
+        }
+
+        /// Unsigned LEB128: 7 bits per byte, low bits first.
+        pub fn varint(&mut self, mut v: u64) {
+            while v >= 0x80 {
+                self.byte(v as u8 | 0x80);
+                v >>= 7;
+            }
+            self.byte(v as u8);
+        }
+    }
+
+    /// Reads from a slice.
+    pub struct Reader<'a> {
+        pub(super) bytes: &'a [u8],
+    }
+
+    impl Reader<'_> {
+        pub fn varint(&mut self) -> Result<u64, Error> {
+            let mut value: u64 = 0;
+            for i in 0..10 {
+                let (&b, rest) = self.bytes.split_first().ok_or(Error::StateTruncated)?;
+                self.bytes = rest;
+                let bits = (b & 0x7f) as u64;
+                if i == 9 && b > 1 {
+                    return Err(corrupt("a number does not fit in 64 bits"));
+                }
+                value |= bits << (7 * i);
+                if b & 0x80 == 0 {
+                    return Ok(value);
+                }
+            }
+            Err(corrupt("a number does not fit in 64 bits"))
+        }
+
+        /// A varint that must be at most `max`.
+        pub fn at_most(&mut self, max: u64) -> Result<u64, Error> {
+            let value = self.varint()?;
+            if value > max {
+                return Err(corrupt("a value is out of range for this configuration"));
+            }
+            Ok(value)
+        }
+    }
+
+    /// The error for a field no limiter could hold.
+    pub fn corrupt(reason: &'static str) -> Error {
+        Error::StateCorrupt { reason }
+    }
+
+    /// 32-bit FNV-1a over the tag and configuration values.
+    pub struct Fingerprint(u32);
+
+    impl Fingerprint {
+        pub(super) fn new(tag: u8) -> Fingerprint {
+            let mut f = Fingerprint(0x811c_9dc5);
+            f.byte(tag);
+            f
+        }
+
+        fn byte(&mut self, b: u8) {
+            self.0 = (self.0 ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+
+        /// Adds a configuration value.
+        pub fn word(&mut self, v: u64) {
+            for b in v.to_le_bytes() {
+                self.byte(b);
+            }
+        }
+
+        pub(super) fn finish(&self) -> u32 {
+            self.0
+        }
+    }
+}
