@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use ratekeeper::{
-    count_from_f64, Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    count_from_f64, AnyKeyed, AnyLimiter, Bandwidth, Decision, Error, FixedWindow, Gcra,
+    LeakyBucket, Limiter, Nanos, Policy, SlidingWindowCounter, SlidingWindowLog,
 };
 use serde_json::{json, Map, Value};
 
@@ -51,12 +51,7 @@ fn bandwidth(c: &Map<String, Value>) -> Result<Bandwidth, Error> {
     }
 }
 
-fn bucket<const N: usize>(rules: Vec<Bandwidth>) -> Result<Box<dyn Limiter>, Error> {
-    let rules: [Bandwidth; N] = rules.try_into().expect("N rules");
-    Ok(Box::new(TokenBucket::from_bandwidths(rules)?))
-}
-
-fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Box<dyn Limiter>, Error> {
+fn build(algorithm: &str, config: &Map<String, Value>) -> Result<AnyLimiter, Error> {
     match algorithm {
         "token_bucket" => {
             let rules = match config.get("bandwidths") {
@@ -68,15 +63,9 @@ fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Box<dyn Limiter
                     .collect(),
                 None => bandwidth(config).map(|rule| vec![rule]),
             }?;
-            match rules.len() {
-                0 => bucket::<0>(rules),
-                1 => bucket::<1>(rules),
-                2 => bucket::<2>(rules),
-                3 => bucket::<3>(rules),
-                n => panic!("the runner builds buckets of up to 3 bandwidths, not {n}"),
-            }
+            AnyLimiter::token_bucket(&rules)
         }
-        "gcra" => Ok(Box::new(match config.get("emission_interval_ns") {
+        "gcra" => Ok(AnyLimiter::from(match config.get("emission_interval_ns") {
             Some(interval) => Gcra::new(
                 count(&config["burst"], "burst")?,
                 nanos(interval, "emission_interval")?,
@@ -87,19 +76,19 @@ fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Box<dyn Limiter
                 nanos(&config["period_ns"], "period")?,
             )?,
         })),
-        "leaky_bucket" => Ok(Box::new(LeakyBucket::new(
+        "leaky_bucket" => Ok(AnyLimiter::from(LeakyBucket::new(
             count(&config["capacity"], "capacity")?,
             nanos(&config["interval_ns"], "interval")?,
         )?)),
-        "sliding_window_log" => Ok(Box::new(SlidingWindowLog::new(
+        "sliding_window_log" => Ok(AnyLimiter::from(SlidingWindowLog::new(
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
         )?)),
-        "sliding_window_counter" => Ok(Box::new(SlidingWindowCounter::new(
+        "sliding_window_counter" => Ok(AnyLimiter::from(SlidingWindowCounter::new(
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
         )?)),
-        "fixed_window" => Ok(Box::new(FixedWindow::new(
+        "fixed_window" => Ok(AnyLimiter::from(FixedWindow::new(
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
         )?)),
@@ -142,18 +131,77 @@ fn step(limiter: &mut dyn Limiter, s: &Value) -> Result<Value, Error> {
     )
 }
 
-fn run_scenario(scenario: &Value) {
+/// A policy built from `{"limits": [{"name", "by", "algorithm", "config"}]}`.
+fn build_policy(config: &Map<String, Value>) -> Result<Policy, Error> {
+    let mut policy = Policy::new();
+    for limit in config["limits"].as_array().unwrap() {
+        let by: Vec<&str> = limit["by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        let limiter = build(
+            limit["algorithm"].as_str().unwrap(),
+            limit["config"].as_object().unwrap(),
+        )?;
+        policy.add(limit["name"].as_str().unwrap(), &by, limiter)?;
+    }
+    Ok(policy)
+}
+
+fn policy_step(policy: &mut Policy, s: &Value) -> Result<Value, Error> {
+    let (now, cost) = (nanos(&s["now_ns"], "now")?, count(&s["cost"], "cost")?);
+    let fields: Vec<(&str, &[u8])> = s["request"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str().unwrap().as_bytes()))
+        .collect();
+    let answer = match s["op"].as_str().unwrap() {
+        "acquire" => policy.try_acquire(&fields, now, cost)?,
+        "peek" => policy.peek(&fields, now, cost)?,
+        other => panic!("unknown policy op {other}"),
+    };
+    let mut out = decision_json(&answer.decision);
+    out["denied_by"] = json!(answer.denied_by.map(|i| policy.name(i)));
+    out["limits"] = policy.decisions().iter().map(decision_json).collect();
+    Ok(out)
+}
+
+fn keyed_step(store: &mut AnyKeyed, s: &Value) -> Result<Value, Error> {
+    let key = s["key"].as_str().unwrap().as_bytes();
+    let (now, cost) = (nanos(&s["now_ns"], "now")?, count(&s["cost"], "cost")?);
+    Ok(match s["op"].as_str().unwrap() {
+        "acquire" => decision_json(&store.try_acquire(key, now, cost)?),
+        "peek" => decision_json(&store.peek(key, now, cost)?),
+        "reserve" => match store.reserve(key, now, cost, nanos(&s["max_wait_ns"], "max_wait")?)? {
+            Ok(wait) => json!({"wait_ns": wait.0}),
+            Err(denied) => json!({"denied": decision_json(&denied)}),
+        },
+        "refund" => {
+            store.refund(key, now, cost);
+            json!({})
+        }
+        other => panic!("unknown op {other}"),
+    })
+}
+
+/// Builds a scenario's subject and runs its steps through `step`.
+fn run_steps<T>(
+    scenario: &Value,
+    built: Result<T, Error>,
+    step: impl Fn(&mut T, &Value) -> Result<Value, Error>,
+) {
     let name = scenario["name"].as_str().unwrap();
-    let config = scenario["config"].as_object().unwrap();
-    let built = build(scenario["algorithm"].as_str().unwrap(), config);
-    let mut limiter = match (built, scenario.get("expect_error")) {
+    let mut subject = match (built, scenario.get("expect_error")) {
         (Err(e), Some(expected)) => return assert_eq!(&error_json(&e), expected, "{name}"),
         (Ok(_), Some(expected)) => panic!("{name}: built, but expected {expected}"),
         (Err(e), None) => panic!("{name}: failed to build: {e}"),
-        (Ok(limiter), None) => limiter,
+        (Ok(subject), None) => subject,
     };
     for (i, s) in scenario["steps"].as_array().unwrap().iter().enumerate() {
-        let got = match step(limiter.as_mut(), s) {
+        let got = match step(&mut subject, s) {
             Ok(v) => json!({"expect": v}),
             Err(e) => json!({"expect_error": error_json(&e)}),
         };
@@ -163,6 +211,25 @@ fn run_scenario(scenario: &Value) {
             "expect_error"
         };
         assert_eq!(got.get(key), s.get(key), "{name}, step {i}: {s}");
+    }
+}
+
+fn run_scenario(scenario: &Value) {
+    let config = scenario["config"].as_object().unwrap();
+    match scenario["algorithm"].as_str().unwrap() {
+        "policy" => run_steps(scenario, build_policy(config), policy_step),
+        "keyed" => {
+            let prototype = build(
+                config["algorithm"].as_str().unwrap(),
+                config["config"].as_object().unwrap(),
+            );
+            run_steps(scenario, prototype.map(AnyKeyed::new), keyed_step)
+        }
+        algorithm => run_steps(
+            scenario,
+            build(algorithm, config),
+            |l: &mut AnyLimiter, s| step(l, s),
+        ),
     }
 }
 
