@@ -13,22 +13,27 @@ and at 100,000 keys:
 
 and prints ns per call, the ratios, and memory per key at 100,000 keys.
 
-Every limiter allows 100 per second per key. Single key, each timed call hits
-the same key, so most are denied once the first 100 of each second are in:
-the path a saturated key takes. Keyed, calls go round-robin over 100,000 keys,
-so each key sees a request now and then and is allowed: the common path of a
+Every limiter allows 100 per minute per key. Single key, each timed call hits
+the same key, so most are denied once the first 100 are in: the path a
+saturated key takes. Keyed, calls go round-robin over 100,000 keys, so each
+key sees a request now and then and is allowed: the common path of a
 per-user limit. ratekeeper has no keyed store yet (the core's arrives later),
-so keys are a plain ``dict`` of limiters, looked up in the timed loop; the
-floor does the same lookup.
+so keys are a plain ``dict`` of limiters, ``limiters[key].try_acquire()`` in
+the timed loop; the floor does the same lookup.
 
 Timings on a shared machine are noisy: peers are timed in turns, and the best
-of several rounds is kept. Read the ratios, not the absolute numbers.
+of several rounds is kept. Read the ratios, not the absolute numbers. Memory
+per key is measured in a fresh process per limiter, once every key has been
+seen: the Python heap grown (tracemalloc) and the resident set grown (which
+also counts Rust's heap, such as a SlidingWindowLog's ring).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
+import subprocess
 import sys
 import timeit
 import tracemalloc
@@ -36,13 +41,13 @@ from typing import Any, Callable, Optional
 
 import ratekeeper
 
-RATE = 100  # per second, every limiter
+RATE, PERIOD = 100, 60  # 100 per minute, every limiter
 KEYS = 100_000
-
+ROUND_SECONDS = 0.2  # how long one single-key round of one peer lasts, about
 
 # A keyed setup: given the keys, builds the peer's state for every key (each
-# key seen once) and returns the statement to time, run once per key, and its
-# namespace (with ``key`` bound by the loop).
+# key seen once) and returns the statement to time, run once per key with
+# ``key`` bound, and its namespace.
 Keyed = Callable[[list[str]], tuple[str, dict[str, Any]]]
 
 
@@ -55,7 +60,7 @@ class Peer:
         self.keyed = keyed
         self.single_ns = float("inf")
         self.keyed_ns = float("inf")
-        self.bytes_per_key: Optional[float] = None
+        self.memory: Optional[tuple[float, float]] = None  # bytes per key: Python heap, resident
 
 
 def calling(stmt: str, call: Callable[[str], Any], keys: list[str], **names: Any) -> tuple[str, dict[str, Any]]:
@@ -69,35 +74,39 @@ def ratekeeper_peers() -> list[Peer]:
     def per_key(make: Callable[[], ratekeeper.Limiter], method: str) -> Keyed:
         def keyed(keys: list[str]) -> tuple[str, dict[str, Any]]:
             limiters = {key: make() for key in keys}
+            for limiter in limiters.values():
+                getattr(limiter, method)()
             return f"limiters[key].{method}()", {"limiters": limiters}
 
         return keyed
 
-    bucket = lambda: ratekeeper.TokenBucket(RATE, RATE, 1)  # noqa: E731
+    def bucket() -> ratekeeper.Limiter:
+        return ratekeeper.TokenBucket(RATE, RATE, PERIOD)
+
     peers = [
         Peer("floor: pyo3 no-op method", bucket()._noop, per_key(bucket, "_noop")),
         Peer("ratekeeper TokenBucket", bucket().try_acquire, per_key(bucket, "try_acquire")),
     ]
     others: dict[str, Callable[[], ratekeeper.Limiter]] = {
-        "Gcra": lambda: ratekeeper.Gcra.per_period(RATE, RATE, 1),
-        "SlidingWindowCounter": lambda: ratekeeper.SlidingWindowCounter(RATE, 1),
-        "FixedWindow": lambda: ratekeeper.FixedWindow(RATE, 1),
-        "SlidingWindowLog": lambda: ratekeeper.SlidingWindowLog(RATE, 1),
-        "LeakyBucket": lambda: ratekeeper.LeakyBucket(RATE, 0.01),
+        "Gcra": lambda: ratekeeper.Gcra.per_period(RATE, RATE, PERIOD),
+        "SlidingWindowCounter": lambda: ratekeeper.SlidingWindowCounter(RATE, PERIOD),
+        "FixedWindow": lambda: ratekeeper.FixedWindow(RATE, PERIOD),
+        "SlidingWindowLog": lambda: ratekeeper.SlidingWindowLog(RATE, PERIOD),
+        "LeakyBucket": lambda: ratekeeper.LeakyBucket(RATE, PERIOD / RATE),
     }
     for name, make in others.items():
         peers.append(Peer(f"ratekeeper {name}", make().try_acquire, per_key(make, "try_acquire")))
     explicit = bucket()
-    peers.append(Peer("ratekeeper TokenBucket, now=0.5", lambda: explicit.try_acquire(1, 0.5)))
+    peers.append(Peer("ratekeeper TokenBucket(1, now=0.5)", lambda: explicit.try_acquire(1, 0.5)))
     return peers
 
 
 def limits_peers() -> list[Peer]:
     try:
-        from limits import RateLimitItemPerSecond, storage, strategies
+        from limits import RateLimitItemPerMinute, storage, strategies
     except ImportError:
         return []
-    item = RateLimitItemPerSecond(RATE)
+    item = RateLimitItemPerMinute(RATE)
     peers = []
     strategy_classes: dict[str, Any] = {
         "FixedWindow": strategies.FixedWindowRateLimiter,
@@ -111,7 +120,10 @@ def limits_peers() -> list[Peer]:
             hit = strategy(storage.MemoryStorage()).hit
             return calling("hit(item, key)", lambda key: hit(item, key), keys, hit=hit, item=item)
 
-        peers.append(Peer(f"limits {name}", lambda single=single: single.hit(item, "key"), keyed))
+        def hit_one_key(single: Any = single) -> Any:
+            return single.hit(item, "key")
+
+        peers.append(Peer(f"limits {name}", hit_one_key, keyed))
     return peers
 
 
@@ -120,9 +132,9 @@ def pyrate_peers() -> list[Peer]:
         import pyrate_limiter as pyrate
     except ImportError:
         return []
-    rates = [pyrate.Rate(RATE, pyrate.Duration.SECOND)]
+    rates = [pyrate.Rate(RATE, pyrate.Duration.MINUTE)]
 
-    class PerKeyFactory(pyrate.BucketFactory):  # type: ignore[misc]
+    class PerKeyFactory(pyrate.BucketFactory):
         """One in-memory bucket per key, made on first use (no leak thread)."""
 
         def __init__(self) -> None:
@@ -142,9 +154,8 @@ def pyrate_peers() -> list[Peer]:
 
     def keyed(keys: list[str]) -> tuple[str, dict[str, Any]]:
         acquire = pyrate.Limiter(PerKeyFactory()).try_acquire
-        return calling(
-            "acquire(key, blocking=False)", lambda key: acquire(key, blocking=False), keys, acquire=acquire
-        )
+        stmt = "acquire(key, blocking=False)"
+        return calling(stmt, lambda key: acquire(key, blocking=False), keys, acquire=acquire)
 
     return [Peer("pyrate-limiter InMemoryBucket", lambda: single.try_acquire("key", blocking=False), keyed)]
 
@@ -154,85 +165,126 @@ def token_bucket_peers() -> list[Peer]:
         import token_bucket
     except ImportError:
         return []
-    single = token_bucket.Limiter(RATE, RATE, token_bucket.MemoryStorage())
+    single = token_bucket.Limiter(RATE / PERIOD, RATE, token_bucket.MemoryStorage())
 
     def keyed(keys: list[str]) -> tuple[str, dict[str, Any]]:
-        consume = token_bucket.Limiter(RATE, RATE, token_bucket.MemoryStorage()).consume
+        consume = token_bucket.Limiter(RATE / PERIOD, RATE, token_bucket.MemoryStorage()).consume
         return calling("consume(key)", consume, keys, consume=consume)
 
     return [Peer("token-bucket MemoryStorage", lambda: single.consume("key"), keyed)]
 
 
-def time_single(peer: Peer, calls: int) -> float:
-    """ns per call of ``peer.single()``, one timeit loop of ``calls``."""
+def all_peers() -> list[Peer]:
+    return ratekeeper_peers() + limits_peers() + pyrate_peers() + token_bucket_peers()
+
+
+def time_single(peer: Peer, most_calls: int) -> float:
+    """ns per call of ``peer.single()``, in a loop of about ROUND_SECONDS."""
+    calls = most_calls
+    if peer.single_ns < float("inf"):
+        calls = max(1_000, min(most_calls, int(ROUND_SECONDS * 1e9 / peer.single_ns)))
     return timeit.timeit(peer.single, number=calls) / calls * 1e9
 
 
-def time_keyed(stmt: str, names: dict[str, Any], keys: list[str]) -> float:
-    """ns per run of ``stmt``, once for every key."""
+def time_keyed(peer: Peer, stmt: str, names: dict[str, Any], keys: list[str]) -> float:
+    """ns per run of ``stmt``, round-robin over the keys for about ROUND_SECONDS (at least once)."""
+    passes = 1
+    if peer.keyed_ns < float("inf"):
+        passes = max(1, int(ROUND_SECONDS * 1e9 / (peer.keyed_ns * len(keys))))
     timer = timeit.Timer(f"for key in keys: {stmt}", globals={**names, "keys": keys})
-    return timer.timeit(number=1) / len(keys) * 1e9
+    return timer.timeit(number=passes) / (passes * len(keys)) * 1e9
 
 
-def bytes_per_key(keyed: Keyed, keys: list[str]) -> float:
-    """Python heap held per key once every key has been seen (the keys themselves not counted)."""
+def resident_bytes() -> int:
+    """This process's resident set (Linux), or 0 where /proc is missing."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def memory_of(peer: Peer, keys: list[str]) -> tuple[float, float]:
+    """Bytes per key once every key has been seen: Python heap (tracemalloc), resident set."""
+    assert peer.keyed is not None
     gc.collect()
+    resident = resident_bytes()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    state = keyed(keys)
+    state = peer.keyed(keys)
     gc.collect()
     after = tracemalloc.take_snapshot()
-    tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    del before, after
+    tracemalloc.stop()  # frees tracemalloc's own records before the second reading
+    gc.collect()
+    resident = resident_bytes() - resident
     del state
-    return grown / len(keys)
+    return grown / len(keys), resident / len(keys)
+
+
+def measure_memory(peers: list[Peer], keys: int) -> None:
+    """``memory_of`` every keyed peer, each in a fresh process of this script."""
+    for peer in peers:
+        if peer.keyed and "no-op" not in peer.name:
+            command = [sys.executable, __file__, "--keys", str(keys), "--memory-of", peer.name]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            heap, resident = done.stdout.split()
+            peer.memory = (float(heap), float(resident))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200_000, help="single-key calls per round")
+    parser.add_argument("--calls", type=int, default=500_000, help="most single-key calls per round")
     parser.add_argument("--keys", type=int, default=KEYS, help="distinct keys")
     parser.add_argument("--rounds", type=int, default=5, help="rounds; the best is kept")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory measurement")
+    parser.add_argument("--memory-of", help=argparse.SUPPRESS)  # one peer, in a fresh process
     args = parser.parse_args()
 
-    peers = ratekeeper_peers() + limits_peers() + pyrate_peers() + token_bucket_peers()
+    peers = all_peers()
     keys = [f"user:{index}" for index in range(args.keys)]
+    if args.memory_of:
+        heap, resident = memory_of(next(p for p in peers if p.name == args.memory_of), keys)
+        print(heap, resident)
+        return
+    print(
+        f"python {sys.version.split()[0]}, ratekeeper {ratekeeper.__version__}: {RATE} per {PERIOD} s; "
+        f"{args.rounds} rounds, best kept; {args.keys:,} keys",
+        flush=True,
+    )
+    if not args.no_memory:
+        measure_memory(peers, args.keys)
     keyed = {peer.name: peer.keyed(keys) for peer in peers if peer.keyed}
-    print(f"python {sys.version.split()[0]}, ratekeeper {ratekeeper.__version__}; "
-          f"{args.rounds} rounds, best kept; {args.calls:,} single-key calls, {args.keys:,} keys", flush=True)
     for _ in range(args.rounds):
         for peer in peers:  # in turns, so that noise falls on every peer alike
             peer.single_ns = min(peer.single_ns, time_single(peer, args.calls))
             if peer.name in keyed:
-                peer.keyed_ns = min(peer.keyed_ns, time_keyed(*keyed[peer.name], keys))
-    if not args.no_memory:
-        del keyed
-        for peer in peers:
-            if peer.keyed and "no-op" not in peer.name:
-                peer.bytes_per_key = bytes_per_key(peer.keyed, keys)
+                peer.keyed_ns = min(peer.keyed_ns, time_keyed(peer, *keyed[peer.name], keys))
     report(peers)
 
 
 def report(peers: list[Peer]) -> None:
-    floor = peers[0]
-    ours = peers[1]
+    floor, ours = peers[0], peers[1]
     print()
-    print(f"{'limiter':36} {'single ns':>10} {'x ours':>7} {'keyed ns':>10} {'x ours':>7} {'B/key':>7}")
+    header = f"{'limiter':36} {'single ns':>9} {'x ours':>6} {'keyed ns':>9} {'x ours':>6}"
+    print(f"{header} {'heap B/key':>10} {'RSS B/key':>9}")
     for peer in peers:
-        keyed = f"{peer.keyed_ns:10.0f} {peer.keyed_ns / ours.keyed_ns:7.1f}" if peer.keyed else f"{'':10} {'':7}"
-        memory = f"{peer.bytes_per_key:7.0f}" if peer.bytes_per_key is not None else ""
-        print(f"{peer.name:36} {peer.single_ns:10.0f} {peer.single_ns / ours.single_ns:7.1f} {keyed} {memory}")
+        keyed = f"{peer.keyed_ns:9.0f} {peer.keyed_ns / ours.keyed_ns:6.1f}" if peer.keyed else f"{'':9} {'':6}"
+        memory = f"{peer.memory[0]:10.0f} {peer.memory[1]:9.0f}" if peer.memory else ""
+        print(f"{peer.name:36} {peer.single_ns:9.0f} {peer.single_ns / ours.single_ns:6.1f} {keyed} {memory}")
     print()
-    print(f"ratekeeper TokenBucket / floor: {ours.single_ns / floor.single_ns:.2f}x single key, "
-          f"{ours.keyed_ns / floor.keyed_ns:.2f}x keyed (target: at most 2x)")
+    print(
+        f"ratekeeper TokenBucket / floor: {ours.single_ns / floor.single_ns:.2f}x single key, "
+        f"{ours.keyed_ns / floor.keyed_ns:.2f}x keyed (target: at most 2x)"
+    )
     targets = {"limits": 20.0, "pyrate-limiter": 20.0, "token-bucket": 3.0}
     for peer in peers:
         for prefix, target in targets.items():
             if peer.name.startswith(prefix):
-                single, keyed = peer.single_ns / ours.single_ns, peer.keyed_ns / ours.keyed_ns
-                verdict = "met" if min(single, keyed) >= target else "NOT met"
-                print(f"{peer.name}: {single:.1f}x / {keyed:.1f}x slower (target {target:.0f}x: {verdict})")
+                by_key = peer.single_ns / ours.single_ns, peer.keyed_ns / ours.keyed_ns
+                verdict = "met" if min(by_key) >= target else "NOT met"
+                print(f"{peer.name}: {by_key[0]:.1f}x / {by_key[1]:.1f}x slower (target {target:.0f}x: {verdict})")
 
 
 if __name__ == "__main__":
