@@ -113,9 +113,10 @@ impl PyDecision {
 /// are booked for the slot ``at`` (``now + wait`` on the limiter's clock);
 /// requests made later, reserved or not, are served after it, so waiters are
 /// served first come, first served. When not ``ok`` (the wait would have
-/// exceeded ``max_wait``, or the queue is full), nothing was booked, ``wait``
-/// and ``at`` are ``math.inf`` and ``decision`` tells why and when to retry.
-/// ``cancel()`` gives an unused booking back.
+/// exceeded ``max_wait``, or the queue is full), nothing was booked:
+/// ``decision`` tells why, and ``wait`` and ``at`` say when the request would
+/// have been served (``decision.retry_after``). ``cancel()`` gives an unused
+/// booking back.
 #[pyclass(frozen, name = "Reservation", module = "ratekeeper")]
 pub struct PyReservation {
     limiter: Py<PyLimiter>,
@@ -143,6 +144,15 @@ impl PyReservation {
         }
     }
 
+    /// The wait until the slot: booked, or needed (a refusal's `retry_after`).
+    fn wait_nanos(&self) -> Nanos {
+        match &self.booked {
+            Ok(wait) => *wait,
+            Err(denied) => denied.get().decision.retry_after,
+        }
+    }
+
+    /// The booked slot, if any.
     fn slot(&self) -> Option<Nanos> {
         let wait = *self.booked.as_ref().ok()?;
         Some(self.now.saturating_add(wait))
@@ -157,19 +167,18 @@ impl PyReservation {
         self.booked.is_ok()
     }
 
-    /// Seconds from the reservation until the booked slot (``math.inf`` when not ``ok``).
+    /// Seconds from the reservation until the booked slot (when not ``ok``:
+    /// the wait that was needed, ``decision.retry_after``; nothing is booked).
     #[getter]
     fn wait(&self) -> f64 {
-        self.booked
-            .as_ref()
-            .map_or(f64::INFINITY, |wait| wait.as_secs_f64())
+        self.wait_nanos().as_secs_f64()
     }
 
-    /// The booked slot, in seconds on the limiter's clock: ``now + wait``
-    /// (``math.inf`` when not ``ok``). Pass it as ``taken_at`` to ``refund``.
+    /// The slot, in seconds on the limiter's clock: ``now + wait``. When
+    /// ``ok``, the booking's ``taken_at`` for ``refund`` (``cancel()`` does that).
     #[getter]
     fn at(&self) -> f64 {
-        self.slot().map_or(f64::INFINITY, Nanos::as_secs_f64)
+        self.now.saturating_add(self.wait_nanos()).as_secs_f64()
     }
 
     /// The units the reservation asked for.

@@ -71,11 +71,11 @@ class Reservation:
 
     @property
     def wait(self) -> float:
-        """Seconds from the reservation until the booked slot (``math.inf`` when not ``ok``)."""
+        """Seconds from the reservation until the booked slot (when not ``ok``: the wait needed)."""
 
     @property
     def at(self) -> float:
-        """The booked slot, in seconds on the limiter's clock (``math.inf`` when not ``ok``)."""
+        """The slot, in seconds on the limiter's clock: ``now + wait``."""
 
     @property
     def cost(self) -> int:
