@@ -121,11 +121,12 @@ def test_method_signatures_are_introspectable() -> None:
 def test_constructor_signatures_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     help(TokenBucket)
     text = capsys.readouterr().out
-    assert (
-        "TokenBucket(capacity, refill_tokens, refill_period, *, initial_tokens=None, "
-        "refill='greedy', name='default', clock=None)"
-    ) in text
+    assert "initial_tokens=None" in text  # 3.13+ writes a long signature on several lines
     bucket = inspect.signature(TokenBucket)
+    assert str(bucket) == (
+        "(capacity, refill_tokens, refill_period, *, initial_tokens=None, "
+        "refill='greedy', name='default', clock=None)"
+    )
     assert bucket.parameters["initial_tokens"].kind is inspect.Parameter.KEYWORD_ONLY
     assert bucket.parameters["name"].default == "default"
     for window_class in (SlidingWindowLog, SlidingWindowCounter, FixedWindow):
