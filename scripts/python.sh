@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The Python binding (bindings-python): setup | build | test.
+# The Python binding (bindings-python): setup | build | test | bench.
 #   setup  create .venv at the repo root (if missing) and install the pinned dev tools
 #   build  build the abi3 wheel (release) into target/wheels/python and install it into .venv
-#   test   build, then pytest, mypy.stubtest, and mypy --strict over the tests and a typed usage file
+#   test   build, then pytest, mypy.stubtest, and mypy --strict over the package, the tests
+#          and a typed usage file
+#   bench  build, install the peer libraries into .venv, and run bindings-python/bench/bench.py
+#          (extra arguments go to bench.py; not part of test or CI)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +43,8 @@ test_() {
     (cd "$PKG" && "$PY" -m pytest tests -q)
     # stubtest checks the package and its submodules (the native module's .pyi included).
     "$PY" -m mypy.stubtest ratekeeper
+    # The pure-Python modules (waiting helpers, ASGI middleware) are strictly typed too.
+    "$PY" -m mypy --strict "$PKG/python/ratekeeper"
     # The tests and tests/typing_usage.py are typed against the installed stubs; the
     # deliberately wrong calls in the tests carry `type: ignore[...]`, which --strict
     # (warn_unused_ignores) requires mypy to flag, so the stubs must reject them.
@@ -47,12 +52,24 @@ test_() {
     "$PY" "$PKG/tests/typing_usage.py"
 }
 
+bench() {
+    build
+    # The peers the benchmark compares with, pinned; installed for it only.
+    "$PY" -m pip install --quiet --disable-pip-version-check \
+        limits==5.8.0 pyrate-limiter==4.5.1 token-bucket==0.4.0
+    "$PY" "$PKG/bench/bench.py" "$@"
+}
+
 case "${1:-}" in
     setup) setup ;;
     build) build ;;
     test) test_ ;;
+    bench)
+        shift
+        bench "$@"
+        ;;
     *)
-        echo "usage: $0 setup|build|test" >&2
+        echo "usage: $0 setup|build|test|bench [bench.py arguments]" >&2
         exit 2
         ;;
 esac

@@ -3,22 +3,28 @@
 //! The exception classes live in `ratekeeper/_errors.py`, because
 //! `RateLimitTypeError` needs two bases (`RateLimitError` and `TypeError`),
 //! which a class created from Rust cannot have.
+//! [`rate_limited`] raises `RateLimited`, the waiting forms' "no".
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use ratekeeper::Error;
+use pyo3::PyErrArguments;
+use ratekeeper::{Decision, Error};
 
 static RATE_LIMIT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static RATE_LIMIT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static RATE_LIMITED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// The Python spelling of a core argument name.
 ///
-/// Python spells every argument as the core does (`capacity`, `refill_period`,
-/// `initial_tokens`, `window`, `cost`, `now`...), so this is the identity; it is
-/// the one place to change should the two ever differ.
+/// Python spells arguments as the core does (`capacity`, `refill_period`,
+/// `max_wait`, `cost`, `now`...) but for `reconfigure`'s, which the core
+/// calls `new` and Python `other`.
 fn python_argument(rust: &'static str) -> &'static str {
-    rust
+    match rust {
+        "new" => "other",
+        same => same,
+    }
 }
 
 /// Turns a core error into `RateLimitTypeError` (for `invalid_type`) or
@@ -32,8 +38,23 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Error::InvalidType { .. } => (&RATE_LIMIT_TYPE_ERROR, "RateLimitTypeError"),
         _ => (&RATE_LIMIT_ERROR, "RateLimitError"),
     };
+    raise(py, cell, name, (message, err.code()))
+}
+
+/// `RateLimited` for a request `denied` by the limiter called `limiter`,
+/// with `.retry_after` in seconds.
+pub fn rate_limited(py: Python<'_>, limiter: &str, denied: &Decision) -> PyErr {
+    let retry_after = denied.retry_after.as_secs_f64();
+    let message = format!("rate limit {limiter:?} exceeded: retry after {retry_after} s");
+    raise(py, &RATE_LIMITED, "RateLimited", (message, retry_after))
+}
+
+fn raise<A>(py: Python<'_>, cell: &PyOnceLock<Py<PyType>>, name: &str, args: A) -> PyErr
+where
+    A: PyErrArguments + Send + Sync + 'static,
+{
     match cell.import(py, "ratekeeper._errors", name) {
-        Ok(class) => PyErr::from_type(class.clone(), (message, err.code())),
+        Ok(class) => PyErr::from_type(class.clone(), args),
         // Only reachable when the package is broken; still raise, never panic.
         Err(import_error) => import_error,
     }

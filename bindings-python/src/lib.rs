@@ -1,22 +1,32 @@
 //! The native part of the `ratekeeper` Python package (`ratekeeper._ratekeeper`).
 //!
 //! A thin shell over the core: each method converts its arguments
-//! (`convert`), calls the core once, and maps errors (`errors`).
+//! (`convert`), calls the core once, and maps errors (`errors`). Every
+//! algorithm class extends one base class, `Limiter` (`limiter`), which holds
+//! the core's `AnyLimiter` and carries every shared method; the classes
+//! (`algorithms`) only build it and read their own configuration.
 
+mod algorithms;
 mod convert;
 mod decision;
 mod errors;
-mod sliding_window_log;
-mod token_bucket;
+mod limiter;
 
 use pyo3::prelude::*;
 
 /// Native classes of `ratekeeper`; import them from `ratekeeper` itself.
 #[pymodule]
 fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<token_bucket::PyTokenBucket>()?;
-    m.add_class::<sliding_window_log::PySlidingWindowLog>()?;
+    m.add_class::<limiter::PyLimiter>()?;
+    m.add_class::<algorithms::PyTokenBucket>()?;
+    m.add_class::<algorithms::PyBandwidth>()?;
+    m.add_class::<algorithms::PyGcra>()?;
+    m.add_class::<algorithms::PyLeakyBucket>()?;
+    m.add_class::<algorithms::PySlidingWindowLog>()?;
+    m.add_class::<algorithms::PySlidingWindowCounter>()?;
+    m.add_class::<algorithms::PyFixedWindow>()?;
     m.add_class::<decision::PyDecision>()?;
+    m.add_class::<decision::PyReservation>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

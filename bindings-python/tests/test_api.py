@@ -1,4 +1,4 @@
-"""The Python API: defaults, Decision, errors, and that bad calls change nothing."""
+"""The Python API: defaults, clocks, Decision, errors, and that bad calls change nothing."""
 
 from __future__ import annotations
 
@@ -6,24 +6,30 @@ import importlib.metadata
 import math
 import pickle
 import time
-from typing import Any, Callable, Union
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Callable
 
 import pytest
+from limiters import ALL, BURSTY, FakeClock, Make
 
 import ratekeeper
 from ratekeeper import (
+    Bandwidth,
     Decision,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    RateLimited,
     RateLimitError,
     RateLimitTypeError,
+    SlidingWindowCounter,
     SlidingWindowLog,
     TokenBucket,
 )
 
-Limiter = Union[TokenBucket, SlidingWindowLog]
-LIMITERS: dict[str, Callable[[], Limiter]] = {
-    "token_bucket": lambda: TokenBucket(5, 1, 1.0),
-    "sliding_window_log": lambda: SlidingWindowLog(5, 1.0),
-}
+LIMITERS = BURSTY
 
 
 # --- the package ----------------------------------------------------------
@@ -31,9 +37,18 @@ LIMITERS: dict[str, Callable[[], Limiter]] = {
 
 def test_package_exports() -> None:
     assert set(ratekeeper.__all__) == {
+        "Acquiring",
+        "Bandwidth",
         "Decision",
+        "FixedWindow",
+        "Gcra",
+        "LeakyBucket",
+        "Limiter",
         "RateLimitError",
         "RateLimitTypeError",
+        "RateLimited",
+        "Reservation",
+        "SlidingWindowCounter",
         "SlidingWindowLog",
         "TokenBucket",
         "__version__",
@@ -48,16 +63,32 @@ def test_exception_hierarchy() -> None:
     assert not issubclass(RateLimitError, TypeError)
     assert issubclass(RateLimitTypeError, RateLimitError)
     assert issubclass(RateLimitTypeError, TypeError)
-    assert RateLimitError.__module__ == "ratekeeper"
-    assert Decision.__module__ == "ratekeeper"
-    assert TokenBucket.__module__ == "ratekeeper"
+    assert issubclass(RateLimited, RateLimitError)
+    assert not issubclass(RateLimited, TypeError)
+    for exported in (RateLimitError, RateLimited, Decision, TokenBucket, Limiter, Bandwidth):
+        assert exported.__module__ == "ratekeeper"
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_every_algorithm_is_a_limiter_and_final(make: Make) -> None:
+    limiter = make()
+    assert isinstance(limiter, Limiter)
+    with pytest.raises(TypeError):
+
+        class Sub(type(limiter)):  # type: ignore[misc]
+            pass
+
+
+def test_the_base_class_is_not_constructible() -> None:
+    with pytest.raises(TypeError):
+        Limiter()
 
 
 # --- defaults ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("make", LIMITERS.values(), ids=LIMITERS.keys())
-def test_fresh_limiter_allows_with_default_cost_and_clock(make: Callable[[], Limiter]) -> None:
+def test_fresh_limiter_allows_with_default_cost_and_clock(make: Make) -> None:
     limiter = make()
     first = limiter.try_acquire()
     assert first.allowed
@@ -65,19 +96,48 @@ def test_fresh_limiter_allows_with_default_cost_and_clock(make: Callable[[], Lim
     assert limiter.try_acquire().remaining == 3
 
 
-@pytest.mark.parametrize("make", LIMITERS.values(), ids=LIMITERS.keys())
-def test_default_now_reads_time_monotonic_on_every_call(
-    make: Callable[[], Limiter], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    clock = [100.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    limiter = make()
+@pytest.mark.parametrize("make", BURSTY.values(), ids=BURSTY.keys())
+def test_clock_is_read_on_every_call_without_now(make: Make) -> None:
+    clock = FakeClock(100.0)
+    limiter = make(clock)
     assert limiter.try_acquire(5).allowed
     denied = limiter.try_acquire()
     assert not denied.allowed
-    assert denied.retry_after == 1.0
-    clock[0] = 105.0  # long enough to refill the bucket / empty the window
+    assert denied.retry_after > 0
+    assert limiter.peek() == denied
+    clock.now = 102.0  # long enough to refill the bucket / empty the window
+    assert limiter.peek(5).allowed
     assert limiter.try_acquire(5).allowed
+    assert not limiter.try_acquire(now=102.0).allowed  # an explicit now wins, on the same timeline
+
+
+def test_leaky_bucket_reads_its_clock() -> None:
+    clock = FakeClock(10.0)
+    queue = LeakyBucket(3, 0.5, clock=clock)
+    assert queue.try_acquire().allowed
+    assert queue.try_acquire().retry_after == 0.5
+    clock.now = 10.5
+    assert queue.try_acquire().allowed
+
+
+@pytest.mark.parametrize(
+    ("reading", "code"),
+    [("soon", "invalid_type"), (-1.0, "invalid_value"), (math.nan, "invalid_value")],
+)
+def test_a_bad_clock_reading_names_the_clock(reading: object, code: str) -> None:
+    bucket = TokenBucket(5, 1, 1, clock=lambda: reading)  # type: ignore[arg-type,return-value]
+    with pytest.raises(RateLimitError) as raised:
+        bucket.try_acquire()
+    check_error(raised.value, code, "clock")
+    assert bucket.try_acquire(now=0).allowed
+
+
+def test_a_clock_that_raises_propagates() -> None:
+    def broken() -> float:
+        raise OSError("no time")
+
+    with pytest.raises(OSError, match="no time"):
+        TokenBucket(5, 1, 1, clock=broken).try_acquire()
 
 
 def test_default_now_is_on_the_same_timeline_as_time_monotonic() -> None:
@@ -124,12 +184,104 @@ def test_time_going_backwards_grants_nothing() -> None:
 def test_limiter_properties_and_repr() -> None:
     bucket = TokenBucket(5, 2, 0.25)
     assert (bucket.capacity, bucket.refill_tokens, bucket.refill_period) == (5, 2, 0.25)
+    assert (bucket.initial_tokens, bucket.refill, bucket.bandwidths) == (5, "greedy", (Bandwidth(5, 2, 0.25),))
+    assert (bucket.limit, bucket.window, bucket.algorithm, bucket.name) == (5, 0.625, "token_bucket", "default")
     assert repr(bucket) == "TokenBucket(capacity=5, refill_tokens=2, refill_period=0.25)"
     log = SlidingWindowLog(4, 60)
-    assert (log.limit, log.window) == (4, 60.0)
+    assert (log.limit, log.window, log.algorithm) == (4, 60.0, "sliding_window_log")
     assert isinstance(log.window, float)
     assert repr(log) == "SlidingWindowLog(limit=4, window=60.0)"
     assert repr(SlidingWindowLog(1, 1e-9)) == "SlidingWindowLog(limit=1, window=1e-09)"
+
+
+# (limiter, repr, limit, window, algorithm, own properties)
+DESCRIBED: list[tuple[Limiter, str, int, float, str, dict[str, object]]] = [
+    (
+        TokenBucket(12, 4, 0.1, initial_tokens=0, refill="interval", name="api"),
+        "TokenBucket(capacity=12, refill_tokens=4, refill_period=0.1, initial_tokens=0, "
+        "refill='interval', name='api')",
+        12,
+        0.3,
+        "token_bucket",
+        {"capacity": 12, "refill_tokens": 4, "refill_period": 0.1, "initial_tokens": 0, "refill": "interval"},
+    ),
+    (
+        TokenBucket.from_bandwidths([Bandwidth(10, 10, 1), Bandwidth(100, 100, 60, refill="interval")]),
+        "TokenBucket.from_bandwidths([Bandwidth(capacity=10, refill_tokens=10, refill_period=1.0), "
+        "Bandwidth(capacity=100, refill_tokens=100, refill_period=60.0, refill='interval')])",
+        10,
+        1.0,
+        "token_bucket",
+        {
+            "capacity": 10,
+            "bandwidths": (Bandwidth(10, 10, 1), Bandwidth(100, 100, 60, refill="interval")),
+        },
+    ),
+    (
+        Gcra(3, 0.1),
+        "Gcra(burst=3, emission_interval=0.1)",
+        3,
+        0.3,
+        "gcra",
+        {"burst": 3, "emission_interval": 0.1},
+    ),
+    (
+        Gcra.per_period(5, 10, 1, name="per second"),
+        "Gcra(burst=5, emission_interval=0.1, name='per second')",
+        5,
+        0.5,
+        "gcra",
+        {"burst": 5, "emission_interval": 0.1},
+    ),
+    (
+        LeakyBucket(4, 0.25),
+        "LeakyBucket(capacity=4, interval=0.25)",
+        4,
+        1.0,
+        "leaky_bucket",
+        {"capacity": 4, "interval": 0.25},
+    ),
+    (
+        SlidingWindowCounter(7, 2),
+        "SlidingWindowCounter(limit=7, window=2.0)",
+        7,
+        2.0,
+        "sliding_window_counter",
+        {},
+    ),
+    (FixedWindow(7, 0.5), "FixedWindow(limit=7, window=0.5)", 7, 0.5, "fixed_window", {}),
+]
+
+
+@pytest.mark.parametrize(("limiter", "text", "limit", "window", "algorithm", "own"), DESCRIBED)
+def test_every_class_describes_itself(
+    limiter: Limiter, text: str, limit: int, window: float, algorithm: str, own: dict[str, object]
+) -> None:
+    assert repr(limiter) == text
+    assert (limiter.limit, limiter.window, limiter.algorithm) == (limit, window, algorithm)
+    for name, value in own.items():
+        assert getattr(limiter, name) == value, name
+    with pytest.raises(AttributeError):
+        limiter.limit = 1  # type: ignore[misc]
+
+
+def test_names_are_any_str_and_appear_in_repr() -> None:
+    assert FixedWindow(1, 1).name == "default"
+    named = FixedWindow(1, 1, name='q"uote')
+    assert named.name == 'q"uote'
+    assert repr(named) == "FixedWindow(limit=1, window=1.0, name='q\"uote')"
+
+
+def test_exact_seconds_from_decimal_and_fraction() -> None:
+    assert SlidingWindowLog(1, Decimal("0.5")).window == 0.5
+    assert SlidingWindowLog(1, Fraction(1, 3)).window == 0.333333333
+    log = SlidingWindowLog(1, 1)
+    # Near 2^64 ns a float is thousands of ns apart; a Decimal or Fraction is exact.
+    assert log.try_acquire(now=Decimal("18446744071.999999999")).allowed
+    assert not log.try_acquire(now=Fraction(18446744072999999998, 10**9)).allowed
+    assert log.try_acquire(now=Decimal("18446744072.999999999")).allowed
+    # Halves round up, as for floats.
+    assert SlidingWindowLog(1, Fraction(1, 2 * 10**9)).window == 1e-9
 
 
 # --- Decision ------------------------------------------------------------
@@ -230,6 +382,36 @@ CONSTRUCTION_ERRORS: list[tuple[Callable[[], object], str, str]] = [
     (lambda: SlidingWindowLog(3, INF), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, "1"), "invalid_type", "window"),  # type: ignore[arg-type]
     (lambda: SlidingWindowLog(3, None), "invalid_type", "window"),  # type: ignore[arg-type]
+    (lambda: SlidingWindowLog(3, Decimal("NaN")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("Infinity")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("-1")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Fraction(2**65)), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Fraction(1, 10**10)), "zero_value", "window"),
+    (lambda: SlidingWindowCounter(0, 1), "zero_value", "limit"),
+    (lambda: SlidingWindowCounter(3, 0), "zero_value", "window"),
+    (lambda: FixedWindow(0, 1), "zero_value", "limit"),
+    (lambda: FixedWindow(3, "1"), "invalid_type", "window"),  # type: ignore[arg-type]
+    (lambda: Gcra(0, 1), "zero_value", "burst"),
+    (lambda: Gcra(3, 0), "zero_value", "emission_interval"),
+    (lambda: Gcra(2**63, 2e-9), "overflow", "emission_interval"),
+    (lambda: Gcra(3.0, 1), "invalid_type", "burst"),  # type: ignore[arg-type]
+    (lambda: Gcra.per_period(3, 0, 1), "zero_value", "tokens"),
+    (lambda: Gcra.per_period(7, 7, 1), "invalid_value", "period"),
+    (lambda: Gcra.per_period(3, 1, "1"), "invalid_type", "period"),  # type: ignore[arg-type]
+    (lambda: LeakyBucket(0, 1), "zero_value", "capacity"),
+    (lambda: LeakyBucket(3, -1), "invalid_value", "interval"),
+    (lambda: Bandwidth(0, 1, 1), "zero_value", "capacity"),
+    (lambda: Bandwidth(2, 1, 1, initial_tokens=3), "too_large", "initial_tokens"),
+    (lambda: Bandwidth(2, 1, 1, refill="leaky"), "invalid_value", "refill"),  # type: ignore[arg-type]
+    (lambda: TokenBucket(2, 1, 1, refill="Greedy"), "invalid_value", "refill"),  # type: ignore[arg-type]
+    (lambda: TokenBucket(2, 1, 1, refill=1), "invalid_type", "refill"),  # type: ignore[arg-type]
+    (lambda: TokenBucket.from_bandwidths([]), "zero_value", "bandwidths"),
+    (lambda: TokenBucket.from_bandwidths([Bandwidth(1, 1, 1)] * 5), "too_large", "bandwidths"),
+    (lambda: TokenBucket.from_bandwidths([(1, 1, 1)]), "invalid_type", "bandwidths"),  # type: ignore[list-item]
+    (lambda: TokenBucket.from_bandwidths(Bandwidth(1, 1, 1)), "invalid_type", "bandwidths"),  # type: ignore[arg-type]
+    (lambda: TokenBucket(2, 1, 1, name=b"api"), "invalid_type", "name"),  # type: ignore[arg-type]
+    (lambda: Gcra(2, 1, name=None), "invalid_type", "name"),  # type: ignore[arg-type]
+    (lambda: FixedWindow(2, 1, clock=5), "invalid_type", "clock"),  # type: ignore[arg-type]
 ]
 
 # (keyword arguments to try_acquire on a limiter of 5, code, Python argument name)
@@ -271,20 +453,60 @@ def test_bad_construction_raises(call: Callable[[], object], code: str, argument
     check_error(raised.value, code, argument)
 
 
-@pytest.mark.parametrize("make", LIMITERS.values(), ids=LIMITERS.keys())
+# Other operations' own arguments: (method, keyword arguments, code, argument).
+OPERATION_ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("peek", {"cost": 6}, "cost_exceeds_limit", "cost"),
+    ("peek", {"now": -1}, "invalid_value", "now"),
+    ("reserve", {"cost": 6}, "cost_exceeds_limit", "cost"),
+    ("reserve", {"cost": "1"}, "invalid_type", "cost"),
+    ("reserve", {"max_wait": -1}, "invalid_value", "max_wait"),
+    ("reserve", {"max_wait": -INF}, "invalid_value", "max_wait"),
+    ("reserve", {"max_wait": NAN}, "invalid_value", "max_wait"),
+    ("reserve", {"max_wait": None}, "invalid_type", "max_wait"),
+    ("reserve", {"now": "0"}, "invalid_type", "now"),
+    ("refund", {"cost": -1}, "invalid_value", "cost"),
+    ("refund", {"cost": 1, "taken_at": -1}, "invalid_value", "taken_at"),
+    ("refund", {"cost": 1, "taken_at": "0"}, "invalid_type", "taken_at"),
+    ("acquire", {"cost": 6}, "cost_exceeds_limit", "cost"),
+    ("acquire", {"cost": 1.5}, "invalid_type", "cost"),
+    ("acquire", {"timeout": -1}, "invalid_value", "timeout"),
+    ("acquire", {"timeout": "1"}, "invalid_type", "timeout"),
+    ("acquire_async", {"cost": None}, "invalid_type", "cost"),
+    ("acquire_async", {"timeout": NAN}, "invalid_value", "timeout"),
+    ("acquiring", {"cost": -2}, "invalid_value", "cost"),
+    ("acquiring", {"timeout": [1]}, "invalid_type", "timeout"),
+    ("reconfigure", {"other": None}, "invalid_type", "other"),
+]
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
 @pytest.mark.parametrize(("kwargs", "code", "argument"), CALL_ERRORS)
 def test_bad_call_raises_and_changes_nothing(
-    make: Callable[[], Limiter], kwargs: dict[str, Any], code: str, argument: str
+    make: Make, kwargs: dict[str, Any], code: str, argument: str
 ) -> None:
     limiter = make()
-    assert limiter.try_acquire(now=0).remaining == 4
+    before = limiter.try_acquire(now=0)
+    assert before.allowed
     expected = RateLimitTypeError if code == "invalid_type" else RateLimitError
     with pytest.raises(expected) as raised:
         limiter.try_acquire(**{"now": 0, **kwargs})
     check_error(raised.value, code, argument)
-    after = limiter.try_acquire(now=0)
-    assert after.allowed
-    assert after.remaining == 3
+    assert limiter.peek(now=0) == limiter.peek(now=0)
+    assert limiter.peek(0, now=0).remaining == before.remaining
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+@pytest.mark.parametrize(("method", "kwargs", "code", "argument"), OPERATION_ERRORS)
+def test_bad_arguments_to_every_operation(
+    make: Make, method: str, kwargs: dict[str, Any], code: str, argument: str
+) -> None:
+    limiter = make()
+    fresh = limiter.peek(0, now=0)
+    expected = RateLimitTypeError if code == "invalid_type" else RateLimitError
+    with pytest.raises(expected) as raised:
+        getattr(limiter, method)(**kwargs)
+    check_error(raised.value, code, argument)
+    assert limiter.peek(0, now=0) == fresh
 
 
 def test_errors_are_caught_by_the_builtin_classes() -> None:

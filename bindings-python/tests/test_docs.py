@@ -10,40 +10,85 @@ import sys
 import pytest
 
 import ratekeeper
-from ratekeeper import Decision, RateLimitError, RateLimitTypeError, SlidingWindowLog, TokenBucket
+import ratekeeper.asgi
+from ratekeeper import (
+    Acquiring,
+    Bandwidth,
+    Decision,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    RateLimited,
+    RateLimitError,
+    RateLimitTypeError,
+    Reservation,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
+from ratekeeper.asgi import RateLimitMiddleware
+
+CLASSES: list[type[Limiter]] = [TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow]
 
 
 def rendered(thing: object) -> str:
     return pydoc.plain(pydoc.render_doc(thing))
 
 
-@pytest.mark.parametrize(
-    "thing",
-    [
-        ratekeeper,
-        TokenBucket,
-        TokenBucket.try_acquire,
-        TokenBucket.capacity,
-        TokenBucket.refill_tokens,
-        TokenBucket.refill_period,
-        SlidingWindowLog,
-        SlidingWindowLog.try_acquire,
-        SlidingWindowLog.limit,
-        SlidingWindowLog.window,
-        Decision,
-        Decision.allowed,
-        Decision.remaining,
-        Decision.limit,
-        Decision.retry_after,
-        Decision.reset_after,
-        RateLimitError,
-        RateLimitTypeError,
-    ],
-)
+def public_members(owner: type) -> list[object]:
+    """The public methods and properties ``owner`` defines itself."""
+    return [getattr(owner, name) for name in vars(owner) if not name.startswith("_")]
+
+
+PUBLIC = [
+    ratekeeper,
+    ratekeeper.asgi,
+    *CLASSES,
+    *(member for cls in CLASSES for member in public_members(cls)),
+    Limiter,
+    *public_members(Limiter),
+    Bandwidth,
+    *public_members(Bandwidth),
+    Decision,
+    *public_members(Decision),
+    Reservation,
+    *public_members(Reservation),
+    Acquiring,
+    RateLimitError,
+    RateLimitTypeError,
+    RateLimited,
+    RateLimitMiddleware,
+    RateLimitMiddleware.limiter_for,
+    RateLimitMiddleware.limiters,
+    ratekeeper.asgi.client_host,
+]
+
+
+@pytest.mark.parametrize("thing", PUBLIC)
 def test_public_items_have_docstrings(thing: object) -> None:
     doc = inspect.getdoc(thing)
     assert doc is not None and len(doc) > 20
     assert doc.splitlines()[0] in rendered(thing)
+
+
+def test_every_limiter_method_is_documented() -> None:
+    names = {name for name in vars(Limiter) if not name.startswith("_")}
+    assert names == {
+        "try_acquire",
+        "peek",
+        "reserve",
+        "refund",
+        "reconfigure",
+        "acquire",
+        "acquire_async",
+        "acquiring",
+        "headers",
+        "limit",
+        "window",
+        "algorithm",
+        "name",
+    }
 
 
 def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,7 +96,9 @@ def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str
     text = capsys.readouterr().out
     assert "A token bucket: bursts of up to ``capacity``" in text
     assert "try_acquire(self, /, cost=1, now=None)" in text
-    assert "time.monotonic()" in text
+    assert "reserve(self, /, cost=1, *, max_wait=inf, now=None)" in text
+    assert "acquire(self, /, cost=1, timeout=None)" in text
+    assert "``time.monotonic``" in text
     help(SlidingWindowLog)
     text = capsys.readouterr().out
     assert "at most ``limit`` units" in text
@@ -59,11 +106,13 @@ def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str
 
 
 def test_method_signatures_are_introspectable() -> None:
-    for limiter in (TokenBucket, SlidingWindowLog):
+    for limiter in CLASSES:
         acquire = inspect.signature(limiter.try_acquire)
         assert list(acquire.parameters) == ["self", "cost", "now"]
         assert acquire.parameters["cost"].default == 1
         assert acquire.parameters["now"].default is None
+        reserve = inspect.signature(limiter.reserve)
+        assert reserve.parameters["max_wait"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 # An abi3 class built for 3.9 carries its constructor's signature only where the
@@ -72,13 +121,22 @@ def test_method_signatures_are_introspectable() -> None:
 def test_constructor_signatures_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     help(TokenBucket)
     text = capsys.readouterr().out
-    assert "TokenBucket(capacity, refill_tokens, refill_period, *, initial_tokens=None)" in text
+    assert "initial_tokens=None" in text  # 3.13+ writes a long signature on several lines
     bucket = inspect.signature(TokenBucket)
+    assert str(bucket) == (
+        "(capacity, refill_tokens, refill_period, *, initial_tokens=None, "
+        "refill='greedy', name='default', clock=None)"
+    )
     assert bucket.parameters["initial_tokens"].kind is inspect.Parameter.KEYWORD_ONLY
-    assert list(inspect.signature(SlidingWindowLog).parameters) == ["limit", "window"]
+    assert bucket.parameters["name"].default == "default"
+    for window_class in (SlidingWindowLog, SlidingWindowCounter, FixedWindow):
+        assert list(inspect.signature(window_class).parameters) == ["limit", "window", "name", "clock"]
+    assert list(inspect.signature(Gcra).parameters) == ["burst", "emission_interval", "name", "clock"]
+    assert list(inspect.signature(LeakyBucket).parameters) == ["capacity", "interval", "name", "clock"]
+    assert list(inspect.signature(Bandwidth).parameters)[-1] == "refill"
 
 
 def test_package_docstring_example_runs() -> None:
     results = doctest.testmod(ratekeeper)
-    assert results.attempted >= 3
+    assert results.attempted >= 4
     assert results.failed == 0

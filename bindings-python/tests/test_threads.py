@@ -3,21 +3,43 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 import pytest
 
-from ratekeeper import SlidingWindowLog, TokenBucket
+from ratekeeper import (
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    RateLimited,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
 
 THREADS = 8
 CALLS_PER_THREAD = 1_000  # 8,000 requests in all, for 1,000 units
 CAPACITY = 1_000
 
-Limiter = Union[TokenBucket, SlidingWindowLog]
+
+def admit(limiter: Limiter, index: int, now: Optional[float]) -> bool:
+    """One request, by one of three ways that must agree on what is admitted."""
+    if isinstance(limiter, LeakyBucket):
+        return limiter.reserve(now=now).ok  # a queue: joins it if there is room
+    if index % 3 == 1:
+        return limiter.reserve(max_wait=0, now=now).ok
+    if index % 3 == 2 and now is None:
+        try:
+            limiter.acquire(timeout=0)
+        except RateLimited:
+            return False
+        return True
+    return limiter.try_acquire(1, now=now).allowed
 
 
 def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
-    """Runs THREADS threads calling try_acquire; returns how many each was allowed."""
+    """Runs THREADS threads making requests; returns how many each was allowed."""
     start = threading.Barrier(THREADS)
     admitted = [0] * THREADS
     errors: list[BaseException] = []
@@ -26,7 +48,7 @@ def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
         try:
             start.wait()
             for _ in range(CALLS_PER_THREAD):
-                if limiter.try_acquire(1, now=now):
+                if admit(limiter, index, now):
                     admitted[index] += 1
         except BaseException as error:  # surfaced in the main thread below
             errors.append(error)
@@ -41,10 +63,15 @@ def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
     return admitted
 
 
-# Negligible refill: one token per million seconds.
+# Negligible refill: one unit per million seconds (the windows, aligned to
+# the clock's zero, are a million seconds long).
 FACTORIES: dict[str, Callable[[], Limiter]] = {
     "token_bucket": lambda: TokenBucket(CAPACITY, 1, 1e6),
+    "gcra": lambda: Gcra(CAPACITY, 1e6),
+    "leaky_bucket": lambda: LeakyBucket(CAPACITY, 1e6),
     "sliding_window_log": lambda: SlidingWindowLog(CAPACITY, 1e6),
+    "sliding_window_counter": lambda: SlidingWindowCounter(CAPACITY, 1e6),
+    "fixed_window": lambda: FixedWindow(CAPACITY, 1e6),
 }
 
 
@@ -56,6 +83,6 @@ def test_threads_admit_exactly_the_capacity(
     limiter = make()
     admitted = hammer(limiter, now)
     assert sum(admitted) == CAPACITY
-    final = limiter.try_acquire(now=now)
+    final = limiter.peek(now=now)
     assert not final.allowed
     assert final.remaining == 0

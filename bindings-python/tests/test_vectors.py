@@ -1,51 +1,51 @@
-"""The shared conformance vectors (tests/vectors at the repo root), run through Python.
+"""The shared conformance vectors, run through Python: every scenario of
+tests/vectors/*.json and tests/vectors/core-only/*.json, every algorithm and
+every op (acquire, peek, reserve, refund), counted against each index.json.
 
 Units: the vectors speak nanoseconds; Python speaks seconds. A whole number of
-seconds is passed as an ``int`` (the binding's exact path), anything else as
-``ns / 1e9`` (a ``float``, rounded back to the nanosecond by the core). Outputs
-are compared by rounding seconds * 1e9 to an integer number of nanoseconds.
+seconds is passed as an ``int`` (exact), a value a float holds to the
+nanosecond as ``ns / 1e9`` (a ``float``, rounded back by the core), and any
+other (up to 2^64 - 1 ns) as a ``Fraction`` (exact). Durations come back as
+floats, compared with ``ns / 1e9``: the binding's own conversion.
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pytest
 
 import ratekeeper
+from ratekeeper import Limiter
 
-VECTORS_DIR = Path(__file__).resolve().parent / ".." / ".." / "tests" / "vectors"
+VECTORS = Path(__file__).resolve().parent / ".." / ".." / "tests" / "vectors"
+DIRECTORIES = [VECTORS, VECTORS / "core-only"]
 
 # The core's argument names (used by the vectors) -> Python's spelling.
 PYTHON_ARGUMENT = {
-    "capacity": "capacity",
-    "refill_tokens": "refill_tokens",
-    "refill_period": "refill_period",
-    "initial_tokens": "initial_tokens",
-    "limit": "limit",
-    "window": "window",
-    "cost": "cost",
-    "now": "now",
+    name: name
+    for name in (
+        "capacity refill_tokens refill_period initial_tokens bandwidths burst emission_interval "
+        "tokens period interval limit window cost now max_wait"
+    ).split()
 }
 
 NS_PER_SEC = 1_000_000_000
-
-Limiter = Union[ratekeeper.TokenBucket, ratekeeper.SlidingWindowLog]
+FLOAT_EXACT_NS = 2**52  # below this, ns / 1e9 rounds back to ns exactly
 
 
 def seconds(ns: Any) -> Any:
     """Nanoseconds from a vector -> seconds; non-numbers pass through (type-error cases)."""
-    if isinstance(ns, bool) or not isinstance(ns, (int, float)):
+    if isinstance(ns, bool) or not isinstance(ns, int):
         return ns
-    if isinstance(ns, int) and ns % NS_PER_SEC == 0:
+    if ns % NS_PER_SEC == 0:
         return ns // NS_PER_SEC
-    return ns / 1e9
-
-
-def to_ns(secs: float) -> int:
-    return round(secs * 1e9)
+    if abs(ns) < FLOAT_EXACT_NS:
+        return ns / 1e9
+    return Fraction(ns, NS_PER_SEC)
 
 
 def load_index(directory: Path) -> dict[str, int]:
@@ -62,32 +62,85 @@ def load_scenarios(directory: Path) -> list[tuple[str, dict[str, Any]]]:
     return scenarios
 
 
+def bandwidth_args(config: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    args = [config["capacity"], config["refill_tokens"], seconds(config["refill_period_ns"])]
+    kwargs: dict[str, Any] = {name: config[name] for name in ("initial_tokens", "refill") if name in config}
+    return args, kwargs
+
+
 def build(scenario: dict[str, Any]) -> Limiter:
-    config = scenario["config"]
-    algorithm = scenario["algorithm"]
+    config, algorithm = scenario["config"], scenario["algorithm"]
     if algorithm == "token_bucket":
-        kwargs = {}
-        if "initial_tokens" in config:
-            kwargs["initial_tokens"] = config["initial_tokens"]
-        return ratekeeper.TokenBucket(
-            config["capacity"],
-            config["refill_tokens"],
-            seconds(config["refill_period_ns"]),
-            **kwargs,
-        )
-    if algorithm == "sliding_window_log":
-        return ratekeeper.SlidingWindowLog(config["limit"], seconds(config["window_ns"]))
+        if "bandwidths" in config:
+            bands = [ratekeeper.Bandwidth(*a, **k) for a, k in map(bandwidth_args, config["bandwidths"])]
+            return ratekeeper.TokenBucket.from_bandwidths(bands)
+        args, kwargs = bandwidth_args(config)
+        return ratekeeper.TokenBucket(*args, **kwargs)
+    if algorithm == "gcra":
+        if "emission_interval_ns" in config:
+            return ratekeeper.Gcra(config["burst"], seconds(config["emission_interval_ns"]))
+        return ratekeeper.Gcra.per_period(config["burst"], config["tokens"], seconds(config["period_ns"]))
+    if algorithm == "leaky_bucket":
+        return ratekeeper.LeakyBucket(config["capacity"], seconds(config["interval_ns"]))
+    windows: dict[str, type[Limiter]] = {
+        "sliding_window_log": ratekeeper.SlidingWindowLog,
+        "sliding_window_counter": ratekeeper.SlidingWindowCounter,
+        "fixed_window": ratekeeper.FixedWindow,
+    }
+    if algorithm in windows:
+        window_class: Any = windows[algorithm]
+        limiter: Limiter = window_class(config["limit"], seconds(config["window_ns"]))
+        return limiter
     raise AssertionError(f"unknown algorithm {algorithm!r}")
 
 
 def check_error(error: ratekeeper.RateLimitError, expected: dict[str, str], where: str) -> None:
     argument = PYTHON_ARGUMENT[expected["argument"]]
     assert error.code == expected["code"], f"{where}: code {error.code!r} ({error})"
-    assert argument in str(error), f"{where}: message {str(error)!r} does not name {argument!r}"
+    assert f"`{argument}`" in str(error), f"{where}: message {str(error)!r} does not name {argument!r}"
     is_type_error = expected["code"] == "invalid_type"
     assert isinstance(error, TypeError) == is_type_error, f"{where}: {type(error).__name__}"
     assert isinstance(error, ratekeeper.RateLimitTypeError) == is_type_error, where
     assert isinstance(error, ValueError), f"{where}: every RateLimitError is a ValueError"
+
+
+def decision_json(decision: ratekeeper.Decision, expected: dict[str, Any]) -> dict[str, Any]:
+    """The decision in the vectors' terms; durations as floats match ``ns / 1e9`` exactly."""
+    assert bool(decision) is decision.allowed
+    got: dict[str, Any] = {
+        "allowed": decision.allowed,
+        "remaining": decision.remaining,
+        "limit": decision.limit,
+    }
+    for name in ("retry_after", "reset_after"):
+        value = getattr(decision, name)
+        want = expected.get(f"{name}_ns")
+        got[f"{name}_ns"] = want if isinstance(want, int) and value == want / 1e9 else value
+    return got
+
+
+def apply(limiter: Limiter, step: dict[str, Any]) -> dict[str, Any]:
+    """Runs one step; returns what to compare with ``step["expect"]``."""
+    op, cost, now = step.get("op", "acquire"), step["cost"], seconds(step["now_ns"])
+    expect = step.get("expect", {})
+    if op == "acquire":
+        return decision_json(limiter.try_acquire(cost, now=now), expect)
+    if op == "peek":
+        return decision_json(limiter.peek(cost, now=now), expect)
+    if op == "reserve":
+        reservation = limiter.reserve(cost, max_wait=seconds(step["max_wait_ns"]), now=now)
+        assert reservation.cost == cost
+        if reservation.ok:
+            assert reservation.decision is None
+            want = expect.get("wait_ns")
+            wait = want if isinstance(want, int) and reservation.wait == want / 1e9 else reservation.wait
+            return {"wait_ns": wait}
+        assert reservation.decision is not None
+        return {"denied": decision_json(reservation.decision, expect.get("denied", {}))}
+    if op == "refund":
+        limiter.refund(cost, taken_at=now)
+        return {}
+    raise AssertionError(f"unknown op {op!r}")
 
 
 def run_scenario(scenario: dict[str, Any]) -> None:
@@ -100,39 +153,34 @@ def run_scenario(scenario: dict[str, Any]) -> None:
     assert scenario["steps"], "a scenario without an error has steps"
     for number, step in enumerate(scenario["steps"]):
         where = f"step {number} {step}"
-        cost, now = step["cost"], seconds(step["now_ns"])
         if "expect_error" in step:
             with pytest.raises(ratekeeper.RateLimitError) as raised:
-                limiter.try_acquire(cost, now=now)
+                apply(limiter, step)
             check_error(raised.value, step["expect_error"], where)
             continue
-        decision = limiter.try_acquire(cost, now=now)
-        actual = {
-            "allowed": decision.allowed,
-            "remaining": decision.remaining,
-            "limit": decision.limit,
-            "retry_after_ns": to_ns(decision.retry_after),
-            "reset_after_ns": to_ns(decision.reset_after),
-        }
-        assert actual == step["expect"], f"{where}: got {actual}"
-        assert bool(decision) is decision.allowed, where
+        got = apply(limiter, step)
+        assert got == step["expect"], f"{where}: got {got}"
 
 
-def test_index_lists_exactly_the_vector_files() -> None:
-    index = load_index(VECTORS_DIR)
-    on_disk = {p.name for p in VECTORS_DIR.glob("*.json") if p.name != "index.json"}
+@pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
+def test_index_lists_exactly_the_vector_files(directory: Path) -> None:
+    index = load_index(directory)
+    on_disk = {p.name for p in directory.glob("*.json") if p.name != "index.json"}
     assert on_disk == set(index)
     for name, count in index.items():
-        document = json.loads((VECTORS_DIR / name).read_text(encoding="utf-8"))
+        document = json.loads((directory / name).read_text(encoding="utf-8"))
         assert len(document["scenarios"]) == count, name
 
 
-def test_every_scenario_passes_and_all_ran() -> None:
-    expected_total = sum(load_index(VECTORS_DIR).values())
+@pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
+def test_every_scenario_passes_and_all_ran(directory: Path) -> None:
+    expected_total = sum(load_index(directory).values())
     assert expected_total > 0
     failures = []
     ran = 0
-    for name, scenario in load_scenarios(VECTORS_DIR):
+    ops: set[str] = set()
+    for name, scenario in load_scenarios(directory):
+        ops.update(step.get("op", "acquire") for step in scenario.get("steps", []))
         try:
             run_scenario(scenario)
         except (Exception, pytest.fail.Exception) as failure:  # report every failing scenario
@@ -140,11 +188,21 @@ def test_every_scenario_passes_and_all_ran() -> None:
         ran += 1
     assert not failures, "\n".join(failures)
     assert ran == expected_total
+    if directory.name == "core-only":
+        assert ops == {"acquire", "peek", "reserve", "refund"}
 
 
 @pytest.mark.parametrize(
     ("ns", "expected"),
-    [(0, 0), (3 * NS_PER_SEC, 3), (1, 1e-9), (800_000_000, 0.8), (-NS_PER_SEC, -1), ("5", "5")],
+    [
+        (0, 0),
+        (3 * NS_PER_SEC, 3),
+        (1, 1e-9),
+        (800_000_000, 0.8),
+        (-NS_PER_SEC, -1),
+        (2**64 - 1, Fraction(2**64 - 1, NS_PER_SEC)),
+        ("5", "5"),
+    ],
 )
 def test_unit_conversion_of_the_runner(ns: Any, expected: Any) -> None:
     converted = seconds(ns)

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Callable, Coroutine, Literal, Optional
 
 import ratekeeper
-from ratekeeper import Decision, RateLimitError, RateLimitTypeError, SlidingWindowLog, TokenBucket
+from ratekeeper import (
+    Acquiring,
+    Bandwidth,
+    Decision,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    RateLimited,
+    RateLimitError,
+    RateLimitTypeError,
+    Reservation,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host
 
 if sys.version_info >= (3, 11):
     from typing import assert_type
@@ -13,7 +33,7 @@ else:  # mypy depends on typing_extensions, so it is installed wherever this is 
     from typing_extensions import assert_type
 
 
-def admit(limiter: TokenBucket | SlidingWindowLog, cost: int = 1, now: float | None = None) -> bool:
+def admit(limiter: Limiter, cost: int = 1, now: float | None = None) -> bool:
     decision = limiter.try_acquire(cost, now=now)
     assert_type(decision, Decision)
     assert_type(decision.allowed, bool)
@@ -21,30 +41,117 @@ def admit(limiter: TokenBucket | SlidingWindowLog, cost: int = 1, now: float | N
     assert_type(decision.limit, int)
     assert_type(decision.retry_after, float)
     assert_type(decision.reset_after, float)
+    assert_type(decision.headers(), dict[str, str])
+    assert_type(limiter.headers(decision), dict[str, str])
     return bool(decision)
 
 
-def main() -> None:
-    bucket = TokenBucket(5, 1, 1.0, initial_tokens=5)
+def every_limiter(clock: Callable[[], float]) -> list[Limiter]:
+    bucket = TokenBucket(5, 1, 1.0, initial_tokens=5, refill="interval", name="api", clock=clock)
     assert_type(bucket.capacity, int)
     assert_type(bucket.refill_tokens, int)
     assert_type(bucket.refill_period, float)
-    log = SlidingWindowLog(limit=4, window=5)
-    assert_type(log.limit, int)
-    assert_type(log.window, float)
-    assert admit(bucket, now=0)
-    assert admit(log, 2, now=0.5)
-    assert admit(bucket)
-    decisions: set[Decision] = {bucket.try_acquire(now=0), log.try_acquire(0)}
+    assert_type(bucket.initial_tokens, int)
+    assert_type(bucket.refill, Literal["greedy", "interval"])
+    assert_type(bucket.bandwidths, tuple[Bandwidth, ...])
+    both = TokenBucket.from_bandwidths([Bandwidth(10, 10, 1), Bandwidth(100, 100, 60, refill="greedy")])
+    gcra = Gcra(3, Decimal("0.1"))
+    assert_type(gcra.burst, int)
+    assert_type(gcra.emission_interval, float)
+    per_period = Gcra.per_period(3, 10, Fraction(1))
+    queue = LeakyBucket(capacity=4, interval=0.25)
+    assert_type(queue.capacity, int)
+    assert_type(queue.interval, float)
+    windows = [SlidingWindowLog(limit=4, window=5), SlidingWindowCounter(4, 5), FixedWindow(4, 5)]
+    limiters: list[Limiter] = [bucket, both, gcra, per_period, queue, *windows]
+    for limiter in limiters:
+        assert_type(limiter.limit, int)
+        assert_type(limiter.window, float)
+        assert_type(limiter.algorithm, str)
+        assert_type(limiter.name, str)
+    return limiters
+
+
+def operations(limiter: Limiter) -> None:
+    assert_type(limiter.peek(now=0), Decision)
+    reservation = limiter.reserve(1, max_wait=0.5, now=0)
+    assert_type(reservation, Reservation)
+    assert_type(reservation.ok, bool)
+    assert_type(reservation.wait, float)
+    assert_type(reservation.at, float)
+    assert_type(reservation.cost, int)
+    assert_type(reservation.decision, Optional[Decision])
+    reservation.cancel()
+    limiter.refund(1, taken_at=0)
+    limiter.reconfigure(limiter, now=0)
+    limiter.acquire(0, timeout=0)
+    guard = limiter.acquiring(0, timeout=None)
+    assert_type(guard, Acquiring)
+    with guard:
+        pass
+
+
+def decorated(limiter: Limiter) -> None:
+    @limiter.acquiring(cost=0)
+    def add(x: int, *, y: int = 1) -> int:
+        return x + y
+
+    @limiter.acquiring(timeout=0)
+    async def double(x: int) -> int:
+        return 2 * x
+
+    assert_type(add(1, y=2), int)
+    unstarted: Coroutine[Any, Any, int] = double(2)  # the decorator keeps the signature
+    unstarted.close()
+
+    async def main() -> int:
+        await limiter.acquire_async(0)
+        async with limiter.acquiring(0):
+            return await double(2)
+
+    assert asyncio.run(main()) == 4
+    assert add(1) == 2
+
+
+def middleware() -> RateLimitMiddleware:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    def by_user(scope: Scope) -> Optional[str]:
+        user = scope.get("user")
+        return None if user is None else str(user)
+
+    assert_type(client_host({"type": "http"}), str)
+    RateLimitMiddleware(app, FixedWindow(100, 60))
+    return RateLimitMiddleware(app, lambda: TokenBucket(10, 1, 1), key=by_user, cost=2)
+
+
+def main() -> None:
+    now = [0.0]
+    limiters = every_limiter(lambda: now[0])
+    for limiter in limiters:
+        operations(limiter)
+        decorated(limiter)
+    assert admit(limiters[0], now=0)
+    assert admit(limiters[-1], 2, now=0.5)
+    decisions: set[Decision] = {limiters[0].try_acquire(now=0), limiters[1].peek(0)}
     assert decisions
+    assert middleware().limiters == {}
     try:
-        bucket.try_acquire(100, now=0)
+        limiters[0].try_acquire(100, now=0)
     except RateLimitTypeError as error:
         assert_type(error.code, str)
         raise
     except RateLimitError as error:
         assert_type(error.code, str)
         assert error.code == "cost_exceeds_limit"
+    window = FixedWindow(1, 60)
+    window.acquire(timeout=0)
+    try:
+        window.acquire(timeout=0)
+    except RateLimited as error:
+        assert_type(error.retry_after, float)
+        assert error.code == "rate_limited" and error.retry_after > 0
     assert_type(ratekeeper.__version__, str)
 
 

@@ -7,18 +7,50 @@
 Decision(allowed=True, remaining=4, limit=5, retry_after=0.0, reset_after=1.0)
 >>> bool(decision)
 True
+>>> bucket.headers(decision)["RateLimit"]
+'"default";r=4;t=1'
 
-Durations and ``now`` are seconds (int or float); ``now`` defaults to
-``time.monotonic()``. Limiters are safe to share between threads.
+Algorithms: ``TokenBucket`` (with ``Bandwidth``), ``Gcra``, ``LeakyBucket``,
+``SlidingWindowLog``, ``SlidingWindowCounter``, ``FixedWindow``, all
+``Limiter``s with the same methods: ``try_acquire``, ``peek``, ``reserve``,
+``refund``, ``reconfigure``, ``headers``, and the waiting ``acquire``,
+``acquire_async`` and ``acquiring`` (context manager and decorator).
+
+Durations and ``now`` are seconds (int or float; Decimal or Fraction for
+exact values); ``now`` defaults to the limiter's clock, ``time.monotonic()``.
+Limiters are safe to share between threads. ``ratekeeper.asgi`` has an ASGI
+middleware.
 """
 
-from ratekeeper._errors import RateLimitError, RateLimitTypeError
-from ratekeeper._ratekeeper import Decision, SlidingWindowLog, TokenBucket, __version__
+from ratekeeper._errors import RateLimited, RateLimitError, RateLimitTypeError
+from ratekeeper._ratekeeper import (
+    Bandwidth,
+    Decision,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    Reservation,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+    __version__,
+)
+from ratekeeper._wait import Acquiring
 
 __all__ = [
+    "Acquiring",
+    "Bandwidth",
     "Decision",
+    "FixedWindow",
+    "Gcra",
+    "LeakyBucket",
+    "Limiter",
     "RateLimitError",
     "RateLimitTypeError",
+    "RateLimited",
+    "Reservation",
+    "SlidingWindowCounter",
     "SlidingWindowLog",
     "TokenBucket",
     "__version__",

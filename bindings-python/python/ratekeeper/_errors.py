@@ -4,13 +4,14 @@ from __future__ import annotations
 
 
 class RateLimitError(ValueError):
-    """A bad argument to a ratekeeper limiter.
+    """The base of ratekeeper's exceptions; raised itself for a bad argument.
 
     ``code`` is a stable, machine-readable string from the Rust core:
     ``zero_value``, ``too_large``, ``overflow``, ``cost_exceeds_limit``,
-    ``invalid_value`` or ``invalid_type``. The message names the argument.
-    A denied request is not an error: it returns a Decision with
-    ``allowed=False``.
+    ``invalid_value`` or ``invalid_type``; the message names the argument.
+    The subclass ``RateLimited`` (code ``rate_limited``) is raised by the
+    waiting forms when they may not wait long enough. ``try_acquire`` never
+    raises for a denial: it returns a Decision with ``allowed=False``.
     """
 
     code: str
@@ -19,7 +20,7 @@ class RateLimitError(ValueError):
         super().__init__(message)
         self.code = code
 
-    def __reduce__(self) -> tuple[type[RateLimitError], tuple[str, str]]:
+    def __reduce__(self) -> tuple[type[RateLimitError], tuple[object, ...]]:
         return (type(self), (str(self), self.code))
 
 
@@ -31,5 +32,25 @@ class RateLimitTypeError(RateLimitError, TypeError):
     """
 
 
+class RateLimited(RateLimitError):
+    """A request the limiter would admit only after more than the allowed wait.
+
+    Raised by ``acquire``, ``acquire_async`` and ``acquiring`` (with
+    ``timeout``) instead of waiting; nothing was booked. ``retry_after`` is
+    the wait, in seconds, that the request would have needed. ``code`` is
+    ``rate_limited``.
+    """
+
+    retry_after: float
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message, "rate_limited")
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[type[RateLimitError], tuple[object, ...]]:
+        return (type(self), (str(self), self.retry_after))
+
+
 RateLimitError.__module__ = "ratekeeper"
 RateLimitTypeError.__module__ = "ratekeeper"
+RateLimited.__module__ = "ratekeeper"

@@ -1,0 +1,141 @@
+"""RateLimitMiddleware in a real Starlette app, driven through httpx's ASGI transport."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Optional
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from ratekeeper import FixedWindow, Limiter, TokenBucket
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host
+
+calls: list[str] = []
+
+
+async def hello(request: Request) -> PlainTextResponse:
+    calls.append(request.url.path)
+    return PlainTextResponse("hello", headers={"x-app": "yes"})
+
+
+def make_app(limiter: Any, **options: Any) -> Starlette:
+    calls.clear()
+    middleware = [Middleware(RateLimitMiddleware, limiter=limiter, **options)]
+    return Starlette(routes=[Route("/", hello), Route("/health", hello)], middleware=middleware)
+
+
+def get_all(app: Starlette, requests: list[dict[str, Any]]) -> list[httpx.Response]:
+    """Sends the requests in order through one client; returns the responses."""
+
+    async def main() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 1234))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return [await client.get(r.get("path", "/"), headers=r.get("headers")) for r in requests]
+
+    return asyncio.run(main())
+
+
+def test_allowed_responses_carry_ratelimit_headers_and_denials_get_429() -> None:
+    app = make_app(lambda: FixedWindow(2, 3600, name="hourly"))
+    first, second, third = get_all(app, [{}, {}, {}])
+    assert (first.status_code, first.text, first.headers["x-app"]) == (200, "hello", "yes")
+    assert first.headers["ratelimit-policy"] == '"hourly";q=2;w=3600'
+    assert first.headers["ratelimit"].startswith('"hourly";r=1;t=')
+    assert "retry-after" not in first.headers
+    assert second.headers["ratelimit"].startswith('"hourly";r=0;t=')
+    assert third.status_code == 429
+    assert third.text == "Too Many Requests"
+    assert third.headers["ratelimit-policy"] == '"hourly";q=2;w=3600'
+    assert third.headers["ratelimit"].startswith('"hourly";r=0;t=')
+    assert 0 < int(third.headers["retry-after"]) <= 3600
+    assert third.headers["content-type"] == "text/plain; charset=utf-8"
+    assert calls == ["/", "/"]  # the app never saw the denied request
+
+
+def test_one_limiter_per_key() -> None:
+    def by_api_key(scope: Scope) -> Optional[str]:
+        headers = dict(scope["headers"])
+        key = headers.get(b"x-api-key")
+        return key.decode() if key else None
+
+    def limiter() -> Limiter:
+        return TokenBucket(1, 1, 3600)
+
+    app = make_app(limiter, key=by_api_key)
+    alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
+    codes = [r.status_code for r in get_all(app, [alice, bob, alice, bob, {}, {}])]
+    assert codes == [200, 200, 429, 429, 200, 200]  # no key: not limited
+    assert "ratelimit" not in get_all(app, [{}])[0].headers
+
+
+def test_the_default_key_is_the_client_address() -> None:
+    assert client_host({"type": "http", "client": ("198.51.100.1", 80)}) == "198.51.100.1"
+    assert client_host({"type": "http"}) == ""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    middleware = RateLimitMiddleware(app, lambda: TokenBucket(1, 1, 3600))
+
+    async def main() -> list[int]:
+        transport = httpx.ASGITransport(app=middleware, client=("203.0.113.7", 1))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return [(await client.get("/")).status_code for _ in range(2)]
+
+    assert asyncio.run(main()) == [200, 429]
+    assert list(middleware.limiters) == ["203.0.113.7"]
+
+
+def test_one_shared_limiter_and_its_cost() -> None:
+    shared = TokenBucket(5, 1, 3600)
+    app = make_app(shared, cost=2)
+    codes = [r.status_code for r in get_all(app, [{}, {}, {}])]
+    assert codes == [200, 200, 429]
+    assert shared.peek(0).remaining == 1
+
+
+def test_lifespan_and_other_scopes_pass_through() -> None:
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    middleware = RateLimitMiddleware(app, FixedWindow(1, 3600))
+
+    async def receive() -> dict[str, Any]:
+        return {}
+
+    async def send(message: Any) -> None:
+        raise AssertionError("nothing to send")
+
+    for kind in ("lifespan", "websocket", "lifespan"):
+        asyncio.run(middleware({"type": kind}, receive, send))
+    assert seen == ["lifespan", "websocket", "lifespan"]
+
+
+@pytest.mark.parametrize(
+    ("limiter", "options", "message"),
+    [
+        (FixedWindow(1, 1), {"key": client_host}, "`key` needs `limiter` to be a factory"),
+        (42, {}, "`limiter` must be a ratekeeper limiter"),
+    ],
+)
+def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=message):
+        RateLimitMiddleware(app, limiter, **options)
+
+
+def test_a_factory_must_return_a_limiter() -> None:
+    factory: Callable[[], Any] = lambda: "not a limiter"  # noqa: E731
+    app = make_app(factory)
+    with pytest.raises(TypeError, match="not a ratekeeper limiter"):
+        get_all(app, [{}])

@@ -1,0 +1,214 @@
+"""peek, reserve / Reservation / cancel, refund, reconfigure, headers, Bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+from limiters import ALL, BURSTY, Make
+
+from ratekeeper import (
+    Bandwidth,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    RateLimitError,
+    Reservation,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
+
+# --- peek -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", BURSTY.values(), ids=BURSTY.keys())
+def test_peek_answers_like_try_acquire_and_consumes_nothing(make: Make) -> None:
+    limiter = make()
+    for now in (0.0, 0.0, 0.05, 0.3):
+        for cost in (0, 1, 3, 5):
+            assert limiter.peek(cost, now=now) == limiter.peek(cost, now=now)
+        peeked = limiter.peek(2, now=now)
+        assert limiter.try_acquire(2, now=now) == peeked
+
+
+# --- reserve --------------------------------------------------------------
+
+
+def test_reservations_are_booked_in_order_at_exactly_the_rate() -> None:
+    bucket = TokenBucket(2, 1, 1)
+    slots = [bucket.reserve(now=0) for _ in range(5)]
+    assert [r.wait for r in slots] == [0.0, 0.0, 1.0, 2.0, 3.0]
+    assert [r.at for r in slots] == [0.0, 0.0, 1.0, 2.0, 3.0]
+    assert all(r.ok and bool(r) and r.cost == 1 and r.decision is None for r in slots)
+    # A plain try_acquire never jumps ahead of a booking.
+    assert not bucket.try_acquire(now=2.5).allowed
+    assert bucket.try_acquire(now=4).allowed
+
+
+def test_a_refused_reservation_books_nothing() -> None:
+    bucket = TokenBucket(1, 1, 1)
+    assert bucket.reserve(now=10).ok
+    refused = bucket.reserve(max_wait=0.999999999, now=10)
+    assert not refused.ok and not refused
+    assert refused.decision is not None
+    assert (refused.decision.allowed, refused.decision.retry_after) == (False, 1.0)
+    assert (refused.wait, refused.at) == (1.0, 11.0)  # when it would have been served
+    refused.cancel()  # nothing to give back
+    exact = bucket.reserve(max_wait=1, now=10)  # max_wait is exact to the nanosecond
+    assert (exact.ok, exact.wait, exact.at) == (True, 1.0, 11.0)
+
+
+def test_reservation_repr_and_read_only() -> None:
+    bucket = TokenBucket(1, 1, 0.5)
+    booked = bucket.reserve(now=1)
+    assert repr(booked) == "Reservation(ok=True, wait=0.0, at=1.0, cost=1)"
+    refused = bucket.reserve(max_wait=0, now=1)
+    assert repr(refused) == (
+        "Reservation(ok=False, cost=1, decision=Decision(allowed=False, remaining=0, "
+        "limit=1, retry_after=0.5, reset_after=0.5))"
+    )
+    with pytest.raises(AttributeError):
+        booked.wait = 0.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Reservation()
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_cancel_gives_the_slot_to_the_next_request(make: Make) -> None:
+    limiter = make()
+    # Fill it: a queue keeps room for one more unit, to be booked behind.
+    room = limiter.limit - 1 if isinstance(limiter, LeakyBucket) else limiter.limit
+    first = limiter.reserve(room, now=0)
+    second = limiter.reserve(now=0)
+    assert first.ok and second.ok and second.wait > 0
+    second.cancel()
+    second.cancel()  # once is enough
+    again = limiter.reserve(now=0)
+    assert (again.ok, again.wait) == (True, second.wait)
+
+
+def test_leaky_bucket_reserve_shapes_a_queue() -> None:
+    queue = LeakyBucket(3, 0.1)
+    assert [queue.reserve(now=0).wait for _ in range(3)] == [0.0, 0.1, 0.2]
+    full = queue.reserve(now=0)
+    assert not full.ok
+    assert full.decision is not None and full.decision.remaining == 0
+
+
+# --- refund ---------------------------------------------------------------
+
+
+def test_refund_returns_unused_units_never_above_a_fresh_limiter() -> None:
+    bucket = TokenBucket(10, 1, 1)
+    assert bucket.try_acquire(10, now=0).allowed
+    bucket.refund(6, taken_at=0)
+    assert bucket.peek(0, now=0).remaining == 6
+    bucket.refund(100, taken_at=0)
+    assert bucket.peek(0, now=0).remaining == 10
+
+
+def test_refund_taken_at_defaults_to_now_on_the_clock() -> None:
+    now = [5.0]
+    log = SlidingWindowLog(2, 1, clock=lambda: now[0])
+    assert log.try_acquire(2).allowed
+    log.refund(1)  # taken at 5.0, the clock's reading
+    assert log.try_acquire().allowed
+    log.refund(1, taken_at=4.5)  # nothing was taken then: nothing comes back
+    assert not log.try_acquire().allowed
+
+
+# --- reconfigure ----------------------------------------------------------
+
+
+def test_reconfigure_keeps_state_and_takes_the_new_limits() -> None:
+    bucket = TokenBucket(10, 1, 1, name="api")
+    assert bucket.try_acquire(7, now=0).allowed
+    bucket.reconfigure(TokenBucket(5, 5, 1), now=0)
+    assert (bucket.capacity, bucket.refill_tokens, bucket.name) == (5, 5, "api")
+    assert bucket.peek(0, now=0).remaining == 3
+    assert bucket.try_acquire(5, now=0.4).allowed
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_reconfigure_with_itself_changes_no_limit(make: Make) -> None:
+    limiter = make()
+    before = repr(limiter)
+    limiter.reconfigure(limiter, now=0)
+    assert repr(limiter) == before
+
+
+def test_reconfigure_needs_the_same_class_and_bandwidth_count() -> None:
+    with pytest.raises(TypeError, match="`other`") as raised:
+        FixedWindow(1, 1).reconfigure(SlidingWindowCounter(1, 1))  # type: ignore[arg-type]
+    assert isinstance(raised.value, RateLimitError) and raised.value.code == "invalid_type"
+    two = TokenBucket.from_bandwidths([Bandwidth(1, 1, 1), Bandwidth(2, 2, 2)])
+    with pytest.raises(RateLimitError, match="`other`") as mismatch:
+        two.reconfigure(TokenBucket(1, 1, 1))
+    assert mismatch.value.code == "invalid_value"
+    assert len(two.bandwidths) == 2
+
+
+# --- headers --------------------------------------------------------------
+
+
+def test_headers_of_an_allowed_and_a_denied_decision() -> None:
+    bucket = TokenBucket(10, 10, 60, name="per-minute")
+    allowed = bucket.try_acquire(10, now=0)
+    assert bucket.headers(allowed) == {
+        "RateLimit-Policy": '"per-minute";q=10;w=60',
+        "RateLimit": '"per-minute";r=0;t=60',
+    }
+    denied = bucket.try_acquire(now=0.5)
+    assert bucket.headers(denied) == {
+        "RateLimit-Policy": '"per-minute";q=10;w=60',
+        "RateLimit": '"per-minute";r=0;t=60',
+        "Retry-After": "6",  # 5.5 s, rounded up
+    }
+    assert denied.headers() == bucket.headers(denied)
+
+
+def test_headers_use_each_algorithms_window() -> None:
+    cases: list[tuple[Limiter, str]] = [
+        (Gcra(3, 0.5), "q=3;w=2"),  # 1.5 s, rounded up
+        (LeakyBucket(4, 0.25), "q=4;w=1"),
+        (SlidingWindowLog(100, 3600), "q=100;w=3600"),
+        (FixedWindow(5, 1), "q=5;w=1"),
+    ]
+    for limiter, policy in cases:
+        assert limiter.headers(limiter.peek(now=0))["RateLimit-Policy"] == f'"default";{policy}'
+
+
+def test_header_names_are_quoted_and_escaped() -> None:
+    limiter = FixedWindow(1, 1, name='say "hi" \\ é')
+    policy = limiter.headers(limiter.peek(now=0))["RateLimit-Policy"]
+    assert policy == '"say \\"hi\\" \\\\ ?";q=1;w=1'
+
+
+def test_headers_needs_a_decision() -> None:
+    with pytest.raises(TypeError):
+        FixedWindow(1, 1).headers(None)  # type: ignore[arg-type]
+
+
+# --- Bandwidth ------------------------------------------------------------
+
+
+def test_bandwidth_value_semantics() -> None:
+    band = Bandwidth(100, 100, 60, initial_tokens=10, refill="interval")
+    assert (band.capacity, band.refill_tokens, band.refill_period) == (100, 100, 60.0)
+    assert (band.initial_tokens, band.refill) == (10, "interval")
+    assert band == Bandwidth(100, 100, 60.0, initial_tokens=10, refill="interval")
+    assert band != Bandwidth(100, 100, 60, initial_tokens=10)
+    assert len({band, Bandwidth(100, 100, 60, initial_tokens=10, refill="interval")}) == 1
+    assert repr(band) == (
+        "Bandwidth(capacity=100, refill_tokens=100, refill_period=60.0, initial_tokens=10, "
+        "refill='interval')"
+    )
+    assert repr(Bandwidth(1, 1, 1)) == "Bandwidth(capacity=1, refill_tokens=1, refill_period=1.0)"
+
+
+def test_several_bandwidths_all_or_nothing() -> None:
+    both = TokenBucket.from_bandwidths(iter([Bandwidth(2, 2, 1), Bandwidth(3, 3, 60)]))
+    assert both.try_acquire(2, now=0).allowed
+    assert both.try_acquire(1, now=1).allowed
+    denied = both.try_acquire(1, now=2)
+    assert (denied.allowed, denied.retry_after) == (False, 18.0)
