@@ -1,8 +1,10 @@
 //! One type for every algorithm, chosen at run time.
 
+use alloc::boxed::Box;
+
 use crate::nanos::saturating;
 use crate::{
-    Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
+    Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, TokenBucket,
 };
 
@@ -28,12 +30,13 @@ pub const MAX_BANDWIDTHS: usize = 4;
 pub enum AnyLimiter {
     /// A token bucket with one bandwidth.
     TokenBucket(TokenBucket<1>),
-    /// A token bucket with two bandwidths.
-    TokenBucket2(TokenBucket<2>),
+    /// A token bucket with two bandwidths (boxed, like the next two, so
+    /// that the common limiters stay small).
+    TokenBucket2(Box<TokenBucket<2>>),
     /// A token bucket with three bandwidths.
-    TokenBucket3(TokenBucket<3>),
+    TokenBucket3(Box<TokenBucket<3>>),
     /// A token bucket with four bandwidths.
-    TokenBucket4(TokenBucket<4>),
+    TokenBucket4(Box<TokenBucket<4>>),
     /// The generic cell rate algorithm.
     Gcra(Gcra),
     /// The leaky bucket as a queue.
@@ -72,9 +75,9 @@ impl AnyLimiter {
         Ok(match *bandwidths {
             [] => return Err(Error::ZeroValue { name: "bandwidths" }),
             [a] => TokenBucket::from_bandwidths([a])?.into(),
-            [a, b] => AnyLimiter::TokenBucket2(TokenBucket::from_bandwidths([a, b])?),
-            [a, b, c] => AnyLimiter::TokenBucket3(TokenBucket::from_bandwidths([a, b, c])?),
-            [a, b, c, d] => AnyLimiter::TokenBucket4(TokenBucket::from_bandwidths([a, b, c, d])?),
+            [a, b] => TokenBucket::from_bandwidths([a, b])?.into(),
+            [a, b, c] => TokenBucket::from_bandwidths([a, b, c])?.into(),
+            [a, b, c, d] => TokenBucket::from_bandwidths([a, b, c, d])?.into(),
             _ => {
                 return Err(Error::TooLarge {
                     name: "bandwidths",
@@ -111,8 +114,13 @@ impl AnyLimiter {
     pub fn window(&self) -> Nanos {
         fn refill_time(bands: &[Bandwidth]) -> Nanos {
             let band = bands.iter().min_by_key(|b| b.capacity()).expect("a band");
-            let scaled = band.capacity() as u128 * band.refill_period().0 as u128;
-            saturating(scaled.div_ceil(band.refill_tokens() as u128))
+            let (capacity, tokens) = (band.capacity() as u128, band.refill_tokens() as u128);
+            let period = band.refill_period().0 as u128;
+            saturating(match band.refill() {
+                Refill::Greedy => (capacity * period).div_ceil(tokens),
+                // Whole refills arrive at period ends only.
+                Refill::Interval => capacity.div_ceil(tokens) * period,
+            })
         }
         match self {
             AnyLimiter::TokenBucket(l) => refill_time(&l.bandwidths()),
@@ -137,9 +145,9 @@ impl AnyLimiter {
     pub fn reconfigure(&mut self, now: Nanos, new: AnyLimiter) -> Result<(), Error> {
         match (self, new) {
             (AnyLimiter::TokenBucket(l), AnyLimiter::TokenBucket(n)) => l.reconfigure(now, n),
-            (AnyLimiter::TokenBucket2(l), AnyLimiter::TokenBucket2(n)) => l.reconfigure(now, n),
-            (AnyLimiter::TokenBucket3(l), AnyLimiter::TokenBucket3(n)) => l.reconfigure(now, n),
-            (AnyLimiter::TokenBucket4(l), AnyLimiter::TokenBucket4(n)) => l.reconfigure(now, n),
+            (AnyLimiter::TokenBucket2(l), AnyLimiter::TokenBucket2(n)) => l.reconfigure(now, *n),
+            (AnyLimiter::TokenBucket3(l), AnyLimiter::TokenBucket3(n)) => l.reconfigure(now, *n),
+            (AnyLimiter::TokenBucket4(l), AnyLimiter::TokenBucket4(n)) => l.reconfigure(now, *n),
             (AnyLimiter::Gcra(l), AnyLimiter::Gcra(n)) => l.reconfigure(now, n),
             (AnyLimiter::LeakyBucket(l), AnyLimiter::LeakyBucket(n)) => l.reconfigure(now, n),
             #[cfg(feature = "alloc")]
@@ -194,7 +202,7 @@ macro_rules! from {
     ($($variant:ident($ty:ty)),* $(,)?) => {$(
         impl From<$ty> for AnyLimiter {
             fn from(limiter: $ty) -> AnyLimiter {
-                AnyLimiter::$variant(limiter)
+                AnyLimiter::$variant(limiter.into())
             }
         }
     )*};

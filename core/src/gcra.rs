@@ -148,12 +148,14 @@ impl Gcra {
     /// The theoretical arrival time, saturating at [`Nanos::MAX`] (which
     /// can only make the limiter stricter): the whole per-key state a
     /// keyed store keeps.
+    #[cfg(feature = "alloc")]
     pub(crate) fn tat(&self) -> u64 {
         self.latest.saturating_add(self.used)
     }
 
     /// This configuration with theoretical arrival time `tat`, having seen
     /// time up to `latest`.
+    #[cfg(feature = "alloc")]
     pub(crate) fn with_tat(&self, tat: u64, latest: u64) -> Gcra {
         Gcra {
             burst: self.burst,

@@ -48,6 +48,7 @@
 extern crate alloc;
 
 mod aligned;
+#[cfg(feature = "alloc")]
 mod any;
 #[cfg(feature = "alloc")]
 mod any_keyed;
@@ -71,6 +72,7 @@ mod sliding_window_log;
 mod state;
 mod token_bucket;
 
+#[cfg(feature = "alloc")]
 pub use any::{AnyLimiter, MAX_BANDWIDTHS};
 #[cfg(feature = "alloc")]
 pub use any_keyed::AnyKeyed;
