@@ -37,6 +37,8 @@ build() {
 }
 
 test_() {
+    # Requirements change with the code; pip skips what is already installed.
+    setup
     build
     # Run from the package directory so its pyproject.toml configures pytest; the
     # tests import the installed wheel (bindings-python/python is not on sys.path).
