@@ -17,6 +17,7 @@
 //! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
 //! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `2 * limit - ceil(2 * limit / window)` in any window, from O(1) state |
 //! | [`FixedWindow`] | at most `limit` per aligned window, so up to `2 * limit` across a boundary |
+//! | [`Calendar`] | UTC days, ISO weeks and months as the windows of the two window algorithms |
 //!
 //! ```
 //! use ratekeeper::{Limiter, Nanos, TokenBucket};
@@ -50,6 +51,7 @@ extern crate alloc;
 mod aligned;
 mod any;
 mod bandwidth;
+mod calendar;
 mod decision;
 mod error;
 mod fixed_window;
@@ -66,6 +68,7 @@ mod token_bucket;
 
 pub use any::{AnyLimiter, MAX_BANDWIDTHS};
 pub use bandwidth::{Bandwidth, Refill};
+pub use calendar::Calendar;
 pub use decision::Decision;
 pub use error::Error;
 pub use fixed_window::FixedWindow;

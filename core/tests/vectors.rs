@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use ratekeeper::{
-    count_from_f64, Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    count_from_f64, Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter,
+    Nanos, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 use serde_json::{json, Map, Value};
 
@@ -48,6 +48,29 @@ fn bandwidth(c: &Map<String, Value>) -> Result<Bandwidth, Error> {
     match c.get("initial_tokens") {
         Some(v) => rule.with_initial_tokens(count(v, "initial_tokens")?),
         None => Ok(rule),
+    }
+}
+
+/// A window algorithm of `limit` per `window_ns`, or per `calendar` period
+/// (`day`, `week` or `month`).
+fn window<L>(
+    c: &Map<String, Value>,
+    new: fn(u64, Nanos) -> Result<L, Error>,
+    with_calendar: fn(u64, Calendar) -> Result<L, Error>,
+) -> Result<L, Error> {
+    let calendar = match c.get("calendar") {
+        None => None,
+        Some(name) => Some(name.as_str().and_then(Calendar::from_name).ok_or(
+            Error::InvalidValue {
+                name: "calendar",
+                reason: "must be day, week or month",
+            },
+        )?),
+    };
+    let limit = count(&c["limit"], "limit")?;
+    match calendar {
+        Some(calendar) => with_calendar(limit, calendar),
+        None => new(limit, nanos(&c["window_ns"], "window")?),
     }
 }
 
@@ -95,13 +118,15 @@ fn build(algorithm: &str, config: &Map<String, Value>) -> Result<Box<dyn Limiter
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
         )?)),
-        "sliding_window_counter" => Ok(Box::new(SlidingWindowCounter::new(
-            count(&config["limit"], "limit")?,
-            nanos(&config["window_ns"], "window")?,
+        "sliding_window_counter" => Ok(Box::new(window(
+            config,
+            SlidingWindowCounter::new,
+            SlidingWindowCounter::with_calendar,
         )?)),
-        "fixed_window" => Ok(Box::new(FixedWindow::new(
-            count(&config["limit"], "limit")?,
-            nanos(&config["window_ns"], "window")?,
+        "fixed_window" => Ok(Box::new(window(
+            config,
+            FixedWindow::new,
+            FixedWindow::with_calendar,
         )?)),
         other => panic!("unknown algorithm {other}"),
     }
