@@ -38,7 +38,8 @@ pub enum Calendar {
     /// An ISO week: from Monday 00:00 UTC to the next Monday, 7 days.
     Week,
     /// From the first of a month 00:00 UTC to the first of the next: 28 to
-    /// 31 days.
+    /// 31 days. (The fixed 30-day month of rate strings is another thing:
+    /// see [`Rate`](crate::Rate).)
     Month,
 }
 

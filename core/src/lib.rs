@@ -17,7 +17,7 @@
 //! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
 //! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `2 * limit - ceil(2 * limit / window)` in any window, from O(1) state |
 //! | [`FixedWindow`] | at most `limit` per aligned window, so up to `2 * limit` across a boundary |
-//! | [`Calendar`] | UTC days, ISO weeks and months as the windows of the two window algorithms |
+//! | [`Rate`], [`Calendar`] | rate strings as `limits` reads them (`"10/second"`, `"100 per minute"`, lists with [`parse_rates`]); UTC days, ISO weeks and months as the windows of the two window algorithms |
 //!
 //! ```
 //! use ratekeeper::{Limiter, Nanos, TokenBucket};
@@ -61,6 +61,7 @@ mod host;
 mod leaky_bucket;
 mod limiter;
 mod nanos;
+mod rate;
 mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;
@@ -78,6 +79,7 @@ pub use host::count_from_f64;
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::Limiter;
 pub use nanos::Nanos;
+pub use rate::{parse_rates, Rate};
 pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};
