@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ratekeeper::{Calendar, Decision, FixedWindow, Limiter, Nanos, SlidingWindowCounter};
+use ratekeeper::{
+    AnyLimiter, Calendar, Decision, FixedWindow, Limiter, Nanos, SlidingWindowCounter,
+};
 
 const S: u64 = 1_000_000_000;
 const DAY: u64 = 86_400 * S;
@@ -478,6 +480,8 @@ fn window_is_the_nominal_length_and_calendar_says_which() {
     }
     assert_eq!(Calendar::from_name("MONTH"), Some(Calendar::Month));
     assert_eq!(Calendar::from_name("year"), None);
+    let monthly = SlidingWindowCounter::with_calendar(5, Calendar::Month).unwrap();
+    assert_eq!(AnyLimiter::from(monthly).window(), Nanos(30 * DAY)); // RateLimit-Policy's w
     let plain = FixedWindow::new(5, Nanos(30 * DAY)).unwrap();
     assert_eq!((plain.window(), plain.calendar()), (Nanos(30 * DAY), None));
     // A month and a plain 30-day window report one window length but differ.
