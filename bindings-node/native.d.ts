@@ -24,55 +24,61 @@ export declare class NoopFloor {
 export declare function checkMillis(value: number, name: string): void
 
 /** The configuration behind the getters (see [`shared::config`]). */
-export declare function config(handle: object): Record<string, any>
+export declare function config(handle: number): Record<string, any>
 
 /** `new FixedWindow(options)`. */
-export declare function fixedWindow(options: unknown): object
+export declare function fixedWindow(options: unknown): number
+
+/**
+ * Gives back the slot of `handle` (the JS layer calls it from a
+ * `FinalizationRegistry` once the limiter object is collected).
+ */
+export declare function free(handle: number): void
 
 /** `new Gcra(options)`. */
-export declare function gcra(options: unknown): object
+export declare function gcra(options: unknown): number
 
 /** `Gcra.perPeriod(options)`. */
-export declare function gcraPerPeriod(options: unknown): object
+export declare function gcraPerPeriod(options: unknown): number
 
 /** The header values of a decision, one per line (see [`shared::headers`]). */
-export declare function headers(handle: object, name: string, allowed: boolean, remaining: number, limit: number, retryAfterMs: number, resetAfterMs: number): string
+export declare function headers(handle: number, name: string, allowed: boolean, remaining: number, limit: number, retryAfterMs: number, resetAfterMs: number): string
 
 /** `new LeakyBucket(options)`. */
-export declare function leakyBucket(options: unknown): object
+export declare function leakyBucket(options: unknown): number
 
 /**
  * Takes what `tryAcquire` takes and does nothing: the floor a decision is
  * measured against (bench/bench.cjs).
  */
-export declare function noop(handle: object, cost: number, nowMs: number): boolean
+export declare function noop(handle: number, cost: number, nowMs: number): boolean
 
 /** The answer `tryAcquire` would give, consuming nothing. */
-export declare function peek(handle: object, cost: number, nowMs: number): number
+export declare function peek(handle: number, cost: number, nowMs: number): number
 
 /** Replaces the configuration of `handle` with that of `other`. */
-export declare function reconfigure(handle: object, other: object, nowMs: number): void
+export declare function reconfigure(handle: number, other: number, nowMs: number): void
 
 /** Gives back `cost` units taken at `takenAtMs`. */
-export declare function refund(handle: object, cost: number, takenAtMs: number): void
+export declare function refund(handle: number, cost: number, takenAtMs: number): void
 
 /** Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound). */
-export declare function reserve(handle: object, cost: number, maxWaitMs: number, nowMs: number): number
+export declare function reserve(handle: number, cost: number, maxWaitMs: number, nowMs: number): number
 
 /** `new SlidingWindowCounter(options)`. */
-export declare function slidingWindowCounter(options: unknown): object
+export declare function slidingWindowCounter(options: unknown): number
 
 /** `new SlidingWindowLog(options)`. */
-export declare function slidingWindowLog(options: unknown): object
+export declare function slidingWindowLog(options: unknown): number
 
 /** `new TokenBucket(options)`. */
-export declare function tokenBucket(options: unknown): object
+export declare function tokenBucket(options: unknown): number
 
 /** `TokenBucket.fromBandwidths(bandwidths)`. */
-export declare function tokenBucketFromBandwidths(options: unknown): object
+export declare function tokenBucketFromBandwidths(options: unknown): number
 
 /** Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]). */
-export declare function tryAcquire(handle: object, cost: number, nowMs: number): number
+export declare function tryAcquire(handle: number, cost: number, nowMs: number): number
 
 /**
  * Throws the `invalid_type` error for an argument the JS layer checked

@@ -839,6 +839,7 @@ module.exports.NoopFloor = nativeBinding.NoopFloor
 module.exports.checkMillis = nativeBinding.checkMillis
 module.exports.config = nativeBinding.config
 module.exports.fixedWindow = nativeBinding.fixedWindow
+module.exports.free = nativeBinding.free
 module.exports.gcra = nativeBinding.gcra
 module.exports.gcraPerPeriod = nativeBinding.gcraPerPeriod
 module.exports.headers = nativeBinding.headers

@@ -5,7 +5,7 @@
 //
 //   npm ci --prefix bindings-node/bench     (once: the peers below)
 //   bash scripts/node.sh build && bash scripts/wasm.sh build
-//   node --expose-gc bindings-node/bench/bench.cjs
+//   node bindings-node/bench/bench.cjs
 //
 // Peers: rate-limiter-flexible's RateLimiterMemory (`await consume(key)`, as its
 // users call it), `limiter`'s RateLimiter and TokenBucket (`tryRemoveTokens`,
@@ -189,18 +189,38 @@ async function time(run) {
   return Number(process.hrtime.bigint() - start) / N;
 }
 
-/** Bytes per key of `make(key)` for 100k keys: JS heap (+ external memory) and RSS. */
-function perKey(make) {
-  if (typeof globalThis.gc !== 'function') return null;
+// Memory per key, each measured in a child process of its own (`--memory=NAME`)
+// so that nothing else allocated in between: 100k keys in a Map, after a GC.
+const MEMORY = {
+  'ratekeeper napi TokenBucket (Map)': async () => keyed(rk),
+  'ratekeeper wasm TokenBucket (Map)': async () => keyed(require(path.join(__dirname, '../../bindings-wasm/node.cjs'))),
+  'limiter RateLimiter (Map)': async () => new Map(keys.map((k) => [k, new RateLimiter({ tokensPerInterval: RATE, interval: 'second' })])),
+  'rate-limiter-flexible (its own store)': async () => {
+    const flexible = new RateLimiterMemory({ points: RATE, duration: 3600 });
+    for (const key of keys) await flexible.consume(key);
+    return flexible;
+  },
+};
+
+async function measureMemory(name) {
   globalThis.gc();
   const before = process.memoryUsage();
-  const map = new Map();
-  for (const key of keys) map.set(key, make(key));
+  const kept = await MEMORY[name]();
   globalThis.gc();
   const after = process.memoryUsage();
   const heap = after.heapUsed + after.external - (before.heapUsed + before.external);
-  if (map.size !== KEYS) throw new Error('lost keys');
-  return { heap: heap / KEYS, rss: (after.rss - before.rss) / KEYS };
+  process.stdout.write(JSON.stringify({ heap: heap / KEYS, rss: (after.rss - before.rss) / KEYS, kept: kept !== null }));
+}
+
+function memoryPerKey() {
+  const { execFileSync } = require('node:child_process');
+  const rows = [];
+  for (const name of Object.keys(MEMORY)) {
+    if (name.includes('wasm') && !wasm) continue;
+    const out = execFileSync(process.execPath, ['--expose-gc', __filename, `--memory=${name}`], { encoding: 'utf8' });
+    rows.push([name, JSON.parse(out)]);
+  }
+  return rows;
 }
 
 async function main() {
@@ -243,28 +263,15 @@ async function main() {
     console.log(`  ratekeeper wasm / ratekeeper napi:                          ${ratio('ratekeeper wasm: tryAcquire()', napi)}`);
   }
 
-  const memory = [
-    ['ratekeeper napi TokenBucket', () => bucketOf(rk)],
-    ...(wasm ? [['ratekeeper wasm TokenBucket', () => bucketOf(wasm)]] : []),
-    ['limiter RateLimiter', () => new RateLimiter({ tokensPerInterval: RATE, interval: 'second' })],
-  ].map(([name, make]) => [name, perKey(make)]);
-  const flexible = new RateLimiterMemory({ points: RATE, duration: 60 });
-  if (typeof globalThis.gc === 'function') {
-    globalThis.gc();
-    const before = process.memoryUsage();
-    for (const key of keys) await flexible.consume(key);
-    globalThis.gc();
-    const after = process.memoryUsage();
-    const heap = after.heapUsed + after.external - (before.heapUsed + before.external);
-    memory.push(['rate-limiter-flexible (its own store)', { heap: heap / KEYS, rss: (after.rss - before.rss) / KEYS }]);
-  }
-  console.log('\nmemory per key at 100k keys (JS heap + external; RSS)');
-  for (const [name, m] of memory) {
-    console.log(m ? `  ${name.padEnd(40)} ${m.heap.toFixed(0).padStart(5)} B  ${m.rss.toFixed(0).padStart(5)} B` : `  ${name}: run with --expose-gc`);
+  console.log('\nmemory per key at 100k keys (JS heap + external; RSS), each in a process of its own');
+  for (const [name, m] of memoryPerKey()) {
+    console.log(`  ${name.padEnd(40)} ${m.heap.toFixed(0).padStart(5)} B  ${m.rss.toFixed(0).padStart(5)} B`);
   }
 }
 
-main().catch((error) => {
+const memoryArg = process.argv.find((arg) => arg.startsWith('--memory='));
+const run = memoryArg ? measureMemory(memoryArg.slice('--memory='.length)) : main();
+run.catch((error) => {
   console.error(error);
   process.exitCode = 1;
 });

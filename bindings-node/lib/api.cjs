@@ -56,6 +56,11 @@ function createApi(B) {
 
   const defaultClock = () => performance.now();
 
+  // The napi build's handles are indices into a native table: each is given
+  // back once its limiter is collected. (The wasm build's handles are objects
+  // that wasm-bindgen frees itself; it has no `free`.)
+  const handles = typeof B.free === 'function' ? new FinalizationRegistry((handle) => B.free(handle)) : null;
+
   // Module-private: lets the constructors below hand a built handle to Limiter,
   // and the subclasses reach what Limiter keeps private.
   class Built {
@@ -84,6 +89,7 @@ function createApi(B) {
       if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
       if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
       this.#h = built.handle;
+      if (handles !== null) handles.register(this, built.handle);
       this.#name = name === undefined ? 'default' : name;
       this.#clock = clock === undefined ? defaultClock : clock;
     }

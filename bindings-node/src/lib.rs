@@ -2,10 +2,12 @@
 //!
 //! The public classes (`TokenBucket`, `Gcra`, ...) are written once, in
 //! `lib/api.cjs`, for this addon and for the wasm build alike. Each holds a
-//! [`Handle`] (one core [`AnyLimiter`]) made by one of the constructor
-//! functions below, and calls the operations below with it. Every operation
-//! is a plain function, not a class method: napi-rs checks the class of
-//! `this` on each method call, which here cost more than the decision itself.
+//! handle: the index of its core [`AnyLimiter`] in this thread's
+//! [`Limiters`], made by one of the constructor functions below and given
+//! back by [`free`] once the JS object is collected. Every operation is a
+//! plain function taking the handle, not a class method: napi-rs checks the
+//! class of `this` on each method call, and looks every `External` up in a
+//! global registry, each of which cost more than the decision itself.
 //!
 //! A decision is not returned as an object (building one through Node-API
 //! costs several times the call): the operation returns `allowed` and writes
@@ -20,7 +22,7 @@ mod shared;
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 
-use napi::bindgen_prelude::{External, Float64Array, JsObjectValue, Object, Unknown};
+use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
 use ratekeeper::AnyLimiter;
@@ -28,13 +30,32 @@ use ratekeeper::AnyLimiter;
 use errors::{throw, OrThrow};
 use shared::{Failure, Field, JsValueIn, Kind, Out};
 
-/// One limiter: a core [`AnyLimiter`], behind a `RefCell` since every
-/// operation takes it through a shared JS handle. No JS runs while it is
-/// borrowed, so a borrow never fails.
-pub struct Handle(RefCell<AnyLimiter>);
+/// The limiters of one JS thread, by handle. A freed slot is reused; no JS
+/// runs while the table is borrowed, so a borrow never fails.
+#[derive(Default)]
+pub struct Limiters {
+    slots: Vec<Option<AnyLimiter>>,
+    free: Vec<u32>,
+}
+
+impl Limiters {
+    fn insert(&mut self, limiter: AnyLimiter) -> u32 {
+        match self.free.pop() {
+            Some(handle) => {
+                self.slots[handle as usize] = Some(limiter);
+                handle
+            }
+            None => {
+                self.slots.push(Some(limiter));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+}
 
 thread_local! {
-    // Each JS thread (main or worker) has its own addon instance and scratch.
+    // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
+    static LIMITERS: RefCell<Limiters> = RefCell::new(Limiters::default());
     // Never dropped: its napi reference would outlive the env at exit.
     static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
 }
@@ -103,16 +124,39 @@ impl JsValueIn for In<'_> {
 
 type Built = Result<AnyLimiter, Failure<napi::Error>>;
 
-fn handle(env: &Env, built: Built) -> napi::Result<External<Handle>> {
-    Ok(External::new(Handle(RefCell::new(built.or_throw(env)?))))
+fn handle(env: &Env, built: Built) -> napi::Result<u32> {
+    let limiter = built.or_throw(env)?;
+    Ok(LIMITERS.with_borrow_mut(|limiters| limiters.insert(limiter)))
+}
+
+/// Runs `f` on the limiter of `handle`.
+fn with<T>(env: &Env, handle: u32, f: impl FnOnce(&mut AnyLimiter) -> T) -> napi::Result<T> {
+    LIMITERS.with_borrow_mut(|limiters| match limiters.slots.get_mut(handle as usize) {
+        Some(Some(limiter)) => Ok(f(limiter)),
+        // Only a caller of native.js itself can get here: the JS layer frees
+        // a handle once no object holds it.
+        _ => Err(throw(env, shared::type_error("handle", "a limiter"))),
+    })
+}
+
+/// Gives back the slot of `handle` (the JS layer calls it from a
+/// `FinalizationRegistry` once the limiter object is collected).
+#[napi]
+pub fn free(handle: u32) {
+    LIMITERS.with_borrow_mut(|limiters| {
+        if let Some(slot @ Some(_)) = limiters.slots.get_mut(handle as usize) {
+            *slot = None;
+            limiters.free.push(handle);
+        }
+    });
 }
 
 /// Defines one constructor function per algorithm: options in, handle out.
 macro_rules! constructors {
     ($($doc:literal $name:ident => $build:path;)*) => {$(
         #[doc = $doc]
-        #[napi(ts_return_type = "object")]
-        pub fn $name(env: Env, options: Unknown) -> napi::Result<External<Handle>> {
+        #[napi]
+        pub fn $name(env: Env, options: Unknown) -> napi::Result<u32> {
             handle(&env, $build(&In(options)))
         }
     )*};
@@ -139,63 +183,44 @@ fn status(env: &Env, answer: shared::Answer) -> napi::Result<u32> {
 
 /// Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]).
 #[napi]
-pub fn try_acquire(
-    env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
-    cost: f64,
-    now_ms: f64,
-) -> napi::Result<u32> {
-    status(
-        &env,
-        shared::try_acquire(&mut handle.0.borrow_mut(), cost, now_ms),
-    )
+pub fn try_acquire(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
+    let answer = with(&env, handle, |l| shared::try_acquire(l, cost, now_ms))?;
+    status(&env, answer)
 }
 
 /// The answer `tryAcquire` would give, consuming nothing.
 #[napi]
-pub fn peek(
-    env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
-    cost: f64,
-    now_ms: f64,
-) -> napi::Result<u32> {
-    status(&env, shared::peek(&handle.0.borrow(), cost, now_ms))
+pub fn peek(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
+    let answer = with(&env, handle, |l| shared::peek(l, cost, now_ms))?;
+    status(&env, answer)
 }
 
 /// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
 #[napi]
 pub fn reserve(
     env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
+    handle: u32,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
 ) -> napi::Result<u32> {
-    let limiter = &mut handle.0.borrow_mut();
-    status(&env, shared::reserve(limiter, cost, max_wait_ms, now_ms))
+    let answer = with(&env, handle, |l| {
+        shared::reserve(l, cost, max_wait_ms, now_ms)
+    })?;
+    status(&env, answer)
 }
 
 /// Gives back `cost` units taken at `takenAtMs`.
 #[napi]
-pub fn refund(
-    env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
-    cost: f64,
-    taken_at_ms: f64,
-) -> napi::Result<()> {
-    shared::refund(&mut handle.0.borrow_mut(), cost, taken_at_ms).or_throw(&env)
+pub fn refund(env: Env, handle: u32, cost: f64, taken_at_ms: f64) -> napi::Result<()> {
+    with(&env, handle, |l| shared::refund(l, cost, taken_at_ms))?.or_throw(&env)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
 #[napi]
-pub fn reconfigure(
-    env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
-    #[napi(ts_arg_type = "object")] other: &External<Handle>,
-    now_ms: f64,
-) -> napi::Result<()> {
-    let new = other.0.borrow().clone();
-    shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms).or_throw(&env)
+pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
+    let new = with(&env, other, |l| l.clone())?;
+    with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?.or_throw(&env)
 }
 
 /// The header values of a decision, one per line (see [`shared::headers`]).
@@ -203,7 +228,7 @@ pub fn reconfigure(
 #[allow(clippy::too_many_arguments)]
 pub fn headers(
     env: Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
+    handle: u32,
     name: String,
     allowed: bool,
     remaining: f64,
@@ -212,7 +237,7 @@ pub fn headers(
     reset_after_ms: f64,
 ) -> napi::Result<String> {
     let fields = [remaining, limit, retry_after_ms, reset_after_ms];
-    shared::headers(&handle.0.borrow(), &name, allowed, fields).or_throw(&env)
+    with(&env, handle, |l| shared::headers(l, &name, allowed, fields))?.or_throw(&env)
 }
 
 fn fields_to_js<'env>(
@@ -235,11 +260,9 @@ fn fields_to_js<'env>(
 
 /// The configuration behind the getters (see [`shared::config`]).
 #[napi(ts_return_type = "Record<string, any>")]
-pub fn config<'env>(
-    env: &'env Env,
-    #[napi(ts_arg_type = "object")] handle: &External<Handle>,
-) -> napi::Result<Object<'env>> {
-    fields_to_js(env, shared::config(&handle.0.borrow()))
+pub fn config<'env>(env: &'env Env, handle: u32) -> napi::Result<Object<'env>> {
+    let fields = with(env, handle, |l| shared::config(l))?;
+    fields_to_js(env, fields)
 }
 
 /// Throws the `invalid_type` error for an argument the JS layer checked
@@ -258,11 +281,7 @@ pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {
 /// Takes what `tryAcquire` takes and does nothing: the floor a decision is
 /// measured against (bench/bench.cjs).
 #[napi]
-pub fn noop(
-    #[napi(ts_arg_type = "object")] _handle: &External<Handle>,
-    _cost: f64,
-    _now_ms: f64,
-) -> bool {
+pub fn noop(_handle: u32, _cost: f64, _now_ms: f64) -> bool {
     true
 }
 

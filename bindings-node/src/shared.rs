@@ -112,7 +112,7 @@ pub fn describe_error(error: &Error) -> (String, bool, &'static str) {
 fn static_name(name: &str) -> &'static str {
     const NAMES: &[&str] = &[
         "cost", "now", "max_wait", "taken_at", "timeout", "name", "clock", "signal", "options",
-        "other", "decision", "key", "create",
+        "other", "decision", "key", "create", "handle",
     ];
     NAMES
         .iter()
