@@ -1,5 +1,6 @@
 //! One bandwidth of a token bucket: its rule and its exact state.
 
+use crate::state::codec::{corrupt, Fingerprint, Reader, Writer};
 use crate::{Error, Nanos};
 
 /// When a bandwidth's refill arrives.
@@ -375,4 +376,48 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
         (a, b) = (b, a % b);
     }
     a
+}
+
+impl Bandwidth {
+    /// Feeds the rule to a state fingerprint.
+    pub(crate) fn fingerprint(&self, fingerprint: &mut Fingerprint) {
+        for word in [
+            self.capacity,
+            self.refill_tokens,
+            self.refill_period,
+            self.initial_tokens,
+            self.refill as u64,
+        ] {
+            fingerprint.word(word);
+        }
+    }
+}
+
+impl Band {
+    /// Writes the band's state: tokens, owed, carry.
+    pub(crate) fn write(&self, w: &mut Writer<'_>) {
+        for field in [self.tokens, self.owed, self.carry] {
+            w.varint(field);
+        }
+    }
+
+    /// Reads a band of `rule`, checking what the arithmetic relies on:
+    /// tokens within capacity, debt only in an empty band, a carry below
+    /// the step (and none in a full greedy band).
+    pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
+        let tokens = r.at_most(rule.capacity)?;
+        let owed = r.varint()?;
+        let carry = r.at_most(rule.step_period - 1)?;
+        let band = Band {
+            tokens,
+            owed,
+            carry,
+        };
+        let full_with_carry =
+            rule.refill == Refill::Greedy && tokens == rule.capacity && carry != 0;
+        if (owed != 0 && tokens != 0) || full_with_carry {
+            return Err(corrupt("a bandwidth's state is inconsistent"));
+        }
+        Ok(band)
+    }
 }

@@ -2,6 +2,7 @@
 
 use crate::bandwidth::Band;
 use crate::limiter::check_cost;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 
 /// A token bucket that refills lazily, with exact integer arithmetic, under
@@ -369,6 +370,44 @@ impl<const N: usize> Limiter for TokenBucket<N> {
         for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
             band.add(rule, cost as u128);
         }
+    }
+}
+
+impl<const N: usize> Codec for TokenBucket<N> {
+    fn tag(&self) -> u8 {
+        1
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(N as u64);
+        for rule in &self.rules {
+            rule.fingerprint(fingerprint);
+        }
+    }
+
+    /// Whether the bucket has been called (and when), then each band.
+    fn write_state(&self, w: &mut Writer<'_>) {
+        match self.updated {
+            None => w.varint(0),
+            Some(at) => {
+                w.varint(1);
+                w.varint(at.0);
+            }
+        }
+        for band in &self.bands {
+            band.write(w);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.updated = match r.at_most(1)? {
+            0 => None,
+            _ => Some(Nanos(r.varint()?)),
+        };
+        for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
+            *band = Band::read(rule, r)?;
+        }
+        Ok(())
     }
 }
 

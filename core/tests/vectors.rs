@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ratekeeper::{
     count_from_f64, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra,
-    LeakyBucket, Limiter, Nanos, Policy, SlidingWindowCounter, SlidingWindowLog,
+    LeakyBucket, Limiter, Nanos, Policy, Portable, SlidingWindowCounter, SlidingWindowLog,
 };
 use serde_json::{json, Map, Value};
 
