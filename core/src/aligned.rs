@@ -1,5 +1,6 @@
 //! Window alignment, shared by the window algorithms.
 
+use crate::state::codec::Fingerprint;
 use crate::Calendar;
 
 /// How a window algorithm cuts time into windows. Boundaries live here alone,
@@ -56,6 +57,22 @@ impl Windows {
         match self {
             Windows::Every(_) => None,
             Windows::Calendar(c) => Some(c),
+        }
+    }
+}
+
+impl Windows {
+    /// Feeds the windows' configuration to a state fingerprint.
+    pub(crate) fn fingerprint(self, fingerprint: &mut Fingerprint) {
+        match self {
+            Windows::Every(len) => {
+                fingerprint.word(0);
+                fingerprint.word(len);
+            }
+            Windows::Calendar(calendar) => {
+                fingerprint.word(1);
+                fingerprint.word(calendar as u64);
+            }
         }
     }
 }

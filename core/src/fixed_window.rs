@@ -3,6 +3,7 @@
 use crate::aligned::Windows;
 use crate::limiter::check_cost;
 use crate::nanos::since;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
 /// A counter per aligned window of time: at most `limit` units in each.
@@ -240,6 +241,31 @@ impl Limiter for FixedWindow {
         if self.windows.index(taken_at.0) == self.index {
             self.used -= cost.min(self.used);
         }
+    }
+}
+
+impl Codec for FixedWindow {
+    fn tag(&self) -> u8 {
+        6
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.limit);
+        self.windows.fingerprint(fingerprint);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        for field in [self.latest, self.floor, self.index, self.used] {
+            w.varint(field);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = r.varint()?;
+        self.floor = r.varint()?;
+        self.index = r.varint()?;
+        self.used = r.at_most(self.limit)?;
+        Ok(())
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::aligned::Windows;
 use crate::limiter::check_cost;
 use crate::nanos::since;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
 /// An O(1) estimate of a sliding window, from the counts of the current and
@@ -338,6 +339,34 @@ impl Limiter for SlidingWindowCounter {
             _ => return,
         };
         *count -= cost.min(*count);
+    }
+}
+
+impl Codec for SlidingWindowCounter {
+    fn tag(&self) -> u8 {
+        5
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.limit);
+        self.windows.fingerprint(fingerprint);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        for field in [self.latest, self.floor, self.index, self.cur, self.prev] {
+            w.varint(field);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = r.varint()?;
+        self.floor = r.varint()?;
+        // Windows only move forward from the one holding the counts.
+        let current = self.windows.index(self.latest.max(self.floor));
+        self.index = r.at_most(current)?;
+        self.cur = r.at_most(self.limit)?;
+        self.prev = r.at_most(self.limit)?;
+        Ok(())
     }
 }
 

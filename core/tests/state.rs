@@ -1,7 +1,10 @@
 //! Portable state: round trips, and decoding of arbitrary bytes.
 
 use proptest::prelude::*;
-use ratekeeper::{Gcra, LeakyBucket, Limiter, Nanos, Portable, SlidingWindowLog};
+use ratekeeper::{
+    Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+};
 
 /// One call: time step, cost, and whether it is a reservation.
 type Op = (u64, u64, bool);
@@ -14,24 +17,51 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 fn limiters() -> Vec<Box<dyn FnMut() -> Subject>> {
     vec![
         Box::new(|| Subject::Gcra(Gcra::new(3, Nanos(100)).unwrap())),
+        Box::new(|| Subject::Bucket(TokenBucket::new(3, 2, Nanos(150)).unwrap())),
+        Box::new(|| {
+            Subject::Buckets(
+                TokenBucket::from_bandwidths([
+                    Bandwidth::greedy(3, 7, Nanos(1_000)).unwrap(),
+                    Bandwidth::interval(5, 2, Nanos(300))
+                        .unwrap()
+                        .with_initial_tokens(1)
+                        .unwrap(),
+                ])
+                .unwrap(),
+            )
+        }),
         Box::new(|| Subject::Leaky(LeakyBucket::new(3, Nanos(100)).unwrap())),
         Box::new(|| Subject::Log(SlidingWindowLog::new(3, Nanos(250)).unwrap())),
+        Box::new(|| Subject::Fixed(FixedWindow::new(3, Nanos(250)).unwrap())),
+        Box::new(|| Subject::Fixed(FixedWindow::with_calendar(3, Calendar::Day).unwrap())),
+        Box::new(|| Subject::Counter(SlidingWindowCounter::new(3, Nanos(250)).unwrap())),
+        Box::new(|| {
+            Subject::Counter(SlidingWindowCounter::with_calendar(3, Calendar::Month).unwrap())
+        }),
     ]
 }
 
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
     Gcra(Gcra),
+    Bucket(TokenBucket),
+    Buckets(TokenBucket<2>),
     Leaky(LeakyBucket),
     Log(SlidingWindowLog),
+    Fixed(FixedWindow),
+    Counter(SlidingWindowCounter),
 }
 
 macro_rules! on {
     ($s:expr, $l:ident => $body:expr) => {
         match $s {
             Subject::Gcra($l) => $body,
+            Subject::Bucket($l) => $body,
+            Subject::Buckets($l) => $body,
             Subject::Leaky($l) => $body,
             Subject::Log($l) => $body,
+            Subject::Fixed($l) => $body,
+            Subject::Counter($l) => $body,
         }
     };
 }
