@@ -319,8 +319,7 @@ pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {
 /// `limiter.toBytes()`.
 #[napi]
 pub fn to_bytes(env: Env, handle: u32) -> napi::Result<Uint8Array> {
-    let bytes = with(&env, handle, |l| shared::to_bytes(l))?.or_throw(&env)?;
-    Ok(Uint8Array::new(bytes))
+    with(&env, handle, |l| Uint8Array::new(shared::to_bytes(l)))
 }
 
 /// `limiter.restore(bytes)`.

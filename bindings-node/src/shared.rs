@@ -804,31 +804,13 @@ fn decision_in(allowed: bool, fields: Out) -> Result<Decision, Error> {
 // ---- Portable state -------------------------------------------------------
 
 /// `limiter.toBytes()`: the limiter's state, versioned and tied to its configuration.
-pub fn to_bytes(l: &AnyLimiter) -> Result<Vec<u8>, Error> {
-    // TODO(core): `impl Portable for AnyLimiter` is landing; until then the
-    // algorithms that implement it are matched here.
-    match l {
-        AnyLimiter::Gcra(g) => Ok(g.to_bytes()),
-        AnyLimiter::LeakyBucket(q) => Ok(q.to_bytes()),
-        AnyLimiter::SlidingWindowLog(w) => Ok(w.to_bytes()),
-        _ => Err(not_portable()),
-    }
-}
-
-fn not_portable() -> Error {
-    Error::InvalidValue {
-        name: "state",
-        reason: "cannot be saved for this algorithm yet",
-    }
+pub fn to_bytes(l: &AnyLimiter) -> Vec<u8> {
+    l.to_bytes()
 }
 
 /// `limiter.restore(bytes)`: a `RangeError` with a `state_*` code when the
-/// bytes are not the state of a limiter of this very configuration.
+/// bytes are not the state of a limiter of this very configuration; then
+/// nothing changes.
 pub fn restore(l: &mut AnyLimiter, bytes: &[u8]) -> Result<(), Error> {
-    match l {
-        AnyLimiter::Gcra(g) => g.restore(bytes),
-        AnyLimiter::LeakyBucket(q) => q.restore(bytes),
-        AnyLimiter::SlidingWindowLog(w) => w.restore(bytes),
-        _ => Err(not_portable()),
-    }
+    l.restore(bytes)
 }

@@ -237,8 +237,8 @@ pub fn check_millis(value: f64, name: &str) -> Result<(), JsValue> {
 
 /// `limiter.toBytes()`.
 #[wasm_bindgen(js_name = toBytes)]
-pub fn to_bytes(handle: &Handle) -> Result<Vec<u8>, JsValue> {
-    shared::to_bytes(&handle.0.borrow()).map_err(to_js)
+pub fn to_bytes(handle: &Handle) -> Vec<u8> {
+    shared::to_bytes(&handle.0.borrow())
 }
 
 /// `limiter.restore(bytes)`.

@@ -143,6 +143,27 @@ function buildPolicy(api, c) {
   return new api.Policy({ limits: c.limits.map((l) => ({ name: l.name, by: l.by, limiter: build(api, l) })) });
 }
 
+const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+const unhex = (text) => Uint8Array.from(text.match(/../g) ?? [], (pair) => parseInt(pair, 16));
+
+/**
+ * Portable state: after the steps, `toBytes()` is exactly `state`; it restores
+ * into a fresh limiter (which then answers as the original), and each broken
+ * variant is refused with a RangeError of its `state_*` code.
+ */
+function stateProblem(api, scenario, limiter) {
+  const got = hex(limiter.toBytes());
+  if (got !== scenario.state) return `state: expected ${scenario.state}, got ${got}`;
+  const fresh = build(api, scenario);
+  fresh.restore(unhex(scenario.state));
+  if (hex(fresh.toBytes()) !== scenario.state) return 'restored: toBytes differs';
+  for (const c of scenario.restore) {
+    const problem = errorProblem(() => build(api, scenario).restore(unhex(c.bytes)), { code: c.expect_error, argument: 'state' });
+    if (problem) return `restore ${c.bytes}: ${problem}`;
+  }
+  return null;
+}
+
 /** Why `fn` did not throw the binding's error for `expected` ({ code, argument }), or null. */
 export function errorProblem(fn, expected) {
   let error;
@@ -282,6 +303,7 @@ export function runScenario(api, scenario) {
       }
       if (problem) return { problem: `step ${i} (${step.op ?? 'acquire'} at ${step.now_ns} ns, cost ${step.cost}): ${problem}` };
     }
+    if (scenario.state !== undefined) return { problem: stateProblem(api, scenario, limiter) };
     return { problem: null };
   } catch (error) {
     if (error instanceof Inexpressible) return { inexpressible: error.message };
