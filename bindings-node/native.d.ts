@@ -56,8 +56,11 @@ export declare function keyedLen(handle: number): number
 /** `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration. */
 export declare function keyedNew(prototype: number, maxKeys: number, eviction: string): number
 
-/** `keyed.peek(key, cost, nowMs)`. */
-export declare function keyedPeek(handle: number, key: string, cost: number, nowMs: number): number
+/**
+ * `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+ * (see [`shared::keyed_op`] and [`status`]).
+ */
+export declare function keyedOp(handle: number, key: string, cost: number, maxWaitMs: number, nowMs: number, op: number): number
 
 /** The configuration of a keyed limiter's keys, as a new limiter handle. */
 export declare function keyedPrototype(handle: number): number
@@ -67,12 +70,6 @@ export declare function keyedReclaim(handle: number, nowMs: number): void
 
 /** `keyed.refund(key, cost, takenAtMs)`. */
 export declare function keyedRefund(handle: number, key: string, cost: number, takenAtMs: number): void
-
-/** `keyed.reserve(key, cost, maxWaitMs, nowMs)`. */
-export declare function keyedReserve(handle: number, key: string, cost: number, maxWaitMs: number, nowMs: number): number
-
-/** `keyed.tryAcquire(key, cost, nowMs)` (see [`status`]). */
-export declare function keyedTryAcquire(handle: number, key: string, cost: number, nowMs: number): number
 
 /** `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]). */
 export declare function keyedTryAcquireBatch(handle: number, key: string, costs: Array<number>, nowMs: number): Array<number>
@@ -99,7 +96,7 @@ export declare function policyFromJson(json: string): number
 export declare function policyFromRates(rates: string, algorithm: string, by: Array<string>): number
 
 /** The headers of a policy decision (see [`shared::policy_headers`]). */
-export declare function policyHeaders(handle: number, limits: Array<number>, allowed: boolean, remaining: number, limit: number, retryAfterMs: number, resetAfterMs: number): string
+export declare function policyHeaders(handle: number, decision: Array<number>): string
 
 /** Each limit's name and its fields (see [`shared::policy_limits`]). */
 export declare function policyLimits(handle: number): Array<string>
@@ -107,20 +104,17 @@ export declare function policyLimits(handle: number): Array<string>
 /** An empty policy, for [`policy_add`]. */
 export declare function policyNew(): number
 
-/** `policy.peek(request, cost, nowMs)`. */
-export declare function policyPeek(handle: number, fields: Array<string>, cost: number, nowMs: number): Array<number>
+/**
+ * `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+ * `fields` alternates names and values (see [`shared::policy_op`]).
+ */
+export declare function policyOp(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number, op: number): Array<number>
 
 /** `policy.reclaim(nowMs)`. */
 export declare function policyReclaim(handle: number, nowMs: number): void
 
 /** `policy.refund(request, cost, takenAtMs)`. */
 export declare function policyRefund(handle: number, fields: Array<string>, cost: number, takenAtMs: number): void
-
-/** `policy.reserve(request, cost, maxWaitMs, nowMs)`. */
-export declare function policyReserve(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number): Array<number>
-
-/** `policy.tryAcquire(request, cost, nowMs)`: `fields` alternates names and values. */
-export declare function policyTryAcquire(handle: number, fields: Array<string>, cost: number, nowMs: number): Array<number>
 
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void

@@ -347,12 +347,13 @@ function createApi(B) {
       this.#clock = clock;
     }
 
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
     tryAcquire(key, cost, nowMs) {
-      return decision(yes(B.keyedTryAcquire(this.#h, keyOf(key), number(cost, 1, 'cost'), nowFrom(this.#clock, nowMs))));
+      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 1)));
     }
 
     peek(key, cost, nowMs) {
-      return decision(yes(B.keyedPeek(this.#h, keyOf(key), number(cost, 1, 'cost'), nowFrom(this.#clock, nowMs))));
+      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 0)));
     }
 
     reserve(key, cost, maxWaitMs, nowMs) {
@@ -360,7 +361,7 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      return reservation(yes(B.keyedReserve(this.#h, k, units, maxWait, now)), units, now, decision);
+      return reservation(yes(B.keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision);
     }
 
     refund(key, cost, takenAtMs) {
@@ -379,7 +380,7 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => yes(B.keyedReserve(h, k, units, maxWait, now)),
+          reserve: (units, maxWait, now) => yes(B.keyedOp(h, k, units, maxWait, now, 2)),
           refund: (units, atMs) => B.keyedRefund(h, k, units, atMs),
           read: () => readClock(this.#clock),
           label: `${this.#prototype.name} [${k}]`,
@@ -565,12 +566,16 @@ function createApi(B) {
     }
 
     tryAcquire(request, cost, nowMs) {
-      const flat = B.policyTryAcquire(this.#h, this.#fields(request), number(cost, 1, 'cost'), nowFrom(this.#clock, nowMs));
-      return this.#decision(flat, flat[0] === 1);
+      return this.#decide(request, cost, nowMs, true);
     }
 
     peek(request, cost, nowMs) {
-      const flat = B.policyPeek(this.#h, this.#fields(request), number(cost, 1, 'cost'), nowFrom(this.#clock, nowMs));
+      return this.#decide(request, cost, nowMs, false);
+    }
+
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
+    #decide(request, cost, nowMs, consume) {
+      const flat = B.policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), consume ? 1 : 0);
       return this.#decision(flat, flat[0] === 1);
     }
 
@@ -579,7 +584,7 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      const flat = B.policyReserve(this.#h, fields, units, maxWait, now);
+      const flat = B.policyOp(this.#h, fields, units, maxWait, now, 2);
       return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false));
     }
 
@@ -599,7 +604,7 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => B.policyReserve(h, fields, units, maxWait, now)[0] === 1,
+          reserve: (units, maxWait, now) => B.policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
           refund: (units, atMs) => B.policyRefund(h, fields, units, atMs),
           read: () => readClock(this.#clock),
           label: 'policy',
@@ -616,7 +621,7 @@ function createApi(B) {
     headers(decision) {
       if (decision === null || typeof decision !== 'object' || !Array.isArray(decision.limits)) badType('decision', 'a decision');
       const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = decision;
-      const flat = [];
+      const flat = [allowed ? 1 : 0, remaining, limit, retryAfterMs, resetAfterMs];
       for (const d of decision.limits) {
         if (d === null || typeof d !== 'object') badType('decision', 'a decision');
         flat.push(d.allowed ? 1 : 0, d.remaining, d.limit, d.retryAfterMs, d.resetAfterMs);
@@ -631,7 +636,7 @@ function createApi(B) {
       ) {
         badType('decision', 'a decision');
       }
-      const values = B.policyHeaders(this.#h, flat, allowed, remaining, limit, retryAfterMs, resetAfterMs).split('\n');
+      const values = B.policyHeaders(this.#h, flat).split('\n');
       const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
       if (values.length > 2) headers['Retry-After'] = values[2];
       return headers;

@@ -343,42 +343,20 @@ pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     Ok(LIMITERS.with_borrow_mut(|t| t.insert(prototype)))
 }
 
-/// `keyed.tryAcquire(key, cost, nowMs)` (see [`status`]).
+/// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+/// (see [`shared::keyed_op`] and [`status`]).
 #[napi]
-pub fn keyed_try_acquire(
-    env: Env,
-    handle: u32,
-    key: String,
-    cost: f64,
-    now_ms: f64,
-) -> napi::Result<u32> {
-    let answer = with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_try_acquire(s, key.as_bytes(), cost, now_ms)
-    })?;
-    status(&env, answer)
-}
-
-/// `keyed.peek(key, cost, nowMs)`.
-#[napi]
-pub fn keyed_peek(env: Env, handle: u32, key: String, cost: f64, now_ms: f64) -> napi::Result<u32> {
-    let answer = with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_peek(s, key.as_bytes(), cost, now_ms)
-    })?;
-    status(&env, answer)
-}
-
-/// `keyed.reserve(key, cost, maxWaitMs, nowMs)`.
-#[napi]
-pub fn keyed_reserve(
+pub fn keyed_op(
     env: Env,
     handle: u32,
     key: String,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> napi::Result<u32> {
     let answer = with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_reserve(s, key.as_bytes(), cost, max_wait_ms, now_ms)
+        shared::keyed_op(s, key.as_bytes(), cost, max_wait_ms, now_ms, op)
     })?;
     status(&env, answer)
 }
@@ -480,48 +458,20 @@ fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<Vec<f6
     Ok(details)
 }
 
-/// `policy.tryAcquire(request, cost, nowMs)`: `fields` alternates names and values.
+/// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+/// `fields` alternates names and values (see [`shared::policy_op`]).
 #[napi]
-pub fn policy_try_acquire(
-    env: Env,
-    handle: u32,
-    fields: Vec<String>,
-    cost: f64,
-    now_ms: f64,
-) -> napi::Result<Vec<f64>> {
-    let answer = with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_try_acquire(p, &fields, cost, now_ms)
-    })?;
-    policy_status(&env, answer)
-}
-
-/// `policy.peek(request, cost, nowMs)`.
-#[napi]
-pub fn policy_peek(
-    env: Env,
-    handle: u32,
-    fields: Vec<String>,
-    cost: f64,
-    now_ms: f64,
-) -> napi::Result<Vec<f64>> {
-    let answer = with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_peek(p, &fields, cost, now_ms)
-    })?;
-    policy_status(&env, answer)
-}
-
-/// `policy.reserve(request, cost, maxWaitMs, nowMs)`.
-#[napi]
-pub fn policy_reserve(
+pub fn policy_op(
     env: Env,
     handle: u32,
     fields: Vec<String>,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> napi::Result<Vec<f64>> {
     let answer = with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_reserve(p, &fields, cost, max_wait_ms, now_ms)
+        shared::policy_op(p, &fields, cost, max_wait_ms, now_ms, op)
     })?;
     policy_status(&env, answer)
 }
@@ -558,20 +508,9 @@ pub fn policy_limits(env: Env, handle: u32) -> napi::Result<Vec<String>> {
 
 /// The headers of a policy decision (see [`shared::policy_headers`]).
 #[napi]
-#[allow(clippy::too_many_arguments)]
-pub fn policy_headers(
-    env: Env,
-    handle: u32,
-    limits: Vec<f64>,
-    allowed: bool,
-    remaining: f64,
-    limit: f64,
-    retry_after_ms: f64,
-    reset_after_ms: f64,
-) -> napi::Result<String> {
-    let combined = (allowed, [remaining, limit, retry_after_ms, reset_after_ms]);
+pub fn policy_headers(env: Env, handle: u32, decision: Vec<f64>) -> napi::Result<String> {
     with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_headers(p, &limits, combined)
+        shared::policy_headers(p, &decision)
     })?
     .or_throw(&env)
 }

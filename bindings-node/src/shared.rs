@@ -231,16 +231,28 @@ pub fn peek(l: &AnyLimiter, cost: f64, now_ms: f64) -> Answer {
     Ok((d.allowed, decision_out(&d)))
 }
 
+/// The arguments of a `reserve`: cost, bound on the wait, now.
+fn reserve_args(cost: f64, max_wait_ms: f64, now_ms: f64) -> Result<(u64, Nanos, Nanos), Error> {
+    Ok((
+        count(cost, "cost")?,
+        max_wait(max_wait_ms)?,
+        millis(now_ms, "now")?,
+    ))
+}
+
+/// A granted reservation for the scratch: `[waitMs, atMs]`. The slot in
+/// nanoseconds, then once to milliseconds: refunding `atMs` converts back to
+/// exactly this slot.
+fn booked(now: Nanos, wait: Nanos) -> Out {
+    [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]
+}
+
 /// `reserve`: booked, with `[waitMs, atMs]`; or not (the wait would exceed
 /// `max_wait_ms`, nothing booked), with the decision.
 pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now_ms: f64) -> Answer {
-    let cost = count(cost, "cost")?;
-    let max_wait = max_wait(max_wait_ms)?;
-    let now = millis(now_ms, "now")?;
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
     Ok(match l.reserve(now, cost, max_wait)? {
-        // The slot in nanoseconds, then once to milliseconds: refunding
-        // `atMs` converts back to exactly this slot.
-        Ok(wait) => (true, [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]),
+        Ok(wait) => (true, booked(now, wait)),
         Err(denied) => (false, decision_out(&denied)),
     })
 }
@@ -539,35 +551,33 @@ pub fn keyed(prototype: AnyLimiter, max_keys: f64, eviction: &str) -> Result<Any
     store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
 }
 
-/// `keyed.tryAcquire(key, cost, nowMs)`.
-pub fn keyed_try_acquire(s: &mut AnyKeyed, key: Key, cost: f64, now_ms: f64) -> Answer {
-    let cost = count(cost, "cost")?;
-    let d = s.try_acquire(key, millis(now_ms, "now")?, cost)?;
-    Ok((d.allowed, decision_out(&d)))
-}
-
-/// `keyed.peek(key, cost, nowMs)`.
-pub fn keyed_peek(s: &AnyKeyed, key: Key, cost: f64, now_ms: f64) -> Answer {
-    let cost = count(cost, "cost")?;
-    let d = s.peek(key, millis(now_ms, "now")?, cost)?;
-    Ok((d.allowed, decision_out(&d)))
-}
-
-/// `keyed.reserve(key, cost, maxWaitMs, nowMs)`, answered as [`reserve`].
-pub fn keyed_reserve(
+/// `keyed.peek` ([`PEEK`]), `keyed.tryAcquire` ([`TRY_ACQUIRE`]) or
+/// `keyed.reserve` ([`RESERVE`], answered as [`reserve`]; the only one to
+/// read `max_wait_ms`) of `cost` for `key` at `now_ms`.
+pub fn keyed_op(
     s: &mut AnyKeyed,
     key: Key,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> Answer {
+    if op == RESERVE {
+        let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+        return Ok(match s.reserve(key, now, cost, max_wait)? {
+            Ok(wait) => (true, booked(now, wait)),
+            Err(denied) => (false, decision_out(&denied)),
+        });
+    }
     let cost = count(cost, "cost")?;
-    let max_wait = max_wait(max_wait_ms)?;
     let now = millis(now_ms, "now")?;
-    Ok(match s.reserve(key, now, cost, max_wait)? {
-        Ok(wait) => (true, [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]),
-        Err(denied) => (false, decision_out(&denied)),
-    })
+    let d = if op == TRY_ACQUIRE {
+        s.try_acquire(key, now, cost)?
+    } else {
+        debug_assert_eq!(op, PEEK);
+        s.peek(key, now, cost)?
+    };
+    Ok((d.allowed, decision_out(&d)))
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`.
@@ -681,29 +691,36 @@ pub fn policy_details(p: &Policy, denied_by: Option<usize>) -> Vec<f64> {
 /// A policy's answer: the combined decision (scratch) and the details.
 pub type PolicyAnswer = Result<(bool, Out, Vec<f64>), Error>;
 
-/// `policy.tryAcquire(request, cost, nowMs)`.
-pub fn policy_try_acquire(
+/// What a keyed or policy operation does: see [`keyed_op`] and [`policy_op`].
+pub const PEEK: u32 = 0;
+/// `tryAcquire`.
+pub const TRY_ACQUIRE: u32 = 1;
+/// `reserve`.
+pub const RESERVE: u32 = 2;
+
+/// `policy.peek` ([`PEEK`]), `policy.tryAcquire` ([`TRY_ACQUIRE`]) or
+/// `policy.reserve` ([`RESERVE`], the only one to read `max_wait_ms`) of
+/// `cost` for the request `fields` at `now_ms`.
+pub fn policy_op(
     p: &mut Policy,
     fields: &[String],
     cost: f64,
+    max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> PolicyAnswer {
+    if op == RESERVE {
+        return policy_reserve(p, fields, cost, max_wait_ms, now_ms);
+    }
     let cost = count(cost, "cost")?;
     let now = millis(now_ms, "now")?;
-    let answer = p.try_acquire(&request(fields), now, cost)?;
-    let d = answer.decision;
-    Ok((
-        d.allowed,
-        decision_out(&d),
-        policy_details(p, answer.denied_by),
-    ))
-}
-
-/// `policy.peek(request, cost, nowMs)`.
-pub fn policy_peek(p: &mut Policy, fields: &[String], cost: f64, now_ms: f64) -> PolicyAnswer {
-    let cost = count(cost, "cost")?;
-    let now = millis(now_ms, "now")?;
-    let answer = p.peek(&request(fields), now, cost)?;
+    let request = request(fields);
+    let answer = if op == TRY_ACQUIRE {
+        p.try_acquire(&request, now, cost)?
+    } else {
+        debug_assert_eq!(op, PEEK);
+        p.peek(&request, now, cost)?
+    };
     let d = answer.decision;
     Ok((
         d.allowed,
@@ -714,22 +731,16 @@ pub fn policy_peek(p: &mut Policy, fields: &[String], cost: f64, now_ms: f64) ->
 
 /// `policy.reserve(request, cost, maxWaitMs, nowMs)`: booked in every limit
 /// (`[waitMs, atMs]`), or in none, with the combined decision and details.
-pub fn policy_reserve(
+fn policy_reserve(
     p: &mut Policy,
     fields: &[String],
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
 ) -> PolicyAnswer {
-    let cost = count(cost, "cost")?;
-    let max_wait = max_wait(max_wait_ms)?;
-    let now = millis(now_ms, "now")?;
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
     Ok(match p.reserve(&request(fields), now, cost, max_wait)? {
-        Ok(wait) => (
-            true,
-            [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0],
-            Vec::new(),
-        ),
+        Ok(wait) => (true, booked(now, wait), Vec::new()),
         Err(denied) => {
             let d = denied.decision;
             (false, decision_out(&d), policy_details(p, denied.denied_by))
@@ -766,12 +777,15 @@ pub fn policy_limits(p: &Policy) -> Vec<String> {
 
 /// The headers of a policy decision, every limit listed: `RateLimit-Policy`
 /// and `RateLimit` as comma-separated items, then `Retry-After` (the
-/// combined retry) when denied; joined by `\n`. `limits` holds five numbers
-/// per limit, as [`policy_details`] wrote them; `combined` the combined decision.
-pub fn policy_headers(p: &Policy, limits: &[f64], combined: (bool, Out)) -> Result<String, Error> {
-    if limits.len() != 5 * p.len() {
+/// combined retry) when denied; joined by `\n`. `decision` holds five numbers
+/// per limit, as [`policy_details`] wrote them, after five numbers for the
+/// combined decision.
+pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
+    if decision.len() != 5 * (p.len() + 1) {
         return Err(invalid_type("decision", "a decision"));
     }
+    let (c, limits) = decision.split_at(5);
+    let combined = (c[0] == 1.0, [c[1], c[2], c[3], c[4]]);
     let mut policies = String::new();
     let mut rate_limits = String::new();
     for (i, f) in limits.chunks_exact(5).enumerate() {

@@ -269,45 +269,25 @@ pub fn keyed_prototype(handle: &KeyedHandle) -> Handle {
     Handle(RefCell::new(handle.0.borrow().prototype()))
 }
 
-/// `keyed.tryAcquire(key, cost, nowMs)` (see [`status`]).
-#[wasm_bindgen(js_name = keyedTryAcquire)]
-pub fn keyed_try_acquire(handle: &KeyedHandle, key: &str, cost: f64, now_ms: f64) -> u32 {
-    let store = &mut handle.0.borrow_mut();
-    status(shared::keyed_try_acquire(
-        store,
-        key.as_bytes(),
-        cost,
-        now_ms,
-    ))
-}
-
-/// `keyed.peek(key, cost, nowMs)`.
-#[wasm_bindgen(js_name = keyedPeek)]
-pub fn keyed_peek(handle: &KeyedHandle, key: &str, cost: f64, now_ms: f64) -> u32 {
-    status(shared::keyed_peek(
-        &handle.0.borrow(),
-        key.as_bytes(),
-        cost,
-        now_ms,
-    ))
-}
-
-/// `keyed.reserve(key, cost, maxWaitMs, nowMs)`.
-#[wasm_bindgen(js_name = keyedReserve)]
-pub fn keyed_reserve(
+/// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+/// (see `shared::keyed_op` and [`status`]).
+#[wasm_bindgen(js_name = keyedOp)]
+pub fn keyed_op(
     handle: &KeyedHandle,
     key: &str,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> u32 {
     let store = &mut handle.0.borrow_mut();
-    status(shared::keyed_reserve(
+    status(shared::keyed_op(
         store,
         key.as_bytes(),
         cost,
         max_wait_ms,
         now_ms,
+        op,
     ))
 }
 
@@ -401,55 +381,20 @@ fn policy_status(answer: shared::PolicyAnswer) -> Result<Vec<f64>, JsValue> {
     Ok(details)
 }
 
-/// `policy.tryAcquire(request, cost, nowMs)`: `fields` alternates names and values.
-#[wasm_bindgen(js_name = policyTryAcquire)]
-pub fn policy_try_acquire(
-    handle: &PolicyHandle,
-    fields: Vec<String>,
-    cost: f64,
-    now_ms: f64,
-) -> Result<Vec<f64>, JsValue> {
-    policy_status(shared::policy_try_acquire(
-        &mut handle.0.borrow_mut(),
-        &fields,
-        cost,
-        now_ms,
-    ))
-}
-
-/// `policy.peek(request, cost, nowMs)`.
-#[wasm_bindgen(js_name = policyPeek)]
-pub fn policy_peek(
-    handle: &PolicyHandle,
-    fields: Vec<String>,
-    cost: f64,
-    now_ms: f64,
-) -> Result<Vec<f64>, JsValue> {
-    policy_status(shared::policy_peek(
-        &mut handle.0.borrow_mut(),
-        &fields,
-        cost,
-        now_ms,
-    ))
-}
-
-/// `policy.reserve(request, cost, maxWaitMs, nowMs)`.
-#[wasm_bindgen(js_name = policyReserve)]
-pub fn policy_reserve(
+/// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+/// `fields` alternates names and values (see `shared::policy_op`).
+#[wasm_bindgen(js_name = policyOp)]
+pub fn policy_op(
     handle: &PolicyHandle,
     fields: Vec<String>,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
+    op: u32,
 ) -> Result<Vec<f64>, JsValue> {
     let policy = &mut handle.0.borrow_mut();
-    policy_status(shared::policy_reserve(
-        policy,
-        &fields,
-        cost,
-        max_wait_ms,
-        now_ms,
-    ))
+    let answer = shared::policy_op(policy, &fields, cost, max_wait_ms, now_ms, op);
+    policy_status(answer)
 }
 
 /// `policy.refund(request, cost, takenAtMs)`.
@@ -477,18 +422,8 @@ pub fn policy_limits(handle: &PolicyHandle) -> Vec<String> {
 
 /// The headers of a policy decision (see `shared::policy_headers`).
 #[wasm_bindgen(js_name = policyHeaders)]
-#[allow(clippy::too_many_arguments)]
-pub fn policy_headers(
-    handle: &PolicyHandle,
-    limits: Vec<f64>,
-    allowed: bool,
-    remaining: f64,
-    limit: f64,
-    retry_after_ms: f64,
-    reset_after_ms: f64,
-) -> Result<String, JsValue> {
-    let combined = (allowed, [remaining, limit, retry_after_ms, reset_after_ms]);
-    shared::policy_headers(&handle.0.borrow(), &limits, combined).map_err(to_js)
+pub fn policy_headers(handle: &PolicyHandle, decision: Vec<f64>) -> Result<String, JsValue> {
+    shared::policy_headers(&handle.0.borrow(), &decision).map_err(to_js)
 }
 
 /// Takes what `tryAcquire` takes and does nothing: the floor of a call.

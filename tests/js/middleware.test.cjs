@@ -124,44 +124,39 @@ const failingKey = (base) => ({
 
 describe('middleware, in a real Express app', () => {
   const server = {};
-  before(async () => {
-    const app = express();
-    app.use(middleware(failingKey(options())));
-    app.all('/', (req, res) => res.type('text/plain').send('hello'));
-    // Quiet error handler: answers 500 without printing the stack.
-    app.use((error, req, res, next) => res.status(500).send(String(error.message)));
-    await new Promise((resolve) => {
-      server.http = app.listen(0, '127.0.0.1', resolve);
-    });
-    server.url = `http://127.0.0.1:${server.http.address().port}/`;
-  });
+  before(() => expressServer(server, failingKey(options())));
   after(() => new Promise((resolve) => server.http.close(resolve)));
   scenario(server);
 });
 
 describe('fastifyHook, in a real Fastify app', () => {
   const server = {};
-  before(async () => {
-    const app = Fastify({ logger: false });
-    app.addHook('onRequest', fastifyHook(failingKey(options())));
-    app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
-    server.app = app;
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    server.url = `http://127.0.0.1:${app.server.address().port}/`;
-  });
+  before(() => fastifyServer(server, failingKey(options())));
   after(() => server.app.close());
   scenario(server);
 });
 
+/** An Express app on 127.0.0.1 behind `middleware(options)`, answering "hello". */
 async function expressServer(server, options) {
   const app = express();
   app.use(middleware(options));
   app.all('/', (req, res) => res.type('text/plain').send('hello'));
+  // Quiet error handler: answers 500 without printing the stack.
   app.use((error, req, res, next) => res.status(500).send(String(error.message)));
   await new Promise((resolve) => {
     server.http = app.listen(0, '127.0.0.1', resolve);
   });
   server.url = `http://127.0.0.1:${server.http.address().port}/`;
+}
+
+/** The same with Fastify and `fastifyHook(options)`. */
+async function fastifyServer(server, options) {
+  const app = Fastify({ logger: false });
+  app.addHook('onRequest', fastifyHook(options));
+  app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
+  server.app = app;
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  server.url = `http://127.0.0.1:${app.server.address().port}/`;
 }
 
 describe('middleware with a Policy, in a real Express app', () => {
@@ -173,14 +168,7 @@ describe('middleware with a Policy, in a real Express app', () => {
 
 describe('fastifyHook with a Policy, in a real Fastify app', () => {
   const server = {};
-  before(async () => {
-    const app = Fastify({ logger: false });
-    app.addHook('onRequest', fastifyHook(policyOptions()));
-    app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
-    server.app = app;
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    server.url = `http://127.0.0.1:${app.server.address().port}/`;
-  });
+  before(() => fastifyServer(server, policyOptions()));
   after(() => server.app.close());
   policyScenario(server);
 });
