@@ -594,8 +594,9 @@ pub fn keyed_reclaim(s: &mut AnyKeyed, now_ms: f64) -> Result<(), Error> {
 }
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)`: five numbers per cost,
-/// `[allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs]`; the
-/// first failing cost throws.
+/// `[allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs]`. A
+/// failed call changes nothing: a cost that would fail its own entry (above
+/// the limit) fails the whole call before anything is decided.
 pub fn keyed_try_acquire_batch(
     s: &mut AnyKeyed,
     key: Key,
@@ -607,6 +608,9 @@ pub fn keyed_try_acquire_batch(
         .iter()
         .map(|&c| count(c, "cost"))
         .collect::<Result<Vec<u64>, Error>>()?;
+    for &cost in &costs {
+        s.peek(key, now, cost)?;
+    }
     let mut out = vec![Err(Error::StateTruncated); costs.len()];
     s.try_acquire_batch(key, now, &costs, &mut out)?;
     let mut flat = Vec::with_capacity(5 * out.len());

@@ -57,6 +57,10 @@ describe('KeyedLimiter', () => {
     const keyed = new KeyedLimiter(new TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: SECOND }));
     const got = keyed.tryAcquireBatch('k', [1, 1, 2, 1], 0);
     assert.deepStrictEqual(got.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [false, 1], [true, 0]]);
+    const other = keyed.tryAcquireBatch('other', [1], 0);
+    assertLimiterError(() => keyed.tryAcquireBatch('other', [1, 4], 0), 'cost_exceeds_limit', 'cost');
+    assert.equal(keyed.peek('other', 0, 0).remaining, other[0].remaining, 'a failed batch decides nothing');
+    assertLimiterError(() => keyed.tryAcquireBatch('other', [1, '2'], 0), 'invalid_type', 'costs');
   });
 
   it('reserve books per key, refund gives it back, acquire waits on one timer', async () => {
