@@ -227,8 +227,13 @@ export declare abstract class Limiter {
  */
 export declare class TokenBucket extends Limiter {
   constructor(options: TokenBucketOptions)
-  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  /**
+   * A bucket holding the state `bytes` (see `toBytes`): built from `options`
+   * as the constructor takes them, or from bandwidths as `fromBandwidths`
+   * (then `common` holds `name` and `clock`).
+   */
   static fromBytes(bytes: Uint8Array, options: TokenBucketOptions): TokenBucket
+  static fromBytes(bytes: Uint8Array, bandwidths: BandwidthOptions[], common?: CommonOptions): TokenBucket
   /** A bucket enforcing every one of `bandwidths` (1 to 4) at once: allowed only if all allow. */
   static fromBandwidths(bandwidths: BandwidthOptions[], options?: CommonOptions): TokenBucket
   /** Every bandwidth (a copy). */

@@ -670,6 +670,19 @@ function createApi(B) {
       return new TokenBucket(undefined, new Built(handle, options));
     }
 
+    /**
+     * A bucket holding the state `bytes`: `options` as the constructor takes
+     * them, or an array of bandwidths as `fromBandwidths` (then `common` holds
+     * `name` and `clock`).
+     */
+    static fromBytes(bytes, options, common) {
+      if (!Array.isArray(options)) return super.fromBytes(bytes, options);
+      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      const bucket = TokenBucket.fromBandwidths(options, common);
+      bucket.restore(bytes);
+      return bucket;
+    }
+
     get bandwidths() {
       return configOf(this).bandwidths.map((band) => ({ ...band }));
     }

@@ -180,6 +180,16 @@ describe('portable state', () => {
     ['LeakyBucket', () => new LeakyBucket({ capacity: 3, intervalMs: 100 }), (o) => LeakyBucket.fromBytes(o, { capacity: 3, intervalMs: 100 })],
     ['SlidingWindowLog', () => new SlidingWindowLog({ limit: 3, windowMs: 100 }), (o) => SlidingWindowLog.fromBytes(o, { limit: 3, windowMs: 100 })],
   ];
+  it('TokenBucket.fromBytes takes bandwidths as fromBandwidths does', () => {
+    const bands = [bucket, { capacity: 10, refillTokens: 10, refillPeriodMs: SECOND }];
+    const a = TokenBucket.fromBandwidths(bands, { name: 'two' });
+    a.tryAcquire(3, 0);
+    const b = TokenBucket.fromBytes(a.toBytes(), bands, { name: 'two' });
+    assert.equal(b.name, 'two');
+    assert.deepStrictEqual(b.tryAcquire(1, 50), a.tryAcquire(1, 50));
+    assertLimiterError(() => TokenBucket.fromBytes(a.toBytes(), bucket), 'state_mismatch', 'state');
+  });
+
   for (const [name, make, fromBytes] of portable) {
     it(`${name}: toBytes round trip keeps decisions`, () => {
       const a = make();

@@ -107,12 +107,13 @@ const monthly = new FixedWindow({ limit: 1000, calendar: 'month', clock: Date.no
 const bytes: Uint8Array = monthly.toBytes();
 monthly.restore(bytes);
 const copy: FixedWindow = FixedWindow.fromBytes(bytes, { limit: 1000, calendar: 'month' });
+const copyBuckets: TokenBucket = TokenBucket.fromBytes(both.toBytes(), both.bandwidths, { name: 'both' });
 const copyGcra: Gcra = Gcra.fromBytes(new Gcra({ burst: 1, emissionIntervalMs: 1 }).toBytes(), { burst: 1, emissionIntervalMs: 1 });
 export async function waitingKeyed(): Promise<void> {
   await perIp.acquire('k', 1, { timeoutMs: 100 });
   await policy.acquire({ ip: 'x' }, 1, { timeoutMs: 100 });
 }
-export const more: unknown[] = [keyedDecisions, size, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra];
+export const more: unknown[] = [keyedDecisions, size, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra, copyBuckets];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
 
