@@ -3,8 +3,8 @@
 # under the `node` export condition, the WebAssembly build under `workerd`,
 # `deno`, `browser` and `default`.
 #
-#   bash scripts/package.sh setup   npm ci in tests/edge (miniflare, which brings workerd); skipped
-#                                   when installed
+#   bash scripts/package.sh setup   npm ci in tests/edge (miniflare, which brings workerd) and
+#                                   tests/package (esbuild); each skipped when installed
 #   bash scripts/package.sh pack    stage the package (bindings-node + the wasm build) and `npm pack` it;
 #                                   prints the tarball's path. Builds the addon / the wasm when missing.
 #   bash scripts/package.sh test    (the default) pack, then: pacedFetch on both builds (fake clock),
@@ -33,9 +33,12 @@ die() {
 }
 
 cmd_setup() {
-    # Skipped when installed: miniflare's lockfile pins workerd, and npm ci takes ~25 s.
-    [[ -f tests/edge/node_modules/miniflare/package.json ]] ||
-        npm ci --prefix tests/edge --no-audit --no-fund --loglevel=error >/dev/null
+    # Each skipped when installed (npm ci wipes node_modules): miniflare (its lockfile pins
+    # workerd) in tests/edge, esbuild in tests/package.
+    local dir
+    for dir in tests/edge/node_modules/miniflare tests/package/node_modules/esbuild; do
+        [[ -f "$dir/package.json" ]] || npm ci --prefix "${dir%/node_modules/*}" --no-audit --no-fund --loglevel=error >/dev/null
+    done
 }
 
 # The ES module twin of a CommonJS file that requires nothing: $1 source, $2 output.
@@ -77,10 +80,10 @@ cmd_pack() {
 cmd_test() {
     local tarball
     tarball=$(cmd_pack)
+    cmd_setup
     node --test tests/package/paced-fetch.test.mjs
     RATEKEEPER_IMPL=wasm node --test tests/package/paced-fetch.test.mjs
     RATEKEEPER_TARBALL="$tarball" node --test tests/package/install.test.mjs tests/package/browser.test.mjs
-    cmd_setup
     RATEKEEPER_TARBALL="$tarball" node --test tests/edge/*.test.mjs
 }
 

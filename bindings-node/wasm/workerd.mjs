@@ -9,3 +9,5 @@ initSync(wasmModule);
 
 export * from './web.mjs';
 export { pacedFetch } from '../lib/paced-fetch.mjs';
+// Already initialised: `init()` / `initSync()` return at once, for code written for browsers.
+export { default } from './web.mjs';

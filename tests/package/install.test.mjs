@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, test } from 'node:test';
 
 const TARBALL = process.env.RATEKEEPER_TARBALL;
@@ -81,6 +82,32 @@ test('the browser condition resolves to the WebAssembly build', () => {
   `]).trim().split('\n');
   assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
   assert.match(out[1], /node_modules\/ratekeeper\/wasm\/browser\.mjs$/);
+});
+
+test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async (t) => {
+  const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
+  if (!existsSync(esbuildPath)) {
+    t.skip('no esbuild in tests/package/node_modules (bash scripts/package.sh setup)');
+    return;
+  }
+  const { build } = await import(esbuildPath.href);
+  writeFileSync(join(dir, 'app.mjs'), "export { default as init, initSync, Gcra, pacedFetch } from 'ratekeeper';\n");
+  const bundle = (options) =>
+    build({ entryPoints: ['app.mjs'], absWorkingDir: dir, bundle: true, format: 'esm', metafile: true, logLevel: 'silent', ...options });
+  const web = await bundle({ platform: 'browser', outfile: join(dir, 'out/app.mjs') });
+  const inputs = Object.keys(web.metafile.inputs);
+  assert.ok(inputs.includes('node_modules/ratekeeper/wasm/browser.mjs'), inputs.join());
+  assert.ok(inputs.includes('node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm.js'));
+  assert.ok(!inputs.some((file) => /main\.c?js|native\.js|index\.js$/.test(file)), `no native code: ${inputs}`);
+  const app = await import(pathToFileURL(join(dir, 'out/app.mjs')).href);
+  app.initSync(readFileSync(join(dir, 'node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
+  const gcra = app.Gcra.perPeriod({ burst: 1, tokens: 2, periodMs: 1000 });
+  assert.deepEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).retryAfterMs], [true, 500]);
+  assert.equal(typeof app.pacedFetch, 'function');
+
+  // As wrangler bundles a Cloudflare worker: the workerd condition, the .wasm left as a module import.
+  const worker = await bundle({ platform: 'neutral', conditions: ['workerd', 'worker', 'browser'], external: ['*.wasm'], write: false, outfile: 'worker.mjs' });
+  assert.ok(Object.keys(worker.metafile.inputs).includes('node_modules/ratekeeper/wasm/workerd.mjs'));
 });
 
 test('the export conditions in package.json', () => {
