@@ -140,7 +140,6 @@ cmd_test() {
     [ -d tests/browser/node_modules/playwright-core ] || die "tests/browser has no node_modules: run \`bash scripts/wasm.sh setup\`"
     (cd tests/browser && npx --no-install tsc -p tsconfig.json)
     RATEKEEPER_CHROMIUM="$(chromium_path)" node --test tests/browser/*.test.mjs
-    RATEKEEPER_CHROMIUM="$(chromium_path)" bash scripts/package.sh test
 }
 
 cmd_check_core() {
