@@ -121,8 +121,8 @@ cmd_build() {
     version=$(bindgen_version)
     bindgen_installed "$version" || die "wasm-bindgen $version is not installed: run \`bash scripts/wasm.sh setup\`"
     start=$SECONDS
-    wasm_cargo std,panic_abort --release -p "$CRATE"
-    local wasm="${CARGO_TARGET_DIR:-target}/$TARGET/release/${CRATE//-/_}.wasm"
+    wasm_cargo std,panic_abort --profile wasm -p "$CRATE"
+    local wasm="${CARGO_TARGET_DIR:-target}/$TARGET/wasm/${CRATE//-/_}.wasm"
     rm -rf "$OUT/nodejs" "$OUT/web"
     wasm-bindgen "$wasm" --target nodejs --out-dir "$OUT/nodejs"
     wasm-bindgen "$wasm" --target web --out-dir "$OUT/web"
