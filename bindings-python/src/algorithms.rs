@@ -5,14 +5,14 @@
 use std::sync::MutexGuard;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::PyClass;
 use ratekeeper::{
     AnyLimiter, Bandwidth, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, SlidingWindowLog,
 };
 
-use crate::convert::{self, float_repr};
+use crate::convert::{self, seconds_object};
 use crate::errors::to_py;
 use crate::limiter::{Common, PyLimiter};
 
@@ -66,61 +66,118 @@ fn interval(any: &AnyLimiter) -> Nanos {
     }
 }
 
-/// `capacity=5, refill_tokens=1, refill_period=1.0` and the non-defaults.
-fn bandwidth_arguments(py: Python<'_>, band: &Bandwidth) -> PyResult<String> {
-    let mut text = format!(
-        "capacity={}, refill_tokens={}, refill_period={}",
-        band.capacity(),
-        band.refill_tokens(),
-        float_repr(py, band.refill_period().as_secs_f64())?
-    );
+/// The keyword arguments that rebuild `band`: `capacity`, `refill_tokens`,
+/// `refill_period` and the non-defaults.
+fn bandwidth_kwargs<'py>(py: Python<'py>, band: &Bandwidth) -> PyResult<Bound<'py, PyDict>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("capacity", band.capacity())?;
+    kwargs.set_item("refill_tokens", band.refill_tokens())?;
+    kwargs.set_item("refill_period", seconds_object(py, band.refill_period())?)?;
     if band.initial_tokens() != band.capacity() {
-        text += &format!(", initial_tokens={}", band.initial_tokens());
+        kwargs.set_item("initial_tokens", band.initial_tokens())?;
     }
     if band.refill() != Refill::Greedy {
-        text += &format!(", refill='{}'", refill_name(band.refill()));
+        kwargs.set_item("refill", refill_name(band.refill()))?;
     }
-    Ok(text)
+    Ok(kwargs)
 }
 
-/// The constructor call that rebuilds `any`'s configuration (its `repr`,
-/// less the name).
-pub fn describe(py: Python<'_>, any: &AnyLimiter) -> PyResult<String> {
-    let secs = |nanos: Nanos| float_repr(py, nanos.as_secs_f64());
-    Ok(match any {
-        AnyLimiter::Gcra(_) => format!(
-            "Gcra(burst={}, emission_interval={})",
-            any.limit(),
-            secs(interval(any))?
-        ),
-        AnyLimiter::LeakyBucket(_) => format!(
-            "LeakyBucket(capacity={}, interval={})",
-            any.limit(),
-            secs(interval(any))?
-        ),
+/// A constructor call: `class.method(*args, **kwargs)`, or `class(...)`.
+pub struct Call<'py> {
+    pub class: Bound<'py, PyType>,
+    pub method: Option<&'static str>,
+    pub args: Bound<'py, PyTuple>,
+    pub kwargs: Bound<'py, PyDict>,
+}
+
+impl<'py> Call<'py> {
+    fn new(class: Bound<'py, PyType>, kwargs: Bound<'py, PyDict>) -> Self {
+        let args = PyTuple::empty(class.py());
+        Call {
+            class,
+            method: None,
+            args,
+            kwargs,
+        }
+    }
+
+    /// The factory to call: the class or its method.
+    pub fn factory(&self) -> PyResult<Bound<'py, PyAny>> {
+        match self.method {
+            Some(method) => self.class.getattr(method),
+            None => Ok(self.class.clone().into_any()),
+        }
+    }
+
+    /// The call as Python source: `TokenBucket(capacity=5, ...)`.
+    pub fn describe(&self) -> PyResult<String> {
+        let mut text = self.class.name()?.to_string();
+        if let Some(method) = self.method {
+            text = format!("{text}.{method}");
+        }
+        let mut arguments: Vec<String> = Vec::new();
+        for arg in &self.args {
+            arguments.push(arg.repr()?.to_string());
+        }
+        for (name, value) in &self.kwargs {
+            arguments.push(format!("{name}={}", value.repr()?));
+        }
+        Ok(format!("{text}({})", arguments.join(", ")))
+    }
+}
+
+/// The constructor call that rebuilds `any`'s configuration, fresh (less the
+/// name and clock): for `repr`, pickling and keyed stores.
+pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>> {
+    let secs = |nanos: Nanos| seconds_object(py, nanos);
+    let kwargs = PyDict::new(py);
+    let class = match any {
+        AnyLimiter::Gcra(_) => {
+            kwargs.set_item("burst", any.limit())?;
+            kwargs.set_item("emission_interval", secs(interval(any))?)?;
+            py.get_type::<PyGcra>()
+        }
+        AnyLimiter::LeakyBucket(_) => {
+            kwargs.set_item("capacity", any.limit())?;
+            kwargs.set_item("interval", secs(interval(any))?)?;
+            py.get_type::<PyLeakyBucket>()
+        }
         AnyLimiter::SlidingWindowLog(_)
         | AnyLimiter::SlidingWindowCounter(_)
-        | AnyLimiter::FixedWindow(_) => format!(
-            "{}(limit={}, window={})",
+        | AnyLimiter::FixedWindow(_) => {
+            kwargs.set_item("limit", any.limit())?;
+            kwargs.set_item("window", secs(any.window())?)?;
             match any.algorithm() {
-                "sliding_window_log" => "SlidingWindowLog",
-                "sliding_window_counter" => "SlidingWindowCounter",
-                _ => "FixedWindow",
-            },
-            any.limit(),
-            secs(any.window())?
-        ),
-        _ => match &bandwidths(any)[..] {
-            [band] => format!("TokenBucket({})", bandwidth_arguments(py, band)?),
-            bands => {
-                let each: PyResult<Vec<String>> = bands
-                    .iter()
-                    .map(|band| Ok(format!("Bandwidth({})", bandwidth_arguments(py, band)?)))
-                    .collect();
-                format!("TokenBucket.from_bandwidths([{}])", each?.join(", "))
+                "sliding_window_log" => py.get_type::<PySlidingWindowLog>(),
+                "sliding_window_counter" => py.get_type::<PySlidingWindowCounter>(),
+                _ => py.get_type::<PyFixedWindow>(),
             }
-        },
-    })
+        }
+        _ => {
+            let class = py.get_type::<PyTokenBucket>();
+            return Ok(match &bandwidths(any)[..] {
+                [band] => Call::new(class, bandwidth_kwargs(py, band)?),
+                bands => {
+                    let bands = bands.iter().map(|band| PyBandwidth(*band));
+                    let list = PyList::new(py, bands)?;
+                    Call {
+                        method: Some("from_bandwidths"),
+                        args: PyTuple::new(py, [list])?,
+                        ..Call::new(class, kwargs)
+                    }
+                }
+            });
+        }
+    };
+    Ok(Call::new(class, kwargs))
+}
+
+/// A fresh limiter of `any`'s configuration.
+pub fn fresh(py: Python<'_>, any: &AnyLimiter) -> PyResult<AnyLimiter> {
+    let call = constructor(py, any)?;
+    let made = call.factory()?.call(&call.args, Some(&call.kwargs))?;
+    let limiter = made.cast::<PyLimiter>()?.get().lock().clone();
+    Ok(limiter)
 }
 
 /// One rule of a token bucket: at most ``capacity`` tokens, ``refill_tokens``
@@ -190,8 +247,9 @@ impl PyBandwidth {
         refill_name(self.0.refill())
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("Bandwidth({})", bandwidth_arguments(py, &self.0)?))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let kwargs = bandwidth_kwargs(slf.py(), &slf.get().0)?;
+        Call::new(slf.get_type(), kwargs).describe()
     }
 }
 

@@ -19,10 +19,12 @@ static RATE_LIMITED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 ///
 /// Python spells arguments as the core does (`capacity`, `refill_period`,
 /// `max_wait`, `cost`, `now`...) but for `reconfigure`'s, which the core
-/// calls `new` and Python `other`.
+/// calls `new` and Python `other`, and encoded state, which the core calls
+/// `state` and `restore` / `from_bytes` call `data`.
 fn python_argument(rust: &'static str) -> &'static str {
     match rust {
         "new" => "other",
+        "state" => "data",
         same => same,
     }
 }
