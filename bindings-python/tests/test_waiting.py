@@ -217,7 +217,7 @@ def test_acquiring_as_context_managers(clock: FakeClock) -> None:
     bucket = TokenBucket(1, 1, 2, clock=clock)
     guard = bucket.acquiring(1)
     assert isinstance(guard, Acquiring)
-    assert repr(guard) == "TokenBucket(capacity=1, refill_tokens=1, refill_period=2.0).acquiring(cost=1, timeout=None)"
+    assert repr(guard) == "TokenBucket(capacity=1, refill_tokens=1, refill_period=2.0).acquiring(1, timeout=None)"
     with guard:
         pass
     with bucket.acquiring():
