@@ -35,6 +35,7 @@ _Refill: TypeAlias = Literal["greedy", "interval"]
 _Key: TypeAlias = Union[str, bytes, int]
 _Request: TypeAlias = Optional[Mapping[str, _Key]]
 _Eviction: TypeAlias = Literal["nearest_fresh", "refuse"]
+_Data: TypeAlias = Union[bytes, bytearray, memoryview]
 
 @disjoint_base
 class Decision:
@@ -147,11 +148,11 @@ class Limiter:
     def to_bytes(self) -> bytes:
         """The limiter's state as bytes, for ``restore`` and ``from_bytes``."""
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: _Data) -> None:
         """Replace this limiter's state with the one ``data`` holds."""
 
     @classmethod
-    def from_bytes(cls, data: bytes, *args: Any, **kwargs: Any) -> Self:
+    def from_bytes(cls, data: _Data, *args: Any, **kwargs: Any) -> Self:
         """A limiter made by ``cls(*args, **kwargs)``, holding the state ``data``."""
 
     def __reduce__(self) -> tuple[Any, ...]: ...

@@ -33,7 +33,8 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     never awaited books nothing. Any exception during the sleep (above all
     ``asyncio.CancelledError``) gives the booking back before propagating.
     """
-    reservation = subject._book(*args, timeout)
+    booker: Any = subject  # its arguments vary by class
+    reservation = booker._book(*args, timeout)
     if reservation.wait > 0:
         try:
             # Looked up on every call, so that a test may replace asyncio.sleep.
@@ -58,7 +59,7 @@ class Acquiring:
     __slots__ = ("_args", "_subject", "_timeout")
 
     def __init__(self, subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
-        self._subject = subject
+        self._subject: Any = subject  # its arguments vary by class
         self._args = args
         self._timeout = timeout
 

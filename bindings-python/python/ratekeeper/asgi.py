@@ -100,7 +100,7 @@ class RateLimitMiddleware:
             key = key or request_fields
         else:
             raise TypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter")
-        self._key = key
+        self._key: Optional[Callable[[Scope], Any]] = key
 
     def decide(self, scope: Scope) -> Optional[Decision]:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
