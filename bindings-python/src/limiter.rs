@@ -315,13 +315,6 @@ limiter_methods!(
             PyTuple::new(py, [rebuild, arguments.into_pyobject(py)?.into_any()])
         }
 
-        /// The floor of a method call, for the benchmark: takes ``try_acquire``'s
-        /// arguments and does nothing.
-        #[pyo3(signature = (cost = None, now = None))]
-        fn _noop(&self, cost: Option<&Bound<'_, PyAny>>, now: Option<&Bound<'_, PyAny>>) {
-            let _ = (cost, now);
-        }
-
         /// The most units admitted at once: a capacity, burst or limit (for a
         /// token bucket of several bandwidths, the smallest capacity).
         #[getter]

@@ -401,6 +401,18 @@ macro_rules! limiter_methods {
                 $crate::shared::book_reservation(slf, target, cost, timeout)
             }
 
+            /// The floor of a method call, for the benchmark: takes ``try_acquire``'s
+            /// arguments and does nothing.
+            #[pyo3(signature = ($($target = None,)? cost = None, now = None))]
+            fn _noop(
+                &self,
+                $($target: Option<&Bound<'_, PyAny>>,)?
+                cost: Option<&Bound<'_, PyAny>>,
+                now: Option<&Bound<'_, PyAny>>,
+            ) {
+                let _ = ($($target,)? cost, now);
+            }
+
             $($extra)*
         }
     };

@@ -28,15 +28,6 @@ from ratekeeper import (
 )
 
 
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """A fake clock that time.sleep and asyncio.sleep advance."""
-    fake = FakeClock(50.0)
-    monkeypatch.setattr(time, "sleep", fake.sleep)
-    monkeypatch.setattr(asyncio, "sleep", fake.async_sleep)
-    return fake
-
-
 # --- KeyedLimiter ---------------------------------------------------------
 
 

@@ -17,15 +17,6 @@ from limiters import ALL, FakeClock, Make
 from ratekeeper import Acquiring, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
 
 
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """A fake clock that time.sleep and asyncio.sleep advance."""
-    fake = FakeClock(50.0)
-    monkeypatch.setattr(time, "sleep", fake.sleep)
-    monkeypatch.setattr(asyncio, "sleep", fake.async_sleep)
-    return fake
-
-
 # --- acquire on a fake clock ----------------------------------------------
 
 

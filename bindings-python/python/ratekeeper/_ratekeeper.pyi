@@ -356,6 +356,7 @@ class KeyedLimiter:
         """``acquire`` as a context manager and decorator, for sync and async code."""
 
     def _book(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> Reservation: ...
+    def _noop(self, key: object = None, cost: object = None, now: object = None) -> None: ...
     def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[Decision]:
         """Decide each of ``costs`` for ``key``, in order, with one lookup."""
 
@@ -445,6 +446,7 @@ class Policy:
         """``acquire`` as a context manager and decorator, for sync and async code."""
 
     def _book(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> Reservation: ...
+    def _noop(self, request: object = None, cost: object = None, now: object = None) -> None: ...
     def headers(self, decision: PolicyDecision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, every limit listed."""
 
