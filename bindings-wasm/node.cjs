@@ -1,12 +1,14 @@
 'use strict';
-// Node entry of the WebAssembly build: the same classes as the napi addon
-// (`TokenBucket`, `SlidingWindowLog`), loaded synchronously. The wasm-bindgen
-// output under pkg/nodejs/ is not committed: `bash scripts/wasm.sh build` makes it.
-let binding;
+// Node entry of the WebAssembly build: the same API as the napi addon, from the
+// same JS layer (pkg/api.cjs, a copy of bindings-node/lib/api.cjs) over the
+// wasm-bindgen output. pkg/ is not committed: `bash scripts/wasm.sh build` makes it.
+let wasm;
+let createApi;
 try {
-  binding = require('./pkg/nodejs/ratekeeper_wasm.js');
+  wasm = require('./pkg/nodejs/ratekeeper_wasm.js');
+  ({ createApi } = require('./pkg/api.cjs'));
 } catch (error) {
-  if (error && error.code === 'MODULE_NOT_FOUND' && String(error.message).includes('ratekeeper_wasm')) {
+  if (error && error.code === 'MODULE_NOT_FOUND' && /ratekeeper_wasm|api\.cjs/.test(String(error.message))) {
     throw new Error('ratekeeper-wasm is not built: run `bash scripts/wasm.sh build` at the repository root', {
       cause: error,
     });
@@ -14,7 +16,4 @@ try {
   throw error;
 }
 
-module.exports = {
-  TokenBucket: binding.TokenBucket,
-  SlidingWindowLog: binding.SlidingWindowLog,
-};
+module.exports = createApi(wasm);

@@ -1,5 +1,6 @@
-// Types of web.mjs: the shared surface (index.d.ts) plus initialisation.
-export { Decision, SlidingWindowLog, SlidingWindowLogOptions, TokenBucket, TokenBucketOptions } from './index'
+// Types of web.mjs: the shared surface (bindings-node/index.d.ts, copied into pkg/
+// by `bash scripts/wasm.sh build`) plus initialisation.
+export * from './pkg/ratekeeper'
 
 /** Where to load the .wasm from: a URL, a fetch `Response`, bytes or a compiled module. */
 export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembly.Module

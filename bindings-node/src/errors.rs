@@ -1,34 +1,23 @@
-//! The one mapping from core errors to JS exceptions.
+//! The one mapping from binding failures to JS exceptions.
 //!
 //! Every core error becomes a `RangeError`, except `invalid_type`, which
 //! becomes a `TypeError`. Either way the error object carries `.code` (the
-//! core's code) and a message naming the argument in JS spelling.
+//! core's code) and a message naming the argument in JS spelling (see
+//! [`crate::shared::describe_error`]).
 
 use napi::{Env, Status};
 use ratekeeper::Error;
 
-/// The JS spelling of a core argument name (`refill_period` -> `refillPeriodMs`).
-pub fn js_argument(rust_name: &'static str) -> &'static str {
-    match rust_name {
-        "refill_tokens" => "refillTokens",
-        "refill_period" => "refillPeriodMs",
-        "initial_tokens" => "initialTokens",
-        "window" => "windowMs",
-        "now" => "nowMs",
-        // capacity, limit, cost and the binding's own `options` read the same.
-        other => other,
-    }
-}
+use crate::shared::{describe_error, Failure};
 
 /// Throws `error` into JS and returns the napi error that tells napi-rs an
 /// exception is already pending.
 pub fn throw(env: &Env, error: Error) -> napi::Error {
-    let argument = error.argument().map_or("value", js_argument);
-    let message = error.display_with(argument).to_string();
-    let thrown = if matches!(error, Error::InvalidType { .. }) {
-        env.throw_type_error(&message, Some(error.code()))
+    let (message, is_type_error, code) = describe_error(&error);
+    let thrown = if is_type_error {
+        env.throw_type_error(&message, Some(code))
     } else {
-        env.throw_range_error(&message, Some(error.code()))
+        env.throw_range_error(&message, Some(code))
     };
     match thrown {
         Ok(()) => napi::Error::new(Status::PendingException, message),
@@ -36,7 +25,7 @@ pub fn throw(env: &Env, error: Error) -> napi::Error {
     }
 }
 
-/// `?`-friendly [`throw`] for core results.
+/// `?`-friendly [`throw`] for core results and option reading.
 pub trait OrThrow<T> {
     /// The value, or the error thrown into JS.
     fn or_throw(self, env: &Env) -> napi::Result<T>;
@@ -45,5 +34,15 @@ pub trait OrThrow<T> {
 impl<T> OrThrow<T> for Result<T, Error> {
     fn or_throw(self, env: &Env) -> napi::Result<T> {
         self.map_err(|error| throw(env, error))
+    }
+}
+
+impl<T> OrThrow<T> for Result<T, Failure<napi::Error>> {
+    fn or_throw(self, env: &Env) -> napi::Result<T> {
+        self.map_err(|failure| match failure {
+            Failure::Core(error) => throw(env, error),
+            // A JS exception (a throwing getter) is already pending.
+            Failure::Js(error) => error,
+        })
     }
 }

@@ -1,32 +1,307 @@
-//! Node.js binding of `ratekeeper`, built with napi-rs.
+//! Node.js binding of `ratekeeper`, built with napi-rs: the native half.
 //!
-//! Each class is a newtype shell around a core limiter: it converts the JS
-//! arguments, calls the core once and converts the answer. Durations and
-//! `nowMs` are milliseconds as `number`; errors are mapped in [`errors`].
+//! The public classes (`TokenBucket`, `Gcra`, ...) are written once, in
+//! `lib/api.cjs`, for this addon and for the wasm build alike. Each holds a
+//! handle: the index of its core [`AnyLimiter`] in this thread's
+//! [`Limiters`], made by one of the constructor functions below and given
+//! back by [`free`] once the JS object is collected. Every operation is a
+//! plain function taking the handle, not a class method: napi-rs checks the
+//! class of `this` on each method call, and looks every `External` up in a
+//! global registry, each of which cost more than the decision itself.
+//!
+//! A decision is not returned as an object (building one through Node-API
+//! costs several times the call): the operation returns `allowed` and writes
+//! the numbers into a `Float64Array` that the JS layer handed over once
+//! ([`use_scratch`]), and the JS layer builds the object (see
+//! [`shared::Out`]). What is shared with the wasm build is in [`shared`];
+//! errors are mapped in [`errors`].
 
-mod convert;
 mod errors;
-mod sliding_window_log;
-mod token_bucket;
+mod shared;
 
+use std::cell::RefCell;
+use std::mem::ManuallyDrop;
+
+use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Unknown};
+use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
+use ratekeeper::AnyLimiter;
 
-/// The outcome of one `tryAcquire` call: a plain object, created fresh for each call.
-///
-/// A denial is a value, not an exception: `allowed` is `false` and
-/// `retryAfterMs` says when the same request would succeed.
-#[napi(object, object_from_js = false)]
-pub struct Decision {
-    /// Whether the request was admitted (and its cost consumed).
-    pub allowed: bool,
-    /// Units still available now, after this request's cost if it was admitted.
-    pub remaining: f64,
-    /// The most units the limiter can ever hold: its capacity or limit.
-    pub limit: f64,
-    /// `0` when allowed; otherwise the milliseconds after `nowMs` until the same
-    /// cost would be allowed (exact to the nanosecond).
-    pub retry_after_ms: f64,
-    /// Milliseconds after `nowMs` until the limiter is back to its fresh state
-    /// (a full bucket, an empty window).
-    pub reset_after_ms: f64,
+use errors::{throw, OrThrow};
+use shared::{Failure, Field, JsValueIn, Kind, Out};
+
+/// The limiters of one JS thread, by handle. A freed slot is reused; no JS
+/// runs while the table is borrowed, so a borrow never fails.
+#[derive(Default)]
+pub struct Limiters {
+    slots: Vec<Option<AnyLimiter>>,
+    free: Vec<u32>,
+}
+
+impl Limiters {
+    fn insert(&mut self, limiter: AnyLimiter) -> u32 {
+        match self.free.pop() {
+            Some(handle) => {
+                self.slots[handle as usize] = Some(limiter);
+                handle
+            }
+            None => {
+                self.slots.push(Some(limiter));
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+}
+
+thread_local! {
+    // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
+    static LIMITERS: RefCell<Limiters> = RefCell::new(Limiters::default());
+    // Never dropped: its napi reference would outlive the env at exit.
+    static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
+}
+
+/// Hands over the `Float64Array` (at least 4 elements, on its own
+/// `ArrayBuffer`) that the operations write their numbers into.
+#[napi]
+pub fn use_scratch(scratch: Float64Array) {
+    SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
+}
+
+fn write(out: &Out) {
+    SCRATCH.with_borrow_mut(|slot| {
+        if let Some(array) = slot.as_mut() {
+            // SAFETY: the array stays alive (its reference is never released)
+            // and attached (the JS layer never transfers it), and its
+            // ArrayBuffer's memory does not move; JS cannot run during this
+            // call, so nothing else touches the memory while it is borrowed.
+            let slice = unsafe { array.as_mut() };
+            if let Some(dst) = slice.get_mut(..out.len()) {
+                dst.copy_from_slice(out);
+            }
+        }
+    });
+}
+
+/// A JS value read through Node-API, for [`shared`].
+struct In<'env>(Unknown<'env>);
+
+impl JsValueIn for In<'_> {
+    type Js = napi::Error;
+
+    fn kind(&self) -> Result<Kind, Failure<napi::Error>> {
+        let value = &self.0;
+        // SAFETY (casts): each follows `get_type` reporting that very type.
+        Ok(match value.get_type().map_err(Failure::Js)? {
+            ValueType::Undefined | ValueType::Null => Kind::Absent,
+            ValueType::Number => Kind::Number(unsafe { value.cast::<f64>() }.map_err(Failure::Js)?),
+            ValueType::String => {
+                Kind::String(unsafe { value.cast::<String>() }.map_err(Failure::Js)?)
+            }
+            ValueType::Object if value.is_array().map_err(Failure::Js)? => {
+                let array = unsafe { value.cast::<Object>() }.map_err(Failure::Js)?;
+                Kind::Array(array.get_array_length_unchecked().map_err(Failure::Js)?)
+            }
+            ValueType::Object => Kind::Object,
+            _ => Kind::Other,
+        })
+    }
+
+    fn get(&self, key: &'static str) -> Result<Self, Failure<napi::Error>> {
+        // SAFETY: only called once `kind` said Object or Array.
+        let object = unsafe { self.0.cast::<Object>() }.map_err(Failure::Js)?;
+        object
+            .get_named_property_unchecked(key)
+            .map(In)
+            .map_err(Failure::Js)
+    }
+
+    fn at(&self, index: u32) -> Result<Self, Failure<napi::Error>> {
+        // SAFETY: only called once `kind` said Array.
+        let object = unsafe { self.0.cast::<Object>() }.map_err(Failure::Js)?;
+        object.get_element(index).map(In).map_err(Failure::Js)
+    }
+}
+
+type Built = Result<AnyLimiter, Failure<napi::Error>>;
+
+fn handle(env: &Env, built: Built) -> napi::Result<u32> {
+    let limiter = built.or_throw(env)?;
+    Ok(LIMITERS.with_borrow_mut(|limiters| limiters.insert(limiter)))
+}
+
+/// Runs `f` on the limiter of `handle`.
+fn with<T>(env: &Env, handle: u32, f: impl FnOnce(&mut AnyLimiter) -> T) -> napi::Result<T> {
+    LIMITERS.with_borrow_mut(|limiters| match limiters.slots.get_mut(handle as usize) {
+        Some(Some(limiter)) => Ok(f(limiter)),
+        // Only a caller of native.js itself can get here: the JS layer frees
+        // a handle once no object holds it.
+        _ => Err(throw(env, shared::type_error("handle", "a limiter"))),
+    })
+}
+
+/// Gives back the slot of `handle` (the JS layer calls it from a
+/// `FinalizationRegistry` once the limiter object is collected).
+#[napi]
+pub fn free(handle: u32) {
+    LIMITERS.with_borrow_mut(|limiters| {
+        if let Some(slot @ Some(_)) = limiters.slots.get_mut(handle as usize) {
+            *slot = None;
+            limiters.free.push(handle);
+        }
+    });
+}
+
+/// Defines one constructor function per algorithm: options in, handle out.
+macro_rules! constructors {
+    ($($doc:literal $name:ident => $build:path;)*) => {$(
+        #[doc = $doc]
+        #[napi]
+        pub fn $name(env: Env, options: Unknown) -> napi::Result<u32> {
+            handle(&env, $build(&In(options)))
+        }
+    )*};
+}
+
+constructors! {
+    "`new TokenBucket(options)`." token_bucket => shared::token_bucket;
+    "`TokenBucket.fromBandwidths(bandwidths)`." token_bucket_from_bandwidths => shared::token_bucket_from_bandwidths;
+    "`new Gcra(options)`." gcra => shared::gcra;
+    "`Gcra.perPeriod(options)`." gcra_per_period => shared::gcra_per_period;
+    "`new LeakyBucket(options)`." leaky_bucket => shared::leaky_bucket;
+    "`new SlidingWindowLog(options)`." sliding_window_log => shared::sliding_window_log;
+    "`new SlidingWindowCounter(options)`." sliding_window_counter => shared::sliding_window_counter;
+    "`new FixedWindow(options)`." fixed_window => shared::fixed_window;
+}
+
+/// The status of an answer, 1 (yes) or 0, its numbers written to the scratch.
+/// The wasm build returns the same statuses, and 2 for a failure, which here throws.
+fn status(env: &Env, answer: shared::Answer) -> napi::Result<u32> {
+    let (yes, out) = answer.or_throw(env)?;
+    write(&out);
+    Ok(yes.into())
+}
+
+/// Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]).
+#[napi]
+pub fn try_acquire(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
+    let answer = with(&env, handle, |l| shared::try_acquire(l, cost, now_ms))?;
+    status(&env, answer)
+}
+
+/// The answer `tryAcquire` would give, consuming nothing.
+#[napi]
+pub fn peek(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
+    let answer = with(&env, handle, |l| shared::peek(l, cost, now_ms))?;
+    status(&env, answer)
+}
+
+/// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
+#[napi]
+pub fn reserve(
+    env: Env,
+    handle: u32,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+) -> napi::Result<u32> {
+    let answer = with(&env, handle, |l| {
+        shared::reserve(l, cost, max_wait_ms, now_ms)
+    })?;
+    status(&env, answer)
+}
+
+/// Gives back `cost` units taken at `takenAtMs`.
+#[napi]
+pub fn refund(env: Env, handle: u32, cost: f64, taken_at_ms: f64) -> napi::Result<()> {
+    with(&env, handle, |l| shared::refund(l, cost, taken_at_ms))?.or_throw(&env)
+}
+
+/// Replaces the configuration of `handle` with that of `other`.
+#[napi]
+pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
+    let new = with(&env, other, |l| l.clone())?;
+    with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?.or_throw(&env)
+}
+
+/// The header values of a decision, one per line (see [`shared::headers`]).
+#[napi]
+#[allow(clippy::too_many_arguments)]
+pub fn headers(
+    env: Env,
+    handle: u32,
+    name: String,
+    allowed: bool,
+    remaining: f64,
+    limit: f64,
+    retry_after_ms: f64,
+    reset_after_ms: f64,
+) -> napi::Result<String> {
+    let fields = [remaining, limit, retry_after_ms, reset_after_ms];
+    with(&env, handle, |l| shared::headers(l, &name, allowed, fields))?.or_throw(&env)
+}
+
+fn fields_to_js<'env>(
+    env: &'env Env,
+    fields: Vec<(&'static str, Field)>,
+) -> napi::Result<Object<'env>> {
+    let mut object = Object::new(env)?;
+    for (key, field) in fields {
+        match field {
+            Field::Number(n) => object.set_named_property(key, n)?,
+            Field::Str(s) => object.set_named_property(key, s)?,
+            Field::Bandwidths(bands) => {
+                let array = bands.into_iter().map(|band| fields_to_js(env, band));
+                object.set_named_property(key, array.collect::<napi::Result<Vec<_>>>()?)?;
+            }
+        }
+    }
+    Ok(object)
+}
+
+/// The configuration behind the getters (see [`shared::config`]).
+#[napi(ts_return_type = "Record<string, any>")]
+pub fn config<'env>(env: &'env Env, handle: u32) -> napi::Result<Object<'env>> {
+    let fields = with(env, handle, |l| shared::config(l))?;
+    fields_to_js(env, fields)
+}
+
+/// Throws the `invalid_type` error for an argument the JS layer checked
+/// (`name` and `expected` as in [`shared::type_error`]).
+#[napi]
+pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> {
+    Err(throw(&env, shared::type_error(&name, &expected)))
+}
+
+/// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
+#[napi]
+pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {
+    shared::check_millis(value, &name).or_throw(&env)
+}
+
+/// Takes what `tryAcquire` takes and does nothing: the floor a decision is
+/// measured against (bench/bench.cjs).
+#[napi]
+pub fn noop(_handle: u32, _cost: f64, _now_ms: f64) -> bool {
+    true
+}
+
+/// A class whose `noop(cost, nowMs)` method does nothing: the floor of a
+/// napi-rs class method, for the benchmark only.
+#[napi]
+pub struct NoopFloor {}
+
+#[napi]
+impl NoopFloor {
+    /// A floor to measure.
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        NoopFloor {}
+    }
+
+    /// Does nothing with what `tryAcquire` takes.
+    #[napi]
+    pub fn noop(&self, _cost: f64, _now_ms: f64) -> bool {
+        true
+    }
 }

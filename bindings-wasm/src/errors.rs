@@ -1,36 +1,30 @@
-//! The one mapping from core errors to JS errors.
+//! The one mapping from binding failures to JS errors.
 
 use js_sys::{RangeError, Reflect, TypeError};
 use ratekeeper::Error;
 use wasm_bindgen::JsValue;
 
-/// The JS spelling of a core (Rust) argument name.
-pub(crate) fn js_name(rust: &'static str) -> &'static str {
-    match rust {
-        "refill_tokens" => "refillTokens",
-        "refill_period" => "refillPeriodMs",
-        "initial_tokens" => "initialTokens",
-        "window" => "windowMs",
-        "now" => "nowMs",
-        // capacity, limit, cost (and the binding's own "options") read the same.
-        other => other,
-    }
-}
+use crate::shared::{describe_error, Failure};
 
 /// Turns a core error into the JS error to throw: a `TypeError` for `invalid_type`,
 /// a `RangeError` for every other code, with `.code` set to the core's code and a
 /// message naming the argument in JS spelling.
-pub(crate) fn to_js(err: Error) -> JsValue {
-    let message = match err.argument() {
-        Some(rust) => err.display_with(js_name(rust)).to_string(),
-        None => err.to_string(),
+pub(crate) fn to_js(error: Error) -> JsValue {
+    let (message, is_type_error, code) = describe_error(&error);
+    let js: JsValue = if is_type_error {
+        TypeError::new(&message).into()
+    } else {
+        RangeError::new(&message).into()
     };
-    let js: JsValue = match err {
-        Error::InvalidType { .. } => TypeError::new(&message).into(),
-        _ => RangeError::new(&message).into(),
-    };
-    let code = JsValue::from_str(err.code());
     // Setting a plain property on a fresh Error object cannot throw.
-    let _ = Reflect::set(&js, &JsValue::from_str("code"), &code);
+    let _ = Reflect::set(&js, &JsValue::from_str("code"), &JsValue::from_str(code));
     js
+}
+
+/// [`to_js`] for option reading, where a JS exception (a throwing getter) passes through.
+pub(crate) fn failure_to_js(failure: Failure<JsValue>) -> JsValue {
+    match failure {
+        Failure::Core(error) => to_js(error),
+        Failure::Js(thrown) => thrown,
+    }
 }

@@ -1,17 +1,242 @@
-//! WebAssembly binding of [`ratekeeper`], built with wasm-bindgen.
+//! WebAssembly binding of [`ratekeeper`], built with wasm-bindgen: the native half.
 //!
-//! The JS surface is the napi addon's, in JS spelling: `new TokenBucket({ capacity,
-//! refillTokens, refillPeriodMs, initialTokens })`, `new SlidingWindowLog({ limit,
-//! windowMs })` and `limiter.tryAcquire(cost = 1, nowMs = performance.now())`, which
-//! returns `{ allowed, remaining, limit, retryAfterMs, resetAfterMs }`.
-//! Each class is a newtype around the core type: it converts the arguments, calls the
-//! core once and converts the result. Bad arguments throw a `RangeError` or `TypeError`
-//! carrying `.code` (see `errors.rs`); nothing panics on host input.
+//! The same functions as the napi addon (`bindings-node/src/lib.rs`), under the
+//! same names, so that the one JS layer (`bindings-node/lib/api.cjs`, copied
+//! into `pkg/` by `scripts/wasm.sh build`) drives either build: constructor
+//! functions return a [`Handle`] holding a core [`AnyLimiter`], and the
+//! operations take it. A decision's numbers are written to four `f64`s in
+//! linear memory, read by the JS layer through [`scratch`]; the hot operations
+//! return a status rather than a `Result` (see [`FAILED`]); what the two
+//! builds share is in `shared.rs`, included from the napi crate. Bad arguments
+//! throw a `RangeError` or `TypeError` carrying `.code` (see `errors.rs`);
+//! nothing panics on host input.
 
-mod convert;
 mod errors;
-mod sliding_window_log;
-mod token_bucket;
+#[path = "../../bindings-node/src/shared.rs"]
+mod shared;
 
-pub use sliding_window_log::WasmSlidingWindowLog;
-pub use token_bucket::WasmTokenBucket;
+use std::cell::{Cell, RefCell};
+
+use js_sys::{Array, Float64Array, Object, Reflect, WebAssembly};
+use ratekeeper::AnyLimiter;
+use wasm_bindgen::prelude::*;
+
+use errors::{failure_to_js, to_js};
+use shared::{Failure, Field, JsValueIn, Kind, Out};
+
+/// One limiter: a core [`AnyLimiter`]. A `RefCell` so that `reconfigure` may
+/// take the same handle twice.
+#[wasm_bindgen]
+pub struct Handle(RefCell<AnyLimiter>);
+
+thread_local! {
+    static SCRATCH: [Cell<f64>; 4] = const { [const { Cell::new(0.0) }; 4] };
+    // The error of the last operation that returned `FAILED`.
+    static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+}
+
+/// What `tryAcquire`, `peek` and `reserve` return when they fail: the error
+/// waits in [`take_error`]. Returning a `Result` instead would make
+/// wasm-bindgen build an array for every call, which cost more than the decision.
+const FAILED: u32 = 2;
+
+/// `1` (allowed / booked) or `0`, with the numbers in the scratch; or
+/// [`FAILED`], keeping the error for [`take_error`].
+fn status(answer: shared::Answer) -> u32 {
+    match answer {
+        Ok((yes, out)) => {
+            write(&out);
+            yes.into()
+        }
+        Err(error) => {
+            ERROR.with_borrow_mut(|slot| *slot = Some(to_js(error)));
+            FAILED
+        }
+    }
+}
+
+/// The error of the last operation that returned 2, to be thrown by the JS layer.
+#[wasm_bindgen(js_name = takeError)]
+pub fn take_error() -> JsValue {
+    ERROR
+        .with_borrow_mut(Option::take)
+        .unwrap_or(JsValue::UNDEFINED)
+}
+
+/// A `Float64Array` over the four numbers each operation writes. It is
+/// detached (length 0) once the memory grows: ask again then.
+#[wasm_bindgen]
+pub fn scratch() -> Float64Array {
+    let address = SCRATCH.with(|cells| cells.as_ptr() as u32);
+    let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    Float64Array::new_with_byte_offset_and_length(&memory.buffer(), address, 4)
+}
+
+fn write(out: &Out) {
+    SCRATCH.with(|cells| {
+        for (cell, value) in cells.iter().zip(out) {
+            cell.set(*value);
+        }
+    });
+}
+
+/// A JS value, for [`shared`].
+struct In(JsValue);
+
+impl JsValueIn for In {
+    type Js = JsValue;
+
+    fn kind(&self) -> Result<Kind, Failure<JsValue>> {
+        let value = &self.0;
+        Ok(if value.is_undefined() || value.is_null() {
+            Kind::Absent
+        } else if let Some(number) = value.as_f64() {
+            Kind::Number(number)
+        } else if let Some(string) = value.as_string() {
+            Kind::String(string)
+        } else if Array::is_array(value) {
+            Kind::Array(value.unchecked_ref::<Array>().length())
+        } else if value.is_object() {
+            Kind::Object
+        } else {
+            Kind::Other
+        })
+    }
+
+    fn get(&self, key: &'static str) -> Result<Self, Failure<JsValue>> {
+        Reflect::get(&self.0, &JsValue::from_str(key))
+            .map(In)
+            .map_err(Failure::Js)
+    }
+
+    fn at(&self, index: u32) -> Result<Self, Failure<JsValue>> {
+        Reflect::get_u32(&self.0, index)
+            .map(In)
+            .map_err(Failure::Js)
+    }
+}
+
+/// Defines one constructor function per algorithm: options in, handle out.
+macro_rules! constructors {
+    ($($(#[$doc:meta])* $name:ident / $js:ident => $build:path;)*) => {$(
+        $(#[$doc])*
+        #[wasm_bindgen(js_name = $js)]
+        pub fn $name(options: JsValue) -> Result<Handle, JsValue> {
+            let limiter = $build(&In(options)).map_err(failure_to_js)?;
+            Ok(Handle(RefCell::new(limiter)))
+        }
+    )*};
+}
+
+constructors! {
+    /// `new TokenBucket(options)`.
+    token_bucket / tokenBucket => shared::token_bucket;
+    /// `TokenBucket.fromBandwidths(bandwidths)`.
+    token_bucket_from_bandwidths / tokenBucketFromBandwidths => shared::token_bucket_from_bandwidths;
+    /// `new Gcra(options)`.
+    gcra / gcra => shared::gcra;
+    /// `Gcra.perPeriod(options)`.
+    gcra_per_period / gcraPerPeriod => shared::gcra_per_period;
+    /// `new LeakyBucket(options)`.
+    leaky_bucket / leakyBucket => shared::leaky_bucket;
+    /// `new SlidingWindowLog(options)`.
+    sliding_window_log / slidingWindowLog => shared::sliding_window_log;
+    /// `new SlidingWindowCounter(options)`.
+    sliding_window_counter / slidingWindowCounter => shared::sliding_window_counter;
+    /// `new FixedWindow(options)`.
+    fixed_window / fixedWindow => shared::fixed_window;
+}
+
+/// Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]).
+#[wasm_bindgen(js_name = tryAcquire)]
+pub fn try_acquire(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
+    status(shared::try_acquire(
+        &mut handle.0.borrow_mut(),
+        cost,
+        now_ms,
+    ))
+}
+
+/// The answer `tryAcquire` would give, consuming nothing.
+#[wasm_bindgen]
+pub fn peek(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
+    status(shared::peek(&handle.0.borrow(), cost, now_ms))
+}
+
+/// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
+#[wasm_bindgen]
+pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32 {
+    let limiter = &mut handle.0.borrow_mut();
+    status(shared::reserve(limiter, cost, max_wait_ms, now_ms))
+}
+
+/// Gives back `cost` units taken at `takenAtMs`.
+#[wasm_bindgen]
+pub fn refund(handle: &Handle, cost: f64, taken_at_ms: f64) -> Result<(), JsValue> {
+    shared::refund(&mut handle.0.borrow_mut(), cost, taken_at_ms).map_err(to_js)
+}
+
+/// Replaces the configuration of `handle` with that of `other`.
+#[wasm_bindgen]
+pub fn reconfigure(handle: &Handle, other: &Handle, now_ms: f64) -> Result<(), JsValue> {
+    let new = other.0.borrow().clone();
+    shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms).map_err(to_js)
+}
+
+/// The header values of a decision, joined by `\n`.
+#[wasm_bindgen]
+pub fn headers(
+    handle: &Handle,
+    name: &str,
+    allowed: bool,
+    remaining: f64,
+    limit: f64,
+    retry_after_ms: f64,
+    reset_after_ms: f64,
+) -> Result<String, JsValue> {
+    let fields = [remaining, limit, retry_after_ms, reset_after_ms];
+    shared::headers(&handle.0.borrow(), name, allowed, fields).map_err(to_js)
+}
+
+fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
+    let object = Object::new();
+    for (key, field) in fields {
+        let value: JsValue = match field {
+            Field::Number(n) => n.into(),
+            Field::Str(s) => s.into(),
+            Field::Bandwidths(bands) => {
+                let array = Array::new();
+                for band in bands {
+                    array.push(&fields_to_js(band)?.into());
+                }
+                array.into()
+            }
+        };
+        Reflect::set(&object, &JsValue::from_str(key), &value)?;
+    }
+    Ok(object)
+}
+
+/// The configuration behind the getters.
+#[wasm_bindgen]
+pub fn config(handle: &Handle) -> Result<Object, JsValue> {
+    fields_to_js(shared::config(&handle.0.borrow()))
+}
+
+/// Throws the `invalid_type` error for an argument the JS layer checked.
+#[wasm_bindgen(js_name = typeError)]
+pub fn type_error(name: &str, expected: &str) -> Result<(), JsValue> {
+    Err(to_js(shared::type_error(name, expected)))
+}
+
+/// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
+#[wasm_bindgen(js_name = checkMillis)]
+pub fn check_millis(value: f64, name: &str) -> Result<(), JsValue> {
+    shared::check_millis(value, name).map_err(to_js)
+}
+
+/// Takes what `tryAcquire` takes and does nothing: the floor of a call.
+#[wasm_bindgen]
+pub fn noop(_handle: &Handle, _cost: f64, _now_ms: f64) -> bool {
+    true
+}

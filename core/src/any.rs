@@ -107,7 +107,8 @@ impl AnyLimiter {
     }
 
     /// The span over which [`limit`](Limiter::limit) units are granted, as
-    /// the `w` of a `RateLimit-Policy` header: a window algorithm's window;
+    /// the `w` of a `RateLimit-Policy` header: a window algorithm's window
+    /// (a calendar's nominal length: a day, 7 days, 30 days for a month);
     /// for a bucket, the time it takes to refill from empty (the bandwidth
     /// with the smallest capacity, for several); for a queue, the time it
     /// takes to drain when full.

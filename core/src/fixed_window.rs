@@ -1,22 +1,26 @@
 //! The fixed-window counter.
 
-use crate::aligned::window_of;
+use crate::aligned::Windows;
 use crate::limiter::check_cost;
 use crate::nanos::since;
-use crate::{Decision, Error, Limiter, Nanos};
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
+use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
 /// A counter per aligned window of time: at most `limit` units in each.
 ///
 /// Windows are `[k * window, (k + 1) * window)` for `k = 0, 1, ...`, aligned
-/// to the caller's time zero (`now == 0`). A request of `cost` at `now` is
-/// allowed when the units admitted in the window holding `now`, plus `cost`,
-/// are at most `limit`; every unit leaves at once when its window ends.
+/// to the caller's time zero (`now == 0`); or, built
+/// [`with_calendar`](FixedWindow::with_calendar), the days, ISO weeks or
+/// months of the UTC calendar, `now` being nanoseconds since the Unix epoch
+/// (see [`Calendar`]). A request of `cost` at `now` is allowed when the units
+/// admitted in the window holding `now`, plus `cost`, are at most `limit`;
+/// every unit leaves at once when its window ends.
 ///
-/// **Guarantee.** In every aligned window at most `limit` units are admitted.
-/// A span of length `window` that straddles a window boundary can hold up to
-/// `2 * limit`: `limit` at the very end of one window and `limit` at the
-/// start of the next (the boundary burst). Where that burst matters, use a
-/// sliding window.
+/// **Guarantee.** In every aligned window (every calendar day, week or
+/// month) at most `limit` units are admitted. A span of length `window` that
+/// straddles a window boundary can hold up to `2 * limit`: `limit` at the
+/// very end of one window and `limit` at the start of the next (the boundary
+/// burst). Where that burst matters, use a sliding window.
 ///
 /// [`reserve`](Limiter::reserve) books the earliest window with room after
 /// every earlier booking, at that window's start; until a booked slot, no
@@ -38,7 +42,7 @@ use crate::{Decision, Error, Limiter, Nanos};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FixedWindow {
     limit: u64,
-    window: u64,
+    windows: Windows,
     /// The latest time seen, so that time going backwards admits nothing.
     latest: u64,
     /// The slot of the latest booking: no request is served before it.
@@ -66,22 +70,48 @@ impl FixedWindow {
         if window == Nanos::ZERO {
             return Err(Error::ZeroValue { name: "window" });
         }
-        Ok(FixedWindow {
+        Ok(FixedWindow::with_windows(limit, Windows::Every(window.0)))
+    }
+
+    /// A limiter admitting at most `limit` units in each `calendar` period
+    /// in UTC: day, ISO week (from Monday) or month (from the 1st). `now`
+    /// must then be nanoseconds since the Unix epoch.
+    ///
+    /// Fails when `limit` is zero.
+    pub fn with_calendar(limit: u64, calendar: Calendar) -> Result<Self, Error> {
+        if limit == 0 {
+            return Err(Error::ZeroValue { name: "limit" });
+        }
+        Ok(FixedWindow::with_windows(
             limit,
-            window: window.0,
+            Windows::Calendar(calendar),
+        ))
+    }
+
+    fn with_windows(limit: u64, windows: Windows) -> Self {
+        FixedWindow {
+            limit,
+            windows,
             latest: 0,
             floor: 0,
             index: 0,
             used: 0,
-        })
+        }
     }
 
-    /// The length of a window.
+    /// The length of a window; for a calendar, its nominal length: 1 day,
+    /// 7 days, or 30 days for a month (whose windows are 28 to 31 days).
     pub fn window(&self) -> Nanos {
-        Nanos(self.window)
+        Nanos(self.windows.nominal())
     }
 
-    /// Replaces the limit and window of a live limiter with those of `new`.
+    /// The calendar the windows follow, if any.
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.windows.calendar()
+    }
+
+    /// Replaces the limit and windows of a live limiter with those of `new`,
+    /// plain or calendar windows alike, in either direction.
     ///
     /// The latest time and the booking queue carry over. The units of the
     /// window holding the latest call or booking count in the new window
@@ -94,20 +124,20 @@ impl FixedWindow {
         *self = FixedWindow {
             latest: view.latest,
             floor: self.floor,
-            index: window_of(view.latest.max(self.floor), new.window),
+            index: new.windows.index(view.latest.max(self.floor)),
             used: new.limit - room,
             ..new
         };
     }
 
-    /// The start of window `k`, in 128 bits since it may exceed 64.
-    fn start(&self, k: u64) -> u128 {
-        k as u128 * self.window as u128
+    /// Where window `k` ends, in 128 bits since it may exceed 64.
+    fn end(&self, k: u64) -> u128 {
+        self.windows.end(k as u128)
     }
 
     fn view(&self, now: Nanos) -> View {
         let latest = self.latest.max(now.0);
-        let index = window_of(latest.max(self.floor), self.window);
+        let index = self.windows.index(latest.max(self.floor));
         let used = if index == self.index { self.used } else { 0 };
         View {
             latest,
@@ -134,14 +164,14 @@ impl FixedWindow {
         let fits_at = if fits_here {
             view.latest.max(self.floor) as u128
         } else {
-            self.start(view.index) + self.window as u128
+            self.end(view.index)
         };
         let allowed = cost == 0 || (open && fits_here);
         if allowed {
             view.used += cost;
         }
         let ends = if view.used > 0 {
-            self.start(view.index) + self.window as u128
+            self.end(view.index)
         } else {
             0
         };
@@ -208,9 +238,34 @@ impl Limiter for FixedWindow {
     /// or booking). Units of other windows stay: an earlier window is over,
     /// and while a booking is pending the current one is no longer counted.
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
-        if window_of(taken_at.0, self.window) == self.index {
+        if self.windows.index(taken_at.0) == self.index {
             self.used -= cost.min(self.used);
         }
+    }
+}
+
+impl Codec for FixedWindow {
+    fn tag(&self) -> u8 {
+        6
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.limit);
+        self.windows.fingerprint(fingerprint);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        for field in [self.latest, self.floor, self.index, self.used] {
+            w.varint(field);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = r.varint()?;
+        self.floor = r.varint()?;
+        self.index = r.varint()?;
+        self.used = r.at_most(self.limit)?;
+        Ok(())
     }
 }
 

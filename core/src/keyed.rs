@@ -108,6 +108,8 @@ impl<const N: usize> Keyed for crate::TokenBucket<N> {
 /// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
 /// arrives and no key is back to fresh.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Eviction {
     /// Forget the keys nearest to fresh (the smallest `reset_after`),
     /// `max_keys / 16` of them (at least one) at a time. A forgotten key

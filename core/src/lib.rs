@@ -17,6 +17,7 @@
 //! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
 //! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `2 * limit - ceil(2 * limit / window)` in any window, from O(1) state |
 //! | [`FixedWindow`] | at most `limit` per aligned window, so up to `2 * limit` across a boundary |
+//! | [`Rate`], [`Calendar`] | rate strings as `limits` reads them (`"10/second"`, `"100 per minute"`, lists with [`parse_rates`]); UTC days, ISO weeks and months as the windows of the two window algorithms |
 //!
 //! ```
 //! use ratekeeper::{Limiter, Nanos, TokenBucket};
@@ -53,6 +54,9 @@ mod any;
 #[cfg(feature = "alloc")]
 mod any_keyed;
 mod bandwidth;
+mod calendar;
+#[cfg(feature = "alloc")]
+mod config;
 mod decision;
 mod error;
 mod fixed_window;
@@ -66,6 +70,7 @@ mod limiter;
 mod nanos;
 #[cfg(feature = "alloc")]
 mod policy;
+mod rate;
 mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;
@@ -77,6 +82,9 @@ pub use any::{AnyLimiter, MAX_BANDWIDTHS};
 #[cfg(feature = "alloc")]
 pub use any_keyed::AnyKeyed;
 pub use bandwidth::{Bandwidth, Refill};
+pub use calendar::Calendar;
+#[cfg(feature = "alloc")]
+pub use config::{Algorithm, LimitConfig, PolicyConfig};
 pub use decision::Decision;
 pub use error::Error;
 pub use fixed_window::FixedWindow;
@@ -90,6 +98,7 @@ pub use limiter::Limiter;
 pub use nanos::Nanos;
 #[cfg(feature = "alloc")]
 pub use policy::{Policy, PolicyDecision};
+pub use rate::{parse_rates, Rate};
 pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};

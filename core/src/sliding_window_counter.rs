@@ -1,9 +1,10 @@
 //! The sliding-window counter: two window counts, weighted.
 
-use crate::aligned::window_of;
+use crate::aligned::Windows;
 use crate::limiter::check_cost;
 use crate::nanos::since;
-use crate::{Decision, Error, Limiter, Nanos};
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
+use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
 /// An O(1) estimate of a sliding window, from the counts of the current and
 /// the previous aligned window.
@@ -28,6 +29,29 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// `ceil(prev * (window - e) / window)` more units (the counter then assumes
 /// units of the previous window that have in fact already left).
 ///
+/// **Calendar windows.** Built [`with_calendar`](Self::with_calendar), the
+/// windows are the days, ISO weeks or months of the UTC calendar, `now` being
+/// ns since the Unix epoch (see [`Calendar`]). In a window of `len` ns ending
+/// at `end`, the previous window's count weighs the part of the *current*
+/// window not yet elapsed, `(end - now) / len`, whatever the previous
+/// window's length: `prev * (end - now) + (current + cost) * len <= limit * len`.
+/// The estimate still falls continuously, across boundaries too. Days and
+/// weeks all have one length, so everything above holds for them as stated,
+/// `window` being that length. Months have 28 to 31 days; everything above
+/// holds for them with `window` read as `len`, the length of the month
+/// holding `now` (for a span, of the last month it meets), and:
+/// - a span of at most 28 days meets at most two months, so it holds at most
+///   `max(limit, 2 * limit - ceil(2 * limit / len))` units (`2 * limit - 1`
+///   for any `limit` up to 10^15);
+/// - a longer span can meet three months (31 days from the last ns of
+///   January cover all of February and 3 days of March): a span of `d` ns
+///   around a whole month of `mid` ns holds at most
+///   `2 * limit + floor(limit * (d - 2 - mid) / len)`, about `2.1 * limit`
+///   for 31 days around a February;
+/// - after a shorter month (March after February), the log's window of
+///   `len` reaches up to 3 days into the month before the previous one, and
+///   the units admitted there add to the log's count bound above.
+///
 /// [`reserve`](Limiter::reserve) books the earliest instant at which the
 /// estimate admits the cost, after every earlier booking; until a booked
 /// slot, no request is admitted (first come, first served) and `remaining`
@@ -45,10 +69,27 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// // 3 fit once its weight is 70%, at 1.3 s.
 /// assert_eq!(denied.retry_after, Nanos::from_millis(50));
 /// ```
+///
+/// A calendar month, weighed by the part of the current month not elapsed:
+///
+/// ```
+/// use ratekeeper::{Calendar, Limiter, Nanos, SlidingWindowCounter};
+///
+/// const DAY: u64 = 86_400;
+/// let march_1_2024 = 1_709_251_200; // Unix seconds
+/// let mut limiter = SlidingWindowCounter::with_calendar(310, Calendar::Month).unwrap();
+/// // 310 units on the last day of February.
+/// assert!(limiter.try_acquire(Nanos::from_secs(march_1_2024 - DAY), 310).unwrap().allowed);
+/// // 10 days into March (31 days), February weighs 21/31: 210 units, 100 left.
+/// let d = limiter.peek(Nanos::from_secs(march_1_2024 + 10 * DAY), 0).unwrap();
+/// assert_eq!(d.remaining, 100);
+/// // Fresh when March ends, February's units having faded out.
+/// assert_eq!(d.reset_after, Nanos::from_secs(21 * DAY));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlidingWindowCounter {
     limit: u64,
-    window: u64,
+    windows: Windows,
     /// The latest time seen, so that time going backwards admits nothing.
     latest: u64,
     /// The slot of the latest booking: no request is served before it.
@@ -82,23 +123,52 @@ impl SlidingWindowCounter {
         if window == Nanos::ZERO {
             return Err(Error::ZeroValue { name: "window" });
         }
-        Ok(SlidingWindowCounter {
+        Ok(SlidingWindowCounter::with_windows(
             limit,
-            window: window.0,
+            Windows::Every(window.0),
+        ))
+    }
+
+    /// A counter over `calendar` periods in UTC: day, ISO week (from Monday)
+    /// or month (from the 1st). `now` must then be nanoseconds since the
+    /// Unix epoch. See the guarantee above for months of unequal lengths.
+    ///
+    /// Fails when `limit` is zero.
+    pub fn with_calendar(limit: u64, calendar: Calendar) -> Result<Self, Error> {
+        if limit == 0 {
+            return Err(Error::ZeroValue { name: "limit" });
+        }
+        Ok(SlidingWindowCounter::with_windows(
+            limit,
+            Windows::Calendar(calendar),
+        ))
+    }
+
+    fn with_windows(limit: u64, windows: Windows) -> Self {
+        SlidingWindowCounter {
+            limit,
+            windows,
             latest: 0,
             floor: 0,
             index: 0,
             cur: 0,
             prev: 0,
-        })
+        }
     }
 
-    /// The length of a window.
+    /// The length of a window; for a calendar, its nominal length: 1 day,
+    /// 7 days, or 30 days for a month (whose windows are 28 to 31 days).
     pub fn window(&self) -> Nanos {
-        Nanos(self.window)
+        Nanos(self.windows.nominal())
     }
 
-    /// Replaces the limit and window of a live counter with those of `new`.
+    /// The calendar the windows follow, if any.
+    pub fn calendar(&self) -> Option<Calendar> {
+        self.windows.calendar()
+    }
+
+    /// Replaces the limit and windows of a live counter with those of `new`,
+    /// plain or calendar windows alike, in either direction.
     ///
     /// The latest time and the booking queue carry over. Both known counts
     /// (previous and current window, the previous one at full weight) count
@@ -113,22 +183,17 @@ impl SlidingWindowCounter {
         *self = SlidingWindowCounter {
             latest: view.latest,
             floor: self.floor,
-            index: window_of(view.at, new.window),
+            index: new.windows.index(view.at),
             cur: new.limit - room,
             prev: 0,
             ..new
         };
     }
 
-    /// The start of window `k`, in 128 bits since it may exceed 64.
-    fn start(&self, k: u64) -> u128 {
-        k as u128 * self.window as u128
-    }
-
     fn view(&self, now: Nanos) -> View {
         let latest = self.latest.max(now.0);
         let at = latest.max(self.floor);
-        let index = window_of(at, self.window);
+        let index = self.windows.index(at);
         let (cur, prev) = match index - self.index {
             0 => (self.cur, self.prev),
             1 => (0, self.cur),
@@ -143,11 +208,12 @@ impl SlidingWindowCounter {
         }
     }
 
-    /// `ceil(prev * (window - e) / window)` at `e = view.at - window start`:
-    /// the previous window's weight, rounded up to whole units.
+    /// `ceil(prev * (end - at) / len)`, `end` and `len` those of the window
+    /// holding `at`: the previous window's weight, rounded up to whole units.
     fn weighted_prev(&self, view: &View) -> u64 {
-        let left = self.start(view.index) + self.window as u128 - view.at as u128;
-        (view.prev as u128 * left).div_ceil(self.window as u128) as u64
+        let k = view.index as u128;
+        let left = self.windows.end(k) - view.at as u128;
+        (view.prev as u128 * left).div_ceil(self.windows.len(k)) as u64
     }
 
     /// The largest cost the estimate admits at `view.at`.
@@ -155,24 +221,27 @@ impl SlidingWindowCounter {
         (self.limit - view.cur).saturating_sub(self.weighted_prev(view))
     }
 
-    /// The smallest offset `e <= window` into a window at which
-    /// `prev * (window - e) <= room * window`.
-    fn offset_for(&self, prev: u64, room: u64) -> u128 {
-        let window = self.window as u128;
-        if prev == 0 {
-            return 0;
-        }
-        window - (room as u128 * window / prev as u128).min(window)
+    /// The first instant `t` of window `k` at which
+    /// `prev * (end - t) <= room * len`, or 0 if that is before the epoch
+    /// (only in week 0, which starts before it).
+    fn first_in(&self, k: u128, prev: u64, room: u64) -> u128 {
+        let (end, len) = (self.windows.end(k), self.windows.len(k));
+        let left = if prev == 0 {
+            len
+        } else {
+            (room as u128 * len / prev as u128).min(len)
+        };
+        end.saturating_sub(left)
     }
 
     /// The earliest instant, not before `view.at`, at which `cost` fits.
     /// The estimate only falls with time, so this is exact.
     fn earliest_fit(&self, view: &View, cost: u64) -> u128 {
-        let start = self.start(view.index);
+        let k = view.index as u128;
         match (self.limit - view.cur).checked_sub(cost) {
-            Some(room) => (start + self.offset_for(view.prev, room)).max(view.at as u128),
+            Some(room) => self.first_in(k, view.prev, room).max(view.at as u128),
             // Only in the next window, where `cur` becomes the previous count.
-            None => start + self.window as u128 + self.offset_for(view.cur, self.limit - cost),
+            None => self.first_in(k + 1, view.cur, self.limit - cost),
         }
     }
 
@@ -194,7 +263,7 @@ impl SlidingWindowCounter {
             (0, _) => Some(view.index as u128),
             _ => Some(view.index as u128 + 1),
         };
-        let fresh_at = last.map_or(0, |k| (k + 1) * self.window as u128);
+        let fresh_at = last.map_or(0, |k| self.windows.end(k));
         let decision = Decision {
             allowed,
             remaining: if open { self.room(&view) } else { 0 },
@@ -264,12 +333,40 @@ impl Limiter for SlidingWindowCounter {
     /// counter still counts it: the window of the latest call or booking, or
     /// the one before. Units of other windows stay.
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
-        let count = match self.index.checked_sub(window_of(taken_at.0, self.window)) {
+        let count = match self.index.checked_sub(self.windows.index(taken_at.0)) {
             Some(0) => &mut self.cur,
             Some(1) => &mut self.prev,
             _ => return,
         };
         *count -= cost.min(*count);
+    }
+}
+
+impl Codec for SlidingWindowCounter {
+    fn tag(&self) -> u8 {
+        5
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(self.limit);
+        self.windows.fingerprint(fingerprint);
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        for field in [self.latest, self.floor, self.index, self.cur, self.prev] {
+            w.varint(field);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.latest = r.varint()?;
+        self.floor = r.varint()?;
+        // Windows only move forward from the one holding the counts.
+        let current = self.windows.index(self.latest.max(self.floor));
+        self.index = r.at_most(current)?;
+        self.cur = r.at_most(self.limit)?;
+        self.prev = r.at_most(self.limit)?;
+        Ok(())
     }
 }
 

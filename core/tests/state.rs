@@ -1,7 +1,10 @@
 //! Portable state: round trips, and decoding of arbitrary bytes.
 
 use proptest::prelude::*;
-use ratekeeper::{Gcra, LeakyBucket, Limiter, Nanos, Portable, SlidingWindowLog};
+use ratekeeper::{
+    Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable, SlidingWindowCounter,
+    SlidingWindowLog,
+};
 
 /// One call: time step, cost, and whether it is a reservation.
 type Op = (u64, u64, bool);
@@ -16,6 +19,12 @@ fn limiters() -> Vec<Box<dyn FnMut() -> Subject>> {
         Box::new(|| Subject::Gcra(Gcra::new(3, Nanos(100)).unwrap())),
         Box::new(|| Subject::Leaky(LeakyBucket::new(3, Nanos(100)).unwrap())),
         Box::new(|| Subject::Log(SlidingWindowLog::new(3, Nanos(250)).unwrap())),
+        Box::new(|| Subject::Fixed(FixedWindow::new(3, Nanos(250)).unwrap())),
+        Box::new(|| Subject::Fixed(FixedWindow::with_calendar(3, Calendar::Day).unwrap())),
+        Box::new(|| Subject::Counter(SlidingWindowCounter::new(3, Nanos(250)).unwrap())),
+        Box::new(|| {
+            Subject::Counter(SlidingWindowCounter::with_calendar(3, Calendar::Month).unwrap())
+        }),
     ]
 }
 
@@ -24,6 +33,8 @@ enum Subject {
     Gcra(Gcra),
     Leaky(LeakyBucket),
     Log(SlidingWindowLog),
+    Fixed(FixedWindow),
+    Counter(SlidingWindowCounter),
 }
 
 macro_rules! on {
@@ -32,6 +43,8 @@ macro_rules! on {
             Subject::Gcra($l) => $body,
             Subject::Leaky($l) => $body,
             Subject::Log($l) => $body,
+            Subject::Fixed($l) => $body,
+            Subject::Counter($l) => $body,
         }
     };
 }

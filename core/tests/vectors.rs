@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use ratekeeper::{
-    count_from_f64, AnyKeyed, AnyLimiter, Bandwidth, Decision, Error, FixedWindow, Gcra,
+    count_from_f64, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra,
     LeakyBucket, Limiter, Nanos, Policy, SlidingWindowCounter, SlidingWindowLog,
 };
 use serde_json::{json, Map, Value};
@@ -51,6 +51,29 @@ fn bandwidth(c: &Map<String, Value>) -> Result<Bandwidth, Error> {
     }
 }
 
+/// A window algorithm of `limit` per `window_ns`, or per `calendar` period
+/// (`day`, `week` or `month`).
+fn window<L>(
+    c: &Map<String, Value>,
+    new: fn(u64, Nanos) -> Result<L, Error>,
+    with_calendar: fn(u64, Calendar) -> Result<L, Error>,
+) -> Result<L, Error> {
+    let calendar = match c.get("calendar") {
+        None => None,
+        Some(name) => Some(name.as_str().and_then(Calendar::from_name).ok_or(
+            Error::InvalidValue {
+                name: "calendar",
+                reason: "must be day, week or month",
+            },
+        )?),
+    };
+    let limit = count(&c["limit"], "limit")?;
+    match calendar {
+        Some(calendar) => with_calendar(limit, calendar),
+        None => new(limit, nanos(&c["window_ns"], "window")?),
+    }
+}
+
 fn build(algorithm: &str, config: &Map<String, Value>) -> Result<AnyLimiter, Error> {
     match algorithm {
         "token_bucket" => {
@@ -84,13 +107,15 @@ fn build(algorithm: &str, config: &Map<String, Value>) -> Result<AnyLimiter, Err
             count(&config["limit"], "limit")?,
             nanos(&config["window_ns"], "window")?,
         )?)),
-        "sliding_window_counter" => Ok(AnyLimiter::from(SlidingWindowCounter::new(
-            count(&config["limit"], "limit")?,
-            nanos(&config["window_ns"], "window")?,
+        "sliding_window_counter" => Ok(AnyLimiter::from(window(
+            config,
+            SlidingWindowCounter::new,
+            SlidingWindowCounter::with_calendar,
         )?)),
-        "fixed_window" => Ok(AnyLimiter::from(FixedWindow::new(
-            count(&config["limit"], "limit")?,
-            nanos(&config["window_ns"], "window")?,
+        "fixed_window" => Ok(AnyLimiter::from(window(
+            config,
+            FixedWindow::new,
+            FixedWindow::with_calendar,
         )?)),
         other => panic!("unknown algorithm {other}"),
     }

@@ -1,6 +1,7 @@
 // Runs the WebAssembly build (bindings-wasm/pkg/web, via web.mjs) in a real
-// Chromium: the page runs a fixed scenario, every shared vector, and the fixed
-// scenario again in a module worker; this file asserts on what the page reports.
+// Chromium: the page runs fixed scenarios (four algorithms), every shared vector,
+// real waiting with acquire, and the fixed scenario again in a module worker;
+// this file asserts on what the page reports.
 // Needs `bash scripts/wasm.sh build` first; run with `node --test tests/browser/`.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -42,6 +43,11 @@ function assertFixedScenario(fixed) {
   for (const d of denied) assert.deepEqual([d.remaining, d.limit, d.retryAfterMs], [0, 5, 1000]);
 
   assert.deepEqual(fixed.logAt, { 0: true, 999: false, 1000: true });
+
+  assert.deepEqual(fixed.gcraBurst.map((d) => [d.allowed, d.remaining, d.retryAfterMs]), [[true, 1, 0], [true, 0, 0], [false, 0, 100]]);
+  assert.deepEqual(fixed.gcraHeaders, { 'RateLimit-Policy': '"api";q=2;w=1', RateLimit: '"api";r=0;t=1', 'Retry-After': '1' });
+  assert.deepEqual(fixed.queueWaits, [0, 100, 200, null]);
+  assertThrown(fixed.errors.gcraPeriod, 'RangeError', 'invalid_value', 'periodMs');
 
   assertThrown(fixed.errors.zeroCapacity, 'RangeError', 'zero_value', 'capacity');
   assertThrown(fixed.errors.costAboveCapacity, 'RangeError', 'cost_exceeds_limit', 'cost');
@@ -90,19 +96,31 @@ test('the WebAssembly build in Chromium', { timeout: 120_000 }, async (t) => {
     await t.test('fixed scenario in a module worker', () => assertFixedScenario(results.worker));
 
     await t.test('every shared vector passes in the page', async () => {
-      const index = JSON.parse(await readFile(join(ROOT, 'tests/vectors/index.json'), 'utf8'));
-      const files = (await readdir(join(ROOT, 'tests/vectors'))).filter((f) => f.endsWith('.json') && f !== 'index.json');
-      assert.deepEqual(files.sort(), Object.keys(index.files).sort(), 'the vector files are the ones index.json lists');
-      const total = Object.values(index.files).reduce((a, b) => a + b, 0);
-      assert.ok(total > 0);
-      const { vectors } = results;
-      assert.deepEqual(vectors.fileProblems, []);
-      assert.deepEqual(
-        vectors.results.filter((r) => r.problem !== null).map((r) => `${r.file} / ${r.name}: ${r.problem}`),
-        [],
-      );
-      assert.equal(vectors.total, total);
-      assert.equal(vectors.ran, total, 'ran as many scenarios as index.json lists');
+      const dirs = { './': 'tests/vectors', 'core-only/': 'tests/vectors/core-only' };
+      assert.deepEqual(Object.keys(results.vectors), Object.keys(dirs));
+      for (const [key, dir] of Object.entries(dirs)) {
+        const index = JSON.parse(await readFile(join(ROOT, dir, 'index.json'), 'utf8'));
+        const files = (await readdir(join(ROOT, dir))).filter((f) => f.endsWith('.json') && f !== 'index.json');
+        assert.deepEqual(files.sort(), Object.keys(index.files).sort(), `${dir}: the vector files are the ones index.json lists`);
+        const total = Object.values(index.files).reduce((a, b) => a + b, 0);
+        const run = results.vectors[key];
+        assert.deepEqual(run.fileProblems, [], dir);
+        assert.deepEqual(run.results.filter((r) => r.problem).map((r) => `${dir}/${r.file} / ${r.name}: ${r.problem}`), []);
+        assert.equal(run.total, total, dir);
+        assert.equal(run.results.length, total, `${dir}: took up as many scenarios as index.json lists`);
+        const inexpressible = run.results.filter((r) => r.inexpressible).length;
+        assert.equal(run.results.filter((r) => r.problem === null).length + inexpressible, total);
+        if (key === './') assert.equal(inexpressible, 0, 'every portable vector fits JS numbers');
+      }
+    });
+
+    await t.test('acquire paces real waiters at the rate, never early', () => {
+      const { intervalMs, resolved, timeout } = results.pacing;
+      assert.equal(resolved.length, 6);
+      resolved.forEach((at, i) => assert.ok(at >= i * intervalMs - 0.5, `waiter ${i} resolved at ${at} ms, before ${i * intervalMs} ms`));
+      for (let i = 1; i < resolved.length; i++) assert.ok(resolved[i] >= resolved[i - 1], 'first come first served');
+      assert.ok(resolved[5] < 5 * intervalMs + 1000, `the last waiter came ${resolved[5]} ms after the start`);
+      assert.equal(timeout, 'TimeoutError');
     });
 
     await t.test('the server serves the build and nothing else', async () => {

@@ -1,10 +1,17 @@
-// A tiny static file server for the browser test: only the page, the web build
-// and the shared vectors, from the repository root, on 127.0.0.1 and a free port.
+// A tiny static file server for the browser test: only the page, the web build,
+// the shared vectors and their runner, from the repository root, on 127.0.0.1 and a free port.
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { extname, join, posix } from 'node:path';
 
-const SERVED = ['/tests/browser/page/', '/tests/vectors/', '/bindings-wasm/web.mjs', '/bindings-wasm/pkg/web/'];
+const SERVED = [
+  '/tests/browser/page/',
+  '/tests/vectors/',
+  '/tests/js/vector-runner.mjs',
+  '/bindings-wasm/web.mjs',
+  '/bindings-wasm/pkg/api.mjs',
+  '/bindings-wasm/pkg/web/',
+];
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',

@@ -1,17 +1,38 @@
 'use strict';
-// The JS API itself: defaults, result shape, the clock, and every bad argument.
-// Runs unchanged against the napi addon and the wasm build (see impl.cjs).
+// The JS API itself: every class, its getters, the decision and reservation
+// shapes, defaults, the clock, reserve / refund / reconfigure, and every bad
+// argument. Runs unchanged against the napi addon and the wasm build (impl.cjs).
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
+const path = require('node:path');
+const { Worker } = require('node:worker_threads');
 
-const { TokenBucket, SlidingWindowLog } = require('./impl.cjs');
+const api = require('./impl.cjs');
 const { assertLimiterError } = require('./helpers.cjs');
 
+const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, RateLimited } = api;
+
 const DECISION_KEYS = ['allowed', 'limit', 'remaining', 'resetAfterMs', 'retryAfterMs'];
+const RESERVATION_KEYS = ['atMs', 'cost', 'decision', 'ok', 'waitMs'];
 
 const bucketOptions = () => ({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 });
-const logOptions = () => ({ limit: 3, windowMs: 1000 });
+const windowOptions = () => ({ limit: 3, windowMs: 1000 });
+
+// Every class, built to admit 3 units at once at 0 ms: [name, factory, algorithm,
+// windowMs, own getters, resetAfterMs once 3 units are taken at 0 ms].
+const CLASSES = [
+  ['TokenBucket', (o) => new TokenBucket({ ...bucketOptions(), ...o }), 'token_bucket', 3000,
+    { capacity: 3, refillTokens: 1, refillPeriodMs: 1000, initialTokens: 3, refill: 'greedy' }, 3000],
+  ['TokenBucket.fromBandwidths', (o) => TokenBucket.fromBandwidths([bucketOptions(), { capacity: 10, refillTokens: 10, refillPeriodMs: 60_000, refill: 'interval' }], o),
+    'token_bucket', 3000, { capacity: 3, refillTokens: 1, refillPeriodMs: 1000, initialTokens: 3, refill: 'greedy' }, 60_000],
+  ['Gcra', (o) => new Gcra({ burst: 3, emissionIntervalMs: 1000, ...o }), 'gcra', 3000, { burst: 3, emissionIntervalMs: 1000 }, 3000],
+  ['Gcra.perPeriod', (o) => Gcra.perPeriod({ burst: 3, tokens: 2, periodMs: 2000, ...o }), 'gcra', 3000, { burst: 3, emissionIntervalMs: 1000 }, 3000],
+  ['LeakyBucket', (o) => new LeakyBucket({ capacity: 3, intervalMs: 1000, ...o }), 'leaky_bucket', 3000, { capacity: 3, intervalMs: 1000 }, null],
+  ['SlidingWindowLog', (o) => new SlidingWindowLog({ ...windowOptions(), ...o }), 'sliding_window_log', 1000, {}, 1000],
+  ['SlidingWindowCounter', (o) => new SlidingWindowCounter({ ...windowOptions(), ...o }), 'sliding_window_counter', 1000, {}, null],
+  ['FixedWindow', (o) => new FixedWindow({ ...windowOptions(), ...o }), 'fixed_window', 1000, {}, 1000],
+];
 
 function assertDecision(d) {
   assert.equal(Object.getPrototypeOf(d), Object.prototype, 'a decision is a plain object');
@@ -37,25 +58,132 @@ function withClock(now, fn) {
 }
 
 describe('exports', () => {
-  it('are the two limiter classes', () => {
-    assert.equal(typeof TokenBucket, 'function');
-    assert.equal(typeof SlidingWindowLog, 'function');
-    assert.ok(new TokenBucket(bucketOptions()) instanceof TokenBucket);
-    assert.ok(new SlidingWindowLog(logOptions()) instanceof SlidingWindowLog);
+  it('are the six limiter classes, their base, RateLimited and the server helpers', () => {
+    for (const C of [TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow]) {
+      assert.equal(typeof C, 'function');
+      assert.ok(C.prototype instanceof Limiter, `${C.name} extends Limiter`);
+    }
+    assert.equal(typeof api.middleware, 'function');
+    assert.equal(typeof api.fastifyHook, 'function');
+    assert.ok(new RateLimited('x', 5) instanceof Error);
+  });
+
+  it('Limiter itself cannot be built', () => {
+    assert.throws(() => new Limiter(), TypeError);
+    assert.throws(() => new Limiter({ capacity: 1 }), TypeError);
+  });
+
+  it('RateLimited carries code and retryAfterMs', () => {
+    const e = new RateLimited('slow down', 250);
+    assert.deepStrictEqual([e.name, e.code, e.retryAfterMs, e.message], ['RateLimited', 'rate_limited', 250, 'slow down']);
   });
 });
 
-describe('TokenBucket', () => {
-  it('a fresh bucket is full and allows with every argument defaulted', () => {
-    const bucket = new TokenBucket(bucketOptions());
-    const d = bucket.tryAcquire();
-    assertDecision(d);
-    assert.deepStrictEqual(
-      { allowed: d.allowed, remaining: d.remaining, limit: d.limit, retryAfterMs: d.retryAfterMs },
-      { allowed: true, remaining: 2, limit: 3, retryAfterMs: 0 },
-    );
-  });
+for (const [name, make, algorithm, windowMs, own, fullReset] of CLASSES) {
+  describe(name, () => {
+    it('a fresh limiter admits its limit at once, with every argument defaulted', () => {
+      const limiter = make();
+      assert.ok(limiter instanceof Limiter);
+      const d = limiter.tryAcquire();
+      assertDecision(d);
+      assert.deepStrictEqual([d.allowed, d.limit, d.retryAfterMs], [true, 3, 0]);
+      if (algorithm !== 'leaky_bucket') assert.equal(d.remaining, 2);
+    });
 
+    it('has its getters', () => {
+      const limiter = make({ name: 'api' });
+      assert.deepStrictEqual(
+        { limit: limiter.limit, windowMs: limiter.windowMs, algorithm: limiter.algorithm, name: limiter.name },
+        { limit: 3, windowMs, algorithm, name: 'api' },
+      );
+      for (const [key, value] of Object.entries(own)) assert.equal(limiter[key], value, key);
+      assert.equal(make().name, 'default');
+    });
+
+    it('answers at explicit times; peek consumes nothing', () => {
+      const limiter = make();
+      const peeked = limiter.peek(3, 0);
+      assertDecision(peeked);
+      assert.equal(peeked.allowed, true);
+      assert.deepStrictEqual(limiter.peek(3, 0), peeked);
+      if (algorithm === 'leaky_bucket') return; // a queue admits at once only what may leave at once
+      const taken = limiter.tryAcquire(3, 0);
+      assert.deepStrictEqual(taken, { allowed: true, remaining: 0, limit: 3, retryAfterMs: 0, resetAfterMs: fullReset ?? taken.resetAfterMs });
+      const denied = limiter.tryAcquire(1, 0);
+      assert.equal(denied.allowed, false);
+      assert.ok(denied.retryAfterMs > 0);
+      assert.deepStrictEqual(limiter.peek(1, 0), denied);
+      assert.equal(limiter.tryAcquire(1, denied.retryAfterMs).allowed, true, 'asking again retryAfterMs later succeeds');
+    });
+
+    it('cost defaults to 1 for undefined and null; cost 0 reads the state', () => {
+      const limiter = make();
+      assert.equal(limiter.peek(undefined, 0).remaining, limiter.peek(1, 0).remaining);
+      assert.equal(limiter.peek(null, 0).remaining, limiter.peek(1, 0).remaining);
+      assert.equal(limiter.tryAcquire(0, 0).allowed, true);
+      assert.equal(limiter.peek(3, 0).allowed, true, 'cost 0 took nothing');
+    });
+
+    it('reserve books a slot; refund gives it back', () => {
+      const limiter = make();
+      // A queue holds 3 units in all: book one, so that the next one waits.
+      const units = algorithm === 'leaky_bucket' ? 1 : 3;
+      const first = limiter.reserve(units, Infinity, 0);
+      assert.deepStrictEqual(Object.keys(first).sort(), RESERVATION_KEYS);
+      assert.deepStrictEqual(first, { ok: true, waitMs: 0, atMs: 0, cost: units, decision: null });
+      const second = limiter.reserve(1, undefined, 0);
+      assert.equal(second.ok, true);
+      assert.ok(second.waitMs > 0, 'the second booking waits');
+      assert.equal(second.atMs, second.waitMs);
+      const refused = limiter.reserve(1, second.waitMs / 2, 0);
+      assert.equal(refused.ok, false);
+      assertDecision(refused.decision);
+      assert.equal(refused.waitMs, refused.decision.retryAfterMs);
+      assert.equal(refused.atMs, refused.waitMs);
+      // Cancelling the second booking makes its slot free again.
+      limiter.refund(1, second.atMs);
+      assert.deepStrictEqual(limiter.reserve(1, Infinity, 0), second);
+    });
+
+    it('reconfigure takes another limiter of the same class', () => {
+      const limiter = make({ name: 'kept' });
+      limiter.tryAcquire(1, 0);
+      limiter.reconfigure(make(), 0);
+      assert.equal(limiter.limit, 3);
+      assert.equal(limiter.name, 'kept', 'the name stays');
+    });
+
+    it('a clock option replaces performance.now()', () => {
+      let t = 5_000;
+      const limiter = make({ clock: () => t });
+      assert.equal(limiter.tryAcquire(3).allowed, true);
+      const before = limiter.peek(1);
+      t += 10_000;
+      const after = limiter.peek(1);
+      assert.ok(after.retryAfterMs <= before.retryAfterMs);
+      assert.equal(after.allowed, true, 'ten seconds later the limiter has room again');
+    });
+
+    it('works in a worker thread', async () => {
+      const worker = new Worker(
+        `const api = require(${JSON.stringify(path.join(__dirname, 'impl.cjs'))});
+         const { parentPort } = require('node:worker_threads');
+         const limiter = new api.FixedWindow({ limit: 2, windowMs: 1000 });
+         parentPort.postMessage([1, 2, 3].map(() => limiter.tryAcquire(1, 0).allowed));`,
+        { eval: true, env: process.env },
+      );
+      const [answer] = await Promise.all([
+        new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject)),
+        // The main thread keeps deciding meanwhile, with its own scratch.
+        Promise.resolve().then(() => assert.equal(make().tryAcquire(3, 0).allowed, true)),
+      ]);
+      assert.deepStrictEqual(answer, [true, true, false]);
+      await worker.terminate();
+    });
+  });
+}
+
+describe('TokenBucket', () => {
   it('answers in milliseconds, exact to the nanosecond', () => {
     const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 1000 });
     assert.deepStrictEqual(bucket.tryAcquire(2, 0), {
@@ -63,104 +191,127 @@ describe('TokenBucket', () => {
     });
     const denied = bucket.tryAcquire(1, 250.000001);
     assert.equal(denied.allowed, false);
-    assert.equal(denied.remaining, 0);
     assert.equal(Math.round(denied.retryAfterMs * 1e6), 749_999_999);
     assert.equal(Math.round(denied.resetAfterMs * 1e6), 1_749_999_999);
     assert.equal(bucket.tryAcquire(1, 1000).allowed, true);
   });
 
-  it('cost defaults to 1 when undefined or null', () => {
-    const bucket = new TokenBucket(bucketOptions());
-    assert.equal(bucket.tryAcquire(undefined, 0).remaining, 2);
-    assert.equal(bucket.tryAcquire(null, 0).remaining, 1);
-  });
-
-  it('cost 0 is always allowed and takes nothing', () => {
-    const bucket = new TokenBucket({ ...bucketOptions(), initialTokens: 0 });
-    const d = bucket.tryAcquire(0, 0);
-    assert.equal(d.allowed, true);
-    assert.equal(d.remaining, 0);
-    assert.equal(bucket.tryAcquire(1, 0).allowed, false);
-  });
-
-  it('initialTokens sets the starting level', () => {
-    const bucket = new TokenBucket({ ...bucketOptions(), initialTokens: 1 });
+  it('initialTokens and interval refill', () => {
+    const bucket = new TokenBucket({ capacity: 4, refillTokens: 2, refillPeriodMs: 100, initialTokens: 1, refill: 'interval' });
+    assert.deepStrictEqual([bucket.initialTokens, bucket.refill], [1, 'interval']);
     assert.equal(bucket.tryAcquire(1, 0).remaining, 0);
-    const denied = bucket.tryAcquire(1, 0);
-    assert.equal(denied.allowed, false);
-    assert.equal(denied.retryAfterMs, 1000);
+    const denied = bucket.tryAcquire(1, 50);
+    assert.equal(denied.retryAfterMs, 50, 'the whole refill comes at the end of the period');
+    assert.equal(bucket.tryAcquire(2, 100).allowed, true);
   });
 
-  it('accepts fractional milliseconds for refillPeriodMs and nowMs', () => {
-    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 0.5 });
-    assert.equal(bucket.tryAcquire(1, 10).allowed, true);
-    assert.equal(Math.round(bucket.tryAcquire(1, 10.25).retryAfterMs * 1e6), 250_000);
-    assert.equal(bucket.tryAcquire(1, 10.5).allowed, true);
+  it('fromBandwidths enforces every bandwidth and reports them', () => {
+    const bucket = TokenBucket.fromBandwidths(
+      [{ capacity: 2, refillTokens: 2, refillPeriodMs: 1000 }, { capacity: 3, refillTokens: 3, refillPeriodMs: 60_000 }],
+      { name: 'both' },
+    );
+    assert.equal(bucket.limit, 2);
+    assert.equal(bucket.name, 'both');
+    assert.deepStrictEqual(bucket.bandwidths.map((b) => b.capacity), [2, 3]);
+    bucket.bandwidths[0].capacity = 99;
+    assert.equal(bucket.bandwidths[0].capacity, 2, 'bandwidths is a copy');
+    assert.equal(bucket.tryAcquire(2, 0).allowed, true);
+    assert.equal(bucket.tryAcquire(1, 1000).allowed, true);
+    assert.equal(bucket.tryAcquire(1, 2000).retryAfterMs, 18_000, 'the per-minute band decides');
+  });
+
+  it('accepts the largest values that fit', () => {
+    const bucket = new TokenBucket({ capacity: 2 ** 53 - 1, refillTokens: 2 ** 53 - 1, refillPeriodMs: 1 });
+    assert.equal(bucket.tryAcquire(2 ** 53 - 1, 0).allowed, true);
+  });
+
+  it('reconfigure keeps whole tokens, capped at the new capacity', () => {
+    const bucket = new TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
+    bucket.tryAcquire(4, 0);
+    bucket.reconfigure(new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 100 }), 0);
+    assert.deepStrictEqual([bucket.capacity, bucket.refillPeriodMs, bucket.windowMs], [5, 100, 500]);
+    assert.equal(bucket.peek(0, 0).remaining, 5);
   });
 });
 
-describe('SlidingWindowLog', () => {
-  it('a fresh log allows with every argument defaulted', () => {
-    const log = new SlidingWindowLog(logOptions());
-    const d = log.tryAcquire();
-    assertDecision(d);
-    assert.equal(d.allowed, true);
-    assert.equal(d.remaining, 2);
-    assert.equal(d.limit, 3);
-    assert.equal(d.retryAfterMs, 0);
+describe('Gcra, LeakyBucket and the windows', () => {
+  it('Gcra is the bucket of burst refilling one unit per interval', () => {
+    const gcra = Gcra.perPeriod({ burst: 3, tokens: 10, periodMs: 1000 });
+    for (let i = 0; i < 3; i++) assert.equal(gcra.tryAcquire(1, 0).allowed, true);
+    assert.equal(gcra.tryAcquire(1, 40).retryAfterMs, 60);
+    assert.equal(gcra.tryAcquire(1, 100).allowed, true);
   });
 
-  it('admits at most limit units per window', () => {
+  it('LeakyBucket shapes: reserve delays, tryAcquire only what leaves at once, a full queue refuses', () => {
+    const queue = new LeakyBucket({ capacity: 3, intervalMs: 100 });
+    assert.deepStrictEqual([0, 1, 2].map(() => queue.reserve(1, Infinity, 0).waitMs), [0, 100, 200]);
+    const full = queue.reserve(1, Infinity, 0);
+    assert.equal(full.ok, false);
+    assert.equal(full.decision.remaining, 0);
+    assert.equal(queue.tryAcquire(1, 250).allowed, false);
+    assert.equal(queue.tryAcquire(1, 300).allowed, true);
+  });
+
+  it('SlidingWindowLog admits at most limit units in any window', () => {
     const log = new SlidingWindowLog({ limit: 2, windowMs: 1000 });
     assert.equal(log.tryAcquire(1, 0).allowed, true);
     assert.equal(log.tryAcquire(1, 400).allowed, true);
-    const denied = log.tryAcquire(1, 500);
-    assert.deepStrictEqual(
-      { allowed: denied.allowed, remaining: denied.remaining, retryAfterMs: denied.retryAfterMs },
-      { allowed: false, remaining: 0, retryAfterMs: 500 },
-    );
+    assert.deepStrictEqual(log.tryAcquire(1, 500), { allowed: false, remaining: 0, limit: 2, retryAfterMs: 500, resetAfterMs: 900 });
     assert.equal(log.tryAcquire(1, 1000).allowed, true);
-    assert.equal(log.tryAcquire(0, 1000).allowed, true);
-    assert.equal(log.tryAcquire(null, 1000).allowed, false);
+  });
+
+  it('SlidingWindowCounter weighs the previous window', () => {
+    const counter = new SlidingWindowCounter({ limit: 10, windowMs: 1000 });
+    assert.equal(counter.tryAcquire(10, 0).allowed, true);
+    const denied = counter.tryAcquire(3, 1250);
+    assert.deepStrictEqual([denied.allowed, denied.remaining, denied.retryAfterMs], [false, 2, 50]);
+  });
+
+  it('FixedWindow resets at the window boundary', () => {
+    const fixed = new FixedWindow({ limit: 3, windowMs: 1000 });
+    assert.equal(fixed.tryAcquire(3, 900).allowed, true);
+    assert.equal(fixed.tryAcquire(1, 950).retryAfterMs, 50);
+    assert.equal(fixed.tryAcquire(3, 1000).allowed, true);
   });
 });
 
 describe('the default clock is performance.now()', () => {
   const PERIOD = 100_000;
-  for (const [name, make] of [
-    ['TokenBucket', () => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: PERIOD })],
-    ['SlidingWindowLog', () => new SlidingWindowLog({ limit: 1, windowMs: PERIOD })],
-  ]) {
-    it(`${name}: an explicit performance.now() reading, then the default`, () => {
-      const limiter = make();
-      assert.equal(limiter.tryAcquire(1, performance.now()).allowed, true);
-      const d = limiter.tryAcquire();
-      assert.equal(d.allowed, false);
-      // Measured from a later reading of the same clock: a little under PERIOD.
-      assert.ok(d.retryAfterMs <= PERIOD && d.retryAfterMs > PERIOD - 10_000, `retryAfterMs ${d.retryAfterMs}`);
-    });
+  const make = () => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: PERIOD });
 
-    it(`${name}: the default, then an explicit performance.now() reading`, () => {
-      const limiter = make();
-      assert.equal(limiter.tryAcquire().allowed, true);
-      const d = limiter.tryAcquire(1, performance.now());
-      assert.equal(d.allowed, false);
-      assert.ok(d.retryAfterMs <= PERIOD && d.retryAfterMs > PERIOD - 10_000, `retryAfterMs ${d.retryAfterMs}`);
-    });
+  it('an explicit performance.now() reading, then the default, and back', () => {
+    const limiter = make();
+    assert.equal(limiter.tryAcquire(1, performance.now()).allowed, true);
+    const d = limiter.tryAcquire();
+    assert.equal(d.allowed, false);
+    assert.ok(d.retryAfterMs <= PERIOD && d.retryAfterMs > PERIOD - 10_000, `retryAfterMs ${d.retryAfterMs}`);
+    const e = limiter.tryAcquire(1, performance.now());
+    assert.ok(e.retryAfterMs <= d.retryAfterMs);
+  });
 
-    it(`${name}: reads globalThis.performance.now at each call`, () => {
-      const limiter = make();
-      withClock(() => 5_000, () => assert.equal(limiter.tryAcquire().allowed, true));
-      const d = withClock(() => 5_000 + PERIOD / 4, () => limiter.tryAcquire());
-      assert.equal(d.allowed, false);
-      assert.equal(d.retryAfterMs, (PERIOD * 3) / 4);
-      assert.equal(limiter.tryAcquire(1, 5_000 + PERIOD).allowed, true);
-    });
-  }
+  it('reads globalThis.performance.now at each call', () => {
+    const limiter = make();
+    withClock(() => 5_000, () => assert.equal(limiter.tryAcquire().allowed, true));
+    const d = withClock(() => 5_000 + PERIOD / 4, () => limiter.tryAcquire());
+    assert.equal(d.retryAfterMs, (PERIOD * 3) / 4);
+    assert.equal(limiter.tryAcquire(1, 5_000 + PERIOD).allowed, true);
+  });
+
+  it('refund and reserve default to the clock too', () => {
+    let t = 0;
+    const limiter = new FixedWindow({ limit: 1, windowMs: 1000, clock: () => t });
+    assert.equal(limiter.tryAcquire().allowed, true);
+    limiter.refund(1);
+    assert.equal(limiter.tryAcquire().allowed, true, 'the refund went to the window it was taken in');
+    t = 500;
+    assert.deepStrictEqual(limiter.reserve(), { ok: true, waitMs: 500, atMs: 1000, cost: 1, decision: null });
+  });
 
   it('a clock that returns a non-number is a TypeError naming nowMs', () => {
     const bucket = new TokenBucket(bucketOptions());
     withClock(() => 'soon', () => assertLimiterError(() => bucket.tryAcquire(), 'invalid_type', 'nowMs'));
+    const odd = new TokenBucket({ ...bucketOptions(), clock: () => 1n });
+    assertLimiterError(() => odd.peek(), 'invalid_type', 'nowMs');
     assert.equal(bucket.tryAcquire(1, 0).remaining, 2);
   });
 });
@@ -171,7 +322,6 @@ const BAD_POSITIVE_COUNT = [
   ['negative', -1, 'invalid_value'],
   ['NaN', NaN, 'invalid_value'],
   ['Infinity', Infinity, 'invalid_value'],
-  ['-Infinity', -Infinity, 'invalid_value'],
   ['fractional', 1.5, 'invalid_value'],
   ['above 2^53 - 1', 2 ** 53, 'invalid_value'],
   ['a string', '5', 'invalid_type'],
@@ -201,63 +351,77 @@ const BAD_OPTIONS = [
   ['a string', 'capacity=5'],
 ];
 
-describe('TokenBucket constructor rejects bad options', () => {
-  const cases = [
-    ...BAD_POSITIVE_COUNT.map(([label, v, code]) => ['capacity', label, v, code]),
-    ...BAD_POSITIVE_COUNT.map(([label, v, code]) => ['refillTokens', label, v, code]),
-    ...BAD_DURATION.map(([label, v, code]) => ['refillPeriodMs', label, v, code]),
-    ['initialTokens', 'above capacity', 4, 'too_large'],
-    ['initialTokens', 'negative', -1, 'invalid_value'],
-    ['initialTokens', 'NaN', NaN, 'invalid_value'],
-    ['initialTokens', 'fractional', 0.5, 'invalid_value'],
-    ['initialTokens', 'a string', '1', 'invalid_type'],
-  ];
-  for (const [key, label, value, code] of cases) {
-    it(`${key} ${label} -> ${code}`, () => {
-      const options = { ...bucketOptions(), [key]: value };
-      if (value === undefined) delete options[key];
-      assertLimiterError(() => new TokenBucket(options), code, key);
-    });
-  }
+// [class label, build(options), valid options, { option: bad cases }]
+const CONSTRUCTORS = [
+  ['TokenBucket', (o) => new TokenBucket(o), bucketOptions, {
+    capacity: BAD_POSITIVE_COUNT, refillTokens: BAD_POSITIVE_COUNT, refillPeriodMs: BAD_DURATION,
+    initialTokens: [['above capacity', 4, 'too_large'], ['negative', -1, 'invalid_value'], ['fractional', 0.5, 'invalid_value'], ['a string', '1', 'invalid_type']],
+    refill: [['unknown', 'lazy', 'invalid_value'], ['a number', 1, 'invalid_type']],
+  }],
+  ['Gcra', (o) => new Gcra(o), () => ({ burst: 3, emissionIntervalMs: 100 }), { burst: BAD_POSITIVE_COUNT, emissionIntervalMs: BAD_DURATION }],
+  ['Gcra.perPeriod', (o) => Gcra.perPeriod(o), () => ({ burst: 3, tokens: 10, periodMs: 1000 }), {
+    burst: BAD_POSITIVE_COUNT, tokens: BAD_POSITIVE_COUNT,
+    periodMs: [...BAD_DURATION, ['not a whole number of ns per token', 1000 / 3 + 1e-6, 'invalid_value']],
+  }],
+  ['LeakyBucket', (o) => new LeakyBucket(o), () => ({ capacity: 3, intervalMs: 100 }), { capacity: BAD_POSITIVE_COUNT, intervalMs: BAD_DURATION }],
+  ['SlidingWindowLog', (o) => new SlidingWindowLog(o), windowOptions, {
+    limit: [...BAD_POSITIVE_COUNT, ['above 2^20', 2 ** 20 + 1, 'too_large']], windowMs: BAD_DURATION,
+  }],
+  ['SlidingWindowCounter', (o) => new SlidingWindowCounter(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION }],
+  ['FixedWindow', (o) => new FixedWindow(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION }],
+];
 
-  it('a refill time beyond 2^64 ns -> overflow naming refillPeriodMs', () => {
-    const options = { capacity: 2 ** 53 - 1, refillTokens: 1, refillPeriodMs: 1e6 };
-    assertLimiterError(() => new TokenBucket(options), 'overflow', 'refillPeriodMs');
+for (const [label, build, valid, bad] of CONSTRUCTORS) {
+  describe(`${label} rejects bad options`, () => {
+    for (const [key, cases] of Object.entries(bad)) {
+      for (const [what, value, code] of cases) {
+        it(`${key} ${what} -> ${code}`, () => {
+          const options = { ...valid(), [key]: value };
+          if (value === undefined) delete options[key];
+          assertLimiterError(() => build(options), code, key);
+        });
+      }
+    }
+    for (const [what, value] of BAD_OPTIONS) {
+      it(`options ${what} -> invalid_type`, () => assertLimiterError(() => build(value), 'invalid_type', 'options'));
+    }
+    it('name must be a string, clock a function', () => {
+      assertLimiterError(() => build({ ...valid(), name: 5 }), 'invalid_type', 'name');
+      assertLimiterError(() => build({ ...valid(), clock: 5 }), 'invalid_type', 'clock');
+    });
   });
+}
 
-  for (const [label, value] of BAD_OPTIONS) {
-    it(`options ${label} -> invalid_type`, () => {
-      assertLimiterError(() => new TokenBucket(value), 'invalid_type', 'options');
-    });
-  }
-
-  it('accepts the largest values that fit', () => {
-    const bucket = new TokenBucket({ capacity: 2 ** 53 - 1, refillTokens: 2 ** 53 - 1, refillPeriodMs: 1 });
-    const d = bucket.tryAcquire(2 ** 53 - 1, 0);
-    assert.equal(d.allowed, true);
-    assert.equal(d.limit, 2 ** 53 - 1);
+describe('overflowing configurations name the argument', () => {
+  it('TokenBucket: a refill time beyond 2^64 ns', () => {
+    assertLimiterError(() => new TokenBucket({ capacity: 2 ** 53 - 1, refillTokens: 1, refillPeriodMs: 1e6 }), 'overflow', 'refillPeriodMs');
+  });
+  it('Gcra: burst * emission interval beyond 2^64 ns', () => {
+    assertLimiterError(() => new Gcra({ burst: 2 ** 53 - 1, emissionIntervalMs: 1e3 }), 'overflow', 'emissionIntervalMs');
+  });
+  it('LeakyBucket: capacity * interval beyond 2^64 ns', () => {
+    assertLimiterError(() => new LeakyBucket({ capacity: 2 ** 53 - 1, intervalMs: 1e3 }), 'overflow', 'intervalMs');
   });
 });
 
-describe('SlidingWindowLog constructor rejects bad options', () => {
+describe('TokenBucket.fromBandwidths rejects bad bandwidths', () => {
+  const band = bucketOptions;
   const cases = [
-    ...BAD_POSITIVE_COUNT.map(([label, v, code]) => ['limit', label, v, code]),
-    ['limit', 'above the log maximum (2^20)', 2 ** 20 + 1, 'too_large'],
-    ...BAD_DURATION.map(([label, v, code]) => ['windowMs', label, v, code]),
+    ['not an array', () => TokenBucket.fromBandwidths(band()), 'invalid_type', 'bandwidths'],
+    ['missing', () => TokenBucket.fromBandwidths(), 'invalid_type', 'bandwidths'],
+    ['empty', () => TokenBucket.fromBandwidths([]), 'zero_value', 'bandwidths'],
+    ['five of them', () => TokenBucket.fromBandwidths([band(), band(), band(), band(), band()]), 'too_large', 'bandwidths'],
+    ['an element not an object', () => TokenBucket.fromBandwidths([band(), 7]), 'invalid_type', 'bandwidths'],
+    ['a bad element', () => TokenBucket.fromBandwidths([band(), { ...band(), refillPeriodMs: 0 }]), 'zero_value', 'refillPeriodMs'],
+    ['options not an object', () => TokenBucket.fromBandwidths([band()], 5), 'invalid_type', 'options'],
   ];
-  for (const [key, label, value, code] of cases) {
-    it(`${key} ${label} -> ${code}`, () => {
-      const options = { ...logOptions(), [key]: value };
-      if (value === undefined) delete options[key];
-      assertLimiterError(() => new SlidingWindowLog(options), code, key);
-    });
+  for (const [what, call, code, argument] of cases) {
+    it(`${what} -> ${code}`, () => assertLimiterError(call, code, argument));
   }
-
-  for (const [label, value] of BAD_OPTIONS) {
-    it(`options ${label} -> invalid_type`, () => {
-      assertLimiterError(() => new SlidingWindowLog(value), 'invalid_type', 'options');
-    });
-  }
+  it('the too_large message counts every bandwidth given', () => {
+    const error = assertLimiterError(() => TokenBucket.fromBandwidths(Array.from({ length: 9 }, band)), 'too_large', 'bandwidths');
+    assert.match(error.message, /got 9/);
+  });
 });
 
 // [label, cost, nowMs, code, argument]
@@ -279,22 +443,77 @@ const BAD_CALLS = [
   ['Date nowMs', 1, new Date(0), 'invalid_type', 'nowMs'],
 ];
 
-// [name, factory, resetAfterMs once all 3 units are taken at 0]
-for (const [name, make, fullReset] of [
-  ['TokenBucket', () => new TokenBucket(bucketOptions()), 3000],
-  ['SlidingWindowLog', () => new SlidingWindowLog(logOptions()), 1000],
-]) {
-  describe(`${name}.tryAcquire rejects bad arguments and keeps working`, () => {
+for (const [name, make, algorithm] of CLASSES) {
+  describe(`${name}: bad arguments throw and change nothing`, () => {
+    const fresh = () => {
+      const limiter = make();
+      limiter.reserve(1, Infinity, 0);
+      return limiter;
+    };
+    const unchanged = (limiter) => {
+      const reference = fresh();
+      assert.deepStrictEqual(limiter.peek(2, 0), reference.peek(2, 0));
+      assert.deepStrictEqual(limiter.reserve(2, Infinity, 0), reference.reserve(2, Infinity, 0));
+    };
     for (const [label, cost, nowMs, code, argument] of BAD_CALLS) {
-      it(`${label} -> ${code}`, () => {
-        const limiter = make();
-        assert.equal(limiter.tryAcquire(1, 0).remaining, 2);
-        assertLimiterError(() => limiter.tryAcquire(cost, nowMs), code, argument);
-        // The failed call changed nothing.
-        assert.deepStrictEqual(limiter.tryAcquire(2, 0), {
-          allowed: true, remaining: 0, limit: 3, retryAfterMs: 0, resetAfterMs: fullReset,
+      for (const op of ['tryAcquire', 'peek']) {
+        it(`${op}: ${label} -> ${code}`, () => {
+          const limiter = fresh();
+          assertLimiterError(() => limiter[op](cost, nowMs), code, argument);
+          unchanged(limiter);
         });
+      }
+      it(`reserve: ${label} -> ${code}`, () => {
+        const limiter = fresh();
+        assertLimiterError(() => limiter.reserve(cost, Infinity, nowMs), code, argument);
+        unchanged(limiter);
       });
     }
+    for (const [label, maxWait, code] of [
+      ['negative', -1, 'invalid_value'], ['NaN', NaN, 'invalid_value'], ['-Infinity', -Infinity, 'invalid_value'],
+      ['a string', '10', 'invalid_type'],
+    ]) {
+      it(`reserve: maxWaitMs ${label} -> ${code}`, () => {
+        const limiter = fresh();
+        assertLimiterError(() => limiter.reserve(1, maxWait, 0), code, 'maxWaitMs');
+        unchanged(limiter);
+      });
+    }
+    for (const [label, cost, takenAt, code, argument] of [
+      ['missing cost', undefined, 0, 'invalid_type', 'cost'],
+      ['string cost', '1', 0, 'invalid_type', 'cost'],
+      ['negative cost', -1, 0, 'invalid_value', 'cost'],
+      ['string takenAtMs', 1, '0', 'invalid_type', 'takenAtMs'],
+      ['negative takenAtMs', 1, -5, 'invalid_value', 'takenAtMs'],
+    ]) {
+      it(`refund: ${label} -> ${code}`, () => {
+        const limiter = fresh();
+        assertLimiterError(() => limiter.refund(cost, takenAt), code, argument);
+        unchanged(limiter);
+      });
+    }
+    it('refund above the limit is never an error, nor leaves more than a fresh limiter', () => {
+      const limiter = fresh();
+      limiter.refund(1000, 0);
+      assert.ok(limiter.peek(0, 0).remaining <= 3);
+      assertLimiterError(() => limiter.peek(4, 0), 'cost_exceeds_limit', 'cost');
+    });
+    it('reconfigure: other must be a limiter of the same kind', () => {
+      const limiter = fresh();
+      assertLimiterError(() => limiter.reconfigure({ limit: 3 }), 'invalid_type', 'other');
+      assertLimiterError(() => limiter.reconfigure(undefined), 'invalid_type', 'other');
+      const otherKind = algorithm === 'fixed_window' ? new Gcra({ burst: 3, emissionIntervalMs: 1 }) : new FixedWindow(windowOptions());
+      assertLimiterError(() => limiter.reconfigure(otherKind, 0), 'invalid_value', 'other');
+      assertLimiterError(() => limiter.reconfigure(make(), 'now'), 'invalid_type', 'nowMs');
+      unchanged(limiter);
+    });
   });
 }
+
+describe('reconfigure across bandwidth counts', () => {
+  it('a bucket of one bandwidth cannot take two', () => {
+    const one = new TokenBucket(bucketOptions());
+    const two = TokenBucket.fromBandwidths([bucketOptions(), bucketOptions()]);
+    assertLimiterError(() => one.reconfigure(two, 0), 'invalid_value', 'other');
+  });
+});

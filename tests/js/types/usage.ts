@@ -1,43 +1,86 @@
 // Type-level usage of the JS API, checked with `tsc --noEmit -p tests/js/types`
-// against bindings-node/index.d.ts. It is never run. `@ts-expect-error` lines
-// must stay errors: they prove the declarations reject misuse.
+// against bindings-node/index.d.ts (the one surface of both builds). It is
+// never run. `@ts-expect-error` lines must stay errors: they prove the
+// declarations reject misuse.
 
 import {
+  FixedWindow,
+  Gcra,
+  LeakyBucket,
+  Limiter,
+  RateLimited,
+  SlidingWindowCounter,
   SlidingWindowLog,
   TokenBucket,
+  fastifyHook,
+  middleware,
+  type AcquireOptions,
+  type Bandwidth,
   type Decision,
-  type SlidingWindowLogOptions,
+  type RateLimitHeaders,
+  type Reservation,
   type TokenBucketOptions,
+  type WindowOptions,
 } from 'ratekeeper';
 
-const bucketOptions: TokenBucketOptions = { capacity: 10, refillTokens: 1, refillPeriodMs: 100 };
+const bucketOptions: TokenBucketOptions = { capacity: 10, refillTokens: 1, refillPeriodMs: 100, refill: 'interval' };
 const bucket: TokenBucket = new TokenBucket(bucketOptions);
-const started = new TokenBucket({ ...bucketOptions, initialTokens: 0 });
-
-const logOptions: SlidingWindowLogOptions = { limit: 100, windowMs: 60_000 };
-const log: SlidingWindowLog = new SlidingWindowLog(logOptions);
-
-// `cost` and `nowMs` are both optional numbers.
-const decisions: Decision[] = [
-  bucket.tryAcquire(),
-  bucket.tryAcquire(2),
-  bucket.tryAcquire(undefined, performanceNow()),
-  started.tryAcquire(1, 1234.5),
-  log.tryAcquire(),
-  log.tryAcquire(3, 0),
+const both: TokenBucket = TokenBucket.fromBandwidths(
+  [bucketOptions, { capacity: 100, refillTokens: 100, refillPeriodMs: 60_000, initialTokens: 0 }],
+  { name: 'both', clock: () => 0 },
+);
+const windowOptions: WindowOptions = { limit: 100, windowMs: 60_000, name: 'per-minute' };
+const limiters: Limiter[] = [
+  bucket,
+  both,
+  new Gcra({ burst: 5, emissionIntervalMs: 100 }),
+  Gcra.perPeriod({ burst: 5, tokens: 10, periodMs: 1000 }),
+  new LeakyBucket({ capacity: 10, intervalMs: 100 }),
+  new SlidingWindowLog(windowOptions),
+  new SlidingWindowCounter(windowOptions),
+  new FixedWindow({ ...windowOptions, clock: () => performance.now() }),
 ];
 
-export function describe(d: Decision): string {
-  const allowed: boolean = d.allowed;
-  const counts: [number, number] = [d.remaining, d.limit];
-  const waits: [number, number] = [d.retryAfterMs, d.resetAfterMs];
-  return allowed ? `${counts[0]} of ${counts[1]} left` : `retry in ${waits[0]} ms`;
-}
-export const summaries: string[] = decisions.map(describe);
+// `cost` and `nowMs` are optional numbers everywhere.
+const decisions: Decision[] = limiters.flatMap((l) => [l.tryAcquire(), l.tryAcquire(2), l.peek(undefined, 1234.5), l.peek(0)]);
+const reservation: Reservation = bucket.reserve(1, 500, 0);
+const waitMs: number = reservation.ok ? reservation.waitMs : (reservation.decision?.retryAfterMs ?? 0);
+bucket.refund(reservation.cost, reservation.atMs);
+bucket.refund(1);
+bucket.reconfigure(new TokenBucket({ capacity: 20, refillTokens: 2, refillPeriodMs: 100 }), waitMs);
+const headers: RateLimitHeaders = bucket.headers(bucket.tryAcquire());
+const retryAfter: string | undefined = headers['Retry-After'];
+const config: [number, number, string, string, Bandwidth[], number, 'greedy' | 'interval'] = [
+  bucket.limit, bucket.windowMs, bucket.algorithm, bucket.name, both.bandwidths, bucket.capacity, bucket.refill,
+];
 
-function performanceNow(): number {
-  return 0;
+export async function waiting(signal: AbortSignal): Promise<void> {
+  const options: AcquireOptions = { signal, timeoutMs: 1000 };
+  await bucket.acquire();
+  await bucket.acquire(2, options);
+  try {
+    await new LeakyBucket({ capacity: 1, intervalMs: 10 }).acquire(1, { timeoutMs: 5 });
+  } catch (error) {
+    if (error instanceof RateLimited) {
+      const code: 'rate_limited' = error.code;
+      console.log(code, error.retryAfterMs);
+    }
+  }
 }
+
+// The server helpers, typed by the request the key function reads.
+interface Req {
+  ip: string;
+  method: string;
+}
+export const handler = middleware<Req>({
+  key: (req) => req.ip,
+  create: () => new Gcra({ burst: 10, emissionIntervalMs: 100 }),
+  cost: (req) => (req.method === 'POST' ? 5 : 1),
+});
+export const hook = fastifyHook<Req>({ key: (request) => request.ip, create: (key) => new FixedWindow({ limit: 100, windowMs: 60_000, name: String(key) }) });
+
+export const summaries: unknown[] = [decisions, retryAfter, config];
 
 // @ts-expect-error: `refillPeriodMs` is required
 new TokenBucket({ capacity: 10, refillTokens: 1 });
@@ -45,13 +88,27 @@ new TokenBucket({ capacity: 10, refillTokens: 1 });
 new TokenBucket({ capacity: 10, refill_tokens: 1, refillPeriodMs: 100 });
 // @ts-expect-error: counts are numbers
 new TokenBucket({ capacity: '10', refillTokens: 1, refillPeriodMs: 100 });
+// @ts-expect-error: refill is 'greedy' or 'interval'
+new TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 100, refill: 'lazy' });
 // @ts-expect-error: the options object is required
 new SlidingWindowLog();
 // @ts-expect-error: `windowMs`, not `window`
-new SlidingWindowLog({ limit: 1, window: 1000 });
+new FixedWindow({ limit: 1, window: 1000 });
+// @ts-expect-error: Gcra takes emissionIntervalMs, perPeriod takes tokens and periodMs
+new Gcra({ burst: 1, tokens: 1, periodMs: 1 });
+// @ts-expect-error: Limiter is abstract
+new Limiter();
 // @ts-expect-error: `cost` is a number
 bucket.tryAcquire('1');
 // @ts-expect-error: `nowMs` is a number
-log.tryAcquire(1, new Date());
+bucket.peek(1, new Date());
+// @ts-expect-error: refund needs its cost
+bucket.refund();
+// @ts-expect-error: reconfigure takes a limiter of the same class
+bucket.reconfigure(new Gcra({ burst: 1, emissionIntervalMs: 1 }));
+// @ts-expect-error: acquire's options are an object
+bucket.acquire(1, 500);
 // @ts-expect-error: a decision has no `retryAfter` (it is `retryAfterMs`)
 decisions[0]?.retryAfter;
+// @ts-expect-error: the key is a string or a number
+middleware<Req>({ key: (req) => req, create: () => bucket });

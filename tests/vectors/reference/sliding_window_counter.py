@@ -1,19 +1,20 @@
 """A sliding-window counter kept as a plain list of every admitted or booked event,
-forever; the estimate is an exact Fraction from the two window sums, recounted."""
+forever; the estimate is an exact Fraction from the two window sums, recounted.
+Calendar windows are fixed_window's, from Python's datetime."""
 from __future__ import annotations
 
 from fractions import Fraction
 from math import ceil
 
-from .common import MS, S, check_cost, count, decision, duration, positive, scenario
+from .common import MS, S, check_cost, decision, scenario
+from .fixed_window import DAY, utc, windows
 
 U64 = 2**64 - 1
 
 
 class NaiveSlidingWindowCounter:
     def __init__(self, config: dict):
-        limit, window = count(config["limit"], "limit"), duration(config["window_ns"], "window")
-        self.limit, self.window = positive(limit, "limit"), positive(window, "window")
+        self.limit, self.w = windows(config)
         self.events: list[list[int]] = []  # [time, cost]: admitted at the latest time, booked at the slot
         self.latest = 0
         self.floor = 0  # the latest booked slot: nothing is served before it
@@ -21,23 +22,24 @@ class NaiveSlidingWindowCounter:
     def sum(self, k: int) -> int:
         total = 0
         for t, c in reversed(self.events):  # times never decrease: stop before window k
-            if t < k * self.window:
+            if t < self.w.start(k):
                 break
-            total += c if t // self.window == k else 0
+            total += c if self.w.index(t) == k else 0
         return total
 
     def at(self) -> int:
         return max(self.latest, self.floor)
 
     def estimate(self, t: int) -> Fraction:
-        """prev * (window - e) / window + current, at e ns into t's window."""
-        k, e = divmod(t, self.window)
-        return Fraction(self.sum(k - 1) * (self.window - e), self.window) + self.sum(k)
+        """prev * (end - t) / len + current, in t's window [end - len, end): the
+        part of the current window not yet elapsed weighs the previous count."""
+        k = self.w.index(t)
+        return Fraction(self.sum(k - 1) * (self.w.end(k) - t), self.w.len(k)) + self.sum(k)
 
     def first(self, cost: int) -> int:
         """The first instant from at() on where the estimate admits `cost`; the
         estimate only falls with time, so a binary search finds it."""
-        lo, hi = self.at(), (self.at() // self.window + 2) * self.window
+        lo, hi = self.at(), self.w.end(self.w.index(self.at()) + 1)
         while lo < hi:
             mid = (lo + hi) // 2
             if self.estimate(mid) + cost <= self.limit:
@@ -83,11 +85,11 @@ class NaiveSlidingWindowCounter:
 
     def refund(self, taken_at: int, cost: int) -> None:
         """Only the window holding at() and the one before give units back."""
-        k = taken_at // self.window
-        if k not in (self.at() // self.window, self.at() // self.window - 1):
+        k = self.w.index(taken_at)
+        if k not in (self.w.index(self.at()), self.w.index(self.at()) - 1):
             return
         for event in reversed(self.events):
-            if event[0] // self.window == k:
+            if self.w.index(event[0]) == k:
                 given = min(event[1], cost)
                 event[1] -= given
                 cost -= given
@@ -159,7 +161,62 @@ def scenarios():
     ]
 
 
+def cal(limit, calendar) -> dict:
+    return {"limit": limit, "calendar": calendar}
+
+
+def calendar_scenarios():
+    mar, feb = utc(2024, 3, 1), utc(2024, 2, 1)
+    return [
+        counter("month: February's count weighs the part of March (31 days) not yet elapsed", cal(310, "month"),
+                [(mar - DAY, 310), (mar, 0), (mar + 10 * DAY, 101), (mar + 10 * DAY, 100), (mar + 10 * DAY + 1, 1),
+                 (utc(2024, 3, 31, 23, 59, 59, 999_999_999), 0), (utc(2024, 4, 1), 0), (utc(2024, 5, 1), 0)]),
+        counter("month: January's count weighs the part of a 28-day February (2023) not yet elapsed", cal(28, "month"),
+                [(utc(2023, 1, 31, 23), 28), (utc(2023, 2, 1), 1), (utc(2023, 2, 2) - 1, 1), (utc(2023, 2, 2), 1),
+                 (utc(2023, 2, 15), 0), (utc(2023, 2, 15), 13), (utc(2023, 2, 15), 1), (utc(2023, 3, 1), 0)]),
+        counter("month: a leap-year February of 29 days weighs January by 29ths", cal(29, "month"),
+                [(feb - 1, 29), (feb + 5 * DAY, 5), (feb + 5 * DAY, 1), (feb + 6 * DAY - 1, 1), (feb + 6 * DAY, 1),
+                 (utc(2024, 2, 29, 23, 59, 59, 999_999_999), 0), (mar, 0), (mar, 23)]),
+        counter("month: the retry crosses into the next month, weighed by its length", cal(4, "month"),
+                [(utc(2024, 4, 10), 4), (utc(2024, 4, 20), 3), (utc(2024, 5, 24, 6) - 1, 3), (utc(2024, 5, 24, 6), 3),
+                 (utc(2024, 6, 30), 0)]),
+        counter("month: the span bound: limit in January's last ns, then the most February admits", cal(10, "month"),
+                [(utc(2023, 1, 31, 23, 59, 59, 999_999_999), 10), (utc(2023, 2, 28, 23, 59, 59, 999_999_998), 9),
+                 (utc(2023, 2, 28, 23, 59, 59, 999_999_998), 1), (utc(2023, 3, 1), 0)]),
+        counter("week: the previous ISO week weighs the part of this one not yet elapsed", cal(7, "week"),
+                [(utc(2024, 1, 7, 23), 7), (utc(2024, 1, 8), 1), (utc(2024, 1, 9), 1), (utc(2024, 1, 10), 2),
+                 (utc(2024, 1, 14, 23, 59, 59), 0), (utc(2024, 1, 15), 1), (utc(2024, 1, 29), 0)]),
+        counter("week: the epoch's week began on Monday 1969-12-29", cal(2, "week"),
+                [(0, 2), (0, 1), op("reserve", 0, 1, max_wait_ns=30 * DAY), (utc(1970, 1, 8, 12) - 1, 0),
+                 (utc(1970, 1, 8, 12), 1), op("peek", utc(1970, 1, 12), 2)]),
+        counter("day: yesterday weighs the part of today not yet elapsed", cal(24, "day"),
+                [(utc(2024, 2, 28, 12), 24), (utc(2024, 2, 29), 1), (utc(2024, 2, 29, 1), 1), (utc(2024, 2, 29, 6), 6),
+                 (utc(2024, 2, 29, 6), 1), (utc(2024, 3, 1), 0), (utc(2024, 3, 1), 17)]),
+        counter("month: reservations book the instant the estimate admits them, across months", cal(3, "month"),
+                [(utc(2024, 1, 31), 3)] + [op("reserve", utc(2024, 1, 31), c, max_wait_ns=120 * DAY) for c in (1, 2, 3, 1)]
+                + [(utc(2024, 2, 10), 0), op("reserve", utc(2024, 2, 10), 1, max_wait_ns=DAY)]),
+        counter("month: refunds reach the current and the previous month only", cal(10, "month"),
+                [(utc(2024, 6, 20), 6), (utc(2024, 7, 2), 4), op("refund", utc(2024, 5, 31), 5), op("refund", utc(2024, 6, 1), 3),
+                 op("peek", utc(2024, 7, 16), 0), op("refund", utc(2024, 7, 31), 9), op("peek", utc(2024, 7, 16), 0),
+                 (utc(2024, 8, 1), 0), op("refund", utc(2024, 6, 30), 3), (utc(2024, 8, 1), 7)]),
+        counter("month: time going backwards is judged at the latest time seen", cal(2, "month"),
+                [(utc(2024, 3, 15), 2), (utc(2024, 2, 15), 1), (utc(2024, 4, 1), 0), (utc(2024, 3, 31), 1),
+                 (utc(2024, 4, 16), 1)]),
+        counter("a trickle every 9 hours 17 minutes over 14 months of 28 to 31 days", cal(60, "month"),
+                [(utc(2023, 12, 1) + i * (9 * 60 + 17) * 60 * S + i * 7_919, 1 + i % 4) for i in range(1_100)]),
+        counter("month: July 2554, holding the last u64 instant, ends beyond it", cal(3, "month"),
+                [(utc(2554, 6, 30, 23, 59, 59, 999_999_999), 3), (utc(2554, 7, 1), 1), (U64, 3), (U64, 1),
+                 op("reserve", U64, 1, max_wait_ns=U64), (U64, 0)]),
+        counter("zero limit with a calendar", cal(0, "week")),
+        counter("an unknown calendar", cal(3, "year")),
+        counter("a calendar given as a list", cal(3, ["month"])),
+    ]
+
+
 FILES = [
     ("core-only", "sliding_window_counter.json",
      "Sliding-window counter: the fading previous window, the span bound, bookings, refunds.", scenarios),
+    ("core-only", "sliding_window_counter_calendar.json",
+     "Sliding-window counter over UTC calendar days, ISO weeks and months: the previous window weighs the part "
+     "of the current one not yet elapsed.", calendar_scenarios),
 ]

@@ -1,0 +1,16 @@
+// ES module entry of the `ratekeeper` package on Node: the CommonJS build, re-exported.
+import api from './index.js';
+
+export const {
+  Limiter,
+  TokenBucket,
+  Gcra,
+  LeakyBucket,
+  SlidingWindowLog,
+  SlidingWindowCounter,
+  FixedWindow,
+  RateLimited,
+  middleware,
+  fastifyHook,
+} = api;
+export default api;

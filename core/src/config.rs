@@ -1,0 +1,226 @@
+//! Declarative configuration: limits and policies described as data.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::rate::{parse_rates, Rate};
+use crate::{
+    AnyKeyed, AnyLimiter, Bandwidth, Calendar, Error, Eviction, FixedWindow, Gcra, LeakyBucket,
+    Nanos, Policy, SlidingWindowCounter, SlidingWindowLog, MAX_BANDWIDTHS,
+};
+
+/// An algorithm, as configuration spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Algorithm {
+    /// [`TokenBucket`](crate::TokenBucket): a burst, then the rate.
+    #[default]
+    TokenBucket,
+    /// [`Gcra`].
+    Gcra,
+    /// [`LeakyBucket`].
+    LeakyBucket,
+    /// [`SlidingWindowLog`].
+    SlidingWindowLog,
+    /// [`SlidingWindowCounter`].
+    SlidingWindowCounter,
+    /// [`FixedWindow`].
+    FixedWindow,
+}
+
+/// One limit of a policy, as data.
+///
+/// With the `serde` feature it deserializes from, for instance,
+/// `{"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]}`.
+///
+/// - `rate`: a rate string ([`Rate`]): the refill of a bucket (several,
+///   separated by `;`, make a token bucket of several bandwidths, each as
+///   large as its own count), the emission interval of a GCRA or a leaky
+///   bucket (`period / count`, a whole number of nanoseconds), or the limit
+///   and window of a window algorithm.
+/// - `burst`: a token bucket's capacity (its first bandwidth's, with
+///   several), a GCRA's burst, a leaky bucket's queue; by default the rate's
+///   count.
+/// - `calendar`: for the window algorithms, calendar windows in UTC
+///   (`day`, `week` from Monday, `month` from the 1st) instead of the rate's
+///   period; the rate's count is the limit.
+/// - `by`: the request fields the limit is keyed by; none for a global limit.
+/// - `max_keys` and `eviction`: a bound on the keys held (see
+///   [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct LimitConfig {
+    /// The limit's name, unique in its policy.
+    pub name: String,
+    /// The algorithm; a token bucket by default.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub algorithm: Algorithm,
+    /// The rate string.
+    pub rate: String,
+    /// The burst, capacity or queue length.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub burst: Option<u64>,
+    /// Calendar windows instead of the rate's period.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub calendar: Option<Calendar>,
+    /// The request fields the limit is keyed by.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub by: Vec<String>,
+    /// The most keys held.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub max_keys: Option<u64>,
+    /// What happens at `max_keys`.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub eviction: Option<Eviction>,
+}
+
+/// A policy, as data: `{"limits": [...]}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct PolicyConfig {
+    /// The limits, decided all or nothing.
+    pub limits: Vec<LimitConfig>,
+}
+
+impl LimitConfig {
+    /// The limiter this configuration describes (each key's fresh state).
+    pub fn limiter(&self) -> Result<AnyLimiter, Error> {
+        let rates = parse_rates(&self.rate).collect::<Result<Vec<Rate>, Error>>()?;
+        let single = || match rates[..] {
+            [rate] => Ok(rate),
+            _ => Err(Error::InvalidValue {
+                name: "rate",
+                reason: "holds several rates; only a token bucket takes several \
+                         (or write one limit per rate)",
+            }),
+        };
+        let burst = |rate: Rate| self.burst.unwrap_or(rate.amount);
+        if self.calendar.is_some() && !self.algorithm.is_window() {
+            return Err(Error::InvalidValue {
+                name: "calendar",
+                reason: "applies to the window algorithms only",
+            });
+        }
+        Ok(match self.algorithm {
+            Algorithm::TokenBucket => {
+                if rates.len() > MAX_BANDWIDTHS {
+                    return Err(Error::TooLarge {
+                        name: "rate",
+                        value: rates.len() as u64,
+                        max: MAX_BANDWIDTHS as u64,
+                    });
+                }
+                let mut bands = Vec::with_capacity(rates.len());
+                for (i, rate) in rates.iter().enumerate() {
+                    let capacity = if i == 0 { burst(*rate) } else { rate.amount };
+                    bands.push(Bandwidth::greedy(capacity, rate.amount, rate.period)?);
+                }
+                AnyLimiter::token_bucket(&bands)?
+            }
+            Algorithm::Gcra => {
+                let rate = single()?;
+                Gcra::per_period(burst(rate), rate.amount, rate.period)?.into()
+            }
+            Algorithm::LeakyBucket => {
+                let rate = single()?;
+                LeakyBucket::new(burst(rate), whole_interval(rate)?)?.into()
+            }
+            Algorithm::SlidingWindowLog => {
+                let rate = single()?;
+                SlidingWindowLog::new(rate.amount, rate.period)?.into()
+            }
+            Algorithm::SlidingWindowCounter => {
+                let rate = single()?;
+                match self.calendar {
+                    Some(c) => SlidingWindowCounter::with_calendar(rate.amount, c)?.into(),
+                    None => SlidingWindowCounter::new(rate.amount, rate.period)?.into(),
+                }
+            }
+            Algorithm::FixedWindow => {
+                let rate = single()?;
+                match self.calendar {
+                    Some(c) => FixedWindow::with_calendar(rate.amount, c)?.into(),
+                    None => FixedWindow::new(rate.amount, rate.period)?.into(),
+                }
+            }
+        })
+    }
+
+    /// The keyed store this configuration describes.
+    pub fn store(&self) -> Result<AnyKeyed, Error> {
+        let store = AnyKeyed::new(self.limiter()?);
+        match self.max_keys {
+            None => Ok(store),
+            Some(max) => {
+                let eviction = self.eviction.unwrap_or_default();
+                store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
+            }
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// The policy this configuration describes.
+    pub fn policy(&self) -> Result<Policy, Error> {
+        let mut policy = Policy::new();
+        for limit in &self.limits {
+            let by: Vec<&str> = limit.by.iter().map(String::as_str).collect();
+            policy.add_store(&limit.name, &by, limit.store()?)?;
+        }
+        Ok(policy)
+    }
+}
+
+impl Policy {
+    /// A global policy with one limit per rate of `rates` (such as
+    /// `"10/second;100/day"`), each named by its rate, of `algorithm`.
+    ///
+    /// ```
+    /// use ratekeeper::{Algorithm, Nanos, Policy};
+    ///
+    /// let mut policy = Policy::from_rates("2/second;3/minute", Algorithm::SlidingWindowLog, &[]).unwrap();
+    /// assert_eq!(policy.name(1), "3/minute");
+    /// assert!(policy.try_acquire(&[], Nanos::ZERO, 2).unwrap().decision.allowed);
+    /// let later = Nanos::from_secs(1);
+    /// assert!(policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
+    /// assert!(!policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
+    /// ```
+    pub fn from_rates(rates: &str, algorithm: Algorithm, by: &[&str]) -> Result<Policy, Error> {
+        let mut policy = Policy::new();
+        for rate in parse_rates(rates) {
+            let rate = rate?;
+            let config = LimitConfig {
+                name: alloc::format!("{rate}"),
+                algorithm,
+                rate: alloc::format!("{rate}"),
+                by: by.iter().map(|&f| f.into()).collect(),
+                ..LimitConfig::default()
+            };
+            policy.add(&config.name, by, config.limiter()?)?;
+        }
+        Ok(policy)
+    }
+}
+
+impl Algorithm {
+    fn is_window(self) -> bool {
+        matches!(
+            self,
+            Algorithm::SlidingWindowCounter | Algorithm::FixedWindow
+        )
+    }
+}
+
+/// `period / amount`, when it is a whole number of nanoseconds.
+fn whole_interval(rate: Rate) -> Result<Nanos, Error> {
+    if rate.period.0 % rate.amount != 0 {
+        return Err(Error::InvalidValue {
+            name: "rate",
+            reason: "is not a whole number of nanoseconds per unit",
+        });
+    }
+    Ok(Nanos(rate.period.0 / rate.amount))
+}

@@ -1,0 +1,122 @@
+//! Declarative configuration: JSON in, the same policy as built by hand out.
+
+use ratekeeper::{
+    AnyLimiter, Calendar, FixedWindow, Gcra, Limiter, Nanos, Policy, PolicyConfig, TokenBucket,
+};
+
+fn parse(json: &str) -> PolicyConfig {
+    serde_json::from_str(json).unwrap()
+}
+
+#[test]
+fn a_json_policy_decides_like_the_one_built_by_hand() {
+    let config = parse(
+        r#"{"limits": [
+            {"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]},
+            {"name": "per-user-gcra", "algorithm": "gcra", "rate": "5 per 500 milliseconds"},
+            {"name": "daily", "algorithm": "fixed_window", "rate": "1000/day", "calendar": "day", "by": ["user"], "max_keys": 10000}
+        ]}"#,
+    );
+    let from_json = config.policy();
+    // "500 milliseconds" is not a limits unit: the whole policy is refused,
+    // naming the rate.
+    assert_eq!(from_json.unwrap_err().code(), "invalid_syntax");
+
+    let config = parse(
+        r#"{"limits": [
+            {"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]},
+            {"name": "global", "algorithm": "gcra", "rate": "100/second"},
+            {"name": "daily", "algorithm": "fixed_window", "rate": "1000/day", "calendar": "day", "by": ["user"], "max_keys": 10000}
+        ]}"#,
+    );
+    let mut from_json = config.policy().unwrap();
+    let mut by_hand = Policy::new();
+    let bucket = ratekeeper::Bandwidth::greedy(20, 10, Nanos::from_secs(1)).unwrap();
+    by_hand
+        .add(
+            "api-per-second",
+            &["user"],
+            TokenBucket::from_bandwidths([bucket]).unwrap().into(),
+        )
+        .unwrap();
+    by_hand
+        .add(
+            "global",
+            &[],
+            Gcra::new(100, Nanos::from_millis(10)).unwrap().into(),
+        )
+        .unwrap();
+    by_hand
+        .add(
+            "daily",
+            &["user"],
+            FixedWindow::with_calendar(1000, Calendar::Day)
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    let mut now = 1_700_000_000_000_000_000u64;
+    for i in 0..2_000u64 {
+        now += 3_000_000 * (i % 7);
+        let user = [("user", &[b'a' + (i % 3) as u8][..])];
+        let cost = i % 4;
+        assert_eq!(
+            from_json.try_acquire(&user, Nanos(now), cost),
+            by_hand.try_acquire(&user, Nanos(now), cost),
+            "request {i}"
+        );
+    }
+}
+
+#[test]
+fn several_rates_make_a_bucket_of_several_bandwidths() {
+    let config = parse(r#"{"limits": [{"name": "both", "rate": "2/second;3/minute"}]}"#);
+    let limiter = config.limits[0].limiter().unwrap();
+    assert!(matches!(limiter, AnyLimiter::TokenBucket2(_)));
+    assert_eq!(limiter.limit(), 2);
+}
+
+#[test]
+fn bad_configurations_name_their_argument() {
+    let code = |json: &str| {
+        let err = parse(json).policy().unwrap_err();
+        (err.code(), err.argument())
+    };
+    assert_eq!(
+        code(r#"{"limits": [{"name": "a", "algorithm": "gcra", "rate": "7/second"}]}"#),
+        ("invalid_value", Some("period"))
+    );
+    assert_eq!(
+        code(r#"{"limits": [{"name": "a", "algorithm": "gcra", "rate": "1/second;2/minute"}]}"#),
+        ("invalid_value", Some("rate"))
+    );
+    assert_eq!(
+        code(
+            r#"{"limits": [{"name": "a", "algorithm": "gcra", "rate": "1/second", "calendar": "day"}]}"#
+        ),
+        ("invalid_value", Some("calendar"))
+    );
+    assert_eq!(
+        code(
+            r#"{"limits": [{"name": "a", "rate": "1/second"}, {"name": "a", "rate": "2/second"}]}"#
+        ),
+        ("invalid_value", Some("name"))
+    );
+    assert_eq!(
+        code(r#"{"limits": [{"name": "a", "rate": "0/second"}]}"#),
+        ("zero_value", Some("rate"))
+    );
+    // Unknown fields and algorithms are serde's errors, naming the field.
+    let err = serde_json::from_str::<PolicyConfig>(
+        r#"{"limits": [{"name": "a", "rate": "1/s", "burts": 2}]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("burts"), "{err}");
+    let err = serde_json::from_str::<PolicyConfig>(
+        r#"{"limits": [{"name": "a", "rate": "1/s", "algorithm": "magic"}]}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("magic"), "{err}");
+}

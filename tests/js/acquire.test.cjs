@@ -1,0 +1,201 @@
+'use strict';
+// acquire(cost, { signal, timeoutMs }): reserve, then one timer. Most tests
+// drive it with an injected clock (the `clock` option) and fake timers
+// (helpers.fakeTime), so that they are exact and instant; a few use real time.
+
+const { describe, it, afterEach } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, FixedWindow, RateLimited } = require('./impl.cjs');
+const { assertLimiterRejects, fakeTime, flush } = require('./helpers.cjs');
+
+let time;
+afterEach(() => {
+  time?.uninstall();
+  time = undefined;
+});
+
+/** Fake time starting at 1000 ms, installed; and a record of when each promise settled. */
+function setup(options) {
+  time = fakeTime(options).install();
+  const settled = [];
+  const track = (label, promise) =>
+    promise.then(
+      () => settled.push([label, time.now()]),
+      (error) => settled.push([label, time.now(), error]),
+    );
+  return { time, settled, track };
+}
+
+describe('acquire', () => {
+  it('resolves at once when the cost is available, without a timer', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    await bucket.acquire();
+    await bucket.acquire(1);
+    assert.equal(time.scheduled.length, 0);
+    assert.equal(bucket.peek(1).allowed, false, 'both units were taken');
+  });
+
+  it('waiters are served first come first served, each at its slot, one timer each', async () => {
+    const { time, settled, track } = setup();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
+    for (const label of ['a', 'b', 'c', 'd']) track(label, gcra.acquire());
+    await time.advance(1_000);
+    assert.deepStrictEqual(settled, [['a', 1_000], ['b', 1_100], ['c', 1_200], ['d', 1_300]]);
+    assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 200, 300], 'one timer per waiter, none for the first');
+  });
+
+  it('a later tryAcquire does not jump ahead of a waiter', async () => {
+    const { time, settled, track } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    track('waiter', bucket.acquire());
+    await time.advance(50);
+    assert.equal(bucket.tryAcquire().allowed, false);
+    await time.advance(50);
+    assert.deepStrictEqual(settled, [['waiter', 1_100]]);
+    assert.equal(bucket.tryAcquire().allowed, false, 'the waiter took the refilled token');
+  });
+
+  it('a wait beyond timeoutMs rejects at once with a TimeoutError, booking nothing', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    const before = bucket.peek(1);
+    const error = await bucket.acquire(1, { timeoutMs: 99 }).then(() => null, (e) => e);
+    assert.ok(error instanceof DOMException, `${error}`);
+    assert.equal(error.name, 'TimeoutError');
+    assert.equal(time.now(), 1_000, 'rejected at once');
+    assert.equal(time.pending(), 0);
+    assert.deepStrictEqual(bucket.peek(1), before, 'nothing was booked');
+    // A wait of exactly timeoutMs is accepted.
+    const ok = bucket.acquire(1, { timeoutMs: 100 });
+    await time.advance(100);
+    await ok;
+  });
+
+  it('timeoutMs 0 takes only what is there now', async () => {
+    const { time } = setup();
+    const log = new SlidingWindowLog({ limit: 1, windowMs: 1_000, clock: time.now });
+    await log.acquire(1, { timeoutMs: 0 });
+    const error = await log.acquire(1, { timeoutMs: 0 }).then(() => null, (e) => e);
+    assert.equal(error?.name, 'TimeoutError');
+  });
+
+  it('aborting during the wait refunds the booking and rejects with signal.reason', async () => {
+    const { time, settled, track } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    const controller = new AbortController();
+    track('aborted', bucket.acquire(1, { signal: controller.signal }));
+    track('next', bucket.acquire());
+    await time.advance(30);
+    controller.abort();
+    await flush();
+    const [label, at, error] = settled[0];
+    assert.deepStrictEqual([label, at], ['aborted', 1_030]);
+    assert.ok(error instanceof DOMException && error.name === 'AbortError', `${error}`);
+    assert.equal(error, controller.signal.reason);
+    // The refunded unit is free again: a new acquire gets the slot of 1200 that
+    // 'next' moved up to (a bucket has no history of slots), not 1300.
+    track('after', bucket.acquire());
+    await time.advance(1_000);
+    assert.deepStrictEqual(settled.slice(1).map(([l, t]) => [l, t]), [['next', 1_200], ['after', 1_200]]);
+  });
+
+  it('a custom abort reason is what it rejects with', async () => {
+    const { time } = setup();
+    const fixed = new FixedWindow({ limit: 1, windowMs: 1_000, clock: time.now });
+    await fixed.acquire();
+    const controller = new AbortController();
+    const pending = fixed.acquire(1, { signal: controller.signal });
+    const reason = new Error('shutting down');
+    controller.abort(reason);
+    await assert.rejects(pending, (e) => e === reason);
+    assert.equal(fixed.peek(1, 1_500).allowed, false, 'the window still holds the first unit');
+    assert.equal(fixed.peek(1, 2_000).allowed, true, 'the refunded booking no longer holds the next window');
+  });
+
+  it('an already aborted signal rejects at once, booking nothing', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    const reason = new Error('gone');
+    await assert.rejects(bucket.acquire(1, { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+    assert.equal(bucket.peek(1).allowed, true);
+  });
+
+  it('a signal aborted after the slot came changes nothing', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    const controller = new AbortController();
+    const pending = bucket.acquire(1, { signal: controller.signal });
+    await time.advance(100);
+    await pending;
+    controller.abort();
+    assert.equal(bucket.peek(1).allowed, false, 'no refund after the slot');
+  });
+
+  it('a full queue rejects with RateLimited and its retryAfterMs', async () => {
+    const { time } = setup();
+    const queue = new LeakyBucket({ capacity: 2, intervalMs: 100, clock: time.now });
+    const a = queue.acquire();
+    const b = queue.acquire();
+    const error = await queue.acquire().then(() => null, (e) => e);
+    assert.ok(error instanceof RateLimited, `${error}`);
+    assert.deepStrictEqual([error.code, error.retryAfterMs], ['rate_limited', 200]);
+    await time.advance(100);
+    await Promise.all([a, b]);
+  });
+
+  it('never resolves before its slot, even when a timer fires early', async () => {
+    const { time, settled, track } = setup({ lag: 3 });
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
+    gcra.tryAcquire();
+    track('waiter', gcra.acquire());
+    await time.advance(200);
+    assert.deepStrictEqual(settled, [['waiter', 1_100]]);
+    assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 3], 'a second timer covered the rest');
+  });
+
+  it('bad arguments reject with the binding errors', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    await assertLimiterRejects(bucket.acquire('1'), 'invalid_type', 'cost');
+    await assertLimiterRejects(bucket.acquire(3), 'cost_exceeds_limit', 'cost');
+    await assertLimiterRejects(bucket.acquire(1, 5), 'invalid_type', 'options');
+    await assertLimiterRejects(bucket.acquire(1, { signal: {} }), 'invalid_type', 'signal');
+    await assertLimiterRejects(bucket.acquire(1, { timeoutMs: '5' }), 'invalid_type', 'timeoutMs');
+    await assertLimiterRejects(bucket.acquire(1, { timeoutMs: -1 }), 'invalid_value', 'timeoutMs');
+    await assertLimiterRejects(bucket.acquire(1, { timeoutMs: NaN }), 'invalid_value', 'timeoutMs');
+    assert.equal(bucket.peek(2).allowed, true, 'nothing was booked');
+  });
+});
+
+describe('acquire in real time', () => {
+  it('paces waiters at the rate, none before its slot', async () => {
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 20 });
+    const start = performance.now();
+    const slots = [];
+    await Promise.all(
+      [0, 1, 2, 3].map(async () => {
+        await bucket.acquire();
+        slots.push(performance.now() - start);
+      }),
+    );
+    assert.equal(slots.length, 4);
+    slots.forEach((at, i) => assert.ok(at >= i * 20 - 0.5, `waiter ${i} resolved at ${at.toFixed(2)} ms, before ${i * 20} ms`));
+    assert.deepStrictEqual([...slots].sort((x, y) => x - y), slots, 'first come first served');
+  });
+
+  it('an AbortSignal.timeout() aborts a real wait and refunds it', async () => {
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10_000 });
+    bucket.tryAcquire();
+    const started = performance.now();
+    await assert.rejects(bucket.acquire(1, { signal: AbortSignal.timeout(20) }), (e) => e.name === 'TimeoutError');
+    assert.ok(performance.now() - started < 5_000);
+    const retry = bucket.peek(1).retryAfterMs;
+    assert.ok(retry <= 10_000 && retry > 9_000, `the refund freed the booked slot: retry in ${retry} ms`);
+  });
+});

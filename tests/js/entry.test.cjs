@@ -1,0 +1,41 @@
+'use strict';
+// The entry points: the ES module entry of the build under test exports the
+// same API as its CommonJS entry (napi: index.mjs beside index.js; wasm:
+// web.mjs, initialised here from the .wasm bytes, beside node.cjs).
+
+const { it } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const { pathToFileURL } = require('node:url');
+
+const cjs = require('./impl.cjs');
+
+const ROOT = path.join(__dirname, '..', '..');
+const EXPORTS = [
+  'FixedWindow', 'Gcra', 'LeakyBucket', 'Limiter', 'RateLimited', 'SlidingWindowCounter', 'SlidingWindowLog',
+  'TokenBucket', 'fastifyHook', 'middleware',
+];
+
+it('the CommonJS entry exports exactly the API', () => {
+  assert.deepStrictEqual(Object.keys(cjs).sort(), EXPORTS);
+});
+
+it('the ES module entry exports the same API and answers the same', async () => {
+  let esm;
+  if ((process.env.RATEKEEPER_IMPL || 'napi') === 'wasm') {
+    esm = await import(pathToFileURL(path.join(ROOT, 'bindings-wasm/web.mjs')).href);
+    assert.equal(typeof esm.init, 'function');
+    esm.initSync(fs.readFileSync(path.join(ROOT, 'bindings-wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
+  } else {
+    esm = await import(pathToFileURL(path.join(ROOT, 'bindings-node/index.mjs')).href);
+    assert.equal(esm.TokenBucket, cjs.TokenBucket, 'one module instance behind both entries');
+  }
+  for (const name of EXPORTS) assert.equal(typeof esm[name], 'function', name);
+  const answers = (api) => {
+    const gcra = new api.Gcra({ burst: 2, emissionIntervalMs: 10, name: 'g' });
+    const d = [1, 1, 1].map(() => gcra.tryAcquire(1, 0));
+    return [d, gcra.headers(d[2]), gcra.reserve(1, Infinity, 0)];
+  };
+  assert.deepStrictEqual(answers(esm), answers(cjs));
+});
