@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::PyClass;
 use ratekeeper::{
-    AnyLimiter, Bandwidth, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
+    AnyLimiter, Bandwidth, Calendar, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, SlidingWindowLog,
 };
 
@@ -54,6 +54,15 @@ fn bandwidths(any: &AnyLimiter) -> Vec<Bandwidth> {
         AnyLimiter::TokenBucket3(bucket) => bucket.bandwidths().to_vec(),
         AnyLimiter::TokenBucket4(bucket) => bucket.bandwidths().to_vec(),
         _ => Vec::new(),
+    }
+}
+
+/// The calendar of a window algorithm's windows, if any.
+fn calendar_of(any: &AnyLimiter) -> Option<Calendar> {
+    match any {
+        AnyLimiter::FixedWindow(window) => window.calendar(),
+        AnyLimiter::SlidingWindowCounter(window) => window.calendar(),
+        _ => None,
     }
 }
 
@@ -146,12 +155,24 @@ pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>
         | AnyLimiter::SlidingWindowCounter(_)
         | AnyLimiter::FixedWindow(_) => {
             kwargs.set_item("limit", any.limit())?;
-            kwargs.set_item("window", secs(any.window())?)?;
-            match any.algorithm() {
+            let class = match any.algorithm() {
                 "sliding_window_log" => py.get_type::<PySlidingWindowLog>(),
                 "sliding_window_counter" => py.get_type::<PySlidingWindowCounter>(),
                 _ => py.get_type::<PyFixedWindow>(),
+            };
+            if let Some(calendar) = calendar_of(any) {
+                kwargs.set_item("calendar", calendar.name())?;
+                let args = PyTuple::empty(py);
+                let method = Some("with_calendar");
+                return Ok(Call {
+                    class,
+                    method,
+                    args,
+                    kwargs,
+                });
             }
+            kwargs.set_item("window", secs(any.window())?)?;
+            class
         }
         _ => {
             let class = py.get_type::<PyTokenBucket>();
@@ -393,7 +414,7 @@ macro_rules! algorithm_class {
     (
         $(#[$doc:meta])*
         $class:ident, $name:literal, $core:ident($count:ident, $duration:ident),
-        $text_signature:literal { $($extra:tt)* }
+        $text_signature:literal $(, calendar = $calendar_signature:literal)? { $($extra:tt)* }
     ) => {
         $(#[$doc])*
         ///
@@ -418,6 +439,37 @@ macro_rules! algorithm_class {
                 let built = $core::new($count, $duration).map(AnyLimiter::from);
                 PyLimiter::init(py, built, Common::new(name, clock), $class)
             }
+
+            $(
+            /// Windows of the UTC calendar: at most ``limit`` units each
+            /// ``calendar`` day (from 00:00 UTC), ISO week (from Monday) or month
+            /// (from the 1st). ``now`` is then seconds since the Unix epoch, and
+            /// the clock defaults to ``time.time``; ``window`` is the nominal
+            /// length (1, 7 or 30 days).
+            #[staticmethod]
+            #[pyo3(
+                signature = (limit, calendar, *, name = None, clock = None),
+                text_signature = $calendar_signature
+            )]
+            fn with_calendar(
+                py: Python<'_>,
+                #[pyo3(from_py_with = convert::limit)] limit: u64,
+                #[pyo3(from_py_with = convert::calendar)] calendar: Calendar,
+                #[pyo3(from_py_with = convert::name)] name: Option<Py<PyString>>,
+                #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
+            ) -> PyResult<Py<Self>> {
+                let built = $core::with_calendar(limit, calendar).map(AnyLimiter::from);
+                let clock = Some(clock.map_or_else(|| convert::wall_clock(py), Ok)?);
+                Py::new(py, PyLimiter::init(py, built, Common::new(name, clock), $class)?)
+            }
+
+            /// The calendar of the windows (``"day"``, ``"week"`` or ``"month"``),
+            /// or ``None`` for windows of ``window`` seconds.
+            #[getter]
+            fn calendar(slf: &Bound<'_, Self>) -> Option<&'static str> {
+                calendar_of(&core(slf)).map(Calendar::name)
+            }
+            )?
 
             $($extra)*
         }
@@ -518,7 +570,8 @@ algorithm_class!(
     /// per aligned window and at most ``2 * limit - 1`` in any span of
     /// ``window`` (for windows of at least ``2 * limit`` ns).
     PySlidingWindowCounter, "SlidingWindowCounter", SlidingWindowCounter(limit, window),
-    "(limit, window, *, name='default', clock=None)" {}
+    "(limit, window, *, name='default', clock=None)",
+    calendar = "(limit, calendar, *, name='default', clock=None)" {}
 );
 
 algorithm_class!(
@@ -528,5 +581,6 @@ algorithm_class!(
     /// Cheapest and simplest, with a boundary burst: up to ``2 * limit``
     /// units within ``window`` seconds across a boundary.
     PyFixedWindow, "FixedWindow", FixedWindow(limit, window),
-    "(limit, window, *, name='default', clock=None)" {}
+    "(limit, window, *, name='default', clock=None)",
+    calendar = "(limit, calendar, *, name='default', clock=None)" {}
 );

@@ -8,7 +8,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
-use ratekeeper::{Error, Eviction, Nanos, Refill};
+use ratekeeper::{Algorithm, Calendar, Error, Eviction, Nanos, Refill};
 
 use crate::errors::to_py;
 use crate::limiter::PyLimiter;
@@ -487,13 +487,40 @@ pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     Ok(fields)
 }
 
-/// An `algorithm` name for rate strings: a `str` such as `"token_bucket"`.
-pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<String> {
-    match obj.cast::<PyString>() {
-        Ok(text) => Ok(text.to_cow()?.into_owned()),
-        Err(_) => Err(to_py(
-            obj.py(),
-            invalid_type("algorithm", "a str such as 'token_bucket'"),
-        )),
-    }
+/// An `algorithm` name for rate strings, as configurations spell it.
+pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<Algorithm> {
+    let choices = [
+        ("token_bucket", Algorithm::TokenBucket),
+        ("gcra", Algorithm::Gcra),
+        ("leaky_bucket", Algorithm::LeakyBucket),
+        ("sliding_window_log", Algorithm::SlidingWindowLog),
+        ("sliding_window_counter", Algorithm::SlidingWindowCounter),
+        ("fixed_window", Algorithm::FixedWindow),
+    ];
+    let errors = (
+        "a str such as 'token_bucket'",
+        "must be 'token_bucket', 'gcra', 'leaky_bucket', 'sliding_window_log', \
+         'sliding_window_counter' or 'fixed_window'",
+    );
+    one_of(obj, "algorithm", &choices, errors)
+}
+
+/// A window algorithm's `calendar`: `"day"`, `"week"` or `"month"` (UTC, in
+/// any case), by the core's own names. Anything else, of any type, is a bad
+/// value, as the core's configuration says it.
+pub fn calendar(obj: &Bound<'_, PyAny>) -> PyResult<Calendar> {
+    let name = obj
+        .cast::<PyString>()
+        .ok()
+        .map(|name| name.to_cow())
+        .transpose()?;
+    let calendar = name.and_then(|name| Calendar::from_name(&name));
+    let reason = "must be 'day', 'week' or 'month'";
+    calendar.ok_or_else(|| to_py(obj.py(), invalid_value("calendar", reason)))
+}
+
+/// The default clock of calendar windows: `time.time`, seconds since the
+/// Unix epoch (calendar windows follow the UTC calendar).
+pub fn wall_clock(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(time_module(py)?.getattr(intern!(py, "time"))?.unbind())
 }

@@ -43,6 +43,18 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     raise(py, cell, name, (message, err.code()))
 }
 
+/// `RateLimitError` (or `RateLimitTypeError`, for a value of a type JSON
+/// cannot hold) with code `invalid_config`: a policy configuration that does
+/// not describe a policy; `message` names the field (serde's words).
+pub fn invalid_config(py: Python<'_>, message: String, wrong_type: bool) -> PyErr {
+    let (cell, name) = if wrong_type {
+        (&RATE_LIMIT_TYPE_ERROR, "RateLimitTypeError")
+    } else {
+        (&RATE_LIMIT_ERROR, "RateLimitError")
+    };
+    raise(py, cell, name, (message, "invalid_config"))
+}
+
 /// `RateLimited` for a request `denied` by the limiter called `limiter`,
 /// with `.retry_after` in seconds.
 pub fn rate_limited(py: Python<'_>, limiter: &str, denied: &Decision) -> PyErr {

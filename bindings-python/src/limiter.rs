@@ -173,27 +173,31 @@ impl PyLimiter {
     }
 }
 
+/// Calls `$body` with `$l` bound to the limiter inside `$any` when the
+/// core can encode its state, or gives `None`.
+// TODO(LANDING): `impl Portable for AnyLimiter` (with the token bucket's
+// encoding) makes this `Some(any.to_bytes())` / `Some(any.restore(data))`.
+macro_rules! portable {
+    ($any:expr, $l:ident => $body:expr) => {
+        match $any {
+            AnyLimiter::Gcra($l) => Some($body),
+            AnyLimiter::LeakyBucket($l) => Some($body),
+            AnyLimiter::SlidingWindowLog($l) => Some($body),
+            AnyLimiter::SlidingWindowCounter($l) => Some($body),
+            AnyLimiter::FixedWindow($l) => Some($body),
+            _ => None,
+        }
+    };
+}
+
 /// The limiter's state as bytes (see `ratekeeper::Portable`).
 fn encode(any: &AnyLimiter) -> Option<Vec<u8>> {
-    // TODO(LANDING): `impl Portable for AnyLimiter` makes this `any.to_bytes()`
-    // and gives every algorithm portable state.
-    match any {
-        AnyLimiter::Gcra(limiter) => Some(limiter.to_bytes()),
-        AnyLimiter::LeakyBucket(limiter) => Some(limiter.to_bytes()),
-        AnyLimiter::SlidingWindowLog(limiter) => Some(limiter.to_bytes()),
-        _ => None,
-    }
+    portable!(any, limiter => limiter.to_bytes())
 }
 
 /// Replaces the limiter's state with the one `data` holds.
 fn decode(any: &mut AnyLimiter, data: &[u8]) -> Option<Result<(), Error>> {
-    // TODO(LANDING): `any.restore(data)`, as for `encode`.
-    match any {
-        AnyLimiter::Gcra(limiter) => Some(limiter.restore(data)),
-        AnyLimiter::LeakyBucket(limiter) => Some(limiter.restore(data)),
-        AnyLimiter::SlidingWindowLog(limiter) => Some(limiter.restore(data)),
-        _ => None,
-    }
+    portable!(any, limiter => limiter.restore(data))
 }
 
 /// `NotImplementedError` for an algorithm whose state the core cannot encode yet.

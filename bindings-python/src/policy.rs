@@ -1,16 +1,15 @@
 //! `ratekeeper.Policy`: several limits decided together, all or nothing,
 //! on the core's `Policy`.
 
-use pyo3::exceptions::PyNotImplementedError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use ratekeeper::{Decision, Error, Nanos, Policy, PolicyDecision};
+use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
 
 use crate::algorithms;
 use crate::convert::{self, Request};
 use crate::decision::{headers_dict, Issuer, PyDecision, PyPolicyDecision};
-use crate::errors::{rate_limited, to_py};
+use crate::errors::{invalid_config, rate_limited, to_py};
 use crate::keyed::PyKeyedLimiter;
 use crate::shared::{limiter_methods, Core, Shared, Subject};
 
@@ -184,23 +183,21 @@ impl PyPolicy {
 }
 
 /// A policy from rate strings, one limit per rate.
-fn from_rates(py: Python<'_>, rates: &str, algorithm: &str, by: &[String]) -> PyResult<Policy> {
-    // TODO(LANDING): `Policy::from_rates(rates, algorithm, &by)` with the
-    // core's `Algorithm` (parsed from its snake_case name).
-    let _ = (py, rates, algorithm, by);
-    Err(PyNotImplementedError::new_err(
-        "rate strings need the core's rate parser, which this build lacks",
-    ))
+fn from_rates(
+    py: Python<'_>,
+    rates: &str,
+    algorithm: Algorithm,
+    by: &[String],
+) -> PyResult<Policy> {
+    let by: Vec<&str> = by.iter().map(String::as_str).collect();
+    Policy::from_rates(rates, algorithm, &by).map_err(|err| to_py(py, err))
 }
 
 /// A policy from a JSON configuration (`{"limits": [...]}`).
 fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
-    // TODO(LANDING): `serde_json::from_str::<PolicyConfig>(json)` (its error
-    // as `invalid_config`), then `.policy()`.
-    let _ = (py, json);
-    Err(PyNotImplementedError::new_err(
-        "policy configurations need the core's PolicyConfig, which this build lacks",
-    ))
+    let config: PolicyConfig = serde_json::from_str(json)
+        .map_err(|err| invalid_config(py, format!("`config` {err}"), false))?;
+    config.policy().map_err(|err| to_py(py, err))
 }
 
 /// A policy from a configuration: a mapping (dumped to JSON) or a JSON string.
@@ -220,7 +217,9 @@ fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
         ));
     }
     let json = py.import(intern!(py, "json"))?;
-    let text = json.call_method1(intern!(py, "dumps"), (config,))?;
+    let text = json
+        .call_method1(intern!(py, "dumps"), (config,))
+        .map_err(|err| invalid_config(py, format!("`config` is not JSON: {err}"), true))?;
     from_json(py, &text.cast::<PyString>()?.to_cow()?)
 }
 
@@ -243,9 +242,9 @@ limiter_methods!(
                 .filter(|text| !text.starts_with('{'));
             let policy = match (config, rates) {
                 (_, Some(rates)) => {
-                    let algorithm = algorithm.map_or(Ok("token_bucket".into()), convert::algorithm)?;
+                    let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
                     let by = by.map_or(Ok(Vec::new()), convert::fields)?;
-                    from_rates(py, &rates, &algorithm, &by)?
+                    from_rates(py, &rates, algorithm, &by)?
                 }
                 (config, None) if algorithm.is_some() || by.is_some() => {
                     let _ = config;
@@ -271,9 +270,9 @@ limiter_methods!(
             by: Option<&Bound<'_, PyAny>>,
             #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
         ) -> PyResult<Self> {
-            let algorithm = algorithm.map_or(Ok("token_bucket".into()), convert::algorithm)?;
+            let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
             let by = by.map_or(Ok(Vec::new()), convert::fields)?;
-            let policy = from_rates(py, &rates.to_cow()?, &algorithm, &by)?;
+            let policy = from_rates(py, &rates.to_cow()?, algorithm, &by)?;
             Ok(PyPolicy::with(policy, clock))
         }
 

@@ -391,23 +391,113 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         ratekeeper.limit(5)  # type: ignore[arg-type]
 
 
-def test_limit_and_policies_from_rate_strings_and_configs_await_the_core() -> None:
-    # TODO(LANDING): rate strings and PolicyConfig; then these build policies.
-    calls: list[Callable[[], object]] = [
-        lambda: ratekeeper.limit("5/second"),
-        lambda: Policy("10/second;100/day", by=["user"]),
-        lambda: Policy.from_rates("10/second"),
-        lambda: Policy({"limits": []}),
-        lambda: Policy.from_config('{"limits": []}'),
+def test_limit_takes_rate_strings(clock: FakeClock) -> None:
+    @ratekeeper.limit("2/minute", wait=False)
+    def twice() -> int:
+        return 2
+
+    assert [twice(), twice()] == [2, 2]
+    with pytest.raises(RateLimited) as raised:
+        twice()
+    assert 0 < raised.value.retry_after <= 30
+    assert 'rate limit "2/minute" exceeded' in str(raised.value)
+
+    @ratekeeper.limit("1/hour", algorithm="fixed_window")
+    async def hourly() -> str:
+        return "ok"
+
+    assert asyncio.run(hourly()) == "ok"
+    assert asyncio.run(hourly()) == "ok"  # waited (on the fake sleep) for the next hour
+    assert len(clock.sleeps) == 1 and 0 < clock.sleeps[0] <= 3600
+
+
+def test_policies_from_rate_strings() -> None:
+    policy = Policy("2/second;3/minute", by=["user"])
+    assert policy.names == ("2/second", "3/minute")
+    assert policy.keyed_by("3/minute") == ("user",)
+    alice = {"user": "alice"}
+    assert policy.try_acquire(alice, 2, now=0)
+    assert policy.try_acquire(alice, now=1)
+    assert policy.try_acquire(alice, now=1).denied_by == "3/minute"
+    assert policy.try_acquire({"user": "bob"}, now=1)
+    same = Policy.from_rates("2 per second; 3/minute", algorithm="sliding_window_log")
+    assert same.names == ("2/second", "3/minute")
+    assert len(Policy.from_rates("10/day", by=("user", "route"))) == 1
+    with pytest.raises(RateLimitError) as raised:
+        Policy("10 per fortnight")
+    assert raised.value.code == "invalid_syntax"
+    assert "`rate` does not parse" in str(raised.value)
+    with pytest.raises(RateLimitError, match="`algorithm` must be 'token_bucket'"):
+        Policy.from_rates("1/second", algorithm="bucket")  # type: ignore[arg-type]
+    with pytest.raises(RateLimitError):
+        Policy.from_rates("7/second", algorithm="gcra")  # not a whole number of ns per unit
+
+
+def test_policies_from_configurations() -> None:
+    config = {
+        "limits": [
+            {"name": "api", "rate": "2/second", "burst": 3, "by": ["user"]},
+            {"name": "daily", "algorithm": "fixed_window", "rate": "5/day", "calendar": "day"},
+            {"name": "queue", "algorithm": "leaky_bucket", "rate": "10/second", "max_keys": 10, "eviction": "refuse"},
+        ]
+    }
+    for policy in (Policy(config), Policy.from_config(config), Policy(json_text(config)), Policy.from_config(json_text(config))):
+        assert policy.names == ("api", "daily", "queue")
+        assert policy.keyed_by("api") == ("user",)
+        decision = policy.try_acquire({"user": "a"}, 3, now=0)
+        assert decision.allowed
+        assert [(name, d.limit) for name, d in decision.limits] == [("api", 3), ("daily", 5), ("queue", 10)]
+    cases: list[tuple[Any, str, type[BaseException]]] = [
+        ({"limits": [{"name": "a", "rate": "1/second", "colour": "red"}]}, "colour", RateLimitError),
+        ({"limits": [{"name": "a"}]}, "rate", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "algorithm": "bucket"}]}, "bucket", RateLimitError),
+        ('{"limits": [', "EOF", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": object()}]}, "not JSON", RateLimitTypeError),
     ]
-    for call in calls:
-        with pytest.raises(NotImplementedError):
-            call()
+    for bad, named, error in cases:
+        with pytest.raises(error, match=named) as raised:
+            Policy.from_config(bad)
+        assert raised.value.code == "invalid_config"  # type: ignore[attr-defined]
+    with pytest.raises(RateLimitError) as raised:
+        Policy({"limits": [{"name": "a", "rate": "1/second", "burst": 0}]})
+    assert raised.value.code == "zero_value"
+
+
+def json_text(config: Any) -> str:
+    import json
+
+    return json.dumps(config)
+
+
+def test_calendar_windows() -> None:
+    daily = FixedWindow.with_calendar(3, "day", name="daily")
+    assert (daily.calendar, daily.window, daily.limit) == ("day", 86400.0, 3)
+    assert repr(daily) == "FixedWindow.with_calendar(limit=3, calendar='day', name='daily')"
+    assert FixedWindow(3, 60).calendar is None
+    assert daily.try_acquire(3)  # on time.time(): the current UTC day
+    decision = daily.peek()
+    assert not decision and 0 < decision.retry_after <= 86400
+    midnight = 1_700_006_400  # 2023-11-15 00:00 UTC
+    monthly = ratekeeper.SlidingWindowCounter.with_calendar(2, "month", clock=lambda: midnight)
+    assert monthly.calendar == "month" and monthly.try_acquire(2)
+    store = KeyedLimiter(monthly)
+    assert store.limiter.calendar == "month"  # type: ignore[attr-defined]
+    assert store.try_acquire("a", 2, now=midnight) and not store.peek("a", now=midnight)
+    with pytest.raises(RateLimitError) as raised:
+        FixedWindow.with_calendar(3, "fortnight")  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_value"
 
 
 # --- portable state -------------------------------------------------------
 
-PORTABLE = {"gcra", "gcra_per_period", "leaky_bucket", "sliding_window_log"}
+PORTABLE = {
+    "gcra",
+    "gcra_per_period",
+    "leaky_bucket",
+    "sliding_window_log",
+    "sliding_window_counter",
+    "fixed_window",
+}
 
 
 def used(make: Make) -> Any:

@@ -33,7 +33,7 @@ PYTHON_ARGUMENT = {
     name: name
     for name in (
         "capacity refill_tokens refill_period initial_tokens bandwidths burst emission_interval "
-        "tokens period interval limit window cost now max_wait name request key costs max_keys"
+        "tokens period interval limit window cost now max_wait name request key costs max_keys calendar"
     ).split()
 }
 PYTHON_ARGUMENT["state"] = "data"  # encoded state is `restore(data)` in Python
@@ -107,6 +107,10 @@ def build_limiter(algorithm: str, config: dict[str, Any]) -> Limiter:
         "sliding_window_counter": ratekeeper.SlidingWindowCounter,
         "fixed_window": ratekeeper.FixedWindow,
     }
+    if "calendar" in config:  # UTC calendar windows; `now` is then Unix-epoch time
+        calendar_class: Any = windows[algorithm]
+        calendar_limiter: Limiter = calendar_class.with_calendar(config["limit"], config["calendar"])
+        return calendar_limiter
     if algorithm in windows:
         window_class: Any = windows[algorithm]
         limiter: Limiter = window_class(config["limit"], seconds(config["window_ns"]))

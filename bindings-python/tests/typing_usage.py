@@ -181,7 +181,16 @@ def policies(clock: Callable[[], float]) -> None:
 
 
 def from_text() -> list[Policy]:
-    """Typed only, not run: rate strings and configurations await the core (TODO(LANDING))."""
+    daily = FixedWindow.with_calendar(1000, "day", name="daily")
+    assert_type(daily.calendar, Optional[Literal["day", "week", "month"]])
+    monthly = SlidingWindowCounter.with_calendar(10, "month")
+    assert_type(monthly, SlidingWindowCounter)
+
+    @ratekeeper.limit("5/second", algorithm="gcra", wait=False)
+    def limited() -> int:
+        return 1
+
+    assert_type(limited(), int)
     return [
         Policy.from_rates("10/second;100/day", algorithm="gcra", by=["user"]),
         Policy.from_config({"limits": [{"name": "api", "rate": "10/second", "by": ["user"]}]}),
@@ -232,6 +241,7 @@ def main() -> None:
     policies(lambda: now[0])
     decorators(lambda: now[0])
     state()
+    assert len(from_text()) == 4
     try:
         limiters[0].try_acquire(100, now=0)
     except RateLimitTypeError as error:

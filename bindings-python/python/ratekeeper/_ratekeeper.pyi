@@ -36,6 +36,10 @@ _Key: TypeAlias = Union[str, bytes, int]
 _Request: TypeAlias = Optional[Mapping[str, _Key]]
 _Eviction: TypeAlias = Literal["nearest_fresh", "refuse"]
 _Data: TypeAlias = Union[bytes, bytearray, memoryview]
+_Calendar: TypeAlias = Literal["day", "week", "month"]
+_Algorithm: TypeAlias = Literal[
+    "token_bucket", "gcra", "leaky_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window"
+]
 
 @disjoint_base
 class Decision:
@@ -316,6 +320,15 @@ class SlidingWindowCounter(Limiter):
     def __new__(
         cls, limit: int, window: _Seconds, *, name: str = "default", clock: Optional[_Clock] = None
     ) -> SlidingWindowCounter: ...
+    @staticmethod
+    def with_calendar(
+        limit: int, calendar: _Calendar, *, name: str = "default", clock: Optional[_Clock] = None
+    ) -> SlidingWindowCounter:
+        """Windows of the UTC calendar: at most ``limit`` units each day, ISO week or month."""
+
+    @property
+    def calendar(self) -> Optional[_Calendar]:
+        """The calendar of the windows, or ``None``."""
 
 @final
 class FixedWindow(Limiter):
@@ -324,6 +337,15 @@ class FixedWindow(Limiter):
     def __new__(
         cls, limit: int, window: _Seconds, *, name: str = "default", clock: Optional[_Clock] = None
     ) -> FixedWindow: ...
+    @staticmethod
+    def with_calendar(
+        limit: int, calendar: _Calendar, *, name: str = "default", clock: Optional[_Clock] = None
+    ) -> FixedWindow:
+        """Windows of the UTC calendar: at most ``limit`` units each day, ISO week or month."""
+
+    @property
+    def calendar(self) -> Optional[_Calendar]:
+        """The calendar of the windows, or ``None``."""
 
 @final
 class KeyedLimiter:
@@ -403,13 +425,13 @@ class Policy:
         cls,
         config: Union[None, str, Mapping[str, Any]] = None,
         *,
-        algorithm: Optional[str] = None,
+        algorithm: Optional[_Algorithm] = None,
         by: Optional[Iterable[str]] = None,
         clock: Optional[_Clock] = None,
     ) -> Policy: ...
     @staticmethod
     def from_rates(
-        rates: str, *, algorithm: str = "token_bucket", by: Iterable[str] = (), clock: Optional[_Clock] = None
+        rates: str, *, algorithm: _Algorithm = "token_bucket", by: Iterable[str] = (), clock: Optional[_Clock] = None
     ) -> Policy:
         """A policy of one limit per rate of ``rates`` (``"10/second;100/day"``)."""
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
 
-    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Seconds
+    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Algorithm, _Seconds
 
     _P = ParamSpec("_P")
     _Subject = Union[Limiter, KeyedLimiter, Policy]
@@ -97,7 +97,7 @@ class Acquiring:
 def limit(
     rates: Union[str, Limiter, Policy],
     *,
-    algorithm: str = "token_bucket",
+    algorithm: _Algorithm = "token_bucket",
     wait: bool = True,
     timeout: Optional[_Seconds] = None,
     cost: int = 1,
