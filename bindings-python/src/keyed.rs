@@ -140,7 +140,8 @@ impl PyKeyedLimiter {
 
 limiter_methods!(
     #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key = convert::key],
-    reserve = "($self, /, key, cost=1, *, max_wait=math.inf, now=None)" {
+    reserve = "($self, /, key, cost=1, *, max_wait=math.inf, now=None)",
+    reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store. Answers do not change." {
         #[new]
         #[pyo3(signature = (limiter, *, max_keys = None, eviction = Eviction::NearestFresh),
                text_signature = "(limiter, *, max_keys=None, eviction='nearest_fresh')")]
@@ -219,20 +220,6 @@ limiter_methods!(
             decision: PyRef<'py, PyDecision>,
         ) -> PyResult<Bound<'py, PyDict>> {
             self.headers_of(py, &decision.decision)
-        }
-
-        /// Drop every key back to fresh at ``now`` (default: the clock's
-        /// reading). The store does this on its own as it grows; call it to
-        /// shrink an idle store. Answers do not change.
-        #[pyo3(signature = (now = None))]
-        fn reclaim(
-            &self,
-            py: Python<'_>,
-            #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-        ) -> PyResult<()> {
-            let now = self.shared.now(py, now)?;
-            self.shared.lock().reclaim(now);
-            Ok(())
         }
 
         /// The number of keys held (those not known to be fresh).

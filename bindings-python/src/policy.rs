@@ -33,6 +33,11 @@ impl PolicyCore {
         PolicyCore { policy, windows }
     }
 
+    /// Drops the keys of every limit back to fresh at `now`.
+    fn reclaim(&mut self, now: Nanos) {
+        self.policy.reclaim(now);
+    }
+
     fn answer(&self, combined: PolicyDecision) -> PolicyAnswer {
         let limits = self.policy.decisions().into();
         PolicyAnswer { combined, limits }
@@ -225,7 +230,8 @@ fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
 
 limiter_methods!(
     #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
-    reserve = "($self, /, request=None, cost=1, *, max_wait=math.inf, now=None)" {
+    reserve = "($self, /, request=None, cost=1, *, max_wait=math.inf, now=None)",
+    reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
         #[new]
         #[pyo3(signature = (config = None, *, algorithm = None, by = None, clock = None))]
         fn new(
@@ -341,19 +347,6 @@ limiter_methods!(
                 Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision),
                 _ => unreachable!("a PolicyDecision is always a policy's"),
             }
-        }
-
-        /// Drop the keys of every limit that are back to fresh at ``now``
-        /// (default: the clock's reading). Answers do not change.
-        #[pyo3(signature = (now = None))]
-        fn reclaim(
-            &self,
-            py: Python<'_>,
-            #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-        ) -> PyResult<()> {
-            let now = self.shared.now(py, now)?;
-            self.shared.lock().policy.reclaim(now);
-            Ok(())
         }
 
         /// The number of limits.

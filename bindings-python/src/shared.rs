@@ -244,42 +244,21 @@ pub fn wait_helper<'py>(
 /// The caller writes the `#[pymethods]` attribute: the names pyo3 generates
 /// (for `*args`, say) then share the caller's hygiene with its arguments.
 macro_rules! limiter_methods {
+    // The entry: the methods written once for every class, then the pairs of
+    // methods that share one template (`@decide`, `@wait`), then the impl.
     (
-        $hash:tt $pymethods:tt $class:ty, $what:literal, [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?],
-        reserve = $reserve_signature:literal { $($extra:tt)* }
+        $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)? { $($extra:tt)* }
     ) => {
-        $hash $pymethods
-        impl $class {
-            #[doc = concat!("Take ``cost`` units from ", $what, " if it has them, and say what happened.")]
-            ///
-            /// Returns a Decision: ``allowed`` (then the cost is consumed),
-            /// ``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A
-            /// denial consumes nothing and is not an exception. A ``cost`` above
-            /// ``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),
-            /// since it could never be allowed.
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, now = None))]
-            fn try_acquire<'py>(
-                slf: &Bound<'py, Self>,
-                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
-                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
-            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
-                let target = limiter_methods!(@target $($target)?);
-                $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::try_acquire(core, target, now, cost))
-            }
-
-            /// The Decision ``try_acquire`` would give, consuming nothing.
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, now = None))]
-            fn peek<'py>(
-                slf: &Bound<'py, Self>,
-                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
-                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
-            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
-                let target = limiter_methods!(@target $($target)?);
-                $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::peek(core, target, now, cost))
-            }
-
+        limiter_methods!(@methods $hash $pymethods $class, $what, $spec, $spec,
+            reserve = $reserve_signature $(, reclaim = $reclaim)? { $($extra)* });
+    };
+    (
+        @methods $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?],
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)? { $($extra:tt)* }
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, $spec, [
             #[doc = concat!("Book ``cost`` units of ", $what, " for the earliest slot they fit, if")]
             /// that is at most ``max_wait`` seconds away; returns a Reservation.
             ///
@@ -343,51 +322,6 @@ macro_rules! limiter_methods {
                 $crate::shared::acquire(slf, target, cost, timeout)
             }
 
-            /// ``acquire`` for asyncio: ``await acquire_async(...)``.
-            ///
-            /// Books when first awaited and sleeps with ``asyncio.sleep``, so the
-            /// event loop keeps running; waiters are served in booking order. A
-            /// wait longer than ``timeout`` raises ``RateLimited`` at once, booking
-            /// nothing. Cancelling the task (or any exception during the wait)
-            /// gives the booking back. Arguments are checked when called.
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
-            fn acquire_async<'py>(
-                slf: &Bound<'py, Self>,
-                $($target: Option<&Bound<'py, PyAny>>,)?
-                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                timeout: Option<&Bound<'py, PyAny>>,
-            ) -> PyResult<Bound<'py, PyAny>> {
-                $(
-                    let $target = $target.cloned().unwrap_or_else(|| slf.py().None().into_bound(slf.py()));
-                    $convert(&$target)?;
-                )?
-                let args = ::pyo3::types::PyTuple::new(slf.py(), [$($target.clone(),)? cost.into_pyobject(slf.py())?.into_any()])?;
-                $crate::shared::wait_helper(slf.as_any(), ::pyo3::intern!(slf.py(), "acquire_async"), args, timeout)
-            }
-
-            /// ``acquire`` as a context manager and decorator, for sync and async code.
-            ///
-            /// ``with x.acquiring(...):`` and ``async with x.acquiring(...):``
-            /// acquire before the block; ``@x.acquiring(...)`` acquires before
-            /// every call of the decorated function (``acquire_async`` for a
-            /// coroutine function). ``timeout`` is ``acquire``'s: ``timeout=0``
-            /// never waits and raises ``RateLimited`` at once on a "no". Leaving
-            /// the block gives nothing back: the units were used.
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
-            fn acquiring<'py>(
-                slf: &Bound<'py, Self>,
-                $($target: Option<&Bound<'py, PyAny>>,)?
-                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                timeout: Option<&Bound<'py, PyAny>>,
-            ) -> PyResult<Bound<'py, PyAny>> {
-                $(
-                    let $target = $target.cloned().unwrap_or_else(|| slf.py().None().into_bound(slf.py()));
-                    $convert(&$target)?;
-                )?
-                let args = ::pyo3::types::PyTuple::new(slf.py(), [$($target.clone(),)? cost.into_pyobject(slf.py())?.into_any()])?;
-                $crate::shared::wait_helper(slf.as_any(), ::pyo3::intern!(slf.py(), "Acquiring"), args, timeout)
-            }
-
             /// Books like ``acquire`` and returns the Reservation, without
             /// sleeping (for ``acquire_async``).
             #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
@@ -413,7 +347,95 @@ macro_rules! limiter_methods {
                 let _ = ($($target,)? cost, now);
             }
 
+            $(
+            #[doc = $reclaim]
+            #[pyo3(signature = (now = None))]
+            fn reclaim(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<()> {
+                let now = $crate::shared::Subject::shared(self).now(py, now)?;
+                $crate::shared::Subject::shared(self).lock().reclaim(now);
+                Ok(())
+            }
+            )?
+
             $($extra)*
+        ],
+            decide(try_acquire, [concat!("Take ``cost`` units from ", $what, " if it has them, and say what happened."),
+                "", "Returns a Decision: ``allowed`` (then the cost is consumed),",
+                "``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A",
+                "denial consumes nothing and is not an exception. A ``cost`` above",
+                "``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),",
+                "since it could never be allowed."])
+            decide(peek, ["The Decision ``try_acquire`` would give, consuming nothing."])
+            wait(acquire_async, "acquire_async", ["``acquire`` for asyncio: ``await acquire_async(...)``.",
+                "", "Books when first awaited and sleeps with ``asyncio.sleep``, so the",
+                "event loop keeps running; waiters are served in booking order. A",
+                "wait longer than ``timeout`` raises ``RateLimited`` at once, booking",
+                "nothing. Cancelling the task (or any exception during the wait)",
+                "gives the booking back. Arguments are checked when called."])
+            wait(acquiring, "Acquiring", ["``acquire`` as a context manager and decorator, for sync and async code.",
+                "", "``with x.acquiring(...):`` and ``async with x.acquiring(...):``",
+                "acquire before the block; ``@x.acquiring(...)`` acquires before",
+                "every call of the decorated function (``acquire_async`` for a",
+                "coroutine function). ``timeout`` is ``acquire``'s: ``timeout=0``",
+                "never waits and raises ``RateLimited`` at once on a \"no\". Leaving",
+                "the block gives nothing back: the units were used."])
+        );
+    };
+    // One method of a pair deciding with `Core::$method`.
+    (
+        @step $hash:tt $pymethods:tt $class:ty,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?], [$($done:tt)*],
+        decide($method:ident, [$($doc:expr),*]) $($rest:tt)*
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, [$($target $(= $default)?: $tty = $convert)?], [
+            $($done)*
+            $(#[doc = $doc])*
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, now = None))]
+            fn $method<'py>(
+                slf: &Bound<'py, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::$method(core, target, now, cost))
+            }
+        ], $($rest)*);
+    };
+    // One method of a pair handing over to the Python helper `$helper`.
+    (
+        @step $hash:tt $pymethods:tt $class:ty,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?], [$($done:tt)*],
+        wait($method:ident, $helper:literal, [$($doc:expr),*]) $($rest:tt)*
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, [$($target $(= $default)?: $tty = $convert)?], [
+            $($done)*
+            $(#[doc = $doc])*
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
+            fn $method<'py>(
+                slf: &Bound<'py, Self>,
+                $($target: Option<&Bound<'py, PyAny>>,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                timeout: Option<&Bound<'py, PyAny>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $(
+                    let $target = $target.cloned().unwrap_or_else(|| slf.py().None().into_bound(slf.py()));
+                    $convert(&$target)?;
+                )?
+                let args = ::pyo3::types::PyTuple::new(slf.py(), [$($target.clone(),)? cost.into_pyobject(slf.py())?.into_any()])?;
+                $crate::shared::wait_helper(slf.as_any(), ::pyo3::intern!(slf.py(), $helper), args, timeout)
+            }
+        ], $($rest)*);
+    };
+    // Every method written: the impl.
+    (@step $hash:tt $pymethods:tt $class:ty, $spec:tt, [$($done:tt)*], ) => {
+        $hash $pymethods
+        impl $class {
+            $($done)*
         }
     };
     (@target) => { &() };
