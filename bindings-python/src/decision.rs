@@ -57,6 +57,18 @@ pub fn headers_dict<'py, 'a>(
     Ok(dict)
 }
 
+/// The RateLimit header values of `decision` by one limit called `name`
+/// (a limiter's or a keyed store's).
+pub fn named_headers<'py>(
+    py: Python<'py>,
+    name: &Py<PyString>,
+    window: Nanos,
+    decision: &Decision,
+) -> PyResult<Bound<'py, PyDict>> {
+    let name = name.bind(py).to_cow()?;
+    headers_dict(py, [(&*name, window, decision)], decision)
+}
+
 /// The outcome of one request.
 ///
 /// ``bool(decision)`` is ``decision.allowed``. A denial is a value, not an

@@ -7,9 +7,9 @@ use ratekeeper::{AnyKeyed, Decision, Error, Eviction, Nanos};
 
 use crate::algorithms;
 use crate::convert::{self, Key};
-use crate::decision::{headers_dict, Issuer, PyDecision};
-use crate::errors::{rate_limited, to_py};
-use crate::shared::{limiter_methods, Core, Shared, Subject};
+use crate::decision::{named_headers, Issuer, PyDecision};
+use crate::errors::to_py;
+use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 
 /// One limiter per key, all configured like ``limiter``, in one store.
 ///
@@ -81,26 +81,7 @@ impl Core for AnyKeyed {
     }
 }
 
-impl Subject for PyKeyedLimiter {
-    type Core = AnyKeyed;
-
-    fn shared(&self) -> &Shared<AnyKeyed> {
-        &self.shared
-    }
-
-    #[inline]
-    fn answer<'py>(slf: &Bound<'py, Self>, answer: Decision) -> PyResult<Bound<'py, PyDecision>> {
-        let issuer = Issuer::Keyed(slf.clone().unbind());
-        Bound::new(slf.py(), PyDecision::new(answer, issuer))
-    }
-
-    fn rate_limited(&self, py: Python<'_>, denied: &Decision) -> PyErr {
-        match self.name.bind(py).to_cow() {
-            Ok(name) => rate_limited(py, &name, denied),
-            Err(err) => err,
-        }
-    }
-}
+shared::named_subject!(PyKeyedLimiter, AnyKeyed, Issuer::Keyed);
 
 impl PyKeyedLimiter {
     /// The RateLimit header values of `decision` under the store's name and window.
@@ -109,8 +90,7 @@ impl PyKeyedLimiter {
         py: Python<'py>,
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let name = self.name.bind(py).to_cow()?;
-        headers_dict(py, [(&*name, self.window, decision)], decision)
+        named_headers(py, &self.name, self.window, decision)
     }
 
     /// Every key's window.
@@ -207,7 +187,7 @@ limiter_methods!(
             }
             let mut answers = Vec::with_capacity(costs.len());
             for decision in decided {
-                answers.push(Self::answer(slf, decision.map_err(|err| to_py(py, err))?)?);
+                answers.push(<Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?);
             }
             PyList::new(py, answers)
         }

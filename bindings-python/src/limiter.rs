@@ -13,9 +13,9 @@ use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
 
 use crate::algorithms;
 use crate::convert;
-use crate::decision::{headers_dict, Issuer, PyDecision};
-use crate::errors::{rate_limited, to_py};
-use crate::shared::{limiter_methods, Core, Shared, Subject};
+use crate::decision::{named_headers, Issuer, PyDecision};
+use crate::errors::to_py;
+use crate::shared::{self, limiter_methods, Core, Shared};
 
 /// A rate limiter; the base class of every algorithm class.
 ///
@@ -90,26 +90,7 @@ impl Core for AnyLimiter {
     }
 }
 
-impl Subject for PyLimiter {
-    type Core = AnyLimiter;
-
-    fn shared(&self) -> &Shared<AnyLimiter> {
-        &self.shared
-    }
-
-    #[inline]
-    fn answer<'py>(slf: &Bound<'py, Self>, answer: Decision) -> PyResult<Bound<'py, PyDecision>> {
-        let issuer = Issuer::Limiter(slf.clone().unbind());
-        Bound::new(slf.py(), PyDecision::new(answer, issuer))
-    }
-
-    fn rate_limited(&self, py: Python<'_>, denied: &Decision) -> PyErr {
-        match self.name.bind(py).to_cow() {
-            Ok(name) => rate_limited(py, &name, denied),
-            Err(err) => err,
-        }
-    }
-}
+shared::named_subject!(PyLimiter, AnyLimiter, Issuer::Limiter);
 
 impl PyLimiter {
     /// The initializer of an algorithm class `T` holding `built`.
@@ -155,8 +136,7 @@ impl PyLimiter {
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
         let window = self.lock().window();
-        let name = self.name.bind(py).to_cow()?;
-        headers_dict(py, [(&*name, window, decision)], decision)
+        named_headers(py, &self.name, window, decision)
     }
 
     /// The keyword arguments every constructor takes: `name` (when not the

@@ -236,6 +236,38 @@ pub fn wait_helper<'py>(
     module.bind(py).getattr(helper)?.call1((slf, args, timeout))
 }
 
+/// Implements [`Subject`] for a class `$class` with a `shared: Shared<$core>`
+/// and a `name`, answering plain Decisions issued as `$issuer(class)`.
+macro_rules! named_subject {
+    ($class:ty, $core:ty, $issuer:path) => {
+        impl $crate::shared::Subject for $class {
+            type Core = $core;
+
+            fn shared(&self) -> &$crate::shared::Shared<$core> {
+                &self.shared
+            }
+
+            #[inline]
+            fn answer<'py>(
+                slf: &Bound<'py, Self>,
+                answer: ::ratekeeper::Decision,
+            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
+                let issuer = $issuer(slf.clone().unbind());
+                Bound::new(slf.py(), $crate::decision::PyDecision::new(answer, issuer))
+            }
+
+            fn rate_limited(&self, py: Python<'_>, denied: &::ratekeeper::Decision) -> PyErr {
+                match self.name.bind(py).to_cow() {
+                    Ok(name) => $crate::errors::rate_limited(py, &name, denied),
+                    Err(err) => err,
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use named_subject;
+
 /// Writes the methods every deciding class shares, once: `try_acquire`,
 /// `peek`, `reserve`, `refund`, `acquire`, `acquire_async`, `acquiring` and
 /// `_book`, each taking the class's target (`key`, `request`, or none)
