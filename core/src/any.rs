@@ -3,6 +3,7 @@
 use alloc::boxed::Box;
 
 use crate::nanos::saturating;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{
     Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, TokenBucket,
@@ -222,3 +223,21 @@ from!(
 
 #[cfg(feature = "alloc")]
 from!(SlidingWindowLog(crate::SlidingWindowLog));
+
+impl Codec for AnyLimiter {
+    fn tag(&self) -> u8 {
+        each!(self, l => l.tag())
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        each!(self, l => l.config(fingerprint))
+    }
+
+    fn write_state(&self, w: &mut Writer<'_>) {
+        each!(self, l => l.write_state(w))
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        each!(self, l => l.read_state(r))
+    }
+}

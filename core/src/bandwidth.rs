@@ -1,5 +1,6 @@
 //! One bandwidth of a token bucket: its rule and its exact state.
 
+use crate::state::codec::{corrupt, Fingerprint, Reader, Writer};
 use crate::{Error, Nanos};
 
 /// When a bandwidth's refill arrives.
@@ -103,9 +104,9 @@ impl Bandwidth {
             step_period: refill_period.0 / divisor,
         };
         // Every wait a bucket reports without reservations is at most the time
-        // to refill it from empty, so checking that once keeps them in range.
-        let fresh = Band::new(bandwidth);
-        if fresh.empty().wait_for(capacity) > u64::MAX as u128 {
+        // to refill it from empty, so checking that once keeps them in range
+        // (and lets `Band::wait_for` compute them in 64 bits).
+        if wait_wide(&bandwidth, capacity as u128, 0) > u64::MAX as u128 {
             return Err(Error::Overflow {
                 name: "refill_period",
                 reason: "refilling the whole capacity would take more than 2^64 ns",
@@ -140,81 +141,116 @@ impl Bandwidth {
     }
 }
 
-/// A bandwidth and its state: `tokens - owed` tokens, where `owed` (tokens
-/// booked by reservations beyond what was there) is non-zero only when
-/// `tokens` is zero.
+/// The state of one bandwidth, whose rule the bucket keeps apart so that a
+/// decision copies 24 bytes per band, not the rule too: `tokens - owed`
+/// tokens, where `owed` (tokens booked by reservations beyond what was
+/// there) is non-zero only when `tokens` is zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Band {
-    pub(crate) rule: Bandwidth,
     pub(crate) tokens: u64,
     pub(crate) owed: u64,
-    /// Greedy: the fraction of the next token, in units of 1/refill_period.
-    /// Interval: the time since the last period boundary. Below refill_period.
+    /// Greedy: the fraction of the next token, in units of 1/step_period;
+    /// zero when full. Interval: the time since the last period boundary.
+    /// Below step_period.
     carry: u64,
 }
 
 impl Band {
-    pub(crate) fn new(rule: Bandwidth) -> Band {
+    pub(crate) fn new(rule: &Bandwidth) -> Band {
         Band {
-            rule,
             tokens: rule.initial_tokens,
             owed: 0,
             carry: 0,
         }
     }
 
-    fn empty(mut self) -> Band {
-        self.tokens = 0;
-        self
-    }
-
-    pub(crate) fn is_full(&self) -> bool {
-        self.tokens == self.rule.capacity
+    #[inline]
+    pub(crate) fn is_full(&self, rule: &Bandwidth) -> bool {
+        self.tokens == rule.capacity
     }
 
     /// The band `elapsed` ns later.
-    #[inline]
-    pub(crate) fn advanced(mut self, elapsed: u64) -> Band {
-        let period = self.rule.step_period as u128;
-        let gained = match self.rule.refill {
+    pub(crate) fn advanced(self, rule: &Bandwidth, elapsed: u64) -> Band {
+        match self.advanced_quick(rule, elapsed) {
+            Some(band) => band,
+            None => self.advanced_by_division(rule, elapsed),
+        }
+    }
+
+    /// [`Band::advanced`] in the cases a busy bucket meets on almost every
+    /// call, which need no division: a full band, less than a token (or a
+    /// period) gained, enough to fill the band, exactly one token. `None`
+    /// otherwise, and whenever the band owes tokens.
+    #[inline(always)]
+    pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
+        if self.owed != 0 {
+            return None;
+        }
+        let period = rule.step_period as u128;
+        match rule.refill {
             Refill::Greedy => {
-                if self.is_full() {
-                    return self;
+                if self.is_full(rule) {
+                    return Some(self);
                 }
-                // Cannot overflow: carry < 2^64 and the product is at most (2^64 - 1)^2.
-                let scaled = self.carry as u128 + self.rule.step_tokens as u128 * elapsed as u128;
-                // The common cases need no 128-bit division: less than a
-                // token gained, or enough to fill the band.
-                if scaled < period {
+                // In units of 1/step_period token. Cannot overflow: carry < 2^64
+                // and the product is at most (2^64 - 1)^2.
+                let scaled = self.carry as u128 + rule.step_tokens as u128 * elapsed as u128;
+                if scaled >= (rule.capacity - self.tokens) as u128 * period {
+                    (self.tokens, self.carry) = (rule.capacity, 0);
+                } else if scaled < period {
                     self.carry = scaled as u64;
-                    return self;
+                } else if scaled - period < period {
+                    // One token, short of filling the band (see above).
+                    (self.tokens, self.carry) = (self.tokens + 1, (scaled - period) as u64);
+                } else {
+                    return None;
                 }
-                if self.owed == 0 && scaled >= (self.rule.capacity - self.tokens) as u128 * period {
-                    (self.tokens, self.carry) = (self.rule.capacity, 0);
-                    return self;
-                }
-                self.carry = (scaled % period) as u64;
-                scaled / period
             }
             Refill::Interval => {
                 let since_boundary = self.carry as u128 + elapsed as u128;
-                self.carry = (since_boundary % period) as u64;
-                (since_boundary / period).saturating_mul(self.rule.step_tokens as u128)
+                if since_boundary >= period {
+                    return None;
+                }
+                self.carry = since_boundary as u64;
             }
+        }
+        Some(self)
+    }
+
+    /// [`Band::advanced`] in every case: the whole steps (tokens, or
+    /// periods) gained by division, the remainder carried.
+    #[inline(never)]
+    fn advanced_by_division(mut self, rule: &Bandwidth, elapsed: u64) -> Band {
+        let period = rule.step_period as u128;
+        let scaled = self.carry as u128
+            + match rule.refill {
+                // Cannot overflow: the product is at most (2^64 - 1)^2.
+                Refill::Greedy => rule.step_tokens as u128 * elapsed as u128,
+                Refill::Interval => elapsed as u128,
+            };
+        let steps = match u64::try_from(scaled) {
+            // A 64-bit division is several times cheaper than a 128-bit one.
+            Ok(scaled) => (scaled / rule.step_period) as u128,
+            Err(_) => scaled / period,
         };
-        self.add(gained);
+        self.carry = (scaled - steps * period) as u64;
+        let gained = match rule.refill {
+            Refill::Greedy => steps,
+            Refill::Interval => steps.saturating_mul(rule.step_tokens as u128),
+        };
+        self.add(rule, gained);
         self
     }
 
     /// Adds tokens, paying what is owed first, never above capacity.
-    pub(crate) fn add(&mut self, tokens: u128) {
+    pub(crate) fn add(&mut self, rule: &Bandwidth, tokens: u128) {
         let paid = tokens.min(self.owed as u128) as u64;
         self.owed -= paid;
         let rest = tokens - paid as u128;
-        let room = self.rule.capacity - self.tokens;
+        let room = rule.capacity - self.tokens;
         if rest >= room as u128 {
-            self.tokens = self.rule.capacity;
-            if self.rule.refill == Refill::Greedy {
+            self.tokens = rule.capacity;
+            if rule.refill == Refill::Greedy {
                 // A full bucket accrues nothing, so no fraction is in progress.
                 self.carry = 0;
             }
@@ -237,12 +273,12 @@ impl Band {
     /// before the slot (a slot rounded up to a whole nanosecond, say): that
     /// clipped refill would fund a second booking at the same instant.
     /// `None` when the numbers do not fit in 128 bits.
-    pub(crate) fn booked(self, wait: u64, cost: u64) -> Option<Band> {
-        let at_slot = self.advanced(wait);
+    pub(crate) fn booked(self, rule: &Bandwidth, wait: u64, cost: u64) -> Option<Band> {
+        let at_slot = self.advanced(rule, wait);
         let level_at_slot = at_slot.tokens as i128 - at_slot.owed as i128 - cost as i128;
-        let (refill, period) = (self.rule.step_tokens as i128, self.rule.step_period as i128);
+        let (refill, period) = (rule.step_tokens as i128, rule.step_period as i128);
         let mut band = self;
-        match self.rule.refill {
+        match rule.refill {
             Refill::Greedy => {
                 // Level in units of 1/period token, refill over `wait` taken back out.
                 let scaled = level_at_slot
@@ -276,38 +312,62 @@ impl Band {
         self.owed == 0 && self.tokens >= cost
     }
 
-    /// The wait, in ns, until `tokens - owed >= target` (computed in 128 bits;
-    /// `u128::MAX` when even that overflows).
-    #[inline]
-    pub(crate) fn wait_for(&self, target: u64) -> u128 {
+    /// The wait, in ns, until `tokens - owed >= target`, saturating at
+    /// `u64::MAX`.
+    pub(crate) fn wait_for(&self, rule: &Bandwidth, target: u64) -> u64 {
+        if let Some(wait) = self.wait_for_quick(rule, target) {
+            return wait;
+        }
         let missing = (target as u128 + self.owed as u128).saturating_sub(self.tokens as u128);
         if missing == 0 {
             return 0;
         }
-        let (refill, period) = (self.rule.step_tokens as u128, self.rule.step_period as u128);
-        match self.rule.refill {
-            Refill::Greedy => match missing.checked_mul(period) {
-                Some(scaled) if refill == 1 => scaled - self.carry as u128,
-                Some(scaled) => (scaled - self.carry as u128).div_ceil(refill),
-                None => u128::MAX,
-            },
-            Refill::Interval => match missing.div_ceil(refill).checked_mul(period) {
-                Some(at_boundary) => at_boundary - self.carry as u128,
-                None => u128::MAX,
-            },
+        wait_wide(rule, missing, self.carry).min(u64::MAX as u128) as u64
+    }
+
+    /// [`Band::wait_for`] for a band that owes nothing under a refill of one
+    /// token per step (once reduced), the usual case: then, for either
+    /// refill, the wait is the missing tokens' steps less the carry, and it
+    /// fits in 64 bits, being at most the time to refill from empty (checked
+    /// when the rule was built). `None` otherwise.
+    #[inline(always)]
+    pub(crate) fn wait_for_quick(&self, rule: &Bandwidth, target: u64) -> Option<u64> {
+        if self.owed != 0 || rule.step_tokens != 1 {
+            return None;
         }
+        Some(if self.tokens >= target {
+            0
+        } else {
+            (target - self.tokens) * rule.step_period - self.carry
+        })
     }
 
     /// This band following a new rule: whole tokens and debt carry over
     /// (tokens capped at the new capacity); a partial token, or the time into
     /// the current interval, restarts.
-    pub(crate) fn reconfigured(self, rule: Bandwidth) -> Band {
+    pub(crate) fn reconfigured(self, rule: &Bandwidth) -> Band {
         Band {
-            rule,
             tokens: self.tokens.min(rule.capacity),
             owed: self.owed,
             carry: 0,
         }
+    }
+}
+
+/// The wait, in ns, for `missing` more tokens (not zero) into a band of
+/// `rule` with this `carry`, computed in 128 bits; `u128::MAX` when even
+/// that overflows.
+fn wait_wide(rule: &Bandwidth, missing: u128, carry: u64) -> u128 {
+    let (refill, period) = (rule.step_tokens as u128, rule.step_period as u128);
+    match rule.refill {
+        Refill::Greedy => match missing.checked_mul(period) {
+            Some(scaled) => (scaled - carry as u128).div_ceil(refill),
+            None => u128::MAX,
+        },
+        Refill::Interval => match missing.div_ceil(refill).checked_mul(period) {
+            Some(at_boundary) => at_boundary - carry as u128,
+            None => u128::MAX,
+        },
     }
 }
 
@@ -316,4 +376,48 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
         (a, b) = (b, a % b);
     }
     a
+}
+
+impl Bandwidth {
+    /// Feeds the rule to a state fingerprint.
+    pub(crate) fn fingerprint(&self, fingerprint: &mut Fingerprint) {
+        for word in [
+            self.capacity,
+            self.refill_tokens,
+            self.refill_period,
+            self.initial_tokens,
+            self.refill as u64,
+        ] {
+            fingerprint.word(word);
+        }
+    }
+}
+
+impl Band {
+    /// Writes the band's state: tokens, owed, carry.
+    pub(crate) fn write(&self, w: &mut Writer<'_>) {
+        for field in [self.tokens, self.owed, self.carry] {
+            w.varint(field);
+        }
+    }
+
+    /// Reads a band of `rule`, checking what the arithmetic relies on:
+    /// tokens within capacity, debt only in an empty band, a carry below
+    /// the step (and none in a full greedy band).
+    pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
+        let tokens = r.at_most(rule.capacity)?;
+        let owed = r.varint()?;
+        let carry = r.at_most(rule.step_period - 1)?;
+        let band = Band {
+            tokens,
+            owed,
+            carry,
+        };
+        let full_with_carry =
+            rule.refill == Refill::Greedy && tokens == rule.capacity && carry != 0;
+        if (owed != 0 && tokens != 0) || full_with_carry {
+            return Err(corrupt("a bandwidth's state is inconsistent"));
+        }
+        Ok(band)
+    }
 }

@@ -245,19 +245,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        if out.len() < costs.len() {
-            return Err(Error::TooLarge {
-                name: "costs",
-                value: costs.len() as u64,
-                max: out.len() as u64,
-            });
-        }
-        let ((), lag) = self.apply(key, now, |l, now| {
-            for (cost, slot) in costs.iter().zip(out.iter_mut()) {
-                *slot = l.try_acquire(now, *cost);
-            }
-            Ok(())
-        })?;
+        let ((), lag) = self.apply(key, now, |l, now| l.try_acquire_batch(now, costs, out))?;
         for slot in out[..costs.len()].iter_mut().flatten() {
             *slot = after(*slot, lag);
         }

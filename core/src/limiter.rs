@@ -43,6 +43,32 @@ pub trait Limiter {
     /// from the window or instant of `taken_at`, or not at all), so a refund
     /// cannot create permits.
     fn refund(&mut self, taken_at: Nanos, cost: u64);
+
+    /// Decides each of `costs` at `now`, in order, into `out`: exactly what
+    /// as many [`try_acquire`](Limiter::try_acquire) calls would answer, in
+    /// one call (the server's half of client-side batching). A cost above
+    /// the limit fails only its own entry; entries of `out` past
+    /// `costs.len()` are left as they are.
+    ///
+    /// Fails, deciding nothing, when `out` is shorter than `costs`.
+    fn try_acquire_batch(
+        &mut self,
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error> {
+        if out.len() < costs.len() {
+            return Err(Error::TooLarge {
+                name: "costs",
+                value: costs.len() as u64,
+                max: out.len() as u64,
+            });
+        }
+        for (cost, slot) in costs.iter().zip(out.iter_mut()) {
+            *slot = self.try_acquire(now, *cost);
+        }
+        Ok(())
+    }
 }
 
 /// Fails with [`Error::CostExceedsLimit`] when `cost` is above `limit`.

@@ -2,7 +2,7 @@
 
 use crate::bandwidth::Band;
 use crate::limiter::check_cost;
-use crate::nanos::saturating;
+use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 
 /// A token bucket that refills lazily, with exact integer arithmetic, under
@@ -48,9 +48,57 @@ use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenBucket<const N: usize = 1> {
+    /// The rules, apart from the state: a decision reads them and copies
+    /// only the 24-byte states.
+    rules: [Bandwidth; N],
     bands: [Band; N],
     /// The time the bands' state refers to; `None` until the first call.
     updated: Option<Nanos>,
+}
+
+/// How a decision computes each band.
+trait Arithmetic {
+    /// [`Band::advanced`], or `None` where this arithmetic declines.
+    fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band>;
+    /// [`Band::wait_for`], or `None` where this arithmetic declines.
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64>;
+}
+
+/// Every case, in 128 bits with divisions where needed; never declines.
+enum Exact {}
+
+impl Arithmetic for Exact {
+    fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
+        Some(band.advanced(rule, elapsed))
+    }
+
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64> {
+        Some(band.wait_for(rule, target))
+    }
+}
+
+/// The cases a busy bucket meets on almost every call (no debt, a refill
+/// of one token per step, at most one token gained), in 64-bit registers
+/// without a division or a call, so that a decision inlines into the
+/// caller's loop. It declines the rest, which [`Exact`] then decides from
+/// scratch.
+enum Quick {}
+
+impl Arithmetic for Quick {
+    #[inline(always)]
+    fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
+        band.advanced_quick(rule, elapsed)
+    }
+
+    #[inline(always)]
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64> {
+        band.wait_for_quick(rule, target)
+    }
+}
+
+/// The answer of an [`Exact`] computation, which always has one.
+fn exact<T>(answer: Option<T>) -> T {
+    answer.expect("exact arithmetic answers every case")
 }
 
 /// The bucket as of some time, computed without changing it.
@@ -59,6 +107,10 @@ struct Level<const N: usize> {
     at: Nanos,
     /// How far `now` lies before the bucket's own time (time went backwards).
     lag: u64,
+    /// Whether `at` is later than the bucket's own time (or the bucket has
+    /// not been called yet). When it is not, a denial leaves the bucket as
+    /// it was and need not be written back.
+    moved: bool,
 }
 
 impl TokenBucket<1> {
@@ -86,17 +138,17 @@ impl TokenBucket<1> {
 
     /// The most tokens the bucket holds.
     pub fn capacity(&self) -> u64 {
-        self.bands[0].rule.capacity()
+        self.rules[0].capacity()
     }
 
     /// Tokens gained every [`refill_period`](Self::refill_period).
     pub fn refill_tokens(&self) -> u64 {
-        self.bands[0].rule.refill_tokens()
+        self.rules[0].refill_tokens()
     }
 
     /// The period over which [`refill_tokens`](Self::refill_tokens) are gained.
     pub fn refill_period(&self) -> Nanos {
-        self.bands[0].rule.refill_period()
+        self.rules[0].refill_period()
     }
 }
 
@@ -109,14 +161,15 @@ impl<const N: usize> TokenBucket<N> {
             return Err(Error::ZeroValue { name: "bandwidths" });
         }
         Ok(TokenBucket {
-            bands: bandwidths.map(Band::new),
+            bands: bandwidths.each_ref().map(Band::new),
+            rules: bandwidths,
             updated: None,
         })
     }
 
     /// The bandwidths this bucket enforces.
     pub fn bandwidths(&self) -> [Bandwidth; N] {
-        self.bands.map(|band| band.rule)
+        self.rules
     }
 
     /// Replaces the bandwidths of a live bucket with those of `new`.
@@ -130,70 +183,87 @@ impl<const N: usize> TokenBucket<N> {
             *self = new;
             return;
         }
-        let level = self.level_at(now);
-        let mut i = 0;
-        self.bands = level.bands.map(|band| {
-            i += 1;
-            band.reconfigured(new.bands[i - 1].rule)
-        });
+        let level = exact(self.level_at::<Exact>(now));
+        for ((band, now), rule) in self.bands.iter_mut().zip(level.bands).zip(&new.rules) {
+            *band = now.reconfigured(rule);
+        }
+        self.rules = new.rules;
         self.updated = Some(level.at);
     }
 
-    #[inline]
-    fn level_at(&self, now: Nanos) -> Level<N> {
-        match self.updated {
+    /// The bucket as of `now`, or `None` where `A` declines.
+    #[inline(always)]
+    fn level_at<A: Arithmetic>(&self, now: Nanos) -> Option<Level<N>> {
+        Some(match self.updated {
             Some(updated) if now <= updated => Level {
                 bands: self.bands,
                 at: updated,
                 lag: updated.0 - now.0,
+                moved: false,
             },
-            Some(updated) => Level {
-                bands: self.bands.map(|band| band.advanced(now.0 - updated.0)),
-                at: now,
-                lag: 0,
-            },
+            Some(updated) => {
+                let elapsed = now.0 - updated.0;
+                let mut bands = self.bands;
+                for (band, rule) in bands.iter_mut().zip(&self.rules) {
+                    *band = A::advanced(*band, rule, elapsed)?;
+                }
+                Level {
+                    bands,
+                    at: now,
+                    lag: 0,
+                    moved: true,
+                }
+            }
             None => Level {
                 bands: self.bands,
                 at: now,
                 lag: 0,
+                moved: true,
             },
-        }
+        })
     }
 
+    /// Stores `level` as the bucket's state, unless it is the state already.
     #[inline]
-    fn commit(&mut self, bands: [Band; N], at: Nanos) {
-        self.bands = bands;
-        self.updated = Some(at);
+    fn commit(&mut self, level: &Level<N>, taken: bool) {
+        if level.moved || taken {
+            self.bands = level.bands;
+            self.updated = Some(level.at);
+        }
     }
 
     /// The longest wait, over all bands, until each holds `target` tokens
-    /// (`None` for no target), plus `lag`.
-    fn wait(bands: &[Band; N], lag: u64, target: Option<u64>) -> u128 {
-        let longest = bands
-            .iter()
-            .map(|band| band.wait_for(target.unwrap_or(band.rule.capacity())))
-            .max()
-            .unwrap_or(0);
-        if longest == 0 {
+    /// (`None` for full), plus `lag`, saturating at [`Nanos::MAX`]; `None`
+    /// where `A` declines.
+    #[inline(always)]
+    fn wait<A: Arithmetic>(&self, level: &Level<N>, target: Option<u64>) -> Option<Nanos> {
+        let mut longest = 0;
+        for (band, rule) in level.bands.iter().zip(&self.rules) {
+            longest = longest.max(A::wait_for(band, rule, target.unwrap_or(rule.capacity()))?);
+        }
+        Some(Nanos(if longest == 0 {
             0
         } else {
-            longest.saturating_add(lag as u128)
-        }
+            longest.saturating_add(level.lag)
+        }))
     }
 
-    #[inline]
-    fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, Level<N>), Error> {
-        let limit = self.limit();
-        check_cost(cost, limit)?;
-        let mut level = self.level_at(now);
+    /// The decision for `cost` at `now`, which the caller has checked
+    /// against the limit, and the bucket's state after it; `None` where `A`
+    /// declines.
+    #[inline(always)]
+    fn decide_with<A: Arithmetic>(&self, now: Nanos, cost: u64) -> Option<(Decision, Level<N>)> {
+        let mut level = self.level_at::<A>(now)?;
         let allowed = cost == 0 || level.bands.iter().all(|band| band.holds(cost));
         if allowed {
-            level.bands = level.bands.map(|band| band.taken(cost));
+            for band in level.bands.iter_mut() {
+                *band = band.taken(cost);
+            }
         }
         let retry_after = if allowed {
-            0
+            Nanos::ZERO
         } else {
-            Self::wait(&level.bands, level.lag, Some(cost))
+            self.wait::<A>(&level, Some(cost))?
         };
         let decision = Decision {
             allowed,
@@ -203,34 +273,58 @@ impl<const N: usize> TokenBucket<N> {
                 .map(|band| band.tokens)
                 .min()
                 .unwrap_or(0),
-            limit,
-            retry_after: saturating(retry_after),
-            reset_after: saturating(Self::wait(&level.bands, level.lag, None)),
+            limit: self.limit(),
+            retry_after,
+            reset_after: self.wait::<A>(&level, None)?,
         };
-        Ok((decision, level))
+        Some((decision, level))
+    }
+
+    /// [`TokenBucket::decide_with`] in every case.
+    #[inline(never)]
+    fn decide(&self, now: Nanos, cost: u64) -> (Decision, Level<N>) {
+        exact(self.decide_with::<Exact>(now, cost))
+    }
+
+    /// [`Limiter::try_acquire`] in every case, once the cost is checked.
+    #[inline(never)]
+    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> Decision {
+        let (decision, level) = self.decide(now, cost);
+        self.commit(&level, decision.allowed);
+        decision
     }
 }
 
 impl<const N: usize> Limiter for TokenBucket<N> {
     /// The smallest capacity of the bucket's bandwidths.
+    #[inline]
     fn limit(&self) -> u64 {
-        self.bands
+        self.rules
             .iter()
-            .map(|band| band.rule.capacity())
+            .map(|rule| rule.capacity())
             .min()
             .unwrap_or(0)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
-        let (decision, level) = self.decide(now, cost)?;
-        self.commit(level.bands, level.at);
-        Ok(decision)
+        check_cost(cost, self.limit())?;
+        match self.decide_with::<Quick>(now, cost) {
+            Some((decision, level)) => {
+                self.commit(&level, decision.allowed);
+                Ok(decision)
+            }
+            None => Ok(self.acquire_exact(now, cost)),
+        }
     }
 
     #[inline]
     fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> {
-        self.decide(now, cost).map(|(decision, _)| decision)
+        check_cost(cost, self.limit())?;
+        Ok(match self.decide_with::<Quick>(now, cost) {
+            Some((decision, _)) => decision,
+            None => self.decide(now, cost).0,
+        })
     }
 
     fn reserve(
@@ -239,10 +333,11 @@ impl<const N: usize> Limiter for TokenBucket<N> {
         cost: u64,
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, level) = self.decide(now, cost)?;
+        check_cost(cost, self.limit())?;
+        let (decision, mut level) = self.decide(now, cost);
         // Advancing to `now` changes no answer, and keeps the time seen even
         // when nothing is booked, as try_acquire does.
-        self.commit(level.bands, level.at);
+        self.commit(&level, decision.allowed);
         if decision.allowed {
             return Ok(Ok(Nanos::ZERO));
         }
@@ -253,14 +348,13 @@ impl<const N: usize> Limiter for TokenBucket<N> {
         }
         // The slot, measured from the bucket's own time rather than `now`.
         let wait = decision.retry_after.0 - level.lag;
-        let mut booked = level.bands;
-        for band in booked.iter_mut() {
-            match band.booked(wait, cost) {
+        for (band, rule) in level.bands.iter_mut().zip(&self.rules) {
+            match band.booked(rule, wait, cost) {
                 Some(b) => *band = b,
                 None => return Ok(Err(decision)),
             }
         }
-        self.commit(booked, level.at);
+        self.commit(&level, true);
         Ok(Ok(decision.retry_after))
     }
 
@@ -273,9 +367,47 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     /// reads: in any span, admitted units are at most the bucket's bound plus
     /// the units refunded so far.
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
-        for band in self.bands.iter_mut() {
-            band.add(cost as u128);
+        for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
+            band.add(rule, cost as u128);
         }
+    }
+}
+
+impl<const N: usize> Codec for TokenBucket<N> {
+    fn tag(&self) -> u8 {
+        1
+    }
+
+    fn config(&self, fingerprint: &mut Fingerprint) {
+        fingerprint.word(N as u64);
+        for rule in &self.rules {
+            rule.fingerprint(fingerprint);
+        }
+    }
+
+    /// Whether the bucket has been called (and when), then each band.
+    fn write_state(&self, w: &mut Writer<'_>) {
+        match self.updated {
+            None => w.varint(0),
+            Some(at) => {
+                w.varint(1);
+                w.varint(at.0);
+            }
+        }
+        for band in &self.bands {
+            band.write(w);
+        }
+    }
+
+    fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        self.updated = match r.at_most(1)? {
+            0 => None,
+            _ => Some(Nanos(r.varint()?)),
+        };
+        for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
+            *band = Band::read(rule, r)?;
+        }
+        Ok(())
     }
 }
 

@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use ratekeeper::{
-    Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable, SlidingWindowCounter,
-    SlidingWindowLog,
+    Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 /// One call: time step, cost, and whether it is a reservation.
@@ -17,6 +17,19 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 fn limiters() -> Vec<Box<dyn FnMut() -> Subject>> {
     vec![
         Box::new(|| Subject::Gcra(Gcra::new(3, Nanos(100)).unwrap())),
+        Box::new(|| Subject::Bucket(TokenBucket::new(3, 2, Nanos(150)).unwrap())),
+        Box::new(|| {
+            Subject::Buckets(
+                TokenBucket::from_bandwidths([
+                    Bandwidth::greedy(3, 7, Nanos(1_000)).unwrap(),
+                    Bandwidth::interval(5, 2, Nanos(300))
+                        .unwrap()
+                        .with_initial_tokens(1)
+                        .unwrap(),
+                ])
+                .unwrap(),
+            )
+        }),
         Box::new(|| Subject::Leaky(LeakyBucket::new(3, Nanos(100)).unwrap())),
         Box::new(|| Subject::Log(SlidingWindowLog::new(3, Nanos(250)).unwrap())),
         Box::new(|| Subject::Fixed(FixedWindow::new(3, Nanos(250)).unwrap())),
@@ -31,6 +44,8 @@ fn limiters() -> Vec<Box<dyn FnMut() -> Subject>> {
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
     Gcra(Gcra),
+    Bucket(TokenBucket),
+    Buckets(TokenBucket<2>),
     Leaky(LeakyBucket),
     Log(SlidingWindowLog),
     Fixed(FixedWindow),
@@ -41,6 +56,8 @@ macro_rules! on {
     ($s:expr, $l:ident => $body:expr) => {
         match $s {
             Subject::Gcra($l) => $body,
+            Subject::Bucket($l) => $body,
+            Subject::Buckets($l) => $body,
             Subject::Leaky($l) => $body,
             Subject::Log($l) => $body,
             Subject::Fixed($l) => $body,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ratekeeper::{
     count_from_f64, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra,
-    LeakyBucket, Limiter, Nanos, Policy, SlidingWindowCounter, SlidingWindowLog,
+    LeakyBucket, Limiter, Nanos, Policy, Portable, SlidingWindowCounter, SlidingWindowLog,
 };
 use serde_json::{json, Map, Value};
 
@@ -212,15 +212,19 @@ fn keyed_step(store: &mut AnyKeyed, s: &Value) -> Result<Value, Error> {
     })
 }
 
-/// Builds a scenario's subject and runs its steps through `step`.
+/// Builds a scenario's subject and runs its steps through `step`; returns
+/// the subject after them (`None` when building was expected to fail).
 fn run_steps<T>(
     scenario: &Value,
     built: Result<T, Error>,
     step: impl Fn(&mut T, &Value) -> Result<Value, Error>,
-) {
+) -> Option<T> {
     let name = scenario["name"].as_str().unwrap();
     let mut subject = match (built, scenario.get("expect_error")) {
-        (Err(e), Some(expected)) => return assert_eq!(&error_json(&e), expected, "{name}"),
+        (Err(e), Some(expected)) => {
+            assert_eq!(&error_json(&e), expected, "{name}");
+            return None;
+        }
         (Ok(_), Some(expected)) => panic!("{name}: built, but expected {expected}"),
         (Err(e), None) => panic!("{name}: failed to build: {e}"),
         (Ok(subject), None) => subject,
@@ -237,24 +241,74 @@ fn run_steps<T>(
         };
         assert_eq!(got.get(key), s.get(key), "{name}, step {i}: {s}");
     }
+    Some(subject)
 }
 
 fn run_scenario(scenario: &Value) {
     let config = scenario["config"].as_object().unwrap();
     match scenario["algorithm"].as_str().unwrap() {
-        "policy" => run_steps(scenario, build_policy(config), policy_step),
+        "policy" => drop(run_steps(scenario, build_policy(config), policy_step)),
         "keyed" => {
             let prototype = build(
                 config["algorithm"].as_str().unwrap(),
                 config["config"].as_object().unwrap(),
             );
-            run_steps(scenario, prototype.map(AnyKeyed::new), keyed_step)
+            drop(run_steps(
+                scenario,
+                prototype.map(AnyKeyed::new),
+                keyed_step,
+            ));
         }
-        algorithm => run_steps(
-            scenario,
-            build(algorithm, config),
-            |l: &mut AnyLimiter, s| step(l, s),
-        ),
+        algorithm => {
+            let limiter = run_steps(
+                scenario,
+                build(algorithm, config),
+                |l: &mut AnyLimiter, s| step(l, s),
+            );
+            if let (Some(limiter), Some(expected)) = (limiter, scenario.get("state")) {
+                check_state(
+                    scenario,
+                    &limiter,
+                    expected.as_str().unwrap(),
+                    algorithm,
+                    config,
+                );
+            }
+        }
+    }
+}
+
+/// The state after the steps is exactly the expected bytes; they restore
+/// into a fresh limiter, and each broken variant is refused with its code.
+fn check_state(
+    scenario: &Value,
+    limiter: &AnyLimiter,
+    expected: &str,
+    algorithm: &str,
+    config: &Map<String, Value>,
+) {
+    let name = scenario["name"].as_str().unwrap();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let unhex = |s: &str| {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    assert_eq!(hex(&limiter.to_bytes()), expected, "{name}: state");
+    let mut fresh = build(algorithm, config).unwrap();
+    fresh.restore(&unhex(expected)).unwrap();
+    assert_eq!(&fresh, limiter, "{name}: restored");
+    for case in scenario["restore"].as_array().unwrap() {
+        let err = fresh
+            .clone()
+            .restore(&unhex(case["bytes"].as_str().unwrap()))
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            case["expect_error"].as_str().unwrap(),
+            "{name}: {case}"
+        );
     }
 }
 
