@@ -272,6 +272,15 @@ impl PyBandwidth {
         let kwargs = bandwidth_kwargs(slf.py(), &slf.get().0)?;
         Call::new(slf.get_type(), kwargs).describe()
     }
+
+    /// Pickling: the constructor call, as `functools.partial(Bandwidth, **kwargs)()`.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let kwargs = bandwidth_kwargs(py, &slf.get().0)?;
+        let partial = py.import("functools")?.getattr("partial")?;
+        let call = partial.call((slf.get_type(),), Some(&kwargs))?;
+        PyTuple::new(py, [call, PyTuple::empty(py).into_any()])
+    }
 }
 
 /// A token bucket: bursts of up to ``capacity``, refilled by ``refill_tokens``

@@ -153,41 +153,6 @@ impl PyLimiter {
     }
 }
 
-/// Calls `$body` with `$l` bound to the limiter inside `$any` when the
-/// core can encode its state, or gives `None`.
-// TODO(LANDING): `impl Portable for AnyLimiter` (with the token bucket's
-// encoding) makes this `Some(any.to_bytes())` / `Some(any.restore(data))`.
-macro_rules! portable {
-    ($any:expr, $l:ident => $body:expr) => {
-        match $any {
-            AnyLimiter::Gcra($l) => Some($body),
-            AnyLimiter::LeakyBucket($l) => Some($body),
-            AnyLimiter::SlidingWindowLog($l) => Some($body),
-            AnyLimiter::SlidingWindowCounter($l) => Some($body),
-            AnyLimiter::FixedWindow($l) => Some($body),
-            _ => None,
-        }
-    };
-}
-
-/// The limiter's state as bytes (see `ratekeeper::Portable`).
-fn encode(any: &AnyLimiter) -> Option<Vec<u8>> {
-    portable!(any, limiter => limiter.to_bytes())
-}
-
-/// Replaces the limiter's state with the one `data` holds.
-fn decode(any: &mut AnyLimiter, data: &[u8]) -> Option<Result<(), Error>> {
-    portable!(any, limiter => limiter.restore(data))
-}
-
-/// `NotImplementedError` for an algorithm whose state the core cannot encode yet.
-fn not_portable(any: &AnyLimiter) -> PyErr {
-    pyo3::exceptions::PyNotImplementedError::new_err(format!(
-        "the state of a {} limiter cannot be encoded by this build of the core",
-        any.algorithm()
-    ))
-}
-
 limiter_methods!(
     #[pymethods] PyLimiter, "the limiter", [],
     reserve = "($self, /, cost=1, *, max_wait=math.inf, now=None)" {
@@ -241,9 +206,7 @@ limiter_methods!(
         /// ``restore`` and ``from_bytes`` read back into a limiter configured
         /// the same way, here or in another process or language.
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-            let any = self.lock();
-            let data = encode(&any).ok_or_else(|| not_portable(&any))?;
-            Ok(PyBytes::new(py, &data))
+            Ok(PyBytes::new(py, &self.lock().to_bytes()))
         }
 
         /// Replace this limiter's state with the one ``data`` (from
@@ -259,8 +222,7 @@ limiter_methods!(
             py: Python<'_>,
             #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
         ) -> PyResult<()> {
-            let mut any = self.lock();
-            let restored = decode(&mut any, &data).ok_or_else(|| not_portable(&any))?;
+            let restored = self.lock().restore(&data);
             restored.map_err(|err| to_py(py, err))
         }
 
@@ -276,10 +238,7 @@ limiter_methods!(
         ) -> PyResult<Bound<'py, PyAny>> {
             let made = cls.call(args, kwargs)?;
             let limiter = made.cast::<PyLimiter>()?.get();
-            let restored = {
-                let mut any = limiter.lock();
-                decode(&mut any, &data).ok_or_else(|| not_portable(&any))?
-            };
+            let restored = limiter.lock().restore(&data);
             restored.map_err(|err| to_py(cls.py(), err))?;
             Ok(made)
         }
@@ -290,7 +249,7 @@ limiter_methods!(
             let this = slf.get();
             let (data, call) = {
                 let any = this.lock();
-                (encode(&any).ok_or_else(|| not_portable(&any))?, algorithms::constructor(py, &any)?)
+                (any.to_bytes(), algorithms::constructor(py, &any)?)
             };
             let kwargs = call.kwargs;
             kwargs.update(this.common_kwargs(py)?.as_mapping())?;

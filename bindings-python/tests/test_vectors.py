@@ -1,6 +1,9 @@
 """The shared conformance vectors, run through Python: every scenario of
 tests/vectors/*.json and tests/vectors/core-only/*.json, every algorithm and
-every op (acquire, peek, reserve, refund), keyed stores (``"keyed"``: a
+every op (acquire, peek, reserve, refund), portable state (a scenario's
+``state``: the bytes ``to_bytes()`` must give after its steps, which restore
+into a fresh limiter, and its ``restore`` cases: broken bytes refused with
+their codes), keyed stores (``"keyed"``: a
 KeyedLimiter, steps with a ``key``) and policies (``"policy"``: a Policy built
 with ``add``, steps with a ``request``), counted against each index.json: a
 file the index lists must run, and an algorithm this runner does not know
@@ -181,6 +184,22 @@ def apply(subject: Subject, step: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError(f"unknown op {op!r}")
 
 
+def check_state(limiter: Limiter, scenario: dict[str, Any]) -> None:
+    """The state after the steps is exactly the expected bytes; they restore into
+    a fresh limiter, and every broken variant is refused with its code."""
+    expected = bytes.fromhex(scenario["state"])
+    assert limiter.to_bytes() == expected, f"state {limiter.to_bytes().hex()}"
+    fresh = build_limiter(scenario["algorithm"], scenario["config"])
+    fresh.restore(expected)
+    assert fresh.to_bytes() == expected
+    assert fresh.peek(0, now=0) == limiter.peek(0, now=0)  # as of the latest time seen
+    for case in scenario["restore"]:
+        with pytest.raises(ratekeeper.RateLimitError) as raised:
+            fresh.restore(bytes.fromhex(case["bytes"]))
+        check_error(raised.value, {"code": case["expect_error"], "argument": "state"}, f"restore {case}")
+        assert fresh.to_bytes() == expected  # unchanged
+
+
 def run_scenario(scenario: dict[str, Any]) -> None:
     if "expect_error" in scenario:
         with pytest.raises(ratekeeper.RateLimitError) as raised:
@@ -188,7 +207,7 @@ def run_scenario(scenario: dict[str, Any]) -> None:
         check_error(raised.value, scenario["expect_error"], "construction")
         return
     limiter = build(scenario)
-    assert scenario["steps"], "a scenario without an error has steps"
+    assert scenario["steps"] or "state" in scenario, "a scenario without an error has steps"
     for number, step in enumerate(scenario["steps"]):
         where = f"step {number} {step}"
         if "expect_error" in step:
@@ -198,6 +217,9 @@ def run_scenario(scenario: dict[str, Any]) -> None:
             continue
         got = apply(limiter, step)
         assert got == step["expect"], f"{where}: got {got}"
+    if "state" in scenario:
+        assert isinstance(limiter, Limiter)
+        check_state(limiter, scenario)
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
@@ -232,8 +254,9 @@ def test_every_scenario_passes_and_all_ran(directory: Path) -> None:
 
 def test_keyed_and_policy_vectors_are_run() -> None:
     """The core-only folder holds keyed stores and policies, and this runner runs them."""
-    kinds = {scenario["algorithm"] for _, scenario in load_scenarios(VECTORS / "core-only")}
-    assert {"keyed", "policy"} <= kinds
+    scenarios = [scenario for _, scenario in load_scenarios(VECTORS / "core-only")]
+    assert {"keyed", "policy"} <= {scenario["algorithm"] for scenario in scenarios}
+    assert any("state" in scenario for scenario in scenarios)
 
 
 @pytest.mark.parametrize(
