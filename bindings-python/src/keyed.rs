@@ -7,7 +7,7 @@ use ratekeeper::{AnyKeyed, Decision, Error, Eviction, Nanos};
 
 use crate::algorithms;
 use crate::convert::{self, Key};
-use crate::decision::{named_headers, Issuer, PyDecision};
+use crate::decision::{named_headers, Issuer};
 use crate::errors::to_py;
 use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 
@@ -121,7 +121,8 @@ impl PyKeyedLimiter {
 limiter_methods!(
     #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key = convert::key],
     reserve = "($self, /, key, cost=1, *, max_wait=math.inf, now=None)",
-    reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store. Answers do not change." {
+    reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store. Answers do not change.",
+    headers = "the store's (its limiter's)" {
         #[new]
         #[pyo3(signature = (limiter, *, max_keys = None, eviction = Eviction::NearestFresh),
                text_signature = "(limiter, *, max_keys=None, eviction='nearest_fresh')")]
@@ -190,16 +191,6 @@ limiter_methods!(
                 answers.push(<Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?);
             }
             PyList::new(py, answers)
-        }
-
-        /// The HTTP RateLimit header values of ``decision``, as a dict (see
-        /// ``Limiter.headers``), under the store's name and window.
-        fn headers<'py>(
-            &self,
-            py: Python<'py>,
-            decision: PyRef<'py, PyDecision>,
-        ) -> PyResult<Bound<'py, PyDict>> {
-            self.headers_of(py, &decision.decision)
         }
 
         /// The number of keys held (those not known to be fresh).

@@ -13,7 +13,7 @@ use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
 
 use crate::algorithms;
 use crate::convert;
-use crate::decision::{named_headers, Issuer, PyDecision};
+use crate::decision::{named_headers, Issuer};
 use crate::errors::to_py;
 use crate::shared::{self, limiter_methods, Core, Shared};
 
@@ -155,7 +155,8 @@ impl PyLimiter {
 
 limiter_methods!(
     #[pymethods] PyLimiter, "the limiter", [],
-    reserve = "($self, /, cost=1, *, max_wait=math.inf, now=None)" {
+    reserve = "($self, /, cost=1, *, max_wait=math.inf, now=None)",
+    headers = "this limiter's" {
         /// Replace this limiter's limits with those of ``other``, keeping its state.
         ///
         /// ``other`` is a limiter of the same class (for a token bucket, with as
@@ -184,22 +185,6 @@ limiter_methods!(
             let now = this.shared.now(py, now)?;
             let result = this.lock().reconfigure(now, new);
             result.map_err(|err| to_py(py, err))
-        }
-
-        /// The HTTP RateLimit header values of ``decision``, as a dict.
-        ///
-        /// ``RateLimit-Policy`` (``"name";q=<limit>;w=<window>``) and
-        /// ``RateLimit`` (``"name";r=<remaining>;t=<reset>``) always, and
-        /// ``Retry-After`` (seconds) when the decision is a denial, following
-        /// the IETF RateLimit header fields draft and RFC 9110. Seconds are
-        /// whole and rounded up, so a client that waits what they say is never
-        /// early. ``name`` is this limiter's name, ``w`` its ``window``.
-        fn headers<'py>(
-            &self,
-            py: Python<'py>,
-            decision: PyRef<'py, PyDecision>,
-        ) -> PyResult<Bound<'py, PyDict>> {
-            self.headers_of(py, &decision.decision)
         }
 
         /// The limiter's state as bytes: a versioned binary encoding that

@@ -280,15 +280,17 @@ macro_rules! limiter_methods {
     // methods that share one template (`@decide`, `@wait`), then the impl.
     (
         $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
-        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)? { $($extra:tt)* }
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
+        $(, headers = $headers:literal)? { $($extra:tt)* }
     ) => {
         limiter_methods!(@methods $hash $pymethods $class, $what, $spec, $spec,
-            reserve = $reserve_signature $(, reclaim = $reclaim)? { $($extra)* });
+            reserve = $reserve_signature $(, reclaim = $reclaim)? $(, headers = $headers)? { $($extra)* });
     };
     (
         @methods $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
         [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?],
-        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)? { $($extra:tt)* }
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
+        $(, headers = $headers:literal)? { $($extra:tt)* }
     ) => {
         limiter_methods!(@step $hash $pymethods $class, $spec, [
             #[doc = concat!("Book ``cost`` units of ", $what, " for the earliest slot they fit, if")]
@@ -390,6 +392,24 @@ macro_rules! limiter_methods {
                 let now = $crate::shared::Subject::shared(self).now(py, now)?;
                 $crate::shared::Subject::shared(self).lock().reclaim(now);
                 Ok(())
+            }
+            )?
+
+            $(
+            /// The HTTP RateLimit header values of ``decision``, as a dict.
+            ///
+            /// ``RateLimit-Policy`` (``"name";q=<limit>;w=<window>``) and
+            /// ``RateLimit`` (``"name";r=<remaining>;t=<reset>``) always, and
+            /// ``Retry-After`` (seconds) when the decision is a denial, following
+            /// the IETF RateLimit header fields draft and RFC 9110. Seconds are
+            /// whole and rounded up, so a client that waits what they say is never
+            #[doc = concat!("early. ``name`` is ", $headers, " name, ``w`` its ``window``.")]
+            fn headers<'py>(
+                &self,
+                py: Python<'py>,
+                decision: PyRef<'py, $crate::decision::PyDecision>,
+            ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
+                self.headers_of(py, &decision.decision)
             }
             )?
 
