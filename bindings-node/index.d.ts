@@ -10,8 +10,11 @@
 //
 // Errors: bad values throw a `RangeError`, values of the wrong type a
 // `TypeError`; both carry `.code` (`zero_value`, `too_large`, `overflow`,
-// `cost_exceeds_limit`, `invalid_value`, `invalid_type`) and a message naming
-// the argument in JS spelling. A failed call changes nothing.
+// `cost_exceeds_limit`, `invalid_value`, `invalid_type`, `invalid_syntax`,
+// `store_full`, `state_truncated`, `state_corrupt`, `state_version`,
+// `state_mismatch`; `invalid_config` for a policy configuration of the wrong
+// shape, a TypeError carrying serde's message) and a message naming the
+// argument in JS spelling. A failed call changes nothing.
 
 /** A limiter's answer to one request. A denial is a value, not an exception. */
 export interface Decision {
@@ -130,6 +133,17 @@ export interface WindowOptions extends CommonOptions {
   windowMs: number
 }
 
+/**
+ * Options of `FixedWindow` and `SlidingWindowCounter` on calendar periods in
+ * UTC instead of a fixed length: `nowMs` is then milliseconds since the Unix
+ * epoch (give a `clock` such as `Date.now`), and `windowMs` reads the nominal
+ * length (a month: 30 days).
+ */
+export interface CalendarWindowOptions extends CommonOptions {
+  limit: number
+  calendar: 'day' | 'week' | 'month'
+}
+
 /** Options of `acquire`. */
 export interface AcquireOptions {
   /** Aborting gives the booking back and rejects with `signal.reason`. */
@@ -191,6 +205,17 @@ export declare abstract class Limiter {
   readonly algorithm: string
   /** The name in the headers. */
   readonly name: string
+  /**
+   * The state as bytes (versioned, tied to this configuration): store it, then
+   * `restore` it or `fromBytes` it into a limiter of the same configuration.
+   * @throws {RangeError} `invalid_value` for an algorithm the core cannot save yet.
+   */
+  toBytes(): Uint8Array
+  /**
+   * Replaces the state by `bytes` from `toBytes()`.
+   * @throws {RangeError} `state_truncated`, `state_corrupt`, `state_version`, `state_mismatch` (another algorithm or configuration).
+   */
+  restore(bytes: Uint8Array): void
 }
 
 /**
@@ -202,6 +227,13 @@ export declare abstract class Limiter {
  */
 export declare class TokenBucket extends Limiter {
   constructor(options: TokenBucketOptions)
+  /**
+   * A bucket holding the state `bytes` (see `toBytes`): built from `options`
+   * as the constructor takes them, or from bandwidths as `fromBandwidths`
+   * (then `common` holds `name` and `clock`).
+   */
+  static fromBytes(bytes: Uint8Array, options: TokenBucketOptions): TokenBucket
+  static fromBytes(bytes: Uint8Array, bandwidths: BandwidthOptions[], common?: CommonOptions): TokenBucket
   /** A bucket enforcing every one of `bandwidths` (1 to 4) at once: allowed only if all allow. */
   static fromBandwidths(bandwidths: BandwidthOptions[], options?: CommonOptions): TokenBucket
   /** Every bandwidth (a copy). */
@@ -217,6 +249,8 @@ export declare class TokenBucket extends Limiter {
 /** The generic cell rate algorithm: the answers of a token bucket of `burst` refilling one unit per `emissionIntervalMs`. */
 export declare class Gcra extends Limiter {
   constructor(options: GcraOptions)
+  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  static fromBytes(bytes: Uint8Array, options: GcraOptions): Gcra
   /** `burst` at once, `tokens` per `periodMs`. */
   static perPeriod(options: GcraPerPeriodOptions): Gcra
   readonly burst: number
@@ -230,6 +264,8 @@ export declare class Gcra extends Limiter {
  */
 export declare class LeakyBucket extends Limiter {
   constructor(options: LeakyBucketOptions)
+  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  static fromBytes(bytes: Uint8Array, options: LeakyBucketOptions): LeakyBucket
   readonly capacity: number
   readonly intervalMs: number
 }
@@ -237,16 +273,22 @@ export declare class LeakyBucket extends Limiter {
 /** At most `limit` units in any window of `windowMs`, exactly. */
 export declare class SlidingWindowLog extends Limiter {
   constructor(options: WindowOptions)
+  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  static fromBytes(bytes: Uint8Array, options: WindowOptions): SlidingWindowLog
 }
 
 /** About `limit` units per sliding window of `windowMs` (a weighted estimate), from O(1) state. */
 export declare class SlidingWindowCounter extends Limiter {
-  constructor(options: WindowOptions)
+  constructor(options: WindowOptions | CalendarWindowOptions)
+  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  static fromBytes(bytes: Uint8Array, options: WindowOptions | CalendarWindowOptions): SlidingWindowCounter
 }
 
 /** At most `limit` units per aligned window of `windowMs` (so up to 2 * limit across a boundary). */
 export declare class FixedWindow extends Limiter {
-  constructor(options: WindowOptions)
+  constructor(options: WindowOptions | CalendarWindowOptions)
+  /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
+  static fromBytes(bytes: Uint8Array, options: WindowOptions | CalendarWindowOptions): FixedWindow
 }
 
 /** A request that cannot be served (see `acquire`). */
@@ -257,19 +299,137 @@ export declare class RateLimited extends Error {
   readonly retryAfterMs: number
 }
 
-/**
- * Options of the server helpers. TEMPORARY: one limiter per key, built by
- * `create(key)` and kept in a Map (limiters back in their fresh state are
- * dropped as it grows), until the core has keyed limiters.
- */
-export interface HandlerOptions<Request> {
-  /** The client a request counts against. */
-  key: (request: Request) => string | number
-  /** A new limiter for a key seen for the first time. */
-  create: (key: string | number) => Limiter
-  /** The cost of a request. Default 1. */
-  cost?: (request: Request) => number
+/** A key of a `KeyedLimiter`: a string (UTF-8), or a number standing for its decimal string (`42` and `'42'` are one key). */
+export type Key = string | number
+
+/** Options of `KeyedLimiter`. */
+export interface KeyedOptions {
+  /** The most keys kept (default: no bound). */
+  maxKeys?: number
+  /**
+   * At the bound, a new key makes room by forgetting the keys nearest to
+   * fresh (`'nearest_fresh'`, the default: a forgotten key may be admitted
+   * early by at most one limit's worth), or fails with `store_full` (`'refuse'`).
+   */
+  eviction?: 'nearest_fresh' | 'refuse'
 }
+
+/**
+ * One limiter per key, every key configured as the limiter given (its state
+ * is not copied: each key starts fresh). Keys back to their fresh state are
+ * dropped lazily, or by `reclaim`.
+ */
+export declare class KeyedLimiter {
+  constructor(limiter: Limiter, options?: KeyedOptions)
+  tryAcquire(key: Key, cost?: number, nowMs?: number): Decision
+  /** Consumes nothing and inserts no key. */
+  peek(key: Key, cost?: number, nowMs?: number): Decision
+  reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Reservation
+  refund(key: Key, cost: number, takenAtMs?: number): void
+  acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
+  /** Decides each of `costs` in turn for `key` at one instant. A cost above the limit fails the whole call, deciding nothing. */
+  tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Decision[]
+  headers(decision: Decision): RateLimitHeaders
+  /** Drops the keys back to their fresh state. */
+  reclaim(nowMs?: number): void
+  /** How many keys are held. */
+  readonly size: number
+  readonly limit: number
+  readonly windowMs: number
+  readonly algorithm: string
+  readonly name: string
+}
+
+/** One limit of a policy's declarative configuration (the core's `LimitConfig`, snake_case keys). */
+export interface LimitConfig {
+  name: string
+  /** Default `'token_bucket'`. */
+  algorithm?: 'token_bucket' | 'gcra' | 'leaky_bucket' | 'sliding_window_log' | 'sliding_window_counter' | 'fixed_window'
+  /** A rate string: `'10/second'`, `'100 per minute'`; a token bucket takes several (`'10/second;100/day'`). */
+  rate: string
+  /** The burst (bucket capacity); default the rate's amount. */
+  burst?: number
+  /** Calendar windows (UTC) for `fixed_window` and `sliding_window_counter`. */
+  calendar?: 'day' | 'week' | 'month'
+  /** The request fields the limit is keyed by; none: global. */
+  by?: string[]
+  max_keys?: number
+  eviction?: 'nearest_fresh' | 'refuse'
+}
+
+/** A limit of configured limiters: each key of `by` gets a copy of `limiter`'s configuration. */
+export interface LimiterLimit {
+  name: string
+  by?: string[]
+  limiter: Limiter
+}
+
+/** A policy's configuration: declarative limits, or configured limiters. */
+export interface PolicyConfig {
+  limits: LimitConfig[] | LimiterLimit[]
+}
+
+/** Options of `Policy`: for a rate string, its algorithm and fields; the clock. */
+export interface PolicyOptions {
+  algorithm?: LimitConfig['algorithm']
+  by?: string[]
+  clock?: () => number
+}
+
+/** A request's fields: values strings or numbers (numbers as their decimal string). */
+export type PolicyRequest = Record<string, string | number>
+
+/** A policy's answer: the combined decision (tightest remaining, longest waits), who denied, and each limit's own. */
+export interface PolicyDecision extends Decision {
+  /** The limit that denied (the longest wait), or `null` when allowed. */
+  deniedBy: string | null
+  /** Each limit's decision, in the policy's order. */
+  limits: Array<Decision & { name: string }>
+}
+
+/** A policy's reservation: `decision` is a `PolicyDecision` when nothing was booked. */
+export interface PolicyReservation extends Omit<Reservation, 'decision'> {
+  decision: PolicyDecision | null
+}
+
+/**
+ * All-or-nothing limits: a request is admitted only if every limit admits
+ * it, and then consumes in every one; otherwise in none.
+ */
+export declare class Policy {
+  /** `config`: a configuration object, its JSON text, or a rate string such as `'10/second;100/day'`. */
+  constructor(config: PolicyConfig | string, options?: PolicyOptions)
+  /** One limit per rate, each named by its rate. */
+  static fromRates(rates: string, options?: PolicyOptions): Policy
+  static fromConfig(config: PolicyConfig | string, options?: PolicyOptions): Policy
+  tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
+  peek(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
+  /** Books in every limit for the earliest moment all fit, or in none. */
+  reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): PolicyReservation
+  refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): void
+  acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
+  /** Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items); `Retry-After` when denied. */
+  headers(decision: PolicyDecision): RateLimitHeaders
+  reclaim(nowMs?: number): void
+  /** The limits, in order. */
+  readonly limits: Array<{ name: string; by: string[] }>
+}
+
+/** Options of the server helpers: a `KeyedLimiter` and the key of a request, or a `Policy` and its fields. */
+export type HandlerOptions<Request> =
+  | {
+      limiter: KeyedLimiter
+      /** The client a request counts against. */
+      key: (request: Request) => Key
+      /** The cost of a request. Default 1. */
+      cost?: (request: Request) => number
+    }
+  | {
+      limiter: Policy
+      /** The request's fields (default: none). */
+      fields?: (request: Request) => PolicyRequest
+      cost?: (request: Request) => number
+    }
 
 /** What `middleware` needs of a response (Express's, or Node's own `ServerResponse`). */
 export interface ResponseLike {
@@ -295,7 +455,7 @@ export declare function middleware<Request = unknown>(
   options: HandlerOptions<Request>,
 ): (req: Request, res: ResponseLike, next: (error?: unknown) => void) => void
 
-/** The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ key, create }))`. */
+/** The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`. */
 export declare function fastifyHook<Request = unknown>(
   options: HandlerOptions<Request>,
 ): (request: Request, reply: ReplyLike, done: (error?: Error) => void) => void

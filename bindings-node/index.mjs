@@ -9,6 +9,8 @@ export const {
   SlidingWindowLog,
   SlidingWindowCounter,
   FixedWindow,
+  KeyedLimiter,
+  Policy,
   RateLimited,
   middleware,
   fastifyHook,

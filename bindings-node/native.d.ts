@@ -35,6 +35,12 @@ export declare function fixedWindow(options: unknown): number
  */
 export declare function free(handle: number): void
 
+/** [`free`] for a keyed limiter. */
+export declare function freeKeyed(handle: number): void
+
+/** [`free`] for a policy. */
+export declare function freePolicy(handle: number): void
+
 /** `new Gcra(options)`. */
 export declare function gcra(options: unknown): number
 
@@ -43,6 +49,30 @@ export declare function gcraPerPeriod(options: unknown): number
 
 /** The header values of a decision, one per line (see [`shared::headers`]). */
 export declare function headers(handle: number, name: string, allowed: boolean, remaining: number, limit: number, retryAfterMs: number, resetAfterMs: number): string
+
+/** `keyed.size`. */
+export declare function keyedLen(handle: number): number
+
+/** `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration. */
+export declare function keyedNew(prototype: number, maxKeys: number, eviction: string): number
+
+/**
+ * `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+ * (see [`shared::keyed_op`] and [`status`]).
+ */
+export declare function keyedOp(handle: number, key: string, cost: number, maxWaitMs: number, nowMs: number, op: number): number
+
+/** The configuration of a keyed limiter's keys, as a new limiter handle. */
+export declare function keyedPrototype(handle: number): number
+
+/** `keyed.reclaim(nowMs)`. */
+export declare function keyedReclaim(handle: number, nowMs: number): void
+
+/** `keyed.refund(key, cost, takenAtMs)`. */
+export declare function keyedRefund(handle: number, key: string, cost: number, takenAtMs: number): void
+
+/** `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]). */
+export declare function keyedTryAcquireBatch(handle: number, key: string, costs: Array<number>, nowMs: number): Array<number>
 
 /** `new LeakyBucket(options)`. */
 export declare function leakyBucket(options: unknown): number
@@ -56,6 +86,36 @@ export declare function noop(handle: number, cost: number, nowMs: number): boole
 /** The answer `tryAcquire` would give, consuming nothing. */
 export declare function peek(handle: number, cost: number, nowMs: number): number
 
+/** Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration. */
+export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number): void
+
+/** `new Policy(config)`, the config as JSON text. */
+export declare function policyFromJson(json: string): number
+
+/** `Policy.fromRates(rates, { algorithm, by })`. */
+export declare function policyFromRates(rates: string, algorithm: string, by: Array<string>): number
+
+/** The headers of a policy decision (see [`shared::policy_headers`]). */
+export declare function policyHeaders(handle: number, decision: Array<number>): string
+
+/** Each limit's name and its fields (see [`shared::policy_limits`]). */
+export declare function policyLimits(handle: number): Array<string>
+
+/** An empty policy, for [`policy_add`]. */
+export declare function policyNew(): number
+
+/**
+ * `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+ * `fields` alternates names and values (see [`shared::policy_op`]).
+ */
+export declare function policyOp(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number, op: number): Array<number>
+
+/** `policy.reclaim(nowMs)`. */
+export declare function policyReclaim(handle: number, nowMs: number): void
+
+/** `policy.refund(request, cost, takenAtMs)`. */
+export declare function policyRefund(handle: number, fields: Array<string>, cost: number, takenAtMs: number): void
+
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void
 
@@ -65,11 +125,17 @@ export declare function refund(handle: number, cost: number, takenAtMs: number):
 /** Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound). */
 export declare function reserve(handle: number, cost: number, maxWaitMs: number, nowMs: number): number
 
+/** `limiter.restore(bytes)`. */
+export declare function restore(handle: number, bytes: Uint8Array): void
+
 /** `new SlidingWindowCounter(options)`. */
 export declare function slidingWindowCounter(options: unknown): number
 
 /** `new SlidingWindowLog(options)`. */
 export declare function slidingWindowLog(options: unknown): number
+
+/** `limiter.toBytes()`. */
+export declare function toBytes(handle: number): Uint8Array
 
 /** `new TokenBucket(options)`. */
 export declare function tokenBucket(options: unknown): number

@@ -15,6 +15,8 @@ export const {
   SlidingWindowLog,
   SlidingWindowCounter,
   FixedWindow,
+  KeyedLimiter,
+  Policy,
   RateLimited,
   middleware,
   fastifyHook,

@@ -29,4 +29,5 @@ cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 bash scripts/python.sh setup
 bash scripts/node.sh setup
 bash scripts/wasm.sh setup
+bash scripts/package.sh setup
 echo "setup: done"

@@ -70,6 +70,7 @@ function createApi(B) {
     }
   }
   let configOf;
+  let internalsOf;
 
   /**
    * What every limiter offers. Not constructible itself: build a TokenBucket,
@@ -96,6 +97,7 @@ function createApi(B) {
 
     static {
       configOf = (limiter) => (limiter.#config ??= B.config(limiter.#h));
+      internalsOf = (limiter) => ({ handle: limiter.#h, name: limiter.#name, clock: limiter.#clock });
     }
 
     /** The time now on this limiter's clock, in milliseconds. */
@@ -122,12 +124,7 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = this.#now(nowMs);
-      if (yes(B.reserve(this.#h, units, maxWait, now))) {
-        const s = out();
-        return { ok: true, waitMs: s[0], atMs: s[1], cost: units, decision: null };
-      }
-      const denied = decision(false);
-      return { ok: false, waitMs: denied.retryAfterMs, atMs: now + denied.retryAfterMs, cost: units, decision: denied };
+      return reservation(yes(B.reserve(this.#h, units, maxWait, now)), units, now, decision);
     }
 
     refund(cost, takenAtMs) {
@@ -145,66 +142,37 @@ function createApi(B) {
     }
 
     acquire(cost, options) {
-      try {
-        return this.#acquire(number(cost, 1, 'cost'), options);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => yes(B.reserve(h, units, maxWait, now)),
+          refund: (units, atMs) => B.refund(h, units, atMs),
+          read: () => this.#read(),
+          label: this.#name,
+        },
+        cost,
+        options,
+      );
     }
 
-    #acquire(units, options) {
-      let signal;
-      let timeoutMs = Infinity;
-      if (options !== undefined && options !== null) {
-        if (typeof options !== 'object') badType('options', 'an object');
-        signal = options.signal ?? undefined;
-        if (signal !== undefined && !isSignal(signal)) badType('signal', 'an AbortSignal');
-        timeoutMs = number(options.timeoutMs, Infinity, 'timeout');
-        if (timeoutMs !== Infinity) B.checkMillis(timeoutMs, 'timeout');
-      }
-      if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
-      const h = this.#h;
-      if (!yes(B.reserve(h, units, timeoutMs, this.#read()))) {
-        const retryAfterMs = out()[2];
-        if (retryAfterMs > timeoutMs) {
-          return Promise.reject(
-            new DOMException(`the wait (${retryAfterMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError'),
-          );
-        }
-        return Promise.reject(new RateLimited(`${this.#name}: cannot book ${units} now; retry in ${retryAfterMs} ms`, retryAfterMs));
-      }
-      const s = out();
-      const waitMs = s[0];
-      const atMs = s[1];
-      if (waitMs === 0) return Promise.resolve();
-      return new Promise((resolve, reject) => {
-        let timer;
-        const onAbort = () => {
-          clearTimeout(timer);
-          B.refund(h, units, atMs);
-          reject(signal.reason);
-        };
-        // One timer for the whole wait. Timers may fire up to a millisecond
-        // early on this clock (Node counts whole milliseconds): then, and only
-        // then, one more timer covers the rest, so nobody proceeds before the slot.
-        const fire = () => {
-          let left;
-          try {
-            left = atMs - this.#read();
-          } catch (error) {
-            left = 0;
-            reject(error);
-          }
-          if (left > 0) {
-            timer = setTimeout(fire, Math.ceil(left));
-            return;
-          }
-          if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-          resolve();
-        };
-        timer = setTimeout(fire, Math.ceil(waitMs));
-        if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
-      });
+    /** The state of this limiter as bytes (versioned, tied to its configuration): see `fromBytes`. */
+    toBytes() {
+      return toUint8Array(B.toBytes(this.#h));
+    }
+
+    /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
+    restore(bytes) {
+      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      B.restore(this.#h, bytes);
+    }
+
+    /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
+    static fromBytes(bytes, options) {
+      if (this === Limiter) throw new TypeError('Limiter is abstract: call fromBytes on one of its subclasses');
+      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      const limiter = new this(options);
+      limiter.restore(bytes);
+      return limiter;
     }
 
     headers(decision) {
@@ -247,6 +215,444 @@ function createApi(B) {
     }
   }
 
+  /** napi returns a Uint8Array, wasm-bindgen too; a Buffer is turned into a plain Uint8Array. */
+  function toUint8Array(bytes) {
+    return Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes);
+  }
+
+  /**
+   * The one `acquire`, for limiters, keyed limiters and policies: books a slot
+   * through `slot.reserve(units, maxWaitMs, nowMs)` (true when booked, the
+   * scratch holding [waitMs, atMs], else the decision), then waits for it on
+   * one timer; an abort refunds through `slot.refund(units, atMs)`.
+   */
+  function acquireSlot(slot, cost, options) {
+    try {
+      return acquireUnits(slot, number(cost, 1, 'cost'), options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  function acquireUnits(slot, units, options) {
+    let signal;
+    let timeoutMs = Infinity;
+    if (options !== undefined && options !== null) {
+      if (typeof options !== 'object') badType('options', 'an object');
+      signal = options.signal ?? undefined;
+      if (signal !== undefined && !isSignal(signal)) badType('signal', 'an AbortSignal');
+      timeoutMs = number(options.timeoutMs, Infinity, 'timeout');
+      if (timeoutMs !== Infinity) B.checkMillis(timeoutMs, 'timeout');
+    }
+    if (signal !== undefined && signal.aborted) return Promise.reject(signal.reason);
+    if (!slot.reserve(units, timeoutMs, slot.read())) {
+      const retryAfterMs = out()[2];
+      if (retryAfterMs > timeoutMs) {
+        return Promise.reject(
+          new DOMException(`the wait (${retryAfterMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError'),
+        );
+      }
+      return Promise.reject(new RateLimited(`${slot.label}: cannot book ${units} now; retry in ${retryAfterMs} ms`, retryAfterMs));
+    }
+    const s = out();
+    const waitMs = s[0];
+    const atMs = s[1];
+    if (waitMs === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      let timer;
+      const onAbort = () => {
+        clearTimeout(timer);
+        slot.refund(units, atMs);
+        reject(signal.reason);
+      };
+      // One timer for the whole wait. Timers may fire up to a millisecond
+      // early on this clock (Node counts whole milliseconds): then, and only
+      // then, one more timer covers the rest, so nobody proceeds before the slot.
+      const fire = () => {
+        let left;
+        try {
+          left = atMs - slot.read();
+        } catch (error) {
+          left = 0;
+          reject(error);
+        }
+        if (left > 0) {
+          timer = setTimeout(fire, Math.ceil(left));
+          return;
+        }
+        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      timer = setTimeout(fire, Math.ceil(waitMs));
+      if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
+  function keyOf(key) {
+    if (typeof key === 'string') return key;
+    if (typeof key === 'number') return String(key);
+    return badType('key', 'a string or a number');
+  }
+
+  /** Reads `clock()` as a number of milliseconds. */
+  function readClock(clock) {
+    const now = clock();
+    return typeof now === 'number' ? now : badType('now', 'a number');
+  }
+
+  function nowFrom(clock, nowMs) {
+    if (typeof nowMs === 'number') return nowMs;
+    if (nowMs === undefined || nowMs === null) return readClock(clock);
+    return badType('now', 'a number');
+  }
+
+  const handlesOf = (free) => (typeof free === 'function' ? new FinalizationRegistry((handle) => free(handle)) : null);
+  const keyedHandles = handlesOf(B.freeKeyed);
+  const policyHandles = handlesOf(B.freePolicy);
+
+  /**
+   * One limiter per key, every key configured as `limiter` (a configured
+   * limiter of any class; its state is not copied: every key starts fresh).
+   * Keys are strings, or numbers standing for their decimal string. Keys back
+   * to fresh are dropped lazily; `maxKeys` bounds the store (`eviction`:
+   * 'nearest_fresh' forgets the keys nearest to fresh, 'refuse' throws
+   * `store_full`).
+   */
+  class KeyedLimiter {
+    #h;
+    #prototype;
+    #clock;
+
+    constructor(limiter, options) {
+      if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
+      let maxKeys = NaN;
+      let eviction = '';
+      if (options !== undefined && options !== null) {
+        if (typeof options !== 'object') badType('options', 'an object');
+        if (options.maxKeys !== undefined && options.maxKeys !== null) {
+          if (typeof options.maxKeys !== 'number') badType('max_keys', 'a number');
+          maxKeys = options.maxKeys;
+        }
+        if (options.eviction !== undefined && options.eviction !== null) {
+          if (typeof options.eviction !== 'string') badType('eviction', 'a string');
+          eviction = options.eviction;
+        }
+      }
+      const { handle, name, clock } = internalsOf(limiter);
+      this.#h = B.keyedNew(handle, maxKeys, eviction);
+      if (keyedHandles !== null) keyedHandles.register(this, this.#h);
+      // The configuration every key has, for headers and getters.
+      this.#prototype = new Limiter(new Built(B.keyedPrototype(this.#h), { name, clock }));
+      this.#clock = clock;
+    }
+
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
+    tryAcquire(key, cost, nowMs) {
+      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 1)));
+    }
+
+    peek(key, cost, nowMs) {
+      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 0)));
+    }
+
+    reserve(key, cost, maxWaitMs, nowMs) {
+      const k = keyOf(key);
+      const units = number(cost, 1, 'cost');
+      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+      const now = nowFrom(this.#clock, nowMs);
+      return reservation(yes(B.keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision);
+    }
+
+    refund(key, cost, takenAtMs) {
+      const k = keyOf(key);
+      if (typeof cost !== 'number') badType('cost', 'a number');
+      B.keyedRefund(this.#h, k, cost, takenAt(this.#clock, takenAtMs));
+    }
+
+    acquire(key, cost, options) {
+      let k;
+      try {
+        k = keyOf(key);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => yes(B.keyedOp(h, k, units, maxWait, now, 2)),
+          refund: (units, atMs) => B.keyedRefund(h, k, units, atMs),
+          read: () => readClock(this.#clock),
+          label: `${this.#prototype.name} [${k}]`,
+        },
+        cost,
+        options,
+      );
+    }
+
+    /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
+    tryAcquireBatch(key, costs, nowMs) {
+      const k = keyOf(key);
+      if (!Array.isArray(costs) || !costs.every((c) => typeof c === 'number')) badType('costs', 'an array of numbers');
+      const flat = B.keyedTryAcquireBatch(this.#h, k, costs, nowFrom(this.#clock, nowMs));
+      const decisions = new Array(costs.length);
+      for (let i = 0; i < costs.length; i++) decisions[i] = fromFlat(flat, 5 * i);
+      return decisions;
+    }
+
+    headers(decision) {
+      return this.#prototype.headers(decision);
+    }
+
+    /** Drops the keys back to fresh (calls do it lazily anyway). */
+    reclaim(nowMs) {
+      B.keyedReclaim(this.#h, nowFrom(this.#clock, nowMs));
+    }
+
+    /** How many keys the store holds. */
+    get size() {
+      return B.keyedLen(this.#h);
+    }
+
+    get limit() {
+      return this.#prototype.limit;
+    }
+
+    get windowMs() {
+      return this.#prototype.windowMs;
+    }
+
+    get algorithm() {
+      return this.#prototype.algorithm;
+    }
+
+    get name() {
+      return this.#prototype.name;
+    }
+  }
+
+  function takenAt(clock, takenAtMs) {
+    if (takenAtMs === undefined || takenAtMs === null) return readClock(clock);
+    if (typeof takenAtMs !== 'number') badType('taken_at', 'a number');
+    return takenAtMs;
+  }
+
+  /** A decision from five numbers at `at` of `flat`: allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs. */
+  function fromFlat(flat, at) {
+    return {
+      allowed: flat[at] === 1,
+      remaining: flat[at + 1],
+      limit: flat[at + 2],
+      retryAfterMs: flat[at + 3],
+      resetAfterMs: flat[at + 4],
+    };
+  }
+
+  /** A Reservation: booked (the scratch holds [waitMs, atMs]) or denied with `deny(false)`'s decision. */
+  function reservation(booked, units, now, deny) {
+    if (booked) {
+      const s = out();
+      return { ok: true, waitMs: s[0], atMs: s[1], cost: units, decision: null };
+    }
+    const denied = deny(false);
+    return { ok: false, waitMs: denied.retryAfterMs, atMs: now + denied.retryAfterMs, cost: units, decision: denied };
+  }
+
+  /** A policy of configured limiters: `[{ name, by?, limiter }]`, each limit keyed by copies of its limiter. */
+  function fromLimiters(limits) {
+    const h = B.policyNew();
+    try {
+      for (const limit of limits) {
+        if (limit === null || typeof limit !== 'object') badType('config', 'an object or a string');
+        const { name, by = [], limiter } = limit;
+        if (typeof name !== 'string') badType('name', 'a string');
+        if (!Array.isArray(by) || !by.every((f) => typeof f === 'string')) badType('by', 'an array of strings');
+        if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
+        B.policyAdd(h, name, by, internalsOf(limiter).handle);
+      }
+    } catch (error) {
+      if (typeof B.freePolicy === 'function') B.freePolicy(h);
+      throw error;
+    }
+    return h;
+  }
+
+  /**
+   * All-or-nothing limits over requests. A request is a plain object of
+   * fields (`{ user: 'alice', route: '/a' }`), values strings or numbers
+   * (numbers as their decimal string); each limit is keyed by some of its
+   * fields (none: global). A request is admitted only if every limit admits
+   * it, and then consumes in every limit; else nothing is consumed.
+   *
+   * `config`: `{ limits: [{ name, rate, algorithm?, burst?, calendar?, by?, maxKeys... }] }`
+   * (the core's declarative configuration, snake_case keys), its JSON text,
+   * `{ limits: [{ name, by?, limiter }] }` with configured limiters, or a rate string such as '10/second;100/day' (then `options.algorithm` and `options.by`).
+   */
+  class Policy {
+    #h;
+    #limits;
+    #clock;
+
+    constructor(config, options) {
+      let algorithm = 'token_bucket';
+      let by = [];
+      let clock = defaultClock;
+      if (options !== undefined && options !== null) {
+        if (typeof options !== 'object') badType('options', 'an object');
+        if (options.algorithm !== undefined) {
+          if (typeof options.algorithm !== 'string') badType('algorithm', 'a string');
+          algorithm = options.algorithm;
+        }
+        if (options.by !== undefined) {
+          if (!Array.isArray(options.by) || !options.by.every((f) => typeof f === 'string')) badType('by', 'an array of strings');
+          by = options.by;
+        }
+        if (options.clock !== undefined) {
+          if (typeof options.clock !== 'function') badType('clock', 'a function');
+          clock = options.clock;
+        }
+      }
+      if (typeof config === 'string') {
+        this.#h = config.trimStart().startsWith('{') ? B.policyFromJson(config) : B.policyFromRates(config, algorithm, by);
+      } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
+        this.#h = fromLimiters(config.limits);
+      } else if (config !== null && typeof config === 'object') {
+        this.#h = B.policyFromJson(JSON.stringify(config));
+      } else {
+        badType('config', 'an object or a string');
+      }
+      if (policyHandles !== null) policyHandles.register(this, this.#h);
+      this.#clock = clock;
+      const limits = B.policyLimits(this.#h);
+      this.#limits = [];
+      for (let i = 0; i < limits.length; i += 2) {
+        this.#limits.push({ name: limits[i], by: limits[i + 1] === '' ? [] : limits[i + 1].split(',') });
+      }
+    }
+
+    /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
+    static fromRates(rates, options) {
+      if (typeof rates !== 'string') badType('rates', 'a string');
+      return new Policy(rates, options);
+    }
+
+    /** A policy from its declarative configuration (an object or JSON text). */
+    static fromConfig(config, options) {
+      return new Policy(config, options);
+    }
+
+    #fields(request) {
+      const fields = [];
+      if (request === undefined || request === null) return fields;
+      if (typeof request !== 'object') badType('request', 'an object');
+      for (const name of Object.keys(request)) fields.push(name, keyOf(request[name]));
+      return fields;
+    }
+
+    #decision(flat, allowed) {
+      // flat: [status, deniedBy, then five numbers per limit]
+      const s = out();
+      const limits = new Array(this.#limits.length);
+      for (let i = 0; i < limits.length; i++) limits[i] = { name: this.#limits[i].name, ...fromFlat(flat, 2 + 5 * i) };
+      return {
+        allowed,
+        remaining: s[0],
+        limit: s[1],
+        retryAfterMs: s[2],
+        resetAfterMs: s[3],
+        deniedBy: flat[1] < 0 ? null : this.#limits[flat[1]].name,
+        limits,
+      };
+    }
+
+    tryAcquire(request, cost, nowMs) {
+      return this.#decide(request, cost, nowMs, true);
+    }
+
+    peek(request, cost, nowMs) {
+      return this.#decide(request, cost, nowMs, false);
+    }
+
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
+    #decide(request, cost, nowMs, consume) {
+      const flat = B.policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), consume ? 1 : 0);
+      return this.#decision(flat, flat[0] === 1);
+    }
+
+    reserve(request, cost, maxWaitMs, nowMs) {
+      const fields = this.#fields(request);
+      const units = number(cost, 1, 'cost');
+      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+      const now = nowFrom(this.#clock, nowMs);
+      const flat = B.policyOp(this.#h, fields, units, maxWait, now, 2);
+      return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false));
+    }
+
+    refund(request, cost, takenAtMs) {
+      const fields = this.#fields(request);
+      if (typeof cost !== 'number') badType('cost', 'a number');
+      B.policyRefund(this.#h, fields, cost, takenAt(this.#clock, takenAtMs));
+    }
+
+    acquire(request, cost, options) {
+      let fields;
+      try {
+        fields = this.#fields(request);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => B.policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
+          refund: (units, atMs) => B.policyRefund(h, fields, units, atMs),
+          read: () => readClock(this.#clock),
+          label: 'policy',
+        },
+        cost,
+        options,
+      );
+    }
+
+    /**
+     * RateLimit-Policy and RateLimit listing every limit (comma-separated
+     * items, in the policy's order), and Retry-After when denied.
+     */
+    headers(decision) {
+      if (decision === null || typeof decision !== 'object' || !Array.isArray(decision.limits)) badType('decision', 'a decision');
+      const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = decision;
+      const flat = [allowed ? 1 : 0, remaining, limit, retryAfterMs, resetAfterMs];
+      for (const d of decision.limits) {
+        if (d === null || typeof d !== 'object') badType('decision', 'a decision');
+        flat.push(d.allowed ? 1 : 0, d.remaining, d.limit, d.retryAfterMs, d.resetAfterMs);
+      }
+      if (
+        typeof allowed !== 'boolean' ||
+        typeof remaining !== 'number' ||
+        typeof limit !== 'number' ||
+        typeof retryAfterMs !== 'number' ||
+        typeof resetAfterMs !== 'number' ||
+        !flat.every((n) => typeof n === 'number')
+      ) {
+        badType('decision', 'a decision');
+      }
+      const values = B.policyHeaders(this.#h, flat).split('\n');
+      const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
+      if (values.length > 2) headers['Retry-After'] = values[2];
+      return headers;
+    }
+
+    /** Drops every limit's keys back to fresh. */
+    reclaim(nowMs) {
+      B.policyReclaim(this.#h, nowFrom(this.#clock, nowMs));
+    }
+
+    /** The limits, in order: `{ name, by }`. */
+    get limits() {
+      return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
+    }
+  }
+
   function isSignal(value) {
     return typeof value === 'object' && typeof value.aborted === 'boolean' && typeof value.addEventListener === 'function';
   }
@@ -262,6 +668,19 @@ function createApi(B) {
       const handle = B.tokenBucketFromBandwidths(bandwidths);
       if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
       return new TokenBucket(undefined, new Built(handle, options));
+    }
+
+    /**
+     * A bucket holding the state `bytes`: `options` as the constructor takes
+     * them, or an array of bandwidths as `fromBandwidths` (then `common` holds
+     * `name` and `clock`).
+     */
+    static fromBytes(bytes, options, common) {
+      if (!Array.isArray(options)) return super.fromBytes(bytes, options);
+      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      const bucket = TokenBucket.fromBandwidths(options, common);
+      bucket.restore(bytes);
+      return bucket;
     }
 
     get bandwidths() {
@@ -356,59 +775,38 @@ function createApi(B) {
   }
 
   // --- Server helpers ----------------------------------------------------------
-  // TEMPORARY: one limiter per key, kept in a Map and built by the caller's
-  // `create(key)`, until the core has keyed limiters. Limiters back in their
-  // fresh state (resetAfterMs 0) answer exactly as a new one would, so they are
-  // dropped whenever the map has doubled in size.
-  class KeyedLimiters {
-    constructor(create) {
-      this.create = create;
-      this.map = new Map();
-      this.sweepAt = 1024;
-    }
-
-    get(key) {
-      let limiter = this.map.get(key);
-      if (limiter === undefined) {
-        limiter = this.create(key);
-        if (!(limiter instanceof Limiter)) badType('create', 'a function returning a limiter');
-        if (this.map.size >= this.sweepAt) this.sweep();
-        this.map.set(key, limiter);
-      }
-      return limiter;
-    }
-
-    sweep() {
-      for (const [key, limiter] of this.map) {
-        if (limiter.peek(0).resetAfterMs === 0) this.map.delete(key);
-      }
-      this.sweepAt = Math.max(1024, 2 * this.map.size);
-    }
-  }
-
+  // The decision for one request: `limiter` is a KeyedLimiter (keyed by
+  // `key(request)`) or a Policy (its request is `fields(request)`, a plain
+  // object of fields); `cost(request)` defaults to 1.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
-    const { key, create, cost } = options;
-    if (typeof key !== 'function') badType('key', 'a function');
-    if (typeof create !== 'function') badType('create', 'a function');
+    const { limiter, key, fields, cost } = options;
     if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
-    const store = new KeyedLimiters(create);
-    // The limiter and decision for one request.
-    return (request) => {
-      const k = key(request);
-      if (typeof k !== 'string' && typeof k !== 'number') badType('key', 'a string or a number');
-      const limiter = store.get(k);
-      const d = limiter.tryAcquire(cost === undefined ? 1 : cost(request));
-      return { decision: d, headers: limiter.headers(d) };
-    };
+    const costOf = (request) => (cost === undefined ? 1 : cost(request));
+    if (limiter instanceof KeyedLimiter) {
+      if (typeof key !== 'function') badType('key', 'a function');
+      return (request) => {
+        const d = limiter.tryAcquire(key(request), costOf(request));
+        return { decision: d, headers: limiter.headers(d) };
+      };
+    }
+    if (limiter instanceof Policy) {
+      if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
+      return (request) => {
+        const d = limiter.tryAcquire(fields === undefined ? {} : fields(request), costOf(request));
+        return { decision: d, headers: limiter.headers(d) };
+      };
+    }
+    return badType('limiter', 'a KeyedLimiter or a Policy');
   }
 
   const TOO_MANY = 'Too Many Requests\n';
 
   /**
-   * Express-style middleware `(req, res, next)`: one limiter per `key(req)`,
-   * built by `create(key)`; every response carries RateLimit-Policy and
-   * RateLimit, and a denied request gets 429 with Retry-After.
+   * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
+   * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally; every
+   * response carries RateLimit-Policy and RateLimit, and a denied request
+   * gets 429 with Retry-After.
    */
   function middleware(options) {
     const decide = handlerOptions(options);
@@ -431,7 +829,7 @@ function createApi(B) {
     };
   }
 
-  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ key, create }))`. */
+  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`. */
   function fastifyHook(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(request, reply, done) {
@@ -460,6 +858,8 @@ function createApi(B) {
     SlidingWindowLog,
     SlidingWindowCounter,
     FixedWindow,
+    KeyedLimiter,
+    Policy,
     RateLimited,
     middleware,
     fastifyHook,

@@ -22,24 +22,32 @@ mod shared;
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 
-use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Unknown};
+use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Uint8Array, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
-use ratekeeper::AnyLimiter;
+use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 
 use errors::{throw, OrThrow};
 use shared::{Failure, Field, JsValueIn, Kind, Out};
 
-/// The limiters of one JS thread, by handle. A freed slot is reused; no JS
-/// runs while the table is borrowed, so a borrow never fails.
-#[derive(Default)]
-pub struct Limiters {
-    slots: Vec<Option<AnyLimiter>>,
+/// The limiters (keyed stores, policies) of one JS thread, by handle. A freed
+/// slot is reused; no JS runs while the table is borrowed, so a borrow never fails.
+pub struct Table<T> {
+    slots: Vec<Option<T>>,
     free: Vec<u32>,
 }
 
-impl Limiters {
-    fn insert(&mut self, limiter: AnyLimiter) -> u32 {
+impl<T> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Table<T> {
+    fn insert(&mut self, limiter: T) -> u32 {
         match self.free.pop() {
             Some(handle) => {
                 self.slots[handle as usize] = Some(limiter);
@@ -55,7 +63,9 @@ impl Limiters {
 
 thread_local! {
     // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
-    static LIMITERS: RefCell<Limiters> = RefCell::new(Limiters::default());
+    static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
+    static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
+    static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
     // Never dropped: its napi reference would outlive the env at exit.
     static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
 }
@@ -129,26 +139,54 @@ fn handle(env: &Env, built: Built) -> napi::Result<u32> {
     Ok(LIMITERS.with_borrow_mut(|limiters| limiters.insert(limiter)))
 }
 
-/// Runs `f` on the limiter of `handle`.
-fn with<T>(env: &Env, handle: u32, f: impl FnOnce(&mut AnyLimiter) -> T) -> napi::Result<T> {
-    LIMITERS.with_borrow_mut(|limiters| match limiters.slots.get_mut(handle as usize) {
-        Some(Some(limiter)) => Ok(f(limiter)),
+type Tls<T> = std::thread::LocalKey<RefCell<Table<T>>>;
+
+/// Runs `f` on the entry of `handle` in `table`.
+fn with_in<T, R>(
+    table: &'static Tls<T>,
+    env: &Env,
+    handle: u32,
+    f: impl FnOnce(&mut T) -> R,
+) -> napi::Result<R> {
+    table.with_borrow_mut(|t| match t.slots.get_mut(handle as usize) {
+        Some(Some(entry)) => Ok(f(entry)),
         // Only a caller of native.js itself can get here: the JS layer frees
         // a handle once no object holds it.
         _ => Err(throw(env, shared::type_error("handle", "a limiter"))),
     })
 }
 
+/// Runs `f` on the limiter of `handle`.
+fn with<T>(env: &Env, handle: u32, f: impl FnOnce(&mut AnyLimiter) -> T) -> napi::Result<T> {
+    with_in(&LIMITERS, env, handle, f)
+}
+
+fn free_in<T>(table: &'static Tls<T>, handle: u32) {
+    table.with_borrow_mut(|t| {
+        if let Some(slot @ Some(_)) = t.slots.get_mut(handle as usize) {
+            *slot = None;
+            t.free.push(handle);
+        }
+    });
+}
+
 /// Gives back the slot of `handle` (the JS layer calls it from a
 /// `FinalizationRegistry` once the limiter object is collected).
 #[napi]
 pub fn free(handle: u32) {
-    LIMITERS.with_borrow_mut(|limiters| {
-        if let Some(slot @ Some(_)) = limiters.slots.get_mut(handle as usize) {
-            *slot = None;
-            limiters.free.push(handle);
-        }
-    });
+    free_in(&LIMITERS, handle);
+}
+
+/// [`free`] for a keyed limiter.
+#[napi]
+pub fn free_keyed(handle: u32) {
+    free_in(&KEYED, handle);
+}
+
+/// [`free`] for a policy.
+#[napi]
+pub fn free_policy(handle: u32) {
+    free_in(&POLICIES, handle);
 }
 
 /// Defines one constructor function per algorithm: options in, handle out.
@@ -276,6 +314,205 @@ pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> 
 #[napi]
 pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {
     shared::check_millis(value, &name).or_throw(&env)
+}
+
+/// `limiter.toBytes()`.
+#[napi]
+pub fn to_bytes(env: Env, handle: u32) -> napi::Result<Uint8Array> {
+    with(&env, handle, |l| Uint8Array::new(shared::to_bytes(l)))
+}
+
+/// `limiter.restore(bytes)`.
+#[napi]
+pub fn restore(env: Env, handle: u32, bytes: Uint8Array) -> napi::Result<()> {
+    with(&env, handle, |l| shared::restore(l, &bytes))?.or_throw(&env)
+}
+
+/// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
+#[napi]
+pub fn keyed_new(env: Env, prototype: u32, max_keys: f64, eviction: String) -> napi::Result<u32> {
+    let prototype = with(&env, prototype, |l| l.clone())?;
+    let store = shared::keyed(prototype, max_keys, &eviction).or_throw(&env)?;
+    Ok(KEYED.with_borrow_mut(|t| t.insert(store)))
+}
+
+/// The configuration of a keyed limiter's keys, as a new limiter handle.
+#[napi]
+pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
+    let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
+    Ok(LIMITERS.with_borrow_mut(|t| t.insert(prototype)))
+}
+
+/// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+/// (see [`shared::keyed_op`] and [`status`]).
+#[napi]
+pub fn keyed_op(
+    env: Env,
+    handle: u32,
+    key: String,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> napi::Result<u32> {
+    let answer = with_in(&KEYED, &env, handle, |s| {
+        shared::keyed_op(s, key.as_bytes(), cost, max_wait_ms, now_ms, op)
+    })?;
+    status(&env, answer)
+}
+
+/// `keyed.refund(key, cost, takenAtMs)`.
+#[napi]
+pub fn keyed_refund(
+    env: Env,
+    handle: u32,
+    key: String,
+    cost: f64,
+    taken_at_ms: f64,
+) -> napi::Result<()> {
+    with_in(&KEYED, &env, handle, |s| {
+        shared::keyed_refund(s, key.as_bytes(), cost, taken_at_ms)
+    })?
+    .or_throw(&env)
+}
+
+/// `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]).
+#[napi]
+pub fn keyed_try_acquire_batch(
+    env: Env,
+    handle: u32,
+    key: String,
+    costs: Vec<f64>,
+    now_ms: f64,
+) -> napi::Result<Vec<f64>> {
+    with_in(&KEYED, &env, handle, |s| {
+        shared::keyed_try_acquire_batch(s, key.as_bytes(), &costs, now_ms)
+    })?
+    .or_throw(&env)
+}
+
+/// `keyed.size`.
+#[napi]
+pub fn keyed_len(env: Env, handle: u32) -> napi::Result<u32> {
+    with_in(&KEYED, &env, handle, |s| {
+        s.len().min(u32::MAX as usize) as u32
+    })
+}
+
+/// `keyed.reclaim(nowMs)`.
+#[napi]
+pub fn keyed_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
+    with_in(&KEYED, &env, handle, |s| shared::keyed_reclaim(s, now_ms))?.or_throw(&env)
+}
+
+fn policy_handle(env: &Env, built: Result<Policy, shared::ConfigError>) -> napi::Result<u32> {
+    let policy = built.or_throw(env)?;
+    Ok(POLICIES.with_borrow_mut(|t| t.insert(policy)))
+}
+
+/// `new Policy(config)`, the config as JSON text.
+#[napi]
+pub fn policy_from_json(env: Env, json: String) -> napi::Result<u32> {
+    policy_handle(&env, shared::policy_from_json(&json))
+}
+
+/// An empty policy, for [`policy_add`].
+#[napi]
+pub fn policy_new() -> u32 {
+    POLICIES.with_borrow_mut(|t| t.insert(Policy::new()))
+}
+
+/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration.
+#[napi]
+pub fn policy_add(
+    env: Env,
+    handle: u32,
+    name: String,
+    by: Vec<String>,
+    limiter: u32,
+) -> napi::Result<()> {
+    let limiter = with(&env, limiter, |l| l.clone())?;
+    with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_add(p, &name, &by, limiter)
+    })?
+    .or_throw(&env)
+}
+
+/// `Policy.fromRates(rates, { algorithm, by })`.
+#[napi]
+pub fn policy_from_rates(
+    env: Env,
+    rates: String,
+    algorithm: String,
+    by: Vec<String>,
+) -> napi::Result<u32> {
+    policy_handle(&env, shared::policy_from_rates(&rates, &algorithm, &by))
+}
+
+/// The answer of a policy operation: the status, the combined decision in the
+/// scratch, the details (see [`shared::policy_details`]) returned.
+fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<Vec<f64>> {
+    let (yes, out, mut details) = answer.or_throw(env)?;
+    write(&out);
+    details.insert(0, if yes { 1.0 } else { 0.0 });
+    Ok(details)
+}
+
+/// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+/// `fields` alternates names and values (see [`shared::policy_op`]).
+#[napi]
+pub fn policy_op(
+    env: Env,
+    handle: u32,
+    fields: Vec<String>,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> napi::Result<Vec<f64>> {
+    let answer = with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_op(p, &fields, cost, max_wait_ms, now_ms, op)
+    })?;
+    policy_status(&env, answer)
+}
+
+/// `policy.refund(request, cost, takenAtMs)`.
+#[napi]
+pub fn policy_refund(
+    env: Env,
+    handle: u32,
+    fields: Vec<String>,
+    cost: f64,
+    taken_at_ms: f64,
+) -> napi::Result<()> {
+    with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_refund(p, &fields, cost, taken_at_ms)
+    })?
+    .or_throw(&env)
+}
+
+/// `policy.reclaim(nowMs)`.
+#[napi]
+pub fn policy_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
+    with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_reclaim(p, now_ms)
+    })?
+    .or_throw(&env)
+}
+
+/// Each limit's name and its fields (see [`shared::policy_limits`]).
+#[napi]
+pub fn policy_limits(env: Env, handle: u32) -> napi::Result<Vec<String>> {
+    with_in(&POLICIES, &env, handle, |p| shared::policy_limits(p))
+}
+
+/// The headers of a policy decision (see [`shared::policy_headers`]).
+#[napi]
+pub fn policy_headers(env: Env, handle: u32, decision: Vec<f64>) -> napi::Result<String> {
+    with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_headers(p, &decision)
+    })?
+    .or_throw(&env)
 }
 
 /// Takes what `tryAcquire` takes and does nothing: the floor a decision is

@@ -11,8 +11,9 @@
 use std::fmt::Write as _;
 
 use ratekeeper::{
-    count_from_f64, AnyLimiter, Bandwidth, Decision, Error, FixedWindow, Gcra, Headers,
-    LeakyBucket, Limiter, Nanos, Refill, SlidingWindowCounter, SlidingWindowLog,
+    count_from_f64, Algorithm, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision, Error,
+    Eviction, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos, Policy, PolicyConfig,
+    Portable, Refill, SlidingWindowCounter, SlidingWindowLog,
 };
 
 /// Where a decision (or a reservation) is written for the JS layer to read:
@@ -85,6 +86,7 @@ pub fn js_name(rust: &'static str) -> &'static str {
         "max_wait" => "maxWaitMs",
         "taken_at" => "takenAtMs",
         "timeout" => "timeoutMs",
+        "max_keys" => "maxKeys",
         // `AnyLimiter::reconfigure(now, new)`: the JS method calls it `other`.
         "new" => "other",
         // capacity, burst, tokens, limit, cost, bandwidths, refill, name, and
@@ -111,8 +113,31 @@ pub fn describe_error(error: &Error) -> (String, bool, &'static str) {
 /// can hold `&'static str`s like the core's.
 fn static_name(name: &str) -> &'static str {
     const NAMES: &[&str] = &[
-        "cost", "now", "max_wait", "taken_at", "timeout", "name", "clock", "signal", "options",
-        "other", "decision", "key", "create", "handle",
+        "cost",
+        "now",
+        "max_wait",
+        "taken_at",
+        "timeout",
+        "name",
+        "clock",
+        "signal",
+        "options",
+        "other",
+        "decision",
+        "key",
+        "create",
+        "handle",
+        "limiter",
+        "request",
+        "fields",
+        "rates",
+        "config",
+        "state",
+        "costs",
+        "algorithm",
+        "by",
+        "eviction",
+        "max_keys",
     ];
     NAMES
         .iter()
@@ -134,6 +159,11 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "a decision",
         "a string or a number",
         "a function returning a limiter",
+        "a Uint8Array",
+        "an array of numbers",
+        "an array of strings",
+        "a KeyedLimiter or a Policy",
+        "an object or a string",
     ];
     let expected = EXPECTED
         .iter()
@@ -201,16 +231,28 @@ pub fn peek(l: &AnyLimiter, cost: f64, now_ms: f64) -> Answer {
     Ok((d.allowed, decision_out(&d)))
 }
 
+/// The arguments of a `reserve`: cost, bound on the wait, now.
+fn reserve_args(cost: f64, max_wait_ms: f64, now_ms: f64) -> Result<(u64, Nanos, Nanos), Error> {
+    Ok((
+        count(cost, "cost")?,
+        max_wait(max_wait_ms)?,
+        millis(now_ms, "now")?,
+    ))
+}
+
+/// A granted reservation for the scratch: `[waitMs, atMs]`. The slot in
+/// nanoseconds, then once to milliseconds: refunding `atMs` converts back to
+/// exactly this slot.
+fn booked(now: Nanos, wait: Nanos) -> Out {
+    [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]
+}
+
 /// `reserve`: booked, with `[waitMs, atMs]`; or not (the wait would exceed
 /// `max_wait_ms`, nothing booked), with the decision.
 pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now_ms: f64) -> Answer {
-    let cost = count(cost, "cost")?;
-    let max_wait = max_wait(max_wait_ms)?;
-    let now = millis(now_ms, "now")?;
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
     Ok(match l.reserve(now, cost, max_wait)? {
-        // The slot in nanoseconds, then once to milliseconds: refunding
-        // `atMs` converts back to exactly this slot.
-        Ok(wait) => (true, [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]),
+        Ok(wait) => (true, booked(now, wait)),
         Err(denied) => (false, decision_out(&denied)),
     })
 }
@@ -441,12 +483,352 @@ pub fn sliding_window_log<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failu
 
 /// `new SlidingWindowCounter({ limit, windowMs })`.
 pub fn sliding_window_counter<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
-    let o = self::options(options)?;
-    Ok(SlidingWindowCounter::new(o.count("limit")?, o.millis("window")?)?.into())
+    Ok(match window_options(options)? {
+        (limit, Ok(window)) => SlidingWindowCounter::new(limit, window)?.into(),
+        (limit, Err(calendar)) => SlidingWindowCounter::with_calendar(limit, calendar)?.into(),
+    })
 }
 
 /// `new FixedWindow({ limit, windowMs })`.
 pub fn fixed_window<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
+    Ok(match window_options(options)? {
+        (limit, Ok(window)) => FixedWindow::new(limit, window)?.into(),
+        (limit, Err(calendar)) => FixedWindow::with_calendar(limit, calendar)?.into(),
+    })
+}
+
+/// A window algorithm's windows: a length, or calendar periods.
+type Windows = Result<Nanos, Calendar>;
+
+/// A window algorithm's options: `{ limit, windowMs }` or `{ limit, calendar: 'day' | 'week' | 'month' }`
+/// (calendar periods in UTC, `nowMs` then being milliseconds since the Unix epoch).
+fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V::Js>> {
     let o = self::options(options)?;
-    Ok(FixedWindow::new(o.count("limit")?, o.millis("window")?)?.into())
+    let limit = o.count("limit")?;
+    match o.value("calendar")? {
+        Kind::Absent => Ok((limit, Ok(o.millis("window")?))),
+        Kind::String(name) => match Calendar::from_name(&name) {
+            Some(calendar) => Ok((limit, Err(calendar))),
+            None => Err(Error::InvalidValue {
+                name: "calendar",
+                reason: "must be \"day\", \"week\" or \"month\"",
+            }
+            .into()),
+        },
+        // As the core's vectors: a calendar of another type is a bad value.
+        _ => Err(Error::InvalidValue {
+            name: "calendar",
+            reason: "must be \"day\", \"week\" or \"month\"",
+        }
+        .into()),
+    }
+}
+
+// ---- Keyed limiters -------------------------------------------------------
+
+/// A key from JS: a string is its UTF-8 bytes; a number arrives as its decimal
+/// string (the JS layer converts it), so `42` and `"42"` are the same key.
+pub type Key<'a> = &'a [u8];
+
+/// `new KeyedLimiter(limiter, { maxKeys?, eviction? })`: every key starts as a
+/// copy of `prototype`'s configuration, fresh. `max_keys` is NaN when not given.
+pub fn keyed(prototype: AnyLimiter, max_keys: f64, eviction: &str) -> Result<AnyKeyed, Error> {
+    let eviction = match eviction {
+        "" | "nearest_fresh" => Eviction::NearestFresh,
+        "refuse" => Eviction::Refuse,
+        _ => {
+            return Err(Error::InvalidValue {
+                name: "eviction",
+                reason: "must be \"nearest_fresh\" or \"refuse\"",
+            })
+        }
+    };
+    let store = AnyKeyed::new(prototype);
+    if max_keys.is_nan() {
+        return Ok(store);
+    }
+    let max = count(max_keys, "max_keys")?;
+    store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
+}
+
+/// `keyed.peek` ([`PEEK`]), `keyed.tryAcquire` ([`TRY_ACQUIRE`]) or
+/// `keyed.reserve` ([`RESERVE`], answered as [`reserve`]; the only one to
+/// read `max_wait_ms`) of `cost` for `key` at `now_ms`.
+pub fn keyed_op(
+    s: &mut AnyKeyed,
+    key: Key,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> Answer {
+    if op == RESERVE {
+        let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+        return Ok(match s.reserve(key, now, cost, max_wait)? {
+            Ok(wait) => (true, booked(now, wait)),
+            Err(denied) => (false, decision_out(&denied)),
+        });
+    }
+    let cost = count(cost, "cost")?;
+    let now = millis(now_ms, "now")?;
+    let d = if op == TRY_ACQUIRE {
+        s.try_acquire(key, now, cost)?
+    } else {
+        debug_assert_eq!(op, PEEK);
+        s.peek(key, now, cost)?
+    };
+    Ok((d.allowed, decision_out(&d)))
+}
+
+/// `keyed.refund(key, cost, takenAtMs)`.
+pub fn keyed_refund(s: &mut AnyKeyed, key: Key, cost: f64, taken_at_ms: f64) -> Result<(), Error> {
+    let cost = count(cost, "cost")?;
+    s.refund(key, millis(taken_at_ms, "taken_at")?, cost);
+    Ok(())
+}
+
+/// `keyed.reclaim(nowMs)`.
+pub fn keyed_reclaim(s: &mut AnyKeyed, now_ms: f64) -> Result<(), Error> {
+    s.reclaim(millis(now_ms, "now")?);
+    Ok(())
+}
+
+/// `keyed.tryAcquireBatch(key, costs, nowMs)`: five numbers per cost,
+/// `[allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs]`. A
+/// failed call changes nothing: a cost that would fail its own entry (above
+/// the limit) fails the whole call before anything is decided.
+pub fn keyed_try_acquire_batch(
+    s: &mut AnyKeyed,
+    key: Key,
+    costs: &[f64],
+    now_ms: f64,
+) -> Result<Vec<f64>, Error> {
+    let now = millis(now_ms, "now")?;
+    let costs = costs
+        .iter()
+        .map(|&c| count(c, "cost"))
+        .collect::<Result<Vec<u64>, Error>>()?;
+    for &cost in &costs {
+        s.peek(key, now, cost)?;
+    }
+    let mut out = vec![Err(Error::StateTruncated); costs.len()];
+    s.try_acquire_batch(key, now, &costs, &mut out)?;
+    let mut flat = Vec::with_capacity(5 * out.len());
+    for d in out {
+        let d = d?;
+        flat.push(if d.allowed { 1.0 } else { 0.0 });
+        flat.extend_from_slice(&decision_out(&d));
+    }
+    Ok(flat)
+}
+
+// ---- Policies -------------------------------------------------------------
+
+/// `new Policy(config)`: `json` is the JSON text of `{ limits: [...] }` (the
+/// JS layer stringifies a plain object). A shape error carries serde's
+/// message, which names the field.
+pub fn policy_from_json(json: &str) -> Result<Policy, ConfigError> {
+    let config: PolicyConfig =
+        serde_json::from_str(json).map_err(|e| ConfigError::Config(e.to_string()))?;
+    Ok(config.policy()?)
+}
+
+/// `Policy.fromRates(rates, { algorithm, by })`.
+pub fn policy_from_rates(
+    rates: &str,
+    algorithm: &str,
+    by: &[String],
+) -> Result<Policy, ConfigError> {
+    let algorithm: Algorithm = serde_json::from_value(serde_json::Value::String(algorithm.into()))
+        .map_err(|e| ConfigError::Config(format!("algorithm: {e}")))?;
+    let by: Vec<&str> = by.iter().map(String::as_str).collect();
+    Ok(Policy::from_rates(rates, algorithm, &by)?)
+}
+
+/// `{ name, by, limiter }`: a limit of copies of `limiter`'s configuration.
+pub fn policy_add(
+    p: &mut Policy,
+    name: &str,
+    by: &[String],
+    limiter: AnyLimiter,
+) -> Result<(), Error> {
+    let by: Vec<&str> = by.iter().map(String::as_str).collect();
+    p.add(name, &by, limiter)
+}
+
+/// A policy failed to build: a core error, or a configuration serde rejected
+/// (thrown as a `TypeError` with code `invalid_config`).
+pub enum ConfigError {
+    /// A core error.
+    Core(Error),
+    /// serde's message.
+    Config(String),
+}
+
+impl From<Error> for ConfigError {
+    fn from(error: Error) -> Self {
+        ConfigError::Core(error)
+    }
+}
+
+/// A request from JS: field names and values, alternating.
+fn request(fields: &[String]) -> Vec<(&str, &[u8])> {
+    fields
+        .chunks_exact(2)
+        .map(|pair| (pair[0].as_str(), pair[1].as_bytes()))
+        .collect()
+}
+
+/// Where a policy's answer goes beyond the scratch: `[deniedBy (index, or -1),
+/// then five numbers per limit: allowed (1 or 0), remaining, limit,
+/// retryAfterMs, resetAfterMs]`.
+pub fn policy_details(p: &Policy, denied_by: Option<usize>) -> Vec<f64> {
+    let mut flat = Vec::with_capacity(1 + 5 * p.len());
+    flat.push(denied_by.map_or(-1.0, |i| i as f64));
+    for d in p.decisions() {
+        flat.push(if d.allowed { 1.0 } else { 0.0 });
+        flat.extend_from_slice(&decision_out(d));
+    }
+    flat
+}
+
+/// A policy's answer: the combined decision (scratch) and the details.
+pub type PolicyAnswer = Result<(bool, Out, Vec<f64>), Error>;
+
+/// What a keyed or policy operation does: see [`keyed_op`] and [`policy_op`].
+pub const PEEK: u32 = 0;
+/// `tryAcquire`.
+pub const TRY_ACQUIRE: u32 = 1;
+/// `reserve`.
+pub const RESERVE: u32 = 2;
+
+/// `policy.peek` ([`PEEK`]), `policy.tryAcquire` ([`TRY_ACQUIRE`]) or
+/// `policy.reserve` ([`RESERVE`], the only one to read `max_wait_ms`) of
+/// `cost` for the request `fields` at `now_ms`.
+pub fn policy_op(
+    p: &mut Policy,
+    fields: &[String],
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> PolicyAnswer {
+    if op == RESERVE {
+        return policy_reserve(p, fields, cost, max_wait_ms, now_ms);
+    }
+    let cost = count(cost, "cost")?;
+    let now = millis(now_ms, "now")?;
+    let request = request(fields);
+    let answer = if op == TRY_ACQUIRE {
+        p.try_acquire(&request, now, cost)?
+    } else {
+        debug_assert_eq!(op, PEEK);
+        p.peek(&request, now, cost)?
+    };
+    let d = answer.decision;
+    Ok((
+        d.allowed,
+        decision_out(&d),
+        policy_details(p, answer.denied_by),
+    ))
+}
+
+/// `policy.reserve(request, cost, maxWaitMs, nowMs)`: booked in every limit
+/// (`[waitMs, atMs]`), or in none, with the combined decision and details.
+fn policy_reserve(
+    p: &mut Policy,
+    fields: &[String],
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+) -> PolicyAnswer {
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+    Ok(match p.reserve(&request(fields), now, cost, max_wait)? {
+        Ok(wait) => (true, booked(now, wait), Vec::new()),
+        Err(denied) => {
+            let d = denied.decision;
+            (false, decision_out(&d), policy_details(p, denied.denied_by))
+        }
+    })
+}
+
+/// `policy.refund(request, cost, takenAtMs)`.
+pub fn policy_refund(
+    p: &mut Policy,
+    fields: &[String],
+    cost: f64,
+    taken_at_ms: f64,
+) -> Result<(), Error> {
+    let cost = count(cost, "cost")?;
+    p.refund(&request(fields), millis(taken_at_ms, "taken_at")?, cost)
+}
+
+/// `policy.reclaim(nowMs)`.
+pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
+    p.reclaim(millis(now_ms, "now")?);
+    Ok(())
+}
+
+/// Each limit's name, then the fields it is keyed by joined by `,`, alternating.
+pub fn policy_limits(p: &Policy) -> Vec<String> {
+    let mut out = Vec::with_capacity(2 * p.len());
+    for i in 0..p.len() {
+        out.push(p.name(i).to_owned());
+        out.push(p.keyed_by(i).collect::<Vec<_>>().join(","));
+    }
+    out
+}
+
+/// The headers of a policy decision, every limit listed: `RateLimit-Policy`
+/// and `RateLimit` as comma-separated items, then `Retry-After` (the
+/// combined retry) when denied; joined by `\n`. `decision` holds five numbers
+/// per limit, as [`policy_details`] wrote them, after five numbers for the
+/// combined decision.
+pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
+    if decision.len() != 5 * (p.len() + 1) {
+        return Err(invalid_type("decision", "a decision"));
+    }
+    let (c, limits) = decision.split_at(5);
+    let combined = (c[0] == 1.0, [c[1], c[2], c[3], c[4]]);
+    let mut policies = String::new();
+    let mut rate_limits = String::new();
+    for (i, f) in limits.chunks_exact(5).enumerate() {
+        let d = decision_in(f[0] == 1.0, [f[1], f[2], f[3], f[4]])?;
+        let window = p.limiter(i).window();
+        let headers = Headers::new(p.name(i), window, &d);
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(policies, "{sep}{}", headers.policy());
+        let _ = write!(rate_limits, "{sep}{}", headers.rate_limit());
+    }
+    let mut text = format!("{policies}\n{rate_limits}");
+    let d = decision_in(combined.0, combined.1)?;
+    if let Some(seconds) = Headers::new("", Nanos::ZERO, &d).retry_after() {
+        let _ = write!(text, "\n{seconds}");
+    }
+    Ok(text)
+}
+
+fn decision_in(allowed: bool, fields: Out) -> Result<Decision, Error> {
+    let [remaining, limit, retry_after, reset_after] = fields;
+    Ok(Decision {
+        allowed,
+        remaining: count(remaining, "decision")?,
+        limit: count(limit, "decision")?,
+        retry_after: millis(retry_after, "decision")?,
+        reset_after: millis(reset_after, "decision")?,
+    })
+}
+
+// ---- Portable state -------------------------------------------------------
+
+/// `limiter.toBytes()`: the limiter's state, versioned and tied to its configuration.
+pub fn to_bytes(l: &AnyLimiter) -> Vec<u8> {
+    l.to_bytes()
+}
+
+/// `limiter.restore(bytes)`: a `RangeError` with a `state_*` code when the
+/// bytes are not the state of a limiter of this very configuration; then
+/// nothing changes.
+pub fn restore(l: &mut AnyLimiter, bytes: &[u8]) -> Result<(), Error> {
+    l.restore(bytes)
 }

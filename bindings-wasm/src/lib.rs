@@ -18,10 +18,10 @@ mod shared;
 use std::cell::{Cell, RefCell};
 
 use js_sys::{Array, Float64Array, Object, Reflect, WebAssembly};
-use ratekeeper::AnyLimiter;
+use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 use wasm_bindgen::prelude::*;
 
-use errors::{failure_to_js, to_js};
+use errors::{config_to_js, failure_to_js, to_js};
 use shared::{Failure, Field, JsValueIn, Kind, Out};
 
 /// One limiter: a core [`AnyLimiter`]. A `RefCell` so that `reconfigure` may
@@ -233,6 +233,197 @@ pub fn type_error(name: &str, expected: &str) -> Result<(), JsValue> {
 #[wasm_bindgen(js_name = checkMillis)]
 pub fn check_millis(value: f64, name: &str) -> Result<(), JsValue> {
     shared::check_millis(value, name).map_err(to_js)
+}
+
+/// `limiter.toBytes()`.
+#[wasm_bindgen(js_name = toBytes)]
+pub fn to_bytes(handle: &Handle) -> Vec<u8> {
+    shared::to_bytes(&handle.0.borrow())
+}
+
+/// `limiter.restore(bytes)`.
+#[wasm_bindgen]
+pub fn restore(handle: &Handle, bytes: &[u8]) -> Result<(), JsValue> {
+    shared::restore(&mut handle.0.borrow_mut(), bytes).map_err(to_js)
+}
+
+/// A keyed limiter: a core [`AnyKeyed`].
+#[wasm_bindgen]
+pub struct KeyedHandle(RefCell<AnyKeyed>);
+
+/// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
+#[wasm_bindgen(js_name = keyedNew)]
+pub fn keyed_new(
+    prototype: &Handle,
+    max_keys: f64,
+    eviction: &str,
+) -> Result<KeyedHandle, JsValue> {
+    let prototype = prototype.0.borrow().clone();
+    let store = shared::keyed(prototype, max_keys, eviction).map_err(to_js)?;
+    Ok(KeyedHandle(RefCell::new(store)))
+}
+
+/// The configuration of a keyed limiter's keys, as a new limiter handle.
+#[wasm_bindgen(js_name = keyedPrototype)]
+pub fn keyed_prototype(handle: &KeyedHandle) -> Handle {
+    Handle(RefCell::new(handle.0.borrow().prototype()))
+}
+
+/// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
+/// (see `shared::keyed_op` and [`status`]).
+#[wasm_bindgen(js_name = keyedOp)]
+pub fn keyed_op(
+    handle: &KeyedHandle,
+    key: &str,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> u32 {
+    let store = &mut handle.0.borrow_mut();
+    status(shared::keyed_op(
+        store,
+        key.as_bytes(),
+        cost,
+        max_wait_ms,
+        now_ms,
+        op,
+    ))
+}
+
+/// `keyed.refund(key, cost, takenAtMs)`.
+#[wasm_bindgen(js_name = keyedRefund)]
+pub fn keyed_refund(
+    handle: &KeyedHandle,
+    key: &str,
+    cost: f64,
+    taken_at_ms: f64,
+) -> Result<(), JsValue> {
+    shared::keyed_refund(
+        &mut handle.0.borrow_mut(),
+        key.as_bytes(),
+        cost,
+        taken_at_ms,
+    )
+    .map_err(to_js)
+}
+
+/// `keyed.tryAcquireBatch(key, costs, nowMs)`.
+#[wasm_bindgen(js_name = keyedTryAcquireBatch)]
+pub fn keyed_try_acquire_batch(
+    handle: &KeyedHandle,
+    key: &str,
+    costs: Vec<f64>,
+    now_ms: f64,
+) -> Result<Vec<f64>, JsValue> {
+    shared::keyed_try_acquire_batch(&mut handle.0.borrow_mut(), key.as_bytes(), &costs, now_ms)
+        .map_err(to_js)
+}
+
+/// `keyed.size`.
+#[wasm_bindgen(js_name = keyedLen)]
+pub fn keyed_len(handle: &KeyedHandle) -> u32 {
+    handle.0.borrow().len().min(u32::MAX as usize) as u32
+}
+
+/// `keyed.reclaim(nowMs)`.
+#[wasm_bindgen(js_name = keyedReclaim)]
+pub fn keyed_reclaim(handle: &KeyedHandle, now_ms: f64) -> Result<(), JsValue> {
+    shared::keyed_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
+}
+
+/// A policy: a core [`Policy`].
+#[wasm_bindgen]
+pub struct PolicyHandle(RefCell<Policy>);
+
+/// `new Policy(config)`, the config as JSON text.
+#[wasm_bindgen(js_name = policyFromJson)]
+pub fn policy_from_json(json: &str) -> Result<PolicyHandle, JsValue> {
+    let policy = shared::policy_from_json(json).map_err(config_to_js)?;
+    Ok(PolicyHandle(RefCell::new(policy)))
+}
+
+/// An empty policy, for [`policy_add`].
+#[wasm_bindgen(js_name = policyNew)]
+pub fn policy_new() -> PolicyHandle {
+    PolicyHandle(RefCell::new(Policy::new()))
+}
+
+/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration.
+#[wasm_bindgen(js_name = policyAdd)]
+pub fn policy_add(
+    handle: &PolicyHandle,
+    name: &str,
+    by: Vec<String>,
+    limiter: &Handle,
+) -> Result<(), JsValue> {
+    let limiter = limiter.0.borrow().clone();
+    shared::policy_add(&mut handle.0.borrow_mut(), name, &by, limiter).map_err(to_js)
+}
+
+/// `Policy.fromRates(rates, { algorithm, by })`.
+#[wasm_bindgen(js_name = policyFromRates)]
+pub fn policy_from_rates(
+    rates: &str,
+    algorithm: &str,
+    by: Vec<String>,
+) -> Result<PolicyHandle, JsValue> {
+    let policy = shared::policy_from_rates(rates, algorithm, &by).map_err(config_to_js)?;
+    Ok(PolicyHandle(RefCell::new(policy)))
+}
+
+/// The answer of a policy operation: `[status, ...details]`, the combined
+/// decision in the scratch; a failure throws.
+fn policy_status(answer: shared::PolicyAnswer) -> Result<Vec<f64>, JsValue> {
+    let (yes, out, mut details) = answer.map_err(to_js)?;
+    write(&out);
+    details.insert(0, if yes { 1.0 } else { 0.0 });
+    Ok(details)
+}
+
+/// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
+/// `fields` alternates names and values (see `shared::policy_op`).
+#[wasm_bindgen(js_name = policyOp)]
+pub fn policy_op(
+    handle: &PolicyHandle,
+    fields: Vec<String>,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> Result<Vec<f64>, JsValue> {
+    let policy = &mut handle.0.borrow_mut();
+    let answer = shared::policy_op(policy, &fields, cost, max_wait_ms, now_ms, op);
+    policy_status(answer)
+}
+
+/// `policy.refund(request, cost, takenAtMs)`.
+#[wasm_bindgen(js_name = policyRefund)]
+pub fn policy_refund(
+    handle: &PolicyHandle,
+    fields: Vec<String>,
+    cost: f64,
+    taken_at_ms: f64,
+) -> Result<(), JsValue> {
+    shared::policy_refund(&mut handle.0.borrow_mut(), &fields, cost, taken_at_ms).map_err(to_js)
+}
+
+/// `policy.reclaim(nowMs)`.
+#[wasm_bindgen(js_name = policyReclaim)]
+pub fn policy_reclaim(handle: &PolicyHandle, now_ms: f64) -> Result<(), JsValue> {
+    shared::policy_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
+}
+
+/// Each limit's name and its fields (see `shared::policy_limits`).
+#[wasm_bindgen(js_name = policyLimits)]
+pub fn policy_limits(handle: &PolicyHandle) -> Vec<String> {
+    shared::policy_limits(&handle.0.borrow())
+}
+
+/// The headers of a policy decision (see `shared::policy_headers`).
+#[wasm_bindgen(js_name = policyHeaders)]
+pub fn policy_headers(handle: &PolicyHandle, decision: Vec<f64>) -> Result<String, JsValue> {
+    shared::policy_headers(&handle.0.borrow(), &decision).map_err(to_js)
 }
 
 /// Takes what `tryAcquire` takes and does nothing: the floor of a call.

@@ -13,7 +13,7 @@ const cjs = require('./impl.cjs');
 
 const ROOT = path.join(__dirname, '..', '..');
 const EXPORTS = [
-  'FixedWindow', 'Gcra', 'LeakyBucket', 'Limiter', 'RateLimited', 'SlidingWindowCounter', 'SlidingWindowLog',
+  'FixedWindow', 'Gcra', 'KeyedLimiter', 'LeakyBucket', 'Limiter', 'Policy', 'RateLimited', 'SlidingWindowCounter', 'SlidingWindowLog',
   'TokenBucket', 'fastifyHook', 'middleware',
 ];
 

@@ -104,8 +104,15 @@ function bandwidth(c) {
 
 /** The limiter a scenario describes, built through the public API. */
 function build(api, { algorithm, config: c }) {
-  const window = () => ({ limit: count(c.limit, 'limit'), windowMs: ms(c.window_ns, 'window_ns') });
+  const window = () =>
+    c.calendar !== undefined
+      ? { limit: count(c.limit, 'limit'), calendar: c.calendar }
+      : { limit: count(c.limit, 'limit'), windowMs: ms(c.window_ns, 'window_ns') };
   switch (algorithm) {
+    case 'keyed':
+      return new api.KeyedLimiter(build(api, c));
+    case 'policy':
+      return buildPolicy(api, c);
     case 'token_bucket':
       return c.bandwidths !== undefined
         ? api.TokenBucket.fromBandwidths(c.bandwidths.map(bandwidth))
@@ -125,6 +132,36 @@ function build(api, { algorithm, config: c }) {
     default:
       throw new Error(`unknown algorithm ${JSON.stringify(algorithm)}`);
   }
+}
+
+/**
+ * The vectors state each limit's limiter exactly (`{ name, by, algorithm,
+ * config }`), which rate strings cannot always (no unit below the second):
+ * each limiter is built as above and handed to the Policy as `limiter`.
+ */
+function buildPolicy(api, c) {
+  return new api.Policy({ limits: c.limits.map((l) => ({ name: l.name, by: l.by, limiter: build(api, l) })) });
+}
+
+const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+const unhex = (text) => Uint8Array.from(text.match(/../g) ?? [], (pair) => parseInt(pair, 16));
+
+/**
+ * Portable state: after the steps, `toBytes()` is exactly `state`; it restores
+ * into a fresh limiter (which then answers as the original), and each broken
+ * variant is refused with a RangeError of its `state_*` code.
+ */
+function stateProblem(api, scenario, limiter) {
+  const got = hex(limiter.toBytes());
+  if (got !== scenario.state) return `state: expected ${scenario.state}, got ${got}`;
+  const fresh = build(api, scenario);
+  fresh.restore(unhex(scenario.state));
+  if (hex(fresh.toBytes()) !== scenario.state) return 'restored: toBytes differs';
+  for (const c of scenario.restore) {
+    const problem = errorProblem(() => build(api, scenario).restore(unhex(c.bytes)), { code: c.expect_error, argument: 'state' });
+    if (problem) return `restore ${c.bytes}: ${problem}`;
+  }
+  return null;
 }
 
 /** Why `fn` did not throw the binding's error for `expected` ({ code, argument }), or null. */
@@ -164,7 +201,48 @@ export function decisionProblem(d, expect) {
   return wrong ? `${wrong[0]}: expected ${expect[wrong[0]]}, got ${wrong[2]}` : null;
 }
 
-function stepProblem(limiter, step) {
+/** Why a policy decision differs from the vector's expectation (with denied_by and limits), or null. */
+function policyDecisionProblem(d, expect) {
+  const { deniedBy, limits, ...combined } = d;
+  const problem = decisionProblem(combined, expect);
+  if (problem) return `combined: ${problem}`;
+  if (deniedBy !== expect.denied_by) return `denied_by: expected ${expect.denied_by}, got ${deniedBy}`;
+  if (!Array.isArray(limits) || limits.length !== expect.limits.length) return `limits: expected ${expect.limits.length}`;
+  for (const [i, l] of limits.entries()) {
+    const { name, ...own } = l;
+    if (typeof name !== 'string') return `limits[${i}] has no name`;
+    const p = decisionProblem(own, expect.limits[i]);
+    if (p) return `limits[${i}] (${name}): ${p}`;
+  }
+  return null;
+}
+
+function policyStepProblem(policy, step) {
+  const op = step.op ?? 'acquire';
+  const cost = count(step.cost, 'cost');
+  const now = ms(step.now_ns, 'now_ns');
+  const call = {
+    acquire: () => policy.tryAcquire(step.request, cost, now),
+    peek: () => policy.peek(step.request, cost, now),
+  }[op];
+  if (!call) return `unknown policy op ${op}`;
+  if (step.expect_error) return errorProblem(call, step.expect_error);
+  return policyDecisionProblem(call(), step.expect);
+}
+
+/** A keyed store seen as one limiter: every call on `step.key`. */
+function keyedView(store, key) {
+  return {
+    tryAcquire: (cost, now) => store.tryAcquire(key, cost, now),
+    peek: (cost, now) => store.peek(key, cost, now),
+    reserve: (cost, maxWaitMs, now) => store.reserve(key, cost, maxWaitMs, now),
+    refund: (cost, now) => store.refund(key, cost, now),
+  };
+}
+
+function stepProblem(limiter, step, algorithm) {
+  if (algorithm === 'policy') return policyStepProblem(limiter, step);
+  if (algorithm === 'keyed') return stepProblem(keyedView(limiter, step.key), step);
   const op = step.op ?? 'acquire';
   const cost = count(step.cost, 'cost');
   const now = ms(step.now_ns, 'now_ns');
@@ -219,12 +297,13 @@ export function runScenario(api, scenario) {
     for (const [i, step] of scenario.steps.entries()) {
       let problem;
       try {
-        problem = stepProblem(limiter, step);
+        problem = stepProblem(limiter, step, scenario.algorithm);
       } catch (error) {
         problem = `threw ${error?.name}: ${error?.message}`;
       }
       if (problem) return { problem: `step ${i} (${step.op ?? 'acquire'} at ${step.now_ns} ns, cost ${step.cost}): ${problem}` };
     }
+    if (scenario.state !== undefined) return { problem: stateProblem(api, scenario, limiter) };
     return { problem: null };
   } catch (error) {
     if (error instanceof Inexpressible) return { inexpressible: error.message };

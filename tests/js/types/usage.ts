@@ -6,8 +6,10 @@
 import {
   FixedWindow,
   Gcra,
+  KeyedLimiter,
   LeakyBucket,
   Limiter,
+  Policy,
   RateLimited,
   SlidingWindowCounter,
   SlidingWindowLog,
@@ -17,6 +19,8 @@ import {
   type AcquireOptions,
   type Bandwidth,
   type Decision,
+  type PolicyDecision,
+  type PolicyReservation,
   type RateLimitHeaders,
   type Reservation,
   type TokenBucketOptions,
@@ -73,12 +77,43 @@ interface Req {
   ip: string;
   method: string;
 }
+const perIp = new KeyedLimiter(new Gcra({ burst: 10, emissionIntervalMs: 100 }), { maxKeys: 10_000, eviction: 'refuse' });
 export const handler = middleware<Req>({
+  limiter: perIp,
   key: (req) => req.ip,
-  create: () => new Gcra({ burst: 10, emissionIntervalMs: 100 }),
   cost: (req) => (req.method === 'POST' ? 5 : 1),
 });
-export const hook = fastifyHook<Req>({ key: (request) => request.ip, create: (key) => new FixedWindow({ limit: 100, windowMs: 60_000, name: String(key) }) });
+const policy = new Policy({
+  limits: [
+    { name: 'per-ip', algorithm: 'gcra', rate: '10/second', burst: 20, by: ['ip'] },
+    { name: 'daily', algorithm: 'fixed_window', rate: '10000/day', calendar: 'day' },
+  ],
+});
+export const hook = fastifyHook<Req>({ limiter: policy, fields: (request) => ({ ip: request.ip }) });
+
+// Keyed limiters, policies, portable state.
+const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
+const keyedReservation: Reservation = perIp.reserve('k', 1, 100);
+perIp.refund('k', keyedReservation.cost, keyedReservation.atMs);
+perIp.reclaim();
+const size: number = perIp.size;
+const pd: PolicyDecision = policy.tryAcquire({ ip: '1.2.3.4' }, 1);
+const deniedBy: string | null = pd.deniedBy;
+const firstLimit: string | undefined = pd.limits[0]?.name;
+const pr: PolicyReservation = Policy.fromRates('10/second;100/day', { algorithm: 'gcra', by: ['user'] }).reserve({ user: 7 });
+const policyHeaders: RateLimitHeaders = policy.headers(pd);
+const exact = new Policy({ limits: [{ name: 'exact', by: ['user'], limiter: new Gcra({ burst: 2, emissionIntervalMs: 100 }) }] });
+const monthly = new FixedWindow({ limit: 1000, calendar: 'month', clock: Date.now });
+const bytes: Uint8Array = monthly.toBytes();
+monthly.restore(bytes);
+const copy: FixedWindow = FixedWindow.fromBytes(bytes, { limit: 1000, calendar: 'month' });
+const copyBuckets: TokenBucket = TokenBucket.fromBytes(both.toBytes(), both.bandwidths, { name: 'both' });
+const copyGcra: Gcra = Gcra.fromBytes(new Gcra({ burst: 1, emissionIntervalMs: 1 }).toBytes(), { burst: 1, emissionIntervalMs: 1 });
+export async function waitingKeyed(): Promise<void> {
+  await perIp.acquire('k', 1, { timeoutMs: 100 });
+  await policy.acquire({ ip: 'x' }, 1, { timeoutMs: 100 });
+}
+export const more: unknown[] = [keyedDecisions, size, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra, copyBuckets];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
 
@@ -111,4 +146,14 @@ bucket.acquire(1, 500);
 // @ts-expect-error: a decision has no `retryAfter` (it is `retryAfterMs`)
 decisions[0]?.retryAfter;
 // @ts-expect-error: the key is a string or a number
-middleware<Req>({ key: (req) => req, create: () => bucket });
+middleware<Req>({ limiter: perIp, key: (req) => req });
+// @ts-expect-error: the helpers take a KeyedLimiter or a Policy, not a limiter
+middleware<Req>({ limiter: bucket, key: (req) => req.ip });
+// @ts-expect-error: keys are strings or numbers
+perIp.tryAcquire({});
+// @ts-expect-error: a calendar is 'day', 'week' or 'month'
+new FixedWindow({ limit: 1, calendar: 'year' });
+// @ts-expect-error: a request's values are strings or numbers
+policy.tryAcquire({ ip: true });
+// @ts-expect-error: restore takes bytes
+monthly.restore('state');

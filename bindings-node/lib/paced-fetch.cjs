@@ -1,0 +1,232 @@
+'use strict';
+// pacedFetch: a `fetch` that sends its requests at a limiter's rate, first come
+// first served. Written once for every build of the `ratekeeper` package: Node
+// requires this file; the package's browser and worker entries import
+// lib/paced-fetch.mjs, the same file wrapped as an ES module by
+// scripts/package.sh. It needs only the limiter's public API (`reserve`,
+// `refund`), so it works with the napi and the wasm build alike.
+//
+// How it waits: each call books its slot at once with `limiter.reserve`, so the
+// limiter itself keeps the order and the spacing; the calls wait in one queue
+// behind ONE timer, armed for the head's slot (no polling). When a server says
+// to slow down (a 429 or 503 with `Retry-After`, or a `RateLimit` header with
+// nothing remaining), the queue pauses until then: every booking still queued is
+// refunded and booked again from the end of the pause, in the same order.
+
+const RETRY_STATUSES = new Set([429, 503]);
+
+function rateLimitedError(message, retryAfterMs) {
+  const error = new Error(message);
+  error.name = 'RateLimited';
+  error.code = 'rate_limited';
+  error.retryAfterMs = retryAfterMs;
+  return error;
+}
+
+function timeoutError(message) {
+  return new DOMException(message, 'TimeoutError');
+}
+
+/** Milliseconds to wait from a `Retry-After` value (delay-seconds or an HTTP-date), or null. */
+function parseRetryAfter(value, wallNow) {
+  if (value === null || value === undefined) return null;
+  const text = String(value).trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? null : Math.max(0, date - wallNow);
+}
+
+/**
+ * Milliseconds until the server allows requests again, from its RateLimit
+ * headers, when it says nothing is left (else null). Understands the IETF
+ * draft's structured `RateLimit: "name";r=0;t=30` (several policies: the
+ * longest exhausted one wins), its older `RateLimit: limit=10, remaining=0,
+ * reset=30`, and separate `RateLimit-Remaining` / `RateLimit-Reset`.
+ */
+function parseRateLimit(headers) {
+  let pause = null;
+  const exhausted = (remaining, reset) => {
+    if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
+  };
+  const value = headers.get('ratelimit');
+  if (value !== null) {
+    const flat = {};
+    for (const item of value.split(',')) {
+      const params = {};
+      for (const part of item.split(';')) {
+        const [key, raw] = part.split('=').map((s) => s.trim());
+        if (raw !== undefined) params[key.toLowerCase()] = Number(raw);
+      }
+      if ('r' in params) exhausted(params.r, params.t);
+      Object.assign(flat, params);
+    }
+    if ('remaining' in flat) exhausted(flat.remaining, flat.reset);
+  }
+  const remaining = headers.get('ratelimit-remaining');
+  if (remaining !== null) exhausted(Number(remaining), Number(headers.get('ratelimit-reset')));
+  return pause;
+}
+
+/**
+ * Wraps `fetch` so that its requests leave at `limiter`'s rate, in the order
+ * they were made. See paced-fetch.d.ts for the options.
+ */
+function pacedFetch(fetch, limiter, options) {
+  if (typeof fetch !== 'function') throw new TypeError('fetch must be a function');
+  if (limiter === null || typeof limiter !== 'object' || typeof limiter.reserve !== 'function') {
+    throw new TypeError('limiter must be a limiter');
+  }
+  const {
+    cost = 1,
+    maxWaitMs = Infinity,
+    retries = 1,
+    maxRetryAfterMs = 60_000,
+    clock = () => performance.now(),
+    wallClock = () => Date.now(),
+    timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id) },
+    onEvent,
+  } = options ?? {};
+  if (typeof cost !== 'number' && typeof cost !== 'function') throw new TypeError('cost must be a number or a function');
+  for (const [name, value] of [['maxWaitMs', maxWaitMs], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]]) {
+    if (typeof value !== 'number' || !(value >= 0)) throw new RangeError(`${name} must be a number >= 0`);
+  }
+
+  const queue = []; // entries waiting for their slot, in booking order
+  let pausedUntil = -Infinity; // on `clock`
+  let timer = null;
+  let timerAt = NaN;
+  let nextId = 0;
+  const emit = (event) => {
+    if (onEvent !== undefined) onEvent({ ...event, atMs: clock(), waiting: queue.length, pausedUntilMs: pausedUntil });
+  };
+
+  function arm() {
+    if (queue.length === 0) {
+      if (timer !== null) timers.clearTimeout(timer);
+      timer = null;
+      return;
+    }
+    const due = Math.max(queue[0].atMs, pausedUntil);
+    if (timer !== null && timerAt === due) return;
+    if (timer !== null) timers.clearTimeout(timer);
+    timerAt = due;
+    timer = timers.setTimeout(fire, Math.max(0, Math.ceil(due - clock())));
+  }
+
+  function fire() {
+    timer = null;
+    const now = clock();
+    // Timers may fire a little early on this clock: whoever is not due waits for the next one.
+    while (queue.length > 0 && queue[0].atMs <= now && pausedUntil <= now) send(queue.shift());
+    arm();
+  }
+
+  /** Books `entry` from `from` (the later of now and the pause's end); false when the limiter cannot. */
+  function book(entry, now, maxWait) {
+    const from = Math.max(now, pausedUntil);
+    const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
+    if (r.ok) {
+      entry.atMs = r.atMs;
+      return null;
+    }
+    if (from - now + r.waitMs > maxWait) {
+      return timeoutError(`the wait (${from - now + r.waitMs} ms) would exceed maxWaitMs (${maxWait} ms)`);
+    }
+    return rateLimitedError(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
+  }
+
+  /** The server asked for a pause: every queued booking is given back and made again from its end. */
+  function pause(ms, first) {
+    const now = clock();
+    pausedUntil = Math.max(pausedUntil, now + ms);
+    for (let i = queue.length - 1; i >= 0; i--) limiter.refund(queue[i].cost, queue[i].atMs);
+    if (first !== undefined) queue.unshift(first);
+    const kept = [];
+    for (const entry of queue) {
+      const error = book(entry, now, Infinity);
+      if (error === null) kept.push(entry);
+      else fail(entry, error);
+    }
+    queue.length = 0;
+    queue.push(...kept);
+    emit({ type: 'paused', untilMs: pausedUntil });
+    arm();
+  }
+
+  function fail(entry, error) {
+    if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
+    entry.reject(error);
+  }
+
+  function send(entry) {
+    if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
+    emit({ type: 'sent', id: entry.id, slotMs: entry.atMs, attempt: entry.attempt });
+    let sent;
+    try {
+      sent = Promise.resolve(fetch(entry.input, entry.init));
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    sent.then((response) => answered(entry, response), entry.reject);
+  }
+
+  function answered(entry, response) {
+    emit({ type: 'response', id: entry.id, status: response.status });
+    const headers = response.headers;
+    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), wallClock()) : null;
+    if (retryAfter !== null) {
+      const retry = entry.attempt < retries && retryAfter <= maxRetryAfterMs && !(entry.signal && entry.signal.aborted);
+      if (retry) {
+        entry.attempt += 1;
+        // The answer is dropped: free its connection.
+        if (response.body && typeof response.body.cancel === 'function') response.body.cancel().catch(() => {});
+        if (entry.signal !== undefined) entry.signal.addEventListener('abort', entry.onAbort, { once: true });
+        pause(retryAfter, entry);
+        return;
+      }
+      pause(Math.min(retryAfter, maxRetryAfterMs));
+    } else {
+      const wait = parseRateLimit(headers);
+      if (wait !== null && wait > 0) pause(Math.min(wait, maxRetryAfterMs));
+    }
+    entry.resolve(response);
+  }
+
+  function paced(input, init) {
+    return new Promise((resolve, reject) => {
+      const signal = init == null || init.signal == null ? undefined : init.signal;
+      if (signal !== undefined && signal.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const units = typeof cost === 'function' ? cost(input, init) : cost;
+      const entry = { id: nextId++, input, init, cost: units, atMs: 0, attempt: 0, signal, resolve, reject, onAbort: null };
+      entry.onAbort = () => {
+        const at = queue.indexOf(entry);
+        if (at < 0) return;
+        queue.splice(at, 1);
+        limiter.refund(entry.cost, entry.atMs);
+        emit({ type: 'aborted', id: entry.id });
+        arm();
+        reject(signal.reason);
+      };
+      const error = book(entry, clock(), maxWaitMs);
+      if (error !== null) {
+        reject(error);
+        return;
+      }
+      if (signal !== undefined) signal.addEventListener('abort', entry.onAbort, { once: true });
+      queue.push(entry);
+      emit({ type: 'queued', id: entry.id, slotMs: entry.atMs });
+      // Due now and nobody ahead: no timer round trip.
+      if (queue.length === 1 && entry.atMs <= clock() && pausedUntil <= clock()) fire();
+      else arm();
+    });
+  }
+
+  Object.defineProperty(paced, 'waiting', { get: () => queue.length, enumerable: true });
+  Object.defineProperty(paced, 'pausedUntilMs', { get: () => pausedUntil, enumerable: true });
+  return paced;
+}
+
+module.exports = { pacedFetch, parseRetryAfter, parseRateLimit };

@@ -1,0 +1,7 @@
+// The `ratekeeper` package's ES module entry on Node (export condition `node`):
+// the same module instance as main.cjs.
+import main from './main.cjs';
+
+export * from './index.mjs';
+export { pacedFetch } from './lib/paced-fetch.cjs';
+export default main;

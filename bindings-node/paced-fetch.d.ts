@@ -1,0 +1,83 @@
+// Types of pacedFetch (lib/paced-fetch.cjs), part of the `ratekeeper` package's
+// surface (ratekeeper.d.ts) for every build: native and WebAssembly.
+import type { Limiter } from './index'
+
+/** What `onEvent` is told, for progress displays and logs. */
+export interface PacedFetchEvent {
+  /** `queued` (booked), `sent` (handed to fetch), `response`, `paused` (a server asked to wait), `aborted` (left the queue). */
+  type: 'queued' | 'sent' | 'response' | 'paused' | 'aborted'
+  /** The request's number, from 0 in call order (not for `paused`). */
+  id?: number
+  /** The request's slot on `clock` (`queued`, `sent`). */
+  slotMs?: number
+  /** How many times the request was retried before (`sent`). */
+  attempt?: number
+  /** The response status (`response`). */
+  status?: number
+  /** When the pause ends, on `clock` (`paused`). */
+  untilMs?: number
+  /** When the event happened, on `clock`. */
+  atMs: number
+  /** Requests waiting in the queue after the event. */
+  waiting: number
+  /** The end of the latest pause on `clock` (`-Infinity` when none). */
+  pausedUntilMs: number
+}
+
+/** Options of `pacedFetch`. */
+export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit> {
+  /** Units a request takes from the limiter: a number or a function of the call's arguments. Default 1. */
+  cost?: number | ((input: Input, init?: Init) => number)
+  /**
+   * The longest a request may wait for its slot; a call whose slot is further
+   * away rejects at once with a `TimeoutError` DOMException, booking nothing.
+   * Default `Infinity`.
+   */
+  maxWaitMs?: number
+  /**
+   * How many times one request is sent again after a 429 or 503 answer with
+   * `Retry-After` (after the pause it asks for). Default 1; 0 returns such
+   * answers as they are (the queue still pauses).
+   */
+  retries?: number
+  /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long. Default 60000. */
+  maxRetryAfterMs?: number
+  /** The limiter's clock, in milliseconds (pass the same `clock` as to the limiter). Default `performance.now()`. */
+  clock?: () => number
+  /** Wall-clock milliseconds, for a `Retry-After` given as an HTTP date. Default `Date.now()`. */
+  wallClock?: () => number
+  /** Timer functions (tests, simulation). Default the global `setTimeout` / `clearTimeout`. */
+  timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void }
+  /** Called on every change of the queue. */
+  onEvent?: (event: PacedFetchEvent) => void
+}
+
+/** The paced `fetch` returned by `pacedFetch`. */
+export interface PacedFetch<Input = RequestInfo | URL, Init = RequestInit, Result = Response> {
+  (input: Input, init?: Init): Promise<Result>
+  /** Requests booked and not yet sent. */
+  readonly waiting: number
+  /** The end of the latest pause a server asked for, on `clock` (`-Infinity` when none). */
+  readonly pausedUntilMs: number
+}
+
+/**
+ * Wraps `fetch` so that requests leave at `limiter`'s rate, first come first
+ * served. Each call books its slot at once with `limiter.reserve` and waits in
+ * one queue behind one timer. Aborting `init.signal` while queued gives the
+ * booking back and rejects with `signal.reason` (after leaving, fetch handles
+ * the signal). A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
+ * with nothing remaining, pauses the queue until then (queued bookings are
+ * refunded and made again from the pause's end); a 429/503 request is sent
+ * again `retries` times. A slot further than `maxWaitMs` rejects with a
+ * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
+ * rejects with an error of code `rate_limited` and `retryAfterMs`.
+ * @example
+ * const get = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 }))
+ * const pages = await Promise.all(urls.map((url) => get(url)))  // 5 per second
+ */
+export declare function pacedFetch<Input = RequestInfo | URL, Init extends { signal?: AbortSignal | null } = RequestInit, Result = Response>(
+  fetch: (input: Input, init?: Init) => Promise<Result>,
+  limiter: Limiter,
+  options?: PacedFetchOptions<Input, Init>,
+): PacedFetch<Input, Init, Result>

@@ -1,0 +1,224 @@
+'use strict';
+// Keyed limiters, policies and portable state, through the public API of the
+// build under test (impl.cjs): behaviour, not shapes.
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert/strict');
+
+const api = require('./impl.cjs');
+const { KeyedLimiter, Policy, Gcra, FixedWindow, SlidingWindowLog, LeakyBucket, TokenBucket, SlidingWindowCounter } = api;
+const { assertLimiterError, assertLimiterRejects, fakeTime } = require('./helpers.cjs');
+
+const SECOND = 1000;
+
+describe('KeyedLimiter', () => {
+  it('keeps keys apart, and 42 and "42" are one key', () => {
+    const keyed = new KeyedLimiter(new Gcra({ burst: 2, emissionIntervalMs: 100, name: 'per-user' }));
+    assert.equal(keyed.tryAcquire('a', 2, 0).allowed, true);
+    assert.equal(keyed.tryAcquire('a', 1, 0).allowed, false);
+    assert.equal(keyed.tryAcquire('b', 2, 0).allowed, true);
+    assert.equal(keyed.tryAcquire(42, 2, 0).allowed, true);
+    const d = keyed.tryAcquire('42', 1, 0);
+    assert.deepStrictEqual(d, { allowed: false, remaining: 0, limit: 2, retryAfterMs: 100, resetAfterMs: 200 });
+    assert.equal(keyed.size, 3);
+    assert.deepStrictEqual([keyed.limit, keyed.algorithm, keyed.name, keyed.windowMs], [2, 'gcra', 'per-user', 200]);
+    assert.equal(keyed.headers(d)['RateLimit-Policy'], '"per-user";q=2;w=1');
+    assert.equal(keyed.headers(d)['Retry-After'], '1');
+  });
+
+  it('peek inserts no key; reclaim drops the keys back to fresh', () => {
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: SECOND }));
+    assert.equal(keyed.peek('x', 1, 0).remaining, 2);
+    assert.equal(keyed.size, 0);
+    keyed.tryAcquire('x', 1, 0);
+    keyed.tryAcquire('y', 1, 500);
+    assert.equal(keyed.size, 2);
+    keyed.reclaim(SECOND);
+    assert.equal(keyed.size, 0, 'both windows are over: both keys are fresh again');
+    assert.equal(keyed.tryAcquire('x', 3, SECOND).allowed, true);
+  });
+
+  it('maxKeys with eviction "refuse" throws store_full; nearest_fresh makes room', () => {
+    const refuse = new KeyedLimiter(new SlidingWindowLog({ limit: 1, windowMs: SECOND }), { maxKeys: 2, eviction: 'refuse' });
+    refuse.tryAcquire('a', 1, 0);
+    refuse.tryAcquire('b', 1, 0);
+    assert.throws(() => refuse.tryAcquire('c', 1, 0), (e) => e instanceof RangeError && e.code === 'store_full');
+    const evict = new KeyedLimiter(new SlidingWindowLog({ limit: 1, windowMs: SECOND }), { maxKeys: 2 });
+    evict.tryAcquire('a', 1, 0);
+    evict.tryAcquire('b', 1, 0);
+    assert.equal(evict.tryAcquire('c', 1, 0).allowed, true);
+    assert.ok(evict.size <= 2);
+    assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { eviction: 'lru' }), 'invalid_value', 'eviction');
+    assertLimiterError(() => new KeyedLimiter({}), 'invalid_type', 'limiter');
+    assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })).tryAcquire({}, 1, 0), 'invalid_type', 'key');
+  });
+
+  it('tryAcquireBatch decides each cost in turn at one instant', () => {
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: SECOND }));
+    const got = keyed.tryAcquireBatch('k', [1, 1, 2, 1], 0);
+    assert.deepStrictEqual(got.map((d) => [d.allowed, d.remaining]), [[true, 2], [true, 1], [false, 1], [true, 0]]);
+    const other = keyed.tryAcquireBatch('other', [1], 0);
+    assertLimiterError(() => keyed.tryAcquireBatch('other', [1, 4], 0), 'cost_exceeds_limit', 'cost');
+    assert.equal(keyed.peek('other', 0, 0).remaining, other[0].remaining, 'a failed batch decides nothing');
+    assertLimiterError(() => keyed.tryAcquireBatch('other', [1, '2'], 0), 'invalid_type', 'costs');
+  });
+
+  it('reserve books per key, refund gives it back, acquire waits on one timer', async () => {
+    const keyed = new KeyedLimiter(new LeakyBucket({ capacity: 2, intervalMs: 100 }));
+    const r = keyed.reserve('q', 1, Infinity, 0);
+    assert.deepStrictEqual([r.ok, r.waitMs], [true, 0]);
+    const r2 = keyed.reserve('q', 1, Infinity, 0);
+    assert.deepStrictEqual([r2.ok, r2.waitMs, r2.atMs], [true, 100, 100]);
+    keyed.refund('q', 1, r2.atMs);
+    assert.equal(keyed.reserve('q', 1, 50, 0).ok, false, 'one more would wait 100 ms');
+
+    const time = fakeTime({ start: 0 }).install();
+    try {
+      const clocked = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+      await clocked.acquire('u', 1);
+      let done = false;
+      const p = clocked.acquire('u', 1).then(() => (done = true));
+      await time.advance(99);
+      assert.equal(done, false);
+      await time.advance(1);
+      await p;
+      assert.equal(done, true);
+      await assertLimiterRejects(clocked.acquire('u', 5), 'cost_exceeds_limit', 'cost');
+    } finally {
+      time.uninstall();
+    }
+  });
+});
+
+describe('Policy', () => {
+  const config = {
+    limits: [
+      { name: 'per-user', algorithm: 'gcra', rate: '10/second', burst: 2, by: ['user'] },
+      { name: 'global', algorithm: 'sliding_window_log', rate: '4/second' },
+    ],
+  };
+
+  it('is all or nothing across limits, and says which denied', () => {
+    const policy = new Policy(config);
+    const ok = policy.tryAcquire({ user: 'alice' }, 2, 0);
+    assert.equal(ok.allowed, true);
+    assert.equal(ok.deniedBy, null);
+    assert.deepStrictEqual(ok.limits.map((l) => [l.name, l.remaining]), [['per-user', 0], ['global', 2]]);
+    const denied = policy.tryAcquire({ user: 'alice' }, 1, 0);
+    assert.equal(denied.allowed, false);
+    assert.equal(denied.deniedBy, 'per-user');
+    assert.equal(denied.limits[1].remaining, 2, 'global consumed nothing');
+    assert.equal(policy.tryAcquire({ user: 'bob' }, 2, 0).allowed, true);
+    const global = policy.tryAcquire({ user: 'carol' }, 1, 0);
+    assert.equal(global.deniedBy, 'global');
+    assert.equal(policy.peek({ user: 'carol' }, 1, 0).limits[0].remaining, 2, 'carol consumed nothing: her full burst');
+    const headers = policy.headers(global);
+    assert.equal(headers['RateLimit-Policy'], '"per-user";q=2;w=1, "global";q=4;w=1');
+    assert.match(headers.RateLimit, /^"per-user";r=\d+;t=\d+, "global";r=0;t=1$/);
+    assert.equal(headers['Retry-After'], '1');
+    assert.deepStrictEqual(policy.limits, [{ name: 'per-user', by: ['user'] }, { name: 'global', by: [] }]);
+  });
+
+  it('takes JSON text, rate strings, and rejects bad configurations with their codes', () => {
+    const fromJson = new Policy(JSON.stringify(config));
+    assert.equal(fromJson.tryAcquire({ user: 1 }, 2, 0).allowed, true);
+    const rates = Policy.fromRates('2/second;3/minute', { algorithm: 'fixed_window', by: ['ip'] });
+    assert.deepStrictEqual(rates.limits.map((l) => l.name), ['2/second', '3/minute']);
+    assert.equal(rates.tryAcquire({ ip: '1.2.3.4' }, 2, 0).allowed, true);
+    assert.equal(rates.tryAcquire({ ip: '1.2.3.4' }, 1, SECOND).allowed, true);
+    assert.equal(rates.tryAcquire({ ip: '1.2.3.4' }, 1, 2 * SECOND).deniedBy, '3/minute');
+    assert.throws(() => new Policy({ limits: [{ name: 'x', rate: '1/second', colour: 'red' }] }), (e) => e instanceof TypeError && e.code === 'invalid_config' && /colour/.test(e.message));
+    assertLimiterError(() => Policy.fromRates('ten per second'), 'invalid_syntax', 'rate');
+    assertLimiterError(() => new Policy(config).tryAcquire({}, 1, 0), 'invalid_value', 'request');
+    assertLimiterError(() => new Policy(42), 'invalid_type', 'config');
+  });
+
+  it('reserve books in every limit or none; acquire waits for the slot', async () => {
+    const policy = Policy.fromRates('1/second', { algorithm: 'gcra' });
+    assert.equal(policy.reserve({}, 1, 0, 0).ok, true);
+    const denied = policy.reserve({}, 1, 10, 0);
+    assert.equal(denied.ok, false);
+    assert.equal(denied.decision.deniedBy, '1/second');
+    const booked = policy.reserve({}, 1, Infinity, 0);
+    assert.deepStrictEqual([booked.ok, booked.waitMs], [true, SECOND]);
+    policy.refund({}, 1, booked.atMs);
+    assert.equal(policy.reserve({}, 1, SECOND, 0).waitMs, SECOND, 'the refunded slot is free again');
+
+    const time = fakeTime({ start: 0 }).install();
+    try {
+      const clocked = Policy.fromRates('1/second', { algorithm: 'gcra', clock: time.now });
+      await clocked.acquire({}, 1);
+      let done = false;
+      const p = clocked.acquire({}, 1).then(() => (done = true));
+      await time.advance(999);
+      assert.equal(done, false);
+      await time.advance(1);
+      await p;
+      await assert.rejects(clocked.acquire({}, 1, { timeoutMs: 10 }), (e) => e.name === 'TimeoutError');
+    } finally {
+      time.uninstall();
+    }
+  });
+
+  it('keys each limit by its fields and reclaims them', () => {
+    const policy = new Policy({ limits: [{ name: 'route', algorithm: 'fixed_window', rate: '1/second', by: ['user', 'route'] }] });
+    assert.equal(policy.tryAcquire({ user: 'a', route: '/x' }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: 'a', route: '/y' }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: 'a', route: '/x' }, 1, 0).allowed, false);
+    policy.reclaim(SECOND);
+    assert.equal(policy.tryAcquire({ user: 'a', route: '/x' }, 1, SECOND).allowed, true);
+  });
+});
+
+describe('portable state', () => {
+  const bucket = { capacity: 3, refillTokens: 1, refillPeriodMs: 100 };
+  const portable = [
+    ['TokenBucket', () => new TokenBucket(bucket), (o) => TokenBucket.fromBytes(o, bucket)],
+    ['FixedWindow', () => new FixedWindow({ limit: 3, windowMs: 100 }), (o) => FixedWindow.fromBytes(o, { limit: 3, windowMs: 100 })],
+    ['SlidingWindowCounter', () => new SlidingWindowCounter({ limit: 3, windowMs: 100 }), (o) => SlidingWindowCounter.fromBytes(o, { limit: 3, windowMs: 100 })],
+    ['Gcra', () => new Gcra({ burst: 3, emissionIntervalMs: 100 }), (o) => Gcra.fromBytes(o, { burst: 3, emissionIntervalMs: 100 })],
+    ['LeakyBucket', () => new LeakyBucket({ capacity: 3, intervalMs: 100 }), (o) => LeakyBucket.fromBytes(o, { capacity: 3, intervalMs: 100 })],
+    ['SlidingWindowLog', () => new SlidingWindowLog({ limit: 3, windowMs: 100 }), (o) => SlidingWindowLog.fromBytes(o, { limit: 3, windowMs: 100 })],
+  ];
+  it('TokenBucket.fromBytes takes bandwidths as fromBandwidths does', () => {
+    const bands = [bucket, { capacity: 10, refillTokens: 10, refillPeriodMs: SECOND }];
+    const a = TokenBucket.fromBandwidths(bands, { name: 'two' });
+    a.tryAcquire(3, 0);
+    const b = TokenBucket.fromBytes(a.toBytes(), bands, { name: 'two' });
+    assert.equal(b.name, 'two');
+    assert.deepStrictEqual(b.tryAcquire(1, 50), a.tryAcquire(1, 50));
+    assertLimiterError(() => TokenBucket.fromBytes(a.toBytes(), bucket), 'state_mismatch', 'state');
+  });
+
+  for (const [name, make, fromBytes] of portable) {
+    it(`${name}: toBytes round trip keeps decisions`, () => {
+      const a = make();
+      a.tryAcquire(2, 10);
+      const bytes = a.toBytes();
+      assert.ok(bytes instanceof Uint8Array && bytes.length > 8);
+      const b = fromBytes(bytes);
+      assert.ok(b instanceof api[name]);
+      for (const [cost, now] of [[1, 20], [1, 30], [1, 40], [2, 150]]) assert.deepStrictEqual(b.tryAcquire(cost, now), a.tryAcquire(cost, now));
+      const c = make();
+      c.restore(a.toBytes());
+      assert.deepStrictEqual(c.peek(1, 160), a.peek(1, 160));
+    });
+
+    it(`${name}: corrupt bytes throw a RangeError with a state_* code and change nothing`, () => {
+      const a = make();
+      a.tryAcquire(1, 0);
+      const good = a.toBytes();
+      const before = a.peek(1, 0);
+      const cases = [
+        [good.slice(0, 4), 'state_truncated'],
+        [Uint8Array.from(good, (b, i) => (i === 0 ? 0 : b)), 'state_corrupt'],
+        [Uint8Array.from(good, (b, i) => (i === 2 ? 99 : b)), 'state_version'],
+        [new Gcra({ burst: 9, emissionIntervalMs: 1 }).toBytes(), 'state_mismatch'],
+      ];
+      if (name === 'Gcra') cases[3][0] = new Gcra({ burst: 9, emissionIntervalMs: 7 }).toBytes();
+      for (const [bytes, code] of cases) assertLimiterError(() => a.restore(bytes), code, 'state', code);
+      assert.deepStrictEqual(a.peek(1, 0), before);
+      assertLimiterError(() => a.restore('x'), 'invalid_type', 'state');
+    });
+  }
+});

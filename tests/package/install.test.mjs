@@ -1,0 +1,143 @@
+// The packed `ratekeeper` tarball ($RATEKEEPER_TARBALL, made by `bash
+// scripts/package.sh pack`) installed offline into an empty folder: Node's
+// require and import get the native addon; the `browser` export condition (what
+// a bundler's browser build asks for) gets the WebAssembly build; the typings
+// of both are checked by tsc when TypeScript is at hand.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { after, before, test } from 'node:test';
+
+const TARBALL = process.env.RATEKEEPER_TARBALL;
+let dir;
+
+function node(args, input) {
+  return execFileSync(process.execPath, args, { cwd: dir, input, encoding: 'utf8' });
+}
+
+before(() => {
+  assert.ok(TARBALL && existsSync(TARBALL), 'set RATEKEEPER_TARBALL (bash scripts/package.sh test does)');
+  dir = mkdtempSync(join(tmpdir(), 'ratekeeper-install-'));
+  writeFileSync(join(dir, 'package.json'), '{ "name": "consumer", "version": "0.0.0", "private": true }\n');
+  // The package has no dependencies: nothing to fetch.
+  execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', TARBALL], { cwd: dir });
+});
+
+after(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test('the tarball holds both builds and the typings', () => {
+  const root = join(dir, 'node_modules/ratekeeper');
+  for (const file of [
+    'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
+    'wasm/workerd.mjs', 'wasm/browser.d.ts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
+  ]) {
+    assert.ok(existsSync(join(root, file)), `${file} is in the package`);
+  }
+});
+
+const USE = `
+  const d = new api.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 1000 }).tryAcquire(1, 0);
+  const g = api.Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 1000 });
+  console.log(JSON.stringify({ remaining: d.remaining, paced: typeof api.pacedFetch(fetch, g), init: typeof api.init }));
+`;
+
+test('require("ratekeeper") is the native addon', () => {
+  const out = node(['-e', `
+    const where = require.resolve('ratekeeper');
+    const api = require('ratekeeper');
+    ${USE}
+    console.log(where);
+  `]).trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.match(out[1], /node_modules\/ratekeeper\/main\.cjs$/);
+});
+
+test('import("ratekeeper") is the native addon, the same instance as require', () => {
+  const out = node(['--input-type=module', '-e', `
+    import * as api from 'ratekeeper';
+    import { createRequire } from 'node:module';
+    const required = createRequire(process.cwd() + '/')('ratekeeper');
+    if (api.TokenBucket !== required.TokenBucket) throw new Error('two instances');
+    ${USE}
+    console.log(import.meta.resolve('ratekeeper'));
+  `]).trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.match(out[1], /node_modules\/ratekeeper\/main\.mjs$/);
+});
+
+test('the browser condition resolves to the WebAssembly build', () => {
+  const out = node(['--conditions=browser', '--input-type=module', '-e', `
+    import * as api from 'ratekeeper';
+    import { readFileSync } from 'node:fs';
+    const where = import.meta.resolve('ratekeeper');
+    api.initSync(readFileSync(new URL('./pkg/web/ratekeeper_wasm_bg.wasm', where)));
+    ${USE}
+    console.log(where);
+  `]).trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
+  assert.match(out[1], /node_modules\/ratekeeper\/wasm\/browser\.mjs$/);
+});
+
+test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async (t) => {
+  const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
+  if (!existsSync(esbuildPath)) {
+    t.skip('no esbuild in tests/package/node_modules (bash scripts/package.sh setup)');
+    return;
+  }
+  const { build } = await import(esbuildPath.href);
+  writeFileSync(join(dir, 'app.mjs'), "export { default as init, initSync, Gcra, pacedFetch } from 'ratekeeper';\n");
+  const bundle = (options) =>
+    build({ entryPoints: ['app.mjs'], absWorkingDir: dir, bundle: true, format: 'esm', metafile: true, logLevel: 'silent', ...options });
+  const web = await bundle({ platform: 'browser', outfile: join(dir, 'out/app.mjs') });
+  const inputs = Object.keys(web.metafile.inputs);
+  assert.ok(inputs.includes('node_modules/ratekeeper/wasm/browser.mjs'), inputs.join());
+  assert.ok(inputs.includes('node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm.js'));
+  assert.ok(!inputs.some((file) => /main\.c?js|native\.js|index\.js$/.test(file)), `no native code: ${inputs}`);
+  const app = await import(pathToFileURL(join(dir, 'out/app.mjs')).href);
+  app.initSync(readFileSync(join(dir, 'node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
+  const gcra = app.Gcra.perPeriod({ burst: 1, tokens: 2, periodMs: 1000 });
+  assert.deepEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).retryAfterMs], [true, 500]);
+  assert.equal(typeof app.pacedFetch, 'function');
+
+  // As wrangler bundles a Cloudflare worker: the workerd condition, the .wasm left as a module import.
+  const worker = await bundle({ platform: 'neutral', conditions: ['workerd', 'worker', 'browser'], external: ['*.wasm'], write: false, outfile: 'worker.mjs' });
+  assert.ok(Object.keys(worker.metafile.inputs).includes('node_modules/ratekeeper/wasm/workerd.mjs'));
+});
+
+test('the export conditions in package.json', () => {
+  const pkg = JSON.parse(readFileSync(join(dir, 'node_modules/ratekeeper/package.json'), 'utf8'));
+  const dot = pkg.exports['.'];
+  assert.deepEqual(Object.keys(dot), ['workerd', 'deno', 'browser', 'node', 'default']);
+  for (const condition of ['workerd', 'deno', 'browser', 'default']) assert.match(Object.values(dot[condition]).join(), /wasm\//);
+  assert.deepEqual(dot.node, { types: './ratekeeper.d.ts', import: './main.mjs', require: './main.cjs' });
+});
+
+test('the typings type-check from a consumer (tsc, when installed)', (t) => {
+  const tsc = new URL('../../bindings-node/node_modules/.bin/tsc', import.meta.url).pathname;
+  if (!existsSync(tsc)) {
+    t.skip('no tsc in bindings-node/node_modules (bash scripts/node.sh setup)');
+    return;
+  }
+  writeFileSync(join(dir, 'use.ts'), `
+    import { Gcra, pacedFetch, type Decision, type PacedFetch } from 'ratekeeper'
+    const gcra: Gcra = Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
+    const get: PacedFetch = pacedFetch(fetch, gcra, { retries: 2, maxWaitMs: 10_000 })
+    const d: Decision = gcra.tryAcquire()
+    export const sent: Promise<Response> = get('https://example.com/', { signal: AbortSignal.timeout(1000) })
+    export const left: number = get.waiting + d.remaining
+  `);
+  writeFileSync(join(dir, 'browser.ts'), `
+    import init, { TokenBucket, pacedFetch } from 'ratekeeper'
+    await init()
+    export const paced = pacedFetch(fetch, new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }))
+  `);
+  const options = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022,dom', '--types', ''];
+  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts'], { cwd: dir, stdio: 'inherit' });
+  execFileSync(tsc, [...options, '--module', 'esnext', '--moduleResolution', 'bundler', 'browser.ts'], { cwd: dir, stdio: 'inherit' });
+});

@@ -1,0 +1,193 @@
+// pacedFetch (bindings-node/lib/paced-fetch.cjs) in Node with a fake fetch, an
+// injected clock and fake timers: the spacing, first come first served, one
+// timer, abort, Retry-After and RateLimit pauses. Runs on the native addon, or
+// on the wasm build with RATEKEEPER_IMPL=wasm (both built by the repository's scripts).
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { test } from 'node:test';
+
+const require = createRequire(import.meta.url);
+const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
+const { Gcra, TokenBucket, LeakyBucket } = require(impl);
+const { pacedFetch, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
+
+/** A clock and timers that move only when told; records the most timers ever pending. */
+function fakeTime() {
+  let now = 0;
+  let next = 1;
+  let most = 0;
+  const pending = new Map();
+  const flush = () => new Promise((resolve) => setImmediate(resolve));
+  return {
+    clock: () => now,
+    timers: {
+      setTimeout(fn, ms) {
+        const id = next++;
+        pending.set(id, { at: now + ms, fn });
+        most = Math.max(most, pending.size);
+        return id;
+      },
+      clearTimeout(id) {
+        pending.delete(id);
+      },
+    },
+    get most() {
+      return most;
+    },
+    async advance(ms) {
+      const end = now + ms;
+      for (;;) {
+        await flush();
+        let first = null;
+        for (const [id, t] of pending) if (t.at <= end && (first === null || t.at < first[1].at)) first = [id, t];
+        if (first === null) break;
+        pending.delete(first[0]);
+        now = Math.max(now, first[1].at);
+        first[1].fn();
+      }
+      now = end;
+      await flush();
+    },
+  };
+}
+
+/** A fetch that records when each URL arrived and answers with `answer(url, count)` (default 200). */
+function fakeFetch(time, answer = () => ({ status: 200 })) {
+  const log = [];
+  const seen = new Map();
+  const fetch = async (url) => {
+    const count = (seen.get(url) ?? 0) + 1;
+    seen.set(url, count);
+    log.push([url, time.clock()]);
+    const { status, headers } = answer(url, count);
+    return new Response(status === 204 ? null : 'body', { status, headers });
+  };
+  return { fetch, log };
+}
+
+const tenPerSecond = (clock) => Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock });
+
+test('requests leave at the limiter rate, in call order, behind one timer', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const done = ['/0', '/1', '/2', '/3', '/4'].map((url) => paced(url));
+  assert.equal(paced.waiting, 4, 'the first left at once');
+  await time.advance(1000);
+  const responses = await Promise.all(done);
+  assert.deepEqual(responses.map((r) => r.status), [200, 200, 200, 200, 200]);
+  assert.deepEqual(log, [['/0', 0], ['/1', 100], ['/2', 200], ['/3', 300], ['/4', 400]]);
+  assert.equal(time.most, 1, 'one timer at a time');
+  assert.equal(paced.waiting, 0);
+});
+
+test('a token bucket lets its burst through, then paces', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const bucket = new TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 50, clock: time.clock });
+  const paced = pacedFetch(fetch, bucket, { clock: time.clock, timers: time.timers });
+  const done = Array.from({ length: 5 }, (_, i) => paced(`/${i}`));
+  await time.advance(500);
+  await Promise.all(done);
+  assert.deepEqual(log.map(([, at]) => at), [0, 0, 0, 50, 100]);
+});
+
+test('aborting a queued request refunds its booking and rejects with the reason', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers });
+  const controller = new AbortController();
+  const first = paced('/a');
+  const second = paced('/b', { signal: controller.signal });
+  assert.equal(paced.waiting, 1);
+  controller.abort();
+  await assert.rejects(second, { name: 'AbortError' });
+  assert.equal(paced.waiting, 0);
+  // The refund gave the slot at 100 back: the next request takes it.
+  assert.equal(gcra.reserve(1, Infinity, 0).atMs, 100);
+  await time.advance(1000);
+  await first;
+  assert.deepEqual(log, [['/a', 0]], 'the aborted request never left');
+  // An already aborted signal rejects at once, booking nothing.
+  await assert.rejects(paced('/c', { signal: AbortSignal.abort() }), { name: 'AbortError' });
+});
+
+test('a 429 with Retry-After pauses the queue, then retries once', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url, count) =>
+    url === '/a' && count === 1 ? { status: 429, headers: { 'Retry-After': '2' } } : { status: 200 },
+  );
+  const events = [];
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), {
+    clock: time.clock,
+    timers: time.timers,
+    onEvent: (e) => events.push(e.type),
+  });
+  const a = paced('/a');
+  const b = paced('/b');
+  await time.advance(5000);
+  assert.equal((await a).status, 200, 'the retry answered');
+  assert.equal((await b).status, 200);
+  assert.deepEqual(log, [['/a', 0], ['/a', 2000], ['/b', 2100]]);
+  assert.ok(events.includes('paused'));
+  assert.equal(paced.pausedUntilMs, 2000);
+});
+
+test('retries: 0 returns the 429, and the queue still pauses', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, retries: 0 });
+  const a = paced('/a');
+  const b = paced('/b');
+  await time.advance(3000);
+  assert.equal((await a).status, 429);
+  await b;
+  assert.deepEqual(log, [['/a', 0], ['/b', 1000]]);
+});
+
+test('a RateLimit header with nothing remaining pauses the queue until its reset', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 200, headers: { RateLimit: '"api";r=0;t=3' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const a = paced('/a');
+  const b = paced('/b');
+  await time.advance(5000);
+  await Promise.all([a, b]);
+  assert.deepEqual(log, [['/a', 0], ['/b', 3000]]);
+});
+
+test('maxWaitMs and a full queue reject at once, booking nothing', async () => {
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, maxWaitMs: 250 });
+  const ok = [paced('/0'), paced('/1'), paced('/2')];
+  await assert.rejects(paced('/3'), { name: 'TimeoutError' });
+  assert.equal(paced.waiting, 2);
+
+  const queue = new LeakyBucket({ capacity: 1, intervalMs: 100, clock: time.clock });
+  const shaped = pacedFetch(fetch, queue, { clock: time.clock, timers: time.timers });
+  ok.push(shaped('/x'));
+  await assert.rejects(shaped('/y'), { code: 'rate_limited', retryAfterMs: 100 });
+  await time.advance(1000);
+  await Promise.all(ok);
+});
+
+test('the header parsers', () => {
+  assert.equal(parseRetryAfter('3', 0), 3000);
+  assert.equal(parseRetryAfter('Thu, 01 Jan 1970 00:00:05 GMT', 1000), 4000);
+  assert.equal(parseRetryAfter('soon', 0), null);
+  assert.equal(parseRetryAfter(null, 0), null);
+  const h = (o) => new Headers(o);
+  assert.equal(parseRateLimit(h({ RateLimit: '"a";r=0;t=2, "b";r=0;t=5' })), 5000);
+  assert.equal(parseRateLimit(h({ RateLimit: '"a";r=3;t=2' })), null);
+  assert.equal(parseRateLimit(h({ RateLimit: 'limit=10, remaining=0, reset=7' })), 7000);
+  assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '4' })), 4000);
+  assert.throws(() => pacedFetch(null, {}), TypeError);
+  assert.throws(() => pacedFetch(fetch, tenPerSecond(), { retries: -1 }), RangeError);
+});
