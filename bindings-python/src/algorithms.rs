@@ -197,7 +197,7 @@ pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>
 pub fn fresh(py: Python<'_>, any: &AnyLimiter) -> PyResult<AnyLimiter> {
     let call = constructor(py, any)?;
     let made = call.factory()?.call(&call.args, Some(&call.kwargs))?;
-    let limiter = made.cast::<PyLimiter>()?.get().lock().clone();
+    let limiter = made.cast::<PyLimiter>()?.get().snapshot();
     Ok(limiter)
 }
 

@@ -110,7 +110,8 @@ impl PyKeyedLimiter {
 
     /// The constructor call of a fresh limiter of every key's configuration.
     fn prototype_call<'py>(&self, py: Python<'py>) -> PyResult<algorithms::Call<'py>> {
-        let call = algorithms::constructor(py, &self.shared.lock().prototype())?;
+        let prototype = self.shared.lock().prototype();
+        let call = algorithms::constructor(py, &prototype)?;
         if self.name.bind(py).to_cow()? != "default" {
             call.kwargs.set_item(intern!(py, "name"), &self.name)?;
         }
@@ -133,7 +134,7 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::eviction)] eviction: Eviction,
         ) -> PyResult<Self> {
             let limiter = convert::limiter(limiter)?.get();
-            let current = limiter.lock().clone();
+            let current = limiter.snapshot();
             let prototype = algorithms::fresh(py, &current)?;
             let window = prototype.window();
             let store = AnyKeyed::new(prototype);
@@ -176,16 +177,16 @@ limiter_methods!(
                 reason: "was not decided",
             };
             let mut decided = vec![Err(undecided); costs.len()];
-            {
+            let batch = {
                 let mut store = shared.lock();
                 // The core fails only an entry whose cost exceeds the limit;
                 // ask it about the largest first, so that nothing is decided.
-                if let Some(&largest) = costs.iter().max() {
-                    store.peek(key.as_ref(), now, largest).map_err(|err| to_py(py, err))?;
-                }
-                let batch = store.try_acquire_batch(key.as_ref(), now, &costs, &mut decided);
-                batch.map_err(|err| to_py(py, err))?;
-            }
+                let largest = costs.iter().max().copied().unwrap_or(0);
+                store.peek(key.as_ref(), now, largest).and_then(|_| {
+                    store.try_acquire_batch(key.as_ref(), now, &costs, &mut decided)
+                })
+            };
+            batch.map_err(|err| to_py(py, err))?;
             let mut answers = Vec::with_capacity(costs.len());
             for decision in decided {
                 answers.push(<Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?);

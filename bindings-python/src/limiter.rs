@@ -119,6 +119,12 @@ impl PyLimiter {
         self.shared.lock()
     }
 
+    /// A copy of the core limiter, so that Python code (which may run other
+    /// threads) never runs while the limiter is locked.
+    pub fn snapshot(&self) -> AnyLimiter {
+        self.lock().clone()
+    }
+
     /// The limiter's name.
     pub fn name_ref(&self) -> &Py<PyString> {
         &self.name
@@ -191,7 +197,8 @@ limiter_methods!(
         /// ``restore`` and ``from_bytes`` read back into a limiter configured
         /// the same way, here or in another process or language.
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-            Ok(PyBytes::new(py, &self.lock().to_bytes()))
+            let data = self.lock().to_bytes();
+            Ok(PyBytes::new(py, &data))
         }
 
         /// Replace this limiter's state with the one ``data`` (from
@@ -232,10 +239,8 @@ limiter_methods!(
         fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
             let py = slf.py();
             let this = slf.get();
-            let (data, call) = {
-                let any = this.lock();
-                (any.to_bytes(), algorithms::constructor(py, &any)?)
-            };
+            let any = this.snapshot();
+            let (data, call) = (any.to_bytes(), algorithms::constructor(py, &any)?);
             let kwargs = call.kwargs;
             kwargs.update(this.common_kwargs(py)?.as_mapping())?;
             let rebuild = py.import(intern!(py, "ratekeeper._state"))?.getattr(intern!(py, "rebuild"))?;
@@ -273,7 +278,7 @@ limiter_methods!(
         }
 
         fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-            let call = algorithms::constructor(py, &self.lock())?;
+            let call = algorithms::constructor(py, &self.snapshot())?;
             let name = self.name.bind(py);
             if name.to_cow()? != "default" {
                 call.kwargs.set_item(intern!(py, "name"), name)?;

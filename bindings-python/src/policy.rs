@@ -157,7 +157,18 @@ impl PyPolicy {
 
     /// The name of limit `index`.
     pub fn limit_name(&self, py: Python<'_>, index: usize) -> PyResult<Py<PyString>> {
-        Ok(PyString::new(py, self.shared.lock().policy.name(index)).unbind())
+        // Copied out first: no Python runs while the policy is locked.
+        let name = self.shared.lock().policy.name(index).to_owned();
+        Ok(PyString::new(py, &name).unbind())
+    }
+
+    /// The name and window of the first `count` limits (at most all).
+    fn limits(&self, count: usize) -> Vec<(String, Nanos)> {
+        let core = self.shared.lock();
+        let count = count.min(core.policy.len());
+        (0..count)
+            .map(|i| (core.policy.name(i).to_owned(), core.windows[i]))
+            .collect()
     }
 
     /// The headers of a combined decision whose limits decided `limits`.
@@ -167,10 +178,10 @@ impl PyPolicy {
         limits: &[Decision],
         combined: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let core = self.shared.lock();
         // Zipped: a decision of another policy may list more limits.
-        let items = limits.iter().zip(0..core.policy.len());
-        let items = items.map(|(decision, i)| (core.policy.name(i), core.windows[i], decision));
+        let named = self.limits(limits.len());
+        let items = named.iter().zip(limits);
+        let items = items.map(|((name, window), decision)| (name.as_str(), *window, decision));
         headers_dict(py, items, combined)
     }
 
@@ -181,9 +192,22 @@ impl PyPolicy {
         index: usize,
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
+        let (name, window) = &self.limits(index + 1)[index];
+        headers_dict(py, [(name.as_str(), *window, decision)], decision)
+    }
+
+    /// Each limit's name and the fields it is keyed by.
+    fn keyed(&self) -> Vec<(String, Vec<String>)> {
         let core = self.shared.lock();
-        let item = (core.policy.name(index), core.windows[index], decision);
-        headers_dict(py, [item], decision)
+        let policy = &core.policy;
+        (0..policy.len())
+            .map(|i| {
+                (
+                    policy.name(i).to_owned(),
+                    policy.keyed_by(i).map(str::to_owned).collect(),
+                )
+            })
+            .collect()
     }
 }
 
@@ -320,16 +344,21 @@ limiter_methods!(
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
-                    let current = convert::limiter(limiter)?.get().lock().clone();
+                    let current = convert::limiter(limiter)?.get().snapshot();
                     let prototype = algorithms::fresh(py, &current)?;
                     let window = prototype.window();
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }
             };
-            let mut core = self.shared.lock();
-            core.policy.add_store(&name, &by, store).map_err(|err| to_py(py, err))?;
-            core.windows.push(window);
-            Ok(())
+            let added = {
+                let mut core = self.shared.lock();
+                let added = core.policy.add_store(&name, &by, store);
+                if added.is_ok() {
+                    core.windows.push(window);
+                }
+                added
+            };
+            added.map_err(|err| to_py(py, err))
         }
 
         /// The HTTP RateLimit header values of a PolicyDecision, as a dict:
@@ -357,29 +386,23 @@ limiter_methods!(
         /// The limits' names, in order.
         #[getter]
         fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-            let core = self.shared.lock();
-            PyTuple::new(py, (0..core.policy.len()).map(|i| core.policy.name(i)))
+            PyTuple::new(py, self.keyed().into_iter().map(|(name, _)| name))
         }
 
         /// The fields limit ``name`` is keyed by, as a tuple (empty for a
         /// global limit); ``KeyError`` for an unknown name.
         fn keyed_by<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
-            let core = self.shared.lock();
-            let policy = &core.policy;
-            match (0..policy.len()).find(|&i| policy.name(i) == name) {
-                Some(i) => PyTuple::new(py, policy.keyed_by(i).collect::<Vec<_>>()),
+            match self.keyed().into_iter().find(|(limit, _)| limit == name) {
+                Some((_, by)) => PyTuple::new(py, by),
                 None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
             }
         }
 
         fn __repr__(&self) -> String {
-            let core = self.shared.lock();
-            let policy = &core.policy;
-            let limits: Vec<String> = (0..policy.len())
-                .map(|i| {
-                    let by: Vec<&str> = policy.keyed_by(i).collect();
-                    format!("{:?} by {:?}", policy.name(i), by)
-                })
+            let limits: Vec<String> = self
+                .keyed()
+                .iter()
+                .map(|(name, by)| format!("{name:?} by {by:?}"))
                 .collect();
             format!("<Policy: {}>", limits.join("; "))
         }
