@@ -17,9 +17,10 @@ Every limiter allows 100 per minute per key. Single key, each timed call hits
 the same key, so most are denied once the first 100 are in: the path a
 saturated key takes. Keyed, calls go round-robin over 100,000 keys, so each
 key sees a request now and then and is allowed: the common path of a
-per-user limit. ratekeeper has no keyed store yet (the core's arrives later),
-so keys are a plain ``dict`` of limiters, ``limiters[key].try_acquire()`` in
-the timed loop; the floor does the same lookup.
+per-user limit. ratekeeper's keyed rows use one ``KeyedLimiter`` (the core's
+keyed store: one state per key, a GCRA key in one 64-bit word),
+``store.try_acquire(key)`` in the timed loop; the floor is ``store._noop(key)``,
+a no-op method of the same class taking the same arguments.
 
 Timings on a shared machine are noisy: peers are timed in turns, and the best
 of several rounds is kept. Read the ratios, not the absolute numbers. Memory
@@ -73,10 +74,11 @@ def calling(stmt: str, call: Callable[[str], Any], keys: list[str], **names: Any
 def ratekeeper_peers() -> list[Peer]:
     def per_key(make: Callable[[], ratekeeper.Limiter], method: str) -> Keyed:
         def keyed(keys: list[str]) -> tuple[str, dict[str, Any]]:
-            limiters = {key: make() for key in keys}
-            for limiter in limiters.values():
-                getattr(limiter, method)()
-            return f"limiters[key].{method}()", {"limiters": limiters}
+            store = ratekeeper.KeyedLimiter(make())
+            call = getattr(store, method)
+            for key in keys:
+                call(key)
+            return "call(key)", {"call": call, "store": store}
 
         return keyed
 
@@ -278,6 +280,13 @@ def report(peers: list[Peer]) -> None:
         f"ratekeeper TokenBucket / floor: {ours.single_ns / floor.single_ns:.2f}x single key, "
         f"{ours.keyed_ns / floor.keyed_ns:.2f}x keyed (target: at most 2x)"
     )
+    # Bytes per key: the larger of the Python heap and the resident set grown
+    # (a KeyedLimiter's keys live on Rust's heap, which only the RSS sees).
+    limits_memory = [max(p.memory) for p in peers if p.memory and p.name.startswith("limits")]
+    for peer in peers:
+        if peer.memory and peer.name.startswith("ratekeeper") and limits_memory:
+            ours_bytes, theirs = max(peer.memory), min(limits_memory)
+            print(f"{peer.name}: {ours_bytes:.0f} B/key vs limits {theirs:.0f} B/key ({theirs / ours_bytes:.1f}x less)")
     targets = {"limits": 20.0, "pyrate-limiter": 20.0, "token-bucket": 3.0}
     for peer in peers:
         for prefix, target in targets.items():

@@ -5,14 +5,14 @@
 use std::sync::MutexGuard;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::PyClass;
 use ratekeeper::{
-    AnyLimiter, Bandwidth, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
+    AnyLimiter, Bandwidth, Calendar, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, SlidingWindowLog,
 };
 
-use crate::convert::{self, float_repr};
+use crate::convert::{self, seconds_object};
 use crate::errors::to_py;
 use crate::limiter::{Common, PyLimiter};
 
@@ -57,6 +57,15 @@ fn bandwidths(any: &AnyLimiter) -> Vec<Bandwidth> {
     }
 }
 
+/// The calendar of a window algorithm's windows, if any.
+fn calendar_of(any: &AnyLimiter) -> Option<Calendar> {
+    match any {
+        AnyLimiter::FixedWindow(window) => window.calendar(),
+        AnyLimiter::SlidingWindowCounter(window) => window.calendar(),
+        _ => None,
+    }
+}
+
 /// The spacing of a `Gcra`'s or a `LeakyBucket`'s units (zero for others).
 fn interval(any: &AnyLimiter) -> Nanos {
     match any {
@@ -66,61 +75,130 @@ fn interval(any: &AnyLimiter) -> Nanos {
     }
 }
 
-/// `capacity=5, refill_tokens=1, refill_period=1.0` and the non-defaults.
-fn bandwidth_arguments(py: Python<'_>, band: &Bandwidth) -> PyResult<String> {
-    let mut text = format!(
-        "capacity={}, refill_tokens={}, refill_period={}",
-        band.capacity(),
-        band.refill_tokens(),
-        float_repr(py, band.refill_period().as_secs_f64())?
-    );
+/// The keyword arguments that rebuild `band`: `capacity`, `refill_tokens`,
+/// `refill_period` and the non-defaults.
+fn bandwidth_kwargs<'py>(py: Python<'py>, band: &Bandwidth) -> PyResult<Bound<'py, PyDict>> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("capacity", band.capacity())?;
+    kwargs.set_item("refill_tokens", band.refill_tokens())?;
+    kwargs.set_item("refill_period", seconds_object(py, band.refill_period())?)?;
     if band.initial_tokens() != band.capacity() {
-        text += &format!(", initial_tokens={}", band.initial_tokens());
+        kwargs.set_item("initial_tokens", band.initial_tokens())?;
     }
     if band.refill() != Refill::Greedy {
-        text += &format!(", refill='{}'", refill_name(band.refill()));
+        kwargs.set_item("refill", refill_name(band.refill()))?;
     }
-    Ok(text)
+    Ok(kwargs)
 }
 
-/// The constructor call that rebuilds `any`'s configuration (its `repr`,
-/// less the name).
-pub fn describe(py: Python<'_>, any: &AnyLimiter) -> PyResult<String> {
-    let secs = |nanos: Nanos| float_repr(py, nanos.as_secs_f64());
-    Ok(match any {
-        AnyLimiter::Gcra(_) => format!(
-            "Gcra(burst={}, emission_interval={})",
-            any.limit(),
-            secs(interval(any))?
-        ),
-        AnyLimiter::LeakyBucket(_) => format!(
-            "LeakyBucket(capacity={}, interval={})",
-            any.limit(),
-            secs(interval(any))?
-        ),
+/// A constructor call: `class.method(*args, **kwargs)`, or `class(...)`.
+pub struct Call<'py> {
+    pub class: Bound<'py, PyType>,
+    pub method: Option<&'static str>,
+    pub args: Bound<'py, PyTuple>,
+    pub kwargs: Bound<'py, PyDict>,
+}
+
+impl<'py> Call<'py> {
+    fn new(class: Bound<'py, PyType>, kwargs: Bound<'py, PyDict>) -> Self {
+        let args = PyTuple::empty(class.py());
+        Call {
+            class,
+            method: None,
+            args,
+            kwargs,
+        }
+    }
+
+    /// The factory to call: the class or its method.
+    pub fn factory(&self) -> PyResult<Bound<'py, PyAny>> {
+        match self.method {
+            Some(method) => self.class.getattr(method),
+            None => Ok(self.class.clone().into_any()),
+        }
+    }
+
+    /// The call as Python source: `TokenBucket(capacity=5, ...)`.
+    pub fn describe(&self) -> PyResult<String> {
+        let mut text = self.class.name()?.to_string();
+        if let Some(method) = self.method {
+            text = format!("{text}.{method}");
+        }
+        let mut arguments: Vec<String> = Vec::new();
+        for arg in &self.args {
+            arguments.push(arg.repr()?.to_string());
+        }
+        for (name, value) in &self.kwargs {
+            arguments.push(format!("{name}={}", value.repr()?));
+        }
+        Ok(format!("{text}({})", arguments.join(", ")))
+    }
+}
+
+/// The constructor call that rebuilds `any`'s configuration, fresh (less the
+/// name and clock): for `repr`, pickling and keyed stores.
+pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>> {
+    let secs = |nanos: Nanos| seconds_object(py, nanos);
+    let kwargs = PyDict::new(py);
+    let class = match any {
+        AnyLimiter::Gcra(_) => {
+            kwargs.set_item("burst", any.limit())?;
+            kwargs.set_item("emission_interval", secs(interval(any))?)?;
+            py.get_type::<PyGcra>()
+        }
+        AnyLimiter::LeakyBucket(_) => {
+            kwargs.set_item("capacity", any.limit())?;
+            kwargs.set_item("interval", secs(interval(any))?)?;
+            py.get_type::<PyLeakyBucket>()
+        }
         AnyLimiter::SlidingWindowLog(_)
         | AnyLimiter::SlidingWindowCounter(_)
-        | AnyLimiter::FixedWindow(_) => format!(
-            "{}(limit={}, window={})",
-            match any.algorithm() {
-                "sliding_window_log" => "SlidingWindowLog",
-                "sliding_window_counter" => "SlidingWindowCounter",
-                _ => "FixedWindow",
-            },
-            any.limit(),
-            secs(any.window())?
-        ),
-        _ => match &bandwidths(any)[..] {
-            [band] => format!("TokenBucket({})", bandwidth_arguments(py, band)?),
-            bands => {
-                let each: PyResult<Vec<String>> = bands
-                    .iter()
-                    .map(|band| Ok(format!("Bandwidth({})", bandwidth_arguments(py, band)?)))
-                    .collect();
-                format!("TokenBucket.from_bandwidths([{}])", each?.join(", "))
+        | AnyLimiter::FixedWindow(_) => {
+            kwargs.set_item("limit", any.limit())?;
+            let class = match any.algorithm() {
+                "sliding_window_log" => py.get_type::<PySlidingWindowLog>(),
+                "sliding_window_counter" => py.get_type::<PySlidingWindowCounter>(),
+                _ => py.get_type::<PyFixedWindow>(),
+            };
+            if let Some(calendar) = calendar_of(any) {
+                kwargs.set_item("calendar", calendar.name())?;
+                let args = PyTuple::empty(py);
+                let method = Some("with_calendar");
+                return Ok(Call {
+                    class,
+                    method,
+                    args,
+                    kwargs,
+                });
             }
-        },
-    })
+            kwargs.set_item("window", secs(any.window())?)?;
+            class
+        }
+        _ => {
+            let class = py.get_type::<PyTokenBucket>();
+            return Ok(match &bandwidths(any)[..] {
+                [band] => Call::new(class, bandwidth_kwargs(py, band)?),
+                bands => {
+                    let bands = bands.iter().map(|band| PyBandwidth(*band));
+                    let list = PyList::new(py, bands)?;
+                    Call {
+                        method: Some("from_bandwidths"),
+                        args: PyTuple::new(py, [list])?,
+                        ..Call::new(class, kwargs)
+                    }
+                }
+            });
+        }
+    };
+    Ok(Call::new(class, kwargs))
+}
+
+/// A fresh limiter of `any`'s configuration.
+pub fn fresh(py: Python<'_>, any: &AnyLimiter) -> PyResult<AnyLimiter> {
+    let call = constructor(py, any)?;
+    let made = call.factory()?.call(&call.args, Some(&call.kwargs))?;
+    let limiter = made.cast::<PyLimiter>()?.get().snapshot();
+    Ok(limiter)
 }
 
 /// One rule of a token bucket: at most ``capacity`` tokens, ``refill_tokens``
@@ -190,8 +268,18 @@ impl PyBandwidth {
         refill_name(self.0.refill())
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!("Bandwidth({})", bandwidth_arguments(py, &self.0)?))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let kwargs = bandwidth_kwargs(slf.py(), &slf.get().0)?;
+        Call::new(slf.get_type(), kwargs).describe()
+    }
+
+    /// Pickling: the constructor call, as `functools.partial(Bandwidth, **kwargs)()`.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let kwargs = bandwidth_kwargs(py, &slf.get().0)?;
+        let partial = py.import("functools")?.getattr("partial")?;
+        let call = partial.call((slf.get_type(),), Some(&kwargs))?;
+        PyTuple::new(py, [call, PyTuple::empty(py).into_any()])
     }
 }
 
@@ -335,7 +423,7 @@ macro_rules! algorithm_class {
     (
         $(#[$doc:meta])*
         $class:ident, $name:literal, $core:ident($count:ident, $duration:ident),
-        $text_signature:literal { $($extra:tt)* }
+        $text_signature:literal $(, calendar = $calendar_signature:literal)? { $($extra:tt)* }
     ) => {
         $(#[$doc])*
         ///
@@ -360,6 +448,37 @@ macro_rules! algorithm_class {
                 let built = $core::new($count, $duration).map(AnyLimiter::from);
                 PyLimiter::init(py, built, Common::new(name, clock), $class)
             }
+
+            $(
+            /// Windows of the UTC calendar: at most ``limit`` units each
+            /// ``calendar`` day (from 00:00 UTC), ISO week (from Monday) or month
+            /// (from the 1st). ``now`` is then seconds since the Unix epoch, and
+            /// the clock defaults to ``time.time``; ``window`` is the nominal
+            /// length (1, 7 or 30 days).
+            #[staticmethod]
+            #[pyo3(
+                signature = (limit, calendar, *, name = None, clock = None),
+                text_signature = $calendar_signature
+            )]
+            fn with_calendar(
+                py: Python<'_>,
+                #[pyo3(from_py_with = convert::limit)] limit: u64,
+                #[pyo3(from_py_with = convert::calendar)] calendar: Calendar,
+                #[pyo3(from_py_with = convert::name)] name: Option<Py<PyString>>,
+                #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
+            ) -> PyResult<Py<Self>> {
+                let built = $core::with_calendar(limit, calendar).map(AnyLimiter::from);
+                let clock = Some(clock.map_or_else(|| convert::wall_clock(py), Ok)?);
+                Py::new(py, PyLimiter::init(py, built, Common::new(name, clock), $class)?)
+            }
+
+            /// The calendar of the windows (``"day"``, ``"week"`` or ``"month"``),
+            /// or ``None`` for windows of ``window`` seconds.
+            #[getter]
+            fn calendar(slf: &Bound<'_, Self>) -> Option<&'static str> {
+                calendar_of(&core(slf)).map(Calendar::name)
+            }
+            )?
 
             $($extra)*
         }
@@ -460,7 +579,8 @@ algorithm_class!(
     /// per aligned window and at most ``2 * limit - 1`` in any span of
     /// ``window`` (for windows of at least ``2 * limit`` ns).
     PySlidingWindowCounter, "SlidingWindowCounter", SlidingWindowCounter(limit, window),
-    "(limit, window, *, name='default', clock=None)" {}
+    "(limit, window, *, name='default', clock=None)",
+    calendar = "(limit, calendar, *, name='default', clock=None)" {}
 );
 
 algorithm_class!(
@@ -470,5 +590,6 @@ algorithm_class!(
     /// Cheapest and simplest, with a boundary burst: up to ``2 * limit``
     /// units within ``window`` seconds across a boundary.
     PyFixedWindow, "FixedWindow", FixedWindow(limit, window),
-    "(limit, window, *, name='default', clock=None)" {}
+    "(limit, window, *, name='default', clock=None)",
+    calendar = "(limit, calendar, *, name='default', clock=None)" {}
 );

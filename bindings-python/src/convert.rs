@@ -7,10 +7,11 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyModule, PyString};
-use ratekeeper::{Error, Nanos, Refill};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use ratekeeper::{Algorithm, Calendar, Error, Eviction, Nanos, Refill};
 
 use crate::errors::to_py;
+use crate::limiter::PyLimiter;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 const COUNT: &str = "an int";
@@ -172,18 +173,35 @@ arguments! {
     };
 }
 
-/// The `refill` argument: `"greedy"` or `"interval"`.
-pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
-    let name = "refill";
+/// One of the strings `choices` names, as its value; anything else is
+/// `expected` (a type error) or `reason` (a value error).
+fn one_of<T: Copy>(
+    obj: &Bound<'_, PyAny>,
+    name: &'static str,
+    choices: &[(&str, T)],
+    (expected, reason): (&'static str, &'static str),
+) -> PyResult<T> {
     let checked = match obj.cast::<PyString>() {
-        Err(_) => Err(invalid_type(name, "a str, 'greedy' or 'interval'")),
-        Ok(text) => match &*text.to_cow()? {
-            "greedy" => Ok(Refill::Greedy),
-            "interval" => Ok(Refill::Interval),
-            _ => Err(invalid_value(name, "must be 'greedy' or 'interval'")),
-        },
+        Err(_) => Err(invalid_type(name, expected)),
+        Ok(text) => {
+            let text = text.to_cow()?;
+            let found = choices.iter().find(|(choice, _)| *choice == text);
+            found
+                .map(|&(_, value)| value)
+                .ok_or(invalid_value(name, reason))
+        }
     };
     checked.map_err(|err| to_py(obj.py(), err))
+}
+
+/// The `refill` argument: `"greedy"` or `"interval"`.
+pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
+    let choices = [("greedy", Refill::Greedy), ("interval", Refill::Interval)];
+    let errors = (
+        "a str, 'greedy' or 'interval'",
+        "must be 'greedy' or 'interval'",
+    );
+    one_of(obj, "refill", &choices, errors)
 }
 
 /// A limiter's `name`, as used in its RateLimit headers: a `str` (`Some`
@@ -260,4 +278,249 @@ fn monotonic(py: Python<'_>) -> PyResult<Nanos> {
         time_module(py)?.getattr("monotonic_ns").map(Bound::unbind)
     })?;
     clock.bind(py).call0()?.extract::<u64>().map(Nanos)
+}
+
+/// Seconds as the exact Python number for `nanos`: the `float` that rounds
+/// back to it (as `repr` shows it), or else a `Fraction`.
+pub fn seconds_object(py: Python<'_>, nanos: Nanos) -> PyResult<Bound<'_, PyAny>> {
+    let float = nanos.as_secs_f64();
+    if Nanos::from_secs_f64(float, "seconds") == Ok(nanos) {
+        return Ok(PyFloat::new(py, float).into_any());
+    }
+    static FRACTION: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let fraction = FRACTION.get_or_try_init(py, || {
+        let module = PyModule::import(py, "fractions")?;
+        module.getattr("Fraction").map(Bound::unbind)
+    })?;
+    fraction.bind(py).call1((nanos.0, NANOS_PER_SEC))
+}
+
+/// Encoded state for `restore` and `from_bytes`: `bytes` (or any buffer
+/// of bytes: `bytearray`, `memoryview`).
+pub fn data(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(bytes) = obj.cast::<PyBytes>() {
+        return Ok(bytes.as_bytes().to_vec());
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(to_py(obj.py(), invalid_type("data", "bytes, not a str")));
+    }
+    obj.extract::<Vec<u8>>()
+        .ok()
+        .filter(|_| !obj.is_instance_of::<PyList>() && !obj.is_instance_of::<PyTuple>())
+        .ok_or_else(|| to_py(obj.py(), invalid_type("data", "bytes")))
+}
+
+/// A key of a keyed limiter or a value of a policy's request, as bytes:
+/// a `str` is its UTF-8, an `int` its decimal digits (so `42` and `"42"`
+/// are the same key), `bytes` themselves. Short keys stay on the stack.
+#[derive(Clone)]
+pub enum Key {
+    Inline(u8, [u8; Key::INLINE]),
+    Heap(Box<[u8]>),
+}
+
+impl Key {
+    const INLINE: usize = 46;
+
+    fn new(bytes: &[u8]) -> Key {
+        if bytes.len() <= Key::INLINE {
+            let mut inline = [0; Key::INLINE];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Key::Inline(bytes.len() as u8, inline)
+        } else {
+            Key::Heap(bytes.into())
+        }
+    }
+
+    /// `obj` as a key; the error names the argument `name`.
+    fn from_py(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Key> {
+        if let Ok(text) = obj.cast::<PyString>() {
+            return Ok(Key::new(text.encode_utf8()?.as_bytes()));
+        }
+        if let Ok(bytes) = obj.cast::<PyBytes>() {
+            return Ok(Key::new(bytes.as_bytes()));
+        }
+        if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
+            return Ok(match obj.extract::<i64>() {
+                Ok(int) => Key::new(int.to_string().as_bytes()),
+                // Beyond 64 bits: Python's own decimal digits.
+                Err(_) => Key::new(obj.str()?.encode_utf8()?.as_bytes()),
+            });
+        }
+        let expected = "a str, bytes or int";
+        Err(to_py(obj.py(), invalid_type(name, expected)))
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Key::Inline(len, bytes) => &bytes[..*len as usize],
+            Key::Heap(bytes) => bytes,
+        }
+    }
+}
+
+/// A keyed limiter's `key`.
+pub fn key(obj: &Bound<'_, PyAny>) -> PyResult<Key> {
+    Key::from_py(obj, "key")
+}
+
+/// A policy's request: its fields and their values (as keys are).
+#[derive(Clone)]
+pub struct Request(Vec<(String, Key)>);
+
+impl Request {
+    /// The fields as the core takes them.
+    pub fn fields(&self) -> Vec<(&str, &[u8])> {
+        self.0
+            .iter()
+            .map(|(field, value)| (field.as_str(), value.as_ref()))
+            .collect()
+    }
+}
+
+/// The request of no fields.
+static NO_FIELDS: Request = Request(Vec::new());
+
+/// A request given or not (`None`: no fields).
+impl AsRef<Request> for Option<Request> {
+    fn as_ref(&self) -> &Request {
+        self.as_ref().unwrap_or(&NO_FIELDS)
+    }
+}
+
+/// A policy's `request`: a mapping of field names (`str`) to values (`str`,
+/// `bytes` or `int`), or `None` for no fields.
+pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
+    let py = obj.py();
+    let wrong_type = || {
+        let expected = "a mapping of str field names to str, bytes or int values, or None";
+        to_py(py, invalid_type("request", expected))
+    };
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let items = match obj.cast::<PyDict>() {
+        Ok(dict) => dict.items(),
+        Err(_) => match obj.cast::<pyo3::types::PyMapping>() {
+            Ok(mapping) => mapping.items()?,
+            Err(_) => return Err(wrong_type()),
+        },
+    };
+    let mut fields = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        let (field, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
+        let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
+        fields.push((
+            field.to_cow()?.into_owned(),
+            Key::from_py(&value, "request")?,
+        ));
+    }
+    Ok(Some(Request(fields)))
+}
+
+/// A keyed limiter's `max_keys`: `None` (no bound) or a positive int.
+pub fn max_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    optional(obj, |obj| {
+        let keys = count(obj, "max_keys")?;
+        usize::try_from(keys).map_err(|_| to_py(obj.py(), invalid_value("max_keys", TOO_LARGE)))
+    })
+}
+
+/// A keyed limiter's `eviction`: `"nearest_fresh"` or `"refuse"`.
+pub fn eviction(obj: &Bound<'_, PyAny>) -> PyResult<Eviction> {
+    let choices = [
+        ("nearest_fresh", Eviction::NearestFresh),
+        ("refuse", Eviction::Refuse),
+    ];
+    let errors = (
+        "a str, 'nearest_fresh' or 'refuse'",
+        "must be 'nearest_fresh' or 'refuse'",
+    );
+    one_of(obj, "eviction", &choices, errors)
+}
+
+/// The Python name of an eviction rule.
+pub fn eviction_name(eviction: Eviction) -> &'static str {
+    match eviction {
+        Eviction::Refuse => "refuse",
+        _ => "nearest_fresh",
+    }
+}
+
+/// A ratekeeper limiter (`limiter`): an instance of `Limiter`.
+pub fn limiter<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyLimiter>> {
+    obj.cast::<PyLimiter>().map_err(|_| {
+        let expected = "a ratekeeper limiter (TokenBucket, Gcra, LeakyBucket, ...)";
+        to_py(obj.py(), invalid_type("limiter", expected))
+    })
+}
+
+/// `try_acquire_batch`'s `costs`: an iterable of counts.
+pub fn costs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let wrong_type = || to_py(obj.py(), invalid_type("costs", "an iterable of int"));
+    let mut costs = Vec::new();
+    for item in obj.try_iter().map_err(|_| wrong_type())? {
+        costs.push(cost(&item?)?);
+    }
+    Ok(costs)
+}
+
+/// A policy's fields (`by`): an iterable of `str`, not a `str` itself.
+pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    let wrong_type = || {
+        to_py(
+            obj.py(),
+            invalid_type("by", "an iterable of str field names"),
+        )
+    };
+    if obj.is_instance_of::<PyString>() {
+        return Err(wrong_type());
+    }
+    let mut fields = Vec::new();
+    for item in obj.try_iter().map_err(|_| wrong_type())? {
+        let item = item?;
+        let field = item.cast::<PyString>().map_err(|_| wrong_type())?;
+        fields.push(field.to_cow()?.into_owned());
+    }
+    Ok(fields)
+}
+
+/// An `algorithm` name for rate strings, as configurations spell it.
+pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<Algorithm> {
+    let choices = [
+        ("token_bucket", Algorithm::TokenBucket),
+        ("gcra", Algorithm::Gcra),
+        ("leaky_bucket", Algorithm::LeakyBucket),
+        ("sliding_window_log", Algorithm::SlidingWindowLog),
+        ("sliding_window_counter", Algorithm::SlidingWindowCounter),
+        ("fixed_window", Algorithm::FixedWindow),
+    ];
+    let errors = (
+        "a str such as 'token_bucket'",
+        "must be 'token_bucket', 'gcra', 'leaky_bucket', 'sliding_window_log', \
+         'sliding_window_counter' or 'fixed_window'",
+    );
+    one_of(obj, "algorithm", &choices, errors)
+}
+
+/// A window algorithm's `calendar`: `"day"`, `"week"` or `"month"` (UTC, in
+/// any case), by the core's own names. Anything else, of any type, is a bad
+/// value, as the core's configuration says it.
+pub fn calendar(obj: &Bound<'_, PyAny>) -> PyResult<Calendar> {
+    let name = obj
+        .cast::<PyString>()
+        .ok()
+        .map(|name| name.to_cow())
+        .transpose()?;
+    let calendar = name.and_then(|name| Calendar::from_name(&name));
+    let reason = "must be 'day', 'week' or 'month'";
+    calendar.ok_or_else(|| to_py(obj.py(), invalid_value("calendar", reason)))
+}
+
+/// The default clock of calendar windows: `time.time`, seconds since the
+/// Unix epoch (calendar windows follow the UTC calendar).
+pub fn wall_clock(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    Ok(time_module(py)?.getattr(intern!(py, "time"))?.unbind())
 }

@@ -1,32 +1,90 @@
-//! The answers: `ratekeeper.Decision` (one request) and
-//! `ratekeeper.Reservation` (one booking).
+//! The answers: `ratekeeper.Decision` (one request), `ratekeeper.PolicyDecision`
+//! (one request against a policy) and `ratekeeper.Reservation` (one
+//! booking), and the RateLimit header values they carry.
 
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
-use ratekeeper::{Decision, Nanos};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use ratekeeper::{Decision, Headers, Nanos};
 
 use crate::convert::float_repr;
+use crate::keyed::PyKeyedLimiter;
 use crate::limiter::PyLimiter;
+use crate::policy::PyPolicy;
 
-/// The outcome of one request against a limiter.
+/// Who made a decision, for its `headers()`.
+pub enum Issuer {
+    Limiter(Py<PyLimiter>),
+    Keyed(Py<PyKeyedLimiter>),
+    /// A policy's combined decision, with each limit's own and the index of
+    /// the limit that denied.
+    Policy {
+        policy: Py<PyPolicy>,
+        limits: Box<[Decision]>,
+        denied_by: Option<usize>,
+    },
+    /// One limit's own decision within a policy's.
+    PolicyLimit(Py<PyPolicy>, usize),
+}
+
+/// The RateLimit header values of `items` (name, window, decision), as a
+/// dict: one comma-separated item per limit in `RateLimit-Policy` and
+/// `RateLimit` (none when there is no limit), and `Retry-After` when
+/// `combined` is a denial.
+pub fn headers_dict<'py, 'a>(
+    py: Python<'py>,
+    items: impl IntoIterator<Item = (&'a str, Nanos, &'a Decision)>,
+    combined: &Decision,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (mut policy, mut rate_limit) = (String::new(), String::new());
+    for (name, window, decision) in items {
+        let separator = if policy.is_empty() { "" } else { ", " };
+        let values = Headers::new(name, window, decision);
+        policy += &format!("{separator}{}", values.policy());
+        rate_limit += &format!("{separator}{}", values.rate_limit());
+    }
+    let dict = PyDict::new(py);
+    if !policy.is_empty() {
+        dict.set_item(intern!(py, "RateLimit-Policy"), policy)?;
+        dict.set_item(intern!(py, "RateLimit"), rate_limit)?;
+    }
+    if let Some(seconds) = Headers::new("", Nanos::ZERO, combined).retry_after() {
+        dict.set_item(intern!(py, "Retry-After"), seconds.to_string())?;
+    }
+    Ok(dict)
+}
+
+/// The RateLimit header values of `decision` by one limit called `name`
+/// (a limiter's or a keyed store's).
+pub fn named_headers<'py>(
+    py: Python<'py>,
+    name: &Py<PyString>,
+    window: Nanos,
+    decision: &Decision,
+) -> PyResult<Bound<'py, PyDict>> {
+    let name = name.bind(py).to_cow()?;
+    headers_dict(py, [(&*name, window, decision)], decision)
+}
+
+/// The outcome of one request.
 ///
 /// ``bool(decision)`` is ``decision.allowed``. A denial is a value, not an
 /// exception: ``retry_after`` says how long to wait before the same request
 /// would be allowed. ``headers()`` gives the HTTP RateLimit header values.
 /// Two decisions are equal when their five numbers are.
-#[pyclass(frozen, eq, hash, name = "Decision", module = "ratekeeper")]
+#[pyclass(frozen, eq, hash, subclass, name = "Decision", module = "ratekeeper")]
 pub struct PyDecision {
     pub decision: Decision,
-    /// The limiter that decided, for `headers()`.
-    limiter: Py<PyLimiter>,
+    /// Who decided, for `headers()`.
+    pub issuer: Issuer,
 }
 
 impl PyDecision {
-    pub fn new(decision: Decision, limiter: Py<PyLimiter>) -> Self {
-        PyDecision { decision, limiter }
+    pub fn new(decision: Decision, issuer: Issuer) -> Self {
+        PyDecision { decision, issuer }
     }
 }
 
@@ -78,13 +136,21 @@ impl PyDecision {
 
     /// The HTTP RateLimit header values of this decision, as a dict.
     ///
-    /// The HTTP RateLimit header values of this decision, as a dict.
-    ///
-    /// The same as ``limiter.headers(decision)`` for the limiter that
-    /// decided: ``RateLimit-Policy`` and ``RateLimit`` always, and
-    /// ``Retry-After`` when denied.
+    /// The same as ``x.headers(decision)`` for the limiter, keyed limiter
+    /// or policy ``x`` that decided: ``RateLimit-Policy`` and ``RateLimit``
+    /// always, and ``Retry-After`` when denied. A policy's decision lists
+    /// every limit; one limit's decision within it (``.limits``), that limit.
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.limiter.get().headers_of(py, &self.decision)
+        match &self.issuer {
+            Issuer::Limiter(limiter) => limiter.get().headers_of(py, &self.decision),
+            Issuer::Keyed(store) => store.get().headers_of(py, &self.decision),
+            Issuer::Policy { policy, limits, .. } => {
+                policy.get().headers_of(py, limits, &self.decision)
+            }
+            Issuer::PolicyLimit(policy, index) => {
+                policy.get().limit_headers_of(py, *index, &self.decision)
+            }
+        }
     }
 
     fn __bool__(&self) -> bool {
@@ -107,7 +173,10 @@ impl PyDecision {
     }
 }
 
-/// A booking made by ``limiter.reserve()``: proceed after ``wait`` seconds.
+/// How a reservation gives its booking back: `refund(slot, cost)`.
+pub type Refund = Box<dyn Fn(Nanos, u64) + Send + Sync>;
+
+/// A booking made by ``reserve()``: proceed after ``wait`` seconds.
 ///
 /// ``bool(reservation)`` is ``reservation.ok``. When ``ok``, ``cost`` units
 /// are booked for the slot ``at`` (``now + wait`` on the limiter's clock);
@@ -119,7 +188,8 @@ impl PyDecision {
 /// booking back.
 #[pyclass(frozen, name = "Reservation", module = "ratekeeper")]
 pub struct PyReservation {
-    limiter: Py<PyLimiter>,
+    /// Gives `cost` back at the slot (`cancel()`).
+    refund: Refund,
     cost: u64,
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
@@ -129,14 +199,14 @@ pub struct PyReservation {
 impl PyReservation {
     /// A booking `booked` at `now`: `Ok(wait)`, or the refusal.
     pub fn new(
-        limiter: Py<PyLimiter>,
+        refund: Refund,
         cost: u64,
         now: Nanos,
         booked: Result<Nanos, Py<PyDecision>>,
     ) -> Self {
         let cancelled = AtomicBool::new(false);
         PyReservation {
-            limiter,
+            refund,
             cost,
             now,
             booked,
@@ -202,7 +272,7 @@ impl PyReservation {
     fn cancel(&self) {
         if let Some(slot) = self.slot() {
             if !self.cancelled.swap(true, Ordering::AcqRel) {
-                self.limiter.get().refund_at(slot, self.cost);
+                (self.refund)(slot, self.cost);
             }
         }
     }
@@ -225,5 +295,73 @@ impl PyReservation {
                 denied.bind(py).repr()?
             ),
         })
+    }
+}
+
+/// The outcome of one request against a ``Policy``: a Decision combining
+/// every limit's, plus which limit denied and each limit's own decision.
+///
+/// ``allowed`` only if every limit allowed (and then every limit consumed
+/// the cost; a denial consumes nothing anywhere). ``remaining`` and
+/// ``limit`` are the tightest limit's, ``retry_after`` and ``reset_after``
+/// the longest. ``denied_by`` names the limit that denied (the one with the
+/// longest wait), ``None`` when allowed; ``limits`` lists ``(name,
+/// Decision)`` for every limit, in the policy's order. ``headers()`` lists
+/// every limit.
+#[pyclass(frozen, extends = PyDecision, name = "PolicyDecision", module = "ratekeeper")]
+pub struct PyPolicyDecision;
+
+impl PyPolicyDecision {
+    /// The parts of a policy's decision.
+    fn parts<'a>(slf: &'a Bound<'_, Self>) -> (&'a Py<PyPolicy>, &'a [Decision], Option<usize>) {
+        match &slf.as_super().get().issuer {
+            Issuer::Policy {
+                policy,
+                limits,
+                denied_by,
+            } => (policy, limits, *denied_by),
+            _ => unreachable!("a PolicyDecision is always a policy's"),
+        }
+    }
+}
+
+#[pymethods]
+impl PyPolicyDecision {
+    /// The name of the limit that denied (the one with the longest wait), or
+    /// ``None`` when allowed.
+    #[getter]
+    fn denied_by(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyString>>> {
+        let (policy, _, denied_by) = Self::parts(slf);
+        denied_by
+            .map(|index| policy.get().limit_name(slf.py(), index))
+            .transpose()
+    }
+
+    /// Every limit's own decision, as a list of ``(name, Decision)`` in the
+    /// policy's order. When some limit denied, those that would have allowed
+    /// report their state as it stays (nothing was consumed).
+    #[getter]
+    fn limits<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
+        let py = slf.py();
+        let (policy, limits, _) = Self::parts(slf);
+        let items = limits.iter().enumerate().map(|(index, decision)| {
+            let issuer = Issuer::PolicyLimit(policy.clone_ref(py), index);
+            let name = policy.get().limit_name(py, index)?;
+            let decision = Bound::new(py, PyDecision::new(*decision, issuer))?;
+            PyTuple::new(py, [name.into_any(), decision.into_any().unbind()])
+        });
+        PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+    }
+
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        let base = slf.as_super().get().__repr__(py)?;
+        let denied_by = Self::denied_by(slf)?;
+        let denied_by = match denied_by {
+            Some(name) => name.bind(py).repr()?.to_string(),
+            None => "None".into(),
+        };
+        let fields = &base["Decision(".len()..base.len() - 1];
+        Ok(format!("PolicyDecision({fields}, denied_by={denied_by})"))
     }
 }

@@ -19,10 +19,12 @@ static RATE_LIMITED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 ///
 /// Python spells arguments as the core does (`capacity`, `refill_period`,
 /// `max_wait`, `cost`, `now`...) but for `reconfigure`'s, which the core
-/// calls `new` and Python `other`.
+/// calls `new` and Python `other`, and encoded state, which the core calls
+/// `state` and `restore` / `from_bytes` call `data`.
 fn python_argument(rust: &'static str) -> &'static str {
     match rust {
         "new" => "other",
+        "state" => "data",
         same => same,
     }
 }
@@ -39,6 +41,18 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         _ => (&RATE_LIMIT_ERROR, "RateLimitError"),
     };
     raise(py, cell, name, (message, err.code()))
+}
+
+/// `RateLimitError` (or `RateLimitTypeError`, for a value of a type JSON
+/// cannot hold) with code `invalid_config`: a policy configuration that does
+/// not describe a policy; `message` names the field (serde's words).
+pub fn invalid_config(py: Python<'_>, message: String, wrong_type: bool) -> PyErr {
+    let (cell, name) = if wrong_type {
+        (&RATE_LIMIT_TYPE_ERROR, "RateLimitTypeError")
+    } else {
+        (&RATE_LIMIT_ERROR, "RateLimitError")
+    };
+    raise(py, cell, name, (message, "invalid_config"))
 }
 
 /// `RateLimited` for a request `denied` by the limiter called `limiter`,

@@ -10,7 +10,10 @@ mod algorithms;
 mod convert;
 mod decision;
 mod errors;
+mod keyed;
 mod limiter;
+mod policy;
+mod shared;
 
 use pyo3::prelude::*;
 
@@ -27,6 +30,9 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<algorithms::PyFixedWindow>()?;
     m.add_class::<decision::PyDecision>()?;
     m.add_class::<decision::PyReservation>()?;
+    m.add_class::<decision::PyPolicyDecision>()?;
+    m.add_class::<keyed::PyKeyedLimiter>()?;
+    m.add_class::<policy::PyPolicy>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -2,21 +2,20 @@
 //! every method the algorithms share, written once.
 //!
 //! Each algorithm class (`algorithms.rs`) only builds its core limiter and
-//! reads its own configuration; everything else lives here.
-
-use std::sync::{Mutex, MutexGuard, PoisonError};
+//! reads its own configuration; everything else lives here (and the
+//! methods every deciding class shares, in `shared.rs`).
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyModule, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::PyClass;
-use ratekeeper::{AnyLimiter, Decision, Error, Headers, Limiter, Nanos};
+use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
 
 use crate::algorithms;
-use crate::convert::{self, time_module};
-use crate::decision::{PyDecision, PyReservation};
-use crate::errors::{rate_limited, to_py};
+use crate::convert;
+use crate::decision::{named_headers, Issuer};
+use crate::errors::to_py;
+use crate::shared::{self, limiter_methods, Core, Shared};
 
 /// A rate limiter; the base class of every algorithm class.
 ///
@@ -32,11 +31,15 @@ use crate::errors::{rate_limited, to_py};
 /// Safe to share between threads: each call is atomic. Bad arguments raise
 /// ``RateLimitError`` (a ``ValueError``) or ``RateLimitTypeError`` (also a
 /// ``TypeError``), with a ``.code`` and a message naming the argument.
+///
+/// State: ``to_bytes()`` writes the limiter's state, ``restore(data)`` and
+/// ``<Class>.from_bytes(data, *constructor arguments)`` read it back into a
+/// limiter configured the same way, and limiters pickle (configuration and
+/// state; a ``clock`` must then be picklable).
 #[pyclass(frozen, subclass, name = "Limiter", module = "ratekeeper")]
 pub struct PyLimiter {
-    inner: Mutex<AnyLimiter>,
+    shared: Shared<AnyLimiter>,
     name: Py<PyString>,
-    clock: Option<Py<PyAny>>,
 }
 
 /// The arguments every constructor takes besides its algorithm's own.
@@ -50,6 +53,44 @@ impl Common {
         Common { name, clock }
     }
 }
+
+impl Core for AnyLimiter {
+    type Target = ();
+    type Owned = ();
+    type Answer = Decision;
+
+    #[inline]
+    fn try_acquire(&mut self, _: &(), now: Nanos, cost: u64) -> Result<Decision, Error> {
+        Limiter::try_acquire(self, now, cost)
+    }
+
+    fn peek(&mut self, _: &(), now: Nanos, cost: u64) -> Result<Decision, Error> {
+        Limiter::peek(self, now, cost)
+    }
+
+    fn reserve(
+        &mut self,
+        _: &(),
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        Limiter::reserve(self, now, cost, max_wait)
+    }
+
+    fn refund(&mut self, _: &(), taken_at: Nanos, cost: u64) -> Result<(), Error> {
+        Limiter::refund(self, taken_at, cost);
+        Ok(())
+    }
+
+    fn to_owned(_: &()) {}
+
+    fn borrow(owned: &()) -> &() {
+        owned
+    }
+}
+
+shared::named_subject!(PyLimiter, AnyLimiter, Issuer::Limiter);
 
 impl PyLimiter {
     /// The initializer of an algorithm class `T` holding `built`.
@@ -67,27 +108,31 @@ impl PyLimiter {
             None => intern!(py, "default").clone().unbind(),
         };
         let base = PyLimiter {
-            inner: Mutex::new(built.map_err(|err| to_py(py, err))?),
+            shared: Shared::new(built.map_err(|err| to_py(py, err))?, common.clock),
             name,
-            clock: common.clock,
         };
         Ok(PyClassInitializer::from(base).add_subclass(class))
     }
 
     /// The core limiter, locked.
-    pub fn lock(&self) -> MutexGuard<'_, AnyLimiter> {
-        // The core never panics while holding the lock, so its state is sound.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, AnyLimiter> {
+        self.shared.lock()
     }
 
-    /// `now`, or a reading of the limiter's clock.
-    fn now(&self, py: Python<'_>, now: Option<Nanos>) -> PyResult<Nanos> {
-        convert::now_or_clock(py, now, self.clock.as_ref())
+    /// A copy of the core limiter, so that Python code (which may run other
+    /// threads) never runs while the limiter is locked.
+    pub fn snapshot(&self) -> AnyLimiter {
+        self.lock().clone()
     }
 
-    /// Gives back `cost` units taken at `taken_at`.
-    pub fn refund_at(&self, taken_at: Nanos, cost: u64) {
-        self.lock().refund(taken_at, cost);
+    /// The limiter's name.
+    pub fn name_ref(&self) -> &Py<PyString> {
+        &self.name
+    }
+
+    /// The clock given to the constructor, if any.
+    pub fn clock(&self) -> Option<&Py<PyAny>> {
+        self.shared.clock()
     }
 
     /// The RateLimit header values of `decision` under this limiter's name and window.
@@ -97,324 +142,148 @@ impl PyLimiter {
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
         let window = self.lock().window();
-        let name = self.name.bind(py).to_cow()?;
-        let values = Headers::new(&name, window, decision);
-        let dict = PyDict::new(py);
-        dict.set_item(intern!(py, "RateLimit-Policy"), values.policy().to_string())?;
-        dict.set_item(intern!(py, "RateLimit"), values.rate_limit().to_string())?;
-        if let Some(seconds) = values.retry_after() {
-            dict.set_item(intern!(py, "Retry-After"), seconds.to_string())?;
-        }
-        Ok(dict)
+        named_headers(py, &self.name, window, decision)
     }
 
-    /// Books `cost` units at the limiter's time if the wait is at most
-    /// `max_wait`; returns `(now, wait)`, or raises `RateLimited`.
-    fn book(&self, py: Python<'_>, cost: u64, max_wait: Nanos) -> PyResult<(Nanos, Nanos)> {
-        let now = self.now(py, None)?;
-        let booked = self.lock().reserve(now, cost, max_wait);
-        match booked.map_err(|err| to_py(py, err))? {
-            Ok(wait) => Ok((now, wait)),
-            Err(denied) => Err(rate_limited(py, &self.name.bind(py).to_cow()?, &denied)),
+    /// The keyword arguments every constructor takes: `name` (when not the
+    /// default) and `clock` (when given).
+    fn common_kwargs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let kwargs = PyDict::new(py);
+        if self.name.bind(py).to_cow()? != "default" {
+            kwargs.set_item(intern!(py, "name"), &self.name)?;
         }
+        if let Some(clock) = self.clock() {
+            kwargs.set_item(intern!(py, "clock"), clock)?;
+        }
+        Ok(kwargs)
     }
 }
 
-/// A core decision as a Python `Decision` of `limiter`.
-fn answer(
-    limiter: &Bound<'_, PyLimiter>,
-    decided: Result<Decision, Error>,
-) -> PyResult<PyDecision> {
-    match decided {
-        Ok(decision) => Ok(PyDecision::new(decision, limiter.clone().unbind())),
-        Err(err) => Err(to_py(limiter.py(), err)),
-    }
-}
-
-/// `decision(core limiter, now)` at `now` or the limiter's clock, as a `Decision`.
-#[inline]
-fn decide(
-    limiter: &Bound<'_, PyLimiter>,
-    now: Option<Nanos>,
-    decision: impl FnOnce(&mut AnyLimiter, Nanos) -> Result<Decision, Error>,
-) -> PyResult<PyDecision> {
-    let this = limiter.get();
-    let now = this.now(limiter.py(), now)?;
-    let decided = decision(&mut this.lock(), now);
-    answer(limiter, decided)
-}
-
-static WAIT_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
-
-/// `helper(limiter, cost, timeout)`, from the pure-Python waiting helpers
-/// (`ratekeeper/_wait.py`), once `timeout` is known to be good.
-fn call_wait_helper<'py>(
-    limiter: &Bound<'py, PyLimiter>,
-    helper: &Bound<'py, PyString>,
-    cost: u64,
-    timeout: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = limiter.py();
-    timeout.map(convert::timeout).transpose()?;
-    let module = WAIT_MODULE.get_or_try_init(py, || {
-        PyModule::import(py, "ratekeeper._wait").map(Bound::unbind)
-    })?;
-    module
-        .bind(py)
-        .getattr(helper)?
-        .call1((limiter, cost, timeout))
-}
-
-#[pymethods]
-impl PyLimiter {
-    /// Take ``cost`` units if the limiter has them, and say what happened.
-    ///
-    /// Returns a Decision: ``allowed`` (then the cost is consumed),
-    /// ``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A
-    /// denial consumes nothing and is not an exception. A ``cost`` above
-    /// ``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),
-    /// since it could never be allowed.
-    #[pyo3(signature = (cost = 1, now = None))]
-    fn try_acquire(
-        slf: &Bound<'_, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-    ) -> PyResult<PyDecision> {
-        decide(slf, now, |limiter, now| limiter.try_acquire(now, cost))
-    }
-
-    /// The Decision ``try_acquire`` would give, consuming nothing.
-    #[pyo3(signature = (cost = 1, now = None))]
-    fn peek(
-        slf: &Bound<'_, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-    ) -> PyResult<PyDecision> {
-        decide(slf, now, |limiter, now| limiter.peek(now, cost))
-    }
-
-    /// Book ``cost`` units for the earliest slot they fit, if that is at
-    /// most ``max_wait`` seconds away; returns a Reservation.
-    ///
-    /// When ``reservation.ok``, the units are booked for ``reservation.at``
-    /// (``now + reservation.wait``): proceed then. Bookings are served first
-    /// come, first served at exactly the limiter's rate, and a later
-    /// ``try_acquire`` never jumps ahead of one. Otherwise nothing was booked
-    /// and ``reservation.decision`` says why. ``reservation.cancel()`` gives
-    /// an unused booking back. ``acquire`` is this plus the wait.
-    #[pyo3(
-        signature = (cost = 1, *, max_wait = Nanos::MAX, now = None),
-        text_signature = "($self, /, cost=1, *, max_wait=math.inf, now=None)"
-    )]
-    fn reserve(
-        slf: &Bound<'_, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::max_wait)] max_wait: Nanos,
-        #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-    ) -> PyResult<PyReservation> {
-        let (this, py) = (slf.get(), slf.py());
-        let now = this.now(py, now)?;
-        let booked = this.lock().reserve(now, cost, max_wait);
-        let booked = match booked.map_err(|err| to_py(py, err))? {
-            Ok(wait) => Ok(wait),
-            Err(denied) => Err(Py::new(py, answer(slf, Ok(denied))?)?),
-        };
-        Ok(PyReservation::new(slf.clone().unbind(), cost, now, booked))
-    }
-
-    /// Give back ``cost`` units taken at ``taken_at`` and not used.
-    ///
-    /// ``taken_at`` (default: now) is when they were taken: the ``now`` of
-    /// the ``try_acquire``, or a reservation's ``at`` (``reservation.cancel()``
-    /// does that exactly). The limiter never ends up holding more than a
-    /// fresh one, and a window algorithm only takes units back from the
-    /// window (or, for ``SlidingWindowLog``, the instant) of ``taken_at``.
-    #[pyo3(signature = (cost, *, taken_at = None))]
-    fn refund(
-        &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::taken_at)] taken_at: Option<Nanos>,
-    ) -> PyResult<()> {
-        let taken_at = self.now(py, taken_at)?;
-        self.refund_at(taken_at, cost);
-        Ok(())
-    }
-
-    /// Replace this limiter's limits with those of ``other``, keeping its state.
-    ///
-    /// ``other`` is a limiter of the same class (for a token bucket, with as
-    /// many bandwidths), usually fresh; only its configuration is used, not
-    /// its name, clock or state. How the state carries over depends on the
-    /// algorithm: a bucket keeps its whole tokens (capped at the new
-    /// capacity), a window its counts.
-    #[pyo3(signature = (other, *, now = None))]
-    fn reconfigure(
-        slf: &Bound<'_, Self>,
-        other: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
-    ) -> PyResult<()> {
-        let py = slf.py();
-        let wrong_class = Error::InvalidType {
-            name: "other",
-            expected: "a limiter of the same class",
-        };
-        if !other.get_type().is(slf.get_type()) {
-            return Err(to_py(py, wrong_class));
+limiter_methods!(
+    #[pymethods] PyLimiter, "the limiter", [],
+    reserve = "($self, /, cost=1, *, max_wait=math.inf, now=None)",
+    headers = "this limiter's" {
+        /// Replace this limiter's limits with those of ``other``, keeping its state.
+        ///
+        /// ``other`` is a limiter of the same class (for a token bucket, with as
+        /// many bandwidths), usually fresh; only its configuration is used, not
+        /// its name, clock or state. How the state carries over depends on the
+        /// algorithm: a bucket keeps its whole tokens (capped at the new
+        /// capacity), a window its counts.
+        #[pyo3(signature = (other, *, now = None))]
+        fn reconfigure(
+            slf: &Bound<'_, Self>,
+            other: &Bound<'_, PyAny>,
+            #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
+        ) -> PyResult<()> {
+            let py = slf.py();
+            let wrong_class = Error::InvalidType {
+                name: "other",
+                expected: "a limiter of the same class",
+            };
+            if !other.get_type().is(slf.get_type()) {
+                return Err(to_py(py, wrong_class));
+            }
+            let other = other.cast::<PyLimiter>()?;
+            // Cloned first: `other` may be `slf`, whose lock is taken next.
+            let new = other.get().lock().clone();
+            let this = slf.get();
+            let now = this.shared.now(py, now)?;
+            let result = this.lock().reconfigure(now, new);
+            result.map_err(|err| to_py(py, err))
         }
-        let other = other.cast::<PyLimiter>()?;
-        // Cloned first: `other` may be `slf`, whose lock is taken next.
-        let new = other.get().lock().clone();
-        let this = slf.get();
-        let now = this.now(py, now)?;
-        let result = this.lock().reconfigure(now, new);
-        result.map_err(|err| to_py(py, err))
-    }
 
-    /// Wait until ``cost`` units are ours, then return; raise ``RateLimited`` if
-    /// that would take longer than ``timeout`` seconds.
-    ///
-    /// Books the earliest slot (as ``reserve`` does, so waiters are served
-    /// first come, first served) and sleeps until it with ``time.sleep``,
-    /// releasing the GIL; no polling. ``timeout`` (default ``None``: no
-    /// bound) is checked before booking: a longer wait raises
-    /// ``RateLimited`` at once, with ``.retry_after``, booking nothing, and
-    /// ``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
-    /// exception), the booking is given back before the exception propagates.
-    #[pyo3(
-        signature = (cost = 1, timeout = Nanos::MAX),
-        text_signature = "($self, /, cost=1, timeout=None)"
-    )]
-    fn acquire(
-        &self,
-        py: Python<'_>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::timeout)] timeout: Nanos,
-    ) -> PyResult<()> {
-        let (now, wait) = self.book(py, cost, timeout)?;
-        if wait == Nanos::ZERO {
-            return Ok(());
+        /// The limiter's state as bytes: a versioned binary encoding that
+        /// ``restore`` and ``from_bytes`` read back into a limiter configured
+        /// the same way, here or in another process or language.
+        fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+            let data = self.lock().to_bytes();
+            Ok(PyBytes::new(py, &data))
         }
-        // Looked up on every call, so that a test may replace `time.sleep`.
-        let sleep = time_module(py).and_then(|time| time.getattr(intern!(py, "sleep")));
-        let slept = sleep.and_then(|sleep| sleep.call1((wait.as_secs_f64(),)));
-        slept.map(drop).inspect_err(|_| {
-            self.refund_at(now.saturating_add(wait), cost);
-        })
-    }
 
-    /// ``await limiter.acquire_async(cost, timeout)``: ``acquire`` for asyncio.
-    ///
-    /// Books when first awaited and sleeps with ``asyncio.sleep``, so the
-    /// event loop keeps running; waiters are served in booking order. A
-    /// wait longer than ``timeout`` raises ``RateLimited`` at once, booking
-    /// nothing. Cancelling the task (or any exception during the wait)
-    /// gives the booking back. Arguments are checked when called.
-    #[pyo3(signature = (cost = 1, timeout = None))]
-    fn acquire_async<'py>(
-        slf: &Bound<'py, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        timeout: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_wait_helper(slf, intern!(slf.py(), "acquire_async"), cost, timeout)
-    }
-
-    /// ``acquire`` as a context manager and decorator, for sync and async code.
-    ///
-    /// ``with limiter.acquiring(cost):`` and ``async with
-    /// limiter.acquiring(cost):`` acquire before the block;
-    /// ``@limiter.acquiring(cost)`` acquires before every call of the
-    /// decorated function (``acquire_async`` for a coroutine function).
-    /// ``timeout`` is ``acquire``'s: ``timeout=0`` never waits and raises
-    /// ``RateLimited`` at once when the limiter says no. Leaving the block
-    /// gives nothing back: the units were used.
-    #[pyo3(signature = (cost = 1, timeout = None))]
-    fn acquiring<'py>(
-        slf: &Bound<'py, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        timeout: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_wait_helper(slf, intern!(slf.py(), "Acquiring"), cost, timeout)
-    }
-
-    /// Books like ``acquire`` and returns the Reservation, without sleeping
-    /// (for ``acquire_async``).
-    #[pyo3(
-        signature = (cost, timeout = Nanos::MAX),
-        text_signature = "($self, /, cost, timeout=None)"
-    )]
-    fn _book(
-        slf: &Bound<'_, Self>,
-        #[pyo3(from_py_with = convert::cost)] cost: u64,
-        #[pyo3(from_py_with = convert::timeout)] timeout: Nanos,
-    ) -> PyResult<PyReservation> {
-        let (now, wait) = slf.get().book(slf.py(), cost, timeout)?;
-        Ok(PyReservation::new(
-            slf.clone().unbind(),
-            cost,
-            now,
-            Ok(wait),
-        ))
-    }
-
-    /// The HTTP RateLimit header values of ``decision``, as a dict.
-    ///
-    /// ``RateLimit-Policy`` (``"name";q=<limit>;w=<window>``) and
-    /// ``RateLimit`` (``"name";r=<remaining>;t=<reset>``) always, and
-    /// ``Retry-After`` (seconds) when the decision is a denial, following
-    /// the IETF RateLimit header fields draft and RFC 9110. Seconds are
-    /// whole and rounded up, so a client that waits what they say is never
-    /// early. ``name`` is this limiter's name, ``w`` its ``window``.
-    fn headers<'py>(
-        &self,
-        py: Python<'py>,
-        decision: PyRef<'py, PyDecision>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        self.headers_of(py, &decision.decision)
-    }
-
-    /// The floor of a method call, for the benchmark: takes ``try_acquire``'s
-    /// arguments and does nothing.
-    #[pyo3(signature = (cost = None, now = None))]
-    fn _noop(&self, cost: Option<&Bound<'_, PyAny>>, now: Option<&Bound<'_, PyAny>>) {
-        let _ = (cost, now);
-    }
-
-    /// The most units admitted at once: a capacity, burst or limit (for a
-    /// token bucket of several bandwidths, the smallest capacity).
-    #[getter]
-    fn limit(&self) -> u64 {
-        self.lock().limit()
-    }
-
-    /// Seconds over which ``limit`` units are granted, the ``w`` of the
-    /// RateLimit-Policy header: a window algorithm's window, the time a
-    /// bucket takes to refill from empty, or a queue to drain when full.
-    #[getter]
-    fn window(&self) -> f64 {
-        self.lock().window().as_secs_f64()
-    }
-
-    /// The algorithm's name: ``"token_bucket"``, ``"gcra"``,
-    /// ``"leaky_bucket"``, ``"sliding_window_log"``,
-    /// ``"sliding_window_counter"`` or ``"fixed_window"``.
-    #[getter]
-    fn algorithm(&self) -> &'static str {
-        self.lock().algorithm()
-    }
-
-    /// The limiter's name, as its RateLimit headers spell it.
-    #[getter]
-    fn name(&self, py: Python<'_>) -> Py<PyString> {
-        self.name.clone_ref(py)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let mut text = algorithms::describe(py, &self.lock())?;
-        let name = self.name.bind(py);
-        if name.to_cow()? != "default" {
-            text.insert_str(text.len() - 1, &format!(", name={}", name.repr()?));
+        /// Replace this limiter's state with the one ``data`` (from
+        /// ``to_bytes``) holds.
+        ///
+        /// ``data`` must come from a limiter of the same class and
+        /// configuration (its name and clock do not matter). Otherwise
+        /// ``RateLimitError`` is raised, with ``code`` ``state_truncated``,
+        /// ``state_corrupt``, ``state_version`` or ``state_mismatch``, and the
+        /// limiter is unchanged.
+        fn restore(
+            &self,
+            py: Python<'_>,
+            #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
+        ) -> PyResult<()> {
+            let restored = self.lock().restore(&data);
+            restored.map_err(|err| to_py(py, err))
         }
-        Ok(text)
+
+        /// A limiter made by ``cls(*args, **kwargs)``, holding the state
+        /// ``data`` (from ``to_bytes``): ``Gcra.from_bytes(data, 10, 0.1)``.
+        #[classmethod]
+        #[pyo3(signature = (data, *args, **kwargs))]
+        fn from_bytes<'py>(
+            cls: &Bound<'py, PyType>,
+            #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
+            args: &Bound<'py, PyTuple>,
+            kwargs: Option<&Bound<'py, PyDict>>,
+        ) -> PyResult<Bound<'py, PyAny>> {
+            let made = cls.call(args, kwargs)?;
+            let limiter = made.cast::<PyLimiter>()?.get();
+            let restored = limiter.lock().restore(&data);
+            restored.map_err(|err| to_py(cls.py(), err))?;
+            Ok(made)
+        }
+
+        /// Pickling: the constructor call of the configuration, then the state.
+        fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+            let py = slf.py();
+            let this = slf.get();
+            let any = this.snapshot();
+            let (data, call) = (any.to_bytes(), algorithms::constructor(py, &any)?);
+            let kwargs = call.kwargs;
+            kwargs.update(this.common_kwargs(py)?.as_mapping())?;
+            let rebuild = py.import(intern!(py, "ratekeeper._state"))?.getattr(intern!(py, "rebuild"))?;
+            let arguments = (call.class, call.method, call.args, kwargs, PyBytes::new(py, &data));
+            PyTuple::new(py, [rebuild, arguments.into_pyobject(py)?.into_any()])
+        }
+
+        /// The most units admitted at once: a capacity, burst or limit (for a
+        /// token bucket of several bandwidths, the smallest capacity).
+        #[getter]
+        fn limit(&self) -> u64 {
+            self.lock().limit()
+        }
+
+        /// Seconds over which ``limit`` units are granted, the ``w`` of the
+        /// RateLimit-Policy header: a window algorithm's window, the time a
+        /// bucket takes to refill from empty, or a queue to drain when full.
+        #[getter]
+        fn window(&self) -> f64 {
+            self.lock().window().as_secs_f64()
+        }
+
+        /// The algorithm's name: ``"token_bucket"``, ``"gcra"``,
+        /// ``"leaky_bucket"``, ``"sliding_window_log"``,
+        /// ``"sliding_window_counter"`` or ``"fixed_window"``.
+        #[getter]
+        fn algorithm(&self) -> &'static str {
+            self.lock().algorithm()
+        }
+
+        /// The limiter's name, as its RateLimit headers spell it.
+        #[getter]
+        fn name(&self, py: Python<'_>) -> Py<PyString> {
+            self.name.clone_ref(py)
+        }
+
+        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+            let call = algorithms::constructor(py, &self.snapshot())?;
+            let name = self.name.bind(py);
+            if name.to_cow()? != "default" {
+                call.kwargs.set_item(intern!(py, "name"), name)?;
+            }
+            call.describe()
+        }
     }
-}
+);

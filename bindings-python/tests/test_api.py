@@ -42,8 +42,11 @@ def test_package_exports() -> None:
         "Decision",
         "FixedWindow",
         "Gcra",
+        "KeyedLimiter",
         "LeakyBucket",
         "Limiter",
+        "Policy",
+        "PolicyDecision",
         "RateLimitError",
         "RateLimitTypeError",
         "RateLimited",
@@ -52,6 +55,7 @@ def test_package_exports() -> None:
         "SlidingWindowLog",
         "TokenBucket",
         "__version__",
+        "limit",
     }
     for name in ratekeeper.__all__:
         assert getattr(ratekeeper, name) is not None

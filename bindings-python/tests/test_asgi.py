@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import httpx
 import pytest
@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from ratekeeper import FixedWindow, Limiter, TokenBucket
-from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host
+from ratekeeper import FixedWindow, KeyedLimiter, Policy, TokenBucket
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
 
 calls: list[str] = []
 
@@ -42,7 +42,7 @@ def get_all(app: Starlette, requests: list[dict[str, Any]]) -> list[httpx.Respon
 
 
 def test_allowed_responses_carry_ratelimit_headers_and_denials_get_429() -> None:
-    app = make_app(lambda: FixedWindow(2, 3600, name="hourly"))
+    app = make_app(KeyedLimiter(FixedWindow(2, 3600, name="hourly")))
     first, second, third = get_all(app, [{}, {}, {}])
     assert (first.status_code, first.text, first.headers["x-app"]) == (200, "hello", "yes")
     assert first.headers["ratelimit-policy"] == '"hourly";q=2;w=3600'
@@ -58,20 +58,20 @@ def test_allowed_responses_carry_ratelimit_headers_and_denials_get_429() -> None
     assert calls == ["/", "/"]  # the app never saw the denied request
 
 
+def by_api_key(scope: Scope) -> Optional[str]:
+    headers = dict(scope["headers"])
+    key = headers.get(b"x-api-key")
+    return key.decode() if key else None
+
+
 def test_one_limiter_per_key() -> None:
-    def by_api_key(scope: Scope) -> Optional[str]:
-        headers = dict(scope["headers"])
-        key = headers.get(b"x-api-key")
-        return key.decode() if key else None
-
-    def limiter() -> Limiter:
-        return TokenBucket(1, 1, 3600)
-
-    app = make_app(limiter, key=by_api_key)
+    store = KeyedLimiter(TokenBucket(1, 1, 3600))
+    app = make_app(store, key=by_api_key)
     alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
     codes = [r.status_code for r in get_all(app, [alice, bob, alice, bob, {}, {}])]
     assert codes == [200, 200, 429, 429, 200, 200]  # no key: not limited
     assert "ratelimit" not in get_all(app, [{}])[0].headers
+    assert len(store) == 2
 
 
 def test_the_default_key_is_the_client_address() -> None:
@@ -81,7 +81,8 @@ def test_the_default_key_is_the_client_address() -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         await PlainTextResponse("ok")(scope, receive, send)
 
-    middleware = RateLimitMiddleware(app, lambda: TokenBucket(1, 1, 3600))
+    store = KeyedLimiter(TokenBucket(1, 1, 3600))
+    middleware = RateLimitMiddleware(app, store)
 
     async def main() -> list[int]:
         transport = httpx.ASGITransport(app=middleware, client=("203.0.113.7", 1))
@@ -89,7 +90,58 @@ def test_the_default_key_is_the_client_address() -> None:
             return [(await client.get("/")).status_code for _ in range(2)]
 
     assert asyncio.run(main()) == [200, 429]
-    assert list(middleware.limiters) == ["203.0.113.7"]
+    assert not store.peek("203.0.113.7", now=0).allowed
+    assert store.peek("203.0.113.8", now=0).allowed
+
+
+def test_a_policy_per_client_and_route_and_global() -> None:
+    """A Policy in a real Starlette app: per-client, per-client-and-route and
+    whole-app limits, all or nothing, every limit in the headers."""
+    policy = Policy()
+    policy.add("per-client", FixedWindow(3, 3600), by=["client"])
+    policy.add("per-route", FixedWindow(2, 3600), by=["client", "path"])
+    policy.add("global", FixedWindow(4, 3600))
+    app = make_app(policy)
+    root, health = {"path": "/"}, {"path": "/health"}
+    responses = get_all(app, [root, root, root, health, health])
+    assert [r.status_code for r in responses] == [200, 200, 429, 200, 429]
+    assert calls == ["/", "/", "/health"]
+    first, _, denied_route, _, denied_client = responses
+    assert first.headers["ratelimit-policy"] == (
+        '"per-client";q=3;w=3600, "per-route";q=2;w=3600, "global";q=4;w=3600'
+    )
+    assert first.headers["ratelimit"].startswith('"per-client";r=2;t=')
+    assert ', "per-route";r=1;t=' in first.headers["ratelimit"]
+    assert ', "global";r=3;t=' in first.headers["ratelimit"]
+    assert "retry-after" not in first.headers
+    # The third "/" is over its route's limit; nothing was consumed anywhere.
+    assert '"per-route";r=0;t=' in denied_route.headers["ratelimit"]
+    assert '"per-client";r=1;t=' in denied_route.headers["ratelimit"]
+    assert 0 < int(denied_route.headers["retry-after"]) <= 3600
+    # Then the client's own limit (3) is spent: "/health" is denied by it.
+    assert '"per-client";r=0;t=' in denied_client.headers["ratelimit"]
+    assert '"global";r=1;t=' in denied_client.headers["ratelimit"]
+    decision = policy.peek({"client": "203.0.113.7", "path": "/other"}, now=0)
+    assert (decision.allowed, decision.denied_by) == (False, "per-client")
+
+
+def test_a_policy_with_its_own_fields() -> None:
+    policy = Policy()
+    policy.add("per-key", TokenBucket(1, 1, 3600), by=["api_key"])
+
+    def fields(scope: Scope) -> Optional[dict[str, str]]:
+        key = by_api_key(scope)
+        return None if key is None else {"api_key": key}
+
+    app = make_app(policy, key=fields, cost=1)
+    alice = {"headers": {"x-api-key": "alice"}}
+    codes = [r.status_code for r in get_all(app, [alice, alice, {}])]
+    assert codes == [200, 429, 200]
+
+
+def test_request_fields() -> None:
+    scope = {"type": "http", "client": ("198.51.100.1", 80), "method": "GET", "path": "/a"}
+    assert request_fields(scope) == {"client": "198.51.100.1", "method": "GET", "path": "/a"}
 
 
 def test_one_shared_limiter_and_its_cost() -> None:
@@ -122,8 +174,9 @@ def test_lifespan_and_other_scopes_pass_through() -> None:
 @pytest.mark.parametrize(
     ("limiter", "options", "message"),
     [
-        (FixedWindow(1, 1), {"key": client_host}, "`key` needs `limiter` to be a factory"),
-        (42, {}, "`limiter` must be a ratekeeper limiter"),
+        (FixedWindow(1, 1), {"key": client_host}, "`key` needs `limiter` to be a KeyedLimiter or a Policy"),
+        (42, {}, "`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter"),
+        (lambda: FixedWindow(1, 1), {}, "`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter"),
     ],
 )
 def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) -> None:
@@ -132,10 +185,3 @@ def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) 
 
     with pytest.raises(TypeError, match=message):
         RateLimitMiddleware(app, limiter, **options)
-
-
-def test_a_factory_must_return_a_limiter() -> None:
-    factory: Callable[[], Any] = lambda: "not a limiter"  # noqa: E731
-    app = make_app(factory)
-    with pytest.raises(TypeError, match="not a ratekeeper limiter"):
-        get_all(app, [{}])

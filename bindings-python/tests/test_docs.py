@@ -17,8 +17,11 @@ from ratekeeper import (
     Decision,
     FixedWindow,
     Gcra,
+    KeyedLimiter,
     LeakyBucket,
     Limiter,
+    Policy,
+    PolicyDecision,
     RateLimited,
     RateLimitError,
     RateLimitTypeError,
@@ -54,15 +57,25 @@ PUBLIC = [
     *public_members(Decision),
     Reservation,
     *public_members(Reservation),
+    KeyedLimiter,
+    *public_members(KeyedLimiter),
+    Policy,
+    *public_members(Policy),
+    PolicyDecision,
+    *public_members(PolicyDecision),
     Acquiring,
+    ratekeeper.limit,
     RateLimitError,
     RateLimitTypeError,
     RateLimited,
     RateLimitMiddleware,
-    RateLimitMiddleware.limiter_for,
-    RateLimitMiddleware.limiters,
+    RateLimitMiddleware.decide,
     ratekeeper.asgi.client_host,
+    ratekeeper.asgi.request_fields,
 ]
+
+# What every deciding class answers alike (written once, in the native module).
+SHARED = {"try_acquire", "peek", "reserve", "refund", "acquire", "acquire_async", "acquiring", "headers"}
 
 
 @pytest.mark.parametrize("thing", PUBLIC)
@@ -74,21 +87,45 @@ def test_public_items_have_docstrings(thing: object) -> None:
 
 def test_every_limiter_method_is_documented() -> None:
     names = {name for name in vars(Limiter) if not name.startswith("_")}
-    assert names == {
-        "try_acquire",
-        "peek",
-        "reserve",
-        "refund",
+    assert names == SHARED | {
         "reconfigure",
-        "acquire",
-        "acquire_async",
-        "acquiring",
-        "headers",
+        "to_bytes",
+        "restore",
+        "from_bytes",
         "limit",
         "window",
         "algorithm",
         "name",
     }
+
+
+def test_keyed_limiters_and_policies_answer_the_shared_methods() -> None:
+    keyed = {name for name in vars(KeyedLimiter) if not name.startswith("_")}
+    assert keyed == SHARED | {
+        "try_acquire_batch",
+        "reclaim",
+        "limit",
+        "window",
+        "algorithm",
+        "name",
+        "max_keys",
+        "eviction",
+        "limiter",
+    }
+    policy = {name for name in vars(Policy) if not name.startswith("_")}
+    assert policy == SHARED | {"from_rates", "from_config", "add", "reclaim", "keyed_by", "names"}
+    assert set(vars(PolicyDecision)) >= {"denied_by", "limits"}
+    assert issubclass(PolicyDecision, Decision)
+
+
+def test_keyed_and_policy_signatures_take_their_target_first() -> None:
+    assert str(inspect.signature(KeyedLimiter.try_acquire)) == "(self, /, key, cost=1, now=None)"
+    assert str(inspect.signature(KeyedLimiter.reserve)) == "(self, /, key, cost=1, *, max_wait=inf, now=None)"
+    assert str(inspect.signature(KeyedLimiter.refund)) == "(self, /, key, cost, *, taken_at=None)"
+    assert str(inspect.signature(Policy.try_acquire)) == "(self, /, request=None, cost=1, now=None)"
+    assert str(inspect.signature(Policy.acquire)) == "(self, /, request=None, cost=1, timeout=None)"
+    assert str(inspect.signature(Policy.refund)) == "(self, /, request, cost, *, taken_at=None)"
+    assert str(inspect.signature(Limiter.acquire)) == "(self, /, cost=1, timeout=None)"
 
 
 def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,13 @@
 """The shared conformance vectors, run through Python: every scenario of
 tests/vectors/*.json and tests/vectors/core-only/*.json, every algorithm and
-every op (acquire, peek, reserve, refund), counted against each index.json.
+every op (acquire, peek, reserve, refund), portable state (a scenario's
+``state``: the bytes ``to_bytes()`` must give after its steps, which restore
+into a fresh limiter, and its ``restore`` cases: broken bytes refused with
+their codes), keyed stores (``"keyed"``: a
+KeyedLimiter, steps with a ``key``) and policies (``"policy"``: a Policy built
+with ``add``, steps with a ``request``), counted against each index.json: a
+file the index lists must run, and an algorithm this runner does not know
+fails its scenarios rather than being skipped.
 
 Units: the vectors speak nanoseconds; Python speaks seconds. A whole number of
 seconds is passed as an ``int`` (exact), a value a float holds to the
@@ -14,7 +21,7 @@ from __future__ import annotations
 import json
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import pytest
 
@@ -29,9 +36,10 @@ PYTHON_ARGUMENT = {
     name: name
     for name in (
         "capacity refill_tokens refill_period initial_tokens bandwidths burst emission_interval "
-        "tokens period interval limit window cost now max_wait"
+        "tokens period interval limit window cost now max_wait name request key costs max_keys calendar"
     ).split()
 }
+PYTHON_ARGUMENT["state"] = "data"  # encoded state is `restore(data)` in Python
 
 NS_PER_SEC = 1_000_000_000
 FLOAT_EXACT_NS = 2**52  # below this, ns / 1e9 rounds back to ns exactly
@@ -68,8 +76,23 @@ def bandwidth_args(config: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
-def build(scenario: dict[str, Any]) -> Limiter:
+# What a scenario builds: a limiter, a keyed store or a policy.
+Subject = Union[Limiter, ratekeeper.KeyedLimiter, ratekeeper.Policy]
+
+
+def build(scenario: dict[str, Any]) -> Subject:
     config, algorithm = scenario["config"], scenario["algorithm"]
+    if algorithm == "keyed":
+        return ratekeeper.KeyedLimiter(build_limiter(config["algorithm"], config["config"]))
+    if algorithm == "policy":
+        policy = ratekeeper.Policy()
+        for limit in config["limits"]:
+            policy.add(limit["name"], build_limiter(limit["algorithm"], limit["config"]), by=limit["by"])
+        return policy
+    return build_limiter(algorithm, config)
+
+
+def build_limiter(algorithm: str, config: dict[str, Any]) -> Limiter:
     if algorithm == "token_bucket":
         if "bandwidths" in config:
             bands = [ratekeeper.Bandwidth(*a, **k) for a, k in map(bandwidth_args, config["bandwidths"])]
@@ -87,6 +110,10 @@ def build(scenario: dict[str, Any]) -> Limiter:
         "sliding_window_counter": ratekeeper.SlidingWindowCounter,
         "fixed_window": ratekeeper.FixedWindow,
     }
+    if "calendar" in config:  # UTC calendar windows; `now` is then Unix-epoch time
+        calendar_class: Any = windows[algorithm]
+        calendar_limiter: Limiter = calendar_class.with_calendar(config["limit"], config["calendar"])
+        return calendar_limiter
     if algorithm in windows:
         window_class: Any = windows[algorithm]
         limiter: Limiter = window_class(config["limit"], seconds(config["window_ns"]))
@@ -105,7 +132,9 @@ def check_error(error: ratekeeper.RateLimitError, expected: dict[str, str], wher
 
 
 def decision_json(decision: ratekeeper.Decision, expected: dict[str, Any]) -> dict[str, Any]:
-    """The decision in the vectors' terms; durations as floats match ``ns / 1e9`` exactly."""
+    """The decision in the vectors' terms; durations as floats match ``ns / 1e9`` exactly.
+
+    A policy's decision also has ``denied_by`` and ``limits`` (each limit's decision)."""
     assert bool(decision) is decision.allowed
     got: dict[str, Any] = {
         "allowed": decision.allowed,
@@ -116,19 +145,31 @@ def decision_json(decision: ratekeeper.Decision, expected: dict[str, Any]) -> di
         value = getattr(decision, name)
         want = expected.get(f"{name}_ns")
         got[f"{name}_ns"] = want if isinstance(want, int) and value == want / 1e9 else value
+    if isinstance(decision, ratekeeper.PolicyDecision):
+        got["denied_by"] = decision.denied_by
+        wanted = expected.get("limits", [])
+        got["limits"] = [
+            decision_json(own, wanted[i] if i < len(wanted) else {})
+            for i, (_, own) in enumerate(decision.limits)
+        ]
     return got
 
 
-def apply(limiter: Limiter, step: dict[str, Any]) -> dict[str, Any]:
-    """Runs one step; returns what to compare with ``step["expect"]``."""
+def apply(subject: Subject, step: dict[str, Any]) -> dict[str, Any]:
+    """Runs one step; returns what to compare with ``step["expect"]``.
+
+    A keyed store's step names its ``key``, a policy's its ``request``: the
+    argument each takes before the limiter's."""
     op, cost, now = step.get("op", "acquire"), step["cost"], seconds(step["now_ns"])
     expect = step.get("expect", {})
+    limiter: Any = subject
+    target = [step[name] for name in ("key", "request") if name in step]
     if op == "acquire":
-        return decision_json(limiter.try_acquire(cost, now=now), expect)
+        return decision_json(limiter.try_acquire(*target, cost, now=now), expect)
     if op == "peek":
-        return decision_json(limiter.peek(cost, now=now), expect)
+        return decision_json(limiter.peek(*target, cost, now=now), expect)
     if op == "reserve":
-        reservation = limiter.reserve(cost, max_wait=seconds(step["max_wait_ns"]), now=now)
+        reservation = limiter.reserve(*target, cost, max_wait=seconds(step["max_wait_ns"]), now=now)
         assert reservation.cost == cost
         if reservation.ok:
             assert reservation.decision is None
@@ -138,9 +179,25 @@ def apply(limiter: Limiter, step: dict[str, Any]) -> dict[str, Any]:
         assert reservation.decision is not None
         return {"denied": decision_json(reservation.decision, expect.get("denied", {}))}
     if op == "refund":
-        limiter.refund(cost, taken_at=now)
+        limiter.refund(*target, cost, taken_at=now)
         return {}
     raise AssertionError(f"unknown op {op!r}")
+
+
+def check_state(limiter: Limiter, scenario: dict[str, Any]) -> None:
+    """The state after the steps is exactly the expected bytes; they restore into
+    a fresh limiter, and every broken variant is refused with its code."""
+    expected = bytes.fromhex(scenario["state"])
+    assert limiter.to_bytes() == expected, f"state {limiter.to_bytes().hex()}"
+    fresh = build_limiter(scenario["algorithm"], scenario["config"])
+    fresh.restore(expected)
+    assert fresh.to_bytes() == expected
+    assert fresh.peek(0, now=0) == limiter.peek(0, now=0)  # as of the latest time seen
+    for case in scenario["restore"]:
+        with pytest.raises(ratekeeper.RateLimitError) as raised:
+            fresh.restore(bytes.fromhex(case["bytes"]))
+        check_error(raised.value, {"code": case["expect_error"], "argument": "state"}, f"restore {case}")
+        assert fresh.to_bytes() == expected  # unchanged
 
 
 def run_scenario(scenario: dict[str, Any]) -> None:
@@ -150,7 +207,7 @@ def run_scenario(scenario: dict[str, Any]) -> None:
         check_error(raised.value, scenario["expect_error"], "construction")
         return
     limiter = build(scenario)
-    assert scenario["steps"], "a scenario without an error has steps"
+    assert scenario["steps"] or "state" in scenario, "a scenario without an error has steps"
     for number, step in enumerate(scenario["steps"]):
         where = f"step {number} {step}"
         if "expect_error" in step:
@@ -160,6 +217,9 @@ def run_scenario(scenario: dict[str, Any]) -> None:
             continue
         got = apply(limiter, step)
         assert got == step["expect"], f"{where}: got {got}"
+    if "state" in scenario:
+        assert isinstance(limiter, Limiter)
+        check_state(limiter, scenario)
 
 
 @pytest.mark.parametrize("directory", DIRECTORIES, ids=lambda d: d.name)
@@ -190,6 +250,13 @@ def test_every_scenario_passes_and_all_ran(directory: Path) -> None:
     assert ran == expected_total
     if directory.name == "core-only":
         assert ops == {"acquire", "peek", "reserve", "refund"}
+
+
+def test_keyed_and_policy_vectors_are_run() -> None:
+    """The core-only folder holds keyed stores and policies, and this runner runs them."""
+    scenarios = [scenario for _, scenario in load_scenarios(VECTORS / "core-only")]
+    assert {"keyed", "policy"} <= {scenario["algorithm"] for scenario in scenarios}
+    assert any("state" in scenario for scenario in scenarios)
 
 
 @pytest.mark.parametrize(

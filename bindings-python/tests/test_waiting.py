@@ -17,15 +17,6 @@ from limiters import ALL, FakeClock, Make
 from ratekeeper import Acquiring, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
 
 
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    """A fake clock that time.sleep and asyncio.sleep advance."""
-    fake = FakeClock(50.0)
-    monkeypatch.setattr(time, "sleep", fake.sleep)
-    monkeypatch.setattr(asyncio, "sleep", fake.async_sleep)
-    return fake
-
-
 # --- acquire on a fake clock ----------------------------------------------
 
 
@@ -217,7 +208,7 @@ def test_acquiring_as_context_managers(clock: FakeClock) -> None:
     bucket = TokenBucket(1, 1, 2, clock=clock)
     guard = bucket.acquiring(1)
     assert isinstance(guard, Acquiring)
-    assert repr(guard) == "TokenBucket(capacity=1, refill_tokens=1, refill_period=2.0).acquiring(cost=1, timeout=None)"
+    assert repr(guard) == "TokenBucket(capacity=1, refill_tokens=1, refill_period=2.0).acquiring(1, timeout=None)"
     with guard:
         pass
     with bucket.acquiring():

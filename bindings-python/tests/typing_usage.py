@@ -15,8 +15,11 @@ from ratekeeper import (
     Decision,
     FixedWindow,
     Gcra,
+    KeyedLimiter,
     LeakyBucket,
     Limiter,
+    Policy,
+    PolicyDecision,
     RateLimited,
     RateLimitError,
     RateLimitTypeError,
@@ -25,7 +28,7 @@ from ratekeeper import (
     SlidingWindowLog,
     TokenBucket,
 )
-from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
 
 if sys.version_info >= (3, 11):
     from typing import assert_type
@@ -121,9 +124,106 @@ def middleware() -> RateLimitMiddleware:
         user = scope.get("user")
         return None if user is None else str(user)
 
+    def fields(scope: Scope) -> dict[str, str | bytes | int]:
+        return {**request_fields(scope), "tenant": 7}
+
     assert_type(client_host({"type": "http"}), str)
     RateLimitMiddleware(app, FixedWindow(100, 60))
-    return RateLimitMiddleware(app, lambda: TokenBucket(10, 1, 1), key=by_user, cost=2)
+    policy = Policy()
+    policy.add("per-client", TokenBucket(10, 1, 1), by=["client"])
+    RateLimitMiddleware(app, policy, key=fields)
+    return RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), key=by_user, cost=2)
+
+
+def keyed(clock: Callable[[], float]) -> None:
+    store = KeyedLimiter(Gcra(2, 0.5, clock=clock), max_keys=1000, eviction="refuse")
+    assert_type(store.try_acquire("user:1"), Decision)
+    assert_type(store.peek(b"user:1", 2, now=0), Decision)
+    assert_type(store.try_acquire_batch(42, [1, 1], now=0), list[Decision])
+    reservation = store.reserve("user:1", max_wait=1.0, now=0)
+    assert_type(reservation, Reservation)
+    reservation.cancel()
+    store.refund("user:1", 1, taken_at=0)
+    store.acquire("user:2", 0, timeout=0)
+    with store.acquiring("user:3", 0):
+        pass
+    assert_type(store.headers(store.peek("user:1", 0)), dict[str, str])
+    store.reclaim(now=10)
+    assert_type(len(store), int)
+    assert_type(store.max_keys, Optional[int])
+    assert_type(store.eviction, Literal["nearest_fresh", "refuse"])
+    assert_type(store.limiter, Limiter)
+    assert_type(store.limit, int)
+    assert_type(store.window, float)
+
+
+def policies(clock: Callable[[], float]) -> None:
+    policy = Policy(clock=clock)
+    policy.add("per-user", Gcra(2, 0.5), by=["user"])
+    policy.add("per-route", KeyedLimiter(FixedWindow(10, 60), max_keys=100), by=("user", "route"))
+    policy.add("global", SlidingWindowLog(100, 60))
+    decision = policy.try_acquire({"user": 42, "route": "/a"}, now=0)
+    assert_type(decision, PolicyDecision)
+    assert_type(decision.denied_by, Optional[str])
+    assert_type(decision.limits, list[tuple[str, Decision]])
+    assert_type(decision.allowed, bool)
+    assert_type(policy.headers(decision), dict[str, str])
+    assert_type(policy.peek({"user": b"1", "route": "/a"}), PolicyDecision)
+    reservation = policy.reserve({"user": "1", "route": "/a"}, max_wait=0.5)
+    reservation.cancel()
+    policy.refund({"user": "1", "route": "/a"}, 1)
+    policy.acquire({"user": "2", "route": "/a"}, 0, timeout=0)
+    assert_type(policy.names, tuple[str, ...])
+    assert_type(policy.keyed_by("per-user"), tuple[str, ...])
+    policy.reclaim()
+    empty = Policy()
+    assert empty.try_acquire()
+
+
+def from_text() -> list[Policy]:
+    daily = FixedWindow.with_calendar(1000, "day", name="daily")
+    assert_type(daily.calendar, Optional[Literal["day", "week", "month"]])
+    monthly = SlidingWindowCounter.with_calendar(10, "month")
+    assert_type(monthly, SlidingWindowCounter)
+
+    @ratekeeper.limit("5/second", algorithm="gcra", wait=False)
+    def limited() -> int:
+        return 1
+
+    assert_type(limited(), int)
+    return [
+        Policy.from_rates("10/second;100/day", algorithm="gcra", by=["user"]),
+        Policy.from_config({"limits": [{"name": "api", "rate": "10/second", "by": ["user"]}]}),
+        Policy.from_config('{"limits": []}'),
+        Policy("10/second", by=("user",)),
+    ]
+
+
+def decorators(clock: Callable[[], float]) -> None:
+    @ratekeeper.limit(TokenBucket(5, 5, 1, clock=clock), wait=True, timeout=1.0)
+    def fetch(url: str) -> bytes:
+        return url.encode()
+
+    @ratekeeper.limit(FixedWindow(5, 1, clock=clock), wait=False)
+    async def afetch(url: str) -> bytes:
+        return url.encode()
+
+    assert_type(fetch("a"), bytes)
+    assert asyncio.run(afetch("b")) == b"b"
+
+
+def state() -> None:
+    gcra = Gcra(3, 0.1)
+    gcra.try_acquire(now=0)
+    data = gcra.to_bytes()
+    assert_type(data, bytes)
+    copy = Gcra.from_bytes(data, 3, 0.1)
+    assert_type(copy, Gcra)
+    copy.restore(bytearray(data))
+    try:
+        copy.restore(b"rk")
+    except RateLimitError as error:
+        assert error.code == "state_truncated"
 
 
 def main() -> None:
@@ -136,7 +236,12 @@ def main() -> None:
     assert admit(limiters[-1], 2, now=0.5)
     decisions: set[Decision] = {limiters[0].try_acquire(now=0), limiters[1].peek(0)}
     assert decisions
-    assert middleware().limiters == {}
+    assert isinstance(middleware().limiter, KeyedLimiter)
+    keyed(lambda: now[0])
+    policies(lambda: now[0])
+    decorators(lambda: now[0])
+    state()
+    assert len(from_text()) == 4
     try:
         limiters[0].try_acquire(100, now=0)
     except RateLimitTypeError as error:

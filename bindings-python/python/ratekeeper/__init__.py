@@ -13,8 +13,15 @@ True
 Algorithms: ``TokenBucket`` (with ``Bandwidth``), ``Gcra``, ``LeakyBucket``,
 ``SlidingWindowLog``, ``SlidingWindowCounter``, ``FixedWindow``, all
 ``Limiter``s with the same methods: ``try_acquire``, ``peek``, ``reserve``,
-``refund``, ``reconfigure``, ``headers``, and the waiting ``acquire``,
-``acquire_async`` and ``acquiring`` (context manager and decorator).
+``refund``, ``reconfigure``, ``headers``, the waiting ``acquire``,
+``acquire_async`` and ``acquiring`` (context manager and decorator), and
+portable state (``to_bytes``, ``restore``, ``from_bytes``, pickling).
+
+``KeyedLimiter`` keeps one limiter per key (``str``, ``bytes`` or ``int``);
+``Policy`` decides several limits, each keyed by fields of the request, all
+or nothing, answering ``PolicyDecision``s. Both take the key or request
+first and otherwise answer the same methods. ``ratekeeper.limit`` is a
+decorator for sync and async functions.
 
 Durations and ``now`` are seconds (int or float; Decimal or Fraction for
 exact values); ``now`` defaults to the limiter's clock, ``time.monotonic()``.
@@ -28,15 +35,18 @@ from ratekeeper._ratekeeper import (
     Decision,
     FixedWindow,
     Gcra,
+    KeyedLimiter,
     LeakyBucket,
     Limiter,
+    Policy,
+    PolicyDecision,
     Reservation,
     SlidingWindowCounter,
     SlidingWindowLog,
     TokenBucket,
     __version__,
 )
-from ratekeeper._wait import Acquiring
+from ratekeeper._wait import Acquiring, limit
 
 __all__ = [
     "Acquiring",
@@ -44,8 +54,11 @@ __all__ = [
     "Decision",
     "FixedWindow",
     "Gcra",
+    "KeyedLimiter",
     "LeakyBucket",
     "Limiter",
+    "Policy",
+    "PolicyDecision",
     "RateLimitError",
     "RateLimitTypeError",
     "RateLimited",
@@ -54,4 +67,5 @@ __all__ = [
     "SlidingWindowLog",
     "TokenBucket",
     "__version__",
+    "limit",
 ]

@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 from fractions import Fraction
-from typing import Callable, Iterable, Literal, Optional, Union, final
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union, final
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
@@ -13,8 +13,11 @@ __all__ = [
     "Decision",
     "FixedWindow",
     "Gcra",
+    "KeyedLimiter",
     "LeakyBucket",
     "Limiter",
+    "Policy",
+    "PolicyDecision",
     "Reservation",
     "SlidingWindowCounter",
     "SlidingWindowLog",
@@ -28,10 +31,19 @@ __version__: str
 _Seconds: TypeAlias = Union[float, Decimal, Fraction]
 _Clock: TypeAlias = Callable[[], _Seconds]
 _Refill: TypeAlias = Literal["greedy", "interval"]
+# Keys of a KeyedLimiter and values of a policy's request: an int is its decimal string.
+_Key: TypeAlias = Union[str, bytes, int]
+_Request: TypeAlias = Optional[Mapping[str, _Key]]
+_Eviction: TypeAlias = Literal["nearest_fresh", "refuse"]
+_Data: TypeAlias = Union[bytes, bytearray, memoryview]
+_Calendar: TypeAlias = Literal["day", "week", "month"]
+_Algorithm: TypeAlias = Literal[
+    "token_bucket", "gcra", "leaky_bucket", "sliding_window_log", "sliding_window_counter", "fixed_window"
+]
 
-@final
+@disjoint_base
 class Decision:
-    """The outcome of one request against a limiter."""
+    """The outcome of one request."""
 
     @property
     def allowed(self) -> bool:
@@ -60,6 +72,18 @@ class Decision:
     def __eq__(self, value: object, /) -> bool: ...
     def __ne__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+@final
+class PolicyDecision(Decision):
+    """The outcome of one request against a ``Policy``."""
+
+    @property
+    def denied_by(self) -> Optional[str]:
+        """The name of the limit that denied, or ``None`` when allowed."""
+
+    @property
+    def limits(self) -> list[tuple[str, Decision]]:
+        """Every limit's own decision, as ``(name, Decision)``, in the policy's order."""
 
 @final
 class Reservation:
@@ -120,10 +144,22 @@ class Limiter:
     def acquiring(self, cost: int = 1, timeout: Optional[_Seconds] = None) -> Acquiring:
         """``acquire`` as a context manager and decorator, for sync and async code."""
 
-    def _book(self, cost: int, timeout: Optional[_Seconds] = None) -> Reservation: ...
+    def _book(self, cost: int = 1, timeout: Optional[_Seconds] = None) -> Reservation: ...
     def _noop(self, cost: object = None, now: object = None) -> None: ...
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, as a dict."""
+
+    def to_bytes(self) -> bytes:
+        """The limiter's state as bytes, for ``restore`` and ``from_bytes``."""
+
+    def restore(self, data: _Data) -> None:
+        """Replace this limiter's state with the one ``data`` holds."""
+
+    @classmethod
+    def from_bytes(cls, data: _Data, *args: Any, **kwargs: Any) -> Self:
+        """A limiter made by ``cls(*args, **kwargs)``, holding the state ``data``."""
+
+    def __reduce__(self) -> tuple[Any, ...]: ...
 
     @property
     def limit(self) -> int:
@@ -174,6 +210,7 @@ class Bandwidth:
     def refill(self) -> _Refill:
         """``"greedy"`` or ``"interval"``."""
 
+    def __reduce__(self) -> tuple[Any, ...]: ...
     def __eq__(self, value: object, /) -> bool: ...
     def __ne__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
@@ -284,6 +321,15 @@ class SlidingWindowCounter(Limiter):
     def __new__(
         cls, limit: int, window: _Seconds, *, name: str = "default", clock: Optional[_Clock] = None
     ) -> SlidingWindowCounter: ...
+    @staticmethod
+    def with_calendar(
+        limit: int, calendar: _Calendar, *, name: str = "default", clock: Optional[_Clock] = None
+    ) -> SlidingWindowCounter:
+        """Windows of the UTC calendar: at most ``limit`` units each day, ISO week or month."""
+
+    @property
+    def calendar(self) -> Optional[_Calendar]:
+        """The calendar of the windows, or ``None``."""
 
 @final
 class FixedWindow(Limiter):
@@ -292,3 +338,148 @@ class FixedWindow(Limiter):
     def __new__(
         cls, limit: int, window: _Seconds, *, name: str = "default", clock: Optional[_Clock] = None
     ) -> FixedWindow: ...
+    @staticmethod
+    def with_calendar(
+        limit: int, calendar: _Calendar, *, name: str = "default", clock: Optional[_Clock] = None
+    ) -> FixedWindow:
+        """Windows of the UTC calendar: at most ``limit`` units each day, ISO week or month."""
+
+    @property
+    def calendar(self) -> Optional[_Calendar]:
+        """The calendar of the windows, or ``None``."""
+
+@final
+class KeyedLimiter:
+    """One limiter per key, all configured like ``limiter``, in one store."""
+
+    def __new__(
+        cls, limiter: Limiter, *, max_keys: Optional[int] = None, eviction: _Eviction = "nearest_fresh"
+    ) -> KeyedLimiter: ...
+    def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> Decision:
+        """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
+
+    def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> Decision:
+        """The Decision ``try_acquire`` would give, consuming nothing."""
+
+    def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: _Seconds = ..., now: Optional[_Seconds] = None
+    ) -> Reservation:
+        """Book ``cost`` units of ``key``'s limiter for the earliest slot they fit."""
+
+    def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used."""
+
+    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key``'s limiter are ours; raise ``RateLimited`` past ``timeout``."""
+
+    async def acquire_async(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """``acquire`` for asyncio."""
+
+    def acquiring(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> Acquiring:
+        """``acquire`` as a context manager and decorator, for sync and async code."""
+
+    def _book(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> Reservation: ...
+    def _noop(self, key: object = None, cost: object = None, now: object = None) -> None: ...
+    def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[Decision]:
+        """Decide each of ``costs`` for ``key``, in order, with one lookup."""
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, as a dict."""
+
+    def reclaim(self, now: Optional[_Seconds] = None) -> None:
+        """Drop every key back to fresh at ``now``."""
+
+    def __len__(self) -> int: ...
+    @property
+    def limit(self) -> int:
+        """The most units a key admits at once."""
+
+    @property
+    def window(self) -> float:
+        """Seconds over which a key's ``limit`` units are granted."""
+
+    @property
+    def algorithm(self) -> str:
+        """Every key's algorithm, e.g. ``"gcra"``."""
+
+    @property
+    def name(self) -> str:
+        """The store's name, as its RateLimit headers spell it."""
+
+    @property
+    def max_keys(self) -> Optional[int]:
+        """The most keys the store holds, or ``None``."""
+
+    @property
+    def eviction(self) -> _Eviction:
+        """What happens at ``max_keys``."""
+
+    @property
+    def limiter(self) -> Limiter:
+        """A fresh limiter of every key's configuration."""
+
+@final
+class Policy:
+    """Several limits, each keyed by fields of the request (or global), decided together."""
+
+    def __new__(
+        cls,
+        config: Union[None, str, Mapping[str, Any]] = None,
+        *,
+        algorithm: Optional[_Algorithm] = None,
+        by: Optional[Iterable[str]] = None,
+        clock: Optional[_Clock] = None,
+    ) -> Policy: ...
+    @staticmethod
+    def from_rates(
+        rates: str, *, algorithm: _Algorithm = "token_bucket", by: Iterable[str] = (), clock: Optional[_Clock] = None
+    ) -> Policy:
+        """A policy of one limit per rate of ``rates`` (``"10/second;100/day"``)."""
+
+    @staticmethod
+    def from_config(config: Union[str, Mapping[str, Any]], *, clock: Optional[_Clock] = None) -> Policy:
+        """A policy from a configuration: a dict ``{"limits": [...]}`` or its JSON."""
+
+    def add(self, name: str, limiter: Union[Limiter, KeyedLimiter], *, by: Optional[Iterable[str]] = None) -> None:
+        """Add a limit called ``name``, keyed by the request fields ``by``."""
+
+    def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> PolicyDecision:
+        """Take ``cost`` units from every limit if each has them, and say what happened."""
+
+    def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> PolicyDecision:
+        """The PolicyDecision ``try_acquire`` would give, consuming nothing."""
+
+    def reserve(
+        self, request: _Request = None, cost: int = 1, *, max_wait: _Seconds = ..., now: Optional[_Seconds] = None
+    ) -> Reservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit."""
+
+    def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
+
+    def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+
+    async def acquire_async(
+        self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None
+    ) -> None:
+        """``acquire`` for asyncio."""
+
+    def acquiring(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> Acquiring:
+        """``acquire`` as a context manager and decorator, for sync and async code."""
+
+    def _book(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> Reservation: ...
+    def _noop(self, request: object = None, cost: object = None, now: object = None) -> None: ...
+    def headers(self, decision: PolicyDecision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, every limit listed."""
+
+    def reclaim(self, now: Optional[_Seconds] = None) -> None:
+        """Drop the keys of every limit that are back to fresh at ``now``."""
+
+    def keyed_by(self, name: str) -> tuple[str, ...]:
+        """The fields limit ``name`` is keyed by."""
+
+    def __len__(self) -> int: ...
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The limits' names, in order."""

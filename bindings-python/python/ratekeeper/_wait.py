@@ -1,7 +1,11 @@
-"""Waiting on asyncio, and the context manager / decorator form of ``acquire``.
+"""Waiting on asyncio, the context manager / decorator form of ``acquire``,
+and the ``ratekeeper.limit`` decorator.
 
-The native limiter's ``acquire_async`` and ``acquiring`` methods call into
-this module, since a coroutine and ``async with`` are Python's own.
+The native classes' ``acquire_async`` and ``acquiring`` methods call into
+this module, since a coroutine and ``async with`` are Python's own. A
+*subject* is whatever decides: a limiter, a ``KeyedLimiter`` or a
+``Policy``; its *arguments* are what its ``acquire`` takes before
+``timeout``: ``(cost,)``, ``(key, cost)`` or ``(request, cost)``.
 """
 
 from __future__ import annotations
@@ -9,26 +13,28 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
 
-    from ratekeeper._ratekeeper import Limiter
+    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Algorithm, _Seconds
 
     _P = ParamSpec("_P")
+    _Subject = Union[Limiter, KeyedLimiter, Policy]
 
 _R = TypeVar("_R")
 
 
-async def acquire_async(limiter: Limiter, cost: int, timeout: Optional[float]) -> None:
+async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
     """Book like ``acquire``, then sleep until the slot on the event loop.
 
     Booking happens when the coroutine first runs, so a coroutine that is
     never awaited books nothing. Any exception during the sleep (above all
     ``asyncio.CancelledError``) gives the booking back before propagating.
     """
-    reservation = limiter._book(cost, timeout)
+    booker: Any = subject  # its arguments vary by class
+    reservation = booker._book(*args, timeout)
     if reservation.wait > 0:
         try:
             # Looked up on every call, so that a test may replace asyncio.sleep.
@@ -39,34 +45,36 @@ async def acquire_async(limiter: Limiter, cost: int, timeout: Optional[float]) -
 
 
 class Acquiring:
-    """``limiter.acquire(cost, timeout)`` as a context manager and decorator.
+    """``acquire(..., timeout)`` as a context manager and decorator.
 
-    Made by ``limiter.acquiring(cost, timeout)``. ``with`` and ``async with``
+    Made by ``x.acquiring(...)`` for a limiter, a ``KeyedLimiter`` or a
+    ``Policy`` ``x``, or by ``ratekeeper.limit``. ``with`` and ``async with``
     acquire before the block (``acquire`` / ``acquire_async``); leaving the
     block gives nothing back. Used as a decorator, it acquires before every
     call: with ``acquire_async`` for a coroutine function, ``acquire``
     otherwise. ``timeout=0`` never waits: ``RateLimited`` is raised at once
-    when the limiter says no.
+    when the answer is no.
     """
 
-    __slots__ = ("_cost", "_limiter", "_timeout")
+    __slots__ = ("_args", "_subject", "_timeout")
 
-    def __init__(self, limiter: Limiter, cost: int, timeout: Optional[float]) -> None:
-        self._limiter = limiter
-        self._cost = cost
+    def __init__(self, subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
+        self._subject: Any = subject  # its arguments vary by class
+        self._args = args
         self._timeout = timeout
 
     def __repr__(self) -> str:
-        return f"{self._limiter!r}.acquiring(cost={self._cost!r}, timeout={self._timeout!r})"
+        args = ", ".join(map(repr, self._args))
+        return f"{self._subject!r}.acquiring({args}, timeout={self._timeout!r})"
 
     def __enter__(self) -> None:
-        self._limiter.acquire(self._cost, self._timeout)
+        self._subject.acquire(*self._args, self._timeout)
 
     def __exit__(self, *exc_info: object) -> None:
         return None
 
     async def __aenter__(self) -> None:
-        await self._limiter.acquire_async(self._cost, self._timeout)
+        await self._subject.acquire_async(*self._args, self._timeout)
 
     async def __aexit__(self, *exc_info: object) -> None:
         return None
@@ -85,3 +93,40 @@ class Acquiring:
         wrapper = acquire_then_await if inspect.iscoroutinefunction(func) else acquire_then_call
         return functools.wraps(func)(wrapper)
 
+
+def limit(
+    rates: Union[str, Limiter, Policy],
+    *,
+    algorithm: _Algorithm = "token_bucket",
+    wait: bool = True,
+    timeout: Optional[_Seconds] = None,
+    cost: int = 1,
+) -> Acquiring:
+    """A decorator limiting how often the decorated function runs.
+
+    ``@ratekeeper.limit("5/second")`` admits calls at that rate, across every
+    caller (thread or task) of the function: ``rates`` is a rate string
+    (``"10/second;100/day"``: every rate at once, ``Policy.from_rates`` with
+    ``algorithm``), or a limiter or ``Policy`` already built. Works on sync
+    and async functions (``async def``: waits with ``asyncio.sleep``).
+
+    ``wait=True`` (default) makes a call wait for its slot, and raise
+    ``RateLimited`` when that would take longer than ``timeout`` seconds
+    (default ``None``: no bound); ``wait=False`` raises ``RateLimited`` at
+    once instead of waiting. Each call costs ``cost`` units. The result is
+    also a context manager (``with ratekeeper.limit(...):``).
+    """
+    from ratekeeper._ratekeeper import Limiter, Policy
+
+    if not wait and timeout is not None:
+        raise TypeError("`timeout` applies only with wait=True")
+    subject: Union[Limiter, Policy]
+    if isinstance(rates, (Limiter, Policy)):
+        subject = rates
+    elif isinstance(rates, str):
+        subject = Policy.from_rates(rates, algorithm=algorithm)
+    else:
+        raise TypeError(f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}")
+    if isinstance(subject, Policy):
+        return subject.acquiring(None, cost, timeout if wait else 0)
+    return subject.acquiring(cost, timeout if wait else 0)

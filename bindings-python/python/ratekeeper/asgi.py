@@ -3,12 +3,12 @@
 Example, with Starlette (FastAPI is the same)::
 
     from starlette.applications import Starlette
-    from ratekeeper import TokenBucket
+    from ratekeeper import KeyedLimiter, TokenBucket
     from ratekeeper.asgi import RateLimitMiddleware
 
     app = Starlette(routes=...)
     # Each client address: bursts of 10, then 1 request per second.
-    app.add_middleware(RateLimitMiddleware, limiter=lambda: TokenBucket(10, 1, 1.0))
+    app.add_middleware(RateLimitMiddleware, limiter=KeyedLimiter(TokenBucket(10, 1, 1.0)))
 
 Works with any ASGI 3 application; ``RateLimitMiddleware(app, ...)`` wraps one
 directly.
@@ -16,24 +16,26 @@ directly.
 
 from __future__ import annotations
 
-import types
-from typing import Any, Awaitable, Callable, Hashable, Mapping, MutableMapping, Optional, Union
+from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
 
-from ratekeeper._ratekeeper import Limiter
+from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
 
-__all__ = ["RateLimitMiddleware", "client_host"]
+__all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+Key = Union[str, bytes, int]
+Fields = Mapping[str, Key]
 
 _BODY = b"Too Many Requests"
 
 
 def client_host(scope: Scope) -> str:
-    """The default key: the client's address from the ASGI scope ("" if the server gives none).
+    """The default key of a ``KeyedLimiter``: the client's address from the ASGI
+    scope ("" if the server gives none).
 
     Behind a proxy every request comes from the proxy: pass a ``key`` that
     reads the forwarded address, an API key or a user id instead.
@@ -42,83 +44,86 @@ def client_host(scope: Scope) -> str:
     return str(client[0]) if client else ""
 
 
+def request_fields(scope: Scope) -> dict[str, Key]:
+    """The default request of a ``Policy``: the fields ``client`` (as
+    ``client_host``), ``method`` and ``path`` of the ASGI scope.
+
+    A policy's limits are keyed by some of them: ``by=["client"]`` per
+    client, ``by=["client", "path"]`` per client and route, none for a
+    limit on the whole app.
+    """
+    return {"client": client_host(scope), "method": scope.get("method", ""), "path": scope.get("path", "")}
+
+
 class RateLimitMiddleware:
-    """Rate-limit the HTTP requests of an ASGI app, one limiter per key.
+    """Rate-limit the HTTP requests of an ASGI app.
 
-    ``limiter`` is either a ratekeeper limiter, which every request shares,
-    or a factory: a callable taking no argument and returning a new limiter,
-    called once for each distinct key. ``key(scope)`` maps a request's ASGI
-    scope to its key (default: ``client_host``, the client's address); a key
-    of ``None`` lets the request through unlimited (health checks, say).
-    Each request costs ``cost`` units, decided by ``try_acquire`` without
-    waiting.
+    ``limiter`` decides each request, with ``try_acquire`` (no waiting) at a
+    cost of ``cost`` units:
 
-    A denied request is answered ``429 Too Many Requests`` with the
-    ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers, and the
-    app never sees it. An allowed response gets ``RateLimit-Policy`` and
-    ``RateLimit``. Lifespan and WebSocket scopes pass through untouched.
+    - a ``KeyedLimiter``: one limiter per key; ``key(scope)`` maps a
+      request's ASGI scope to its key (``str``, ``bytes`` or ``int``;
+      default ``client_host``, the client's address);
+    - a ``Policy``: ``key(scope)`` maps the scope to the request's fields,
+      a mapping (default ``request_fields``: ``client``, ``method`` and
+      ``path``), and every limit of the policy must allow the request;
+    - a limiter: one limiter for every request (then ``key`` is not taken).
 
-    The limiters live in a plain dict that keeps every key it has seen
-    (``limiters``): fine for a bounded set of keys (API keys, tenants). The
-    core's keyed store, with expiry, will replace it in a later release.
+    A ``key`` that returns ``None`` lets the request through unlimited
+    (health checks, say). A denied request is answered ``429 Too Many
+    Requests`` with the ``RateLimit-Policy``, ``RateLimit`` and
+    ``Retry-After`` headers (a policy lists every limit), and the app never
+    sees it. An allowed response gets ``RateLimit-Policy`` and ``RateLimit``.
+    Lifespan and WebSocket scopes pass through untouched.
     """
 
     def __init__(
         self,
         app: ASGIApp,
-        limiter: Union[Limiter, Callable[[], Limiter]],
+        limiter: Union[KeyedLimiter, Policy, Limiter],
         *,
-        key: Optional[Callable[[Scope], Optional[Hashable]]] = None,
+        key: Optional[Callable[[Scope], Any]] = None,
         cost: int = 1,
     ) -> None:
         self.app = app
+        self.limiter = limiter
         self._cost = cost
-        self._limiters: dict[Hashable, Limiter] = {}
-        self._shared: Optional[Limiter] = None
-        self._factory: Optional[Callable[[], Limiter]] = None
         if isinstance(limiter, Limiter):
             if key is not None:
                 raise TypeError(
-                    "`key` needs `limiter` to be a factory (a callable returning a new "
-                    "limiter per key), not one limiter that every request would share"
+                    "`key` needs `limiter` to be a KeyedLimiter or a Policy, not one limiter "
+                    "that every request shares: pass KeyedLimiter(limiter) for one per key"
                 )
-            self._shared = limiter
-        elif callable(limiter):
-            self._factory = limiter
+        elif isinstance(limiter, KeyedLimiter):
+            key = key or client_host
+        elif isinstance(limiter, Policy):
+            key = key or request_fields
         else:
-            raise TypeError("`limiter` must be a ratekeeper limiter or a callable returning one")
-        self._key = key or client_host
+            raise TypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter")
+        self._key: Optional[Callable[[Scope], Any]] = key
 
-    @property
-    def limiters(self) -> Mapping[Hashable, Limiter]:
-        """The limiters made by the factory so far, by key (read-only)."""
-        return types.MappingProxyType(self._limiters)
-
-    def limiter_for(self, scope: Scope) -> Optional[Limiter]:
-        """The limiter deciding a request, or ``None`` when it goes unlimited."""
-        if self._shared is not None:
-            return self._shared
+    def decide(self, scope: Scope) -> Optional[Decision]:
+        """Decide the request of ``scope``: its Decision (a PolicyDecision for
+        a policy), or ``None`` when ``key`` lets it through unlimited."""
+        limiter = self.limiter
+        if isinstance(limiter, Limiter):
+            return limiter.try_acquire(self._cost)
+        assert self._key is not None
         key = self._key(scope)
         if key is None:
             return None
-        limiter = self._limiters.get(key)
-        if limiter is None:
-            assert self._factory is not None
-            limiter = self._factory()
-            if not isinstance(limiter, Limiter):
-                raise TypeError(f"the limiter factory returned {limiter!r}, not a ratekeeper limiter")
-            self._limiters[key] = limiter
-        return limiter
+        if isinstance(limiter, KeyedLimiter):
+            return limiter.try_acquire(key, self._cost)
+        return limiter.try_acquire(key, self._cost)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limiter = self.limiter_for(scope) if scope["type"] == "http" else None
-        if limiter is None:
+        decision = self.decide(scope) if scope["type"] == "http" else None
+        if decision is None:
             await self.app(scope, receive, send)
             return
-        decision = limiter.try_acquire(self._cost)
         headers = [
             (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in limiter.headers(decision).items()
+            for name, value in decision.headers().items()
         ]
         if not decision:
             headers += [

@@ -1,0 +1,257 @@
+//! `ratekeeper.KeyedLimiter`: one limiter per key on the core's `AnyKeyed`.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use ratekeeper::{AnyKeyed, Decision, Error, Eviction, Nanos};
+
+use crate::algorithms;
+use crate::convert::{self, Key};
+use crate::decision::{named_headers, Issuer};
+use crate::errors::to_py;
+use crate::shared::{self, limiter_methods, Core, Shared, Subject};
+
+/// One limiter per key, all configured like ``limiter``, in one store.
+///
+/// ``KeyedLimiter(limiter, *, max_keys=None, eviction="nearest_fresh")``:
+/// ``limiter`` is any ratekeeper limiter, used for its configuration only
+/// (every key starts as a fresh copy of it), its ``name`` (for the
+/// RateLimit headers) and its ``clock``. Keys are ``str`` (as UTF-8),
+/// ``bytes`` or ``int`` (as its decimal digits, so ``42`` and ``"42"`` are
+/// the same key).
+///
+/// A key's state is kept only while it differs from a fresh limiter's: a
+/// key is stored by the first request that changes it, and keys back to
+/// fresh are dropped as the store grows (or by ``reclaim()``), which loses
+/// nothing. A GCRA key takes one 64-bit word. ``max_keys`` bounds the store;
+/// at the bound, ``eviction="nearest_fresh"`` forgets the keys nearest to
+/// fresh (a forgotten key may be admitted early by at most what its state
+/// still held), and ``eviction="refuse"`` raises ``RateLimitError`` (code
+/// ``store_full``) for a new key instead.
+///
+/// Time is kept per store: a call with a ``now`` earlier than the latest
+/// the store has seen (for any key) is decided as of that latest time.
+/// Every method takes the key first, then the limiter's arguments; safe to
+/// share between threads. A store does not pickle (the core has no encoding
+/// for a whole store).
+#[pyclass(frozen, name = "KeyedLimiter", module = "ratekeeper")]
+pub struct PyKeyedLimiter {
+    shared: Shared<AnyKeyed>,
+    name: Py<PyString>,
+    window: Nanos,
+    max_keys: Option<usize>,
+    eviction: Eviction,
+}
+
+impl Core for AnyKeyed {
+    type Target = [u8];
+    type Owned = Box<[u8]>;
+    type Answer = Decision;
+
+    #[inline]
+    fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
+        AnyKeyed::try_acquire(self, key, now, cost)
+    }
+
+    fn peek(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
+        AnyKeyed::peek(self, key, now, cost)
+    }
+
+    fn reserve(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        AnyKeyed::reserve(self, key, now, cost, max_wait)
+    }
+
+    fn refund(&mut self, key: &[u8], taken_at: Nanos, cost: u64) -> Result<(), Error> {
+        AnyKeyed::refund(self, key, taken_at, cost);
+        Ok(())
+    }
+
+    fn to_owned(key: &[u8]) -> Box<[u8]> {
+        key.into()
+    }
+
+    fn borrow(owned: &Box<[u8]>) -> &[u8] {
+        owned
+    }
+}
+
+shared::named_subject!(PyKeyedLimiter, AnyKeyed, Issuer::Keyed);
+
+impl PyKeyedLimiter {
+    /// The RateLimit header values of `decision` under the store's name and window.
+    pub fn headers_of<'py>(
+        &self,
+        py: Python<'py>,
+        decision: &Decision,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        named_headers(py, &self.name, self.window, decision)
+    }
+
+    /// Every key's window.
+    pub fn window_nanos(&self) -> Nanos {
+        self.window
+    }
+
+    /// A new, empty store of this one's configuration and bound.
+    pub fn empty_store(&self, py: Python<'_>) -> PyResult<AnyKeyed> {
+        let store = AnyKeyed::new(self.shared.lock().prototype());
+        match self.max_keys {
+            Some(max_keys) => store.with_max_keys(max_keys, self.eviction),
+            None => Ok(store),
+        }
+        .map_err(|err| to_py(py, err))
+    }
+
+    /// The constructor call of a fresh limiter of every key's configuration.
+    fn prototype_call<'py>(&self, py: Python<'py>) -> PyResult<algorithms::Call<'py>> {
+        let prototype = self.shared.lock().prototype();
+        let call = algorithms::constructor(py, &prototype)?;
+        if self.name.bind(py).to_cow()? != "default" {
+            call.kwargs.set_item(intern!(py, "name"), &self.name)?;
+        }
+        Ok(call)
+    }
+}
+
+limiter_methods!(
+    #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key = convert::key],
+    reserve = "($self, /, key, cost=1, *, max_wait=math.inf, now=None)",
+    reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store. Answers do not change.",
+    headers = "the store's (its limiter's)" {
+        #[new]
+        #[pyo3(signature = (limiter, *, max_keys = None, eviction = Eviction::NearestFresh),
+               text_signature = "(limiter, *, max_keys=None, eviction='nearest_fresh')")]
+        fn new(
+            py: Python<'_>,
+            limiter: &Bound<'_, PyAny>,
+            #[pyo3(from_py_with = convert::max_keys)] max_keys: Option<usize>,
+            #[pyo3(from_py_with = convert::eviction)] eviction: Eviction,
+        ) -> PyResult<Self> {
+            let limiter = convert::limiter(limiter)?.get();
+            let current = limiter.snapshot();
+            let prototype = algorithms::fresh(py, &current)?;
+            let window = prototype.window();
+            let store = AnyKeyed::new(prototype);
+            let store = match max_keys {
+                Some(max_keys) => store.with_max_keys(max_keys, eviction),
+                None => Ok(store),
+            };
+            Ok(PyKeyedLimiter {
+                shared: Shared::new(
+                    store.map_err(|err| to_py(py, err))?,
+                    limiter.clock().map(|clock| clock.clone_ref(py)),
+                ),
+                name: limiter.name_ref().clone_ref(py),
+                window,
+                max_keys,
+                eviction,
+            })
+        }
+
+        /// Decide each of ``costs`` for ``key``, in order, as that many
+        /// ``try_acquire`` calls at one ``now`` would, with one lookup; returns
+        /// a list of Decisions.
+        ///
+        /// The server's half of batching a hot key. A cost above ``limit``
+        /// raises ``RateLimitError`` (``cost_exceeds_limit``) before anything is
+        /// decided.
+        #[pyo3(signature = (key, costs, now = None))]
+        fn try_acquire_batch<'py>(
+            slf: &Bound<'py, Self>,
+            #[pyo3(from_py_with = convert::key)] key: Key,
+            costs: &Bound<'py, PyAny>,
+            #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
+        ) -> PyResult<Bound<'py, PyList>> {
+            let py = slf.py();
+            let costs = convert::costs(costs)?;
+            let shared = &slf.get().shared;
+            let now = shared.now(py, now)?;
+            let undecided = Error::InvalidValue {
+                name: "costs",
+                reason: "was not decided",
+            };
+            let mut decided = vec![Err(undecided); costs.len()];
+            let batch = {
+                let mut store = shared.lock();
+                // The core fails only an entry whose cost exceeds the limit;
+                // ask it about the largest first, so that nothing is decided.
+                let largest = costs.iter().max().copied().unwrap_or(0);
+                store.peek(key.as_ref(), now, largest).and_then(|_| {
+                    store.try_acquire_batch(key.as_ref(), now, &costs, &mut decided)
+                })
+            };
+            batch.map_err(|err| to_py(py, err))?;
+            let mut answers = Vec::with_capacity(costs.len());
+            for decision in decided {
+                answers.push(<Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?);
+            }
+            PyList::new(py, answers)
+        }
+
+        /// The number of keys held (those not known to be fresh).
+        fn __len__(&self) -> usize {
+            self.shared.lock().len()
+        }
+
+        /// The most units a key admits at once.
+        #[getter]
+        fn limit(&self) -> u64 {
+            self.shared.lock().limit()
+        }
+
+        /// Seconds over which a key's ``limit`` units are granted (the ``w``
+        /// of RateLimit-Policy).
+        #[getter]
+        fn window(&self) -> f64 {
+            self.window.as_secs_f64()
+        }
+
+        /// Every key's algorithm, e.g. ``"gcra"``.
+        #[getter]
+        fn algorithm(&self) -> &'static str {
+            self.shared.lock().prototype().algorithm()
+        }
+
+        /// The store's name (its limiter's), as its RateLimit headers spell it.
+        #[getter]
+        fn name(&self, py: Python<'_>) -> Py<PyString> {
+            self.name.clone_ref(py)
+        }
+
+        /// The most keys the store holds, or ``None``.
+        #[getter]
+        fn max_keys(&self) -> Option<usize> {
+            self.max_keys
+        }
+
+        /// What happens at ``max_keys``: ``"nearest_fresh"`` or ``"refuse"``.
+        #[getter]
+        fn eviction(&self) -> &'static str {
+            convert::eviction_name(self.eviction)
+        }
+
+        /// A fresh limiter of every key's configuration (and the store's name).
+        #[getter]
+        fn limiter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+            let call = self.prototype_call(py)?;
+            call.factory()?.call(&call.args, Some(&call.kwargs))
+        }
+
+        fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+            let mut text = format!("KeyedLimiter({}", self.prototype_call(py)?.describe()?);
+            if let Some(max_keys) = self.max_keys {
+                text += &format!(", max_keys={max_keys}");
+            }
+            if self.eviction != Eviction::NearestFresh {
+                text += &format!(", eviction='{}'", self.eviction());
+            }
+            Ok(text + ")")
+        }
+    }
+);

@@ -1,0 +1,410 @@
+//! `ratekeeper.Policy`: several limits decided together, all or nothing,
+//! on the core's `Policy`.
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
+
+use crate::algorithms;
+use crate::convert::{self, Request};
+use crate::decision::{headers_dict, Issuer, PyDecision, PyPolicyDecision};
+use crate::errors::{invalid_config, rate_limited, to_py};
+use crate::keyed::PyKeyedLimiter;
+use crate::shared::{limiter_methods, Core, Shared, Subject};
+
+/// The core policy, and each limit's window (for the headers).
+pub struct PolicyCore {
+    policy: Policy,
+    windows: Vec<Nanos>,
+}
+
+/// A policy's answer: the combined decision and each limit's own.
+pub struct PolicyAnswer {
+    combined: PolicyDecision,
+    limits: Box<[Decision]>,
+}
+
+impl PolicyCore {
+    fn new(policy: Policy) -> Self {
+        let windows = (0..policy.len())
+            .map(|i| policy.limiter(i).window())
+            .collect();
+        PolicyCore { policy, windows }
+    }
+
+    /// Drops the keys of every limit back to fresh at `now`.
+    fn reclaim(&mut self, now: Nanos) {
+        self.policy.reclaim(now);
+    }
+
+    fn answer(&self, combined: PolicyDecision) -> PolicyAnswer {
+        let limits = self.policy.decisions().into();
+        PolicyAnswer { combined, limits }
+    }
+}
+
+impl Core for PolicyCore {
+    type Target = Request;
+    type Owned = Request;
+    type Answer = PolicyAnswer;
+
+    fn try_acquire(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<PolicyAnswer, Error> {
+        let combined = self.policy.try_acquire(&request.fields(), now, cost)?;
+        Ok(self.answer(combined))
+    }
+
+    fn peek(&mut self, request: &Request, now: Nanos, cost: u64) -> Result<PolicyAnswer, Error> {
+        let combined = self.policy.peek(&request.fields(), now, cost)?;
+        Ok(self.answer(combined))
+    }
+
+    fn reserve(
+        &mut self,
+        request: &Request,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, PolicyAnswer>, Error> {
+        let booked = self
+            .policy
+            .reserve(&request.fields(), now, cost, max_wait)?;
+        Ok(booked.map_err(|denied| self.answer(denied)))
+    }
+
+    fn refund(&mut self, request: &Request, taken_at: Nanos, cost: u64) -> Result<(), Error> {
+        self.policy.refund(&request.fields(), taken_at, cost)
+    }
+
+    fn to_owned(request: &Request) -> Request {
+        request.clone()
+    }
+
+    fn borrow(owned: &Request) -> &Request {
+        owned
+    }
+}
+
+/// Several limits of any algorithms, each keyed by fields of the request
+/// (or global), decided together: all or nothing.
+///
+/// A request is allowed only if every limit allows it, and then every limit
+/// consumes its cost; a denial consumes nothing anywhere. A request is a
+/// mapping of field names to values (``{"user": "alice", "route": "/a"}``;
+/// values are ``str``, ``bytes`` or ``int``, as keyed limiters' keys are);
+/// each limit keeps one limiter per combination of the values of its
+/// ``by`` fields, or one for all requests when ``by`` is empty. A request
+/// lacking a field a limit is keyed by raises ``RateLimitError``
+/// (``invalid_value``, naming ``request``).
+///
+/// ``Policy(config)`` takes a configuration: a dict ``{"limits": [{"name":
+/// ..., "algorithm": ..., "rate": "10/second", "burst": ..., "by": [...],
+/// ...}]}`` or the same as a JSON string, or a rate string such as
+/// ``"10/second;100/day"`` (one limit per rate, named by it, built with the
+/// ``algorithm`` and keyed by the ``by`` keyword arguments).
+/// ``Policy()`` is empty (it allows everything) until ``add`` adds limits
+/// made in code. ``clock``: as for limiters.
+///
+/// Every method takes the request first, then the limiter's arguments, and
+/// answers a ``PolicyDecision``; ``headers`` lists every limit. Safe to
+/// share between threads.
+#[pyclass(frozen, name = "Policy", module = "ratekeeper")]
+pub struct PyPolicy {
+    shared: Shared<PolicyCore>,
+}
+
+impl Subject for PyPolicy {
+    type Core = PolicyCore;
+
+    fn shared(&self) -> &Shared<PolicyCore> {
+        &self.shared
+    }
+
+    fn answer<'py>(
+        slf: &Bound<'py, Self>,
+        answer: PolicyAnswer,
+    ) -> PyResult<Bound<'py, PyDecision>> {
+        let issuer = Issuer::Policy {
+            policy: slf.clone().unbind(),
+            limits: answer.limits,
+            denied_by: answer.combined.denied_by,
+        };
+        let base = PyDecision::new(answer.combined.decision, issuer);
+        let init = PyClassInitializer::from(base).add_subclass(PyPolicyDecision);
+        Ok(Bound::new(slf.py(), init)?.into_super())
+    }
+
+    fn rate_limited(&self, py: Python<'_>, denied: &PolicyAnswer) -> PyErr {
+        let name = match denied.combined.denied_by {
+            Some(index) => self.shared.lock().policy.name(index).to_owned(),
+            None => "policy".to_owned(),
+        };
+        rate_limited(py, &name, &denied.combined.decision)
+    }
+}
+
+impl PyPolicy {
+    fn with(policy: Policy, clock: Option<Py<PyAny>>) -> Self {
+        PyPolicy {
+            shared: Shared::new(PolicyCore::new(policy), clock),
+        }
+    }
+
+    /// The name of limit `index`.
+    pub fn limit_name(&self, py: Python<'_>, index: usize) -> PyResult<Py<PyString>> {
+        // Copied out first: no Python runs while the policy is locked.
+        let name = self.shared.lock().policy.name(index).to_owned();
+        Ok(PyString::new(py, &name).unbind())
+    }
+
+    /// The name and window of the first `count` limits (at most all).
+    fn limits(&self, count: usize) -> Vec<(String, Nanos)> {
+        let core = self.shared.lock();
+        let count = count.min(core.policy.len());
+        (0..count)
+            .map(|i| (core.policy.name(i).to_owned(), core.windows[i]))
+            .collect()
+    }
+
+    /// The headers of a combined decision whose limits decided `limits`.
+    pub fn headers_of<'py>(
+        &self,
+        py: Python<'py>,
+        limits: &[Decision],
+        combined: &Decision,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        // Zipped: a decision of another policy may list more limits.
+        let named = self.limits(limits.len());
+        let items = named.iter().zip(limits);
+        let items = items.map(|((name, window), decision)| (name.as_str(), *window, decision));
+        headers_dict(py, items, combined)
+    }
+
+    /// The headers of limit `index`'s own `decision`.
+    pub fn limit_headers_of<'py>(
+        &self,
+        py: Python<'py>,
+        index: usize,
+        decision: &Decision,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (name, window) = &self.limits(index + 1)[index];
+        headers_dict(py, [(name.as_str(), *window, decision)], decision)
+    }
+
+    /// Each limit's name and the fields it is keyed by.
+    fn keyed(&self) -> Vec<(String, Vec<String>)> {
+        let core = self.shared.lock();
+        let policy = &core.policy;
+        (0..policy.len())
+            .map(|i| {
+                (
+                    policy.name(i).to_owned(),
+                    policy.keyed_by(i).map(str::to_owned).collect(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A policy from rate strings, one limit per rate.
+fn from_rates(
+    py: Python<'_>,
+    rates: &str,
+    algorithm: Algorithm,
+    by: &[String],
+) -> PyResult<Policy> {
+    let by: Vec<&str> = by.iter().map(String::as_str).collect();
+    Policy::from_rates(rates, algorithm, &by).map_err(|err| to_py(py, err))
+}
+
+/// A policy from a JSON configuration (`{"limits": [...]}`).
+fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
+    let config: PolicyConfig = serde_json::from_str(json)
+        .map_err(|err| invalid_config(py, format!("`config` {err}"), false))?;
+    config.policy().map_err(|err| to_py(py, err))
+}
+
+/// A policy from a configuration: a mapping (dumped to JSON) or a JSON string.
+fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
+    let py = config.py();
+    if let Ok(text) = config.cast::<PyString>() {
+        return from_json(py, &text.to_cow()?);
+    }
+    if config.cast::<pyo3::types::PyMapping>().is_err() {
+        let expected = "a mapping or a JSON string";
+        return Err(to_py(
+            py,
+            Error::InvalidType {
+                name: "config",
+                expected,
+            },
+        ));
+    }
+    let json = py.import(intern!(py, "json"))?;
+    let text = json
+        .call_method1(intern!(py, "dumps"), (config,))
+        .map_err(|err| invalid_config(py, format!("`config` is not JSON: {err}"), true))?;
+    from_json(py, &text.cast::<PyString>()?.to_cow()?)
+}
+
+limiter_methods!(
+    #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
+    reserve = "($self, /, request=None, cost=1, *, max_wait=math.inf, now=None)",
+    reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
+        #[new]
+        #[pyo3(signature = (config = None, *, algorithm = None, by = None, clock = None))]
+        fn new(
+            py: Python<'_>,
+            config: Option<&Bound<'_, PyAny>>,
+            algorithm: Option<&Bound<'_, PyAny>>,
+            by: Option<&Bound<'_, PyAny>>,
+            #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
+        ) -> PyResult<Self> {
+            let rates = config
+                .and_then(|config| config.cast::<PyString>().ok())
+                .map(|text| text.to_cow().map(|t| t.trim_start().to_owned()))
+                .transpose()?
+                .filter(|text| !text.starts_with('{'));
+            let policy = match (config, rates) {
+                (_, Some(rates)) => {
+                    let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
+                    let by = by.map_or(Ok(Vec::new()), convert::fields)?;
+                    from_rates(py, &rates, algorithm, &by)?
+                }
+                (config, None) if algorithm.is_some() || by.is_some() => {
+                    let _ = config;
+                    let reason = "apply only to a rate string; a configuration names each limit's";
+                    return Err(to_py(py, Error::InvalidValue { name: "algorithm", reason }));
+                }
+                (Some(config), None) => from_config(config)?,
+                (None, None) => Policy::new(),
+            };
+            Ok(PyPolicy::with(policy, clock))
+        }
+
+        /// A policy of one limit per rate of ``rates`` (``"10/second;100/day"``,
+        /// the syntax of the ``limits`` library), each named by its rate, built
+        /// with ``algorithm`` and keyed by the fields ``by``.
+        #[staticmethod]
+        #[pyo3(signature = (rates, *, algorithm = None, by = None, clock = None),
+               text_signature = "(rates, *, algorithm='token_bucket', by=(), clock=None)")]
+        fn from_rates(
+            py: Python<'_>,
+            rates: &Bound<'_, PyString>,
+            algorithm: Option<&Bound<'_, PyAny>>,
+            by: Option<&Bound<'_, PyAny>>,
+            #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
+        ) -> PyResult<Self> {
+            let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
+            let by = by.map_or(Ok(Vec::new()), convert::fields)?;
+            let policy = from_rates(py, &rates.to_cow()?, algorithm, &by)?;
+            Ok(PyPolicy::with(policy, clock))
+        }
+
+        /// A policy from a configuration: a dict ``{"limits": [...]}`` or the
+        /// same as a JSON string. Each limit has a ``name``, an ``algorithm``
+        /// (default ``"token_bucket"``), a ``rate`` (``"10/second"``), and
+        /// optionally ``burst``, ``calendar`` (``"day"``, ``"week"`` or
+        /// ``"month"``, for window algorithms), ``by`` (fields), ``max_keys``
+        /// and ``eviction``. An unknown or malformed field raises
+        /// ``RateLimitError`` (code ``invalid_config``) naming it.
+        #[staticmethod]
+        #[pyo3(signature = (config, *, clock = None))]
+        fn from_config(
+            config: &Bound<'_, PyAny>,
+            #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
+        ) -> PyResult<Self> {
+            Ok(PyPolicy::with(from_config(config)?, clock))
+        }
+
+        /// Add a limit called ``name``, keyed by the request fields ``by`` (none:
+        /// one limiter for every request), each key starting as a fresh copy of
+        /// ``limiter``.
+        ///
+        /// ``limiter`` is a ratekeeper limiter (its configuration only), or a
+        /// ``KeyedLimiter`` (its configuration and ``max_keys`` bound, not its
+        /// keys). A name already taken raises ``RateLimitError``
+        /// (``invalid_value``).
+        #[pyo3(signature = (name, limiter, *, by = None))]
+        fn add(
+            &self,
+            py: Python<'_>,
+            name: &Bound<'_, PyString>,
+            limiter: &Bound<'_, PyAny>,
+            by: Option<&Bound<'_, PyAny>>,
+        ) -> PyResult<()> {
+            let by = by.map_or(Ok(Vec::new()), convert::fields)?;
+            let by: Vec<&str> = by.iter().map(String::as_str).collect();
+            let name = name.to_cow()?;
+            let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
+                Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
+                Err(_) => {
+                    let current = convert::limiter(limiter)?.get().snapshot();
+                    let prototype = algorithms::fresh(py, &current)?;
+                    let window = prototype.window();
+                    (ratekeeper::AnyKeyed::new(prototype), window)
+                }
+            };
+            let added = {
+                let mut core = self.shared.lock();
+                let added = core.policy.add_store(&name, &by, store);
+                if added.is_ok() {
+                    core.windows.push(window);
+                }
+                added
+            };
+            added.map_err(|err| to_py(py, err))
+        }
+
+        /// The HTTP RateLimit header values of a PolicyDecision, as a dict:
+        /// ``RateLimit-Policy`` and ``RateLimit`` list every limit, as
+        /// comma-separated items (``"per-user";q=10;w=1, "global";q=100;w=60``),
+        /// and ``Retry-After`` (whole seconds, rounded up) is the combined wait
+        /// when denied. A policy without limits has none but ``Retry-After``.
+        fn headers<'py>(
+            &self,
+            py: Python<'py>,
+            decision: PyRef<'py, PyPolicyDecision>,
+        ) -> PyResult<Bound<'py, PyDict>> {
+            let base = decision.as_super();
+            match &base.issuer {
+                Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision),
+                _ => unreachable!("a PolicyDecision is always a policy's"),
+            }
+        }
+
+        /// The number of limits.
+        fn __len__(&self) -> usize {
+            self.shared.lock().policy.len()
+        }
+
+        /// The limits' names, in order.
+        #[getter]
+        fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+            PyTuple::new(py, self.keyed().into_iter().map(|(name, _)| name))
+        }
+
+        /// The fields limit ``name`` is keyed by, as a tuple (empty for a
+        /// global limit); ``KeyError`` for an unknown name.
+        fn keyed_by<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
+            match self.keyed().into_iter().find(|(limit, _)| limit == name) {
+                Some((_, by)) => PyTuple::new(py, by),
+                None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
+            }
+        }
+
+        fn __repr__(&self) -> String {
+            let limits: Vec<String> = self
+                .keyed()
+                .iter()
+                .map(|(name, by)| format!("{name:?} by {by:?}"))
+                .collect();
+            format!("<Policy: {}>", limits.join("; "))
+        }
+    }
+);

@@ -1,0 +1,497 @@
+//! The machinery every deciding class shares (`Limiter`, `KeyedLimiter`,
+//! `Policy`), written once.
+//!
+//! [`Core`] is what the core offers each class (a limiter, a keyed store, a
+//! policy), with the request's target (nothing, a key, a request's fields)
+//! as a parameter. [`Subject`] is what a Python class adds: how to answer
+//! and how to name a denial. The generic functions here do each operation,
+//! and [`limiter_methods!`] writes the Python methods once for all classes.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyModule, PyString, PyTuple};
+use pyo3::PyClass;
+use ratekeeper::{Error, Nanos};
+
+use crate::convert::{self, time_module};
+use crate::decision::{PyDecision, PyReservation, Refund};
+use crate::errors::to_py;
+
+/// A deciding core: a limiter, a keyed store or a policy, asked about a
+/// `Target` (nothing, a key, a request's fields).
+pub trait Core: Send + 'static {
+    /// What a request names besides its cost.
+    type Target: ?Sized;
+    /// The target kept by a reservation, to give its booking back.
+    type Owned: Send + Sync + 'static;
+    /// A decision, with whatever the class reports beside it.
+    type Answer;
+
+    fn try_acquire(
+        &mut self,
+        target: &Self::Target,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Self::Answer, Error>;
+    fn peek(&mut self, target: &Self::Target, now: Nanos, cost: u64)
+        -> Result<Self::Answer, Error>;
+    fn reserve(
+        &mut self,
+        target: &Self::Target,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Self::Answer>, Error>;
+    fn refund(&mut self, target: &Self::Target, taken_at: Nanos, cost: u64) -> Result<(), Error>;
+    fn to_owned(target: &Self::Target) -> Self::Owned;
+    fn borrow(owned: &Self::Owned) -> &Self::Target;
+}
+
+/// The core of a class, locked per call, and the clock it reads.
+pub struct Shared<C> {
+    inner: Mutex<C>,
+    clock: Option<Py<PyAny>>,
+}
+
+impl<C> Shared<C> {
+    pub fn new(core: C, clock: Option<Py<PyAny>>) -> Self {
+        Shared {
+            inner: Mutex::new(core),
+            clock,
+        }
+    }
+
+    /// The core, locked.
+    pub fn lock(&self) -> MutexGuard<'_, C> {
+        // The core never panics while holding the lock, so its state is sound.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// `now`, or a reading of the clock.
+    pub fn now(&self, py: Python<'_>, now: Option<Nanos>) -> PyResult<Nanos> {
+        convert::now_or_clock(py, now, self.clock.as_ref())
+    }
+
+    /// The clock given to the constructor, if any.
+    pub fn clock(&self) -> Option<&Py<PyAny>> {
+        self.clock.as_ref()
+    }
+}
+
+/// A Python class deciding with a [`Core`].
+pub trait Subject: PyClass<Frozen = True> + Sync {
+    type Core: Core;
+
+    fn shared(&self) -> &Shared<Self::Core>;
+
+    /// The Python answer: a `Decision` (a `PolicyDecision` for a policy).
+    fn answer<'py>(
+        slf: &Bound<'py, Self>,
+        answer: <Self::Core as Core>::Answer,
+    ) -> PyResult<Bound<'py, PyDecision>>;
+
+    /// `RateLimited` for a request `denied` that may not wait long enough.
+    fn rate_limited(&self, py: Python<'_>, denied: &<Self::Core as Core>::Answer) -> PyErr;
+}
+
+type Target<S> = <<S as Subject>::Core as Core>::Target;
+type Answer<S> = <<S as Subject>::Core as Core>::Answer;
+
+/// `decision(core, now)` at `now` or the clock's reading, answered.
+#[inline]
+pub fn decide<'py, S: Subject>(
+    slf: &Bound<'py, S>,
+    now: Option<Nanos>,
+    decision: impl FnOnce(&mut S::Core, Nanos) -> Result<Answer<S>, Error>,
+) -> PyResult<Bound<'py, PyDecision>> {
+    let (shared, py) = (slf.get().shared(), slf.py());
+    let now = shared.now(py, now)?;
+    let decided = decision(&mut shared.lock(), now);
+    S::answer(slf, decided.map_err(|err| to_py(py, err))?)
+}
+
+/// How a reservation of `target` gives its booking back.
+fn refund_of<S: Subject>(slf: &Bound<'_, S>, target: &Target<S>) -> Refund {
+    let subject = slf.clone().unbind();
+    let owned = S::Core::to_owned(target);
+    Box::new(move |slot, cost| {
+        let mut core = subject.get().shared().lock();
+        // A refund only fails for a request that could not be booked.
+        let _ = core.refund(S::Core::borrow(&owned), slot, cost);
+    })
+}
+
+/// `reserve`: books `cost` for `target` within `max_wait`, as a Reservation.
+pub fn reserve<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    max_wait: Nanos,
+    now: Option<Nanos>,
+) -> PyResult<PyReservation> {
+    let (shared, py) = (slf.get().shared(), slf.py());
+    let now = shared.now(py, now)?;
+    let booked = shared.lock().reserve(target, now, cost, max_wait);
+    let booked = match booked.map_err(|err| to_py(py, err))? {
+        Ok(wait) => Ok(wait),
+        Err(denied) => Err(S::answer(slf, denied)?.unbind()),
+    };
+    Ok(PyReservation::new(
+        refund_of(slf, target),
+        cost,
+        now,
+        booked,
+    ))
+}
+
+/// `refund`: gives back `cost` taken at `taken_at` (default now).
+pub fn refund<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    taken_at: Option<Nanos>,
+) -> PyResult<()> {
+    let (shared, py) = (slf.get().shared(), slf.py());
+    let taken_at = shared.now(py, taken_at)?;
+    let refunded = shared.lock().refund(target, taken_at, cost);
+    refunded.map_err(|err| to_py(py, err))
+}
+
+/// Books `cost` for `target` now if the wait is at most `timeout`; returns
+/// `(now, wait)`, or raises `RateLimited`.
+fn book<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(Nanos, Nanos)> {
+    let (this, py) = (slf.get(), slf.py());
+    let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
+    let now = this.shared().now(py, None)?;
+    let booked = this.shared().lock().reserve(target, now, cost, max_wait);
+    match booked.map_err(|err| to_py(py, err))? {
+        Ok(wait) => Ok((now, wait)),
+        Err(denied) => Err(this.rate_limited(py, &denied)),
+    }
+}
+
+/// `_book`: `book`, as a Reservation (for `acquire_async`).
+pub fn book_reservation<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PyReservation> {
+    let (now, wait) = book(slf, target, cost, timeout)?;
+    Ok(PyReservation::new(
+        refund_of(slf, target),
+        cost,
+        now,
+        Ok(wait),
+    ))
+}
+
+/// `acquire`: books, then sleeps with `time.sleep` until the slot; an
+/// interrupted sleep gives the booking back.
+pub fn acquire<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let py = slf.py();
+    let (now, wait) = book(slf, target, cost, timeout)?;
+    if wait == Nanos::ZERO {
+        return Ok(());
+    }
+    // Looked up on every call, so that a test may replace `time.sleep`.
+    let sleep = time_module(py).and_then(|time| time.getattr(intern!(py, "sleep")));
+    let slept = sleep.and_then(|sleep| sleep.call1((wait.as_secs_f64(),)));
+    slept.map(drop).inspect_err(|_| {
+        let slot = now.saturating_add(wait);
+        let _ = slf.get().shared().lock().refund(target, slot, cost);
+    })
+}
+
+static WAIT_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// `helper(subject, args, timeout)` from the pure-Python waiting helpers
+/// (`ratekeeper/_wait.py`), once `timeout` is known to be good. `args` are
+/// what the subject's `acquire` takes before `timeout`.
+pub fn wait_helper<'py>(
+    slf: &Bound<'py, PyAny>,
+    helper: &Bound<'py, PyString>,
+    args: Bound<'py, PyTuple>,
+    timeout: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = slf.py();
+    timeout.map(convert::timeout).transpose()?;
+    let module = WAIT_MODULE.get_or_try_init(py, || {
+        PyModule::import(py, "ratekeeper._wait").map(Bound::unbind)
+    })?;
+    module.bind(py).getattr(helper)?.call1((slf, args, timeout))
+}
+
+/// Implements [`Subject`] for a class `$class` with a `shared: Shared<$core>`
+/// and a `name`, answering plain Decisions issued as `$issuer(class)`.
+macro_rules! named_subject {
+    ($class:ty, $core:ty, $issuer:path) => {
+        impl $crate::shared::Subject for $class {
+            type Core = $core;
+
+            fn shared(&self) -> &$crate::shared::Shared<$core> {
+                &self.shared
+            }
+
+            #[inline]
+            fn answer<'py>(
+                slf: &Bound<'py, Self>,
+                answer: ::ratekeeper::Decision,
+            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
+                let issuer = $issuer(slf.clone().unbind());
+                Bound::new(slf.py(), $crate::decision::PyDecision::new(answer, issuer))
+            }
+
+            fn rate_limited(&self, py: Python<'_>, denied: &::ratekeeper::Decision) -> PyErr {
+                match self.name.bind(py).to_cow() {
+                    Ok(name) => $crate::errors::rate_limited(py, &name, denied),
+                    Err(err) => err,
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use named_subject;
+
+/// Writes the methods every deciding class shares, once: `try_acquire`,
+/// `peek`, `reserve`, `refund`, `acquire`, `acquire_async`, `acquiring` and
+/// `_book`, each taking the class's target (`key`, `request`, or none)
+/// before `cost`; plus the class's own `$extra` methods.
+///
+/// The caller writes the `#[pymethods]` attribute: the names pyo3 generates
+/// (for `*args`, say) then share the caller's hygiene with its arguments.
+macro_rules! limiter_methods {
+    // The entry: the methods written once for every class, then the pairs of
+    // methods that share one template (`@decide`, `@wait`), then the impl.
+    (
+        $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
+        $(, headers = $headers:literal)? { $($extra:tt)* }
+    ) => {
+        limiter_methods!(@methods $hash $pymethods $class, $what, $spec, $spec,
+            reserve = $reserve_signature $(, reclaim = $reclaim)? $(, headers = $headers)? { $($extra)* });
+    };
+    (
+        @methods $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?],
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
+        $(, headers = $headers:literal)? { $($extra:tt)* }
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, $spec, [
+            #[doc = concat!("Book ``cost`` units of ", $what, " for the earliest slot they fit, if")]
+            /// that is at most ``max_wait`` seconds away; returns a Reservation.
+            ///
+            /// When ``reservation.ok``, the units are booked for ``reservation.at``
+            /// (``now + reservation.wait``): proceed then. Bookings are served first
+            /// come, first served, and a later ``try_acquire`` never jumps ahead of
+            /// one. Otherwise nothing was booked and ``reservation.decision`` says
+            /// why. ``reservation.cancel()`` gives an unused booking back.
+            /// ``acquire`` is this plus the wait.
+            #[pyo3(
+                signature = ($($target $(= $default)?,)? cost = 1, *, max_wait = ::ratekeeper::Nanos::MAX, now = None),
+                text_signature = $reserve_signature
+            )]
+            fn reserve(
+                slf: &Bound<'_, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                #[pyo3(from_py_with = $crate::convert::max_wait)] max_wait: ::ratekeeper::Nanos,
+                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<$crate::decision::PyReservation> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::reserve(slf, target, cost, max_wait, now)
+            }
+
+            /// Give back ``cost`` units taken at ``taken_at`` and not used.
+            ///
+            /// ``taken_at`` (default: now) is when they were taken: the ``now`` of
+            /// the ``try_acquire``, or a reservation's ``at`` (``reservation.cancel()``
+            /// does that exactly). Nothing ever ends up holding more than when
+            /// fresh, and a window algorithm only takes units back from the
+            /// window (or, for ``SlidingWindowLog``, the instant) of ``taken_at``.
+            #[pyo3(signature = ($($target,)? cost, *, taken_at = None))]
+            fn refund(
+                slf: &Bound<'_, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                #[pyo3(from_py_with = $crate::convert::taken_at)] taken_at: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<()> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::refund(slf, target, cost, taken_at)
+            }
+
+            #[doc = concat!("Wait until ``cost`` units of ", $what, " are ours, then return; raise")]
+            /// ``RateLimited`` if that would take longer than ``timeout`` seconds.
+            ///
+            /// Books the earliest slot (as ``reserve`` does, so waiters are served
+            /// first come, first served) and sleeps until it with ``time.sleep``,
+            /// releasing the GIL; no polling. ``timeout`` (default ``None``: no
+            /// bound) is checked before booking: a longer wait raises
+            /// ``RateLimited`` at once, with ``.retry_after``, booking nothing, and
+            /// ``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
+            /// exception), the booking is given back before the exception propagates.
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
+            fn acquire(
+                slf: &Bound<'_, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                timeout: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<()> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::acquire(slf, target, cost, timeout)
+            }
+
+            /// Books like ``acquire`` and returns the Reservation, without
+            /// sleeping (for ``acquire_async``).
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
+            fn _book(
+                slf: &Bound<'_, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                timeout: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<$crate::decision::PyReservation> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::book_reservation(slf, target, cost, timeout)
+            }
+
+            /// The floor of a method call, for the benchmark: takes ``try_acquire``'s
+            /// arguments and does nothing.
+            #[pyo3(signature = ($($target = None,)? cost = None, now = None))]
+            fn _noop(
+                &self,
+                $($target: Option<&Bound<'_, PyAny>>,)?
+                cost: Option<&Bound<'_, PyAny>>,
+                now: Option<&Bound<'_, PyAny>>,
+            ) {
+                let _ = ($($target,)? cost, now);
+            }
+
+            $(
+            #[doc = $reclaim]
+            #[pyo3(signature = (now = None))]
+            fn reclaim(
+                &self,
+                py: Python<'_>,
+                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<()> {
+                let now = $crate::shared::Subject::shared(self).now(py, now)?;
+                $crate::shared::Subject::shared(self).lock().reclaim(now);
+                Ok(())
+            }
+            )?
+
+            $(
+            /// The HTTP RateLimit header values of ``decision``, as a dict.
+            ///
+            /// ``RateLimit-Policy`` (``"name";q=<limit>;w=<window>``) and
+            /// ``RateLimit`` (``"name";r=<remaining>;t=<reset>``) always, and
+            /// ``Retry-After`` (seconds) when the decision is a denial, following
+            /// the IETF RateLimit header fields draft and RFC 9110. Seconds are
+            /// whole and rounded up, so a client that waits what they say is never
+            #[doc = concat!("early. ``name`` is ", $headers, " name, ``w`` its ``window``.")]
+            fn headers<'py>(
+                &self,
+                py: Python<'py>,
+                decision: PyRef<'py, $crate::decision::PyDecision>,
+            ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
+                self.headers_of(py, &decision.decision)
+            }
+            )?
+
+            $($extra)*
+        ],
+            decide(try_acquire, [concat!("Take ``cost`` units from ", $what, " if it has them, and say what happened."),
+                "", "Returns a Decision: ``allowed`` (then the cost is consumed),",
+                "``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A",
+                "denial consumes nothing and is not an exception. A ``cost`` above",
+                "``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),",
+                "since it could never be allowed."])
+            decide(peek, ["The Decision ``try_acquire`` would give, consuming nothing."])
+            wait(acquire_async, "acquire_async", ["``acquire`` for asyncio: ``await acquire_async(...)``.",
+                "", "Books when first awaited and sleeps with ``asyncio.sleep``, so the",
+                "event loop keeps running; waiters are served in booking order. A",
+                "wait longer than ``timeout`` raises ``RateLimited`` at once, booking",
+                "nothing. Cancelling the task (or any exception during the wait)",
+                "gives the booking back. Arguments are checked when called."])
+            wait(acquiring, "Acquiring", ["``acquire`` as a context manager and decorator, for sync and async code.",
+                "", "``with x.acquiring(...):`` and ``async with x.acquiring(...):``",
+                "acquire before the block; ``@x.acquiring(...)`` acquires before",
+                "every call of the decorated function (``acquire_async`` for a",
+                "coroutine function). ``timeout`` is ``acquire``'s: ``timeout=0``",
+                "never waits and raises ``RateLimited`` at once on a \"no\". Leaving",
+                "the block gives nothing back: the units were used."])
+        );
+    };
+    // One method of a pair deciding with `Core::$method`.
+    (
+        @step $hash:tt $pymethods:tt $class:ty,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?], [$($done:tt)*],
+        decide($method:ident, [$($doc:expr),*]) $($rest:tt)*
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, [$($target $(= $default)?: $tty = $convert)?], [
+            $($done)*
+            $(#[doc = $doc])*
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, now = None))]
+            fn $method<'py>(
+                slf: &Bound<'py, Self>,
+                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+            ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
+                let target = limiter_methods!(@target $($target)?);
+                $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::$method(core, target, now, cost))
+            }
+        ], $($rest)*);
+    };
+    // One method of a pair handing over to the Python helper `$helper`.
+    (
+        @step $hash:tt $pymethods:tt $class:ty,
+        [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?], [$($done:tt)*],
+        wait($method:ident, $helper:literal, [$($doc:expr),*]) $($rest:tt)*
+    ) => {
+        limiter_methods!(@step $hash $pymethods $class, [$($target $(= $default)?: $tty = $convert)?], [
+            $($done)*
+            $(#[doc = $doc])*
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
+            fn $method<'py>(
+                slf: &Bound<'py, Self>,
+                $($target: Option<&Bound<'py, PyAny>>,)?
+                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
+                timeout: Option<&Bound<'py, PyAny>>,
+            ) -> PyResult<Bound<'py, PyAny>> {
+                $(
+                    let $target = $target.cloned().unwrap_or_else(|| slf.py().None().into_bound(slf.py()));
+                    $convert(&$target)?;
+                )?
+                let args = ::pyo3::types::PyTuple::new(slf.py(), [$($target.clone(),)? cost.into_pyobject(slf.py())?.into_any()])?;
+                $crate::shared::wait_helper(slf.as_any(), ::pyo3::intern!(slf.py(), $helper), args, timeout)
+            }
+        ], $($rest)*);
+    };
+    // Every method written: the impl.
+    (@step $hash:tt $pymethods:tt $class:ty, $spec:tt, [$($done:tt)*], ) => {
+        $hash $pymethods
+        impl $class {
+            $($done)*
+        }
+    };
+    (@target) => { &() };
+    (@target $target:ident) => { ::core::convert::AsRef::as_ref(&$target) };
+}
+
+pub(crate) use limiter_methods;

@@ -1,0 +1,588 @@
+"""KeyedLimiter and Policy: keys, batches, reclaim, bounds, waiting, all-or-nothing
+policies (across threads too), and the ratekeeper.limit decorator."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+from limiters import ALL, FakeClock, Make
+
+import ratekeeper
+from ratekeeper import (
+    Decision,
+    FixedWindow,
+    Gcra,
+    KeyedLimiter,
+    LeakyBucket,
+    Policy,
+    PolicyDecision,
+    RateLimited,
+    RateLimitError,
+    RateLimitTypeError,
+    SlidingWindowLog,
+    TokenBucket,
+)
+
+
+# --- KeyedLimiter ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_each_key_is_its_own_limiter(make: Make) -> None:
+    store = KeyedLimiter(make())
+    alone = make()
+    assert (store.limit, store.window, store.algorithm, store.name) == (
+        alone.limit,
+        alone.window,
+        alone.algorithm,
+        alone.name,
+    )
+    for now in (0.0, 0.0, 0.1, 0.3, 0.3, 0.3, 1.5):
+        assert store.try_acquire("a", 1, now=now) == alone.try_acquire(1, now=now)
+        assert store.peek("b", 1, now=now) == make().peek(1, now=now)
+    assert len(store) == 1  # peek inserts nothing
+
+
+def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
+    store = KeyedLimiter(FixedWindow(3, 60))
+    store.try_acquire(42, now=0)
+    store.try_acquire("42", now=0)
+    store.try_acquire(b"42", now=0)
+    assert not store.peek(42, now=0)
+    assert len(store) == 1
+    store.try_acquire("é", now=0)
+    assert store.peek("é".encode(), now=0).remaining == 1  # after the peek's cost of 1
+    big = 2**100
+    store.try_acquire(big, now=0)
+    assert store.peek(str(big), now=0).remaining == 1
+    store.try_acquire(-7, now=0)
+    assert store.peek("-7", now=0).remaining == 1
+    long_key = "k" * 1000
+    store.try_acquire(long_key, 3, now=0)
+    assert not store.peek(long_key, now=0)
+    for bad in (True, 1.5, None, ["a"]):
+        with pytest.raises(RateLimitTypeError, match="`key` must be a str, bytes or int") as raised:
+            store.try_acquire(bad, now=0)  # type: ignore[arg-type]
+        assert raised.value.code == "invalid_type"
+
+
+def test_the_limiter_gives_its_configuration_name_and_clock_not_its_state() -> None:
+    clock = FakeClock(7.0)
+    used = TokenBucket(2, 1, 1, name="per-user", clock=clock)
+    used.try_acquire(2)
+    store = KeyedLimiter(used)
+    assert store.try_acquire("a").remaining == 1  # fresh, at the limiter's clock
+    assert store.name == "per-user"
+    assert repr(store) == "KeyedLimiter(TokenBucket(capacity=2, refill_tokens=1, refill_period=1.0, name='per-user'))"
+    limiter = store.limiter
+    assert isinstance(limiter, TokenBucket) and limiter.peek(0, now=0).remaining == 2
+    assert store.headers(store.peek("a", 0)) == {
+        "RateLimit-Policy": '"per-user";q=2;w=2',
+        "RateLimit": '"per-user";r=1;t=1',
+    }
+    with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
+        KeyedLimiter("10/second")  # type: ignore[arg-type]
+
+
+def test_batches_decide_as_one_by_one() -> None:
+    costs = [1, 2, 0, 3, 1, 1]
+    batch = KeyedLimiter(TokenBucket(5, 1, 1))
+    single = KeyedLimiter(TokenBucket(5, 1, 1))
+    decisions = batch.try_acquire_batch("hot", costs, now=1)
+    assert all(isinstance(d, Decision) for d in decisions)
+    assert decisions == [single.try_acquire("hot", cost, now=1) for cost in costs]
+    assert [d.allowed for d in decisions] == [True, True, True, False, True, True]
+    assert batch.try_acquire_batch("hot", [], now=1) == []
+    before = batch.peek("hot", now=1)
+    with pytest.raises(RateLimitError) as raised:
+        batch.try_acquire_batch("hot", [1, 6], now=1)
+    assert raised.value.code == "cost_exceeds_limit"
+    assert batch.peek("hot", now=1) == before  # nothing decided
+    with pytest.raises(RateLimitTypeError):
+        batch.try_acquire_batch("hot", 3, now=1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_reclaim_drops_fresh_keys_and_keeps_every_answer(make: Make) -> None:
+    store = KeyedLimiter(make())
+    for index in range(300):
+        store.try_acquire(f"user:{index}", 1 + index % 3, now=index * 0.01)
+    held = len(store)  # the store drops fresh keys on its own as it grows
+    assert 0 < held <= 300
+    later = 3.2
+    before = [store.peek(f"user:{index}", now=later) for index in range(300)]
+    store.reclaim(now=later)
+    assert len(store) <= held
+    assert [store.peek(f"user:{index}", now=later) for index in range(300)] == before
+    store.reclaim(now=10_000)
+    assert len(store) == 0
+
+
+def test_max_keys_refuse_and_nearest_fresh() -> None:
+    refuse = KeyedLimiter(FixedWindow(1, 60), max_keys=2, eviction="refuse")
+    assert (refuse.max_keys, refuse.eviction) == (2, "refuse")
+    refuse.try_acquire("a", now=0)
+    refuse.try_acquire("b", now=0)
+    with pytest.raises(RateLimitError) as raised:
+        refuse.try_acquire("c", now=0)
+    assert raised.value.code == "store_full"
+    assert "maximum of 2 keys" in str(raised.value)
+    assert refuse.try_acquire("c", now=60)  # a and b are fresh again: reclaimed
+    evict = KeyedLimiter(Gcra(1, 10), max_keys=16)
+    assert (evict.max_keys, evict.eviction) == (16, "nearest_fresh")
+    for index in range(100):
+        evict.try_acquire(index, now=index * 0.1)
+    assert len(evict) <= 16
+    for bad, code in ((0, "zero_value"), (-1, "invalid_value"), ("5", "invalid_type")):
+        with pytest.raises(RateLimitError) as raised:
+            KeyedLimiter(Gcra(1, 1), max_keys=bad)  # type: ignore[arg-type]
+        assert raised.value.code == code
+    with pytest.raises(RateLimitError, match="`eviction` must be 'nearest_fresh' or 'refuse'"):
+        KeyedLimiter(Gcra(1, 1), eviction="oldest")  # type: ignore[arg-type]
+
+
+def test_keyed_reservations_and_refunds_are_per_key(clock: FakeClock) -> None:
+    store = KeyedLimiter(TokenBucket(1, 1, 2, clock=clock))
+    store.try_acquire("a")
+    reservation = store.reserve("a")
+    assert (reservation.ok, reservation.wait) == (True, 2.0)
+    assert store.peek("b")  # another key is untouched
+    reservation.cancel()
+    assert store.reserve("a", max_wait=0).ok is False
+    store.refund("a", 1)
+    assert store.try_acquire("a")
+
+
+def test_keyed_waiting_acquire_is_per_key(clock: FakeClock) -> None:
+    store = KeyedLimiter(Gcra(1, 0.5, clock=clock))
+    store.acquire("a")
+    store.acquire("b")
+    assert clock.sleeps == []
+    store.acquire("a")
+    assert clock.sleeps == [0.5]
+    with pytest.raises(RateLimited) as raised:
+        store.acquire("a", timeout=0)
+    assert raised.value.retry_after == 0.5
+
+    async def main() -> None:
+        await store.acquire_async("b")
+        async with store.acquiring("c"):
+            pass
+
+    asyncio.run(main())
+    assert clock.sleeps == [0.5]  # "b" was free again by then
+
+    @store.acquiring("d", timeout=0)
+    def once() -> str:
+        return "ran"
+
+    assert once() == "ran"
+    with pytest.raises(RateLimited):
+        once()
+
+
+# --- Policy ---------------------------------------------------------------
+
+
+def per_user_and_global(user_limit: int, global_limit: int, clock: Any = None) -> Policy:
+    policy = Policy(clock=clock)
+    policy.add("per-user", FixedWindow(user_limit, 1e6), by=["user"])
+    policy.add("global", FixedWindow(global_limit, 1e6))
+    return policy
+
+
+def test_policy_decisions_combine_every_limit() -> None:
+    policy = per_user_and_global(2, 3)
+    assert (len(policy), policy.names, policy.keyed_by("per-user"), policy.keyed_by("global")) == (
+        2,
+        ("per-user", "global"),
+        ("user",),
+        (),
+    )
+    first = policy.try_acquire({"user": "alice"}, 2, now=0)
+    assert isinstance(first, PolicyDecision) and isinstance(first, Decision)
+    assert (first.allowed, first.remaining, first.limit, first.denied_by) == (True, 0, 2, None)
+    assert [(name, d.remaining) for name, d in first.limits] == [("per-user", 0), ("global", 1)]
+    denied = policy.try_acquire({"user": "alice"}, 1, now=0)
+    assert (bool(denied), denied.denied_by) == (False, "per-user")
+    assert repr(denied).startswith("PolicyDecision(allowed=False, remaining=0, limit=2, retry_after=")
+    assert repr(denied).endswith(", denied_by='per-user')")
+    # The denial took nothing from the global limit: bob gets its last unit.
+    assert policy.try_acquire({"user": "bob"}, 1, now=0)
+    assert policy.try_acquire({"user": "carol"}, now=0).denied_by == "global"
+    headers = policy.headers(denied)
+    assert headers == denied.headers()
+    assert headers["RateLimit-Policy"] == '"per-user";q=2;w=1000000, "global";q=3;w=1000000'
+    assert headers["RateLimit"] == '"per-user";r=0;t=1000000, "global";r=1;t=1000000'
+    assert headers["Retry-After"] == "1000000"
+    own = dict(denied.limits)["global"]
+    assert own.headers() == {"RateLimit-Policy": '"global";q=3;w=1000000', "RateLimit": '"global";r=1;t=1000000'}
+    with pytest.raises(KeyError):
+        policy.keyed_by("nope")
+
+
+def test_requests_fields_and_their_errors() -> None:
+    policy = Policy()
+    policy.add("per-user-route", FixedWindow(1, 60), by=["user", "route"])
+    assert policy.try_acquire({"user": 42, "route": b"/a", "extra": "ignored"}, now=0)
+    assert not policy.peek({"user": "42", "route": "/a"}, now=0)
+    assert policy.peek({"user": "4", "route": "2/a"}, now=0)  # no accidental concatenation
+    with pytest.raises(RateLimitError, match="`request` lacks a field") as raised:
+        policy.try_acquire({"user": "42"}, now=0)
+    assert raised.value.code == "invalid_value"
+    with pytest.raises(RateLimitError):
+        policy.try_acquire(now=0)
+    for bad in ("user=1", [("user", "1")], {"user": 1.5}, {1: "x"}):
+        with pytest.raises(RateLimitTypeError, match="`request` must be"):
+            policy.try_acquire(bad, now=0)  # type: ignore[arg-type]
+    assert Policy().try_acquire(now=0).remaining == 2**64 - 1  # no limit: everything passes
+
+
+def test_policy_construction_errors() -> None:
+    policy = Policy()
+    policy.add("a", Gcra(1, 1))
+    with pytest.raises(RateLimitError, match="`name` is already the name of a limit") as raised:
+        policy.add("a", Gcra(1, 1))
+    assert raised.value.code == "invalid_value"
+    with pytest.raises(RateLimitTypeError, match="`by` must be an iterable of str"):
+        policy.add("b", Gcra(1, 1), by="user")
+    with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
+        policy.add("b", 5)  # type: ignore[arg-type]
+    with pytest.raises(RateLimitError, match="`algorithm` apply only to a rate string"):
+        Policy({"limits": []}, algorithm="gcra")
+    with pytest.raises(RateLimitTypeError, match="`config` must be a mapping or a JSON string"):
+        Policy(5)  # type: ignore[arg-type]
+    assert len(policy) == 1
+
+
+def test_a_keyed_limiter_in_a_policy_brings_its_bound() -> None:
+    policy = Policy()
+    policy.add("per-user", KeyedLimiter(FixedWindow(1, 60), max_keys=1, eviction="refuse"), by=["user"])
+    assert policy.try_acquire({"user": "a"}, now=0)
+    with pytest.raises(RateLimitError) as raised:
+        policy.try_acquire({"user": "b"}, now=0)
+    assert raised.value.code == "store_full"
+
+
+def test_policy_reserve_books_every_limit_and_cancel_gives_all_back() -> None:
+    policy = Policy()
+    policy.add("fast", TokenBucket(1, 1, 1), by=["user"])
+    policy.add("slow", TokenBucket(1, 1, 4))
+    assert policy.try_acquire({"user": "a"}, now=0)
+    reservation = policy.reserve({"user": "a"}, now=0)
+    assert (reservation.ok, reservation.wait, reservation.at) == (True, 4.0, 4.0)
+    refused = policy.reserve({"user": "b"}, max_wait=1, now=0)
+    assert not refused.ok
+    assert isinstance(refused.decision, PolicyDecision) and refused.decision.denied_by == "slow"
+    reservation.cancel()
+    assert policy.reserve({"user": "b"}, max_wait=4, now=0).ok
+    policy.refund({"user": "b"}, 1, taken_at=4)
+    assert policy.peek({"user": "b"}, now=4)
+
+
+def test_policy_waiting_acquire(clock: FakeClock) -> None:
+    policy = Policy(clock=clock)
+    policy.add("per-user", Gcra(1, 0.5), by=["user"])
+    policy.add("global", Gcra(2, 2))
+    policy.acquire({"user": "a"})
+    policy.acquire({"user": "b"})
+    assert clock.sleeps == []
+    with pytest.raises(RateLimited) as raised:
+        policy.acquire({"user": "c"}, timeout=1)
+    assert raised.value.retry_after == 2.0
+    assert 'rate limit "global" exceeded' in str(raised.value)
+    policy.acquire({"user": "a"})
+    assert clock.sleeps == [2.0]
+
+    async def main() -> None:
+        await policy.acquire_async({"user": "a"})
+        async with policy.acquiring({"user": "b"}):
+            pass
+
+    asyncio.run(main())
+    assert clock.sleeps == [2.0, 2.0, 2.0]
+
+
+# Several threads, one policy: exact admitted counts, and the denials
+# consumed nothing anywhere.
+USERS, THREADS_PER_USER, CALLS = 4, 3, 400
+USER_LIMIT, GLOBAL_LIMIT = 100, 250
+
+
+def admit(policy: Policy, user: str, index: int) -> bool:
+    request = {"user": user}
+    if index % 3 == 0:
+        return policy.try_acquire(request).allowed
+    if index % 3 == 1:
+        return policy.reserve(request, max_wait=0).ok
+    try:
+        policy.acquire(request, timeout=0)
+    except RateLimited:
+        return False
+    return True
+
+
+def test_policy_is_all_or_nothing_across_threads() -> None:
+    policy = per_user_and_global(USER_LIMIT, GLOBAL_LIMIT, clock=lambda: 5.0)
+    start = threading.Barrier(USERS * THREADS_PER_USER)
+    admitted = [0] * USERS
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(user: int, index: int) -> None:
+        try:
+            start.wait()
+            mine = sum(admit(policy, f"user:{user}", index) for _ in range(CALLS))
+            with lock:
+                admitted[user] += mine
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    threads = [
+        threading.Thread(target=worker, args=(user, index))
+        for user in range(USERS)
+        for index in range(THREADS_PER_USER)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    assert sum(admitted) == GLOBAL_LIMIT
+    assert all(count <= USER_LIMIT for count in admitted)
+    for user, count in enumerate(admitted):
+        final = policy.peek({"user": f"user:{user}"}, 1)
+        own = dict(final.limits)
+        # A denial by the global limit took nothing from the user's.
+        assert own["per-user"].remaining == USER_LIMIT - count
+        assert own["global"].remaining == 0
+        assert final.denied_by == ("per-user" if count == USER_LIMIT else "global")
+
+
+# --- ratekeeper.limit -----------------------------------------------------
+
+
+def test_limit_waits_or_raises(clock: FakeClock) -> None:
+    @ratekeeper.limit(TokenBucket(1, 1, 0.25, clock=clock))
+    def waits(x: int) -> int:
+        return x
+
+    assert [waits(i) for i in range(3)] == [0, 1, 2]
+    assert clock.sleeps == [0.25, 0.25]
+
+    @ratekeeper.limit(FixedWindow(1, 60, clock=clock), wait=False)
+    async def raises() -> str:
+        return "ok"
+
+    assert asyncio.run(raises()) == "ok"
+    with pytest.raises(RateLimited):
+        asyncio.run(raises())
+    policy = per_user_and_global(5, 1, clock=clock)
+    with pytest.raises(RateLimitError, match="lacks a field"):
+        with ratekeeper.limit(policy):
+            pass
+    with pytest.raises(TypeError, match="`timeout` applies only with wait=True"):
+        ratekeeper.limit(FixedWindow(1, 1), wait=False, timeout=1)
+    with pytest.raises(TypeError, match="`rates` must be a rate string"):
+        ratekeeper.limit(5)  # type: ignore[arg-type]
+
+
+def test_limit_takes_rate_strings(clock: FakeClock) -> None:
+    @ratekeeper.limit("2/minute", wait=False)
+    def twice() -> int:
+        return 2
+
+    assert [twice(), twice()] == [2, 2]
+    with pytest.raises(RateLimited) as raised:
+        twice()
+    assert 0 < raised.value.retry_after <= 30
+    assert 'rate limit "2/minute" exceeded' in str(raised.value)
+
+    @ratekeeper.limit("1/hour", algorithm="fixed_window")
+    async def hourly() -> str:
+        return "ok"
+
+    assert asyncio.run(hourly()) == "ok"
+    assert asyncio.run(hourly()) == "ok"  # waited (on the fake sleep) for the next hour
+    assert len(clock.sleeps) == 1 and 0 < clock.sleeps[0] <= 3600
+
+
+def test_policies_from_rate_strings() -> None:
+    policy = Policy("2/second;3/minute", by=["user"])
+    assert policy.names == ("2/second", "3/minute")
+    assert policy.keyed_by("3/minute") == ("user",)
+    alice = {"user": "alice"}
+    assert policy.try_acquire(alice, 2, now=0)
+    assert policy.try_acquire(alice, now=1)
+    assert policy.try_acquire(alice, now=1).denied_by == "3/minute"
+    assert policy.try_acquire({"user": "bob"}, now=1)
+    same = Policy.from_rates("2 per second; 3/minute", algorithm="sliding_window_log")
+    assert same.names == ("2/second", "3/minute")
+    assert len(Policy.from_rates("10/day", by=("user", "route"))) == 1
+    with pytest.raises(RateLimitError) as raised:
+        Policy("10 per fortnight")
+    assert raised.value.code == "invalid_syntax"
+    assert "`rate` does not parse" in str(raised.value)
+    with pytest.raises(RateLimitError, match="`algorithm` must be 'token_bucket'"):
+        Policy.from_rates("1/second", algorithm="bucket")  # type: ignore[arg-type]
+    with pytest.raises(RateLimitError):
+        Policy.from_rates("7/second", algorithm="gcra")  # not a whole number of ns per unit
+
+
+def test_policies_from_configurations() -> None:
+    config = {
+        "limits": [
+            {"name": "api", "rate": "2/second", "burst": 3, "by": ["user"]},
+            {"name": "daily", "algorithm": "fixed_window", "rate": "5/day", "calendar": "day"},
+            {"name": "queue", "algorithm": "leaky_bucket", "rate": "10/second", "max_keys": 10, "eviction": "refuse"},
+        ]
+    }
+    for policy in (Policy(config), Policy.from_config(config), Policy(json_text(config)), Policy.from_config(json_text(config))):
+        assert policy.names == ("api", "daily", "queue")
+        assert policy.keyed_by("api") == ("user",)
+        decision = policy.try_acquire({"user": "a"}, 3, now=0)
+        assert decision.allowed
+        assert [(name, d.limit) for name, d in decision.limits] == [("api", 3), ("daily", 5), ("queue", 10)]
+    cases: list[tuple[Any, str, type[BaseException]]] = [
+        ({"limits": [{"name": "a", "rate": "1/second", "colour": "red"}]}, "colour", RateLimitError),
+        ({"limits": [{"name": "a"}]}, "rate", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "algorithm": "bucket"}]}, "bucket", RateLimitError),
+        ('{"limits": [', "EOF", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": object()}]}, "not JSON", RateLimitTypeError),
+    ]
+    for bad, named, error in cases:
+        with pytest.raises(error, match=named) as raised:
+            Policy.from_config(bad)
+        assert raised.value.code == "invalid_config"  # type: ignore[attr-defined]
+    with pytest.raises(RateLimitError) as raised:
+        Policy({"limits": [{"name": "a", "rate": "1/second", "burst": 0}]})
+    assert raised.value.code == "zero_value"
+
+
+def json_text(config: Any) -> str:
+    import json
+
+    return json.dumps(config)
+
+
+def test_calendar_windows() -> None:
+    daily = FixedWindow.with_calendar(3, "day", name="daily")
+    assert (daily.calendar, daily.window, daily.limit) == ("day", 86400.0, 3)
+    assert repr(daily) == "FixedWindow.with_calendar(limit=3, calendar='day', name='daily')"
+    assert FixedWindow(3, 60).calendar is None
+    assert daily.try_acquire(3)  # on time.time(): the current UTC day
+    decision = daily.peek()
+    assert not decision and 0 < decision.retry_after <= 86400
+    midnight = 1_700_006_400  # 2023-11-15 00:00 UTC
+    monthly = ratekeeper.SlidingWindowCounter.with_calendar(2, "month", clock=lambda: midnight)
+    assert monthly.calendar == "month" and monthly.try_acquire(2)
+    store = KeyedLimiter(monthly)
+    assert store.limiter.calendar == "month"  # type: ignore[attr-defined]
+    assert store.try_acquire("a", 2, now=midnight) and not store.peek("a", now=midnight)
+    with pytest.raises(RateLimitError) as raised:
+        FixedWindow.with_calendar(3, "fortnight")  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_value"
+
+
+# --- portable state -------------------------------------------------------
+
+def used(make: Make) -> Any:
+    limiter = make()
+    for now in (0.0, 0.05, 0.3):
+        limiter.try_acquire(2, now=now)
+        limiter.reserve(1, now=now)
+    return limiter
+
+
+@pytest.mark.parametrize("name", ALL.keys())
+def test_pickling_and_bytes_round_trips_preserve_decisions(name: str) -> None:
+    import pickle
+
+    make = ALL[name]
+    limiter = used(make)
+    restored = make()
+    restored.restore(limiter.to_bytes())
+    copies = [
+        pickle.loads(pickle.dumps(limiter)),
+        from_bytes(limiter),
+        restored,
+    ]
+    for copy in copies:
+        limiter = used(make)  # each copy beside its own original
+        assert type(copy) is type(limiter) and repr(copy) == repr(limiter)
+        for now in (0.3, 0.31, 0.6, 1.0, 5.0):
+            assert copy.try_acquire(1, now=now) == limiter.try_acquire(1, now=now)
+            copy.refund(1, taken_at=now)
+            limiter.refund(1, taken_at=now)
+
+
+def from_bytes(limiter: Any) -> Any:
+    """``<Class>.from_bytes(data, *constructor arguments)`` (a token bucket of
+    several bandwidths has no constructor of them: it restores into one)."""
+    kwargs = kwargs_of(limiter)
+    if "bandwidths" in kwargs:
+        copy = TokenBucket.from_bandwidths(kwargs["bandwidths"])
+        copy.restore(limiter.to_bytes())
+        return copy
+    return type(limiter).from_bytes(limiter.to_bytes(), **kwargs)
+
+
+def kwargs_of(limiter: Any) -> dict[str, Any]:
+    if isinstance(limiter, TokenBucket):
+        return {"bandwidths": limiter.bandwidths} if len(limiter.bandwidths) > 1 else {
+            "capacity": limiter.capacity,
+            "refill_tokens": limiter.refill_tokens,
+            "refill_period": limiter.refill_period,
+        }
+    if isinstance(limiter, Gcra):
+        return {"burst": limiter.burst, "emission_interval": limiter.emission_interval}
+    if isinstance(limiter, LeakyBucket):
+        return {"capacity": limiter.capacity, "interval": limiter.interval}
+    return {"limit": limiter.limit, "window": limiter.window}
+
+
+def test_pickling_keeps_name_and_clock() -> None:
+    import pickle
+
+    limiter = SlidingWindowLog(3, 10, name="per-ten", clock=time.monotonic)
+    limiter.try_acquire(2)
+    copy = pickle.loads(pickle.dumps(limiter))
+    assert (copy.name, repr(copy)) == ("per-ten", "SlidingWindowLog(limit=3, window=10.0, name='per-ten')")
+    assert copy.peek(0).remaining == 1
+    with pytest.raises(TypeError):
+        pickle.dumps(KeyedLimiter(Gcra(1, 1)))
+
+
+def test_bad_state_raises_its_code_and_changes_nothing() -> None:
+    gcra = Gcra(3, 1)
+    gcra.try_acquire(2, now=10)
+    data = gcra.to_bytes()
+    target = Gcra(3, 1)
+    target.try_acquire(1, now=10)
+    before = target.peek(now=10)
+    cases: list[tuple[Any, str]] = [
+        (data[:5], "state_truncated"),
+        (data[:-1], "state_truncated"),
+        (b"xx" + data[2:], "state_corrupt"),
+        (data + b"\x00", "state_corrupt"),
+        (data[:2] + bytes([99]) + data[3:], "state_version"),
+        (Gcra(4, 1).to_bytes(), "state_mismatch"),
+        (LeakyBucket(3, 1).to_bytes(), "state_mismatch"),
+        (SlidingWindowLog(3, 1).to_bytes(), "state_mismatch"),
+    ]
+    for bad, code in cases:
+        with pytest.raises(RateLimitError) as raised:
+            target.restore(bad)
+        assert raised.value.code == code, bad
+        assert "`data`" in str(raised.value)
+        with pytest.raises(RateLimitError):
+            Gcra.from_bytes(bad, 3, 1)
+    assert target.peek(now=10) == before
+    with pytest.raises(RateLimitTypeError, match="`data` must be bytes"):
+        target.restore(data.decode("latin-1"))  # type: ignore[arg-type]
+    target.restore(bytearray(data))
+    assert target.peek(now=10) == gcra.peek(now=10)
