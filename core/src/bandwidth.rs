@@ -169,58 +169,62 @@ impl Band {
         self.tokens == rule.capacity
     }
 
-    /// The band `elapsed` ns later.
-    pub(crate) fn advanced(self, rule: &Bandwidth, elapsed: u64) -> Band {
-        match self.advanced_quick(rule, elapsed) {
-            Some(band) => band,
-            None => self.advanced_by_division(rule, elapsed),
-        }
+    /// Whether the band owes nothing and its refill is one token per step
+    /// (once reduced), the usual case, in which [`Band::advanced_quick`] and
+    /// [`Band::wait_for_quick`] apply: then no wait needs a division or more
+    /// than 64 bits.
+    #[inline(always)]
+    pub(crate) fn is_quick(&self, rule: &Bandwidth) -> bool {
+        self.owed == 0 && rule.step_tokens == 1
     }
 
-    /// [`Band::advanced`] in the cases a busy bucket meets on almost every
-    /// call, which need no division: a full band, less than a token (or a
-    /// period) gained, enough to fill the band, exactly one token. `None`
-    /// otherwise, and whenever the band owes tokens.
+    /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
+    /// cases a busy bucket meets on almost every call, which need neither a
+    /// division nor 128 bits: a full band, less than a token (or a period)
+    /// gained, exactly one token, or enough to fill the band. `None`
+    /// otherwise. The band stays quick.
     #[inline(always)]
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
-        if self.owed != 0 {
-            return None;
-        }
-        let period = rule.step_period as u128;
+        debug_assert!(self.is_quick(rule));
+        let period = rule.step_period;
+        // The carry plus the refill since the last call: in units of
+        // 1/step_period token (greedy), or in ns (interval). A sum past
+        // 2^64 would fill the band or cross a boundary, as below.
+        let (scaled, past_64_bits) = self.carry.overflowing_add(elapsed);
         match rule.refill {
             Refill::Greedy => {
                 if self.is_full(rule) {
                     return Some(self);
                 }
-                // In units of 1/step_period token. Cannot overflow: carry < 2^64
-                // and the product is at most (2^64 - 1)^2.
-                let scaled = self.carry as u128 + rule.step_tokens as u128 * elapsed as u128;
-                if scaled >= (rule.capacity - self.tokens) as u128 * period {
+                // At most the time to refill from empty: within 64 bits
+                // (checked when the rule was built).
+                let to_fill = (rule.capacity - self.tokens) * period;
+                if past_64_bits || scaled >= to_fill {
                     (self.tokens, self.carry) = (rule.capacity, 0);
                 } else if scaled < period {
-                    self.carry = scaled as u64;
+                    self.carry = scaled;
                 } else if scaled - period < period {
                     // One token, short of filling the band (see above).
-                    (self.tokens, self.carry) = (self.tokens + 1, (scaled - period) as u64);
+                    (self.tokens, self.carry) = (self.tokens + 1, scaled - period);
                 } else {
                     return None;
                 }
             }
             Refill::Interval => {
-                let since_boundary = self.carry as u128 + elapsed as u128;
-                if since_boundary >= period {
+                if past_64_bits || scaled >= period {
                     return None;
                 }
-                self.carry = since_boundary as u64;
+                self.carry = scaled;
             }
         }
         Some(self)
     }
 
-    /// [`Band::advanced`] in every case: the whole steps (tokens, or
-    /// periods) gained by division, the remainder carried.
+    /// The band `elapsed` ns later: the whole steps gained (tokens, or
+    /// periods) by division, the remainder carried. This is the definition
+    /// that [`Band::advanced_quick`] shortcuts.
     #[inline(never)]
-    fn advanced_by_division(mut self, rule: &Bandwidth, elapsed: u64) -> Band {
+    pub(crate) fn advanced(mut self, rule: &Bandwidth, elapsed: u64) -> Band {
         let period = rule.step_period as u128;
         let scaled = self.carry as u128
             + match rule.refill {
@@ -313,11 +317,8 @@ impl Band {
     }
 
     /// The wait, in ns, until `tokens - owed >= target`, saturating at
-    /// `u64::MAX`.
+    /// `u64::MAX`: the definition that [`Band::wait_for_quick`] shortcuts.
     pub(crate) fn wait_for(&self, rule: &Bandwidth, target: u64) -> u64 {
-        if let Some(wait) = self.wait_for_quick(rule, target) {
-            return wait;
-        }
         let missing = (target as u128 + self.owed as u128).saturating_sub(self.tokens as u128);
         if missing == 0 {
             return 0;
@@ -325,21 +326,18 @@ impl Band {
         wait_wide(rule, missing, self.carry).min(u64::MAX as u128) as u64
     }
 
-    /// [`Band::wait_for`] for a band that owes nothing under a refill of one
-    /// token per step (once reduced), the usual case: then, for either
-    /// refill, the wait is the missing tokens' steps less the carry, and it
-    /// fits in 64 bits, being at most the time to refill from empty (checked
-    /// when the rule was built). `None` otherwise.
+    /// [`Band::wait_for`] for a quick band (see [`Band::is_quick`]): for
+    /// either refill, the missing tokens' steps less the carry. It fits in
+    /// 64 bits, being at most the time to refill from empty (checked when
+    /// the rule was built).
     #[inline(always)]
-    pub(crate) fn wait_for_quick(&self, rule: &Bandwidth, target: u64) -> Option<u64> {
-        if self.owed != 0 || rule.step_tokens != 1 {
-            return None;
-        }
-        Some(if self.tokens >= target {
+    pub(crate) fn wait_for_quick(&self, rule: &Bandwidth, target: u64) -> u64 {
+        debug_assert!(self.is_quick(rule));
+        if self.tokens >= target {
             0
         } else {
             (target - self.tokens) * rule.step_period - self.carry
-        })
+        }
     }
 
     /// This band following a new rule: whole tokens and debt carry over

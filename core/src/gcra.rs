@@ -182,10 +182,14 @@ impl Gcra {
         }
     }
 
+    /// Stores `state`, unless it is the limiter's state already (a denial
+    /// at a time already seen), so that such a call writes nothing.
     #[inline]
     fn commit(&mut self, state: State) {
-        self.latest = state.at;
-        self.used = state.used;
+        if state.at != self.latest || state.used != self.used {
+            self.latest = state.at;
+            self.used = state.used;
+        }
     }
 
     #[inline]
@@ -194,11 +198,14 @@ impl Gcra {
         let mut state = self.at(now);
         // cost <= burst, so this is at most the tolerance.
         let need = cost * self.interval;
-        let allowed = cost == 0 || state.used <= self.tolerance - need;
+        // The most of the tolerance that may be in use for `cost` to fit.
+        let slack = self.tolerance - need;
+        let allowed = cost == 0 || state.used <= slack;
         if allowed {
             state.used += need;
         }
-        let after = |wait: u128| saturating(state.lag as u128 + wait);
+        // Every wait fits in 64 bits before the lag is added.
+        let after = |wait: u64| Nanos(wait.saturating_add(state.lag));
         let decision = Decision {
             allowed,
             remaining: match self.tolerance.saturating_sub(state.used) {
@@ -210,12 +217,12 @@ impl Gcra {
             retry_after: if allowed {
                 Nanos::ZERO
             } else {
-                after(state.used as u128 + need as u128 - self.tolerance as u128)
+                after(state.used - slack)
             },
             reset_after: if state.used == 0 {
                 Nanos::ZERO
             } else {
-                after(state.used as u128)
+                after(state.used)
             },
         };
         Ok((decision, state))

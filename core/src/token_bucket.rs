@@ -58,40 +58,52 @@ pub struct TokenBucket<const N: usize = 1> {
 
 /// How a decision computes each band.
 trait Arithmetic {
+    /// Whether this arithmetic computes `band` at all, asked of every band
+    /// before anything else.
+    fn computes(band: &Band, rule: &Bandwidth) -> bool;
     /// [`Band::advanced`], or `None` where this arithmetic declines.
     fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band>;
-    /// [`Band::wait_for`], or `None` where this arithmetic declines.
-    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64>;
+    /// [`Band::wait_for`].
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64;
 }
 
 /// Every case, in 128 bits with divisions where needed; never declines.
 enum Exact {}
 
 impl Arithmetic for Exact {
+    fn computes(_: &Band, _: &Bandwidth) -> bool {
+        true
+    }
+
     fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         Some(band.advanced(rule, elapsed))
     }
 
-    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64> {
-        Some(band.wait_for(rule, target))
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64 {
+        band.wait_for(rule, target)
     }
 }
 
-/// The cases a busy bucket meets on almost every call (no debt, a refill
-/// of one token per step, at most one token gained), in 64-bit registers
-/// without a division or a call, so that a decision inlines into the
-/// caller's loop. It declines the rest, which [`Exact`] then decides from
-/// scratch.
+/// The cases a busy bucket meets on almost every call (quick bands, see
+/// [`Band::is_quick`], gaining at most one token or filling up), in 64-bit
+/// registers without a division or a call, so that a decision inlines into
+/// the caller's loop. It declines the rest, which [`Exact`] then decides
+/// from scratch.
 enum Quick {}
 
 impl Arithmetic for Quick {
+    #[inline(always)]
+    fn computes(band: &Band, rule: &Bandwidth) -> bool {
+        band.is_quick(rule)
+    }
+
     #[inline(always)]
     fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         band.advanced_quick(rule, elapsed)
     }
 
     #[inline(always)]
-    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> Option<u64> {
+    fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64 {
         band.wait_for_quick(rule, target)
     }
 }
@@ -194,6 +206,11 @@ impl<const N: usize> TokenBucket<N> {
     /// The bucket as of `now`, or `None` where `A` declines.
     #[inline(always)]
     fn level_at<A: Arithmetic>(&self, now: Nanos) -> Option<Level<N>> {
+        for (band, rule) in self.bands.iter().zip(&self.rules) {
+            if !A::computes(band, rule) {
+                return None;
+            }
+        }
         Some(match self.updated {
             Some(updated) if now <= updated => Level {
                 bands: self.bands,
@@ -226,26 +243,23 @@ impl<const N: usize> TokenBucket<N> {
     /// Stores `level` as the bucket's state, unless it is the state already.
     #[inline]
     fn commit(&mut self, level: &Level<N>, taken: bool) {
-        if level.moved || taken {
+        if level.moved | taken {
             self.bands = level.bands;
             self.updated = Some(level.at);
         }
     }
 
     /// The longest wait, over all bands, until each holds `target` tokens
-    /// (`None` for full), plus `lag`, saturating at [`Nanos::MAX`]; `None`
-    /// where `A` declines.
+    /// (`None` for full), plus `lag`, saturating at [`Nanos::MAX`].
     #[inline(always)]
-    fn wait<A: Arithmetic>(&self, level: &Level<N>, target: Option<u64>) -> Option<Nanos> {
+    fn wait<A: Arithmetic>(&self, level: &Level<N>, target: Option<u64>) -> Nanos {
         let mut longest = 0;
         for (band, rule) in level.bands.iter().zip(&self.rules) {
-            longest = longest.max(A::wait_for(band, rule, target.unwrap_or(rule.capacity()))?);
+            longest = longest.max(A::wait_for(band, rule, target.unwrap_or(rule.capacity())));
         }
-        Some(Nanos(if longest == 0 {
-            0
-        } else {
-            longest.saturating_add(level.lag)
-        }))
+        // No wait stays no wait, whatever the lag.
+        let lag = if longest == 0 { 0 } else { level.lag };
+        Nanos(longest.saturating_add(lag))
     }
 
     /// The decision for `cost` at `now`, which the caller has checked
@@ -263,7 +277,7 @@ impl<const N: usize> TokenBucket<N> {
         let retry_after = if allowed {
             Nanos::ZERO
         } else {
-            self.wait::<A>(&level, Some(cost))?
+            self.wait::<A>(&level, Some(cost))
         };
         let decision = Decision {
             allowed,
@@ -275,7 +289,7 @@ impl<const N: usize> TokenBucket<N> {
                 .unwrap_or(0),
             limit: self.limit(),
             retry_after,
-            reset_after: self.wait::<A>(&level, None)?,
+            reset_after: self.wait::<A>(&level, None),
         };
         Some((decision, level))
     }
@@ -413,7 +427,84 @@ impl<const N: usize> Codec for TokenBucket<N> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::FileFailurePersistence;
+    use std::boxed::Box;
+
+    /// A bandwidth of any refill, with small numbers so that every path
+    /// (debt, several tokens gained, gcd-reduced steps) comes up.
+    fn rule() -> impl Strategy<Value = Bandwidth> {
+        (1u64..=6, 1u64..=4, 1u64..=40, any::<bool>(), 0u64..=6).prop_map(
+            |(capacity, tokens, period, interval, initial)| {
+                let rule = if interval {
+                    Bandwidth::interval(capacity, tokens, Nanos(period))
+                } else {
+                    Bandwidth::greedy(capacity, tokens, Nanos(period))
+                };
+                let rule = rule.unwrap();
+                rule.with_initial_tokens(initial.min(capacity)).unwrap()
+            },
+        )
+    }
+
+    /// Asserts that the quick arithmetic, where it answers, decides exactly
+    /// as the exact one and leaves the same state.
+    fn assert_quick_is_exact<const N: usize>(bucket: &TokenBucket<N>, now: Nanos, cost: u64) {
+        let Some((quick, quick_level)) = bucket.decide_with::<Quick>(now, cost) else {
+            return;
+        };
+        let (exact, exact_level) = bucket.decide(now, cost);
+        assert_eq!(quick, exact);
+        assert_eq!(quick_level.bands, exact_level.bands);
+        assert_eq!(
+            (quick_level.at, quick_level.lag, quick_level.moved),
+            (exact_level.at, exact_level.lag, exact_level.moved)
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 512,
+            // Shrunk failures kept beside those of core/tests/.
+            failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+                "proptest-regressions/token_bucket.txt",
+            ))),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn quick_decisions_are_exact(
+            rules in (rule(), rule()),
+            calls in prop::collection::vec((-30i64..=90, 0u64..=3, 0u8..=5), 1..60),
+        ) {
+            let mut one = TokenBucket::from_bandwidths([rules.0]).unwrap();
+            let mut two = TokenBucket::from_bandwidths([rules.0, rules.1]).unwrap();
+            let mut t = 1_000i64;
+            for (step, cost, op) in calls {
+                t = (t + step).max(0);
+                let now = Nanos(t as u64);
+                if cost <= one.limit() {
+                    assert_quick_is_exact(&one, now, cost);
+                    match op {
+                        0 => drop(one.reserve(now, cost, Nanos(200))),
+                        1 => one.refund(now, cost),
+                        _ => drop(one.try_acquire(now, cost)),
+                    }
+                }
+                if cost <= two.limit() {
+                    assert_quick_is_exact(&two, now, cost);
+                    match op {
+                        0 => drop(two.reserve(now, cost, Nanos(200))),
+                        1 => two.refund(now, cost),
+                        _ => drop(two.try_acquire(now, cost)),
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn three_per_microsecond_admit_exactly_three_thousand_per_millisecond() {
