@@ -299,12 +299,20 @@ impl<const N: usize> TokenBucket<N> {
         exact(self.decide_with::<Exact>(now, cost))
     }
 
-    /// [`Limiter::try_acquire`] in every case, once the cost is checked.
+    /// [`Limiter::try_acquire`] in every case, once the cost is checked:
+    /// the decision's fields, in order.
     #[inline(never)]
-    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> Decision {
+    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> (bool, u64, u64, Nanos, Nanos) {
         let (decision, level) = self.decide(now, cost);
         self.commit(&level, decision.allowed);
-        decision
+        let Decision {
+            allowed,
+            remaining,
+            limit,
+            retry_after,
+            reset_after,
+        } = decision;
+        (allowed, remaining, limit, retry_after, reset_after)
     }
 }
 
@@ -327,7 +335,21 @@ impl<const N: usize> Limiter for TokenBucket<N> {
                 self.commit(&level, decision.allowed);
                 Ok(decision)
             }
-            None => Ok(self.acquire_exact(now, cost)),
+            None => {
+                // Taken apart and rebuilt, so that both paths meet on plain
+                // values rather than in the memory this call writes: else
+                // the quick path would store its answer there too, for the
+                // caller to copy it again.
+                let (allowed, remaining, limit, retry_after, reset_after) =
+                    self.acquire_exact(now, cost);
+                Ok(Decision {
+                    allowed,
+                    remaining,
+                    limit,
+                    retry_after,
+                    reset_after,
+                })
+            }
         }
     }
 
