@@ -57,6 +57,9 @@ pub struct TokenBucket<const N: usize = 1> {
 
 /// How a decision computes each band.
 trait Arithmetic {
+    /// Whether this arithmetic decides at a time before the bucket's own
+    /// (time gone backwards), when every wait grows by the difference.
+    const LAGS: bool;
     /// Whether this arithmetic computes `band` at all, asked of every band
     /// before anything else.
     fn computes(band: &Band, rule: &Bandwidth) -> bool;
@@ -70,6 +73,8 @@ trait Arithmetic {
 enum Exact {}
 
 impl Arithmetic for Exact {
+    const LAGS: bool = true;
+
     fn computes(_: &Band, _: &Bandwidth) -> bool {
         true
     }
@@ -84,13 +89,15 @@ impl Arithmetic for Exact {
 }
 
 /// The cases a busy bucket meets on almost every call (quick bands, see
-/// [`Band::is_quick`], gaining at most one token or filling up), in 64-bit
-/// registers without a division or a call, so that a decision inlines into
-/// the caller's loop. It declines the rest, which [`Exact`] then decides
-/// from scratch.
+/// [`Band::is_quick`], gaining at most one token or filling up, time not
+/// gone backwards), in 64-bit registers without a division or a call, so
+/// that a decision inlines into the caller's loop. It declines the rest,
+/// which [`Exact`] then decides from scratch.
 enum Quick {}
 
 impl Arithmetic for Quick {
+    const LAGS: bool = false;
+
     #[inline(always)]
     fn computes(band: &Band, rule: &Bandwidth) -> bool {
         band.is_quick(rule)
@@ -211,12 +218,19 @@ impl<const N: usize> TokenBucket<N> {
             }
         }
         Some(match self.updated {
-            Some(updated) if now <= updated => Level {
-                bands: self.bands,
-                at: updated,
-                lag: updated.0 - now.0,
-                moved: false,
-            },
+            Some(updated) if now <= updated => {
+                if !A::LAGS && now < updated {
+                    return None;
+                }
+                Level {
+                    bands: self.bands,
+                    at: updated,
+                    // Spelled out as zero otherwise, so that every wait's
+                    // addition of it folds away.
+                    lag: if A::LAGS { updated.0 - now.0 } else { 0 },
+                    moved: false,
+                }
+            }
             Some(updated) => {
                 let elapsed = now.0 - updated.0;
                 let mut bands = self.bands;
