@@ -195,7 +195,20 @@ impl Gcra {
     #[inline]
     fn decide(&self, now: Nanos, cost: u64) -> Result<(Decision, State), Error> {
         check_cost(cost, self.burst)?;
-        let mut state = self.at(now);
+        let state = self.at(now);
+        // Decided apart when time went backwards, so that the usual case,
+        // whose lag is zero, adds none to its waits.
+        Ok(if state.lag == 0 {
+            self.decide_at(State { lag: 0, ..state }, cost)
+        } else {
+            self.decide_at(state, cost)
+        })
+    }
+
+    /// The decision for `cost` (checked against the burst) from `state`,
+    /// and the state after it.
+    #[inline(always)]
+    fn decide_at(&self, mut state: State, cost: u64) -> (Decision, State) {
         // cost <= burst, so this is at most the tolerance.
         let need = cost * self.interval;
         // The most of the tolerance that may be in use for `cost` to fit.
@@ -225,7 +238,7 @@ impl Gcra {
                 after(state.used)
             },
         };
-        Ok((decision, state))
+        (decision, state)
     }
 }
 

@@ -58,6 +58,9 @@ pub struct TokenBucket<const N: usize = 1> {
 
 /// How a decision computes each band.
 trait Arithmetic {
+    /// Whether this arithmetic decides at a time before the bucket's own
+    /// (time gone backwards), when every wait grows by the difference.
+    const LAGS: bool;
     /// Whether this arithmetic computes `band` at all, asked of every band
     /// before anything else.
     fn computes(band: &Band, rule: &Bandwidth) -> bool;
@@ -71,6 +74,8 @@ trait Arithmetic {
 enum Exact {}
 
 impl Arithmetic for Exact {
+    const LAGS: bool = true;
+
     fn computes(_: &Band, _: &Bandwidth) -> bool {
         true
     }
@@ -85,13 +90,15 @@ impl Arithmetic for Exact {
 }
 
 /// The cases a busy bucket meets on almost every call (quick bands, see
-/// [`Band::is_quick`], gaining at most one token or filling up), in 64-bit
-/// registers without a division or a call, so that a decision inlines into
-/// the caller's loop. It declines the rest, which [`Exact`] then decides
-/// from scratch.
+/// [`Band::is_quick`], gaining at most one token or filling up, time not
+/// gone backwards), in 64-bit registers without a division or a call, so
+/// that a decision inlines into the caller's loop. It declines the rest,
+/// which [`Exact`] then decides from scratch.
 enum Quick {}
 
 impl Arithmetic for Quick {
+    const LAGS: bool = false;
+
     #[inline(always)]
     fn computes(band: &Band, rule: &Bandwidth) -> bool {
         band.is_quick(rule)
@@ -212,12 +219,19 @@ impl<const N: usize> TokenBucket<N> {
             }
         }
         Some(match self.updated {
-            Some(updated) if now <= updated => Level {
-                bands: self.bands,
-                at: updated,
-                lag: updated.0 - now.0,
-                moved: false,
-            },
+            Some(updated) if now <= updated => {
+                if !A::LAGS && now < updated {
+                    return None;
+                }
+                Level {
+                    bands: self.bands,
+                    at: updated,
+                    // Spelled out as zero otherwise, so that every wait's
+                    // addition of it folds away.
+                    lag: if A::LAGS { updated.0 - now.0 } else { 0 },
+                    moved: false,
+                }
+            }
             Some(updated) => {
                 let elapsed = now.0 - updated.0;
                 let mut bands = self.bands;
@@ -300,12 +314,20 @@ impl<const N: usize> TokenBucket<N> {
         exact(self.decide_with::<Exact>(now, cost))
     }
 
-    /// [`Limiter::try_acquire`] in every case, once the cost is checked.
+    /// [`Limiter::try_acquire`] in every case, once the cost is checked:
+    /// the decision's fields, in order.
     #[inline(never)]
-    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> Decision {
+    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> (bool, u64, u64, Nanos, Nanos) {
         let (decision, level) = self.decide(now, cost);
         self.commit(&level, decision.allowed);
-        decision
+        let Decision {
+            allowed,
+            remaining,
+            limit,
+            retry_after,
+            reset_after,
+        } = decision;
+        (allowed, remaining, limit, retry_after, reset_after)
     }
 }
 
@@ -328,7 +350,21 @@ impl<const N: usize> Limiter for TokenBucket<N> {
                 self.commit(&level, decision.allowed);
                 Ok(decision)
             }
-            None => Ok(self.acquire_exact(now, cost)),
+            None => {
+                // Taken apart and rebuilt, so that both paths meet on plain
+                // values rather than in the memory this call writes: else
+                // the quick path would store its answer there too, for the
+                // caller to copy it again.
+                let (allowed, remaining, limit, retry_after, reset_after) =
+                    self.acquire_exact(now, cost);
+                Ok(Decision {
+                    allowed,
+                    remaining,
+                    limit,
+                    retry_after,
+                    reset_after,
+                })
+            }
         }
     }
 
