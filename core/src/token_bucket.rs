@@ -75,14 +75,17 @@ enum Exact {}
 impl Arithmetic for Exact {
     const LAGS: bool = true;
 
+    #[inline]
     fn computes(_: &Band, _: &Bandwidth) -> bool {
         true
     }
 
+    #[inline]
     fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         Some(band.advanced(rule, elapsed))
     }
 
+    #[inline]
     fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64 {
         band.wait_for(rule, target)
     }
@@ -308,7 +311,7 @@ impl<const N: usize> TokenBucket<N> {
     }
 
     /// [`TokenBucket::decide_with`] in every case.
-    #[inline(never)]
+    #[inline]
     fn decide(&self, now: Nanos, cost: u64) -> (Decision, Level<N>) {
         exact(self.decide_with::<Exact>(now, cost))
     }
