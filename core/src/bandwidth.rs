@@ -169,69 +169,32 @@ impl Band {
         self.tokens == rule.capacity
     }
 
-    /// Whether the band owes nothing and its refill is one token per step
-    /// (once reduced), the usual case, in which [`Band::advanced_quick`] and
-    /// [`Band::wait_for_quick`] apply: then no wait needs a division or more
-    /// than 64 bits.
-    #[inline(always)]
-    pub(crate) fn is_quick(&self, rule: &Bandwidth) -> bool {
-        self.owed == 0 && rule.step_tokens == 1
-    }
-
-    /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
-    /// cases a busy bucket meets on almost every call, which need neither a
-    /// division nor 128 bits: a full band, less than a token (or a period)
-    /// gained, exactly one token, or enough to fill the band. `None`
-    /// otherwise. The band stays quick.
-    #[inline(always)]
-    pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
-        debug_assert!(self.is_quick(rule));
-        let period = rule.step_period;
-        // The carry plus the refill since the last call: in units of
-        // 1/step_period token (greedy), or in ns (interval). A sum past
-        // 2^64 would fill the band or cross a boundary, as below.
-        let (scaled, past_64_bits) = self.carry.overflowing_add(elapsed);
-        match rule.refill {
-            Refill::Greedy => {
-                if self.is_full(rule) {
-                    return Some(self);
-                }
-                // At most the time to refill from empty: within 64 bits
-                // (checked when the rule was built).
-                let to_fill = (rule.capacity - self.tokens) * period;
-                if past_64_bits || scaled >= to_fill {
-                    (self.tokens, self.carry) = (rule.capacity, 0);
-                } else if scaled < period {
-                    self.carry = scaled;
-                } else if scaled - period < period {
-                    // One token, short of filling the band (see above).
-                    (self.tokens, self.carry) = (self.tokens + 1, scaled - period);
-                } else {
-                    return None;
-                }
-            }
-            Refill::Interval => {
-                if past_64_bits || scaled >= period {
-                    return None;
-                }
-                self.carry = scaled;
-            }
-        }
-        Some(self)
-    }
-
     /// The band `elapsed` ns later: the whole steps gained (tokens, or
-    /// periods) by division, the remainder carried. This is the definition
-    /// that [`Band::advanced_quick`] shortcuts.
-    #[inline(never)]
+    /// periods), the remainder carried. [`Band::advanced_quick`] is a
+    /// shortcut of this for the usual case.
     pub(crate) fn advanced(mut self, rule: &Bandwidth, elapsed: u64) -> Band {
+        if rule.refill == Refill::Greedy && self.is_full(rule) {
+            return self;
+        }
         let period = rule.step_period as u128;
+        // The carry plus the refill since the last call: in units of
+        // 1/step_period token (greedy), or in ns (interval).
         let scaled = self.carry as u128
             + match rule.refill {
                 // Cannot overflow: the product is at most (2^64 - 1)^2.
                 Refill::Greedy => rule.step_tokens as u128 * elapsed as u128,
                 Refill::Interval => elapsed as u128,
             };
+        // No step gained, or enough to fill the band: no division needed.
+        if scaled < period {
+            self.carry = scaled as u64;
+            return self;
+        }
+        let room = (rule.capacity - self.tokens) as u128;
+        if rule.refill == Refill::Greedy && self.owed == 0 && scaled >= room * period {
+            (self.tokens, self.carry) = (rule.capacity, 0);
+            return self;
+        }
         let steps = match u64::try_from(scaled) {
             // A 64-bit division is several times cheaper than a 128-bit one.
             Ok(scaled) => (scaled / rule.step_period) as u128,
@@ -326,6 +289,71 @@ impl Band {
         wait_wide(rule, missing, self.carry).min(u64::MAX as u128) as u64
     }
 
+    /// This band following a new rule: whole tokens and debt carry over
+    /// (tokens capped at the new capacity); a partial token, or the time into
+    /// the current interval, restarts.
+    pub(crate) fn reconfigured(self, rule: &Bandwidth) -> Band {
+        Band {
+            tokens: self.tokens.min(rule.capacity),
+            owed: self.owed,
+            carry: 0,
+        }
+    }
+
+    // The quick arithmetic: shortcuts of `advanced` and `wait_for` for the
+    // usual case, which a decision tries first (see `token_bucket::Quick`).
+
+    /// Whether the band owes nothing and gains one token per step of
+    /// `step_period`, the usual case, in which [`Band::advanced_quick`] and
+    /// [`Band::wait_for_quick`] apply: then no wait needs a division or more
+    /// than 64 bits.
+    #[inline(always)]
+    pub(crate) fn is_quick(&self, rule: &Bandwidth) -> bool {
+        self.owed == 0 && rule.step_tokens == 1
+    }
+
+    /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
+    /// cases a busy bucket meets on almost every call, which need neither a
+    /// division nor 128 bits: a full band, less than a token (or a period)
+    /// gained, exactly one token, or enough to fill the band. `None`
+    /// otherwise. The band stays quick.
+    #[inline(always)]
+    pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
+        debug_assert!(self.is_quick(rule));
+        let period = rule.step_period;
+        // The carry plus the refill since the last call: in units of
+        // 1/step_period token (greedy), or in ns (interval). A sum past
+        // 2^64 would fill the band or cross a boundary, as below.
+        let (scaled, past_64_bits) = self.carry.overflowing_add(elapsed);
+        match rule.refill {
+            Refill::Greedy => {
+                if self.is_full(rule) {
+                    return Some(self);
+                }
+                // At most the time to refill from empty: within 64 bits
+                // (checked when the rule was built).
+                let to_fill = (rule.capacity - self.tokens) * period;
+                if past_64_bits || scaled >= to_fill {
+                    (self.tokens, self.carry) = (rule.capacity, 0);
+                } else if scaled < period {
+                    self.carry = scaled;
+                } else if scaled - period < period {
+                    // One token, short of filling the band (see above).
+                    (self.tokens, self.carry) = (self.tokens + 1, scaled - period);
+                } else {
+                    return None;
+                }
+            }
+            Refill::Interval => {
+                if past_64_bits || scaled >= period {
+                    return None;
+                }
+                self.carry = scaled;
+            }
+        }
+        Some(self)
+    }
+
     /// [`Band::wait_for`] for a quick band (see [`Band::is_quick`]): for
     /// either refill, the missing tokens' steps less the carry. It fits in
     /// 64 bits, being at most the time to refill from empty (checked when
@@ -339,17 +367,6 @@ impl Band {
             (target - self.tokens) * rule.step_period - self.carry
         }
     }
-
-    /// This band following a new rule: whole tokens and debt carry over
-    /// (tokens capped at the new capacity); a partial token, or the time into
-    /// the current interval, restarts.
-    pub(crate) fn reconfigured(self, rule: &Bandwidth) -> Band {
-        Band {
-            tokens: self.tokens.min(rule.capacity),
-            owed: self.owed,
-            carry: 0,
-        }
-    }
 }
 
 /// The wait, in ns, for `missing` more tokens (not zero) into a band of
@@ -359,7 +376,11 @@ fn wait_wide(rule: &Bandwidth, missing: u128, carry: u64) -> u128 {
     let (refill, period) = (rule.step_tokens as u128, rule.step_period as u128);
     match rule.refill {
         Refill::Greedy => match missing.checked_mul(period) {
-            Some(scaled) => (scaled - carry as u128).div_ceil(refill),
+            Some(scaled) => match u64::try_from(scaled - carry as u128) {
+                // A 64-bit division is several times cheaper than a 128-bit one.
+                Ok(scaled) => scaled.div_ceil(rule.step_tokens) as u128,
+                Err(_) => (scaled - carry as u128).div_ceil(refill),
+            },
             None => u128::MAX,
         },
         Refill::Interval => match missing.div_ceil(refill).checked_mul(period) {
