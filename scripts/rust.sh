@@ -11,7 +11,7 @@ case "${1:-test}" in
     cargo build -p ratekeeper --no-default-features
     RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps --all-features
     bash scripts/wasm.sh check-core
-    cargo test -p ratekeeper --all-features --release
+    cargo test -p ratekeeper --all-features
     ;;
   *) echo "usage: $0 test" >&2; exit 2 ;;
 esac

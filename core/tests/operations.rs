@@ -135,16 +135,19 @@ fn ops(len: usize) -> impl Strategy<Value = Vec<Op>> {
 /// Units at a time: (ns, units).
 type Units = (u64, u64);
 
-/// Drives `limiter` through a trace of operations. Returns every grant as
-/// (time it takes effect, units), with refunded units taken out, and every
-/// refund as (the limiter's time then, units).
+/// Drives `limiter`, which has seen time up to `seen`, through a trace of
+/// operations. Returns every grant as (time it takes effect, units), with
+/// refunded units taken out, and every refund as (the limiter's time then,
+/// units).
 fn drive<L: Limiter + Clone + PartialEq + std::fmt::Debug>(
     limiter: &mut L,
+    seen: u64,
     trace: &[(u64, u64)],
     ops: &[Op],
 ) -> (Vec<Units>, Vec<Units>) {
     let (mut grants, mut refunds): (Vec<Units>, Vec<Units>) = (vec![], vec![]);
-    let mut latest = 0;
+    // A grant takes effect at the limiter's time, never before what it saw.
+    let mut latest = seen;
     for (&(now, cost), op) in trace.iter().zip(ops) {
         let cost = cost.min(limiter.limit());
         // Only calls that may change the limiter move its clock.
@@ -246,7 +249,7 @@ proptest! {
         // Interval boundaries count from the first call: make that trace[0].
         let anchor = trace[0].0;
         bucket.try_acquire(Nanos(anchor), 0).unwrap();
-        let (mut grants, refunds) = drive(&mut bucket, &trace, &ops);
+        let (mut grants, refunds) = drive(&mut bucket, anchor, &trace, &ops);
         grants.sort();
         for (i, &(x, _)) in grants.iter().enumerate() {
             let mut sum = 0u128;
@@ -270,7 +273,7 @@ proptest! {
         limit in 1u64..=6, window in 1u64..=3_000, trace in trace(800, 120), ops in ops(120),
     ) {
         let mut log = SlidingWindowLog::new(limit, Nanos(window)).unwrap();
-        let (grants, _) = drive(&mut log, &trace, &ops);
+        let (grants, _) = drive(&mut log, 0, &trace, &ops);
         for &(a, _) in &grants {
             let in_window: u64 = grants.iter().filter(|(t, _)| *t >= a && *t - a < window).map(|(_, u)| u).sum();
             prop_assert!(in_window <= limit, "{} units in [{}, {})", in_window, a, a + window);
