@@ -1,0 +1,355 @@
+-- ratekeeper: one atomic decision for every limit of a request, on Redis.
+-- Protocol version 1; see PROTOCOL.md beside this file. Decides exactly as the
+-- ratekeeper core does, in integer microseconds held in Lua doubles: every
+-- value stays below 2^53 under the limits the clients check (PROTOCOL.md).
+
+local floor = math.floor
+local fmt = function(x) return string.format('%.0f', x) end
+
+local function max(a, b) if a > b then return a end return b end
+local function min(a, b) if a < b then return a end return b end
+-- ceil(a / b) for integers 0 <= a < 2^53, b >= 1.
+local function ceil_div(a, b)
+  local q = floor(a / b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+local function since(now, at) return max(at - now, 0) end
+
+-- Each algorithm: n (its number of ARGV fields after the name), config(args),
+-- load(fields) and dump(state) for the stored string, decide(cfg, st, now,
+-- cost) -> allowed, remaining, retry_after, reset_after, new state (st is not
+-- changed), refund(cfg, st, now, taken_at, cost) -> new state.
+local algorithms = {}
+
+-- Gcra: the part of the tolerance in use, relative to the latest time seen.
+algorithms.gcra = {
+  config = function(a) return { burst = a[1], interval = a[2], tolerance = a[1] * a[2] } end,
+  fresh = function(c) return { latest = 0, used = 0 } end,
+  load = function(f) return { latest = f[1], used = f[2] } end,
+  dump = function(s) return fmt(s.latest) .. ' ' .. fmt(s.used) end,
+  decide = function(c, s, now, cost)
+    local used, at, lag
+    if now >= s.latest then
+      used, at, lag = max(s.used - (now - s.latest), 0), now, 0
+    else
+      used, at, lag = s.used, s.latest, s.latest - now
+    end
+    local need = cost * c.interval
+    local slack = c.tolerance - need
+    local allowed = cost == 0 or used <= slack
+    if allowed then used = used + need end
+    local room = max(c.tolerance - used, 0)
+    local remaining = 0
+    if room >= c.interval then remaining = floor(room / c.interval) end
+    local retry, reset = 0, 0
+    if not allowed then retry = used - slack + lag end
+    if used ~= 0 then reset = used + lag end
+    return allowed, remaining, retry, reset, { latest = at, used = used }
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    return { latest = s.latest, used = max(s.used - cost * c.interval, 0) }
+  end,
+}
+
+local function gcd(a, b)
+  while b ~= 0 do a, b = b, a % b end
+  return a
+end
+
+-- TokenBucket with greedy bandwidths starting full: per band, whole tokens
+-- and the fraction of the next one in units of 1/step_period.
+algorithms.token_bucket = {
+  config = function(a)
+    local bands, limit = {}, nil
+    for i = 2, 1 + 3 * a[1], 3 do
+      local cap, tokens, period = a[i], a[i + 1], a[i + 2]
+      local g = gcd(tokens, period)
+      bands[#bands + 1] = { cap = cap, k = tokens / g, p = period / g }
+      if limit == nil or cap < limit then limit = cap end
+    end
+    return { bands = bands, limit = limit }
+  end,
+  fresh = function(c)
+    local s = { updated = nil }
+    for i, b in ipairs(c.bands) do s[i] = { tokens = b.cap, carry = 0 } end
+    return s
+  end,
+  load = function(f)
+    local s = { updated = f[1] }
+    for i = 2, #f, 2 do s[#s + 1] = { tokens = f[i], carry = f[i + 1] } end
+    return s
+  end,
+  dump = function(s)
+    local out = { fmt(s.updated) }
+    for _, b in ipairs(s) do out[#out + 1] = fmt(b.tokens) .. ' ' .. fmt(b.carry) end
+    return table.concat(out, ' ')
+  end,
+  decide = function(c, s, now, cost)
+    local at, lag, bands = now, 0, {}
+    if s.updated ~= nil and now <= s.updated then
+      at, lag = s.updated, s.updated - now
+      for i, b in ipairs(s) do bands[i] = { tokens = b.tokens, carry = b.carry } end
+    else
+      local elapsed = 0
+      if s.updated ~= nil then elapsed = now - s.updated end
+      for i, b in ipairs(s) do
+        local r = c.bands[i]
+        local tokens, carry = b.tokens, b.carry
+        if tokens < r.cap and elapsed > 0 then
+          -- Full once k * elapsed reaches what the room lacks; below that,
+          -- every product stays under room * p.
+          local lacking = (r.cap - tokens) * r.p - carry
+          if elapsed >= ceil_div(lacking, r.k) then
+            tokens, carry = r.cap, 0
+          else
+            local scaled = carry + r.k * elapsed
+            local steps = floor(scaled / r.p)
+            tokens, carry = tokens + steps, scaled - steps * r.p
+          end
+        end
+        bands[i] = { tokens = tokens, carry = carry }
+      end
+    end
+    local allowed = true
+    if cost ~= 0 then
+      for _, b in ipairs(bands) do
+        if b.tokens < cost then allowed = false end
+      end
+    end
+    if allowed then
+      for _, b in ipairs(bands) do b.tokens = b.tokens - min(cost, b.tokens) end
+    end
+    local remaining, retry, reset = nil, 0, 0
+    for i, b in ipairs(bands) do
+      local r = c.bands[i]
+      if remaining == nil or b.tokens < remaining then remaining = b.tokens end
+      if not allowed and b.tokens < cost then
+        retry = max(retry, ceil_div((cost - b.tokens) * r.p - b.carry, r.k))
+      end
+      if b.tokens < r.cap then
+        reset = max(reset, ceil_div((r.cap - b.tokens) * r.p - b.carry, r.k))
+      end
+    end
+    if retry > 0 then retry = retry + lag end
+    if reset > 0 then reset = reset + lag end
+    bands.updated = at
+    return allowed, remaining, retry, reset, bands
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    local out = { updated = s.updated }
+    for i, b in ipairs(s) do
+      local r = c.bands[i]
+      if b.tokens + cost >= r.cap then
+        out[i] = { tokens = r.cap, carry = 0 }
+      else
+        out[i] = { tokens = b.tokens + cost, carry = b.carry }
+      end
+    end
+    return out
+  end,
+}
+
+-- FixedWindow over windows [k * window, (k + 1) * window) of the wire time.
+algorithms.fixed_window = {
+  config = function(a) return { limit = a[1], window = a[2] } end,
+  fresh = function(c) return { latest = 0, index = 0, used = 0 } end,
+  load = function(f) return { latest = f[1], index = f[2], used = f[3] } end,
+  dump = function(s) return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.used) end,
+  decide = function(c, s, now, cost)
+    local latest = max(s.latest, now)
+    local index = floor(latest / c.window)
+    local used = 0
+    if index == s.index then used = s.used end
+    local ends = (index + 1) * c.window
+    local fits = cost <= c.limit - used
+    local allowed = cost == 0 or fits
+    if allowed then used = used + cost end
+    local retry, reset = 0, 0
+    if not allowed then retry = since(now, ends) end
+    if used > 0 then reset = since(now, ends) end
+    return allowed, c.limit - used, retry, reset, { latest = latest, index = index, used = used }
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    local used = s.used
+    if floor(taken_at / c.window) == s.index then used = used - min(cost, used) end
+    return { latest = s.latest, index = s.index, used = used }
+  end,
+}
+
+-- SlidingWindowCounter: the previous window's count weighted by its overlap.
+local function first_in(c, k, prev, room)
+  local left = c.window
+  if prev ~= 0 then left = min(floor(room * c.window / prev), c.window) end
+  return max((k + 1) * c.window - left, 0)
+end
+
+algorithms.sliding_window_counter = {
+  config = function(a) return { limit = a[1], window = a[2] } end,
+  fresh = function(c) return { latest = 0, index = 0, cur = 0, prev = 0 } end,
+  load = function(f) return { latest = f[1], index = f[2], cur = f[3], prev = f[4] } end,
+  dump = function(s)
+    return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev)
+  end,
+  decide = function(c, s, now, cost)
+    local at = max(s.latest, now)
+    local index = floor(at / c.window)
+    local cur, prev = 0, 0
+    if index == s.index then cur, prev = s.cur, s.prev
+    elseif index == s.index + 1 then prev = s.cur end
+    local fits_at
+    if cost <= c.limit - cur then
+      fits_at = max(first_in(c, index, prev, c.limit - cur - cost), at)
+    else
+      fits_at = first_in(c, index + 1, cur, c.limit - cost)
+    end
+    local allowed = cost == 0 or fits_at == at
+    if allowed then cur = cur + cost end
+    local weighted = ceil_div(prev * ((index + 1) * c.window - at), c.window)
+    local remaining = max(c.limit - cur - weighted, 0)
+    local retry, reset = 0, 0
+    if not allowed then retry = since(now, fits_at) end
+    if cur ~= 0 then reset = since(now, (index + 2) * c.window)
+    elseif prev ~= 0 then reset = since(now, (index + 1) * c.window) end
+    return allowed, remaining, retry, reset, { latest = at, index = index, cur = cur, prev = prev }
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    local out = { latest = s.latest, index = s.index, cur = s.cur, prev = s.prev }
+    local back = s.index - floor(taken_at / c.window)
+    if back == 0 then out.cur = out.cur - min(cost, out.cur)
+    elseif back == 1 then out.prev = out.prev - min(cost, out.prev) end
+    return out
+  end,
+}
+
+local fields = { gcra = 2, fixed_window = 2, sliding_window_counter = 2 }
+
+-- Arguments.
+if ARGV[1] ~= '1' then
+  return redis.error_reply('ratekeeper: protocol version ' .. tostring(ARGV[1]) .. ' is not 1')
+end
+local mode = ARGV[2]
+local now
+if ARGV[3] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[3])
+end
+local n = tonumber(ARGV[4])
+if n == nil or n < 1 or n ~= #KEYS then
+  return redis.error_reply('ratekeeper: ' .. #KEYS .. ' keys for ' .. tostring(n) .. ' limits')
+end
+local pos = 5
+local limits = {}
+for i = 1, n do
+  local name = ARGV[pos]
+  local algorithm = algorithms[name]
+  if algorithm == nil then
+    return redis.error_reply('ratekeeper: unknown algorithm ' .. tostring(name))
+  end
+  local count = fields[name]
+  if count == nil then count = 1 + 3 * tonumber(ARGV[pos + 1]) end
+  local args = {}
+  for j = 1, count do args[j] = tonumber(ARGV[pos + j]) end
+  pos = pos + count + 1
+  local cfg = algorithm.config(args)
+  local stored = redis.call('GET', KEYS[i])
+  local state
+  if stored then
+    local f = {}
+    for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
+    state = algorithm.load(f)
+  else
+    state = algorithm.fresh(cfg)
+  end
+  limits[i] = { algorithm = algorithm, cfg = cfg, state = state, dirty = false }
+end
+local m = tonumber(ARGV[pos])
+local costs = {}
+for j = 1, m do costs[j] = tonumber(ARGV[pos + j]) end
+pos = pos + m + 1
+
+-- Stores every changed state with a TTL ending when it is back to fresh, or
+-- deletes it when it is fresh already.
+local function save()
+  for i, l in ipairs(limits) do
+    if l.dirty then
+      local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
+      if reset == 0 then
+        redis.call('DEL', KEYS[i])
+      else
+        redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PX', fmt(ceil_div(reset, 1000)))
+      end
+    end
+  end
+end
+
+if mode == 'refund' then
+  local taken_at = now
+  if ARGV[pos] ~= nil and ARGV[pos] ~= '' then taken_at = tonumber(ARGV[pos]) end
+  for i, l in ipairs(limits) do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      for _, cost in ipairs(costs) do
+        l.state = l.algorithm.refund(l.cfg, l.state, now, taken_at, cost)
+      end
+      l.dirty = true
+    end
+  end
+  save()
+  return { now }
+end
+if mode ~= 'acquire' and mode ~= 'peek' then
+  return redis.error_reply('ratekeeper: unknown mode ' .. tostring(mode))
+end
+
+local reply = { now }
+for _, cost in ipairs(costs) do
+  local answers, all = {}, true
+  for i, l in ipairs(limits) do
+    local allowed, remaining, retry, reset, state = l.algorithm.decide(l.cfg, l.state, now, cost)
+    answers[i] = { allowed, remaining, retry, reset, state }
+    if not allowed then all = false end
+  end
+  if all then
+    if mode == 'acquire' then
+      for i, l in ipairs(limits) do l.state, l.dirty = answers[i][5], true end
+    end
+  else
+    -- A denial consumes nothing anywhere: the limits that would allow report
+    -- their state as it stays, their answer for a cost of 0.
+    for i, l in ipairs(limits) do
+      if answers[i][1] then
+        local allowed, remaining, retry, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
+        answers[i] = { allowed, remaining, retry, reset }
+      end
+    end
+  end
+  -- The combined answer: the tightest remaining (and its limit), the longest
+  -- waits, and the denying limit with the longest wait (the first on ties).
+  local denied_by, tightest, retry, reset = 0, 1, 0, 0
+  for i, a in ipairs(answers) do
+    if not a[1] and (denied_by == 0 or a[3] > answers[denied_by][3]) then denied_by = i end
+    if a[2] < answers[tightest][2] then tightest = i end
+    retry, reset = max(retry, a[3]), max(reset, a[4])
+  end
+  local flag = 0
+  if all then flag = 1 end
+  reply[#reply + 1] = flag
+  reply[#reply + 1] = denied_by
+  reply[#reply + 1] = answers[tightest][2]
+  reply[#reply + 1] = limits[tightest].cfg.limit or limits[tightest].cfg.burst
+  reply[#reply + 1] = retry
+  reply[#reply + 1] = reset
+  for i, a in ipairs(answers) do
+    local allowed = 0
+    if a[1] then allowed = 1 end
+    reply[#reply + 1] = allowed
+    reply[#reply + 1] = a[2]
+    reply[#reply + 1] = limits[i].cfg.limit or limits[i].cfg.burst
+    reply[#reply + 1] = a[3]
+    reply[#reply + 1] = a[4]
+  end
+end
+if mode == 'acquire' then save() end
+return reply
