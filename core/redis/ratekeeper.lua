@@ -270,8 +270,8 @@ local costs = {}
 for j = 1, m do costs[j] = tonumber(ARGV[pos + j]) end
 pos = pos + m + 1
 
--- Stores every changed state with a TTL ending when it is back to fresh, or
--- deletes it when it is fresh already.
+-- Stores every changed state to expire when it is back to fresh (PXAT, in
+-- the time decided at: Unix ms), or deletes it when it is fresh already.
 local function save()
   for i, l in ipairs(limits) do
     if l.dirty then
@@ -279,7 +279,7 @@ local function save()
       if reset == 0 then
         redis.call('DEL', KEYS[i])
       else
-        redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PX', fmt(ceil_div(reset, 1000)))
+        redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PXAT', fmt(ceil_div(now + reset, 1000)))
       end
     end
   end

@@ -13,9 +13,10 @@
 //! `SCRIPT LOAD` on a `NOSCRIPT` error:
 //!
 //! - `KEYS`: one key per limit, all sharing one hash tag `{...}` (one slot on
-//!   Redis Cluster). Each holds the limit's state as a short string, with a
-//!   TTL ending exactly when the state is back to fresh (a fresh state is
-//!   deleted instead: an absent key is a fresh limiter).
+//!   Redis Cluster). Each holds the limit's state as a short string, expiring
+//!   (`PXAT`) exactly when the state is back to fresh, at `now +
+//!   reset_after` (a fresh state is deleted instead: an absent key is a
+//!   fresh limiter).
 //! - `ARGV`: `"1"` (the protocol version), the mode (`"acquire"`, `"peek"` or
 //!   `"refund"`), `now` in µs or `""` for the server's `TIME`, the number of
 //!   limits `n`, then each limit's configuration:
