@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import RedisError
 
@@ -387,12 +387,12 @@ class _Slot:
         self.lead: Optional[list[_Slot]] = None
 
 
-class _Sync(Generic[_T]):
+class _Sync:
     """The sync client's calls: EVALSHA with a NOSCRIPT fallback, faults, batching."""
 
     _core: _Core
 
-    def __init__(self, client: Any, core: _Core) -> None:
+    def _connect(self, client: Any, core: _Core) -> None:
         if not hasattr(client, "evalsha"):
             raise _type_error("client", "a redis.Redis (or RedisCluster) client", client)
         self._client = client
@@ -481,7 +481,7 @@ class _Async:
 
     _core: _Core
 
-    def __init__(self, client: Any, core: _Core) -> None:
+    def _connect(self, client: Any, core: _Core) -> None:
         if not hasattr(client, "evalsha"):
             raise _type_error("client", "a redis.asyncio.Redis client", client)
         self._client = client
@@ -562,7 +562,24 @@ def _one_limit(limiter: object, name: str) -> list[_Limit]:
 
 
 class _LimiterMixin:
+    """What the sync and async limiters share: construction, keys, properties."""
+
     _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        limiter: Limiter,
+        *,
+        name: str = "default",
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
+        self._connect(client, core)
 
     def _keys(self, key: _Key) -> list[bytes]:
         return self._core.keys({"key": key})
@@ -587,7 +604,7 @@ class _LimiterMixin:
         return self._core.limits[0].name
 
 
-class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
+class RedisLimiter(_LimiterMixin, _Sync):
     """One limiter per key, kept in Redis, for a sync ``redis.Redis`` client.
 
     ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
@@ -595,20 +612,6 @@ class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
     configuration (durations in whole microseconds). Keys are
     ``prefix{key}:name:...``.
     """
-
-    def __init__(
-        self,
-        client: Any,
-        limiter: Limiter,
-        *,
-        name: str = "default",
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
-        super().__init__(client, core)
 
     def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
@@ -637,22 +640,8 @@ class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
         self._wait(lambda: self._decide(key, keys, "acquire", [cost], None)[0], timeout)
 
 
-class AsyncRedisLimiter(_Async, _LimiterMixin):
+class AsyncRedisLimiter(_LimiterMixin, _Async):
     """``RedisLimiter`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
-
-    def __init__(
-        self,
-        client: Any,
-        limiter: Limiter,
-        *,
-        name: str = "default",
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
-        super().__init__(client, core)
 
     async def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
@@ -687,7 +676,24 @@ class AsyncRedisLimiter(_Async, _LimiterMixin):
 
 
 class _PolicyMixin:
+    """What the sync and async policies share: construction, keys, properties."""
+
     _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+        *,
+        algorithm: Optional[str] = None,
+        by: Optional[Iterable[str]] = None,
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     def _keys(self, request: _Request) -> list[bytes]:
         if request is not None and not isinstance(request, Mapping):
@@ -734,7 +740,7 @@ def _policy_core(
     return _PolicyCore(limits, prefix, clock, on_error, batching)
 
 
-class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
+class RedisPolicy(_PolicyMixin, _Sync):
     """Several limits decided together, all or nothing, in Redis, for a sync client.
 
     ``config`` is what ``ratekeeper.Policy`` takes (a dict ``{"limits":
@@ -743,20 +749,6 @@ class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
     of the fields all limits are keyed by (the whole policy shares one slot
     when some limit is global).
     """
-
-    def __init__(
-        self,
-        client: Any,
-        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
-        *,
-        algorithm: Optional[str] = None,
-        by: Optional[Iterable[str]] = None,
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        super().__init__(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
         """Take ``cost`` units from every limit if each has them, and say what happened."""
@@ -785,22 +777,8 @@ class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
         self._wait(lambda: self._decide(request, keys, "acquire", [cost], None)[0], timeout)
 
 
-class AsyncRedisPolicy(_Async, _PolicyMixin):
+class AsyncRedisPolicy(_PolicyMixin, _Async):
     """``RedisPolicy`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
-
-    def __init__(
-        self,
-        client: Any,
-        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
-        *,
-        algorithm: Optional[str] = None,
-        by: Optional[Iterable[str]] = None,
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        super().__init__(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     async def try_acquire(
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None

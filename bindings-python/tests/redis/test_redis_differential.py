@@ -16,6 +16,7 @@ from typing import Callable, Union
 
 import pytest
 import redis
+from redis_fixtures import client, url
 
 import ratekeeper
 from ratekeeper.redis import RedisPolicy
