@@ -16,8 +16,9 @@ local function ceil_div(a, b)
 end
 local function since(now, at) return max(at - now, 0) end
 
--- Each algorithm: n (its number of ARGV fields after the name), config(args),
--- load(fields) and dump(state) for the stored string, decide(cfg, st, now,
+-- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
+-- the stored string (or read(key) and write(key, state, expire_ms) for
+-- another type of key), decide(cfg, st, now,
 -- cost) -> allowed, remaining, retry_after, reset_after, new state (st is not
 -- changed), refund(cfg, st, now, taken_at, cost) -> new state.
 local algorithms = {}
@@ -222,7 +223,92 @@ algorithms.sliding_window_counter = {
   end,
 }
 
-local fields = { gcra = 2, fixed_window = 2, sliding_window_counter = 2 }
+-- SlidingWindowLog: the admitted events of the last window, oldest first,
+-- one entry per instant (events of one instant add up, never collapse).
+-- Kept in a sorted set: member "at:cost" scored by its instant (one member
+-- per instant, so members are unique), and "latest:t" (score -1), the latest
+-- time seen.
+algorithms.sliding_window_log = {
+  config = function(a) return { limit = a[1], window = a[2] } end,
+  fresh = function(c) return { latest = 0, entries = {} } end,
+  read = function(key)
+    local members = redis.call('ZRANGE', key, 0, -1)
+    if #members == 0 then return nil end
+    local s = { latest = 0, entries = {} }
+    for _, member in ipairs(members) do
+      local name, value = string.match(member, '^(%w+):(%d+)$')
+      if name == 'latest' then
+        s.latest = tonumber(value)
+      else
+        s.entries[#s.entries + 1] = { at = tonumber(name), cost = tonumber(value) }
+      end
+    end
+    return s
+  end,
+  write = function(key, s, expire_ms)
+    redis.call('DEL', key)
+    local args = { -1, 'latest:' .. fmt(s.latest) }
+    for i, e in ipairs(s.entries) do
+      args[#args + 1] = fmt(e.at)
+      args[#args + 1] = fmt(e.at) .. ':' .. fmt(e.cost)
+      -- In chunks: unpack() is bounded by Lua's C stack.
+      if #args >= 1000 or i == #s.entries then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+    redis.call('PEXPIREAT', key, fmt(expire_ms))
+  end,
+  decide = function(c, s, now, cost)
+    local latest = max(s.latest, now)
+    local entries, used = {}, 0
+    for _, e in ipairs(s.entries) do
+      if e.at + c.window > latest then
+        entries[#entries + 1] = { at = e.at, cost = e.cost }
+        used = used + e.cost
+      end
+    end
+    -- The earliest instant cost fits: walk the oldest entries out.
+    local newest = nil
+    if #entries > 0 then newest = entries[#entries].at end
+    local fits_at, in_window, i = max(latest, newest or 0), used, 1
+    while in_window + cost > c.limit do
+      in_window = in_window - entries[i].cost
+      fits_at = max(fits_at, entries[i].at + c.window)
+      i = i + 1
+    end
+    local allowed = cost == 0 or fits_at == latest
+    local consumed = 0
+    if allowed then consumed = cost end
+    local retry, reset = 0, 0
+    if not allowed then retry = since(now, fits_at) end
+    if consumed > 0 then reset = since(now, latest + c.window)
+    elseif newest ~= nil then reset = since(now, newest + c.window) end
+    if consumed > 0 then
+      if newest == latest then
+        entries[#entries].cost = entries[#entries].cost + consumed
+      else
+        entries[#entries + 1] = { at = latest, cost = consumed }
+      end
+    end
+    return allowed, max(c.limit - used - consumed, 0), retry, reset, { latest = latest, entries = entries }
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    local entries = {}
+    for _, e in ipairs(s.entries) do entries[#entries + 1] = { at = e.at, cost = e.cost } end
+    for i = #entries, 1, -1 do
+      if entries[i].at == taken_at then
+        entries[i].cost = entries[i].cost - min(cost, entries[i].cost)
+        if entries[i].cost == 0 then table.remove(entries, i) end
+        break
+      end
+    end
+    return { latest = s.latest, entries = entries }
+  end,
+}
+
+local fields = { gcra = 2, fixed_window = 2, sliding_window_counter = 2, sliding_window_log = 2 }
 
 -- Arguments.
 if ARGV[1] ~= '1' then
@@ -254,15 +340,18 @@ for i = 1, n do
   for j = 1, count do args[j] = tonumber(ARGV[pos + j]) end
   pos = pos + count + 1
   local cfg = algorithm.config(args)
-  local stored = redis.call('GET', KEYS[i])
   local state
-  if stored then
-    local f = {}
-    for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
-    state = algorithm.load(f)
+  if algorithm.read then
+    state = algorithm.read(KEYS[i])
   else
-    state = algorithm.fresh(cfg)
+    local stored = redis.call('GET', KEYS[i])
+    if stored then
+      local f = {}
+      for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
+      state = algorithm.load(f)
+    end
   end
+  if state == nil then state = algorithm.fresh(cfg) end
   limits[i] = { algorithm = algorithm, cfg = cfg, state = state, dirty = false }
 end
 local m = tonumber(ARGV[pos])
@@ -278,6 +367,8 @@ local function save()
       local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
       if reset == 0 then
         redis.call('DEL', KEYS[i])
+      elseif l.algorithm.write then
+        l.algorithm.write(KEYS[i], l.state, ceil_div(now + reset, 1000))
       else
         redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PXAT', fmt(ceil_div(now + reset, 1000)))
       end

@@ -24,7 +24,8 @@
 //!   `"token_bucket", bands, (capacity, refill_tokens, refill_period) * bands`
 //!   (greedy refill, starting full);
 //!   `"fixed_window", limit, window`;
-//!   `"sliding_window_counter", limit, window` (durations in µs); then the
+//!   `"sliding_window_counter", limit, window`;
+//!   `"sliding_window_log", limit, window` (a sorted set; durations in µs); then the
 //!   number of costs `m` and the costs, applied in order (a batch); for
 //!   `"refund"`, then `taken_at` in µs (`""`: now).
 //! - Reply: `now` (µs, the time decided at), then per cost `6 + 5 * n`

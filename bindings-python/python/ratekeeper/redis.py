@@ -46,6 +46,7 @@ from ratekeeper import (
     RateLimitError,
     RateLimitTypeError,
     SlidingWindowCounter,
+    SlidingWindowLog,
     TokenBucket,
 )
 from ratekeeper._ratekeeper import REDIS_SCRIPT
@@ -169,10 +170,16 @@ class _Limit:
             else:
                 _exact(limiter.limit * window, "limit", "limit * window (µs)")
             self.args = [limiter.algorithm, limiter.limit, window]
+        elif isinstance(limiter, SlidingWindowLog):
+            window = _duration(limiter.window, "window")
+            _exact(window, "window", "the window (µs)")
+            self.args = ["sliding_window_log", limiter.limit, window]
         elif isinstance(limiter, Limiter):
             raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
         else:
-            raise _type_error("limiter", "a Gcra, TokenBucket, FixedWindow or SlidingWindowCounter", limiter)
+            raise _type_error(
+                "limiter", "a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog", limiter
+            )
         self.limit: int = limiter.limit
         self.window: float = limiter.window
 
@@ -211,6 +218,8 @@ def _limiter(algorithm: str, rate: str, burst: Optional[int]) -> object:
         return FixedWindow(amount, period)
     if algorithm == "sliding_window_counter":
         return SlidingWindowCounter(amount, period)
+    if algorithm == "sliding_window_log":
+        return SlidingWindowLog(amount, period)
     raise _error(f"algorithm: {algorithm} is not supported on Redis")
 
 

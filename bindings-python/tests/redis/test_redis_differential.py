@@ -21,7 +21,13 @@ from redis_fixtures import client, url
 import ratekeeper
 from ratekeeper.redis import RedisPolicy
 
-Limiter = Union[ratekeeper.Gcra, ratekeeper.TokenBucket, ratekeeper.FixedWindow, ratekeeper.SlidingWindowCounter]
+Limiter = Union[
+    ratekeeper.Gcra,
+    ratekeeper.TokenBucket,
+    ratekeeper.FixedWindow,
+    ratekeeper.SlidingWindowCounter,
+    ratekeeper.SlidingWindowLog,
+]
 # A configuration: builds the limiter with durations in the given unit (seconds per µs).
 Maker = Callable[[Fraction], Limiter]
 
@@ -53,7 +59,12 @@ def sliding_window_counter(rng: random.Random) -> Maker:
     return lambda unit: ratekeeper.SlidingWindowCounter(limit, window * unit)
 
 
-ALGORITHMS = [gcra, token_bucket, fixed_window, sliding_window_counter]
+def sliding_window_log(rng: random.Random) -> Maker:
+    limit, window = rng.randint(1, 6), rng.randint(1, 40) * scale(rng)
+    return lambda unit: ratekeeper.SlidingWindowLog(limit, window * unit)
+
+
+ALGORITHMS = [gcra, token_bucket, fixed_window, sliding_window_counter, sliding_window_log]
 CORE_UNIT = Fraction(1, 10**9)
 WIRE_UNIT = Fraction(1, 10**6)
 

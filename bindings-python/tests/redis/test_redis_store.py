@@ -60,6 +60,19 @@ def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
     assert not limiter.peek("k", 2, now=fake[0] + 0.5)
 
 
+def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
+    start = time.time() + 5  # Unix time, ahead of the server's
+    limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 1), name="log", clock=lambda: start)
+    assert [limiter.try_acquire("k").allowed for _ in range(4)] == [True, True, True, False]
+    (key,) = client.keys("*")
+    assert client.zrange(key, 0, -1) == [b"latest:%d" % round(start * 1e6), b"%d:3" % round(start * 1e6)]
+    assert client.pttl(key) > 5000
+    limiter.refund("k", 1, taken_at=start)
+    assert limiter.try_acquire("k", now=start + 0.5)
+    assert not limiter.try_acquire("k", now=start + 0.999)
+    assert limiter.try_acquire("k", now=start + 1)
+
+
 def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.TokenBucket(4, 1, 0.05), name="ttl")
     d = limiter.try_acquire("k", 3)
