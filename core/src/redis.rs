@@ -17,8 +17,8 @@
 //!   (`PXAT`) exactly when the state is back to fresh, at `now +
 //!   reset_after` (a fresh state is deleted instead: an absent key is a
 //!   fresh limiter).
-//! - `ARGV`: `"1"` (the protocol version), the mode (`"acquire"`, `"peek"` or
-//!   `"refund"`), `now` in µs or `""` for the server's `TIME`, the number of
+//! - `ARGV`: `"1"` (the protocol version), the mode (`"acquire"`, `"peek"`,
+//!   `"reserve"` or `"refund"`), `now` in µs or `""` for the server's `TIME`, the number of
 //!   limits `n`, then each limit's configuration:
 //!   `"gcra", burst, interval`;
 //!   `"token_bucket", bands, (capacity, refill_tokens, refill_period) * bands`
@@ -27,13 +27,15 @@
 //!   `"sliding_window_counter", limit, window`;
 //!   `"sliding_window_log", limit, window` (a sorted set; durations in µs); then the
 //!   number of costs `m` and the costs, applied in order (a batch); for
-//!   `"refund"`, then `taken_at` in µs (`""`: now).
+//!   `"refund"`, then `taken_at` in µs (`""`: now); for `"reserve"` (one
+//!   cost), then `max_wait` in µs.
 //! - Reply: `now` (µs, the time decided at), then per cost `6 + 5 * n`
 //!   integers: `allowed` (0/1), `denied_by` (the denying limit's 1-based
 //!   index with the longest `retry_after`, 0 when allowed), the combined
 //!   `remaining`, `limit`, `retry_after`, `reset_after` (µs), then for each
 //!   limit its own `allowed, remaining, limit, retry_after, reset_after`.
-//!   `"refund"` replies `[now]`.
+//!   `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
+//!   wait`, then the decision at `now` as above.
 //!
 //! A request is allowed only if every limit allows it; a denial writes
 //! nothing anywhere, and a limit that would have allowed reports its answer

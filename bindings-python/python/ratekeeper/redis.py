@@ -54,7 +54,9 @@ from ratekeeper._ratekeeper import REDIS_SCRIPT
 __all__ = [
     "AsyncRedisLimiter",
     "AsyncRedisPolicy",
+    "AsyncRedisReservation",
     "RedisDecision",
+    "RedisReservation",
     "RedisLimiter",
     "RedisPolicy",
     "RedisPolicyDecision",
@@ -98,6 +100,61 @@ class RedisPolicyDecision(RedisDecision):
 
     denied_by: Optional[str]
     limits: list[tuple[str, Decision]]
+
+
+class RedisReservation:
+    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
+
+    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
+    Unix epoch, on the clock that decided); later requests, from any process,
+    are served after it. Not ``ok``: nothing was booked; ``decision`` says
+    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    booking back (a coroutine on the async classes' reservations).
+    """
+
+    __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
+
+    def __init__(
+        self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
+    ) -> None:
+        self.ok = ok
+        self.wait = wait
+        self.at = at
+        self.cost = cost
+        self.decision = decision
+        self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"RedisReservation(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+
+    def cancel(self) -> None:
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                cancel()
+            except (RedisError, OSError):
+                pass
+
+
+class AsyncRedisReservation(RedisReservation):
+    """``RedisReservation`` of the async classes: ``await reservation.cancel()``."""
+
+    __slots__ = ()
+
+    async def cancel(self) -> None:  # type: ignore[override]
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                await cancel()
+            except (RedisError, OSError):
+                pass
 
 
 def _error(message: str, code: str = "invalid_value") -> RateLimitError:
@@ -319,6 +376,24 @@ class _Core:
             raise _error("now: more than 2^52 µs after the Unix epoch", "overflow")
         return str(micros)
 
+    def max_wait(self, max_wait: Optional[_Seconds]) -> str:
+        """ARGV's ``max_wait`` in µs: ``None`` or infinity mean any wait the arithmetic allows."""
+        if max_wait is None or (isinstance(max_wait, float) and max_wait == math.inf):
+            return str(MAX_EXACT)
+        return str(min(_micros(max_wait, "max_wait"), MAX_EXACT))
+
+    def booking(
+        self, target: Any, cost: int, reply: Optional[Sequence[int]]
+    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction]]:
+        """A reserve reply (``None``: Redis failed, the fallback decides) as
+        ``(ok, wait, at, decision, slot)``, the slot exact, ``None`` for the fallback's."""
+        if reply is None:
+            d = self.fallback(target, cost, None, False)
+            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None
+        (d,) = self.decisions(reply[2:], 1)
+        slot = Fraction(reply[0] + reply[2], 1_000_000)
+        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot
+
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]
 
@@ -474,15 +549,35 @@ class _Sync:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
 
-    def _wait(self, try_once: Callable[[], RedisDecision], timeout: Optional[_Seconds]) -> None:
+    def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> RedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        def cancel() -> None:
+            if slot is not None:
+                self._refund(keys, cost, slot)
+
+        return RedisReservation(ok, wait, at, cost, decision, cancel)
+
+    def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
+        """Books (``book(max_wait)``), then sleeps once until the slot; while
+        Redis is unreachable, retries after the fallback's ``retry_after``."""
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            d = try_once()
-            if d.allowed:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = book(left)
+            if reservation.ok:
+                time.sleep(reservation.wait)
                 return
-            if deadline is not None and time.monotonic() + d.retry_after > deadline:
-                raise RateLimited(f"would wait {d.retry_after:.6f} s, more than the timeout", d.retry_after)
-            time.sleep(d.retry_after)
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            time.sleep(reservation.wait)
 
 
 class _Async:
@@ -549,15 +644,38 @@ class _Async:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
 
-    async def _wait(self, try_once: Callable[[], Awaitable[RedisDecision]], timeout: Optional[_Seconds]) -> None:
+    async def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> AsyncRedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = await self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        async def cancel() -> None:
+            if slot is not None:
+                await self._refund(keys, cost, slot)
+
+        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
+
+    async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
+        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            d = await try_once()
-            if d.allowed:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = await book(left)
+            if reservation.ok:
+                try:
+                    await asyncio.sleep(reservation.wait)
+                except BaseException:
+                    await asyncio.shield(reservation.cancel())
+                    raise
                 return
-            if deadline is not None and time.monotonic() + d.retry_after > deadline:
-                raise RateLimited(f"would wait {d.retry_after:.6f} s, more than the timeout", d.retry_after)
-            await asyncio.sleep(d.retry_after)
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            await asyncio.sleep(reservation.wait)
 
 
 # The batch tasks in flight, kept referenced until they finish.
@@ -639,14 +757,18 @@ class RedisLimiter(_LimiterMixin, _Sync):
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
         self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
 
-    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of ``key`` are ours; raise ``RateLimited`` past ``timeout``.
+    def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> RedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
 
-        Retries after each denial's ``retry_after`` (no queue across processes).
-        """
+    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
-        self._wait(lambda: self._decide(key, keys, "acquire", [cost], None)[0], timeout)
+        self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
 
 
 class AsyncRedisLimiter(_LimiterMixin, _Async):
@@ -671,15 +793,18 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
         await self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
 
+    async def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
     async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of ``key`` are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
-
-        async def once() -> RedisDecision:
-            return (await self._decide(key, keys, "acquire", [cost], None))[0]
-
-        await self._wait(once, timeout)
+        await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
 
     acquire_async = acquire
 
@@ -779,11 +904,22 @@ class RedisPolicy(_PolicyMixin, _Sync):
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
         self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
 
+    def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> RedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(request)
         cost = _cost(cost, self._core.limit)
-        self._wait(lambda: self._decide(request, keys, "acquire", [cost], None)[0], timeout)
+        self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
 
 
 class AsyncRedisPolicy(_PolicyMixin, _Async):
@@ -816,14 +952,21 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
         await self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
 
+    async def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return await self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(request)
         cost = _cost(cost, self._core.limit)
-
-        async def once() -> RedisDecision:
-            return (await self._decide(request, keys, "acquire", [cost], None))[0]
-
-        await self._wait(once, timeout)
+        await self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
 
     acquire_async = acquire

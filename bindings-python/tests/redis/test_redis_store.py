@@ -156,6 +156,22 @@ def test_waiting_acquire(client: redis.Redis) -> None:
         limiter.acquire("k", timeout=0)
 
 
+def test_reserve_books_first_come_first_served(client: redis.Redis) -> None:
+    start = time.time() + 5  # Unix time, ahead of the server's
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1), clock=lambda: start)
+    assert limiter.reserve("k").wait == 0.0
+    first = limiter.reserve("k", max_wait=10)
+    second = limiter.reserve("k", max_wait=10)
+    assert (first.ok, first.wait, second.wait) == (True, 1.0, 2.0)
+    assert second.at == pytest.approx(start + 2, abs=1e-6)
+    refused = limiter.reserve("k", max_wait=2.5)
+    assert not refused and refused.wait == 3.0 and not refused.decision.allowed
+    # A plain try_acquire never jumps ahead of a booking.
+    assert not limiter.try_acquire("k", now=start + 1.5)
+    second.cancel()
+    assert limiter.reserve("k", max_wait=10).wait == 2.0
+
+
 def test_async_classes(url: str) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis.from_url(url)
@@ -168,6 +184,15 @@ def test_async_classes(url: str) -> None:
         d = await policy.try_acquire({"user": "u", "endpoint": "/"})
         assert d.allowed and d.from_store and d.denied_by is None
         await policy.acquire_async({"user": "u", "endpoint": "/"}, timeout=1)
+        booked = await limiter.reserve("k", max_wait=5)
+        assert booked.ok and 0 < booked.wait <= 1
+        await booked.cancel()
+        # Cancelled while waiting, an acquire gives its booking back.
+        waiting = asyncio.ensure_future(limiter.acquire("k"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
         await client.aclose()
 
     asyncio.run(main())
