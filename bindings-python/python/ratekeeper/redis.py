@@ -615,11 +615,21 @@ class _Async:
             queue.append((cost, future))
             return await future
         self._queues[queue_key] = []
-        batch = [(cost, future)]
-        # This caller leads: it sends its batch, then the batch gathered
-        # meanwhile from a task of its own, so that it returns at once.
-        await self._send(target, keys, queue_key, batch)
+        # The round trips run in a task of their own, so that cancelling one
+        # caller cancels no other caller's decision.
+        self._spawn(target, keys, queue_key, [(cost, future)])
         return await future
+
+    def _spawn(
+        self,
+        target: Any,
+        keys: list[bytes],
+        queue_key: tuple[bytes, ...],
+        batch: list[tuple[int, asyncio.Future[RedisDecision]]],
+    ) -> None:
+        task = asyncio.ensure_future(self._send(target, keys, queue_key, batch))
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
 
     async def _send(self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, asyncio.Future[RedisDecision]]]) -> None:
         try:
@@ -634,9 +644,7 @@ class _Async:
         following = self._queues[queue_key]
         if following:
             self._queues[queue_key] = following[MAX_BATCH:]
-            task = asyncio.ensure_future(self._send(target, keys, queue_key, following[:MAX_BATCH]))
-            _TASKS.add(task)
-            task.add_done_callback(_TASKS.discard)
+            self._spawn(target, keys, queue_key, following[:MAX_BATCH])
         else:
             del self._queues[queue_key]
 

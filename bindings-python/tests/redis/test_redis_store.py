@@ -21,7 +21,7 @@ from redis.retry import Retry
 from redis_fixtures import Server, client, cluster_url, own_server, url
 
 import ratekeeper
-from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisLimiter, RedisPolicy
+from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy
 
 # How long a decision takes while the server is down is the client's business
 # (its timeouts and retries): here, no retries.
@@ -223,6 +223,25 @@ def test_async_hot_key_batching_admits_exactly_the_bound(url: str) -> None:
     admitted, calls = asyncio.run(main())
     assert admitted == 100
     assert calls < 256 / 4
+
+
+def test_cancelling_one_batched_caller_spares_the_others(url: str) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        await client.flushdb()
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(100, 3600))
+        tasks = [asyncio.ensure_future(limiter.try_acquire("hot")) for _ in range(50)]
+        await asyncio.sleep(0)  # every task has sent or queued its request
+        tasks[0].cancel()  # the one whose round trip is in flight
+        tasks[10].cancel()  # one waiting in the next batch
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        await client.aclose()
+        assert isinstance(results[0], asyncio.CancelledError)
+        assert isinstance(results[10], asyncio.CancelledError)
+        others = [r for i, r in enumerate(results) if i not in (0, 10)]
+        assert all(isinstance(r, RedisDecision) and r.allowed and r.from_store for r in others)
+
+    asyncio.run(main())
 
 
 def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -> None:
