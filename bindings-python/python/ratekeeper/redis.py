@@ -359,7 +359,8 @@ class _Core:
                         raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
                     part = _key_part(request[field], f"request[{field!r}]")
                     values[field] = b"%d:%s" % (len(part), part)
-        tag = b"".join(values[f] for f in self.common) if self.common else b"policy"
+        # No field in common (a global limit): the whole policy on the slot of its prefix.
+        tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
         return [
             self.prefix + b"{" + tag + b"}:" + limit.name.encode() + b":" + b"".join(values[f] for f in limit.by)
             for limit in self.limits
@@ -427,15 +428,25 @@ class _Core:
         """The decision ``on_error`` makes when Redis cannot answer."""
         if isinstance(self.on_error, str):
             allowed = self.on_error == "open"
-            numbers = [int(allowed), 0 if allowed else 1, self.limit if allowed else 0, self.limit, 0 if allowed else 1_000_000, 0]
-            own = [Decision(allowed, numbers[2], limit.limit, numbers[4] / 1e6, 0.0, name=limit.name, window=limit.window) for limit in self.limits]
+            remaining, retry = (self.limit, 0.0) if allowed else (0, 1.0)
+            own = [
+                Decision(allowed, remaining, limit.limit, retry, 0.0, name=limit.name, window=limit.window)
+                for limit in self.limits
+            ]
+            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), 0]
             return self.decision(numbers, own, 0 if allowed else 1, False)
         local: Any = self.on_error
         method = local.peek if peek else local.try_acquire
         d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        own = [
+            Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window)
+            for limit in self.limits
+        ]
         numbers = [int(d.allowed), 0, d.remaining, d.limit, round(d.retry_after * 1e6), round(d.reset_after * 1e6)]
-        own = [Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window) for limit in self.limits]
-        return self.decision(numbers, own, 0 if d.allowed else 1, False)
+        names = [limit.name for limit in self.limits]
+        denied_by = getattr(d, "denied_by", None)
+        index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1
+        return self.decision(numbers, own, index, False)
 
     def wrap(self, numbers: Sequence[int], own: list[Decision], from_store: bool, cls: type[_T]) -> _T:
         allowed, remaining, limit, retry, reset = bool(numbers[0]), numbers[2], numbers[3], numbers[4], numbers[5]
