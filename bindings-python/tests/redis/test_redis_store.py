@@ -310,6 +310,19 @@ def test_faults_apply_the_policy_then_resume(own_server: Server, on_error: str) 
     assert after.from_store and after.allowed and after.remaining == 4
 
 
+def test_policy_falls_back_to_an_in_process_policy(own_server: Server) -> None:
+    client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
+    policy = RedisPolicy(client, POLICY, on_error=ratekeeper.Policy(POLICY))
+    request = {"user": "carol", "endpoint": "/"}
+    assert policy.try_acquire(request).from_store
+    own_server.stop()
+    during = [policy.try_acquire(request) for _ in range(4)]
+    assert [(d.allowed, d.from_store) for d in during] == [(True, False)] * 3 + [(False, False)]
+    assert during[-1].denied_by == "per-user"
+    own_server.start()
+    assert policy.try_acquire(request).from_store
+
+
 def test_async_faults(own_server: Server) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis(
