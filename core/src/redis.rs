@@ -57,6 +57,11 @@ pub const REDIS_MICROS_PER_SECOND: u64 = 1_000_000;
 /// doubles (integers are exact below 2^53).
 pub const REDIS_MAX_EXACT: u64 = 1 << 51;
 
+/// The longest window and the longest `max_wait` a client may send: 2^50 µs
+/// (35 years), so that a booked slot plus two windows stays exact while `now`
+/// is at most 2^52 µs (the year 2112).
+pub const REDIS_MAX_SPAN: u64 = 1 << 50;
+
 #[cfg(test)]
 mod tests {
     use super::*;

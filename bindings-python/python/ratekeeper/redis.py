@@ -61,6 +61,8 @@ __all__ = [
     "RedisPolicy",
     "RedisPolicyDecision",
     "MAX_EXACT",
+    "MAX_NOW",
+    "MAX_SPAN",
 ]
 
 #: The largest value a configuration may let the script's arithmetic reach
@@ -68,6 +70,9 @@ __all__ = [
 MAX_EXACT = 1 << 51
 #: The latest ``now`` the caller's clock may give: 2^52 µs after the epoch (2112).
 MAX_NOW = 1 << 52
+#: The longest window and the longest ``max_wait``: 2^50 µs (35 years), so that
+#: a booked slot plus two windows stays exact until ``MAX_NOW`` and beyond.
+MAX_SPAN = 1 << 50
 #: The most costs sent in one batch.
 MAX_BATCH = 1024
 
@@ -189,9 +194,10 @@ def _duration(seconds: float, name: str) -> int:
     return micros
 
 
-def _exact(value: int, name: str, what: str) -> None:
-    if value > MAX_EXACT:
-        raise _error(f"{name}: {what} is {value}, above 2^51 (the limit of exact arithmetic on Redis)", "overflow")
+def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
+    if value > bound:
+        power = bound.bit_length() - 1
+        raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
 
 
 class _Limit:
@@ -222,14 +228,13 @@ class _Limit:
             if limiter.calendar is not None:
                 raise _error("calendar: calendar windows are not supported on Redis")
             window = _duration(limiter.window, "window")
-            if isinstance(limiter, FixedWindow):
-                _exact(window, "window", "the window (µs)")
-            else:
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
+            if isinstance(limiter, SlidingWindowCounter):
                 _exact(limiter.limit * window, "limit", "limit * window (µs)")
             self.args = [limiter.algorithm, limiter.limit, window]
         elif isinstance(limiter, SlidingWindowLog):
             window = _duration(limiter.window, "window")
-            _exact(window, "window", "the window (µs)")
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
             self.args = ["sliding_window_log", limiter.limit, window]
         elif isinstance(limiter, Limiter):
             raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
@@ -378,10 +383,10 @@ class _Core:
         return str(micros)
 
     def max_wait(self, max_wait: Optional[_Seconds]) -> str:
-        """ARGV's ``max_wait`` in µs: ``None`` or infinity mean any wait the arithmetic allows."""
+        """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
         if max_wait is None or (isinstance(max_wait, float) and max_wait == math.inf):
-            return str(MAX_EXACT)
-        return str(min(_micros(max_wait, "max_wait"), MAX_EXACT))
+            return str(MAX_SPAN)
+        return str(min(_micros(max_wait, "max_wait"), MAX_SPAN))
 
     def booking(
         self, target: Any, cost: int, reply: Optional[Sequence[int]]
