@@ -11,6 +11,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use ratekeeper::{Decision, Headers, Nanos};
 
 use crate::convert::float_repr;
+use crate::errors::to_py;
 use crate::keyed::PyKeyedLimiter;
 use crate::limiter::PyLimiter;
 use crate::policy::PyPolicy;
@@ -28,6 +29,9 @@ pub enum Issuer {
     },
     /// One limit's own decision within a policy's.
     PolicyLimit(Py<PyPolicy>, usize),
+    /// A decision built from Python (a store's answer, such as Redis's):
+    /// the limits it lists in its headers, as (name, window, decision).
+    Given(Box<[(String, Nanos, Decision)]>),
 }
 
 /// The RateLimit header values of `items` (name, window, decision), as a
@@ -102,8 +106,57 @@ impl Hash for PyDecision {
     }
 }
 
+/// A duration given to `Decision(...)` in seconds.
+fn given_seconds(py: Python<'_>, seconds: f64, name: &'static str) -> PyResult<Nanos> {
+    Nanos::from_secs_f64(seconds, name).map_err(|err| to_py(py, err))
+}
+
 #[pymethods]
 impl PyDecision {
+    /// A decision made elsewhere (by a store such as Redis), for code that
+    /// answers with ``Decision`` objects: the five numbers, and what its
+    /// ``headers()`` list: the limit ``name`` of ``window`` seconds, or, when
+    /// ``limits`` is given, each ``(name, window, decision)`` of it.
+    #[new]
+    #[pyo3(signature = (allowed, remaining, limit, retry_after, reset_after, *, name = "default", window = 0.0, limits = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn py_new(
+        py: Python<'_>,
+        allowed: bool,
+        remaining: u64,
+        limit: u64,
+        retry_after: f64,
+        reset_after: f64,
+        name: &str,
+        window: f64,
+        limits: Option<Vec<(String, f64, PyRef<'_, PyDecision>)>>,
+    ) -> PyResult<Self> {
+        let decision = Decision {
+            allowed,
+            remaining,
+            limit,
+            retry_after: given_seconds(py, retry_after, "retry_after")?,
+            reset_after: given_seconds(py, reset_after, "reset_after")?,
+        };
+        let items = match limits {
+            None => vec![(
+                name.to_owned(),
+                given_seconds(py, window, "window")?,
+                decision,
+            )],
+            Some(limits) => limits
+                .into_iter()
+                .map(|(name, window, d)| {
+                    Ok((name, given_seconds(py, window, "window")?, d.decision))
+                })
+                .collect::<PyResult<_>>()?,
+        };
+        Ok(PyDecision::new(
+            decision,
+            Issuer::Given(items.into_boxed_slice()),
+        ))
+    }
+
     /// Whether the request was admitted (and its cost consumed).
     #[getter]
     fn allowed(&self) -> bool {
@@ -150,6 +203,13 @@ impl PyDecision {
             Issuer::PolicyLimit(policy, index) => {
                 policy.get().limit_headers_of(py, *index, &self.decision)
             }
+            Issuer::Given(items) => headers_dict(
+                py,
+                items
+                    .iter()
+                    .map(|(name, window, d)| (name.as_str(), *window, d)),
+                &self.decision,
+            ),
         }
     }
 

@@ -34,5 +34,6 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keyed::PyKeyedLimiter>()?;
     m.add_class::<policy::PyPolicy>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("REDIS_SCRIPT", ratekeeper::redis::REDIS_SCRIPT)?;
     Ok(())
 }

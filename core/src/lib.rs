@@ -71,6 +71,7 @@ mod nanos;
 #[cfg(feature = "alloc")]
 mod policy;
 mod rate;
+pub mod redis;
 mod sliding_window_counter;
 #[cfg(feature = "alloc")]
 mod sliding_window_log;

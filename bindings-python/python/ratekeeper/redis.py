@@ -1,0 +1,996 @@
+"""Limits shared by every process and host, kept in Redis.
+
+``RedisLimiter`` (one limiter per key) and ``RedisPolicy`` (several limits,
+all or nothing) decide on Redis with the user's own client: ``redis.Redis``
+(or ``redis.cluster.RedisCluster``) for the sync classes, ``redis.asyncio.Redis``
+for ``AsyncRedisLimiter`` and ``AsyncRedisPolicy``, whose methods are
+coroutines. Each decision is one ``EVALSHA`` of the script the core ships
+(``ratekeeper._ratekeeper.REDIS_SCRIPT``; protocol in ``core/redis/PROTOCOL.md``),
+which decides exactly as the in-process classes do, in integer microseconds.
+
+- Time: the Redis server's clock by default; pass ``clock=time.time`` (or
+  ``now=`` per call, seconds since the Unix epoch) for the caller's clock.
+- Hot keys: while a round trip for a key is in flight, later
+  ``try_acquire`` calls for that key wait and go together as one batch
+  (``batching=False`` turns it off).
+- Faults: ``on_error="closed"`` (default: deny), ``"open"`` (allow), or an
+  in-process limiter, ``KeyedLimiter`` or ``Policy`` to decide instead; such
+  decisions have ``from_store == False``.
+
+This module imports the ``redis`` library; ``import ratekeeper`` does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
+
+from redis.exceptions import RedisError
+
+from ratekeeper import (
+    Decision,
+    FixedWindow,
+    Gcra,
+    KeyedLimiter,
+    Limiter,
+    Policy,
+    RateLimited,
+    RateLimitError,
+    RateLimitTypeError,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
+from ratekeeper._ratekeeper import REDIS_SCRIPT
+
+__all__ = [
+    "AsyncRedisLimiter",
+    "AsyncRedisPolicy",
+    "AsyncRedisReservation",
+    "RedisDecision",
+    "RedisReservation",
+    "RedisLimiter",
+    "RedisPolicy",
+    "RedisPolicyDecision",
+    "MAX_EXACT",
+    "MAX_NOW",
+    "MAX_SPAN",
+]
+
+#: The largest value a configuration may let the script's arithmetic reach
+#: (2^51 µs or units), so that every sum of such values stays exact in Lua.
+MAX_EXACT = 1 << 51
+#: The latest ``now`` the caller's clock may give: 2^52 µs after the epoch (2112).
+MAX_NOW = 1 << 52
+#: The longest window and the longest ``max_wait``: 2^50 µs (35 years), so that
+#: a booked slot plus two windows stays exact until ``MAX_NOW`` and beyond.
+MAX_SPAN = 1 << 50
+#: The most costs sent in one batch.
+MAX_BATCH = 1024
+
+_Seconds = Union[int, float, Decimal, Fraction]
+_Key = Union[str, bytes, int]
+_Request = Optional[Mapping[str, _Key]]
+_Fallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter, Policy]
+_T = TypeVar("_T")
+
+
+class RedisDecision(Decision):
+    """A ``Decision`` made by a Redis-backed limiter.
+
+    ``from_store`` is ``False`` when Redis could not be reached and the
+    limiter's ``on_error`` policy decided instead.
+    """
+
+    from_store: bool
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, from_store={self.from_store})"
+
+
+class RedisPolicyDecision(RedisDecision):
+    """A ``RedisPolicy``'s answer: the combined decision, like ``PolicyDecision``.
+
+    ``denied_by`` names the limit that denied (the one with the longest
+    wait), ``limits`` lists ``(name, Decision)`` for every limit.
+    """
+
+    denied_by: Optional[str]
+    limits: list[tuple[str, Decision]]
+
+
+class RedisReservation:
+    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
+
+    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
+    Unix epoch, on the clock that decided); later requests, from any process,
+    are served after it. Not ``ok``: nothing was booked; ``decision`` says
+    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    booking back (a coroutine on the async classes' reservations).
+    """
+
+    __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
+
+    def __init__(
+        self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
+    ) -> None:
+        self.ok = ok
+        self.wait = wait
+        self.at = at
+        self.cost = cost
+        self.decision = decision
+        self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"RedisReservation(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+
+    def cancel(self) -> None:
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                cancel()
+            except (RedisError, OSError):
+                pass
+
+
+class AsyncRedisReservation(RedisReservation):
+    """``RedisReservation`` of the async classes: ``await reservation.cancel()``."""
+
+    __slots__ = ()
+
+    async def cancel(self) -> None:  # type: ignore[override]
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                await cancel()
+            except (RedisError, OSError):
+                pass
+
+
+def _error(message: str, code: str = "invalid_value") -> RateLimitError:
+    return RateLimitError(message, code)
+
+
+def _type_error(name: str, expected: str, value: object) -> RateLimitTypeError:
+    return RateLimitTypeError(f"{name} must be {expected}, not {type(value).__name__}", "invalid_type")
+
+
+def _micros(seconds: object, name: str) -> int:
+    """Seconds as whole microseconds: exact for int, Fraction and Decimal, rounded for float."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, Decimal, Fraction)):
+        raise _type_error(name, "a number of seconds (int, float, Decimal or Fraction)", seconds)
+    if isinstance(seconds, float):
+        if not math.isfinite(seconds):
+            raise _error(f"{name} must be a finite number")
+        micros = round(seconds * 1_000_000)
+    else:
+        exact = Fraction(seconds) * 1_000_000
+        micros = math.floor(exact + Fraction(1, 2))
+    if micros < 0:
+        raise _error(f"{name} must not be negative")
+    return micros
+
+
+def _duration(seconds: float, name: str) -> int:
+    """A limiter's duration (a float of whole nanoseconds) as whole microseconds, at least 1."""
+    micros = round(seconds * 1_000_000)
+    if micros < 1 or abs(seconds * 1_000_000 - micros) > 1e-4 * max(1, seconds * 1e-3):
+        raise _error(f"{name} must be a whole number of microseconds on Redis, not {seconds!r} s")
+    return micros
+
+
+def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
+    if value > bound:
+        power = bound.bit_length() - 1
+        raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
+
+
+class _Limit:
+    """One limit as the script takes it: its name, fields, ARGV and window."""
+
+    __slots__ = ("args", "by", "limit", "name", "window")
+
+    def __init__(self, name: str, by: tuple[str, ...], limiter: object) -> None:
+        self.name = name
+        self.by = by
+        if isinstance(limiter, Gcra):
+            interval = _duration(limiter.emission_interval, "emission_interval")
+            _exact(limiter.burst * interval, "burst", "burst * emission_interval (µs)")
+            self.args: list[Union[str, int]] = ["gcra", limiter.burst, interval]
+        elif isinstance(limiter, TokenBucket):
+            self.args = ["token_bucket", len(limiter.bandwidths)]
+            for band in limiter.bandwidths:
+                if band.refill != "greedy":
+                    raise _error("refill: only greedy token buckets are supported on Redis")
+                if band.initial_tokens != band.capacity:
+                    raise _error("initial_tokens: token buckets on Redis start full")
+                period = _duration(band.refill_period, "refill_period")
+                step = period // math.gcd(band.refill_tokens, period)
+                _exact(band.capacity * step, "capacity", "the time to refill the capacity (1/refill_tokens µs)")
+                _exact(band.refill_tokens, "refill_tokens", "refill_tokens")
+                self.args += [band.capacity, band.refill_tokens, period]
+        elif isinstance(limiter, (FixedWindow, SlidingWindowCounter)):
+            if limiter.calendar is not None:
+                raise _error("calendar: calendar windows are not supported on Redis")
+            window = _duration(limiter.window, "window")
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
+            if isinstance(limiter, SlidingWindowCounter):
+                _exact(limiter.limit * window, "limit", "limit * window (µs)")
+            self.args = [limiter.algorithm, limiter.limit, window]
+        elif isinstance(limiter, SlidingWindowLog):
+            window = _duration(limiter.window, "window")
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
+            self.args = ["sliding_window_log", limiter.limit, window]
+        elif isinstance(limiter, Limiter):
+            raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
+        else:
+            raise _type_error(
+                "limiter", "a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog", limiter
+            )
+        self.limit: int = limiter.limit
+        self.window: float = limiter.window
+
+
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "month": 30 * 86400, "year": 360 * 86400}
+_RATE = re.compile(r"\s*(\d+)\s*(?:/|[pP][eE][rR])\s*(\d*)\s*([A-Za-z]+)\s*")
+
+
+def _rates(text: str) -> list[tuple[int, int]]:
+    """``(amount, period in seconds)`` of each rate (already validated by ``Policy``)."""
+    out = []
+    for item in re.split(r"[;,|]", text):
+        match = _RATE.fullmatch(item)
+        if match is None:
+            raise _error(f"rate: cannot read {item!r}", "invalid_syntax")
+        word = match.group(3).lower()
+        unit = _UNITS.get(word) or _UNITS.get(word[:-1] if word.endswith("s") else word)
+        if unit is None:
+            raise _error(f"rate: unknown unit in {item!r}", "invalid_syntax")
+        out.append((int(match.group(1)), int(match.group(2) or 1) * unit))
+    return out
+
+
+def _limiter(algorithm: str, rate: str, burst: Optional[int]) -> object:
+    """The in-process limiter a policy configuration's limit describes."""
+    rates = _rates(rate)
+    amount, period = rates[0]
+    if algorithm == "token_bucket":
+        from ratekeeper import Bandwidth
+
+        bands = [Bandwidth(burst if i == 0 and burst is not None else a, a, p) for i, (a, p) in enumerate(rates)]
+        return TokenBucket.from_bandwidths(bands)
+    if algorithm == "gcra":
+        return Gcra.per_period(burst if burst is not None else amount, amount, period)
+    if algorithm == "fixed_window":
+        return FixedWindow(amount, period)
+    if algorithm == "sliding_window_counter":
+        return SlidingWindowCounter(amount, period)
+    if algorithm == "sliding_window_log":
+        return SlidingWindowLog(amount, period)
+    raise _error(f"algorithm: {algorithm} is not supported on Redis")
+
+
+def _policy_limits(
+    config: Union[None, str, Mapping[str, Any]], algorithm: Optional[str], by: Optional[Iterable[str]]
+) -> list[_Limit]:
+    """Every limit of a configuration ``Policy`` accepts, checked by ``Policy`` itself first."""
+    by = None if by is None else tuple(by)
+    local = Policy(config, algorithm=algorithm, by=by)  # type: ignore[arg-type]
+    if isinstance(config, str) and not config.lstrip().startswith("{"):
+        rates = _rates(config)
+        return [
+            _Limit(name, local.keyed_by(name), _limiter(algorithm or "token_bucket", f"{a}/{p} seconds", None))
+            for name, (a, p) in zip(local.names, rates)
+        ]
+    data: Any = json.loads(config) if isinstance(config, str) else config
+    limits = []
+    for item in data["limits"]:
+        if item.get("calendar") is not None:
+            raise _error("calendar: calendar windows are not supported on Redis")
+        limiter = _limiter(item.get("algorithm", "token_bucket"), item["rate"], item.get("burst"))
+        limits.append(_Limit(item["name"], local.keyed_by(item["name"]), limiter))
+    return limits
+
+
+def _key_part(value: object, name: str) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, (str, bytes, int)):
+        raise _type_error(name, "str, bytes or int", value)
+    if isinstance(value, int):
+        return str(value).encode()
+    return value.encode() if isinstance(value, str) else value
+
+
+def _cost(cost: object, limit: int) -> int:
+    if isinstance(cost, bool) or not isinstance(cost, int):
+        raise _type_error("cost", "an int", cost)
+    if cost < 0:
+        raise _error("cost must not be negative")
+    if cost > limit:
+        raise _error(f"cost: {cost} is more than the limit {limit}", "cost_exceeds_limit")
+    return cost
+
+
+class _Core:
+    """What the sync and async classes share: keys, arguments, replies, faults."""
+
+    def __init__(
+        self,
+        limits: list[_Limit],
+        prefix: str,
+        clock: Optional[Callable[[], _Seconds]],
+        on_error: _Fallback,
+        batching: bool,
+    ) -> None:
+        if not isinstance(prefix, str):
+            raise _type_error("prefix", "a str", prefix)
+        if clock is not None and not callable(clock):
+            raise _type_error("clock", "a callable or None", clock)
+        if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, KeyedLimiter, Policy))):
+            raise _error("on_error must be 'open', 'closed' or an in-process Limiter, KeyedLimiter or Policy")
+        self.limits = limits
+        self.prefix = prefix.encode()
+        self.clock = clock
+        self.on_error = on_error
+        self.batching = batching
+        self.limit = min(limit.limit for limit in limits)
+        # Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
+        self.common = [f for f in limits[0].by if all(f in limit.by for limit in limits)]
+        self.config: list[Union[str, int]] = [len(limits)]
+        for limit in limits:
+            self.config += limit.args
+
+    def keys(self, request: Mapping[str, _Key]) -> list[bytes]:
+        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all."""
+        values: dict[str, bytes] = {}
+        for limit in self.limits:
+            for field in limit.by:
+                if field not in values:
+                    if field not in request:
+                        raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
+                    part = _key_part(request[field], f"request[{field!r}]")
+                    values[field] = b"%d:%s" % (len(part), part)
+        # No field in common (a global limit): the whole policy on the slot of its prefix.
+        tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
+        return [
+            self.prefix + b"{" + tag + b"}:" + limit.name.encode() + b":" + b"".join(values[f] for f in limit.by)
+            for limit in self.limits
+        ]
+
+    def now(self, now: Optional[_Seconds]) -> str:
+        """ARGV's ``now``: the caller's, in µs, or empty for the server's clock."""
+        if now is None and self.clock is not None:
+            now = self.clock()
+        if now is None:
+            return ""
+        micros = _micros(now, "now")
+        if micros > MAX_NOW:
+            raise _error("now: more than 2^52 µs after the Unix epoch", "overflow")
+        return str(micros)
+
+    def max_wait(self, max_wait: Optional[_Seconds]) -> str:
+        """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
+        if max_wait is None or (isinstance(max_wait, float) and max_wait == math.inf):
+            return str(MAX_SPAN)
+        return str(min(_micros(max_wait, "max_wait"), MAX_SPAN))
+
+    def booking(
+        self, target: Any, cost: int, reply: Optional[Sequence[int]]
+    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction]]:
+        """A reserve reply (``None``: Redis failed, the fallback decides) as
+        ``(ok, wait, at, decision, slot)``, the slot exact, ``None`` for the fallback's."""
+        if reply is None:
+            d = self.fallback(target, cost, None, False)
+            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None
+        (d,) = self.decisions(reply[2:], 1)
+        slot = Fraction(reply[0] + reply[2], 1_000_000)
+        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot
+
+    def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
+        return ["1", mode, now, *self.config, len(costs), *costs, *extra]
+
+    def decisions(self, reply: Sequence[int], count: int) -> list[RedisDecision]:
+        n = len(self.limits)
+        out = []
+        for j in range(count):
+            base = 1 + j * (6 + 5 * n)
+            own = [
+                Decision(
+                    bool(reply[at]),
+                    reply[at + 1],
+                    reply[at + 2],
+                    reply[at + 3] / 1e6,
+                    reply[at + 4] / 1e6,
+                    name=limit.name,
+                    window=limit.window,
+                )
+                for limit, at in zip(self.limits, range(base + 6, base + 6 + 5 * n, 5))
+            ]
+            denied_by = reply[base + 1]
+            out.append(self.decision(reply[base : base + 6], own, denied_by, True))
+        return out
+
+    def decision(
+        self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool
+    ) -> RedisDecision:
+        raise NotImplementedError
+
+    def fallback(self, target: Any, cost: int, now: Optional[_Seconds], peek: bool) -> RedisDecision:
+        """The decision ``on_error`` makes when Redis cannot answer."""
+        if isinstance(self.on_error, str):
+            allowed = self.on_error == "open"
+            remaining, retry = (self.limit, 0.0) if allowed else (0, 1.0)
+            own = [
+                Decision(allowed, remaining, limit.limit, retry, 0.0, name=limit.name, window=limit.window)
+                for limit in self.limits
+            ]
+            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), 0]
+            return self.decision(numbers, own, 0 if allowed else 1, False)
+        local: Any = self.on_error
+        method = local.peek if peek else local.try_acquire
+        d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        own = [
+            Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window)
+            for limit in self.limits
+        ]
+        numbers = [int(d.allowed), 0, d.remaining, d.limit, round(d.retry_after * 1e6), round(d.reset_after * 1e6)]
+        names = [limit.name for limit in self.limits]
+        denied_by = getattr(d, "denied_by", None)
+        index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1
+        return self.decision(numbers, own, index, False)
+
+    def wrap(self, numbers: Sequence[int], own: list[Decision], from_store: bool, cls: type[_T]) -> _T:
+        allowed, remaining, limit, retry, reset = bool(numbers[0]), numbers[2], numbers[3], numbers[4], numbers[5]
+        items = [(lim.name, lim.window, d) for lim, d in zip(self.limits, own)]
+        made: Any = cls(allowed, remaining, limit, retry / 1e6, reset / 1e6, limits=items)  # type: ignore[call-arg]
+        made.from_store = from_store
+        return made  # type: ignore[no-any-return]
+
+
+class _LimiterCore(_Core):
+    def decision(self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool) -> RedisDecision:
+        return self.wrap(numbers, own, from_store, RedisDecision)
+
+
+class _PolicyCore(_Core):
+    def decision(self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool) -> RedisDecision:
+        made = self.wrap(numbers, own, from_store, RedisPolicyDecision)
+        made.denied_by = self.limits[denied_by - 1].name if denied_by else None
+        made.limits = [(limit.name, d) for limit, d in zip(self.limits, own)]
+        return made
+
+
+class _Slot:
+    """One caller's place in a thread batch."""
+
+    __slots__ = ("cost", "error", "event", "lead", "result")
+
+    def __init__(self, cost: int) -> None:
+        self.cost = cost
+        self.event = threading.Event()
+        self.result: Optional[RedisDecision] = None
+        self.error: Optional[BaseException] = None
+        self.lead: Optional[list[_Slot]] = None
+
+
+class _Sync:
+    """The sync client's calls: EVALSHA with a NOSCRIPT fallback, faults, batching."""
+
+    _core: _Core
+
+    def _connect(self, client: Any, core: _Core) -> None:
+        if not hasattr(client, "evalsha"):
+            raise _type_error("client", "a redis.Redis (or RedisCluster) client", client)
+        self._client = client
+        self._core = core
+        self._script = client.register_script(REDIS_SCRIPT)
+        self._lock = threading.Lock()
+        self._queues: dict[tuple[bytes, ...], list[_Slot]] = {}
+
+    def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> list[int]:
+        reply: list[int] = self._script(keys=keys, args=args)
+        return reply
+
+    def _decide(self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+        wire_now = self._core.now(now)
+        try:
+            reply = self._call(keys, self._core.args(mode, wire_now, costs))
+        except (RedisError, OSError):
+            return [self._core.fallback(target, cost, now, mode == "peek") for cost in costs]
+        return self._core.decisions(reply, len(costs))
+
+    def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
+        if not self._core.batching or now is not None:
+            return self._decide(target, keys, "acquire", [cost], now)[0]
+        queue_key = tuple(keys)
+        slot = _Slot(cost)
+        with self._lock:
+            queue = self._queues.get(queue_key)
+            if queue is None:
+                self._queues[queue_key] = []
+                batch: Optional[list[_Slot]] = [slot]
+            else:
+                queue.append(slot)
+                batch = None
+        if batch is None:
+            slot.event.wait()
+            if slot.lead is None:
+                if slot.error is not None:
+                    raise slot.error
+                assert slot.result is not None
+                return slot.result
+            batch = slot.lead
+        # This thread leads: it sends its batch, answers every caller in it,
+        # and hands the batch gathered meanwhile to the first of its callers.
+        try:
+            answers = self._decide(target, keys, "acquire", [s.cost for s in batch], None)
+            for s, answer in zip(batch, answers):
+                s.result = answer
+        except BaseException as error:
+            for s in batch:
+                s.error = error
+        with self._lock:
+            following = self._queues[queue_key]
+            if following:
+                self._queues[queue_key] = following[MAX_BATCH:]
+                following = following[:MAX_BATCH]
+                following[0].lead = following
+            else:
+                del self._queues[queue_key]
+        if following:
+            following[0].event.set()
+        for s in batch:
+            if s is not slot:
+                s.event.set()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.result is not None
+        return slot.result
+
+    def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
+        at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
+        self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+
+    def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> RedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        def cancel() -> None:
+            if slot is not None:
+                self._refund(keys, cost, slot)
+
+        return RedisReservation(ok, wait, at, cost, decision, cancel)
+
+    def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
+        """Books (``book(max_wait)``), then sleeps once until the slot; while
+        Redis is unreachable, retries after the fallback's ``retry_after``."""
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = book(left)
+            if reservation.ok:
+                time.sleep(reservation.wait)
+                return
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            time.sleep(reservation.wait)
+
+
+class _Async:
+    """The asyncio client's calls, as ``_Sync``'s."""
+
+    _core: _Core
+
+    def _connect(self, client: Any, core: _Core) -> None:
+        if not hasattr(client, "evalsha"):
+            raise _type_error("client", "a redis.asyncio.Redis client", client)
+        self._client = client
+        self._core = core
+        self._script = client.register_script(REDIS_SCRIPT)
+        self._queues: dict[tuple[bytes, ...], list[tuple[int, asyncio.Future[RedisDecision]]]] = {}
+
+    async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> list[int]:
+        reply: list[int] = await self._script(keys=keys, args=args)
+        return reply
+
+    async def _decide(self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+        wire_now = self._core.now(now)
+        try:
+            reply = await self._call(keys, self._core.args(mode, wire_now, costs))
+        except (RedisError, OSError):
+            return [self._core.fallback(target, cost, now, mode == "peek") for cost in costs]
+        return self._core.decisions(reply, len(costs))
+
+    async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
+        if not self._core.batching or now is not None:
+            return (await self._decide(target, keys, "acquire", [cost], now))[0]
+        queue_key = tuple(keys)
+        future: asyncio.Future[RedisDecision] = asyncio.get_running_loop().create_future()
+        queue = self._queues.get(queue_key)
+        if queue is not None:
+            queue.append((cost, future))
+            return await future
+        self._queues[queue_key] = []
+        # The round trips run in a task of their own, so that cancelling one
+        # caller cancels no other caller's decision.
+        self._spawn(target, keys, queue_key, [(cost, future)])
+        return await future
+
+    def _spawn(
+        self,
+        target: Any,
+        keys: list[bytes],
+        queue_key: tuple[bytes, ...],
+        batch: list[tuple[int, asyncio.Future[RedisDecision]]],
+    ) -> None:
+        task = asyncio.ensure_future(self._send(target, keys, queue_key, batch))
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
+
+    async def _send(self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, asyncio.Future[RedisDecision]]]) -> None:
+        try:
+            answers = await self._decide(target, keys, "acquire", [c for c, _ in batch], None)
+            for (_, f), answer in zip(batch, answers):
+                if not f.done():
+                    f.set_result(answer)
+        except BaseException as error:
+            for _, f in batch:
+                if not f.done():
+                    f.set_exception(error)
+        following = self._queues[queue_key]
+        if following:
+            self._queues[queue_key] = following[MAX_BATCH:]
+            self._spawn(target, keys, queue_key, following[:MAX_BATCH])
+        else:
+            del self._queues[queue_key]
+
+    async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
+        at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
+        await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+
+    async def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> AsyncRedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = await self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        async def cancel() -> None:
+            if slot is not None:
+                await self._refund(keys, cost, slot)
+
+        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
+
+    async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
+        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = await book(left)
+            if reservation.ok:
+                try:
+                    await asyncio.sleep(reservation.wait)
+                except BaseException:
+                    await asyncio.shield(reservation.cancel())
+                    raise
+                return
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            await asyncio.sleep(reservation.wait)
+
+
+# The batch tasks in flight, kept referenced until they finish.
+_TASKS: set[asyncio.Future[None]] = set()
+
+
+def _one_limit(limiter: object, name: str) -> list[_Limit]:
+    if not isinstance(name, str):
+        raise _type_error("name", "a str", name)
+    return [_Limit(name, ("key",), limiter)]
+
+
+class _LimiterMixin:
+    """What the sync and async limiters share: construction, keys, properties."""
+
+    _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        limiter: Limiter,
+        *,
+        name: str = "default",
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
+        self._connect(client, core)
+
+    def _keys(self, key: _Key) -> list[bytes]:
+        return self._core.keys({"key": key})
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, as a dict."""
+        return decision.headers()
+
+    @property
+    def limit(self) -> int:
+        """The most units a key admits at once."""
+        return self._core.limit
+
+    @property
+    def window(self) -> float:
+        """Seconds over which a key's ``limit`` units are granted."""
+        return self._core.limits[0].window
+
+    @property
+    def name(self) -> str:
+        """The limiter's name: its keys' and RateLimit headers' name."""
+        return self._core.limits[0].name
+
+
+class RedisLimiter(_LimiterMixin, _Sync):
+    """One limiter per key, kept in Redis, for a sync ``redis.Redis`` client.
+
+    ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
+    four bandwidths), ``FixedWindow`` or ``SlidingWindowCounter`` giving the
+    configuration (durations in whole microseconds). Keys are
+    ``prefix{key}:name:...``.
+    """
+
+    def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
+        return self._acquire(key, self._keys(key), _cost(cost, self.limit), now)
+
+    def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[RedisDecision]:
+        """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        checked = [_cost(c, self.limit) for c in costs]
+        return self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
+
+    def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return self._decide(key, self._keys(key), "peek", [_cost(cost, self.limit)], now)[0]
+
+    def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
+        self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+
+    def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> RedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
+    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(key)
+        cost = _cost(cost, self.limit)
+        self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+
+
+class AsyncRedisLimiter(_LimiterMixin, _Async):
+    """``RedisLimiter`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
+
+    async def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
+        return await self._acquire(key, self._keys(key), _cost(cost, self.limit), now)
+
+    async def try_acquire_batch(
+        self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisDecision]:
+        """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        checked = [_cost(c, self.limit) for c in costs]
+        return await self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
+
+    async def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return (await self._decide(key, self._keys(key), "peek", [_cost(cost, self.limit)], now))[0]
+
+    async def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
+        await self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+
+    async def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
+    async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back."""
+        keys = self._keys(key)
+        cost = _cost(cost, self.limit)
+        await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+
+    acquire_async = acquire
+
+
+class _PolicyMixin:
+    """What the sync and async policies share: construction, keys, properties."""
+
+    _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+        *,
+        algorithm: Optional[str] = None,
+        by: Optional[Iterable[str]] = None,
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
+
+    def _keys(self, request: _Request) -> list[bytes]:
+        if request is not None and not isinstance(request, Mapping):
+            raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
+        return self._core.keys(request or {})
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, every limit listed."""
+        return decision.headers()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The limits' names, in order."""
+        return tuple(limit.name for limit in self._core.limits)
+
+    def keyed_by(self, name: str) -> tuple[str, ...]:
+        """The fields limit ``name`` is keyed by."""
+        for limit in self._core.limits:
+            if limit.name == name:
+                return limit.by
+        raise _error(f"name: no limit is called {name!r}")
+
+    def __len__(self) -> int:
+        return len(self._core.limits)
+
+
+def _policy_core(
+    config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+    algorithm: Optional[str],
+    by: Optional[Iterable[str]],
+    prefix: str,
+    clock: Optional[Callable[[], _Seconds]],
+    on_error: _Fallback,
+    batching: bool,
+) -> _PolicyCore:
+    if isinstance(config, (list, tuple)):
+        limits = [_Limit(name, tuple(fields), limiter) for name, limiter, fields in config]
+        if len({limit.name for limit in limits}) != len(limits):
+            raise _error("name: two limits have the same name")
+    else:
+        limits = _policy_limits(config, algorithm, by)  # type: ignore[arg-type]
+    if not limits:
+        raise _error("config: a policy on Redis needs at least one limit", "zero_value")
+    return _PolicyCore(limits, prefix, clock, on_error, batching)
+
+
+class RedisPolicy(_PolicyMixin, _Sync):
+    """Several limits decided together, all or nothing, in Redis, for a sync client.
+
+    ``config`` is what ``ratekeeper.Policy`` takes (a dict ``{"limits":
+    [...]}``, its JSON, or rate strings with ``algorithm`` and ``by``), or a
+    list of ``(name, limiter, by)``. Every request's keys share the hash tag
+    of the fields all limits are keyed by (the whole policy shares one slot
+    when some limit is global).
+    """
+
+    def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
+        """Take ``cost`` units from every limit if each has them, and say what happened."""
+        d = self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        return d  # type: ignore[return-value]
+
+    def try_acquire_batch(
+        self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisPolicyDecision]:
+        """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        checked = [_cost(c, self._core.limit) for c in costs]
+        return self._decide(request, self._keys(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
+
+    def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)[0]  # type: ignore[return-value]
+
+    def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
+        self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+
+    def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> RedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
+    def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(request)
+        cost = _cost(cost, self._core.limit)
+        self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+
+
+class AsyncRedisPolicy(_PolicyMixin, _Async):
+    """``RedisPolicy`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
+
+    async def try_acquire(
+        self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
+    ) -> RedisPolicyDecision:
+        """Take ``cost`` units from every limit if each has them, and say what happened."""
+        d = await self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        return d  # type: ignore[return-value]
+
+    async def try_acquire_batch(
+        self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisPolicyDecision]:
+        """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        checked = [_cost(c, self._core.limit) for c in costs]
+        if not checked:
+            return []
+        return await self._decide(request, self._keys(request), "acquire", checked, now)  # type: ignore[return-value]
+
+    async def peek(
+        self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
+    ) -> RedisPolicyDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        d = await self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)
+        return d[0]  # type: ignore[return-value]
+
+    async def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
+        await self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+
+    async def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return await self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
+    async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(request)
+        cost = _cost(cost, self._core.limit)
+        await self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+
+    acquire_async = acquire

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Redis-backed limits (bindings-python/tests/redis): server start|stop | cluster start|stop | test.
+#   server start   install redis-server if missing, start one on 127.0.0.1:$RATEKEEPER_REDIS_PORT
+#                  (default 6391), no persistence, its pid in target/redis/server.pid
+#   server stop    stop that server by its pid
+#   cluster start  a 3-node local Redis Cluster on ports $RATEKEEPER_CLUSTER_PORT.. (default 7391..7393)
+#   cluster stop   stop those nodes by their pids
+#   test           build the Python binding, start the servers, run every Redis test (none may
+#                  be skipped), stop the servers even on failure
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+RUN="$ROOT/target/redis"
+PORT="${RATEKEEPER_REDIS_PORT:-6391}"
+CLUSTER_PORT="${RATEKEEPER_CLUSTER_PORT:-7391}"
+PY="$ROOT/.venv/bin/python"
+
+install() {
+    if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+        return
+    fi
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+}
+
+# start NAME PORT [extra redis-server arguments]: a server in $RUN/NAME, up and answering.
+start() {
+    local name="$1" port="$2"
+    shift 2
+    local dir="$RUN/$name"
+    mkdir -p "$dir"
+    if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+        return
+    fi
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+        --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 &
+    echo $! >"$dir/pid"
+    for _ in $(seq 1 100); do
+        if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+            return
+        fi
+        sleep 0.05
+    done
+    echo "redis.sh: redis-server on port $port did not start; see $dir/log" >&2
+    exit 1
+}
+
+# stop NAME: stops the server started as NAME, by its pid.
+stop() {
+    local pidfile="$RUN/$1/pid"
+    [ -f "$pidfile" ] || return 0
+    local pid
+    pid="$(cat "$pidfile")"
+    if kill -0 "$pid" 2>/dev/null; then
+        kill "$pid"
+        for _ in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.05
+        done
+    fi
+    rm -f "$pidfile"
+}
+
+server() {
+    case "${1:-}" in
+        start) install; start server "$PORT" ;;
+        stop) stop server ;;
+        *) echo "usage: $0 server start|stop" >&2; exit 2 ;;
+    esac
+}
+
+cluster() {
+    local ports=("$CLUSTER_PORT" "$((CLUSTER_PORT + 1))" "$((CLUSTER_PORT + 2))")
+    case "${1:-}" in
+        start)
+            install
+            local addresses=()
+            for port in "${ports[@]}"; do
+                rm -f "$RUN/node-$port/nodes.conf"
+                start "node-$port" "$port" --cluster-enabled yes --cluster-config-file nodes.conf
+                addresses+=("127.0.0.1:$port")
+            done
+            if ! redis-cli -p "${ports[0]}" cluster info | grep -q 'cluster_state:ok'; then
+                redis-cli --cluster create "${addresses[@]}" --cluster-yes >"$RUN/cluster-create.log"
+                for _ in $(seq 1 100); do
+                    redis-cli -p "${ports[0]}" cluster info | grep -q 'cluster_state:ok' && break
+                    sleep 0.1
+                done
+            fi
+            ;;
+        stop)
+            for port in "${ports[@]}"; do stop "node-$port"; done
+            ;;
+        *) echo "usage: $0 cluster start|stop" >&2; exit 2 ;;
+    esac
+}
+
+test_() {
+    # The dev requirements (redis-py among them) may be newer than the venv.
+    bash scripts/python.sh setup
+    bash scripts/python.sh build
+    trap 'cluster stop; server stop' EXIT
+    server start
+    cluster start
+    export RATEKEEPER_REDIS_URL="redis://127.0.0.1:$PORT/0"
+    export RATEKEEPER_REDIS_CLUSTER_URL="redis://127.0.0.1:$CLUSTER_PORT/0"
+    export RATEKEEPER_REDIS_SERVER_SCRIPT="$ROOT/scripts/redis.sh"
+    # Every test must run: a skip is a failure here (-rs lists why, the check fails on any).
+    local log="$RUN/pytest.log"
+    set +e
+    (cd bindings-python && "$PY" -m pytest tests/redis -q -rs -p no:cacheprovider) | tee "$log"
+    local status=${PIPESTATUS[0]}
+    set -e
+    if grep -qE '[0-9]+ skipped' "$log"; then
+        echo "redis.sh: some Redis tests were skipped; every one must run here" >&2
+        exit 1
+    fi
+    exit "$status"
+}
+
+case "${1:-}" in
+    server) server "${2:-}" ;;
+    cluster) cluster "${2:-}" ;;
+    test) test_ ;;
+    *) echo "usage: $0 server start|stop | cluster start|stop | test" >&2; exit 2 ;;
+esac
