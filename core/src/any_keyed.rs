@@ -28,6 +28,13 @@ enum Store {
     Any(Box<KeyedLimiter<Vec<u8>, AnyLimiter>>),
 }
 
+/// A key's state in an [`AnyKeyed`] store, saved to be put back.
+#[derive(Clone, Debug)]
+pub(crate) enum Saved {
+    Gcra(Option<u64>),
+    Any(Option<AnyLimiter>),
+}
+
 /// Calls `$body` with `$s` bound to the store inside `$any`.
 macro_rules! each {
     ($any:expr, $s:ident => $body:expr) => {
@@ -109,6 +116,23 @@ impl AnyKeyed {
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Decision>, Error> {
         each!(&mut self.0, s => s.reserve(key, now, cost, max_wait))
+    }
+
+    /// See [`KeyedLimiter::saved`].
+    pub(crate) fn saved(&self, key: &[u8]) -> Saved {
+        match &self.0 {
+            Store::Gcra(s) => Saved::Gcra(s.saved(key)),
+            Store::Any(s) => Saved::Any(s.saved(key)),
+        }
+    }
+
+    /// See [`KeyedLimiter::put_back`]; `saved` comes from this store.
+    pub(crate) fn put_back(&mut self, key: &[u8], saved: Saved) {
+        match (&mut self.0, saved) {
+            (Store::Gcra(s), Saved::Gcra(state)) => s.put_back(key, state),
+            (Store::Any(s), Saved::Any(state)) => s.put_back(key, state),
+            _ => unreachable!("a state saved from another store"),
+        }
     }
 
     /// See [`KeyedLimiter::refund`].

@@ -289,6 +289,34 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         })
     }
 
+    /// The state `key` holds now (`None`: fresh), for [`Self::put_back`].
+    pub(crate) fn saved<Q>(&self, key: &Q) -> Option<L::State>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K>,
+        L::State: Clone,
+    {
+        self.states.get(key).cloned()
+    }
+
+    /// Puts back a state of `key` that [`Self::saved`] returned: how a
+    /// policy undoes what one limit booked when another refuses. The time
+    /// the store has seen stays, as it does after any refusal.
+    pub(crate) fn put_back<Q>(&mut self, key: &Q, saved: Option<L::State>)
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        match saved {
+            Some(state) => {
+                self.states.insert(key.to_owned(), state);
+            }
+            None => {
+                self.states.remove(key);
+            }
+        }
+    }
+
     /// Gives back `cost` units of `key` taken at `taken_at`, like
     /// [`Limiter::refund`]. A key not held is fresh: nothing to give back.
     pub fn refund<Q>(&mut self, key: &Q, taken_at: Nanos, cost: u64)

@@ -183,18 +183,20 @@ impl Policy {
         if wait > max_wait {
             return Ok(Err(peeked));
         }
+        // What each limit held before booking: a limit may still refuse
+        // after others booked (a log whose ring of entries is full), and
+        // then every booking is undone exactly. Refunds could not do it: a
+        // window's booking also moves the slot before which it serves none.
+        let mut saved = Vec::with_capacity(self.limits.len());
         for i in 0..self.limits.len() {
             let key = key_of(&self.keys, &self.ends, i);
+            saved.push(self.limits[i].store.saved(key));
             match self.limits[i].store.reserve(key, now, cost, wait) {
                 Ok(Ok(_)) => {}
-                // Cannot happen while each limit's wait is at most `wait`;
-                // if it did, give back what was booked and report it.
                 other => {
-                    for j in 0..i {
+                    for (j, state) in saved.into_iter().enumerate() {
                         let key = key_of(&self.keys, &self.ends, j);
-                        self.limits[j]
-                            .store
-                            .refund(key, now.saturating_add(wait), cost);
+                        self.limits[j].store.put_back(key, state);
                     }
                     return match other {
                         Err(error) => Err(error),

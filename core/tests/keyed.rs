@@ -236,3 +236,56 @@ fn policy_reservations_wait_for_the_slowest_limit() {
     assert_eq!(policy.name(denied.denied_by.unwrap()), "slow");
     let _ = Limiter::limit(&policy.limiter(0));
 }
+
+/// How a policy answers, at a few times and costs from `now` on: what a
+/// refused reservation must leave unchanged.
+fn answers(policy: &Policy, now: u64) -> Vec<(bool, u64, Nanos, Nanos)> {
+    // Peeking needs room for the request's keys, not a change of state.
+    let mut policy = policy.clone();
+    let mut seen = vec![];
+    for later in [0, 1, 50, 99, 100, 101, 250, 400] {
+        for cost in 0..=3 {
+            let d = policy.peek(&[], Nanos(now + later), cost).unwrap();
+            seen.push((
+                d.decision.allowed,
+                d.decision.remaining,
+                d.decision.retry_after,
+                d.decision.reset_after,
+            ));
+        }
+    }
+    seen
+}
+
+proptest! {
+    /// A reservation the policy refuses books nothing anywhere, even when
+    /// a limit refuses after others have booked (a log whose ring is full),
+    /// and even when time went backwards.
+    #[test]
+    fn a_refused_policy_reservation_books_nothing(
+        steps in prop::collection::vec((-50i64..80, 0u64..=3, 0u64..1_000), 1..60),
+        first in 0usize..6, mask in 1u8..64,
+    ) {
+        let mut policy = Policy::new();
+        // Generous limits, which take at once what a tight one books later.
+        let mut limits = prototypes();
+        limits.push(FixedWindow::new(50, Nanos(300)).unwrap().into());
+        limits.push(SlidingWindowLog::new(50, Nanos(300)).unwrap().into());
+        limits.rotate_left(first);
+        for (i, limiter) in limits.into_iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                policy.add(&i.to_string(), &[], limiter).unwrap();
+            }
+        }
+        let (mut t, mut latest) = (1_000i64, 0);
+        for (step, cost, max_wait) in steps {
+            t = (t + step).max(0);
+            let now = t as u64;
+            latest = latest.max(now);
+            let before = policy.clone();
+            if policy.reserve(&[], Nanos(now), cost, Nanos(max_wait)).unwrap().is_err() {
+                prop_assert_eq!(answers(&policy, latest), answers(&before, latest));
+            }
+        }
+    }
+}
