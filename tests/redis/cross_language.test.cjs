@@ -25,7 +25,7 @@ test('2 Node and 2 Python processes on one key admit exactly the bound', async (
   execFileSync(PYTHON, ['-c', 'import ratekeeper.redis'], { stdio: 'inherit' });
   const LIMIT = 500;
   const keyPrefix = prefix('cross');
-  const startAt = String(Date.now() + 1500);
+  const startAt = String(Date.now() + 4000);
   const common = [URL, keyPrefix, 'shared-key', String(LIMIT)];
   const results = await Promise.all([
     run(process.execPath, [path.join(__dirname, 'hammer.cjs'), ...common, '16', '25', startAt, 'ioredis']),

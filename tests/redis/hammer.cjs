@@ -2,7 +2,7 @@
 // One Node process of the cross-language test: `callers` concurrent callers,
 // each trying `calls` times to take 1 unit of `key` through RedisLimiter
 // (fixed window: `limit` per hour, server time), from the wall-clock instant
-// `startAt` (ms). Prints {"admitted": n, "fromStore": all?} on stdout.
+// `startAt` (ms), 5 ms apart. Prints {"admitted": n, "fromStore": all?} on stdout.
 //   node hammer.cjs <url> <prefix> <key> <limit> <callers> <calls> <startAt> <library>
 const [url, prefix, key, limit, callers, calls, startAt, library] = process.argv.slice(2);
 process.env.RATEKEEPER_REDIS_URL = url;
@@ -20,6 +20,8 @@ async function main() {
         const d = await limiter.tryAcquire(key, 1);
         if (d.allowed) admitted += 1;
         fromStore &&= d.fromStore;
+        // Paced, so that every process is still calling when the bound is reached.
+        await new Promise((resolve) => setTimeout(resolve, 5));
       }
     }),
   );
