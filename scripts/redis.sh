@@ -99,6 +99,8 @@ cluster() {
 }
 
 test_() {
+    # The dev requirements (redis-py among them) may be newer than the venv.
+    bash scripts/python.sh setup
     bash scripts/python.sh build
     trap 'cluster stop; server stop' EXIT
     server start

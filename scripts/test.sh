@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up the machine, then runs every test: Rust, Python, Node (napi), wasm
+# Sets up the machine, then runs every test: Rust, Python (and on a real Redis), Node (napi), wasm
 # (the same JS suite, plus real Chromium), the packed npm package (Node, esbuild,
 # Chromium, workerd). Every suite runs even if an earlier
 # one failed; the exit status is non-zero if any failed.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 
 passed=0 failed=0 failures=()
-for suite in rust python node wasm package; do
+for suite in rust python redis node wasm package; do
   echo "=== $suite ==="
   start=$SECONDS
   if bash "scripts/$suite.sh" test; then

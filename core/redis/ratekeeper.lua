@@ -16,10 +16,13 @@ local function ceil_div(a, b)
 end
 local function since(now, at) return max(at - now, 0) end
 
--- Each algorithm: n (its number of ARGV fields after the name), config(args),
--- load(fields) and dump(state) for the stored string, decide(cfg, st, now,
--- cost) -> allowed, remaining, retry_after, reset_after, new state (st is not
--- changed), refund(cfg, st, now, taken_at, cost) -> new state.
+-- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
+-- the stored string (or read(key) and write(key, state, expire_ms) for
+-- another type of key); decide(cfg, st, now, cost) -> allowed, remaining,
+-- retry_after, reset_after, the state after it (st is not changed), and what
+-- book() needs; book(cfg, state, that, cost) -> the state with `cost` booked
+-- at its earliest slot (state: decide's, which denied), or nil when it
+-- cannot be booked; refund(cfg, st, now, taken_at, cost) -> new state.
 local algorithms = {}
 
 -- Gcra: the part of the tolerance in use, relative to the latest time seen.
@@ -47,6 +50,9 @@ algorithms.gcra = {
     if used ~= 0 then reset = used + lag end
     return allowed, remaining, retry, reset, { latest = at, used = used }
   end,
+  book = function(c, s, _, cost)
+    return { latest = s.latest, used = s.used + cost * c.interval }
+  end,
   refund = function(c, s, now, taken_at, cost)
     return { latest = s.latest, used = max(s.used - cost * c.interval, 0) }
   end,
@@ -57,8 +63,52 @@ local function gcd(a, b)
   return a
 end
 
--- TokenBucket with greedy bandwidths starting full: per band, whole tokens
--- and the fraction of the next one in units of 1/step_period.
+-- One band of a token bucket: tokens, tokens owed to bookings (only when
+-- tokens is 0), and the fraction of the next token in units of 1/p.
+local function band_add(r, b, n)
+  local paid = min(n, b.owed)
+  b.owed = b.owed - paid
+  if n - paid >= r.cap - b.tokens then
+    b.tokens, b.carry = r.cap, 0
+  else
+    b.tokens = b.tokens + n - paid
+  end
+end
+
+local function band_advanced(r, b, elapsed)
+  local out = { tokens = b.tokens, owed = b.owed, carry = b.carry }
+  if b.tokens == r.cap or elapsed == 0 then return out end
+  -- Full once k * elapsed reaches what the band lacks; below that, every
+  -- product stays under (owed + room) * p.
+  if elapsed >= ceil_div((b.owed + r.cap - b.tokens) * r.p - b.carry, r.k) then
+    return { tokens = r.cap, owed = 0, carry = 0 }
+  end
+  local scaled = b.carry + r.k * elapsed
+  local steps = floor(scaled / r.p)
+  out.carry = scaled - steps * r.p
+  band_add(r, out, steps)
+  return out
+end
+
+local function band_wait(r, b, target)
+  local missing = target + b.owed - b.tokens
+  if missing <= 0 then return 0 end
+  return ceil_div(missing * r.p - b.carry, r.k)
+end
+
+-- The band as of now such that `wait` later it is what it would be had
+-- `cost` been taken at that slot (the core's Band::booked).
+local function band_booked(r, b, wait, cost)
+  local at_slot = band_advanced(r, b, wait)
+  local scaled = (at_slot.tokens - at_slot.owed - cost) * r.p + at_slot.carry - r.k * wait
+  local whole = floor(scaled / r.p)
+  local out = { tokens = 0, owed = 0, carry = scaled - whole * r.p }
+  if whole >= 0 then out.tokens = whole else out.owed = -whole end
+  return out
+end
+
+-- TokenBucket with greedy bandwidths starting full. Stored per band as
+-- `tokens - owed` and the carry.
 algorithms.token_bucket = {
   config = function(a)
     local bands, limit = {}, nil
@@ -72,108 +122,109 @@ algorithms.token_bucket = {
   end,
   fresh = function(c)
     local s = { updated = nil }
-    for i, b in ipairs(c.bands) do s[i] = { tokens = b.cap, carry = 0 } end
+    for i, b in ipairs(c.bands) do s[i] = { tokens = b.cap, owed = 0, carry = 0 } end
     return s
   end,
   load = function(f)
     local s = { updated = f[1] }
-    for i = 2, #f, 2 do s[#s + 1] = { tokens = f[i], carry = f[i + 1] } end
+    for i = 2, #f, 2 do
+      s[#s + 1] = { tokens = max(f[i], 0), owed = max(-f[i], 0), carry = f[i + 1] }
+    end
     return s
   end,
   dump = function(s)
     local out = { fmt(s.updated) }
-    for _, b in ipairs(s) do out[#out + 1] = fmt(b.tokens) .. ' ' .. fmt(b.carry) end
+    for _, b in ipairs(s) do out[#out + 1] = fmt(b.tokens - b.owed) .. ' ' .. fmt(b.carry) end
     return table.concat(out, ' ')
   end,
   decide = function(c, s, now, cost)
-    local at, lag, bands = now, 0, {}
+    local at, lag, elapsed, bands = now, 0, 0, {}
     if s.updated ~= nil and now <= s.updated then
       at, lag = s.updated, s.updated - now
-      for i, b in ipairs(s) do bands[i] = { tokens = b.tokens, carry = b.carry } end
-    else
-      local elapsed = 0
-      if s.updated ~= nil then elapsed = now - s.updated end
-      for i, b in ipairs(s) do
-        local r = c.bands[i]
-        local tokens, carry = b.tokens, b.carry
-        if tokens < r.cap and elapsed > 0 then
-          -- Full once k * elapsed reaches what the room lacks; below that,
-          -- every product stays under room * p.
-          local lacking = (r.cap - tokens) * r.p - carry
-          if elapsed >= ceil_div(lacking, r.k) then
-            tokens, carry = r.cap, 0
-          else
-            local scaled = carry + r.k * elapsed
-            local steps = floor(scaled / r.p)
-            tokens, carry = tokens + steps, scaled - steps * r.p
-          end
-        end
-        bands[i] = { tokens = tokens, carry = carry }
-      end
+    elseif s.updated ~= nil then
+      elapsed = now - s.updated
     end
     local allowed = true
-    if cost ~= 0 then
-      for _, b in ipairs(bands) do
-        if b.tokens < cost then allowed = false end
-      end
+    for i, b in ipairs(s) do
+      bands[i] = band_advanced(c.bands[i], b, elapsed)
+      if cost ~= 0 and (bands[i].owed ~= 0 or bands[i].tokens < cost) then allowed = false end
     end
     if allowed then
       for _, b in ipairs(bands) do b.tokens = b.tokens - min(cost, b.tokens) end
     end
     local remaining, retry, reset = nil, 0, 0
     for i, b in ipairs(bands) do
-      local r = c.bands[i]
       if remaining == nil or b.tokens < remaining then remaining = b.tokens end
-      if not allowed and b.tokens < cost then
-        retry = max(retry, ceil_div((cost - b.tokens) * r.p - b.carry, r.k))
-      end
-      if b.tokens < r.cap then
-        reset = max(reset, ceil_div((r.cap - b.tokens) * r.p - b.carry, r.k))
-      end
+      if not allowed then retry = max(retry, band_wait(c.bands[i], b, cost)) end
+      reset = max(reset, band_wait(c.bands[i], b, c.bands[i].cap))
     end
+    local wait = retry
     if retry > 0 then retry = retry + lag end
     if reset > 0 then reset = reset + lag end
     bands.updated = at
-    return allowed, remaining, retry, reset, bands
+    return allowed, remaining, retry, reset, bands, wait
+  end,
+  book = function(c, s, wait, cost)
+    local out = { updated = s.updated }
+    for i, b in ipairs(s) do
+      local r = c.bands[i]
+      out[i] = band_booked(r, b, wait, cost)
+      -- Refused where the debt would take the arithmetic past 2^52.
+      if (out[i].owed + r.cap) * r.p > 2 ^ 52 then return nil end
+    end
+    return out
   end,
   refund = function(c, s, now, taken_at, cost)
     local out = { updated = s.updated }
     for i, b in ipairs(s) do
-      local r = c.bands[i]
-      if b.tokens + cost >= r.cap then
-        out[i] = { tokens = r.cap, carry = 0 }
-      else
-        out[i] = { tokens = b.tokens + cost, carry = b.carry }
-      end
+      out[i] = { tokens = b.tokens, owed = b.owed, carry = b.carry }
+      band_add(c.bands[i], out[i], cost)
     end
     return out
   end,
 }
 
--- FixedWindow over windows [k * window, (k + 1) * window) of the wire time.
+-- FixedWindow over windows [k * window, (k + 1) * window) of the wire time;
+-- `floor` is the slot of the latest booking, before which nothing is admitted.
 algorithms.fixed_window = {
   config = function(a) return { limit = a[1], window = a[2] } end,
-  fresh = function(c) return { latest = 0, index = 0, used = 0 } end,
-  load = function(f) return { latest = f[1], index = f[2], used = f[3] } end,
-  dump = function(s) return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.used) end,
+  fresh = function(c) return { latest = 0, index = 0, used = 0, floor = 0 } end,
+  load = function(f) return { latest = f[1], index = f[2], used = f[3], floor = f[4] or 0 } end,
+  dump = function(s)
+    return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.used) .. ' ' .. fmt(s.floor)
+  end,
   decide = function(c, s, now, cost)
     local latest = max(s.latest, now)
-    local index = floor(latest / c.window)
+    local at = max(latest, s.floor)
+    local index = floor(at / c.window)
     local used = 0
     if index == s.index then used = s.used end
+    local open = latest >= s.floor
+    local pending = 0
+    if not open then pending = s.floor end
     local ends = (index + 1) * c.window
     local fits = cost <= c.limit - used
-    local allowed = cost == 0 or fits
+    local fits_at = ends
+    if fits then fits_at = at end
+    local allowed = cost == 0 or (open and fits)
     if allowed then used = used + cost end
-    local retry, reset = 0, 0
-    if not allowed then retry = since(now, ends) end
-    if used > 0 then reset = since(now, ends) end
-    return allowed, c.limit - used, retry, reset, { latest = latest, index = index, used = used }
+    local remaining, retry, reset = 0, 0, since(now, pending)
+    if open then remaining = c.limit - used end
+    if not allowed then retry = since(now, fits_at) end
+    if used > 0 then reset = since(now, max(ends, pending)) end
+    return allowed, remaining, retry, reset,
+      { latest = latest, index = index, used = used, floor = s.floor }, fits_at
+  end,
+  book = function(c, s, slot, cost)
+    local index = floor(max(s.latest, slot) / c.window)
+    local used = cost
+    if index == s.index then used = used + s.used end
+    return { latest = s.latest, index = index, used = used, floor = slot }
   end,
   refund = function(c, s, now, taken_at, cost)
     local used = s.used
     if floor(taken_at / c.window) == s.index then used = used - min(cost, used) end
-    return { latest = s.latest, index = s.index, used = used }
+    return { latest = s.latest, index = s.index, used = used, floor = s.floor }
   end,
 }
 
@@ -184,37 +235,55 @@ local function first_in(c, k, prev, room)
   return max((k + 1) * c.window - left, 0)
 end
 
+-- The counts as of `at`, from a state whose counts are those of window s.index.
+local function swc_counts(c, s, at)
+  local index = floor(at / c.window)
+  if index == s.index then return index, s.cur, s.prev end
+  if index == s.index + 1 then return index, 0, s.cur end
+  return index, 0, 0
+end
+
 algorithms.sliding_window_counter = {
   config = function(a) return { limit = a[1], window = a[2] } end,
-  fresh = function(c) return { latest = 0, index = 0, cur = 0, prev = 0 } end,
-  load = function(f) return { latest = f[1], index = f[2], cur = f[3], prev = f[4] } end,
+  fresh = function(c) return { latest = 0, index = 0, cur = 0, prev = 0, floor = 0 } end,
+  load = function(f) return { latest = f[1], index = f[2], cur = f[3], prev = f[4], floor = f[5] or 0 } end,
   dump = function(s)
-    return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev)
+    return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev) .. ' ' .. fmt(s.floor)
   end,
   decide = function(c, s, now, cost)
-    local at = max(s.latest, now)
-    local index = floor(at / c.window)
-    local cur, prev = 0, 0
-    if index == s.index then cur, prev = s.cur, s.prev
-    elseif index == s.index + 1 then prev = s.cur end
+    local latest = max(s.latest, now)
+    local at = max(latest, s.floor)
+    local index, cur, prev = swc_counts(c, s, at)
+    local open = latest >= s.floor
+    local pending = 0
+    if not open then pending = s.floor end
     local fits_at
     if cost <= c.limit - cur then
       fits_at = max(first_in(c, index, prev, c.limit - cur - cost), at)
     else
       fits_at = first_in(c, index + 1, cur, c.limit - cost)
     end
-    local allowed = cost == 0 or fits_at == at
+    local allowed = cost == 0 or (open and fits_at == at)
     if allowed then cur = cur + cost end
-    local weighted = ceil_div(prev * ((index + 1) * c.window - at), c.window)
-    local remaining = max(c.limit - cur - weighted, 0)
-    local retry, reset = 0, 0
+    local remaining = 0
+    if open then
+      local weighted = ceil_div(prev * ((index + 1) * c.window - at), c.window)
+      remaining = max(c.limit - cur - weighted, 0)
+    end
+    local fresh_at = 0
+    if cur ~= 0 then fresh_at = (index + 2) * c.window
+    elseif prev ~= 0 then fresh_at = (index + 1) * c.window end
+    local retry = 0
     if not allowed then retry = since(now, fits_at) end
-    if cur ~= 0 then reset = since(now, (index + 2) * c.window)
-    elseif prev ~= 0 then reset = since(now, (index + 1) * c.window) end
-    return allowed, remaining, retry, reset, { latest = at, index = index, cur = cur, prev = prev }
+    return allowed, remaining, retry, since(now, max(fresh_at, pending)),
+      { latest = latest, index = index, cur = cur, prev = prev, floor = s.floor }, fits_at
+  end,
+  book = function(c, s, slot, cost)
+    local index, cur, prev = swc_counts(c, s, max(s.latest, slot))
+    return { latest = s.latest, index = index, cur = cur + cost, prev = prev, floor = slot }
   end,
   refund = function(c, s, now, taken_at, cost)
-    local out = { latest = s.latest, index = s.index, cur = s.cur, prev = s.prev }
+    local out = { latest = s.latest, index = s.index, cur = s.cur, prev = s.prev, floor = s.floor }
     local back = s.index - floor(taken_at / c.window)
     if back == 0 then out.cur = out.cur - min(cost, out.cur)
     elseif back == 1 then out.prev = out.prev - min(cost, out.prev) end
@@ -222,7 +291,106 @@ algorithms.sliding_window_counter = {
   end,
 }
 
-local fields = { gcra = 2, fixed_window = 2, sliding_window_counter = 2 }
+-- SlidingWindowLog: the admitted (and booked) events, oldest first, one entry
+-- per instant (events of one instant add up, never collapse). Kept in a
+-- sorted set: member "at:cost" scored by its instant (one member per
+-- instant, so members are unique), and "latest:t" (score -1), the latest
+-- time seen.
+local function log_push(entries, at, cost)
+  local newest = entries[#entries]
+  if newest ~= nil and newest.at == at then
+    newest.cost = newest.cost + cost
+  else
+    entries[#entries + 1] = { at = at, cost = cost }
+  end
+end
+
+algorithms.sliding_window_log = {
+  config = function(a) return { limit = a[1], window = a[2] } end,
+  fresh = function(c) return { latest = 0, entries = {} } end,
+  read = function(key)
+    local members = redis.call('ZRANGE', key, 0, -1)
+    if #members == 0 then return nil end
+    local s = { latest = 0, entries = {} }
+    for _, member in ipairs(members) do
+      local name, value = string.match(member, '^(%w+):(%d+)$')
+      if name == 'latest' then
+        s.latest = tonumber(value)
+      else
+        s.entries[#s.entries + 1] = { at = tonumber(name), cost = tonumber(value) }
+      end
+    end
+    return s
+  end,
+  write = function(key, s, expire_ms)
+    redis.call('DEL', key)
+    local args = { -1, 'latest:' .. fmt(s.latest) }
+    for i, e in ipairs(s.entries) do
+      args[#args + 1] = fmt(e.at)
+      args[#args + 1] = fmt(e.at) .. ':' .. fmt(e.cost)
+      -- In chunks: unpack() is bounded by Lua's C stack.
+      if #args >= 1000 or i == #s.entries then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    if #args > 0 then redis.call('ZADD', key, unpack(args)) end
+    redis.call('PEXPIREAT', key, fmt(expire_ms))
+  end,
+  decide = function(c, s, now, cost)
+    local latest = max(s.latest, now)
+    local entries, used = {}, 0
+    for _, e in ipairs(s.entries) do
+      if e.at + c.window > latest then
+        entries[#entries + 1] = { at = e.at, cost = e.cost }
+        used = used + e.cost
+      end
+    end
+    -- The earliest instant cost fits, not before the newest entry (bookings
+    -- are served in order): walk the oldest entries out.
+    local newest = nil
+    if #entries > 0 then newest = entries[#entries].at end
+    local fits_at, in_window, i = max(latest, newest or 0), used, 1
+    while in_window + cost > c.limit do
+      in_window = in_window - entries[i].cost
+      fits_at = max(fits_at, entries[i].at + c.window)
+      i = i + 1
+    end
+    local allowed = cost == 0 or fits_at == latest
+    local consumed = 0
+    if allowed then consumed = cost end
+    local retry, reset = 0, 0
+    if not allowed then retry = since(now, fits_at) end
+    if consumed > 0 then reset = since(now, latest + c.window)
+    elseif newest ~= nil then reset = since(now, newest + c.window) end
+    if consumed > 0 then log_push(entries, latest, consumed) end
+    return allowed, max(c.limit - used - consumed, 0), retry, reset,
+      { latest = latest, entries = entries }, fits_at
+  end,
+  book = function(c, s, slot, cost)
+    -- As the core's ring: at most 2 * limit instants.
+    local newest = s.entries[#s.entries]
+    if #s.entries >= 2 * c.limit and not (newest ~= nil and newest.at == slot) then return nil end
+    local entries = {}
+    for _, e in ipairs(s.entries) do entries[#entries + 1] = { at = e.at, cost = e.cost } end
+    log_push(entries, slot, cost)
+    return { latest = s.latest, entries = entries }
+  end,
+  refund = function(c, s, now, taken_at, cost)
+    local entries = {}
+    for _, e in ipairs(s.entries) do entries[#entries + 1] = { at = e.at, cost = e.cost } end
+    for i = #entries, 1, -1 do
+      if entries[i].at == taken_at then
+        entries[i].cost = entries[i].cost - min(cost, entries[i].cost)
+        if entries[i].cost == 0 then table.remove(entries, i) end
+        break
+      end
+    end
+    return { latest = s.latest, entries = entries }
+  end,
+}
+
+local fields = { gcra = 2, fixed_window = 2, sliding_window_counter = 2, sliding_window_log = 2 }
 
 -- Arguments.
 if ARGV[1] ~= '1' then
@@ -254,15 +422,18 @@ for i = 1, n do
   for j = 1, count do args[j] = tonumber(ARGV[pos + j]) end
   pos = pos + count + 1
   local cfg = algorithm.config(args)
-  local stored = redis.call('GET', KEYS[i])
   local state
-  if stored then
-    local f = {}
-    for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
-    state = algorithm.load(f)
+  if algorithm.read then
+    state = algorithm.read(KEYS[i])
   else
-    state = algorithm.fresh(cfg)
+    local stored = redis.call('GET', KEYS[i])
+    if stored then
+      local f = {}
+      for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
+      state = algorithm.load(f)
+    end
   end
+  if state == nil then state = algorithm.fresh(cfg) end
   limits[i] = { algorithm = algorithm, cfg = cfg, state = state, dirty = false }
 end
 local m = tonumber(ARGV[pos])
@@ -278,6 +449,8 @@ local function save()
       local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
       if reset == 0 then
         redis.call('DEL', KEYS[i])
+      elseif l.algorithm.write then
+        l.algorithm.write(KEYS[i], l.state, ceil_div(now + reset, 1000))
       else
         redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PXAT', fmt(ceil_div(now + reset, 1000)))
       end
@@ -299,34 +472,36 @@ if mode == 'refund' then
   save()
   return { now }
 end
-if mode ~= 'acquire' and mode ~= 'peek' then
+if mode ~= 'acquire' and mode ~= 'peek' and mode ~= 'reserve' then
   return redis.error_reply('ratekeeper: unknown mode ' .. tostring(mode))
 end
 
-local reply = { now }
-for _, cost in ipairs(costs) do
+-- Every limit's answer for `cost` from the current states: {allowed,
+-- remaining, retry_after, reset_after, state, what book() needs}, and
+-- whether all allow. When one denies, nothing is consumed anywhere: the
+-- limits that would allow report their state as it stays (their answer for
+-- a cost of 0).
+local function decide_all(cost)
   local answers, all = {}, true
   for i, l in ipairs(limits) do
-    local allowed, remaining, retry, reset, state = l.algorithm.decide(l.cfg, l.state, now, cost)
-    answers[i] = { allowed, remaining, retry, reset, state }
-    if not allowed then all = false end
+    answers[i] = { l.algorithm.decide(l.cfg, l.state, now, cost) }
+    if not answers[i][1] then all = false end
   end
-  if all then
-    if mode == 'acquire' then
-      for i, l in ipairs(limits) do l.state, l.dirty = answers[i][5], true end
-    end
-  else
-    -- A denial consumes nothing anywhere: the limits that would allow report
-    -- their state as it stays, their answer for a cost of 0.
+  if not all then
     for i, l in ipairs(limits) do
       if answers[i][1] then
         local allowed, remaining, retry, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
-        answers[i] = { allowed, remaining, retry, reset }
+        answers[i] = { allowed, remaining, retry, reset, nil, nil, true }
       end
     end
   end
-  -- The combined answer: the tightest remaining (and its limit), the longest
-  -- waits, and the denying limit with the longest wait (the first on ties).
+  return answers, all
+end
+
+-- The reply's numbers for one decision: the combined answer (the tightest
+-- remaining and its limit, the longest waits, the denying limit with the
+-- longest wait, the first on ties), then each limit's.
+local function append(reply, answers, all)
   local denied_by, tightest, retry, reset = 0, 1, 0, 0
   for i, a in ipairs(answers) do
     if not a[1] and (denied_by == 0 or a[3] > answers[denied_by][3]) then denied_by = i end
@@ -335,21 +510,61 @@ for _, cost in ipairs(costs) do
   end
   local flag = 0
   if all then flag = 1 end
-  reply[#reply + 1] = flag
-  reply[#reply + 1] = denied_by
-  reply[#reply + 1] = answers[tightest][2]
-  reply[#reply + 1] = limits[tightest].cfg.limit or limits[tightest].cfg.burst
-  reply[#reply + 1] = retry
-  reply[#reply + 1] = reset
+  local function limit_of(i) return limits[i].cfg.limit or limits[i].cfg.burst end
+  for _, v in ipairs({ flag, denied_by, answers[tightest][2], limit_of(tightest), retry, reset }) do
+    reply[#reply + 1] = v
+  end
   for i, a in ipairs(answers) do
     local allowed = 0
     if a[1] then allowed = 1 end
-    reply[#reply + 1] = allowed
-    reply[#reply + 1] = a[2]
-    reply[#reply + 1] = limits[i].cfg.limit or limits[i].cfg.burst
-    reply[#reply + 1] = a[3]
-    reply[#reply + 1] = a[4]
+    for _, v in ipairs({ allowed, a[2], limit_of(i), a[3], a[4] }) do reply[#reply + 1] = v end
   end
+  return retry
+end
+
+if mode == 'reserve' then
+  -- Books the first moment every limit admits the cost, if that is at most
+  -- max_wait away (the core's Policy::reserve): each limit that allows now
+  -- consumes now, each other books its own earliest slot. Reply: now,
+  -- booked (0/1), the wait, then the decision at now.
+  local max_wait = tonumber(ARGV[pos])
+  local answers, all = decide_all(costs[1])
+  local decision = {}
+  local wait = append(decision, answers, all)
+  local booked = all or wait <= max_wait
+  if booked then
+    local states = {}
+    for i, l in ipairs(limits) do
+      local a = answers[i]
+      if a[7] then
+        a = { l.algorithm.decide(l.cfg, l.state, now, costs[1]) }
+      end
+      if a[1] then
+        states[i] = a[5]
+      else
+        states[i] = l.algorithm.book(l.cfg, a[5], a[6], costs[1])
+        if states[i] == nil then booked = false end
+      end
+    end
+    if booked then
+      for i, l in ipairs(limits) do l.state, l.dirty = states[i], true end
+      save()
+    end
+  end
+  local reply = { now, 0, wait }
+  if booked then reply[2] = 1 end
+  if all then reply[3] = 0 end
+  for _, v in ipairs(decision) do reply[#reply + 1] = v end
+  return reply
+end
+
+local reply = { now }
+for _, cost in ipairs(costs) do
+  local answers, all = decide_all(cost)
+  if all and mode == 'acquire' then
+    for i, l in ipairs(limits) do l.state, l.dirty = answers[i][5], true end
+  end
+  append(reply, answers, all)
 end
 if mode == 'acquire' then save() end
 return reply

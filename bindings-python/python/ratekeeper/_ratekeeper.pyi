@@ -18,6 +18,7 @@ __all__ = [
     "Limiter",
     "Policy",
     "PolicyDecision",
+    "REDIS_SCRIPT",
     "Reservation",
     "SlidingWindowCounter",
     "SlidingWindowLog",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 __version__: str
+# The Lua script of distributed limits on Redis (see ratekeeper.redis and core/redis/PROTOCOL.md).
+REDIS_SCRIPT: str
 
 # Seconds: int (exact), float (rounded to the nanosecond), Decimal or Fraction (exact).
 _Seconds: TypeAlias = Union[float, Decimal, Fraction]
@@ -45,6 +48,18 @@ _Algorithm: TypeAlias = Literal[
 class Decision:
     """The outcome of one request."""
 
+    def __new__(
+        cls,
+        allowed: bool,
+        remaining: int,
+        limit: int,
+        retry_after: float,
+        reset_after: float,
+        *,
+        name: str = "default",
+        window: float = 0.0,
+        limits: Optional[list[tuple[str, float, Decision]]] = None,
+    ) -> Self: ...
     @property
     def allowed(self) -> bool:
         """Whether the request was admitted (and its cost consumed)."""

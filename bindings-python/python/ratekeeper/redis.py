@@ -31,7 +31,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Generic, Literal, Optional, TypeVar, Union
+from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
 from redis.exceptions import RedisError
 
@@ -46,6 +46,7 @@ from ratekeeper import (
     RateLimitError,
     RateLimitTypeError,
     SlidingWindowCounter,
+    SlidingWindowLog,
     TokenBucket,
 )
 from ratekeeper._ratekeeper import REDIS_SCRIPT
@@ -53,11 +54,15 @@ from ratekeeper._ratekeeper import REDIS_SCRIPT
 __all__ = [
     "AsyncRedisLimiter",
     "AsyncRedisPolicy",
+    "AsyncRedisReservation",
     "RedisDecision",
+    "RedisReservation",
     "RedisLimiter",
     "RedisPolicy",
     "RedisPolicyDecision",
     "MAX_EXACT",
+    "MAX_NOW",
+    "MAX_SPAN",
 ]
 
 #: The largest value a configuration may let the script's arithmetic reach
@@ -65,6 +70,9 @@ __all__ = [
 MAX_EXACT = 1 << 51
 #: The latest ``now`` the caller's clock may give: 2^52 µs after the epoch (2112).
 MAX_NOW = 1 << 52
+#: The longest window and the longest ``max_wait``: 2^50 µs (35 years), so that
+#: a booked slot plus two windows stays exact until ``MAX_NOW`` and beyond.
+MAX_SPAN = 1 << 50
 #: The most costs sent in one batch.
 MAX_BATCH = 1024
 
@@ -99,6 +107,61 @@ class RedisPolicyDecision(RedisDecision):
     limits: list[tuple[str, Decision]]
 
 
+class RedisReservation:
+    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
+
+    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
+    Unix epoch, on the clock that decided); later requests, from any process,
+    are served after it. Not ``ok``: nothing was booked; ``decision`` says
+    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    booking back (a coroutine on the async classes' reservations).
+    """
+
+    __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
+
+    def __init__(
+        self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
+    ) -> None:
+        self.ok = ok
+        self.wait = wait
+        self.at = at
+        self.cost = cost
+        self.decision = decision
+        self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"RedisReservation(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+
+    def cancel(self) -> None:
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                cancel()
+            except (RedisError, OSError):
+                pass
+
+
+class AsyncRedisReservation(RedisReservation):
+    """``RedisReservation`` of the async classes: ``await reservation.cancel()``."""
+
+    __slots__ = ()
+
+    async def cancel(self) -> None:  # type: ignore[override]
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                await cancel()
+            except (RedisError, OSError):
+                pass
+
+
 def _error(message: str, code: str = "invalid_value") -> RateLimitError:
     return RateLimitError(message, code)
 
@@ -131,9 +194,10 @@ def _duration(seconds: float, name: str) -> int:
     return micros
 
 
-def _exact(value: int, name: str, what: str) -> None:
-    if value > MAX_EXACT:
-        raise _error(f"{name}: {what} is {value}, above 2^51 (the limit of exact arithmetic on Redis)", "overflow")
+def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
+    if value > bound:
+        power = bound.bit_length() - 1
+        raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
 
 
 class _Limit:
@@ -164,15 +228,20 @@ class _Limit:
             if limiter.calendar is not None:
                 raise _error("calendar: calendar windows are not supported on Redis")
             window = _duration(limiter.window, "window")
-            if isinstance(limiter, FixedWindow):
-                _exact(window, "window", "the window (µs)")
-            else:
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
+            if isinstance(limiter, SlidingWindowCounter):
                 _exact(limiter.limit * window, "limit", "limit * window (µs)")
             self.args = [limiter.algorithm, limiter.limit, window]
+        elif isinstance(limiter, SlidingWindowLog):
+            window = _duration(limiter.window, "window")
+            _exact(window, "window", "the window (µs)", MAX_SPAN)
+            self.args = ["sliding_window_log", limiter.limit, window]
         elif isinstance(limiter, Limiter):
             raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
         else:
-            raise _type_error("limiter", "a Gcra, TokenBucket, FixedWindow or SlidingWindowCounter", limiter)
+            raise _type_error(
+                "limiter", "a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog", limiter
+            )
         self.limit: int = limiter.limit
         self.window: float = limiter.window
 
@@ -211,6 +280,8 @@ def _limiter(algorithm: str, rate: str, burst: Optional[int]) -> object:
         return FixedWindow(amount, period)
     if algorithm == "sliding_window_counter":
         return SlidingWindowCounter(amount, period)
+    if algorithm == "sliding_window_log":
+        return SlidingWindowLog(amount, period)
     raise _error(f"algorithm: {algorithm} is not supported on Redis")
 
 
@@ -293,7 +364,8 @@ class _Core:
                         raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
                     part = _key_part(request[field], f"request[{field!r}]")
                     values[field] = b"%d:%s" % (len(part), part)
-        tag = b"".join(values[f] for f in self.common) if self.common else b"policy"
+        # No field in common (a global limit): the whole policy on the slot of its prefix.
+        tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
         return [
             self.prefix + b"{" + tag + b"}:" + limit.name.encode() + b":" + b"".join(values[f] for f in limit.by)
             for limit in self.limits
@@ -309,6 +381,24 @@ class _Core:
         if micros > MAX_NOW:
             raise _error("now: more than 2^52 µs after the Unix epoch", "overflow")
         return str(micros)
+
+    def max_wait(self, max_wait: Optional[_Seconds]) -> str:
+        """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
+        if max_wait is None or (isinstance(max_wait, float) and max_wait == math.inf):
+            return str(MAX_SPAN)
+        return str(min(_micros(max_wait, "max_wait"), MAX_SPAN))
+
+    def booking(
+        self, target: Any, cost: int, reply: Optional[Sequence[int]]
+    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction]]:
+        """A reserve reply (``None``: Redis failed, the fallback decides) as
+        ``(ok, wait, at, decision, slot)``, the slot exact, ``None`` for the fallback's."""
+        if reply is None:
+            d = self.fallback(target, cost, None, False)
+            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None
+        (d,) = self.decisions(reply[2:], 1)
+        slot = Fraction(reply[0] + reply[2], 1_000_000)
+        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]
@@ -343,15 +433,25 @@ class _Core:
         """The decision ``on_error`` makes when Redis cannot answer."""
         if isinstance(self.on_error, str):
             allowed = self.on_error == "open"
-            numbers = [int(allowed), 0 if allowed else 1, self.limit if allowed else 0, self.limit, 0 if allowed else 1_000_000, 0]
-            own = [Decision(allowed, numbers[2], limit.limit, numbers[4] / 1e6, 0.0, name=limit.name, window=limit.window) for limit in self.limits]
+            remaining, retry = (self.limit, 0.0) if allowed else (0, 1.0)
+            own = [
+                Decision(allowed, remaining, limit.limit, retry, 0.0, name=limit.name, window=limit.window)
+                for limit in self.limits
+            ]
+            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), 0]
             return self.decision(numbers, own, 0 if allowed else 1, False)
         local: Any = self.on_error
         method = local.peek if peek else local.try_acquire
         d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        own = [
+            Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window)
+            for limit in self.limits
+        ]
         numbers = [int(d.allowed), 0, d.remaining, d.limit, round(d.retry_after * 1e6), round(d.reset_after * 1e6)]
-        own = [Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window) for limit in self.limits]
-        return self.decision(numbers, own, 0 if d.allowed else 1, False)
+        names = [limit.name for limit in self.limits]
+        denied_by = getattr(d, "denied_by", None)
+        index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1
+        return self.decision(numbers, own, index, False)
 
     def wrap(self, numbers: Sequence[int], own: list[Decision], from_store: bool, cls: type[_T]) -> _T:
         allowed, remaining, limit, retry, reset = bool(numbers[0]), numbers[2], numbers[3], numbers[4], numbers[5]
@@ -387,12 +487,12 @@ class _Slot:
         self.lead: Optional[list[_Slot]] = None
 
 
-class _Sync(Generic[_T]):
+class _Sync:
     """The sync client's calls: EVALSHA with a NOSCRIPT fallback, faults, batching."""
 
     _core: _Core
 
-    def __init__(self, client: Any, core: _Core) -> None:
+    def _connect(self, client: Any, core: _Core) -> None:
         if not hasattr(client, "evalsha"):
             raise _type_error("client", "a redis.Redis (or RedisCluster) client", client)
         self._client = client
@@ -465,15 +565,35 @@ class _Sync(Generic[_T]):
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
 
-    def _wait(self, try_once: Callable[[], RedisDecision], timeout: Optional[_Seconds]) -> None:
+    def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> RedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        def cancel() -> None:
+            if slot is not None:
+                self._refund(keys, cost, slot)
+
+        return RedisReservation(ok, wait, at, cost, decision, cancel)
+
+    def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
+        """Books (``book(max_wait)``), then sleeps once until the slot; while
+        Redis is unreachable, retries after the fallback's ``retry_after``."""
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            d = try_once()
-            if d.allowed:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = book(left)
+            if reservation.ok:
+                time.sleep(reservation.wait)
                 return
-            if deadline is not None and time.monotonic() + d.retry_after > deadline:
-                raise RateLimited(f"would wait {d.retry_after:.6f} s, more than the timeout", d.retry_after)
-            time.sleep(d.retry_after)
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            time.sleep(reservation.wait)
 
 
 class _Async:
@@ -481,7 +601,7 @@ class _Async:
 
     _core: _Core
 
-    def __init__(self, client: Any, core: _Core) -> None:
+    def _connect(self, client: Any, core: _Core) -> None:
         if not hasattr(client, "evalsha"):
             raise _type_error("client", "a redis.asyncio.Redis client", client)
         self._client = client
@@ -511,11 +631,21 @@ class _Async:
             queue.append((cost, future))
             return await future
         self._queues[queue_key] = []
-        batch = [(cost, future)]
-        # This caller leads: it sends its batch, then the batch gathered
-        # meanwhile from a task of its own, so that it returns at once.
-        await self._send(target, keys, queue_key, batch)
+        # The round trips run in a task of their own, so that cancelling one
+        # caller cancels no other caller's decision.
+        self._spawn(target, keys, queue_key, [(cost, future)])
         return await future
+
+    def _spawn(
+        self,
+        target: Any,
+        keys: list[bytes],
+        queue_key: tuple[bytes, ...],
+        batch: list[tuple[int, asyncio.Future[RedisDecision]]],
+    ) -> None:
+        task = asyncio.ensure_future(self._send(target, keys, queue_key, batch))
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
 
     async def _send(self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, asyncio.Future[RedisDecision]]]) -> None:
         try:
@@ -530,9 +660,7 @@ class _Async:
         following = self._queues[queue_key]
         if following:
             self._queues[queue_key] = following[MAX_BATCH:]
-            task = asyncio.ensure_future(self._send(target, keys, queue_key, following[:MAX_BATCH]))
-            _TASKS.add(task)
-            task.add_done_callback(_TASKS.discard)
+            self._spawn(target, keys, queue_key, following[:MAX_BATCH])
         else:
             del self._queues[queue_key]
 
@@ -540,15 +668,38 @@ class _Async:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
 
-    async def _wait(self, try_once: Callable[[], Awaitable[RedisDecision]], timeout: Optional[_Seconds]) -> None:
+    async def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> AsyncRedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = await self._call(keys, args)
+        except (RedisError, OSError):
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        async def cancel() -> None:
+            if slot is not None:
+                await self._refund(keys, cost, slot)
+
+        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
+
+    async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
+        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            d = await try_once()
-            if d.allowed:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            reservation = await book(left)
+            if reservation.ok:
+                try:
+                    await asyncio.sleep(reservation.wait)
+                except BaseException:
+                    await asyncio.shield(reservation.cancel())
+                    raise
                 return
-            if deadline is not None and time.monotonic() + d.retry_after > deadline:
-                raise RateLimited(f"would wait {d.retry_after:.6f} s, more than the timeout", d.retry_after)
-            await asyncio.sleep(d.retry_after)
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            await asyncio.sleep(reservation.wait)
 
 
 # The batch tasks in flight, kept referenced until they finish.
@@ -562,7 +713,24 @@ def _one_limit(limiter: object, name: str) -> list[_Limit]:
 
 
 class _LimiterMixin:
+    """What the sync and async limiters share: construction, keys, properties."""
+
     _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        limiter: Limiter,
+        *,
+        name: str = "default",
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
+        self._connect(client, core)
 
     def _keys(self, key: _Key) -> list[bytes]:
         return self._core.keys({"key": key})
@@ -587,7 +755,7 @@ class _LimiterMixin:
         return self._core.limits[0].name
 
 
-class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
+class RedisLimiter(_LimiterMixin, _Sync):
     """One limiter per key, kept in Redis, for a sync ``redis.Redis`` client.
 
     ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
@@ -595,20 +763,6 @@ class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
     configuration (durations in whole microseconds). Keys are
     ``prefix{key}:name:...``.
     """
-
-    def __init__(
-        self,
-        client: Any,
-        limiter: Limiter,
-        *,
-        name: str = "default",
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
-        super().__init__(client, core)
 
     def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
@@ -627,32 +781,22 @@ class RedisLimiter(_Sync[RedisDecision], _LimiterMixin):
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
         self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
 
-    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of ``key`` are ours; raise ``RateLimited`` past ``timeout``.
+    def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> RedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
 
-        Retries after each denial's ``retry_after`` (no queue across processes).
-        """
+    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
-        self._wait(lambda: self._decide(key, keys, "acquire", [cost], None)[0], timeout)
+        self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
 
 
-class AsyncRedisLimiter(_Async, _LimiterMixin):
+class AsyncRedisLimiter(_LimiterMixin, _Async):
     """``RedisLimiter`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
-
-    def __init__(
-        self,
-        client: Any,
-        limiter: Limiter,
-        *,
-        name: str = "default",
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
-        super().__init__(client, core)
 
     async def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
@@ -673,21 +817,41 @@ class AsyncRedisLimiter(_Async, _LimiterMixin):
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
         await self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
 
+    async def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
     async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of ``key`` are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
-
-        async def once() -> RedisDecision:
-            return (await self._decide(key, keys, "acquire", [cost], None))[0]
-
-        await self._wait(once, timeout)
+        await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
 
     acquire_async = acquire
 
 
 class _PolicyMixin:
+    """What the sync and async policies share: construction, keys, properties."""
+
     _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+        *,
+        algorithm: Optional[str] = None,
+        by: Optional[Iterable[str]] = None,
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _Fallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     def _keys(self, request: _Request) -> list[bytes]:
         if request is not None and not isinstance(request, Mapping):
@@ -734,7 +898,7 @@ def _policy_core(
     return _PolicyCore(limits, prefix, clock, on_error, batching)
 
 
-class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
+class RedisPolicy(_PolicyMixin, _Sync):
     """Several limits decided together, all or nothing, in Redis, for a sync client.
 
     ``config`` is what ``ratekeeper.Policy`` takes (a dict ``{"limits":
@@ -743,20 +907,6 @@ class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
     of the fields all limits are keyed by (the whole policy shares one slot
     when some limit is global).
     """
-
-    def __init__(
-        self,
-        client: Any,
-        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
-        *,
-        algorithm: Optional[str] = None,
-        by: Optional[Iterable[str]] = None,
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        super().__init__(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
         """Take ``cost`` units from every limit if each has them, and say what happened."""
@@ -778,29 +928,26 @@ class RedisPolicy(_Sync[RedisPolicyDecision], _PolicyMixin):
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
         self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
 
+    def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> RedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(request)
         cost = _cost(cost, self._core.limit)
-        self._wait(lambda: self._decide(request, keys, "acquire", [cost], None)[0], timeout)
+        self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
 
 
-class AsyncRedisPolicy(_Async, _PolicyMixin):
+class AsyncRedisPolicy(_PolicyMixin, _Async):
     """``RedisPolicy`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
-
-    def __init__(
-        self,
-        client: Any,
-        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
-        *,
-        algorithm: Optional[str] = None,
-        by: Optional[Iterable[str]] = None,
-        prefix: str = "ratekeeper:",
-        clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
-        batching: bool = True,
-    ) -> None:
-        super().__init__(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     async def try_acquire(
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
@@ -829,14 +976,21 @@ class AsyncRedisPolicy(_Async, _PolicyMixin):
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
         await self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
 
+    async def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return await self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
         keys = self._keys(request)
         cost = _cost(cost, self._core.limit)
-
-        async def once() -> RedisDecision:
-            return (await self._decide(request, keys, "acquire", [cost], None))[0]
-
-        await self._wait(once, timeout)
+        await self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
 
     acquire_async = acquire

@@ -1,4 +1,5 @@
-"""Fixtures of the Redis tests: a real server named by RATEKEEPER_REDIS_URL.
+"""Fixtures of the Redis tests (imported by each module: a conftest.py here
+would clash with tests/conftest.py): a real server named by RATEKEEPER_REDIS_URL.
 
 The normal Python suite skips these tests when no server is given;
 ``scripts/redis.sh test`` starts one (and a 3-node cluster) and fails if any

@@ -1,0 +1,361 @@
+"""The Redis-backed limiters against a real server: time, memory, faults,
+hot-key batching, concurrency across processes and threads, Redis Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import multiprocessing
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+from redis_fixtures import Server, client, cluster_url, own_server, url
+
+import ratekeeper
+from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy
+
+# How long a decision takes while the server is down is the client's business
+# (its timeouts and retries): here, no retries.
+NO_RETRY = Retry(NoBackoff(), 0)
+ASYNC_NO_RETRY = AsyncRetry(NoBackoff(), 0)
+
+POLICY = {
+    "limits": [
+        {"name": "per-user", "algorithm": "gcra", "rate": "10/second", "burst": 3, "by": ["user"]},
+        {"name": "per-endpoint", "algorithm": "sliding_window_counter", "rate": "5/minute", "by": ["user", "endpoint"]},
+        {"name": "per-user-hour", "algorithm": "fixed_window", "rate": "100/hour", "by": ["user"]},
+    ]
+}
+
+
+def test_server_time_is_the_default(client: redis.Redis) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5))
+    assert [bool(limiter.try_acquire("k")) for _ in range(3)] == [True, True, False]
+    denied = limiter.try_acquire("k")
+    # Decided on the server's clock: the wait is what is left of the interval.
+    assert 0.4 < denied.retry_after <= 0.5
+    assert denied.headers()["Retry-After"] == "1"
+    seconds, micros = client.time()
+    assert abs(seconds + micros / 1e6 - time.time()) < 1
+
+
+def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
+    # Unix time, as the keys' expiry needs: the start of a 10 s window to come.
+    fake = [float(int(time.time()) // 10 * 10 + 10)]
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(2, 10), clock=lambda: fake[0])
+    assert limiter.try_acquire("k", 2)
+    denied = limiter.try_acquire("k")
+    assert (denied.allowed, denied.retry_after) == (False, 10.0)
+    fake[0] += 10
+    assert limiter.try_acquire("k")
+    assert not limiter.peek("k", 2, now=fake[0] + 0.5)
+
+
+def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
+    start = time.time() + 5  # Unix time, ahead of the server's
+    limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 1), name="log", clock=lambda: start)
+    assert [limiter.try_acquire("k").allowed for _ in range(4)] == [True, True, True, False]
+    (key,) = client.keys("*")
+    assert client.zrange(key, 0, -1) == [b"latest:%d" % round(start * 1e6), b"%d:3" % round(start * 1e6)]
+    assert client.pttl(key) > 5000
+    limiter.refund("k", 1, taken_at=start)
+    assert limiter.try_acquire("k", now=start + 0.5)
+    assert not limiter.try_acquire("k", now=start + 0.999)
+    assert limiter.try_acquire("k", now=start + 1)
+
+
+def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
+    limiter = RedisLimiter(client, ratekeeper.TokenBucket(4, 1, 0.05), name="ttl")
+    d = limiter.try_acquire("k", 3)
+    (key,) = client.keys("*")
+    assert key == b"ratekeeper:{1:k}:ttl:1:k"
+    ttl = client.pttl(key)
+    assert d.reset_after == pytest.approx(0.15, abs=0.002)
+    # Expiry is in whole ms (rounded up) from a time in µs: at most 1 ms more.
+    assert math.ceil(d.reset_after * 1000) - 3 <= ttl <= math.ceil(d.reset_after * 1000) + 1
+    time.sleep(d.reset_after + 0.01)
+    assert client.keys("*") == []
+    fresh = limiter.peek("k", 0)
+    assert (fresh.remaining, fresh.reset_after) == (4, 0.0)
+    # A cost of 0, or a refund back to full, leaves nothing stored.
+    assert limiter.try_acquire("k", 0) and client.keys("*") == []
+    limiter.try_acquire("k", 1)
+    limiter.refund("k", 1)
+    assert client.keys("*") == []
+
+
+def test_policy_keys_share_a_hash_tag(client: redis.Redis) -> None:
+    policy = RedisPolicy(client, POLICY, prefix="p:")
+    assert policy.try_acquire({"user": "alice", "endpoint": "/a"})
+    keys: list[bytes] = sorted(client.keys("*"))  # type: ignore[arg-type]
+    assert [k.split(b"}")[0] for k in keys] == [b"p:{5:alice"] * 3
+    assert all(0 < client.pttl(k) for k in keys)
+
+
+def test_policy_is_all_or_nothing(client: redis.Redis) -> None:
+    start = time.time() + 5  # Unix time (ahead of the server's: keys expire after it)
+    policy = RedisPolicy(client, POLICY, clock=lambda: start)
+    request = {"user": "bob", "endpoint": "/x"}
+    assert [policy.try_acquire(request).allowed for _ in range(4)] == [True, True, True, False]
+    denied = policy.try_acquire(request)
+    assert denied.denied_by == "per-user"
+    assert dict(denied.limits)["per-user-hour"].remaining == 97
+    assert "per-endpoint" in denied.headers()["RateLimit-Policy"]
+    assert policy.names == ("per-user", "per-endpoint", "per-user-hour")
+    assert policy.keyed_by("per-endpoint") == ("user", "endpoint")
+
+
+def test_rate_strings_as_policy_takes_them(client: redis.Redis) -> None:
+    policy = RedisPolicy(client, "2/second;3/minute", by=["user"])
+    assert policy.names == ratekeeper.Policy.from_rates("2/second;3/minute", by=["user"]).names
+    assert [policy.try_acquire({"user": 1}).allowed for _ in range(3)] == [True, True, False]
+
+
+def test_bad_input_names_the_argument(client: redis.Redis) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5))
+    with pytest.raises(ratekeeper.RateLimitError, match="cost") as error:
+        limiter.try_acquire("k", 3)
+    assert error.value.code == "cost_exceeds_limit"
+    with pytest.raises(TypeError, match="cost"):
+        limiter.try_acquire("k", 1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="key"):
+        limiter.try_acquire(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="calendar"):
+        RedisLimiter(client, ratekeeper.FixedWindow.with_calendar(5, "day"))
+    with pytest.raises(ValueError, match="algorithm"):
+        RedisLimiter(client, ratekeeper.LeakyBucket(5, 1))
+    with pytest.raises(ValueError, match="microseconds"):
+        RedisLimiter(client, ratekeeper.Gcra(5, 0.0000005))
+    with pytest.raises(ratekeeper.RateLimitError, match="2\\^51") as error:
+        RedisLimiter(client, ratekeeper.SlidingWindowCounter(10**6, 86400))
+    assert error.value.code == "overflow"
+    with pytest.raises(ValueError, match="request"):
+        RedisPolicy(client, POLICY).try_acquire({"user": "x"})
+    with pytest.raises(ValueError, match="on_error"):
+        RedisLimiter(client, ratekeeper.Gcra(2, 0.5), on_error="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RedisPolicy(client, "10 per fortnight")
+
+
+def test_waiting_acquire(client: redis.Redis) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 0.05))
+    start = time.monotonic()
+    for _ in range(3):
+        limiter.acquire("k")
+    assert 0.09 <= time.monotonic() - start < 1
+    with pytest.raises(ratekeeper.RateLimited):
+        limiter.acquire("k", timeout=0)
+
+
+def test_reserve_books_first_come_first_served(client: redis.Redis) -> None:
+    start = time.time() + 5  # Unix time, ahead of the server's
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1), clock=lambda: start)
+    assert limiter.reserve("k").wait == 0.0
+    first = limiter.reserve("k", max_wait=10)
+    second = limiter.reserve("k", max_wait=10)
+    assert (first.ok, first.wait, second.wait) == (True, 1.0, 2.0)
+    assert second.at == pytest.approx(start + 2, abs=1e-6)
+    refused = limiter.reserve("k", max_wait=2.5)
+    assert not refused and refused.wait == 3.0 and not refused.decision.allowed
+    # A plain try_acquire never jumps ahead of a booking.
+    assert not limiter.try_acquire("k", now=start + 1.5)
+    second.cancel()
+    assert limiter.reserve("k", max_wait=10).wait == 2.0
+
+
+def test_async_classes(url: str) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        await client.flushdb()
+        limiter = AsyncRedisLimiter(client, ratekeeper.SlidingWindowCounter(3, 1))
+        assert [bool(await limiter.try_acquire("k")) for _ in range(4)] == [True, True, True, False]
+        assert len(await limiter.try_acquire_batch("j", [1, 2, 1])) == 3
+        assert not (await limiter.peek("j"))
+        policy = AsyncRedisPolicy(client, POLICY)
+        d = await policy.try_acquire({"user": "u", "endpoint": "/"})
+        assert d.allowed and d.from_store and d.denied_by is None
+        await policy.acquire_async({"user": "u", "endpoint": "/"}, timeout=1)
+        booked = await limiter.reserve("k", max_wait=5)
+        assert booked.ok and 0 < booked.wait <= 2  # within the next two windows
+        await booked.cancel()
+        # Cancelled while waiting, an acquire gives its booking back.
+        waiting = asyncio.ensure_future(limiter.acquire("k"))
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_hot_key_batching_admits_exactly_the_bound(url: str) -> None:
+    async def main() -> tuple[int, int]:
+        client = redis.asyncio.Redis.from_url(url)
+        await client.flushdb()
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(100, 3600))
+        calls = 0
+        send = limiter._call
+
+        async def counting(keys: list[bytes], args: list[str | int]) -> list[int]:
+            nonlocal calls
+            calls += 1
+            return await send(keys, args)
+
+        limiter._call = counting  # type: ignore[method-assign]
+        decisions = await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(256)))
+        await client.aclose()
+        assert all(d.from_store for d in decisions)
+        # One decision each, in order: the first 100 callers admitted, then none.
+        remaining = [d.remaining for d in decisions if d.allowed]
+        assert remaining == sorted(remaining, reverse=True)
+        return sum(d.allowed for d in decisions), calls
+
+    admitted, calls = asyncio.run(main())
+    assert admitted == 100
+    assert calls < 256 / 4
+
+
+def test_cancelling_one_batched_caller_spares_the_others(url: str) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        await client.flushdb()
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(100, 3600))
+        tasks = [asyncio.ensure_future(limiter.try_acquire("hot")) for _ in range(50)]
+        await asyncio.sleep(0)  # every task has sent or queued its request
+        tasks[0].cancel()  # the one whose round trip is in flight
+        tasks[10].cancel()  # one waiting in the next batch
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        await client.aclose()
+        assert isinstance(results[0], asyncio.CancelledError)
+        assert isinstance(results[10], asyncio.CancelledError)
+        others = [r for i, r in enumerate(results) if i not in (0, 10)]
+        assert all(isinstance(r, RedisDecision) and r.allowed and r.from_store for r in others)
+
+    asyncio.run(main())
+
+
+def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(500, 3600))
+    admitted = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        n = sum(limiter.try_acquire("hot").allowed for _ in range(100))
+        with lock:
+            admitted.append(n)
+
+    threads = [threading.Thread(target=work) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(admitted) == 500
+
+
+def hammer(url: str, results: Any) -> None:
+    """One process: 4 threads, each trying 100 times on one key."""
+    client = redis.Redis.from_url(url)
+    policy = RedisPolicy(client, [("hot", ratekeeper.TokenBucket(300, 1, 3600), ["key"])])
+    counts = []
+
+    def work() -> None:
+        counts.append(sum(policy.try_acquire({"key": "one"}).allowed for _ in range(100)))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.put(sum(counts))
+
+
+def test_processes_and_threads_admit_exactly_the_bound(client: redis.Redis, url: str) -> None:
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    processes = [context.Process(target=hammer, args=(url, results)) for _ in range(4)]
+    for p in processes:
+        p.start()
+    total = sum(results.get(timeout=60) for _ in processes)
+    for p in processes:
+        p.join(10)
+    assert total == 300
+
+
+@pytest.mark.parametrize("on_error", ["open", "closed", "fallback"])
+def test_faults_apply_the_policy_then_resume(own_server: Server, on_error: str) -> None:
+    client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
+    fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 3600))
+    policy: Any = fallback if on_error == "fallback" else on_error
+    limiter = RedisLimiter(client, ratekeeper.Gcra(5, 3600), on_error=policy)
+    assert limiter.try_acquire("k", 2).from_store
+    own_server.stop()
+    during = [limiter.try_acquire("k") for _ in range(3)]
+    assert not any(d.from_store for d in during)
+    expected = {"open": [True] * 3, "closed": [False] * 3, "fallback": [True, False, False]}[on_error]
+    assert [d.allowed for d in during] == expected
+    own_server.start()
+    # Decisions resume (the restarted server is empty: a fresh limiter).
+    after = limiter.try_acquire("k")
+    assert after.from_store and after.allowed and after.remaining == 4
+
+
+def test_policy_falls_back_to_an_in_process_policy(own_server: Server) -> None:
+    client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
+    policy = RedisPolicy(client, POLICY, on_error=ratekeeper.Policy(POLICY))
+    request = {"user": "carol", "endpoint": "/"}
+    assert policy.try_acquire(request).from_store
+    own_server.stop()
+    during = [policy.try_acquire(request) for _ in range(4)]
+    assert [(d.allowed, d.from_store) for d in during] == [(True, False)] * 3 + [(False, False)]
+    assert during[-1].denied_by == "per-user"
+    own_server.start()
+    assert policy.try_acquire(request).from_store
+
+
+def test_async_faults(own_server: Server) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis(
+            port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=ASYNC_NO_RETRY
+        )
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(5, 3600), on_error="open")
+        assert (await limiter.try_acquire("k")).from_store
+        own_server.stop()
+        d = await limiter.try_acquire("k")
+        assert d.allowed and not d.from_store
+        own_server.start()
+        assert (await limiter.try_acquire("k")).from_store
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_cluster_keys_share_a_slot(cluster_url: str) -> None:
+    client: Any = RedisCluster.from_url(cluster_url)
+    run = uuid.uuid4().hex  # the cluster is not flushed between runs
+    policy = RedisPolicy(client, POLICY, prefix=f"cluster:{run}:")
+    requests = [{"user": f"user{i}", "endpoint": "/e"} for i in range(20)]
+    for request in requests:
+        assert policy.try_acquire(request).allowed
+    for request in requests:
+        slots = {client.keyslot(k) for k in policy._keys(request)}
+        assert len(slots) == 1
+    # Different users land on different slots: the load spreads over the nodes.
+    assert len({client.keyslot(policy._keys(r)[0]) for r in requests}) > 1
+    global_policy = RedisPolicy(client, "3/minute", algorithm="fixed_window", prefix=f"cluster-global:{run}:")
+    assert [global_policy.try_acquire().allowed for _ in range(4)] == [True, True, True, False]
+    client.close()
+    # redis-py's cluster client leaves a socket of its discovery to the collector.
+    del client, policy, global_policy
+    gc.collect()
