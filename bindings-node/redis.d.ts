@@ -16,6 +16,7 @@ import type {
   PolicyRequest,
   RateLimitHeaders,
   SlidingWindowCounter,
+  SlidingWindowLog,
   TokenBucket,
 } from './index'
 
@@ -67,7 +68,21 @@ export interface RedisPolicyDecision extends PolicyDecision {
 }
 
 /** The limiters Redis runs (greedy token buckets starting full, windows not on calendars). */
-export type RedisLimiterConfig = Gcra | TokenBucket | FixedWindow | SlidingWindowCounter
+export type RedisLimiterConfig = Gcra | TokenBucket | FixedWindow | SlidingWindowCounter | SlidingWindowLog
+
+/**
+ * A booking (`reserve`): the in-process Reservation's fields. `atMs` is the
+ * slot in Unix ms on the clock that decided (give an unused booking back with
+ * `refund(..., cost, atMs)`); `decision` says why when not `ok`.
+ */
+export interface RedisReservation<D extends RedisDecision = RedisDecision> {
+  ok: boolean
+  waitMs: number
+  atMs: number
+  cost: number
+  decision: D | null
+  fromStore: boolean
+}
 
 /** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */
 export declare class RedisLimiter {
@@ -76,7 +91,9 @@ export declare class RedisLimiter {
   peek(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
   tryAcquireBatch(key: string | number, costs: number[], nowMs?: number): Promise<RedisDecision[]>
   refund(key: string | number, cost: number, takenAtMs?: number): Promise<void>
-  /** Retries after each denial's `retryAfterMs` until admitted. */
+  /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
+  reserve(key: string | number, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
+  /** Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise). */
   acquire(key: string | number, cost?: number, options?: AcquireOptions): Promise<void>
   headers(decision: Decision): RateLimitHeaders
   readonly limit: number
@@ -92,6 +109,7 @@ export declare class RedisPolicy {
   peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   tryAcquireBatch(request: PolicyRequest | undefined, costs: number[], nowMs?: number): Promise<RedisPolicyDecision[]>
   refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): Promise<void>
+  reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
   readonly limits: Array<{ name: string; by: string[] }>
@@ -105,3 +123,5 @@ export declare const REDIS_SCRIPT_SHA: string
 export declare const MAX_EXACT: number
 /** The latest caller time, in µs since the Unix epoch (2^52). */
 export declare const MAX_NOW: number
+/** The longest window and the longest wait, in µs (2^50). */
+export declare const MAX_SPAN: number

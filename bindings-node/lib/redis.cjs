@@ -14,7 +14,7 @@
 // open TCP connections to Redis).
 
 const { createHash } = require('node:crypto');
-const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, KeyedLimiter, Policy } = require('../index.js');
+const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
@@ -23,6 +23,8 @@ const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
 const MAX_EXACT = 2 ** 51;
 /** The latest caller time: 2^52 µs after the Unix epoch (year 2112). */
 const MAX_NOW = 2 ** 52;
+/** The longest window and the longest wait: 2^50 µs (35 years). */
+const MAX_SPAN = 2 ** 50;
 /** The most costs sent in one batch. */
 const MAX_BATCH = 1024;
 /**
@@ -55,9 +57,9 @@ function micros(ms, name) {
   return us;
 }
 
-function exact(value, name, what) {
-  if (value > MAX_EXACT) {
-    throw rangeError(name, `${what} is ${value}, above 2^51 (the limit of exact arithmetic on Redis)`, 'overflow');
+function exact(value, name, what, max = MAX_EXACT) {
+  if (value > max) {
+    throw rangeError(name, `${what} is ${value}, above 2^${Math.log2(max)} (the limit of exact arithmetic on Redis)`, 'overflow');
   }
 }
 
@@ -84,7 +86,7 @@ function isCalendar(limiter) {
 /** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 function limitOf(limiter) {
   if (!(limiter instanceof Limiter)) {
-    throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow or SlidingWindowCounter');
+    throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog');
   }
   const algorithm = limiter.algorithm;
   let args;
@@ -103,16 +105,18 @@ function limitOf(limiter) {
       exact(band.refillTokens, 'refillTokens', 'refillTokens');
       args.push(band.capacity, band.refillTokens, period);
     }
-  } else if (algorithm === 'fixed_window' || algorithm === 'sliding_window_counter') {
+  } else if (algorithm === 'fixed_window' || algorithm === 'sliding_window_counter' || algorithm === 'sliding_window_log') {
     const window = micros(limiter.windowMs, 'windowMs');
-    if (algorithm === 'fixed_window') exact(window, 'windowMs', 'the window (µs)');
-    else exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
-    if (isCalendar(limiter)) throw rangeError('calendar', 'calendar windows are not supported on Redis');
+    exact(window, 'windowMs', 'the window (µs)', MAX_SPAN);
+    if (algorithm === 'sliding_window_counter') exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
+    if (algorithm !== 'sliding_window_log' && isCalendar(limiter)) {
+      throw rangeError('calendar', 'calendar windows are not supported on Redis');
+    }
     args = [algorithm, limiter.limit, window];
   } else {
     throw rangeError(
       'algorithm',
-      `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window and sliding_window_counter are)`,
+      `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window, sliding_window_counter and sliding_window_log are)`,
     );
   }
   return { args, limit: limiter.limit };
@@ -148,10 +152,12 @@ function limiterOfRate(algorithm, rate, burst) {
       return new FixedWindow({ limit: amount, windowMs: periodMs });
     case 'sliding_window_counter':
       return new SlidingWindowCounter({ limit: amount, windowMs: periodMs });
+    case 'sliding_window_log':
+      return new SlidingWindowLog({ limit: amount, windowMs: periodMs });
     default:
       throw rangeError(
         'algorithm',
-        `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window and sliding_window_counter are)`,
+        `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window, sliding_window_counter and sliding_window_log are)`,
       );
   }
 }
@@ -307,7 +313,8 @@ class Store {
         values.set(field, `${Buffer.byteLength(part)}:${part}`);
       }
     }
-    const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : 'policy';
+    // No field in common (a global limit): the whole policy on the slot of its prefix.
+    const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
     return this.limits.map((l) => `${this.prefix}{${tag}}:${l.name}:${l.by.map((f) => values.get(f)).join('')}`);
   }
 
@@ -448,8 +455,43 @@ class Store {
     else if (hot.inFlight === 0) this.queues.delete(id);
   }
 
-  /** acquire: tries, waits each denial's retryAfterMs, until admitted, aborted, or past timeoutMs. */
-  async wait(once, options) {
+  /**
+   * Books `cost` for the first moment every limit admits it, within
+   * `maxWaitMs` (ms; at most 2^50 µs): the in-process Reservation
+   * (`{ ok, waitMs, atMs, cost, decision }`, `atMs` in Unix ms on the clock
+   * that decided) plus `fromStore`. When Redis cannot answer, `onError`
+   * decides now (booked when it allows, nothing to give back).
+   */
+  async reserve(target, keys, cost, maxWaitMs, nowMs) {
+    let maxWait = MAX_SPAN;
+    if (maxWaitMs !== undefined && maxWaitMs !== null && maxWaitMs !== Infinity) {
+      if (typeof maxWaitMs !== 'number') throw typeError('maxWaitMs', 'a number');
+      if (!(maxWaitMs >= 0)) throw rangeError('maxWaitMs', `must be at least 0, not ${maxWaitMs}`);
+      maxWait = Math.min(Math.round(maxWaitMs * 1000), MAX_SPAN);
+    }
+    const now = this.wireNow(nowMs);
+    let reply;
+    try {
+      reply = await within(this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait]), this.commandTimeoutMs);
+    } catch (error) {
+      if (isScriptError(error)) throw error;
+      const d = this.fallback(target, cost, false);
+      const waitMs = d.allowed ? 0 : d.retryAfterMs;
+      return { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
+    }
+    const numbers = reply.map(Number);
+    const ok = numbers[1] === 1;
+    // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
+    const [decision] = this.decisions(numbers.slice(2), 1);
+    return { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
+  }
+
+  /**
+   * acquire: books once (reserve within what is left of `timeoutMs`) and
+   * sleeps until the slot; an abort gives the booking back. While Redis
+   * cannot answer, retries after the fallback's `retryAfterMs`.
+   */
+  async wait(book, giveBack, label, options) {
     let signal;
     let timeoutMs = Infinity;
     if (options !== undefined && options !== null) {
@@ -467,14 +509,24 @@ class Store {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
       if (signal !== undefined && signal.aborted) throw signal.reason;
-      const d = await once();
-      if (d.allowed) return;
-      if (signal !== undefined && signal.aborted) throw signal.reason;
-      const left = deadline - performance.now();
-      if (d.retryAfterMs > left) {
-        throw new DOMException(`the wait (${d.retryAfterMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+      const left = Math.max(deadline - performance.now(), 0);
+      const r = await book(left);
+      if (r.ok) {
+        if (r.waitMs === 0) return;
+        try {
+          await sleep(r.waitMs, signal);
+        } catch (reason) {
+          if (r.fromStore) giveBack(r.atMs).catch(() => {});
+          throw reason;
+        }
+        return;
       }
-      await sleep(Math.max(1, Math.ceil(d.retryAfterMs)), signal);
+      const waitMs = r.decision.retryAfterMs;
+      if (waitMs > left) {
+        throw new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+      }
+      if (r.fromStore) throw new RateLimited(`${label}: cannot book ${r.cost} now; retry in ${waitMs} ms`, waitMs);
+      await sleep(Math.max(1, Math.ceil(waitMs)), signal);
     }
   }
 
@@ -524,15 +576,28 @@ class RedisLimits {
     await this.#store.refund(keys, checkCost(cost, this.#store.limit), takenAtMs);
   }
 
+  /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */
+  async reserve(target, cost, maxWaitMs, nowMs) {
+    const keys = this._keys(target);
+    return this.#store.reserve(target ?? {}, keys, checkCost(cost, this.#store.limit), maxWaitMs, nowMs);
+  }
+
   /**
-   * Resolves once `cost` units are ours, retrying after each denial's
-   * `retryAfterMs`; rejects with a TimeoutError when the wait would pass
-   * `timeoutMs`, or with `signal.reason` on abort.
+   * Resolves once `cost` units are ours: books the earliest slot within
+   * `timeoutMs` and sleeps until it. Rejects with a TimeoutError when the
+   * wait would pass `timeoutMs`, with `signal.reason` on abort (the booking
+   * given back), with RateLimited when nothing can be booked.
    */
   async acquire(target, cost, options) {
     const keys = this._keys(target);
     const units = checkCost(cost, this.#store.limit);
-    await this.#store.wait(() => this.#store.decide([target ?? {}], keys, 'acquire', [units], undefined).then((d) => d[0]), options);
+    const t = target ?? {};
+    await this.#store.wait(
+      (left) => this.#store.reserve(t, keys, units, left, undefined),
+      (atMs) => this.#store.refund(keys, units, atMs),
+      this.constructor.name,
+      options,
+    );
   }
 }
 
@@ -615,4 +680,4 @@ class RedisPolicy extends RedisLimits {
   }
 }
 
-module.exports = { RedisLimiter, RedisPolicy, REDIS_SCRIPT, REDIS_SCRIPT_SHA, MAX_EXACT, MAX_NOW };
+module.exports = { RedisLimiter, RedisPolicy, REDIS_SCRIPT, REDIS_SCRIPT_SHA, MAX_EXACT, MAX_NOW, MAX_SPAN };

@@ -46,7 +46,26 @@ const ALGORITHMS = {
     const window = rng.int(1, 40) * scale(rng);
     return (unit) => new rk.SlidingWindowCounter({ limit, windowMs: window / unit });
   },
+  sliding_window_log(rng) {
+    const limit = rng.int(1, 6);
+    const window = rng.int(1, 40) * scale(rng);
+    return (unit) => new rk.SlidingWindowLog({ limit, windowMs: window / unit });
+  },
 };
+
+/**
+ * A booking compared: the same slot (or the same refusal) in both. Returns
+ * false when the trace must stop: a limit refused to book within the wait (a
+ * log's ring is full), where the core gives back the limits already booked at
+ * the slot (missing units a window took at `now`) and Redis writes nothing.
+ */
+function sameBooking(got, expected, maxWait, context) {
+  assert.deepEqual([got.ok, Math.round(got.waitMs * WIRE)], [expected.ok, Math.round(expected.waitMs * CORE)], context);
+  assert.equal(got.decision === null, expected.decision === null, context);
+  if (expected.decision !== null) assert.deepEqual(numbers(got.decision, WIRE), numbers(expected.decision, CORE), context);
+  assert.equal(got.fromStore, true);
+  return expected.ok || Math.round(expected.waitMs * CORE) > maxWait;
+}
 
 function numbers(d, unit) {
   return [d.allowed, d.remaining, d.limit, Math.round(d.retryAfterMs * unit), Math.round(d.resetAfterMs * unit)];
@@ -76,6 +95,7 @@ function policyAsKeyed(limiter) {
     tryAcquire: (key, cost, now) => policy.tryAcquire({ key }, cost, now),
     tryAcquireBatch: (key, costs, now) => costs.map((cost) => policy.tryAcquire({ key }, cost, now)),
     peek: (key, cost, now) => policy.peek({ key }, cost, now),
+    reserve: (key, cost, maxWait, now) => policy.reserve({ key }, cost, maxWait, now),
   };
 }
 
@@ -91,6 +111,7 @@ async function keyedTrace(client, seed, algorithm, backwards) {
   let t = 2 ** 51 - 2 ** 40 + rng.int(0, 1e6);
   let compared = 0;
   for (let step = 0; step < 80; step++) {
+    if (backwards && (await client.exists(`${keyPrefix}{1:a}:default:1:a`)) === 0) core = fresh();
     t = nextTime(rng, t, backwards);
     const key = backwards ? 'a' : rng.pick(['a', 'b', 7]);
     const op = rng.next();
@@ -103,6 +124,13 @@ async function keyedTrace(client, seed, algorithm, backwards) {
     } else if (op < 0.3) {
       expected = [core.peek(key, costs[0], t / CORE)];
       got = [await remote.peek(key, costs[0], t / WIRE)];
+    } else if (op < 0.45) {
+      const maxWait = rng.pick([0, rng.int(0, 100), rng.int(0, 1e7)]);
+      const booked = core.reserve(key, costs[0], maxWait / CORE, t / CORE);
+      const remoteBooked = await remote.reserve(key, costs[0], maxWait / WIRE, t / WIRE);
+      compared += 1;
+      if (!sameBooking(remoteBooked, booked, maxWait, `${algorithm} seed ${seed}, step ${step}, t ${t}, reserve ${costs[0]} within ${maxWait}`)) break;
+      continue;
     } else {
       expected = [core.tryAcquire(key, costs[0], t / CORE)];
       got = [await remote.tryAcquire(key, costs[0], t / WIRE)];
@@ -113,7 +141,6 @@ async function keyedTrace(client, seed, algorithm, backwards) {
       assert.equal(got[i].fromStore, true);
       compared += 1;
     }
-    if (backwards && (await client.exists(`${keyPrefix}{1:a}:default:1:a`)) === 0) core = fresh();
   }
   return compared;
 }
@@ -136,7 +163,16 @@ async function policyTrace(client, seed) {
     t = nextTime(rng, t, false);
     const request = { key: rng.pick(['a', 'b']), route: rng.pick(['/x', '/y']) };
     const cost = rng.int(0, limit);
-    const peek = rng.next() < 0.2;
+    const op = rng.next();
+    if (op < 0.15) {
+      const maxWait = rng.pick([0, rng.int(0, 100), rng.int(0, 1e7)]);
+      const booked = core.reserve(request, cost, maxWait / CORE, t / CORE);
+      const remoteBooked = await remote.reserve(request, cost, maxWait / WIRE, t / WIRE);
+      compared += 1;
+      if (!sameBooking(remoteBooked, booked, maxWait, `policy seed ${seed}, step ${step}, t ${t}, reserve ${cost} within ${maxWait}`)) break;
+      continue;
+    }
+    const peek = op < 0.3;
     const expected = peek ? core.peek(request, cost, t / CORE) : core.tryAcquire(request, cost, t / CORE);
     const got = peek ? await remote.peek(request, cost, t / WIRE) : await remote.tryAcquire(request, cost, t / WIRE);
     assert.deepEqual(policyNumbers(got, WIRE), policyNumbers(expected, CORE), `policy seed ${seed}, step ${step}, t ${t}, cost ${cost}`);
@@ -155,7 +191,7 @@ for (const [library, connect] of Object.entries(CLIENTS)) {
         let compared = 0;
         for (let seed = 0; seed < seeds; seed++) compared += await keyedTrace(client, seed, algorithm, false);
         for (let seed = 0; seed < seeds; seed++) compared += await keyedTrace(client, 500 + seed, algorithm, true);
-        assert.ok(compared >= 2 * seeds * 80, `${algorithm}: ${compared} decisions compared`);
+        assert.ok(compared >= seeds * 80, `${algorithm}: ${compared} decisions compared`);
       }
     } finally {
       await close(client);
@@ -168,7 +204,7 @@ for (const [library, connect] of Object.entries(CLIENTS)) {
       const seeds = library === 'ioredis' ? 60 : 15;
       let compared = 0;
       for (let seed = 0; seed < seeds; seed++) compared += await policyTrace(client, 1000 + seed);
-      assert.equal(compared, seeds * 60);
+      assert.ok(compared >= seeds * 30, `${compared} decisions compared`);
     } finally {
       await close(client);
     }

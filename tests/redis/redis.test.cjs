@@ -93,6 +93,7 @@ test('the configurations Policy takes: rate strings, objects, JSON, configured l
         { name: 'hourly', rate: '4/hour', algorithm: 'fixed_window', by: ['user', 'route'] },
         { name: 'global', rate: '100/minute', algorithm: 'sliding_window_counter' },
         { name: 'bands', rate: '10/second;50/minute', burst: 3 },
+        { name: 'log', rate: '5/minute', algorithm: 'sliding_window_log', by: ['route'] },
       ],
     };
     const local = new rk.Policy(config);
@@ -122,7 +123,7 @@ test('the configurations Policy takes: rate strings, objects, JSON, configured l
     assert.deepEqual(got, [true, true, false, true, false]);
     // A policy's keys share one hash tag: the fields common to all limits, or the prefix alone.
     await limiters.tryAcquire({ k: 'z' }, 0, T0);
-    assert.ok(Number(await client.exists(`${p}l:{policy}:a:1:x`)) === 1);
+    assert.ok(Number(await client.exists(`${p}l:{${p}l:}:a:1:x`)) === 1);
   }));
 
 test('what Redis cannot do is refused, naming the argument', () =>
@@ -130,7 +131,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     const refuse = (make, name, type = RangeError) =>
       assert.throws(make, (error) => error instanceof type && error.message.startsWith(name), name);
     refuse(() => new RedisLimiter(client, new rk.LeakyBucket({ capacity: 2, intervalMs: 10 })), 'algorithm');
-    refuse(() => new RedisLimiter(client, new rk.SlidingWindowLog({ limit: 2, windowMs: 10 })), 'algorithm');
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 2 ** 51 / 1000 })), 'windowMs');
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'month' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 2, calendar: 'week' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, refill: 'interval' })), 'refill');
@@ -141,7 +142,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisLimiter({}, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 })), 'client', TypeError);
     refuse(() => new RedisPolicy(client, { limits: [{ name: 'd', rate: '1/day', algorithm: 'fixed_window', calendar: 'day' }] }), 'calendar');
     refuse(() => new RedisPolicy(client, '1/second', { algorithm: 'leaky_bucket' }), 'algorithm');
-    refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'sliding_window_log' }] }), 'algorithm');
+    refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'leaky_bucket' }] }), 'algorithm');
     refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { onError: 'maybe' }), 'onError', TypeError);
     // Bad configurations fail as the in-process Policy fails.
     assert.throws(() => new RedisPolicy(client, '1/fortnight'), { code: 'invalid_syntax' });
@@ -183,6 +184,17 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     const pending = limiter.acquire('k', 1, { signal: controller.signal });
     setTimeout(() => controller.abort(new Error('stop')), 20);
     await assert.rejects(pending, { message: 'stop' });
+    // reserve books the next slot; refund at its atMs gives it back.
+    const booking = await limiter.reserve('r', 1, 1000);
+    assert.deepEqual([booking.ok, booking.waitMs, booking.decision, booking.fromStore], [true, 0, null, true]);
+    const next = await limiter.reserve('r', 1, 1000);
+    assert.ok(next.ok && next.waitMs > 100 && next.waitMs <= 150, JSON.stringify(next));
+    const refused = await limiter.reserve('r', 1, 10);
+    assert.equal(refused.ok, false);
+    assert.ok(refused.decision.retryAfterMs > 10);
+    await limiter.refund('r', 1, next.atMs);
+    const again = await limiter.reserve('r', 1, 1000);
+    assert.ok(Math.abs(again.atMs - next.atMs) < 5, `${again.atMs} vs ${next.atMs}`);
     const policy = new RedisPolicy(client, '1/second', { prefix: prefix('acquire-policy') });
     await policy.acquire();
     await assert.rejects(policy.acquire(undefined, 1, { timeoutMs: 50 }), { name: 'TimeoutError' });

@@ -10,5 +10,8 @@ async function main(): Promise<void> {
   const pd = await p.tryAcquire({ user: 'u' })
   console.log(h, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
   await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  const r = await l.reserve('k', 1, 100)
+  if (r.ok) await l.refund('k', 1, r.atMs)
+  else console.log(r.decision?.retryAfterMs)
 }
 void main()
