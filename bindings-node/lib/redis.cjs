@@ -332,16 +332,21 @@ class Store {
     return String(us);
   }
 
-  /** EVALSHA, loading the script on NOSCRIPT and trying once more. */
+  /**
+   * EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA once more, then EVAL (on a
+   * cluster, SCRIPT LOAD may reach another node than the key's).
+   */
   async evaluate(keys, args) {
-    const command = ['EVALSHA', REDIS_SCRIPT_SHA, String(keys.length), ...keys, ...args.map(String)];
-    try {
-      return await this.send(command);
-    } catch (error) {
-      if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT')) throw error;
+    const rest = [String(keys.length), ...keys, ...args.map(String)];
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest]);
+      } catch (error) {
+        if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT')) throw error;
+        if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest]);
+      }
+      await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT]);
     }
-    await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT]);
-    return this.send(command);
   }
 
   /** One round trip deciding `costs` in order (`targets[i]` is what the fallback decides for). */
