@@ -31,6 +31,7 @@ const VARIANTS = {
   'ioredis (no offline queue)': () => ioredis(),
   'ioredis (default options)': () => ioredis({ enableOfflineQueue: true, maxRetriesPerRequest: 20 }),
   'node-redis (no offline queue)': () => nodeRedis(),
+  'node-redis 4 (no offline queue)': () => nodeRedis({}, 'redis4'),
 };
 
 for (const [name, connect] of Object.entries(VARIANTS)) {

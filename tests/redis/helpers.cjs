@@ -24,16 +24,21 @@ async function ioredis(options = {}) {
   return client;
 }
 
-/** node-redis (`redis`), failing fast while disconnected. */
-async function nodeRedis(options = {}) {
-  const { createClient } = require('redis');
+/** node-redis (`redis`, or its v4 / v5 alias `module`), failing fast while disconnected. */
+async function nodeRedis(options = {}, module = 'redis') {
+  const { createClient } = require(module);
   const client = createClient({ url: URL_, disableOfflineQueue: true, ...options });
   client.on('error', () => {});
   await client.connect();
   return client;
 }
 
-const CLIENTS = { ioredis, 'node-redis': nodeRedis };
+const CLIENTS = {
+  ioredis,
+  'node-redis': nodeRedis,
+  'node-redis 4': () => nodeRedis({}, 'redis4'),
+  'node-redis 5': () => nodeRedis({}, 'redis5'),
+};
 
 async function close(client) {
   try {
