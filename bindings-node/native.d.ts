@@ -119,6 +119,13 @@ export declare function policyRefund(handle: number, fields: Array<string>, cost
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void
 
+/**
+ * The Redis script of protocol 1 (`core/redis/ratekeeper.lua`), which
+ * `lib/redis.cjs` loads and calls by its SHA-1; the same bytes every binding
+ * ships, so that every client shares one loaded script.
+ */
+export declare const REDIS_SCRIPT: string
+
 /** Gives back `cost` units taken at `takenAtMs`. */
 export declare function refund(handle: number, cost: number, takenAtMs: number): void
 

@@ -865,6 +865,7 @@ module.exports.policyOp = nativeBinding.policyOp
 module.exports.policyReclaim = nativeBinding.policyReclaim
 module.exports.policyRefund = nativeBinding.policyRefund
 module.exports.reconfigure = nativeBinding.reconfigure
+module.exports.REDIS_SCRIPT = nativeBinding.REDIS_SCRIPT
 module.exports.refund = nativeBinding.refund
 module.exports.reserve = nativeBinding.reserve
 module.exports.restore = nativeBinding.restore

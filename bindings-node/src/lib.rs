@@ -542,3 +542,9 @@ impl NoopFloor {
         true
     }
 }
+
+/// The Redis script of protocol 1 (`core/redis/ratekeeper.lua`), which
+/// `lib/redis.cjs` loads and calls by its SHA-1; the same bytes every binding
+/// ships, so that every client shares one loaded script.
+#[napi]
+pub const REDIS_SCRIPT: &str = ratekeeper::redis::REDIS_SCRIPT;

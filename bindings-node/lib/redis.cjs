@@ -1,0 +1,688 @@
+'use strict';
+// `ratekeeper/redis`: limits shared by every process and host, kept in Redis.
+//
+// `RedisLimiter` (one limiter per key, as `KeyedLimiter`) and `RedisPolicy`
+// (several limits, all or nothing, as `Policy`) decide on Redis through the
+// user's own client: ioredis (`Redis` or `Cluster`) or node-redis (`redis`
+// v4/v5, `createClient`). Each decision is one EVALSHA of the script the core
+// ships (`REDIS_SCRIPT`, protocol 1: core/redis/PROTOCOL.md), which decides
+// exactly as the in-process classes do, in integer microseconds. Keys, ARGV
+// and decisions are the same as the Python client's (ratekeeper.redis), so
+// Node and Python processes share limits.
+//
+// Node only: the wasm build has no RESP client (browsers and workers cannot
+// open TCP connections to Redis).
+
+const { createHash } = require('node:crypto');
+const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
+const { REDIS_SCRIPT } = require('../native.js');
+
+/** The SHA-1 of the script: what EVALSHA calls. */
+const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
+/** The largest value a configuration may let the script's arithmetic reach (µs or units). */
+const MAX_EXACT = 2 ** 51;
+/** The latest caller time: 2^52 µs after the Unix epoch (year 2112). */
+const MAX_NOW = 2 ** 52;
+/** The longest window and the longest wait: 2^50 µs (35 years). */
+const MAX_SPAN = 2 ** 50;
+/** The most costs sent in one batch. */
+const MAX_BATCH = 1024;
+/**
+ * Round trips in flight per hot key; calls beyond wait and go as one batch.
+ * (Two overlap the client's parsing with the server's work, but measured no
+ * faster: bench/redis_hot_key.cjs.)
+ */
+const IN_FLIGHT = 1;
+/** The default bound on one round trip, in milliseconds. */
+const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
+
+function typeError(name, expected) {
+  const error = new TypeError(`${name} must be ${expected}`);
+  error.code = 'invalid_type';
+  return error;
+}
+
+function rangeError(name, message, code = 'invalid_value') {
+  const error = new RangeError(`${name}: ${message}`);
+  error.code = code;
+  return error;
+}
+
+/** A limiter's duration in milliseconds as whole microseconds, at least 1. */
+function micros(ms, name) {
+  const us = Math.round(ms * 1000);
+  if (!(us >= 1) || Math.abs(ms * 1000 - us) > 1e-6 * us) {
+    throw rangeError(name, `must be a whole number of microseconds on Redis, not ${ms} ms`);
+  }
+  return us;
+}
+
+function exact(value, name, what, max = MAX_EXACT) {
+  if (value > max) {
+    throw rangeError(name, `${what} is ${value}, above 2^${Math.log2(max)} (the limit of exact arithmetic on Redis)`, 'overflow');
+  }
+}
+
+function gcd(a, b) {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * Whether a window limiter counts calendar windows (its getters cannot say):
+ * a copy of it and a plain window of the same length decide differently.
+ */
+function isCalendar(limiter) {
+  const Plain = limiter.algorithm === 'fixed_window' ? FixedWindow : SlidingWindowCounter;
+  const own = new KeyedLimiter(limiter);
+  const plain = new KeyedLimiter(new Plain({ limit: limiter.limit, windowMs: limiter.windowMs }));
+  // Times (ms since the epoch) where weeks and months part from fixed windows.
+  for (const at of [0, 4 * 86_400_000, 45 * 86_400_000]) {
+    if (own.tryAcquire('probe', 1, at).resetAfterMs !== plain.tryAcquire('probe', 1, at).resetAfterMs) return true;
+  }
+  return false;
+}
+
+/** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
+function limitOf(limiter) {
+  if (!(limiter instanceof Limiter)) {
+    throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog');
+  }
+  const algorithm = limiter.algorithm;
+  let args;
+  if (algorithm === 'gcra') {
+    const interval = micros(limiter.emissionIntervalMs, 'emissionIntervalMs');
+    exact(limiter.burst * interval, 'burst', 'burst * emissionIntervalMs (µs)');
+    args = ['gcra', limiter.burst, interval];
+  } else if (algorithm === 'token_bucket') {
+    const bands = limiter.bandwidths;
+    args = ['token_bucket', bands.length];
+    for (const band of bands) {
+      if (band.refill !== 'greedy') throw rangeError('refill', "only greedy token buckets are supported on Redis, not 'interval'");
+      if (band.initialTokens !== band.capacity) throw rangeError('initialTokens', 'token buckets on Redis start full');
+      const period = micros(band.refillPeriodMs, 'refillPeriodMs');
+      exact(band.capacity * (period / gcd(band.refillTokens, period)), 'capacity', 'the time to refill the capacity (1/refillTokens µs)');
+      exact(band.refillTokens, 'refillTokens', 'refillTokens');
+      args.push(band.capacity, band.refillTokens, period);
+    }
+  } else if (algorithm === 'fixed_window' || algorithm === 'sliding_window_counter' || algorithm === 'sliding_window_log') {
+    const window = micros(limiter.windowMs, 'windowMs');
+    exact(window, 'windowMs', 'the window (µs)', MAX_SPAN);
+    if (algorithm === 'sliding_window_counter') exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
+    if (algorithm !== 'sliding_window_log' && isCalendar(limiter)) {
+      throw rangeError('calendar', 'calendar windows are not supported on Redis');
+    }
+    args = [algorithm, limiter.limit, window];
+  } else {
+    throw rangeError(
+      'algorithm',
+      `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window, sliding_window_counter and sliding_window_log are)`,
+    );
+  }
+  return { args, limit: limiter.limit };
+}
+
+// Rate strings, read as the core reads them (the in-process Policy has
+// checked them first): a count, '/' or 'per', a multiple, a unit.
+const UNITS = { second: 1, minute: 60, hour: 3600, day: 86400, month: 30 * 86400, year: 360 * 86400 };
+const RATE = /^\s*(\d+)\s*(?:\/|[pP][eE][rR])\s*(\d*)\s*([A-Za-z]+)\s*$/;
+
+function parseRates(text) {
+  return text.split(/[;,|]/).map((item) => {
+    const match = RATE.exec(item);
+    const word = match === null ? '' : match[3].toLowerCase();
+    const unit = UNITS[word] ?? (word.endsWith('s') ? UNITS[word.slice(0, -1)] : undefined);
+    if (unit === undefined) throw rangeError('rate', `cannot read ${JSON.stringify(item)}`, 'invalid_syntax');
+    return { amount: Number(match[1]), periodMs: Number(match[2] || 1) * unit * 1000 };
+  });
+}
+
+/** The in-process limiter a policy configuration's limit describes (as the core's LimitConfig::limiter). */
+function limiterOfRate(algorithm, rate, burst) {
+  const rates = parseRates(rate);
+  const [{ amount, periodMs }] = rates;
+  switch (algorithm) {
+    case 'token_bucket':
+      return TokenBucket.fromBandwidths(
+        rates.map((r, i) => ({ capacity: i === 0 && burst != null ? burst : r.amount, refillTokens: r.amount, refillPeriodMs: r.periodMs })),
+      );
+    case 'gcra':
+      return Gcra.perPeriod({ burst: burst ?? amount, tokens: amount, periodMs });
+    case 'fixed_window':
+      return new FixedWindow({ limit: amount, windowMs: periodMs });
+    case 'sliding_window_counter':
+      return new SlidingWindowCounter({ limit: amount, windowMs: periodMs });
+    case 'sliding_window_log':
+      return new SlidingWindowLog({ limit: amount, windowMs: periodMs });
+    default:
+      throw rangeError(
+        'algorithm',
+        `${algorithm} is not supported on Redis (gcra, token_bucket, fixed_window, sliding_window_counter and sliding_window_log are)`,
+      );
+  }
+}
+
+/** Every limit of what `Policy` takes, `{ name, by, args, limit }`, and the in-process policy (headers, checks). */
+function policyLimits(config, algorithm, by) {
+  const local = new Policy(config, { ...(algorithm === undefined ? {} : { algorithm }), ...(by === undefined ? {} : { by }) });
+  let limiters;
+  if (typeof config === 'string' && !config.trimStart().startsWith('{')) {
+    limiters = config.split(/[;,|]/).map((rate) => limiterOfRate(algorithm ?? 'token_bucket', rate, undefined));
+  } else {
+    const data = typeof config === 'string' ? JSON.parse(config) : config;
+    limiters = data.limits.map((item) => {
+      if (item.limiter !== undefined) return item.limiter;
+      if (item.calendar != null) throw rangeError('calendar', 'calendar windows are not supported on Redis');
+      return limiterOfRate(item.algorithm ?? 'token_bucket', item.rate, item.burst);
+    });
+  }
+  const limits = local.limits.map(({ name, by: fields }, i) => ({ name, by: fields, ...limitOf(limiters[i]) }));
+  return { local, limits };
+}
+
+/** A key part: a string, or a number standing for its decimal string (as in-process). */
+function keyPart(value, name) {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number') return String(value);
+  throw typeError(name, 'a string or a number');
+}
+
+/** Sends a command (an array of strings) with the user's client: ioredis or node-redis. */
+function commandSender(client) {
+  if (client !== null && typeof client === 'object') {
+    // ioredis (Redis and Cluster): `call(name, ...args)`; its `sendCommand` takes a Command object.
+    if (typeof client.call === 'function' && typeof client.evalsha === 'function') {
+      return (command) => client.call(...command);
+    }
+    // node-redis v4 and v5: `sendCommand([name, ...args])`.
+    if (typeof client.sendCommand === 'function') return (command) => client.sendCommand(command);
+  }
+  throw typeError('client', 'an ioredis client or a node-redis (redis v4+) client');
+}
+
+/** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
+function isScriptError(error) {
+  return error instanceof Error && /^(ERR .*)?ratekeeper:/.test(error.message ?? '');
+}
+
+/** Rejects with a TimeoutError after `ms`; the late answer, if any, is dropped (and its error caught). */
+function within(promise, ms) {
+  if (ms === Infinity) return promise;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new DOMException(`Redis did not answer within ${ms} ms`, 'TimeoutError')), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function checkCost(cost, limit) {
+  if (cost === undefined || cost === null) return 1;
+  if (typeof cost !== 'number') throw typeError('cost', 'a number');
+  if (!Number.isInteger(cost) || cost < 0) throw rangeError('cost', `must be a whole number of units, at least 0, not ${cost}`);
+  if (cost > limit) throw rangeError('cost', `${cost} is more than the limit ${limit}`, 'cost_exceeds_limit');
+  return cost;
+}
+
+/**
+ * What RedisLimiter and RedisPolicy share: keys, arguments, replies, the
+ * fault policy, hot-key batching. `kind` is 'limiter' or 'policy'.
+ */
+class Store {
+  constructor(client, limits, options, kind) {
+    this.send = commandSender(client);
+    this.limits = limits;
+    this.kind = kind;
+    let prefix = 'ratekeeper:';
+    let clock = null;
+    let onError = 'closed';
+    let batching = true;
+    let commandTimeoutMs = DEFAULT_COMMAND_TIMEOUT_MS;
+    if (options !== undefined && options !== null) {
+      if (typeof options !== 'object') throw typeError('options', 'an object');
+      if (options.prefix !== undefined) {
+        if (typeof options.prefix !== 'string') throw typeError('prefix', 'a string');
+        prefix = options.prefix;
+      }
+      if (options.clock !== undefined && options.clock !== null) {
+        if (typeof options.clock !== 'function') throw typeError('clock', 'a function');
+        clock = options.clock;
+      }
+      if (options.onError !== undefined) {
+        const f = options.onError;
+        if (!(f === 'open' || f === 'closed' || f instanceof Limiter || f instanceof KeyedLimiter || f instanceof Policy)) {
+          throw typeError('onError', "'open', 'closed' or an in-process Limiter, KeyedLimiter or Policy");
+        }
+        onError = f;
+      }
+      if (options.batching !== undefined) {
+        if (typeof options.batching !== 'boolean') throw typeError('batching', 'a boolean');
+        batching = options.batching;
+      }
+      if (options.commandTimeoutMs !== undefined) {
+        const t = options.commandTimeoutMs;
+        if (typeof t !== 'number') throw typeError('commandTimeoutMs', 'a number');
+        if (!(t > 0)) throw rangeError('commandTimeoutMs', `must be more than 0 ms, not ${t}`);
+        commandTimeoutMs = t;
+      }
+    }
+    this.prefix = prefix;
+    this.clock = clock;
+    this.onError = onError;
+    this.batching = batching;
+    this.commandTimeoutMs = commandTimeoutMs;
+    this.limit = Math.min(...limits.map((l) => l.limit));
+    // Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
+    this.common = limits[0].by.filter((f) => limits.every((l) => l.by.includes(f)));
+    this.config = [limits.length];
+    for (const l of limits) this.config.push(...l.args);
+    this.queues = new Map();
+  }
+
+  /** Each limit's key: `prefix{tag}:name:key`, the tag shared by all (as the Python client builds them). */
+  keys(request) {
+    const values = new Map();
+    for (const limit of this.limits) {
+      for (const field of limit.by) {
+        if (values.has(field)) continue;
+        if (!Object.hasOwn(request, field)) {
+          throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
+        }
+        const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
+        values.set(field, `${Buffer.byteLength(part)}:${part}`);
+      }
+    }
+    // No field in common (a global limit): the whole policy on the slot of its prefix.
+    const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
+    return this.limits.map((l) => `${this.prefix}{${tag}}:${l.name}:${l.by.map((f) => values.get(f)).join('')}`);
+  }
+
+  /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
+  wireNow(nowMs) {
+    let now = nowMs;
+    if (now === undefined || now === null) {
+      if (this.clock === null) return '';
+      now = this.clock();
+    }
+    if (typeof now !== 'number') throw typeError('now', 'a number');
+    if (!Number.isFinite(now) || now < 0) throw rangeError('now', `must be milliseconds since the Unix epoch, not ${now}`);
+    const us = Math.round(now * 1000);
+    if (us > MAX_NOW) throw rangeError('now', 'more than 2^52 µs after the Unix epoch', 'overflow');
+    return String(us);
+  }
+
+  /**
+   * EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA once more, then EVAL (on a
+   * cluster, SCRIPT LOAD may reach another node than the key's).
+   */
+  async evaluate(keys, args) {
+    const rest = [String(keys.length), ...keys, ...args.map(String)];
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest]);
+      } catch (error) {
+        if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT')) throw error;
+        if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest]);
+      }
+      await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT]);
+    }
+  }
+
+  /** One round trip deciding `costs` in order (`targets[i]` is what the fallback decides for). */
+  async decide(targets, keys, mode, costs, nowMs) {
+    const now = this.wireNow(nowMs);
+    let reply;
+    try {
+      reply = await within(this.evaluate(keys, ['1', mode, now, ...this.config, costs.length, ...costs]), this.commandTimeoutMs);
+    } catch (error) {
+      if (isScriptError(error)) throw error;
+      return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
+    }
+    return this.decisions(reply.map(Number), costs.length);
+  }
+
+  decisions(reply, count) {
+    const n = this.limits.length;
+    const out = new Array(count);
+    for (let j = 0; j < count; j++) {
+      const at = 1 + j * (6 + 5 * n);
+      const d = {
+        allowed: reply[at] === 1,
+        remaining: reply[at + 2],
+        limit: reply[at + 3],
+        retryAfterMs: reply[at + 4] / 1000,
+        resetAfterMs: reply[at + 5] / 1000,
+      };
+      if (this.kind === 'policy') {
+        d.deniedBy = reply[at + 1] === 0 ? null : this.limits[reply[at + 1] - 1].name;
+        d.limits = this.limits.map((l, i) => {
+          const k = at + 6 + 5 * i;
+          return {
+            name: l.name,
+            allowed: reply[k] === 1,
+            remaining: reply[k + 1],
+            limit: reply[k + 2],
+            retryAfterMs: reply[k + 3] / 1000,
+            resetAfterMs: reply[k + 4] / 1000,
+          };
+        });
+      }
+      d.fromStore = true;
+      out[j] = d;
+    }
+    return out;
+  }
+
+  /** The decision `onError` makes when Redis cannot answer (in time). */
+  fallback(target, cost, peek) {
+    const f = this.onError;
+    let d;
+    if (f === 'open' || f === 'closed') {
+      const allowed = f === 'open';
+      const answer = (limit) => ({ allowed, remaining: allowed ? limit : 0, limit, retryAfterMs: allowed ? 0 : 1000, resetAfterMs: 0 });
+      d = answer(this.limit);
+      if (this.kind === 'policy') {
+        d.deniedBy = allowed ? null : this.limits[0].name;
+        d.limits = this.limits.map((l) => ({ name: l.name, ...answer(l.limit) }));
+      }
+    } else {
+      const local = f instanceof Limiter ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
+      d = local;
+      if (this.kind === 'policy' && !Array.isArray(local.limits)) {
+        const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = local;
+        d = { allowed, remaining, limit, retryAfterMs, resetAfterMs, deniedBy: allowed ? null : this.limits[0].name };
+        d.limits = this.limits.map((l) => ({ name: l.name, allowed, remaining, limit, retryAfterMs, resetAfterMs }));
+      }
+    }
+    d.fromStore = false;
+    return d;
+  }
+
+  /**
+   * tryAcquire: while IN_FLIGHT round trips for these keys are in flight,
+   * later calls wait, and go together as one batch when one comes back.
+   */
+  acquireOne(target, keys, cost, nowMs) {
+    if (!this.batching || (nowMs !== undefined && nowMs !== null)) {
+      return this.decide([target], keys, 'acquire', [cost], nowMs).then((d) => d[0]);
+    }
+    const id = keys.join('\n');
+    return new Promise((resolve, reject) => {
+      const entry = { target, cost, resolve, reject };
+      let hot = this.queues.get(id);
+      if (hot === undefined) {
+        hot = { inFlight: 0, waiting: [] };
+        this.queues.set(id, hot);
+      }
+      if (hot.inFlight < IN_FLIGHT && hot.waiting.length === 0) this.sendBatch(hot, id, keys, [entry]);
+      else hot.waiting.push(entry);
+    });
+  }
+
+  /** Sends `batch` as one call, answers each of its callers, then sends what waited meanwhile. */
+  async sendBatch(hot, id, keys, batch) {
+    hot.inFlight += 1;
+    try {
+      const decisions = await this.decide(
+        batch.map((e) => e.target),
+        keys,
+        'acquire',
+        batch.map((e) => e.cost),
+        undefined,
+      );
+      for (let i = 0; i < batch.length; i++) batch[i].resolve(decisions[i]);
+    } catch (error) {
+      for (const e of batch) e.reject(error);
+    }
+    hot.inFlight -= 1;
+    if (hot.waiting.length > 0) this.sendBatch(hot, id, keys, hot.waiting.splice(0, MAX_BATCH));
+    else if (hot.inFlight === 0) this.queues.delete(id);
+  }
+
+  /**
+   * Books `cost` for the first moment every limit admits it, within
+   * `maxWaitMs` (ms; at most 2^50 µs): the in-process Reservation
+   * (`{ ok, waitMs, atMs, cost, decision }`, `atMs` in Unix ms on the clock
+   * that decided) plus `fromStore`. When Redis cannot answer, `onError`
+   * decides now (booked when it allows, nothing to give back).
+   */
+  async reserve(target, keys, cost, maxWaitMs, nowMs) {
+    let maxWait = MAX_SPAN;
+    if (maxWaitMs !== undefined && maxWaitMs !== null && maxWaitMs !== Infinity) {
+      if (typeof maxWaitMs !== 'number') throw typeError('maxWaitMs', 'a number');
+      if (!(maxWaitMs >= 0)) throw rangeError('maxWaitMs', `must be at least 0, not ${maxWaitMs}`);
+      maxWait = Math.min(Math.round(maxWaitMs * 1000), MAX_SPAN);
+    }
+    const now = this.wireNow(nowMs);
+    let reply;
+    try {
+      reply = await within(this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait]), this.commandTimeoutMs);
+    } catch (error) {
+      if (isScriptError(error)) throw error;
+      const d = this.fallback(target, cost, false);
+      const waitMs = d.allowed ? 0 : d.retryAfterMs;
+      return { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
+    }
+    const numbers = reply.map(Number);
+    const ok = numbers[1] === 1;
+    // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
+    const [decision] = this.decisions(numbers.slice(2), 1);
+    return { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
+  }
+
+  /**
+   * acquire: books once (reserve within what is left of `timeoutMs`) and
+   * sleeps until the slot; an abort gives the booking back. While Redis
+   * cannot answer, retries after the fallback's `retryAfterMs`.
+   */
+  async wait(book, giveBack, label, options) {
+    let signal;
+    let timeoutMs = Infinity;
+    if (options !== undefined && options !== null) {
+      if (typeof options !== 'object') throw typeError('options', 'an object');
+      signal = options.signal ?? undefined;
+      if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+        throw typeError('signal', 'an AbortSignal');
+      }
+      if (options.timeoutMs !== undefined && options.timeoutMs !== null) {
+        if (typeof options.timeoutMs !== 'number') throw typeError('timeoutMs', 'a number');
+        if (!(options.timeoutMs >= 0)) throw rangeError('timeoutMs', `must be at least 0, not ${options.timeoutMs}`);
+        timeoutMs = options.timeoutMs;
+      }
+    }
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      if (signal !== undefined && signal.aborted) throw signal.reason;
+      const left = Math.max(deadline - performance.now(), 0);
+      const r = await book(left);
+      if (r.ok) {
+        if (r.waitMs === 0) return;
+        try {
+          await sleep(r.waitMs, signal);
+        } catch (reason) {
+          if (r.fromStore) giveBack(r.atMs).catch(() => {});
+          throw reason;
+        }
+        return;
+      }
+      const waitMs = r.decision.retryAfterMs;
+      if (waitMs > left) {
+        throw new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+      }
+      if (r.fromStore) throw new RateLimited(`${label}: cannot book ${r.cost} now; retry in ${waitMs} ms`, waitMs);
+      await sleep(Math.max(1, Math.ceil(waitMs)), signal);
+    }
+  }
+
+  refund(keys, cost, takenAtMs) {
+    const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs);
+    return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(() => undefined);
+  }
+}
+
+/**
+ * What RedisLimiter and RedisPolicy offer, for a target: a key (RedisLimiter)
+ * or a request (RedisPolicy). Every method returns a promise; argument errors
+ * reject it.
+ */
+class RedisLimits {
+  #store;
+
+  constructor(store) {
+    this.#store = store;
+  }
+
+  /** Takes `cost` units for `target` if every limit has them, and says what happened. */
+  async tryAcquire(target, cost, nowMs) {
+    const keys = this._keys(target);
+    return this.#store.acquireOne(target ?? {}, keys, checkCost(cost, this.#store.limit), nowMs);
+  }
+
+  /** The decision `tryAcquire` would give, consuming nothing. */
+  async peek(target, cost, nowMs) {
+    const keys = this._keys(target);
+    return (await this.#store.decide([target ?? {}], keys, 'peek', [checkCost(cost, this.#store.limit)], nowMs))[0];
+  }
+
+  /** Decides each of `costs` for `target` in turn, in one round trip. */
+  async tryAcquireBatch(target, costs, nowMs) {
+    const keys = this._keys(target);
+    if (!Array.isArray(costs)) throw typeError('costs', 'an array of numbers');
+    const checked = costs.map((c) => checkCost(c, this.#store.limit));
+    if (checked.length === 0) return [];
+    return this.#store.decide(checked.map(() => target ?? {}), keys, 'acquire', checked, nowMs);
+  }
+
+  /** Gives back `cost` units taken at `takenAtMs` (caller time; default now) in every limit. */
+  async refund(target, cost, takenAtMs) {
+    const keys = this._keys(target);
+    if (typeof cost !== 'number') throw typeError('cost', 'a number');
+    await this.#store.refund(keys, checkCost(cost, this.#store.limit), takenAtMs);
+  }
+
+  /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */
+  async reserve(target, cost, maxWaitMs, nowMs) {
+    const keys = this._keys(target);
+    return this.#store.reserve(target ?? {}, keys, checkCost(cost, this.#store.limit), maxWaitMs, nowMs);
+  }
+
+  /**
+   * Resolves once `cost` units are ours: books the earliest slot within
+   * `timeoutMs` and sleeps until it. Rejects with a TimeoutError when the
+   * wait would pass `timeoutMs`, with `signal.reason` on abort (the booking
+   * given back), with RateLimited when nothing can be booked.
+   */
+  async acquire(target, cost, options) {
+    const keys = this._keys(target);
+    const units = checkCost(cost, this.#store.limit);
+    const t = target ?? {};
+    await this.#store.wait(
+      (left) => this.#store.reserve(t, keys, units, left, undefined),
+      (atMs) => this.#store.refund(keys, units, atMs),
+      this.constructor.name,
+      options,
+    );
+  }
+}
+
+/**
+ * One limiter per key, kept in Redis: `KeyedLimiter`'s methods, each a
+ * promise. `limiter` is an in-process Gcra, TokenBucket (greedy, starting
+ * full, 1 to 4 bandwidths), FixedWindow or SlidingWindowCounter (not on
+ * calendar windows) giving the configuration and the headers' name.
+ */
+class RedisLimiter extends RedisLimits {
+  #store;
+  #limiter;
+
+  constructor(client, limiter, options) {
+    const store = new Store(client, [{ name: limiter?.name, by: ['key'], ...limitOf(limiter) }], options, 'limiter');
+    super(store);
+    this.#store = store;
+    this.#limiter = limiter;
+  }
+
+  _keys(key) {
+    return this.#store.keys({ key: keyPart(key, 'key') });
+  }
+
+  /** The RateLimit header values of a decision (the in-process limiter's). */
+  headers(decision) {
+    return this.#limiter.headers(decision);
+  }
+
+  get limit() {
+    return this.#limiter.limit;
+  }
+
+  get windowMs() {
+    return this.#limiter.windowMs;
+  }
+
+  get algorithm() {
+    return this.#limiter.algorithm;
+  }
+
+  get name() {
+    return this.#limiter.name;
+  }
+}
+
+/**
+ * Several limits decided together, all or nothing, in Redis: `Policy`'s
+ * methods, each a promise. `config` is what `Policy` takes (`{ limits: [...] }`,
+ * its JSON, configured limiters, or rate strings with `options.algorithm` and
+ * `options.by`), within what Redis supports.
+ */
+class RedisPolicy extends RedisLimits {
+  #store;
+  #local;
+
+  constructor(client, config, options) {
+    if (options !== undefined && options !== null && typeof options !== 'object') throw typeError('options', 'an object');
+    const { local, limits } = policyLimits(config, options?.algorithm, options?.by);
+    const store = new Store(client, limits, options, 'policy');
+    super(store);
+    this.#store = store;
+    this.#local = local;
+  }
+
+  _keys(request) {
+    if (request === undefined || request === null) return this.#store.keys({});
+    if (typeof request !== 'object') throw typeError('request', 'an object');
+    return this.#store.keys(request);
+  }
+
+  /** RateLimit-Policy and RateLimit listing every limit, and Retry-After when denied. */
+  headers(decision) {
+    return this.#local.headers(decision);
+  }
+
+  /** The limits, in order: `{ name, by }`. */
+  get limits() {
+    return this.#local.limits;
+  }
+}
+
+module.exports = { RedisLimiter, RedisPolicy, REDIS_SCRIPT, REDIS_SCRIPT_SHA, MAX_EXACT, MAX_NOW, MAX_SPAN };

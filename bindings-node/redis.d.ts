@@ -1,0 +1,127 @@
+// `ratekeeper/redis` (Node only: lib/redis.cjs): limits shared by every
+// process and host through Redis, with the same names and decisions as the
+// in-process KeyedLimiter and Policy, each method returning a promise.
+// Not in the WebAssembly build: browsers and edge workers cannot speak RESP.
+import type {
+  AcquireOptions,
+  Decision,
+  FixedWindow,
+  Gcra,
+  KeyedLimiter,
+  Limiter,
+  Policy,
+  PolicyConfig,
+  PolicyDecision,
+  PolicyOptions,
+  PolicyRequest,
+  RateLimitHeaders,
+  SlidingWindowCounter,
+  SlidingWindowLog,
+  TokenBucket,
+} from './index'
+
+/**
+ * The user's own client: an ioredis `Redis` or `Cluster` (detected by
+ * `call` and `evalsha`), or a node-redis (`redis` v4 and later) client from
+ * `createClient` (detected by `sendCommand`). Recommended: ioredis with
+ * `enableOfflineQueue: false`, node-redis with `disableOfflineQueue: true`,
+ * and an `'error'` listener on either (see the README).
+ */
+export type RedisClient =
+  | { call(command: string, ...args: Array<string | number>): Promise<unknown>; evalsha(...args: any[]): Promise<unknown> }
+  | { sendCommand(args: string[]): Promise<unknown> }
+
+/** What decides when Redis cannot answer within `commandTimeoutMs`. */
+export type OnError = 'open' | 'closed' | Limiter | KeyedLimiter | Policy
+
+/** Options of RedisLimiter and RedisPolicy. */
+export interface RedisOptions {
+  /** The start of every key (default `'ratekeeper:'`); keys are `prefix{tag}:name:key`, as the Python client's. */
+  prefix?: string
+  /**
+   * The caller's clock: Unix milliseconds (`Date.now`), sent as whole µs (at
+   * most 2^52). Default: none, the Redis server's `TIME`. A `nowMs` argument
+   * is caller time too (and is not batched).
+   */
+  clock?: () => number
+  /**
+   * When Redis cannot answer (down, unreachable, slower than
+   * `commandTimeoutMs`): `'closed'` (the default) denies, `'open'` allows,
+   * an in-process limiter, keyed limiter or policy decides instead. Such
+   * decisions have `fromStore: false`.
+   */
+  onError?: OnError
+  /** Hot keys: calls for a key while its round trip is in flight go as one batch. Default `true`. */
+  batching?: boolean
+  /** The longest wait for one round trip, in ms, before `onError` decides. Default 1000. */
+  commandTimeoutMs?: number
+}
+
+/** A decision of a Redis-backed limiter: `fromStore` is false when `onError` made it. */
+export interface RedisDecision extends Decision {
+  fromStore: boolean
+}
+
+/** A decision of a RedisPolicy. */
+export interface RedisPolicyDecision extends PolicyDecision {
+  fromStore: boolean
+}
+
+/** The limiters Redis runs (greedy token buckets starting full, windows not on calendars). */
+export type RedisLimiterConfig = Gcra | TokenBucket | FixedWindow | SlidingWindowCounter | SlidingWindowLog
+
+/**
+ * A booking (`reserve`): the in-process Reservation's fields. `atMs` is the
+ * slot in Unix ms on the clock that decided (give an unused booking back with
+ * `refund(..., cost, atMs)`); `decision` says why when not `ok`.
+ */
+export interface RedisReservation<D extends RedisDecision = RedisDecision> {
+  ok: boolean
+  waitMs: number
+  atMs: number
+  cost: number
+  decision: D | null
+  fromStore: boolean
+}
+
+/** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */
+export declare class RedisLimiter {
+  constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions)
+  tryAcquire(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
+  peek(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
+  tryAcquireBatch(key: string | number, costs: number[], nowMs?: number): Promise<RedisDecision[]>
+  refund(key: string | number, cost: number, takenAtMs?: number): Promise<void>
+  /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
+  reserve(key: string | number, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
+  /** Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise). */
+  acquire(key: string | number, cost?: number, options?: AcquireOptions): Promise<void>
+  headers(decision: Decision): RateLimitHeaders
+  readonly limit: number
+  readonly windowMs: number
+  readonly algorithm: string
+  readonly name: string
+}
+
+/** All-or-nothing limits kept in Redis: Policy's methods as promises. */
+export declare class RedisPolicy {
+  constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions & Omit<PolicyOptions, 'clock'>)
+  tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
+  peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
+  tryAcquireBatch(request: PolicyRequest | undefined, costs: number[], nowMs?: number): Promise<RedisPolicyDecision[]>
+  refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): Promise<void>
+  reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
+  acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
+  headers(decision: PolicyDecision): RateLimitHeaders
+  readonly limits: Array<{ name: string; by: string[] }>
+}
+
+/** The server-side script (protocol 1), the same bytes every binding ships. */
+export declare const REDIS_SCRIPT: string
+/** Its SHA-1, what EVALSHA calls. */
+export declare const REDIS_SCRIPT_SHA: string
+/** The largest value a configuration may let the script reach (2^51). */
+export declare const MAX_EXACT: number
+/** The latest caller time, in µs since the Unix epoch (2^52). */
+export declare const MAX_NOW: number
+/** The longest window and the longest wait, in µs (2^50). */
+export declare const MAX_SPAN: number

@@ -1,0 +1,41 @@
+'use strict';
+// Cross-language concurrency: 4 processes, 2 Node (ioredis, node-redis) and
+// 2 Python (ratekeeper.redis, threads), each with several concurrent callers
+// hammering one key through the real server: the total admitted is the bound,
+// exactly. Python: the repo's .venv (bash scripts/python.sh build), or
+// RATEKEEPER_PYTHON; the test fails when it cannot import ratekeeper.redis.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { execFile, execFileSync } = require('node:child_process');
+const { URL, ROOT, prefix } = require('./helpers.cjs');
+
+const PYTHON = process.env.RATEKEEPER_PYTHON || path.join(ROOT, '.venv/bin/python');
+
+function run(command, args) {
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { cwd: __dirname, timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${command} ${args[0]} failed: ${error.message}\n${stderr}`));
+      else resolve(JSON.parse(stdout.trim().split('\n').pop()));
+    });
+  });
+}
+
+test('2 Node and 2 Python processes on one key admit exactly the bound', async () => {
+  execFileSync(PYTHON, ['-c', 'import ratekeeper.redis'], { stdio: 'inherit' });
+  const LIMIT = 500;
+  const keyPrefix = prefix('cross');
+  const startAt = String(Date.now() + 4000);
+  const common = [URL, keyPrefix, 'shared-key', String(LIMIT)];
+  const results = await Promise.all([
+    run(process.execPath, [path.join(__dirname, 'hammer.cjs'), ...common, '16', '25', startAt, 'ioredis']),
+    run(process.execPath, [path.join(__dirname, 'hammer.cjs'), ...common, '16', '25', startAt, 'node-redis']),
+    run(PYTHON, [path.join(__dirname, 'hammer.py'), ...common, '8', '50', startAt]),
+    run(PYTHON, [path.join(__dirname, 'hammer.py'), ...common, '8', '50', startAt]),
+  ]);
+  // 4 x 400 attempts for 500 units.
+  const admitted = results.reduce((sum, r) => sum + r.admitted, 0);
+  assert.ok(results.every((r) => r.fromStore), JSON.stringify(results));
+  assert.equal(admitted, LIMIT, JSON.stringify(results));
+  assert.ok(results.every((r) => r.admitted > 0), `every process got some: ${JSON.stringify(results)}`);
+});

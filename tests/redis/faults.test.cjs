@@ -1,0 +1,104 @@
+'use strict';
+// Faults: the server stopped in the middle of a run (scripts/redis.sh server
+// stop), then started again. Each limiter's onError policy decides meanwhile
+// (fromStore false), no call rejects, nothing is left unhandled, and decisions
+// come from the store again once it is back. Run this file alone
+// (--test-concurrency=1): it stops the server every other file uses.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { rk, rkRedis, ioredis, nodeRedis, close, prefix, redisSh } = require('./helpers.cjs');
+
+const { RedisLimiter, RedisPolicy } = rkRedis;
+const HOUR = 3_600_000;
+
+const unhandled = [];
+process.on('unhandledRejection', (reason) => unhandled.push(reason));
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Calls `decide()` until it answers from the store (the client reconnected), at most `ms`. */
+async function untilStore(decide, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const d = await decide();
+    if (d.fromStore) return d;
+    assert.ok(Date.now() < deadline, 'decisions did not come from the store again after the restart');
+    await sleep(50);
+  }
+}
+
+const VARIANTS = {
+  'ioredis (no offline queue)': () => ioredis(),
+  'ioredis (default options)': () => ioredis({ enableOfflineQueue: true, maxRetriesPerRequest: 20 }),
+  'node-redis (no offline queue)': () => nodeRedis(),
+  'node-redis 4 (no offline queue)': () => nodeRedis({}, 'redis4'),
+};
+
+for (const [name, connect] of Object.entries(VARIANTS)) {
+  test(`${name}: the fault policy decides while the server is down; decisions resume after a restart`, async () => {
+    const client = await connect();
+    const options = (onError) => ({ prefix: prefix('faults'), onError, commandTimeoutMs: 300 });
+    const window = () => new rk.FixedWindow({ limit: 3, windowMs: HOUR });
+    const closed = new RedisLimiter(client, window(), options('closed'));
+    const open = new RedisLimiter(client, window(), options('open'));
+    const keyed = new RedisLimiter(client, window(), options(new rk.KeyedLimiter(new rk.FixedWindow({ limit: 2, windowMs: HOUR }))));
+    const policy = new RedisPolicy(client, '3/hour', { ...options(new rk.Policy('2/hour')), algorithm: 'fixed_window' });
+    try {
+      assert.equal((await closed.tryAcquire('k')).fromStore, true);
+      assert.equal((await policy.tryAcquire()).fromStore, true);
+
+      // A steady load of hot-key callers (batched) across the outage.
+      let running = true;
+      const seen = { store: 0, fallback: 0 };
+      const load = (async () => {
+        while (running) {
+          const ds = await Promise.all(Array.from({ length: 16 }, () => open.tryAcquire('load', 0)));
+          for (const d of ds) seen[d.fromStore ? 'store' : 'fallback'] += 1;
+          await sleep(5);
+        }
+      })();
+
+      redisSh('server', 'stop');
+      const down = await closed.tryAcquire('k');
+      assert.deepEqual(
+        { allowed: down.allowed, remaining: down.remaining, fromStore: down.fromStore },
+        { allowed: false, remaining: 0, fromStore: false },
+      );
+      assert.ok(down.retryAfterMs > 0);
+      const up = await open.tryAcquire('k');
+      assert.deepEqual({ allowed: up.allowed, remaining: up.remaining, fromStore: up.fromStore }, { allowed: true, remaining: 3, fromStore: false });
+      // The in-process fallback decides by its own limits, per key.
+      const local = [];
+      for (let i = 0; i < 3; i++) local.push(await keyed.tryAcquire('k'));
+      assert.deepEqual(local.map((d) => [d.allowed, d.fromStore]), [[true, false], [true, false], [false, false]]);
+      const peeked = await keyed.peek('other');
+      assert.equal(peeked.fromStore, false);
+      const p = [];
+      for (let i = 0; i < 3; i++) p.push(await policy.tryAcquire());
+      assert.deepEqual(p.map((d) => [d.allowed, d.fromStore, d.deniedBy]), [[true, false, null], [true, false, null], [false, false, '2/hour']]);
+      // Waiting acquire through the outage: closed retries, open proceeds.
+      await open.acquire('k', 1, { timeoutMs: 100 });
+      await assert.rejects(closed.acquire('k', 1, { timeoutMs: 100 }), { name: 'TimeoutError' });
+      // Concurrent batched callers all get the fallback.
+      const burst = await Promise.all(Array.from({ length: 64 }, () => closed.tryAcquire('hot')));
+      assert.ok(burst.every((d) => !d.allowed && !d.fromStore));
+
+      redisSh('server', 'start');
+      // (Cost 0: with an offline queue, ioredis sends the calls that timed out
+      // during the outage once it reconnects, and they count.)
+      await untilStore(() => closed.tryAcquire('after', 0));
+      const back = await closed.tryAcquire('fresh');
+      assert.deepEqual([back.allowed, back.fromStore, back.remaining], [true, true, 2]);
+      assert.equal((await untilStore(() => policy.tryAcquire(undefined, 0))).fromStore, true);
+      assert.equal((await keyed.tryAcquire('k2')).fromStore, true);
+      running = false;
+      await load;
+      assert.ok(seen.store > 0 && seen.fallback > 0, JSON.stringify(seen));
+      await sleep(50);
+      assert.deepEqual(unhandled, []);
+    } finally {
+      redisSh('server', 'start');
+      await close(client);
+    }
+  });
+}

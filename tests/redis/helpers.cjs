@@ -1,0 +1,84 @@
+'use strict';
+// What the Redis tests share: the server (RATEKEEPER_REDIS_URL, required:
+// without it every test file fails), clients of both libraries, the package.
+const assert = require('node:assert/strict');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+
+const URL_ = process.env.RATEKEEPER_REDIS_URL;
+assert.ok(
+  URL_,
+  'RATEKEEPER_REDIS_URL is not set: these tests need a real Redis server (bash scripts/redis.sh server start, then RATEKEEPER_REDIS_URL=redis://127.0.0.1:6391/0)',
+);
+
+const ROOT = path.resolve(__dirname, '../..');
+const rk = require(path.join(ROOT, 'bindings-node/index.js'));
+const rkRedis = require(path.join(ROOT, 'bindings-node/lib/redis.cjs'));
+
+/** ioredis, failing fast while disconnected (no offline queue) as the README advises. */
+async function ioredis(options = {}) {
+  const Redis = require('ioredis');
+  const client = new Redis(URL_, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: true, ...options });
+  client.on('error', () => {});
+  await client.connect();
+  return client;
+}
+
+/** node-redis (`redis`, or its v4 / v5 alias `module`), failing fast while disconnected. */
+async function nodeRedis(options = {}, module = 'redis') {
+  const { createClient } = require(module);
+  const client = createClient({ url: URL_, disableOfflineQueue: true, ...options });
+  client.on('error', () => {});
+  await client.connect();
+  return client;
+}
+
+const CLIENTS = {
+  ioredis,
+  'node-redis': nodeRedis,
+  'node-redis 4': () => nodeRedis({}, 'redis4'),
+  'node-redis 5': () => nodeRedis({}, 'redis5'),
+};
+
+async function close(client) {
+  try {
+    if (typeof client.quit === 'function' && client.status !== undefined) await client.quit();
+    else if (typeof client.close === 'function') await client.close();
+    else await client.quit();
+  } catch {
+    if (typeof client.disconnect === 'function') client.disconnect();
+  }
+}
+
+/** A prefix of keys of its own for each test. */
+let counter = 0;
+function prefix(name) {
+  counter += 1;
+  return `rk-node-test:${process.pid}:${name}:${counter}:`;
+}
+
+/** scripts/redis.sh (stops and starts the server named by RATEKEEPER_REDIS_URL). */
+function redisSh(...args) {
+  const script = process.env.RATEKEEPER_REDIS_SERVER_SCRIPT || path.join(ROOT, 'scripts/redis.sh');
+  const port = new URL(URL_).port || '6379';
+  execFileSync('bash', [script, ...args], { env: { ...process.env, RATEKEEPER_REDIS_PORT: port }, stdio: 'inherit' });
+}
+
+/** Seeded random numbers (mulberry32). */
+function random(seed) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
+    pick: (items) => items[Math.floor(next() * items.length)],
+  };
+}
+
+module.exports = { URL: URL_, ROOT, rk, rkRedis, ioredis, nodeRedis, CLIENTS, close, prefix, redisSh, random };

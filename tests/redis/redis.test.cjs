@@ -1,0 +1,257 @@
+'use strict';
+// ratekeeper/redis against a real server: configurations, time, keys and
+// TTLs, headers, waiting, the script cache, hot-key batching.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { rk, rkRedis, CLIENTS, ioredis, close, prefix } = require('./helpers.cjs');
+
+const { RedisLimiter, RedisPolicy } = rkRedis;
+const HOUR = 3_600_000;
+// Caller time: Unix milliseconds (keys expire at it, PXAT), in 2033.
+const T0 = 2_000_000_000_000;
+
+/** `fn(client)` with a fresh client of `library`, closed after. */
+async function withClient(library, fn) {
+  const client = await CLIENTS[library]();
+  try {
+    return await fn(client);
+  } finally {
+    await close(client);
+  }
+}
+
+/** A raw command on either library. */
+function raw(client, ...command) {
+  return typeof client.call === 'function' ? client.call(...command) : client.sendCommand(command.map(String));
+}
+
+for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: a key's TTL ends when its state is back to fresh (reset_after), server time`, () =>
+    withClient(library, async (client) => {
+      const p = prefix('ttl');
+      const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 5, windowMs: 10_000, name: 'w' }), { prefix: p });
+      const serverMs = async () => {
+        const [seconds, micros] = (await raw(client, 'TIME')).map(Number);
+        return seconds * 1000 + micros / 1000;
+      };
+      const before = await serverMs();
+      const d = await limiter.tryAcquire('alice', 2);
+      const after = await serverMs();
+      assert.equal(d.allowed, true);
+      assert.equal(d.fromStore, true);
+      assert.equal(d.remaining, 3);
+      const key = `${p}{5:alice}:w:5:alice`;
+      const expiresAt = Number(await raw(client, 'PEXPIRETIME', key));
+      // The window ends at a multiple of 10 s since the epoch: the key expires then,
+      // resetAfterMs after the time decided at (between before and after).
+      assert.equal(expiresAt % 10_000, 0);
+      const decidedAt = expiresAt - d.resetAfterMs;
+      assert.ok(decidedAt >= before - 1 && decidedAt <= after + 1, `${before} <= ${decidedAt} <= ${after}`);
+      // A state back to fresh is deleted: a token bucket given back what it took.
+      const bucket = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }), { prefix: p });
+      await bucket.tryAcquire('bob', 1);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:default:3:bob`)), 1);
+      await bucket.refund('bob', 1);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:default:3:bob`)), 0);
+    }));
+
+  test(`${library}: caller time (clock option and nowMs) and server time agree with the in-process limiter`, () =>
+    withClient(library, async (client) => {
+      const p = prefix('time');
+      const gcra = new rk.Gcra({ burst: 2, emissionIntervalMs: 500 });
+      const caller = new RedisLimiter(client, gcra, { prefix: p, clock: () => 2_000_000_000_000 });
+      assert.deepEqual(
+        [await caller.tryAcquire('k'), await caller.tryAcquire('k'), await caller.tryAcquire('k')].map((d) => [d.allowed, d.retryAfterMs]),
+        [[true, 0], [true, 0], [false, 500]],
+      );
+      assert.equal((await caller.tryAcquire('k', 1, 2_000_000_000_500)).allowed, true);
+      const server = new RedisLimiter(client, gcra, { prefix: p + 'server:' });
+      const [a, b, c] = [await server.tryAcquire('k'), await server.tryAcquire('k'), await server.tryAcquire('k')];
+      assert.deepEqual([a.allowed, b.allowed, c.allowed], [true, true, false]);
+      assert.ok(c.retryAfterMs > 400 && c.retryAfterMs <= 500, `${c.retryAfterMs}`);
+      // Caller time is checked: a number of ms since the epoch, at most 2^52 µs.
+      await assert.rejects(caller.tryAcquire('k', 1, 'now'), { name: 'TypeError', code: 'invalid_type' });
+      await assert.rejects(caller.tryAcquire('k', 1, -1), { name: 'RangeError' });
+      await assert.rejects(caller.tryAcquire('k', 1, NaN), { name: 'RangeError' });
+      await assert.rejects(caller.tryAcquire('k', 1, 2 ** 52 / 1000 + 1), { name: 'RangeError', code: 'overflow' });
+      assert.throws(() => new RedisLimiter(client, gcra, { clock: 5 }), { name: 'TypeError' });
+    }));
+}
+
+test('the configurations Policy takes: rate strings, objects, JSON, configured limiters', () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('config');
+    const fromRates = new RedisPolicy(client, '2/second;3/minute', { by: ['user'], prefix: p + 'a:' });
+    assert.deepEqual(fromRates.limits, new rk.Policy('2/second;3/minute', { by: ['user'] }).limits);
+    const decisions = [];
+    for (let i = 0; i < 4; i++) decisions.push(await fromRates.tryAcquire({ user: 'u' }, 1, T0));
+    assert.deepEqual(decisions.map((d) => d.allowed), [true, true, false, false]);
+    assert.equal(decisions[2].deniedBy, '2/second');
+    const config = {
+      limits: [
+        { name: 'burst', rate: '5/second', algorithm: 'gcra', burst: 2, by: ['user'] },
+        { name: 'hourly', rate: '4/hour', algorithm: 'fixed_window', by: ['user', 'route'] },
+        { name: 'global', rate: '100/minute', algorithm: 'sliding_window_counter' },
+        { name: 'bands', rate: '10/second;50/minute', burst: 3 },
+        { name: 'log', rate: '5/minute', algorithm: 'sliding_window_log', by: ['route'] },
+      ],
+    };
+    const local = new rk.Policy(config);
+    for (const form of [config, JSON.stringify(config)]) {
+      const remote = new RedisPolicy(client, form, { prefix: prefix('config-form') });
+      const mirror = new rk.Policy(config);
+      for (let i = 0; i < 6; i++) {
+        const now = T0 + i * 100;
+        const request = { user: 'u', route: i % 2 ? '/a' : '/b' };
+        const { fromStore, ...got } = await remote.tryAcquire(request, 1, now);
+        assert.equal(fromStore, true);
+        assert.deepEqual(got, mirror.tryAcquire(request, 1, now));
+      }
+    }
+    // Headers come from the in-process policy's code.
+    const d = await new RedisPolicy(client, config, { prefix: p + 'h:' }).tryAcquire({ user: 'x', route: '/' }, 1, T0);
+    assert.deepEqual(new RedisPolicy(client, config).headers(d), local.headers(local.tryAcquire({ user: 'x', route: '/' }, 1, T0)));
+    // Configured limiters.
+    const limiters = new RedisPolicy(client, {
+      limits: [
+        { name: 'a', by: ['k'], limiter: new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 1000 }) },
+        { name: 'b', limiter: new rk.FixedWindow({ limit: 3, windowMs: 60_000 }) },
+      ],
+    }, { prefix: p + 'l:' });
+    const got = [];
+    for (const k of ['x', 'x', 'x', 'y', 'y']) got.push((await limiters.tryAcquire({ k }, 1, T0)).allowed);
+    assert.deepEqual(got, [true, true, false, true, false]);
+    // A policy's keys share one hash tag: the fields common to all limits, or the prefix alone.
+    await limiters.tryAcquire({ k: 'z' }, 0, T0);
+    assert.ok(Number(await client.exists(`${p}l:{${p}l:}:a:1:x`)) === 1);
+  }));
+
+test('what Redis cannot do is refused, naming the argument', () =>
+  withClient('ioredis', async (client) => {
+    const refuse = (make, name, type = RangeError) =>
+      assert.throws(make, (error) => error instanceof type && error.message.startsWith(name), name);
+    refuse(() => new RedisLimiter(client, new rk.LeakyBucket({ capacity: 2, intervalMs: 10 })), 'algorithm');
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 2 ** 51 / 1000 })), 'windowMs');
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'month' })), 'calendar');
+    refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 2, calendar: 'week' })), 'calendar');
+    refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, refill: 'interval' })), 'refill');
+    refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, initialTokens: 0 })), 'initialTokens');
+    refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 0.0005 })), 'emissionIntervalMs');
+    refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 1e6, windowMs: 86_400_000 * 30 })), 'limit');
+    refuse(() => new RedisLimiter(client, {}), 'limiter', TypeError);
+    refuse(() => new RedisLimiter({}, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 })), 'client', TypeError);
+    refuse(() => new RedisPolicy(client, { limits: [{ name: 'd', rate: '1/day', algorithm: 'fixed_window', calendar: 'day' }] }), 'calendar');
+    refuse(() => new RedisPolicy(client, '1/second', { algorithm: 'leaky_bucket' }), 'algorithm');
+    refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'leaky_bucket' }] }), 'algorithm');
+    refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { onError: 'maybe' }), 'onError', TypeError);
+    // Bad configurations fail as the in-process Policy fails.
+    assert.throws(() => new RedisPolicy(client, '1/fortnight'), { code: 'invalid_syntax' });
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1 }));
+    await assert.rejects(limiter.tryAcquire('k', 3), { name: 'RangeError', code: 'cost_exceeds_limit' });
+    await assert.rejects(limiter.tryAcquire('k', 1.5), { name: 'RangeError' });
+    await assert.rejects(limiter.tryAcquire({}, 1), { name: 'TypeError' });
+    await assert.rejects(new RedisPolicy(client, '1/second', { by: ['user'] }).tryAcquire({}), { name: 'RangeError', message: /request/ });
+  }));
+
+test('decisions carry the in-process headers; peek consumes nothing; batches decide in order', () =>
+  withClient('node-redis', async (client) => {
+    const local = new rk.KeyedLimiter(new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000, name: 'api' }));
+    const remote = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000, name: 'api' }), { prefix: prefix('headers') });
+    const now = T0;
+    const peeked = await remote.peek('u', 2, now);
+    assert.equal(peeked.allowed, true);
+    assert.equal(peeked.remaining, 1);
+    const batch = await remote.tryAcquireBatch('u', [2, 2, 1], now);
+    const expected = local.tryAcquireBatch('u', [2, 2, 1], now);
+    assert.deepEqual(batch.map(({ fromStore, ...d }) => d), expected);
+    assert.deepEqual(remote.headers(batch[1]), local.headers(expected[1]));
+    assert.ok(remote.headers(batch[1])['Retry-After']);
+    assert.equal(remote.name, 'api');
+    assert.equal(remote.limit, 3);
+    assert.equal(remote.algorithm, 'token_bucket');
+  }));
+
+test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
+  withClient('ioredis', async (client) => {
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 150 }), { prefix: prefix('acquire') });
+    const started = performance.now();
+    await limiter.acquire('k');
+    await limiter.acquire('k');
+    const waited = performance.now() - started;
+    assert.ok(waited >= 100, `waited ${waited} ms`);
+    await assert.rejects(limiter.acquire('k', 1, { timeoutMs: 10 }), { name: 'TimeoutError' });
+    const controller = new AbortController();
+    const pending = limiter.acquire('k', 1, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('stop')), 20);
+    await assert.rejects(pending, { message: 'stop' });
+    // reserve books the next slot; refund at its atMs gives it back.
+    const booking = await limiter.reserve('r', 1, 1000);
+    assert.deepEqual([booking.ok, booking.waitMs, booking.decision, booking.fromStore], [true, 0, null, true]);
+    const next = await limiter.reserve('r', 1, 1000);
+    assert.ok(next.ok && next.waitMs > 100 && next.waitMs <= 150, JSON.stringify(next));
+    const refused = await limiter.reserve('r', 1, 10);
+    assert.equal(refused.ok, false);
+    assert.ok(refused.decision.retryAfterMs > 10);
+    await limiter.refund('r', 1, next.atMs);
+    const again = await limiter.reserve('r', 1, 1000);
+    assert.ok(Math.abs(again.atMs - next.atMs) < 5, `${again.atMs} vs ${next.atMs}`);
+    const policy = new RedisPolicy(client, '1/second', { prefix: prefix('acquire-policy') });
+    await policy.acquire();
+    await assert.rejects(policy.acquire(undefined, 1, { timeoutMs: 50 }), { name: 'TimeoutError' });
+  }));
+
+for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: the script is loaded again after SCRIPT FLUSH (NOSCRIPT)`, () =>
+    withClient(library, async (client) => {
+      const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: prefix('noscript') });
+      assert.equal((await limiter.tryAcquire('k')).fromStore, true);
+      await raw(client, 'SCRIPT', 'FLUSH');
+      const d = await limiter.tryAcquire('k');
+      assert.equal(d.fromStore, true);
+      assert.equal(d.remaining, 0);
+      assert.deepEqual((await raw(client, 'SCRIPT', 'EXISTS', rkRedis.REDIS_SCRIPT_SHA)).map(Number), [1]);
+    }));
+
+  test(`${library}: 256 concurrent callers on one hot key admit exactly the bound, in few round trips`, () =>
+    withClient(library, async (client) => {
+      let calls = 0;
+      // Count the EVALSHA round trips through the client's own command entry point.
+      const spied = new Proxy(client, {
+        get(target, name) {
+          const value = Reflect.get(target, name, target);
+          if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
+            return (...args) => {
+              const first = Array.isArray(args[0]) ? args[0][0] : args[0];
+              if (first === 'EVALSHA') calls += 1;
+              return value.apply(target, args);
+            };
+          }
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      for (const [batching, limit] of [[true, 100], [false, 100], [true, 1]]) {
+        calls = 0;
+        const limiter = new RedisLimiter(spied, new rk.FixedWindow({ limit, windowMs: HOUR }), { prefix: prefix('hot'), batching });
+        const costs = Array.from({ length: 256 }, (_, i) => (i % 7 === 0 ? 0 : 1));
+        const decisions = await Promise.all(costs.map((cost) => limiter.tryAcquire('hot', cost)));
+        const admitted = decisions.reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
+        assert.equal(admitted, limit, `batching ${batching}`);
+        assert.ok(decisions.every((d) => d.fromStore));
+        if (batching) assert.ok(calls <= 3, `${calls} round trips`);
+        else assert.equal(calls, 256);
+        // Each caller got its own decision, in order: remaining counts down.
+        const remaining = decisions.filter((d, i) => d.allowed && costs[i] === 1).map((d) => d.remaining);
+        assert.deepEqual(remaining, [...remaining].sort((a, b) => b - a));
+      }
+    }));
+}
+
+test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key', () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('keys');
+    const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: p });
+    await limiter.tryAcquire('é€', 1);
+    await limiter.tryAcquire(42, 1);
+    const keys = (await client.keys(`${p}*`)).sort();
+    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`].sort());
+  }));

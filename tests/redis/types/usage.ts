@@ -1,0 +1,17 @@
+// tsc --noEmit over ratekeeper/redis (bindings-node/redis.d.ts): tsc -p tests/redis/types/tsconfig.json
+import { Gcra, KeyedLimiter } from 'ratekeeper'
+import { RedisLimiter, RedisPolicy, type RedisDecision } from 'ratekeeper/redis'
+declare const client: { call(c: string, ...a: Array<string | number>): Promise<unknown>; evalsha(...a: any[]): Promise<unknown> }
+async function main(): Promise<void> {
+  const l = new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })), commandTimeoutMs: 100 })
+  const d: RedisDecision = await l.tryAcquire('k', 1)
+  const h = l.headers(d)
+  const p = new RedisPolicy(client, '10/second', { by: ['user'], algorithm: 'gcra', onError: 'open' })
+  const pd = await p.tryAcquire({ user: 'u' })
+  console.log(h, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
+  await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  const r = await l.reserve('k', 1, 100)
+  if (r.ok) await l.refund('k', 1, r.atMs)
+  else console.log(r.decision?.retryAfterMs)
+}
+void main()
