@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Redis-backed limits (bindings-python/tests/redis): server start|stop | cluster start|stop | test.
+# Redis-backed limits (bindings-python/tests/redis, tests/redis): server start|stop | cluster start|stop | test.
 #   server start   install redis-server if missing, start one on 127.0.0.1:$RATEKEEPER_REDIS_PORT
 #                  (default 6391), no persistence, its pid in target/redis/server.pid
 #   server stop    stop that server by its pid
 #   cluster start  a 3-node local Redis Cluster on ports $RATEKEEPER_CLUSTER_PORT.. (default 7391..7393)
 #   cluster stop   stop those nodes by their pids
-#   test           build the Python binding, start the servers, run every Redis test (none may
-#                  be skipped), stop the servers even on failure
+#   test           build the Python binding and the Node addon, start the servers, run every
+#                  Redis test, Python then Node (none may be skipped), stop the servers even on failure
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -39,6 +39,11 @@ start() {
         --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 &
     echo $! >"$dir/pid"
     for _ in $(seq 1 100); do
+        # Our server must answer, not another one already on the port.
+        if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+            echo "redis.sh: redis-server on port $port exited (port in use?); see $dir/log" >&2
+            exit 1
+        fi
         if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
             return
         fi
@@ -102,6 +107,8 @@ test_() {
     # The dev requirements (redis-py among them) may be newer than the venv.
     bash scripts/python.sh setup
     bash scripts/python.sh build
+    bash scripts/node.sh build
+    (cd tests/redis && npm ci --no-audit --no-fund --loglevel=error)
     trap 'cluster stop; server stop' EXIT
     server start
     cluster start
@@ -109,21 +116,39 @@ test_() {
     export RATEKEEPER_REDIS_CLUSTER_URL="redis://127.0.0.1:$CLUSTER_PORT/0"
     export RATEKEEPER_REDIS_SERVER_SCRIPT="$ROOT/scripts/redis.sh"
     # Every test must run: a skip is a failure here (-rs lists why, the check fails on any).
-    local log="$RUN/pytest.log"
+    local log="$RUN/pytest.log" status=0
     set +e
     (cd bindings-python && "$PY" -m pytest tests/redis -q -rs -p no:cacheprovider) | tee "$log"
-    local status=${PIPESTATUS[0]}
-    set -e
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     if grep -qE '[0-9]+ skipped' "$log"; then
-        echo "redis.sh: some Redis tests were skipped; every one must run here" >&2
-        exit 1
+        echo "redis.sh: some Python Redis tests were skipped; every one must run here" >&2
+        status=1
     fi
+    # One file at a time: the fault tests stop and restart the server.
+    log="$RUN/node.log"
+    node --test --test-concurrency=1 tests/redis/*.test.cjs | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    if ! grep -qE '^# skipped 0$' "$log" || ! grep -qE '^# todo 0$' "$log"; then
+        echo "redis.sh: some Node Redis tests were skipped; every one must run here" >&2
+        status=1
+    fi
+    bindings-node/node_modules/.bin/tsc -p tests/redis/types/tsconfig.json || status=1
+    set -e
     exit "$status"
+}
+
+# The demo behind README's second command: a Python ASGI service and a Node
+# HTTP service sharing per-client limits through one Redis.
+demo() {
+    trap 'server stop' EXIT
+    server start
+    RATEKEEPER_REDIS_URL="redis://127.0.0.1:$PORT/0" node demo/redis/run.cjs
 }
 
 case "${1:-}" in
     server) server "${2:-}" ;;
     cluster) cluster "${2:-}" ;;
     test) test_ ;;
-    *) echo "usage: $0 server start|stop | cluster start|stop | test" >&2; exit 2 ;;
+    demo) demo ;;
+    *) echo "usage: $0 server start|stop | cluster start|stop | test | demo" >&2; exit 2 ;;
 esac

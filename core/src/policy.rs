@@ -132,6 +132,13 @@ impl Policy {
     ///
     /// Fails, consuming nothing, when `request` lacks a field a limit is
     /// keyed by, or when `cost` exceeds a limit (it could never pass).
+    ///
+    /// A denial writes nothing, not even the time: after time went
+    /// backwards, a limit is judged as of the latest time a request was
+    /// *admitted* (or booked), where a lone limiter, whose denials also move
+    /// its clock, is judged as of the latest call. A policy can thus be
+    /// stricter than its limits alone, never looser. The Redis script does
+    /// the same.
     pub fn try_acquire(
         &mut self,
         request: &[(&str, &[u8])],
