@@ -243,14 +243,17 @@ impl Guarantee {
         self.limiter.algorithm()
     }
 
-    /// Whether every figure is exact (worst case attained); `false` only for
-    /// calendar months, whose figures are then safe upper bounds computed
-    /// with the shortest month (28 days).
+    /// Whether every figure is exact (worst case attained). `false` for
+    /// calendar months, whose figures are safe upper bounds computed with the
+    /// shortest month (28 days), and for a bucket mixing interval refill with
+    /// other bandwidths, bounded by its tightest bandwidth.
     pub fn is_exact(&self) -> bool {
-        !matches!(
-            self.shape,
-            Shape::Counter { months: true, .. } | Shape::Fixed { months: true, .. }
-        )
+        match &self.shape {
+            Shape::Counter { months, .. } | Shape::Fixed { months, .. } => !months,
+            // Several bandwidths combine exactly when all refill greedily.
+            Shape::Bucket(bands) => bands.len() == 1 || bands.iter().all(|b| !b.interval),
+            _ => true,
+        }
     }
 
     /// The most units admitted in any window `[t, t + window)`.
