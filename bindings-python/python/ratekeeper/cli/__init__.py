@@ -11,6 +11,7 @@ traffic; ``--plot out.png`` draws it (needs ``pip install 'ratekeeper[plot]'``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence, TextIO
 
@@ -58,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _simulate(args: argparse.Namespace, out: TextIO) -> int:
+def _simulate_command(args: argparse.Namespace, out: TextIO) -> int:
     from ratekeeper.cli._simulate import generate, read_trace, run_simulate
 
     if bool(args.trace) == bool(args.generate):
@@ -82,7 +83,11 @@ def main(argv: Optional[Sequence[str]] = None, out: Optional[TextIO] = None) -> 
     try:
         if args.command == "explain":
             return run_explain(build_policy(args), args.window, args.json, out)
-        return _simulate(args, out)
+        return _simulate_command(args, out)
     except CliError as err:
         print(f"ratekeeper {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader (`| head`) left: stop quietly, as Unix tools do.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces the closed pipe until exit
+        return 0
