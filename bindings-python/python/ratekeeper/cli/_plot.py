@@ -4,6 +4,7 @@ drawn with matplotlib (the ``plot`` extra: ``pip install ratekeeper[plot]``)."""
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +15,19 @@ if TYPE_CHECKING:
     from ratekeeper.cli._simulate import Replay, Trace
 
 FORMATS = (".png", ".svg")
-# The most bins; fewer for short traces, about 20 events a bin.
-BINS = 200
+# About this many bins, fewer for short traces (at least ~20 events a bin).
+BINS = 120
+
+
+def bin_width(span: float, events: int) -> float:
+    """A round bin width (1, 2 or 5 times a power of ten seconds) giving about ``BINS``
+    bins, so that bins line up with whole seconds, minutes..."""
+    target = max(span, 1e-9) / max(1, min(BINS, events // 20))
+    power = 10.0 ** math.floor(math.log10(target))
+    for step in (1.0, 2.0, 5.0, 10.0):
+        if step * power >= target:
+            return step * power
+    return 10.0 * power
 
 
 def check_plot_target(path: str) -> None:
@@ -38,27 +50,28 @@ def plot_replay(policy: Policy, trace: Trace, result: Replay, path: str) -> None
     costs = np.asarray(trace.costs, dtype=float)
     allowed = np.asarray(result.allowed, dtype=bool)
     remaining = np.asarray(result.remaining, dtype=float)
-    start, end = float(times[0]), float(times[-1])
-    span = max(end - start, 1e-9)
-    bins = max(10, min(BINS, len(trace) // 20))
-    edges = np.linspace(start, start + span, bins + 1)
-    width = span / bins
-    index = np.minimum(((times - start) / width).astype(np.int64), bins - 1)
+    width = bin_width(float(times[-1]) - float(times[0]), len(trace))
+    first = math.floor(float(times[0]) / width)
+    index = np.floor(times / width).astype(np.int64) - first
+    bins = int(index[-1]) + 1
     offered = np.bincount(index, weights=costs, minlength=bins) / width
     admitted = np.bincount(index, weights=costs * allowed, minlength=bins) / width
     lowest = np.full(bins, np.nan)
+    highest = np.full(bins, np.nan)
     np.fmin.at(lowest, index, remaining)
-    centers = (edges[:-1] + edges[1:]) / 2
+    np.fmax.at(highest, index, remaining)
+    centers = (np.arange(bins) + first + 0.5) * width
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, height_ratios=(2, 1))
     top.fill_between(centers, offered, step="mid", alpha=0.3, color="tab:gray", label="offered")
     top.step(centers, admitted, where="mid", color="tab:blue", label="admitted")
-    top.set_ylabel("units / s")
+    top.set_ylabel(f"units / s (per {width:g} s)")
     names = ", ".join(policy.names)
     top.set_title(f"{len(trace):,} events through {names}")
     top.legend(loc="upper right")
-    bottom.step(centers, lowest, where="mid", color="tab:green")
-    bottom.set_ylabel("remaining")
+    bottom.fill_between(centers, lowest, highest, step="mid", alpha=0.4, color="tab:green", label="range")
+    bottom.step(centers, highest, where="mid", color="tab:green", linewidth=1)
+    bottom.set_ylabel("remaining\n(after each decision)")
     bottom.set_xlabel("time (s)")
     bottom.set_ylim(bottom=0)
     fig.tight_layout()

@@ -11,6 +11,7 @@ import math
 import random
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
@@ -167,67 +168,71 @@ class Replay:
     denied_by: dict[str, int]
     longest: list[tuple[float, float, str]]  # (retry_after, time, key), longest first
     allowed: list[bool]
-    remaining: list[int]
+    remaining: list[int]  # empty unless recorded (for the plot)
     seconds: float
 
 
 CHUNK = 1 << 16
 
 
-def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5) -> Replay:
-    """Decides every event of ``trace`` with ``policy.try_acquire(request, cost, now=t)``."""
+def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5, record: bool = False) -> Replay:
+    """Decides every event of ``trace`` with ``policy.try_acquire(request, cost, now=t)``.
+
+    The loop only decides and notes denials; the per-key sums are counted afterwards,
+    in bulk. ``record`` also keeps each decision's ``remaining``, for the plot."""
     fields = sorted({f for name in policy.names for f in policy.keyed_by(name)})
-    requests: dict[str, Optional[dict[str, str]]] = {}
-    per_key: dict[str, list[float]] = {}
-    denied_by: dict[str, int] = {}
-    heap: list[tuple[float, float, str]] = []
-    allowed_log: list[bool] = []
-    remaining_log: list[int] = []
-    progress = Progress(len(trace), quiet)
-    try_acquire = policy.try_acquire
-    push, pushpop = heapq.heappush, heapq.heappushpop
-    started = time.perf_counter()
     times, keys, costs = trace.times, trace.keys, trace.costs
+    n = len(trace)
+    requests = {key: ({f: key for f in fields} if fields else None) for key in set(keys)}
+    allowed = [True] * n
+    remaining = [0] * n if record else []
+    denied: list[int] = []
+    waits: list[float] = []
+    names: list[Optional[str]] = []
+    progress = Progress(n, quiet)
+    try_acquire = policy.try_acquire
+    started = time.perf_counter()
+    i = 0
     try:
-        for start in range(0, len(trace), CHUNK):
-            stop = min(start + CHUNK, len(trace))
+        for start in range(0, n, CHUNK):
+            stop = min(start + CHUNK, n)
             for i in range(start, stop):
-                key = keys[i]
-                request = requests.get(key)
-                if request is None and key not in requests:
-                    request = requests[key] = {f: key for f in fields} if fields else None
-                    per_key[key] = [0, 0, 0, 0.0, 0, 0]
-                stats = per_key[key]
-                cost = costs[i]
-                try:
-                    d = try_acquire(request, cost, now=times[i])
-                except RateLimitError as err:
-                    raise CliError(f"argument --trace: event {i + 1} (key {key!r}, cost {cost}): {err}") from None
-                stats[0] += 1
-                stats[4] += cost
-                ok = d.allowed
-                allowed_log.append(ok)
-                remaining_log.append(d.remaining)
-                if ok:
-                    stats[1] += 1
-                    stats[5] += cost
-                else:
-                    stats[2] += 1
-                    wait = d.retry_after
-                    if wait > stats[3]:
-                        stats[3] = wait
-                    name = d.denied_by or "?"
-                    denied_by[name] = denied_by.get(name, 0) + 1
-                    if len(heap) < top:
-                        push(heap, (wait, times[i], key))
-                    elif wait > heap[0][0]:
-                        pushpop(heap, (wait, times[i], key))
+                d = try_acquire(requests[keys[i]], costs[i], times[i])
+                if record:
+                    remaining[i] = d.remaining
+                if not d.allowed:
+                    allowed[i] = False
+                    denied.append(i)
+                    waits.append(d.retry_after)
+                    names.append(d.denied_by)
             progress.update(stop - start)
+    except RateLimitError as err:
+        raise CliError(f"argument --trace: event {i + 1} (key {keys[i]!r}, cost {costs[i]}): {err}") from None
     finally:
         progress.close()
     elapsed = time.perf_counter() - started
-    longest = sorted(heap, key=lambda row: (-row[0], row[1]))
-    return Replay(per_key, denied_by, longest, allowed_log, remaining_log, elapsed)
+
+    offered = Counter(keys)
+    refused = Counter(keys[i] for i in denied)
+    if all(c == 1 for c in costs):
+        units, units_refused = offered, refused
+    else:
+        units, units_refused = Counter(), Counter()
+        for key, cost in zip(keys, costs):
+            units[key] += cost
+        for i in denied:
+            units_refused[keys[i]] += costs[i]
+    per_key: dict[str, list[float]] = {}
+    for key, count in offered.items():
+        no, no_units = refused[key], units_refused[key]
+        per_key[key] = [count, count - no, no, 0.0, units[key], units[key] - no_units]
+    for i, wait in zip(denied, waits):
+        stats = per_key[keys[i]]
+        if wait > stats[3]:
+            stats[3] = wait
+    denied_by = dict(Counter(name or "?" for name in names))
+    longest = heapq.nlargest(top, ((w, times[i], keys[i]) for i, w in zip(denied, waits)), key=lambda row: (row[0], -row[1]))
+    return Replay(per_key, denied_by, longest, allowed, remaining, elapsed)
 
 
 def _row(stats: list[float]) -> dict[str, Any]:
@@ -320,7 +325,7 @@ def run_simulate(
         check_plot_target(plot)
     if not len(trace):
         raise CliError("argument --trace: the trace holds no events")
-    result = replay(policy, trace, quiet=quiet, top=top)
+    result = replay(policy, trace, quiet=quiet, top=top, record=plot is not None)
     data = report(trace, result)
     if plot is not None:
         from ratekeeper.cli._plot import plot_replay
