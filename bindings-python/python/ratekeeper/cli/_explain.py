@@ -68,6 +68,15 @@ def difference(g: Guarantee, window: float, most: int) -> str:
     return f"{head}{more}: {why}"
 
 
+def _round_period(units: int, per_ns: int) -> tuple[int, int]:
+    """The same rate over the first of 1 s, 1 min, 1 h, 1 day that is a whole number of
+    periods (10 per 1 s rather than 1 per 100 ms); else as it is."""
+    for nice in (10**9, 60 * 10**9, 3_600 * 10**9, 86_400 * 10**9):
+        if per_ns <= nice and nice % per_ns == 0:
+            return units * (nice // per_ns), nice
+    return units, per_ns
+
+
 def _figures(g: Guarantee, windows: list[float]) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "exact": g.exact,
@@ -105,9 +114,9 @@ def _print_figures(fig: dict[str, Any], out: TextIO, indent: str = "  ") -> None
     bound = "" if fig["exact"] else " (upper bound)"
     print(f"{indent}largest burst      {fig['burst']:,} at one instant{bound}", file=out)
     if rate is not None:
+        units, per = _round_period(rate["units"], rate["per_ns"])
         print(
-            f"{indent}sustained rate     {rate['units']:,} per {fmt_seconds(rate['per_seconds'])}"
-            f" ({rate['per_second']:,.6g}/s)",
+            f"{indent}sustained rate     {units:,} per {fmt_seconds(per / 1e9)} ({rate['per_second']:,.6g}/s)",
             file=out,
         )
     for row in fig["max_in_window"]:
