@@ -243,13 +243,13 @@ impl Guarantee {
         self.limiter.algorithm()
     }
 
-    /// Whether every figure is exact (worst case attained). `false` for
-    /// calendar months, whose figures are safe upper bounds computed with the
-    /// shortest month (28 days), and for a bucket mixing interval refill with
-    /// other bandwidths, bounded by its tightest bandwidth.
+    /// Whether every figure is exact (worst case attained). `false` for a
+    /// sliding window counter over calendar months, bounded by the limit of
+    /// each month it meets, and for a bucket mixing interval refill with other
+    /// bandwidths, bounded by its tightest bandwidth.
     pub fn is_exact(&self) -> bool {
         match &self.shape {
-            Shape::Counter { months, .. } | Shape::Fixed { months, .. } => !months,
+            Shape::Counter { months, .. } => !months,
             // Several bandwidths combine exactly when all refill greedily.
             Shape::Bucket(bands) => bands.len() == 1 || bands.iter().all(|b| !b.interval),
             _ => true,
@@ -273,21 +273,21 @@ impl Guarantee {
             // then one per interval as the queue drains.
             Shape::Queue { capacity, interval } => capacity as u128 + span / interval as u128,
             Shape::Log { limit, window } => limit as u128 * (w as u128).div_ceil(window as u128),
+            // Every aligned window the span meets admits its whole limit.
             Shape::Fixed {
                 limit,
-                window,
-                months,
-            } => {
-                let window = if months { 28 * DAY } else { window };
-                // Every aligned window the span meets admits its whole limit.
+                months: true,
+                ..
+            }
+            | Shape::Counter {
+                limit,
+                months: true,
+                ..
+            } => limit as u128 * months_met(w),
+            Shape::Fixed { limit, window, .. } => {
                 limit as u128 * (1 + span.div_ceil(window as u128))
             }
-            Shape::Counter {
-                limit,
-                window,
-                months: false,
-            } => counter_max(limit, window, w),
-            Shape::Counter { limit, .. } => limit as u128 * (1 + span.div_ceil(28 * DAY as u128)),
+            Shape::Counter { limit, window, .. } => counter_max(limit, window, w),
         }
     }
 
@@ -416,6 +416,29 @@ fn empty<const N: usize>(rules: [Bandwidth; N]) -> Option<Decision> {
         .ok()?
         .peek(Nanos::ZERO, 1)
         .ok()
+}
+
+/// The most calendar months (UTC) that a window of `w` ns meets, over
+/// every start from the epoch to [`Nanos::MAX`]: the month holding its first
+/// instant, and `k` more when `k` consecutive month starts lie within
+/// `w - 2` ns (the window then starts 1 ns before the first of them).
+fn months_met(w: u64) -> u128 {
+    if w < 2 {
+        return w as u128;
+    }
+    let starts: Vec<u128> = (0u128..)
+        .map(|k| Calendar::Month.end(k))
+        .take_while(|&start| start <= u64::MAX as u128)
+        .collect();
+    let (mut most, mut last) = (0, 0);
+    for first in 0..starts.len() {
+        last = last.max(first);
+        while last + 1 < starts.len() && starts[last + 1] - starts[first] <= (w - 2) as u128 {
+            last += 1;
+        }
+        most = most.max(last - first + 1);
+    }
+    1 + most as u128
 }
 
 /// The sliding window counter's most units in a window of `w` ns.

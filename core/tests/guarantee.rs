@@ -270,10 +270,85 @@ fn calendar_days_and_weeks_are_fixed_lengths() {
             .unwrap()
             .into(),
     );
-    assert!(!month.is_exact());
-    // A bound: January's last ns, then all of February and into March.
-    assert_eq!(month.max_in_window(Nanos(31 * DAY)), 15);
+    assert!(month.is_exact());
+    // January's last ns, then all of February and into March.
+    assert_eq!(month.max_in_window(Nanos(28 * DAY + 1)), 10);
+    assert_eq!(month.max_in_window(Nanos(28 * DAY + 2)), 15);
     assert_eq!(month.lockout().retry_after, Nanos(31 * DAY));
+    let counter = Guarantee::of(
+        &SlidingWindowCounter::with_calendar(5, Calendar::Month)
+            .unwrap()
+            .into(),
+    );
+    assert!(!counter.is_exact());
+}
+
+/// A greedy client of a calendar-month fixed window, driven by the limiter's
+/// own answers: at each instant it takes all it can, then asks again exactly
+/// `retry_after` later (the start of the next month).
+fn greedy_months(limit: u64, from: u64, window: u64) -> u128 {
+    let mut limiter = FixedWindow::with_calendar(limit, Calendar::Month).unwrap();
+    let (mut t, end, mut admitted) = (from, from + window - 1, 0u128);
+    loop {
+        let d = limiter.try_acquire(Nanos(t), limit).unwrap();
+        if d.allowed {
+            admitted += limit as u128;
+            continue;
+        }
+        match t.checked_add(d.retry_after.0) {
+            Some(next) if next <= end => t = next,
+            _ => return admitted,
+        }
+    }
+}
+
+/// Every month start from 1970 to 2554, found by asking a limiter when its
+/// next window opens.
+fn month_starts() -> Vec<u64> {
+    let mut probe = FixedWindow::with_calendar(1, Calendar::Month).unwrap();
+    let (mut t, mut starts) = (0u64, Vec::new());
+    loop {
+        probe.try_acquire(Nanos(t), 1).unwrap();
+        match t.checked_add(probe.peek(Nanos(t), 1).unwrap().retry_after.0) {
+            Some(next) => {
+                starts.push(next);
+                t = next;
+            }
+            None => return starts,
+        }
+    }
+}
+
+#[test]
+fn calendar_months_against_every_month_start() {
+    const DAY: u64 = 86_400_000_000_000;
+    let g = Guarantee::of(
+        &FixedWindow::with_calendar(3, Calendar::Month)
+            .unwrap()
+            .into(),
+    );
+    // The window starts 1 ns before a month (the worst offset) or at it, at
+    // every month start, so that 2100, 2200, 2300 and 2500, which are not
+    // leap years, are met.
+    let starts = month_starts();
+    assert!(starts.len() > 7_000);
+    for days in [
+        0, 1, 27, 28, 29, 30, 31, 59, 60, 61, 62, 89, 90, 365, 366, 1_460, 1_461, 1_462,
+    ] {
+        for w in [days * DAY, days * DAY + 1, days * DAY + 2] {
+            if w == 0 {
+                continue;
+            }
+            let worst = starts
+                .iter()
+                .flat_map(|&b| [b - 1, b])
+                .filter(|&s| s.checked_add(w).is_some())
+                .map(|s| greedy_months(3, s, w))
+                .max()
+                .unwrap();
+            assert_eq!(g.max_in_window(Nanos(w)), worst, "window of {w} ns");
+        }
+    }
 }
 
 #[test]

@@ -62,7 +62,7 @@ def plot_replay(policy: Policy, trace: Trace, result: Replay, path: str) -> None
     np.fmax.at(highest, index, remaining)
     centers = (np.arange(bins) + first + 0.5) * width
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, height_ratios=(2, 1))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5), sharex=True, gridspec_kw={"height_ratios": (2, 1)})
     top.fill_between(centers, offered, step="mid", alpha=0.3, color="tab:gray", label="offered")
     top.step(centers, admitted, where="mid", color="tab:blue", label="admitted")
     top.set_ylabel(f"units / s (per {width:g} s)")
