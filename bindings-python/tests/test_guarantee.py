@@ -25,8 +25,11 @@ def test_windows_and_calendars() -> None:
     fixed = guarantee(FixedWindow(100, 60))
     assert (fixed.max_in_window(60), fixed.excess) == (200, 100)
     month = guarantee(FixedWindow.with_calendar(100, "month"))
-    assert month.exact is False  # a bound, from the shortest month
+    assert month.exact is True
+    # From January's last instant, 31 days meet all of February and March's start.
     assert month.max_in_window(31 * 86_400) == 300
+    assert month.max_in_window(28 * 86_400) == 200
+    assert guarantee(SlidingWindowCounter.with_calendar(100, "month")).exact is False  # a bound
     counter = guarantee(SlidingWindowCounter(10, 1))
     assert (counter.max_in_window(1), counter.sustained) == (19, (9, 1_000_000_000))
 
