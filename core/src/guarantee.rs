@@ -36,16 +36,26 @@ pub struct Sustained {
 }
 
 impl Sustained {
-    /// Whether this rate is below `other`.
+    /// Whether this rate is below `other`, compared exactly without a
+    /// product that could overflow: whole parts first, then the reciprocals
+    /// of the remainders, as a continued fraction does.
     fn lt(&self, other: &Sustained) -> bool {
-        // Compared as products, which fit: both sides are below 2^128 once
-        // the smaller factor is at most 2^64; else by the floats' order.
-        match (
-            self.units.checked_mul(other.per),
-            other.units.checked_mul(self.per),
-        ) {
-            (Some(a), Some(b)) => a < b,
-            _ => (self.units as f64 / self.per as f64) < (other.units as f64 / other.per as f64),
+        let (mut a, mut b, mut c, mut d) = (self.units, self.per, other.units, other.per);
+        // a/b < c/d, flipped each round: the remainders' reciprocals compare
+        // the other way.
+        let mut flipped = false;
+        loop {
+            let (q1, q2) = (a / b, c / d);
+            if q1 != q2 {
+                return (q1 < q2) != flipped;
+            }
+            let (r1, r2) = (a % b, c % d);
+            if r1 == 0 || r2 == 0 {
+                return (r1 < r2) != flipped && r1 != r2;
+            }
+            // r1/b < r2/d exactly when d/r2 < b/r1.
+            (a, b, c, d) = (b, r1, d, r2);
+            flipped = !flipped;
         }
     }
 }
@@ -589,4 +599,33 @@ fn gcd(mut a: u128, mut b: u128) -> u128 {
         (a, b) = (b, a % b);
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sustained;
+    use proptest::prelude::*;
+
+    fn rate(units: u128, per: u128) -> Sustained {
+        Sustained { units, per }
+    }
+
+    proptest! {
+        #[test]
+        fn rates_compare_as_fractions(a: u64, b in 1u64.., c: u64, d in 1u64..) {
+            let exact = (a as u128) * (d as u128) < (c as u128) * (b as u128);
+            prop_assert_eq!(rate(a as u128, b as u128).lt(&rate(c as u128, d as u128)), exact);
+        }
+    }
+
+    #[test]
+    fn rates_beyond_products_of_128_bits() {
+        let big = u128::MAX / 3;
+        assert!(rate(big, u128::MAX).lt(&rate(big + 1, u128::MAX)));
+        assert!(!rate(big + 1, u128::MAX).lt(&rate(big, u128::MAX)));
+        assert!(!rate(big, big + 1).lt(&rate(big, big + 1)));
+        // big / (big + 1) < (big + 1) / (big + 2), both just below 1.
+        assert!(rate(big, big + 1).lt(&rate(big + 1, big + 2)));
+        assert!(!rate(big + 1, big + 2).lt(&rate(big, big + 1)));
+    }
 }
