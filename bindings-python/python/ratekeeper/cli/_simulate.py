@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
@@ -48,40 +49,94 @@ def _cost(value: float, where: str) -> int:
     return int(value)
 
 
+def _json_value(row: Any, name: str, default: Optional[float], where: Callable[[], str]) -> float:
+    value = row.get(name, default) if isinstance(row, dict) else None
+    if value is None:
+        raise CliError(f'argument --trace: {where()}: expected an object with "{name}"')
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _number(str(value), name, where())
+    return float(value)
+
+
+def _read_json_lines(text: str, path: str) -> Trace:
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    try:
+        # One parse of the whole file in C; line by line only to name a bad line.
+        rows = json.loads("[" + ",".join(line for _, line in lines) + "]")
+    except json.JSONDecodeError:
+        for number, line in lines:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CliError(f"argument --trace: {path} line {number}: not JSON: {err}") from None
+        raise CliError(f"argument --trace: {path}: not JSON lines") from None
+    try:
+        # The common case in comprehensions; anything odd goes the slow way, which
+        # names the line at fault.
+        times = [float(row["timestamp"]) for row in rows]
+        keys = [str(row.get("key", "")) for row in rows]
+        costs = [row.get("cost", 1) for row in rows]
+        if all(type(c) is int and c >= 0 for c in costs):
+            return Trace(times, keys, costs)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        pass
+    trace = Trace()
+    for (number, _), row in zip(lines, rows):
+        where = partial("{} line {}".format, path, number)  # formatted only for a message
+        trace.times.append(_json_value(row, "timestamp", None, where))
+        trace.keys.append(str(row.get("key", "")))
+        cost = row.get("cost", 1)
+        trace.costs.append(cost if type(cost) is int and cost >= 0 else _cost(_json_value(row, "cost", 1, where), where()))
+    return trace
+
+
+def _read_csv(text: str, path: str) -> Trace:
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and "".join(row).strip()]
+    if rows and rows[0][0].strip().lower() in ("timestamp", "time", "t", "ts"):
+        rows = rows[1:]
+    try:
+        # The common case in comprehensions; anything odd goes the slow way, which
+        # names the line at fault.
+        times = [float(row[0]) for row in rows]
+        keys = [row[1].strip() if len(row) > 1 else "" for row in rows]
+        costs = [int(row[2]) if len(row) > 2 and row[2].strip() else 1 for row in rows]
+        if all(c >= 0 for c in costs):
+            return Trace(times, keys, costs)
+    except ValueError:
+        pass
+    trace = Trace()
+    times, keys, costs = trace.times, trace.keys, trace.costs
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if number == 1 and row[0].strip().lower() in ("timestamp", "time", "t", "ts"):
+            continue
+        try:
+            times.append(float(row[0]))
+        except ValueError:
+            times.append(_number(row[0], "timestamp", f"{path} line {number}"))
+        keys.append(row[1].strip() if len(row) > 1 else "")
+        cost = row[2].strip() if len(row) > 2 else ""
+        if cost == "1" or not cost:
+            costs.append(1)
+        else:
+            where = f"{path} line {number}"
+            costs.append(_cost(_number(cost, "cost", where), where))
+    return trace
+
+
 def read_trace(path: str) -> Trace:
     """A CSV (``timestamp,key,cost``; a header line and the cost are optional) or
-    JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace."""
+    JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace, in time order."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"argument --trace: cannot read {path}: {err}") from None
-    trace = Trace()
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CliError(f"argument --trace: {where}: not JSON: {err}") from None
-            if not isinstance(row, dict) or "timestamp" not in row:
-                raise CliError(f'argument --trace: {where}: expected an object with "timestamp"')
-            trace.times.append(_number(str(row["timestamp"]), "timestamp", where))
-            trace.keys.append(str(row.get("key", "")))
-            trace.costs.append(_cost(_number(str(row.get("cost", 1)), "cost", where), where))
-    else:
-        for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
-            if not row or not "".join(row).strip():
-                continue
-            where = f"{path} line {number}"
-            if number == 1 and row[0].strip().lower() in ("timestamp", "time", "t", "ts"):
-                continue
-            trace.times.append(_number(row[0], "timestamp", where))
-            trace.keys.append(row[1].strip() if len(row) > 1 else "")
-            cost = _number(row[2], "cost", where) if len(row) > 2 and row[2].strip() else 1.0
-            trace.costs.append(_cost(cost, where))
+    json_lines = text.lstrip().startswith("{")
+    trace = _read_json_lines(text, path) if json_lines else _read_csv(text, path)
+    if not all(map(math.isfinite, trace.times)):
+        bad = next(i for i, t in enumerate(trace.times) if not math.isfinite(t))
+        raise CliError(f"argument --trace: {path}: event {bad + 1}: timestamp {trace.times[bad]} is not finite")
     if any(b < a for a, b in zip(trace.times, trace.times[1:])):
         order = sorted(range(len(trace)), key=trace.times.__getitem__)
         trace = Trace([trace.times[i] for i in order], [trace.keys[i] for i in order], [trace.costs[i] for i in order])
