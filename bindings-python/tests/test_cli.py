@@ -127,11 +127,13 @@ def test_leaky_bucket_admits_its_queue_then_one_per_interval() -> None:
 def test_explain_text_names_every_figure() -> None:
     status, out, err = run("explain", "10/second;100/minute")
     assert (status, err) == (0, "")
-    assert 'limit "10/second" (token_bucket)' in out
+    assert 'limit "10/second" (token_bucket, global)' in out
     assert "most in any 1 s    19" in out  # burst 10, then 9 more within the second
     assert "most in any 1 min  199" in out
     assert "next unit after 600 ms, full again after 1 min" in out
-    assert "all 2 limits together, all or nothing (exact)" in out
+    assert "all 2 limits together, for a client every limit counts, all or nothing (exact)" in out
+    status, out, _ = run("explain", "10/second", "--by", "user", "--by", "path")
+    assert 'limit "10/second" (token_bucket, per user, path)' in out
 
 
 @pytest.mark.parametrize(
@@ -167,7 +169,8 @@ def test_explain_json_schema() -> None:
         assert all(isinstance(row["max"], int) for row in figures["max_in_window"])
         assert set(figures["lockout"]) == {"retry_after", "reset_after"}
     for limit in data["limits"]:
-        assert {"name", "algorithm", "strict", "difference"} <= set(limit)
+        assert {"name", "algorithm", "strict", "difference", "by"} <= set(limit)
+        assert limit["by"] == ["user"]
     assert data["combined"]["sustained"]["per_second"] == pytest.approx(50 / 60)
     # In 10 s: 5/second admits 5 + 49 (its last refill at 9.8 s... 10 s is outside [t, t + 10 s)),
     # 50/minute admits 50 + 8: the tighter is the first.
@@ -229,6 +232,16 @@ def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
     (tmp_path / "t.csv").write_text("0.0,a,1\nsoon,a,1\n")
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.csv"))
     assert status == 2 and "argument --trace" in err and "line 2" in err
+    for bad, words in [
+        ('{"timestamp": 0}\n[1, 2]\n', "line 2"),
+        ('{"timestamp": 0}\n{"key": "a"}\n', '"timestamp"'),
+        ('{"timestamp": "soon"}\n', "not a number"),
+        ('{"timestamp": 0, "cost": -1}\n', "cost"),
+        ('{"timestamp": 0}\n{"timestamp": 1,\n', "line 2: not JSON"),
+    ]:
+        (tmp_path / "t.jsonl").write_text(bad)
+        status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+        assert status == 2 and "argument --trace" in err and words in err, (bad, err)
     (tmp_path / "big.csv").write_text("0.0,a,11\n")
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "big.csv"))
     assert status == 2 and "argument --trace" in err and "cost" in err

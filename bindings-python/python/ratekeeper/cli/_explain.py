@@ -104,7 +104,7 @@ def explain_data(policy: Policy, extra_windows: Optional[list[float]] = None) ->
     windows = windows_of(policy, g, extra_windows)
     return {
         "windows": windows,
-        "limits": [_figures(limit, windows) for limit in g.limits],
+        "limits": [{**_figures(limit, windows), "by": list(policy.keyed_by(limit.name))} for limit in g.limits],
         "combined": _figures(g, windows),
     }
 
@@ -133,14 +133,15 @@ def print_explain(data: dict[str, Any], out: TextIO) -> None:
     """``explain``'s text form."""
     limits = data["limits"]
     for fig in limits:
-        print(f'limit "{fig["name"]}" ({fig["algorithm"]})', file=out)
+        scope = f"per {', '.join(fig['by'])}" if fig["by"] else "global"
+        print(f'limit "{fig["name"]}" ({fig["algorithm"]}, {scope})', file=out)
         _print_figures(fig, out)
         print(f"  vs strict window   {fig['difference']}", file=out)
         print(file=out)
     if len(limits) > 1:
         combined = data["combined"]
         how = "exact" if combined["exact"] else "upper bounds: the tightest limit's"
-        print(f"all {len(limits)} limits together, all or nothing ({how})", file=out)
+        print(f"all {len(limits)} limits together, for a client every limit counts, all or nothing ({how})", file=out)
         _print_figures(combined, out)
 
 
