@@ -8,6 +8,15 @@
 //! full bucket; for the window algorithms, an empty previous window), and it
 //! is attained: `core/tests/guarantee.rs` drives the real limiters with a
 //! greedy client from every start offset and finds exactly these numbers.
+//! Where a figure is only a safe upper bound, [`Guarantee::is_exact`] (or
+//! [`Guarantees::is_exact`]) says so.
+//!
+//! Against a strict sliding window of the same "N per W"
+//! ([`Guarantee::strict`], [`Guarantee::excess`]): the log is one; a token
+//! bucket or GCRA adds its burst to the rate; a fixed window admits up to
+//! `2N` across a boundary; the counter up to `2N - ceil(2N / W)` (W in ns);
+//! a leaky bucket admits its whole queue at once (its units then leave one
+//! interval apart).
 //!
 //! [`Guarantee::of`] answers for one limiter, [`Policy::guarantees`] for each
 //! limit of a policy and for all of them together. Needs the `alloc` feature.
