@@ -9,6 +9,7 @@ use ratekeeper::Error;
 
 use crate::convert;
 use crate::errors::to_py;
+use crate::keyed::PyKeyedLimiter;
 use crate::limiter::PyLimiter;
 use crate::policy::PyPolicy;
 
@@ -164,8 +165,8 @@ impl PyGuarantee {
     }
 }
 
-/// The guarantee of ``subject``, a ``Limiter`` or a ``Policy`` (its
-/// configuration; its state is ignored).
+/// The guarantee of ``subject``, a ``Limiter``, a ``KeyedLimiter`` (of
+/// each key) or a ``Policy`` (its configuration; its state is ignored).
 #[pyfunction]
 pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuarantee> {
     if let Ok(limiter) = subject.cast::<PyLimiter>() {
@@ -173,6 +174,13 @@ pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuara
         return Ok(PyGuarantee {
             name: limiter.name_ref().bind(py).to_cow()?.into_owned(),
             inner: Inner::One(Guarantee::of(&limiter.snapshot())),
+        });
+    }
+    if let Ok(keyed) = subject.cast::<PyKeyedLimiter>() {
+        let (limiter, name) = keyed.get().prototype(py);
+        return Ok(PyGuarantee {
+            name,
+            inner: Inner::One(Guarantee::of(&limiter)),
         });
     }
     if let Ok(policy) = subject.cast::<PyPolicy>() {
@@ -183,7 +191,7 @@ pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuara
     }
     let err = Error::InvalidType {
         name: "subject",
-        expected: "a Limiter or a Policy",
+        expected: "a Limiter, a KeyedLimiter or a Policy",
     };
     Err(to_py(py, err))
 }

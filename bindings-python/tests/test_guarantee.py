@@ -45,6 +45,11 @@ def test_policy_combines_its_limits() -> None:
     assert (empty.sustained, empty.per_second, empty.limits) == (None, None, ())
 
 
+def test_keyed_limiter_answers_for_each_key() -> None:
+    g = guarantee(ratekeeper.KeyedLimiter(ratekeeper.Gcra(5, 0.1, name="per-user")))
+    assert (g.name, g.algorithm, g.burst, g.max_in_window(1)) == ("per-user", "gcra", 5, 5 + 9)
+
+
 def test_state_is_ignored() -> None:
     bucket = TokenBucket(5, 1, 1.0)
     bucket.try_acquire(5, now=0)

@@ -537,5 +537,5 @@ class Guarantee:
     def limits(self) -> tuple[Guarantee, ...]:
         """A policy's limits, each with its own guarantee (empty for a limiter)."""
 
-def guarantee(subject: Union[Limiter, Policy]) -> Guarantee:
-    """The guarantee of ``subject``'s configuration (its state is ignored)."""
+def guarantee(subject: Union[Limiter, KeyedLimiter, Policy]) -> Guarantee:
+    """The guarantee of ``subject``'s configuration, of each key for a ``KeyedLimiter`` (its state is ignored)."""
