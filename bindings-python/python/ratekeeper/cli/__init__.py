@@ -33,7 +33,9 @@ def _positive_seconds(text: str) -> float:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of ``ratekeeper``."""
-    top = argparse.ArgumentParser(prog="ratekeeper", description=__doc__.splitlines()[0] if __doc__ else None)
+    top = argparse.ArgumentParser(
+        prog="ratekeeper", description="Explain a rate-limiting policy's guarantees, or simulate traffic through it."
+    )
     commands = top.add_subparsers(dest="command", required=True, metavar="{explain,simulate}")
 
     explain = commands.add_parser("explain", help="what a policy guarantees, exactly")
@@ -48,12 +50,12 @@ def parser() -> argparse.ArgumentParser:
     trace = simulate.add_argument_group("traffic (a trace file or a generator)")
     trace.add_argument("--trace", metavar="FILE", help="CSV (timestamp,key,cost) or JSON lines")
     trace.add_argument("--generate", choices=("steady", "bursty", "poisson"), help="generate the trace instead")
-    trace.add_argument("--rate", dest="gen_rate", type=float, default=None, help="generated requests per second")
-    trace.add_argument("--duration", type=float, default=60.0, help="generated seconds of traffic (default 60)")
-    trace.add_argument("--keys", type=int, default=1, help="generated distinct keys (default 1)")
-    trace.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    trace.add_argument("--rate", dest="gen_rate", type=float, default=None, metavar="R", help="generated requests per second")
+    trace.add_argument("--duration", type=float, default=60.0, metavar="D", help="generated seconds of traffic (default 60)")
+    trace.add_argument("--keys", type=int, default=1, metavar="K", help="generated distinct keys (default 1)")
+    trace.add_argument("--seed", type=int, default=0, metavar="S", help="generator seed (default 0)")
     simulate.add_argument("--plot", metavar="OUT", help="draw offered/admitted rate and remaining capacity (.png or .svg)")
-    simulate.add_argument("--top", type=int, default=5, help="how many of the longest waits to list (default 5)")
+    simulate.add_argument("--top", type=int, default=5, metavar="N", help="how many of the longest waits to list (default 5)")
     simulate.add_argument("--json", action="store_true", help="print a JSON document")
     simulate.add_argument("--quiet", action="store_true", help="no progress bar")
     return top

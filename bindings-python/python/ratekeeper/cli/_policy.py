@@ -38,7 +38,7 @@ def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
         help='a JSON or TOML policy configuration: {"limits": [{"name": ..., "rate": ..., ...}]}',
     )
     source.add_argument("--algorithm", choices=ALGORITHMS, default=None, help="the algorithm (default: token_bucket)")
-    source.add_argument("--burst", type=int, default=None, help="a bucket's capacity, a GCRA's burst, a queue's length")
+    source.add_argument("--burst", type=int, default=None, metavar="N", help="a bucket's capacity, a GCRA's burst, a queue's length")
     source.add_argument("--calendar", choices=("day", "week", "month"), default=None, help="calendar windows (window algorithms)")
     source.add_argument(
         "--by",
