@@ -98,6 +98,12 @@ impl PyKeyedLimiter {
         self.window
     }
 
+    /// Every key's configuration and name (`ratekeeper.guarantee`).
+    pub fn prototype(&self, py: Python<'_>) -> (ratekeeper::AnyLimiter, String) {
+        let name = self.name.bind(py).to_string();
+        (self.shared.lock().prototype(), name)
+    }
+
     /// A new, empty store of this one's configuration and bound.
     pub fn empty_store(&self, py: Python<'_>) -> PyResult<AnyKeyed> {
         let store = AnyKeyed::new(self.shared.lock().prototype());

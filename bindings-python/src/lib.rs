@@ -10,6 +10,7 @@ mod algorithms;
 mod convert;
 mod decision;
 mod errors;
+mod guarantee;
 mod keyed;
 mod limiter;
 mod policy;
@@ -33,6 +34,8 @@ fn _ratekeeper(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decision::PyPolicyDecision>()?;
     m.add_class::<keyed::PyKeyedLimiter>()?;
     m.add_class::<policy::PyPolicy>()?;
+    m.add_class::<guarantee::PyGuarantee>()?;
+    m.add_function(wrap_pyfunction!(guarantee::guarantee, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REDIS_SCRIPT", ratekeeper::redis::REDIS_SCRIPT)?;
     Ok(())

@@ -197,6 +197,11 @@ impl PyPolicy {
     }
 
     /// Each limit's name and the fields it is keyed by.
+    /// The guarantee of each limit and of all of them (`ratekeeper.guarantee`).
+    pub fn guarantees(&self) -> ratekeeper::guarantee::Guarantees {
+        self.shared.lock().policy.guarantees()
+    }
+
     fn keyed(&self) -> Vec<(String, Vec<String>)> {
         let core = self.shared.lock();
         let policy = &core.policy;

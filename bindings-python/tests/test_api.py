@@ -42,6 +42,7 @@ def test_package_exports() -> None:
         "Decision",
         "FixedWindow",
         "Gcra",
+        "Guarantee",
         "KeyedLimiter",
         "LeakyBucket",
         "Limiter",
@@ -55,6 +56,7 @@ def test_package_exports() -> None:
         "SlidingWindowLog",
         "TokenBucket",
         "__version__",
+        "guarantee",
         "limit",
     }
     for name in ratekeeper.__all__:

@@ -61,6 +61,7 @@ mod decision;
 mod error;
 mod fixed_window;
 mod gcra;
+pub mod guarantee;
 mod headers;
 mod host;
 #[cfg(feature = "alloc")]

@@ -26,7 +26,9 @@ decorator for sync and async functions.
 Durations and ``now`` are seconds (int or float; Decimal or Fraction for
 exact values); ``now`` defaults to the limiter's clock, ``time.monotonic()``.
 Limiters are safe to share between threads. ``ratekeeper.asgi`` has an ASGI
-middleware.
+middleware. ``guarantee(limiter_or_policy)`` says exactly what a configuration
+admits in the worst case; ``python -m ratekeeper explain|simulate`` (also the
+``ratekeeper`` command) prints it and replays traffic through a policy.
 """
 
 from ratekeeper._errors import RateLimited, RateLimitError, RateLimitTypeError
@@ -35,6 +37,7 @@ from ratekeeper._ratekeeper import (
     Decision,
     FixedWindow,
     Gcra,
+    Guarantee,
     KeyedLimiter,
     LeakyBucket,
     Limiter,
@@ -45,6 +48,7 @@ from ratekeeper._ratekeeper import (
     SlidingWindowLog,
     TokenBucket,
     __version__,
+    guarantee,
 )
 from ratekeeper._wait import Acquiring, limit
 
@@ -54,6 +58,7 @@ __all__ = [
     "Decision",
     "FixedWindow",
     "Gcra",
+    "Guarantee",
     "KeyedLimiter",
     "LeakyBucket",
     "Limiter",
@@ -67,5 +72,6 @@ __all__ = [
     "SlidingWindowLog",
     "TokenBucket",
     "__version__",
+    "guarantee",
     "limit",
 ]

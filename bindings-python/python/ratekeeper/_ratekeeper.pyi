@@ -13,6 +13,7 @@ __all__ = [
     "Decision",
     "FixedWindow",
     "Gcra",
+    "Guarantee",
     "KeyedLimiter",
     "LeakyBucket",
     "Limiter",
@@ -24,6 +25,7 @@ __all__ = [
     "SlidingWindowLog",
     "TokenBucket",
     "__version__",
+    "guarantee",
 ]
 
 __version__: str
@@ -498,3 +500,57 @@ class Policy:
     @property
     def names(self) -> tuple[str, ...]:
         """The limits' names, in order."""
+
+@final
+class Guarantee:
+    """What a limiter or policy guarantees, exactly and in the worst case (made by ``guarantee``)."""
+
+    def max_in_window(self, window: _Seconds) -> int:
+        """The most units admitted in any window of ``window`` seconds, ``[t, t + window)``."""
+
+    @property
+    def name(self) -> str:
+        """The limit's name, or ``"policy"`` for a whole policy."""
+
+    @property
+    def algorithm(self) -> str:
+        """The algorithm's name, or ``"policy"`` for a whole policy."""
+
+    @property
+    def exact(self) -> bool:
+        """Whether every figure is attained (else a safe upper bound)."""
+
+    @property
+    def burst(self) -> int:
+        """The most units admitted at one instant."""
+
+    @property
+    def sustained(self) -> Optional[tuple[int, int]]:
+        """The sustained rate exactly, ``(units, nanoseconds)`` (``None`` for a policy with no limits)."""
+
+    @property
+    def per_second(self) -> Optional[float]:
+        """The sustained rate in units per second."""
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds a client that has spent everything waits for one more unit."""
+
+    @property
+    def reset_after(self) -> float:
+        """Seconds until that client's limiter is fresh (full) again."""
+
+    @property
+    def strict(self) -> Optional[tuple[int, float]]:
+        """The strict sliding window of the same nominal rate, ``(N, W seconds)`` (``None`` for a policy)."""
+
+    @property
+    def excess(self) -> Optional[int]:
+        """How many more units than that strict window it admits in a window of ``W`` (``None`` for a policy)."""
+
+    @property
+    def limits(self) -> tuple[Guarantee, ...]:
+        """A policy's limits, each with its own guarantee (empty for a limiter)."""
+
+def guarantee(subject: Union[Limiter, KeyedLimiter, Policy]) -> Guarantee:
+    """The guarantee of ``subject``'s configuration, of each key for a ``KeyedLimiter`` (its state is ignored)."""

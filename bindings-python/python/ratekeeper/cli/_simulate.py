@@ -1,0 +1,397 @@
+"""``ratekeeper simulate``: replay a traffic trace through a policy, with explicit ``now``."""
+
+from __future__ import annotations
+
+import csv
+import heapq
+import importlib
+import io
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Optional, TextIO
+
+from ratekeeper import Policy, RateLimitError
+from ratekeeper.cli._policy import CliError
+
+
+@dataclass
+class Trace:
+    """Events in time order: when (seconds), whose key, what cost."""
+
+    times: list[float] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    costs: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+
+def _number(text: str, what: str, where: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CliError(f"argument --trace: {where}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise CliError(f"argument --trace: {where}: {what} {text!r} is not finite")
+    return value
+
+
+def _cost(value: float, where: str) -> int:
+    if value < 0 or value != int(value):
+        raise CliError(f"argument --trace: {where}: cost {value!r} is not a whole number >= 0")
+    return int(value)
+
+
+def _json_value(row: Any, name: str, default: Optional[float], where: Callable[[], str]) -> float:
+    value = row.get(name, default) if isinstance(row, dict) else None
+    if value is None:
+        raise CliError(f'argument --trace: {where()}: expected an object with "{name}"')
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return _number(str(value), name, where())
+    return float(value)
+
+
+def _read_json_lines(text: str, path: str) -> Trace:
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    try:
+        # One parse of the whole file in C; line by line only to name a bad line.
+        rows = json.loads("[" + ",".join(line for _, line in lines) + "]")
+    except json.JSONDecodeError:
+        for number, line in lines:
+            try:
+                json.loads(line)
+            except json.JSONDecodeError as err:
+                raise CliError(f"argument --trace: {path} line {number}: not JSON: {err}") from None
+        raise CliError(f"argument --trace: {path}: not JSON lines") from None
+    try:
+        # The common case in comprehensions; anything odd goes the slow way, which
+        # names the line at fault.
+        times = [float(row["timestamp"]) for row in rows]
+        keys = [str(row.get("key", "")) for row in rows]
+        costs = [row.get("cost", 1) for row in rows]
+        if all(type(c) is int and c >= 0 for c in costs):
+            return Trace(times, keys, costs)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        pass
+    trace = Trace()
+    for (number, _), row in zip(lines, rows):
+        where = partial("{} line {}".format, path, number)  # formatted only for a message
+        trace.times.append(_json_value(row, "timestamp", None, where))
+        trace.keys.append(str(row.get("key", "")))
+        cost = row.get("cost", 1)
+        trace.costs.append(cost if type(cost) is int and cost >= 0 else _cost(_json_value(row, "cost", 1, where), where()))
+    return trace
+
+
+def _read_csv(text: str, path: str) -> Trace:
+    rows = [row for row in csv.reader(io.StringIO(text)) if row and "".join(row).strip()]
+    if rows and rows[0][0].strip().lower() in ("timestamp", "time", "t", "ts"):
+        rows = rows[1:]
+    try:
+        # The common case in comprehensions; anything odd goes the slow way, which
+        # names the line at fault.
+        times = [float(row[0]) for row in rows]
+        keys = [row[1].strip() if len(row) > 1 else "" for row in rows]
+        costs = [int(row[2]) if len(row) > 2 and row[2].strip() else 1 for row in rows]
+        if all(c >= 0 for c in costs):
+            return Trace(times, keys, costs)
+    except ValueError:
+        pass
+    trace = Trace()
+    times, keys, costs = trace.times, trace.keys, trace.costs
+    for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
+        if not row or not "".join(row).strip():
+            continue
+        if number == 1 and row[0].strip().lower() in ("timestamp", "time", "t", "ts"):
+            continue
+        try:
+            times.append(float(row[0]))
+        except ValueError:
+            times.append(_number(row[0], "timestamp", f"{path} line {number}"))
+        keys.append(row[1].strip() if len(row) > 1 else "")
+        cost = row[2].strip() if len(row) > 2 else ""
+        if cost == "1" or not cost:
+            costs.append(1)
+        else:
+            where = f"{path} line {number}"
+            costs.append(_cost(_number(cost, "cost", where), where))
+    return trace
+
+
+def read_trace(path: str) -> Trace:
+    """A CSV (``timestamp,key,cost``; a header line and the cost are optional) or
+    JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace, in time order."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CliError(f"argument --trace: cannot read {path}: {err}") from None
+    json_lines = text.lstrip().startswith("{")
+    trace = _read_json_lines(text, path) if json_lines else _read_csv(text, path)
+    if not all(map(math.isfinite, trace.times)):
+        bad = next(i for i, t in enumerate(trace.times) if not math.isfinite(t))
+        raise CliError(f"argument --trace: {path}: event {bad + 1}: timestamp {trace.times[bad]} is not finite")
+    if any(b < a for a, b in zip(trace.times, trace.times[1:])):
+        order = sorted(range(len(trace)), key=trace.times.__getitem__)
+        trace = Trace([trace.times[i] for i in order], [trace.keys[i] for i in order], [trace.costs[i] for i in order])
+    return trace
+
+
+def generate(kind: str, rate: float, duration: float, keys: int, seed: int) -> Trace:
+    """A seeded synthetic trace of about ``rate`` requests per second over ``duration`` seconds:
+    ``steady`` (evenly spaced), ``bursty`` (each second's requests within its first 100 ms) or
+    ``poisson`` (exponential gaps); keys ``k0``, ``k1``, ... (round robin, or at random)."""
+    if not rate > 0 or not math.isfinite(rate):
+        raise CliError("argument --rate: must be a positive number of requests per second")
+    if not duration > 0 or not math.isfinite(duration):
+        raise CliError("argument --duration: must be a positive number of seconds")
+    if keys < 1:
+        raise CliError("argument --keys: must be at least 1")
+    rng = random.Random(seed)
+    names = [f"k{i}" for i in range(keys)]
+    times: list[float]
+    if kind == "steady":
+        count = int(rate * duration)
+        times = [i / rate for i in range(count)]
+        key_list = [names[i % keys] for i in range(count)]
+    else:
+        if kind == "bursty":
+            times = []
+            per_second = int(rate)
+            for second in range(math.ceil(duration)):
+                times.extend(sorted(second + rng.random() * 0.1 for _ in range(per_second)))
+            times = [t for t in times if t < duration]
+        elif kind == "poisson":
+            times = []
+            t = rng.expovariate(rate)
+            while t < duration:
+                times.append(t)
+                t += rng.expovariate(rate)
+        else:
+            raise CliError(f"argument --generate: unknown kind {kind!r}")
+        key_list = [names[i] for i in (rng.randrange(keys) for _ in times)] if keys > 1 else [names[0]] * len(times)
+    return Trace(times, key_list, [1] * len(times))
+
+
+class Progress:
+    """A progress bar on stderr: tqdm's when installed, else a plain one; silent when
+    stderr is not a terminal or ``quiet``."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.done = total, 0
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.bar: Any = None
+        if self.enabled:
+            try:
+                tqdm: Any = importlib.import_module("tqdm")
+                self.bar = tqdm.tqdm(total=total, unit="ev", unit_scale=True, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def update(self, count: int) -> None:
+        self.done += count
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(count)
+            return
+        width = 40
+        filled = width * self.done // max(self.total, 1)
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done:,}/{self.total:,}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            sys.stderr.write("\n")
+
+
+@dataclass
+class Replay:
+    """What a replay found, and a per-event record for the plot."""
+
+    per_key: dict[str, list[float]]  # key -> [offered, admitted, denied, longest wait, units offered, units admitted]
+    denied_by: dict[str, int]
+    longest: list[tuple[float, float, str]]  # (retry_after, time, key), longest first
+    allowed: list[bool]
+    remaining: list[int]  # empty unless recorded (for the plot)
+    seconds: float
+
+
+CHUNK = 1 << 16
+
+
+def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5, record: bool = False) -> Replay:
+    """Decides every event of ``trace`` with ``policy.try_acquire(request, cost, now=t)``.
+
+    The loop only decides and notes denials; the per-key sums are counted afterwards,
+    in bulk. ``record`` also keeps each decision's ``remaining``, for the plot."""
+    fields = sorted({f for name in policy.names for f in policy.keyed_by(name)})
+    times, keys, costs = trace.times, trace.keys, trace.costs
+    n = len(trace)
+    requests = {key: ({f: key for f in fields} if fields else None) for key in set(keys)}
+    allowed = [True] * n
+    remaining = [0] * n if record else []
+    denied: list[int] = []
+    waits: list[float] = []
+    names: list[Optional[str]] = []
+    progress = Progress(n, quiet)
+    try_acquire = policy.try_acquire
+    started = time.perf_counter()
+    i = 0
+    try:
+        for start in range(0, n, CHUNK):
+            stop = min(start + CHUNK, n)
+            for i in range(start, stop):
+                d = try_acquire(requests[keys[i]], costs[i], times[i])
+                if record:
+                    remaining[i] = d.remaining
+                if not d.allowed:
+                    allowed[i] = False
+                    denied.append(i)
+                    waits.append(d.retry_after)
+                    names.append(d.denied_by)
+            progress.update(stop - start)
+    except RateLimitError as err:
+        raise CliError(f"argument --trace: event {i + 1} (key {keys[i]!r}, cost {costs[i]}): {err}") from None
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - started
+
+    offered = Counter(keys)
+    refused = Counter(keys[i] for i in denied)
+    if all(c == 1 for c in costs):
+        units, units_refused = offered, refused
+    else:
+        units, units_refused = Counter(), Counter()
+        for key, cost in zip(keys, costs):
+            units[key] += cost
+        for i in denied:
+            units_refused[keys[i]] += costs[i]
+    per_key: dict[str, list[float]] = {}
+    for key, count in offered.items():
+        no, no_units = refused[key], units_refused[key]
+        per_key[key] = [count, count - no, no, 0.0, units[key], units[key] - no_units]
+    for i, wait in zip(denied, waits):
+        stats = per_key[keys[i]]
+        if wait > stats[3]:
+            stats[3] = wait
+    denied_by = dict(Counter(name or "?" for name in names))
+    longest = heapq.nlargest(top, ((w, times[i], keys[i]) for i, w in zip(denied, waits)), key=lambda row: (row[0], -row[1]))
+    return Replay(per_key, denied_by, longest, allowed, remaining, elapsed)
+
+
+def _row(stats: list[float]) -> dict[str, Any]:
+    return {
+        "offered": int(stats[0]),
+        "admitted": int(stats[1]),
+        "denied": int(stats[2]),
+        "units_offered": int(stats[4]),
+        "units_admitted": int(stats[5]),
+        "longest_wait": stats[3],
+    }
+
+
+def report(trace: Trace, result: Replay) -> dict[str, Any]:
+    """The ``--json`` document of a replay."""
+    overall = [0.0] * 6
+    for stats in result.per_key.values():
+        for i in (0, 1, 2, 4, 5):
+            overall[i] += stats[i]
+        overall[3] = max(overall[3], stats[3])
+    total_denied = sum(result.denied_by.values())
+    return {
+        "events": len(trace),
+        "duration": (trace.times[-1] - trace.times[0]) if len(trace) else 0.0,
+        "replay_seconds": result.seconds,
+        "events_per_second": len(trace) / result.seconds if result.seconds > 0 else None,
+        "overall": _row(overall),
+        "keys": {key: _row(stats) for key, stats in result.per_key.items()},
+        "denied_by": dict(sorted(result.denied_by.items(), key=lambda kv: -kv[1])),
+        "denied_most_by": max(result.denied_by, key=lambda k: result.denied_by[k]) if total_denied else None,
+        "longest_waits": [{"retry_after": w, "time": t, "key": k} for w, t, k in result.longest],
+    }
+
+
+def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None:
+    """``simulate``'s text form."""
+    from ratekeeper.cli._explain import fmt_seconds
+
+    rate = data["events_per_second"]
+    speed = f" ({rate:,.0f} events/s)" if rate else ""
+    print(
+        f"replayed {data['events']:,} events over {fmt_seconds(data['duration'])} of trace"
+        f" in {data['replay_seconds']:.2f} s{speed}",
+        file=out,
+    )
+    print(file=out)
+    header = f"{'key':<16}{'offered':>12}{'admitted':>12}{'denied':>12}{'denied %':>10}  longest wait"
+    print(header, file=out)
+
+    def line(name: str, row: dict[str, Any]) -> None:
+        share = 100.0 * row["denied"] / row["offered"] if row["offered"] else 0.0
+        wait = fmt_seconds(row["longest_wait"]) if row["denied"] else "-"
+        print(
+            f"{name[:16]:<16}{row['offered']:>12,}{row['admitted']:>12,}{row['denied']:>12,}{share:>9.1f}%  {wait}",
+            file=out,
+        )
+
+    keys = sorted(data["keys"].items(), key=lambda kv: (-kv[1]["denied"], kv[0]))
+    for name, row in keys[:show_keys]:
+        line(name, row)
+    if len(keys) > show_keys:
+        print(f"... {len(keys) - show_keys:,} more keys (--json lists them all)", file=out)
+    line("overall", data["overall"])
+    print(file=out)
+    denied = data["denied_by"]
+    if denied:
+        total = sum(denied.values())
+        parts = ", ".join(f'"{name}" {count:,} ({100.0 * count / total:.1f}%)' for name, count in denied.items())
+        print(f"denied by: {parts}", file=out)
+        waits = ", ".join(f"{fmt_seconds(w['retry_after'])} ({w['key']} at {w['time']:.3f} s)" for w in data["longest_waits"])
+        print(f"longest waits: {waits}", file=out)
+    else:
+        print("nothing denied", file=out)
+
+
+def run_simulate(
+    policy: Policy,
+    trace: Trace,
+    *,
+    as_json: bool,
+    quiet: bool,
+    plot: Optional[str],
+    out: TextIO,
+    top: int = 5,
+    plot_fn: Optional[Callable[[Policy, Trace, Replay, str], None]] = None,
+) -> int:
+    if plot is not None:
+        from ratekeeper.cli._plot import check_plot_target
+
+        check_plot_target(plot)
+    if not len(trace):
+        raise CliError("argument --trace: the trace holds no events")
+    result = replay(policy, trace, quiet=quiet, top=top, record=plot is not None)
+    data = report(trace, result)
+    if plot is not None:
+        from ratekeeper.cli._plot import plot_replay
+
+        (plot_fn or plot_replay)(policy, trace, result, plot)
+        data["plot"] = plot
+    if as_json:
+        json.dump(data, out, indent=2)
+        print(file=out)
+    else:
+        print_report(data, out)
+        if plot is not None:
+            print(f"plot written to {plot}", file=out)
+    return 0

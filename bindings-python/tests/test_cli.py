@@ -1,0 +1,409 @@
+"""The ``ratekeeper`` command: ``explain``'s numbers against brute force through the
+binding, ``simulate`` on traces with known answers, the plot, ``--json`` and bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import pytest
+from PIL import Image
+
+import ratekeeper
+from ratekeeper import (
+    Bandwidth,
+    FixedWindow,
+    Gcra,
+    LeakyBucket,
+    Limiter,
+    Policy,
+    SlidingWindowCounter,
+    SlidingWindowLog,
+    TokenBucket,
+)
+from ratekeeper.cli import main
+from ratekeeper.cli._explain import explain_data, fmt_seconds
+from ratekeeper.cli._simulate import Progress, generate, read_trace
+
+NS = Fraction(1, 10**9)
+# Every period below divides this, so priming here sets every phase to zero.
+LCM = 27_720
+BASE = 100 * LCM
+
+
+def ns(n: int) -> Fraction:
+    return n * NS
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """Runs the command in this process: (status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stderr
+    sys.stderr = err
+    try:
+        status = main(list(argv), out=out)
+    except SystemExit as exit:  # argparse's own errors
+        status = int(exit.code or 0)
+    finally:
+        sys.stderr = old
+    return status, out.getvalue(), err.getvalue()
+
+
+def policy_of(*limiters: Limiter) -> Policy:
+    policy = Policy()
+    for i, limiter in enumerate(limiters):
+        policy.add(f"limit-{i}", limiter)
+    return policy
+
+
+def brute_force(make: Callable[[], Policy], window: int, offsets: int) -> int:
+    """The most a greedy client gets in ``window`` ns through the real policy, over
+    every start offset below ``offsets`` (relative to window boundaries and refill
+    phases), from the worst state: full, after a unit long before set the phases."""
+    best = 0
+    for offset in range(offsets):
+        policy = make()
+        assert policy.try_acquire(None, 1, now=ns(BASE - 100 * LCM)).allowed
+        admitted = 0
+        start = BASE + offset
+        for t in range(start, start + window):
+            while policy.try_acquire(None, 1, now=ns(t)).allowed:
+                admitted += 1
+        best = max(best, admitted)
+    return best
+
+
+CASES: list[tuple[str, Callable[[], Policy], int]] = [
+    ("token_bucket greedy", lambda: policy_of(TokenBucket(3, 2, ns(7))), 1),
+    ("token_bucket clipped", lambda: policy_of(TokenBucket(1, 5, ns(7))), 1),
+    ("token_bucket interval", lambda: policy_of(TokenBucket(4, 3, ns(6), refill="interval")), 6),
+    (
+        "token_bucket two bandwidths",
+        lambda: policy_of(TokenBucket.from_bandwidths([Bandwidth(5, 1, ns(4)), Bandwidth(2, 1, ns(3))])),
+        1,
+    ),
+    ("gcra", lambda: policy_of(Gcra(3, ns(5))), 1),
+    ("sliding_window_log", lambda: policy_of(SlidingWindowLog(3, ns(8))), 1),
+    ("sliding_window_counter", lambda: policy_of(SlidingWindowCounter(5, ns(6))), 6),
+    ("fixed_window", lambda: policy_of(FixedWindow(3, ns(7))), 7),
+    ("policy of a bucket and a gcra", lambda: policy_of(TokenBucket(4, 1, ns(3)), Gcra(2, ns(5))), 1),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "offsets"), CASES, ids=[c[0] for c in CASES])
+def test_explain_numbers_are_the_brute_force_worst_case(name: str, make: Callable[[], Policy], offsets: int) -> None:
+    windows = [1, 2, 5, 9, 13, 20, 31]
+    data = explain_data(make(), [float(w * NS) for w in windows])
+    rows = {round(row["window"] * 1e9): row["max"] for row in data["combined"]["max_in_window"]}
+    assert data["combined"]["exact"] is True
+    for w in windows:
+        assert rows[w] == brute_force(make, w, offsets), (name, w)
+    assert data["combined"]["burst"] == brute_force(make, 1, offsets)
+
+
+def test_leaky_bucket_admits_its_queue_then_one_per_interval() -> None:
+    # A queue of 3, one unit every 4 ns: admitted only when empty, so the best client
+    # sends single units and the whole queue at its last chance.
+    data = explain_data(policy_of(LeakyBucket(3, ns(4))), [float(13 * NS)])
+    (row,) = [r for r in data["combined"]["max_in_window"] if round(r["window"] * 1e9) == 13]
+    limiter = LeakyBucket(3, ns(4))
+    admitted = 0
+    for t in range(BASE, BASE + 13):
+        if limiter.peek(1, now=ns(t)).allowed:
+            cost = 1 if t + 4 < BASE + 13 else 3
+            assert limiter.try_acquire(cost, now=ns(t)).allowed
+            admitted += cost
+    assert row["max"] == admitted == 3 + 12 // 4
+
+
+def test_explain_text_names_every_figure() -> None:
+    status, out, err = run("explain", "10/second;100/minute")
+    assert (status, err) == (0, "")
+    assert 'limit "10/second" (token_bucket, global)' in out
+    assert "most in any 1 s    19" in out  # burst 10, then 9 more within the second
+    assert "most in any 1 min  199" in out
+    assert "next unit after 600 ms, full again after 1 min" in out
+    assert "all 2 limits together, for a client every limit counts, all or nothing (exact)" in out
+    status, out, _ = run("explain", "10/second", "--by", "user", "--by", "path")
+    assert 'limit "10/second" (token_bucket, per user, path)' in out
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "most", "words"),
+    [
+        ("fixed_window", 20, "aligned"),
+        ("sliding_window_log", 10, "strict sliding window itself"),
+        ("sliding_window_counter", 19, "weighs the previous window"),
+        ("gcra", 19, "token bucket"),
+        ("leaky_bucket", 19, "queue"),
+    ],
+)
+def test_explain_compares_each_algorithm_with_a_strict_window(algorithm: str, most: int, words: str) -> None:
+    status, out, _ = run("explain", "10/second", "--algorithm", algorithm, "--json")
+    assert status == 0
+    (limit,) = json.loads(out)["limits"]
+    assert limit["algorithm"] == algorithm
+    assert limit["strict"] == {"units": 10, "window": 1.0, "max_in_window": most, "excess": most - 10}
+    assert words in limit["difference"]
+
+
+def test_explain_json_schema() -> None:
+    status, out, _ = run("explain", "5/second;50/minute", "--by", "user", "--window", "10", "--json")
+    assert status == 0
+    data = json.loads(out)
+    assert set(data) == {"windows", "limits", "combined"}
+    assert data["windows"] == [1.0, 10.0, 60.0]
+    for figures in [*data["limits"], data["combined"]]:
+        assert {"exact", "burst", "sustained", "max_in_window", "lockout"} <= set(figures)
+        assert isinstance(figures["burst"], int)
+        assert set(figures["sustained"]) == {"units", "per_ns", "per_seconds", "per_second"}
+        assert [row["window"] for row in figures["max_in_window"]] == data["windows"]
+        assert all(isinstance(row["max"], int) for row in figures["max_in_window"])
+        assert set(figures["lockout"]) == {"retry_after", "reset_after"}
+    for limit in data["limits"]:
+        assert {"name", "algorithm", "strict", "difference", "by"} <= set(limit)
+        assert limit["by"] == ["user"]
+    assert data["combined"]["sustained"]["per_second"] == pytest.approx(50 / 60)
+    # In 10 s: 5/second admits 5 + 49 (its last refill at 9.8 s... 10 s is outside [t, t + 10 s)),
+    # 50/minute admits 50 + 8: the tighter is the first.
+    assert data["combined"]["max_in_window"][1]["max"] == 5 + 49
+    assert data["combined"]["lockout"] == {"retry_after": 1.2, "reset_after": 60.0}
+
+
+def test_explain_reads_json_and_toml_files(tmp_path: Path) -> None:
+    config = {"limits": [{"name": "per-user", "algorithm": "gcra", "rate": "10/second", "burst": 3, "by": ["user"]}]}
+    (tmp_path / "p.json").write_text(json.dumps(config))
+    (tmp_path / "p.toml").write_text(
+        '[[limits]]\nname = "per-user"\nalgorithm = "gcra"\nrate = "10/second"\nburst = 3\nby = ["user"]\n'
+    )
+    answers = []
+    for name in ("p.json", "p.toml"):
+        status, out, _ = run("explain", "--config", str(tmp_path / name), "--json")
+        assert status == 0
+        answers.append(json.loads(out))
+    assert answers[0] == answers[1]
+    (limit,) = answers[0]["limits"]
+    assert (limit["name"], limit["burst"]) == ("per-user", 3)
+    # Compared with 3 per 300 ms (its burst, earned back at 10/s): 5 in any 300 ms.
+    assert answers[0]["windows"] == [0.3, 1.0, 60.0]
+    assert [row["max"] for row in limit["max_in_window"]] == [3 + 2, 3 + 9, 3 + 599]
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument"),
+    [
+        (["explain", "10 per fortnight"], "argument rates"),
+        (["explain"], "argument rates"),
+        (["explain", "10/second", "--config", "x.json"], "argument rates"),
+        (["explain", "--config", "/nonexistent/p.json"], "argument --config"),
+        (["explain", "10/second", "--algorithm", "magic"], "argument --algorithm"),
+        (["explain", "10/second", "--window", "-1"], "argument --window"),
+        (["explain", "7/second", "--algorithm", "gcra"], "argument rates"),
+        (["simulate", "10/second"], "argument --trace"),
+        (["simulate", "10/second", "--generate", "steady"], "argument --rate"),
+        (["simulate", "10/second", "--generate", "steady", "--rate", "-5"], "argument --rate"),
+        (["simulate", "10/second", "--generate", "steady", "--rate", "5", "--keys", "0"], "argument --keys"),
+        (["simulate", "10/second", "--generate", "steady", "--rate", "5", "--plot", "out.gif"], "argument --plot"),
+        (["simulate", "10/second", "--trace", "/nonexistent.csv"], "argument --trace"),
+    ],
+)
+def test_bad_input_exits_non_zero_naming_the_argument(argv: list[str], argument: str) -> None:
+    status, out, err = run(*argv)
+    assert status == 2
+    assert argument in err
+    assert out == ""
+
+
+def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    status, _, err = run("explain", "--config", str(tmp_path / "bad.json"))
+    assert status == 2 and "argument --config" in err and "not valid JSON" in err
+    (tmp_path / "unknown.json").write_text(json.dumps({"limits": [{"name": "a", "rate": "1/second", "bogus": 1}]}))
+    status, _, err = run("explain", "--config", str(tmp_path / "unknown.json"))
+    assert status == 2 and "argument --config" in err and "bogus" in err
+    (tmp_path / "t.csv").write_text("0.0,a,1\nsoon,a,1\n")
+    status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.csv"))
+    assert status == 2 and "argument --trace" in err and "line 2" in err
+    for bad, words in [
+        ('{"timestamp": 0}\n[1, 2]\n', "line 2"),
+        ('{"timestamp": 0}\n{"key": "a"}\n', '"timestamp"'),
+        ('{"timestamp": "soon"}\n', "not a number"),
+        ('{"timestamp": 0, "cost": -1}\n', "cost"),
+        ('{"timestamp": 0}\n{"timestamp": 1,\n', "line 2: not JSON"),
+    ]:
+        (tmp_path / "t.jsonl").write_text(bad)
+        status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+        assert status == 2 and "argument --trace" in err and words in err, (bad, err)
+    (tmp_path / "big.csv").write_text("0.0,a,11\n")
+    status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "big.csv"))
+    assert status == 2 and "argument --trace" in err and "cost" in err
+
+
+TRACE = """timestamp,key,cost
+0.0,a,1
+0.1,a,1
+0.2,a,1
+1.0,a,1
+1.1,a,1
+0.5,b,1
+1.5,a,2
+"""
+
+
+def known_answer(data: dict[str, Any]) -> None:
+    # 2 per aligned second: a's third call at 0.2 s waits for 1.0 s; at 1.5 s, 2 more
+    # do not fit with 1.0 and 1.1 taken (0.5 s to the next window).
+    assert data["events"] == 7
+    assert data["keys"]["a"] == {
+        "offered": 6,
+        "admitted": 4,
+        "denied": 2,
+        "units_offered": 7,
+        "units_admitted": 4,
+        "longest_wait": pytest.approx(0.8),
+    }
+    assert data["keys"]["b"]["admitted"] == 1 and data["keys"]["b"]["denied"] == 0
+    assert data["overall"]["offered"] == 7 and data["overall"]["denied"] == 2
+    assert data["denied_by"] == {"2/second": 2}
+    assert data["denied_most_by"] == "2/second"
+    waits = [(w["key"], w["time"], w["retry_after"]) for w in data["longest_waits"]]
+    assert waits == [("a", 0.2, pytest.approx(0.8)), ("a", 1.5, pytest.approx(0.5))]
+
+
+def test_simulate_csv_trace_with_known_answer(tmp_path: Path) -> None:
+    (tmp_path / "trace.csv").write_text(TRACE)
+    args = ["simulate", "2/second", "--algorithm", "fixed_window", "--by", "user", "--trace", str(tmp_path / "trace.csv")]
+    status, out, _ = run(*args, "--json")
+    assert status == 0
+    known_answer(json.loads(out))
+    status, text, _ = run(*args)
+    assert status == 0
+    assert 'denied by: "2/second" 2 (100.0%)' in text
+    assert re.search(r"^a +6 +4 +2 +33\.3%  800 ms$", text, re.M)
+
+
+def test_simulate_json_lines_trace_in_any_order(tmp_path: Path) -> None:
+    lines = []
+    for row in reversed(TRACE.splitlines()[1:]):
+        t, key, cost = row.split(",")
+        lines.append(json.dumps({"timestamp": float(t), "key": key, "cost": int(cost)}))
+    (tmp_path / "trace.jsonl").write_text("\n".join(lines) + "\n")
+    status, out, _ = run(
+        "simulate", "2/second", "--algorithm", "fixed_window", "--by", "user", "--trace", str(tmp_path / "trace.jsonl"), "--json"
+    )
+    assert status == 0
+    known_answer(json.loads(out))
+
+
+def test_simulate_global_limit_counts_every_key_together(tmp_path: Path) -> None:
+    (tmp_path / "trace.csv").write_text("0,a\n0,b\n0,c\n")
+    status, out, _ = run("simulate", "2/second", "--trace", str(tmp_path / "trace.csv"), "--json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["overall"]["admitted"] == 2 and data["keys"]["c"]["denied"] == 1
+
+
+def test_generators_are_seeded_and_shaped() -> None:
+    steady = generate("steady", 10, 3, 2, 0)
+    assert len(steady) == 30 and steady.times[:3] == [0.0, 0.1, 0.2] and steady.keys[:3] == ["k0", "k1", "k0"]
+    bursty = generate("bursty", 50, 2, 3, 1)
+    assert len(bursty) == 100 and all(t % 1 < 0.1 for t in bursty.times)
+    assert bursty.times == sorted(bursty.times)
+    a, b = generate("poisson", 200, 5, 4, 7), generate("poisson", 200, 5, 4, 7)
+    assert (a.times, a.keys) == (b.times, b.keys)
+    assert 800 < len(a) < 1200 and set(a.keys) == {"k0", "k1", "k2", "k3"}
+    assert generate("poisson", 200, 5, 4, 8).times != a.times
+
+
+def test_steady_traffic_at_the_limit_is_all_admitted_and_above_it_is_cut() -> None:
+    status, out, _ = run("simulate", "10/second", "--generate", "steady", "--rate", "10", "--duration", "5", "--json")
+    assert status == 0 and json.loads(out)["overall"]["denied"] == 0
+    status, out, _ = run("simulate", "10/second", "--generate", "steady", "--rate", "20", "--duration", "10", "--json")
+    overall = json.loads(out)["overall"]
+    # A burst of 10, then 10 per second: the bound of explain, attained.
+    bound = ratekeeper.guarantee(Policy.from_rates("10/second")).max_in_window(10)
+    assert overall["admitted"] == bound == 10 + 99
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg"])
+def test_simulate_plot_is_a_valid_image(tmp_path: Path, suffix: str) -> None:
+    out = tmp_path / f"plot{suffix}"
+    status, text, _ = run(
+        "simulate", "10/second", "--generate", "bursty", "--rate", "30", "--duration", "20", "--keys", "2", "--plot", str(out)
+    )
+    assert status == 0 and f"plot written to {out}" in text
+    data = out.read_bytes()
+    if suffix == ".png":
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        with Image.open(out) as image:
+            image.verify()
+        with Image.open(out) as image:
+            assert image.size[0] > 300 and image.size[1] > 200
+    else:
+        root = ET.fromstring(data)
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+        assert len(list(root.iter())) > 50
+
+
+def test_plot_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: Optional[str] = None) -> Any:
+        return None if name == "matplotlib" else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    status, _, err = run("simulate", "1/second", "--generate", "steady", "--rate", "1", "--plot", str(tmp_path / "p.png"))
+    assert status == 2 and "argument --plot" in err and "ratekeeper[plot]" in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_progress_bar_draws_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the plain bar, without tqdm
+    bar = Progress(10, quiet=False)
+    bar.update(5)
+    bar.close()
+    assert "5/10" in capsys.readouterr().err
+    quiet = Progress(10, quiet=True)
+    quiet.update(10)
+    quiet.close()
+    assert capsys.readouterr().err == ""
+
+
+def test_read_trace_accepts_a_header_and_missing_costs(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("time,key\n2.5,x\n1.5,y\n\n")
+    trace = read_trace(str(tmp_path / "t.csv"))
+    assert (trace.times, trace.keys, trace.costs) == ([1.5, 2.5], ["y", "x"], [1, 1])
+
+
+def test_console_script_and_module_run() -> None:
+    script = Path(sys.executable).parent / "ratekeeper"
+    assert script.exists()
+    for command in ([str(script)], [sys.executable, "-m", "ratekeeper"]):
+        done = subprocess.run(
+            [*command, "explain", "3/second", "--json"], capture_output=True, text=True, check=True, env=dict(os.environ)
+        )
+        assert json.loads(done.stdout)["combined"]["burst"] == 3
+
+
+def test_fmt_seconds() -> None:
+    assert [fmt_seconds(s) for s in (0, 1e-9, 0.1, 1, 90, 3600, 86_400, 172_800)] == [
+        "0 s",
+        "1 ns",
+        "100 ms",
+        "1 s",
+        "1.5 min",
+        "1 h",
+        "1 day",
+        "2 days",
+    ]
