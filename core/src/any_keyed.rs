@@ -1,8 +1,8 @@
 //! One keyed store type for every algorithm, chosen at run time.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 
+use crate::byte_key::ByteKey;
 use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos};
 
 /// A [`KeyedLimiter`] of any algorithm, keyed by bytes: what policies and
@@ -22,10 +22,10 @@ pub struct AnyKeyed(Store);
 
 #[derive(Clone, Debug)]
 enum Store {
-    Gcra(KeyedLimiter<Vec<u8>, Gcra>),
+    Gcra(KeyedLimiter<ByteKey, Gcra>),
     /// Boxed: an `AnyLimiter` prototype is large, and one indirection per
     /// store costs nothing per key.
-    Any(Box<KeyedLimiter<Vec<u8>, AnyLimiter>>),
+    Any(Box<KeyedLimiter<ByteKey, AnyLimiter>>),
 }
 
 /// A key's state in an [`AnyKeyed`] store, saved to be put back.
@@ -88,7 +88,7 @@ impl AnyKeyed {
 
     /// See [`KeyedLimiter::try_acquire`].
     pub fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
-        each!(&mut self.0, s => s.try_acquire(key, now, cost))
+        each!(&mut self.0, s => s.try_acquire_with(key, ByteKey::new, now, cost))
     }
 
     /// See [`KeyedLimiter::try_acquire_batch`].
@@ -99,7 +99,7 @@ impl AnyKeyed {
         costs: &[u64],
         out: &mut [Result<Decision, Error>],
     ) -> Result<(), Error> {
-        each!(&mut self.0, s => s.try_acquire_batch(key, now, costs, out))
+        each!(&mut self.0, s => s.try_acquire_batch_with(key, ByteKey::new, now, costs, out))
     }
 
     /// See [`KeyedLimiter::peek`].
@@ -115,7 +115,7 @@ impl AnyKeyed {
         cost: u64,
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Decision>, Error> {
-        each!(&mut self.0, s => s.reserve(key, now, cost, max_wait))
+        each!(&mut self.0, s => s.reserve_with(key, ByteKey::new, now, cost, max_wait))
     }
 
     /// See [`KeyedLimiter::saved`].
@@ -129,8 +129,8 @@ impl AnyKeyed {
     /// See [`KeyedLimiter::put_back`]; `saved` comes from this store.
     pub(crate) fn put_back(&mut self, key: &[u8], saved: Saved) {
         match (&mut self.0, saved) {
-            (Store::Gcra(s), Saved::Gcra(state)) => s.put_back(key, state),
-            (Store::Any(s), Saved::Any(state)) => s.put_back(key, state),
+            (Store::Gcra(s), Saved::Gcra(state)) => s.put_back(key, ByteKey::new, state),
+            (Store::Any(s), Saved::Any(state)) => s.put_back(key, ByteKey::new, state),
             _ => unreachable!("a state saved from another store"),
         }
     }

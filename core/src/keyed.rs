@@ -224,7 +224,21 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.apply(key, now, |l, now| l.try_acquire(now, cost))
+        self.try_acquire_with(key, Q::to_owned, now, cost)
+    }
+
+    /// [`Self::try_acquire`], making the key to keep with `own`.
+    pub(crate) fn try_acquire_with<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        self.apply(key, own, now, |l, now| l.try_acquire(now, cost))
             .map(|(d, lag)| after(d, lag))
     }
 
@@ -245,7 +259,22 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        let ((), lag) = self.apply(key, now, |l, now| l.try_acquire_batch(now, costs, out))?;
+        self.try_acquire_batch_with(key, Q::to_owned, now, costs, out)
+    }
+
+    /// [`Self::try_acquire_batch`], making the key to keep with `own`.
+    pub(crate) fn try_acquire_batch_with<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        let ((), lag) = self.apply(key, own, now, |l, now| l.try_acquire_batch(now, costs, out))?;
         for slot in out[..costs.len()].iter_mut().flatten() {
             *slot = after(*slot, lag);
         }
@@ -279,9 +308,24 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
+        self.reserve_with(key, Q::to_owned, now, cost, max_wait)
+    }
+
+    /// [`Self::reserve`], making the key to keep with `own`.
+    pub(crate) fn reserve_with<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        cost: u64,
+        max_wait: Nanos,
+    ) -> Result<Result<Nanos, Decision>, Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
         let (_, lag) = self.effective(now);
         let max_wait = max_wait.saturating_sub(Nanos(lag));
-        let (booked, lag) = self.apply(key, now, |l, now| l.reserve(now, cost, max_wait))?;
+        let (booked, lag) = self.apply(key, own, now, |l, now| l.reserve(now, cost, max_wait))?;
         Ok(match booked {
             Ok(Nanos::ZERO) => Ok(Nanos::ZERO),
             Ok(wait) => Ok(wait.saturating_add(Nanos(lag))),
@@ -302,14 +346,17 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Puts back a state of `key` that [`Self::saved`] returned: how a
     /// policy undoes what one limit booked when another refuses. The time
     /// the store has seen stays, as it does after any refusal.
-    pub(crate) fn put_back<Q>(&mut self, key: &Q, saved: Option<L::State>)
-    where
-        K: Borrow<Q>,
-        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    pub(crate) fn put_back<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        saved: Option<L::State>,
+    ) where
+        Q: ?Sized + Hash + Equivalent<K>,
     {
         match saved {
             Some(state) => {
-                self.states.insert(key.to_owned(), state);
+                self.states.insert(own(key), state);
             }
             None => {
                 self.states.remove(key);
@@ -352,12 +399,12 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     fn apply<Q, R>(
         &mut self,
         key: &Q,
+        own: impl FnOnce(&Q) -> K,
         now: Nanos,
         f: impl FnOnce(&mut L, Nanos) -> Result<R, Error>,
     ) -> Result<(R, u64), Error>
     where
-        K: Borrow<Q>,
-        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+        Q: ?Sized + Hash + Equivalent<K>,
     {
         let (now, lag) = self.effective(now);
         self.latest = now.0;
@@ -371,7 +418,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         })?;
         if !fresh {
             self.make_room(now)?;
-            self.states.insert(key.to_owned(), state);
+            self.states.insert(own(key), state);
         }
         Ok((answer, lag))
     }

@@ -54,6 +54,8 @@ mod any;
 #[cfg(feature = "alloc")]
 mod any_keyed;
 mod bandwidth;
+#[cfg(feature = "alloc")]
+mod byte_key;
 mod calendar;
 #[cfg(feature = "alloc")]
 mod config;

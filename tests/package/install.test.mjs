@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
     'wasm/workerd.mjs', 'wasm/browser.d.ts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
   ]) {
     assert.ok(existsSync(join(root, file)), `${file} is in the package`);
@@ -69,6 +69,21 @@ test('import("ratekeeper") is the native addon, the same instance as require', (
   `]).trim().split('\n');
   assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
   assert.match(out[1], /node_modules\/ratekeeper\/main\.mjs$/);
+});
+
+test('ratekeeper/redis resolves under node, from require and import, with the script inside', () => {
+  const out = node(['--input-type=module', '-e', `
+    import { RedisLimiter, RedisPolicy, REDIS_SCRIPT_SHA } from 'ratekeeper/redis';
+    import { createRequire } from 'node:module';
+    const required = createRequire(process.cwd() + '/')('ratekeeper/redis');
+    if (required.RedisLimiter !== RedisLimiter) throw new Error('two instances');
+    console.log(JSON.stringify({ limiter: typeof RedisLimiter, policy: typeof RedisPolicy, sha: REDIS_SCRIPT_SHA }));
+    console.log(import.meta.resolve('ratekeeper/redis'));
+  `]).trim().split('\n');
+  const got = JSON.parse(out[0]);
+  assert.deepEqual([got.limiter, got.policy], ['function', 'function']);
+  assert.match(got.sha, /^[0-9a-f]{40}$/);
+  assert.match(out[1], /node_modules\/ratekeeper\/lib\/redis\.cjs$/);
 });
 
 test('the browser condition resolves to the WebAssembly build', () => {
