@@ -3,11 +3,15 @@
 use alloc::boxed::Box;
 
 use crate::byte_key::ByteKey;
-use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos};
+use crate::{
+    AnyLimiter, BucketState, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, TokenBucket,
+};
 
 /// A [`KeyedLimiter`] of any algorithm, keyed by bytes: what policies and
-/// the language bindings hold. A GCRA store keeps one `u64` per key; the
-/// other algorithms keep their whole limiter per key.
+/// the language bindings hold. A GCRA store keeps one `u64` per key, a
+/// one-bandwidth token bucket its 40-byte [`BucketState`]; the other
+/// algorithms keep their whole limiter per key. Keys of up to 22 bytes are
+/// kept inline, without an allocation.
 ///
 /// ```
 /// use ratekeeper::{AnyKeyed, FixedWindow, Nanos};
@@ -23,6 +27,8 @@ pub struct AnyKeyed(Store);
 #[derive(Clone, Debug)]
 enum Store {
     Gcra(KeyedLimiter<ByteKey, Gcra>),
+    /// One bandwidth, the common bucket: its bands' state alone per key.
+    TokenBucket(KeyedLimiter<ByteKey, TokenBucket>),
     /// Boxed: an `AnyLimiter` prototype is large, and one indirection per
     /// store costs nothing per key.
     Any(Box<KeyedLimiter<ByteKey, AnyLimiter>>),
@@ -32,6 +38,7 @@ enum Store {
 #[derive(Clone, Debug)]
 pub(crate) enum Saved {
     Gcra(Option<u64>),
+    TokenBucket(Option<BucketState<1>>),
     Any(Option<AnyLimiter>),
 }
 
@@ -40,6 +47,7 @@ macro_rules! each {
     ($any:expr, $s:ident => $body:expr) => {
         match $any {
             Store::Gcra($s) => $body,
+            Store::TokenBucket($s) => $body,
             Store::Any($s) => $body,
         }
     };
@@ -50,6 +58,7 @@ impl AnyKeyed {
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
         AnyKeyed(match prototype {
             AnyLimiter::Gcra(gcra) => Store::Gcra(KeyedLimiter::new(gcra)),
+            AnyLimiter::TokenBucket(bucket) => Store::TokenBucket(KeyedLimiter::new(bucket)),
             other => Store::Any(Box::new(KeyedLimiter::new(other))),
         })
     }
@@ -59,6 +68,7 @@ impl AnyKeyed {
     pub fn with_max_keys(self, max_keys: usize, eviction: crate::Eviction) -> Result<Self, Error> {
         Ok(AnyKeyed(match self.0 {
             Store::Gcra(s) => Store::Gcra(s.with_max_keys(max_keys, eviction)?),
+            Store::TokenBucket(s) => Store::TokenBucket(s.with_max_keys(max_keys, eviction)?),
             Store::Any(s) => Store::Any(Box::new(s.with_max_keys(max_keys, eviction)?)),
         }))
     }
@@ -67,6 +77,7 @@ impl AnyKeyed {
     pub fn prototype(&self) -> AnyLimiter {
         match &self.0 {
             Store::Gcra(s) => AnyLimiter::Gcra(s.prototype().clone()),
+            Store::TokenBucket(s) => AnyLimiter::TokenBucket(s.prototype().clone()),
             Store::Any(s) => s.prototype().clone(),
         }
     }
@@ -122,6 +133,7 @@ impl AnyKeyed {
     pub(crate) fn saved(&self, key: &[u8]) -> Saved {
         match &self.0 {
             Store::Gcra(s) => Saved::Gcra(s.saved(key)),
+            Store::TokenBucket(s) => Saved::TokenBucket(s.saved(key)),
             Store::Any(s) => Saved::Any(s.saved(key)),
         }
     }
@@ -130,6 +142,9 @@ impl AnyKeyed {
     pub(crate) fn put_back(&mut self, key: &[u8], saved: Saved) {
         match (&mut self.0, saved) {
             (Store::Gcra(s), Saved::Gcra(state)) => s.put_back(key, ByteKey::new, state),
+            (Store::TokenBucket(s), Saved::TokenBucket(state)) => {
+                s.put_back(key, ByteKey::new, state)
+            }
             (Store::Any(s), Saved::Any(state)) => s.put_back(key, ByteKey::new, state),
             _ => unreachable!("a state saved from another store"),
         }

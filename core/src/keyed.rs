@@ -86,25 +86,6 @@ keyed_by_clone!(
     crate::AnyLimiter,
 );
 
-impl<const N: usize> Keyed for crate::TokenBucket<N> {
-    /// The whole bucket.
-    type State = crate::TokenBucket<N>;
-
-    fn new_state(&self) -> Self::State {
-        self.clone()
-    }
-
-    #[inline]
-    fn with_state<R>(&self, state: &mut Self, _: Nanos, f: impl FnOnce(&mut Self) -> R) -> R {
-        f(state)
-    }
-
-    #[inline]
-    fn read_state<R>(&self, state: &Self, _: Nanos, f: impl FnOnce(&Self) -> R) -> R {
-        f(state)
-    }
-}
-
 /// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
 /// arrives and no key is back to fresh.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -107,4 +107,6 @@ pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};
 pub use state::{Portable, STATE_VERSION};
+#[cfg(feature = "alloc")]
+pub use token_bucket::BucketState;
 pub use token_bucket::TokenBucket;

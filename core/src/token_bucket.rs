@@ -1,6 +1,8 @@
 //! The lazy-refill token bucket, with one or several bandwidths.
 
 use crate::bandwidth::Band;
+#[cfg(feature = "alloc")]
+use crate::keyed::Keyed;
 use crate::limiter::check_cost;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
@@ -333,6 +335,54 @@ impl<const N: usize> TokenBucket<N> {
             reset_after,
         } = decision;
         (allowed, remaining, limit, retry_after, reset_after)
+    }
+}
+
+/// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key of a token
+/// bucket: the bands' state and its time, 24 bytes per band and 16 more,
+/// without the rules, which the store keeps once.
+#[cfg(feature = "alloc")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketState<const N: usize> {
+    bands: [Band; N],
+    updated: Option<Nanos>,
+}
+
+#[cfg(feature = "alloc")]
+impl<const N: usize> Keyed for TokenBucket<N> {
+    type State = BucketState<N>;
+
+    fn new_state(&self) -> BucketState<N> {
+        BucketState {
+            bands: self.bands,
+            updated: self.updated,
+        }
+    }
+
+    #[inline]
+    fn with_state<R>(
+        &self,
+        state: &mut BucketState<N>,
+        _: Nanos,
+        f: impl FnOnce(&mut Self) -> R,
+    ) -> R {
+        let mut bucket = TokenBucket {
+            rules: self.rules,
+            bands: state.bands,
+            updated: state.updated,
+        };
+        let result = f(&mut bucket);
+        (state.bands, state.updated) = (bucket.bands, bucket.updated);
+        result
+    }
+
+    #[inline]
+    fn read_state<R>(&self, state: &BucketState<N>, _: Nanos, f: impl FnOnce(&Self) -> R) -> R {
+        f(&TokenBucket {
+            rules: self.rules,
+            bands: state.bands,
+            updated: state.updated,
+        })
     }
 }
 
