@@ -501,23 +501,34 @@ end
 -- The reply's numbers for one decision: the combined answer (the tightest
 -- remaining and its limit, the longest waits, the denying limit with the
 -- longest wait, the first on ties), then each limit's.
+local limit_of = {}
+for i, l in ipairs(limits) do limit_of[i] = l.cfg.limit or l.cfg.burst end
+
+-- Appends without temporary tables: a batch calls this once per cost.
 local function append(reply, answers, all)
   local denied_by, tightest, retry, reset = 0, 1, 0, 0
-  for i, a in ipairs(answers) do
+  for i = 1, n do
+    local a = answers[i]
     if not a[1] and (denied_by == 0 or a[3] > answers[denied_by][3]) then denied_by = i end
     if a[2] < answers[tightest][2] then tightest = i end
     retry, reset = max(retry, a[3]), max(reset, a[4])
   end
-  local flag = 0
-  if all then flag = 1 end
-  local function limit_of(i) return limits[i].cfg.limit or limits[i].cfg.burst end
-  for _, v in ipairs({ flag, denied_by, answers[tightest][2], limit_of(tightest), retry, reset }) do
-    reply[#reply + 1] = v
-  end
-  for i, a in ipairs(answers) do
-    local allowed = 0
-    if a[1] then allowed = 1 end
-    for _, v in ipairs({ allowed, a[2], limit_of(i), a[3], a[4] }) do reply[#reply + 1] = v end
+  local k = #reply
+  reply[k + 1] = all and 1 or 0
+  reply[k + 2] = denied_by
+  reply[k + 3] = answers[tightest][2]
+  reply[k + 4] = limit_of[tightest]
+  reply[k + 5] = retry
+  reply[k + 6] = reset
+  k = k + 6
+  for i = 1, n do
+    local a = answers[i]
+    reply[k + 1] = a[1] and 1 or 0
+    reply[k + 2] = a[2]
+    reply[k + 3] = limit_of[i]
+    reply[k + 4] = a[3]
+    reply[k + 5] = a[4]
+    k = k + 5
   end
   return retry
 end
