@@ -364,9 +364,12 @@ class Store {
 
   decisions(reply, count) {
     const n = this.limits.length;
+    // A lone limit's own answer is the combined one, which the script does
+    // not send twice: read it from there.
+    const stride = n === 1 ? 6 : 6 + 5 * n;
     const out = new Array(count);
     for (let j = 0; j < count; j++) {
-      const at = 1 + j * (6 + 5 * n);
+      const at = 1 + j * stride;
       const d = {
         allowed: reply[at] === 1,
         remaining: reply[at + 2],
@@ -377,6 +380,10 @@ class Store {
       if (this.kind === 'policy') {
         d.deniedBy = reply[at + 1] === 0 ? null : this.limits[reply[at + 1] - 1].name;
         d.limits = this.limits.map((l, i) => {
+          if (n === 1) {
+            const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = d;
+            return { name: l.name, allowed, remaining, limit, retryAfterMs, resetAfterMs };
+          }
           const k = at + 6 + 5 * i;
           return {
             name: l.name,

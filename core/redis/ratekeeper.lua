@@ -521,6 +521,8 @@ local function append(reply, answers, all)
   reply[k + 5] = retry
   reply[k + 6] = reset
   k = k + 6
+  -- One limit's own answer is the combined one: not sent twice.
+  if n == 1 then return retry end
   for i = 1, n do
     local a = answers[i]
     reply[k + 1] = a[1] and 1 or 0

@@ -30,10 +30,11 @@
 //!   `"refund"`, then `taken_at` in µs (`""`: now); for `"reserve"` (one
 //!   cost), then `max_wait` in µs.
 //! - Reply: `now` (µs, the time decided at), then per cost `6 + 5 * n`
-//!   integers: `allowed` (0/1), `denied_by` (the denying limit's 1-based
-//!   index with the longest `retry_after`, 0 when allowed), the combined
-//!   `remaining`, `limit`, `retry_after`, `reset_after` (µs), then for each
-//!   limit its own `allowed, remaining, limit, retry_after, reset_after`.
+//!   integers (6 when `n` is 1): `allowed` (0/1), `denied_by` (the denying
+//!   limit's 1-based index with the longest `retry_after`, 0 when allowed),
+//!   the combined `remaining`, `limit`, `retry_after`, `reset_after` (µs),
+//!   then, when `n > 1`, for each limit its own `allowed, remaining, limit,
+//!   retry_after, reset_after` (a lone limit's is the combined answer).
 //!   `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
 //!   wait`, then the decision at `now` as above.
 //!

@@ -405,21 +405,21 @@ class _Core:
 
     def decisions(self, reply: Sequence[int], count: int) -> list[RedisDecision]:
         n = len(self.limits)
+        # A lone limit's own answer is the combined one, which the script
+        # does not send twice: read it from there.
+        stride, fields = (6, (0, 2, 3, 4, 5)) if n == 1 else (6 + 5 * n, (0, 1, 2, 3, 4))
         out = []
         for j in range(count):
-            base = 1 + j * (6 + 5 * n)
-            own = [
-                Decision(
-                    bool(reply[at]),
-                    reply[at + 1],
-                    reply[at + 2],
-                    reply[at + 3] / 1e6,
-                    reply[at + 4] / 1e6,
-                    name=limit.name,
-                    window=limit.window,
+            base = 1 + j * stride
+            starts = [base] if n == 1 else range(base + 6, base + 6 + 5 * n, 5)
+            own = []
+            for limit, at in zip(self.limits, starts):
+                allowed, remaining, limit_, retry, reset = (reply[at + f] for f in fields)
+                own.append(
+                    Decision(
+                        bool(allowed), remaining, limit_, retry / 1e6, reset / 1e6, name=limit.name, window=limit.window
+                    )
                 )
-                for limit, at in zip(self.limits, range(base + 6, base + 6 + 5 * n, 5))
-            ]
             denied_by = reply[base + 1]
             out.append(self.decision(reply[base : base + 6], own, denied_by, True))
         return out
