@@ -12,9 +12,9 @@
 // synchronous, no keys), express-rate-limit's MemoryStore (`await increment(key)`).
 // Every limiter is configured so that every call is allowed (1e9 per second).
 //
-// Keys: ratekeeper has no keyed store yet (the core is growing one), so a key is
-// a Map from key to limiter, exactly as the server helpers do for now. "single"
-// uses one key; "100k keys" cycles through 100,000.
+// Keys: ratekeeper's KeyedLimiter (the core's keyed store: one small state per
+// key, in Rust), beside a JS Map from key to limiter. "single" uses one key;
+// "100k keys" cycles through 100,000.
 //
 // Floors: `_noop(cost, nowMs)` goes through the same JS method and the same
 // native call shape as tryAcquire (a handle, two numbers) and does nothing;
@@ -53,6 +53,11 @@ const keyed = (api) => {
   for (const key of keys) map.set(key, bucketOf(api));
   return map;
 };
+const keyedStore = (api) => {
+  const limiter = new api.KeyedLimiter(bucketOf(api));
+  for (const key of keys) limiter.tryAcquire(key);
+  return limiter;
+};
 
 // One loop per case, written out: a loop shared by every case would see many
 // callees at one call site and slow them all down alike.
@@ -60,6 +65,7 @@ function cases() {
   const napiBucket = bucketOf(rk);
   const napiSingle = new Map([['k', napiBucket]]);
   const napiKeys = keyed(rk);
+  const napiStore = keyedStore(rk);
   const floor = new native.NoopFloor();
   const handle = native.tokenBucket({ capacity: RATE, refillTokens: RATE, refillPeriodMs: 1000 });
   const now = performance.now();
@@ -100,12 +106,23 @@ function cases() {
       for (let i = 0; i < n; i++) s += napiKeys.get(keys[i % KEYS]).tryAcquire().remaining;
       return s;
     }],
+    ['ratekeeper napi: KeyedLimiter.tryAcquire(key)', 'single', (n) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += napiStore.tryAcquire('k').remaining;
+      return s;
+    }],
+    ['ratekeeper napi: 100k keys, KeyedLimiter.tryAcquire(key)', 'keys', (n) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += napiStore.tryAcquire(keys[i % KEYS]).remaining;
+      return s;
+    }],
   ];
 
   if (wasm) {
     const wasmBucket = bucketOf(wasm);
     const wasmSingle = new Map([['k', wasmBucket]]);
     const wasmKeys = keyed(wasm);
+    const wasmStore = keyedStore(wasm);
     list.push(
       ['ratekeeper wasm: tryAcquire()', 'single', (n) => {
         let s = 0;
@@ -130,6 +147,11 @@ function cases() {
       ['ratekeeper wasm: 100k keys, map.get(key).tryAcquire()', 'keys', (n) => {
         let s = 0;
         for (let i = 0; i < n; i++) s += wasmKeys.get(keys[i % KEYS]).tryAcquire().remaining;
+        return s;
+      }],
+      ['ratekeeper wasm: 100k keys, KeyedLimiter.tryAcquire(key)', 'keys', (n) => {
+        let s = 0;
+        for (let i = 0; i < n; i++) s += wasmStore.tryAcquire(keys[i % KEYS]).remaining;
         return s;
       }],
     );
@@ -192,6 +214,7 @@ async function time(run) {
 // Memory per key, each measured in a child process of its own (`--memory=NAME`)
 // so that nothing else allocated in between: 100k keys in a Map, after a GC.
 const MEMORY = {
+  'ratekeeper napi KeyedLimiter(TokenBucket)': async () => keyedStore(rk),
   'ratekeeper napi TokenBucket (Map)': async () => keyed(rk),
   'ratekeeper wasm TokenBucket (Map)': async () => keyed(require(path.join(__dirname, '../../bindings-wasm/node.cjs'))),
   'limiter RateLimiter (Map)': async () => new Map(keys.map((k) => [k, new RateLimiter({ tokensPerInterval: RATE, interval: 'second' })])),
@@ -238,10 +261,10 @@ async function main() {
   const width = Math.max(...list.map(([name]) => name.length));
   console.log(`\n${'case'.padEnd(width)}  ns/call  x ratekeeper napi tryAcquire()`);
   for (const [name, group] of list) {
-    if (group === 'keys' && !name.startsWith('ratekeeper napi: 100k')) continue;
+    if (group === 'keys') continue;
     console.log(`${name.padEnd(width)}  ${ns.get(name).toFixed(1).padStart(7)}  ${(ns.get(name) / base).toFixed(2).padStart(6)}`);
   }
-  const keyBase = ns.get('ratekeeper napi: 100k keys, map.get(key).tryAcquire()');
+  const keyBase = ns.get('ratekeeper napi: 100k keys, KeyedLimiter.tryAcquire(key)');
   console.log(`\n${'100k keys'.padEnd(width)}  ns/call  x ratekeeper napi (100k keys)`);
   for (const [name, group] of list) {
     if (group !== 'keys') continue;
@@ -250,10 +273,10 @@ async function main() {
 
   const ratio = (a, b) => (ns.get(a) / ns.get(b)).toFixed(2);
   const napi = 'ratekeeper napi: tryAcquire()';
-  const napiMap = 'ratekeeper napi: map.get(key).tryAcquire()';
+  const napiKeyed = 'ratekeeper napi: KeyedLimiter.tryAcquire(key)';
   console.log('\nratios (issue 6 and 7 targets in brackets)');
-  console.log(`  rate-limiter-flexible / ratekeeper napi, single key (map): ${ratio('rate-limiter-flexible: await consume(key)', napiMap)}  [>= 5]`);
-  console.log(`  rate-limiter-flexible / ratekeeper napi, 100k keys:        ${ratio('rate-limiter-flexible: 100k keys, await consume(key)', 'ratekeeper napi: 100k keys, map.get(key).tryAcquire()')}  [>= 8]`);
+  console.log(`  rate-limiter-flexible / ratekeeper napi KeyedLimiter, 1 key: ${ratio('rate-limiter-flexible: await consume(key)', napiKeyed)}  [>= 5]`);
+  console.log(`  rate-limiter-flexible / ratekeeper napi, 100k keys:        ${ratio('rate-limiter-flexible: 100k keys, await consume(key)', 'ratekeeper napi: 100k keys, KeyedLimiter.tryAcquire(key)')}  [>= 8]`);
   console.log(`  limiter RateLimiter / ratekeeper napi:                      ${ratio('limiter: RateLimiter.tryRemoveTokens(1)', napi)}  [>= 2]`);
   console.log(`  limiter TokenBucket / ratekeeper napi:                      ${ratio('limiter: TokenBucket.tryRemoveTokens(1)', napi)}  [>= 2]`);
   console.log(`  ratekeeper napi / floor _noop (same path):                  ${ratio(napi, 'floor: _noop(1, nowMs) (same path, no work)')}  [<= 2]`);
