@@ -60,8 +60,8 @@ cmd_pack() {
     mkdir -p "$STAGE/lib" "$STAGE/wasm/pkg"
     cp "$PKG"/package.json "$PKG"/README.md "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/native.d.ts "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
-        "$PKG"/*.node "$STAGE/"
-    cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$STAGE/lib/"
+        "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
+    cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"
     esm_wrap "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" 'pacedFetch'
     cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.d.ts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.ts "$STAGE/wasm/"
     cp "$WASM"/pkg/api.mjs "$WASM"/pkg/ratekeeper.d.ts "$STAGE/wasm/pkg/"
