@@ -56,12 +56,6 @@ export declare function keyedLen(handle: number): number
 /** `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration. */
 export declare function keyedNew(prototype: number, maxKeys: number, eviction: string): number
 
-/**
- * `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
- * (see [`shared::keyed_op`] and [`status`]).
- */
-export declare function keyedOp(handle: number, key: string, cost: number, maxWaitMs: number, nowMs: number, op: number): number
-
 /** The configuration of a keyed limiter's keys, as a new limiter handle. */
 export declare function keyedPrototype(handle: number): number
 
@@ -76,15 +70,6 @@ export declare function keyedTryAcquireBatch(handle: number, key: string, costs:
 
 /** `new LeakyBucket(options)`. */
 export declare function leakyBucket(options: unknown): number
-
-/**
- * Takes what `tryAcquire` takes and does nothing: the floor a decision is
- * measured against (bench/bench.cjs).
- */
-export declare function noop(handle: number, cost: number, nowMs: number): boolean
-
-/** The answer `tryAcquire` would give, consuming nothing. */
-export declare function peek(handle: number, cost: number, nowMs: number): number
 
 /** Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration. */
 export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number): void
@@ -129,9 +114,6 @@ export declare const REDIS_SCRIPT: string
 /** Gives back `cost` units taken at `takenAtMs`. */
 export declare function refund(handle: number, cost: number, takenAtMs: number): void
 
-/** Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound). */
-export declare function reserve(handle: number, cost: number, maxWaitMs: number, nowMs: number): number
-
 /** `limiter.restore(bytes)`. */
 export declare function restore(handle: number, bytes: Uint8Array): void
 
@@ -149,9 +131,6 @@ export declare function tokenBucket(options: unknown): number
 
 /** `TokenBucket.fromBandwidths(bandwidths)`. */
 export declare function tokenBucketFromBandwidths(options: unknown): number
-
-/** Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]). */
-export declare function tryAcquire(handle: number, cost: number, nowMs: number): number
 
 /**
  * Throws the `invalid_type` error for an argument the JS layer checked

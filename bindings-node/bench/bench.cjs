@@ -17,11 +17,12 @@
 // "100k keys" cycles through 100,000.
 //
 // Floors: `_noop(cost, nowMs)` goes through the same JS method and the same
-// native call shape as tryAcquire (a handle, two numbers) and does nothing;
-// `NoopFloor#noop(cost, nowMs)` is a napi-rs class method doing nothing, the
-// floor the issue names. Operations are plain functions taking a handle rather
-// than class methods because napi-rs checks the class of `this` on every method
-// call (see the two floors).
+// native call shape as tryAcquire (a handle, two numbers read, a status
+// returned) and does nothing; `NoopFloor#noop(cost, nowMs)` is a napi-rs class
+// method doing nothing. The hot operations are plain Node-API callbacks taking
+// a handle (bindings-node/src/fast.rs), not napi-rs methods or functions:
+// napi-rs checks the class of `this` on every method call and opens a
+// "native borrow scope" on every call, each costing more than the decision.
 //
 // BENCH_N (calls per round, default 200000) and BENCH_ROUNDS (default 9) tune
 // it; each figure is the median of the rounds, the cases interleaved per round.

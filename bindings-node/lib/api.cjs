@@ -36,6 +36,10 @@ function createApi(B) {
     return status === 1;
   }
 
+  // The hot operations, read off the backend once: a property load on its
+  // large exports object is not free on every call.
+  const { tryAcquire: tryAcquireOp, peek: peekOp, reserve: reserveOp, keyedOp, noop: noopOp } = B;
+
   function decision(allowed) {
     const s = out();
     return { allowed, remaining: s[0], limit: s[1], retryAfterMs: s[2], resetAfterMs: s[3] };
@@ -113,18 +117,18 @@ function createApi(B) {
     }
 
     tryAcquire(cost, nowMs) {
-      return decision(yes(B.tryAcquire(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
+      return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
     }
 
     peek(cost, nowMs) {
-      return decision(yes(B.peek(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
+      return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
     }
 
     reserve(cost, maxWaitMs, nowMs) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = this.#now(nowMs);
-      return reservation(yes(B.reserve(this.#h, units, maxWait, now)), units, now, decision);
+      return reservation(yes(reserveOp(this.#h, units, maxWait, now)), units, now, decision);
     }
 
     refund(cost, takenAtMs) {
@@ -145,7 +149,7 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => yes(B.reserve(h, units, maxWait, now)),
+          reserve: (units, maxWait, now) => yes(reserveOp(h, units, maxWait, now)),
           refund: (units, atMs) => B.refund(h, units, atMs),
           read: () => this.#read(),
           label: this.#name,
@@ -211,7 +215,7 @@ function createApi(B) {
 
     /** Takes what tryAcquire takes into native code and does nothing: the floor of a call (benchmarks). */
     _noop(cost, nowMs) {
-      return B.noop(this.#h, cost, nowMs);
+      return noopOp(this.#h, cost, nowMs);
     }
   }
 
@@ -349,11 +353,11 @@ function createApi(B) {
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
     tryAcquire(key, cost, nowMs) {
-      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 1)));
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 1)));
     }
 
     peek(key, cost, nowMs) {
-      return decision(yes(B.keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 0)));
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 0)));
     }
 
     reserve(key, cost, maxWaitMs, nowMs) {
@@ -361,7 +365,7 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      return reservation(yes(B.keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision);
+      return reservation(yes(keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision);
     }
 
     refund(key, cost, takenAtMs) {
@@ -380,7 +384,7 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => yes(B.keyedOp(h, k, units, maxWait, now, 2)),
+          reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
           refund: (units, atMs) => B.keyedRefund(h, k, units, atMs),
           read: () => readClock(this.#clock),
           label: `${this.#prototype.name} [${k}]`,

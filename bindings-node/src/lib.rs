@@ -3,11 +3,12 @@
 //! The public classes (`TokenBucket`, `Gcra`, ...) are written once, in
 //! `lib/api.cjs`, for this addon and for the wasm build alike. Each holds a
 //! handle: the index of its core [`AnyLimiter`] in this thread's
-//! [`Limiters`], made by one of the constructor functions below and given
+//! tables, made by one of the constructor functions below and given
 //! back by [`free`] once the JS object is collected. Every operation is a
 //! plain function taking the handle, not a class method: napi-rs checks the
 //! class of `this` on each method call, and looks every `External` up in a
-//! global registry, each of which cost more than the decision itself.
+//! global registry, each of which cost more than the decision itself. The
+//! decisions themselves skip napi-rs altogether ([`fast`]).
 //!
 //! A decision is not returned as an object (building one through Node-API
 //! costs several times the call): the operation returns `allowed` and writes
@@ -17,6 +18,7 @@
 //! errors are mapped in [`errors`].
 
 mod errors;
+mod fast;
 mod shared;
 
 use std::cell::RefCell;
@@ -33,7 +35,7 @@ use shared::{Failure, Field, JsValueIn, Kind, Out};
 /// The limiters (keyed stores, policies) of one JS thread, by handle. A freed
 /// slot is reused; no JS runs while the table is borrowed, so a borrow never fails.
 pub struct Table<T> {
-    slots: Vec<Option<T>>,
+    pub(crate) slots: Vec<Option<T>>,
     free: Vec<u32>,
 }
 
@@ -63,8 +65,8 @@ impl<T> Table<T> {
 
 thread_local! {
     // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
-    static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
-    static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
+    pub(crate) static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
+    pub(crate) static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
     static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
     // Never dropped: its napi reference would outlive the env at exit.
     static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
@@ -77,7 +79,7 @@ pub fn use_scratch(scratch: Float64Array) {
     SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
 }
 
-fn write(out: &Out) {
+pub(crate) fn write(out: &Out) {
     SCRATCH.with_borrow_mut(|slot| {
         if let Some(array) = slot.as_mut() {
             // SAFETY: the array stays alive (its reference is never released)
@@ -211,43 +213,6 @@ constructors! {
     "`new FixedWindow(options)`." fixed_window => shared::fixed_window;
 }
 
-/// The status of an answer, 1 (yes) or 0, its numbers written to the scratch.
-/// The wasm build returns the same statuses, and 2 for a failure, which here throws.
-fn status(env: &Env, answer: shared::Answer) -> napi::Result<u32> {
-    let (yes, out) = answer.or_throw(env)?;
-    write(&out);
-    Ok(yes.into())
-}
-
-/// Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]).
-#[napi]
-pub fn try_acquire(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
-    let answer = with(&env, handle, |l| shared::try_acquire(l, cost, now_ms))?;
-    status(&env, answer)
-}
-
-/// The answer `tryAcquire` would give, consuming nothing.
-#[napi]
-pub fn peek(env: Env, handle: u32, cost: f64, now_ms: f64) -> napi::Result<u32> {
-    let answer = with(&env, handle, |l| shared::peek(l, cost, now_ms))?;
-    status(&env, answer)
-}
-
-/// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
-#[napi]
-pub fn reserve(
-    env: Env,
-    handle: u32,
-    cost: f64,
-    max_wait_ms: f64,
-    now_ms: f64,
-) -> napi::Result<u32> {
-    let answer = with(&env, handle, |l| {
-        shared::reserve(l, cost, max_wait_ms, now_ms)
-    })?;
-    status(&env, answer)
-}
-
 /// Gives back `cost` units taken at `takenAtMs`.
 #[napi]
 pub fn refund(env: Env, handle: u32, cost: f64, taken_at_ms: f64) -> napi::Result<()> {
@@ -341,24 +306,6 @@ pub fn keyed_new(env: Env, prototype: u32, max_keys: f64, eviction: String) -> n
 pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
     Ok(LIMITERS.with_borrow_mut(|t| t.insert(prototype)))
-}
-
-/// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)
-/// (see [`shared::keyed_op`] and [`status`]).
-#[napi]
-pub fn keyed_op(
-    env: Env,
-    handle: u32,
-    key: String,
-    cost: f64,
-    max_wait_ms: f64,
-    now_ms: f64,
-    op: u32,
-) -> napi::Result<u32> {
-    let answer = with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_op(s, key.as_bytes(), cost, max_wait_ms, now_ms, op)
-    })?;
-    status(&env, answer)
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`.
@@ -515,11 +462,10 @@ pub fn policy_headers(env: Env, handle: u32, decision: Vec<f64>) -> napi::Result
     .or_throw(&env)
 }
 
-/// Takes what `tryAcquire` takes and does nothing: the floor a decision is
-/// measured against (bench/bench.cjs).
-#[napi]
-pub fn noop(_handle: u32, _cost: f64, _now_ms: f64) -> bool {
-    true
+/// Adds the hand-written hot path ([`fast`]) to the exports.
+#[napi(module_exports)]
+pub fn exports(exports: Object, env: Env) -> napi::Result<()> {
+    fast::register(&env, exports.raw())
 }
 
 /// A class whose `noop(cost, nowMs)` method does nothing: the floor of a

@@ -26,6 +26,23 @@ describe('KeyedLimiter', () => {
     assert.equal(keyed.headers(d)['Retry-After'], '1');
   });
 
+  it('keys of any length and any characters stay apart, whole', () => {
+    // The addon reads short keys into a 128-byte buffer on the stack and longer
+    // ones onto the heap: keys that differ only in their last character, on
+    // both sides of that edge, with multi-byte characters across it.
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
+    const keys = [];
+    for (const length of [0, 1, 22, 23, 120, 123, 124, 125, 126, 127, 128, 129, 1000]) {
+      for (const tail of ['a', 'b', 'é', '€', '😀', '\ud800']) keys.push('k'.repeat(length) + tail);
+    }
+    keys.push('😀'.repeat(31) + 'a', '😀'.repeat(31) + 'b', '€'.repeat(41) + 'a', '€'.repeat(41) + 'b');
+    for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, true, `first call for a key of ${key.length}`);
+    // A lone surrogate is stored as U+FFFD, as Node writes any string into UTF-8.
+    const distinct = new Set(keys.map((key) => Buffer.from(key).toString())).size;
+    assert.equal(keyed.size, distinct);
+    for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, false, `second call for a key of ${key.length}`);
+  });
+
   it('peek inserts no key; reclaim drops the keys back to fresh', () => {
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: SECOND }));
     assert.equal(keyed.peek('x', 1, 0).remaining, 2);
