@@ -335,7 +335,7 @@ impl Key {
     /// `obj` as a key; the error names the argument `name`.
     fn from_py(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Key> {
         if let Ok(text) = obj.cast::<PyString>() {
-            return Ok(Key::new(text.encode_utf8()?.as_bytes()));
+            return Ok(Key::new(utf8(text)?));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             return Ok(Key::new(bytes.as_bytes()));
@@ -350,6 +350,32 @@ impl Key {
         let expected = "a str, bytes or int";
         Err(to_py(obj.py(), invalid_type(name, expected)))
     }
+}
+
+// `PyUnicode_AsUTF8AndSize` joined the limited API in 3.10, so pyo3-ffi does
+// not offer it to an abi3-py39 build; yet every CPython 3 exports it with this
+// signature. Without it a str key is read by encoding it into a new bytes
+// object on every call.
+extern "C" {
+    fn PyUnicode_AsUTF8AndSize(
+        unicode: *mut pyo3::ffi::PyObject,
+        size: *mut pyo3::ffi::Py_ssize_t,
+    ) -> *const std::ffi::c_char;
+}
+
+/// The UTF-8 bytes of `text`, which CPython keeps with the string (for an
+/// ASCII string, its very characters). A lone surrogate raises
+/// `UnicodeEncodeError`, as `str.encode` does.
+fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<&'a [u8]> {
+    let mut size: pyo3::ffi::Py_ssize_t = 0;
+    // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
+    let data = unsafe { PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    if data.is_null() {
+        return Err(PyErr::fetch(text.py()));
+    }
+    // SAFETY: CPython returned `size` bytes at `data`, owned by `text` and
+    // unchanged while it lives (a str is immutable).
+    Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
 }
 
 impl AsRef<[u8]> for Key {

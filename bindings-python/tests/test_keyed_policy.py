@@ -64,6 +64,13 @@ def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
     long_key = "k" * 1000
     store.try_acquire(long_key, 3, now=0)
     assert not store.peek(long_key, now=0)
+    for text in ("😀" * 20, "€" * 100, "\x00k"):
+        store.try_acquire(text, 3, now=0)
+        assert store.peek(text.encode(), 0, now=0).remaining == 0
+    # A str that is not text (a lone surrogate) has no UTF-8: it fails as str.encode does.
+    with pytest.raises(UnicodeEncodeError):
+        store.try_acquire("\ud800", now=0)
+    assert store.peek("k", now=0).remaining == 2, "the failure left the store working"
     for bad in (True, 1.5, None, ["a"]):
         with pytest.raises(RateLimitTypeError, match="`key` must be a str, bytes or int") as raised:
             store.try_acquire(bad, now=0)  # type: ignore[arg-type]
