@@ -3,9 +3,50 @@
 // napi-rs) driven by the JS layer shared with the WebAssembly build (lib/api.cjs).
 const native = require('./native.js');
 
-// The four numbers each decision is written into (see lib/api.cjs), on an
-// ArrayBuffer of its own so that its memory never moves.
-const scratch = new Float64Array(new ArrayBuffer(4 * Float64Array.BYTES_PER_ELEMENT));
+// The numbers each decision is written into (see lib/api.cjs), on an
+// ArrayBuffer of its own so that its memory never moves. Slots 0-3: the
+// answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
+// maxWaitMs, nowMs, op), the layout of `slot` in src/lib.rs.
+const scratch = new Float64Array(new ArrayBuffer(10 * Float64Array.BYTES_PER_ELEMENT));
 native.useScratch(scratch);
 
-module.exports = require('./lib/api.cjs').createApi({ ...native, scratch: () => scratch });
+// The hot operations (src/fast.rs) take their numbers through the scratch, and
+// leave their status there: each argument passed to Node-API, and the value
+// returned, would cost a call of its own.
+const { tryAcquire, peek, reserve, keyedOp, noop } = native;
+function put(handle, cost, maxWaitMs, nowMs, op) {
+  scratch[5] = handle;
+  scratch[6] = cost;
+  scratch[7] = maxWaitMs;
+  scratch[8] = nowMs;
+  scratch[9] = op;
+}
+const hot = {
+  tryAcquire(handle, cost, nowMs) {
+    put(handle, cost, 0, nowMs, 0);
+    tryAcquire();
+    return scratch[4];
+  },
+  peek(handle, cost, nowMs) {
+    put(handle, cost, 0, nowMs, 0);
+    peek();
+    return scratch[4];
+  },
+  reserve(handle, cost, maxWaitMs, nowMs) {
+    put(handle, cost, maxWaitMs, nowMs, 0);
+    reserve();
+    return scratch[4];
+  },
+  keyedOp(handle, key, cost, maxWaitMs, nowMs, op) {
+    put(handle, cost, maxWaitMs, nowMs, op);
+    keyedOp(key);
+    return scratch[4];
+  },
+  noop(handle, cost, nowMs) {
+    put(handle, cost, 0, nowMs, 0);
+    noop();
+    return scratch[4];
+  },
+};
+
+module.exports = require('./lib/api.cjs').createApi({ ...native, ...hot, scratch: () => scratch });

@@ -139,7 +139,8 @@ export declare function tokenBucketFromBandwidths(options: unknown): number
 export declare function typeError(name: string, expected: string): void
 
 /**
- * Hands over the `Float64Array` (at least 4 elements, on its own
- * `ArrayBuffer`) that the operations write their numbers into.
+ * Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
+ * own `ArrayBuffer`) that the operations write their answers into and the
+ * hot operations read their numbers from.
  */
 export declare function useScratch(scratch: Float64Array): void

@@ -4,11 +4,13 @@
 //! napi-rs 3 wraps every `#[napi]` function in a "native borrow scope" (a
 //! heap allocation, a mutex-guarded registry and thread-local stacks, per
 //! call), which on the machine of the benchmark cost about 150 ns: several
-//! times the decision itself. These few functions take only numbers and one
-//! string, so they read them with Node-API themselves and skip that machinery;
-//! everything else stays `#[napi]`. They are added to the exports at load
+//! times the decision itself. These few functions skip it, and go further:
+//! their numbers arrive in the scratch (`index.js` writes them there, see
+//! [`crate::slot`]) and their status leaves there, because reading each
+//! argument or making the return value is one more Node-API call. Only a
+//! key is passed as an argument. They are added to the exports at load
 //! ([`register`]), so `native.d.ts` (generated from `#[napi]` items) does not
-//! list them; `lib/api.cjs` is their only caller.
+//! list them; `index.js` is their only caller.
 //!
 //! Each callback catches panics (none is expected: the core does not panic)
 //! so that none unwinds into Node, and reports every failure as the same
@@ -24,7 +26,7 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Error};
 
 use crate::errors::throw;
 use crate::shared::{self, Answer};
-use crate::{write, KEYED, LIMITERS};
+use crate::{slot, with_scratch, KEYED, LIMITERS};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
 const INLINE_KEY: usize = 128;
@@ -48,28 +50,16 @@ unsafe fn args<const N: usize>(env: napi_env, info: napi_callback_info) -> [napi
     argv
 }
 
-/// A number argument; anything else is the `TypeError` naming `name`.
-///
-/// # Safety
-/// `value` belongs to the running callback's `env`.
-unsafe fn number(env: napi_env, value: napi_value, name: &str) -> Result<f64, Error> {
-    let mut out = 0.0;
-    match sys::napi_get_value_double(env, value, &mut out) {
-        Status::napi_ok => Ok(out),
-        _ => Err(shared::type_error(name, "a number")),
-    }
-}
-
-/// A handle argument (see [`crate::Table`]).
-///
-/// # Safety
-/// As for [`number`].
-unsafe fn handle(env: napi_env, value: napi_value) -> Result<usize, Error> {
-    let mut out = 0u32;
-    match sys::napi_get_value_uint32(env, value, &mut out) {
-        Status::napi_ok => Ok(out as usize),
-        _ => Err(bad_handle()),
-    }
+/// The arguments of a hot operation (see [`crate::slot`]): handle, cost,
+/// maxWaitMs, nowMs, op; `None` before `index.js` handed the scratch over.
+fn inputs() -> Option<(usize, [f64; 4])> {
+    with_scratch(|s| {
+        let args = s.get(slot::ARGS..slot::LEN)?;
+        let handle = args[0];
+        // A handle is a table index that `index.js` got from this addon.
+        let valid = handle >= 0.0 && handle <= u32::MAX as f64 && handle.fract() == 0.0;
+        valid.then(|| (handle as usize, [args[1], args[2], args[3], args[4]]))
+    })
 }
 
 fn bad_handle() -> Error {
@@ -127,99 +117,74 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
     })
 }
 
-/// The body of every callback: runs `decide`, writes its numbers to the
-/// scratch and returns its status (1: yes, 0: no), or throws.
+/// The body of every callback: runs `decide` on the arguments in the
+/// scratch, writes its answer and status there, or throws.
 ///
 /// # Safety
 /// `env` is that of the running callback.
-unsafe fn answer(env: napi_env, decide: impl FnOnce() -> Answer) -> napi_value {
-    let status = match catch_unwind(AssertUnwindSafe(decide)) {
-        Ok(Ok((yes, out))) => {
-            write(&out);
-            u32::from(yes)
-        }
+unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, [f64; 4]) -> Answer) -> napi_value {
+    let decided = catch_unwind(AssertUnwindSafe(|| {
+        let (handle, numbers) = inputs().ok_or_else(bad_handle)?;
+        decide(handle, numbers)
+    }));
+    match decided {
+        Ok(Ok((yes, out))) => with_scratch(|s| {
+            if let Some(dst) = s.get_mut(..slot::STATUS + 1) {
+                dst[..out.len()].copy_from_slice(&out);
+                dst[slot::STATUS] = if yes { 1.0 } else { 0.0 };
+            }
+        }),
         Ok(Err(error)) => {
             // The exception is pending once `throw` returns; its napi error is not needed.
             let _ = throw(&Env::from_raw(env), error);
-            return ptr::null_mut();
         }
         Err(_) => {
             let message = c"ratekeeper: internal error (a panic in the native addon)";
             sys::napi_throw_error(env, ptr::null(), message.as_ptr());
-            return ptr::null_mut();
         }
-    };
-    let mut result = ptr::null_mut();
-    sys::napi_create_uint32(env, status, &mut result);
-    result
+    }
+    // `undefined`: the answer is in the scratch.
+    ptr::null_mut()
 }
 
-/// A call `(handle, cost, nowMs)` answered by `op` on the limiter.
-///
-/// # Safety
-/// `env` and `info` are those of the running callback.
-unsafe fn on_cost_now(
-    env: napi_env,
-    info: napi_callback_info,
-    op: impl FnOnce(&mut AnyLimiter, f64, f64) -> Answer,
-) -> napi_value {
-    let [h, cost, now] = args::<3>(env, info);
-    answer(env, || {
-        let h = handle(env, h)?;
-        let (cost, now) = (number(env, cost, "cost")?, number(env, now, "now")?);
-        on_limiter(h, |l| op(l, cost, now))
+/// `tryAcquire()`: [handle, cost, -, nowMs] in the scratch.
+unsafe extern "C" fn try_acquire(env: napi_env, _: napi_callback_info) -> napi_value {
+    answer(env, |h, [cost, _, now, _]| {
+        on_limiter(h, |l| shared::try_acquire(l, cost, now))
     })
 }
 
-/// `tryAcquire(handle, cost, nowMs)`.
-unsafe extern "C" fn try_acquire(env: napi_env, info: napi_callback_info) -> napi_value {
-    on_cost_now(env, info, shared::try_acquire)
+/// `peek()`: as [`try_acquire`].
+unsafe extern "C" fn peek(env: napi_env, _: napi_callback_info) -> napi_value {
+    answer(env, |h, [cost, _, now, _]| {
+        on_limiter(h, |l| shared::peek(l, cost, now))
+    })
 }
 
-/// `peek(handle, cost, nowMs)`.
-unsafe extern "C" fn peek(env: napi_env, info: napi_callback_info) -> napi_value {
-    on_cost_now(env, info, |l, cost, now| shared::peek(l, cost, now))
-}
-
-/// `reserve(handle, cost, maxWaitMs, nowMs)`.
-unsafe extern "C" fn reserve(env: napi_env, info: napi_callback_info) -> napi_value {
-    let [h, cost, max_wait, now] = args::<4>(env, info);
-    answer(env, || {
-        let h = handle(env, h)?;
-        let cost = number(env, cost, "cost")?;
-        let max_wait = number(env, max_wait, "max_wait")?;
-        let now = number(env, now, "now")?;
+/// `reserve()`: [handle, cost, maxWaitMs, nowMs] in the scratch.
+unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value {
+    answer(env, |h, [cost, max_wait, now, _]| {
         on_limiter(h, |l| shared::reserve(l, cost, max_wait, now))
     })
 }
 
-/// `keyedOp(handle, key, cost, maxWaitMs, nowMs, op)` (see [`shared::keyed_op`]).
+/// `keyedOp(key)`: [handle, cost, maxWaitMs, nowMs, op] in the scratch (see
+/// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
-    let [h, key, cost, max_wait, now, op] = args::<6>(env, info);
-    answer(env, || {
-        let h = handle(env, h)?;
-        let cost = number(env, cost, "cost")?;
-        let max_wait = number(env, max_wait, "max_wait")?;
-        let now = number(env, now, "now")?;
-        let op = number(env, op, "op")? as u32;
+    let [key] = args::<1>(env, info);
+    answer(env, |h, [cost, max_wait, now, op]| {
         with_key(env, key, |key| {
-            on_keyed(h, |s| shared::keyed_op(s, key, cost, max_wait, now, op))
+            on_keyed(h, |s| {
+                shared::keyed_op(s, key, cost, max_wait, now, op as u32)
+            })
         })
     })
 }
 
-/// `noop(handle, cost, nowMs)`: reads what `tryAcquire` reads, decides
-/// nothing; the floor of bench/bench.cjs.
-unsafe extern "C" fn noop(env: napi_env, info: napi_callback_info) -> napi_value {
-    let [h, cost, now] = args::<3>(env, info);
-    answer(env, || {
-        let _ = (
-            handle(env, h)?,
-            number(env, cost, "cost")?,
-            number(env, now, "now")?,
-        );
-        Ok((true, [0.0; 4]))
-    })
+/// `noop()`: what `tryAcquire` does but decide; the floor of
+/// bench/bench.cjs.
+unsafe extern "C" fn noop(env: napi_env, _: napi_callback_info) -> napi_value {
+    answer(env, |_, _| Ok((true, [0.0; 4])))
 }
 
 type Callback = unsafe extern "C" fn(napi_env, napi_callback_info) -> napi_value;

@@ -72,24 +72,50 @@ thread_local! {
     static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
 }
 
-/// Hands over the `Float64Array` (at least 4 elements, on its own
-/// `ArrayBuffer`) that the operations write their numbers into.
+/// The scratch's slots beyond the answer's four ([`Out`]): the status of a
+/// hot operation ([`fast`]), then its arguments. `index.js` spells the same
+/// layout.
+pub(crate) mod slot {
+    /// 1 (allowed, booked) or 0.
+    pub const STATUS: usize = 4;
+    /// The arguments: handle, cost, maxWaitMs, nowMs, op.
+    pub const ARGS: usize = 5;
+    /// Every slot.
+    pub const LEN: usize = ARGS + 5;
+}
+
+/// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
+/// own `ArrayBuffer`) that the operations write their answers into and the
+/// hot operations read their numbers from.
 #[napi]
 pub fn use_scratch(scratch: Float64Array) {
     SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
 }
 
-pub(crate) fn write(out: &Out) {
+/// Runs `f` on the scratch; an empty slice before [`use_scratch`] or if it
+/// was too short.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut [f64]) -> R) -> R {
     SCRATCH.with_borrow_mut(|slot| {
-        if let Some(array) = slot.as_mut() {
+        let slice: &mut [f64] = match slot.as_mut() {
             // SAFETY: the array stays alive (its reference is never released)
             // and attached (the JS layer never transfers it), and its
             // ArrayBuffer's memory does not move; JS cannot run during this
             // call, so nothing else touches the memory while it is borrowed.
-            let slice = unsafe { array.as_mut() };
-            if let Some(dst) = slice.get_mut(..out.len()) {
-                dst.copy_from_slice(out);
-            }
+            Some(array) => unsafe { array.as_mut() },
+            None => &mut [],
+        };
+        f(if slice.len() >= slot::LEN {
+            slice
+        } else {
+            &mut []
+        })
+    })
+}
+
+pub(crate) fn write(out: &Out) {
+    with_scratch(|slice| {
+        if let Some(dst) = slice.get_mut(..out.len()) {
+            dst.copy_from_slice(out);
         }
     });
 }
