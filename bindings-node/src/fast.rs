@@ -70,7 +70,7 @@ fn bad_handle() -> Error {
 /// stack when it is short.
 ///
 /// # Safety
-/// As for [`number`].
+/// `value` belongs to the running callback's `env`.
 unsafe fn with_key<R>(
     env: napi_env,
     value: napi_value,
