@@ -6,13 +6,22 @@ const native = require('./native.js');
 // The numbers each decision is written into (see lib/api.cjs), on an
 // ArrayBuffer of its own so that its memory never moves. Slots 0-3: the
 // answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
-// maxWaitMs, nowMs, op), the layout of `slot` in src/lib.rs.
-const scratch = new Float64Array(new ArrayBuffer(10 * Float64Array.BYTES_PER_ELEMENT));
+// maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself, the
+// layout of `slot` in src/lib.rs.
+const scratch = new Float64Array(new ArrayBuffer(11 * Float64Array.BYTES_PER_ELEMENT));
 native.useScratch(scratch);
+
+// The runtime's own performance.now, which the addon reads natively for the
+// default clock (src/clock.rs). Fake timers replace globalThis.performance or
+// its `now`, never the prototype's method; lib/api.cjs checks at each call.
+const { performance: runtimePerformance } = require('node:perf_hooks');
+const nativeNow = Object.getPrototypeOf(runtimePerformance).now;
+native.useClock(() => nativeNow.call(runtimePerformance));
 
 // The hot operations (src/fast.rs) take their numbers through the scratch, and
 // leave their status there: each argument passed to Node-API, and the value
-// returned, would cost a call of its own.
+// returned, would cost a call of its own. A `nowMs` of undefined asks the
+// addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, noop } = native;
 function put(handle, cost, maxWaitMs, nowMs, op) {
   scratch[5] = handle;
@@ -20,6 +29,7 @@ function put(handle, cost, maxWaitMs, nowMs, op) {
   scratch[7] = maxWaitMs;
   scratch[8] = nowMs;
   scratch[9] = op;
+  scratch[10] = nowMs === undefined ? 1 : 0;
 }
 const hot = {
   tryAcquire(handle, cost, nowMs) {
@@ -49,4 +59,4 @@ const hot = {
   },
 };
 
-module.exports = require('./lib/api.cjs').createApi({ ...native, ...hot, scratch: () => scratch });
+module.exports = require('./lib/api.cjs').createApi({ ...native, ...hot, scratch: () => scratch, nativeNow });

@@ -139,6 +139,12 @@ export declare function tokenBucketFromBandwidths(options: unknown): number
 export declare function typeError(name: string, expected: string): void
 
 /**
+ * Ties the native clock to `now` (the JS layer passes `performance.now`):
+ * after this, [`now_ms`] reads what `now()` would return.
+ */
+export declare function useClock(now: () => number): void
+
+/**
  * Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
  * own `ArrayBuffer`) that the operations write their answers into and the
  * hot operations read their numbers from.

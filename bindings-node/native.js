@@ -871,4 +871,5 @@ module.exports.toBytes = nativeBinding.toBytes
 module.exports.tokenBucket = nativeBinding.tokenBucket
 module.exports.tokenBucketFromBandwidths = nativeBinding.tokenBucketFromBandwidths
 module.exports.typeError = nativeBinding.typeError
+module.exports.useClock = nativeBinding.useClock
 module.exports.useScratch = nativeBinding.useScratch

@@ -117,11 +117,11 @@ function createApi(B) {
     }
 
     tryAcquire(cost, nowMs) {
-      return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
+      return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
     }
 
     peek(cost, nowMs) {
-      return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), this.#now(nowMs))));
+      return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
     }
 
     reserve(cost, maxWaitMs, nowMs) {
@@ -305,6 +305,19 @@ function createApi(B) {
     return typeof now === 'number' ? now : badType('now', 'a number');
   }
 
+  // The napi build reads the default clock itself, cheaper than a call to
+  // performance.now() from JS, while performance.now is the runtime's own
+  // (B.nativeNow; fake timers replace it): undefined asks it to.
+  const nativeNow = B.nativeNow;
+
+  /** `nowFrom` for tryAcquire and peek, which may leave the clock to the backend. */
+  function hotNow(clock, nowMs) {
+    if (typeof nowMs === 'number') return nowMs;
+    if (nowMs !== undefined && nowMs !== null) return badType('now', 'a number');
+    const native = clock === defaultClock && nativeNow !== undefined && performance.now === nativeNow;
+    return native ? undefined : readClock(clock);
+  }
+
   function nowFrom(clock, nowMs) {
     if (typeof nowMs === 'number') return nowMs;
     if (nowMs === undefined || nowMs === null) return readClock(clock);
@@ -353,11 +366,11 @@ function createApi(B) {
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
     tryAcquire(key, cost, nowMs) {
-      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 1)));
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 1)));
     }
 
     peek(key, cost, nowMs) {
-      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), 0)));
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 0)));
     }
 
     reserve(key, cost, maxWaitMs, nowMs) {

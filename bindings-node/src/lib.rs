@@ -11,12 +11,14 @@
 //! decisions themselves skip napi-rs altogether ([`fast`]).
 //!
 //! A decision is not returned as an object (building one through Node-API
-//! costs several times the call): the operation returns `allowed` and writes
-//! the numbers into a `Float64Array` that the JS layer handed over once
-//! ([`use_scratch`]), and the JS layer builds the object (see
-//! [`shared::Out`]). What is shared with the wasm build is in [`shared`];
+//! costs several times the call): the operation writes its numbers, and the
+//! hot ones their status, into a `Float64Array` that the JS layer handed over
+//! once ([`use_scratch`]), and the JS layer builds the object (see
+//! [`shared::Out`]). The default clock of the hot operations is read here
+//! ([`clock`]). What is shared with the wasm build is in [`shared`];
 //! errors are mapped in [`errors`].
 
+mod clock;
 mod errors;
 mod fast;
 mod shared;
@@ -80,8 +82,10 @@ pub(crate) mod slot {
     pub const STATUS: usize = 4;
     /// The arguments: handle, cost, maxWaitMs, nowMs, op.
     pub const ARGS: usize = 5;
+    /// 1 when the addon reads the clock itself instead of nowMs ([`crate::clock`]).
+    pub const CLOCK: usize = ARGS + 5;
     /// Every slot.
-    pub const LEN: usize = ARGS + 5;
+    pub const LEN: usize = CLOCK + 1;
 }
 
 /// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its

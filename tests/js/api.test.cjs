@@ -314,6 +314,39 @@ describe('the default clock is performance.now()', () => {
     assertLimiterError(() => odd.peek(), 'invalid_type', 'nowMs');
     assert.equal(bucket.tryAcquire(1, 0).remaining, 2);
   });
+
+  // A window of a billion ms aligned at 0: resetAfterMs tells the instant a
+  // call read (the napi build reads the default clock natively).
+  it('reads the instant performance.now() would, to the microsecond', () => {
+    const W = 1e9;
+    const fixed = new FixedWindow({ limit: 1e9, windowMs: W });
+    const keyed = new api.KeyedLimiter(fixed);
+    const reads = [() => fixed.tryAcquire(), () => fixed.peek(), () => keyed.tryAcquire('k'), () => keyed.peek('k')];
+    for (const read of reads) {
+      for (let i = 0; i < 20; i++) {
+        const before = performance.now();
+        const at = W - read().resetAfterMs;
+        const after = performance.now();
+        assert.ok(at >= before - 1e-3 && at <= after + 1e-3, `read ${at} outside [${before}, ${after}]`);
+      }
+    }
+  });
+
+  it('honours a performance object replaced whole, as fake timers do', () => {
+    const limiter = make();
+    const keyed = new api.KeyedLimiter(make());
+    const own = Object.getOwnPropertyDescriptor(globalThis, 'performance');
+    globalThis.performance = { now: () => 5_000 };
+    try {
+      assert.equal(limiter.tryAcquire().allowed, true);
+      assert.equal(keyed.tryAcquire('k').allowed, true);
+      performance.now = () => 5_000 + PERIOD / 2;
+      assert.equal(limiter.peek().retryAfterMs, PERIOD / 2);
+      assert.equal(keyed.tryAcquire('k').retryAfterMs, PERIOD / 2);
+    } finally {
+      Object.defineProperty(globalThis, 'performance', own);
+    }
+  });
 });
 
 // [label, value, code] for a count that must be at least 1.
