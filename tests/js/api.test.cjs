@@ -332,6 +332,21 @@ describe('the default clock is performance.now()', () => {
     }
   });
 
+  it("reads a worker thread's own performance.now()", async () => {
+    const worker = new Worker(
+      `const api = require(${JSON.stringify(path.join(__dirname, 'impl.cjs'))});
+       const { parentPort } = require('node:worker_threads');
+       const fixed = new api.FixedWindow({ limit: 1e9, windowMs: 1e9 });
+       const before = performance.now();
+       const at = 1e9 - fixed.tryAcquire().resetAfterMs;
+       parentPort.postMessage([before, at, performance.now()]);`,
+      { eval: true, env: process.env },
+    );
+    const [before, at, after] = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject));
+    await worker.terminate();
+    assert.ok(at >= before - 1e-3 && at <= after + 1e-3, `read ${at} outside [${before}, ${after}]`);
+  });
+
   it('honours a performance object replaced whole, as fake timers do', () => {
     const limiter = make();
     const keyed = new api.KeyedLimiter(make());
