@@ -23,6 +23,8 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // returned, would cost a call of its own. A `nowMs` of undefined asks the
 // addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, noop } = native;
+let details = new Float64Array(2 + 5 * 4);
+native.usePolicyDetails(details);
 function put(handle, cost, maxWaitMs, nowMs, op) {
   scratch[5] = handle;
   scratch[6] = cost;
@@ -51,6 +53,18 @@ const hot = {
     put(handle, cost, maxWaitMs, nowMs, op);
     keyedOp(key);
     return scratch[4];
+  },
+  // A policy's details arrive in an array of their own (src/lib.rs
+  // use_policy_details), grown by fitPolicy before a policy with more limits
+  // is used; it is read before the next policy operation.
+  policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
+    native.policyOp(handle, fields, cost, maxWaitMs, nowMs, op);
+    return details;
+  },
+  fitPolicy(limits) {
+    if (2 + 5 * limits <= details.length) return;
+    details = new Float64Array(2 + 5 * limits);
+    native.usePolicyDetails(details);
   },
   noop(handle, cost, nowMs) {
     put(handle, cost, 0, nowMs, 0);

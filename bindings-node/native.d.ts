@@ -93,7 +93,7 @@ export declare function policyNew(): number
  * `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
  * `fields` alternates names and values (see [`shared::policy_op`]).
  */
-export declare function policyOp(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number, op: number): Array<number>
+export declare function policyOp(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number, op: number): void
 
 /** `policy.reclaim(nowMs)`. */
 export declare function policyReclaim(handle: number, nowMs: number): void
@@ -143,6 +143,14 @@ export declare function typeError(name: string, expected: string): void
  * after this, [`now_ms`] reads what `now()` would return.
  */
 export declare function useClock(now: () => number): void
+
+/**
+ * Hands over the `Float64Array` that policy operations write their details
+ * into (status, deniedBy, five numbers per limit): a returned array would
+ * cost a Node-API call per number. The JS layer hands over a larger one
+ * before it builds a policy with more limits than this one has room for.
+ */
+export declare function usePolicyDetails(details: Float64Array): void
 
 /**
  * Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its

@@ -872,4 +872,5 @@ module.exports.tokenBucket = nativeBinding.tokenBucket
 module.exports.tokenBucketFromBandwidths = nativeBinding.tokenBucketFromBandwidths
 module.exports.typeError = nativeBinding.typeError
 module.exports.useClock = nativeBinding.useClock
+module.exports.usePolicyDetails = nativeBinding.usePolicyDetails
 module.exports.useScratch = nativeBinding.useScratch

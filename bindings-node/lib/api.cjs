@@ -545,6 +545,8 @@ function createApi(B) {
       for (let i = 0; i < limits.length; i += 2) {
         this.#limits.push({ name: limits[i], by: limits[i + 1] === '' ? [] : limits[i + 1].split(',') });
       }
+      // The napi build's policyOp answers in an array the backend sizes.
+      if (B.fitPolicy !== undefined) B.fitPolicy(this.#limits.length);
     }
 
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
@@ -570,7 +572,18 @@ function createApi(B) {
       // flat: [status, deniedBy, then five numbers per limit]
       const s = out();
       const limits = new Array(this.#limits.length);
-      for (let i = 0; i < limits.length; i++) limits[i] = { name: this.#limits[i].name, ...fromFlat(flat, 2 + 5 * i) };
+      for (let i = 0; i < limits.length; i++) {
+        const at = 2 + 5 * i;
+        // Written out, not spread from fromFlat: a spread copies property by property.
+        limits[i] = {
+          name: this.#limits[i].name,
+          allowed: flat[at] === 1,
+          remaining: flat[at + 1],
+          limit: flat[at + 2],
+          retryAfterMs: flat[at + 3],
+          resetAfterMs: flat[at + 4],
+        };
+      }
       return {
         allowed,
         remaining: s[0],

@@ -25,6 +25,7 @@ mod shared;
 
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
+use std::thread::LocalKey;
 
 use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Uint8Array, Unknown};
 use napi::{Env, JsValue, ValueType};
@@ -70,9 +71,13 @@ thread_local! {
     pub(crate) static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
     pub(crate) static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
     static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
-    // Never dropped: its napi reference would outlive the env at exit.
-    static SCRATCH: RefCell<Option<ManuallyDrop<Float64Array>>> = const { RefCell::new(None) };
+    // Never dropped: their napi references would outlive the env at exit.
+    static SCRATCH: Held = const { RefCell::new(None) };
+    static DETAILS: Held = const { RefCell::new(None) };
 }
+
+/// A `Float64Array` the JS layer handed over, written and read in place.
+type Held = RefCell<Option<ManuallyDrop<Float64Array>>>;
 
 /// The scratch's slots beyond the answer's four ([`Out`]): the status of a
 /// hot operation ([`fast`]), then its arguments. `index.js` spells the same
@@ -96,18 +101,36 @@ pub fn use_scratch(scratch: Float64Array) {
     SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
 }
 
+/// Hands over the `Float64Array` that policy operations write their details
+/// into (status, deniedBy, five numbers per limit): a returned array would
+/// cost a Node-API call per number. The JS layer hands over a larger one
+/// before it builds a policy with more limits than this one has room for.
+#[napi]
+pub fn use_policy_details(details: Float64Array) {
+    let old = DETAILS.with_borrow_mut(|slot| slot.replace(ManuallyDrop::new(details)));
+    // Released during a call, while the env is alive (unlike at exit).
+    drop(old.map(ManuallyDrop::into_inner));
+}
+
+/// Runs `f` on the memory of the array in `held`; an empty slice before one
+/// was handed over.
+fn with_held<R>(held: &'static LocalKey<Held>, f: impl FnOnce(&mut [f64]) -> R) -> R {
+    held.with_borrow_mut(|slot| {
+        f(match slot.as_mut() {
+            // SAFETY: the array stays alive (its reference is released only
+            // once it is replaced) and attached (the JS layer never transfers
+            // it), and its ArrayBuffer's memory does not move; JS cannot run
+            // during this call, so nothing else touches the memory meanwhile.
+            Some(array) => unsafe { array.as_mut() },
+            None => &mut [],
+        })
+    })
+}
+
 /// Runs `f` on the scratch; an empty slice before [`use_scratch`] or if it
 /// was too short.
 pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut [f64]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|slot| {
-        let slice: &mut [f64] = match slot.as_mut() {
-            // SAFETY: the array stays alive (its reference is never released)
-            // and attached (the JS layer never transfers it), and its
-            // ArrayBuffer's memory does not move; JS cannot run during this
-            // call, so nothing else touches the memory while it is borrowed.
-            Some(array) => unsafe { array.as_mut() },
-            None => &mut [],
-        };
+    with_held(&SCRATCH, |slice| {
         f(if slice.len() >= slot::LEN {
             slice
         } else {
@@ -171,7 +194,7 @@ fn handle(env: &Env, built: Built) -> napi::Result<u32> {
     Ok(LIMITERS.with_borrow_mut(|limiters| limiters.insert(limiter)))
 }
 
-type Tls<T> = std::thread::LocalKey<RefCell<Table<T>>>;
+type Tls<T> = LocalKey<RefCell<Table<T>>>;
 
 /// Runs `f` on the entry of `handle` in `table`.
 fn with_in<T, R>(
@@ -426,13 +449,19 @@ pub fn policy_from_rates(
     policy_handle(&env, shared::policy_from_rates(&rates, &algorithm, &by))
 }
 
-/// The answer of a policy operation: the status, the combined decision in the
-/// scratch, the details (see [`shared::policy_details`]) returned.
-fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<Vec<f64>> {
-    let (yes, out, mut details) = answer.or_throw(env)?;
+/// Reports a policy operation: the combined decision in the scratch, the
+/// status and the details (see [`shared::policy_details`]) in [`DETAILS`].
+fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<()> {
+    let (yes, out, details) = answer.or_throw(env)?;
     write(&out);
-    details.insert(0, if yes { 1.0 } else { 0.0 });
-    Ok(details)
+    with_held(&DETAILS, |dst| {
+        // Room was checked before the decision ([`policy_op`]).
+        if let Some((status, rest)) = dst.split_first_mut() {
+            *status = if yes { 1.0 } else { 0.0 };
+            rest[..details.len()].copy_from_slice(&details);
+        }
+    });
+    Ok(())
 }
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
@@ -446,8 +475,17 @@ pub fn policy_op(
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
-) -> napi::Result<Vec<f64>> {
+) -> napi::Result<()> {
+    let room = with_held(&DETAILS, |d| d.len());
     let answer = with_in(&POLICIES, &env, handle, |p| {
+        // No decision that could not be reported: the JS layer makes room
+        // for every policy it builds, so this never fails.
+        if room < 2 + 5 * p.len() {
+            return Err(ratekeeper::Error::InvalidValue {
+                name: "details",
+                reason: "has no room for every limit of this policy",
+            });
+        }
         shared::policy_op(p, &fields, cost, max_wait_ms, now_ms, op)
     })?;
     policy_status(&env, answer)

@@ -136,6 +136,26 @@ describe('Policy', () => {
     assert.deepStrictEqual(policy.limits, [{ name: 'per-user', by: ['user'] }, { name: 'global', by: [] }]);
   });
 
+  it('reports every limit of policies of any size, built in any order', () => {
+    // The addon answers into an array sized for the largest policy built so
+    // far: a small policy, then a large one, then the small one again.
+    const rates = (n) => Array.from({ length: n }, (_, i) => `${i + 1}/second`).join(';');
+    const small = new Policy(rates(1));
+    assert.equal(small.tryAcquire({}, 1, 0).limits.length, 1);
+    for (const n of [5, 12, 40]) {
+      const large = new Policy(rates(n));
+      const d = large.tryAcquire({}, 1, 0);
+      assert.equal(d.deniedBy, null);
+      assert.deepStrictEqual(d.limits.map((l) => l.remaining), Array.from({ length: n }, (_, i) => i));
+      const denied = large.tryAcquire({}, 1, 0);
+      assert.equal(denied.deniedBy, '1/second');
+      assert.deepStrictEqual(denied.limits.map((l) => l.allowed), Array.from({ length: n }, (_, i) => i > 0));
+      assert.equal(denied.limits[n - 1].limit, n);
+    }
+    const again = small.peek({}, 1, 0);
+    assert.deepStrictEqual([again.allowed, again.limits.length, again.limits[0].retryAfterMs], [false, 1, SECOND]);
+  });
+
   it('takes JSON text, rate strings, and rejects bad configurations with their codes', () => {
     const fromJson = new Policy(JSON.stringify(config));
     assert.equal(fromJson.tryAcquire({ user: 1 }, 2, 0).allowed, true);
