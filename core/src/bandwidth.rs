@@ -1,5 +1,7 @@
 //! One bandwidth of a token bucket: its rule and its exact state.
 
+use core::num::NonZeroU64;
+
 use crate::state::codec::{corrupt, Fingerprint, Reader, Writer};
 use crate::{Error, Nanos};
 
@@ -27,7 +29,9 @@ pub enum Refill {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Bandwidth {
-    capacity: u64,
+    /// Non-zero as a type, so that where the cost checked against it is a
+    /// constant 1 (the usual cost), the check folds away.
+    capacity: NonZeroU64,
     refill_tokens: u64,
     refill_period: u64,
     initial_tokens: u64,
@@ -64,11 +68,11 @@ impl Bandwidth {
     ///
     /// Fails when `initial_tokens` exceeds the capacity.
     pub fn with_initial_tokens(mut self, initial_tokens: u64) -> Result<Self, Error> {
-        if initial_tokens > self.capacity {
+        if initial_tokens > self.capacity() {
             return Err(Error::TooLarge {
                 name: "initial_tokens",
                 value: initial_tokens,
-                max: self.capacity,
+                max: self.capacity(),
             });
         }
         self.initial_tokens = initial_tokens;
@@ -81,8 +85,10 @@ impl Bandwidth {
         refill_period: Nanos,
         refill: Refill,
     ) -> Result<Self, Error> {
+        let Some(nonzero_capacity) = NonZeroU64::new(capacity) else {
+            return Err(Error::ZeroValue { name: "capacity" });
+        };
         for (name, value) in [
-            ("capacity", capacity),
             ("refill_tokens", refill_tokens),
             ("refill_period", refill_period.0),
         ] {
@@ -95,7 +101,7 @@ impl Bandwidth {
             Refill::Interval => 1,
         };
         let bandwidth = Bandwidth {
-            capacity,
+            capacity: nonzero_capacity,
             refill_tokens,
             refill_period: refill_period.0,
             initial_tokens: capacity,
@@ -116,8 +122,9 @@ impl Bandwidth {
     }
 
     /// The most tokens this bandwidth holds.
+    #[inline]
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.capacity.get()
     }
 
     /// Tokens added every [`refill_period`](Self::refill_period).
@@ -166,7 +173,7 @@ impl Band {
 
     #[inline]
     pub(crate) fn is_full(&self, rule: &Bandwidth) -> bool {
-        self.tokens == rule.capacity
+        self.tokens == rule.capacity()
     }
 
     /// The band `elapsed` ns later: the whole steps gained (tokens, or
@@ -190,9 +197,9 @@ impl Band {
             self.carry = scaled as u64;
             return self;
         }
-        let room = (rule.capacity - self.tokens) as u128;
+        let room = (rule.capacity() - self.tokens) as u128;
         if rule.refill == Refill::Greedy && self.owed == 0 && scaled >= room * period {
-            (self.tokens, self.carry) = (rule.capacity, 0);
+            (self.tokens, self.carry) = (rule.capacity(), 0);
             return self;
         }
         let steps = match u64::try_from(scaled) {
@@ -214,9 +221,9 @@ impl Band {
         let paid = tokens.min(self.owed as u128) as u64;
         self.owed -= paid;
         let rest = tokens - paid as u128;
-        let room = rule.capacity - self.tokens;
+        let room = rule.capacity() - self.tokens;
         if rest >= room as u128 {
-            self.tokens = rule.capacity;
+            self.tokens = rule.capacity();
             if rule.refill == Refill::Greedy {
                 // A full bucket accrues nothing, so no fraction is in progress.
                 self.carry = 0;
@@ -294,7 +301,7 @@ impl Band {
     /// the current interval, restarts.
     pub(crate) fn reconfigured(self, rule: &Bandwidth) -> Band {
         Band {
-            tokens: self.tokens.min(rule.capacity),
+            tokens: self.tokens.min(rule.capacity()),
             owed: self.owed,
             carry: 0,
         }
@@ -332,17 +339,21 @@ impl Band {
                 }
                 // At most the time to refill from empty: within 64 bits
                 // (checked when the rule was built).
-                let to_fill = (rule.capacity - self.tokens) * period;
+                let to_fill = (rule.capacity() - self.tokens) * period;
                 if past_64_bits || scaled >= to_fill {
-                    (self.tokens, self.carry) = (rule.capacity, 0);
-                } else if scaled < period {
-                    self.carry = scaled;
-                } else if scaled - period < period {
-                    // One token, short of filling the band (see above).
-                    (self.tokens, self.carry) = (self.tokens + 1, scaled - period);
-                } else {
-                    return None;
+                    (self.tokens, self.carry) = (rule.capacity(), 0);
+                    return Some(self);
                 }
+                // A token gained or not, written as a select (a conditional
+                // move) rather than as a branch: on a steady stream of calls
+                // the outcome alternates, a token on one call and none on
+                // the next.
+                let gained = scaled >= period;
+                let carry = if gained { scaled - period } else { scaled };
+                if carry >= period {
+                    return None; // two tokens or more, short of filling
+                }
+                (self.tokens, self.carry) = (self.tokens + gained as u64, carry);
             }
             Refill::Interval => {
                 if past_64_bits || scaled >= period {
@@ -401,7 +412,7 @@ impl Bandwidth {
     /// Feeds the rule to a state fingerprint.
     pub(crate) fn fingerprint(&self, fingerprint: &mut Fingerprint) {
         for word in [
-            self.capacity,
+            self.capacity(),
             self.refill_tokens,
             self.refill_period,
             self.initial_tokens,
@@ -424,7 +435,7 @@ impl Band {
     /// tokens within capacity, debt only in an empty band, a carry below
     /// the step (and none in a full greedy band).
     pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
-        let tokens = r.at_most(rule.capacity)?;
+        let tokens = r.at_most(rule.capacity())?;
         let owed = r.varint()?;
         let carry = r.at_most(rule.step_period - 1)?;
         let band = Band {
@@ -433,7 +444,7 @@ impl Band {
             carry,
         };
         let full_with_carry =
-            rule.refill == Refill::Greedy && tokens == rule.capacity && carry != 0;
+            rule.refill == Refill::Greedy && tokens == rule.capacity() && carry != 0;
         if (owed != 0 && tokens != 0) || full_with_carry {
             return Err(corrupt("a bandwidth's state is inconsistent"));
         }

@@ -70,6 +70,9 @@ trait Arithmetic {
     fn advanced(band: Band, rule: &Bandwidth, elapsed: u64) -> Option<Band>;
     /// [`Band::wait_for`].
     fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64;
+    /// Whether `band` can pay `cost` ([`Band::holds`], and a cost of zero
+    /// always can).
+    fn holds(band: &Band, cost: u64) -> bool;
 }
 
 /// Every case, in 128 bits with divisions where needed; never declines.
@@ -91,6 +94,11 @@ impl Arithmetic for Exact {
     #[inline]
     fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64 {
         band.wait_for(rule, target)
+    }
+
+    #[inline]
+    fn holds(band: &Band, cost: u64) -> bool {
+        cost == 0 || band.holds(cost)
     }
 }
 
@@ -117,6 +125,12 @@ impl Arithmetic for Quick {
     #[inline(always)]
     fn wait_for(band: &Band, rule: &Bandwidth, target: u64) -> u64 {
         band.wait_for_quick(rule, target)
+    }
+
+    /// A quick band owes nothing: its tokens are all there.
+    #[inline(always)]
+    fn holds(band: &Band, cost: u64) -> bool {
+        band.tokens >= cost
     }
 }
 
@@ -287,7 +301,7 @@ impl<const N: usize> TokenBucket<N> {
     #[inline(always)]
     fn decide_with<A: Arithmetic>(&self, now: Nanos, cost: u64) -> Option<(Decision, Level<N>)> {
         let mut level = self.level_at::<A>(now)?;
-        let allowed = cost == 0 || level.bands.iter().all(|band| band.holds(cost));
+        let allowed = level.bands.iter().all(|band| A::holds(band, cost));
         if allowed {
             for band in level.bands.iter_mut() {
                 *band = band.taken(cost);
@@ -630,6 +644,18 @@ mod tests {
                 .code(),
             "overflow"
         );
+    }
+
+    #[test]
+    fn a_zero_value_is_named_in_argument_order() {
+        let zero = |capacity, tokens, period| {
+            Bandwidth::greedy(capacity, tokens, Nanos(period))
+                .unwrap_err()
+                .argument()
+        };
+        assert_eq!(zero(0, 0, 0), Some("capacity"));
+        assert_eq!(zero(1, 0, 0), Some("refill_tokens"));
+        assert_eq!(zero(1, 1, 0), Some("refill_period"));
     }
 
     #[test]
