@@ -29,6 +29,7 @@ const HEADER: usize = 8;
 /// and no input panics.
 ///
 /// ```
+/// # #[cfg(feature = "alloc")] {
 /// use ratekeeper::{Gcra, Limiter, Nanos, Portable};
 ///
 /// let mut gcra = Gcra::new(3, Nanos::from_secs(1)).unwrap();
@@ -42,6 +43,7 @@ const HEADER: usize = 8;
 ///
 /// let mut other = Gcra::new(4, Nanos::from_secs(1)).unwrap();
 /// assert_eq!(other.restore(&bytes).unwrap_err().code(), "state_mismatch");
+/// # }
 /// ```
 pub trait Portable: codec::Codec + Clone {
     /// The length of [`encode`](Portable::encode)'s output.
