@@ -139,8 +139,8 @@ export declare function tokenBucketFromBandwidths(options: unknown): number
 export declare function typeError(name: string, expected: string): void
 
 /**
- * Ties the native clock to `now` (the JS layer passes `performance.now`):
- * after this, [`now_ms`] reads what `now()` would return.
+ * Ties the addon's reading of the default clock to `now` (the JS layer
+ * passes the runtime's `performance.now`); see [`clock`].
  */
 export declare function useClock(now: () => number): void
 

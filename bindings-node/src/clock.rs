@@ -7,34 +7,30 @@
 //! ([`crate::slot::CLOCK`]). That is the monotonic clock `performance.now()`
 //! counts on: `Instant`, like libuv's `uv_hrtime`, reads `CLOCK_MONOTONIC`
 //! on Linux, `mach_absolute_time` on macOS and `QueryPerformanceCounter` on
-//! Windows. [`use_clock`] measures once where `performance.now()`'s zero
+//! Windows. [`tie`] measures once where `performance.now()`'s zero
 //! lies on it, so a native reading agrees with `performance.now()` to within
 //! a fraction of a microsecond; time read a little backwards grants nothing.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use napi::bindgen_prelude::Function;
-use napi_derive::napi;
-
 thread_local! {
     // Each JS thread has its own `performance.now()` origin.
     static CLOCK: Cell<Option<(Instant, f64)>> = const { Cell::new(None) };
 }
 
-/// Readings of `now` taken to place its zero; the one taken in the shortest
-/// gap between two readings of the native clock is kept.
+/// Readings of `performance.now()` taken to place its zero; the one taken in
+/// the shortest gap between two readings of the native clock is kept.
 const TRIES: usize = 8;
 
-/// Ties the native clock to `now` (the JS layer passes `performance.now`):
-/// after this, [`now_ms`] reads what `now()` would return.
-#[napi]
-pub fn use_clock(now: Function<(), f64>) -> napi::Result<()> {
+/// Ties the native clock to `now` (`performance.now()`, read by the JS
+/// layer): after this, [`now_ms`] reads what `now()` would return.
+pub fn tie(mut now: impl FnMut() -> napi::Result<f64>) -> napi::Result<()> {
     let origin = Instant::now();
     let mut best = (Duration::MAX, 0.0);
     for _ in 0..TRIES {
         let before = origin.elapsed();
-        let js = now.call(())?;
+        let js = now()?;
         let after = origin.elapsed();
         if after - before < best.0 {
             let midpoint_ms = (before + after).as_secs_f64() * 500.0;
@@ -46,7 +42,7 @@ pub fn use_clock(now: Function<(), f64>) -> napi::Result<()> {
 }
 
 /// The time on `performance.now()`'s scale, in milliseconds; `None` before
-/// [`use_clock`].
+/// [`tie`].
 pub fn now_ms() -> Option<f64> {
     CLOCK
         .get()

@@ -27,7 +27,7 @@ use std::cell::RefCell;
 use std::mem::ManuallyDrop;
 use std::thread::LocalKey;
 
-use napi::bindgen_prelude::{Float64Array, JsObjectValue, Object, Uint8Array, Unknown};
+use napi::bindgen_prelude::{Float64Array, Function, JsObjectValue, Object, Uint8Array, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
@@ -99,6 +99,13 @@ pub(crate) mod slot {
 #[napi]
 pub fn use_scratch(scratch: Float64Array) {
     SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
+}
+
+/// Ties the addon's reading of the default clock to `now` (the JS layer
+/// passes the runtime's `performance.now`); see [`clock`].
+#[napi]
+pub fn use_clock(now: Function<(), f64>) -> napi::Result<()> {
+    clock::tie(|| now.call(()))
 }
 
 /// Hands over the `Float64Array` that policy operations write their details
