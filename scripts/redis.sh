@@ -39,12 +39,13 @@ start() {
         --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 &
     echo $! >"$dir/pid"
     for _ in $(seq 1 100); do
-        # Our server must answer, not another one already on the port.
+        # Our server must answer, not another one already on the port (which
+        # answers while ours is still failing to bind): it gives its pid.
         if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
             echo "redis.sh: redis-server on port $port exited (port in use?); see $dir/log" >&2
             exit 1
         fi
-        if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+        if [ "$(redis-cli -p "$port" info server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p')" = "$(cat "$dir/pid")" ]; then
             return
         fi
         sleep 0.05
