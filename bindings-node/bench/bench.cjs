@@ -92,7 +92,7 @@ function cases() {
       for (let i = 0; i < n; i++) s += napiBucket._noop(1, now) ? 1 : 0;
       return s;
     }],
-    ['floor: native noop() (a bare Node-API call)', 'floor', (n) => {
+    ['floor: native noop() (the call without the JS layer)', 'floor', (n) => {
       let s = 0;
       for (let i = 0; i < n; i++) s += native.noop() === undefined ? 1 : 0;
       return s;

@@ -312,10 +312,8 @@ function createApi(B) {
 
   /** `nowFrom` for tryAcquire and peek, which may leave the clock to the backend. */
   function hotNow(clock, nowMs) {
-    if (typeof nowMs === 'number') return nowMs;
-    if (nowMs !== undefined && nowMs !== null) return badType('now', 'a number');
-    const native = clock === defaultClock && nativeNow !== undefined && performance.now === nativeNow;
-    return native ? undefined : readClock(clock);
+    const native = (nowMs === undefined || nowMs === null) && clock === defaultClock && nativeNow !== undefined && performance.now === nativeNow;
+    return native ? undefined : nowFrom(clock, nowMs);
   }
 
   function nowFrom(clock, nowMs) {

@@ -16,7 +16,7 @@
 //! so that none unwinds into Node, and reports every failure as the same
 //! exception the rest of the binding throws ([`crate::errors`]).
 
-use std::ffi::c_char;
+use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
@@ -27,28 +27,28 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Error};
 use crate::clock;
 use crate::errors::throw;
 use crate::shared::{self, Answer};
-use crate::{slot, with_scratch, KEYED, LIMITERS};
+use crate::{slot, with_scratch, write_into, KEYED, LIMITERS};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
 const INLINE_KEY: usize = 128;
 
-/// The first `N` arguments of a call (`undefined` for those not given).
+/// The first argument of a call (`undefined` when none was given).
 ///
 /// # Safety
 /// `env` and `info` are those of the running callback.
-unsafe fn args<const N: usize>(env: napi_env, info: napi_callback_info) -> [napi_value; N] {
-    let mut argc = N;
-    let mut argv = [ptr::null_mut(); N];
+unsafe fn first_arg(env: napi_env, info: napi_callback_info) -> napi_value {
+    let mut argc = 1;
+    let mut arg = ptr::null_mut();
     // Only fails for null arguments, which Node never passes.
     sys::napi_get_cb_info(
         env,
         info,
         &mut argc,
-        argv.as_mut_ptr(),
+        &mut arg,
         ptr::null_mut(),
         ptr::null_mut(),
     );
-    argv
+    arg
 }
 
 /// The arguments of a hot operation (see [`crate::slot`]): handle, cost,
@@ -145,15 +145,9 @@ unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, [f64; 4]) -> Answer) 
     }));
     match decided {
         Ok(Ok((yes, out))) => with_scratch(|s| {
-            if let Some(dst) = s.get_mut(..=slot::STATUS) {
-                // One 8-byte copy per number, as in `inputs`: a copy of the
-                // whole loads the answer back in 16-byte halves from its own
-                // 8-byte stores, and waits for them.
-                for (dst, x) in dst.iter_mut().zip(out) {
-                    // SAFETY: `dst` is a valid, aligned, exclusive reference.
-                    unsafe { ptr::write_volatile(dst, x) };
-                }
-                dst[slot::STATUS] = if yes { 1.0 } else { 0.0 };
+            write_into(s, &out);
+            if let Some(status) = s.get_mut(slot::STATUS) {
+                *status = if yes { 1.0 } else { 0.0 };
             }
         }),
         Ok(Err(error)) => {
@@ -193,7 +187,7 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// `keyedOp(key)`: [handle, cost, maxWaitMs, nowMs, op] in the scratch (see
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
-    let [key] = args::<1>(env, info);
+    let key = first_arg(env, info);
     answer(env, |h, [cost, max_wait, now, op]| {
         with_key(env, key, |key| {
             on_keyed(h, |s| {
@@ -211,31 +205,31 @@ unsafe extern "C" fn noop(env: napi_env, _: napi_callback_info) -> napi_value {
 
 type Callback = unsafe extern "C" fn(napi_env, napi_callback_info) -> napi_value;
 
-const FUNCTIONS: [(&str, Callback); 5] = [
-    ("tryAcquire", try_acquire),
-    ("peek", peek),
-    ("reserve", reserve),
-    ("keyedOp", keyed_op),
-    ("noop", noop),
+const FUNCTIONS: [(&CStr, Callback); 5] = [
+    (c"tryAcquire", try_acquire),
+    (c"peek", peek),
+    (c"reserve", reserve),
+    (c"keyedOp", keyed_op),
+    (c"noop", noop),
 ];
 
 /// Adds the functions above to the addon's exports.
 pub fn register(env: &Env, exports: napi_value) -> napi::Result<()> {
     for (name, callback) in FUNCTIONS {
         let mut function = ptr::null_mut();
-        // SAFETY: `env` is live during module registration, `name` is valid
-        // UTF-8 of the given length, and `exports` is the exports object.
+        // SAFETY: `env` is live during module registration, `name` is a
+        // NUL-terminated string of the given length, and `exports` is the
+        // exports object.
         let status = unsafe {
             let created = sys::napi_create_function(
                 env.raw(),
-                name.as_ptr().cast(),
-                name.len() as isize,
+                name.as_ptr(),
+                name.count_bytes() as isize,
                 Some(callback),
                 ptr::null_mut(),
                 &mut function,
             );
             if created == Status::napi_ok {
-                let name = std::ffi::CString::new(name).expect("no NUL in a name");
                 sys::napi_set_named_property(env.raw(), exports, name.as_ptr(), function)
             } else {
                 created
@@ -244,7 +238,7 @@ pub fn register(env: &Env, exports: napi_value) -> napi::Result<()> {
         if status != Status::napi_ok {
             return Err(napi::Error::new(
                 napi::Status::GenericFailure,
-                format!("could not export {name}"),
+                format!("could not export {}", name.to_string_lossy()),
             ));
         }
     }

@@ -146,12 +146,18 @@ pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut [f64]) -> R) -> R {
     })
 }
 
-pub(crate) fn write(out: &Out) {
-    with_scratch(|slice| {
-        if let Some(dst) = slice.get_mut(..out.len()) {
-            dst.copy_from_slice(out);
-        }
-    });
+/// Writes an answer's numbers into the scratch `s`, one 8-byte store each:
+/// a copy of the whole loads them back in 16-byte halves from their own
+/// 8-byte stores and waits for those (a stall seen in the hot path).
+pub(crate) fn write_into(s: &mut [f64], out: &Out) {
+    for (dst, x) in s.iter_mut().zip(out) {
+        // SAFETY: `dst` is a valid, aligned, exclusive reference.
+        unsafe { std::ptr::write_volatile(dst, *x) };
+    }
+}
+
+fn write(out: &Out) {
+    with_scratch(|s| write_into(s, out));
 }
 
 /// A JS value read through Node-API, for [`shared`].
