@@ -23,13 +23,18 @@ import type {
 /**
  * The user's own client: an ioredis `Redis` or `Cluster` (detected by
  * `call` and `evalsha`), or a node-redis (`redis` v4 and later) client from
- * `createClient` (detected by `sendCommand`). Recommended: ioredis with
+ * `createClient` (detected by `sendCommand`) or `createCluster` (detected by
+ * `sendCommand` and `getSlotRandomNode`). Recommended: ioredis with
  * `enableOfflineQueue: false`, node-redis with `disableOfflineQueue: true`,
  * and an `'error'` listener on either (see the README).
  */
 export type RedisClient =
   | { call(command: string, ...args: Array<string | number>): Promise<unknown>; evalsha(...args: any[]): Promise<unknown> }
   | { sendCommand(args: string[]): Promise<unknown> }
+  | {
+      sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>
+      getSlotRandomNode(slot: number): unknown
+    }
 
 /** What decides when Redis cannot answer within `commandTimeoutMs`. */
 export type OnError = 'open' | 'closed' | Limiter | KeyedLimiter | Policy

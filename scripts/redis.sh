@@ -134,6 +134,7 @@ test_() {
         status=1
     fi
     bindings-node/node_modules/.bin/tsc -p tests/redis/types/tsconfig.json || status=1
+    bindings-node/node_modules/.bin/tsc -p tests/redis/types/tsconfig.clients.json || status=1
     set -e
     exit "$status"
 }

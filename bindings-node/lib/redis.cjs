@@ -4,11 +4,12 @@
 // `RedisLimiter` (one limiter per key, as `KeyedLimiter`) and `RedisPolicy`
 // (several limits, all or nothing, as `Policy`) decide on Redis through the
 // user's own client: ioredis (`Redis` or `Cluster`) or node-redis (`redis`
-// v4/v5, `createClient`). Each decision is one EVALSHA of the script the core
-// ships (`REDIS_SCRIPT`, protocol 1: core/redis/PROTOCOL.md), which decides
-// exactly as the in-process classes do, in integer microseconds. Keys, ARGV
-// and decisions are the same as the Python client's (ratekeeper.redis), so
-// Node and Python processes share limits.
+// v4 and later, `createClient` or `createCluster`). Each decision is one
+// EVALSHA of the script the core ships (`REDIS_SCRIPT`, protocol 1:
+// core/redis/PROTOCOL.md), which decides exactly as the in-process classes
+// do, in integer microseconds. Keys, ARGV and decisions are the same as the
+// Python client's (ratekeeper.redis), so Node and Python processes share
+// limits.
 //
 // Node only: the wasm build has no RESP client (browsers and workers cannot
 // open TCP connections to Redis).
@@ -187,17 +188,27 @@ function keyPart(value, name) {
   throw typeError(name, 'a string or a number');
 }
 
-/** Sends a command (an array of strings) with the user's client: ioredis or node-redis. */
+/**
+ * Sends a command (an array of strings) with the user's client: ioredis or
+ * node-redis. `key` is the command's first key, which a node-redis cluster
+ * routes by (ioredis's Cluster finds it in the command itself).
+ */
 function commandSender(client) {
   if (client !== null && typeof client === 'object') {
     // ioredis (Redis and Cluster): `call(name, ...args)`; its `sendCommand` takes a Command object.
     if (typeof client.call === 'function' && typeof client.evalsha === 'function') {
       return (command) => client.call(...command);
     }
-    // node-redis v4 and v5: `sendCommand([name, ...args])`.
-    if (typeof client.sendCommand === 'function') return (command) => client.sendCommand(command);
+    if (typeof client.sendCommand === 'function') {
+      // node-redis v4 and later, `createCluster`: `sendCommand(firstKey, isReadonly, args)`.
+      if (typeof client.getSlotRandomNode === 'function') {
+        return (command, key) => client.sendCommand(key, false, command);
+      }
+      // node-redis v4 and later, `createClient`: `sendCommand([name, ...args])`.
+      return (command) => client.sendCommand(command);
+    }
   }
-  throw typeError('client', 'an ioredis client or a node-redis (redis v4+) client');
+  throw typeError('client', 'an ioredis client or a node-redis (redis v4+) client or cluster');
 }
 
 /** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
@@ -338,14 +349,15 @@ class Store {
    */
   async evaluate(keys, args) {
     const rest = [String(keys.length), ...keys, ...args.map(String)];
+    const key = keys[0];
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest]);
+        return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest], key);
       } catch (error) {
         if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT')) throw error;
-        if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest]);
+        if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest], key);
       }
-      await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT]);
+      await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT], key);
     }
   }
 
@@ -354,12 +366,17 @@ class Store {
     const now = this.wireNow(nowMs);
     let reply;
     try {
-      reply = await within(this.evaluate(keys, ['1', mode, now, ...this.config, costs.length, ...costs]), this.commandTimeoutMs);
+      // 'text': the reply as one string of integers, read several times
+      // faster than an array of them (PROTOCOL.md).
+      const args = ['1', mode, now, ...this.config, costs.length, ...costs, 'text'];
+      reply = await within(this.evaluate(keys, args), this.commandTimeoutMs);
     } catch (error) {
       if (isScriptError(error)) throw error;
       return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
     }
-    return this.decisions(reply.map(Number), costs.length);
+    // An array where the server cannot format integers exactly (PROTOCOL.md).
+    const numbers = Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
+    return this.decisions(numbers, costs.length);
   }
 
   decisions(reply, count) {
@@ -434,7 +451,7 @@ class Store {
     if (!this.batching || (nowMs !== undefined && nowMs !== null)) {
       return this.decide([target], keys, 'acquire', [cost], nowMs).then((d) => d[0]);
     }
-    const id = keys.join('\n');
+    const id = keys.length === 1 ? keys[0] : keys.join('\n');
     return new Promise((resolve, reject) => {
       const entry = { target, cost, resolve, reject };
       let hot = this.queues.get(id);
@@ -462,9 +479,14 @@ class Store {
     } catch (error) {
       for (const e of batch) e.reject(error);
     }
-    hot.inFlight -= 1;
-    if (hot.waiting.length > 0) this.sendBatch(hot, id, keys, hot.waiting.splice(0, MAX_BATCH));
-    else if (hot.inFlight === 0) this.queues.delete(id);
+    // The next batch goes once the callers just answered have run: one that
+    // calls again at once joins it (the round trip stays ours until then),
+    // rather than going alone while every other waits for its answer.
+    setImmediate(() => {
+      hot.inFlight -= 1;
+      if (hot.waiting.length > 0) this.sendBatch(hot, id, keys, hot.waiting.splice(0, MAX_BATCH));
+      else if (hot.inFlight === 0) this.queues.delete(id);
+    });
   }
 
   /**
@@ -622,6 +644,8 @@ class RedisLimits {
 class RedisLimiter extends RedisLimits {
   #store;
   #limiter;
+  #lastKey;
+  #lastKeys;
 
   constructor(client, limiter, options) {
     const store = new Store(client, [{ name: limiter?.name, by: ['key'], ...limitOf(limiter) }], options, 'limiter');
@@ -631,7 +655,12 @@ class RedisLimiter extends RedisLimits {
   }
 
   _keys(key) {
-    return this.#store.keys({ key: keyPart(key, 'key') });
+    // A hot key comes again and again: its keys are built once.
+    if (key === this.#lastKey && key !== undefined) return this.#lastKeys;
+    const keys = this.#store.keys({ key: keyPart(key, 'key') });
+    this.#lastKey = key;
+    this.#lastKeys = keys;
+    return keys;
   }
 
   /** The RateLimit header values of a decision (the in-process limiter's). */

@@ -243,6 +243,17 @@ for (const library of Object.keys(CLIENTS)) {
         const remaining = decisions.filter((d, i) => d.allowed && costs[i] === 1).map((d) => d.remaining);
         assert.deepEqual(remaining, [...remaining].sort((a, b) => b - a));
       }
+      // Callers that call again as soon as they are answered join the next
+      // batch together: 64 callers, 4 calls each, go in 1 + 4 round trips
+      // (the first alone, then 63, then all 64 three times), not one lone
+      // call every other round trip.
+      calls = 0;
+      const limiter = new RedisLimiter(spied, new rk.FixedWindow({ limit: 1000, windowMs: HOUR }), { prefix: prefix('hot-loop') });
+      const caller = async () => {
+        for (let i = 0; i < 4; i++) assert.equal((await limiter.tryAcquire('hot')).allowed, true);
+      };
+      await Promise.all(Array.from({ length: 64 }, caller));
+      assert.equal(calls, 5);
     }));
 }
 

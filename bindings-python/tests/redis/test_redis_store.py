@@ -22,6 +22,7 @@ from redis.retry import Retry
 from redis_fixtures import Server, client, cluster_url, own_server, url
 
 import ratekeeper
+from ratekeeper._ratekeeper import REDIS_SCRIPT
 from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy
 
 # How long a decision takes while the server is down is the client's business
@@ -47,6 +48,44 @@ def test_server_time_is_the_default(client: redis.Redis) -> None:
     assert denied.headers()["Retry-After"] == "1"
     seconds, micros = client.time()
     assert abs(seconds + micros / 1e6 - time.time()) < 1
+
+
+def test_decode_responses_clients_decide_the_same(url: str) -> None:
+    # acquire and peek replies are one string of integers ('text'): str on a
+    # client with decode_responses, bytes on one without.
+    T0 = 2_000_000_000.0
+    text = redis.Redis.from_url(url, decode_responses=True)
+    raw = redis.Redis.from_url(url)
+    try:
+        prefix = f"rk-py-decode:{uuid.uuid4().hex}:"
+        decoding = RedisPolicy(text, POLICY, prefix=prefix + "a:")
+        plain = RedisPolicy(raw, POLICY, prefix=prefix + "b:")
+        request = {"user": "u", "endpoint": "/e"}
+        for cost in [1, 2, 0, 3, 1]:
+            assert decoding.peek(request, cost, now=T0) == plain.peek(request, cost, now=T0)
+            assert decoding.try_acquire(request, cost, now=T0) == plain.try_acquire(request, cost, now=T0)
+        batch = decoding.try_acquire_batch(request, [1, 1, 1], now=T0 + 1)
+        assert batch == plain.try_acquire_batch(request, [1, 1, 1], now=T0 + 1)
+        assert [d.from_store for d in batch] == [True] * 3
+    finally:
+        text.close()
+        raw.close()
+
+
+def test_text_replies_carry_the_array_replies_integers(client: redis.Redis) -> None:
+    # The script's two reply forms (PROTOCOL.md), one limit and several, batched.
+    script = client.register_script(REDIS_SCRIPT)
+    config: list[str | int] = ["gcra", 3, 1_000_000, "fixed_window", 2, 60_000_000]
+    for n, keys in [(1, ["rk-py-form:{k}:a"]), (2, ["rk-py-form:{k}:a", "rk-py-form:{k}:b"])]:
+        for mode in ["peek", "acquire"]:
+            client.delete(*keys)
+            args: list[str | int] = ["1", mode, "2000000000000000", n, *config[: 3 * n], 4, 1, 2, 1, 1]
+            array = script(keys=keys, args=args)
+            client.delete(*keys)
+            text = script(keys=keys, args=[*args, "text"])
+            assert isinstance(array, list) and isinstance(text, bytes)
+            assert [int(x) for x in text.split()] == array
+            assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n)
 
 
 def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
@@ -207,7 +246,7 @@ def test_async_hot_key_batching_admits_exactly_the_bound(url: str) -> None:
         calls = 0
         send = limiter._call
 
-        async def counting(keys: list[bytes], args: list[str | int]) -> list[int]:
+        async def counting(keys: list[bytes], args: list[str | int]) -> Any:
             nonlocal calls
             calls += 1
             return await send(keys, args)
