@@ -665,6 +665,10 @@ class _Async:
             for _, f in batch:
                 if not f.done():
                     f.set_exception(error)
+        # The next batch goes once the callers just answered have run: one
+        # that calls again at once joins it, rather than going alone while
+        # every other waits for its answer.
+        await asyncio.sleep(0)
         following = self._queues[queue_key]
         if following:
             self._queues[queue_key] = following[MAX_BATCH:]

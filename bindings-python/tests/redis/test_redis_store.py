@@ -265,6 +265,33 @@ def test_async_hot_key_batching_admits_exactly_the_bound(url: str) -> None:
     assert calls < 256 / 4
 
 
+def test_async_callers_calling_again_share_the_next_batch(url: str) -> None:
+    # 64 callers, 4 calls each: 1 + 4 round trips (the first alone, then 63,
+    # then all 64 three times), not one lone call every other round trip.
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(1000, 3600), prefix=f"rk-py-loop:{uuid.uuid4().hex}:")
+        calls = 0
+        send = limiter._call
+
+        async def counting(keys: list[bytes], args: list[str | int]) -> Any:
+            nonlocal calls
+            calls += 1
+            return await send(keys, args)
+
+        limiter._call = counting  # type: ignore[method-assign]
+
+        async def caller() -> None:
+            for _ in range(4):
+                assert (await limiter.try_acquire("hot")).allowed
+
+        await asyncio.gather(*(caller() for _ in range(64)))
+        await client.aclose()
+        return calls
+
+    assert asyncio.run(main()) == 5
+
+
 def test_cancelling_one_batched_caller_spares_the_others(url: str) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis.from_url(url)
