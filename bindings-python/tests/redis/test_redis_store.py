@@ -238,27 +238,32 @@ def test_async_classes(url: str) -> None:
     asyncio.run(main())
 
 
+def count_round_trips(limiter: AsyncRedisLimiter) -> list[int]:
+    """Counts ``limiter``'s script calls from now on, in the list's one item."""
+    calls = [0]
+    send = limiter._call
+
+    async def counting(keys: list[bytes], args: list[str | int]) -> Any:
+        calls[0] += 1
+        return await send(keys, args)
+
+    limiter._call = counting  # type: ignore[method-assign]
+    return calls
+
+
 def test_async_hot_key_batching_admits_exactly_the_bound(url: str) -> None:
     async def main() -> tuple[int, int]:
         client = redis.asyncio.Redis.from_url(url)
         await client.flushdb()
         limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(100, 3600))
-        calls = 0
-        send = limiter._call
-
-        async def counting(keys: list[bytes], args: list[str | int]) -> Any:
-            nonlocal calls
-            calls += 1
-            return await send(keys, args)
-
-        limiter._call = counting  # type: ignore[method-assign]
+        calls = count_round_trips(limiter)
         decisions = await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(256)))
         await client.aclose()
         assert all(d.from_store for d in decisions)
         # One decision each, in order: the first 100 callers admitted, then none.
         remaining = [d.remaining for d in decisions if d.allowed]
         assert remaining == sorted(remaining, reverse=True)
-        return sum(d.allowed for d in decisions), calls
+        return sum(d.allowed for d in decisions), calls[0]
 
     admitted, calls = asyncio.run(main())
     assert admitted == 100
@@ -271,15 +276,7 @@ def test_async_callers_calling_again_share_the_next_batch(url: str) -> None:
     async def main() -> int:
         client = redis.asyncio.Redis.from_url(url)
         limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(1000, 3600), prefix=f"rk-py-loop:{uuid.uuid4().hex}:")
-        calls = 0
-        send = limiter._call
-
-        async def counting(keys: list[bytes], args: list[str | int]) -> Any:
-            nonlocal calls
-            calls += 1
-            return await send(keys, args)
-
-        limiter._call = counting  # type: ignore[method-assign]
+        calls = count_round_trips(limiter)
 
         async def caller() -> None:
             for _ in range(4):
@@ -287,7 +284,7 @@ def test_async_callers_calling_again_share_the_next_batch(url: str) -> None:
 
         await asyncio.gather(*(caller() for _ in range(64)))
         await client.aclose()
-        return calls
+        return calls[0]
 
     assert asyncio.run(main()) == 5
 
