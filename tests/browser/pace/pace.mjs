@@ -20,6 +20,8 @@ const t0 = performance.now();
 const ms = (t) => (t - t0).toFixed(1);
 const rows = [];
 const sent = [];
+const pauses = [];
+let lastResponseMs = NaN;
 let admitted = 0;
 let answered = 0;
 const tbody = document.getElementById('rows');
@@ -44,10 +46,12 @@ function onEvent(event) {
     tr.cells[4].innerHTML = `<span class="bar" style="width:${Math.round((event.atMs - t0) / 10)}px"></span>`;
     tr.cells[5].textContent = event.attempt > 0 ? `retry ${event.attempt}…` : 'sent…';
   } else if (event.type === 'response') {
+    lastResponseMs = event.atMs - t0;
     const tr = rows[event.id];
     tr.cells[5].textContent = String(event.status);
     if (event.status === 200) tr.className += ' done';
   } else if (event.type === 'paused') {
+    pauses.push({ answeredMs: lastResponseMs, untilMs: event.untilMs - t0, sentBefore: sent.length });
     set('paused', `server asked to wait: paused until ${ms(event.untilMs)} ms`);
   }
 }
@@ -62,5 +66,5 @@ const responses = await Promise.all(
     }),
   ),
 );
-window.paceResult = { emissionIntervalMs: gcra.emissionIntervalMs, sent, responses };
+window.paceResult = { emissionIntervalMs: gcra.emissionIntervalMs, sent, pauses, responses };
 document.title = 'done';
