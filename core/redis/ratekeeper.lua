@@ -593,6 +593,9 @@ if n == 1 then
   local l = limits[1]
   local decide, cfg, state, limit = l.algorithm.decide, l.cfg, l.state, limit_of[1]
   local consume = mode == 'acquire'
+  -- Formatted as decided rather than by answer(): without the numbers' trip
+  -- through the table and unpack, a batch of 256 took about a fifth less
+  -- server time.
   local format, line, k = string.format, ' %d %d %d %d %d %d', 1
   if as_text then reply[1] = format('%d', now) end
   for j = 1, m do
