@@ -51,18 +51,18 @@ unsafe fn first_arg(env: napi_env, info: napi_callback_info) -> napi_value {
     arg
 }
 
-/// The arguments of a hot operation (see [`crate::slot`]): handle, cost,
-/// maxWaitMs, nowMs (read here when the JS layer asked, see [`clock`]), op;
-/// `None` before `index.js` handed the scratch over.
-fn inputs() -> Option<(usize, [f64; 4])> {
-    let [handle, cost, max_wait, now, op, read_clock] = with_scratch(|s| {
-        let a: &[f64; slot::LEN - slot::ARGS] = s.get(slot::ARGS..slot::LEN)?.try_into().ok()?;
-        // One 8-byte load per slot, as JS stored them: a wider load spanning
-        // two of its stores waits for both to reach the cache, a stall that
-        // cost about a tenth of the call.
-        // SAFETY: `x` is a valid, aligned reference.
-        Some(a.each_ref().map(|x| unsafe { ptr::read_volatile(x) }))
-    })?;
+/// The arguments of a hot operation in the scratch `s` (see [`crate::slot`]):
+/// handle, cost, maxWaitMs, nowMs (read here when the JS layer asked, see
+/// [`clock`]), op; `None` before `index.js` handed the scratch over.
+#[inline(always)]
+fn inputs(s: &[f64]) -> Option<(usize, [f64; 4])> {
+    let a: &[f64; slot::LEN - slot::ARGS] = s.get(slot::ARGS..slot::LEN)?.try_into().ok()?;
+    // One 8-byte load per slot, as JS stored them: a wider load spanning
+    // two of its stores waits for both to reach the cache, a stall that
+    // cost about a tenth of the call.
+    // SAFETY: `x` is a valid, aligned reference.
+    let [handle, cost, max_wait, now, op, read_clock] =
+        a.each_ref().map(|x| unsafe { ptr::read_volatile(x) });
     // A handle is a table index that `index.js` got from this addon; the
     // cast saturates, so anything else (negative, fractional, NaN) differs.
     let index = handle as u32;
@@ -139,17 +139,21 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
 /// # Safety
 /// `env` is that of the running callback.
 unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, [f64; 4]) -> Answer) -> napi_value {
+    // The scratch is borrowed once for the whole call (each borrow of a
+    // thread-local costs a lookup); `decide` does not use it.
     let decided = catch_unwind(AssertUnwindSafe(|| {
-        let (handle, numbers) = inputs().ok_or_else(bad_handle)?;
-        decide(handle, numbers)
-    }));
-    match decided {
-        Ok(Ok((yes, out))) => with_scratch(|s| {
+        with_scratch(|s| {
+            let (handle, numbers) = inputs(s).ok_or_else(bad_handle)?;
+            let (yes, out) = decide(handle, numbers)?;
             write_into(s, &out);
             if let Some(status) = s.get_mut(slot::STATUS) {
                 *status = if yes { 1.0 } else { 0.0 };
             }
-        }),
+            Ok(())
+        })
+    }));
+    match decided {
+        Ok(Ok(())) => {}
         Ok(Err(error)) => {
             // The exception is pending once `throw` returns; its napi error is not needed.
             let _ = throw(&Env::from_raw(env), error);

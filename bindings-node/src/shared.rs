@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 
 use ratekeeper::{
-    count_from_f64, Algorithm, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision, Error,
-    Eviction, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos, Policy, PolicyConfig,
+    count_from_f64, u64_to_f64, Algorithm, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision,
+    Error, Eviction, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos, Policy, PolicyConfig,
     Portable, Refill, SlidingWindowCounter, SlidingWindowLog,
 };
 
@@ -206,8 +206,8 @@ fn decision_out(d: &Decision) -> Out {
     // Counts fit an f64 exactly: they never exceed the limit, which came from
     // a JS number of at most 2^53 - 1.
     [
-        d.remaining as f64,
-        d.limit as f64,
+        u64_to_f64(d.remaining),
+        u64_to_f64(d.limit),
         ms(d.retry_after),
         ms(d.reset_after),
     ]

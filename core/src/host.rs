@@ -25,25 +25,53 @@ fn check_finite_non_negative(value: f64, name: &'static str) -> Result<(), Error
     Err(Error::InvalidValue { name, reason })
 }
 
+/// Rounds a value in `[0, 2^52)` to the nearest integer (halves up).
+#[inline(always)]
+fn round_below_2_pow_52(value: f64) -> u64 {
+    // The signed conversions are exact here, and each is one x86-64
+    // instruction where an unsigned one takes several (`perf annotate` found
+    // those sequences among the hottest of the Node addon's decision).
+    let whole = value as i64;
+    let fraction = value - whole as f64;
+    whole as u64 + u64::from(fraction >= 0.5)
+}
+
 /// Rounds a non-negative finite value to the nearest integer (halves away from
 /// zero), or fails when it does not fit in a `u64`.
 fn round_to_u64(value: f64, name: &'static str) -> Result<u64, Error> {
+    if value < TWO_POW_52 {
+        return Ok(round_below_2_pow_52(value));
+    }
     if value >= TWO_POW_64 {
         return Err(Error::InvalidValue {
             name,
             reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
         });
     }
-    // `f64::round` lives in std; every f64 at or above 2^52 is already whole.
-    if value >= TWO_POW_52 {
-        return Ok(value as u64);
+    // Every f64 at or above 2^52 is already whole.
+    Ok(value as u64)
+}
+
+/// `value` (in units) times `scale` (nanoseconds per unit), rounded to the
+/// nearest nanosecond; the checks of [`check_finite_non_negative`] and
+/// [`round_to_u64`].
+#[inline(always)]
+fn scaled_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Error> {
+    let nanos = value * scale;
+    // The usual time or duration passes one pair of comparisons, which NaN,
+    // infinities, negatives and the too large all fail: they are told apart
+    // off this path.
+    if (0.0..TWO_POW_52).contains(&nanos) {
+        return Ok(Nanos(round_below_2_pow_52(nanos)));
     }
-    // Below 2^52 the signed conversions are exact, and each is one x86-64
-    // instruction where an unsigned one takes several (`perf annotate` found
-    // those sequences among the hottest of the Node addon's decision).
-    let whole = value as i64;
-    let fraction = value - whole as f64;
-    Ok(whole as u64 + u64::from(fraction >= 0.5))
+    scaled_nanos_checked(value, nanos, name)
+}
+
+#[cold]
+#[inline(never)]
+fn scaled_nanos_checked(value: f64, nanos: f64, name: &'static str) -> Result<Nanos, Error> {
+    check_finite_non_negative(value, name)?;
+    round_to_u64(nanos, name).map(Nanos)
 }
 
 impl Nanos {
@@ -52,26 +80,37 @@ impl Nanos {
     /// Fails with [`Error::InvalidValue`] naming `name` for NaN, infinite,
     /// negative or too large values.
     pub fn from_secs_f64(secs: f64, name: &'static str) -> Result<Nanos, Error> {
-        check_finite_non_negative(secs, name)?;
-        round_to_u64(secs * 1e9, name).map(Nanos)
+        scaled_nanos(secs, 1e9, name)
     }
 
     /// Milliseconds as a float, rounded to the nearest nanosecond.
     ///
     /// Fails like [`Nanos::from_secs_f64`].
     pub fn from_millis_f64(millis: f64, name: &'static str) -> Result<Nanos, Error> {
-        check_finite_non_negative(millis, name)?;
-        round_to_u64(millis * 1e6, name).map(Nanos)
+        scaled_nanos(millis, 1e6, name)
     }
 
     /// This duration in seconds, as a float.
+    #[inline]
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
+        u64_to_f64(self.0) / 1e9
     }
 
     /// This duration in milliseconds, as a float.
+    #[inline]
     pub fn as_millis_f64(self) -> f64 {
-        self.0 as f64 / 1e6
+        u64_to_f64(self.0) / 1e6
+    }
+}
+
+/// `n` as the nearest `f64`, as `n as f64` is: through the signed
+/// conversion (one x86-64 instruction) for every `n` below 2^63, where the
+/// two agree.
+#[inline(always)]
+pub fn u64_to_f64(n: u64) -> f64 {
+    match i64::try_from(n) {
+        Ok(signed) => signed as f64,
+        Err(_) => n as f64,
     }
 }
 
@@ -79,7 +118,22 @@ impl Nanos {
 ///
 /// It must be a whole number from 0 to 2^53 - 1; anything else fails with
 /// [`Error::InvalidValue`] naming `name`.
+#[inline]
 pub fn count_from_f64(value: f64, name: &'static str) -> Result<u64, Error> {
+    // At most 2^53 - 1: the signed conversions are exact (see
+    // round_below_2_pow_52). NaN fails the range check, as do the other bad values, told apart below.
+    if (0.0..=MAX_SAFE_INTEGER).contains(&value) {
+        let whole = value as i64;
+        if whole as f64 == value {
+            return Ok(whole as u64);
+        }
+    }
+    count_from_f64_checked(value, name)
+}
+
+#[cold]
+#[inline(never)]
+fn count_from_f64_checked(value: f64, name: &'static str) -> Result<u64, Error> {
     check_finite_non_negative(value, name)?;
     if value > MAX_SAFE_INTEGER {
         return Err(Error::InvalidValue {
@@ -87,20 +141,16 @@ pub fn count_from_f64(value: f64, name: &'static str) -> Result<u64, Error> {
             reason: "must be a safe integer (at most 2^53 - 1)",
         });
     }
-    // At most 2^53 - 1: the signed conversions are exact (see round_to_u64).
-    let whole = value as i64;
-    if whole as f64 != value {
-        return Err(Error::InvalidValue {
-            name,
-            reason: "must be a whole number",
-        });
-    }
-    Ok(whole as u64)
+    Err(Error::InvalidValue {
+        name,
+        reason: "must be a whole number",
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn seconds_round_to_the_nearest_nanosecond() {
@@ -145,6 +195,79 @@ mod tests {
                 Ok(Nanos(rounded)),
                 "{ms}"
             );
+        }
+    }
+
+    /// The conversions as plainly written: every check first, then the
+    /// unsigned arithmetic.
+    fn reference_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Error> {
+        check_finite_non_negative(value, name)?;
+        let nanos = value * scale;
+        if nanos >= TWO_POW_64 {
+            return Err(Error::InvalidValue {
+                name,
+                reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
+            });
+        }
+        let whole = nanos as u64;
+        Ok(Nanos(whole + u64::from(nanos - whole as f64 >= 0.5)))
+    }
+
+    fn reference_count(value: f64, name: &'static str) -> Result<u64, Error> {
+        check_finite_non_negative(value, name)?;
+        if value > MAX_SAFE_INTEGER {
+            return Err(Error::InvalidValue {
+                name,
+                reason: "must be a safe integer (at most 2^53 - 1)",
+            });
+        }
+        if value as u64 as f64 != value {
+            return Err(Error::InvalidValue {
+                name,
+                reason: "must be a whole number",
+            });
+        }
+        Ok(value as u64)
+    }
+
+    /// Any f64: every bit pattern (NaNs, subnormals, both zeros), and values
+    /// near the bounds where the quick paths end.
+    fn any_f64() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<u64>().prop_map(f64::from_bits),
+            (0u64..1 << 54).prop_map(|n| n as f64),
+            (0u64..1 << 54).prop_map(|n| n as f64 + 0.5),
+            prop::sample::select(alloc::vec![
+                TWO_POW_52,
+                TWO_POW_52 - 0.5,
+                TWO_POW_64,
+                MAX_SAFE_INTEGER,
+                MAX_SAFE_INTEGER + 1.0,
+                -0.0,
+                f64::MIN_POSITIVE,
+            ])
+            .prop_flat_map(|x| (-4i64..=4)
+                .prop_map(move |steps| { f64::from_bits(x.to_bits().wrapping_add_signed(steps)) })),
+            (-1e-9f64..1e22),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn quick_paths_answer_as_the_plain_checks(value in any_f64()) {
+            for scale in [1e9, 1e6] {
+                let quick = if scale == 1e9 {
+                    Nanos::from_secs_f64(value, "now")
+                } else {
+                    Nanos::from_millis_f64(value, "now")
+                };
+                prop_assert_eq!(quick, reference_nanos(value, scale, "now"));
+            }
+            let n = value.to_bits();
+            prop_assert_eq!(u64_to_f64(n).to_bits(), (n as f64).to_bits());
+            // Unscaled, so that halves reach the rounding as they are.
+            prop_assert_eq!(scaled_nanos(value, 1.0, "now"), reference_nanos(value, 1.0, "now"));
+            prop_assert_eq!(count_from_f64(value, "cost"), reference_count(value, "cost"));
         }
     }
 

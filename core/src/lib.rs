@@ -94,7 +94,7 @@ pub use error::Error;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use headers::Headers;
-pub use host::count_from_f64;
+pub use host::{count_from_f64, u64_to_f64};
 #[cfg(feature = "alloc")]
 pub use keyed::{Eviction, Keyed, KeyedLimiter};
 pub use leaky_bucket::LeakyBucket;
