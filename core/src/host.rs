@@ -121,7 +121,8 @@ pub fn u64_to_f64(n: u64) -> f64 {
 #[inline]
 pub fn count_from_f64(value: f64, name: &'static str) -> Result<u64, Error> {
     // At most 2^53 - 1: the signed conversions are exact (see
-    // round_below_2_pow_52). NaN fails the range check, as do the other bad values, told apart below.
+    // round_below_2_pow_52). NaN fails the range check, as do the other bad
+    // values, told apart off this path.
     if (0.0..=MAX_SAFE_INTEGER).contains(&value) {
         let whole = value as i64;
         if whole as f64 == value {
