@@ -36,25 +36,9 @@ fn round_below_2_pow_52(value: f64) -> u64 {
     whole as u64 + u64::from(fraction >= 0.5)
 }
 
-/// Rounds a non-negative finite value to the nearest integer (halves away from
-/// zero), or fails when it does not fit in a `u64`.
-fn round_to_u64(value: f64, name: &'static str) -> Result<u64, Error> {
-    if value < TWO_POW_52 {
-        return Ok(round_below_2_pow_52(value));
-    }
-    if value >= TWO_POW_64 {
-        return Err(Error::InvalidValue {
-            name,
-            reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
-        });
-    }
-    // Every f64 at or above 2^52 is already whole.
-    Ok(value as u64)
-}
-
 /// `value` (in units) times `scale` (nanoseconds per unit), rounded to the
-/// nearest nanosecond; the checks of [`check_finite_non_negative`] and
-/// [`round_to_u64`].
+/// nearest nanosecond (halves up); fails for NaN, infinite, negative or too
+/// large values.
 #[inline(always)]
 fn scaled_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Error> {
     let nanos = value * scale;
@@ -67,11 +51,19 @@ fn scaled_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Err
     scaled_nanos_checked(value, nanos, name)
 }
 
+/// [`scaled_nanos`] off its usual path: a bad `value`, or `nanos` at or
+/// above 2^52, where every `f64` is already whole.
 #[cold]
 #[inline(never)]
 fn scaled_nanos_checked(value: f64, nanos: f64, name: &'static str) -> Result<Nanos, Error> {
     check_finite_non_negative(value, name)?;
-    round_to_u64(nanos, name).map(Nanos)
+    if nanos >= TWO_POW_64 {
+        return Err(Error::InvalidValue {
+            name,
+            reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
+        });
+    }
+    Ok(Nanos(nanos as u64))
 }
 
 impl Nanos {
