@@ -2,6 +2,7 @@
 
 use core::num::NonZeroU64;
 
+use crate::divisor::Divisor;
 use crate::state::codec::{corrupt, Fingerprint, Reader, Writer};
 use crate::{Error, Nanos};
 
@@ -41,8 +42,11 @@ pub struct Bandwidth {
     /// numbers (1000 per second is 1 per millisecond), so that most waits
     /// need no division; the carry stays exact, being a multiple of the gcd.
     /// Interval: as given, since the period sets the boundaries.
-    step_tokens: u64,
-    step_period: u64,
+    /// With their reciprocals, for the steps gained in [`Band::advanced`]
+    /// and the waits of [`wait_wide`]: without a reservation's debt, a
+    /// decision's only divisions.
+    step_tokens: Divisor,
+    step_period: Divisor,
 }
 
 impl Bandwidth {
@@ -106,8 +110,8 @@ impl Bandwidth {
             refill_period: refill_period.0,
             initial_tokens: capacity,
             refill,
-            step_tokens: refill_tokens / divisor,
-            step_period: refill_period.0 / divisor,
+            step_tokens: Divisor::new(refill_tokens / divisor),
+            step_period: Divisor::new(refill_period.0 / divisor),
         };
         // Every wait a bucket reports without reservations is at most the time
         // to refill it from empty, so checking that once keeps them in range
@@ -183,13 +187,13 @@ impl Band {
         if rule.refill == Refill::Greedy && self.is_full(rule) {
             return self;
         }
-        let period = rule.step_period as u128;
+        let period = rule.step_period.get() as u128;
         // The carry plus the refill since the last call: in units of
         // 1/step_period token (greedy), or in ns (interval).
         let scaled = self.carry as u128
             + match rule.refill {
                 // Cannot overflow: the product is at most (2^64 - 1)^2.
-                Refill::Greedy => rule.step_tokens as u128 * elapsed as u128,
+                Refill::Greedy => rule.step_tokens.get() as u128 * elapsed as u128,
                 Refill::Interval => elapsed as u128,
             };
         // No step gained, or enough to fill the band: no division needed.
@@ -203,14 +207,14 @@ impl Band {
             return self;
         }
         let steps = match u64::try_from(scaled) {
-            // A 64-bit division is several times cheaper than a 128-bit one.
-            Ok(scaled) => (scaled / rule.step_period) as u128,
+            // Within 64 bits, by the reciprocal: no division instruction.
+            Ok(scaled) => rule.step_period.divide(scaled) as u128,
             Err(_) => scaled / period,
         };
         self.carry = (scaled - steps * period) as u64;
         let gained = match rule.refill {
             Refill::Greedy => steps,
-            Refill::Interval => steps.saturating_mul(rule.step_tokens as u128),
+            Refill::Interval => steps.saturating_mul(rule.step_tokens.get() as u128),
         };
         self.add(rule, gained);
         self
@@ -250,7 +254,10 @@ impl Band {
     pub(crate) fn booked(self, rule: &Bandwidth, wait: u64, cost: u64) -> Option<Band> {
         let at_slot = self.advanced(rule, wait);
         let level_at_slot = at_slot.tokens as i128 - at_slot.owed as i128 - cost as i128;
-        let (refill, period) = (rule.step_tokens as i128, rule.step_period as i128);
+        let (refill, period) = (
+            rule.step_tokens.get() as i128,
+            rule.step_period.get() as i128,
+        );
         let mut band = self;
         match rule.refill {
             Refill::Greedy => {
@@ -316,7 +323,7 @@ impl Band {
     /// than 64 bits.
     #[inline(always)]
     pub(crate) fn is_quick(&self, rule: &Bandwidth) -> bool {
-        self.owed == 0 && rule.step_tokens == 1
+        self.owed == 0 && rule.step_tokens.get() == 1
     }
 
     /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
@@ -327,7 +334,7 @@ impl Band {
     #[inline(always)]
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));
-        let period = rule.step_period;
+        let period = rule.step_period.get();
         // The carry plus the refill since the last call: in units of
         // 1/step_period token (greedy), or in ns (interval). A sum past
         // 2^64 would fill the band or cross a boundary, as below.
@@ -375,7 +382,7 @@ impl Band {
         if self.tokens >= target {
             0
         } else {
-            (target - self.tokens) * rule.step_period - self.carry
+            (target - self.tokens) * rule.step_period.get() - self.carry
         }
     }
 }
@@ -384,20 +391,29 @@ impl Band {
 /// `rule` with this `carry`, computed in 128 bits; `u128::MAX` when even
 /// that overflows.
 fn wait_wide(rule: &Bandwidth, missing: u128, carry: u64) -> u128 {
-    let (refill, period) = (rule.step_tokens as u128, rule.step_period as u128);
+    let (refill, period) = (
+        rule.step_tokens.get() as u128,
+        rule.step_period.get() as u128,
+    );
     match rule.refill {
         Refill::Greedy => match missing.checked_mul(period) {
             Some(scaled) => match u64::try_from(scaled - carry as u128) {
-                // A 64-bit division is several times cheaper than a 128-bit one.
-                Ok(scaled) => scaled.div_ceil(rule.step_tokens) as u128,
+                // Within 64 bits, by the reciprocal: no division instruction.
+                Ok(scaled) => rule.step_tokens.divide_up(scaled) as u128,
                 Err(_) => (scaled - carry as u128).div_ceil(refill),
             },
             None => u128::MAX,
         },
-        Refill::Interval => match missing.div_ceil(refill).checked_mul(period) {
-            Some(at_boundary) => at_boundary - carry as u128,
-            None => u128::MAX,
-        },
+        Refill::Interval => {
+            let periods = match u64::try_from(missing) {
+                Ok(missing) => rule.step_tokens.divide_up(missing) as u128,
+                Err(_) => missing.div_ceil(refill),
+            };
+            match periods.checked_mul(period) {
+                Some(at_boundary) => at_boundary - carry as u128,
+                None => u128::MAX,
+            }
+        }
     }
 }
 
@@ -437,7 +453,7 @@ impl Band {
     pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
         let tokens = r.at_most(rule.capacity())?;
         let owed = r.varint()?;
-        let carry = r.at_most(rule.step_period - 1)?;
+        let carry = r.at_most(rule.step_period.get() - 1)?;
         let band = Band {
             tokens,
             owed,

@@ -1,5 +1,6 @@
 //! The generic cell rate algorithm: a token bucket kept as an arrival time.
 
+use crate::divisor::Divisor;
 use crate::limiter::check_cost;
 use crate::nanos::saturating;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
@@ -40,7 +41,9 @@ use crate::{Decision, Error, Limiter, Nanos};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gcra {
     burst: u64,
-    interval: u64,
+    /// The emission interval, with its reciprocal for the decision's
+    /// `remaining`.
+    interval: Divisor,
     /// `burst * interval`: how far the TAT may run ahead of now.
     tolerance: u64,
     /// The latest time seen. Kept beside the TAT so that a step back in time
@@ -107,7 +110,7 @@ impl Gcra {
         })?;
         Ok(Gcra {
             burst,
-            interval,
+            interval: Divisor::new(interval),
             tolerance,
             latest: 0,
             used: 0,
@@ -121,7 +124,7 @@ impl Gcra {
 
     /// The time between two units at the sustained rate.
     pub fn emission_interval(&self) -> Nanos {
-        Nanos(self.interval)
+        Nanos(self.interval.get())
     }
 
     /// Replaces the burst and interval of a live limiter with those of `new`.
@@ -135,9 +138,9 @@ impl Gcra {
     pub fn reconfigure(&mut self, now: Nanos, new: Gcra) {
         let state = self.at(now);
         let available =
-            (self.tolerance as i128 - state.used as i128).div_euclid(self.interval as i128);
+            (self.tolerance as i128 - state.used as i128).div_euclid(self.interval.get() as i128);
         let missing = (new.burst as i128 - available.min(new.burst as i128)) as u128;
-        let used = saturating(missing.saturating_mul(new.interval as u128)).0;
+        let used = saturating(missing.saturating_mul(new.interval.get() as u128)).0;
         *self = Gcra {
             latest: state.at,
             used,
@@ -210,7 +213,7 @@ impl Gcra {
     #[inline(always)]
     fn decide_at(&self, mut state: State, cost: u64) -> (Decision, State) {
         // cost <= burst, so this is at most the tolerance.
-        let need = cost * self.interval;
+        let need = cost * self.interval.get();
         // The most of the tolerance that may be in use for `cost` to fit.
         let slack = self.tolerance - need;
         let allowed = cost == 0 || state.used <= slack;
@@ -223,8 +226,8 @@ impl Gcra {
             allowed,
             remaining: match self.tolerance.saturating_sub(state.used) {
                 // Less than one unit left (every denial of cost 1): no division.
-                room if room < self.interval => 0,
-                room => room / self.interval,
+                room if room < self.interval.get() => 0,
+                room => self.interval.divide(room),
             },
             limit: self.burst,
             retry_after: if allowed {
@@ -276,7 +279,7 @@ impl Limiter for Gcra {
             return Ok(Ok(Nanos::ZERO));
         }
         let wait = decision.retry_after;
-        match state.used.checked_add(cost * self.interval) {
+        match state.used.checked_add(cost * self.interval.get()) {
             Some(used) if wait <= max_wait && wait != Nanos::MAX => {
                 state.used = used;
                 self.commit(state);
@@ -290,7 +293,9 @@ impl Limiter for Gcra {
     /// (a full limiter). `taken_at` is not needed, and the clock is not moved
     /// to it: it may be a reservation's slot, in the future.
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
-        self.used = self.used.saturating_sub(cost.saturating_mul(self.interval));
+        self.used = self
+            .used
+            .saturating_sub(cost.saturating_mul(self.interval.get()));
     }
 }
 
@@ -301,7 +306,7 @@ impl Codec for Gcra {
 
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.burst);
-        fingerprint.word(self.interval);
+        fingerprint.word(self.interval.get());
     }
 
     fn write_state(&self, w: &mut Writer<'_>) {

@@ -60,6 +60,7 @@ mod calendar;
 #[cfg(feature = "alloc")]
 mod config;
 mod decision;
+mod divisor;
 mod error;
 mod fixed_window;
 mod gcra;
