@@ -10,12 +10,14 @@
 /// `floor(c * n / 2^128)` for every 64-bit `n`: the error `c * d - 2^128`
 /// is below `d`, at most 2^64, which is what Lemire, Kaser and Kurz's
 /// Theorem 1 ("Faster remainder by direct computation", 2019) asks for
-/// 64-bit numerators and 128 fractional bits. `d = 1`, whose `c` would be
-/// 2^128, is kept as `c = 0` and divides by returning `n`.
+/// 64-bit numerators and 128 fractional bits. `c - 1` is kept, which fits
+/// in 128 bits for every `d` (`c` is 2^128 for `d = 1`), and `c * n` is
+/// computed as `(c - 1) * n + n`, so that no divisor needs a branch of its
+/// own.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Divisor {
     d: u64,
-    /// The high and low halves of `c`, which is at most 2^127 for `d >= 2`.
+    /// The high and low halves of `c - 1`.
     c_hi: u64,
     c_lo: u64,
 }
@@ -31,13 +33,13 @@ impl Divisor {
     /// The divisor `d`, which must not be zero.
     pub(crate) fn new(d: u64) -> Divisor {
         debug_assert!(d != 0, "a divisor is not zero");
-        // ceil(2^128 / d) = floor((2^128 - 1) / d) + 1 for d >= 2, whether
-        // or not d divides 2^128.
-        let c = if d < 2 { 0 } else { u128::MAX / d as u128 + 1 };
+        // ceil(2^128 / d) - 1 = floor((2^128 - 1) / d), whether or not d
+        // divides 2^128.
+        let c_minus_1 = u128::MAX / d as u128;
         Divisor {
             d,
-            c_hi: (c >> 64) as u64,
-            c_lo: c as u64,
+            c_hi: (c_minus_1 >> 64) as u64,
+            c_lo: c_minus_1 as u64,
         }
     }
 
@@ -59,14 +61,11 @@ impl Divisor {
         }
         #[cfg(not(target_arch = "wasm32"))]
         {
-            if self.d == 1 {
-                return n;
-            }
-            // c * n = c_hi * n * 2^64 + c_lo * n; the low 64 bits of c_lo * n
-            // cannot carry into the bits kept, and c_hi * n < 2^127 leaves
-            // room for the sum.
+            // c * n = c_hi * n * 2^64 + (c_lo * n + n). The low sum is at
+            // most (2^64 - 1) * 2^64, and its low 64 bits cannot carry into
+            // the bits kept; c_hi * n plus its high half is below 2^128.
             let high = self.c_hi as u128 * n as u128;
-            let low = (self.c_lo as u128 * n as u128) >> 64;
+            let low = (self.c_lo as u128 * n as u128 + n as u128) >> 64;
             ((high + low) >> 64) as u64
         }
     }
