@@ -329,8 +329,9 @@ impl Band {
     /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
     /// cases a busy bucket meets on almost every call, which need neither a
     /// division nor 128 bits: a full band, less than a token (or a period)
-    /// gained, exactly one token, or enough to fill the band. `None`
-    /// otherwise. The band stays quick.
+    /// gained, one token or more (greedy; several by the step period's
+    /// reciprocal), or enough to fill the band. `None` otherwise. The band
+    /// stays quick.
     #[inline(always)]
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));
@@ -358,7 +359,19 @@ impl Band {
                 let gained = scaled >= period;
                 let carry = if gained { scaled - period } else { scaled };
                 if carry >= period {
-                    return None; // two tokens or more, short of filling
+                    // Two tokens or more, short of filling (so fewer than
+                    // the room): what a bucket called less often than its
+                    // rate meets, such as each key of a keyed limiter. By
+                    // the reciprocal, kept apart from the select above so
+                    // that a steady stream's chain of calls stays short.
+                    // Left to the exact path on wasm, where these inlined
+                    // copies cost 0.9 KB of gzipped download.
+                    if cfg!(target_arch = "wasm32") {
+                        return None;
+                    }
+                    let steps = rule.step_period.divide(scaled);
+                    (self.tokens, self.carry) = (self.tokens + steps, scaled - steps * period);
+                    return Some(self);
                 }
                 (self.tokens, self.carry) = (self.tokens + gained as u64, carry);
             }

@@ -102,11 +102,12 @@ impl Arithmetic for Exact {
     }
 }
 
-/// The cases a busy bucket meets on almost every call (quick bands, see
-/// [`Band::is_quick`], gaining at most one token or filling up, time not
-/// gone backwards), in 64-bit registers without a division or a call, so
-/// that a decision inlines into the caller's loop. It declines the rest,
-/// which [`Exact`] then decides from scratch.
+/// The cases a bucket meets on almost every call (quick bands, see
+/// [`Band::is_quick`], greedy ones gaining any number of tokens, interval
+/// ones within a period; time not gone backwards), in 64-bit registers
+/// without a division instruction or a call, so that a decision inlines
+/// into the caller's loop. It declines the rest, which [`Exact`] then
+/// decides from scratch.
 enum Quick {}
 
 impl Arithmetic for Quick {
