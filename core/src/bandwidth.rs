@@ -327,11 +327,11 @@ impl Band {
     }
 
     /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
-    /// cases a busy bucket meets on almost every call, which need neither a
-    /// division nor 128 bits: a full band, less than a token (or a period)
-    /// gained, one token or more (greedy; several by the step period's
-    /// reciprocal), or enough to fill the band. `None` otherwise. The band
-    /// stays quick.
+    /// cases a bucket meets on almost every call, which need no division
+    /// instruction and no 128-bit state: a full band, less than a token (or
+    /// a period) gained, one token or more (greedy; several by the step
+    /// period's reciprocal), or enough to fill the band. `None` otherwise.
+    /// The band stays quick.
     #[inline(always)]
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));
