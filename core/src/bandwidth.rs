@@ -330,8 +330,8 @@ impl Band {
     /// cases a bucket meets on almost every call, which need no division
     /// instruction and no 128-bit state: a full band, less than a token (or
     /// a period) gained, one token or more (greedy; several by the step
-    /// period's reciprocal), or enough to fill the band. `None` otherwise.
-    /// The band stays quick.
+    /// period's reciprocal, except on wasm), or enough to fill the band.
+    /// `None` otherwise. The band stays quick.
     #[inline(always)]
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));

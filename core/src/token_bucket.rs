@@ -103,11 +103,11 @@ impl Arithmetic for Exact {
 }
 
 /// The cases a bucket meets on almost every call (quick bands, see
-/// [`Band::is_quick`], greedy ones gaining any number of tokens, interval
-/// ones within a period; time not gone backwards), in 64-bit registers
-/// without a division instruction or a call, so that a decision inlines
-/// into the caller's loop. It declines the rest, which [`Exact`] then
-/// decides from scratch.
+/// [`Band::is_quick`], greedy ones gaining any number of tokens (at most
+/// one on wasm), interval ones within a period; time not gone backwards),
+/// in 64-bit registers without a division instruction or a call, so that a
+/// decision inlines into the caller's loop. It declines the rest, which
+/// [`Exact`] then decides from scratch.
 enum Quick {}
 
 impl Arithmetic for Quick {
