@@ -12,8 +12,8 @@ const scratch = new Float64Array(new ArrayBuffer(11 * Float64Array.BYTES_PER_ELE
 native.useScratch(scratch);
 
 // The runtime's own performance.now, which the addon reads natively for the
-// default clock (src/clock.rs). Fake timers replace globalThis.performance or
-// its `now`, never the prototype's method; lib/api.cjs checks at each call.
+// default clock (src/clock.rs) while no fake timers or mock replace it:
+// lib/api.cjs checks at each call (runtimeClock).
 const { performance: runtimePerformance } = require('node:perf_hooks');
 const nativeNow = Object.getPrototypeOf(runtimePerformance).now;
 native.useClock(() => nativeNow.call(runtimePerformance));

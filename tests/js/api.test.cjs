@@ -8,6 +8,8 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const { Worker } = require('node:worker_threads');
 
+const FakeTimers = require('@sinonjs/fake-timers');
+
 const api = require('./impl.cjs');
 const { assertLimiterError } = require('./helpers.cjs');
 
@@ -289,7 +291,7 @@ describe('the default clock is performance.now()', () => {
     assert.ok(e.retryAfterMs <= d.retryAfterMs);
   });
 
-  it('reads globalThis.performance.now at each call', () => {
+  it('reads a replaced performance.now at each call', () => {
     const limiter = make();
     withClock(() => 5_000, () => assert.equal(limiter.tryAcquire().allowed, true));
     const d = withClock(() => 5_000 + PERIOD / 4, () => limiter.tryAcquire());
@@ -347,19 +349,44 @@ describe('the default clock is performance.now()', () => {
     assert.ok(at >= before - 1e-3 && at <= after + 1e-3, `read ${at} outside [${before}, ${after}]`);
   });
 
-  it('honours a performance object replaced whole, as fake timers do', () => {
+  // @sinonjs/fake-timers is what Jest's fake timers are: it replaces
+  // globalThis.performance whole, Date and setTimeout.
+  it('follows fake timers (@sinonjs/fake-timers), and the runtime clock again once they are gone', () => {
     const limiter = make();
     const keyed = new api.KeyedLimiter(make());
-    const own = Object.getOwnPropertyDescriptor(globalThis, 'performance');
-    globalThis.performance = { now: () => 5_000 };
+    const clock = FakeTimers.install({ now: 0 });
     try {
+      clock.tick(5_000);
       assert.equal(limiter.tryAcquire().allowed, true);
       assert.equal(keyed.tryAcquire('k').allowed, true);
-      performance.now = () => 5_000 + PERIOD / 2;
+      clock.tick(PERIOD / 2);
       assert.equal(limiter.peek().retryAfterMs, PERIOD / 2);
       assert.equal(keyed.tryAcquire('k').retryAfterMs, PERIOD / 2);
+      assert.equal(limiter.reserve(1, 0).decision.retryAfterMs, PERIOD / 2);
     } finally {
-      Object.defineProperty(globalThis, 'performance', own);
+      clock.uninstall();
+    }
+    const fixed = new FixedWindow({ limit: 1e9, windowMs: 1e9 });
+    const before = performance.now();
+    const at = 1e9 - fixed.tryAcquire().resetAfterMs;
+    assert.ok(at >= before - 1e-3 && at <= performance.now() + 1e-3, `read ${at}, not the runtime clock`);
+  });
+
+  it('a performance object replaced whole is read once Date or setTimeout is replaced too, as fake timers do', () => {
+    for (const name of ['Date', 'setTimeout']) {
+      const limiter = make();
+      const own = Object.getOwnPropertyDescriptor(globalThis, 'performance');
+      const real = globalThis[name];
+      globalThis.performance = { now: () => 5_000 };
+      globalThis[name] = function fake() {};
+      try {
+        assert.equal(limiter.tryAcquire().allowed, true, name);
+        performance.now = () => 5_000 + PERIOD / 2;
+        assert.equal(limiter.peek().retryAfterMs, PERIOD / 2, name);
+      } finally {
+        globalThis[name] = real;
+        Object.defineProperty(globalThis, 'performance', own);
+      }
     }
   });
 });
