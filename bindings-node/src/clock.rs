@@ -2,49 +2,83 @@
 //!
 //! The JS default clock is `performance.now()`. Calling it from JS costs
 //! about as much as a whole decision, so when a call leaves `nowMs` out and
-//! `performance.now` is still the runtime's own (fake timers replace it, and
-//! are then honoured), the JS layer asks the addon to read the clock itself
-//! ([`crate::slot::CLOCK`]). That is the monotonic clock `performance.now()`
-//! counts on: `Instant`, like libuv's `uv_hrtime`, reads `CLOCK_MONOTONIC`
-//! on Linux, `mach_absolute_time` on macOS and `QueryPerformanceCounter` on
-//! Windows. [`tie`] measures once where `performance.now()`'s zero
-//! lies on it, so a native reading agrees with `performance.now()` to within
-//! a fraction of a microsecond; time read a little backwards grants nothing.
+//! that clock is still the runtime's own (no fake timers, no mock: see
+//! `runtimeClock` in `lib/api.cjs`), the JS layer asks the addon to read the
+//! clock itself ([`crate::slot::CLOCK`]). That is the monotonic clock
+//! `performance.now()` counts on: libuv's `uv_hrtime` reads `CLOCK_MONOTONIC`
+//! on Linux, as [`monotonic`] does; elsewhere `Instant` reads the same clock
+//! as libuv (`mach_absolute_time` on macOS, `QueryPerformanceCounter` on
+//! Windows). [`tie`] measures once where `performance.now()`'s zero lies on
+//! it, so a native reading agrees with `performance.now()` to within a
+//! fraction of a microsecond; time read a little backwards grants nothing.
+//!
+//! A reading is whole nanoseconds, handed to the core as they are: neither
+//! `Instant`'s subtraction nor a round trip through a float of milliseconds,
+//! which together cost a tenth of a decision's call.
 
 use std::cell::Cell;
-use std::time::{Duration, Instant};
+
+use ratekeeper::Nanos;
 
 thread_local! {
-    // Each JS thread has its own `performance.now()` origin.
-    static CLOCK: Cell<Option<(Instant, f64)>> = const { Cell::new(None) };
+    // Each JS thread has its own `performance.now()` origin: what to add to
+    // a reading of [`monotonic`] to get `performance.now()` in ns.
+    static OFFSET: Cell<Option<i64>> = const { Cell::new(None) };
 }
 
 /// Readings of `performance.now()` taken to place its zero; the one taken in
 /// the shortest gap between two readings of the native clock is kept.
 const TRIES: usize = 8;
 
+/// The monotonic clock in nanoseconds, from an arbitrary origin.
+#[cfg(target_os = "linux")]
+fn monotonic() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `now` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    // Both fields are non-negative for CLOCK_MONOTONIC.
+    (now.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(now.tv_nsec as u64)
+}
+
+/// The monotonic clock in nanoseconds, from the first reading in the process.
+#[cfg(not(target_os = "linux"))]
+fn monotonic() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    let elapsed = ORIGIN.get_or_init(Instant::now).elapsed();
+    u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Ties the native clock to `now` (`performance.now()`, read by the JS
-/// layer): after this, [`now_ms`] reads what `now()` would return.
+/// layer): after this, [`now`] reads what `now()` would return.
 pub fn tie(mut now: impl FnMut() -> napi::Result<f64>) -> napi::Result<()> {
-    let origin = Instant::now();
-    let mut best = (Duration::MAX, 0.0);
+    let mut best = (u64::MAX, 0);
     for _ in 0..TRIES {
-        let before = origin.elapsed();
+        let before = monotonic();
         let js = now()?;
-        let after = origin.elapsed();
-        if after - before < best.0 {
-            let midpoint_ms = (before + after).as_secs_f64() * 500.0;
-            best = (after - before, js - midpoint_ms);
+        let after = monotonic();
+        let gap = after.saturating_sub(before);
+        if gap < best.0 {
+            // performance.now() counts ms from the start of the thread, so
+            // both readings are far below 2^63 ns.
+            let midpoint = before + gap / 2;
+            best = (gap, (js * 1e6).round() as i64 - midpoint as i64);
         }
     }
-    CLOCK.set(Some((origin, best.1)));
+    OFFSET.set(Some(best.1));
     Ok(())
 }
 
-/// The time on `performance.now()`'s scale, in milliseconds; `None` before
-/// [`tie`].
-pub fn now_ms() -> Option<f64> {
-    CLOCK
-        .get()
-        .map(|(origin, offset)| offset + origin.elapsed().as_secs_f64() * 1e3)
+/// The time on `performance.now()`'s scale; `None` before [`tie`].
+#[inline]
+pub fn now() -> Option<Nanos> {
+    let offset = OFFSET.get()?;
+    monotonic().checked_add_signed(offset).map(Nanos)
 }

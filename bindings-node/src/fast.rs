@@ -26,7 +26,7 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Error};
 
 use crate::clock;
 use crate::errors::throw;
-use crate::shared::{self, Answer};
+use crate::shared::{self, Answer, Now};
 use crate::{slot, with_scratch, write_into, KEYED, LIMITERS};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
@@ -51,11 +51,19 @@ unsafe fn first_arg(env: napi_env, info: napi_callback_info) -> napi_value {
     arg
 }
 
+/// The numbers of a hot operation, besides its handle.
+struct Args {
+    cost: f64,
+    max_wait: f64,
+    now: Now,
+    op: f64,
+}
+
 /// The arguments of a hot operation in the scratch `s` (see [`crate::slot`]):
 /// handle, cost, maxWaitMs, nowMs (read here when the JS layer asked, see
 /// [`clock`]), op; `None` before `index.js` handed the scratch over.
 #[inline(always)]
-fn inputs(s: &[f64]) -> Option<(usize, [f64; 4])> {
+fn inputs(s: &[f64]) -> Option<(usize, Args)> {
     let a: &[f64; slot::LEN - slot::ARGS] = s.get(slot::ARGS..slot::LEN)?.try_into().ok()?;
     // One 8-byte load per slot, as JS stored them: a wider load spanning
     // two of its stores waits for both to reach the cache, a stall that
@@ -71,11 +79,17 @@ fn inputs(s: &[f64]) -> Option<(usize, [f64; 4])> {
     }
     // NaN (never expected: index.js ties the clock at load) fails as a bad `now`.
     let now = if read_clock == 1.0 {
-        clock::now_ms().unwrap_or(f64::NAN)
+        clock::now().map_or(Now::Millis(f64::NAN), Now::Read)
     } else {
-        now
+        Now::Millis(now)
     };
-    Some((index as usize, [cost, max_wait, now, op]))
+    let args = Args {
+        cost,
+        max_wait,
+        now,
+        op,
+    };
+    Some((index as usize, args))
 }
 
 fn bad_handle() -> Error {
@@ -138,13 +152,13 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
 ///
 /// # Safety
 /// `env` is that of the running callback.
-unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, [f64; 4]) -> Answer) -> napi_value {
+unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args) -> Answer) -> napi_value {
     // The scratch is borrowed once for the whole call (each borrow of a
     // thread-local costs a lookup); `decide` does not use it.
     let decided = catch_unwind(AssertUnwindSafe(|| {
         with_scratch(|s| {
-            let (handle, numbers) = inputs(s).ok_or_else(bad_handle)?;
-            let (yes, out) = decide(handle, numbers)?;
+            let (handle, args) = inputs(s).ok_or_else(bad_handle)?;
+            let (yes, out) = decide(handle, args)?;
             write_into(s, &out);
             if let Some(status) = s.get_mut(slot::STATUS) {
                 *status = if yes { 1.0 } else { 0.0 };
@@ -169,22 +183,22 @@ unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, [f64; 4]) -> Answer) 
 
 /// `tryAcquire()`: [handle, cost, -, nowMs] in the scratch.
 unsafe extern "C" fn try_acquire(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, [cost, _, now, _]| {
-        on_limiter(h, |l| shared::try_acquire(l, cost, now))
+    answer(env, |h, a| {
+        on_limiter(h, |l| shared::try_acquire(l, a.cost, a.now))
     })
 }
 
 /// `peek()`: as [`try_acquire`].
 unsafe extern "C" fn peek(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, [cost, _, now, _]| {
-        on_limiter(h, |l| shared::peek(l, cost, now))
+    answer(env, |h, a| {
+        on_limiter(h, |l| shared::peek(l, a.cost, a.now))
     })
 }
 
 /// `reserve()`: [handle, cost, maxWaitMs, nowMs] in the scratch.
 unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, [cost, max_wait, now, _]| {
-        on_limiter(h, |l| shared::reserve(l, cost, max_wait, now))
+    answer(env, |h, a| {
+        on_limiter(h, |l| shared::reserve(l, a.cost, a.max_wait, a.now))
     })
 }
 
@@ -192,10 +206,10 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
-    answer(env, |h, [cost, max_wait, now, op]| {
+    answer(env, |h, a| {
         with_key(env, key, |key| {
             on_keyed(h, |s| {
-                shared::keyed_op(s, key, cost, max_wait, now, op as u32)
+                shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
             })
         })
     })

@@ -217,27 +217,43 @@ fn decision_out(d: &Decision) -> Out {
 /// for the scratch.
 pub type Answer = Result<(bool, Out), Error>;
 
-/// `tryAcquire`: whether `cost` was admitted at `now_ms`, and the decision.
-pub fn try_acquire(l: &mut AnyLimiter, cost: f64, now_ms: f64) -> Answer {
+/// The time of a decision: `nowMs` from JS, or a reading of the native
+/// clock (the napi build's default clock, see `bindings-node/src/clock.rs`).
+#[derive(Clone, Copy)]
+pub enum Now {
+    /// Milliseconds, as JS gave them.
+    Millis(f64),
+    /// Nanoseconds, as the native clock read them.
+    #[allow(dead_code)] // the wasm crate, which includes this file, has no native clock
+    Read(Nanos),
+}
+
+impl Now {
+    fn nanos(self) -> Result<Nanos, Error> {
+        match self {
+            Now::Millis(ms) => millis(ms, "now"),
+            Now::Read(nanos) => Ok(nanos),
+        }
+    }
+}
+
+/// `tryAcquire`: whether `cost` was admitted at `now`, and the decision.
+pub fn try_acquire(l: &mut AnyLimiter, cost: f64, now: Now) -> Answer {
     let cost = count(cost, "cost")?;
-    let d = l.try_acquire(millis(now_ms, "now")?, cost)?;
+    let d = l.try_acquire(now.nanos()?, cost)?;
     Ok((d.allowed, decision_out(&d)))
 }
 
 /// `peek`: like [`try_acquire`], consuming nothing.
-pub fn peek(l: &AnyLimiter, cost: f64, now_ms: f64) -> Answer {
+pub fn peek(l: &AnyLimiter, cost: f64, now: Now) -> Answer {
     let cost = count(cost, "cost")?;
-    let d = l.peek(millis(now_ms, "now")?, cost)?;
+    let d = l.peek(now.nanos()?, cost)?;
     Ok((d.allowed, decision_out(&d)))
 }
 
 /// The arguments of a `reserve`: cost, bound on the wait, now.
-fn reserve_args(cost: f64, max_wait_ms: f64, now_ms: f64) -> Result<(u64, Nanos, Nanos), Error> {
-    Ok((
-        count(cost, "cost")?,
-        max_wait(max_wait_ms)?,
-        millis(now_ms, "now")?,
-    ))
+fn reserve_args(cost: f64, max_wait_ms: f64, now: Now) -> Result<(u64, Nanos, Nanos), Error> {
+    Ok((count(cost, "cost")?, max_wait(max_wait_ms)?, now.nanos()?))
 }
 
 /// A granted reservation for the scratch: `[waitMs, atMs]`. The slot in
@@ -249,8 +265,8 @@ fn booked(now: Nanos, wait: Nanos) -> Out {
 
 /// `reserve`: booked, with `[waitMs, atMs]`; or not (the wait would exceed
 /// `max_wait_ms`, nothing booked), with the decision.
-pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now_ms: f64) -> Answer {
-    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now: Now) -> Answer {
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now)?;
     Ok(match l.reserve(now, cost, max_wait)? {
         Ok(wait) => (true, booked(now, wait)),
         Err(denied) => (false, decision_out(&denied)),
@@ -553,24 +569,24 @@ pub fn keyed(prototype: AnyLimiter, max_keys: f64, eviction: &str) -> Result<Any
 
 /// `keyed.peek` ([`PEEK`]), `keyed.tryAcquire` ([`TRY_ACQUIRE`]) or
 /// `keyed.reserve` ([`RESERVE`], answered as [`reserve`]; the only one to
-/// read `max_wait_ms`) of `cost` for `key` at `now_ms`.
+/// read `max_wait_ms`) of `cost` for `key` at `now`.
 pub fn keyed_op(
     s: &mut AnyKeyed,
     key: Key,
     cost: f64,
     max_wait_ms: f64,
-    now_ms: f64,
+    now: Now,
     op: u32,
 ) -> Answer {
     if op == RESERVE {
-        let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+        let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now)?;
         return Ok(match s.reserve(key, now, cost, max_wait)? {
             Ok(wait) => (true, booked(now, wait)),
             Err(denied) => (false, decision_out(&denied)),
         });
     }
     let cost = count(cost, "cost")?;
-    let now = millis(now_ms, "now")?;
+    let now = now.nanos()?;
     let d = if op == TRY_ACQUIRE {
         s.try_acquire(key, now, cost)?
     } else {
@@ -742,7 +758,7 @@ fn policy_reserve(
     max_wait_ms: f64,
     now_ms: f64,
 ) -> PolicyAnswer {
-    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now_ms)?;
+    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, Now::Millis(now_ms))?;
     Ok(match p.reserve(&request(fields), now, cost, max_wait)? {
         Ok(wait) => (true, booked(now, wait), Vec::new()),
         Err(denied) => {

@@ -22,7 +22,7 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 use wasm_bindgen::prelude::*;
 
 use errors::{config_to_js, failure_to_js, to_js};
-use shared::{Failure, Field, JsValueIn, Kind, Out};
+use shared::{Failure, Field, JsValueIn, Kind, Now, Out};
 
 /// One limiter: a core [`AnyLimiter`]. A `RefCell` so that `reconfigure` may
 /// take the same handle twice.
@@ -153,21 +153,26 @@ pub fn try_acquire(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
     status(shared::try_acquire(
         &mut handle.0.borrow_mut(),
         cost,
-        now_ms,
+        Now::Millis(now_ms),
     ))
 }
 
 /// The answer `tryAcquire` would give, consuming nothing.
 #[wasm_bindgen]
 pub fn peek(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
-    status(shared::peek(&handle.0.borrow(), cost, now_ms))
+    status(shared::peek(&handle.0.borrow(), cost, Now::Millis(now_ms)))
 }
 
 /// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
 #[wasm_bindgen]
 pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32 {
     let limiter = &mut handle.0.borrow_mut();
-    status(shared::reserve(limiter, cost, max_wait_ms, now_ms))
+    status(shared::reserve(
+        limiter,
+        cost,
+        max_wait_ms,
+        Now::Millis(now_ms),
+    ))
 }
 
 /// Gives back `cost` units taken at `takenAtMs`.
@@ -286,7 +291,7 @@ pub fn keyed_op(
         key.as_bytes(),
         cost,
         max_wait_ms,
-        now_ms,
+        Now::Millis(now_ms),
         op,
     ))
 }
