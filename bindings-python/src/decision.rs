@@ -2,6 +2,7 @@
 //! (one request against a policy) and `ratekeeper.Reservation` (one
 //! booking), and the RateLimit header values they carry.
 
+use std::cell::UnsafeCell;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,14 +13,13 @@ use ratekeeper::{Decision, Headers, Nanos};
 
 use crate::convert::float_repr;
 use crate::errors::to_py;
-use crate::keyed::PyKeyedLimiter;
-use crate::limiter::PyLimiter;
 use crate::policy::PyPolicy;
 
 /// Who made a decision, for its `headers()`.
 pub enum Issuer {
-    Limiter(Py<PyLimiter>),
-    Keyed(Py<PyKeyedLimiter>),
+    /// A limiter's or a keyed store's: its name, with the window the
+    /// decision keeps beside its numbers.
+    Named(Py<PyString>),
     /// A policy's combined decision, with each limit's own and the index of
     /// the limit that denied.
     Policy {
@@ -81,20 +81,55 @@ pub fn named_headers<'py>(
 /// Two decisions are equal when their five numbers are.
 #[pyclass(frozen, eq, hash, subclass, name = "Decision", module = "ratekeeper")]
 pub struct PyDecision {
-    pub decision: Decision,
+    /// The numbers, and the window a `Named` issuer's headers give; written
+    /// again only by `rewrite`.
+    numbers: UnsafeCell<(Decision, Nanos)>,
     /// Who decided, for `headers()`.
     pub issuer: Issuer,
 }
 
+// SAFETY: `numbers` changes only in `rewrite`, whose caller guarantees that
+// nothing else refers to the object, so no one reads it meanwhile.
+unsafe impl Sync for PyDecision {}
+
 impl PyDecision {
     pub fn new(decision: Decision, issuer: Issuer) -> Self {
-        PyDecision { decision, issuer }
+        Self::with_window(decision, Nanos::ZERO, issuer)
+    }
+
+    /// A decision whose headers, for a `Named` issuer, give `window`.
+    pub fn with_window(decision: Decision, window: Nanos, issuer: Issuer) -> Self {
+        let numbers = UnsafeCell::new((decision, window));
+        PyDecision { numbers, issuer }
+    }
+
+    /// The five numbers.
+    #[inline]
+    pub fn decision(&self) -> Decision {
+        // SAFETY: see `impl Sync`.
+        unsafe { (*self.numbers.get()).0 }
+    }
+
+    /// The window named by the headers of a `Named` issuer's decision.
+    fn window(&self) -> Nanos {
+        // SAFETY: see `impl Sync`.
+        unsafe { (*self.numbers.get()).1 }
+    }
+
+    /// Makes this the answer `decision` of window `window`, from the same issuer.
+    ///
+    /// # Safety
+    /// Nothing but the caller refers to this object (its reference count is
+    /// the caller's one), and the GIL is held.
+    #[inline]
+    pub unsafe fn rewrite(&self, decision: Decision, window: Nanos) {
+        *self.numbers.get() = (decision, window);
     }
 }
 
 impl PartialEq for PyDecision {
     fn eq(&self, other: &Self) -> bool {
-        self.decision == other.decision
+        self.decision() == other.decision()
     }
 }
 
@@ -102,7 +137,7 @@ impl Eq for PyDecision {}
 
 impl Hash for PyDecision {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.decision.hash(state);
+        self.decision().hash(state);
     }
 }
 
@@ -147,7 +182,7 @@ impl PyDecision {
             Some(limits) => limits
                 .into_iter()
                 .map(|(name, window, d)| {
-                    Ok((name, given_seconds(py, window, "window")?, d.decision))
+                    Ok((name, given_seconds(py, window, "window")?, d.decision()))
                 })
                 .collect::<PyResult<_>>()?,
         };
@@ -160,31 +195,31 @@ impl PyDecision {
     /// Whether the request was admitted (and its cost consumed).
     #[getter]
     fn allowed(&self) -> bool {
-        self.decision.allowed
+        self.decision().allowed
     }
 
     /// Units still available now, after this request's cost if it was admitted.
     #[getter]
     fn remaining(&self) -> u64 {
-        self.decision.remaining
+        self.decision().remaining
     }
 
     /// The most units the limiter can ever hold: its capacity or limit.
     #[getter]
     fn limit(&self) -> u64 {
-        self.decision.limit
+        self.decision().limit
     }
 
     /// Seconds to wait until the same request would be allowed (0.0 when allowed).
     #[getter]
     fn retry_after(&self) -> f64 {
-        self.decision.retry_after.as_secs_f64()
+        self.decision().retry_after.as_secs_f64()
     }
 
     /// Seconds until the limiter is back to its fresh state (full, or empty window).
     #[getter]
     fn reset_after(&self) -> f64 {
-        self.decision.reset_after.as_secs_f64()
+        self.decision().reset_after.as_secs_f64()
     }
 
     /// The HTTP RateLimit header values of this decision, as a dict.
@@ -193,40 +228,41 @@ impl PyDecision {
     /// or policy ``x`` that decided: ``RateLimit-Policy`` and ``RateLimit``
     /// always, and ``Retry-After`` when denied. A policy's decision lists
     /// every limit; one limit's decision within it (``.limits``), that limit.
+    /// A limiter's decision names the window it was decided under, even
+    /// after ``x.reconfigure(...)`` (``x.headers`` names the current one).
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         match &self.issuer {
-            Issuer::Limiter(limiter) => limiter.get().headers_of(py, &self.decision),
-            Issuer::Keyed(store) => store.get().headers_of(py, &self.decision),
+            Issuer::Named(name) => named_headers(py, name, self.window(), &self.decision()),
             Issuer::Policy { policy, limits, .. } => {
-                policy.get().headers_of(py, limits, &self.decision)
+                policy.get().headers_of(py, limits, &self.decision())
             }
             Issuer::PolicyLimit(policy, index) => {
-                policy.get().limit_headers_of(py, *index, &self.decision)
+                policy.get().limit_headers_of(py, *index, &self.decision())
             }
             Issuer::Given(items) => headers_dict(
                 py,
                 items
                     .iter()
                     .map(|(name, window, d)| (name.as_str(), *window, d)),
-                &self.decision,
+                &self.decision(),
             ),
         }
     }
 
     fn __bool__(&self) -> bool {
-        self.decision.allowed
+        self.decision().allowed
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "Decision(allowed={}, remaining={}, limit={}, retry_after={}, reset_after={})",
-            if self.decision.allowed {
+            if self.decision().allowed {
                 "True"
             } else {
                 "False"
             },
-            self.decision.remaining,
-            self.decision.limit,
+            self.decision().remaining,
+            self.decision().limit,
             float_repr(py, self.retry_after())?,
             float_repr(py, self.reset_after())?,
         ))
@@ -278,7 +314,7 @@ impl PyReservation {
     fn wait_nanos(&self) -> Nanos {
         match &self.booked {
             Ok(wait) => *wait,
-            Err(denied) => denied.get().decision.retry_after,
+            Err(denied) => denied.get().decision().retry_after,
         }
     }
 

@@ -7,8 +7,9 @@ use ratekeeper::{AnyKeyed, Decision, Error, Eviction, Nanos};
 
 use crate::algorithms;
 use crate::convert::{self, Key};
-use crate::decision::{named_headers, Issuer};
+use crate::decision::named_headers;
 use crate::errors::to_py;
+use crate::recycle::Recycler;
 use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 
 /// One limiter per key, all configured like ``limiter``, in one store.
@@ -41,6 +42,7 @@ pub struct PyKeyedLimiter {
     window: Nanos,
     max_keys: Option<usize>,
     eviction: Eviction,
+    recycler: Recycler,
 }
 
 impl Core for AnyKeyed {
@@ -81,7 +83,7 @@ impl Core for AnyKeyed {
     }
 }
 
-shared::named_subject!(PyKeyedLimiter, AnyKeyed, Issuer::Keyed);
+shared::named_subject!(PyKeyedLimiter, AnyKeyed);
 
 impl PyKeyedLimiter {
     /// The RateLimit header values of `decision` under the store's name and window.
@@ -157,6 +159,7 @@ limiter_methods!(
                 window,
                 max_keys,
                 eviction,
+                recycler: Recycler::default(),
             })
         }
 

@@ -14,6 +14,7 @@ mod guarantee;
 mod keyed;
 mod limiter;
 mod policy;
+mod recycle;
 mod shared;
 
 use pyo3::prelude::*;

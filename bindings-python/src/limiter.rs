@@ -5,6 +5,8 @@
 //! reads its own configuration; everything else lives here (and the
 //! methods every deciding class shares, in `shared.rs`).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
@@ -13,8 +15,9 @@ use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
 
 use crate::algorithms;
 use crate::convert;
-use crate::decision::{named_headers, Issuer};
+use crate::decision::named_headers;
 use crate::errors::to_py;
+use crate::recycle::Recycler;
 use crate::shared::{self, limiter_methods, Core, Shared};
 
 /// A rate limiter; the base class of every algorithm class.
@@ -40,6 +43,10 @@ use crate::shared::{self, limiter_methods, Core, Shared};
 pub struct PyLimiter {
     shared: Shared<AnyLimiter>,
     name: Py<PyString>,
+    /// The core's `window()` in ns, kept so that a decision reads it
+    /// without the core's 128-bit division; written under the core's lock.
+    window: AtomicU64,
+    recycler: Recycler,
 }
 
 /// The arguments every constructor takes besides its algorithm's own.
@@ -90,7 +97,7 @@ impl Core for AnyLimiter {
     }
 }
 
-shared::named_subject!(PyLimiter, AnyLimiter, Issuer::Limiter);
+shared::named_subject!(PyLimiter, AnyLimiter);
 
 impl PyLimiter {
     /// The initializer of an algorithm class `T` holding `built`.
@@ -107,9 +114,12 @@ impl PyLimiter {
             Some(name) => name,
             None => intern!(py, "default").clone().unbind(),
         };
+        let built = built.map_err(|err| to_py(py, err))?;
         let base = PyLimiter {
-            shared: Shared::new(built.map_err(|err| to_py(py, err))?, common.clock),
+            window: AtomicU64::new(built.window().0),
+            shared: Shared::new(built, common.clock),
             name,
+            recycler: Recycler::default(),
         };
         Ok(PyClassInitializer::from(base).add_subclass(class))
     }
@@ -141,8 +151,13 @@ impl PyLimiter {
         py: Python<'py>,
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let window = self.lock().window();
-        named_headers(py, &self.name, window, decision)
+        named_headers(py, &self.name, self.window_nanos(), decision)
+    }
+
+    /// The window of the limiter's configuration.
+    #[inline]
+    pub fn window_nanos(&self) -> Nanos {
+        Nanos(self.window.load(Ordering::Relaxed))
     }
 
     /// The keyword arguments every constructor takes: `name` (when not the
@@ -189,7 +204,10 @@ limiter_methods!(
             let new = other.get().lock().clone();
             let this = slf.get();
             let now = this.shared.now(py, now)?;
-            let result = this.lock().reconfigure(now, new);
+            let mut core = this.lock();
+            let result = core.reconfigure(now, new);
+            this.window.store(core.window().0, Ordering::Relaxed);
+            drop(core);
             result.map_err(|err| to_py(py, err))
         }
 
@@ -260,7 +278,7 @@ limiter_methods!(
         /// bucket takes to refill from empty, or a queue to drain when full.
         #[getter]
         fn window(&self) -> f64 {
-            self.lock().window().as_secs_f64()
+            self.window_nanos().as_secs_f64()
         }
 
         /// The algorithm's name: ``"token_bucket"``, ``"gcra"``,

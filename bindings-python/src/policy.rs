@@ -378,7 +378,7 @@ limiter_methods!(
         ) -> PyResult<Bound<'py, PyDict>> {
             let base = decision.as_super();
             match &base.issuer {
-                Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision),
+                Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision()),
                 _ => unreachable!("a PolicyDecision is always a policy's"),
             }
         }

@@ -236,10 +236,11 @@ pub fn wait_helper<'py>(
     module.bind(py).getattr(helper)?.call1((slf, args, timeout))
 }
 
-/// Implements [`Subject`] for a class `$class` with a `shared: Shared<$core>`
-/// and a `name`, answering plain Decisions issued as `$issuer(class)`.
+/// Implements [`Subject`] for a class `$class` with a `shared: Shared<$core>`,
+/// a `name`, a `recycler` and a `window_nanos()`, answering plain Decisions
+/// named after it.
 macro_rules! named_subject {
-    ($class:ty, $core:ty, $issuer:path) => {
+    ($class:ty, $core:ty) => {
         impl $crate::shared::Subject for $class {
             type Core = $core;
 
@@ -252,8 +253,9 @@ macro_rules! named_subject {
                 slf: &Bound<'py, Self>,
                 answer: ::ratekeeper::Decision,
             ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
-                let issuer = $issuer(slf.clone().unbind());
-                Bound::new(slf.py(), $crate::decision::PyDecision::new(answer, issuer))
+                let this = slf.get();
+                this.recycler
+                    .answer(slf.py(), answer, &this.name, this.window_nanos())
             }
 
             fn rate_limited(&self, py: Python<'_>, denied: &::ratekeeper::Decision) -> PyErr {
@@ -409,7 +411,7 @@ macro_rules! limiter_methods {
                 py: Python<'py>,
                 decision: PyRef<'py, $crate::decision::PyDecision>,
             ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
-                self.headers_of(py, &decision.decision)
+                self.headers_of(py, &decision.decision())
             }
             )?
 

@@ -47,6 +47,17 @@ def test_each_key_is_its_own_limiter(make: Make) -> None:
     assert len(store) == 1  # peek inserts nothing
 
 
+def test_a_keyed_decision_kept_never_changes() -> None:
+    store = KeyedLimiter(TokenBucket(3, 1, 1, name="per-user"))
+    first = store.try_acquire("a", now=0)
+    batch = store.try_acquire_batch("b", [1, 1, 1, 1], now=0)
+    for key in ("a", "b", "c", "a"):
+        store.try_acquire(key, 2, now=0)
+    assert (first.allowed, first.remaining) == (True, 2)
+    assert [(d.allowed, d.remaining) for d in batch] == [(True, 2), (True, 1), (True, 0), (False, 0)]
+    assert first.headers()["RateLimit"] == '"per-user";r=2;t=1'
+
+
 def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
     store = KeyedLimiter(FixedWindow(3, 60))
     store.try_acquire(42, now=0)

@@ -167,6 +167,38 @@ def test_headers_of_an_allowed_and_a_denied_decision() -> None:
     assert denied.headers() == bucket.headers(denied)
 
 
+def test_a_decisions_headers_name_the_window_it_was_decided_under() -> None:
+    bucket = TokenBucket(10, 10, 60, name="api")
+    before = bucket.try_acquire(now=0)
+    bucket.reconfigure(TokenBucket(10, 10, 1), now=0)
+    after = bucket.try_acquire(now=0)
+    assert before.headers()["RateLimit-Policy"] == '"api";q=10;w=60'
+    assert after.headers()["RateLimit-Policy"] == '"api";q=10;w=1'
+    # The limiter's own headers() names its window now.
+    assert bucket.headers(before)["RateLimit-Policy"] == '"api";q=10;w=1'
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_a_decision_kept_never_changes(make: Make) -> None:
+    # A limiter answers its last Decision again once nobody holds it (see
+    # src/recycle.rs); any Decision still referred to must keep its numbers.
+    limiter = make()
+    first = limiter.try_acquire(now=0)
+    numbers = (first.allowed, first.remaining, first.limit, first.retry_after, first.reset_after)
+    in_list = [limiter.try_acquire(2, now=0.01)]
+    listed = repr(in_list[0])
+    as_key = {limiter.peek(now=0.02): "peeked"}
+    (peeked,) = as_key
+    peeked_numbers = repr(peeked)
+    for now in (0.0, 0.03, 0.5, 100.0):
+        limiter.try_acquire(now=now)
+        limiter.peek(3, now=now)
+        assert limiter.try_acquire(now=now) is not first
+    assert (first.allowed, first.remaining, first.limit, first.retry_after, first.reset_after) == numbers
+    assert repr(in_list[0]) == listed and repr(peeked) == peeked_numbers
+    assert as_key[peeked] == "peeked"
+
+
 def test_headers_use_each_algorithms_window() -> None:
     cases: list[tuple[Limiter, str]] = [
         (Gcra(3, 0.5), "q=3;w=2"),  # 1.5 s, rounded up

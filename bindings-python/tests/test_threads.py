@@ -8,6 +8,7 @@ from typing import Callable, Optional
 import pytest
 
 from ratekeeper import (
+    Decision,
     FixedWindow,
     Gcra,
     LeakyBucket,
@@ -38,18 +39,15 @@ def admit(limiter: Limiter, index: int, now: Optional[float]) -> bool:
     return limiter.try_acquire(1, now=now).allowed
 
 
-def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
-    """Runs THREADS threads making requests; returns how many each was allowed."""
+def run_threads(work: Callable[[int], None]) -> None:
+    """Runs ``work(index)`` in THREADS threads started together; raises what they raised."""
     start = threading.Barrier(THREADS)
-    admitted = [0] * THREADS
     errors: list[BaseException] = []
 
     def worker(index: int) -> None:
         try:
             start.wait()
-            for _ in range(CALLS_PER_THREAD):
-                if admit(limiter, index, now):
-                    admitted[index] += 1
+            work(index)
         except BaseException as error:  # surfaced in the main thread below
             errors.append(error)
 
@@ -60,6 +58,18 @@ def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
         thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads), "a worker hung"
     assert not errors, errors
+
+
+def hammer(limiter: Limiter, now: Optional[float]) -> list[int]:
+    """Runs THREADS threads making requests; returns how many each was allowed."""
+    admitted = [0] * THREADS
+
+    def work(index: int) -> None:
+        for _ in range(CALLS_PER_THREAD):
+            if admit(limiter, index, now):
+                admitted[index] += 1
+
+    run_threads(work)
     return admitted
 
 
@@ -86,3 +96,39 @@ def test_threads_admit_exactly_the_capacity(
     final = limiter.peek(now=now)
     assert not final.allowed
     assert final.remaining == 0
+
+
+@pytest.mark.parametrize("keep", ["every_decision", "every_other"])
+@pytest.mark.parametrize(
+    "make", [f for name, f in FACTORIES.items() if name != "leaky_bucket"],
+    ids=[name for name in FACTORIES if name != "leaky_bucket"],
+)
+def test_decisions_held_by_threads_keep_their_numbers(
+    make: Callable[[], Limiter], keep: str
+) -> None:
+    # A limiter answers its last Decision again once nobody holds it (see
+    # src/recycle.rs): one that a thread holds must never change. Each
+    # admission leaves a different `remaining`, so decisions overwritten by
+    # another thread's would repeat a number or lose one.
+    limiter = make()
+    kept: list[list[Decision]] = [[] for _ in range(THREADS)]
+    dropped = [0] * THREADS
+
+    def work(index: int) -> None:
+        for call in range(CALLS_PER_THREAD):
+            decision = limiter.try_acquire(now=5.0)
+            if keep == "every_decision" or call % 2 == 0:
+                kept[index].append(decision)
+            elif decision.allowed:
+                dropped[index] += 1
+
+    run_threads(work)
+    decisions = [decision for own in kept for decision in own]
+    remaining = sorted(decision.remaining for decision in decisions if decision.allowed)
+    assert len(remaining) + sum(dropped) == CAPACITY
+    assert len(set(remaining)) == len(remaining)
+    assert set(remaining) <= set(range(CAPACITY))
+    if keep == "every_decision":
+        assert remaining == list(range(CAPACITY))
+    assert all(d.remaining == 0 and d.retry_after > 0 for d in decisions if not d.allowed)
+    assert len({id(decision) for decision in decisions}) == len(decisions)
