@@ -6,10 +6,9 @@ const native = require('./native.js');
 // The numbers each decision is written into (see lib/api.cjs), on an
 // ArrayBuffer of its own so that its memory never moves. Slots 0-3: the
 // answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
-// maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself, the
-// layout of `slot` in src/lib.rs.
-const scratch = new Float64Array(new ArrayBuffer(11 * Float64Array.BYTES_PER_ELEMENT));
-native.useScratch(scratch);
+// maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself; 11: 1
+// while the addon uses this array: the layout of `slot` in src/lib.rs.
+const scratch = new Float64Array(new ArrayBuffer(12 * Float64Array.BYTES_PER_ELEMENT));
 
 // The runtime's own performance.now, which the addon reads natively for the
 // default clock (src/clock.rs) while no fake timers or mock replace it:
@@ -24,8 +23,21 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, noop } = native;
 let details = new Float64Array(2 + 5 * 4);
-native.usePolicyDetails(details);
+
+// The addon keeps one scratch and one details array per thread, and this file
+// may run more than once on a thread (a test runner's fresh module registry,
+// require.cache cleared): the copy that handed its arrays over last is the
+// one whose arrays the addon uses. Every operation that goes through them
+// first hands this copy's over again if another copy took over (the addon
+// then set slot 11 to 0), so that no copy's numbers are read from another's.
+function claim() {
+  native.useScratch(scratch);
+  native.usePolicyDetails(details);
+}
+claim();
+
 function put(handle, cost, maxWaitMs, nowMs, op) {
+  if (scratch[11] !== 1) claim();
   scratch[5] = handle;
   scratch[6] = cost;
   scratch[7] = maxWaitMs;
@@ -58,13 +70,14 @@ const hot = {
   // use_policy_details), grown by fitPolicy before a policy with more limits
   // is used; it is read before the next policy operation.
   policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
+    if (scratch[11] !== 1) claim();
     native.policyOp(handle, fields, cost, maxWaitMs, nowMs, op);
     return details;
   },
   fitPolicy(limits) {
     if (2 + 5 * limits <= details.length) return;
     details = new Float64Array(2 + 5 * limits);
-    native.usePolicyDetails(details);
+    claim();
   },
   noop(handle, cost, nowMs) {
     put(handle, cost, 0, nowMs, 0);

@@ -156,5 +156,12 @@ export declare function usePolicyDetails(details: Float64Array): void
  * Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
  * own `ArrayBuffer`) that the operations write their answers into and the
  * hot operations read their numbers from.
+ *
+ * A thread has one scratch, but may load the JS layer more than once (a
+ * test runner's fresh module registry, `require.cache` cleared): each copy
+ * hands over its own array, and the last one is used. The array replaced
+ * gets 0 in its [`slot::IN_USE`], so that its copy of the layer hands it
+ * over again before its next operation rather than have its numbers read
+ * from another copy's array.
  */
 export declare function useScratch(scratch: Float64Array): void

@@ -64,7 +64,8 @@ struct Args {
 /// [`clock`]), op; `None` before `index.js` handed the scratch over.
 #[inline(always)]
 fn inputs(s: &[f64]) -> Option<(usize, Args)> {
-    let a: &[f64; slot::LEN - slot::ARGS] = s.get(slot::ARGS..slot::LEN)?.try_into().ok()?;
+    let a: &[f64; slot::CLOCK + 1 - slot::ARGS] =
+        s.get(slot::ARGS..=slot::CLOCK)?.try_into().ok()?;
     // One 8-byte load per slot, as JS stored them: a wider load spanning
     // two of its stores waits for both to reach the cache, a stall that
     // cost about a tenth of the call.

@@ -89,16 +89,38 @@ pub(crate) mod slot {
     pub const ARGS: usize = 5;
     /// 1 when the addon reads the clock itself instead of nowMs ([`crate::clock`]).
     pub const CLOCK: usize = ARGS + 5;
+    /// 1 while this is the scratch the addon uses (see [`super::use_scratch`]).
+    pub const IN_USE: usize = CLOCK + 1;
     /// Every slot.
-    pub const LEN: usize = CLOCK + 1;
+    pub const LEN: usize = IN_USE + 1;
 }
 
 /// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
 /// own `ArrayBuffer`) that the operations write their answers into and the
 /// hot operations read their numbers from.
+///
+/// A thread has one scratch, but may load the JS layer more than once (a
+/// test runner's fresh module registry, `require.cache` cleared): each copy
+/// hands over its own array, and the last one is used. The array replaced
+/// gets 0 in its [`slot::IN_USE`], so that its copy of the layer hands it
+/// over again before its next operation rather than have its numbers read
+/// from another copy's array.
 #[napi]
 pub fn use_scratch(scratch: Float64Array) {
-    SCRATCH.with_borrow_mut(|slot| *slot = Some(ManuallyDrop::new(scratch)));
+    let old = SCRATCH.with_borrow_mut(|slot| slot.replace(ManuallyDrop::new(scratch)));
+    if let Some(mut old) = old {
+        // SAFETY: as in `with_held`: alive and attached until released below.
+        if let Some(in_use) = unsafe { old.as_mut() }.get_mut(slot::IN_USE) {
+            *in_use = 0.0;
+        }
+        // Released during a call, while the env is alive (unlike at exit).
+        drop(ManuallyDrop::into_inner(old));
+    }
+    with_scratch(|s| {
+        if let Some(in_use) = s.get_mut(slot::IN_USE) {
+            *in_use = 1.0;
+        }
+    });
 }
 
 /// Ties the addon's reading of the default clock to `now` (the JS layer

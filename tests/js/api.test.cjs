@@ -592,3 +592,47 @@ describe('reconfigure across bandwidth counts', () => {
     assertLimiterError(() => one.reconfigure(two, 0), 'invalid_value', 'other');
   });
 });
+
+describe('two copies of the package on one thread', () => {
+  // A test runner's fresh module registry (jest.resetModules), or
+  // require.cache cleared, loads the package again on the same thread, where
+  // the napi addon keeps one scratch array: each copy must still be answered
+  // from its own numbers.
+  function freshCopy() {
+    const root = path.dirname(require.resolve('./impl.cjs'));
+    const build = (process.env.RATEKEEPER_IMPL || 'napi') === 'wasm' ? 'bindings-wasm' : 'bindings-node';
+    const dir = path.join(root, '..', '..', build) + path.sep;
+    const cached = Object.keys(require.cache).filter((file) => file.startsWith(dir) || file === require.resolve('./impl.cjs'));
+    const kept = cached.map((file) => [file, require.cache[file]]);
+    for (const [file] of kept) delete require.cache[file];
+    try {
+      return require('./impl.cjs');
+    } finally {
+      for (const [file, module] of kept) require.cache[file] = module;
+    }
+  }
+
+  it('each copy answers for its own limiters, keyed limiters and policies', () => {
+    const other = freshCopy();
+    assert.notEqual(other.TokenBucket, api.TokenBucket);
+    const rates = (n) => Array.from({ length: n }, (_, i) => `${i + 1}/second`).join(';');
+    const mine = new api.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 });
+    const theirs = new other.TokenBucket({ capacity: 50, refillTokens: 1, refillPeriodMs: 1000 });
+    const store = new other.KeyedLimiter(new other.Gcra({ burst: 2, emissionIntervalMs: 10 }));
+    const small = new api.Policy(rates(2));
+    assert.equal(mine.peek(1, 0).remaining, 4); // this copy's arrays in use
+    const large = new other.Policy(rates(9)); // grows the other copy's details array
+    assert.deepStrictEqual(small.peek({}, 1, 0).limits.map((l) => l.remaining), [0, 1]);
+    const seen = [];
+    for (let round = 0; round < 2; round++) {
+      seen.push([mine.tryAcquire(1, 0).remaining, theirs.tryAcquire(2, 0).remaining]);
+      seen.push([store.tryAcquire('k', 1, 0).remaining, mine.peek(1, 0).limit, theirs.reserve(1, Infinity, 0).ok]);
+      const [a, b] = [small.tryAcquire({}, 1, 0), large.tryAcquire({}, 1, 0)];
+      seen.push([a.limits.map((l) => l.remaining), b.limits.length, b.limits[8].remaining, a.allowed, b.allowed]);
+    }
+    assert.deepStrictEqual(seen, [
+      [4, 48], [1, 5, true], [[0, 1], 9, 8, true, true],
+      [3, 45], [0, 5, true], [[0, 1], 9, 8, false, false],
+    ]);
+  });
+});
