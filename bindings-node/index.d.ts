@@ -43,12 +43,19 @@ export interface Reservation {
    * have been needed (`decision.retryAfterMs`).
    */
   waitMs: number
-  /** The slot on the limiter's clock, `nowMs + waitMs`: pass it to `refund` to cancel the booking. */
+  /** The slot on the limiter's clock, `nowMs + waitMs`. */
   atMs: number
   /** The cost asked for. */
   cost: number
   /** Why nothing was booked (when not `ok`), else `null`. */
   decision: Decision | null
+  /**
+   * Gives an unused booking back at exactly its slot, the first time only
+   * (nothing for a refused reservation). Exact where `refund(cost, atMs)` may
+   * not be: `atMs` is a float, a quarter of a microsecond from the next one on
+   * a clock counting from the epoch. Not enumerable.
+   */
+  cancel(): void
 }
 
 /** The IETF RateLimit header values of a decision (`Retry-After` only when denied). */
@@ -175,7 +182,7 @@ export declare abstract class Limiter {
   reserve(cost?: number, maxWaitMs?: number, nowMs?: number): Reservation
   /**
    * Gives back `cost` units taken at `takenAtMs` (default: now) and not used:
-   * a cancelled reservation (its `atMs`), or permits not needed. Never above
+   * permits not needed (for a booking, `reservation.cancel()` is exact). Never above
    * a fresh limiter; a window algorithm removes units only from the window
    * they were taken in.
    */

@@ -54,7 +54,7 @@ export declare function headers(handle: number, name: string, allowed: boolean, 
 export declare function keyedLen(handle: number): number
 
 /** `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration. */
-export declare function keyedNew(prototype: number, maxKeys: number, eviction: string): number
+export declare function keyedNew(prototype: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): number
 
 /** The configuration of a keyed limiter's keys, as a new limiter handle. */
 export declare function keyedPrototype(handle: number): number
@@ -62,8 +62,8 @@ export declare function keyedPrototype(handle: number): number
 /** `keyed.reclaim(nowMs)`. */
 export declare function keyedReclaim(handle: number, nowMs: number): void
 
-/** `keyed.refund(key, cost, takenAtMs)`. */
-export declare function keyedRefund(handle: number, key: string, cost: number, takenAtMs: number): void
+/** `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]). */
+export declare function keyedRefund(handle: number, key: string, cost: number, taken: Array<number>): void
 
 /** `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]). */
 export declare function keyedTryAcquireBatch(handle: number, key: string, costs: Array<number>, nowMs: number): Array<number>
@@ -98,8 +98,8 @@ export declare function policyOp(handle: number, fields: Array<string>, cost: nu
 /** `policy.reclaim(nowMs)`. */
 export declare function policyReclaim(handle: number, nowMs: number): void
 
-/** `policy.refund(request, cost, takenAtMs)`. */
-export declare function policyRefund(handle: number, fields: Array<string>, cost: number, takenAtMs: number): void
+/** `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]). */
+export declare function policyRefund(handle: number, fields: Array<string>, cost: number, taken: Array<number>): void
 
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void
@@ -111,8 +111,11 @@ export declare function reconfigure(handle: number, other: number, nowMs: number
  */
 export declare const REDIS_SCRIPT: string
 
-/** Gives back `cost` units taken at `takenAtMs`. */
-export declare function refund(handle: number, cost: number, takenAtMs: number): void
+/**
+ * Gives back `cost` units taken at `taken`: `[takenAtMs, slotHigh, slotLow]`
+ * (see [`shared::taken_at`]).
+ */
+export declare function refund(handle: number, cost: number, taken: Array<number>): void
 
 /** `limiter.restore(bytes)`. */
 export declare function restore(handle: number, bytes: Uint8Array): void

@@ -113,8 +113,14 @@ function createApi(B) {
       const { options } = built;
       const name = options == null ? undefined : options.name;
       const clock = options == null ? undefined : options.clock;
-      if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
-      if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
+      try {
+        if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
+        if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
+      } catch (error) {
+        // The native limiter is built, and nothing will hold it.
+        if (typeof B.free === 'function') B.free(built.handle);
+        throw error;
+      }
       this.#h = built.handle;
       if (handles !== null) handles.register(this, built.handle);
       this.#name = name === undefined ? 'default' : name;
@@ -150,7 +156,9 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = this.#now(nowMs);
-      return reservation(yes(reserveOp(this.#h, units, maxWait, now)), units, now, decision);
+      const h = this.#h;
+      const give = (high, low) => B.refund(h, units, [NaN, high, low]);
+      return reservation(yes(reserveOp(h, units, maxWait, now)), units, now, decision, give);
     }
 
     refund(cost, takenAtMs) {
@@ -158,7 +166,7 @@ function createApi(B) {
       let takenAt = takenAtMs;
       if (takenAt === undefined || takenAt === null) takenAt = this.#read();
       else if (typeof takenAt !== 'number') badType('taken_at', 'a number');
-      B.refund(this.#h, cost, takenAt);
+      B.refund(this.#h, cost, [takenAt, NaN, NaN]);
     }
 
     reconfigure(other, nowMs) {
@@ -172,7 +180,7 @@ function createApi(B) {
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => yes(reserveOp(h, units, maxWait, now)),
-          refund: (units, atMs) => B.refund(h, units, atMs),
+          refund: (units, high, low) => B.refund(h, units, [NaN, high, low]),
           read: () => this.#read(),
           label: this.#name,
         },
@@ -249,9 +257,12 @@ function createApi(B) {
   /**
    * The one `acquire`, for limiters, keyed limiters and policies: books a slot
    * through `slot.reserve(units, maxWaitMs, nowMs)` (true when booked, the
-   * scratch holding [waitMs, atMs], else the decision), then waits for it on
-   * one timer; an abort refunds through `slot.refund(units, atMs)`.
+   * scratch holding [waitMs, atMs, slotHigh, slotLow], else the decision),
+   * then waits for it on one timer; an abort gives the booking back through
+   * `slot.refund(units, slotHigh, slotLow)`.
    */
+  const MAX_TIMER_MS = 2 ** 31 - 1;
+
   function acquireSlot(slot, cost, options) {
     try {
       return acquireUnits(slot, number(cost, 1, 'cost'), options);
@@ -284,11 +295,12 @@ function createApi(B) {
     const waitMs = s[0];
     const atMs = s[1];
     if (waitMs === 0) return Promise.resolve();
+    const giveBack = cancelOnce((high, low) => slot.refund(units, high, low), s[2], s[3]);
     return new Promise((resolve, reject) => {
       let timer;
       const onAbort = () => {
         clearTimeout(timer);
-        slot.refund(units, atMs);
+        giveBack();
         reject(signal.reason);
       };
       // One timer for the whole wait. Timers may fire up to a millisecond
@@ -299,19 +311,30 @@ function createApi(B) {
         try {
           left = atMs - slot.read();
         } catch (error) {
-          left = 0;
+          if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+          giveBack();
           reject(error);
+          return;
         }
         if (left > 0) {
-          timer = setTimeout(fire, Math.ceil(left));
+          timer = setTimeout(fire, timerDelay(left));
           return;
         }
         if (signal !== undefined) signal.removeEventListener('abort', onAbort);
         resolve();
       };
-      timer = setTimeout(fire, Math.ceil(waitMs));
+      timer = setTimeout(fire, timerDelay(waitMs));
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
     });
+  }
+
+  /**
+   * A timer's delay for a wait of `ms`: whole milliseconds, at most what
+   * timers take (2^31 - 1 ms, about 24.8 days; a longer delay fires at once,
+   * with a warning). A longer wait takes several timers.
+   */
+  function timerDelay(ms) {
+    return Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
   /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
@@ -363,8 +386,8 @@ function createApi(B) {
 
     constructor(limiter, options) {
       if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
-      let maxKeys = NaN;
-      let eviction = '';
+      let maxKeys;
+      let eviction;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
         if (options.maxKeys !== undefined && options.maxKeys !== null) {
@@ -398,13 +421,15 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      return reservation(yes(keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision);
+      const h = this.#h;
+      const give = (high, low) => B.keyedRefund(h, k, units, [NaN, high, low]);
+      return reservation(yes(keyedOp(h, k, units, maxWait, now, 2)), units, now, decision, give);
     }
 
     refund(key, cost, takenAtMs) {
       const k = keyOf(key);
       if (typeof cost !== 'number') badType('cost', 'a number');
-      B.keyedRefund(this.#h, k, cost, takenAt(this.#clock, takenAtMs));
+      B.keyedRefund(this.#h, k, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
     }
 
     acquire(key, cost, options) {
@@ -418,7 +443,7 @@ function createApi(B) {
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
-          refund: (units, atMs) => B.keyedRefund(h, k, units, atMs),
+          refund: (units, high, low) => B.keyedRefund(h, k, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           label: `${this.#prototype.name} [${k}]`,
         },
@@ -485,14 +510,56 @@ function createApi(B) {
     };
   }
 
-  /** A Reservation: booked (the scratch holds [waitMs, atMs]) or denied with `deny(false)`'s decision. */
-  function reservation(booked, units, now, deny) {
+  /**
+   * A Reservation: booked (the scratch holds [waitMs, atMs, slotHigh,
+   * slotLow]; its `cancel()` calls `give(slotHigh, slotLow)` once) or denied
+   * with `deny(false)`'s decision (its `cancel()` does nothing).
+   */
+  function reservation(booked, units, now, deny, give) {
+    let r;
+    let cancel = noCancel;
     if (booked) {
       const s = out();
-      return { ok: true, waitMs: s[0], atMs: s[1], cost: units, decision: null };
+      r = { ok: true, waitMs: s[0], atMs: s[1], cost: units, decision: null };
+      cancel = cancelOnce(give, s[2], s[3]);
+    } else {
+      const denied = deny(false);
+      r = { ok: false, waitMs: denied.retryAfterMs, atMs: now + denied.retryAfterMs, cost: units, decision: denied };
     }
-    const denied = deny(false);
-    return { ok: false, waitMs: denied.retryAfterMs, atMs: now + denied.retryAfterMs, cost: units, decision: denied };
+    // Not enumerable: a reservation still compares and prints as its five fields.
+    Object.defineProperty(r, 'cancel', { value: cancel, writable: true, configurable: true });
+    return r;
+  }
+
+  function noCancel() {}
+
+  /**
+   * A reservation's `cancel()`: gives the booking back at exactly its slot
+   * (`high * 2^32 + low` ns, which `atMs` cannot carry on an epoch clock),
+   * the first time only.
+   */
+  function cancelOnce(give, high, low) {
+    let given = false;
+    return function cancel() {
+      if (given) return;
+      give(high, low);
+      given = true;
+    };
+  }
+
+  /**
+   * A configuration value as JSON carries it. JSON.stringify would write NaN
+   * and the infinities as null, which the configuration reads as "not
+   * given", and throw on a BigInt: they go as strings instead, which the
+   * reader refuses with its usual `invalid_config` error naming the value,
+   * and a BigInt that is a safe integer goes as that number.
+   */
+  function jsonValue(_key, value) {
+    if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
+    if (typeof value === 'bigint') {
+      return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;
+    }
+    return value;
   }
 
   /** A policy of configured limiters: `[{ name, by?, limiter }]`, each limit keyed by copies of its limiter. */
@@ -554,7 +621,7 @@ function createApi(B) {
       } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
         this.#h = fromLimiters(config.limits);
       } else if (config !== null && typeof config === 'object') {
-        this.#h = B.policyFromJson(JSON.stringify(config));
+        this.#h = B.policyFromJson(JSON.stringify(config, jsonValue));
       } else {
         badType('config', 'an object or a string');
       }
@@ -562,8 +629,11 @@ function createApi(B) {
       this.#clock = clock;
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
-      for (let i = 0; i < limits.length; i += 2) {
-        this.#limits.push({ name: limits[i], by: limits[i + 1] === '' ? [] : limits[i + 1].split(',') });
+      // Each limit: its name, its number of fields, then the fields.
+      for (let i = 0; i < limits.length; ) {
+        const count = Number(limits[i + 1]);
+        this.#limits.push({ name: limits[i], by: limits.slice(i + 2, i + 2 + count) });
+        i += 2 + count;
       }
       // The napi build's policyOp answers in an array the backend sizes.
       if (B.fitPolicy !== undefined) B.fitPolicy(this.#limits.length);
@@ -584,7 +654,13 @@ function createApi(B) {
       const fields = [];
       if (request === undefined || request === null) return fields;
       if (typeof request !== 'object') badType('request', 'an object');
-      for (const name of Object.keys(request)) fields.push(name, keyOf(request[name]));
+      for (const name of Object.keys(request)) {
+        const value = request[name];
+        // Named as the Python binding names it: the argument, `request`.
+        if (typeof value === 'string') fields.push(name, value);
+        else if (typeof value === 'number') fields.push(name, String(value));
+        else badType('request', 'an object of strings and numbers');
+      }
       return fields;
     }
 
@@ -634,14 +710,16 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      const flat = B.policyOp(this.#h, fields, units, maxWait, now, 2);
-      return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false));
+      const h = this.#h;
+      const flat = B.policyOp(h, fields, units, maxWait, now, 2);
+      const give = (high, low) => B.policyRefund(h, fields, units, [NaN, high, low]);
+      return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
     }
 
     refund(request, cost, takenAtMs) {
       const fields = this.#fields(request);
       if (typeof cost !== 'number') badType('cost', 'a number');
-      B.policyRefund(this.#h, fields, cost, takenAt(this.#clock, takenAtMs));
+      B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
     }
 
     acquire(request, cost, options) {
@@ -655,7 +733,7 @@ function createApi(B) {
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => B.policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
-          refund: (units, atMs) => B.policyRefund(h, fields, units, atMs),
+          refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           label: 'policy',
         },
@@ -715,9 +793,8 @@ function createApi(B) {
 
     /** A bucket enforcing every one of `bandwidths` (1 to 4) at once. */
     static fromBandwidths(bandwidths, options) {
-      const handle = B.tokenBucketFromBandwidths(bandwidths);
       if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
-      return new TokenBucket(undefined, new Built(handle, options));
+      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bandwidths), options));
     }
 
     /**

@@ -3,8 +3,8 @@
 // first served. Written once for every build of the `ratekeeper` package: Node
 // requires this file; the package's browser and worker entries import
 // lib/paced-fetch.mjs, the same file wrapped as an ES module by
-// scripts/package.sh. It needs only the limiter's public API (`reserve`,
-// `refund`), so it works with the napi and the wasm build alike.
+// scripts/package.sh. It needs only the limiter's public API (`reserve`, and
+// a reservation's `cancel()`), so it works with the napi and the wasm build alike.
 //
 // How it waits: each call books its slot at once with `limiter.reserve`, so the
 // limiter itself keeps the order and the spacing; the calls wait in one queue
@@ -27,11 +27,17 @@ function timeoutError(message) {
   return new DOMException(message, 'TimeoutError');
 }
 
-/** Milliseconds to wait from a `Retry-After` value (delay-seconds or an HTTP-date), or null. */
+/**
+ * Milliseconds to wait from a `Retry-After` value (delay-seconds or an
+ * HTTP-date, RFC 9110), or null for anything else ("1.5", "-1"), which is
+ * ignored. Every HTTP-date names its month: text without a letter is none,
+ * though `Date.parse` would read a date into it.
+ */
 function parseRetryAfter(value, wallNow) {
   if (value === null || value === undefined) return null;
   const text = String(value).trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (!/[A-Za-z]/.test(text)) return null;
   const date = Date.parse(text);
   return Number.isNaN(date) ? null : Math.max(0, date - wallNow);
 }
@@ -71,6 +77,8 @@ function parseRateLimit(headers) {
  * Wraps `fetch` so that its requests leave at `limiter`'s rate, in the order
  * they were made. See paced-fetch.d.ts for the options.
  */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 function pacedFetch(fetch, limiter, options) {
   if (typeof fetch !== 'function') throw new TypeError('fetch must be a function');
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.reserve !== 'function') {
@@ -110,7 +118,9 @@ function pacedFetch(fetch, limiter, options) {
     if (timer !== null && timerAt === due) return;
     if (timer !== null) timers.clearTimeout(timer);
     timerAt = due;
-    timer = timers.setTimeout(fire, Math.max(0, Math.ceil(due - clock())));
+    // At most what timers take (2^31 - 1 ms; a longer delay fires at once):
+    // a longer wait takes several timers.
+    timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(due - clock())), MAX_TIMER_MS));
   }
 
   function fire() {
@@ -124,9 +134,13 @@ function pacedFetch(fetch, limiter, options) {
   /** Books `entry` from `from` (the later of now and the pause's end); false when the limiter cannot. */
   function book(entry, now, maxWait) {
     const from = Math.max(now, pausedUntil);
+    if (from - now > maxWait) {
+      return timeoutError(`the pause (${from - now} ms) would exceed maxWaitMs (${maxWait} ms)`);
+    }
     const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
     if (r.ok) {
       entry.atMs = r.atMs;
+      entry.reservation = r;
       return null;
     }
     if (from - now + r.waitMs > maxWait) {
@@ -139,7 +153,7 @@ function pacedFetch(fetch, limiter, options) {
   function pause(ms, first) {
     const now = clock();
     pausedUntil = Math.max(pausedUntil, now + ms);
-    for (let i = queue.length - 1; i >= 0; i--) limiter.refund(queue[i].cost, queue[i].atMs);
+    for (let i = queue.length - 1; i >= 0; i--) giveBack(queue[i]);
     if (first !== undefined) queue.unshift(first);
     const kept = [];
     for (const entry of queue) {
@@ -151,6 +165,14 @@ function pacedFetch(fetch, limiter, options) {
     queue.push(...kept);
     emit({ type: 'paused', untilMs: pausedUntil });
     arm();
+  }
+
+  /** Gives `entry`'s booking back: exactly at its slot (`cancel()`), or at `atMs` for a limiter without it. */
+  function giveBack(entry) {
+    const r = entry.reservation;
+    if (r !== null && typeof r.cancel === 'function') r.cancel();
+    else limiter.refund(entry.cost, entry.atMs);
+    entry.reservation = null;
   }
 
   function fail(entry, error) {
@@ -200,12 +222,12 @@ function pacedFetch(fetch, limiter, options) {
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
-      const entry = { id: nextId++, input, init, cost: units, atMs: 0, attempt: 0, signal, resolve, reject, onAbort: null };
+      const entry = { id: nextId++, input, init, cost: units, atMs: 0, reservation: null, attempt: 0, signal, resolve, reject, onAbort: null };
       entry.onAbort = () => {
         const at = queue.indexOf(entry);
         if (at < 0) return;
         queue.splice(at, 1);
-        limiter.refund(entry.cost, entry.atMs);
+        giveBack(entry);
         emit({ type: 'aborted', id: entry.id });
         arm();
         reject(signal.reason);

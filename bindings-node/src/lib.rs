@@ -301,10 +301,11 @@ constructors! {
     "`new FixedWindow(options)`." fixed_window => shared::fixed_window;
 }
 
-/// Gives back `cost` units taken at `takenAtMs`.
+/// Gives back `cost` units taken at `taken`: `[takenAtMs, slotHigh, slotLow]`
+/// (see [`shared::taken_at`]).
 #[napi]
-pub fn refund(env: Env, handle: u32, cost: f64, taken_at_ms: f64) -> napi::Result<()> {
-    with(&env, handle, |l| shared::refund(l, cost, taken_at_ms))?.or_throw(&env)
+pub fn refund(env: Env, handle: u32, cost: f64, taken: Vec<f64>) -> napi::Result<()> {
+    with(&env, handle, |l| shared::refund(l, cost, &taken))?.or_throw(&env)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
@@ -383,9 +384,14 @@ pub fn restore(env: Env, handle: u32, bytes: Uint8Array) -> napi::Result<()> {
 
 /// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
 #[napi]
-pub fn keyed_new(env: Env, prototype: u32, max_keys: f64, eviction: String) -> napi::Result<u32> {
+pub fn keyed_new(
+    env: Env,
+    prototype: u32,
+    max_keys: Option<f64>,
+    eviction: Option<String>,
+) -> napi::Result<u32> {
     let prototype = with(&env, prototype, |l| l.clone())?;
-    let store = shared::keyed(prototype, max_keys, &eviction).or_throw(&env)?;
+    let store = shared::keyed(prototype, max_keys, eviction.as_deref()).or_throw(&env)?;
     Ok(KEYED.with_borrow_mut(|t| t.insert(store)))
 }
 
@@ -396,17 +402,17 @@ pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     Ok(LIMITERS.with_borrow_mut(|t| t.insert(prototype)))
 }
 
-/// `keyed.refund(key, cost, takenAtMs)`.
+/// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
 #[napi]
 pub fn keyed_refund(
     env: Env,
     handle: u32,
     key: String,
     cost: f64,
-    taken_at_ms: f64,
+    taken: Vec<f64>,
 ) -> napi::Result<()> {
     with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_refund(s, key.as_bytes(), cost, taken_at_ms)
+        shared::keyed_refund(s, key.as_bytes(), cost, &taken)
     })?
     .or_throw(&env)
 }
@@ -526,17 +532,17 @@ pub fn policy_op(
     policy_status(&env, answer)
 }
 
-/// `policy.refund(request, cost, takenAtMs)`.
+/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
 #[napi]
 pub fn policy_refund(
     env: Env,
     handle: u32,
     fields: Vec<String>,
     cost: f64,
-    taken_at_ms: f64,
+    taken: Vec<f64>,
 ) -> napi::Result<()> {
     with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_refund(p, &fields, cost, taken_at_ms)
+        shared::policy_refund(p, &fields, cost, &taken)
     })?
     .or_throw(&env)
 }

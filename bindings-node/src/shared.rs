@@ -21,7 +21,8 @@ use ratekeeper::{
 /// created on the native side.
 ///
 /// Decision: `[remaining, limit, retryAfterMs, resetAfterMs]`, `allowed` being
-/// the return value. Granted reservation: `[waitMs, atMs, 0, 0]`.
+/// the return value. Granted reservation: `[waitMs, atMs, slotHigh, slotLow]`
+/// (see [`booked`]).
 pub type Out = [f64; 4];
 
 /// A failure: a core error (bad value), or an exception the JS engine raised
@@ -256,11 +257,41 @@ fn reserve_args(cost: f64, max_wait_ms: f64, now: Now) -> Result<(u64, Nanos, Na
     Ok((count(cost, "cost")?, max_wait(max_wait_ms)?, now.nanos()?))
 }
 
-/// A granted reservation for the scratch: `[waitMs, atMs]`. The slot in
-/// nanoseconds, then once to milliseconds: refunding `atMs` converts back to
-/// exactly this slot.
+/// A granted reservation for the scratch: `[waitMs, atMs, slotHigh,
+/// slotLow]`. `atMs` is the slot as a float, which on a clock counting from
+/// the epoch (1.7e12 ms) is a quarter of a microsecond apart from the next
+/// one: refunding there would miss the booking. The slot's exact nanoseconds
+/// are its high and low 32 bits, which `Reservation.cancel()` hands back
+/// ([`taken_at`]).
 fn booked(now: Nanos, wait: Nanos) -> Out {
-    [ms(wait), ms(now.saturating_add(wait)), 0.0, 0.0]
+    let slot = now.saturating_add(wait);
+    let high = u64_to_f64(slot.0 >> 32);
+    let low = u64_to_f64(slot.0 & 0xffff_ffff);
+    [ms(wait), ms(slot), high, low]
+}
+
+/// When units being given back were taken, from `[takenAtMs, slotHigh,
+/// slotLow]`: exactly the slot `slotHigh * 2^32 + slotLow` of a reservation
+/// ([`booked`]), or, when `slotHigh` is NaN, `takenAtMs`.
+pub fn taken_at(taken: &[f64]) -> Result<Nanos, Error> {
+    let &[taken_at_ms, high, low] = taken else {
+        return Err(Error::InvalidValue {
+            name: "taken_at",
+            reason: "must be [takenAtMs, slotHigh, slotLow]",
+        });
+    };
+    if high.is_nan() {
+        return millis(taken_at_ms, "taken_at");
+    }
+    let high = count_from_f64(high, "taken_at")?;
+    let low = count_from_f64(low, "taken_at")?;
+    match (u32::try_from(high), u32::try_from(low)) {
+        (Ok(high), Ok(low)) => Ok(Nanos((u64::from(high) << 32) | u64::from(low))),
+        _ => Err(Error::InvalidValue {
+            name: "taken_at",
+            reason: "is not a slot this limiter booked",
+        }),
+    }
 }
 
 /// `reserve`: booked, with `[waitMs, atMs]`; or not (the wait would exceed
@@ -273,10 +304,11 @@ pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now: Now) -> Ans
     })
 }
 
-/// `refund`: gives back `cost` units taken at `taken_at_ms`.
-pub fn refund(l: &mut AnyLimiter, cost: f64, taken_at_ms: f64) -> Result<(), Error> {
+/// `refund`: gives back `cost` units taken at `taken_at_ms`, or exactly at a
+/// reservation's slot (see [`taken_at`]).
+pub fn refund(l: &mut AnyLimiter, cost: f64, taken: &[f64]) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
-    l.refund(millis(taken_at_ms, "taken_at")?, cost);
+    l.refund(taken_at(taken)?, cost);
     Ok(())
 }
 
@@ -547,11 +579,15 @@ fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V
 pub type Key<'a> = &'a [u8];
 
 /// `new KeyedLimiter(limiter, { maxKeys?, eviction? })`: every key starts as a
-/// copy of `prototype`'s configuration, fresh. `max_keys` is NaN when not given.
-pub fn keyed(prototype: AnyLimiter, max_keys: f64, eviction: &str) -> Result<AnyKeyed, Error> {
+/// copy of `prototype`'s configuration, fresh. `None`: not given.
+pub fn keyed(
+    prototype: AnyLimiter,
+    max_keys: Option<f64>,
+    eviction: Option<&str>,
+) -> Result<AnyKeyed, Error> {
     let eviction = match eviction {
-        "" | "nearest_fresh" => Eviction::NearestFresh,
-        "refuse" => Eviction::Refuse,
+        None | Some("nearest_fresh") => Eviction::NearestFresh,
+        Some("refuse") => Eviction::Refuse,
         _ => {
             return Err(Error::InvalidValue {
                 name: "eviction",
@@ -560,9 +596,9 @@ pub fn keyed(prototype: AnyLimiter, max_keys: f64, eviction: &str) -> Result<Any
         }
     };
     let store = AnyKeyed::new(prototype);
-    if max_keys.is_nan() {
+    let Some(max_keys) = max_keys else {
         return Ok(store);
-    }
+    };
     let max = count(max_keys, "max_keys")?;
     store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
 }
@@ -597,9 +633,9 @@ pub fn keyed_op(
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`.
-pub fn keyed_refund(s: &mut AnyKeyed, key: Key, cost: f64, taken_at_ms: f64) -> Result<(), Error> {
+pub fn keyed_refund(s: &mut AnyKeyed, key: Key, cost: f64, taken: &[f64]) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
-    s.refund(key, millis(taken_at_ms, "taken_at")?, cost);
+    s.refund(key, taken_at(taken)?, cost);
     Ok(())
 }
 
@@ -773,10 +809,10 @@ pub fn policy_refund(
     p: &mut Policy,
     fields: &[String],
     cost: f64,
-    taken_at_ms: f64,
+    taken: &[f64],
 ) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
-    p.refund(&request(fields), millis(taken_at_ms, "taken_at")?, cost)
+    p.refund(&request(fields), taken_at(taken)?, cost)
 }
 
 /// `policy.reclaim(nowMs)`.
@@ -785,12 +821,17 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// Each limit's name, then the fields it is keyed by joined by `,`, alternating.
+/// For each limit: its name, the number of fields it is keyed by (in
+/// decimal), then those fields. (Fields joined by a separator could not be
+/// told apart from fields containing it.)
 pub fn policy_limits(p: &Policy) -> Vec<String> {
     let mut out = Vec::with_capacity(2 * p.len());
     for i in 0..p.len() {
         out.push(p.name(i).to_owned());
-        out.push(p.keyed_by(i).collect::<Vec<_>>().join(","));
+        let start = out.len();
+        out.push(String::new());
+        out.extend(p.keyed_by(i).map(str::to_owned));
+        out[start] = (out.len() - start - 1).to_string();
     }
     out
 }

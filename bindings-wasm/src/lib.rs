@@ -175,10 +175,11 @@ pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32
     ))
 }
 
-/// Gives back `cost` units taken at `takenAtMs`.
+/// Gives back `cost` units taken at `taken`: `[takenAtMs, slotHigh, slotLow]`
+/// (see `shared::taken_at`).
 #[wasm_bindgen]
-pub fn refund(handle: &Handle, cost: f64, taken_at_ms: f64) -> Result<(), JsValue> {
-    shared::refund(&mut handle.0.borrow_mut(), cost, taken_at_ms).map_err(to_js)
+pub fn refund(handle: &Handle, cost: f64, taken: Vec<f64>) -> Result<(), JsValue> {
+    shared::refund(&mut handle.0.borrow_mut(), cost, &taken).map_err(to_js)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
@@ -260,11 +261,11 @@ pub struct KeyedHandle(RefCell<AnyKeyed>);
 #[wasm_bindgen(js_name = keyedNew)]
 pub fn keyed_new(
     prototype: &Handle,
-    max_keys: f64,
-    eviction: &str,
+    max_keys: Option<f64>,
+    eviction: Option<String>,
 ) -> Result<KeyedHandle, JsValue> {
     let prototype = prototype.0.borrow().clone();
-    let store = shared::keyed(prototype, max_keys, eviction).map_err(to_js)?;
+    let store = shared::keyed(prototype, max_keys, eviction.as_deref()).map_err(to_js)?;
     Ok(KeyedHandle(RefCell::new(store)))
 }
 
@@ -296,21 +297,15 @@ pub fn keyed_op(
     ))
 }
 
-/// `keyed.refund(key, cost, takenAtMs)`.
+/// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
 #[wasm_bindgen(js_name = keyedRefund)]
 pub fn keyed_refund(
     handle: &KeyedHandle,
     key: &str,
     cost: f64,
-    taken_at_ms: f64,
+    taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    shared::keyed_refund(
-        &mut handle.0.borrow_mut(),
-        key.as_bytes(),
-        cost,
-        taken_at_ms,
-    )
-    .map_err(to_js)
+    shared::keyed_refund(&mut handle.0.borrow_mut(), key.as_bytes(), cost, &taken).map_err(to_js)
 }
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)`.
@@ -402,15 +397,15 @@ pub fn policy_op(
     policy_status(answer)
 }
 
-/// `policy.refund(request, cost, takenAtMs)`.
+/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
 #[wasm_bindgen(js_name = policyRefund)]
 pub fn policy_refund(
     handle: &PolicyHandle,
     fields: Vec<String>,
     cost: f64,
-    taken_at_ms: f64,
+    taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    shared::policy_refund(&mut handle.0.borrow_mut(), &fields, cost, taken_at_ms).map_err(to_js)
+    shared::policy_refund(&mut handle.0.borrow_mut(), &fields, cost, &taken).map_err(to_js)
 }
 
 /// `policy.reclaim(nowMs)`.

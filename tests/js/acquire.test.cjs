@@ -6,7 +6,7 @@
 const { describe, it, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, FixedWindow, RateLimited } = require('./impl.cjs');
+const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, FixedWindow, KeyedLimiter, Policy, RateLimited } = require('./impl.cjs');
 const { assertLimiterRejects, fakeTime, flush } = require('./helpers.cjs');
 
 let time;
@@ -157,6 +157,65 @@ describe('acquire', () => {
     await time.advance(200);
     assert.deepStrictEqual(settled, [['waiter', 1_100]]);
     assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 3], 'a second timer covered the rest');
+  });
+
+  it('aborting on a clock counting from the epoch gives back exactly the booked slot', async () => {
+    // Slots a third of a millisecond apart, which floats at 1.7e12 ms (a
+    // quarter of a microsecond apart) cannot hold: the booking is given back
+    // at its exact slot, not at atMs.
+    const { time } = setup({ start: 1.7e12 + 0.123456 });
+    const clock = time.now;
+    const third = 1000 / 3;
+    const cases = [
+      ['LeakyBucket', new LeakyBucket({ capacity: 10, intervalMs: third, clock })],
+      ['SlidingWindowLog', new SlidingWindowLog({ limit: 1, windowMs: third, clock })],
+      ['KeyedLimiter', new KeyedLimiter(new LeakyBucket({ capacity: 10, intervalMs: third, clock }))],
+      ['Policy', new Policy({ limits: [{ name: 'q', limiter: new LeakyBucket({ capacity: 10, intervalMs: third }) }] }, { clock })],
+    ];
+    for (const [name, limiter] of cases) {
+      const args = name === 'KeyedLimiter' ? ['k'] : name === 'Policy' ? [{}] : [];
+      limiter.tryAcquire(...args, 1);
+      const before = limiter.peek(...args, 1).retryAfterMs;
+      const controller = new AbortController();
+      const waiting = limiter.acquire(...args, 1, { signal: controller.signal });
+      assert.ok(limiter.peek(...args, 1).retryAfterMs > before, `${name}: booked`);
+      controller.abort();
+      await assert.rejects(waiting, { name: 'AbortError' });
+      assert.equal(limiter.peek(...args, 1).retryAfterMs, before, `${name}: the booking was given back`);
+    }
+  });
+
+  it('a wait beyond what timers take (2^31 - 1 ms) is split into timers they take', async () => {
+    const { time, settled, track } = setup();
+    const month = 30 * 24 * 3600 * 1000;
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: month, clock: time.now });
+    gcra.tryAcquire();
+    track('waiter', gcra.acquire());
+    await time.advance(month - 1);
+    assert.deepStrictEqual(settled, [], 'not before its slot');
+    await time.advance(1);
+    assert.deepStrictEqual(settled, [['waiter', 1_000 + month]]);
+    const delays = time.scheduled.map((t) => t.delay);
+    assert.ok(delays.length >= 2 && delays.every((ms) => ms <= 2 ** 31 - 1), String(delays));
+  });
+
+  it('a clock that throws during the wait rejects with its error and gives the booking back', async () => {
+    const { time } = setup();
+    let broken = false;
+    const clock = () => {
+      if (broken) throw new Error('clock failed');
+      return time.now();
+    };
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock });
+    gcra.tryAcquire();
+    const waiting = gcra.acquire();
+    const booked = gcra.peek().retryAfterMs;
+    broken = true;
+    const settled = waiting.then(() => null, (error) => error);
+    await time.advance(100);
+    assert.equal((await settled).message, 'clock failed');
+    broken = false;
+    assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
   it('bad arguments reject with the binding errors', async () => {

@@ -147,6 +147,29 @@ for (const [name, make, algorithm, windowMs, own, fullReset] of CLASSES) {
       assert.deepStrictEqual(limiter.reserve(1, Infinity, 0), second);
     });
 
+    it("a reservation's cancel() gives its booking back once; a refused one's does nothing", () => {
+      const units = algorithm === 'leaky_bucket' ? 1 : 3;
+      // `calls` cancels the booking that many times; the state after one is the reference.
+      const run = (calls) => {
+        const limiter = make();
+        limiter.reserve(units, Infinity, 0);
+        const booked = limiter.reserve(1, Infinity, 0);
+        const refused = limiter.reserve(1, booked.waitMs / 2, 0);
+        assert.equal(refused.ok, false);
+        refused.cancel();
+        for (let i = 0; i < calls; i++) booked.cancel();
+        return [limiter, booked];
+      };
+      const [never, booked] = run(0);
+      assert.equal(typeof booked.cancel, 'function');
+      assert.ok(!Object.keys(booked).includes('cancel'), 'not enumerable: a reservation compares as its fields');
+      assert.equal(never.reserve(1, booked.waitMs / 2, 0).ok, false, "cancelling a refusal gave nothing");
+      const [once] = run(1);
+      assert.deepStrictEqual(once.reserve(1, Infinity, 0), booked, 'the slot is free again');
+      const [twice] = run(2);
+      assert.deepStrictEqual(twice.toBytes(), run(1)[0].toBytes(), 'a second cancel() gives nothing more');
+    });
+
     it('reconfigure takes another limiter of the same class', () => {
       const limiter = make({ name: 'kept' });
       limiter.tryAcquire(1, 0);
@@ -591,6 +614,33 @@ describe('reconfigure across bandwidth counts', () => {
     const two = TokenBucket.fromBandwidths([bucketOptions(), bucketOptions()]);
     assertLimiterError(() => one.reconfigure(two, 0), 'invalid_value', 'other');
   });
+});
+
+describe('cancel() on a clock counting from the epoch', () => {
+  // atMs is a float: at 1.7e12 ms, a quarter of a microsecond from the next
+  // one, so refund(cost, atMs) may miss a slot that is not a whole number of
+  // them; cancel() gives back exactly the slot booked.
+  const now = 1.7e12 + 0.123456;
+  const third = 1000 / 3;
+  const cases = [
+    ['LeakyBucket', () => new LeakyBucket({ capacity: 10, intervalMs: third }), []],
+    ['SlidingWindowLog', () => new SlidingWindowLog({ limit: 1, windowMs: third }), []],
+    ['FixedWindow', () => new FixedWindow({ limit: 1, windowMs: third }), []],
+    ['KeyedLimiter', () => new api.KeyedLimiter(new SlidingWindowLog({ limit: 1, windowMs: third })), ['k']],
+    ['Policy', () => new api.Policy({ limits: [{ name: 'q', limiter: new LeakyBucket({ capacity: 10, intervalMs: third }) }] }), [{}]],
+  ];
+  for (const [name, make, target] of cases) {
+    it(`${name}: the booking is given back`, () => {
+      const limiter = make();
+      limiter.tryAcquire(...target, 1, now);
+      const free = limiter.peek(...target, 1, now).retryAfterMs;
+      const r = limiter.reserve(...target, 1, Infinity, now);
+      assert.equal(r.ok, true);
+      assert.ok(limiter.peek(...target, 1, now).retryAfterMs > free, 'booked');
+      r.cancel();
+      assert.equal(limiter.peek(...target, 1, now).retryAfterMs, free);
+    });
+  }
 });
 
 describe('two copies of the package on one thread', () => {

@@ -66,6 +66,9 @@ describe('KeyedLimiter', () => {
     assert.equal(evict.tryAcquire('c', 1, 0).allowed, true);
     assert.ok(evict.size <= 2);
     assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { eviction: 'lru' }), 'invalid_value', 'eviction');
+    // Not "not given": NaN (say, Number(process.env.MAX_KEYS) unset) and '' are refused.
+    assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { maxKeys: NaN }), 'invalid_value', 'maxKeys');
+    assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { eviction: '' }), 'invalid_value', 'eviction');
     assertLimiterError(() => new KeyedLimiter({}), 'invalid_type', 'limiter');
     assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })).tryAcquire({}, 1, 0), 'invalid_type', 'key');
   });
@@ -168,6 +171,24 @@ describe('Policy', () => {
     assertLimiterError(() => Policy.fromRates('ten per second'), 'invalid_syntax', 'rate');
     assertLimiterError(() => new Policy(config).tryAcquire({}, 1, 0), 'invalid_value', 'request');
     assertLimiterError(() => new Policy(42), 'invalid_type', 'config');
+  });
+
+  it('refuses NaN and infinite numbers in a configuration object, which JSON would carry as null', () => {
+    const limit = (extra) => ({ limits: [{ name: 'x', algorithm: 'gcra', rate: '10/second', ...extra }] });
+    for (const [extra, shown] of [[{ burst: NaN }, 'NaN'], [{ burst: Infinity }, 'Infinity'], [{ max_keys: NaN }, 'NaN']]) {
+      assert.throws(() => new Policy(limit(extra)), (e) => e instanceof TypeError && e.code === 'invalid_config' && e.message.includes(shown), JSON.stringify(Object.keys(extra)));
+    }
+    // A BigInt that is a safe integer is that number.
+    assert.equal(new Policy(limit({ burst: 5n })).tryAcquire({}, 5, 0).allowed, true);
+    assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');
+  });
+
+  it('lists fields that contain commas, or are empty, as given', () => {
+    const gcra = () => new Gcra({ burst: 1, emissionIntervalMs: SECOND });
+    const policy = new Policy({ limits: [{ name: 'l', by: ['a,b', ''], limiter: gcra() }, { name: 'g', limiter: gcra() }] });
+    assert.deepStrictEqual(policy.limits, [{ name: 'l', by: ['a,b', ''] }, { name: 'g', by: [] }]);
+    assert.equal(policy.tryAcquire({ 'a,b': 'x', '': 'y' }, 1, 0).allowed, true);
+    assertLimiterError(() => policy.tryAcquire({ 'a,b': {} }, 1, 0), 'invalid_type', 'request');
   });
 
   it('reserve books in every limit or none; acquire waits for the slot', async () => {

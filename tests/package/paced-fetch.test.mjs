@@ -183,6 +183,8 @@ test('the header parsers', () => {
   assert.equal(parseRetryAfter('Thu, 01 Jan 1970 00:00:05 GMT', 1000), 4000);
   assert.equal(parseRetryAfter('soon', 0), null);
   assert.equal(parseRetryAfter(null, 0), null);
+  // Neither delay-seconds nor an HTTP-date (Date.parse reads dates into them): ignored.
+  for (const odd of ['1.5', '-1', '1 2', '+3']) assert.equal(parseRetryAfter(odd, 0), null, odd);
   const h = (o) => new Headers(o);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=0;t=2, "b";r=0;t=5' })), 5000);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=3;t=2' })), null);
@@ -190,4 +192,59 @@ test('the header parsers', () => {
   assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '4' })), 4000);
   assert.throws(() => pacedFetch(null, {}), TypeError);
   assert.throws(() => pacedFetch(fetch, tenPerSecond(), { retries: -1 }), RangeError);
+});
+
+test('a pause longer than maxWaitMs rejects with TimeoutError, not a RangeError', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 429, headers: { 'Retry-After': '5' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, retries: 0, maxWaitMs: 1000 });
+  assert.equal((await paced('/a')).status, 429);
+  assert.equal(paced.pausedUntilMs, 5000);
+  await assert.rejects(paced('/b'), { name: 'TimeoutError' });
+  assert.equal(paced.waiting, 0);
+  assert.deepEqual(log, [['/a', 0]]);
+});
+
+test('a wait beyond what timers take is split into timers they take', async () => {
+  const time = fakeTime();
+  const delays = [];
+  const timers = {
+    setTimeout: (fn, ms) => {
+      delays.push(ms);
+      return time.timers.setTimeout(fn, ms);
+    },
+    clearTimeout: time.timers.clearTimeout,
+  };
+  const { fetch, log } = fakeFetch(time);
+  const month = 30 * 24 * 3600 * 1000; // beyond 2^31 - 1 ms
+  const gcra = new Gcra({ burst: 1, emissionIntervalMs: month, clock: time.clock });
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers, maxWaitMs: Infinity });
+  const done = [paced('/0'), paced('/1')];
+  await time.advance(month - 1);
+  assert.deepEqual(log, [['/0', 0]], 'not sent early');
+  await time.advance(1);
+  await Promise.all(done);
+  assert.deepEqual(log, [['/0', 0], ['/1', month]]);
+  assert.ok(delays.length >= 2 && delays.every((ms) => ms <= 2 ** 31 - 1), String(delays));
+});
+
+test('an aborted request gives back exactly its slot on a clock counting from the epoch', async () => {
+  const time = fakeTime();
+  const epoch = 1.7e12 + 0.123456;
+  const clock = () => epoch + time.clock();
+  const { fetch } = fakeFetch(time);
+  // A slot a third of a millisecond on, which a float at 1.7e12 ms cannot hold.
+  const queue = new LeakyBucket({ capacity: 10, intervalMs: 1000 / 3, clock });
+  const paced = pacedFetch(fetch, queue, { clock, timers: time.timers });
+  const controller = new AbortController();
+  const first = paced('/a');
+  const second = paced('/b', { signal: controller.signal });
+  const before = queue.peek(1).retryAfterMs;
+  controller.abort();
+  await assert.rejects(second, { name: 'AbortError' });
+  assert.ok(queue.peek(1).retryAfterMs < before, 'the slot was given back');
+  await time.advance(1000);
+  await first;
 });

@@ -50,6 +50,7 @@ const decisions: Decision[] = limiters.flatMap((l) => [l.tryAcquire(), l.tryAcqu
 const reservation: Reservation = bucket.reserve(1, 500, 0);
 const waitMs: number = reservation.ok ? reservation.waitMs : (reservation.decision?.retryAfterMs ?? 0);
 bucket.refund(reservation.cost, reservation.atMs);
+reservation.cancel();
 bucket.refund(1);
 bucket.reconfigure(new TokenBucket({ capacity: 20, refillTokens: 2, refillPeriodMs: 100 }), waitMs);
 const headers: RateLimitHeaders = bucket.headers(bucket.tryAcquire());
@@ -101,6 +102,7 @@ const pd: PolicyDecision = policy.tryAcquire({ ip: '1.2.3.4' }, 1);
 const deniedBy: string | null = pd.deniedBy;
 const firstLimit: string | undefined = pd.limits[0]?.name;
 const pr: PolicyReservation = Policy.fromRates('10/second;100/day', { algorithm: 'gcra', by: ['user'] }).reserve({ user: 7 });
+pr.cancel();
 const policyHeaders: RateLimitHeaders = policy.headers(pd);
 const exact = new Policy({ limits: [{ name: 'exact', by: ['user'], limiter: new Gcra({ burst: 2, emissionIntervalMs: 100 }) }] });
 const monthly = new FixedWindow({ limit: 1000, calendar: 'month', clock: Date.now });
