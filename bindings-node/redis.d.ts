@@ -36,7 +36,11 @@ export type RedisClient =
       getSlotRandomNode(slot: number): unknown
     }
 
-/** What decides when Redis cannot answer within `commandTimeoutMs`. */
+/**
+ * What decides when Redis cannot answer within `commandTimeoutMs`: besides
+ * `'open'`, `'closed'` and a `Limiter`, a `KeyedLimiter` for a `RedisLimiter`
+ * and a `Policy` for a `RedisPolicy` (the class deciding the same target).
+ */
 export type OnError = 'open' | 'closed' | Limiter | KeyedLimiter | Policy
 
 /** Options of RedisLimiter and RedisPolicy. */

@@ -49,10 +49,14 @@ function rangeError(name, message, code = 'invalid_value') {
   return error;
 }
 
-/** A limiter's duration in milliseconds as whole microseconds, at least 1. */
+/**
+ * A limiter's duration in milliseconds as whole microseconds, at least 1.
+ * `ms * 1000` may miss a whole number by its rounding (1.1 ms: 1100.0000000000002),
+ * by far less than 2^-40 of it; anything further is a fraction of a microsecond.
+ */
 function micros(ms, name) {
   const us = Math.round(ms * 1000);
-  if (!(us >= 1) || Math.abs(ms * 1000 - us) > 1e-6 * us) {
+  if (!(us >= 1) || Math.abs(ms * 1000 - us) > us * 2 ** -40) {
     throw rangeError(name, `must be a whole number of microseconds on Redis, not ${ms} ms`);
   }
   return us;
@@ -282,8 +286,11 @@ class Store {
       }
       if (options.onError !== undefined) {
         const f = options.onError;
-        if (!(f === 'open' || f === 'closed' || f instanceof Limiter || f instanceof KeyedLimiter || f instanceof Policy)) {
-          throw typeError('onError', "'open', 'closed' or an in-process Limiter, KeyedLimiter or Policy");
+        // Besides a plain Limiter, the in-process class that decides for the
+        // same target: a key (RedisLimiter), or a request (RedisPolicy).
+        const Keyed = kind === 'policy' ? Policy : KeyedLimiter;
+        if (!(f === 'open' || f === 'closed' || f instanceof Limiter || f instanceof Keyed)) {
+          throw typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed.name}`);
         }
         onError = f;
       }
@@ -566,7 +573,11 @@ class Store {
 
   refund(keys, cost, takenAtMs) {
     const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs);
-    return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(() => undefined);
+    // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
+    return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(
+      () => undefined,
+      () => undefined,
+    );
   }
 }
 

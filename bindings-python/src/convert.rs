@@ -4,6 +4,7 @@
 //! carries that argument's name, so the name reaches the error message.
 //! Every failure is a core [`Error`] raised through [`crate::errors::to_py`].
 
+use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -19,6 +20,7 @@ const COUNT_NOT_BOOL: &str = "an int, not a bool";
 const SECONDS: &str = "a number of seconds (an int, a float, a Decimal or a Fraction)";
 const SECONDS_NOT_BOOL: &str = "a number of seconds, not a bool";
 const TOO_LARGE: &str = "is too large (the limit is 2^64 nanoseconds, about 584 years)";
+const NOT_TEXT: &str = "must be valid Unicode text (no lone surrogates)";
 
 fn invalid_type(name: &'static str, expected: &'static str) -> Error {
     Error::InvalidType { name, expected }
@@ -184,7 +186,7 @@ fn one_of<T: Copy>(
     let checked = match obj.cast::<PyString>() {
         Err(_) => Err(invalid_type(name, expected)),
         Ok(text) => {
-            let text = text.to_cow()?;
+            let text = self::text(text, name)?;
             let found = choices.iter().find(|(choice, _)| *choice == text);
             found
                 .map(|&(_, value)| value)
@@ -204,11 +206,16 @@ pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
     one_of(obj, "refill", &choices, errors)
 }
 
-/// A limiter's `name`, as used in its RateLimit headers: a `str` (`Some`
-/// always; the `Option` is for the argument's default, `None`: "default").
+/// A limiter's `name`, as used in its RateLimit headers: a `str` of text
+/// (`Some` always; the `Option` is for the argument's default, `None`:
+/// "default").
 pub fn name(obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyString>>> {
     match obj.cast::<PyString>() {
-        Ok(text) => Ok(Some(text.clone().unbind())),
+        Ok(text) => {
+            // Refused here, not when the headers, `repr` or pickling spell it.
+            self::text(text, "name")?;
+            Ok(Some(text.clone().unbind()))
+        }
         Err(_) => Err(to_py(obj.py(), invalid_type("name", "a str"))),
     }
 }
@@ -335,7 +342,7 @@ impl Key {
     /// `obj` as a key; the error names the argument `name`.
     fn from_py(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Key> {
         if let Ok(text) = obj.cast::<PyString>() {
-            return Ok(Key::new(utf8(text)?));
+            return Ok(Key::new(utf8(text, name)?));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             return Ok(Key::new(bytes.as_bytes()));
@@ -364,18 +371,34 @@ extern "C" {
 }
 
 /// The UTF-8 bytes of `text`, which CPython keeps with the string (for an
-/// ASCII string, its very characters). A lone surrogate raises
-/// `UnicodeEncodeError`, as `str.encode` does.
-fn utf8<'a>(text: &'a Bound<'_, PyString>) -> PyResult<&'a [u8]> {
+/// ASCII string, its very characters). A `str` that is not text (one with a
+/// lone surrogate, such as `"\udc80"`) has no UTF-8: `invalid_value` naming
+/// the argument `name`, where `str.encode` raises `UnicodeEncodeError`.
+fn utf8<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a [u8]> {
+    let py = text.py();
     let mut size: pyo3::ffi::Py_ssize_t = 0;
     // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
     let data = unsafe { PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
     if data.is_null() {
-        return Err(PyErr::fetch(text.py()));
+        let err = PyErr::fetch(py);
+        if err.is_instance_of::<PyUnicodeEncodeError>(py) {
+            return Err(to_py(py, invalid_value(name, NOT_TEXT)));
+        }
+        return Err(err); // anything else (MemoryError) as it is
     }
     // SAFETY: CPython returned `size` bytes at `data`, owned by `text` and
     // unchanged while it lives (a str is immutable).
     Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
+}
+
+/// A `str` argument `name` as Rust text, borrowed from the string. A lone
+/// surrogate raises `RateLimitError` (`invalid_value`) naming `name`, never
+/// a bare `UnicodeEncodeError`. Read `str` arguments through here (or
+/// [`utf8`]) rather than with `to_cow`.
+pub fn text<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a str> {
+    let bytes = utf8(text, name)?;
+    // CPython's UTF-8 of a str is always valid; checked rather than trusted.
+    std::str::from_utf8(bytes).map_err(|_| to_py(text.py(), invalid_value(name, NOT_TEXT)))
 }
 
 impl AsRef<[u8]> for Key {
@@ -439,7 +462,7 @@ pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
         let (field, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
         let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
         fields.push((
-            field.to_cow()?.into_owned(),
+            text(field, "request")?.to_owned(),
             Key::from_py(&value, "request")?,
         ));
     }
@@ -508,7 +531,7 @@ pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     for item in obj.try_iter().map_err(|_| wrong_type())? {
         let item = item?;
         let field = item.cast::<PyString>().map_err(|_| wrong_type())?;
-        fields.push(field.to_cow()?.into_owned());
+        fields.push(text(field, "by")?.to_owned());
     }
     Ok(fields)
 }
@@ -538,9 +561,9 @@ pub fn calendar(obj: &Bound<'_, PyAny>) -> PyResult<Calendar> {
     let name = obj
         .cast::<PyString>()
         .ok()
-        .map(|name| name.to_cow())
+        .map(|name| text(name, "calendar"))
         .transpose()?;
-    let calendar = name.and_then(|name| Calendar::from_name(&name));
+    let calendar = name.and_then(Calendar::from_name);
     let reason = "must be 'day', 'week' or 'month'";
     calendar.ok_or_else(|| to_py(obj.py(), invalid_value("calendar", reason)))
 }

@@ -345,7 +345,7 @@ limiter_methods!(
         ) -> PyResult<()> {
             let by = by.map_or(Ok(Vec::new()), convert::fields)?;
             let by: Vec<&str> = by.iter().map(String::as_str).collect();
-            let name = name.to_cow()?;
+            let name = convert::text(name, "name")?;
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
@@ -357,7 +357,7 @@ limiter_methods!(
             };
             let added = {
                 let mut core = self.shared.lock();
-                let added = core.policy.add_store(&name, &by, store);
+                let added = core.policy.add_store(name, &by, store);
                 if added.is_ok() {
                     core.windows.push(window);
                 }

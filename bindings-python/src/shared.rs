@@ -322,8 +322,10 @@ macro_rules! limiter_methods {
             /// Give back ``cost`` units taken at ``taken_at`` and not used.
             ///
             /// ``taken_at`` (default: now) is when they were taken: the ``now`` of
-            /// the ``try_acquire``, or a reservation's ``at`` (``reservation.cancel()``
-            /// does that exactly). Nothing ever ends up holding more than when
+            /// the ``try_acquire``. For a booking, call ``reservation.cancel()``,
+            /// which is exact: ``at`` is a float, which on a clock counting from the
+            /// epoch (``time.time``) is a quarter of a microsecond from the next
+            /// one, so ``taken_at=at`` may miss the slot. Nothing ever ends up holding more than when
             /// fresh, and a window algorithm only takes units back from the
             /// window (or, for ``SlidingWindowLog``, the instant) of ``taken_at``.
             #[pyo3(signature = ($($target,)? cost, *, taken_at = None))]

@@ -565,3 +565,89 @@ def test_int_and_float_subclasses_are_accepted() -> None:
     bucket = TokenBucket(Count(2), Count(1), Seconds(0.5))
     assert bucket.try_acquire(Count(2), now=Seconds(1.0)).remaining == 0
     assert bucket.refill_period == 0.5
+
+
+# --- str arguments that are not text ---------------------------------------
+
+# A str with a lone surrogate (as os.fsdecode gives for undecodable bytes) has
+# no UTF-8: refused up front as a bad value naming the argument, never a bare
+# UnicodeEncodeError (later, from repr, headers, pickling or acquire).
+LONE_SURROGATE = "a\udc80b"
+NOT_TEXT = "must be valid Unicode text (no lone surrogates)"
+
+
+def check_not_text(call: Callable[[], object], argument: str) -> None:
+    with pytest.raises(RateLimitError) as raised:
+        call()
+    assert type(raised.value) is RateLimitError, "a bad value, not a bad type"
+    check_error(raised.value, "invalid_value", argument)
+    assert str(raised.value) == f"`{argument}` {NOT_TEXT}"
+
+
+NAMED: list[Callable[[str], Limiter]] = [
+    lambda name: TokenBucket(5, 5, 1, name=name),
+    lambda name: TokenBucket.from_bandwidths([Bandwidth(5, 5, 1)], name=name),
+    lambda name: Gcra(5, 0.2, name=name),
+    lambda name: Gcra.per_period(5, 5, 1, name=name),
+    lambda name: LeakyBucket(5, 0.2, name=name),
+    lambda name: SlidingWindowLog(5, 1, name=name),
+    lambda name: SlidingWindowCounter(5, 1, name=name),
+    lambda name: SlidingWindowCounter.with_calendar(5, "day", name=name),
+    lambda name: FixedWindow(5, 1, name=name),
+    lambda name: FixedWindow.with_calendar(5, "month", name=name),
+]
+
+
+@pytest.mark.parametrize("named", NAMED, ids=range(len(NAMED)))
+def test_a_name_that_is_not_text_is_refused_at_construction(named: Callable[[str], Limiter]) -> None:
+    check_not_text(lambda: named(LONE_SURROGATE), "name")
+    check_not_text(lambda: named("\ud800"), "name")
+    limiter = named("caf\u00e9 \U0001f600")  # text outside ASCII is fine
+    assert limiter.name == "caf\u00e9 \U0001f600"
+    assert pickle.loads(pickle.dumps(limiter)).name == limiter.name
+    assert "caf\u00e9" in repr(limiter)
+    assert limiter.headers(limiter.peek())["RateLimit"].startswith('"caf')  # headers spell it in ASCII
+
+
+def test_keys_that_are_not_text_are_refused_leaving_the_store_working() -> None:
+    store = ratekeeper.KeyedLimiter(FixedWindow(3, 60))
+    store.try_acquire("k", now=0)
+    for call in (
+        lambda: store.try_acquire(LONE_SURROGATE, now=0),
+        lambda: store.peek("\ud800", now=0),
+        lambda: store.acquire("\udfff", timeout=0),
+        lambda: store.acquiring(LONE_SURROGATE),
+    ):
+        check_not_text(call, "key")
+    assert len(store) == 1 and store.peek("k", now=0).remaining == 1
+    assert store.try_acquire("a\u00e9\U0001f600", now=0), "text outside ASCII is fine"
+
+
+def test_request_fields_that_are_not_text_are_refused() -> None:
+    policy = ratekeeper.Policy()
+    policy.add("per-user", FixedWindow(1, 60), by=["user"])
+    check_not_text(lambda: policy.try_acquire({"user": LONE_SURROGATE}, now=0), "request")
+    check_not_text(lambda: policy.peek({"user": "x", LONE_SURROGATE: "y"}, now=0), "request")
+    check_not_text(lambda: policy.acquire({"user": "\ud800"}, timeout=0), "request")
+    assert policy.try_acquire({"user": "x"}, now=0), "nothing was taken"
+
+
+def test_policy_by_fields_that_are_not_text_are_refused() -> None:
+    policy = ratekeeper.Policy()
+    check_not_text(lambda: policy.add("per-user", FixedWindow(1, 60), by=["user", LONE_SURROGATE]), "by")
+    check_not_text(lambda: ratekeeper.Policy.from_rates("1/second", by=[LONE_SURROGATE]), "by")
+    check_not_text(lambda: ratekeeper.Policy("1/second", by=[LONE_SURROGATE]), "by")
+    assert len(policy) == 0
+
+
+def test_policy_limit_names_that_are_not_text_are_refused() -> None:
+    policy = ratekeeper.Policy()
+    check_not_text(lambda: policy.add(LONE_SURROGATE, FixedWindow(1, 60)), "name")
+    assert len(policy) == 0
+
+
+def test_choices_that_are_not_text_are_bad_values() -> None:
+    check_not_text(lambda: TokenBucket(1, 1, 1, refill=LONE_SURROGATE), "refill")  # type: ignore[arg-type]
+    check_not_text(lambda: FixedWindow.with_calendar(1, LONE_SURROGATE), "calendar")  # type: ignore[arg-type]
+    algorithm: Any = LONE_SURROGATE
+    check_not_text(lambda: ratekeeper.Policy.from_rates("1/second", algorithm=algorithm), "algorithm")

@@ -78,9 +78,10 @@ def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
     for text in ("😀" * 20, "€" * 100, "\x00k"):
         store.try_acquire(text, 3, now=0)
         assert store.peek(text.encode(), 0, now=0).remaining == 0
-    # A str that is not text (a lone surrogate) has no UTF-8: it fails as str.encode does.
-    with pytest.raises(UnicodeEncodeError):
+    # A str that is not text (a lone surrogate) has no UTF-8: a bad value, naming the key.
+    with pytest.raises(RateLimitError, match="`key` must be valid Unicode text") as refused:
         store.try_acquire("\ud800", now=0)
+    assert refused.value.code == "invalid_value"
     assert store.peek("k", now=0).remaining == 2, "the failure left the store working"
     for bad in (True, 1.5, None, ["a"]):
         with pytest.raises(RateLimitTypeError, match="`key` must be a str, bytes or int") as raised:

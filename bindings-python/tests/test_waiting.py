@@ -8,13 +8,17 @@ the real clock, with real threads, signals and tasks.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import signal
 import threading
 import time
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Generator, Iterator
+
 import pytest
 from limiters import ALL, FakeClock, Make
 
-from ratekeeper import Acquiring, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
+import ratekeeper
+from ratekeeper import Acquiring, FixedWindow, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
 
 
 # --- acquire on a fake clock ----------------------------------------------
@@ -178,17 +182,22 @@ def test_tasks_are_served_in_order() -> None:
     assert asyncio.run(main()) == [0, 1, 2, 3]
 
 
+async def cancel_while_waiting(bucket: TokenBucket, waiting: Awaitable[Any]) -> None:
+    """Cancels `waiting` (a wait for one of `bucket`'s 30-second slots) while it sleeps."""
+    task = asyncio.ensure_future(waiting)
+    await asyncio.sleep(0.01)  # let it book and start sleeping
+    assert bucket.peek().retry_after > 30
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert bucket.peek().retry_after <= 30, "the booking was given back"
+
+
 def test_cancelling_a_waiting_task_refunds() -> None:
     async def main() -> None:
         bucket = TokenBucket(1, 1, 30)
         await bucket.acquire_async()
-        task = asyncio.ensure_future(bucket.acquire_async())
-        await asyncio.sleep(0.01)  # let it book and start sleeping
-        assert bucket.peek().retry_after > 30
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert bucket.peek().retry_after <= 30
+        await cancel_while_waiting(bucket, bucket.acquire_async())
 
     asyncio.run(main())
 
@@ -255,3 +264,216 @@ def test_acquiring_decorates_sync_and_async_functions(clock: FakeClock) -> None:
         asyncio.run(work_async(1))
     clock.now += 1
     assert asyncio.run(work_async(4)) == 8
+
+
+# --- decorated generators and async generators ------------------------------
+
+
+def test_decorated_generators_stay_generators(clock: FakeClock) -> None:
+    bucket = TokenBucket(5, 1, 1, clock=clock)
+
+    @bucket.acquiring()
+    def counts(n: int) -> Iterator[int]:
+        """Counts."""
+        yield from range(n)
+
+    @ratekeeper.limit(bucket)
+    async def counts_async(n: int) -> AsyncIterator[int]:
+        """Counts too."""
+        for i in range(n):
+            yield i
+
+    assert inspect.isgeneratorfunction(counts) and not inspect.isasyncgenfunction(counts)
+    assert inspect.isasyncgenfunction(counts_async) and not inspect.iscoroutinefunction(counts_async)
+    assert (counts.__name__, counts.__doc__) == ("counts", "Counts.")
+    assert (counts_async.__name__, counts_async.__doc__) == ("counts_async", "Counts too.")
+    assert list(counts(3)) == [0, 1, 2]
+
+    async def collect() -> list[int]:
+        return [i async for i in counts_async(3)]
+
+    assert asyncio.run(collect()) == [0, 1, 2]
+    assert bucket.peek().remaining == 2  # one unit per call, not per value
+
+
+def test_an_async_generator_waits_without_blocking_the_loop() -> None:
+    interval = 0.2
+
+    @ratekeeper.limit(Gcra(1, interval))
+    async def one() -> AsyncIterator[str]:
+        yield "value"
+
+    async def main() -> tuple[int, float]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.ensure_future(ticker())
+        assert [v async for v in one()] == ["value"]  # the burst of 1: no wait
+        await asyncio.sleep(0)
+        started, before = time.monotonic(), ticks
+        assert [v async for v in one()] == ["value"]  # waits for the next slot
+        waited, during = time.monotonic() - started, ticks - before
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return during, waited
+
+    during, waited = asyncio.run(main())
+    assert waited >= interval * 0.9
+    assert during >= 5, f"the event loop ran {during} ticks in {waited:.2f} s: it was blocked"
+
+
+def test_cancelling_an_async_generator_waiting_for_its_slot_refunds() -> None:
+    bucket = TokenBucket(1, 1, 30)
+
+    @bucket.acquiring()
+    async def one() -> AsyncIterator[int]:
+        yield 1
+
+    async def main() -> None:
+        assert [v async for v in one()] == [1]
+        await cancel_while_waiting(bucket, one().__anext__())
+
+    asyncio.run(main())
+
+
+def test_an_async_generator_gets_what_is_sent_and_thrown_and_closes(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def blocking_sleep(seconds: float) -> None:
+        raise AssertionError("time.sleep on the event loop")
+
+    monkeypatch.setattr(time, "sleep", blocking_sleep)  # only asyncio.sleep may wait
+    seen: list[object] = []
+
+    @ratekeeper.limit(TokenBucket(1, 1, 1, clock=clock))
+    async def echo() -> AsyncGenerator[object, object]:
+        received: object = "start"
+        try:
+            while True:
+                try:
+                    received = yield received
+                    seen.append(received)
+                except KeyError as error:
+                    seen.append(error)
+                    received = "caught"
+                await asyncio.sleep(0)  # awaits inside pass through to the loop
+        finally:
+            seen.append("closed")
+
+    async def main() -> None:
+        gen = echo()
+        assert await gen.asend(None) == "start"
+        assert await gen.asend("one") == "one"
+        assert await gen.athrow(KeyError("k")) == "caught"
+        with pytest.raises(ZeroDivisionError):
+            await gen.athrow(ZeroDivisionError())  # not caught inside: ends it
+        assert seen[-1] == "closed"
+        seen.clear()
+        other = echo()  # waits for the next slot (on the fake clock)
+        assert await other.__anext__() == "start"
+        await other.aclose()
+        assert seen == ["closed"]
+
+    asyncio.run(main())
+    assert [seconds for seconds in clock.sleeps if seconds] == [1.0]  # the inner sleep(0)s aside
+
+
+def test_an_async_generator_returning_early_and_its_value_errors(clock: FakeClock) -> None:
+    @ratekeeper.limit(TokenBucket(5, 1, 1, clock=clock))
+    async def short() -> AsyncIterator[int]:
+        yield 1
+        raise ValueError("inside")
+
+    @ratekeeper.limit(TokenBucket(5, 1, 1, clock=clock))
+    async def empty() -> AsyncIterator[int]:
+        return
+        yield 0  # pragma: no cover - makes it an async generator
+
+    async def main() -> None:
+        gen = short()
+        assert await gen.__anext__() == 1
+        with pytest.raises(ValueError, match="inside"):
+            await gen.__anext__()
+        assert [v async for v in empty()] == []
+
+    asyncio.run(main())
+
+
+def test_an_async_generator_takes_its_units_at_the_first_iteration(clock: FakeClock) -> None:
+    window = FixedWindow(1, 60, clock=clock)
+
+    @ratekeeper.limit(window, wait=False)
+    async def once() -> AsyncGenerator[int, None]:
+        yield 1
+
+    async def main() -> None:
+        first, second = once(), once()  # calling takes nothing and never raises
+        assert window.peek(0).remaining == 1
+        await second.aclose()  # closed before any iteration: took nothing
+        assert window.peek(0).remaining == 1
+        assert await first.__anext__() == 1
+        assert window.peek(0).remaining == 0
+        third = once()
+        with pytest.raises(RateLimited):
+            await third.__anext__()  # wait=False: the first iteration raises
+        with pytest.raises(StopAsyncIteration):
+            await third.__anext__()  # and it is over
+        await first.aclose()
+
+    asyncio.run(main())
+    assert clock.sleeps == []
+
+
+def test_a_generator_takes_its_units_at_the_first_iteration(clock: FakeClock) -> None:
+    window = FixedWindow(1, 60, clock=clock)
+
+    @window.acquiring(timeout=0)
+    def once() -> Generator[int, None, None]:
+        yield 1
+
+    first, second = once(), once()  # calling takes nothing and never raises
+    assert window.peek(0).remaining == 1
+    second.close()
+    assert window.peek(0).remaining == 1
+    assert next(first) == 1
+    assert window.peek(0).remaining == 0
+    third = once()
+    with pytest.raises(RateLimited):
+        next(third)
+    assert list(third) == []
+
+
+def test_a_generator_waits_and_gets_what_is_sent_and_thrown(clock: FakeClock) -> None:
+    seen: list[object] = []
+
+    @ratekeeper.limit(TokenBucket(1, 1, 2, clock=clock))
+    def echo() -> Generator[object, object, str]:
+        received: object = "start"
+        try:
+            while received != "stop":
+                try:
+                    received = yield received
+                except KeyError:
+                    received = "caught"
+        finally:
+            seen.append("closed")
+        return "done"
+
+    gen = echo()
+    assert next(gen) == "start"
+    assert gen.send("one") == "one"
+    assert gen.throw(KeyError("k")) == "caught"
+    with pytest.raises(StopIteration) as stopped:
+        gen.send("stop")
+    assert stopped.value.value == "done" and seen == ["closed"]
+    other = echo()
+    assert next(other) == "start"  # after waiting for the next slot
+    other.close()
+    assert seen == ["closed", "closed"]
+    assert clock.sleeps == [2.0]

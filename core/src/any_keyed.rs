@@ -138,6 +138,11 @@ impl AnyKeyed {
         }
     }
 
+    /// See [`KeyedLimiter::make_room_for`].
+    pub(crate) fn make_room_for(&mut self, key: &[u8], now: Nanos) -> Result<(), Error> {
+        each!(&mut self.0, s => s.make_room_for(key, now))
+    }
+
     /// See [`KeyedLimiter::put_back`]; `saved` comes from this store.
     pub(crate) fn put_back(&mut self, key: &[u8], saved: Saved) {
         match (&mut self.0, saved) {

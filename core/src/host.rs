@@ -5,10 +5,6 @@
 
 use crate::{Error, Nanos};
 
-/// 2^64 as an `f64`: the first value that does not fit in a `u64`.
-const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
-/// 2^52 as an `f64`: every `f64` at or above it is a whole number.
-const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -25,45 +21,72 @@ fn check_finite_non_negative(value: f64, name: &'static str) -> Result<(), Error
     Err(Error::InvalidValue { name, reason })
 }
 
-/// Rounds a value in `[0, 2^52)` to the nearest integer (halves up).
-#[inline(always)]
-fn round_below_2_pow_52(value: f64) -> u64 {
-    // The signed conversions are exact here, and each is one x86-64
-    // instruction where an unsigned one takes several (`perf annotate` found
-    // those sequences among the hottest of the Node addon's decision).
-    let whole = value as i64;
-    let fraction = value - whole as f64;
-    whole as u64 + u64::from(fraction >= 0.5)
-}
+/// The bits of an `f64`'s fraction field.
+const FRACTION: u64 = (1 << 52) - 1;
 
 /// `value` (in units) times `scale` (nanoseconds per unit), rounded to the
-/// nearest nanosecond (halves up); fails for NaN, infinite, negative or too
-/// large values.
+/// nearest nanosecond (halves up), exactly: the float's own value, scaled in
+/// integers. (Multiplying as floats first would round twice: at epoch
+/// seconds, 1.8e18 ns, by up to 128 ns.) Fails for NaN, infinite, negative
+/// or too large values.
 #[inline(always)]
-fn scaled_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Error> {
-    let nanos = value * scale;
-    // The usual time or duration passes one pair of comparisons, which NaN,
-    // infinities, negatives and the too large all fail: they are told apart
-    // off this path.
-    if (0.0..TWO_POW_52).contains(&nanos) {
-        return Ok(Nanos(round_below_2_pow_52(nanos)));
+fn scaled_nanos(value: f64, scale: u64, name: &'static str) -> Result<Nanos, Error> {
+    let bits = value.to_bits();
+    // The usual time or duration, a positive normal float below 2^52 units,
+    // takes one comparison, which NaN, infinities, negatives, zeros,
+    // subnormals and the large all fail: they are told apart off this path.
+    // Such a value is m * 2^-shift, m of 53 bits and shift from 1 to 1074.
+    let biased = bits >> 52;
+    if biased.wrapping_sub(1) < 1074 {
+        let shift = (1075 - biased) as u32;
+        if shift > 84 {
+            // m * scale < 2^83: less than half a nanosecond.
+            return Ok(Nanos(0));
+        }
+        let exact = u128::from((bits & FRACTION) | 1 << 52) * u128::from(scale);
+        let rounded = (exact + (1 << (shift - 1))) >> shift;
+        if let Ok(nanos) = u64::try_from(rounded) {
+            return Ok(Nanos(nanos));
+        }
     }
-    scaled_nanos_checked(value, nanos, name)
+    scaled_nanos_checked(value, scale, name)
 }
 
-/// [`scaled_nanos`] off its usual path: a bad `value`, or `nanos` at or
-/// above 2^52, where every `f64` is already whole.
+/// [`scaled_nanos`] off its usual path: a bad `value`, zeros and
+/// subnormals, and values of 2^52 units or more, which are whole numbers.
 #[cold]
 #[inline(never)]
-fn scaled_nanos_checked(value: f64, nanos: f64, name: &'static str) -> Result<Nanos, Error> {
+fn scaled_nanos_checked(value: f64, scale: u64, name: &'static str) -> Result<Nanos, Error> {
     check_finite_non_negative(value, name)?;
-    if nanos >= TWO_POW_64 {
-        return Err(Error::InvalidValue {
-            name,
-            reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
-        });
+    let too_large = Error::InvalidValue {
+        name,
+        reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
+    };
+    // `value` is finite and not negative (or -0.0): m * 2^exponent.
+    let bits = value.to_bits() & !(1 << 63);
+    let biased = (bits >> 52) as i32;
+    let (m, exponent) = match biased {
+        0 => (bits & FRACTION, -1074),
+        _ => ((bits & FRACTION) | 1 << 52, biased - 1075),
+    };
+    let exact = u128::from(m) * u128::from(scale);
+    if exponent < 0 {
+        // exact * 2^exponent, rounded; exact < 2^83, so from 2^-84 on, 0.
+        let shift = exponent.unsigned_abs();
+        let rounded = match shift {
+            1..=84 => (exact + (1 << (shift - 1))) >> shift,
+            _ => 0,
+        };
+        return u64::try_from(rounded).map(Nanos).map_err(|_| too_large);
     }
-    Ok(Nanos(nanos as u64))
+    // Whole: exact * 2^exponent, if that fits in 64 bits.
+    let bits_needed = 128 - exact.leading_zeros() + exponent as u32;
+    if exact != 0 && bits_needed > 64 {
+        return Err(too_large);
+    }
+    u64::try_from(exact << exponent)
+        .map(Nanos)
+        .map_err(|_| too_large)
 }
 
 impl Nanos {
@@ -72,14 +95,14 @@ impl Nanos {
     /// Fails with [`Error::InvalidValue`] naming `name` for NaN, infinite,
     /// negative or too large values.
     pub fn from_secs_f64(secs: f64, name: &'static str) -> Result<Nanos, Error> {
-        scaled_nanos(secs, 1e9, name)
+        scaled_nanos(secs, 1_000_000_000, name)
     }
 
     /// Milliseconds as a float, rounded to the nearest nanosecond.
     ///
     /// Fails like [`Nanos::from_secs_f64`].
     pub fn from_millis_f64(millis: f64, name: &'static str) -> Result<Nanos, Error> {
-        scaled_nanos(millis, 1e6, name)
+        scaled_nanos(millis, 1_000_000, name)
     }
 
     /// This duration in seconds, as a float.
@@ -112,9 +135,9 @@ pub fn u64_to_f64(n: u64) -> f64 {
 /// [`Error::InvalidValue`] naming `name`.
 #[inline]
 pub fn count_from_f64(value: f64, name: &'static str) -> Result<u64, Error> {
-    // At most 2^53 - 1: the signed conversions are exact (see
-    // round_below_2_pow_52). NaN fails the range check, as do the other bad
-    // values, told apart off this path.
+    // At most 2^53 - 1: the signed conversions are exact, and each is one
+    // x86-64 instruction where an unsigned one takes several. NaN fails the
+    // range check, as do the other bad values, told apart off this path.
     if (0.0..=MAX_SAFE_INTEGER).contains(&value) {
         let whole = value as i64;
         if whole as f64 == value {
@@ -145,6 +168,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// 2^64 as an `f64`: the first value that does not fit in a `u64`.
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    /// 2^52 as an `f64`: every `f64` at or above it is a whole number.
+    const TWO_POW_52: f64 = 4_503_599_627_370_496.0;
+
     #[test]
     fn seconds_round_to_the_nearest_nanosecond() {
         assert_eq!(Nanos::from_secs_f64(0.8, "now"), Ok(Nanos(800_000_000)));
@@ -164,46 +192,65 @@ mod tests {
     }
 
     #[test]
-    fn rounding_is_the_unsigned_arithmetic() {
-        // Each side of 2^52, where the conversions differ.
-        for ms in [
-            0.0,
-            0.4e-6,
-            0.5e-6,
-            1.5e-6,
-            4503.5996,
-            4503.599627370497,
-            9.2e12,
-            1.8446e13,
-        ] {
-            let ns = ms * 1e6;
-            let whole = ns as u64;
-            let rounded = if ns - whole as f64 >= 0.5 {
-                whole + 1
+    fn a_float_is_scaled_exactly_then_rounded_once() {
+        // The nearest nanosecond to the float's own value (Python's
+        // `Fraction(value) * scale`, rounded halves up), where the float
+        // product would round first: epoch seconds, epoch milliseconds.
+        let cases = [
+            (1_795_420_534.626_150_6, 1e9, 1_795_420_534_626_150_608),
+            (1.7e12 + 0.123_456, 1e6, 1_700_000_000_000_123_535),
+            (2.5e-9, 1e9, 3),
+            (5e-10, 1e9, 1),
+            (4_503.599_627_370_497, 1e6, 4_503_599_627),
+            (9.2e12, 1e6, 9_200_000_000_000_000_000),
+            (1.8446e13, 1e6, 18_446_000_000_000_000_000),
+        ];
+        for (value, scale, nanos) in cases {
+            let got = if scale == 1e9 {
+                Nanos::from_secs_f64(value, "now")
             } else {
-                whole
+                Nanos::from_millis_f64(value, "now")
             };
-            assert_eq!(
-                Nanos::from_millis_f64(ms, "now"),
-                Ok(Nanos(rounded)),
-                "{ms}"
-            );
+            assert_eq!(got, Ok(Nanos(nanos)), "{value} x {scale}");
         }
+        assert_eq!(
+            Nanos::from_millis_f64(1.8447e13, "now").unwrap_err().code(),
+            "invalid_value"
+        );
     }
 
     /// The conversions as plainly written: every check first, then the
-    /// unsigned arithmetic.
-    fn reference_nanos(value: f64, scale: f64, name: &'static str) -> Result<Nanos, Error> {
+    /// float's exact value (its integer mantissa and power of two) times
+    /// `scale`, divided out and rounded halves up.
+    fn reference_nanos(value: f64, scale: u64, name: &'static str) -> Result<Nanos, Error> {
         check_finite_non_negative(value, name)?;
-        let nanos = value * scale;
-        if nanos >= TWO_POW_64 {
-            return Err(Error::InvalidValue {
-                name,
-                reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
-            });
-        }
-        let whole = nanos as u64;
-        Ok(Nanos(whole + u64::from(nanos - whole as f64 >= 0.5)))
+        let too_large = Error::InvalidValue {
+            name,
+            reason: "is too large (the limit is 2^64 nanoseconds, about 584 years)",
+        };
+        let bits = value.to_bits() & !(1 << 63);
+        let exponent = (bits >> 52) as i32;
+        let fraction = bits & ((1 << 52) - 1);
+        let (mantissa, power) = if exponent == 0 {
+            (fraction, -1074)
+        } else {
+            (fraction + (1 << 52), exponent - 1075)
+        };
+        let product = u128::from(mantissa) * u128::from(scale);
+        let nanos = if power >= 0 {
+            let mut n = product;
+            for _ in 0..power {
+                n = n.checked_mul(2).ok_or(too_large)?;
+            }
+            n
+        } else if -power >= 128 {
+            0
+        } else {
+            let divisor = 1u128 << -power;
+            let (whole, rest) = (product / divisor, product % divisor);
+            whole + u128::from(rest >= divisor - rest)
+        };
+        u64::try_from(nanos).map(Nanos).map_err(|_| too_large)
     }
 
     fn reference_count(value: f64, name: &'static str) -> Result<u64, Error> {
@@ -248,8 +295,8 @@ mod tests {
     proptest! {
         #[test]
         fn quick_paths_answer_as_the_plain_checks(value in any_f64()) {
-            for scale in [1e9, 1e6] {
-                let quick = if scale == 1e9 {
+            for scale in [1_000_000_000, 1_000_000] {
+                let quick = if scale == 1_000_000_000 {
                     Nanos::from_secs_f64(value, "now")
                 } else {
                     Nanos::from_millis_f64(value, "now")
@@ -259,7 +306,7 @@ mod tests {
             let n = value.to_bits();
             prop_assert_eq!(u64_to_f64(n).to_bits(), (n as f64).to_bits());
             // Unscaled, so that halves reach the rounding as they are.
-            prop_assert_eq!(scaled_nanos(value, 1.0, "now"), reference_nanos(value, 1.0, "now"));
+            prop_assert_eq!(scaled_nanos(value, 1, "now"), reference_nanos(value, 1, "now"));
             prop_assert_eq!(count_from_f64(value, "cost"), reference_count(value, "cost"));
         }
     }

@@ -404,6 +404,24 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         Ok((answer, lag))
     }
 
+    /// Fails as inserting `key` now would under [`Eviction::Refuse`] (with
+    /// [`Error::StoreFull`]), after making what room it can: how a policy
+    /// makes sure that no limit refuses a request after others consumed it.
+    /// A store that never refuses has nothing to check.
+    pub(crate) fn make_room_for<Q>(&mut self, key: &Q, now: Nanos) -> Result<(), Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        if self.eviction != Eviction::Refuse
+            || self.max_keys.is_none()
+            || self.states.contains_key(key)
+        {
+            return Ok(());
+        }
+        let (now, _) = self.effective(now);
+        self.make_room(now)
+    }
+
     /// Before a new key goes in: sweep fresh keys when due, then apply the
     /// eviction rule if the store is still at its bound.
     fn make_room(&mut self, now: Nanos) -> Result<(), Error> {

@@ -147,10 +147,18 @@ impl Policy {
     ) -> Result<PolicyDecision, Error> {
         self.peek_all(request, now, cost)?;
         if self.decisions.iter().all(|d| d.allowed) {
+            // A store bounded with `Eviction::Refuse` could still refuse a
+            // new key: found out before any limit consumes.
+            for (i, limit) in self.limits.iter_mut().enumerate() {
+                limit
+                    .store
+                    .make_room_for(key_of(&self.keys, &self.ends, i), now)?;
+            }
             for (i, limit) in self.limits.iter_mut().enumerate() {
                 let key = key_of(&self.keys, &self.ends, i);
                 // Every limit allowed this cost a moment ago with nothing
-                // changed since, so every one allows it now.
+                // changed since, and has room for its key, so every one
+                // allows it now.
                 self.decisions[i] = limit.store.try_acquire(key, now, cost)?;
             }
         }
@@ -173,11 +181,17 @@ impl Policy {
     /// it, if that is at most `max_wait` after `now`.
     ///
     /// `Ok(Ok(wait))`: booked everywhere; proceed at `now + wait`, the
-    /// longest of the limits' waits. A limit whose own slot comes earlier
-    /// books that earlier slot, so it holds the units a little longer than
-    /// needed: a policy's bookings never admit more than its limits allow,
-    /// but only a single limit serves waiters at exactly its rate.
-    /// `Ok(Err(decision))`: nothing booked.
+    /// longest of the limits' waits. `Ok(Err(decision))`: nothing booked.
+    ///
+    /// A limit whose own slot comes earlier books that earlier slot: it
+    /// counts the request as made then, although it proceeds at `now +
+    /// wait`. A window or log then lets it leave the window that much early,
+    /// and a bucket keeps refill that its capacity would have cut: over the
+    /// following window such a limit may admit up to `cost` units more than
+    /// its bound counted at the request's real time. Only a single limit
+    /// serves waiters exactly; [`try_acquire`](Self::try_acquire) checks a
+    /// request at one instant in every limit, exactly. A [`refund`](Self::refund)
+    /// at `now + wait` gives back only what was booked at that instant.
     pub fn reserve(
         &mut self,
         request: &[(&str, &[u8])],

@@ -212,6 +212,32 @@ fn a_policy_denial_consumes_nothing_anywhere() {
 }
 
 #[test]
+fn a_policy_refused_by_a_full_store_consumes_nothing_anywhere() {
+    let mut policy = Policy::new();
+    let global = FixedWindow::new(100, Nanos(1_000)).unwrap();
+    policy.add("global", &[], global.into()).unwrap();
+    let per_user = AnyKeyed::new(Gcra::new(1, Nanos(100)).unwrap().into())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    policy.add_store("per-user", &["user"], per_user).unwrap();
+    let user = |u: &'static [u8]| [("user", u)];
+    assert!(
+        policy
+            .try_acquire(&user(b"a"), Nanos(0), 1)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    for _ in 0..3 {
+        let refused = policy.try_acquire(&user(b"b"), Nanos(0), 1).unwrap_err();
+        assert_eq!(refused.code(), "store_full");
+    }
+    // Only the first request took from the global limit.
+    let global = policy.peek(&user(b"a"), Nanos(0), 0).unwrap();
+    assert_eq!(policy.decisions()[0].remaining, 99, "{global:?}");
+}
+
+#[test]
 fn policy_reservations_wait_for_the_slowest_limit() {
     let mut policy = Policy::new();
     policy

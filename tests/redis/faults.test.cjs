@@ -65,6 +65,8 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
         { allowed: false, remaining: 0, fromStore: false },
       );
       assert.ok(down.retryAfterMs > 0);
+      // A refund has nothing to give back to, and rejects nothing.
+      assert.equal(await closed.refund('k', 1), undefined);
       const up = await open.tryAcquire('k');
       assert.deepEqual({ allowed: up.allowed, remaining: up.remaining, fromStore: up.fromStore }, { allowed: true, remaining: 3, fromStore: false });
       // The in-process fallback decides by its own limits, per key.

@@ -144,6 +144,15 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisPolicy(client, '1/second', { algorithm: 'leaky_bucket' }), 'algorithm');
     refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'leaky_bucket' }] }), 'algorithm');
     refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { onError: 'maybe' }), 'onError', TypeError);
+    // A fraction of a microsecond, however long the duration (Python refuses the same).
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 1000.0005 })), 'windowMs');
+    new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 1.1 })); // 1100 µs, whatever the float's rounding
+    // A fallback decides the store's own target: a key, or a request.
+    const gcra = () => new rk.Gcra({ burst: 1, emissionIntervalMs: 1 });
+    refuse(() => new RedisLimiter(client, gcra(), { onError: new rk.Policy('1/second') }), 'onError', TypeError);
+    refuse(() => new RedisPolicy(client, '1/second', { onError: new rk.KeyedLimiter(gcra()) }), 'onError', TypeError);
+    new RedisLimiter(client, gcra(), { onError: new rk.KeyedLimiter(gcra()) });
+    new RedisPolicy(client, '1/second', { onError: new rk.Policy('1/second') });
     // Bad configurations fail as the in-process Policy fails.
     assert.throws(() => new RedisPolicy(client, '1/fortnight'), { code: 'invalid_syntax' });
     const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1 }));
@@ -263,6 +272,8 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: p });
     await limiter.tryAcquire('é€', 1);
     await limiter.tryAcquire(42, 1);
+    // A named limiter's name is in its keys, as the Python client's default.
+    await new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR, name: 'api' }), { prefix: p }).tryAcquire('k', 1);
     const keys = (await client.keys(`${p}*`)).sort();
-    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`].sort());
+    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`, `${p}{1:k}:api:1:k`].sort());
   }));

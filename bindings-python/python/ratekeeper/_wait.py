@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
@@ -54,6 +54,15 @@ class Acquiring:
     call: with ``acquire_async`` for a coroutine function, ``acquire``
     otherwise. ``timeout=0`` never waits: ``RateLimited`` is raised at once
     when the answer is no.
+
+    A generator function (``def`` with ``yield``) or an async generator
+    function (``async def`` with ``yield``) stays one, and acquires at the
+    first iteration (the first ``next`` / ``send``, or ``__anext__`` /
+    ``asend``), not when it is called: a generator never iterated takes
+    nothing, and ``RateLimited`` is raised by that first iteration. An async
+    generator waits with ``acquire_async``, never blocking the event loop.
+    Values sent in, exceptions thrown in and closing reach the generator
+    decorated, as with ``yield from``.
     """
 
     __slots__ = ("_args", "_subject", "_timeout")
@@ -80,17 +89,55 @@ class Acquiring:
         return None
 
     def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
-        """Decorate ``func`` so that every call first acquires."""
+        """Decorate ``func`` so that every call first acquires (a generator's
+        or async generator's: its first iteration)."""
+        guarded: Any = func  # the kinds below are told apart at run time
 
         async def acquire_then_await(*args: Any, **kwargs: Any) -> Any:
             async with self:
-                return await func(*args, **kwargs)  # type: ignore[misc]
+                return await guarded(*args, **kwargs)
 
         def acquire_then_call(*args: Any, **kwargs: Any) -> Any:
             with self:
-                return func(*args, **kwargs)
+                return guarded(*args, **kwargs)
 
-        wrapper = acquire_then_await if inspect.iscoroutinefunction(func) else acquire_then_call
+        def acquire_then_yield_from(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+            inner = guarded(*args, **kwargs)  # runs nothing yet
+            with self:
+                pass
+            return (yield from inner)
+
+        async def acquire_then_async_yield_from(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+            inner = guarded(*args, **kwargs)  # runs nothing yet
+            async with self:
+                pass
+            # `yield from` for async generators, which have none: each value
+            # sent, exception thrown (but closing's) and closing is passed on.
+            try:
+                value = await inner.__anext__()
+                while True:
+                    try:
+                        sent = yield value
+                    except GeneratorExit:
+                        raise  # closes `inner` below
+                    except BaseException as thrown:
+                        value = await inner.athrow(thrown)
+                    else:
+                        value = await inner.asend(sent)
+            except StopAsyncIteration:
+                return
+            finally:
+                await inner.aclose()  # at once when it has already finished
+
+        wrapper: Callable[..., Any]
+        if inspect.isasyncgenfunction(func):
+            wrapper = acquire_then_async_yield_from
+        elif inspect.isgeneratorfunction(func):
+            wrapper = acquire_then_yield_from
+        elif inspect.iscoroutinefunction(func):
+            wrapper = acquire_then_await
+        else:
+            wrapper = acquire_then_call
         return functools.wraps(func)(wrapper)
 
 
@@ -108,7 +155,9 @@ def limit(
     caller (thread or task) of the function: ``rates`` is a rate string
     (``"10/second;100/day"``: every rate at once, ``Policy.from_rates`` with
     ``algorithm``), or a limiter or ``Policy`` already built. Works on sync
-    and async functions (``async def``: waits with ``asyncio.sleep``).
+    and async functions (``async def``: waits with ``asyncio.sleep``), and
+    on generator and async generator functions, which stay generators and
+    acquire at their first iteration, not when called (see ``Acquiring``).
 
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds

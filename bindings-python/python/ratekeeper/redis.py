@@ -84,7 +84,11 @@ _Reply = Union[Sequence[int], bytes, str]
 _Seconds = Union[int, float, Decimal, Fraction]
 _Key = Union[str, bytes, int]
 _Request = Optional[Mapping[str, _Key]]
-_Fallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter, Policy]
+# What decides when Redis cannot answer: for a RedisLimiter, a KeyedLimiter
+# (a key's target); for a RedisPolicy, a Policy (a request's).
+_KeyFallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter]
+_RequestFallback = Union[Literal["open", "closed"], Limiter, Policy]
+_Fallback = Union[_KeyFallback, _RequestFallback]
 _T = TypeVar("_T")
 
 
@@ -333,6 +337,10 @@ def _cost(cost: object, limit: int) -> int:
 class _Core:
     """What the sync and async classes share: keys, arguments, replies, faults."""
 
+    # The in-process class that can decide for the same target as this
+    # store (a key, or a request), besides a plain Limiter.
+    KEYED_FALLBACK: type = KeyedLimiter
+
     def __init__(
         self,
         limits: list[_Limit],
@@ -345,8 +353,8 @@ class _Core:
             raise _type_error("prefix", "a str", prefix)
         if clock is not None and not callable(clock):
             raise _type_error("clock", "a callable or None", clock)
-        if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, KeyedLimiter, Policy))):
-            raise _error("on_error must be 'open', 'closed' or an in-process Limiter, KeyedLimiter or Policy")
+        if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
+            raise _error(f"on_error must be 'open', 'closed' or an in-process Limiter or {self.KEYED_FALLBACK.__name__}")
         self.limits = limits
         self.prefix = prefix.encode()
         self.clock = clock
@@ -475,6 +483,8 @@ class _LimiterCore(_Core):
 
 
 class _PolicyCore(_Core):
+    KEYED_FALLBACK = Policy
+
     def decision(self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool) -> RedisDecision:
         made = self.wrap(numbers, own, from_store, RedisPolicyDecision)
         made.denied_by = self.limits[denied_by - 1].name if denied_by else None
@@ -571,7 +581,10 @@ class _Sync:
 
     def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
-        self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+        try:
+            self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+        except (RedisError, OSError):
+            pass  # Redis unreachable: nothing to give back to (see "Faults")
 
     def _reserve(
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
@@ -678,7 +691,10 @@ class _Async:
 
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
-        await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+        try:
+            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+        except (RedisError, OSError):
+            pass  # Redis unreachable: nothing to give back to (see "Faults")
 
     async def _reserve(
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
@@ -735,12 +751,16 @@ class _LimiterMixin:
         client: Any,
         limiter: Limiter,
         *,
-        name: str = "default",
+        name: Optional[str] = None,
         prefix: str = "ratekeeper:",
         clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
+        on_error: _KeyFallback = "closed",
         batching: bool = True,
     ) -> None:
+        # The limiter's own name by default, as the Node client takes it: the
+        # name is part of the Redis key, so both must agree to share a limit.
+        if name is None:
+            name = getattr(limiter, "name", "default")
         core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
         self._connect(client, core)
 
@@ -773,7 +793,8 @@ class RedisLimiter(_LimiterMixin, _Sync):
     ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
     four bandwidths), ``FixedWindow`` or ``SlidingWindowCounter`` giving the
     configuration (durations in whole microseconds). Keys are
-    ``prefix{key}:name:...``.
+    ``prefix{key}:name:...``, ``name`` being the limiter's own unless given:
+    the Node client's ``RedisLimiter`` of the same limiter uses the same keys.
     """
 
     def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
@@ -860,7 +881,7 @@ class _PolicyMixin:
         by: Optional[Iterable[str]] = None,
         prefix: str = "ratekeeper:",
         clock: Optional[Callable[[], _Seconds]] = None,
-        on_error: _Fallback = "closed",
+        on_error: _RequestFallback = "closed",
         batching: bool = True,
     ) -> None:
         self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
@@ -896,7 +917,7 @@ def _policy_core(
     by: Optional[Iterable[str]],
     prefix: str,
     clock: Optional[Callable[[], _Seconds]],
-    on_error: _Fallback,
+    on_error: _RequestFallback,
     batching: bool,
 ) -> _PolicyCore:
     if isinstance(config, (list, tuple)):

@@ -422,3 +422,43 @@ def test_cluster_keys_share_a_slot(cluster_url: str) -> None:
     # redis-py's cluster client leaves a socket of its discovery to the collector.
     del client, policy, global_policy
     gc.collect()
+
+
+def test_a_named_limiter_keys_as_the_node_client_does() -> None:
+    # The name is part of every key: by default the limiter's own, as the
+    # Node client takes it, so that both share one limit.
+    client = redis.Redis(port=1)  # never connected
+    named = ratekeeper.Gcra(10, 0.1, name="api")
+    assert RedisLimiter(client, named)._keys("k") == [b"ratekeeper:{1:k}:api:1:k"]
+    assert RedisLimiter(client, named, name="other")._keys("k") == [b"ratekeeper:{1:k}:other:1:k"]
+    assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:default:1:k"]
+
+
+def test_a_fallback_must_decide_the_stores_target() -> None:
+    client = redis.Redis(port=1)
+    gcra = ratekeeper.Gcra(2, 0.5)
+    with pytest.raises(ValueError, match="on_error"):
+        RedisLimiter(client, gcra, on_error=ratekeeper.Policy("1/second"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="on_error"):
+        RedisPolicy(client, "1/second", on_error=ratekeeper.KeyedLimiter(gcra))  # type: ignore[arg-type]
+    RedisLimiter(client, gcra, on_error=ratekeeper.KeyedLimiter(gcra))
+    RedisPolicy(client, "1/second", on_error=ratekeeper.Policy("1/second"))
+    RedisPolicy(client, "1/second", on_error=gcra)
+
+
+def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5), on_error="open")
+    limiter.refund("k", 1)
+    limiter.refund("k", 1, taken_at=time.time())
+    reservation = limiter.reserve("k")
+    assert reservation.ok and reservation.decision is not None and not reservation.decision.from_store
+    reservation.cancel()
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(2, 0.5), on_error="open")
+        await alimiter.refund("k", 1)
+        await aclient.aclose()
+
+    asyncio.run(main())
