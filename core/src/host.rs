@@ -35,18 +35,31 @@ fn scaled_nanos(value: f64, scale: u64, name: &'static str) -> Result<Nanos, Err
     // The usual time or duration, a positive normal float below 2^52 units,
     // takes one comparison, which NaN, infinities, negatives, zeros,
     // subnormals and the large all fail: they are told apart off this path.
-    // Such a value is m * 2^-shift, m of 53 bits and shift from 1 to 1074.
     let biased = bits >> 52;
     if biased.wrapping_sub(1) < 1074 {
+        // value = m / 2^shift, m of 53 bits, shift from 1 to 1074; and
+        // m * scale = high * 2^32 + low, in 64-bit products only (a 128-bit
+        // multiplication is a library call on wasm32).
         let shift = (1075 - biased) as u32;
-        if shift > 84 {
-            // m * scale < 2^83: less than half a nanosecond.
-            return Ok(Nanos(0));
+        let m = (bits & FRACTION) | 1 << 52;
+        let (high, low) = ((m >> 32) * scale, (m & 0xffff_ffff) * scale);
+        if shift >= 32 {
+            // Rounded (halves up): the low 32 bits of `low` are below the
+            // rounding bit, so they cannot move the result.
+            let whole = high + (low >> 32);
+            let rounded = match shift - 32 {
+                0 => whole + ((low >> 31) & 1),
+                s @ 1..=63 => (whole + (1 << (s - 1))) >> s,
+                _ => 0,
+            };
+            return Ok(Nanos(rounded));
         }
-        let exact = u128::from((bits & FRACTION) | 1 << 52) * u128::from(scale);
-        let rounded = (exact + (1 << (shift - 1))) >> shift;
-        if let Ok(nanos) = u64::try_from(rounded) {
-            return Ok(Nanos(nanos));
+        // high * 2^(32 - shift) + low / 2^shift, rounded, if it fits.
+        if high.leading_zeros() >= 32 - shift {
+            let part = (low + (1 << (shift - 1))) >> shift;
+            if let Some(nanos) = (high << (32 - shift)).checked_add(part) {
+                return Ok(Nanos(nanos));
+            }
         }
     }
     scaled_nanos_checked(value, scale, name)
