@@ -340,8 +340,17 @@ function createApi(B) {
   /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
   function keyOf(key) {
     if (typeof key === 'string') return key;
-    if (typeof key === 'number') return String(key);
+    if (typeof key === 'number') return numberKey(key);
     return badType('key', 'a string or a number');
+  }
+
+  /**
+   * A number as a key: its decimal string, all digits for a whole number
+   * (1e21 is '1000000000000000000000', as Python spells the int, not
+   * String's '1e+21'), so that the bindings and the Redis clients agree.
+   */
+  function numberKey(n) {
+    return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
   }
 
   /** Reads `clock()` as a number of milliseconds. */
@@ -658,7 +667,7 @@ function createApi(B) {
         const value = request[name];
         // Named as the Python binding names it: the argument, `request`.
         if (typeof value === 'string') fields.push(name, value);
-        else if (typeof value === 'number') fields.push(name, String(value));
+        else if (typeof value === 'number') fields.push(name, numberKey(value));
         else badType('request', 'an object of strings and numbers');
       }
       return fields;

@@ -185,10 +185,13 @@ function policyLimits(config, algorithm, by) {
   return { local, limits };
 }
 
-/** A key part: a string, or a number standing for its decimal string (as in-process). */
+/**
+ * A key part: a string, or a number standing for its decimal string (as
+ * in-process: all digits for a whole number, 1e21 as Python spells the int).
+ */
 function keyPart(value, name) {
   if (typeof value === 'string') return value;
-  if (typeof value === 'number') return String(value);
+  if (typeof value === 'number') return Number.isInteger(value) && !Number.isSafeInteger(value) ? BigInt(value).toString() : String(value);
   throw typeError(name, 'a string or a number');
 }
 

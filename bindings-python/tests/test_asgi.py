@@ -58,6 +58,36 @@ def test_allowed_responses_carry_ratelimit_headers_and_denials_get_429() -> None
     assert calls == ["/", "/"]  # the app never saw the denied request
 
 
+def test_a_denied_head_request_gets_no_content() -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    middleware = RateLimitMiddleware(app, limiter=FixedWindow(1, 3600))
+
+    async def sent(method: str) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+
+        async def send(message: Any) -> None:
+            messages.append(message)
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": b""}
+
+        scope = {"type": "http", "method": method, "path": "/", "headers": [], "client": ("203.0.113.7", 1)}
+        await middleware(scope, receive, send)
+        return messages
+
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        await sent("GET")
+        return await sent("HEAD"), await sent("GET")
+
+    head, get = asyncio.run(main())
+    assert head[0]["status"] == get[0]["status"] == 429
+    assert head[1]["body"] == b"" and get[1]["body"] == b"Too Many Requests"
+    assert dict(head[0]["headers"])[b"content-length"] == dict(get[0]["headers"])[b"content-length"]
+
+
 def by_api_key(scope: Scope) -> Optional[str]:
     headers = dict(scope["headers"])
     key = headers.get(b"x-api-key")

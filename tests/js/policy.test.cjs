@@ -12,6 +12,16 @@ const { assertLimiterError, assertLimiterRejects, fakeTime } = require('./helper
 const SECOND = 1000;
 
 describe('KeyedLimiter', () => {
+  it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    assert.equal(keyed.tryAcquire(1e21, 1, 0).allowed, true);
+    assert.equal(keyed.tryAcquire('1000000000000000000000', 1, 0).allowed, false, 'one key');
+    assert.equal(keyed.tryAcquire('1e+21', 1, 0).allowed, true, "not String(1e21)'s spelling");
+    const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] });
+    assert.equal(policy.tryAcquire({ user: 2 ** 60 }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: String(2n ** 60n) }, 1, 0).allowed, false);
+  });
+
   it('keeps keys apart, and 42 and "42" are one key', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 2, emissionIntervalMs: 100, name: 'per-user' }));
     assert.equal(keyed.tryAcquire('a', 2, 0).allowed, true);

@@ -272,8 +272,10 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: p });
     await limiter.tryAcquire('é€', 1);
     await limiter.tryAcquire(42, 1);
+    await limiter.tryAcquire(1e21, 1); // all its digits, as Python spells the int
     // A named limiter's name is in its keys, as the Python client's default.
     await new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR, name: 'api' }), { prefix: p }).tryAcquire('k', 1);
     const keys = (await client.keys(`${p}*`)).sort();
-    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`, `${p}{1:k}:api:1:k`].sort());
+    const big = '1000000000000000000000';
+    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`, `${p}{1:k}:api:1:k`, `${p}{22:${big}}:default:22:${big}`].sort());
   }));

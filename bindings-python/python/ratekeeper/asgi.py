@@ -131,7 +131,9 @@ class RateLimitMiddleware:
                 (b"content-length", str(len(_BODY)).encode("latin-1")),
             ]
             await send({"type": "http.response.start", "status": 429, "headers": headers})
-            await send({"type": "http.response.body", "body": _BODY})
+            # A response to HEAD has no content (RFC 9110), only its length.
+            body = b"" if scope.get("method") == "HEAD" else _BODY
+            await send({"type": "http.response.body", "body": body})
             return
 
         async def send_with_headers(message: Message) -> None:
