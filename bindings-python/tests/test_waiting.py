@@ -325,7 +325,9 @@ def test_an_async_generator_waits_without_blocking_the_loop() -> None:
 
     during, waited = asyncio.run(main())
     assert waited >= interval * 0.9
-    assert during >= 5, f"the event loop ran {during} ticks in {waited:.2f} s: it was blocked"
+    # A blocked loop runs no other task during the wait; a free one runs the
+    # ticker (about 20 times here, fewer on a busy machine: any is enough).
+    assert during >= 1, f"the event loop ran {during} ticks in {waited:.2f} s: it was blocked"
 
 
 def test_cancelling_an_async_generator_waiting_for_its_slot_refunds() -> None:
