@@ -49,12 +49,23 @@ fn int_to_u64(
     })
 }
 
-/// A count (`cost`, `capacity`...): a Python `int` (not `bool`) from 0 to 2^64 - 1.
+/// `obj.__index__()` for an integer that is not an `int` (a NumPy integer,
+/// say), as `operator.index` reads one; `None` for anything else.
+fn index_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyInt>> {
+    let index = obj.call_method0(intern!(obj.py(), "__index__")).ok()?;
+    index.cast_into::<PyInt>().ok()
+}
+
+/// A count (`cost`, `capacity`...): a Python `int` (not `bool`), or an
+/// integer with `__index__`, from 0 to 2^64 - 1.
 fn count(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<u64> {
+    let too_large = "must be at most 2^64 - 1";
     let checked = if obj.is_instance_of::<PyBool>() {
         Err(invalid_type(name, COUNT_NOT_BOOL))
     } else if obj.is_instance_of::<PyInt>() {
-        int_to_u64(obj, name, "must be at most 2^64 - 1")
+        int_to_u64(obj, name, too_large)
+    } else if let Some(index) = index_of(obj) {
+        int_to_u64(&index, name, too_large)
     } else {
         Err(invalid_type(name, COUNT))
     };
@@ -71,14 +82,21 @@ fn seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
     } else if let Ok(float) = obj.cast::<PyFloat>() {
         Nanos::from_secs_f64(float.value(), name)
     } else if obj.is_instance_of::<PyInt>() {
-        int_to_u64(obj, name, TOO_LARGE).and_then(|secs| {
-            let nanos = secs.checked_mul(NANOS_PER_SEC).map(Nanos);
-            nanos.ok_or(invalid_value(name, TOO_LARGE))
-        })
+        whole_seconds(obj, name)
+    } else if let Some(index) = index_of(obj) {
+        whole_seconds(&index, name)
     } else {
         return exact_seconds(obj, name);
     };
     checked.map_err(|err| to_py(obj.py(), err))
+}
+
+/// Whole seconds, `int` (or `__index__`) as they are, in nanoseconds.
+fn whole_seconds(int: &Bound<'_, PyAny>, name: &'static str) -> Result<Nanos, Error> {
+    int_to_u64(int, name, TOO_LARGE).and_then(|secs| {
+        let nanos = secs.checked_mul(NANOS_PER_SEC).map(Nanos);
+        nanos.ok_or(invalid_value(name, TOO_LARGE))
+    })
 }
 
 /// Seconds from `obj.as_integer_ratio()`, in exact integer arithmetic.
@@ -347,11 +365,23 @@ impl Key {
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             return Ok(Key::new(bytes.as_bytes()));
         }
-        if obj.is_instance_of::<PyInt>() && !obj.is_instance_of::<PyBool>() {
-            return Ok(match obj.extract::<i64>() {
+        let int = if obj.is_instance_of::<PyInt>() {
+            (!obj.is_instance_of::<PyBool>()).then(|| obj.clone())
+        } else {
+            index_of(obj).map(Bound::into_any)
+        };
+        if let Some(int) = int {
+            return Ok(match int.extract::<i64>() {
                 Ok(int) => Key::new(int.to_string().as_bytes()),
-                // Beyond 64 bits: Python's own decimal digits.
-                Err(_) => Key::new(obj.str()?.encode_utf8()?.as_bytes()),
+                // Beyond 64 bits: int's own decimal digits (not those of a
+                // subclass's __str__).
+                Err(_) => {
+                    let digits = obj
+                        .py()
+                        .get_type::<PyInt>()
+                        .call_method1(intern!(obj.py(), "__str__"), (&int,))?;
+                    Key::new(utf8(&digits.cast_into::<PyString>()?, name)?)
+                }
             });
         }
         let expected = "a str, bytes or int";

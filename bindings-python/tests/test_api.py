@@ -651,3 +651,38 @@ def test_choices_that_are_not_text_are_bad_values() -> None:
     check_not_text(lambda: FixedWindow.with_calendar(1, LONE_SURROGATE), "calendar")  # type: ignore[arg-type]
     algorithm: Any = LONE_SURROGATE
     check_not_text(lambda: ratekeeper.Policy.from_rates("1/second", algorithm=algorithm), "algorithm")
+
+
+class _Index:
+    """An integer that is not an int, as NumPy's are: only `__index__`."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_integers_with_index_count_as_ints() -> None:
+    bucket = TokenBucket(5, 1, 1)
+    cost: Any = _Index(2)
+    now: Any = _Index(0)
+    assert bucket.try_acquire(cost, now=now).remaining == 3
+    assert bucket.peek(cost, now=_Index(10)).remaining == 3  # type: ignore[arg-type]
+    with pytest.raises(RateLimitError, match="`cost` must not be negative"):
+        bucket.try_acquire(_Index(-1))  # type: ignore[arg-type]
+    store = ratekeeper.KeyedLimiter(Gcra(1, 10))
+    key: Any = _Index(42)
+    assert store.try_acquire(key, now=0).allowed
+    assert not store.try_acquire("42", now=0).allowed, "42 as __index__ and '42' are one key"
+
+
+def test_a_big_int_key_is_its_digits_whatever_its_str() -> None:
+    class Shown(int):
+        def __str__(self) -> str:
+            return "shown"
+
+    store = ratekeeper.KeyedLimiter(Gcra(1, 10))
+    assert store.try_acquire(Shown(2**70), now=0).allowed
+    assert not store.try_acquire(str(2**70), now=0).allowed
+    assert store.try_acquire("shown", now=0).allowed
