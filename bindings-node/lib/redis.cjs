@@ -281,6 +281,9 @@ class Store {
       if (typeof options !== 'object') throw typeError('options', 'an object');
       if (options.prefix !== undefined) {
         if (typeof options.prefix !== 'string') throw typeError('prefix', 'a string');
+        // Keys carry a hash tag, {...}, so that a request's keys share a
+        // Cluster slot: a brace in the prefix would be the tag instead.
+        if (/[{}]/.test(options.prefix)) throw rangeError('prefix', `must not contain '{' or '}' (keys carry their own hash tag): ${options.prefix}`);
         prefix = options.prefix;
       }
       if (options.clock !== undefined && options.clock !== null) {

@@ -144,6 +144,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisPolicy(client, '1/second', { algorithm: 'leaky_bucket' }), 'algorithm');
     refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'leaky_bucket' }] }), 'algorithm');
     refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { onError: 'maybe' }), 'onError', TypeError);
+    refuse(() => new RedisPolicy(client, '1/second', { prefix: 'app{x}:' }), 'prefix');
     // A fraction of a microsecond, however long the duration (Python refuses the same).
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 1000.0005 })), 'windowMs');
     new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 1.1 })); // 1100 µs, whatever the float's rounding

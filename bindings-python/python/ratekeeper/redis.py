@@ -351,6 +351,10 @@ class _Core:
     ) -> None:
         if not isinstance(prefix, str):
             raise _type_error("prefix", "a str", prefix)
+        if "{" in prefix or "}" in prefix:
+            # Keys carry a hash tag, {...}, so that a request's keys share a
+            # Cluster slot: a brace in the prefix would be the tag instead.
+            raise _error(f"prefix must not contain '{{' or '}}' (keys carry their own hash tag): {prefix!r}")
         if clock is not None and not callable(clock):
             raise _type_error("clock", "a callable or None", clock)
         if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):

@@ -182,6 +182,8 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, POLICY).try_acquire({"user": "x"})
     with pytest.raises(ValueError, match="on_error"):
         RedisLimiter(client, ratekeeper.Gcra(2, 0.5), on_error="maybe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="prefix must not contain"):
+        RedisPolicy(client, "1/second", prefix="app{x}:")
     with pytest.raises(ValueError):
         RedisPolicy(client, "10 per fortnight")
 
