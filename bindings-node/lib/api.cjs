@@ -18,6 +18,15 @@
 // Arguments are type-checked here (typeof is free in JS, a Node-API type
 // check is not); values are checked by the core, which throws with `.code`.
 
+/**
+ * A number as a key: its decimal string, all digits for a whole number
+ * (1e21 is '1000000000000000000000', as Python spells the int, not String's
+ * '1e+21'), so that the bindings and the Redis clients (lib/redis.cjs) agree.
+ */
+function numberKey(n) {
+  return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
+}
+
 function createApi(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
   // before init()) and again whenever the wasm memory grew, which detaches
@@ -342,15 +351,6 @@ function createApi(B) {
     if (typeof key === 'string') return key;
     if (typeof key === 'number') return numberKey(key);
     return badType('key', 'a string or a number');
-  }
-
-  /**
-   * A number as a key: its decimal string, all digits for a whole number
-   * (1e21 is '1000000000000000000000', as Python spells the int, not
-   * String's '1e+21'), so that the bindings and the Redis clients agree.
-   */
-  function numberKey(n) {
-    return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
   }
 
   /** Reads `clock()` as a number of milliseconds. */
@@ -1002,4 +1002,4 @@ function createApi(B) {
   };
 }
 
-module.exports = { createApi };
+module.exports = { createApi, numberKey };

@@ -17,6 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
+const { numberKey } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -185,13 +186,10 @@ function policyLimits(config, algorithm, by) {
   return { local, limits };
 }
 
-/**
- * A key part: a string, or a number standing for its decimal string (as
- * in-process: all digits for a whole number, 1e21 as Python spells the int).
- */
+/** A key part: a string, or a number standing for its decimal string (as in-process). */
 function keyPart(value, name) {
   if (typeof value === 'string') return value;
-  if (typeof value === 'number') return Number.isInteger(value) && !Number.isSafeInteger(value) ? BigInt(value).toString() : String(value);
+  if (typeof value === 'number') return numberKey(value);
   throw typeError(name, 'a string or a number');
 }
 

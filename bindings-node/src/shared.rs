@@ -828,10 +828,8 @@ pub fn policy_limits(p: &Policy) -> Vec<String> {
     let mut out = Vec::with_capacity(2 * p.len());
     for i in 0..p.len() {
         out.push(p.name(i).to_owned());
-        let start = out.len();
-        out.push(String::new());
+        out.push(p.keyed_by(i).count().to_string());
         out.extend(p.keyed_by(i).map(str::to_owned));
-        out[start] = (out.len() - start - 1).to_string();
     }
     out
 }

@@ -325,9 +325,10 @@ macro_rules! limiter_methods {
             /// the ``try_acquire``. For a booking, call ``reservation.cancel()``,
             /// which is exact: ``at`` is a float, which on a clock counting from the
             /// epoch (``time.time``) is a quarter of a microsecond from the next
-            /// one, so ``taken_at=at`` may miss the slot. Nothing ever ends up holding more than when
-            /// fresh, and a window algorithm only takes units back from the
-            /// window (or, for ``SlidingWindowLog``, the instant) of ``taken_at``.
+            /// one, so ``taken_at=at`` may miss the slot. Nothing ever ends up
+            /// holding more than when fresh, and a window algorithm only takes
+            /// units back from the window (or, for ``SlidingWindowLog``, the
+            /// instant) of ``taken_at``.
             #[pyo3(signature = ($($target,)? cost, *, taken_at = None))]
             fn refund(
                 slf: &Bound<'_, Self>,
