@@ -303,6 +303,23 @@ def test_policy_reserve_books_every_limit_and_cancel_gives_all_back() -> None:
     assert policy.peek({"user": "b"}, now=4)
 
 
+def test_policy_reserve_counts_every_limit_where_the_request_proceeds() -> None:
+    policy = Policy()
+    policy.add("fast", SlidingWindowLog(2, 0.1))
+    policy.add("slow", SlidingWindowLog(1, 1))
+    assert policy.try_acquire(None, now=0)
+    reservation = policy.reserve(None, now=0)
+    assert (reservation.ok, reservation.wait) == (True, 1.0)
+
+    def fast(at: float) -> int:
+        return policy.peek(None, 0, now=at).limits[0][1].remaining
+
+    # "fast" could have taken it at once, but holds it at 1 s, where it proceeds.
+    assert (fast(1), fast(1.099), fast(1.1)) == (1, 1, 2)
+    reservation.cancel()
+    assert fast(1) == 2
+
+
 def test_policy_waiting_acquire(clock: FakeClock) -> None:
     policy = Policy(clock=clock)
     policy.add("per-user", Gcra(1, 0.5), by=["user"])

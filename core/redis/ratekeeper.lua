@@ -19,10 +19,12 @@ local function since(now, at) return max(at - now, 0) end
 -- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
 -- the stored string (or read(key) and write(key, state, expire_ms) for
 -- another type of key); decide(cfg, st, now, cost) -> allowed, remaining,
--- retry_after, reset_after, the state after it (st is not changed), and what
--- book() needs; book(cfg, state, that, cost) -> the state with `cost` booked
--- at its earliest slot (state: decide's, which denied), or nil when it
--- cannot be booked; refund(cfg, st, now, taken_at, cost) -> new state.
+-- retry_after, reset_after, and the state after it (st is not changed);
+-- book(cfg, state, slot, cost) -> the state with `cost` booked at the
+-- instant `slot` (or the latest time seen, if later), which is not before
+-- the limit's own earliest slot (state: decide's for a cost of 0), or nil
+-- when it cannot be booked (the core's Limiter::reserve_after);
+-- refund(cfg, st, now, taken_at, cost) -> new state.
 local algorithms = {}
 
 -- Gcra: the part of the tolerance in use, relative to the latest time seen.
@@ -50,8 +52,9 @@ algorithms.gcra = {
     if used ~= 0 then reset = used + lag end
     return allowed, remaining, retry, reset, { latest = at, used = used }
   end,
-  book = function(c, s, _, cost)
-    return { latest = s.latest, used = s.used + cost * c.interval }
+  book = function(c, s, slot, cost)
+    -- The TAT moves to max(TAT, slot) + cost * T.
+    return { latest = s.latest, used = max(s.used, slot - s.latest) + cost * c.interval }
   end,
   refund = function(c, s, now, taken_at, cost)
     return { latest = s.latest, used = max(s.used - cost * c.interval, 0) }
@@ -158,13 +161,13 @@ algorithms.token_bucket = {
       if not allowed then retry = max(retry, band_wait(c.bands[i], b, cost)) end
       reset = max(reset, band_wait(c.bands[i], b, c.bands[i].cap))
     end
-    local wait = retry
     if retry > 0 then retry = retry + lag end
     if reset > 0 then reset = reset + lag end
     bands.updated = at
-    return allowed, remaining, retry, reset, bands, wait
+    return allowed, remaining, retry, reset, bands
   end,
-  book = function(c, s, wait, cost)
+  book = function(c, s, slot, cost)
+    local wait = max(slot - s.updated, 0)
     local out = { updated = s.updated }
     for i, b in ipairs(s) do
       local r = c.bands[i]
@@ -213,10 +216,11 @@ algorithms.fixed_window = {
     if not allowed then retry = since(now, fits_at) end
     if used > 0 then reset = since(now, max(ends, pending)) end
     return allowed, remaining, retry, reset,
-      { latest = latest, index = index, used = used, floor = s.floor }, fits_at
+      { latest = latest, index = index, used = used, floor = s.floor }
   end,
   book = function(c, s, slot, cost)
-    local index = floor(max(s.latest, slot) / c.window)
+    slot = max(s.latest, slot)
+    local index = floor(slot / c.window)
     local used = cost
     if index == s.index then used = used + s.used end
     return { latest = s.latest, index = index, used = used, floor = slot }
@@ -276,10 +280,11 @@ algorithms.sliding_window_counter = {
     local retry = 0
     if not allowed then retry = since(now, fits_at) end
     return allowed, remaining, retry, since(now, max(fresh_at, pending)),
-      { latest = latest, index = index, cur = cur, prev = prev, floor = s.floor }, fits_at
+      { latest = latest, index = index, cur = cur, prev = prev, floor = s.floor }
   end,
   book = function(c, s, slot, cost)
-    local index, cur, prev = swc_counts(c, s, max(s.latest, slot))
+    slot = max(s.latest, slot)
+    local index, cur, prev = swc_counts(c, s, slot)
     return { latest = s.latest, index = index, cur = cur + cost, prev = prev, floor = slot }
   end,
   refund = function(c, s, now, taken_at, cost)
@@ -365,9 +370,10 @@ algorithms.sliding_window_log = {
     elseif newest ~= nil then reset = since(now, newest + c.window) end
     if consumed > 0 then log_push(entries, latest, consumed) end
     return allowed, max(c.limit - used - consumed, 0), retry, reset,
-      { latest = latest, entries = entries }, fits_at
+      { latest = latest, entries = entries }
   end,
   book = function(c, s, slot, cost)
+    slot = max(s.latest, slot)
     -- As the core's ring: at most 2 * limit instants.
     local newest = s.entries[#s.entries]
     if #s.entries >= 2 * c.limit and not (newest ~= nil and newest.at == slot) then return nil end
@@ -477,7 +483,7 @@ if mode ~= 'acquire' and mode ~= 'peek' and mode ~= 'reserve' then
 end
 
 -- Every limit's answer for `cost` from the current states: {allowed,
--- remaining, retry_after, reset_after, state, what book() needs}, and
+-- remaining, retry_after, reset_after, state}, and
 -- whether all allow. When one denies, nothing is consumed anywhere: the
 -- limits that would allow report their state as it stays (their answer for
 -- a cost of 0).
@@ -491,7 +497,7 @@ local function decide_all(cost)
     for i, l in ipairs(limits) do
       if answers[i][1] then
         local allowed, remaining, retry, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
-        answers[i] = { allowed, remaining, retry, reset, nil, nil, true }
+        answers[i] = { allowed, remaining, retry, reset }
       end
     end
   end
@@ -537,9 +543,10 @@ end
 
 if mode == 'reserve' then
   -- Books the first moment every limit admits the cost, if that is at most
-  -- max_wait away (the core's Policy::reserve): each limit that allows now
-  -- consumes now, each other books its own earliest slot. Reply: now,
-  -- booked (0/1), the wait, then the decision at now.
+  -- max_wait away (the core's Policy::reserve): every limit books it at
+  -- that one slot, where the request really proceeds, even a limit whose
+  -- own slot comes earlier. Reply: now, booked (0/1), the wait, then the
+  -- decision at now.
   local max_wait = tonumber(ARGV[pos])
   local answers, all = decide_all(costs[1])
   local decision = {}
@@ -548,14 +555,11 @@ if mode == 'reserve' then
   if booked then
     local states = {}
     for i, l in ipairs(limits) do
-      local a = answers[i]
-      if a[7] then
-        a = { l.algorithm.decide(l.cfg, l.state, now, costs[1]) }
-      end
-      if a[1] then
-        states[i] = a[5]
+      if all then
+        states[i] = answers[i][5]
       else
-        states[i] = l.algorithm.book(l.cfg, a[5], a[6], costs[1])
+        local _, _, _, _, current = l.algorithm.decide(l.cfg, l.state, now, 0)
+        states[i] = l.algorithm.book(l.cfg, current, now + wait, costs[1])
         if states[i] == nil then booked = false end
       end
     end

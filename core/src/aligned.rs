@@ -1,7 +1,38 @@
 //! Window alignment, shared by the window algorithms.
 
+use crate::nanos::booking_slot;
 use crate::state::codec::Fingerprint;
-use crate::Calendar;
+use crate::{Calendar, Nanos};
+
+/// A window algorithm's counts as a booking moves them, so that both window
+/// algorithms book at an instant alike.
+pub(crate) trait Booking {
+    /// Moves the counts to `now` and returns the latest time seen.
+    fn seen(&mut self, now: Nanos) -> u64;
+
+    /// Books `cost` at `slot`, which admits it: an acquire there. Until the
+    /// slot no request is served, and the counts move to it.
+    fn book(&mut self, latest: u64, slot: u64, cost: u64);
+}
+
+/// [`Limiter::reserve_after`](crate::Limiter::reserve_after) for a window
+/// algorithm, `fits_at` being the earliest instant `cost` fits.
+pub(crate) fn reserve_after(
+    l: &mut impl Booking,
+    now: Nanos,
+    cost: u64,
+    wait: Nanos,
+    fits_at: u128,
+) -> bool {
+    let latest = l.seen(now);
+    match booking_slot(now, wait, latest, fits_at, cost) {
+        Some(slot) => {
+            l.book(latest, slot, cost);
+            true
+        }
+        None => cost == 0,
+    }
+}
 
 /// How a window algorithm cuts time into windows. Boundaries live here alone,
 /// so that every window algorithm agrees on them.

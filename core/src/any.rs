@@ -195,6 +195,10 @@ impl Limiter for AnyLimiter {
         each!(self, l => l.reserve(now, cost, max_wait))
     }
 
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        each!(self, l => l.reserve_after(now, cost, wait))
+    }
+
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         each!(self, l => l.refund(taken_at, cost))
     }

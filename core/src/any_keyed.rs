@@ -129,6 +129,17 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.reserve_with(key, ByteKey::new, now, cost, max_wait))
     }
 
+    /// See [`KeyedLimiter::reserve_after`].
+    pub fn reserve_after(
+        &mut self,
+        key: &[u8],
+        now: Nanos,
+        cost: u64,
+        wait: Nanos,
+    ) -> Result<bool, Error> {
+        each!(&mut self.0, s => s.reserve_after_with(key, ByteKey::new, now, cost, wait))
+    }
+
     /// See [`KeyedLimiter::saved`].
     pub(crate) fn saved(&self, key: &[u8]) -> Saved {
         match &self.0 {

@@ -1,6 +1,6 @@
 //! The fixed-window counter.
 
-use crate::aligned::Windows;
+use crate::aligned::{self, Booking, Windows};
 use crate::limiter::check_cost;
 use crate::nanos::since;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
@@ -190,6 +190,21 @@ impl FixedWindow {
     }
 }
 
+impl Booking for FixedWindow {
+    fn seen(&mut self, now: Nanos) -> u64 {
+        let view = self.view(now);
+        self.commit(&view);
+        view.latest
+    }
+
+    fn book(&mut self, latest: u64, slot: u64, cost: u64) {
+        self.floor = slot;
+        let mut booked = self.view(Nanos(latest));
+        booked.used += cost;
+        self.commit(&booked);
+    }
+}
+
 impl Limiter for FixedWindow {
     fn limit(&self) -> u64 {
         self.limit
@@ -205,32 +220,11 @@ impl Limiter for FixedWindow {
         self.decide(now, cost).map(|(decision, _, _)| decision)
     }
 
-    /// Books `cost` at the start of the earliest window with room, after
-    /// every earlier booking.
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, view, fits_at) = self.decide(now, cost)?;
-        // The time seen is kept even when nothing is booked, as try_acquire keeps it.
-        self.commit(&view);
-        if decision.allowed {
-            return Ok(Ok(Nanos::ZERO));
-        }
-        let Ok(slot) = u64::try_from(fits_at) else {
-            return Ok(Err(decision));
-        };
-        if decision.retry_after > max_wait {
-            return Ok(Err(decision));
-        }
-        // The booking is an acquire at its slot: move the count there.
-        self.floor = slot;
-        let mut booked = self.view(Nanos(view.latest));
-        booked.used += cost;
-        self.commit(&booked);
-        Ok(Ok(decision.retry_after))
+    /// Admitted from the earliest window with room on, after every earlier
+    /// booking; the units count in the window holding the slot.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        let (_, _, fits_at) = self.decide(now, cost)?;
+        Ok(aligned::reserve_after(self, now, cost, wait, fits_at))
     }
 
     /// Gives back up to `cost` units to the window holding `taken_at`, if

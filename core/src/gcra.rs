@@ -262,31 +262,29 @@ impl Limiter for Gcra {
         self.decide(now, cost).map(|(decision, _)| decision)
     }
 
-    /// Books the slot at `max(TAT, now) + cost * T - burst * T` by moving the
-    /// TAT on, so bookings are served in order. Refused also when the booking
-    /// would put the TAT more than 2^64 - 1 ns past the latest time seen (the
-    /// one case where a token bucket, whose debt is counted in units, books).
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, mut state) = self.decide(now, cost)?;
-        // Moving to `now` changes no answer; it keeps the time seen.
+    /// Admitted when the tolerance still used at the slot leaves room for
+    /// `cost`; the TAT then moves to `max(TAT, slot) + cost * T`, so bookings
+    /// are served in order. Refused also when that would put the TAT more
+    /// than 2^64 - 1 ns past the latest time seen (the one case where a
+    /// token bucket, whose debt is counted in units, books).
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        check_cost(cost, self.burst)?;
+        let state = self.at(now);
         self.commit(state);
-        if decision.allowed {
-            return Ok(Ok(Nanos::ZERO));
+        if cost == 0 {
+            return Ok(true);
         }
-        let wait = decision.retry_after;
-        match state.used.checked_add(cost * self.interval.get()) {
-            Some(used) if wait <= max_wait && wait != Nanos::MAX => {
-                state.used = used;
-                self.commit(state);
-                Ok(Ok(wait))
-            }
-            _ => Ok(Err(decision)),
+        // From the limiter's time, which is `lag` after `now`.
+        let wait = wait.0.saturating_sub(state.lag);
+        let slack = self.tolerance - cost * self.interval.get();
+        if state.used.saturating_sub(wait) > slack {
+            return Ok(false);
         }
+        let Some(used) = state.used.max(wait).checked_add(cost * self.interval.get()) else {
+            return Ok(false);
+        };
+        self.commit(State { used, ..state });
+        Ok(true)
     }
 
     /// Moves the TAT back by `cost * T`, never behind the latest time seen

@@ -314,6 +314,40 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         })
     }
 
+    /// Books `cost` for `key` `wait` after `now` like [`Limiter::reserve_after`].
+    pub fn reserve_after<Q>(
+        &mut self,
+        key: &Q,
+        now: Nanos,
+        cost: u64,
+        wait: Nanos,
+    ) -> Result<bool, Error>
+    where
+        K: Borrow<Q>,
+        Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
+    {
+        self.reserve_after_with(key, Q::to_owned, now, cost, wait)
+    }
+
+    /// [`Self::reserve_after`], making the key to keep with `own`.
+    pub(crate) fn reserve_after_with<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        cost: u64,
+        wait: Nanos,
+    ) -> Result<bool, Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        // The limiter is called at the effective time, `lag` after `now`.
+        let (_, lag) = self.effective(now);
+        let wait = Nanos(wait.0.saturating_sub(lag));
+        let (booked, _) = self.apply(key, own, now, |l, now| l.reserve_after(now, cost, wait))?;
+        Ok(booked)
+    }
+
     /// The state `key` holds now (`None`: fresh), for [`Self::put_back`].
     pub(crate) fn saved<Q>(&self, key: &Q) -> Option<L::State>
     where

@@ -181,31 +181,33 @@ impl Limiter for LeakyBucket {
         self.decide(now, cost).map(|(decision, _)| decision)
     }
 
-    /// Queues the request behind the queue, if it has room for all of it
-    /// (`remaining >= cost`) and the delay is at most `max_wait`. A refusal
-    /// returns the same decision as [`peek`](Limiter::peek): `retry_after` is
-    /// the delay that was needed.
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, mut state) = self.decide(now, cost)?;
-        // Moving to `now` changes no answer; it keeps the time seen.
+    /// Admitted when the slot is not before the queue empties and the queue
+    /// has room for all of `cost` (`remaining >= cost`): so
+    /// [`reserve`](Limiter::reserve), which queues the request behind the
+    /// queue, refuses a full queue whatever `max_wait`. Time between the
+    /// queue's end and the slot counts as queued from then on: the queue
+    /// cannot hold a gap, so it admits less behind such a booking, never
+    /// more.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        check_cost(cost, self.capacity)?;
+        let (decision, mut state) = self.decide(now, 0)?;
         self.commit(state);
-        if decision.allowed {
-            return Ok(Ok(Nanos::ZERO));
+        if cost == 0 {
+            return Ok(true);
         }
-        // The lag is at most 2^64 - 1 and so is the backlog: add in 128 bits.
-        let delay = state.lag as u128 + state.backlog as u128;
-        if decision.remaining < cost || delay > max_wait.0 as u128 {
-            return Ok(Err(decision));
+        let wait = wait.0.saturating_sub(state.lag);
+        if wait < state.backlog || decision.remaining < cost {
+            return Ok(false);
         }
-        // Room for `cost` means backlog + cost * interval <= capacity * interval.
-        state.backlog += cost * self.interval;
-        self.commit(state);
-        Ok(Ok(decision.retry_after))
+        // cost <= capacity, so the product fits.
+        match wait.checked_add(cost * self.interval) {
+            Some(backlog) => {
+                state.backlog = backlog;
+                self.commit(state);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Takes the units `[taken_at, taken_at + cost * interval)` out of the

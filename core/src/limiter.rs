@@ -25,14 +25,45 @@ pub trait Limiter {
     /// `Ok(Ok(wait))`: booked; the caller may proceed at `now + wait`. Later
     /// requests, reserved or not, are served after this one, so waiters are
     /// served first come first served at exactly the limiter's rate.
-    /// `Ok(Err(decision))`: the wait would exceed `max_wait`; nothing was
-    /// booked, and `decision.retry_after` is the wait that was needed.
+    /// `Ok(Err(decision))`: the wait would exceed `max_wait`, or the slot is
+    /// past a bound of the algorithm's own (see
+    /// [`reserve_after`](Limiter::reserve_after)); nothing was booked, and
+    /// `decision` is what [`try_acquire`](Limiter::try_acquire) answered,
+    /// its `retry_after` the wait that was needed.
+    ///
+    /// A request allowed at once is taken as `try_acquire` takes it;
+    /// otherwise it is booked `retry_after` later with `reserve_after`.
     fn reserve(
         &mut self,
         now: Nanos,
         cost: u64,
         max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error>;
+    ) -> Result<Result<Nanos, Decision>, Error> {
+        let decision = self.try_acquire(now, cost)?;
+        if decision.allowed {
+            return Ok(Ok(Nanos::ZERO));
+        }
+        let wait = decision.retry_after;
+        if wait <= max_wait && self.reserve_after(now, cost, wait)? {
+            return Ok(Ok(wait));
+        }
+        Ok(Err(decision))
+    }
+
+    /// Books `cost` units at exactly `now + wait`, behind every earlier
+    /// booking, if the limiter admits them there; returns whether it booked
+    /// (a refusal books nothing). A slot before the latest time the limiter
+    /// has seen books at that time, as [`try_acquire`](Limiter::try_acquire)
+    /// counts a request whose `now` went backwards.
+    ///
+    /// Any slot from the one [`reserve`](Limiter::reserve) would give on is
+    /// admitted, save for a bound of the algorithm's own: a log's room for
+    /// distinct instants, a queue's length, or numbers past 64 bits (a
+    /// window algorithm's slot past 2^64 - 1 ns). An earlier slot is
+    /// refused. This is how a [`Policy`](crate::Policy) books every limit
+    /// at the slot of the slowest one: each limit counts the request at the
+    /// instant it really proceeds.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error>;
 
     /// Gives back `cost` units taken at `taken_at` and not used: a cancelled
     /// reservation (`taken_at` is its slot, `now + wait`), or permits

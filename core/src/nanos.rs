@@ -56,6 +56,21 @@ pub(crate) fn since(now: Nanos, at: u128) -> Nanos {
     saturating(at.saturating_sub(now.0 as u128))
 }
 
+/// Where [`Limiter::reserve_after`](crate::Limiter::reserve_after) books
+/// `cost` asked for `wait` after `now`: not before `latest`, the latest time
+/// seen; `None` when that comes before `fits_at`, the earliest instant the
+/// cost fits, lies past 2^64 - 1 ns, or when there is nothing to book.
+pub(crate) fn booking_slot(
+    now: Nanos,
+    wait: Nanos,
+    latest: u64,
+    fits_at: u128,
+    cost: u64,
+) -> Option<u64> {
+    let slot = now.0.checked_add(wait.0)?.max(latest);
+    (cost > 0 && slot as u128 >= fits_at).then_some(slot)
+}
+
 impl From<u64> for Nanos {
     fn from(ns: u64) -> Nanos {
         Nanos(ns)

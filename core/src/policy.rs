@@ -183,15 +183,27 @@ impl Policy {
     /// `Ok(Ok(wait))`: booked everywhere; proceed at `now + wait`, the
     /// longest of the limits' waits. `Ok(Err(decision))`: nothing booked.
     ///
-    /// A limit whose own slot comes earlier books that earlier slot: it
-    /// counts the request as made then, although it proceeds at `now +
-    /// wait`. A window or log then lets it leave the window that much early,
-    /// and a bucket keeps refill that its capacity would have cut: over the
-    /// following window such a limit may admit up to `cost` units more than
-    /// its bound counted at the request's real time. Only a single limit
-    /// serves waiters exactly; [`try_acquire`](Self::try_acquire) checks a
-    /// request at one instant in every limit, exactly. A [`refund`](Self::refund)
-    /// at `now + wait` gives back only what was booked at that instant.
+    /// Every limit books the request at that one slot, where it really
+    /// proceeds ([`Limiter::reserve_after`](crate::Limiter::reserve_after)), not
+    /// at its own earlier slot: so each limit's bound holds for requests
+    /// counted at the instants they proceed, and [`refund`](Self::refund) at
+    /// `now + wait` gives back its units in every limit. A limit with a bound of its own on bookings (a
+    /// log's room for distinct instants, a queue's length) may refuse where
+    /// it would have booked its own slot; then nothing is booked anywhere
+    /// and the answer is `Ok(Err(decision))`.
+    ///
+    /// **A booking holds every limit until its slot.** Each limit serves
+    /// nobody ahead of a booking (first come, first served), so a request
+    /// waiting on its slowest limit holds the others too, shared ones
+    /// included: a user waiting an hour on a per-user hourly limit holds a
+    /// global limit, for every user, for that hour. Bound `max_wait` where a
+    /// policy's limits are shared across keys. A refund gives back the units
+    /// but not the hold, except in a log: a bucket, GCRA, window counter or
+    /// queue does not keep what it held before the booking, so it still
+    /// serves nobody before the cancelled slot. (Booking each limit at its
+    /// own earlier slot instead, as this did before, counted a request
+    /// where it did not proceed: many waiters whose slots fall together
+    /// all passed a shared limit at once.)
     pub fn reserve(
         &mut self,
         request: &[(&str, &[u8])],
@@ -205,15 +217,15 @@ impl Policy {
             return Ok(Err(peeked));
         }
         // What each limit held before booking: a limit may still refuse
-        // after others booked (a log whose ring of entries is full), and
-        // then every booking is undone exactly. Refunds could not do it: a
-        // window's booking also moves the slot before which it serves none.
+        // after others booked, and then every booking is undone exactly.
+        // Refunds could not do it: a window's booking also moves the slot
+        // before which it serves none.
         let mut saved = Vec::with_capacity(self.limits.len());
         for i in 0..self.limits.len() {
             let key = key_of(&self.keys, &self.ends, i);
             saved.push(self.limits[i].store.saved(key));
-            match self.limits[i].store.reserve(key, now, cost, wait) {
-                Ok(Ok(_)) => {}
+            match self.limits[i].store.reserve_after(key, now, cost, wait) {
+                Ok(true) => {}
                 other => {
                     for (j, state) in saved.into_iter().enumerate() {
                         let key = key_of(&self.keys, &self.ends, j);

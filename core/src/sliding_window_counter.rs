@@ -1,6 +1,6 @@
 //! The sliding-window counter: two window counts, weighted.
 
-use crate::aligned::Windows;
+use crate::aligned::{self, Booking, Windows};
 use crate::limiter::check_cost;
 use crate::nanos::since;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
@@ -286,6 +286,21 @@ impl SlidingWindowCounter {
     }
 }
 
+impl Booking for SlidingWindowCounter {
+    fn seen(&mut self, now: Nanos) -> u64 {
+        let view = self.view(now);
+        self.commit(&view);
+        view.latest
+    }
+
+    fn book(&mut self, latest: u64, slot: u64, cost: u64) {
+        self.floor = slot;
+        let mut booked = self.view(Nanos(latest));
+        booked.cur += cost;
+        self.commit(&booked);
+    }
+}
+
 impl Limiter for SlidingWindowCounter {
     fn limit(&self) -> u64 {
         self.limit
@@ -301,32 +316,12 @@ impl Limiter for SlidingWindowCounter {
         self.decide(now, cost).map(|(decision, _, _)| decision)
     }
 
-    /// Books `cost` at the earliest instant the estimate admits it, after
-    /// every earlier booking.
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, view, fits_at) = self.decide(now, cost)?;
-        // The time seen is kept even when nothing is booked, as try_acquire keeps it.
-        self.commit(&view);
-        if decision.allowed {
-            return Ok(Ok(Nanos::ZERO));
-        }
-        let Ok(slot) = u64::try_from(fits_at) else {
-            return Ok(Err(decision));
-        };
-        if decision.retry_after > max_wait {
-            return Ok(Err(decision));
-        }
-        // The booking is an acquire at its slot: move the counts there.
-        self.floor = slot;
-        let mut booked = self.view(Nanos(view.latest));
-        booked.cur += cost;
-        self.commit(&booked);
-        Ok(Ok(decision.retry_after))
+    /// Admitted from the earliest instant the estimate admits `cost` on,
+    /// after every earlier booking; the units count in the window holding
+    /// the slot.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        let (_, _, fits_at) = self.decide(now, cost)?;
+        Ok(aligned::reserve_after(self, now, cost, wait, fits_at))
     }
 
     /// Gives back up to `cost` units to the window holding `taken_at`, if the

@@ -4,7 +4,7 @@ use alloc::boxed::Box;
 use alloc::vec;
 
 use crate::limiter::check_cost;
-use crate::nanos::since;
+use crate::nanos::{booking_slot, since};
 use crate::state::codec::{corrupt, Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
@@ -247,27 +247,14 @@ impl Limiter for SlidingWindowLog {
         self.decide(now, cost).map(|(decision, _, _)| decision)
     }
 
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
-        let (decision, view, fits_at) = self.decide(now, cost)?;
-        // Dropping expired entries changes no answer, and the time seen must
-        // be kept even when nothing is booked, as try_acquire keeps it.
+    /// Admitted from the earliest instant `cost` fits on, not before the
+    /// newest entry; recorded at the slot, which takes a new entry of the
+    /// ring unless it is the newest entry's instant.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+        let (_, view, fits_at) = self.decide(now, cost)?;
         self.apply(&view);
-        if decision.allowed {
-            self.push(view.latest.0, cost);
-            return Ok(Ok(Nanos::ZERO));
-        }
-        if decision.retry_after > max_wait || fits_at > u64::MAX as u128 {
-            return Ok(Err(decision));
-        }
-        if !self.push(fits_at as u64, cost) {
-            return Ok(Err(decision));
-        }
-        Ok(Ok(decision.retry_after))
+        let slot = booking_slot(now, wait, view.latest.0, fits_at, cost);
+        Ok(cost == 0 || slot.is_some_and(|slot| self.push(slot, cost)))
     }
 
     /// Removes up to `cost` units recorded at exactly `taken_at` (the `now`

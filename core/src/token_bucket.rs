@@ -447,35 +447,30 @@ impl<const N: usize> Limiter for TokenBucket<N> {
         })
     }
 
-    fn reserve(
-        &mut self,
-        now: Nanos,
-        cost: u64,
-        max_wait: Nanos,
-    ) -> Result<Result<Nanos, Decision>, Error> {
+    /// Admitted when every band holds `cost` at the slot, counting the
+    /// refill until then (which the capacity caps); each band then holds
+    /// what it would had `cost` been taken at the slot. Refused also when
+    /// the debt does not fit in 128 bits.
+    fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.limit())?;
-        let (decision, mut level) = self.decide(now, cost);
-        // Advancing to `now` changes no answer, and keeps the time seen even
-        // when nothing is booked, as try_acquire does.
-        self.commit(&level, decision.allowed);
-        if decision.allowed {
-            return Ok(Ok(Nanos::ZERO));
+        let mut level = exact(self.level_at::<Exact>(now));
+        self.commit(&level, false);
+        if cost == 0 {
+            return Ok(true);
         }
-        // The wait is the same one a denial reports: until every band could
-        // have paid `cost` without this booking.
-        if decision.retry_after > max_wait || decision.retry_after == Nanos::MAX {
-            return Ok(Err(decision));
-        }
-        // The slot, measured from the bucket's own time rather than `now`.
-        let wait = decision.retry_after.0 - level.lag;
+        // From the bucket's time, which is `lag` after `now`.
+        let wait = wait.0.saturating_sub(level.lag);
         for (band, rule) in level.bands.iter_mut().zip(&self.rules) {
+            if !band.advanced(rule, wait).holds(cost) {
+                return Ok(false);
+            }
             match band.booked(rule, wait, cost) {
-                Some(b) => *band = b,
-                None => return Ok(Err(decision)),
+                Some(booked) => *band = booked,
+                None => return Ok(false),
             }
         }
         self.commit(&level, true);
-        Ok(Ok(decision.retry_after))
+        Ok(true)
     }
 
     /// Adds `cost` tokens back to every bandwidth, paying reservations'

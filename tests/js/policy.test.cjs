@@ -228,6 +228,23 @@ describe('Policy', () => {
     }
   });
 
+  it('reserve books every limit at the policy\'s slot, and cancel() gives it back in every one', () => {
+    const log = (limit, windowMs) => new SlidingWindowLog({ limit, windowMs });
+    const policy = new Policy({ limits: [{ name: 'fast', limiter: log(2, 100) }, { name: 'slow', limiter: log(1, SECOND) }] });
+    assert.equal(policy.tryAcquire({}, 1, 0).allowed, true);
+    const booked = policy.reserve({}, 1, Infinity, 0);
+    assert.deepStrictEqual([booked.ok, booked.waitMs], [true, SECOND]);
+    // 'fast' could have taken it at once, but counts it where it proceeds:
+    // at 1 s it holds the booking, not an event long gone.
+    const fast = (t) => policy.peek({}, 0, t).limits[0].remaining;
+    assert.equal(fast(SECOND), 1);
+    assert.equal(fast(SECOND + 99), 1);
+    assert.equal(fast(SECOND + 100), 2);
+    booked.cancel();
+    assert.equal(fast(SECOND), 2, 'the booking is gone from every limit');
+    assert.equal(policy.reserve({}, 1, Infinity, 0).waitMs, SECOND, 'the slot is free again');
+  });
+
   it('keys each limit by its fields and reclaims them', () => {
     const policy = new Policy({ limits: [{ name: 'route', algorithm: 'fixed_window', rate: '1/second', by: ['user', 'route'] }] });
     assert.equal(policy.tryAcquire({ user: 'a', route: '/x' }, 1, 0).allowed, true);
