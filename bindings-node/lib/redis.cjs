@@ -241,6 +241,11 @@ function within(promise, ms) {
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
+    // Aborted while the booking's round trip was in flight: no 'abort' event comes.
+    if (signal !== undefined && signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal.reason);
@@ -557,9 +562,9 @@ class Store {
       const left = Math.max(deadline - performance.now(), 0);
       const r = await book(left);
       if (r.ok) {
-        if (r.waitMs === 0) return;
         try {
-          await sleep(r.waitMs, signal);
+          if (r.waitMs > 0) await sleep(r.waitMs, signal);
+          else if (signal !== undefined && signal.aborted) throw signal.reason;
         } catch (reason) {
           if (r.fromStore) giveBack(r.atMs).catch(() => {});
           throw reason;

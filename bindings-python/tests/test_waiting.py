@@ -133,14 +133,18 @@ def test_threads_are_served_in_booking_order_at_the_rate() -> None:
         with lock:
             finished.append((index, time.monotonic()))
 
+    def free_at() -> float:
+        """When the next booking would proceed, on the monotonic clock."""
+        return time.monotonic() + bucket.peek().retry_after
+
     threads = []
     for index in range(4):
-        waiting = bucket.peek().retry_after
+        free = free_at()
         thread = threading.Thread(target=worker, args=(index,))
         thread.start()
         threads.append(thread)
         deadline = time.monotonic() + 5
-        while bucket.peek().retry_after < waiting + interval / 2:  # until it has booked
+        while free_at() < free + interval / 2:  # until it has booked
             assert time.monotonic() < deadline, "a worker never booked"
             time.sleep(0.001)
     for thread in threads:

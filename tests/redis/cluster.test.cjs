@@ -64,9 +64,10 @@ for (const [name, connect] of Object.entries(CLUSTERS)) {
           assert.deepEqual(d, local.tryAcquire({ user, route }, 1, T0));
         }
       }
-      // A global limit puts the whole policy on the slot of its prefix.
-      const global = new rkRedis.RedisPolicy(cluster, '5/minute;10/hour', { prefix: prefix('cluster-global'), algorithm: 'fixed_window' });
-      const limiter = new rkRedis.RedisLimiter(cluster, new rk.FixedWindow({ limit: 50, windowMs: 3_600_000 }), { prefix: prefix('cluster-hot') });
+      // A global limit puts the whole policy on the slot of its prefix. (Caller
+      // time: on the server's clock, a burst could straddle a window's end.)
+      const global = new rkRedis.RedisPolicy(cluster, '5/minute;10/hour', { prefix: prefix('cluster-global'), algorithm: 'fixed_window', clock: () => T0 });
+      const limiter = new rkRedis.RedisLimiter(cluster, new rk.FixedWindow({ limit: 50, windowMs: 3_600_000 }), { prefix: prefix('cluster-hot'), clock: () => T0 });
       const [globals, hot] = await Promise.all([
         Promise.all(Array.from({ length: 8 }, () => global.tryAcquire())),
         Promise.all(Array.from({ length: 128 }, () => limiter.tryAcquire('hot'))),

@@ -16,6 +16,15 @@ process.on('unhandledRejection', (reason) => unhandled.push(reason));
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Waits until `condition()` holds, at most `ms`. */
+async function until(condition, ms = 15_000) {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    assert.ok(Date.now() < deadline, `still false after ${ms} ms: ${condition}`);
+    await sleep(5);
+  }
+}
+
 /** Calls `decide()` until it answers from the store (the client reconnected), at most `ms`. */
 async function untilStore(decide, ms = 15_000) {
   const deadline = Date.now() + ms;
@@ -58,6 +67,8 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
         }
       })();
 
+      // The load has been answered by the store before the outage.
+      await until(() => seen.store > 0);
       redisSh('server', 'stop');
       const down = await closed.tryAcquire('k');
       assert.deepEqual(
@@ -89,10 +100,14 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       // (Cost 0: with an offline queue, ioredis sends the calls that timed out
       // during the outage once it reconnects, and they count.)
       await untilStore(() => closed.tryAcquire('after', 0));
+      await untilStore(() => closed.tryAcquire('fresh', 0));
       const back = await closed.tryAcquire('fresh');
       assert.deepEqual([back.allowed, back.fromStore, back.remaining], [true, true, 2]);
       assert.equal((await untilStore(() => policy.tryAcquire(undefined, 0))).fromStore, true);
-      assert.equal((await keyed.tryAcquire('k2')).fromStore, true);
+      assert.equal((await untilStore(() => keyed.tryAcquire('k2'))).fromStore, true);
+      // ... and again after it.
+      const answered = seen.store;
+      await until(() => seen.store > answered);
       running = false;
       await load;
       assert.ok(seen.store > 0 && seen.fallback > 0, JSON.stringify(seen));

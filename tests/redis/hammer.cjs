@@ -1,7 +1,8 @@
 'use strict';
 // One Node process of the cross-language test: `callers` concurrent callers,
 // each trying `calls` times to take 1 unit of `key` through RedisLimiter
-// (fixed window: `limit` per hour, server time), from the wall-clock instant
+// (GCRA: a burst of `limit`, then one per hour, server time: no window
+// boundary to fall inside the run), from the wall-clock instant
 // `startAt` (ms), 5 ms apart. Prints {"admitted": n, "fromStore": all?} on stdout.
 //   node hammer.cjs <url> <prefix> <key> <limit> <callers> <calls> <startAt> <library>
 const [url, prefix, key, limit, callers, calls, startAt, library] = process.argv.slice(2);
@@ -10,7 +11,7 @@ const { rk, rkRedis, CLIENTS, close } = require('./helpers.cjs');
 
 async function main() {
   const client = await CLIENTS[library]();
-  const limiter = new rkRedis.RedisLimiter(client, new rk.FixedWindow({ limit: Number(limit), windowMs: 3_600_000 }), { prefix, commandTimeoutMs: 30_000 });
+  const limiter = new rkRedis.RedisLimiter(client, new rk.Gcra({ burst: Number(limit), emissionIntervalMs: 3_600_000 }), { prefix, commandTimeoutMs: 30_000 });
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, Number(startAt) - Date.now())));
   let admitted = 0;
   let fromStore = true;

@@ -1,8 +1,8 @@
 """One Python process of the cross-language test (tests/redis/cross_language.test.cjs).
 
 ``callers`` threads, each trying ``calls`` times to take 1 unit of ``key``
-through ratekeeper.redis.RedisLimiter (fixed window: ``limit`` per hour,
-server time, keys shared with the Node client), from the wall-clock instant
+through ratekeeper.redis.RedisLimiter (GCRA: a burst of ``limit``, then one
+per hour, server time, keys shared with the Node client), from the wall-clock instant
 ``start_at`` (ms). Prints {"admitted": n, "fromStore": all?} on stdout.
 
     python hammer.py <url> <prefix> <key> <limit> <callers> <calls> <start_at>
@@ -22,7 +22,7 @@ from ratekeeper.redis import RedisLimiter
 def main() -> None:
     url, prefix, key, limit, callers, calls, start_at = sys.argv[1:8]
     client = redis.Redis.from_url(url)
-    limiter = RedisLimiter(client, ratekeeper.FixedWindow(int(limit), 3600), prefix=prefix)
+    limiter = RedisLimiter(client, ratekeeper.Gcra(int(limit), 3600), prefix=prefix)
     lock = threading.Lock()
     totals = {"admitted": 0, "fromStore": True}
 

@@ -721,7 +721,13 @@ class _Async:
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
             left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
-            reservation = await book(left)
+            booking = asyncio.ensure_future(book(left))
+            try:
+                reservation = await asyncio.shield(booking)
+            except BaseException:
+                # Cancelled while the script runs: it may book all the same.
+                await asyncio.shield(_give_back(booking))
+                raise
             if reservation.ok:
                 try:
                     await asyncio.sleep(reservation.wait)
@@ -732,6 +738,16 @@ class _Async:
             if reservation.decision.from_store or reservation.wait > left:
                 raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
             await asyncio.sleep(reservation.wait)
+
+
+async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
+    """Waits for ``booking`` and cancels what it booked, if anything."""
+    try:
+        reservation = await booking
+    except BaseException:
+        return
+    if reservation.ok:
+        await reservation.cancel()
 
 
 # The batch tasks in flight, kept referenced until they finish.

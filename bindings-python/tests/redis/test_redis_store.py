@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import math
 import multiprocessing
 import threading
 import time
@@ -40,12 +39,13 @@ POLICY = {
 
 
 def test_server_time_is_the_default(client: redis.Redis) -> None:
-    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5))
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 5))
     assert [bool(limiter.try_acquire("k")) for _ in range(3)] == [True, True, False]
     denied = limiter.try_acquire("k")
-    # Decided on the server's clock: the wait is what is left of the interval.
-    assert 0.4 < denied.retry_after <= 0.5
-    assert denied.headers()["Retry-After"] == "1"
+    # Decided on the server's clock: the wait is what is left of the interval
+    # (of 5 s: the four calls take less than 1 s).
+    assert 4 < denied.retry_after <= 5
+    assert denied.headers()["Retry-After"] == "5"
     seconds, micros = client.time()
     assert abs(seconds + micros / 1e6 - time.time()) < 1
 
@@ -113,15 +113,24 @@ def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
     assert limiter.try_acquire("k", now=start + 1)
 
 
+def server_ms(client: redis.Redis) -> float:
+    """The server's clock, in ms since the Unix epoch."""
+    seconds, micros = client.time()
+    return seconds * 1000 + micros / 1000
+
+
 def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.TokenBucket(4, 1, 0.05), name="ttl")
+    before = server_ms(client)
     d = limiter.try_acquire("k", 3)
+    after = server_ms(client)
     (key,) = client.keys("*")
     assert key == b"ratekeeper:{1:k}:ttl:1:k"
-    ttl = client.pttl(key)
     assert d.reset_after == pytest.approx(0.15, abs=0.002)
-    # Expiry is in whole ms (rounded up) from a time in µs: at most 1 ms more.
-    assert math.ceil(d.reset_after * 1000) - 3 <= ttl <= math.ceil(d.reset_after * 1000) + 1
+    # The key expires reset_after after the instant decided at (between
+    # before and after), in whole ms rounded up: at most 1 ms later.
+    decided_at = int(client.pexpiretime(key.decode())) - d.reset_after * 1000
+    assert before - 1 <= decided_at <= after + 1, (before, decided_at, after)
     time.sleep(d.reset_after + 0.01)
     assert client.keys("*") == []
     fresh = limiter.peek("k", 0)
@@ -134,7 +143,8 @@ def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
 
 
 def test_policy_keys_share_a_hash_tag(client: redis.Redis) -> None:
-    policy = RedisPolicy(client, POLICY, prefix="p:")
+    start = time.time() + 5  # keys expire after it: the GCRA's in 0.1 s
+    policy = RedisPolicy(client, POLICY, prefix="p:", clock=lambda: start)
     assert policy.try_acquire({"user": "alice", "endpoint": "/a"})
     keys: list[bytes] = sorted(client.keys("*"))  # type: ignore[arg-type]
     assert [k.split(b"}")[0] for k in keys] == [b"p:{5:alice"] * 3
@@ -194,8 +204,10 @@ def test_waiting_acquire(client: redis.Redis) -> None:
     for _ in range(3):
         limiter.acquire("k")
     assert 0.09 <= time.monotonic() - start < 1
+    hourly = RedisLimiter(client, ratekeeper.Gcra(1, 3600))
+    hourly.acquire("k")
     with pytest.raises(ratekeeper.RateLimited):
-        limiter.acquire("k", timeout=0)
+        hourly.acquire("k", timeout=0)
 
 
 def test_reserve_books_first_come_first_served(client: redis.Redis) -> None:
@@ -235,6 +247,21 @@ def test_async_classes(url: str) -> None:
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        # Cancelled at any point of its booking's round trip, it books nothing.
+        minute = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60), name="minute")
+        await minute.try_acquire("k")
+        first = await minute.reserve("k", max_wait=120)
+        await first.cancel()
+        for ticks in range(8):
+            waiting = asyncio.ensure_future(minute.acquire("k"))
+            for _ in range(ticks):
+                await asyncio.sleep(0)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            again = await minute.reserve("k", max_wait=120)
+            assert again.at == pytest.approx(first.at, abs=1e-6), ticks
+            await again.cancel()
         await client.aclose()
 
     asyncio.run(main())
@@ -377,7 +404,8 @@ def test_faults_apply_the_policy_then_resume(own_server: Server, on_error: str) 
 
 def test_policy_falls_back_to_an_in_process_policy(own_server: Server) -> None:
     client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
-    policy = RedisPolicy(client, POLICY, on_error=ratekeeper.Policy(POLICY))
+    # The fallback on a fixed clock: its GCRA's burst is 3 per 0.1 s.
+    policy = RedisPolicy(client, POLICY, on_error=ratekeeper.Policy(POLICY, clock=lambda: 5.0))
     request = {"user": "carol", "endpoint": "/"}
     assert policy.try_acquire(request).from_store
     own_server.stop()
@@ -418,8 +446,9 @@ def test_cluster_keys_share_a_slot(cluster_url: str) -> None:
         assert len(slots) == 1
     # Different users land on different slots: the load spreads over the nodes.
     assert len({client.keyslot(policy._keys(r)[0]) for r in requests}) > 1
+    # Caller time: four calls on the server's clock could straddle a minute.
     global_policy = RedisPolicy(client, "3/minute", algorithm="fixed_window", prefix=f"cluster-global:{run}:")
-    assert [global_policy.try_acquire().allowed for _ in range(4)] == [True, True, True, False]
+    assert [global_policy.try_acquire(now=2_000_000_000).allowed for _ in range(4)] == [True, True, True, False]
     client.close()
     # redis-py's cluster client leaves a socket of its discovery to the collector.
     del client, policy, global_policy
