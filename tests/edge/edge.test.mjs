@@ -72,7 +72,9 @@ test('each client gets its burst, then 429 with RateLimit headers and Retry-Afte
   assert.deepEqual(answers.slice(0, 3).map((a) => a[1].match(/r=(\d+)/)[1]), ['2', '1', '0']);
   assert.equal(answers[3][0], 429);
   assert.match(answers[3][1], /^"edge";r=0;t=\d+$/);
-  assert.ok(Number(answers[3][2]) >= 59 && Number(answers[3][2]) <= 60, `Retry-After ${answers[3][2]}`);
+  // One token a minute: the fourth waits for the first to come back, less the
+  // time the calls took (seconds at most, on a loaded machine).
+  assert.ok(Number(answers[3][2]) >= 50 && Number(answers[3][2]) <= 60, `Retry-After ${answers[3][2]}`);
 
   // Another client has a limiter of its own.
   const bob = await get('bob');
