@@ -241,7 +241,7 @@ function within(promise, ms) {
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
-    // Aborted while the booking's round trip was in flight: no 'abort' event comes.
+    // Already aborted (during the booking's round trip): no 'abort' event comes.
     if (signal !== undefined && signal.aborted) {
       reject(signal.reason);
       return;
@@ -563,20 +563,42 @@ class Store {
       const r = await book(left);
       if (r.ok) {
         try {
+          // (Aborted during the booking's round trip: no 'abort' event comes.)
+          if (signal !== undefined && signal.aborted) throw signal.reason;
           if (r.waitMs > 0) await sleep(r.waitMs, signal);
-          else if (signal !== undefined && signal.aborted) throw signal.reason;
         } catch (reason) {
-          if (r.fromStore) giveBack(r.atMs).catch(() => {});
+          giveBack(r);
           throw reason;
         }
         return;
       }
+      if (signal !== undefined && signal.aborted) throw signal.reason;
       const waitMs = r.decision.retryAfterMs;
       if (waitMs > left) {
         throw new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
       }
       if (r.fromStore) throw new RateLimited(`${label}: cannot book ${r.cost} now; retry in ${waitMs} ms`, waitMs);
       await sleep(Math.max(1, Math.ceil(waitMs)), signal);
+    }
+  }
+
+  /**
+   * Gives back a booking `reserve` made for an acquire that does not go
+   * ahead: to Redis at its slot, or to the in-process `onError` limiter
+   * that admitted it. Never throws.
+   */
+  release(target, keys, r) {
+    if (r.fromStore) {
+      this.refund(keys, r.cost, r.atMs);
+      return;
+    }
+    const f = this.onError;
+    if (f === 'open' || f === 'closed') return;
+    try {
+      if (f instanceof Limiter) f.refund(r.cost);
+      else f.refund(target, r.cost);
+    } catch {
+      // The arguments were the fallback's own a moment ago; nothing to report.
     }
   }
 
@@ -648,7 +670,7 @@ class RedisLimits {
     const t = target ?? {};
     await this.#store.wait(
       (left) => this.#store.reserve(t, keys, units, left, undefined),
-      (atMs) => this.#store.refund(keys, units, atMs),
+      (r) => this.#store.release(t, keys, r),
       this.constructor.name,
       options,
     );

@@ -50,7 +50,8 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
     const window = () => new rk.FixedWindow({ limit: 3, windowMs: HOUR });
     const closed = new RedisLimiter(client, window(), options('closed'));
     const open = new RedisLimiter(client, window(), options('open'));
-    const keyed = new RedisLimiter(client, window(), options(new rk.KeyedLimiter(new rk.FixedWindow({ limit: 2, windowMs: HOUR }))));
+    const fallback = new rk.KeyedLimiter(new rk.FixedWindow({ limit: 2, windowMs: HOUR }));
+    const keyed = new RedisLimiter(client, window(), options(fallback));
     const policy = new RedisPolicy(client, '3/hour', { ...options(new rk.Policy('2/hour')), algorithm: 'fixed_window' });
     try {
       assert.equal((await closed.tryAcquire('k')).fromStore, true);
@@ -84,6 +85,12 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       const local = [];
       for (let i = 0; i < 3; i++) local.push(await keyed.tryAcquire('k'));
       assert.deepEqual(local.map((d) => [d.allowed, d.fromStore]), [[true, false], [true, false], [false, false]]);
+      // An acquire aborted after the fallback admitted it gives the unit back there.
+      const aborted = new AbortController();
+      const pending = keyed.acquire('a', 1, { signal: aborted.signal });
+      aborted.abort(new Error('stop'));
+      await assert.rejects(pending, { message: 'stop' });
+      assert.equal(fallback.peek('a', 0).remaining, 2);
       const peeked = await keyed.peek('other');
       assert.equal(peeked.fromStore, false);
       const p = [];

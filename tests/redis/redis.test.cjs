@@ -205,6 +205,11 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     early.abort(new Error('early'));
     await assert.rejects(inFlight, { message: 'early' });
     assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
+    // ... and rejects with the abort's reason when the booking was refused too.
+    const late = new AbortController();
+    const refusedInFlight = minute.acquire('k', 1, { signal: late.signal, timeoutMs: 0 });
+    late.abort(new Error('late'));
+    await assert.rejects(refusedInFlight, { message: 'late' });
     // reserve books the next slot; refund at its atMs gives it back (caller
     // time: exact slots, however long a call takes).
     const booking = await limiter.reserve('r', 1, 1000, T0);

@@ -473,6 +473,17 @@ class _Core:
         index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1
         return self.decision(numbers, own, index, False)
 
+    def unfallback(self, target: Any, cost: int) -> None:
+        """Gives ``cost`` back to the in-process ``on_error`` limiter that
+        ``fallback`` took it from (a cancelled fallback booking)."""
+        local: Any = self.on_error
+        if isinstance(local, str):
+            return
+        if isinstance(local, Limiter):
+            local.refund(cost)
+        else:
+            local.refund(target, cost)
+
     def wrap(self, numbers: Sequence[int], own: list[Decision], from_store: bool, cls: type[_T]) -> _T:
         allowed, remaining, limit, retry, reset = bool(numbers[0]), numbers[2], numbers[3], numbers[4], numbers[5]
         items = [(lim.name, lim.window, d) for lim, d in zip(self.limits, own)]
@@ -601,7 +612,9 @@ class _Sync:
         ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
 
         def cancel() -> None:
-            if slot is not None:
+            if slot is None:
+                self._core.unfallback(target, cost)
+            else:
                 self._refund(keys, cost, slot)
 
         return RedisReservation(ok, wait, at, cost, decision, cancel)
@@ -711,7 +724,9 @@ class _Async:
         ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
 
         async def cancel() -> None:
-            if slot is not None:
+            if slot is None:
+                self._core.unfallback(target, cost)
+            else:
                 await self._refund(keys, cost, slot)
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
@@ -724,9 +739,13 @@ class _Async:
             booking = asyncio.ensure_future(book(left))
             try:
                 reservation = await asyncio.shield(booking)
-            except BaseException:
+            except asyncio.CancelledError:
                 # Cancelled while the script runs: it may book all the same.
-                await asyncio.shield(_give_back(booking))
+                # Whatever the give-back meets, the cancellation is what is raised.
+                try:
+                    await asyncio.shield(_give_back(booking))
+                except Exception:
+                    pass
                 raise
             if reservation.ok:
                 try:
@@ -744,10 +763,9 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
     """Waits for ``booking`` and cancels what it booked, if anything."""
     try:
         reservation = await booking
-    except BaseException:
-        return
-    if reservation.ok:
-        await reservation.cancel()
+    except Exception:
+        return  # it booked nothing
+    await reservation.cancel()
 
 
 # The batch tasks in flight, kept referenced until they finish.

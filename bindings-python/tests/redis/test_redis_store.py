@@ -487,10 +487,33 @@ def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
     assert reservation.ok and reservation.decision is not None and not reservation.decision.from_store
     reservation.cancel()
 
+    # A booking the in-process fallback made is cancelled there.
+    gcra = ratekeeper.Gcra(2, 3600)
+    local = ratekeeper.KeyedLimiter(gcra)
+    fallback = RedisLimiter(client, gcra, on_error=local)
+    booked = fallback.reserve("k")
+    assert booked.ok and local.peek("k", 0).remaining == 1
+    booked.cancel()
+    assert local.peek("k", 0).remaining == 2
+
     async def main() -> None:
         aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
         alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(2, 0.5), on_error="open")
         await alimiter.refund("k", 1)
+        # Cancelled at any point, an acquire the fallback admitted takes nothing.
+        afallback = AsyncRedisLimiter(aclient, gcra, on_error=local)
+        for ticks in range(12):
+            waiting = asyncio.ensure_future(afallback.acquire("k"))
+            for _ in range(ticks):
+                await asyncio.sleep(0)
+            waiting.cancel()
+            try:
+                await waiting
+            except asyncio.CancelledError:
+                assert local.peek("k", 0).remaining == 2, ticks
+            else:  # done before the cancel: it keeps its unit
+                assert local.peek("k", 0).remaining == 1, ticks
+                local.refund("k", 1)
         await aclient.aclose()
 
     asyncio.run(main())
