@@ -241,7 +241,7 @@ function within(promise, ms) {
 
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
-    // Already aborted (during the booking's round trip): no 'abort' event comes.
+    // Already aborted: no 'abort' event will come.
     if (signal !== undefined && signal.aborted) {
       reject(signal.reason);
       return;
@@ -561,10 +561,13 @@ class Store {
       if (signal !== undefined && signal.aborted) throw signal.reason;
       const left = Math.max(deadline - performance.now(), 0);
       const r = await book(left);
+      // Aborted during the booking's round trip: no 'abort' event comes.
+      if (signal !== undefined && signal.aborted) {
+        if (r.ok) giveBack(r);
+        throw signal.reason;
+      }
       if (r.ok) {
         try {
-          // (Aborted during the booking's round trip: no 'abort' event comes.)
-          if (signal !== undefined && signal.aborted) throw signal.reason;
           if (r.waitMs > 0) await sleep(r.waitMs, signal);
         } catch (reason) {
           giveBack(r);
@@ -572,7 +575,6 @@ class Store {
         }
         return;
       }
-      if (signal !== undefined && signal.aborted) throw signal.reason;
       const waitMs = r.decision.retryAfterMs;
       if (waitMs > left) {
         throw new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');

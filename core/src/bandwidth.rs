@@ -250,9 +250,13 @@ impl Band {
     /// it now as plain debt would be wrong when the cap would clip refill
     /// before the slot (a slot rounded up to a whole nanosecond, say): that
     /// clipped refill would fund a second booking at the same instant.
-    /// `None` when the numbers do not fit in 128 bits.
+    /// `None` when the band does not hold `cost` at the slot, or when the
+    /// numbers do not fit in 128 bits.
     pub(crate) fn booked(self, rule: &Bandwidth, wait: u64, cost: u64) -> Option<Band> {
         let at_slot = self.advanced(rule, wait);
+        if !at_slot.holds(cost) {
+            return None;
+        }
         let level_at_slot = at_slot.tokens as i128 - at_slot.owed as i128 - cost as i128;
         let (refill, period) = (
             rule.step_tokens.get() as i128,

@@ -461,9 +461,6 @@ impl<const N: usize> Limiter for TokenBucket<N> {
         // From the bucket's time, which is `lag` after `now`.
         let wait = wait.0.saturating_sub(level.lag);
         for (band, rule) in level.bands.iter_mut().zip(&self.rules) {
-            if !band.advanced(rule, wait).holds(cost) {
-                return Ok(false);
-            }
             match band.booked(rule, wait, cost) {
                 Some(booked) => *band = booked,
                 None => return Ok(false),
