@@ -68,6 +68,8 @@ pub mod guarantee;
 mod headers;
 mod host;
 #[cfg(feature = "alloc")]
+mod key_table;
+#[cfg(feature = "alloc")]
 mod keyed;
 mod leaky_bucket;
 mod limiter;
