@@ -217,6 +217,11 @@ function commandSender(client) {
 }
 
 /** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
+/** A script's reply as numbers: an array, or one string of integers ('text' mode, PROTOCOL.md). */
+function integers(reply) {
+  return Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
+}
+
 function isScriptError(error) {
   return error instanceof Error && /^(ERR .*)?ratekeeper:/.test(error.message ?? '');
 }
@@ -380,19 +385,42 @@ class Store {
   /** One round trip deciding `costs` in order (`targets[i]` is what the fallback decides for). */
   async decide(targets, keys, mode, costs, nowMs) {
     const now = this.wireNow(nowMs);
+    let sent;
     let reply;
     try {
       // 'text': the reply as one string of integers, read several times
       // faster than an array of them (PROTOCOL.md).
       const args = ['1', mode, now, ...this.config, costs.length, ...costs, 'text'];
-      reply = await within(this.evaluate(keys, args), this.commandTimeoutMs);
+      sent = this.evaluate(keys, args);
+      reply = await within(sent, this.commandTimeoutMs);
     } catch (error) {
       if (isScriptError(error)) throw error;
+      if (sent !== undefined && mode === 'acquire') {
+        this.giveBackLate(sent, keys, (numbers) => {
+          const taken = this.decisions(numbers, costs.length).reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
+          return taken > 0 ? [taken, numbers[0] / 1000] : null;
+        });
+      }
       return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
     }
-    // An array where the server cannot format integers exactly (PROTOCOL.md).
-    const numbers = Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
-    return this.decisions(numbers, costs.length);
+    return this.decisions(integers(reply), costs.length);
+  }
+
+  /**
+   * A round trip that did not answer within commandTimeoutMs may still run
+   * on the server (late, or sent again by the client once it reconnects),
+   * and take what it decides, which nobody uses: `onError` answered in its
+   * place. When its reply comes, gives back what `taken(numbers)` says it
+   * took (`[cost, atMs]`, or null for nothing).
+   */
+  giveBackLate(sent, keys, taken) {
+    sent.then(
+      (reply) => {
+        const took = taken(integers(reply));
+        if (took !== null) this.refund(keys, took[0], took[1]);
+      },
+      () => undefined,
+    );
   }
 
   decisions(reply, count) {
@@ -520,16 +548,21 @@ class Store {
       maxWait = Math.min(Math.round(maxWaitMs * 1000), MAX_SPAN);
     }
     const now = this.wireNow(nowMs);
+    let sent;
     let reply;
     try {
-      reply = await within(this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait]), this.commandTimeoutMs);
+      sent = this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait]);
+      reply = await within(sent, this.commandTimeoutMs);
     } catch (error) {
       if (isScriptError(error)) throw error;
+      if (sent !== undefined) {
+        this.giveBackLate(sent, keys, (numbers) => (numbers[1] === 1 ? [cost, (numbers[0] + numbers[2]) / 1000] : null));
+      }
       const d = this.fallback(target, cost, false);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
       return { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
     }
-    const numbers = reply.map(Number);
+    const numbers = integers(reply);
     const ok = numbers[1] === 1;
     // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
     const [decision] = this.decisions(numbers.slice(2), 1);

@@ -105,7 +105,8 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
 
       redisSh('server', 'start');
       // (Cost 0: with an offline queue, ioredis sends the calls that timed out
-      // during the outage once it reconnects, and they count.)
+      // during the outage once it reconnects, and they count until their
+      // late replies give them back.)
       await untilStore(() => closed.tryAcquire('after', 0));
       await untilStore(() => closed.tryAcquire('fresh', 0));
       const back = await closed.tryAcquire('fresh');

@@ -227,6 +227,41 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
   }));
 
 for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: what Redis decides after commandTimeoutMs, once onError answered, is given back`, () =>
+    withClient(library, async (client) => {
+      const admin = await CLIENTS[library]();
+      try {
+        const options = { prefix: prefix('late'), onError: 'open', commandTimeoutMs: 50 };
+        const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 5, windowMs: HOUR }), options);
+        const policy = new RedisPolicy(client, '5/hour', { ...options, algorithm: 'fixed_window' });
+        assert.equal((await limiter.peek('warm')).fromStore, true); // the script is loaded
+        // The server holds every script until the pause ends; then they run, late.
+        await raw(admin, 'CLIENT', 'PAUSE', '400', 'WRITE');
+        const [taken, booked, batch, request] = await Promise.all([
+          limiter.tryAcquire('taken', 2),
+          limiter.reserve('booked', 3, HOUR),
+          limiter.tryAcquireBatch('batch', [1, 3, 2]),
+          policy.tryAcquire(undefined, 4),
+        ]);
+        assert.deepEqual(
+          [taken.fromStore, booked.ok, booked.fromStore, batch.map((d) => d.fromStore), request.fromStore],
+          [false, true, false, [false, false, false], false],
+        );
+        // Each late script's booking is followed by its give-back, on the same
+        // connection, before any peek sent after it: the limits end up whole.
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const left = await Promise.all([limiter.peek('taken', 0), limiter.peek('booked', 0), limiter.peek('batch', 0), policy.peek(undefined, 0)]);
+          if (left.every((d) => d.fromStore && d.remaining === 5)) break;
+          assert.ok(Date.now() < deadline, `not given back: ${JSON.stringify(left.map((d) => [d.fromStore, d.remaining]))}`);
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        await raw(admin, 'CLIENT', 'UNPAUSE');
+        await close(admin);
+      }
+    }));
+
   test(`${library}: the script is loaded again after SCRIPT FLUSH (NOSCRIPT)`, () =>
     withClient(library, async (client) => {
       const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: prefix('noscript') });
