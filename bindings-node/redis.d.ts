@@ -81,8 +81,9 @@ export type RedisLimiterConfig = Gcra | TokenBucket | FixedWindow | SlidingWindo
 
 /**
  * A booking (`reserve`): the in-process Reservation's fields. `atMs` is the
- * slot in Unix ms on the clock that decided (give an unused booking back with
- * `refund(..., cost, atMs)`); `decision` says why when not `ok`.
+ * slot in Unix ms on the clock that decided (give an unused booking made by
+ * Redis, `fromStore: true`, back with `refund(..., cost, atMs)`); `decision`
+ * says why when not `ok`.
  */
 export interface RedisReservation<D extends RedisDecision = RedisDecision> {
   ok: boolean
@@ -99,6 +100,7 @@ export declare class RedisLimiter {
   tryAcquire(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
   peek(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
   tryAcquireBatch(key: string | number, costs: number[], nowMs?: number): Promise<RedisDecision[]>
+  /** Gives back units Redis gave (`fromStore: true`), taken at `takenAtMs` (default now). */
   refund(key: string | number, cost: number, takenAtMs?: number): Promise<void>
   /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
   reserve(key: string | number, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
@@ -117,6 +119,7 @@ export declare class RedisPolicy {
   tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   tryAcquireBatch(request: PolicyRequest | undefined, costs: number[], nowMs?: number): Promise<RedisPolicyDecision[]>
+  /** Gives back units Redis gave (`fromStore: true`) in every limit, taken at `takenAtMs` (default now). */
   refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): Promise<void>
   reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>

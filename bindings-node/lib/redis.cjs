@@ -216,12 +216,12 @@ function commandSender(client) {
   throw typeError('client', 'an ioredis client or a node-redis (redis v4+) client or cluster');
 }
 
-/** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
 /** A script's reply as numbers: an array, or one string of integers ('text' mode, PROTOCOL.md). */
 function integers(reply) {
   return Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
 }
 
+/** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
 function isScriptError(error) {
   return error instanceof Error && /^(ERR .*)?ratekeeper:/.test(error.message ?? '');
 }
@@ -366,16 +366,19 @@ class Store {
 
   /**
    * EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA once more, then EVAL (on a
-   * cluster, SCRIPT LOAD may reach another node than the key's).
+   * cluster, SCRIPT LOAD may reach another node than the key's). Not once
+   * `abandoned()`: a NOSCRIPT that comes after the caller was answered
+   * without Redis ends there, rather than sending a new decision nobody
+   * waits for.
    */
-  async evaluate(keys, args) {
+  async evaluate(keys, args, abandoned = () => false) {
     const rest = [String(keys.length), ...keys, ...args.map(String)];
     const key = keys[0];
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest], key);
       } catch (error) {
-        if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT')) throw error;
+        if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT') || abandoned()) throw error;
         if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest], key);
       }
       await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT], key);
@@ -386,19 +389,21 @@ class Store {
   async decide(targets, keys, mode, costs, nowMs) {
     const now = this.wireNow(nowMs);
     let sent;
+    let late = false;
     let reply;
     try {
       // 'text': the reply as one string of integers, read several times
       // faster than an array of them (PROTOCOL.md).
       const args = ['1', mode, now, ...this.config, costs.length, ...costs, 'text'];
-      sent = this.evaluate(keys, args);
+      sent = this.evaluate(keys, args, () => late);
       reply = await within(sent, this.commandTimeoutMs);
     } catch (error) {
       if (isScriptError(error)) throw error;
+      late = true;
       if (sent !== undefined && mode === 'acquire') {
         this.giveBackLate(sent, keys, (numbers) => {
           const taken = this.decisions(numbers, costs.length).reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
-          return taken > 0 ? [taken, numbers[0] / 1000] : null;
+          return taken > 0 ? [taken, numbers[0]] : null;
         });
       }
       return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
@@ -411,16 +416,16 @@ class Store {
    * on the server (late, or sent again by the client once it reconnects),
    * and take what it decides, which nobody uses: `onError` answered in its
    * place. When its reply comes, gives back what `taken(numbers)` says it
-   * took (`[cost, atMs]`, or null for nothing).
+   * took (`[cost, at]`, `at` in the script's µs; or null for nothing).
+   * Never rejects: a give-back that cannot be made is dropped.
    */
   giveBackLate(sent, keys, taken) {
-    sent.then(
-      (reply) => {
+    sent
+      .then((reply) => {
         const took = taken(integers(reply));
-        if (took !== null) this.refund(keys, took[0], took[1]);
-      },
-      () => undefined,
-    );
+        return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]));
+      })
+      .catch(() => undefined);
   }
 
   decisions(reply, count) {
@@ -549,14 +554,16 @@ class Store {
     }
     const now = this.wireNow(nowMs);
     let sent;
+    let late = false;
     let reply;
     try {
-      sent = this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait]);
+      sent = this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait], () => late);
       reply = await within(sent, this.commandTimeoutMs);
     } catch (error) {
       if (isScriptError(error)) throw error;
-      if (sent !== undefined) {
-        this.giveBackLate(sent, keys, (numbers) => (numbers[1] === 1 ? [cost, (numbers[0] + numbers[2]) / 1000] : null));
+      late = true;
+      if (sent !== undefined && cost > 0) {
+        this.giveBackLate(sent, keys, (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null));
       }
       const d = this.fallback(target, cost, false);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
@@ -624,7 +631,11 @@ class Store {
    */
   release(target, keys, r) {
     if (r.fromStore) {
-      this.refund(keys, r.cost, r.atMs);
+      try {
+        this.refund(keys, r.cost, r.atMs);
+      } catch {
+        // A slot the clock cannot name (past 2^52 µs) or a clock that throws.
+      }
       return;
     }
     const f = this.onError;
@@ -639,6 +650,11 @@ class Store {
 
   refund(keys, cost, takenAtMs) {
     const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs);
+    return this.refundAt(keys, cost, at);
+  }
+
+  /** `refund` at `at`: the script's µs (a string), or '' for now. Argument errors throw. */
+  refundAt(keys, cost, at) {
     // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
     return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(
       () => undefined,

@@ -9,9 +9,11 @@
 //! 4-byte position per key (with hashbrown's control byte, about 650 KB at
 //! 100k keys, which stays in a CPU's near caches), and the states lie in the
 //! order their keys first arrived, so that keys seen together are found
-//! together, and a round of the keys reads memory in order. A random order
-//! still takes one miss per lookup, as before. It is also smaller: no empty
-//! slot the size of a key and a state, only an empty position.
+//! together, and a round of the keys reads memory in order. In a random
+//! order a lookup misses the caches on the state, as before, and on the
+//! position too once the positions outgrow the caches (about a million
+//! keys). It is also smaller: no empty slot the size of a key and a state,
+//! only an empty position.
 
 use core::hash::{BuildHasher, Hash};
 
@@ -23,6 +25,9 @@ pub(crate) const MAX_LEN: usize = u32::MAX as usize;
 
 /// Keys and their values, in arrival order, found by hash (see the module).
 /// Removing a key moves the last entry into its place.
+///
+/// A panic in a key's `Hash` or in a `retain` predicate leaves the table
+/// whole: positions are renumbered on the way out.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyTable<K, V, S> {
     /// Each entry's position in `entries`, hashed by the entry's key.
@@ -86,11 +91,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// Sets `key`'s value, adding the key at the end if it is new. The
     /// caller keeps the table under [`MAX_LEN`] keys.
     pub(crate) fn insert(&mut self, key: K, value: V) {
-        if let Some(at) = self.position(&key) {
-            self.entries[at].1 = value;
-            return;
+        match self.position(&key) {
+            Some(at) => self.entries[at].1 = value,
+            None => self.insert_new(key, value),
         }
-        debug_assert!(self.entries.len() < MAX_LEN);
+    }
+
+    /// Adds `key`, which the table does not hold, at the end. The caller
+    /// keeps the table under [`MAX_LEN`] keys.
+    pub(crate) fn insert_new(&mut self, key: K, value: V) {
+        debug_assert!(self.entries.len() < MAX_LEN && self.position(&key).is_none());
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.positions
             .insert_unique(hasher.hash_one(&key), entries.len() as u32, |&at| {
@@ -101,47 +111,68 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
 
     /// Removes `key`, moving the last entry into its place.
     pub(crate) fn remove<Q: ?Sized + Hash + Equivalent<K>>(&mut self, key: &Q) {
-        let entries = &self.entries;
         let hash = self.hasher.hash_one(key);
-        let Ok(found) = self
-            .positions
-            .find_entry(hash, |&at| key.equivalent(&entries[at as usize].0))
-        else {
+        let Some(at) = self.position(key) else {
             return;
         };
-        let (at, _) = found.remove();
         let last = self.entries.len() - 1;
-        if at as usize != last {
-            let moved = self.hasher.hash_one(&self.entries[last].0);
+        // Hashed before anything changes, in case `Hash` panics.
+        let moved = (at != last).then(|| self.hasher.hash_one(&self.entries[last].0));
+        if let Ok(found) = self.positions.find_entry(hash, |&p| p as usize == at) {
+            found.remove();
+        }
+        if let Some(moved) = moved {
             if let Some(position) = self.positions.find_mut(moved, |&p| p as usize == last) {
-                *position = at;
+                *position = at as u32;
             }
         }
-        self.entries.swap_remove(at as usize);
+        self.entries.swap_remove(at);
     }
 
     /// Keeps the entries for which `keep` is true, in their order.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         let before = self.entries.len();
-        self.entries.retain_mut(|(key, value)| keep(key, value));
-        if self.entries.len() == before {
-            return;
-        }
-        // Every entry after the first removed one moved: one pass renumbers
-        // them all, keeping the table's capacity.
-        self.positions.clear();
-        let (entries, hasher) = (&self.entries, &self.hasher);
-        for (at, (key, _)) in entries.iter().enumerate() {
-            self.positions
-                .insert_unique(hasher.hash_one(key), at as u32, |&p| {
-                    hasher.hash_one(&entries[p as usize].0)
-                });
-        }
+        // Every entry after the first removed one moves: the guard renumbers
+        // them all once `retain_mut` is done, or if `keep` panics in it.
+        let guard = Renumber {
+            table: self,
+            before,
+        };
+        guard
+            .table
+            .entries
+            .retain_mut(|(key, value)| keep(key, value));
     }
 
     /// Every value, to change, in arrival order.
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.iter_mut().map(|(_, value)| value)
+    }
+}
+
+/// Renumbers a table's positions when dropped, if its length changed from
+/// `before`: one pass, keeping the positions' capacity.
+struct Renumber<'a, K: Hash, V, S: BuildHasher> {
+    table: &'a mut KeyTable<K, V, S>,
+    before: usize,
+}
+
+impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
+    fn drop(&mut self) {
+        let KeyTable {
+            positions,
+            entries,
+            hasher,
+        } = &mut *self.table;
+        if entries.len() == self.before {
+            return;
+        }
+        positions.clear();
+        for (at, (key, _)) in entries.iter().enumerate() {
+            positions.insert_unique(hasher.hash_one(key), at as u32, |&p| {
+                hasher.hash_one(&entries[p as usize].0)
+            });
+        }
     }
 }
 
@@ -209,6 +240,26 @@ mod tests {
             expected.sort_unstable();
             prop_assert_eq!(values, expected);
         }
+    }
+
+    #[test]
+    fn a_panicking_retain_leaves_the_table_whole() {
+        extern crate std;
+        let mut table = KeyTable::with_hasher(DefaultHashBuilder::default());
+        for k in 0..10u32 {
+            table.insert(k, k);
+        }
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            table.retain(|&k, _| if k == 5 { panic!("keep") } else { k != 2 })
+        }));
+        assert!(unwound.is_err());
+        // Key 2 is gone; every other key is found, once.
+        assert_eq!(table.len(), 9);
+        for k in 0..10u32 {
+            assert_eq!(table.get(&k), (k != 2).then_some(&k));
+        }
+        table.insert(9, 90);
+        assert_eq!((table.len(), table.get(&9)), (9, Some(&90)));
     }
 
     #[test]

@@ -105,10 +105,12 @@ pub enum Eviction {
 
 /// One limiter per key, sharing one configuration, in a hash table.
 ///
-/// The states lie in the order their keys first arrived, found through a
-/// small table of positions (4 bytes and a control byte per slot): calls
-/// that go round many keys read memory in order, and a lookup in a random
-/// order misses the CPU's caches once, on the state itself.
+/// The states lie in the order their keys first arrived (a removed key's
+/// place goes to the last one), found through a small table of positions
+/// (4 bytes and a control byte per slot): calls that go round many keys
+/// read memory in order, and a lookup in a random order misses the CPU's
+/// caches on the state itself (and on its position too, past about a
+/// million keys).
 ///
 /// A key's state exists only while it differs from a fresh limiter's: a key
 /// is inserted by the first request that changes it, and keys back to fresh
@@ -171,7 +173,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         }
     }
 
-    /// The same store, holding at most `max_keys` keys (at least 1).
+    /// The same store, holding at most `max_keys` keys (at least 1; above
+    /// 2^32 - 1, that is the bound).
     pub fn with_max_keys(mut self, max_keys: usize, eviction: Eviction) -> Result<Self, Error> {
         if max_keys == 0 {
             return Err(Error::ZeroValue { name: "max_keys" });
@@ -440,7 +443,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         })?;
         if !fresh {
             self.make_room(now)?;
-            self.states.insert(own(key), state);
+            // Not held: `get_mut` found nothing, and making room only removes.
+            self.states.insert_new(own(key), state);
         }
         Ok((answer, lag))
     }

@@ -6,24 +6,13 @@
 // (--test-concurrency=1): it stops the server every other file uses.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { rk, rkRedis, ioredis, nodeRedis, close, prefix, redisSh } = require('./helpers.cjs');
+const { rk, rkRedis, ioredis, nodeRedis, close, prefix, redisSh, sleep, until } = require('./helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const HOUR = 3_600_000;
 
 const unhandled = [];
 process.on('unhandledRejection', (reason) => unhandled.push(reason));
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Waits until `condition()` holds, at most `ms`. */
-async function until(condition, ms = 15_000) {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    assert.ok(Date.now() < deadline, `still false after ${ms} ms: ${condition}`);
-    await sleep(5);
-  }
-}
 
 /** Calls `decide()` until it answers from the store (the client reconnected), at most `ms`. */
 async function untilStore(decide, ms = 15_000) {

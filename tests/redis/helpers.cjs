@@ -81,4 +81,31 @@ function random(seed) {
   };
 }
 
-module.exports = { URL: URL_, ROOT, rk, rkRedis, ioredis, nodeRedis, CLIENTS, close, prefix, redisSh, random };
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until `condition()` (which may return a promise) holds, at most `ms`; `what()` describes a failure. */
+async function until(condition, ms = 15_000, what = () => String(condition)) {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() >= deadline) throw new Error(`still false after ${ms} ms: ${what()}`);
+    await sleep(5);
+  }
+}
+
+/** `client`, calling `seen(name)` with the name of every command it sends. */
+function spy(client, seen) {
+  return new Proxy(client, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target);
+      if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
+        return (...args) => {
+          seen(Array.isArray(args[0]) ? args[0][0] : args[0]);
+          return value.apply(target, args);
+        };
+      }
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+module.exports = { URL: URL_, ROOT, rk, rkRedis, ioredis, nodeRedis, CLIENTS, close, prefix, redisSh, random, sleep, until, spy };

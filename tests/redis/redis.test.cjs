@@ -3,7 +3,7 @@
 // TTLs, headers, waiting, the script cache, hot-key batching.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { rk, rkRedis, CLIENTS, ioredis, close, prefix } = require('./helpers.cjs');
+const { rk, rkRedis, CLIENTS, ioredis, close, prefix, sleep, until, spy } = require('./helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const HOUR = 3_600_000;
@@ -249,14 +249,57 @@ for (const library of Object.keys(CLIENTS)) {
         );
         // Each late script's booking is followed by its give-back, on the same
         // connection, before any peek sent after it: the limits end up whole.
-        const deadline = Date.now() + 10_000;
-        for (;;) {
-          const left = await Promise.all([limiter.peek('taken', 0), limiter.peek('booked', 0), limiter.peek('batch', 0), policy.peek(undefined, 0)]);
-          if (left.every((d) => d.fromStore && d.remaining === 5)) break;
-          assert.ok(Date.now() < deadline, `not given back: ${JSON.stringify(left.map((d) => [d.fromStore, d.remaining]))}`);
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
+        let left = [];
+        await until(
+          async () => {
+            left = await Promise.all([limiter.peek('taken', 0), limiter.peek('booked', 0), limiter.peek('batch', 0), policy.peek(undefined, 0)]);
+            return left.every((d) => d.fromStore && d.remaining === 5);
+          },
+          10_000,
+          () => `not given back: ${JSON.stringify(left.map((d) => [d.fromStore, d.remaining]))}`,
+        );
       } finally {
+        await raw(admin, 'CLIENT', 'UNPAUSE');
+        await close(admin);
+      }
+    }));
+
+  test(`${library}: a late reply whose give-back cannot be made, and a late NOSCRIPT, end there`, () =>
+    withClient(library, async (client) => {
+      const admin = await CLIENTS[library]();
+      const unhandled = [];
+      const onUnhandled = (reason) => unhandled.push(reason);
+      process.on('unhandledRejection', onUnhandled);
+      try {
+        const p = prefix('late-end');
+        const window = () => new rk.FixedWindow({ limit: 5, windowMs: HOUR });
+        const observer = new RedisLimiter(admin, window(), { prefix: p });
+        // A clock that throws by the time the late reply comes: the give-back
+        // is dropped, and nothing rejects unhandled.
+        let broken = false;
+        const clock = () => {
+          if (broken) throw new Error('the clock broke');
+          return Date.now();
+        };
+        const limiter = new RedisLimiter(client, window(), { prefix: p, onError: 'open', commandTimeoutMs: 50, clock });
+        assert.equal((await limiter.peek('k', 0)).fromStore, true);
+        await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+        assert.equal((await limiter.tryAcquire('k', 2)).fromStore, false);
+        broken = true;
+        await until(async () => (await observer.peek('k', 0)).remaining === 3);
+        // A late NOSCRIPT: no SCRIPT LOAD and no new decision follow it.
+        const sent = [];
+        const spied = new RedisLimiter(spy(client, (name) => sent.push(name)), window(), { prefix: p, onError: 'open', commandTimeoutMs: 50 });
+        await raw(admin, 'SCRIPT', 'FLUSH');
+        await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+        assert.equal((await spied.tryAcquire('n', 2)).fromStore, false);
+        await until(async () => (await observer.peek('n', 0)).fromStore);
+        await sleep(100);
+        assert.deepEqual(sent, ['EVALSHA']);
+        assert.equal((await observer.peek('n', 0)).remaining, 5);
+        assert.deepEqual(unhandled, []);
+      } finally {
+        process.off('unhandledRejection', onUnhandled);
         await raw(admin, 'CLIENT', 'UNPAUSE');
         await close(admin);
       }
@@ -277,18 +320,8 @@ for (const library of Object.keys(CLIENTS)) {
     withClient(library, async (client) => {
       let calls = 0;
       // Count the EVALSHA round trips through the client's own command entry point.
-      const spied = new Proxy(client, {
-        get(target, name) {
-          const value = Reflect.get(target, name, target);
-          if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
-            return (...args) => {
-              const first = Array.isArray(args[0]) ? args[0][0] : args[0];
-              if (first === 'EVALSHA') calls += 1;
-              return value.apply(target, args);
-            };
-          }
-          return typeof value === 'function' ? value.bind(target) : value;
-        },
+      const spied = spy(client, (name) => {
+        if (name === 'EVALSHA') calls += 1;
       });
       for (const [batching, limit] of [[true, 100], [false, 100], [true, 1]]) {
         calls = 0;
