@@ -372,7 +372,7 @@ impl Key {
         };
         if let Some(int) = int {
             return Ok(match int.extract::<i64>() {
-                Ok(int) => Key::new(int.to_string().as_bytes()),
+                Ok(int) => Key::new(itoa::Buffer::new().format(int).as_bytes()),
                 // Beyond 64 bits: int's own decimal digits (not those of a
                 // subclass's __str__).
                 Err(_) => {

@@ -70,8 +70,9 @@ def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
     big = 2**100
     store.try_acquire(big, now=0)
     assert store.peek(str(big), now=0).remaining == 1
-    store.try_acquire(-7, now=0)
-    assert store.peek("-7", now=0).remaining == 1
+    for small in (-7, -(2**63), 2**63 - 1, 0):
+        store.try_acquire(small, now=0)
+        assert store.peek(str(small), now=0).remaining == 1
     long_key = "k" * 1000
     store.try_acquire(long_key, 3, now=0)
     assert not store.peek(long_key, now=0)
