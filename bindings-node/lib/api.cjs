@@ -47,7 +47,33 @@ function createApi(B) {
 
   // The hot operations, read off the backend once: a property load on its
   // large exports object is not free on every call.
-  const { tryAcquire: tryAcquireOp, peek: peekOp, reserve: reserveOp, keyedOp, noop: noopOp } = B;
+  const { tryAcquire: tryAcquireOp, peek: peekOp, reserve: reserveOp, keyedOp: keyedOpString, noop: noopOp } = B;
+
+  // A keyed operation. The wasm build takes a short ASCII key through a
+  // buffer in its memory (keyScratch, detached when the memory grows), since
+  // passing a string costs wasm-bindgen an allocation and a free per call,
+  // more than the decision; the napi build has no such buffer.
+  const keyedOp =
+    B.keyedOpScratch === undefined
+      ? keyedOpString
+      : (() => {
+          const { keyedOpScratch } = B;
+          let bytes = new Uint8Array(0);
+          return (h, key, cost, maxWait, now, op) => {
+            const n = key.length;
+            if (bytes.length === 0) bytes = B.keyScratch();
+            if (n <= bytes.length) {
+              let i = 0;
+              for (; i < n; i++) {
+                const c = key.charCodeAt(i);
+                if (c > 0x7f) break;
+                bytes[i] = c;
+              }
+              if (i === n) return keyedOpScratch(h, n, cost, maxWait, now, op);
+            }
+            return keyedOpString(h, key, cost, maxWait, now, op);
+          };
+        })();
 
   function decision(allowed) {
     const s = out();

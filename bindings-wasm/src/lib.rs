@@ -17,7 +17,7 @@ mod shared;
 
 use std::cell::{Cell, RefCell};
 
-use js_sys::{Array, Float64Array, Object, Reflect, WebAssembly};
+use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 use wasm_bindgen::prelude::*;
 
@@ -29,8 +29,13 @@ use shared::{Failure, Field, JsValueIn, Kind, Now, Out};
 #[wasm_bindgen]
 pub struct Handle(RefCell<AnyLimiter>);
 
+/// The most bytes of a key the JS layer writes into [`key_scratch`].
+const KEY_SCRATCH: usize = 64;
+
 thread_local! {
     static SCRATCH: [Cell<f64>; 4] = const { [const { Cell::new(0.0) }; 4] };
+    // A short key, written by the JS layer for `keyedOpScratch`.
+    static KEY: [Cell<u8>; KEY_SCRATCH] = const { [const { Cell::new(0) }; KEY_SCRATCH] };
     // The error of the last operation that returned `FAILED`.
     static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
@@ -70,6 +75,16 @@ pub fn scratch() -> Float64Array {
     let address = SCRATCH.with(|cells| cells.as_ptr() as u32);
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
     Float64Array::new_with_byte_offset_and_length(&memory.buffer(), address, 4)
+}
+
+/// A `Uint8Array` over the bytes where the JS layer writes a short key
+/// before [`keyed_op_scratch`]. Detached once the memory grows, like
+/// [`scratch`].
+#[wasm_bindgen(js_name = keyScratch)]
+pub fn key_scratch() -> Uint8Array {
+    let address = KEY.with(|cells| cells.as_ptr() as u32);
+    let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    Uint8Array::new_with_byte_offset_and_length(&memory.buffer(), address, KEY_SCRATCH as u32)
 }
 
 fn write(out: &Out) {
@@ -290,6 +305,36 @@ pub fn keyed_op(
     status(shared::keyed_op(
         store,
         key.as_bytes(),
+        cost,
+        max_wait_ms,
+        Now::Millis(now_ms),
+        op,
+    ))
+}
+
+/// [`keyed_op`] for the key of `len` bytes that the JS layer wrote into
+/// [`key_scratch`]. A string argument costs wasm-bindgen an allocation and a
+/// free per call, which took longer than the decision.
+#[wasm_bindgen(js_name = keyedOpScratch)]
+pub fn keyed_op_scratch(
+    handle: &KeyedHandle,
+    len: usize,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> u32 {
+    let mut key = [0; KEY_SCRATCH];
+    let len = len.min(KEY_SCRATCH);
+    KEY.with(|cells| {
+        for (byte, cell) in key.iter_mut().zip(&cells[..len]) {
+            *byte = cell.get();
+        }
+    });
+    let store = &mut handle.0.borrow_mut();
+    status(shared::keyed_op(
+        store,
+        &key[..len],
         cost,
         max_wait_ms,
         Now::Millis(now_ms),

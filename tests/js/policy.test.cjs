@@ -38,11 +38,13 @@ describe('KeyedLimiter', () => {
 
   it('keys of any length and any characters stay apart, whole', () => {
     // The addon reads short keys into a 128-byte buffer on the stack and longer
-    // ones onto the heap: keys that differ only in their last character, on
-    // both sides of that edge, with multi-byte characters across it.
+    // ones onto the heap; the wasm build takes ASCII keys of up to 64 bytes
+    // through a buffer in its memory and others as strings: keys that differ
+    // only in their last character, on both sides of those edges, with
+    // multi-byte characters across them.
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
     const keys = [];
-    for (const length of [0, 1, 22, 23, 120, 123, 124, 125, 126, 127, 128, 129, 1000]) {
+    for (const length of [0, 1, 22, 23, 62, 63, 64, 65, 120, 123, 124, 125, 126, 127, 128, 129, 1000]) {
       for (const tail of ['a', 'b', 'é', '€', '😀', '\ud800']) keys.push('k'.repeat(length) + tail);
     }
     keys.push('😀'.repeat(31) + 'a', '😀'.repeat(31) + 'b', '€'.repeat(41) + 'a', '€'.repeat(41) + 'b');
@@ -51,6 +53,17 @@ describe('KeyedLimiter', () => {
     const distinct = new Set(keys.map((key) => Buffer.from(key).toString())).size;
     assert.equal(keyed.size, distinct);
     for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, false, `second call for a key of ${key.length}`);
+  });
+
+  it('keys stay whole once the store has grown (the wasm memory grows, detaching its views)', () => {
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
+    assert.equal(keyed.tryAcquire('first', 1, 0).allowed, true);
+    for (let i = 0; i < 200_000; i++) keyed.tryAcquire(`grown-${i}`, 1, 0);
+    assert.equal(keyed.size, 200_001);
+    assert.equal(keyed.tryAcquire('first', 1, 0).allowed, false);
+    assert.equal(keyed.tryAcquire('second', 1, 0).allowed, true);
+    assert.equal(keyed.peek('second', 1, 0).allowed, false);
+    assert.equal(keyed.peek('third', 1, 0).allowed, true);
   });
 
   it('peek inserts no key; reclaim drops the keys back to fresh', () => {
