@@ -7,8 +7,10 @@ const native = require('./native.js');
 // ArrayBuffer of its own so that its memory never moves. Slots 0-3: the
 // answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
 // maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself; 11: 1
-// while the addon uses this array: the layout of `slot` in src/lib.rs.
-const scratch = new Float64Array(new ArrayBuffer(12 * Float64Array.BYTES_PER_ELEMENT));
+// while the addon uses this array; 12: the length of a key in 13-20, its
+// bytes (written through `keyBytes`): the layout of `slot` in src/lib.rs.
+const scratch = new Float64Array(new ArrayBuffer(21 * Float64Array.BYTES_PER_ELEMENT));
+const keyBytes = new Uint8Array(scratch.buffer, 13 * Float64Array.BYTES_PER_ELEMENT, 64);
 
 // The runtime's own performance.now, which the addon reads natively for the
 // default clock (src/clock.rs) while no fake timers or mock replace it:
@@ -21,7 +23,8 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // leave their status there: each argument passed to Node-API, and the value
 // returned, would cost a call of its own. A `nowMs` of undefined asks the
 // addon to read the clock.
-const { tryAcquire, peek, reserve, keyedOp, noop } = native;
+const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, noop } = native;
+const { createApi, asciiInto } = require('./lib/api.cjs');
 let details = new Float64Array(2 + 5 * 4);
 
 // The addon keeps one scratch and one details array per thread, and this file
@@ -61,9 +64,17 @@ const hot = {
     reserve();
     return scratch[4];
   },
+  // A short ASCII key goes through the scratch: reading a string argument
+  // through Node-API cost more than the keyed decision.
   keyedOp(handle, key, cost, maxWaitMs, nowMs, op) {
     put(handle, cost, maxWaitMs, nowMs, op);
-    keyedOp(key);
+    const n = asciiInto(keyBytes, key);
+    if (n >= 0) {
+      scratch[12] = n;
+      keyedOpScratch();
+    } else {
+      keyedOp(key);
+    }
     return scratch[4];
   },
   // A policy's details arrive in an array of their own (src/lib.rs
@@ -86,4 +97,4 @@ const hot = {
   },
 };
 
-module.exports = require('./lib/api.cjs').createApi({ ...native, ...hot, scratch: () => scratch, nativeNow });
+module.exports = createApi({ ...native, ...hot, scratch: () => scratch, nativeNow });

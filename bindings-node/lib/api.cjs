@@ -27,6 +27,22 @@ function numberKey(n) {
   return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
 }
 
+/**
+ * Writes `key` into `bytes` when it is ASCII and fits, and returns its
+ * length; else -1. How the hot keyed operations pass a short key through
+ * memory shared with the native half: a string argument costs more to read.
+ */
+function asciiInto(bytes, key) {
+  const n = key.length;
+  if (n > bytes.length) return -1;
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i);
+    if (c > 0x7f) return -1;
+    bytes[i] = c;
+  }
+  return n;
+}
+
 function createApi(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
   // before init()) and again whenever the wasm memory grew, which detaches
@@ -52,26 +68,17 @@ function createApi(B) {
   // A keyed operation. The wasm build takes a short ASCII key through a
   // buffer in its memory (keyScratch, detached when the memory grows), since
   // passing a string costs wasm-bindgen an allocation and a free per call,
-  // more than the decision; the napi build has no such buffer.
+  // more than the decision; the napi build does the same in index.js.
   const keyedOp =
-    B.keyedOpScratch === undefined
+    B.keyScratch === undefined
       ? keyedOpString
       : (() => {
           const { keyedOpScratch } = B;
           let bytes = new Uint8Array(0);
           return (h, key, cost, maxWait, now, op) => {
-            const n = key.length;
             if (bytes.length === 0) bytes = B.keyScratch();
-            if (n <= bytes.length) {
-              let i = 0;
-              for (; i < n; i++) {
-                const c = key.charCodeAt(i);
-                if (c > 0x7f) break;
-                bytes[i] = c;
-              }
-              if (i === n) return keyedOpScratch(h, n, cost, maxWait, now, op);
-            }
-            return keyedOpString(h, key, cost, maxWait, now, op);
+            const n = asciiInto(bytes, key);
+            return n >= 0 ? keyedOpScratch(h, n, cost, maxWait, now, op) : keyedOpString(h, key, cost, maxWait, now, op);
           };
         })();
 
@@ -1028,4 +1035,4 @@ function createApi(B) {
   };
 }
 
-module.exports = { createApi, numberKey };
+module.exports = { createApi, numberKey, asciiInto };

@@ -7,8 +7,9 @@
 //! times the decision itself. These few functions skip it, and go further:
 //! their numbers arrive in the scratch (`index.js` writes them there, see
 //! [`crate::slot`]) and their status leaves there, because reading each
-//! argument or making the return value is one more Node-API call. Only a
-//! key is passed as an argument. They are added to the exports at load
+//! argument or making the return value is one more Node-API call. A short
+//! ASCII key is written there too (`keyedOpScratch`); another key is passed
+//! as an argument (`keyedOp`). They are added to the exports at load
 //! ([`register`]), so `native.d.ts` (generated from `#[napi]` items) does not
 //! list them; `index.js` is their only caller.
 //!
@@ -148,18 +149,35 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
     })
 }
 
+/// The key `index.js` wrote into the scratch `s` for `keyedOpScratch`.
+fn scratch_key(s: &[f64]) -> Result<&[u8], Error> {
+    let written = s.get(slot::KEY_LEN).copied().unwrap_or(f64::NAN);
+    let slots = s.get(slot::KEY..slot::LEN).unwrap_or(&[]);
+    // SAFETY: `slots` is valid for reads of its size in bytes, any byte is a
+    // valid `u8`, and nothing writes the scratch during this call.
+    let bytes =
+        unsafe { std::slice::from_raw_parts(slots.as_ptr().cast::<u8>(), size_of_val(slots)) };
+    // The length index.js wrote: a whole number of bytes that fit.
+    let len = written as usize;
+    if len as f64 != written || len > bytes.len() {
+        return Err(shared::type_error("key", "a string"));
+    }
+    Ok(&bytes[..len])
+}
+
 /// The body of every callback: runs `decide` on the arguments in the
-/// scratch, writes its answer and status there, or throws.
+/// scratch (and the scratch itself, to read a key from), writes its answer
+/// and status there, or throws.
 ///
 /// # Safety
 /// `env` is that of the running callback.
-unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args) -> Answer) -> napi_value {
+unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args, &[f64]) -> Answer) -> napi_value {
     // The scratch is borrowed once for the whole call (each borrow of a
-    // thread-local costs a lookup); `decide` does not use it.
+    // thread-local costs a lookup).
     let decided = catch_unwind(AssertUnwindSafe(|| {
         with_scratch(|s| {
             let (handle, args) = inputs(s).ok_or_else(bad_handle)?;
-            let (yes, out) = decide(handle, args)?;
+            let (yes, out) = decide(handle, args, s)?;
             write_into(s, &out);
             if let Some(status) = s.get_mut(slot::STATUS) {
                 *status = if yes { 1.0 } else { 0.0 };
@@ -184,21 +202,21 @@ unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args) -> Answer) -> n
 
 /// `tryAcquire()`: [handle, cost, -, nowMs] in the scratch.
 unsafe extern "C" fn try_acquire(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a| {
+    answer(env, |h, a, _| {
         on_limiter(h, |l| shared::try_acquire(l, a.cost, a.now))
     })
 }
 
 /// `peek()`: as [`try_acquire`].
 unsafe extern "C" fn peek(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a| {
+    answer(env, |h, a, _| {
         on_limiter(h, |l| shared::peek(l, a.cost, a.now))
     })
 }
 
 /// `reserve()`: [handle, cost, maxWaitMs, nowMs] in the scratch.
 unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a| {
+    answer(env, |h, a, _| {
         on_limiter(h, |l| shared::reserve(l, a.cost, a.max_wait, a.now))
     })
 }
@@ -207,7 +225,7 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
-    answer(env, |h, a| {
+    answer(env, |h, a, _| {
         with_key(env, key, |key| {
             on_keyed(h, |s| {
                 shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
@@ -216,19 +234,32 @@ unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_v
     })
 }
 
+/// `keyedOpScratch()`: [`keyed_op`] for the ASCII key `index.js` wrote into
+/// the scratch ([`slot::KEY`]), since reading a string argument through
+/// Node-API costs more than a keyed decision.
+unsafe extern "C" fn keyed_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
+    answer(env, |h, a, scratch| {
+        let key = scratch_key(scratch)?;
+        on_keyed(h, |s| {
+            shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
+        })
+    })
+}
+
 /// `noop()`: what `tryAcquire` does but decide; the floor of
 /// bench/bench.cjs.
 unsafe extern "C" fn noop(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |_, _| Ok((true, [0.0; 4])))
+    answer(env, |_, _, _| Ok((true, [0.0; 4])))
 }
 
 type Callback = unsafe extern "C" fn(napi_env, napi_callback_info) -> napi_value;
 
-const FUNCTIONS: [(&CStr, Callback); 5] = [
+const FUNCTIONS: [(&CStr, Callback); 6] = [
     (c"tryAcquire", try_acquire),
     (c"peek", peek),
     (c"reserve", reserve),
     (c"keyedOp", keyed_op),
+    (c"keyedOpScratch", keyed_op_scratch),
     (c"noop", noop),
 ];
 

@@ -91,8 +91,15 @@ pub(crate) mod slot {
     pub const CLOCK: usize = ARGS + 5;
     /// 1 while this is the scratch the addon uses (see [`super::use_scratch`]).
     pub const IN_USE: usize = CLOCK + 1;
+    /// The length in bytes of a key written into [`KEY`] (`keyedOpScratch`).
+    pub const KEY_LEN: usize = IN_USE + 1;
+    /// The first of the slots holding a short ASCII key's bytes, which the
+    /// JS layer writes through a `Uint8Array` on the same memory.
+    pub const KEY: usize = KEY_LEN + 1;
+    /// The most bytes a key in the scratch has.
+    pub const KEY_BYTES: usize = 64;
     /// Every slot.
-    pub const LEN: usize = IN_USE + 1;
+    pub const LEN: usize = KEY + KEY_BYTES / 8;
 }
 
 /// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
