@@ -31,6 +31,9 @@ function numberKey(n) {
  * Writes `key` into `bytes` when it is ASCII and fits, and returns its
  * length; else -1. How the hot keyed operations pass a short key through
  * memory shared with the native half: a string argument costs more to read.
+ * The caller reads `bytes` before any other keyed operation can write them
+ * (no user code runs in between, short of a String.prototype.charCodeAt
+ * replaced with one that makes keyed calls itself).
  */
 function asciiInto(bytes, key) {
   const n = key.length;

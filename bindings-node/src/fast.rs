@@ -1,5 +1,5 @@
 //! The hot path written against Node-API directly: `tryAcquire`, `peek`,
-//! `reserve`, `keyedOp` and the benchmark's `noop`.
+//! `reserve`, `keyedOp`, `keyedOpScratch` and the benchmark's `noop`.
 //!
 //! napi-rs 3 wraps every `#[napi]` function in a "native borrow scope" (a
 //! heap allocation, a mutex-guarded registry and thread-local stacks, per

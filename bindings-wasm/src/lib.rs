@@ -324,8 +324,11 @@ pub fn keyed_op_scratch(
     now_ms: f64,
     op: u32,
 ) -> u32 {
+    if len > KEY_SCRATCH {
+        // Never written so by the JS layer; cut short, keys would merge.
+        return status(Err(shared::type_error("key", "a string")));
+    }
     let mut key = [0; KEY_SCRATCH];
-    let len = len.min(KEY_SCRATCH);
     KEY.with(|cells| {
         for (byte, cell) in key.iter_mut().zip(&cells[..len]) {
             *byte = cell.get();

@@ -37,9 +37,9 @@ describe('KeyedLimiter', () => {
   });
 
   it('keys of any length and any characters stay apart, whole', () => {
-    // The addon reads short keys into a 128-byte buffer on the stack and longer
-    // ones onto the heap; the wasm build takes ASCII keys of up to 64 bytes
-    // through a buffer in its memory and others as strings: keys that differ
+    // Both builds take ASCII keys of up to 64 bytes through memory they share
+    // with the JS layer, and others as strings, which the addon reads into a
+    // 128-byte buffer on the stack when short and onto the heap when not: keys that differ
     // only in their last character, on both sides of those edges, with
     // multi-byte characters across them.
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
@@ -55,7 +55,9 @@ describe('KeyedLimiter', () => {
     for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, false, `second call for a key of ${key.length}`);
   });
 
-  it('keys stay whole once the store has grown (the wasm memory grows, detaching its views)', () => {
+  // The wasm memory grows, detaching the JS layer's views of it: keys must
+  // still be read whole (a detached view sends them the string way).
+  it('keys stay whole once the store has grown', () => {
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
     assert.equal(keyed.tryAcquire('first', 1, 0).allowed, true);
     for (let i = 0; i < 200_000; i++) keyed.tryAcquire(`grown-${i}`, 1, 0);
