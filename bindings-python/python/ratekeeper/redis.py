@@ -23,6 +23,7 @@ This module imports the ``redis`` library; ``import ratekeeper`` does not.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -449,6 +450,16 @@ class _Core:
     ) -> RedisDecision:
         raise NotImplementedError
 
+    def fallbacks(
+        self, target: Any, targets: Optional[list[Any]], costs: list[int], now: Optional[_Seconds], peek: bool
+    ) -> list[RedisDecision]:
+        """``fallback`` for each of ``costs``, for ``targets[i]`` (default ``target``):
+        a batch gathers callers whose requests share their Redis keys, not
+        the fields an in-process ``Policy`` may key on."""
+        if targets is None:
+            return [self.fallback(target, cost, now, peek) for cost in costs]
+        return [self.fallback(t, cost, now, peek) for t, cost in zip(targets, costs)]
+
     def fallback(self, target: Any, cost: int, now: Optional[_Seconds], peek: bool) -> RedisDecision:
         """The decision ``on_error`` makes when Redis cannot answer."""
         if isinstance(self.on_error, str):
@@ -510,10 +521,11 @@ class _PolicyCore(_Core):
 class _Slot:
     """One caller's place in a thread batch."""
 
-    __slots__ = ("cost", "error", "event", "lead", "result")
+    __slots__ = ("cost", "error", "event", "lead", "result", "target")
 
-    def __init__(self, cost: int) -> None:
+    def __init__(self, cost: int, target: Any) -> None:
         self.cost = cost
+        self.target = target
         self.event = threading.Event()
         self.result: Optional[RedisDecision] = None
         self.error: Optional[BaseException] = None
@@ -538,19 +550,23 @@ class _Sync:
         reply: _Reply = self._script(keys=keys, args=args)
         return reply
 
-    def _decide(self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+    def _decide(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> list[RedisDecision]:
+        """One round trip deciding ``costs`` in order; ``targets[i]`` (default
+        ``target``) is whom the fallback decides the ``i``-th for."""
         wire_now = self._core.now(now)
         try:
             reply = self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
         except (RedisError, OSError):
-            return [self._core.fallback(target, cost, now, mode == "peek") for cost in costs]
+            return self._core.fallbacks(target, targets, costs, now, mode == "peek")
         return self._core.decisions(reply, len(costs))
 
     def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
             return self._decide(target, keys, "acquire", [cost], now)[0]
         queue_key = tuple(keys)
-        slot = _Slot(cost)
+        slot = _Slot(cost, target)
         with self._lock:
             queue = self._queues.get(queue_key)
             if queue is None:
@@ -560,7 +576,11 @@ class _Sync:
                 queue.append(slot)
                 batch = None
         if batch is None:
-            slot.event.wait()
+            try:
+                slot.event.wait()
+            except BaseException:
+                self._abandon(queue_key, keys, slot)
+                raise
             if slot.lead is None:
                 if slot.error is not None:
                     raise slot.error
@@ -570,12 +590,24 @@ class _Sync:
         # This thread leads: it sends its batch, answers every caller in it,
         # and hands the batch gathered meanwhile to the first of its callers.
         try:
-            answers = self._decide(target, keys, "acquire", [s.cost for s in batch], None)
+            answers = self._decide(target, keys, "acquire", [s.cost for s in batch], None, [s.target for s in batch])
             for s, answer in zip(batch, answers):
                 s.result = answer
         except BaseException as error:
             for s in batch:
                 s.error = error
+        self._hand_on(queue_key)
+        for s in batch:
+            if s is not slot:
+                s.event.set()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.result is not None
+        return slot.result
+
+    def _hand_on(self, queue_key: tuple[bytes, ...]) -> None:
+        """Hands the batch gathered meanwhile to the first of its callers, who
+        sends it; or ends the queue when nobody waits."""
         with self._lock:
             following = self._queues[queue_key]
             if following:
@@ -586,13 +618,26 @@ class _Sync:
                 del self._queues[queue_key]
         if following:
             following[0].event.set()
-        for s in batch:
-            if s is not slot:
-                s.event.set()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.result is not None
-        return slot.result
+
+    def _abandon(self, queue_key: tuple[bytes, ...], keys: list[bytes], slot: _Slot) -> None:
+        """A waiting caller interrupted (Ctrl-C, a signal handler's exception)
+        leaves its place: out of the queue, or, when it was handed a batch to
+        send, the batch goes on to the next caller in it, so that nobody
+        behind waits for a sender that left."""
+        with self._lock:
+            queue = self._queues.get(queue_key)
+            if queue is not None and slot in queue:
+                queue.remove(slot)
+                return
+            lead, slot.lead = slot.lead, None
+        if lead is None:
+            return  # in a batch another caller sends; its answer is dropped
+        others = [s for s in lead if s is not slot]
+        if others:
+            others[0].lead = others
+            others[0].event.set()
+        else:
+            self._hand_on(queue_key)
 
     def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
@@ -627,7 +672,14 @@ class _Sync:
             left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
             reservation = book(left)
             if reservation.ok:
-                time.sleep(reservation.wait)
+                try:
+                    time.sleep(reservation.wait)
+                except BaseException:
+                    # Interrupted (Ctrl-C, a signal handler's exception): the
+                    # booking goes back, as the in-process acquire's does.
+                    with contextlib.suppress(Exception):
+                        reservation.cancel()
+                    raise
                 return
             if reservation.decision.from_store or reservation.wait > left:
                 raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
@@ -645,18 +697,20 @@ class _Async:
         self._client = client
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)
-        self._queues: dict[tuple[bytes, ...], list[tuple[int, asyncio.Future[RedisDecision]]]] = {}
+        self._queues: dict[tuple[bytes, ...], list[tuple[int, Any, asyncio.Future[RedisDecision]]]] = {}
 
     async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         reply: _Reply = await self._script(keys=keys, args=args)
         return reply
 
-    async def _decide(self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+    async def _decide(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> list[RedisDecision]:
         wire_now = self._core.now(now)
         try:
             reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
         except (RedisError, OSError):
-            return [self._core.fallback(target, cost, now, mode == "peek") for cost in costs]
+            return self._core.fallbacks(target, targets, costs, now, mode == "peek")
         return self._core.decisions(reply, len(costs))
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
@@ -666,12 +720,12 @@ class _Async:
         future: asyncio.Future[RedisDecision] = asyncio.get_running_loop().create_future()
         queue = self._queues.get(queue_key)
         if queue is not None:
-            queue.append((cost, future))
+            queue.append((cost, target, future))
             return await future
         self._queues[queue_key] = []
         # The round trips run in a task of their own, so that cancelling one
         # caller cancels no other caller's decision.
-        self._spawn(target, keys, queue_key, [(cost, future)])
+        self._spawn(target, keys, queue_key, [(cost, target, future)])
         return await future
 
     def _spawn(
@@ -679,20 +733,22 @@ class _Async:
         target: Any,
         keys: list[bytes],
         queue_key: tuple[bytes, ...],
-        batch: list[tuple[int, asyncio.Future[RedisDecision]]],
+        batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]],
     ) -> None:
         task = asyncio.ensure_future(self._send(target, keys, queue_key, batch))
         _TASKS.add(task)
         task.add_done_callback(_TASKS.discard)
 
-    async def _send(self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, asyncio.Future[RedisDecision]]]) -> None:
+    async def _send(
+        self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]
+    ) -> None:
         try:
-            answers = await self._decide(target, keys, "acquire", [c for c, _ in batch], None)
-            for (_, f), answer in zip(batch, answers):
+            answers = await self._decide(target, keys, "acquire", [c for c, _, _ in batch], None, [t for _, t, _ in batch])
+            for (_, _, f), answer in zip(batch, answers):
                 if not f.done():
                     f.set_result(answer)
         except BaseException as error:
-            for _, f in batch:
+            for _, _, f in batch:
                 if not f.done():
                     f.set_exception(error)
         # The next batch goes once the callers just answered have run: one

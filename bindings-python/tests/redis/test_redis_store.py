@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import multiprocessing
+import signal
 import threading
 import time
 import uuid
@@ -354,6 +355,83 @@ def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -
     for t in threads:
         t.join()
     assert sum(admitted) == 500
+
+
+def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: redis.Redis, url: str) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01))
+    assert limiter.try_acquire("w").from_store  # the script is loaded
+    admin = redis.Redis.from_url(url)
+
+    class Stop(Exception):
+        pass
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Stop
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    results: list[RedisDecision] = []
+    try:
+        # The leader's round trip is held by the pause; this thread waits
+        # behind it, then another caller behind this one; then this one is
+        # interrupted (as by Ctrl-C) while it waits.
+        admin.client_pause(800, all=False)
+        leader = threading.Thread(target=lambda: results.append(limiter.try_acquire("k")), daemon=True)
+        follower = threading.Thread(target=lambda: results.append(limiter.try_acquire("k")), daemon=True)
+        leader.start()
+        time.sleep(0.1)
+        threading.Timer(0.1, follower.start).start()
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Stop):
+            limiter.try_acquire("k")
+        leader.join(10)
+        follower.join(10)
+        assert not leader.is_alive() and not follower.is_alive(), "a caller waits for a sender that left"
+        assert len(results) == 2 and limiter.try_acquire("k").from_store
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        admin.client_unpause()
+        admin.close()
+
+
+def test_an_interrupted_waiting_acquire_gives_its_booking_back(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0))
+    assert limiter.try_acquire("k")  # the next unit is a second away
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.acquire("k")
+    monkeypatch.undo()
+    # Kept, the booking would put the next free unit two seconds away.
+    assert 0 < limiter.peek("k").retry_after <= 1.0
+
+
+def test_a_batch_falls_back_for_each_callers_own_request() -> None:
+    # A batch gathers callers whose requests share their Redis keys, not the
+    # fields the in-process fallback keys on: each is decided for its own.
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        fallback = ratekeeper.Policy("1/minute", by=["user"])
+        policy = AsyncRedisPolicy(aclient, "5/minute", by=["client"], on_error=fallback)
+        users = ["u1", "u2", "u3", "u4"]
+        decisions = await asyncio.gather(*(policy.try_acquire({"client": "a", "user": u}) for u in users))
+        assert [(d.allowed, d.from_store) for d in decisions] == [(True, False)] * 4
+        await aclient.aclose()
+
+    asyncio.run(main())
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    fallback = ratekeeper.Policy("1/minute", by=["user"])
+    policy = RedisPolicy(client, "5/minute", by=["client"], on_error=fallback)
+    decisions: list[Any] = []
+    threads = [threading.Thread(target=lambda u=u: decisions.append(policy.try_acquire({"client": "a", "user": u}))) for u in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [d.allowed for d in decisions] == [True] * 8
 
 
 def hammer(url: str, results: Any) -> None:
