@@ -227,6 +227,7 @@ function createApi(B) {
           reserve: (units, maxWait, now) => yes(reserveOp(h, units, maxWait, now)),
           refund: (units, high, low) => B.refund(h, units, [NaN, high, low]),
           read: () => this.#read(),
+          owner: this,
           label: this.#name,
         },
         cost,
@@ -308,6 +309,72 @@ function createApi(B) {
    */
   const MAX_TIMER_MS = 2 ** 31 - 1;
 
+  /**
+   * The waiting acquires of one limiter, keyed limiter or policy (`owner`),
+   * in slot order (booking order for equal slots) behind ONE timer armed for
+   * the first: Node's timers count whole milliseconds and may fire a little
+   * early on the limiter's clock, and a waiter that set a timer of its own to
+   * cover the rest could be overtaken by the next one.
+   */
+  const waitersOf = new WeakMap();
+
+  function waiters(owner, read) {
+    let w = waitersOf.get(owner);
+    if (w === undefined) {
+      w = { list: [], timer: undefined, due: NaN, read };
+      waitersOf.set(owner, w);
+    }
+    return w;
+  }
+
+  /** Adds `waiter` ({ atMs, done, fail }) to `w`; returns a function taking it out again. */
+  function wait(w, waiter) {
+    let at = w.list.length;
+    while (at > 0 && w.list[at - 1].atMs > waiter.atMs) at--;
+    w.list.splice(at, 0, waiter);
+    arm(w);
+    return () => {
+      const i = w.list.indexOf(waiter);
+      if (i >= 0) {
+        w.list.splice(i, 1);
+        arm(w);
+      }
+    };
+  }
+
+  function arm(w) {
+    if (w.list.length === 0) {
+      clearTimeout(w.timer);
+      w.timer = undefined;
+      return;
+    }
+    const due = w.list[0].atMs;
+    if (w.timer !== undefined && w.due === due) return;
+    clearTimeout(w.timer);
+    w.due = due;
+    let left;
+    try {
+      left = due - w.read();
+    } catch (error) {
+      left = 0; // the timer's read fails the same way, and fails the waiters
+    }
+    w.timer = setTimeout(() => wake(w), timerDelay(Math.max(left, 0)));
+  }
+
+  /** Lets every waiter whose slot has come go, in order; a clock that throws fails them all. */
+  function wake(w) {
+    w.timer = undefined;
+    let now;
+    try {
+      now = w.read();
+    } catch (error) {
+      for (const waiter of w.list.splice(0)) waiter.fail(error);
+      return;
+    }
+    while (w.list.length > 0 && w.list[0].atMs <= now) w.list.shift().done();
+    arm(w);
+  }
+
   function acquireSlot(slot, cost, options) {
     try {
       return acquireUnits(slot, number(cost, 1, 'cost'), options);
@@ -339,36 +406,27 @@ function createApi(B) {
     const s = out();
     const waitMs = s[0];
     const atMs = s[1];
-    if (waitMs === 0) return Promise.resolve();
+    // Due now and nobody waiting ahead (a caller held up, by a collection
+    // say, may book a slot already passed while earlier ones still wait).
+    if (waitMs === 0 && !(waitersOf.get(slot.owner)?.list.length > 0)) return Promise.resolve();
     const giveBack = cancelOnce((high, low) => slot.refund(units, high, low), s[2], s[3]);
     return new Promise((resolve, reject) => {
-      let timer;
+      let leave;
       const onAbort = () => {
-        clearTimeout(timer);
+        leave();
         giveBack();
         reject(signal.reason);
       };
-      // One timer for the whole wait. Timers may fire up to a millisecond
-      // early on this clock (Node counts whole milliseconds): then, and only
-      // then, one more timer covers the rest, so nobody proceeds before the slot.
-      const fire = () => {
-        let left;
-        try {
-          left = atMs - slot.read();
-        } catch (error) {
-          if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-          giveBack();
-          reject(error);
-          return;
-        }
-        if (left > 0) {
-          timer = setTimeout(fire, timerDelay(left));
-          return;
-        }
+      const done = () => {
         if (signal !== undefined) signal.removeEventListener('abort', onAbort);
         resolve();
       };
-      timer = setTimeout(fire, timerDelay(waitMs));
+      const fail = (error) => {
+        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+        giveBack();
+        reject(error);
+      };
+      leave = wait(waiters(slot.owner, slot.read), { atMs, done, fail });
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -490,6 +548,7 @@ function createApi(B) {
           reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
           refund: (units, high, low) => B.keyedRefund(h, k, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
+          owner: this,
           label: `${this.#prototype.name} [${k}]`,
         },
         cost,
@@ -780,6 +839,7 @@ function createApi(B) {
           reserve: (units, maxWait, now) => B.policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
           refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
+          owner: this,
           label: 'policy',
         },
         cost,

@@ -37,13 +37,29 @@ describe('acquire', () => {
     assert.equal(bucket.peek(1).allowed, false, 'both units were taken');
   });
 
-  it('waiters are served first come first served, each at its slot, one timer each', async () => {
+  it('waiters are served first come first served, each at its slot, behind one timer', async () => {
     const { time, settled, track } = setup();
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
     for (const label of ['a', 'b', 'c', 'd']) track(label, gcra.acquire());
+    assert.equal(time.pending(), 1, 'one timer, armed for the first slot');
     await time.advance(1_000);
     assert.deepStrictEqual(settled, [['a', 1_000], ['b', 1_100], ['c', 1_200], ['d', 1_300]]);
-    assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 200, 300], 'one timer per waiter, none for the first');
+    assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 100, 100], 'armed again for each next slot; none for the first');
+  });
+
+  it('a waiter whose slot has passed when it books still goes after those waiting ahead', async () => {
+    const { time, settled, track } = setup();
+    // The limiter's clock moves on before the timer runs (a caller held up):
+    // c books a slot already passed, and b, due earlier, still waits for it.
+    let clock = 1_000;
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: () => clock });
+    track('a', gcra.acquire());
+    track('b', gcra.acquire());
+    clock = 1_250;
+    track('c', gcra.acquire());
+    await flush();
+    await time.advance(100);
+    assert.deepStrictEqual(settled.map(([label]) => label), ['a', 'b', 'c']);
   });
 
   it('a later tryAcquire does not jump ahead of a waiter', async () => {
