@@ -30,14 +30,18 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
   cost?: number | ((input: Input, init?: Init) => number)
   /**
    * The longest a request may wait for its slot; a call whose slot is further
-   * away rejects at once with a `TimeoutError` DOMException, booking nothing.
+   * away rejects at once with a `TimeoutError` DOMException, booking nothing,
+   * and so does a queued call that a server's pause would move further.
    * Default `Infinity`.
    */
   maxWaitMs?: number
   /**
    * How many times one request is sent again after a 429 or 503 answer with
-   * `Retry-After` (after the pause it asks for). Default 1; 0 returns such
-   * answers as they are (the queue still pauses).
+   * `Retry-After` (after the pause it asks for, ahead of the queue). Default
+   * 1; 0 returns such answers as they are (the queue still pauses). After a
+   * 503 only an idempotent method (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) is
+   * sent again, and never a request whose body is a stream (sent once); a
+   * `Request` with a body goes as a copy while a retry may follow.
    */
   retries?: number
   /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long. Default 60000. */
@@ -48,7 +52,7 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
   wallClock?: () => number
   /** Timer functions (tests, simulation). Default the global `setTimeout` / `clearTimeout`. */
   timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void }
-  /** Called on every change of the queue. */
+  /** Called on every change of the queue. An exception it throws is reported (`reportError`), and stops nothing. */
   onEvent?: (event: PacedFetchEvent) => void
 }
 
@@ -64,9 +68,11 @@ export interface PacedFetch<Input = RequestInfo | URL, Init = RequestInit, Resul
 /**
  * Wraps `fetch` so that requests leave at `limiter`'s rate, first come first
  * served. Each call books its slot at once with `limiter.reserve` and waits in
- * one queue behind one timer. Aborting `init.signal` while queued gives the
- * booking back and rejects with `signal.reason` (after leaving, fetch handles
- * the signal). A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
+ * one queue behind one timer. Aborting the request's signal (`init.signal`,
+ * else a `Request`'s own) while queued gives the booking back, moves those
+ * behind it up into the slots left, and rejects with `signal.reason` (after
+ * leaving, fetch handles the signal). A `fetch` whose answer is no `Response`
+ * rejects its call. A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
  * with nothing remaining, pauses the queue until then (queued bookings are
  * refunded and made again from the pause's end); a 429/503 request is sent
  * again `retries` times. A slot further than `maxWaitMs` rejects with a

@@ -14,6 +14,26 @@
 // refunded and booked again from the end of the pause, in the same order.
 
 const RETRY_STATUSES = new Set([429, 503]);
+// A 503 may come after the server did some of the work: only these are sent
+// again after one (a 429 says the request was refused, so any is).
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
+
+/** Whether `input` is a `Request` (duck-typed: any realm's, or a polyfill's). */
+function isRequest(input) {
+  return input !== null && typeof input === 'object' && typeof input.clone === 'function' && typeof input.method === 'string';
+}
+
+/**
+ * An error thrown by `onEvent`: reported as the host reports a listener's
+ * (`reportError`, else thrown from a microtask), so that the queue itself
+ * stays whole.
+ */
+function report(error) {
+  if (typeof globalThis.reportError === 'function') globalThis.reportError(error);
+  else queueMicrotask(() => {
+    throw error;
+  });
+}
 
 function rateLimitedError(message, retryAfterMs) {
   const error = new Error(message);
@@ -105,7 +125,12 @@ function pacedFetch(fetch, limiter, options) {
   let timerAt = NaN;
   let nextId = 0;
   const emit = (event) => {
-    if (onEvent !== undefined) onEvent({ ...event, atMs: clock(), waiting: queue.length, pausedUntilMs: pausedUntil });
+    if (onEvent === undefined) return;
+    try {
+      onEvent({ ...event, atMs: clock(), waiting: queue.length, pausedUntilMs: pausedUntil });
+    } catch (error) {
+      report(error);
+    }
   };
 
   function arm() {
@@ -149,20 +174,28 @@ function pacedFetch(fetch, limiter, options) {
     return rateLimitedError(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
 
-  /** The server asked for a pause: every queued booking is given back and made again from its end. */
-  function pause(ms, first) {
+  /**
+   * Gives back the bookings of the queue from `from` on, and books again
+   * those in `again`, in order, within what is left of each one's maxWaitMs:
+   * so that nobody queued keeps a slot that an earlier booking given back
+   * (or a pause) moved, and two requests never share one.
+   */
+  function rebook(from, again) {
     const now = clock();
-    pausedUntil = Math.max(pausedUntil, now + ms);
-    for (let i = queue.length - 1; i >= 0; i--) giveBack(queue[i]);
-    if (first !== undefined) queue.unshift(first);
-    const kept = [];
-    for (const entry of queue) {
-      const error = book(entry, now, Infinity);
-      if (error === null) kept.push(entry);
+    for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
+    queue.length = from;
+    for (const entry of again) {
+      const error = book(entry, now, entry.deadline - now);
+      if (error === null) queue.push(entry);
       else fail(entry, error);
     }
-    queue.length = 0;
-    queue.push(...kept);
+  }
+
+  /** The server asked for a pause: every queued booking is given back and made again from its end. */
+  function pause(ms, first) {
+    pausedUntil = Math.max(pausedUntil, clock() + ms);
+    const again = first === undefined ? queue.slice() : [first, ...queue];
+    rebook(0, again);
     emit({ type: 'paused', untilMs: pausedUntil });
     arm();
   }
@@ -183,13 +216,22 @@ function pacedFetch(fetch, limiter, options) {
   function send(entry) {
     if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
     emit({ type: 'sent', id: entry.id, slotMs: entry.atMs, attempt: entry.attempt });
+    // A Request with a body can be read once: a copy goes, while a retry may follow.
+    const input = entry.replayable && isRequest(entry.input) && entry.input.body != null && entry.attempt < retries ? entry.input.clone() : entry.input;
     let sent;
     try {
-      sent = Promise.resolve(fetch(entry.input, entry.init));
+      sent = Promise.resolve(fetch(input, entry.init));
     } catch (error) {
       sent = Promise.reject(error);
     }
-    sent.then((response) => answered(entry, response), entry.reject);
+    sent.then((response) => {
+      try {
+        answered(entry, response);
+      } catch (error) {
+        // Not a Response (a fetch-like function's own result), say.
+        entry.reject(error);
+      }
+    }, entry.reject);
   }
 
   function answered(entry, response) {
@@ -197,12 +239,15 @@ function pacedFetch(fetch, limiter, options) {
     const headers = response.headers;
     const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), wallClock()) : null;
     if (retryAfter !== null) {
-      const retry = entry.attempt < retries && retryAfter <= maxRetryAfterMs && !(entry.signal && entry.signal.aborted);
+      const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
+      const retry = again && entry.attempt < retries && retryAfter <= maxRetryAfterMs && !(entry.signal && entry.signal.aborted);
       if (retry) {
         entry.attempt += 1;
         // The answer is dropped: free its connection.
         if (response.body && typeof response.body.cancel === 'function') response.body.cancel().catch(() => {});
         if (entry.signal !== undefined) entry.signal.addEventListener('abort', entry.onAbort, { once: true });
+        // Its wait is bounded by maxRetryAfterMs now, not by maxWaitMs.
+        entry.deadline = Infinity;
         pause(retryAfter, entry);
         return;
       }
@@ -216,23 +261,45 @@ function pacedFetch(fetch, limiter, options) {
 
   function paced(input, init) {
     return new Promise((resolve, reject) => {
-      const signal = init == null || init.signal == null ? undefined : init.signal;
+      // fetch takes init's signal over the Request's own.
+      const own = init != null && init.signal != null ? init.signal : isRequest(input) ? input.signal : null;
+      const signal = own == null ? undefined : own;
       if (signal !== undefined && signal.aborted) {
         reject(signal.reason);
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
-      const entry = { id: nextId++, input, init, cost: units, atMs: 0, reservation: null, attempt: 0, signal, resolve, reject, onAbort: null };
+      const method = String((init != null && init.method) || (isRequest(input) ? input.method : 'GET')).toUpperCase();
+      // A stream body can be sent once: no retry.
+      const body = init != null ? init.body : undefined;
+      const replayable = !(body != null && typeof body.getReader === 'function');
+      const now = clock();
+      const entry = {
+        id: nextId++,
+        input,
+        init,
+        method,
+        replayable,
+        cost: units,
+        atMs: 0,
+        deadline: now + maxWaitMs,
+        reservation: null,
+        attempt: 0,
+        signal,
+        resolve,
+        reject,
+        onAbort: null,
+      };
       entry.onAbort = () => {
         const at = queue.indexOf(entry);
         if (at < 0) return;
-        queue.splice(at, 1);
-        giveBack(entry);
+        // Those behind move up into the slots it and they leave, in order.
+        rebook(at, queue.slice(at + 1));
         emit({ type: 'aborted', id: entry.id });
         arm();
         reject(signal.reason);
       };
-      const error = book(entry, clock(), maxWaitMs);
+      const error = book(entry, now, maxWaitMs);
       if (error !== null) {
         reject(error);
         return;

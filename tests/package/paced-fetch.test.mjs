@@ -248,3 +248,100 @@ test('an aborted request gives back exactly its slot on a clock counting from th
   await time.advance(1000);
   await first;
 });
+
+test('aborting a request in the middle of the queue moves those behind up: no two share a slot', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const controller = new AbortController();
+  const calls = ['/0', '/1', '/2', '/3'].map((url) => paced(url, url === '/1' ? { signal: controller.signal } : {}));
+  controller.abort();
+  await assert.rejects(calls[1], { name: 'AbortError' });
+  const late = paced('/4');
+  await time.advance(1000);
+  await Promise.all([calls[0], calls[2], calls[3], late]);
+  assert.deepEqual(log, [['/0', 0], ['/2', 100], ['/3', 200], ['/4', 300]]);
+});
+
+test("a Request's own signal aborts it while it waits", async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const first = paced('http://x/0');
+  const controller = new AbortController();
+  const second = paced(new Request('http://x/1', { signal: controller.signal }));
+  assert.equal(paced.waiting, 1);
+  controller.abort();
+  await assert.rejects(second, { name: 'AbortError' });
+  assert.equal(paced.waiting, 0);
+  await time.advance(1000);
+  await first;
+  assert.deepEqual(log.length, 1, 'the aborted request never left');
+});
+
+test('a retry sends a body again; a stream body, or a POST answered 503, is not sent twice', async () => {
+  const time = fakeTime();
+  const bodies = [];
+  const statuses = { '/limited': 429, '/busy': 503, '/stream': 429 };
+  const fetch = async (input, init) => {
+    const request = new Request(input, init);
+    bodies.push([new URL(request.url).pathname, await request.text()]);
+    const count = bodies.filter(([path]) => path === new URL(request.url).pathname).length;
+    const status = count === 1 ? (statuses[new URL(request.url).pathname] ?? 200) : 200;
+    return new Response('', { status, headers: status === 200 ? {} : { 'Retry-After': '1' } });
+  };
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const post = (body) => ({ method: 'POST', body, duplex: 'half' });
+  const calls = [
+    paced(new Request('http://x/limited', post('once'))),
+    paced('http://x/busy', post('twice?')),
+    paced('http://x/stream', post(new Blob(['stream']).stream())),
+  ];
+  await time.advance(10_000);
+  const statusesSeen = (await Promise.all(calls)).map((r) => r.status);
+  assert.deepEqual(statusesSeen, [200, 503, 429]);
+  assert.deepEqual(
+    bodies.map(([, body]) => body),
+    ['once', 'once', 'twice?', 'stream'],
+    'the 429 of a Request with a body is retried first, with the same body; the 503 POST and the stream are not',
+  );
+});
+
+test('a fetch-like function whose answer is no Response rejects its call', async () => {
+  const time = fakeTime();
+  const paced = pacedFetch(async () => ({ data: 1 }), tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  await assert.rejects(paced('/a'), TypeError);
+  const events = [];
+  const throwing = pacedFetch(async () => new Response(''), tenPerSecond(time.clock), {
+    clock: time.clock,
+    timers: time.timers,
+    onEvent: (e) => {
+      events.push(e.type);
+      if (e.type === 'queued') throw new Error('listener');
+    },
+  });
+  const reported = [];
+  const saved = globalThis.reportError;
+  globalThis.reportError = (error) => reported.push(error.message);
+  try {
+    const calls = [throwing('/0'), throwing('/1')];
+    await time.advance(1000);
+    assert.deepEqual((await Promise.all(calls)).map((r) => r.status), [200, 200], 'a throwing onEvent stops nothing');
+    assert.deepEqual(reported, ['listener', 'listener']);
+  } finally {
+    globalThis.reportError = saved;
+  }
+});
+
+test('maxWaitMs still bounds a queued request when a server pause moves it', async () => {
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time, (url, count) =>
+    url === '/a' && count === 1 ? { status: 429, headers: { 'Retry-After': '2' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxWaitMs: 500 });
+  const a = paced('/a');
+  const b = assert.rejects(paced('/b'), { name: 'TimeoutError' });
+  await time.advance(5000);
+  assert.equal((await a).status, 200, 'the retried request waits for the pause (maxRetryAfterMs bounds it)');
+  await b;
+});
