@@ -215,3 +215,13 @@ def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) 
 
     with pytest.raises(TypeError, match=message):
         RateLimitMiddleware(app, limiter, **options)
+
+
+@pytest.mark.parametrize(("cost", "error"), [("1", TypeError), (True, TypeError), (-1, ValueError), (3, ValueError)])
+def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[Exception]) -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    for limiter in (FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1))):
+        with pytest.raises(error, match="cost"):
+            RateLimitMiddleware(app, limiter, cost=cost)

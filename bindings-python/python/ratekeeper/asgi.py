@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
 
+from ratekeeper._errors import RateLimitError, RateLimitTypeError
 from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
 
 __all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
@@ -87,6 +88,12 @@ class RateLimitMiddleware:
     ) -> None:
         self.app = app
         self.limiter = limiter
+        # Checked here: a bad cost would fail every request (a 500 each).
+        if isinstance(cost, bool) or not isinstance(cost, int):
+            raise RateLimitTypeError(f"cost must be an int, not {type(cost).__name__}", "invalid_type")
+        limit = getattr(limiter, "limit", None)
+        if cost < 0 or (isinstance(limit, int) and cost > limit):
+            raise RateLimitError(f"cost must be from 0 to the limit ({limit}), not {cost}", "invalid_value")
         self._cost = cost
         if isinstance(limiter, Limiter):
             if key is not None:

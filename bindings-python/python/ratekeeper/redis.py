@@ -196,6 +196,15 @@ def _micros(seconds: object, name: str) -> int:
     return micros
 
 
+def _timeout(timeout: object) -> Optional[float]:
+    """An ``acquire``'s ``timeout`` in seconds, checked as the in-process
+    acquire checks it: ``None`` (or infinity) for no bound, else a number of
+    seconds of at least 0, the errors naming ``timeout``."""
+    if timeout is None or (isinstance(timeout, float) and timeout == math.inf):
+        return None
+    return _micros(timeout, "timeout") / 1_000_000
+
+
 def _duration(seconds: float, name: str) -> int:
     """A limiter's duration (a float of whole nanoseconds) as whole microseconds, at least 1."""
     micros = round(seconds * 1_000_000)
@@ -667,7 +676,8 @@ class _Sync:
     def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
         """Books (``book(max_wait)``), then sleeps once until the slot; while
         Redis is unreachable, retries after the fallback's ``retry_after``."""
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        limit = _timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
         while True:
             left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
             reservation = book(left)
@@ -789,7 +799,8 @@ class _Async:
 
     async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
         """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        limit = _timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
         while True:
             left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
             booking = asyncio.ensure_future(book(left))

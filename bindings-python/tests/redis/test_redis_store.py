@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import multiprocessing
 import signal
 import threading
@@ -407,6 +408,20 @@ def test_an_interrupted_waiting_acquire_gives_its_booking_back(client: redis.Red
     monkeypatch.undo()
     # Kept, the booking would put the next free unit two seconds away.
     assert 0 < limiter.peek("k").retry_after <= 1.0
+
+
+def test_a_bad_timeout_is_refused_naming_it() -> None:
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error="open")
+    bad: list[tuple[Any, type[Exception]]] = [
+        (-1, ratekeeper.RateLimitError),
+        (math.nan, ratekeeper.RateLimitError),
+        ("1", ratekeeper.RateLimitTypeError),
+    ]
+    for timeout, error in bad:
+        with pytest.raises(error, match="timeout"):
+            limiter.acquire("k", timeout=timeout)
+    limiter.acquire("k", timeout=math.inf)  # no bound; the fallback admits
 
 
 def test_a_batch_falls_back_for_each_callers_own_request() -> None:
