@@ -155,6 +155,13 @@ def test_explain_compares_each_algorithm_with_a_strict_window(algorithm: str, mo
     assert words in limit["difference"]
 
 
+def test_rates_split_as_policy_from_rates_splits_them() -> None:
+    for rates in ("5/second;50/minute", "5/second, 50/minute", "5/second|50/minute"):
+        status, out, _ = run("explain", rates, "--algorithm", "gcra", "--json")
+        assert status == 0, rates
+        assert [limit["name"] for limit in json.loads(out)["limits"]] == ["5/second", "50/minute"], rates
+
+
 def test_explain_json_schema() -> None:
     status, out, _ = run("explain", "5/second;50/minute", "--by", "user", "--window", "10", "--json")
     assert status == 0

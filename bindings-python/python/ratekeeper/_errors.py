@@ -8,10 +8,12 @@ class RateLimitError(ValueError):
 
     ``code`` is a stable, machine-readable string from the Rust core:
     ``zero_value``, ``too_large``, ``overflow``, ``cost_exceeds_limit``,
-    ``invalid_value`` or ``invalid_type``; for encoded state (``restore``,
-    ``from_bytes``) ``state_truncated``, ``state_corrupt``, ``state_version``
-    or ``state_mismatch``; ``store_full`` for a keyed store at its
-    ``max_keys``. The message names the argument.
+    ``invalid_value`` or ``invalid_type``; ``invalid_syntax`` for a rate
+    string that does not parse, ``invalid_config`` for a policy
+    configuration that does not describe a policy; for encoded state
+    (``restore``, ``from_bytes``) ``state_truncated``, ``state_corrupt``,
+    ``state_version`` or ``state_mismatch``; ``store_full`` for a keyed store
+    at its ``max_keys``. The message names the argument.
     The subclass ``RateLimited`` (code ``rate_limited``) is raised by the
     waiting forms when they may not wait long enough. ``try_acquire`` never
     raises for a denial: it returns a Decision with ``allowed=False``.

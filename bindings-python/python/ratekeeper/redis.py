@@ -368,7 +368,10 @@ class _Core:
         if clock is not None and not callable(clock):
             raise _type_error("clock", "a callable or None", clock)
         if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
-            raise _error(f"on_error must be 'open', 'closed' or an in-process Limiter or {self.KEYED_FALLBACK.__name__}")
+            expected = f"'open', 'closed' or an in-process Limiter or {self.KEYED_FALLBACK.__name__}"
+            if isinstance(on_error, str):
+                raise _error(f"on_error must be {expected}, not {on_error!r}")
+            raise _type_error("on_error", expected, on_error)
         self.limits = limits
         self.prefix = prefix.encode()
         self.clock = clock
@@ -870,6 +873,7 @@ class _LimiterMixin:
         self._connect(client, core)
 
     def _keys(self, key: _Key) -> list[bytes]:
+        _key_part(key, "key")  # the error names `key`, not a request's field
         return self._core.keys({"key": key})
 
     def headers(self, decision: Decision) -> dict[str, str]:
@@ -896,8 +900,9 @@ class RedisLimiter(_LimiterMixin, _Sync):
     """One limiter per key, kept in Redis, for a sync ``redis.Redis`` client.
 
     ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
-    four bandwidths), ``FixedWindow`` or ``SlidingWindowCounter`` giving the
-    configuration (durations in whole microseconds). Keys are
+    four bandwidths), ``FixedWindow``, ``SlidingWindowCounter`` or
+    ``SlidingWindowLog`` giving the configuration (durations in whole
+    microseconds). Keys are
     ``prefix{key}:name:...``, ``name`` being the limiter's own unless given:
     the Node client's ``RedisLimiter`` of the same limiter uses the same keys.
     """

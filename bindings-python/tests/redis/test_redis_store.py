@@ -422,6 +422,8 @@ def test_a_bad_timeout_is_refused_naming_it() -> None:
         with pytest.raises(error, match="timeout"):
             limiter.acquire("k", timeout=timeout)
     limiter.acquire("k", timeout=math.inf)  # no bound; the fallback admits
+    with pytest.raises(TypeError, match="^key must be str, bytes or int, not float"):
+        limiter.try_acquire(1.5)  # type: ignore[arg-type]
 
 
 def test_a_batch_falls_back_for_each_callers_own_request() -> None:
@@ -566,6 +568,8 @@ def test_a_fallback_must_decide_the_stores_target() -> None:
         RedisLimiter(client, gcra, on_error=ratekeeper.Policy("1/second"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="on_error"):
         RedisPolicy(client, "1/second", on_error=ratekeeper.KeyedLimiter(gcra))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="on_error must be .* not int"):
+        RedisLimiter(client, gcra, on_error=5)  # type: ignore[arg-type]
     RedisLimiter(client, gcra, on_error=ratekeeper.KeyedLimiter(gcra))
     RedisPolicy(client, "1/second", on_error=ratekeeper.Policy("1/second"))
     RedisPolicy(client, "1/second", on_error=gcra)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,8 @@ def policy_config(args: argparse.Namespace) -> dict[str, Any]:
         limit["burst"] = args.burst
     if args.calendar is not None:
         limit["calendar"] = args.calendar
-    parts = [part.strip() for part in rates.split(";") if part.strip()]
+    # One limit per rate, split as Policy.from_rates splits them.
+    parts = [part.strip() for part in re.split(r"[;,|]", rates) if part.strip()]
     if not parts:
         raise CliError("argument rates: no rate given")
     return {"limits": [{"name": part, "rate": part, **limit} for part in parts]}
