@@ -270,6 +270,20 @@ def test_acquiring_decorates_sync_and_async_functions(clock: FakeClock) -> None:
     assert asyncio.run(work_async(4)) == 8
 
 
+def test_an_object_with_an_async_call_is_decorated_as_a_coroutine_function(clock: FakeClock) -> None:
+    class Doubler:
+        async def __call__(self, x: int) -> int:
+            return 2 * x
+
+    double = TokenBucket(1, 1, 1, clock=clock).acquiring(timeout=0)(Doubler())
+    assert inspect.iscoroutinefunction(double), "a sync wrapper would block the loop while it waits"
+    assert asyncio.run(double(4)) == 8  # awaited in the wrapper, not returned unawaited
+    with pytest.raises(RateLimited):
+        asyncio.run(double(4))  # raised by the awaited wrapper, not at call time
+    clock.now += 1
+    assert asyncio.run(double(5)) == 10
+
+
 # --- decorated generators and async generators ------------------------------
 
 

@@ -129,12 +129,19 @@ class Acquiring:
             finally:
                 await inner.aclose()  # at once when it has already finished
 
+        # An object is what its class's __call__ is (`async def __call__`).
+        plain = inspect.isfunction(func) or inspect.ismethod(func) or isinstance(func, functools.partial)
+        call = None if plain else getattr(type(func), "__call__", None)
+
+        def kind(test: Callable[[Any], bool]) -> bool:
+            return test(func) or (call is not None and test(call))
+
         wrapper: Callable[..., Any]
-        if inspect.isasyncgenfunction(func):
+        if kind(inspect.isasyncgenfunction):
             wrapper = acquire_then_async_yield_from
-        elif inspect.isgeneratorfunction(func):
+        elif kind(inspect.isgeneratorfunction):
             wrapper = acquire_then_yield_from
-        elif inspect.iscoroutinefunction(func):
+        elif kind(inspect.iscoroutinefunction):
             wrapper = acquire_then_await
         else:
             wrapper = acquire_then_call
