@@ -9,7 +9,7 @@
 // limiter's clock: `performance.now()`, unless a `clock` option was given.
 //
 // Errors: bad values throw a `RangeError`, values of the wrong type a
-// `TypeError`; both carry `.code` (`zero_value`, `too_large`, `overflow`,
+// `TypeError` (the promise-returning `acquire` rejects with them instead); both carry `.code` (`zero_value`, `too_large`, `overflow`,
 // `cost_exceeds_limit`, `invalid_value`, `invalid_type`, `invalid_syntax`,
 // `store_full`, `state_truncated`, `state_corrupt`, `state_version`,
 // `state_mismatch`; `invalid_config` for a policy configuration of the wrong

@@ -118,6 +118,7 @@ function pacedFetch(fetch, limiter, options) {
   for (const [name, value] of [['maxWaitMs', maxWaitMs], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]]) {
     if (typeof value !== 'number' || !(value >= 0)) throw new RangeError(`${name} must be a number >= 0`);
   }
+  if (!Number.isInteger(retries)) throw new RangeError(`retries must be a whole number, not ${retries}`);
 
   const queue = []; // entries waiting for their slot, in booking order
   let pausedUntil = -Infinity; // on `clock`

@@ -345,3 +345,8 @@ test('maxWaitMs still bounds a queued request when a server pause moves it', asy
   assert.equal((await a).status, 200, 'the retried request waits for the pause (maxRetryAfterMs bounds it)');
   await b;
 });
+
+test('retries is a whole number', () => {
+  const time = fakeTime();
+  assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { retries: 1.5 }), { name: 'RangeError', message: /retries/ });
+});
