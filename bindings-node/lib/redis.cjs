@@ -473,7 +473,10 @@ class Store {
     let d;
     if (f === 'open' || f === 'closed') {
       const allowed = f === 'open';
-      const answer = (limit) => ({ allowed, remaining: allowed ? limit : 0, limit, retryAfterMs: allowed ? 0 : 1000, resetAfterMs: 0 });
+      // Denied: try again in a second, and (for the RateLimit header's `t`,
+      // which should not say sooner) count a second to "reset" too.
+      const wait = allowed ? 0 : 1000;
+      const answer = (limit) => ({ allowed, remaining: allowed ? limit : 0, limit, retryAfterMs: wait, resetAfterMs: wait });
       d = answer(this.limit);
       if (this.kind === 'policy') {
         d.deniedBy = allowed ? null : this.limits[0].name;

@@ -66,6 +66,7 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
         { allowed: false, remaining: 0, fromStore: false },
       );
       assert.ok(down.retryAfterMs > 0);
+      assert.equal(down.resetAfterMs, down.retryAfterMs, 'the RateLimit header says no sooner than Retry-After');
       // A refund has nothing to give back to, and rejects nothing.
       assert.equal(await closed.refund('k', 1), undefined);
       const up = await open.tryAcquire('k');

@@ -476,12 +476,14 @@ class _Core:
         """The decision ``on_error`` makes when Redis cannot answer."""
         if isinstance(self.on_error, str):
             allowed = self.on_error == "open"
+            # Denied: try again in a second, and (for the RateLimit header's
+            # `t`, which should not say sooner) count a second to "reset" too.
             remaining, retry = (self.limit, 0.0) if allowed else (0, 1.0)
             own = [
-                Decision(allowed, remaining, limit.limit, retry, 0.0, name=limit.name, window=limit.window)
+                Decision(allowed, remaining, limit.limit, retry, retry, name=limit.name, window=limit.window)
                 for limit in self.limits
             ]
-            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), 0]
+            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), round(retry * 1e6)]
             return self.decision(numbers, own, 0 if allowed else 1, False)
         local: Any = self.on_error
         method = local.peek if peek else local.try_acquire

@@ -422,6 +422,9 @@ def test_a_bad_timeout_is_refused_naming_it() -> None:
         with pytest.raises(error, match="timeout"):
             limiter.acquire("k", timeout=timeout)
     limiter.acquire("k", timeout=math.inf)  # no bound; the fallback admits
+    closed = RedisLimiter(client, ratekeeper.Gcra(1, 1.0)).try_acquire("k")
+    assert (closed.allowed, closed.retry_after, closed.reset_after) == (False, 1.0, 1.0)
+    assert closed.headers()["RateLimit"].endswith("t=1") and closed.headers()["Retry-After"] == "1"
     with pytest.raises(TypeError, match="^key must be str, bytes or int, not float"):
         limiter.try_acquire(1.5)  # type: ignore[arg-type]
 
