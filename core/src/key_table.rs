@@ -64,10 +64,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// Where `key`'s entry is, if it is held.
     #[inline]
     fn position<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Option<usize> {
+        self.find(self.hasher.hash_one(key), key)
+    }
+
+    /// Where `key`, of hash `hash`, has its entry, if it is held.
+    #[inline]
+    fn find<Q: ?Sized + Equivalent<K>>(&self, hash: u64, key: &Q) -> Option<usize> {
         let entries = &self.entries;
-        let found = self.positions.find(self.hasher.hash_one(key), |&at| {
-            key.equivalent(&entries[at as usize].0)
-        });
+        let found = self
+            .positions
+            .find(hash, |&at| key.equivalent(&entries[at as usize].0));
         found.map(|&at| at as usize)
     }
 
@@ -91,19 +97,26 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// Sets `key`'s value, adding the key at the end if it is new. The
     /// caller keeps the table under [`MAX_LEN`] keys.
     pub(crate) fn insert(&mut self, key: K, value: V) {
-        match self.position(&key) {
+        let hash = self.hasher.hash_one(&key);
+        match self.find(hash, &key) {
             Some(at) => self.entries[at].1 = value,
-            None => self.insert_new(key, value),
+            None => self.push(hash, key, value),
         }
     }
 
     /// Adds `key`, which the table does not hold, at the end. The caller
     /// keeps the table under [`MAX_LEN`] keys.
     pub(crate) fn insert_new(&mut self, key: K, value: V) {
-        debug_assert!(self.entries.len() < MAX_LEN && self.position(&key).is_none());
+        debug_assert!(self.position(&key).is_none());
+        self.push(self.hasher.hash_one(&key), key, value);
+    }
+
+    /// Adds `key`, of hash `hash` and not held, at the end.
+    fn push(&mut self, hash: u64, key: K, value: V) {
+        debug_assert!(self.entries.len() < MAX_LEN);
         let (entries, hasher) = (&self.entries, &self.hasher);
         self.positions
-            .insert_unique(hasher.hash_one(&key), entries.len() as u32, |&at| {
+            .insert_unique(hash, entries.len() as u32, |&at| {
                 hasher.hash_one(&entries[at as usize].0)
             });
         self.entries.push((key, value));
@@ -112,7 +125,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// Removes `key`, moving the last entry into its place.
     pub(crate) fn remove<Q: ?Sized + Hash + Equivalent<K>>(&mut self, key: &Q) {
         let hash = self.hasher.hash_one(key);
-        let Some(at) = self.position(key) else {
+        let Some(at) = self.find(hash, key) else {
             return;
         };
         let last = self.entries.len() - 1;
