@@ -387,45 +387,46 @@ class Store {
 
   /** One round trip deciding `costs` in order (`targets[i]` is what the fallback decides for). */
   async decide(targets, keys, mode, costs, nowMs) {
-    const now = this.wireNow(nowMs);
-    let sent;
-    let late = false;
-    let reply;
-    try {
-      // 'text': the reply as one string of integers, read several times
-      // faster than an array of them (PROTOCOL.md).
-      const args = ['1', mode, now, ...this.config, costs.length, ...costs, 'text'];
-      sent = this.evaluate(keys, args, () => late);
-      reply = await within(sent, this.commandTimeoutMs);
-    } catch (error) {
-      if (isScriptError(error)) throw error;
-      late = true;
-      if (sent !== undefined && mode === 'acquire') {
-        this.giveBackLate(sent, keys, (numbers) => {
-          const taken = this.decisions(numbers, costs.length).reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
-          return taken > 0 ? [taken, numbers[0]] : null;
-        });
-      }
-      return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
-    }
-    return this.decisions(integers(reply), costs.length);
+    // 'text': the reply as one string of integers, read several times
+    // faster than an array of them (PROTOCOL.md).
+    const args = ['1', mode, this.wireNow(nowMs), ...this.config, costs.length, ...costs, 'text'];
+    const taken = (numbers) => {
+      const units = this.decisions(numbers, costs.length).reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
+      return units > 0 ? [units, numbers[0]] : null;
+    };
+    const numbers = await this.ask(keys, args, mode === 'acquire' ? taken : null);
+    if (numbers === null) return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
+    return this.decisions(numbers, costs.length);
   }
 
   /**
-   * A round trip that did not answer within commandTimeoutMs may still run
-   * on the server (late, or sent again by the client once it reconnects),
-   * and take what it decides, which nobody uses: `onError` answered in its
-   * place. When its reply comes, gives back what `taken(numbers)` says it
-   * took (`[cost, at]`, `at` in the script's µs; or null for nothing).
-   * Never rejects: a give-back that cannot be made is dropped.
+   * One script call: its reply as numbers, or null when Redis did not
+   * answer within commandTimeoutMs or failed (the script's own errors
+   * throw). The call may still run on the server (late, or sent again by
+   * the client once it reconnects), and take what it decides, which nobody
+   * uses: `onError` answered in its place. So when a late reply comes, what
+   * `taken(numbers)` says it took (`[cost, at]`, `at` in the script's µs; or
+   * null for nothing; `taken` null: nothing to give back) is refunded, never
+   * rejecting; and a late NOSCRIPT sends nothing more.
    */
-  giveBackLate(sent, keys, taken) {
-    sent
-      .then((reply) => {
-        const took = taken(integers(reply));
-        return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]));
-      })
-      .catch(() => undefined);
+  async ask(keys, args, taken) {
+    let late = false;
+    const sent = this.evaluate(keys, args, () => late);
+    try {
+      return integers(await within(sent, this.commandTimeoutMs));
+    } catch (error) {
+      if (isScriptError(error)) throw error;
+      late = true;
+      if (taken !== null) {
+        sent
+          .then((reply) => {
+            const took = taken(integers(reply));
+            return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]));
+          })
+          .catch(() => undefined);
+      }
+      return null;
+    }
   }
 
   decisions(reply, count) {
@@ -555,24 +556,14 @@ class Store {
       if (!(maxWaitMs >= 0)) throw rangeError('maxWaitMs', `must be at least 0, not ${maxWaitMs}`);
       maxWait = Math.min(Math.round(maxWaitMs * 1000), MAX_SPAN);
     }
-    const now = this.wireNow(nowMs);
-    let sent;
-    let late = false;
-    let reply;
-    try {
-      sent = this.evaluate(keys, ['1', 'reserve', now, ...this.config, 1, cost, maxWait], () => late);
-      reply = await within(sent, this.commandTimeoutMs);
-    } catch (error) {
-      if (isScriptError(error)) throw error;
-      late = true;
-      if (sent !== undefined && cost > 0) {
-        this.giveBackLate(sent, keys, (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null));
-      }
+    const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait];
+    const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null);
+    const numbers = await this.ask(keys, args, cost > 0 ? booked : null);
+    if (numbers === null) {
       const d = this.fallback(target, cost, false);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
       return { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
     }
-    const numbers = integers(reply);
     const ok = numbers[1] === 1;
     // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
     const [decision] = this.decisions(numbers.slice(2), 1);

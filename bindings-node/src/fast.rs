@@ -225,24 +225,20 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
-    answer(env, |h, a, _| {
-        with_key(env, key, |key| {
-            on_keyed(h, |s| {
-                shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
-            })
-        })
-    })
+    answer(env, |h, a, _| with_key(env, key, |key| keyed(h, &a, key)))
 }
 
 /// `keyedOpScratch()`: [`keyed_op`] for the ASCII key `index.js` wrote into
 /// the scratch ([`slot::KEY`]), since reading a string argument through
 /// Node-API costs more than a keyed decision.
 unsafe extern "C" fn keyed_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a, scratch| {
-        let key = scratch_key(scratch)?;
-        on_keyed(h, |s| {
-            shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
-        })
+    answer(env, |h, a, scratch| keyed(h, &a, scratch_key(scratch)?))
+}
+
+/// The keyed operation `a.op` on `key` of the keyed limiter `h`.
+fn keyed(h: usize, a: &Args, key: &[u8]) -> Answer {
+    on_keyed(h, |s| {
+        shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
     })
 }
 

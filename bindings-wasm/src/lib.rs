@@ -301,10 +301,22 @@ pub fn keyed_op(
     now_ms: f64,
     op: u32,
 ) -> u32 {
+    keyed(handle, key.as_bytes(), cost, max_wait_ms, now_ms, op)
+}
+
+/// The keyed operation `op` on `key` (see [`keyed_op`]).
+fn keyed(
+    handle: &KeyedHandle,
+    key: &[u8],
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> u32 {
     let store = &mut handle.0.borrow_mut();
     status(shared::keyed_op(
         store,
-        key.as_bytes(),
+        key,
         cost,
         max_wait_ms,
         Now::Millis(now_ms),
@@ -334,15 +346,7 @@ pub fn keyed_op_scratch(
             *byte = cell.get();
         }
     });
-    let store = &mut handle.0.borrow_mut();
-    status(shared::keyed_op(
-        store,
-        &key[..len],
-        cost,
-        max_wait_ms,
-        Now::Millis(now_ms),
-        op,
-    ))
+    keyed(handle, &key[..len], cost, max_wait_ms, now_ms, op)
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).

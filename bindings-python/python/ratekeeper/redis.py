@@ -593,7 +593,7 @@ class _Sync:
             try:
                 slot.event.wait()
             except BaseException:
-                self._abandon(queue_key, keys, slot)
+                self._abandon(queue_key, slot)
                 raise
             if slot.lead is None:
                 if slot.error is not None:
@@ -633,7 +633,7 @@ class _Sync:
         if following:
             following[0].event.set()
 
-    def _abandon(self, queue_key: tuple[bytes, ...], keys: list[bytes], slot: _Slot) -> None:
+    def _abandon(self, queue_key: tuple[bytes, ...], slot: _Slot) -> None:
         """A waiting caller interrupted (Ctrl-C, a signal handler's exception)
         leaves its place: out of the queue, or, when it was handed a batch to
         send, the batch goes on to the next caller in it, so that nobody
@@ -740,25 +740,24 @@ class _Async:
         self._queues[queue_key] = []
         # The round trips run in a task of their own, so that cancelling one
         # caller cancels no other caller's decision.
-        self._spawn(target, keys, queue_key, [(cost, target, future)])
+        self._spawn(keys, queue_key, [(cost, target, future)])
         return await future
 
     def _spawn(
         self,
-        target: Any,
         keys: list[bytes],
         queue_key: tuple[bytes, ...],
         batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]],
     ) -> None:
-        task = asyncio.ensure_future(self._send(target, keys, queue_key, batch))
+        task = asyncio.ensure_future(self._send(keys, queue_key, batch))
         _TASKS.add(task)
         task.add_done_callback(_TASKS.discard)
 
-    async def _send(
-        self, target: Any, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]
-    ) -> None:
+    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]) -> None:
+        """Sends ``batch`` (cost, caller's target, future) as one call, then the batch gathered meanwhile."""
+        targets = [t for _, t, _ in batch]
         try:
-            answers = await self._decide(target, keys, "acquire", [c for c, _, _ in batch], None, [t for _, t, _ in batch])
+            answers = await self._decide(targets[0], keys, "acquire", [c for c, _, _ in batch], None, targets)
             for (_, _, f), answer in zip(batch, answers):
                 if not f.done():
                     f.set_result(answer)
@@ -773,7 +772,7 @@ class _Async:
         following = self._queues[queue_key]
         if following:
             self._queues[queue_key] = following[MAX_BATCH:]
-            self._spawn(target, keys, queue_key, following[:MAX_BATCH])
+            self._spawn(keys, queue_key, following[:MAX_BATCH])
         else:
             del self._queues[queue_key]
 
