@@ -433,15 +433,21 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     {
         let (now, lag) = self.effective(now);
         self.latest = now.0;
-        if let Some(state) = self.states.get_mut(key) {
-            let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
-            return Ok((answer, lag));
-        }
-        let mut state = self.prototype.new_state();
-        let (answer, fresh) = self.prototype.with_state(&mut state, now, |l| {
-            f(l, now).map(|answer| (answer, is_fresh(l, now)))
-        })?;
-        if !fresh {
+        // `f` is called from one place only, so that it is inlined here: a
+        // call would take the limiter through memory, and reading back wider
+        // what it stored a field at a time stalls the CPU (a store-forwarding
+        // stall), which cost a keyed token bucket a fifth of its time.
+        let mut new = None;
+        let state = match self.states.get_mut(key) {
+            Some(state) => state,
+            None => new.insert(self.prototype.new_state()),
+        };
+        let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
+        // Whether the new key is fresh is asked of its state as saved, not
+        // of the limiter `f` had: an address passed to a call keeps that
+        // limiter in memory, where it stalls the CPU as above.
+        let fresh = |state: &L::State| self.prototype.read_state(state, now, |l| is_fresh(l, now));
+        if let Some(state) = new.filter(|state| !fresh(state)) {
             self.make_room(now)?;
             // Not held: `get_mut` found nothing, and making room only removes.
             self.states.insert_new(own(key), state);

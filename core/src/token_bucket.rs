@@ -339,7 +339,7 @@ impl<const N: usize> TokenBucket<N> {
     /// laid out straight, without taken jumps.
     #[cold]
     #[inline(never)]
-    fn acquire_exact(&mut self, now: Nanos, cost: u64) -> (bool, u64, u64, Nanos, Nanos) {
+    fn acquire_exact(mut self, now: Nanos, cost: u64) -> (Self, (bool, u64, u64, Nanos, Nanos)) {
         let (decision, level) = self.decide(now, cost);
         self.commit(&level, decision.allowed);
         let Decision {
@@ -349,7 +349,7 @@ impl<const N: usize> TokenBucket<N> {
             retry_after,
             reset_after,
         } = decision;
-        (allowed, remaining, limit, retry_after, reset_after)
+        (self, (allowed, remaining, limit, retry_after, reset_after))
     }
 }
 
@@ -425,8 +425,9 @@ impl<const N: usize> Limiter for TokenBucket<N> {
                 // values rather than in the memory this call writes: else
                 // the quick path would store its answer there too, for the
                 // caller to copy it again.
-                let (allowed, remaining, limit, retry_after, reset_after) =
-                    self.acquire_exact(now, cost);
+                let (bucket, (allowed, remaining, limit, retry_after, reset_after)) =
+                    self.clone().acquire_exact(now, cost);
+                *self = bucket;
                 Ok(Decision {
                     allowed,
                     remaining,
