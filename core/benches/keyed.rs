@@ -17,6 +17,12 @@
 //!   (`size_of::<u64>()` per key), as the target (48 bytes per GCRA key,
 //!   key bytes excluded) counts.
 //!
+//! Below them, the store the language bindings hold (`AnyKeyed`: byte keys,
+//! here each key's eight bytes) with GCRA and with a token bucket of the
+//! same quota. "allowed" is the share of the median round's calls admitted:
+//! the first rounds after the warm-up admit more, as the keys' bursts run
+//! out, so it differs when a different round is the median.
+//!
 //! governor's keyed limiters are its default (`dashmap`, sharded for
 //! threads) and its `hashmap` (a `Mutex<HashMap>`), both with the fake clock.
 
@@ -31,7 +37,7 @@ use std::time::{Duration, Instant};
 use governor::clock::Clock;
 use governor::nanos::Nanos as GovernorNanos;
 use governor::{Quota, RateLimiter};
-use ratekeeper::{Gcra, KeyedLimiter, Nanos};
+use ratekeeper::{AnyKeyed, AnyLimiter, Gcra, KeyedLimiter, Nanos, TokenBucket};
 
 /// Counts live heap bytes.
 struct Counting;
@@ -159,6 +165,35 @@ fn main() {
                 .allowed
         }),
     ));
+
+    // The store the language bindings hold: keys as bytes (here the key's
+    // eight little-endian bytes, made in the loop so that reading the key
+    // costs no memory access of its own), the algorithm chosen at run time.
+    let any_keyed: [(&str, AnyLimiter); 2] = [
+        (
+            "ratekeeper AnyKeyed, Gcra",
+            Gcra::new(BURST as u64, Nanos(PERIOD)).unwrap().into(),
+        ),
+        (
+            "ratekeeper AnyKeyed, TokenBucket",
+            TokenBucket::new(BURST as u64, 1, Nanos(PERIOD))
+                .unwrap()
+                .into(),
+        ),
+    ];
+    for (name, prototype) in any_keyed {
+        let clock = StepClock::default();
+        let mut store = AnyKeyed::new(prototype);
+        rows.push((
+            name,
+            time(&keys, &clock, |k| {
+                store
+                    .try_acquire(&k.to_le_bytes(), Nanos(clock.0.get()), 1)
+                    .unwrap()
+                    .allowed
+            }),
+        ));
+    }
 
     let base = rows[0].1 .0;
     println!("\nns per keyed decision, {KEYS} keys, {CALLS} calls per round, median of {ROUNDS}");
