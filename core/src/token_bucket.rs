@@ -335,8 +335,11 @@ impl<const N: usize> TokenBucket<N> {
     }
 
     /// [`Limiter::try_acquire`] in every case, once the cost is checked:
-    /// the decision's fields, in order. Cold, so that the quick path is
-    /// laid out straight, without taken jumps.
+    /// the bucket after it, and the decision's fields, in order. Cold, so
+    /// that the quick path is laid out straight, without taken jumps; by
+    /// value, so that the caller's bucket need not be in memory for its
+    /// address (a keyed store's copy of a key's state then stays in
+    /// registers, see `KeyedLimiter::apply`).
     #[cold]
     #[inline(never)]
     fn acquire_exact(mut self, now: Nanos, cost: u64) -> (Self, (bool, u64, u64, Nanos, Nanos)) {
