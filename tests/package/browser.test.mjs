@@ -115,9 +115,10 @@ test('a burst leaves the page at the limiter rate, and pauses on Retry-After', {
     // The server. Transit (a busy machine: 2 cores shared) may delay any request, and
     // reorder those sent close together, but cannot deliver one before it was sent:
     // relative to #0, nothing arrives earlier than the page sent it, less #0's own
-    // jitter; on average, arrivals are the interval apart. (The mean, not the median:
-    // transit jitter moves single arrivals by tens of ms on a loaded machine, which
-    // shifts each gap but only the ends of the sum.)
+    // jitter; and the arrivals span what the sends span. Not the gaps one by one, nor
+    // their mean: a stall of the machine holds several requests back and delivers them
+    // together (seen once in CI: gaps 2067 ms across the pause, then 2, 2, 3, 1, 1 ms),
+    // which says nothing about when the page sent them.
     const key = (id, attempt) => `${id}/${attempt}`;
     const arrived = new Map(arrivals.map(([id, attempt, ms]) => [key(id, attempt), ms]));
     assert.equal(arrivals.length, sent.length, 'as many arrivals as sends');
@@ -130,9 +131,9 @@ test('a burst leaves the page at the limiter rate, and pauses on Retry-After', {
       const sooner = arrived.get(key(s.id, s.attempt)) - arrived.get(key(0, 0)) - (s.atMs - first.atMs);
       assert.ok(sooner >= -250, `#${s.id} arrived ${-sooner} ms sooner than sent; ${shown}`);
     }
-    const paced = [...gaps].sort((a, b) => a - b).slice(0, -1); // less the pause
-    const mean = paced.reduce((a, b) => a + b, 0) / paced.length;
-    assert.ok(mean >= EMISSION_MS * 0.8 && mean <= EMISSION_MS * 1.5, `mean gap ${mean}; ${shown}`);
+    const span = at[at.length - 1] - at[0];
+    const sentSpan = Math.max(...sent.map((s) => s.atMs)) - first.atMs;
+    assert.ok(span >= sentSpan - 250 && span <= sentSpan + 1000, `arrivals span ${span} ms, sends ${sentSpan} ms; ${shown}`);
     // The pause starts when the 429 reaches the page, after it reached the server.
     const retried = arrived.get(key(5, 1)) - arrived.get(key(5, 0));
     assert.ok(retried >= 1000 - 5, `Retry-After: 1 paused the queue ${retried} ms`);
