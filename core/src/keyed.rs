@@ -443,14 +443,15 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             None => new.insert(self.prototype.new_state()),
         };
         let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
-        // Whether the new key is fresh is asked of its state as saved, not
-        // of the limiter `f` had: an address passed to a call keeps that
-        // limiter in memory, where it stalls the CPU as above.
-        let fresh = |state: &L::State| self.prototype.read_state(state, now, |l| is_fresh(l, now));
-        if let Some(state) = new.filter(|state| !fresh(state)) {
-            self.make_room(now)?;
-            // Not held: `get_mut` found nothing, and making room only removes.
-            self.states.insert_new(own(key), state);
+        if let Some(state) = new {
+            // Whether the new key is fresh is asked of its state as saved,
+            // not of the limiter `f` had: an address passed to a call keeps
+            // that limiter in memory, where it stalls the CPU as above.
+            if !self.prototype.read_state(&state, now, |l| is_fresh(l, now)) {
+                self.make_room(now)?;
+                // Not held: `get_mut` found nothing, and making room only removes.
+                self.states.insert_new(own(key), state);
+            }
         }
         Ok((answer, lag))
     }
