@@ -456,7 +456,9 @@ export interface ReplyLike {
 /**
  * An Express-style middleware `(req, res, next)`: sets `RateLimit-Policy` and
  * `RateLimit` on every response; answers a denied request with 429, `Retry-After`
- * and a plain-text body, without calling `next`.
+ * and a plain-text body, without calling `next`. A full store made with eviction
+ * `'refuse'` refuses a new key with 503 (no RateLimit headers); any other error
+ * goes to `next(error)`.
  */
 export declare function middleware<Request = unknown>(
   options: HandlerOptions<Request>,

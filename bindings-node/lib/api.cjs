@@ -1033,21 +1033,44 @@ function createApi(B) {
   }
 
   const TOO_MANY = 'Too Many Requests\n';
+  const UNAVAILABLE = 'Service Unavailable\n';
+
+  /**
+   * `decide(request)`, or null when a store made with eviction 'refuse' is
+   * full and refuses the request's new key (answered 503, without RateLimit
+   * headers: there is no decision, and no wait to promise); any other error
+   * is thrown.
+   */
+  function outcomeOf(decide, request) {
+    try {
+      return decide(request);
+    } catch (error) {
+      if (error?.code === 'store_full') return null;
+      throw error;
+    }
+  }
 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
    * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally; every
    * response carries RateLimit-Policy and RateLimit, and a denied request
-   * gets 429 with Retry-After.
+   * gets 429 with Retry-After. A full store that refuses new keys answers 503;
+   * other errors go to `next(error)`.
    */
   function middleware(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(req, res, next) {
       let outcome;
       try {
-        outcome = decide(req);
+        outcome = outcomeOf(decide, req);
       } catch (error) {
         next(error);
+        return;
+      }
+      if (outcome === null) {
+        res.statusCode = 503;
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        res.end(UNAVAILABLE);
         return;
       }
       for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
@@ -1067,9 +1090,13 @@ function createApi(B) {
     return function ratekeeper(request, reply, done) {
       let outcome;
       try {
-        outcome = decide(request);
+        outcome = outcomeOf(decide, request);
       } catch (error) {
         done(error);
+        return;
+      }
+      if (outcome === null) {
+        reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
         return;
       }
       reply.headers(outcome.headers);

@@ -169,6 +169,31 @@ def test_a_policy_with_its_own_fields() -> None:
     assert codes == [200, 429, 200]
 
 
+@pytest.mark.parametrize("as_policy", [False, True])
+def test_a_full_store_that_refuses_new_keys_answers_503(as_policy: bool) -> None:
+    store = KeyedLimiter(FixedWindow(5, 3600), max_keys=1, eviction="refuse")
+    limiter: Any = store
+    options: dict[str, Any] = {"key": by_api_key}
+    if as_policy:
+        limiter = Policy()
+        limiter.add("per-key", store, by=["key"])
+        options = {"key": lambda scope: {"key": by_api_key(scope) or ""}}
+    app = make_app(limiter, **options)
+    alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
+    held, refused, again = get_all(app, [alice, bob, alice])
+    assert (held.status_code, again.status_code) == (200, 200)
+    assert (refused.status_code, refused.text) == (503, "Service Unavailable")
+    assert refused.headers["content-type"] == "text/plain; charset=utf-8"
+    assert "ratelimit" not in refused.headers and "retry-after" not in refused.headers
+    assert calls == ["/", "/"]  # the app never saw the refused request
+
+
+def test_other_errors_of_the_limiter_propagate() -> None:
+    app = make_app(KeyedLimiter(FixedWindow(5, 3600)), key=lambda scope: 1.5)
+    with pytest.raises(TypeError):
+        get_all(app, [{}])
+
+
 def test_request_fields() -> None:
     scope = {"type": "http", "client": ("198.51.100.1", 80), "method": "GET", "path": "/a"}
     assert request_fields(scope) == {"client": "198.51.100.1", "method": "GET", "path": "/a"}

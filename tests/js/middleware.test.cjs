@@ -173,6 +173,42 @@ describe('fastifyHook with a Policy, in a real Fastify app', () => {
   policyScenario(server);
 });
 
+// A store that keeps one client and refuses others: as a KeyedLimiter, and as a policy's limit.
+const fullStores = {
+  keyed: () => ({
+    limiter: new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }), { maxKeys: 1, eviction: 'refuse' }),
+    key: (request) => request.headers['x-client'],
+  }),
+  policy: () => ({
+    limiter: new Policy({
+      limits: [{ name: 'per-client', algorithm: 'fixed_window', rate: '5/minute', by: ['client'], max_keys: 1, eviction: 'refuse' }],
+    }),
+    fields: (request) => ({ client: request.headers['x-client'] }),
+  }),
+};
+
+for (const [framework, serve, close] of [
+  ['middleware', expressServer, (server) => new Promise((resolve) => server.http.close(resolve))],
+  ['fastifyHook', fastifyServer, (server) => server.app.close()],
+]) {
+  for (const [what, make] of Object.entries(fullStores)) {
+    describe(`${framework}: a full ${what} store that refuses new keys`, () => {
+      const server = {};
+      before(() => serve(server, make()));
+      after(() => close(server));
+      it('answers a new key 503, without RateLimit headers, and still serves the held key', async () => {
+        assert.equal((await get(server.url, 'alice')).status, 200);
+        const refused = await get(server.url, 'bob');
+        assert.deepStrictEqual([refused.status, refused.body], [503, 'Service Unavailable\n']);
+        assert.deepStrictEqual([refused.policy, refused.rateLimit, refused.retryAfter], [null, null, null]);
+        const held = await get(server.url, 'alice');
+        assert.equal(held.status, 200);
+        assert.match(held.rateLimit, /r=3/);
+      });
+    });
+  }
+}
+
 describe('the helpers check their options', () => {
   for (const helper of [middleware, fastifyHook]) {
     it(`${helper.name}: a KeyedLimiter or a Policy, and functions`, () => {

@@ -31,7 +31,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 Key = Union[str, bytes, int]
 Fields = Mapping[str, Key]
 
-_BODY = b"Too Many Requests"
+_TOO_MANY = b"Too Many Requests"
+_UNAVAILABLE = b"Service Unavailable"
 
 
 def client_host(scope: Scope) -> str:
@@ -76,6 +77,13 @@ class RateLimitMiddleware:
     ``Retry-After`` headers (a policy lists every limit), and the app never
     sees it. An allowed response gets ``RateLimit-Policy`` and ``RateLimit``.
     Lifespan and WebSocket scopes pass through untouched.
+
+    A keyed store (or a policy's) made with ``eviction="refuse"`` that is
+    full refuses a new key with ``RateLimitError`` (``store_full``): the
+    request is answered ``503 Service Unavailable``, without RateLimit
+    headers (there is no decision to describe, and no wait to promise: room
+    comes back when some held key is fresh again). Any other error
+    propagates (the server answers 500).
     """
 
     def __init__(
@@ -124,7 +132,13 @@ class RateLimitMiddleware:
         return limiter.try_acquire(key, self._cost)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        decision = self.decide(scope) if scope["type"] == "http" else None
+        try:
+            decision = self.decide(scope) if scope["type"] == "http" else None
+        except RateLimitError as error:
+            if error.code != "store_full":
+                raise
+            await _answer(scope, send, 503, [], _UNAVAILABLE)
+            return
         if decision is None:
             await self.app(scope, receive, send)
             return
@@ -133,14 +147,7 @@ class RateLimitMiddleware:
             for name, value in decision.headers().items()
         ]
         if not decision:
-            headers += [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(_BODY)).encode("latin-1")),
-            ]
-            await send({"type": "http.response.start", "status": 429, "headers": headers})
-            # A response to HEAD has no content (RFC 9110), only its length.
-            body = b"" if scope.get("method") == "HEAD" else _BODY
-            await send({"type": "http.response.body", "body": body})
+            await _answer(scope, send, 429, headers, _TOO_MANY)
             return
 
         async def send_with_headers(message: Message) -> None:
@@ -150,3 +157,15 @@ class RateLimitMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+async def _answer(scope: Scope, send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    """Answers the request itself: ``status``, ``headers`` and a plain-text ``body``."""
+    headers = [
+        *headers,
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode("latin-1")),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    # A response to HEAD has no content (RFC 9110), only its length.
+    await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
