@@ -23,6 +23,11 @@ use hashbrown::{Equivalent, HashTable};
 /// The most keys a table holds: positions are 32-bit.
 pub(crate) const MAX_LEN: usize = u32::MAX as usize;
 
+/// How the positions' table finds an entry's hash when it grows. A trait
+/// object, so that hashbrown's resizing, which takes it, is compiled once,
+/// not once per keyed store's key and state types; it runs only on growth.
+type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
+
 /// Keys and their values, in arrival order, found by hash (see the module).
 /// Removing a key moves the last entry into its place.
 ///
@@ -115,10 +120,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     fn push(&mut self, hash: u64, key: K, value: V) {
         debug_assert!(self.entries.len() < MAX_LEN);
         let (entries, hasher) = (&self.entries, &self.hasher);
+        let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
         self.positions
-            .insert_unique(hash, entries.len() as u32, |&at| {
-                hasher.hash_one(&entries[at as usize].0)
-            });
+            .insert_unique(hash, entries.len() as u32, &rehash as Rehash<'_>);
         self.entries.push((key, value));
     }
 
@@ -181,10 +185,9 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
             return;
         }
         positions.clear();
+        let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
         for (at, (key, _)) in entries.iter().enumerate() {
-            positions.insert_unique(hasher.hash_one(key), at as u32, |&p| {
-                hasher.hash_one(&entries[p as usize].0)
-            });
+            positions.insert_unique(hasher.hash_one(key), at as u32, &rehash as Rehash<'_>);
         }
     }
 }

@@ -507,7 +507,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         if count == 0 {
             return;
         }
-        let (_, &mut threshold, _) = resets.select_nth_unstable(count - 1);
+        let threshold = nth_smallest(&mut resets, count - 1);
         let mut evicted = 0;
         self.states.retain(|_, state| {
             let evict = evicted < count && reset(state) <= threshold;
@@ -515,6 +515,14 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             !evict
         });
     }
+}
+
+/// The `index`-th smallest of `values` (from 0; `index < values.len()`).
+/// Not generic, and never inlined, so that the selection's code is in the
+/// build once, not once per crate that instantiates a keyed store.
+#[inline(never)]
+fn nth_smallest(values: &mut [u64], index: usize) -> u64 {
+    *values.select_nth_unstable(index).1
 }
 
 /// Whether `limiter` is back to a fresh limiter's state at `now`.
