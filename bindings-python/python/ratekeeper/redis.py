@@ -384,15 +384,17 @@ class _Core:
         for limit in limits:
             self.config += limit.args
 
-    def keys(self, request: Mapping[str, _Key]) -> list[bytes]:
-        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all."""
+    def keys(self, request: Mapping[str, _Key], argument: Optional[str] = None) -> list[bytes]:
+        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all.
+        A bad value's error names ``request[field]``, or ``argument`` when the
+        request stands for that one argument (a limiter's ``key``)."""
         values: dict[str, bytes] = {}
         for limit in self.limits:
             for field in limit.by:
                 if field not in values:
                     if field not in request:
                         raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
-                    part = _key_part(request[field], f"request[{field!r}]")
+                    part = _key_part(request[field], argument or f"request[{field!r}]")
                     values[field] = b"%d:%s" % (len(part), part)
         # No field in common (a global limit): the whole policy on the slot of its prefix.
         tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
@@ -874,8 +876,7 @@ class _LimiterMixin:
         self._connect(client, core)
 
     def _keys(self, key: _Key) -> list[bytes]:
-        _key_part(key, "key")  # the error names `key`, not a request's field
-        return self._core.keys({"key": key})
+        return self._core.keys({"key": key}, "key")
 
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, as a dict."""
