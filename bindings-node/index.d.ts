@@ -13,7 +13,7 @@
 // `cost_exceeds_limit`, `invalid_value`, `invalid_type`, `invalid_syntax`,
 // `store_full`, `state_truncated`, `state_corrupt`, `state_version`,
 // `state_mismatch`; `invalid_config` for a policy configuration of the wrong
-// shape, a TypeError carrying serde's message) and a message naming the
+// shape, a TypeError whose message names the field) and a message naming the
 // argument in JS spelling. A failed call changes nothing.
 
 /** A limiter's answer to one request. A denial is a value, not an exception. */

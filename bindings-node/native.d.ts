@@ -74,8 +74,8 @@ export declare function leakyBucket(options: unknown): number
 /** Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration. */
 export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number): void
 
-/** `new Policy(config)`, the config as JSON text. */
-export declare function policyFromJson(json: string): number
+/** `new Policy(config)`, the config as plain data (see [`policy_config`]). */
+export declare function policyFromConfig(config: unknown): number
 
 /** `Policy.fromRates(rates, { algorithm, by })`. */
 export declare function policyFromRates(rates: string, algorithm: string, by: Array<string>): number

@@ -666,6 +666,22 @@ function createApi(B) {
     return value;
   }
 
+  /**
+   * A policy's configuration as the backend reads it: plain data, as
+   * `JSON.parse` makes it (src/policy_config.rs). JSON text is parsed here,
+   * by the engine's own parser; an object goes through JSON and back (see
+   * `jsonValue`), so that getters, `toJSON` and undefined fields count as
+   * they would in JSON text.
+   */
+  function configData(config) {
+    if (typeof config !== 'string') return JSON.parse(JSON.stringify(config, jsonValue));
+    try {
+      return JSON.parse(config);
+    } catch (error) {
+      throw Object.assign(new TypeError(`policy configuration: config is not JSON (${error.message})`), { code: 'invalid_config' });
+    }
+  }
+
   /** A policy of configured limiters: `[{ name, by?, limiter }]`, each limit keyed by copies of its limiter. */
   function fromLimiters(limits) {
     const h = B.policyNew();
@@ -721,11 +737,11 @@ function createApi(B) {
         }
       }
       if (typeof config === 'string') {
-        this.#h = config.trimStart().startsWith('{') ? B.policyFromJson(config) : B.policyFromRates(config, algorithm, by);
+        this.#h = config.trimStart().startsWith('{') ? B.policyFromConfig(configData(config)) : B.policyFromRates(config, algorithm, by);
       } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
         this.#h = fromLimiters(config.limits);
       } else if (config !== null && typeof config === 'object') {
-        this.#h = B.policyFromJson(JSON.stringify(config, jsonValue));
+        this.#h = B.policyFromConfig(configData(config));
       } else {
         badType('config', 'an object or a string');
       }

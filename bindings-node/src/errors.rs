@@ -8,7 +8,7 @@
 use napi::{Env, Status};
 use ratekeeper::Error;
 
-use crate::shared::{describe_error, ConfigError, Failure};
+use crate::shared::{describe_error, Failure};
 
 /// Throws `error` into JS and returns the napi error that tells napi-rs an
 /// exception is already pending.
@@ -41,23 +41,15 @@ impl<T> OrThrow<T> for Result<T, Failure<napi::Error>> {
     fn or_throw(self, env: &Env) -> napi::Result<T> {
         self.map_err(|failure| match failure {
             Failure::Core(error) => throw(env, error),
-            // A JS exception (a throwing getter) is already pending.
-            Failure::Js(error) => error,
-        })
-    }
-}
-
-impl<T> OrThrow<T> for Result<T, ConfigError> {
-    fn or_throw(self, env: &Env) -> napi::Result<T> {
-        self.map_err(|failure| match failure {
-            ConfigError::Core(error) => throw(env, error),
-            // serde's message names the field; the shape is wrong: a TypeError.
-            ConfigError::Config(message) => {
+            // The message names the field; the shape is wrong: a TypeError.
+            Failure::Config(message) => {
                 match env.throw_type_error(&message, Some("invalid_config")) {
                     Ok(()) => napi::Error::new(Status::PendingException, message),
                     Err(failed) => failed,
                 }
             }
+            // A JS exception (a throwing getter) is already pending.
+            Failure::Js(error) => error,
         })
     }
 }

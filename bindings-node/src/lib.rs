@@ -21,6 +21,7 @@
 mod clock;
 mod errors;
 mod fast;
+mod policy_config;
 mod shared;
 
 use std::cell::RefCell;
@@ -226,6 +227,12 @@ impl JsValueIn for In<'_> {
         // SAFETY: only called once `kind` said Array.
         let object = unsafe { self.0.cast::<Object>() }.map_err(Failure::Js)?;
         object.get_element(index).map(In).map_err(Failure::Js)
+    }
+
+    fn keys(&self) -> Result<Vec<String>, Failure<napi::Error>> {
+        // SAFETY: only called once `kind` said Object.
+        let object = unsafe { self.0.cast::<Object>() }.map_err(Failure::Js)?;
+        Object::keys(&object).map_err(Failure::Js)
     }
 }
 
@@ -453,15 +460,15 @@ pub fn keyed_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
     with_in(&KEYED, &env, handle, |s| shared::keyed_reclaim(s, now_ms))?.or_throw(&env)
 }
 
-fn policy_handle(env: &Env, built: Result<Policy, shared::ConfigError>) -> napi::Result<u32> {
+fn policy_handle(env: &Env, built: Result<Policy, Failure<napi::Error>>) -> napi::Result<u32> {
     let policy = built.or_throw(env)?;
     Ok(POLICIES.with_borrow_mut(|t| t.insert(policy)))
 }
 
-/// `new Policy(config)`, the config as JSON text.
+/// `new Policy(config)`, the config as plain data (see [`policy_config`]).
 #[napi]
-pub fn policy_from_json(env: Env, json: String) -> napi::Result<u32> {
-    policy_handle(&env, shared::policy_from_json(&json))
+pub fn policy_from_config(env: Env, config: Unknown) -> napi::Result<u32> {
+    policy_handle(&env, policy_config::policy_from_config(&In(config)))
 }
 
 /// An empty policy, for [`policy_add`].

@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 
 use ratekeeper::{
     count_from_f64, u64_to_f64, Algorithm, AnyKeyed, AnyLimiter, Bandwidth, Calendar, Decision,
-    Error, Eviction, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos, Policy, PolicyConfig,
-    Portable, Refill, SlidingWindowCounter, SlidingWindowLog,
+    Error, Eviction, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos, Policy, Portable,
+    Refill, SlidingWindowCounter, SlidingWindowLog,
 };
 
 /// Where a decision (or a reservation) is written for the JS layer to read:
@@ -25,11 +25,15 @@ use ratekeeper::{
 /// (see [`booked`]).
 pub type Out = [f64; 4];
 
-/// A failure: a core error (bad value), or an exception the JS engine raised
-/// while a value was read (a throwing getter).
+/// A failure: a core error (bad value), a policy configuration of the wrong
+/// shape, or an exception the JS engine raised while a value was read (a
+/// throwing getter).
 pub enum Failure<J> {
     /// To be thrown as a `RangeError` or `TypeError` carrying `.code`.
     Core(Error),
+    /// To be thrown as a `TypeError` with code `invalid_config` and this
+    /// message (see [`crate::policy_config`]).
+    Config(String),
     /// Already a JS exception: rethrown as is.
     Js(J),
 }
@@ -66,6 +70,8 @@ pub trait JsValueIn: Sized {
     fn get(&self, key: &'static str) -> Result<Self, Failure<Self::Js>>;
     /// Element `index` of an array.
     fn at(&self, index: u32) -> Result<Self, Failure<Self::Js>>;
+    /// The names of an object's enumerable string-keyed properties.
+    fn keys(&self) -> Result<Vec<String>, Failure<Self::Js>>;
 }
 
 fn invalid_type(name: &'static str, expected: &'static str) -> Error {
@@ -585,10 +591,10 @@ pub fn keyed(
     max_keys: Option<f64>,
     eviction: Option<&str>,
 ) -> Result<AnyKeyed, Error> {
-    let eviction = match eviction {
-        None | Some("nearest_fresh") => Eviction::NearestFresh,
-        Some("refuse") => Eviction::Refuse,
-        _ => {
+    let eviction = match eviction.map(Eviction::from_name) {
+        None => Eviction::NearestFresh,
+        Some(Some(eviction)) => eviction,
+        Some(None) => {
             return Err(Error::InvalidValue {
                 name: "eviction",
                 reason: "must be \"nearest_fresh\" or \"refuse\"",
@@ -676,23 +682,19 @@ pub fn keyed_try_acquire_batch(
 
 // ---- Policies -------------------------------------------------------------
 
-/// `new Policy(config)`: `json` is the JSON text of `{ limits: [...] }` (the
-/// JS layer stringifies a plain object). A shape error carries serde's
-/// message, which names the field.
-pub fn policy_from_json(json: &str) -> Result<Policy, ConfigError> {
-    let config: PolicyConfig =
-        serde_json::from_str(json).map_err(|e| ConfigError::Config(e.to_string()))?;
-    Ok(config.policy()?)
-}
-
 /// `Policy.fromRates(rates, { algorithm, by })`.
-pub fn policy_from_rates(
+pub fn policy_from_rates<J>(
     rates: &str,
     algorithm: &str,
     by: &[String],
-) -> Result<Policy, ConfigError> {
-    let algorithm: Algorithm = serde_json::from_value(serde_json::Value::String(algorithm.into()))
-        .map_err(|e| ConfigError::Config(format!("algorithm: {e}")))?;
+) -> Result<Policy, Failure<J>> {
+    let Some(algorithm) = Algorithm::from_name(algorithm) else {
+        return Err(Error::InvalidValue {
+            name: "algorithm",
+            reason: "must be \"token_bucket\", \"gcra\", \"leaky_bucket\", \"sliding_window_log\", \"sliding_window_counter\" or \"fixed_window\"",
+        }
+        .into());
+    };
     let by: Vec<&str> = by.iter().map(String::as_str).collect();
     Ok(Policy::from_rates(rates, algorithm, &by)?)
 }
@@ -706,21 +708,6 @@ pub fn policy_add(
 ) -> Result<(), Error> {
     let by: Vec<&str> = by.iter().map(String::as_str).collect();
     p.add(name, &by, limiter)
-}
-
-/// A policy failed to build: a core error, or a configuration serde rejected
-/// (thrown as a `TypeError` with code `invalid_config`).
-pub enum ConfigError {
-    /// A core error.
-    Core(Error),
-    /// serde's message.
-    Config(String),
-}
-
-impl From<Error> for ConfigError {
-    fn from(error: Error) -> Self {
-        ConfigError::Core(error)
-    }
 }
 
 /// A request from JS: field names and values, alternating.

@@ -509,23 +509,12 @@ pub fn max_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
 
 /// A keyed limiter's `eviction`: `"nearest_fresh"` or `"refuse"`.
 pub fn eviction(obj: &Bound<'_, PyAny>) -> PyResult<Eviction> {
-    let choices = [
-        ("nearest_fresh", Eviction::NearestFresh),
-        ("refuse", Eviction::Refuse),
-    ];
+    let choices = Eviction::ALL.map(|e| (e.name(), e));
     let errors = (
         "a str, 'nearest_fresh' or 'refuse'",
         "must be 'nearest_fresh' or 'refuse'",
     );
     one_of(obj, "eviction", &choices, errors)
-}
-
-/// The Python name of an eviction rule.
-pub fn eviction_name(eviction: Eviction) -> &'static str {
-    match eviction {
-        Eviction::Refuse => "refuse",
-        _ => "nearest_fresh",
-    }
 }
 
 /// A ratekeeper limiter (`limiter`): an instance of `Limiter`.
@@ -568,14 +557,7 @@ pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// An `algorithm` name for rate strings, as configurations spell it.
 pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<Algorithm> {
-    let choices = [
-        ("token_bucket", Algorithm::TokenBucket),
-        ("gcra", Algorithm::Gcra),
-        ("leaky_bucket", Algorithm::LeakyBucket),
-        ("sliding_window_log", Algorithm::SlidingWindowLog),
-        ("sliding_window_counter", Algorithm::SlidingWindowCounter),
-        ("fixed_window", Algorithm::FixedWindow),
-    ];
+    let choices = Algorithm::ALL.map(|a| (a.name(), a));
     let errors = (
         "a str such as 'token_bucket'",
         "must be 'token_bucket', 'gcra', 'leaky_bucket', 'sliding_window_log', \

@@ -242,7 +242,7 @@ limiter_methods!(
         /// What happens at ``max_keys``: ``"nearest_fresh"`` or ``"refuse"``.
         #[getter]
         fn eviction(&self) -> &'static str {
-            convert::eviction_name(self.eviction)
+            self.eviction.name()
         }
 
         /// A fresh limiter of every key's configuration (and the store's name).

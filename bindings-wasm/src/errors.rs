@@ -4,7 +4,7 @@ use js_sys::{RangeError, Reflect, TypeError};
 use ratekeeper::Error;
 use wasm_bindgen::JsValue;
 
-use crate::shared::{describe_error, ConfigError, Failure};
+use crate::shared::{describe_error, Failure};
 
 /// Turns a core error into the JS error to throw: a `TypeError` for `invalid_type`,
 /// a `RangeError` for every other code, with `.code` set to the core's code and a
@@ -21,20 +21,13 @@ pub(crate) fn to_js(error: Error) -> JsValue {
     js
 }
 
-/// [`to_js`] for option reading, where a JS exception (a throwing getter) passes through.
+/// [`to_js`] for option reading, where a JS exception (a throwing getter)
+/// passes through, and a policy configuration of the wrong shape becomes a
+/// `TypeError` with code `invalid_config` (its message names the field).
 pub(crate) fn failure_to_js(failure: Failure<JsValue>) -> JsValue {
     match failure {
         Failure::Core(error) => to_js(error),
-        Failure::Js(thrown) => thrown,
-    }
-}
-
-/// [`to_js`] for a policy's configuration: serde's message (naming the field)
-/// becomes a `TypeError` with code `invalid_config`.
-pub(crate) fn config_to_js(error: ConfigError) -> JsValue {
-    match error {
-        ConfigError::Core(error) => to_js(error),
-        ConfigError::Config(message) => {
+        Failure::Config(message) => {
             let js: JsValue = TypeError::new(&message).into();
             let _ = Reflect::set(
                 &js,
@@ -43,5 +36,6 @@ pub(crate) fn config_to_js(error: ConfigError) -> JsValue {
             );
             js
         }
+        Failure::Js(thrown) => thrown,
     }
 }

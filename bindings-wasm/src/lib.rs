@@ -12,6 +12,8 @@
 //! nothing panics on host input.
 
 mod errors;
+#[path = "../../bindings-node/src/policy_config.rs"]
+mod policy_config;
 #[path = "../../bindings-node/src/shared.rs"]
 mod shared;
 
@@ -21,7 +23,7 @@ use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 use wasm_bindgen::prelude::*;
 
-use errors::{config_to_js, failure_to_js, to_js};
+use errors::{failure_to_js, to_js};
 use shared::{Failure, Field, JsValueIn, Kind, Now, Out};
 
 /// One limiter: a core [`AnyLimiter`]. A `RefCell` so that `reconfigure` may
@@ -128,6 +130,14 @@ impl JsValueIn for In {
         Reflect::get_u32(&self.0, index)
             .map(In)
             .map_err(Failure::Js)
+    }
+
+    fn keys(&self) -> Result<Vec<String>, Failure<JsValue>> {
+        let object: &js_sys::Object = self.0.unchecked_ref();
+        Ok(js_sys::Object::keys(object)
+            .iter()
+            .filter_map(|key| key.as_string())
+            .collect())
     }
 }
 
@@ -388,10 +398,10 @@ pub fn keyed_reclaim(handle: &KeyedHandle, now_ms: f64) -> Result<(), JsValue> {
 #[wasm_bindgen]
 pub struct PolicyHandle(RefCell<Policy>);
 
-/// `new Policy(config)`, the config as JSON text.
-#[wasm_bindgen(js_name = policyFromJson)]
-pub fn policy_from_json(json: &str) -> Result<PolicyHandle, JsValue> {
-    let policy = shared::policy_from_json(json).map_err(config_to_js)?;
+/// `new Policy(config)`, the config as plain data (see [`policy_config`]).
+#[wasm_bindgen(js_name = policyFromConfig)]
+pub fn policy_from_config(config: JsValue) -> Result<PolicyHandle, JsValue> {
+    let policy = policy_config::policy_from_config(&In(config)).map_err(failure_to_js)?;
     Ok(PolicyHandle(RefCell::new(policy)))
 }
 
@@ -420,7 +430,7 @@ pub fn policy_from_rates(
     algorithm: &str,
     by: Vec<String>,
 ) -> Result<PolicyHandle, JsValue> {
-    let policy = shared::policy_from_rates(rates, algorithm, &by).map_err(config_to_js)?;
+    let policy = shared::policy_from_rates(rates, algorithm, &by).map_err(failure_to_js)?;
     Ok(PolicyHandle(RefCell::new(policy)))
 }
 

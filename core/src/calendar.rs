@@ -46,6 +46,9 @@ pub enum Calendar {
 }
 
 impl Calendar {
+    /// Every calendar, in declaration order.
+    pub const ALL: [Calendar; 3] = [Calendar::Day, Calendar::Week, Calendar::Month];
+
     /// The calendar's name as configuration files spell it: `day`, `week` or
     /// `month`.
     pub const fn name(self) -> &'static str {
@@ -58,7 +61,7 @@ impl Calendar {
 
     /// The calendar named `name` (`day`, `week` or `month`, in any case).
     pub fn from_name(name: &str) -> Option<Calendar> {
-        [Calendar::Day, Calendar::Week, Calendar::Month]
+        Calendar::ALL
             .into_iter()
             .find(|c| c.name().eq_ignore_ascii_case(name))
     }

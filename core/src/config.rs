@@ -206,6 +206,44 @@ impl Policy {
 }
 
 impl Algorithm {
+    /// Every algorithm, in declaration order.
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+        Algorithm::LeakyBucket,
+        Algorithm::SlidingWindowLog,
+        Algorithm::SlidingWindowCounter,
+        Algorithm::FixedWindow,
+    ];
+
+    /// The algorithm's name as configuration spells it (`token_bucket`,
+    /// `gcra`, `leaky_bucket`, `sliding_window_log`,
+    /// `sliding_window_counter`, `fixed_window`), which is also what
+    /// [`AnyLimiter::algorithm`] answers.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::Gcra => "gcra",
+            Algorithm::LeakyBucket => "leaky_bucket",
+            Algorithm::SlidingWindowLog => "sliding_window_log",
+            Algorithm::SlidingWindowCounter => "sliding_window_counter",
+            Algorithm::FixedWindow => "fixed_window",
+        }
+    }
+
+    /// The algorithm named `name`, spelled exactly as [`Algorithm::name`]
+    /// spells it.
+    ///
+    /// ```
+    /// use ratekeeper::Algorithm;
+    ///
+    /// assert_eq!(Algorithm::from_name("gcra"), Some(Algorithm::Gcra));
+    /// assert_eq!(Algorithm::from_name("GCRA"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+
     fn is_window(self) -> bool {
         matches!(
             self,

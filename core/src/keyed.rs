@@ -103,6 +103,26 @@ pub enum Eviction {
     Refuse,
 }
 
+impl Eviction {
+    /// Every eviction rule, in declaration order.
+    pub const ALL: [Eviction; 2] = [Eviction::NearestFresh, Eviction::Refuse];
+
+    /// The eviction's name as configuration spells it: `nearest_fresh` or
+    /// `refuse`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Eviction::NearestFresh => "nearest_fresh",
+            Eviction::Refuse => "refuse",
+        }
+    }
+
+    /// The eviction named `name`, spelled exactly as [`Eviction::name`]
+    /// spells it.
+    pub fn from_name(name: &str) -> Option<Eviction> {
+        Eviction::ALL.into_iter().find(|e| e.name() == name)
+    }
+}
+
 /// One limiter per key, sharing one configuration, in a hash table.
 ///
 /// The states lie in the order their keys first arrived (a removed key's

@@ -120,3 +120,44 @@ fn bad_configurations_name_their_argument() {
     .to_string();
     assert!(err.contains("magic"), "{err}");
 }
+
+/// The names `from_name` reads (what the JS bindings read a configuration
+/// with) are the ones serde reads (what Rust and Python read it with), and
+/// what a limiter reports as its algorithm.
+#[test]
+fn names_agree_with_serde_and_with_the_limiters() {
+    use ratekeeper::{Algorithm, Eviction, LimitConfig};
+
+    for algorithm in Algorithm::ALL {
+        let name = algorithm.name();
+        assert_eq!(Algorithm::from_name(name), Some(algorithm));
+        assert_eq!(
+            serde_json::from_str::<Algorithm>(&format!("\"{name}\"")).unwrap(),
+            algorithm
+        );
+        let limit = LimitConfig {
+            algorithm,
+            rate: "1/second".into(),
+            ..LimitConfig::default()
+        };
+        assert_eq!(limit.limiter().unwrap().algorithm(), name);
+    }
+    for eviction in Eviction::ALL {
+        let name = eviction.name();
+        assert_eq!(Eviction::from_name(name), Some(eviction));
+        assert_eq!(
+            serde_json::from_str::<Eviction>(&format!("\"{name}\"")).unwrap(),
+            eviction
+        );
+    }
+    for calendar in Calendar::ALL {
+        let name = calendar.name();
+        assert_eq!(Calendar::from_name(name), Some(calendar));
+        assert_eq!(
+            serde_json::from_str::<Calendar>(&format!("\"{name}\"")).unwrap(),
+            calendar
+        );
+    }
+    assert_eq!(Algorithm::from_name("Gcra"), None);
+    assert_eq!(Eviction::from_name(""), None);
+}

@@ -208,6 +208,53 @@ describe('Policy', () => {
     assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');
   });
 
+  it('reads every field of a configuration, and names the place of a bad one', () => {
+    const full = {
+      limits: [
+        { name: 'burst', algorithm: 'token_bucket', rate: '1/second;2/minute', burst: 3, by: ['user'], max_keys: 1, eviction: 'refuse' },
+        { name: 'daily', algorithm: 'fixed_window', rate: '5/day', calendar: 'day' },
+      ],
+    };
+    for (const config of [full, JSON.stringify(full), `  ${JSON.stringify(full)}`]) {
+      const policy = new Policy(config);
+      assert.deepStrictEqual(policy.limits, [{ name: 'burst', by: ['user'] }, { name: 'daily', by: [] }]);
+      const first = policy.tryAcquire({ user: 'a' }, 2, 0);
+      assert.deepStrictEqual([first.allowed, first.limits[0].remaining, first.limits[1].remaining], [true, 0, 3], 'burst 3 but 2 per minute');
+      assert.equal(policy.tryAcquire({ user: 'a' }, 1, 0).deniedBy, 'burst');
+      assert.throws(() => policy.tryAcquire({ user: 'b' }, 1, 0), (e) => e.code === 'store_full', 'max_keys 1, eviction refuse');
+    }
+    const bad = (limit) => ({ limits: [{ name: 'x', rate: '1/second', ...limit }] });
+    const cases = [
+      [{ limits: [], colour: 'red' }, 'config: unknown field `colour`, expected `limits`'],
+      [{}, 'config: missing field `limits`'],
+      [{ limits: {} }, 'limits: expected an array, found an object'],
+      [{ limits: [7] }, 'limits[0]: expected an object, found a number'],
+      [{ limits: [{ rate: '1/second' }] }, 'limits[0]: missing field `name`'],
+      [{ limits: [{ name: 'x' }] }, 'limits[0]: missing field `rate`'],
+      [bad({ name: 3 }), 'limits[0].name: expected a string, found a number'],
+      [bad({ algorithm: 'bucket' }), 'limits[0].algorithm: unknown value "bucket", expected `token_bucket`, `gcra`, `leaky_bucket`, `sliding_window_log`, `sliding_window_counter` or `fixed_window`'],
+      [bad({ burst: 1.5 }), 'limits[0].burst: expected a whole number from 0 to 2^53 - 1'],
+      [bad({ burst: -1 }), 'limits[0].burst: expected a whole number from 0 to 2^53 - 1'],
+      [bad({ burst: '3' }), 'limits[0].burst: expected a number, found the string "3"'],
+      [bad({ max_keys: true }), 'limits[0].max_keys: expected a number, found a boolean'],
+      [bad({ calendar: 'year' }), 'limits[0].calendar: unknown value "year", expected `day`, `week` or `month`'],
+      [bad({ eviction: 'oldest' }), 'limits[0].eviction: unknown value "oldest", expected `nearest_fresh` or `refuse`'],
+      [bad({ by: 'user' }), 'limits[0].by: expected an array of strings, found the string "user"'],
+      [bad({ by: ['user', 1] }), 'limits[0].by[1]: expected a string, found a number'],
+      [{ limits: [{ name: 'a', rate: '1/second' }, { name: 'b', rate: '1/second', maxKeys: 9 }] }, 'limits[1]: unknown field `maxKeys`, expected `name`, `algorithm`, `rate`, `burst`, `calendar`, `by`, `max_keys` or `eviction`'],
+    ];
+    for (const [config, message] of cases) {
+      for (const given of [config, JSON.stringify(config)]) {
+        assert.throws(() => new Policy(given), (e) => e instanceof TypeError && e.code === 'invalid_config' && e.message === `policy configuration: ${message}`, message);
+      }
+    }
+    assert.throws(() => new Policy('{"limits": ['), (e) => e instanceof TypeError && e.code === 'invalid_config' && /^policy configuration: config is not JSON \(/.test(e.message));
+    // The right shape with a value the core refuses: the core's own error.
+    assertLimiterError(() => new Policy(bad({ algorithm: 'gcra', burst: 0 })), 'zero_value', 'burst');
+    assertLimiterError(() => new Policy(bad({ rate: 'often' })), 'invalid_syntax', 'rate');
+    assertLimiterError(() => Policy.fromRates('1/second', { algorithm: 'bucket' }), 'invalid_value', 'algorithm');
+  });
+
   it('lists fields that contain commas, or are empty, as given', () => {
     const gcra = () => new Gcra({ burst: 1, emissionIntervalMs: SECOND });
     const policy = new Policy({ limits: [{ name: 'l', by: ['a,b', ''], limiter: gcra() }, { name: 'g', limiter: gcra() }] });
