@@ -119,10 +119,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// Adds `key`, of hash `hash` and not held, at the end.
     fn push(&mut self, hash: u64, key: K, value: V) {
         debug_assert!(self.entries.len() < MAX_LEN);
-        let (entries, hasher) = (&self.entries, &self.hasher);
-        let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
-        self.positions
-            .insert_unique(hash, entries.len() as u32, &rehash as Rehash<'_>);
+        let at = self.entries.len() as u32;
+        insert_position(&mut self.positions, &self.entries, &self.hasher, hash, at);
         self.entries.push((key, value));
     }
 
@@ -185,11 +183,23 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
             return;
         }
         positions.clear();
-        let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
         for (at, (key, _)) in entries.iter().enumerate() {
-            positions.insert_unique(hasher.hash_one(key), at as u32, &rehash as Rehash<'_>);
+            insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
         }
     }
+}
+
+/// Adds the position `at`, of an entry whose key hashes to `hash`, to
+/// `positions`, which may grow, rehashing the others from `entries`.
+fn insert_position<K: Hash, V, S: BuildHasher>(
+    positions: &mut HashTable<u32>,
+    entries: &[(K, V)],
+    hasher: &S,
+    hash: u64,
+    at: u32,
+) {
+    let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
+    positions.insert_unique(hash, at, &rehash as Rehash<'_>);
 }
 
 #[cfg(test)]
