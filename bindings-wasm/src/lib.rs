@@ -133,8 +133,8 @@ impl JsValueIn for In {
     }
 
     fn keys(&self) -> Result<Vec<String>, Failure<JsValue>> {
-        let object: &js_sys::Object = self.0.unchecked_ref();
-        Ok(js_sys::Object::keys(object)
+        let object: &Object = self.0.unchecked_ref();
+        Ok(Object::keys(object)
             .iter()
             .filter_map(|key| key.as_string())
             .collect())
