@@ -668,18 +668,28 @@ function createApi(B) {
 
   /**
    * A policy's configuration as the backend reads it: plain data, as
-   * `JSON.parse` makes it (src/policy_config.rs). JSON text is parsed here,
-   * by the engine's own parser; an object goes through JSON and back (see
-   * `jsonValue`), so that getters, `toJSON` and undefined fields count as
-   * they would in JSON text.
+   * `JSON.parse` makes it (src/policy_config.rs), each object without a
+   * prototype, so that only its own fields are read. JSON text is parsed
+   * here, by the engine's own parser (a repeated key: the last one counts);
+   * an object goes through JSON and back (see `jsonValue`), so that only
+   * its own enumerable fields count, and getters and `toJSON` as in JSON text.
    */
   function configData(config) {
-    if (typeof config !== 'string') return JSON.parse(JSON.stringify(config, jsonValue));
+    let text = config;
+    if (typeof config !== 'string') {
+      text = JSON.stringify(config, jsonValue);
+      // A toJSON that answers undefined.
+      if (text === undefined) badType('config', 'an object or a string');
+    }
     try {
-      return JSON.parse(config);
+      return JSON.parse(text, ownFields);
     } catch (error) {
       throw Object.assign(new TypeError(`policy configuration: config is not JSON (${error.message})`), { code: 'invalid_config' });
     }
+  }
+
+  function ownFields(_key, value) {
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.assign(Object.create(null), value) : value;
   }
 
   /** A policy of configured limiters: `[{ name, by?, limiter }]`, each limit keyed by copies of its limiter. */

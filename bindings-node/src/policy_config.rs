@@ -2,21 +2,25 @@
 //! [`PolicyConfig`] filled in field by field through [`JsValueIn`], as both
 //! JS bindings read every other option.
 //!
-//! The JS layer hands over plain data as `JSON.parse` makes it: it parses
-//! JSON text with the engine's own parser, and sends an object through
+//! The JS layer hands over plain data as `JSON.parse` makes it, each object
+//! without a prototype (so that nothing inherited is read): it parses JSON
+//! text with the engine's own parser, and sends an object through
 //! `JSON.stringify` first (NaN, the infinities and BigInts then arrive as
 //! strings, refused here by name). So neither binding ships a JSON parser:
 //! in the WebAssembly build, serde_json and serde's readers were a quarter
 //! of the download.
 //!
-//! The fields and their defaults are those of [`LimitConfig`]. A value of
-//! the wrong shape, or a field no limit has, is a [`Failure::Config`] naming
-//! its place (`limits[1].burst`); a value of the right shape that the core
-//! refuses (a zero burst) is the core's own error.
+//! The fields, their defaults and what `null` means are serde's reading of
+//! [`LimitConfig`] (Rust, Python): a missing field takes its default, and
+//! `null` is "none" for the optional ones (`burst`, `calendar`, `max_keys`,
+//! `eviction`) and a wrong type for the others. Numbers are whole, from 0 to
+//! 2^64 - 1. A value of the wrong shape, or a field no limit has, is a
+//! [`Failure::Config`] naming its place (`limits[1].burst`); a value of the
+//! right shape that the core refuses (a zero burst) is the core's own error.
 
 use ratekeeper::{Algorithm, Calendar, Eviction, LimitConfig, Policy, PolicyConfig};
 
-use crate::shared::{count, Failure, JsValueIn, Kind};
+use crate::shared::{Failure, JsValueIn, Kind};
 
 /// The fields of a limit, in [`LimitConfig`]'s order.
 const LIMIT_FIELDS: [&str; 8] = [
@@ -32,110 +36,158 @@ const LIMIT_FIELDS: [&str; 8] = [
 
 /// `new Policy(config)`: `{ limits: [...] }`.
 pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V::Js>> {
-    known_fields(config, "config", &["limits"])?;
-    let list = config.get("limits")?;
+    let Some(list) = Object::new(config, "config", &["limits"])?.get("limits")? else {
+        return Err(shape("config", "missing field `limits`"));
+    };
     let len = match list.kind()? {
         Kind::Array(len) => len,
-        Kind::Absent => return Err(shape("config", "missing field `limits`")),
         other => return Err(expected("limits", "an array", &other)),
     };
-    let mut limits = Vec::with_capacity(len as usize);
+    // Not reserved ahead: the length is the caller's, and each element is
+    // checked before the next is read.
+    let mut limits = Vec::new();
     for i in 0..len {
-        limits.push(limit(&list.at(i)?, &format!("limits[{i}]"))?);
+        let path = format!("limits[{i}]");
+        limits.push(limit(&Object::new(&list.at(i)?, &path, &LIMIT_FIELDS)?)?);
     }
     Ok(PolicyConfig { limits }.policy()?)
 }
 
-/// One element of `limits`, at `path`.
-fn limit<V: JsValueIn>(value: &V, path: &str) -> Result<LimitConfig, Failure<V::Js>> {
-    known_fields(value, path, &LIMIT_FIELDS)?;
-    let field = |name: &'static str| -> Result<(Kind, String), Failure<V::Js>> {
-        Ok((value.get(name)?.kind()?, format!("{path}.{name}")))
-    };
-    let required = |name: &'static str| -> Result<String, Failure<V::Js>> {
-        match field(name)? {
-            (Kind::String(s), _) => Ok(s),
-            (Kind::Absent, _) => Err(shape(path, &format!("missing field `{name}`"))),
-            (other, at) => Err(expected(&at, "a string", &other)),
-        }
-    };
-    let whole = |name: &'static str| -> Result<Option<u64>, Failure<V::Js>> {
-        match field(name)? {
-            (Kind::Absent, _) => Ok(None),
-            (Kind::Number(n), at) => count(n, name)
-                .map(Some)
-                .map_err(|_| shape(&at, "expected a whole number from 0 to 2^53 - 1")),
-            (other, at) => Err(expected(&at, "a number", &other)),
-        }
+/// One element of `limits`.
+fn limit<V: JsValueIn>(o: &Object<'_, V>) -> Result<LimitConfig, Failure<V::Js>> {
+    let required = |name: &'static str| match o.kind(name)? {
+        Some(Kind::String(s)) => Ok(s),
+        None => Err(shape(o.path, &format!("missing field `{name}`"))),
+        Some(other) => Err(expected(&o.at(name), "a string", &other)),
     };
     Ok(LimitConfig {
         name: required("name")?,
-        algorithm: named(field("algorithm")?, &Algorithm::ALL, Algorithm::name)?
+        // Not an `Option`: null is a wrong type, as for serde.
+        algorithm: o
+            .named("algorithm", false, &Algorithm::ALL, Algorithm::name)?
             .unwrap_or_default(),
         rate: required("rate")?,
-        burst: whole("burst")?,
-        calendar: named(field("calendar")?, &Calendar::ALL, Calendar::name)?,
-        by: strings(value.get("by")?, &format!("{path}.by"))?,
-        max_keys: whole("max_keys")?,
-        eviction: named(field("eviction")?, &Eviction::ALL, Eviction::name)?,
+        burst: o.whole("burst")?,
+        calendar: o.named("calendar", true, &Calendar::ALL, Calendar::name)?,
+        by: o.strings("by")?,
+        max_keys: o.whole("max_keys")?,
+        eviction: o.named("eviction", true, &Eviction::ALL, Eviction::name)?,
     })
 }
 
-/// An optional value of `all`, given by its name (spelled as the core's
-/// configuration spells it, as serde reads it).
-fn named<T: Copy, J>(
-    (kind, at): (Kind, String),
-    all: &[T],
-    name: fn(T) -> &'static str,
-) -> Result<Option<T>, Failure<J>> {
-    match kind {
-        Kind::Absent => Ok(None),
-        Kind::String(s) => match all.iter().find(|&&value| name(value) == s) {
-            Some(&value) => Ok(Some(value)),
-            None => {
-                let names: Vec<&str> = all.iter().map(|&value| name(value)).collect();
-                Err(shape(
-                    &at,
-                    &format!("unknown value \"{s}\", expected {}", one_of(&names)),
-                ))
+/// An object of the configuration, at `path`, and the fields it has.
+struct Object<'a, V> {
+    value: &'a V,
+    path: &'a str,
+    keys: Vec<String>,
+}
+
+impl<'a, V: JsValueIn> Object<'a, V> {
+    /// `value`, which must be an object whose fields are all in `known`.
+    fn new(value: &'a V, path: &'a str, known: &[&str]) -> Result<Self, Failure<V::Js>> {
+        match value.kind()? {
+            Kind::Object => {}
+            other => return Err(expected(path, "an object", &other)),
+        }
+        let keys = value.keys()?;
+        if let Some(unknown) = keys.iter().find(|k| !known.contains(&k.as_str())) {
+            let message = format!("unknown field `{unknown}`, expected {}", one_of(known));
+            return Err(shape(path, &message));
+        }
+        Ok(Object { value, path, keys })
+    }
+
+    /// The place of field `name`, for messages.
+    fn at(&self, name: &str) -> String {
+        format!("{}.{name}", self.path)
+    }
+
+    /// Field `name`; `None` when the object has no such field.
+    fn get(&self, name: &'static str) -> Result<Option<V>, Failure<V::Js>> {
+        if self.keys.iter().any(|k| k == name) {
+            self.value.get(name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// What field `name` holds (`Kind::Absent`: null); `None` when missing.
+    fn kind(&self, name: &'static str) -> Result<Option<Kind>, Failure<V::Js>> {
+        self.get(name)?.as_ref().map(JsValueIn::kind).transpose()
+    }
+
+    /// An optional field: missing or null is `None`.
+    fn optional(&self, name: &'static str) -> Result<Option<Kind>, Failure<V::Js>> {
+        Ok(self
+            .kind(name)?
+            .filter(|kind| !matches!(kind, Kind::Absent)))
+    }
+
+    /// An optional whole number, from 0 to 2^64 - 1.
+    fn whole(&self, name: &'static str) -> Result<Option<u64>, Failure<V::Js>> {
+        match self.optional(name)? {
+            None => Ok(None),
+            // 2^64 is exact as a float; the cast is exact below it.
+            Some(Kind::Number(n))
+                if (0.0..18_446_744_073_709_551_616.0).contains(&n) && n.fract() == 0.0 =>
+            {
+                Ok(Some(n as u64))
             }
-        },
-        other => Err(expected(&at, "a string", &other)),
+            Some(Kind::Number(_)) => Err(shape(
+                &self.at(name),
+                "expected a whole number from 0 to 2^64 - 1",
+            )),
+            Some(other) => Err(expected(&self.at(name), "a number", &other)),
+        }
     }
-}
 
-/// An optional array of strings (none: empty).
-fn strings<V: JsValueIn>(value: V, at: &str) -> Result<Vec<String>, Failure<V::Js>> {
-    let len = match value.kind()? {
-        Kind::Absent => return Ok(Vec::new()),
-        Kind::Array(len) => len,
-        other => return Err(expected(at, "an array of strings", &other)),
-    };
-    (0..len)
-        .map(|i| match value.at(i)?.kind()? {
-            Kind::String(s) => Ok(s),
-            other => Err(expected(&format!("{at}[{i}]"), "a string", &other)),
-        })
-        .collect()
-}
-
-/// Refuses a value at `path` that is not an object, or that has a field
-/// not in `known`.
-fn known_fields<V: JsValueIn>(value: &V, path: &str, known: &[&str]) -> Result<(), Failure<V::Js>> {
-    match value.kind()? {
-        Kind::Object => {}
-        other => return Err(expected(path, "an object", &other)),
+    /// The value of `all` that `field` names, as the core's configuration
+    /// spells it (exactly, as serde reads it); `None` when missing, or null
+    /// when `null_is_none` (an `Option` field).
+    fn named<T: Copy>(
+        &self,
+        field: &'static str,
+        null_is_none: bool,
+        all: &[T],
+        name: fn(T) -> &'static str,
+    ) -> Result<Option<T>, Failure<V::Js>> {
+        let kind = if null_is_none {
+            self.optional(field)?
+        } else {
+            self.kind(field)?
+        };
+        match kind {
+            None => Ok(None),
+            Some(Kind::String(s)) => match all.iter().find(|&&value| name(value) == s) {
+                Some(&value) => Ok(Some(value)),
+                None => {
+                    let names: Vec<&str> = all.iter().map(|&value| name(value)).collect();
+                    let message = format!("unknown value \"{s}\", expected {}", one_of(&names));
+                    Err(shape(&self.at(field), &message))
+                }
+            },
+            Some(other) => Err(expected(&self.at(field), "a string", &other)),
+        }
     }
-    match value
-        .keys()?
-        .into_iter()
-        .find(|k| !known.contains(&k.as_str()))
-    {
-        Some(unknown) => Err(shape(
-            path,
-            &format!("unknown field `{unknown}`, expected {}", one_of(known)),
-        )),
-        None => Ok(()),
+
+    /// An array of strings; missing is empty.
+    fn strings(&self, field: &'static str) -> Result<Vec<String>, Failure<V::Js>> {
+        let Some(list) = self.get(field)? else {
+            return Ok(Vec::new());
+        };
+        let at = self.at(field);
+        let len = match list.kind()? {
+            Kind::Array(len) => len,
+            other => return Err(expected(&at, "an array of strings", &other)),
+        };
+        let mut strings = Vec::new();
+        for i in 0..len {
+            match list.at(i)?.kind()? {
+                Kind::String(s) => strings.push(s),
+                other => return Err(expected(&format!("{at}[{i}]"), "a string", &other)),
+            }
+        }
+        Ok(strings)
     }
 }
 

@@ -233,8 +233,14 @@ describe('Policy', () => {
       [{ limits: [{ name: 'x' }] }, 'limits[0]: missing field `rate`'],
       [bad({ name: 3 }), 'limits[0].name: expected a string, found a number'],
       [bad({ algorithm: 'bucket' }), 'limits[0].algorithm: unknown value "bucket", expected `token_bucket`, `gcra`, `leaky_bucket`, `sliding_window_log`, `sliding_window_counter` or `fixed_window`'],
-      [bad({ burst: 1.5 }), 'limits[0].burst: expected a whole number from 0 to 2^53 - 1'],
-      [bad({ burst: -1 }), 'limits[0].burst: expected a whole number from 0 to 2^53 - 1'],
+      [{ limits: null }, 'limits: expected an array, found null'],
+      [bad({ name: null }), 'limits[0].name: expected a string, found null'],
+      [bad({ algorithm: null }), 'limits[0].algorithm: expected a string, found null'],
+      [bad({ by: null }), 'limits[0].by: expected an array of strings, found null'],
+      [{ limits: [['x', 'gcra', '1/second']] }, 'limits[0]: expected an object, found an array'],
+      [bad({ burst: 1.5 }), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1'],
+      [bad({ burst: -1 }), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1'],
+      [bad({ max_keys: 2 ** 64 }), 'limits[0].max_keys: expected a whole number from 0 to 2^64 - 1'],
       [bad({ burst: '3' }), 'limits[0].burst: expected a number, found the string "3"'],
       [bad({ max_keys: true }), 'limits[0].max_keys: expected a number, found a boolean'],
       [bad({ calendar: 'year' }), 'limits[0].calendar: unknown value "year", expected `day`, `week` or `month`'],
@@ -249,6 +255,25 @@ describe('Policy', () => {
       }
     }
     assert.throws(() => new Policy('{"limits": ['), (e) => e instanceof TypeError && e.code === 'invalid_config' && /^policy configuration: config is not JSON \(/.test(e.message));
+    // null is "none" for the optional fields, as serde reads them; whole
+    // numbers go up to 2^64 - 1, as in Rust and Python.
+    const none = new Policy(bad({ algorithm: 'gcra', burst: null, calendar: null, max_keys: null, eviction: null }));
+    assert.equal(none.tryAcquire({}, 1, 0).limits[0].limit, 1);
+    const large = new Policy(bad({ algorithm: 'gcra', burst: 2 ** 33, by: ['user'], max_keys: 2 ** 64 - 2048 }));
+    assert.equal(large.tryAcquire({ user: 'a' }, 1, 0).limits[0].limit, 2 ** 33);
+    // Only a configuration's own fields count, as in JSON text.
+    const inherited = Object.create({ colour: 'red' });
+    inherited.limits = [Object.assign(Object.create({ by: ['user'] }), { name: 'x', rate: '1/second' })];
+    Object.prototype.burst = 0; // eslint-disable-line no-extend-native
+    try {
+      const own = new Policy(inherited);
+      assert.deepStrictEqual(own.limits, [{ name: 'x', by: [] }]);
+      assert.equal(own.tryAcquire({}, 1, 0).limits[0].limit, 1);
+      assert.equal(new Policy(JSON.stringify(inherited)).tryAcquire({}, 1, 0).limits[0].limit, 1);
+    } finally {
+      delete Object.prototype.burst;
+    }
+    assertLimiterError(() => new Policy({ toJSON() {} }), 'invalid_type', 'config');
     // The right shape with a value the core refuses: the core's own error.
     assertLimiterError(() => new Policy(bad({ algorithm: 'gcra', burst: 0 })), 'zero_value', 'burst');
     assertLimiterError(() => new Policy(bad({ rate: 'often' })), 'invalid_syntax', 'rate');
