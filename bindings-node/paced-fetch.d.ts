@@ -36,6 +36,14 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
    */
   maxWaitMs?: number
   /**
+   * The most requests waiting for their slot at once. A call beyond rejects at
+   * once, booking nothing, with an error of code `rate_limited` whose
+   * `retryAfterMs` is the time until the head of the queue leaves. Bounds the
+   * queue's memory when calls come faster than the rate for long. Default
+   * `Infinity`.
+   */
+  maxWaiting?: number
+  /**
    * How many times one request is sent again after a 429 or 503 answer with
    * `Retry-After` (after the pause it asks for, ahead of the queue). Default
    * 1; 0 returns such answers as they are (the queue still pauses). After a

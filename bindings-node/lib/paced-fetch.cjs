@@ -107,6 +107,7 @@ function pacedFetch(fetch, limiter, options) {
   const {
     cost = 1,
     maxWaitMs = Infinity,
+    maxWaiting = Infinity,
     retries = 1,
     maxRetryAfterMs = 60_000,
     clock = () => performance.now(),
@@ -115,10 +116,14 @@ function pacedFetch(fetch, limiter, options) {
     onEvent,
   } = options ?? {};
   if (typeof cost !== 'number' && typeof cost !== 'function') throw new TypeError('cost must be a number or a function');
-  for (const [name, value] of [['maxWaitMs', maxWaitMs], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]]) {
+  const counts = [['maxWaitMs', maxWaitMs], ['maxWaiting', maxWaiting], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]];
+  for (const [name, value] of counts) {
     if (typeof value !== 'number' || !(value >= 0)) throw new RangeError(`${name} must be a number >= 0`);
   }
   if (!Number.isInteger(retries)) throw new RangeError(`retries must be a whole number, not ${retries}`);
+  if (!Number.isInteger(maxWaiting) && maxWaiting !== Infinity) {
+    throw new RangeError(`maxWaiting must be a whole number or Infinity, not ${maxWaiting}`);
+  }
 
   const queue = []; // entries waiting for their slot, in booking order
   let pausedUntil = -Infinity; // on `clock`
@@ -269,6 +274,12 @@ function pacedFetch(fetch, limiter, options) {
         reject(signal.reason);
         return;
       }
+      // A full queue books nothing: the caller may try again once its head has left.
+      const full = queue.length >= maxWaiting;
+      if (full && queue.length > 0) {
+        reject(rateLimitedError(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - clock())));
+        return;
+      }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
       const method = String((init != null && init.method) || (isRequest(input) ? input.method : 'GET')).toUpperCase();
       // A stream body can be sent once: no retry.
@@ -303,6 +314,13 @@ function pacedFetch(fetch, limiter, options) {
       const error = book(entry, now, maxWaitMs);
       if (error !== null) {
         reject(error);
+        return;
+      }
+      // maxWaiting 0, and an empty queue: only a request due now may go.
+      const wait = Math.max(entry.atMs, pausedUntil) - clock();
+      if (full && wait > 0) {
+        giveBack(entry);
+        reject(rateLimitedError(`the request would wait ${wait} ms, and maxWaiting is 0`, wait));
         return;
       }
       if (signal !== undefined) signal.addEventListener('abort', entry.onAbort, { once: true });

@@ -142,7 +142,7 @@ test('the typings type-check from a consumer (tsc, when installed)', (t) => {
   writeFileSync(join(dir, 'use.ts'), `
     import { Gcra, pacedFetch, type Decision, type PacedFetch } from 'ratekeeper'
     const gcra: Gcra = Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
-    const get: PacedFetch = pacedFetch(fetch, gcra, { retries: 2, maxWaitMs: 10_000 })
+    const get: PacedFetch = pacedFetch(fetch, gcra, { retries: 2, maxWaitMs: 10_000, maxWaiting: 100 })
     const d: Decision = gcra.tryAcquire()
     export const sent: Promise<Response> = get('https://example.com/', { signal: AbortSignal.timeout(1000) })
     export const left: number = get.waiting + d.remaining

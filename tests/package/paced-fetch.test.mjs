@@ -346,7 +346,41 @@ test('maxWaitMs still bounds a queued request when a server pause moves it', asy
   await b;
 });
 
-test('retries is a whole number', () => {
+test('retries is a whole number, maxWaiting a whole number or Infinity', () => {
   const time = fakeTime();
   assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { retries: 1.5 }), { name: 'RangeError', message: /retries/ });
+  assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { retries: Infinity }), { name: 'RangeError', message: /retries/ });
+  for (const maxWaiting of [-1, 0.5, NaN, '3']) {
+    assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { maxWaiting }), { name: 'RangeError', message: /maxWaiting/ });
+  }
+  pacedFetch(fetch, tenPerSecond(time.clock), { maxWaiting: Infinity });
+});
+
+test('maxWaiting bounds the queue: a call beyond rejects at once, booking nothing', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, maxWaiting: 2 });
+  const ok = [paced('/0'), paced('/1'), paced('/2')];
+  assert.equal(paced.waiting, 2, 'the first left at once, two wait');
+  await time.advance(30);
+  await assert.rejects(paced('/3'), { code: 'rate_limited', retryAfterMs: 70, message: /2 requests are waiting/ });
+  assert.equal(gcra.peek(1).retryAfterMs, 270, 'the refused call booked nothing: the next slot is still 300');
+  await time.advance(70);
+  assert.equal(paced.waiting, 1, 'the head left: room for one');
+  ok.push(paced('/4'));
+  await time.advance(1000);
+  await Promise.all(ok);
+  assert.deepEqual(log, [['/0', 0], ['/1', 100], ['/2', 200], ['/4', 300]]);
+
+  // maxWaiting 0: a request goes when it is due at once, else is refused.
+  const limiter = tenPerSecond(time.clock);
+  const none = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, maxWaiting: 0 });
+  const first = none('/a');
+  assert.equal(none.waiting, 0, 'due now: sent without queueing');
+  await assert.rejects(none('/b'), { code: 'rate_limited', retryAfterMs: 100 });
+  assert.equal(limiter.peek(1).retryAfterMs, 100, 'the refused booking was given back');
+  await time.advance(100);
+  await Promise.all([first, none('/c')]);
+  assert.deepEqual(log.slice(-2), [['/a', 1100], ['/c', 1200]]);
 });
