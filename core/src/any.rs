@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use crate::nanos::saturating;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{
-    Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
+    Algorithm, Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
     SlidingWindowCounter, TokenBucket,
 };
 
@@ -89,22 +89,23 @@ impl AnyLimiter {
         })
     }
 
-    /// The algorithm's name, as configuration files spell it:
-    /// `token_bucket`, `gcra`, `leaky_bucket`, `sliding_window_log`,
-    /// `sliding_window_counter` or `fixed_window`.
+    /// The algorithm's name, as configuration files spell it
+    /// ([`Algorithm::name`]): `token_bucket`, `gcra`, `leaky_bucket`,
+    /// `sliding_window_log`, `sliding_window_counter` or `fixed_window`.
     pub fn algorithm(&self) -> &'static str {
-        match self {
+        let algorithm = match self {
             AnyLimiter::TokenBucket(_)
             | AnyLimiter::TokenBucket2(_)
             | AnyLimiter::TokenBucket3(_)
-            | AnyLimiter::TokenBucket4(_) => "token_bucket",
-            AnyLimiter::Gcra(_) => "gcra",
-            AnyLimiter::LeakyBucket(_) => "leaky_bucket",
+            | AnyLimiter::TokenBucket4(_) => Algorithm::TokenBucket,
+            AnyLimiter::Gcra(_) => Algorithm::Gcra,
+            AnyLimiter::LeakyBucket(_) => Algorithm::LeakyBucket,
             #[cfg(feature = "alloc")]
-            AnyLimiter::SlidingWindowLog(_) => "sliding_window_log",
-            AnyLimiter::SlidingWindowCounter(_) => "sliding_window_counter",
-            AnyLimiter::FixedWindow(_) => "fixed_window",
-        }
+            AnyLimiter::SlidingWindowLog(_) => Algorithm::SlidingWindowLog,
+            AnyLimiter::SlidingWindowCounter(_) => Algorithm::SlidingWindowCounter,
+            AnyLimiter::FixedWindow(_) => Algorithm::FixedWindow,
+        };
+        algorithm.name()
     }
 
     /// The span over which [`limit`](Limiter::limit) units are granted, as

@@ -121,6 +121,21 @@ fn bad_configurations_name_their_argument() {
     assert!(err.contains("magic"), "{err}");
 }
 
+/// Each of `all` is read back from its name by `from_name` and by serde.
+fn names_read_back<T>(all: &[T], name: fn(T) -> &'static str, from_name: fn(&str) -> Option<T>)
+where
+    T: Copy + PartialEq + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    for &value in all {
+        let name = name(value);
+        assert_eq!(from_name(name), Some(value));
+        assert_eq!(
+            serde_json::from_str::<T>(&format!("\"{name}\"")).unwrap(),
+            value
+        );
+    }
+}
+
 /// The names `from_name` reads (what the JS bindings read a configuration
 /// with) are the ones serde reads (what Rust and Python read it with), and
 /// what a limiter reports as its algorithm.
@@ -128,35 +143,16 @@ fn bad_configurations_name_their_argument() {
 fn names_agree_with_serde_and_with_the_limiters() {
     use ratekeeper::{Algorithm, Eviction, LimitConfig};
 
+    names_read_back(&Algorithm::ALL, Algorithm::name, Algorithm::from_name);
+    names_read_back(&Eviction::ALL, Eviction::name, Eviction::from_name);
+    names_read_back(&Calendar::ALL, Calendar::name, Calendar::from_name);
     for algorithm in Algorithm::ALL {
-        let name = algorithm.name();
-        assert_eq!(Algorithm::from_name(name), Some(algorithm));
-        assert_eq!(
-            serde_json::from_str::<Algorithm>(&format!("\"{name}\"")).unwrap(),
-            algorithm
-        );
         let limit = LimitConfig {
             algorithm,
             rate: "1/second".into(),
             ..LimitConfig::default()
         };
-        assert_eq!(limit.limiter().unwrap().algorithm(), name);
-    }
-    for eviction in Eviction::ALL {
-        let name = eviction.name();
-        assert_eq!(Eviction::from_name(name), Some(eviction));
-        assert_eq!(
-            serde_json::from_str::<Eviction>(&format!("\"{name}\"")).unwrap(),
-            eviction
-        );
-    }
-    for calendar in Calendar::ALL {
-        let name = calendar.name();
-        assert_eq!(Calendar::from_name(name), Some(calendar));
-        assert_eq!(
-            serde_json::from_str::<Calendar>(&format!("\"{name}\"")).unwrap(),
-            calendar
-        );
+        assert_eq!(limit.limiter().unwrap().algorithm(), algorithm.name());
     }
     assert_eq!(Algorithm::from_name("Gcra"), None);
     assert_eq!(Eviction::from_name(""), None);
