@@ -286,20 +286,21 @@ mod tests {
     /// Any f64: every bit pattern (NaNs, subnormals, both zeros), and values
     /// near the bounds where the quick paths end.
     fn any_f64() -> impl Strategy<Value = f64> {
+        // A static slice, not a Vec: these tests also run without `alloc`.
+        const EDGES: [f64; 7] = [
+            TWO_POW_52,
+            TWO_POW_52 - 0.5,
+            TWO_POW_64,
+            MAX_SAFE_INTEGER,
+            MAX_SAFE_INTEGER + 1.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+        ];
         prop_oneof![
             any::<u64>().prop_map(f64::from_bits),
             (0u64..1 << 54).prop_map(|n| n as f64),
             (0u64..1 << 54).prop_map(|n| n as f64 + 0.5),
-            prop::sample::select(alloc::vec![
-                TWO_POW_52,
-                TWO_POW_52 - 0.5,
-                TWO_POW_64,
-                MAX_SAFE_INTEGER,
-                MAX_SAFE_INTEGER + 1.0,
-                -0.0,
-                f64::MIN_POSITIVE,
-            ])
-            .prop_flat_map(|x| (-4i64..=4)
+            prop::sample::select(&EDGES[..]).prop_flat_map(|x| (-4i64..=4)
                 .prop_map(move |steps| { f64::from_bits(x.to_bits().wrapping_add_signed(steps)) })),
             (-1e-9f64..1e22),
         ]
