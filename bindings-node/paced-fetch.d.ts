@@ -52,7 +52,7 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
    * `Request` with a body goes as a copy while a retry may follow.
    */
   retries?: number
-  /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long. Default 60000. */
+  /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long (and never more than a year, whatever this says). Default 60000. */
   maxRetryAfterMs?: number
   /** The limiter's clock, in milliseconds (pass the same `clock` as to the limiter). Default `performance.now()`. */
   clock?: () => number
@@ -60,7 +60,7 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
   wallClock?: () => number
   /** Timer functions (tests, simulation). Default the global `setTimeout` / `clearTimeout`. */
   timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void }
-  /** Called on every change of the queue. An exception it throws is reported (`reportError`), and stops nothing. */
+  /** Called on every change of the queue. An exception it throws is reported (`reportError`; in Node, which has none, `process.emitWarning`), and stops nothing. */
   onEvent?: (event: PacedFetchEvent) => void
 }
 

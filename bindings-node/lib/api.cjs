@@ -201,9 +201,10 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = this.#now(nowMs);
-      const h = this.#h;
-      const give = (high, low) => B.refund(h, units, [NaN, high, low]);
-      return reservation(yes(reserveOp(h, units, maxWait, now)), units, now, decision, give);
+      // Reads the handle through `this`, so that a reservation keeps its
+      // limiter alive: the napi build reuses a collected limiter's handle.
+      const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
+      return reservation(yes(reserveOp(this.#h, units, maxWait, now)), units, now, decision, give);
     }
 
     refund(cost, takenAtMs) {
@@ -321,25 +322,44 @@ function createApi(B) {
   function waiters(owner, read) {
     let w = waitersOf.get(owner);
     if (w === undefined) {
-      w = { list: [], timer: undefined, due: NaN, read };
+      w = { list: [], timer: undefined, due: NaN, read, booked: 0 };
       waitersOf.set(owner, w);
     }
     return w;
   }
 
-  /** Adds `waiter` ({ atMs, done, fail }) to `w`; returns a function taking it out again. */
+  /** Adds `waiter` ({ atMs, seq, done, fail, giveBack, rebook }) to `w`, in slot order. */
   function wait(w, waiter) {
     let at = w.list.length;
     while (at > 0 && w.list[at - 1].atMs > waiter.atMs) at--;
     w.list.splice(at, 0, waiter);
     arm(w);
-    return () => {
-      const i = w.list.indexOf(waiter);
-      if (i >= 0) {
-        w.list.splice(i, 1);
-        arm(w);
+  }
+
+  /**
+   * Takes `waiter` out of `w` (aborted) and gives its booking back. The
+   * bookings made after it counted it, and giving back one that is not the
+   * latest would let the next booking share a slot with them: so they are
+   * given back too, newest first (each then the latest, which gives back
+   * exactly), and booked again in their order, moving up into the slots it
+   * left (as pacedFetch does with its queue).
+   */
+  function withdraw(w, waiter) {
+    const i = w.list.indexOf(waiter);
+    if (i < 0) return;
+    w.list.splice(i, 1);
+    const later = w.list.filter((other) => other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
+    for (const other of later) other.giveBack();
+    waiter.giveBack();
+    for (const other of later.reverse()) {
+      const error = other.rebook();
+      if (error !== null) {
+        w.list.splice(w.list.indexOf(other), 1);
+        other.fail(error);
       }
-    };
+    }
+    w.list.sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
+    arm(w);
   }
 
   function arm(w) {
@@ -404,29 +424,63 @@ function createApi(B) {
       return Promise.reject(new RateLimited(`${slot.label}: cannot book ${units} now; retry in ${retryAfterMs} ms`, retryAfterMs));
     }
     const s = out();
-    const waitMs = s[0];
-    const atMs = s[1];
+    const [waitMs, atMs, high, low] = [s[0], s[1], s[2], s[3]];
     // Due now and nobody waiting ahead (a caller held up, by a collection
     // say, may book a slot already passed while earlier ones still wait).
     if (waitMs === 0 && !(waitersOf.get(slot.owner)?.list.length > 0)) return Promise.resolve();
-    const giveBack = cancelOnce((high, low) => slot.refund(units, high, low), s[2], s[3]);
+    const w = waiters(slot.owner, slot.read);
+    const give = (high, low) => slot.refund(units, high, low);
     return new Promise((resolve, reject) => {
-      let leave;
+      let settled = false;
+      // Settles once. `done` and `fail` run in the waiters' timer, so a
+      // signal whose removeEventListener throws must not throw there (the
+      // process would end, and the waiters behind would never wake);
+      // its listener then stays, and finds the waiter settled.
+      const settle = () => {
+        if (settled) return false;
+        settled = true;
+        try {
+          if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+        } catch {
+          // kept listening: see above
+        }
+        return true;
+      };
+      const waiter = {
+        atMs,
+        seq: w.booked++,
+        giveBack: cancelOnce(give, high, low),
+        /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
+        rebook() {
+          try {
+            if (!slot.reserve(units, Infinity, slot.read())) {
+              const retryAfterMs = out()[2];
+              return new RateLimited(`${slot.label}: cannot book ${units} again; retry in ${retryAfterMs} ms`, retryAfterMs);
+            }
+          } catch (error) {
+            return error;
+          }
+          const again = out();
+          waiter.atMs = again[1];
+          waiter.giveBack = cancelOnce(give, again[2], again[3]);
+          return null;
+        },
+        done() {
+          if (settle()) resolve();
+        },
+        fail(error) {
+          if (!settle()) return;
+          waiter.giveBack();
+          reject(error);
+        },
+      };
       const onAbort = () => {
-        leave();
-        giveBack();
+        if (settled) return;
+        settled = true;
+        withdraw(w, waiter);
         reject(signal.reason);
       };
-      const done = () => {
-        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-        resolve();
-      };
-      const fail = (error) => {
-        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-        giveBack();
-        reject(error);
-      };
-      leave = wait(waiters(slot.owner, slot.read), { atMs, done, fail });
+      wait(w, waiter);
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
     });
   }
@@ -524,9 +578,9 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      const h = this.#h;
-      const give = (high, low) => B.keyedRefund(h, k, units, [NaN, high, low]);
-      return reservation(yes(keyedOp(h, k, units, maxWait, now, 2)), units, now, decision, give);
+      // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
+      const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
+      return reservation(yes(keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision, give);
     }
 
     refund(key, cost, takenAtMs) {
@@ -559,7 +613,7 @@ function createApi(B) {
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
       const k = keyOf(key);
-      if (!Array.isArray(costs) || !costs.every((c) => typeof c === 'number')) badType('costs', 'an array of numbers');
+      if (!Array.isArray(costs) || !everyIs(costs, 'number')) badType('costs', 'an array of numbers');
       const flat = B.keyedTryAcquireBatch(this.#h, k, costs, nowFrom(this.#clock, nowMs));
       const decisions = new Array(costs.length);
       for (let i = 0; i < costs.length; i++) decisions[i] = fromFlat(flat, 5 * i);
@@ -700,7 +754,7 @@ function createApi(B) {
         if (limit === null || typeof limit !== 'object') badType('config', 'an object or a string');
         const { name, by = [], limiter } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
-        if (!Array.isArray(by) || !by.every((f) => typeof f === 'string')) badType('by', 'an array of strings');
+        if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
         if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
         B.policyAdd(h, name, by, internalsOf(limiter).handle);
       }
@@ -738,7 +792,7 @@ function createApi(B) {
           algorithm = options.algorithm;
         }
         if (options.by !== undefined) {
-          if (!Array.isArray(options.by) || !options.by.every((f) => typeof f === 'string')) badType('by', 'an array of strings');
+          if (!Array.isArray(options.by) || !everyIs(options.by, 'string')) badType('by', 'an array of strings');
           by = options.by;
         }
         if (options.clock !== undefined) {
@@ -840,9 +894,9 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      const h = this.#h;
-      const flat = B.policyOp(h, fields, units, maxWait, now, 2);
-      const give = (high, low) => B.policyRefund(h, fields, units, [NaN, high, low]);
+      const flat = B.policyOp(this.#h, fields, units, maxWait, now, 2);
+      // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
+      const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
       return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
     }
 
@@ -891,11 +945,13 @@ function createApi(B) {
         typeof limit !== 'number' ||
         typeof retryAfterMs !== 'number' ||
         typeof resetAfterMs !== 'number' ||
-        !flat.every((n) => typeof n === 'number')
+        !everyIs(flat, 'number')
       ) {
         badType('decision', 'a decision');
       }
       const values = B.policyHeaders(this.#h, flat).split('\n');
+      // A policy without limits has none to announce.
+      if (values[0] === '') return {};
       const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
       if (values.length > 2) headers['Retry-After'] = values[2];
       return headers;
@@ -912,8 +968,19 @@ function createApi(B) {
     }
   }
 
+  /** Whether every element of `array` has type `type`; a hole has none (`every` would skip it). */
+  function everyIs(array, type) {
+    for (let i = 0; i < array.length; i++) if (typeof array[i] !== type) return false;
+    return true;
+  }
+
   function isSignal(value) {
-    return typeof value === 'object' && typeof value.aborted === 'boolean' && typeof value.addEventListener === 'function';
+    return (
+      typeof value === 'object' &&
+      typeof value.aborted === 'boolean' &&
+      typeof value.addEventListener === 'function' &&
+      typeof value.removeEventListener === 'function'
+    );
   }
 
   /** A token bucket: `capacity` tokens, `refillTokens` more every `refillPeriodMs`. */

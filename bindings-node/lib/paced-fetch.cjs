@@ -24,15 +24,26 @@ function isRequest(input) {
 }
 
 /**
- * An error thrown by `onEvent`: reported as the host reports a listener's
- * (`reportError`, else thrown from a microtask), so that the queue itself
- * stays whole.
+ * An error thrown by `onEvent`: reported, never thrown on, so that the queue
+ * and the process stay whole. Browsers, Deno and workers have `reportError`;
+ * Node has none (an error thrown from a microtask would end the process
+ * there), so it gets a warning on stderr (`process.emitWarning`).
  */
 function report(error) {
   if (typeof globalThis.reportError === 'function') globalThis.reportError(error);
-  else queueMicrotask(() => {
-    throw error;
-  });
+  else if (typeof globalThis.process?.emitWarning === 'function') globalThis.process.emitWarning(error);
+  else if (typeof console !== 'undefined') console.error(error);
+}
+
+/** Whether `value` is an AbortSignal (duck-typed, as `fetch` takes any realm's). */
+function isSignal(value) {
+  return (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof value.aborted === 'boolean' &&
+    typeof value.addEventListener === 'function' &&
+    typeof value.removeEventListener === 'function'
+  );
 }
 
 function rateLimitedError(message, retryAfterMs) {
@@ -70,6 +81,9 @@ function parseRetryAfter(value, wallNow) {
  * reset=30`, and separate `RateLimit-Remaining` / `RateLimit-Reset`.
  */
 function parseRateLimit(headers) {
+  // A number as the headers write one; NaN (ignored) for anything else,
+  // where Number() would read a blank value as 0, "nothing remaining".
+  const count = (text) => (text !== null && /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : NaN);
   let pause = null;
   const exhausted = (remaining, reset) => {
     if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
@@ -81,7 +95,7 @@ function parseRateLimit(headers) {
       const params = {};
       for (const part of item.split(';')) {
         const [key, raw] = part.split('=').map((s) => s.trim());
-        if (raw !== undefined) params[key.toLowerCase()] = Number(raw);
+        if (raw !== undefined) params[key.toLowerCase()] = count(raw);
       }
       if ('r' in params) exhausted(params.r, params.t);
       Object.assign(flat, params);
@@ -89,7 +103,7 @@ function parseRateLimit(headers) {
     if ('remaining' in flat) exhausted(flat.remaining, flat.reset);
   }
   const remaining = headers.get('ratelimit-remaining');
-  if (remaining !== null) exhausted(Number(remaining), Number(headers.get('ratelimit-reset')));
+  if (remaining !== null) exhausted(count(remaining), count(headers.get('ratelimit-reset')));
   return pause;
 }
 
@@ -98,6 +112,10 @@ function parseRateLimit(headers) {
  * they were made. See paced-fetch.d.ts for the options.
  */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+// The longest pause a server's answer makes, whatever maxRetryAfterMs says:
+// a year, which keeps the end of any pause within the limiter's range of
+// time (2^64 ns) on an epoch clock too.
+const MAX_PAUSE_MS = 365 * 24 * 3600 * 1000;
 
 function pacedFetch(fetch, limiter, options) {
   if (typeof fetch !== 'function') throw new TypeError('fetch must be a function');
@@ -191,7 +209,14 @@ function pacedFetch(fetch, limiter, options) {
     for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
     queue.length = from;
     for (const entry of again) {
-      const error = book(entry, now, entry.deadline - now);
+      let error;
+      try {
+        error = book(entry, now, entry.deadline - now);
+      } catch (thrown) {
+        // The limiter refused the arguments (a clock out of its range, say):
+        // this request fails, and the others are still booked.
+        error = thrown;
+      }
       if (error === null) queue.push(entry);
       else fail(entry, error);
     }
@@ -199,7 +224,7 @@ function pacedFetch(fetch, limiter, options) {
 
   /** The server asked for a pause: every queued booking is given back and made again from its end. */
   function pause(ms, first) {
-    pausedUntil = Math.max(pausedUntil, clock() + ms);
+    pausedUntil = Math.max(pausedUntil, clock() + Math.min(ms, MAX_PAUSE_MS));
     const again = first === undefined ? queue.slice() : [first, ...queue];
     rebook(0, again);
     emit({ type: 'paused', untilMs: pausedUntil });
@@ -246,7 +271,7 @@ function pacedFetch(fetch, limiter, options) {
     const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), wallClock()) : null;
     if (retryAfter !== null) {
       const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
-      const retry = again && entry.attempt < retries && retryAfter <= maxRetryAfterMs && !(entry.signal && entry.signal.aborted);
+      const retry = again && entry.attempt < retries && retryAfter <= Math.min(maxRetryAfterMs, MAX_PAUSE_MS) && !(entry.signal && entry.signal.aborted);
       if (retry) {
         entry.attempt += 1;
         // The answer is dropped: free its connection.
@@ -270,6 +295,10 @@ function pacedFetch(fetch, limiter, options) {
       // fetch takes init's signal over the Request's own.
       const own = init != null && init.signal != null ? init.signal : isRequest(input) ? input.signal : null;
       const signal = own == null ? undefined : own;
+      if (signal !== undefined && !isSignal(signal)) {
+        reject(new TypeError('signal must be an AbortSignal'));
+        return;
+      }
       if (signal !== undefined && signal.aborted) {
         reject(signal.reason);
         return;

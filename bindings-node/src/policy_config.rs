@@ -20,7 +20,7 @@
 
 use ratekeeper::{Algorithm, Calendar, Eviction, LimitConfig, Policy, PolicyConfig};
 
-use crate::shared::{Failure, JsValueIn, Kind};
+use crate::shared::{counted_in_js, Failure, JsValueIn, Kind};
 
 /// The fields of a limit, in [`LimitConfig`]'s order.
 const LIMIT_FIELDS: [&str; 8] = [
@@ -50,7 +50,7 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
         let path = format!("limits[{i}]");
         limits.push(limit(&Object::new(&list.at(i)?, &path, &LIMIT_FIELDS)?)?);
     }
-    Ok(PolicyConfig { limits }.policy()?)
+    Ok(counted_in_js(PolicyConfig { limits }.policy()?)?)
 }
 
 /// One element of `limits`.

@@ -220,6 +220,25 @@ fn decision_out(d: &Decision) -> Out {
     ]
 }
 
+/// [`decision_out`] for a policy's combined decision, whose counts are
+/// 2^64 - 1 when it has no limits: `Infinity` then, no bound, rather than a
+/// number no limit has.
+fn policy_decision_out(d: &Decision) -> Out {
+    let count = |n: u64| {
+        if n == u64::MAX {
+            f64::INFINITY
+        } else {
+            u64_to_f64(n)
+        }
+    };
+    [
+        count(d.remaining),
+        count(d.limit),
+        ms(d.retry_after),
+        ms(d.reset_after),
+    ]
+}
+
 /// What `tryAcquire`, `peek` and `reserve` answer: yes or no, and the numbers
 /// for the scratch.
 pub type Answer = Result<(bool, Out), Error>;
@@ -696,7 +715,28 @@ pub fn policy_from_rates<J>(
         .into());
     };
     let by: Vec<&str> = by.iter().map(String::as_str).collect();
-    Ok(Policy::from_rates(rates, algorithm, &by)?)
+    Ok(counted_in_js(Policy::from_rates(rates, algorithm, &by)?)?)
+}
+
+/// `Number.MAX_SAFE_INTEGER`: the largest count a JS number holds exactly.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// `policy`, if JS numbers carry its counts exactly: every limit at most
+/// 2^53 - 1, as the limiters' own options are. A rate string or a
+/// configuration could name more, whose decisions (and so their headers)
+/// JS could not hold.
+pub fn counted_in_js(policy: Policy) -> Result<Policy, Error> {
+    for i in 0..policy.len() {
+        let limit = policy.limiter(i).limit();
+        if limit > MAX_SAFE_INTEGER {
+            return Err(Error::TooLarge {
+                name: "limit",
+                value: limit,
+                max: MAX_SAFE_INTEGER,
+            });
+        }
+    }
+    Ok(policy)
 }
 
 /// `{ name, by, limiter }`: a limit of copies of `limiter`'s configuration.
@@ -767,7 +807,7 @@ pub fn policy_op(
     let d = answer.decision;
     Ok((
         d.allowed,
-        decision_out(&d),
+        policy_decision_out(&d),
         policy_details(p, answer.denied_by),
     ))
 }
@@ -786,7 +826,11 @@ fn policy_reserve(
         Ok(wait) => (true, booked(now, wait), Vec::new()),
         Err(denied) => {
             let d = denied.decision;
-            (false, decision_out(&d), policy_details(p, denied.denied_by))
+            (
+                false,
+                policy_decision_out(&d),
+                policy_details(p, denied.denied_by),
+            )
         }
     })
 }
@@ -831,7 +875,6 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
         return Err(invalid_type("decision", "a decision"));
     }
     let (c, limits) = decision.split_at(5);
-    let combined = (c[0] == 1.0, [c[1], c[2], c[3], c[4]]);
     let mut policies = String::new();
     let mut rate_limits = String::new();
     for (i, f) in limits.chunks_exact(5).enumerate() {
@@ -843,7 +886,15 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
         let _ = write!(rate_limits, "{sep}{}", headers.rate_limit());
     }
     let mut text = format!("{policies}\n{rate_limits}");
-    let d = decision_in(combined.0, combined.1)?;
+    // Only the combined decision's answer and retry count here: its other
+    // counts are Infinity for a policy without limits.
+    let d = Decision {
+        allowed: c[0] == 1.0,
+        remaining: 0,
+        limit: 0,
+        retry_after: millis(c[3], "decision")?,
+        reset_after: Nanos::ZERO,
+    };
     if let Some(seconds) = Headers::new("", Nanos::ZERO, &d).retry_after() {
         let _ = write!(text, "\n{seconds}");
     }

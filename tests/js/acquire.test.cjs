@@ -113,11 +113,52 @@ describe('acquire', () => {
     assert.deepStrictEqual([label, at], ['aborted', 1_030]);
     assert.ok(error instanceof DOMException && error.name === 'AbortError', `${error}`);
     assert.equal(error, controller.signal.reason);
-    // The refunded unit is free again: a new acquire gets the slot of 1200 that
-    // 'next' moved up to (a bucket has no history of slots), not 1300.
+    // 'next' moved up into the slot given back (1100, not 1200), and a new
+    // acquire comes after it: one unit per 100 ms, never two at one slot.
     track('after', bucket.acquire());
     await time.advance(1_000);
-    assert.deepStrictEqual(settled.slice(1).map(([l, t]) => [l, t]), [['next', 1_200], ['after', 1_200]]);
+    assert.deepStrictEqual(settled.slice(1).map(([l, t]) => [l, t]), [['next', 1_100], ['after', 1_200]]);
+  });
+
+  it('aborting a waiter with others behind moves them up, and a new booking never shares their slot', async () => {
+    const build = {
+      Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
+      TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
+      LeakyBucket: (clock) => new LeakyBucket({ capacity: 10, intervalMs: 100, clock }),
+    };
+    for (const [name, make] of Object.entries(build)) {
+      const { time, settled, track } = setup();
+      const limiter = make(time.now);
+      limiter.tryAcquire();
+      const controller = new AbortController();
+      track('a', limiter.acquire(1, { signal: controller.signal }));
+      track('b', limiter.acquire());
+      track('c', limiter.acquire());
+      await time.advance(10);
+      controller.abort();
+      track('d', limiter.acquire());
+      await time.advance(1_000);
+      time.uninstall();
+      const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
+      assert.deepStrictEqual([at.b, at.c, at.d], [1_100, 1_200, 1_300], name);
+    }
+  });
+
+  it('aborting a keyed waiter moves up the later waiters of its key, and leaves the others where they were', async () => {
+    const { time, settled, track } = setup();
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+    const controller = new AbortController();
+    keyed.tryAcquire('x');
+    keyed.tryAcquire('y');
+    track('x1', keyed.acquire('x', 1, { signal: controller.signal }));
+    track('y1', keyed.acquire('y'));
+    track('x2', keyed.acquire('x'));
+    track('y2', keyed.acquire('y'));
+    controller.abort();
+    track('x3', keyed.acquire('x'));
+    await time.advance(1_000);
+    const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
+    assert.deepStrictEqual(at, { x1: 1_000, y1: 1_100, x2: 1_100, y2: 1_200, x3: 1_200 });
   });
 
   it('a custom abort reason is what it rejects with', async () => {
@@ -241,10 +282,43 @@ describe('acquire', () => {
     await assertLimiterRejects(bucket.acquire(3), 'cost_exceeds_limit', 'cost');
     await assertLimiterRejects(bucket.acquire(1, 5), 'invalid_type', 'options');
     await assertLimiterRejects(bucket.acquire(1, { signal: {} }), 'invalid_type', 'signal');
+    // Without removeEventListener its waiter's timer would throw when the slot came.
+    const lookalike = { aborted: false, addEventListener() {} };
+    await assertLimiterRejects(bucket.acquire(1, { signal: lookalike }), 'invalid_type', 'signal');
     await assertLimiterRejects(bucket.acquire(1, { timeoutMs: '5' }), 'invalid_type', 'timeoutMs');
     await assertLimiterRejects(bucket.acquire(1, { timeoutMs: -1 }), 'invalid_value', 'timeoutMs');
     await assertLimiterRejects(bucket.acquire(1, { timeoutMs: NaN }), 'invalid_value', 'timeoutMs');
     assert.equal(bucket.peek(2).allowed, true, 'nothing was booked');
+  });
+});
+
+describe('reservations', () => {
+  it("a reservation keeps its limiter: cancelled after the limiter's last reference went, it gives back to it alone", async () => {
+    // The napi build's handles are table indices, reused once a collected
+    // limiter's is freed: a reservation holding only the index would give
+    // its unit to whichever limiter came next.
+    const v8 = require('node:v8');
+    const vm = require('node:vm');
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc');
+    const reservations = [];
+    for (let i = 0; i < 8; i++) {
+      const gone = new Gcra({ burst: 1, emissionIntervalMs: 1_000 });
+      gone.tryAcquire(1, 0);
+      reservations.push(gone.reserve(1, undefined, 0));
+    }
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const fresh = Array.from({ length: 8 }, () => new Gcra({ burst: 1, emissionIntervalMs: 1_000 }));
+    for (const limiter of fresh) limiter.tryAcquire(1, 0);
+    for (const r of reservations) r.cancel();
+    assert.deepStrictEqual(
+      fresh.map((limiter) => limiter.peek(1, 0).allowed),
+      fresh.map(() => false),
+      'no limiter got a unit it never gave',
+    );
   });
 });
 

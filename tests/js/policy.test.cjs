@@ -340,6 +340,29 @@ describe('Policy', () => {
     policy.reclaim(SECOND);
     assert.equal(policy.tryAcquire({ user: 'a', route: '/x' }, 1, SECOND).allowed, true);
   });
+
+  it('refuses a limit a JS number cannot carry exactly, so that every decision has its headers', () => {
+    assertLimiterError(() => Policy.fromRates('9007199254740992/day'), 'too_large', 'limit');
+    assertLimiterError(() => new Policy({ limits: [{ name: 'big', rate: '9007199254740993/day' }] }), 'too_large', 'limit');
+    const most = Policy.fromRates('9007199254740991/day');
+    const d = most.tryAcquire({}, 1, 0);
+    assert.deepStrictEqual([d.remaining, d.limit], [9007199254740990, 9007199254740991]);
+    assert.equal(most.headers(d).RateLimit, '"9007199254740991/day";r=9007199254740990;t=1');
+  });
+
+  it('a policy without limits allows everything, with no bound and no headers', () => {
+    const empty = new Policy({ limits: [] });
+    const d = empty.tryAcquire({}, 1, 0);
+    assert.deepStrictEqual([d.allowed, d.remaining, d.limit, d.limits], [true, Infinity, Infinity, []]);
+    assert.deepStrictEqual(empty.headers(d), {});
+  });
+
+  it('an array with holes is refused by name, as any other element of the wrong type', () => {
+    assertLimiterError(() => Policy.fromRates('1/second', { by: ['a', , 'b'] }), 'invalid_type', 'by');
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 10 });
+    assertLimiterError(() => new Policy({ limits: [{ name: 'g', by: ['a', , 'b'], limiter: gcra }] }), 'invalid_type', 'by');
+    assertLimiterError(() => new KeyedLimiter(gcra).tryAcquireBatch('k', [1, , 1]), 'invalid_type', 'costs');
+  });
 });
 
 describe('portable state', () => {

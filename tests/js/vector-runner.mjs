@@ -185,6 +185,9 @@ export function errorProblem(fn, expected) {
   return null;
 }
 
+/** A count as JS reads it: 2^64 - 1, no bound (a policy without limits), is Infinity. */
+const countOf = (n) => (String(n) === '18446744073709551615' ? Infinity : Number(n));
+
 /** Why `d` differs from the vector's expectation, or null. */
 export function decisionProblem(d, expect) {
   if (d === null || Object.getPrototypeOf(d) !== Object.prototype) return 'a decision is a plain object';
@@ -192,8 +195,8 @@ export function decisionProblem(d, expect) {
   if (keys !== DECISION_KEYS.join()) return `decision keys ${keys}`;
   const checks = [
     ['allowed', d.allowed === expect.allowed, d.allowed],
-    ['remaining', d.remaining === Number(expect.remaining), d.remaining],
-    ['limit', d.limit === Number(expect.limit), d.limit],
+    ['remaining', d.remaining === countOf(expect.remaining), d.remaining],
+    ['limit', d.limit === countOf(expect.limit), d.limit],
     ['retry_after_ns', sameNs(d.retryAfterMs, expect.retry_after_ns), toNs(d.retryAfterMs)],
     ['reset_after_ns', sameNs(d.resetAfterMs, expect.reset_after_ns), toNs(d.resetAfterMs)],
   ];

@@ -190,6 +190,11 @@ test('the header parsers', () => {
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=3;t=2' })), null);
   assert.equal(parseRateLimit(h({ RateLimit: 'limit=10, remaining=0, reset=7' })), 7000);
   assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '4' })), 4000);
+  // A blank value is no number (Number('') is 0, "nothing left"): ignored.
+  assert.equal(parseRateLimit(h({ RateLimit: 'limit=10, remaining=, reset=30' })), null);
+  assert.equal(parseRateLimit(h({ RateLimit: '"a";r= ;t=30' })), null);
+  assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '', 'RateLimit-Reset': '4' })), null);
+  assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '' })), null);
   assert.throws(() => pacedFetch(null, {}), TypeError);
   assert.throws(() => pacedFetch(fetch, tenPerSecond(), { retries: -1 }), RangeError);
 });
@@ -383,4 +388,53 @@ test('maxWaiting bounds the queue: a call beyond rejects at once, booking nothin
   await time.advance(100);
   await Promise.all([first, none('/c')]);
   assert.deepEqual(log.slice(-2), [['/a', 1100], ['/c', 1200]]);
+});
+
+test('in Node, which has no reportError, a throwing onEvent is a process warning, and the process goes on', async () => {
+  const time = fakeTime();
+  const saved = globalThis.reportError;
+  delete globalThis.reportError;
+  const warnings = [];
+  const onWarning = (warning) => warnings.push(warning.message);
+  process.on('warning', onWarning);
+  try {
+    const paced = pacedFetch(async () => new Response('ok'), tenPerSecond(time.clock), {
+      clock: time.clock,
+      timers: time.timers,
+      onEvent: (e) => {
+        if (e.type === 'sent') throw new Error('logger bug');
+      },
+    });
+    const calls = [paced('/a'), paced('/b')];
+    await time.advance(1000);
+    assert.deepEqual((await Promise.all(calls)).map((r) => r.status), [200, 200]);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.deepEqual(warnings, ['logger bug', 'logger bug']);
+  } finally {
+    process.off('warning', onWarning);
+    if (saved !== undefined) globalThis.reportError = saved;
+  }
+});
+
+test('a signal that is not an AbortSignal rejects the call with a TypeError, booking nothing', async () => {
+  const time = fakeTime();
+  const limiter = tenPerSecond(time.clock);
+  const paced = pacedFetch(async () => new Response('ok'), limiter, { clock: time.clock, timers: time.timers });
+  await assert.rejects(paced('/a', { signal: { aborted: false, addEventListener() {} } }), TypeError);
+  assert.equal(limiter.peek(1).allowed, true, 'nothing was booked');
+});
+
+test('a huge Retry-After with maxRetryAfterMs Infinity pauses a year at most, and strands nobody', async () => {
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time, (url) => (url === '/a' ? { status: 429, headers: { 'Retry-After': '100000000000' } } : { status: 200 }));
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxRetryAfterMs: Infinity });
+  const a = paced('/a');
+  const b = paced('/b');
+  await time.advance(0);
+  assert.equal((await a).status, 429, 'beyond a year: the answer, not a retry');
+  assert.equal(paced.pausedUntilMs, 365 * 24 * 3600 * 1000, 'paused for a year');
+  const settled = await Promise.race([b.then((r) => r.status), new Promise((resolve) => setImmediate(() => resolve('pending')))]);
+  assert.equal(settled, 'pending', 'b waits for the end of the pause');
+  await time.advance(365 * 24 * 3600 * 1000);
+  assert.equal((await b).status, 200);
 });
