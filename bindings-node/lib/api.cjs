@@ -387,6 +387,8 @@ function createApi(B) {
     let now;
     try {
       now = w.read();
+      // NaN would leave every waiter undue, behind a timer armed again and again.
+      if (Number.isNaN(now)) badType('now', 'a number');
     } catch (error) {
       for (const waiter of w.list.splice(0)) waiter.fail(error);
       return;

@@ -275,6 +275,22 @@ describe('acquire', () => {
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
+  it('a clock that answers NaN during the wait rejects with a TypeError naming nowMs, and gives the booking back', async () => {
+    const { time } = setup();
+    let broken = false;
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: () => (broken ? NaN : time.now()) });
+    gcra.tryAcquire();
+    const waiting = gcra.acquire();
+    const booked = gcra.peek().retryAfterMs;
+    broken = true;
+    const settled = assertLimiterRejects(waiting, 'invalid_type', 'nowMs');
+    await time.advance(100);
+    await settled;
+    broken = false;
+    assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
+    assert.equal(time.pending(), 0, 'no timer left armed');
+  });
+
   it('bad arguments reject with the binding errors', async () => {
     const { time } = setup();
     const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
