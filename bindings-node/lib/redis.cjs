@@ -292,6 +292,9 @@ class Store {
         // Keys carry a hash tag, {...}, so that a request's keys share a
         // Cluster slot: a brace in the prefix would be the tag instead.
         if (/[{}]/.test(options.prefix)) throw rangeError('prefix', `must not contain '{' or '}' (keys carry their own hash tag): ${options.prefix}`);
+        // A policy with a global limit is tagged by its prefix, and Redis
+        // reads an empty tag, {}, as none: its keys would span slots.
+        if (options.prefix === '') throw rangeError('prefix', 'must not be empty (it is the hash tag of a policy with a global limit)');
         prefix = options.prefix;
       }
       if (options.clock !== undefined && options.clock !== null) {
@@ -347,20 +350,20 @@ class Store {
     }
     // No field in common (a global limit): the whole policy on the slot of its prefix.
     const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
-    return this.limits.map((l) => `${this.prefix}{${tag}}:${l.name}:${l.by.map((f) => values.get(f)).join('')}`);
+    return this.limits.map((l) => `${this.prefix}{${tag}}:${l.key ?? l.name}:${l.by.map((f) => values.get(f)).join('')}`);
   }
 
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
-  wireNow(nowMs) {
+  wireNow(nowMs, name = 'now') {
     let now = nowMs;
     if (now === undefined || now === null) {
       if (this.clock === null) return '';
       now = this.clock();
     }
-    if (typeof now !== 'number') throw typeError('now', 'a number');
-    if (!Number.isFinite(now) || now < 0) throw rangeError('now', `must be milliseconds since the Unix epoch, not ${now}`);
+    if (typeof now !== 'number') throw typeError(name, 'a number');
+    if (!Number.isFinite(now) || now < 0) throw rangeError(name, `must be a finite number of milliseconds, at least 0, not ${now}`);
     const us = Math.round(now * 1000);
-    if (us > MAX_NOW) throw rangeError('now', 'more than 2^52 µs after the Unix epoch', 'overflow');
+    if (us > MAX_NOW) throw rangeError(name, 'is more than 2^52 µs', 'overflow');
     return String(us);
   }
 
@@ -643,7 +646,7 @@ class Store {
   }
 
   refund(keys, cost, takenAtMs) {
-    const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs);
+    const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs, 'taken_at');
     return this.refundAt(keys, cost, at);
   }
 
@@ -735,7 +738,12 @@ class RedisLimiter extends RedisLimits {
   #lastKeys;
 
   constructor(client, limiter, options) {
-    const store = new Store(client, [{ name: limiter?.name, by: ['key'], ...limitOf(limiter) }], options, 'limiter');
+    const limit = { name: limiter?.name, by: ['key'], ...limitOf(limiter) };
+    // A limiter left unnamed is keyed by its configuration (`gcra/10/100000`:
+    // algorithm and ARGV), as the Python client keys it: two unnamed limiters
+    // of different configurations must not read each other's state.
+    limit.key = limit.name === 'default' ? limit.args.join('/') : limit.name;
+    const store = new Store(client, [limit], options, 'limiter');
     super(store);
     this.#store = store;
     this.#limiter = limiter;

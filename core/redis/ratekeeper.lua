@@ -327,7 +327,7 @@ algorithms.sliding_window_log = {
     end
     return s
   end,
-  write = function(key, s, expire_ms)
+  write = function(key, s)
     redis.call('DEL', key)
     local args = { -1, 'latest:' .. fmt(s.latest) }
     for i, e in ipairs(s.entries) do
@@ -340,7 +340,6 @@ algorithms.sliding_window_log = {
       end
     end
     if #args > 0 then redis.call('ZADD', key, unpack(args)) end
-    redis.call('PEXPIREAT', key, fmt(expire_ms))
   end,
   decide = function(c, s, now, cost)
     local latest = max(s.latest, now)
@@ -404,7 +403,8 @@ if ARGV[1] ~= '1' then
 end
 local mode = ARGV[2]
 local now
-if ARGV[3] == '' then
+local caller_time = ARGV[3] ~= ''
+if not caller_time then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 else
@@ -447,18 +447,41 @@ local costs = {}
 for j = 1, m do costs[j] = tonumber(ARGV[pos + j]) end
 pos = pos + m + 1
 
--- Stores every changed state to expire when it is back to fresh (PXAT, in
--- the time decided at: Unix ms), or deletes it when it is fresh already.
+-- Stores every changed state to expire when it is back to fresh, or deletes
+-- it when it is fresh already. On the server's clock, at the decision's
+-- time plus `reset` (PXAT, in ms rounded up). On the callers' clock, which
+-- may count from any origin, `reset` after the decision on the server's
+-- clock (PX), and no earlier than the decision's time plus `reset` read as
+-- Unix time (PEXPIREAT ... GT, which only ever lengthens): exact for a Unix
+-- clock however far behind the server's, and for a clock of another origin
+-- (a monotonic one, whose Unix reading is in 1970) the relative expiry,
+-- where PXAT alone expired every key as it was written. That relative one
+-- is a second longer: Redis does not stop its clock during a script, and a
+-- key of a millisecond could expire before the PEXPIREAT that lengthens it,
+-- in a script held up by a loaded machine (seen in the differential tests).
 local function save()
   for i, l in ipairs(limits) do
     if l.dirty then
       local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
+      local key = KEYS[i]
       if reset == 0 then
-        redis.call('DEL', KEYS[i])
-      elseif l.algorithm.write then
-        l.algorithm.write(KEYS[i], l.state, ceil_div(now + reset, 1000))
+        redis.call('DEL', key)
       else
-        redis.call('SET', KEYS[i], l.algorithm.dump(l.state), 'PXAT', fmt(ceil_div(now + reset, 1000)))
+        local at = fmt(ceil_div(now + reset, 1000))
+        local ttl = fmt(ceil_div(reset, 1000) + 1000)
+        if l.algorithm.write then
+          l.algorithm.write(key, l.state)
+          if caller_time then
+            redis.call('PEXPIRE', key, ttl)
+          else
+            redis.call('PEXPIREAT', key, at)
+          end
+        elseif caller_time then
+          redis.call('SET', key, l.algorithm.dump(l.state), 'PX', ttl)
+        else
+          redis.call('SET', key, l.algorithm.dump(l.state), 'PXAT', at)
+        end
+        if caller_time then redis.call('PEXPIREAT', key, at, 'GT') end
       end
     end
   end

@@ -7,7 +7,7 @@ const { rk, rkRedis, CLIENTS, ioredis, close, prefix, sleep, until, spy } = requ
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const HOUR = 3_600_000;
-// Caller time: Unix milliseconds (keys expire at it, PXAT), in 2033.
+// Caller time: Unix milliseconds (keys expire no earlier than it), in 2033.
 const T0 = 2_000_000_000_000;
 
 /** `fn(client)` with a fresh client of `library`, closed after. */
@@ -55,9 +55,9 @@ for (const library of Object.keys(CLIENTS)) {
       // A state back to fresh is deleted: a token bucket given back what it took.
       const bucket = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }), { prefix: p });
       await bucket.tryAcquire('bob', 1);
-      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:default:3:bob`)), 1);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:token_bucket/1/3/1/1000000:3:bob`)), 1);
       await bucket.refund('bob', 1);
-      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:default:3:bob`)), 0);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:token_bucket/1/3/1/1000000:3:bob`)), 0);
     }));
 
   test(`${library}: caller time (clock option and nowMs) and server time agree with the in-process limiter`, () =>
@@ -166,6 +166,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     await assert.rejects(limiter.tryAcquire('k', 3), { name: 'RangeError', code: 'cost_exceeds_limit' });
     await assert.rejects(limiter.tryAcquire('k', 1.5), { name: 'RangeError' });
     await assert.rejects(limiter.tryAcquire({}, 1), { name: 'TypeError' });
+    await assert.rejects(limiter.refund('k', 1, 'x'), (error) => error instanceof TypeError && error.message.startsWith('taken_at'));
     await assert.rejects(new RedisPolicy(client, '1/second', { by: ['user'] }).tryAcquire({}), { name: 'RangeError', message: /request/ });
   }));
 
@@ -363,9 +364,39 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     await limiter.tryAcquire('é€', 1);
     await limiter.tryAcquire(42, 1);
     await limiter.tryAcquire(1e21, 1); // all its digits, as Python spells the int
-    // A named limiter's name is in its keys, as the Python client's default.
+    // A named limiter's name is in its keys, as the Python client's default;
+    // an unnamed one's configuration (algorithm and script arguments).
     await new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR, name: 'api' }), { prefix: p }).tryAcquire('k', 1);
     const keys = (await client.keys(`${p}*`)).sort();
     const big = '1000000000000000000000';
-    assert.deepEqual(keys, [`${p}{2:42}:default:2:42`, `${p}{5:é€}:default:5:é€`, `${p}{1:k}:api:1:k`, `${p}{22:${big}}:default:22:${big}`].sort());
+    const config = 'fixed_window/2/3600000000';
+    assert.deepEqual(keys, [`${p}{2:42}:${config}:2:42`, `${p}{5:é€}:${config}:5:é€`, `${p}{1:k}:api:1:k`, `${p}{22:${big}}:${config}:22:${big}`].sort());
+  }));
+
+test('unnamed limiters of different configurations never share a key', () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('unnamed');
+    const gcra = new RedisLimiter(client, new rk.Gcra({ burst: 10, emissionIntervalMs: 100 }), { prefix: p });
+    const window = new RedisLimiter(client, new rk.FixedWindow({ limit: 100, windowMs: 1000 }), { prefix: p });
+    const log = new RedisLimiter(client, new rk.SlidingWindowLog({ limit: 5, windowMs: 1000 }), { prefix: p });
+    const answers = [await gcra.tryAcquire('alice'), await window.tryAcquire('alice'), await log.tryAcquire('alice')];
+    assert.deepEqual(answers.map((d) => [d.allowed, d.remaining, d.fromStore]), [[true, 9, true], [true, 99, true], [true, 4, true]]);
+    const again = new RedisLimiter(client, new rk.Gcra({ burst: 10, emissionIntervalMs: 100 }), { prefix: p });
+    assert.equal((await again.tryAcquire('alice')).remaining, 8, 'the same configuration shares its keys');
+  }));
+
+test('a caller clock of any origin keeps keys until fresh; an empty prefix is refused', () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('mono');
+    // performance.now() reads as 1970 in Unix time: keys set to expire then
+    // (PXAT) were gone as soon as written, and every request passed.
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: p, clock: () => performance.now() });
+    const allowed = [];
+    for (let i = 0; i < 3; i++) allowed.push((await limiter.tryAcquire('k')).allowed);
+    assert.deepEqual(allowed, [true, false, false]);
+    const [key] = await client.keys(`${p}*`);
+    const ttl = Number(await client.pttl(key));
+    assert.ok(ttl > 59_000 && ttl <= 61_000, `expires a second after it is fresh, on the server's clock: ${ttl}`);
+    assert.throws(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { prefix: '' }), RangeError);
+    assert.throws(() => new RedisPolicy(client, '1/second', { prefix: '' }), RangeError);
   }));

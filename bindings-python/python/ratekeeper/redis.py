@@ -34,7 +34,11 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
+
+# What "Redis cannot be reached" raises: redis-py's errors and the socket's,
+# and RedisCluster's own when no node answers, which derives from neither.
+_FAULTS = (RedisError, RedisClusterException, OSError)
 
 from ratekeeper import (
     Decision,
@@ -152,7 +156,7 @@ class RedisReservation:
         if cancel is not None:
             try:
                 cancel()
-            except (RedisError, OSError):
+            except _FAULTS:
                 pass
 
 
@@ -168,8 +172,15 @@ class AsyncRedisReservation(RedisReservation):
         if cancel is not None:
             try:
                 await cancel()
-            except (RedisError, OSError):
+            except _FAULTS:
                 pass
+
+
+def _reply_time(reply: _Reply) -> int:
+    """The time an ``acquire`` reply was decided at, in µs: its first integer."""
+    if isinstance(reply, (bytes, str)):
+        return int(reply.split(None, 1)[0])
+    return int(reply[0])
 
 
 def _error(message: str, code: str = "invalid_value") -> RateLimitError:
@@ -184,9 +195,14 @@ def _micros(seconds: object, name: str) -> int:
     """Seconds as whole microseconds: exact for int, Fraction and Decimal, rounded for float."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float, Decimal, Fraction)):
         raise _type_error(name, "a number of seconds (int, float, Decimal or Fraction)", seconds)
+    # A float or a Decimal may be NaN or infinite; an int or a Fraction not.
+    if isinstance(seconds, Decimal):
+        finite = seconds.is_finite()
+    else:
+        finite = not isinstance(seconds, float) or math.isfinite(seconds)
+    if not finite:
+        raise _error(f"{name} must be a finite number")
     if isinstance(seconds, float):
-        if not math.isfinite(seconds):
-            raise _error(f"{name} must be a finite number")
         micros = round(seconds * 1_000_000)
     else:
         exact = Fraction(seconds) * 1_000_000
@@ -220,12 +236,15 @@ def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
 
 
 class _Limit:
-    """One limit as the script takes it: its name, fields, ARGV and window."""
+    """One limit as the script takes it: its name, fields, ARGV and window,
+    and the name its Redis keys carry (``key``: the name, or for a limiter
+    left unnamed, its configuration)."""
 
-    __slots__ = ("args", "by", "limit", "name", "window")
+    __slots__ = ("args", "by", "key", "limit", "name", "window")
 
     def __init__(self, name: str, by: tuple[str, ...], limiter: object) -> None:
         self.name = name
+        self.key = name.encode()
         self.by = by
         if isinstance(limiter, Gcra):
             interval = _duration(limiter.emission_interval, "emission_interval")
@@ -365,6 +384,12 @@ class _Core:
             # Keys carry a hash tag, {...}, so that a request's keys share a
             # Cluster slot: a brace in the prefix would be the tag instead.
             raise _error(f"prefix must not contain '{{' or '}}' (keys carry their own hash tag): {prefix!r}")
+        if not prefix:
+            # A policy with a global limit is tagged by its prefix, and Redis
+            # reads an empty tag, {}, as none: its keys would span slots.
+            raise _error("prefix must not be empty (it is the hash tag of a policy with a global limit)")
+        if not isinstance(batching, bool):
+            raise _type_error("batching", "a bool", batching)
         if clock is not None and not callable(clock):
             raise _type_error("clock", "a callable or None", clock)
         if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
@@ -399,7 +424,7 @@ class _Core:
         # No field in common (a global limit): the whole policy on the slot of its prefix.
         tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
         return [
-            self.prefix + b"{" + tag + b"}:" + limit.name.encode() + b":" + b"".join(values[f] for f in limit.by)
+            self.prefix + b"{" + tag + b"}:" + limit.key + b":" + b"".join(values[f] for f in limit.by)
             for limit in self.limits
         ]
 
@@ -574,7 +599,7 @@ class _Sync:
         wire_now = self._core.now(now)
         try:
             reply = self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
-        except (RedisError, OSError):
+        except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek")
         return self._core.decisions(reply, len(costs))
 
@@ -659,7 +684,7 @@ class _Sync:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         try:
             self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
-        except (RedisError, OSError):
+        except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
 
     def _reserve(
@@ -668,7 +693,7 @@ class _Sync:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
         try:
             reply: Optional[list[int]] = self._call(keys, args)
-        except (RedisError, OSError):
+        except _FAULTS:
             reply = None
         ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
 
@@ -726,7 +751,7 @@ class _Async:
         wire_now = self._core.now(now)
         try:
             reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
-        except (RedisError, OSError):
+        except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek")
         return self._core.decisions(reply, len(costs))
 
@@ -758,11 +783,29 @@ class _Async:
     async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]) -> None:
         """Sends ``batch`` (cost, caller's target, future) as one call, then the batch gathered meanwhile."""
         targets = [t for _, t, _ in batch]
+        costs = [c for c, _, _ in batch]
         try:
-            answers = await self._decide(targets[0], keys, "acquire", [c for c, _, _ in batch], None, targets)
-            for (_, _, f), answer in zip(batch, answers):
+            try:
+                reply: Optional[_Reply] = await self._call(keys, self._core.args("acquire", self._core.now(None), costs, _TEXT))
+            except _FAULTS:
+                reply = None
+            answers = (
+                self._core.fallbacks(targets[0], targets, costs, None, False)
+                if reply is None
+                else self._core.decisions(reply, len(costs))
+            )
+            # A caller cancelled meanwhile never sees its answer: what Redis
+            # took for it is given back, at the instant it was decided.
+            given = 0
+            for (cost, _, f), answer in zip(batch, answers):
                 if not f.done():
                     f.set_result(answer)
+                elif reply is not None and answer.allowed:
+                    given += cost
+            if given and reply is not None:
+                at = str(_reply_time(reply))
+                with contextlib.suppress(*_FAULTS):
+                    await self._call(keys, self._core.args("refund", self._core.now(None), [given], [at]))
         except BaseException as error:
             for _, _, f in batch:
                 if not f.done():
@@ -782,7 +825,7 @@ class _Async:
         at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
         try:
             await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
-        except (RedisError, OSError):
+        except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
 
     async def _reserve(
@@ -791,7 +834,7 @@ class _Async:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
         try:
             reply: Optional[list[int]] = await self._call(keys, args)
-        except (RedisError, OSError):
+        except _FAULTS:
             reply = None
         ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
 
@@ -845,10 +888,21 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
 _TASKS: set[asyncio.Future[None]] = set()
 
 
-def _one_limit(limiter: object, name: str) -> list[_Limit]:
-    if not isinstance(name, str):
+def _one_limit(limiter: object, name: Optional[str]) -> list[_Limit]:
+    """The limit of a ``RedisLimiter``: named ``name``, else by the limiter.
+
+    A limiter left unnamed (``"default"``) is keyed by its configuration
+    (``gcra/10/100000``: algorithm and ARGV), as the Node client keys it:
+    two unnamed limiters of different configurations, a per-second and a
+    per-day one, say, must not read each other's state under one key.
+    """
+    if name is not None and not isinstance(name, str):
         raise _type_error("name", "a str", name)
-    return [_Limit(name, ("key",), limiter)]
+    own = getattr(limiter, "name", "default") if name is None else name
+    limit = _Limit(own, ("key",), limiter)
+    if name is None and own == "default":
+        limit.key = "/".join(str(arg) for arg in limit.args).encode()
+    return [limit]
 
 
 class _LimiterMixin:
@@ -870,8 +924,6 @@ class _LimiterMixin:
     ) -> None:
         # The limiter's own name by default, as the Node client takes it: the
         # name is part of the Redis key, so both must agree to share a limit.
-        if name is None:
-            name = getattr(limiter, "name", "default")
         core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
         self._connect(client, core)
 
@@ -1023,6 +1075,23 @@ class _PolicyMixin:
         return len(self._core.limits)
 
 
+def _listed_limit(entry: object) -> _Limit:
+    """One ``(name, limiter, by)`` of a policy given as a list, checked as
+    ``Policy.add`` checks its arguments."""
+    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+        raise _type_error("config", "a list of (name, limiter, by)", entry)
+    name, limiter, by = entry
+    if not isinstance(name, str):
+        raise _type_error("name", "a str", name)
+    # A str is iterable, and would be keyed by its letters.
+    if isinstance(by, (str, bytes)) or not isinstance(by, Iterable):
+        raise _type_error("by", "a list of str", by)
+    fields = tuple(by)
+    if not all(isinstance(field, str) for field in fields):
+        raise _type_error("by", "a list of str", by)
+    return _Limit(name, fields, limiter)
+
+
 def _policy_core(
     config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
     algorithm: Optional[str],
@@ -1033,7 +1102,7 @@ def _policy_core(
     batching: bool,
 ) -> _PolicyCore:
     if isinstance(config, (list, tuple)):
-        limits = [_Limit(name, tuple(fields), limiter) for name, limiter, fields in config]
+        limits = [_listed_limit(entry) for entry in config]
         if len({limit.name for limit in limits}) != len(limits):
             raise _error("name: two limits have the same name")
     else:

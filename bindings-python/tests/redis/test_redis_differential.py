@@ -83,7 +83,7 @@ def run_trace(client: redis.Redis, seed: int, limits: list[tuple[str, Maker, lis
         client, [(name, make(WIRE_UNIT), by) for name, make, by in limits], prefix=f"diff{seed}:"
     )
     limit = min(make(CORE_UNIT).limit for _, make, _ in limits)
-    # From 2^51 µs (2041): keys expire at the trace's time (PXAT), so none expires during the test.
+    # From 2^51 µs (2041): keys expire no earlier than the trace's time (PEXPIREAT ... GT), so none expires during the test.
     t = 2**51 + rng.randint(0, 10**6)
     compared = 0
     for _ in range(80):

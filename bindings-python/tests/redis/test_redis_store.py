@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 import uuid
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -199,6 +200,20 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, "1/second", prefix="app{x}:")
     with pytest.raises(ValueError):
         RedisPolicy(client, "10 per fortnight")
+    # A Decimal may be NaN or infinite too: the same error as a float's.
+    for bad in (Decimal("NaN"), Decimal("Infinity"), float("nan")):
+        with pytest.raises(ratekeeper.RateLimitError, match="now must be a finite number"):
+            limiter.try_acquire("k", now=bad)
+    # The list form, checked as Policy.add checks its arguments.
+    gcra = ratekeeper.Gcra(1, 1.0)
+    with pytest.raises(TypeError, match="by must be a list of str"):
+        RedisPolicy(client, [("a", gcra, "user")])  # a str would be keyed by its letters
+    with pytest.raises(TypeError, match="name must be a str"):
+        RedisPolicy(client, [(1, gcra, ["user"])])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="config must be a list of"):
+        RedisPolicy(client, [("a", gcra)])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="batching must be a bool"):
+        RedisLimiter(client, gcra, batching="no")  # type: ignore[arg-type]
 
 
 def test_waiting_acquire(client: redis.Redis) -> None:
@@ -561,7 +576,7 @@ def test_a_named_limiter_keys_as_the_node_client_does() -> None:
     named = ratekeeper.Gcra(10, 0.1, name="api")
     assert RedisLimiter(client, named)._keys("k") == [b"ratekeeper:{1:k}:api:1:k"]
     assert RedisLimiter(client, named, name="other")._keys("k") == [b"ratekeeper:{1:k}:other:1:k"]
-    assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:default:1:k"]
+    assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:gcra/10/100000:1:k"]
 
 
 def test_a_fallback_must_decide_the_stores_target() -> None:
@@ -615,5 +630,89 @@ def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
                 assert local.peek("k", 0).remaining == 1, ticks
                 local.refund("k", 1)
         await aclient.aclose()
+
+    asyncio.run(main())
+
+
+def test_unnamed_limiters_of_different_configurations_never_share_a_key(client: redis.Redis) -> None:
+    # Every in-process limiter is named "default" unless told: keyed by that,
+    # a per-second and a per-window limiter read each other's state.
+    prefix = f"unnamed:{uuid.uuid4().hex}:"
+    gcra = RedisLimiter(client, ratekeeper.Gcra(10, 0.1), prefix=prefix)
+    window = RedisLimiter(client, ratekeeper.FixedWindow(100, 1.0), prefix=prefix)
+    log = RedisLimiter(client, ratekeeper.SlidingWindowLog(5, 1.0), prefix=prefix)
+    assert [(d.allowed, d.remaining, d.from_store) for d in (gcra.try_acquire("alice"), window.try_acquire("alice"), log.try_acquire("alice"))] == [
+        (True, 9, True),
+        (True, 99, True),
+        (True, 4, True),
+    ]
+    # Keyed by the configuration: the same one shares, as across processes.
+    again = RedisLimiter(client, ratekeeper.Gcra(10, 0.1), prefix=prefix)
+    assert again.try_acquire("alice").remaining == 8
+    keys = sorted(k.decode() for k in client.scan_iter(match=prefix + "*"))
+    assert keys == [
+        prefix + "{5:alice}:fixed_window/100/1000000:5:alice",
+        prefix + "{5:alice}:gcra/10/100000:5:alice",
+        prefix + "{5:alice}:sliding_window_log/5/1000000:5:alice",
+    ]
+    # A name, the limiter's or given, is the key's: the headers keep the limiter's.
+    named = RedisLimiter(client, ratekeeper.Gcra(10, 0.1, name="api"), prefix=prefix)
+    assert named.try_acquire("bob").remaining == 9
+    assert client.exists(prefix + "{3:bob}:api:3:bob")
+    assert gcra.name == "default" and named.name == "api"
+
+
+def test_a_caller_clock_of_any_origin_keeps_keys_until_fresh(client: redis.Redis) -> None:
+    # A monotonic clock reads as 1970 in Unix time: keys set to expire at that
+    # instant (PXAT) were gone as soon as written, and every request passed.
+    prefix = f"mono:{uuid.uuid4().hex}:"
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 60.0), clock=time.monotonic, prefix=prefix)
+    assert [limiter.try_acquire("k").allowed for _ in range(3)] == [True, False, False]
+    key = next(client.scan_iter(match=prefix + "*"))
+    assert 59_000 < client.pttl(key) <= 61_000, "expires a second after it is fresh, on the server's clock"
+    small = RedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=prefix + "small:")
+    assert [small.try_acquire("k", now=t).allowed for t in (1, 2, 3)] == [True, False, False]
+
+
+def test_an_empty_prefix_is_refused(client: redis.Redis) -> None:
+    # A policy with a global limit is tagged by its prefix; Redis reads {} as no tag.
+    with pytest.raises(ratekeeper.RateLimitError, match="prefix must not be empty"):
+        RedisPolicy(client, POLICY, prefix="")
+    with pytest.raises(ratekeeper.RateLimitError, match="prefix must not be empty"):
+        RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="")
+
+
+def test_a_cluster_that_cannot_be_reached_takes_on_error(url: str) -> None:
+    # RedisCluster raises RedisClusterException when no node answers, which
+    # derives from neither RedisError nor OSError.
+    class Unreachable(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise redis.exceptions.RedisClusterException("Redis Cluster cannot be connected")
+
+        def eval(self, *args: Any, **kwargs: Any) -> Any:
+            raise redis.exceptions.RedisClusterException("Redis Cluster cannot be connected")
+
+    client = Unreachable.from_url(url)
+    opened = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error="open")
+    d = opened.try_acquire("k")
+    assert d.allowed and not d.from_store
+    closed = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error="closed")
+    d = closed.try_acquire("k")
+    assert not d.allowed and not d.from_store
+
+
+def test_a_cancelled_async_try_acquire_gives_back_what_redis_took(url: str) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=f"cancel:{uuid.uuid4().hex}:")
+        task = asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # sent: the batch is in flight
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Nobody was admitted: the next caller is.
+        assert (await limiter.try_acquire("k")).allowed
+        assert not (await limiter.try_acquire("k")).allowed
+        await client.aclose()
 
     asyncio.run(main())
