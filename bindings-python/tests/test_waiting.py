@@ -12,7 +12,7 @@ import inspect
 import signal
 import threading
 import time
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Generator, Iterator
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
 
 import pytest
 from limiters import ALL, FakeClock, Make
@@ -204,6 +204,74 @@ def test_cancelling_a_waiting_task_refunds() -> None:
         await cancel_while_waiting(bucket, bucket.acquire_async())
 
     asyncio.run(main())
+
+
+class Timeline:
+    """A clock for ``clock=`` and an ``asyncio.sleep`` that waits for it:
+    sleepers wake, in order, when ``advance`` reaches their time."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self.real_sleep = asyncio.sleep
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await self.real_sleep(0)
+            return
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.sleepers.append((self.now + seconds, len(self.sleepers), woken))
+        await woken
+
+    async def settle(self) -> None:
+        for _ in range(5):
+            await self.real_sleep(0)
+
+    async def advance(self, to: float) -> None:
+        self.now = to
+        for at, _, woken in sorted(self.sleepers):
+            if at <= to and not woken.done():
+                woken.set_result(None)
+        await self.settle()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda c: Gcra(1, 1.0, clock=c), lambda c: TokenBucket(1, 1, 1.0, clock=c), lambda c: LeakyBucket(10, 1.0, clock=c)],
+    ids=["gcra", "token_bucket", "leaky_bucket"],
+)
+def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ratekeeper.Limiter], monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bucket keeps no record of single bookings: given back from the middle
+    # of the queue, a booking freed the slot at its end, and the next caller
+    # shared a slot with the last waiter (two units at once from a burst of one).
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        limiter = make(timeline)
+        limiter.try_acquire()
+        done: dict[str, float] = {}
+
+        async def waiter(label: str) -> None:
+            await limiter.acquire_async()
+            done[label] = timeline.now
+
+        a, b, c = (asyncio.ensure_future(waiter(label)) for label in "abc")
+        await timeline.settle()  # booked: a at 1, b at 2, c at 3
+        a.cancel()
+        await timeline.settle()
+        d = asyncio.ensure_future(waiter("d"))
+        await timeline.settle()
+        for t in (1.0, 2.0, 3.0, 4.0):
+            await timeline.advance(t)
+        await asyncio.gather(b, c, d)
+        assert a.cancelled()
+        return done
+
+    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
 def test_a_coroutine_never_awaited_books_nothing() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import threading
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
 
 if TYPE_CHECKING:
@@ -26,22 +27,105 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 
 
+class _Waiter:
+    """An ``acquire_async`` sleeping until its slot: what it booked, how to
+    book it again, and the future that wakes it when its slot moved."""
+
+    __slots__ = ("args", "loop", "moved", "reservation")
+
+    def __init__(self, args: tuple[Any, ...], reservation: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.args = args
+        self.reservation = reservation
+        self.loop = loop
+        self.moved: Optional[asyncio.Future[float]] = None
+
+
+# The sleeping acquire_async calls of each subject (by id: a waiter holds its
+# subject, and the entry goes with the last waiter), in booking order.
+_WAITING: dict[int, list[_Waiter]] = {}
+_WAITING_LOCK = threading.Lock()
+
+
+def _move(waiter: _Waiter, outcome: Union[float, BaseException]) -> None:
+    """Wakes ``waiter`` (on its own loop) to sleep ``outcome`` seconds from now, or to raise it."""
+    moved = waiter.moved
+    if moved is None or moved.done():
+        return
+    if isinstance(outcome, BaseException):
+        moved.set_exception(outcome)
+    else:
+        moved.set_result(outcome)
+
+
+def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
+    """Gives ``waiter``'s booking back, and moves up those booked after it.
+
+    A bucket keeps no record of single bookings: giving back one that is not
+    the latest would let the next booking share a slot with a later waiter.
+    So the later waiters give theirs back too, newest first (each then the
+    latest, which gives back exactly), and book again in their order,
+    moving up into the slots left, as the JS ``acquire`` does.
+    """
+    with _WAITING_LOCK:
+        queue = _WAITING.get(id(subject), [])
+        at = queue.index(waiter) if waiter in queue else len(queue)
+        later = queue[at + 1 :]
+        del queue[at:at + 1]
+        if not queue:
+            _WAITING.pop(id(subject), None)
+        for other in reversed(later):
+            other.reservation.cancel()
+        waiter.reservation.cancel()
+        booker: Any = subject
+        for other in later:
+            try:
+                other.reservation = booker._book(*other.args, None)
+            except Exception as error:  # the limiter refused: that waiter fails
+                other.loop.call_soon_threadsafe(_move, other, error)
+            else:
+                other.loop.call_soon_threadsafe(_move, other, other.reservation.wait)
+
+
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
     """Book like ``acquire``, then sleep until the slot on the event loop.
 
     Booking happens when the coroutine first runs, so a coroutine that is
     never awaited books nothing. Any exception during the sleep (above all
-    ``asyncio.CancelledError``) gives the booking back before propagating.
+    ``asyncio.CancelledError``) gives the booking back before propagating,
+    and the ``acquire_async`` calls of the same subject booked after it
+    move up into the slots it left (see ``_withdraw``).
     """
     booker: Any = subject  # its arguments vary by class
-    reservation = booker._book(*args, timeout)
-    if reservation.wait > 0:
-        try:
+    loop = asyncio.get_running_loop()
+    with _WAITING_LOCK:
+        reservation = booker._book(*args, timeout)
+        if reservation.wait <= 0:
+            return
+        waiter = _Waiter(args, reservation, loop)
+        _WAITING.setdefault(id(subject), []).append(waiter)
+    wait = reservation.wait
+    try:
+        while wait > 0:
+            moved: asyncio.Future[float] = loop.create_future()
+            waiter.moved = moved
             # Looked up on every call, so that a test may replace asyncio.sleep.
-            await asyncio.sleep(reservation.wait)
-        except BaseException:
-            reservation.cancel()
-            raise
+            sleeping = asyncio.ensure_future(asyncio.sleep(wait))
+            try:
+                await asyncio.wait((sleeping, moved), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeping.cancel()
+            if not moved.done():
+                break
+            wait = moved.result()  # booked again, earlier: that long from now
+    except BaseException:
+        _withdraw(subject, waiter)
+        raise
+    with _WAITING_LOCK:
+        queue = _WAITING.get(id(subject), [])
+        if waiter in queue:
+            queue.remove(waiter)
+        if not queue:
+            _WAITING.pop(id(subject), None)
 
 
 class Acquiring:
