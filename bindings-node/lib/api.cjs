@@ -230,6 +230,7 @@ function createApi(B) {
           read: () => this.#read(),
           owner: this,
           label: this.#name,
+          queue: MOVES_UP.has(this.algorithm) ? '' : null,
         },
         cost,
         options,
@@ -337,29 +338,49 @@ function createApi(B) {
   }
 
   /**
-   * Takes `waiter` out of `w` (aborted) and gives its booking back. The
-   * bookings made after it counted it, and giving back one that is not the
-   * latest would let the next booking share a slot with them: so they are
-   * given back too, newest first (each then the latest, which gives back
-   * exactly), and booked again in their order, moving up into the slots it
-   * left (as pacedFetch does with its queue).
+   * The algorithms whose waiters behind an aborted one move up. A bucket
+   * keeps no record of single bookings, and gives back exactly only the
+   * latest: a booking given back from the middle of the queue would let the
+   * next one share a slot with a later waiter (two units at once from a
+   * burst of one). So the waiters booked after it, in the same queue (the
+   * limiter, or the key of a keyed limiter), give theirs back too, newest
+   * first, and book again in order. A window algorithm gives back only in
+   * the window it counts now, so an aborted future booking is given back as
+   * it is (nothing, in a later window) and nobody moves; so is a policy's.
    */
+  const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
+
+  /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see MOVES_UP). */
   function withdraw(w, waiter) {
     const i = w.list.indexOf(waiter);
     if (i < 0) return;
     w.list.splice(i, 1);
-    const later = w.list.filter((other) => other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
-    for (const other of later) other.giveBack();
-    waiter.giveBack();
-    for (const other of later.reverse()) {
-      const error = other.rebook();
-      if (error !== null) {
-        w.list.splice(w.list.indexOf(other), 1);
-        other.fail(error);
+    const later =
+      waiter.queue === null
+        ? []
+        : w.list.filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
+    try {
+      for (const other of later) other.giveBack();
+      waiter.giveBack();
+    } finally {
+      // Aborted too (a signal shared by many waiters): given back above, and
+      // taken out now, so that its own listener finds nothing left to do.
+      const gone = new Set();
+      for (const other of later.reverse()) {
+        if (other.aborted()) {
+          gone.add(other);
+          continue;
+        }
+        const error = other.rebook();
+        if (error !== null) {
+          gone.add(other);
+          other.fail(error);
+        }
       }
+      if (gone.size > 0) w.list = w.list.filter((other) => !gone.has(other));
+      w.list.sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
+      arm(w);
     }
-    w.list.sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
-    arm(w);
   }
 
   function arm(w) {
@@ -390,7 +411,8 @@ function createApi(B) {
       // NaN would leave every waiter undue, behind a timer armed again and again.
       if (Number.isNaN(now)) badType('now', 'a number');
     } catch (error) {
-      for (const waiter of w.list.splice(0)) waiter.fail(error);
+      // Newest first: a bucket gives back exactly only its latest booking.
+      for (const waiter of w.list.splice(0).sort((a, b) => b.seq - a.seq)) waiter.fail(error);
       return;
     }
     while (w.list.length > 0 && w.list[0].atMs <= now) w.list.shift().done();
@@ -451,6 +473,8 @@ function createApi(B) {
       const waiter = {
         atMs,
         seq: w.booked++,
+        queue: slot.queue,
+        aborted: () => signal !== undefined && signal.aborted,
         giveBack: cancelOnce(give, high, low),
         /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
         rebook() {
@@ -479,8 +503,11 @@ function createApi(B) {
       const onAbort = () => {
         if (settled) return;
         settled = true;
-        withdraw(w, waiter);
-        reject(signal.reason);
+        try {
+          withdraw(w, waiter);
+        } finally {
+          reject(signal.reason);
+        }
       };
       wait(w, waiter);
       if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
@@ -606,6 +633,7 @@ function createApi(B) {
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
+          queue: MOVES_UP.has(this.#prototype.algorithm) ? k : null,
         },
         cost,
         options,
@@ -923,6 +951,7 @@ function createApi(B) {
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',
+          queue: null,
         },
         cost,
         options,

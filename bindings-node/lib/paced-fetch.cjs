@@ -30,9 +30,14 @@ function isRequest(input) {
  * there), so it gets a warning on stderr (`process.emitWarning`).
  */
 function report(error) {
-  if (typeof globalThis.reportError === 'function') globalThis.reportError(error);
-  else if (typeof globalThis.process?.emitWarning === 'function') globalThis.process.emitWarning(error);
-  else if (typeof console !== 'undefined') console.error(error);
+  try {
+    if (typeof globalThis.reportError === 'function') globalThis.reportError(error);
+    // emitWarning takes an Error or a string only: `throw {}` is reported too.
+    else if (typeof globalThis.process?.emitWarning === 'function') globalThis.process.emitWarning(error instanceof Error ? error : String(error));
+    else if (typeof console !== 'undefined') console.error(error);
+  } catch {
+    // Reporting failed (String() of an object whose toString throws): nothing more to do.
+  }
 }
 
 /** Whether `value` is an AbortSignal (duck-typed, as `fetch` takes any realm's). */

@@ -274,6 +274,47 @@ def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ra
     assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
+async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:
+    """Waiters a, b, c, d booked in turn; those in ``cancelled`` cancelled in
+    one pass of the loop; then e books: when each of the others went."""
+    limiter.try_acquire()
+    done: dict[str, float] = {}
+
+    async def waiter(label: str) -> None:
+        await limiter.acquire_async()
+        done[label] = timeline.now
+
+    tasks = {label: asyncio.ensure_future(waiter(label)) for label in "abcd"}
+    await timeline.settle()
+    for label in cancelled:
+        tasks[label].cancel()
+    await timeline.settle()
+    tasks["e"] = asyncio.ensure_future(waiter("e"))
+    await timeline.settle()
+    for t in range(1, 12):
+        await timeline.advance(float(t))
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    return done
+
+
+def test_waiters_cancelled_together_move_up_to_their_latest_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each withdrawal books the later waiters again: a waiter moved twice
+    # before its task ran must sleep until its latest slot, not its first.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    done = asyncio.run(_cancel_then_book(Gcra(1, 1.0, clock=timeline), timeline, "ab"))
+    assert done == {"c": 1.0, "d": 2.0, "e": 3.0}
+
+
+def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A window gives back only in the window it counts now: booking the later
+    # waiters again would push each a window further.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    done = asyncio.run(_cancel_then_book(FixedWindow(1, 1.0, clock=timeline), timeline, "a"))
+    assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
+
+
 def test_a_coroutine_never_awaited_books_nothing() -> None:
     bucket = TokenBucket(1, 1, 30, initial_tokens=0)
     before = bucket.peek(now=0)

@@ -6,7 +6,7 @@
 const { describe, it, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, FixedWindow, KeyedLimiter, Policy, RateLimited } = require('./impl.cjs');
+const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, KeyedLimiter, Policy, RateLimited } = require('./impl.cjs');
 const { assertLimiterRejects, fakeTime, flush } = require('./helpers.cjs');
 
 let time;
@@ -142,6 +142,47 @@ describe('acquire', () => {
       const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
       assert.deepStrictEqual([at.b, at.c, at.d], [1_100, 1_200, 1_300], name);
     }
+  });
+
+  it('aborting a waiter of a window algorithm moves nobody: its future window is not given back', async () => {
+    // Giving back the later bookings would free nothing (a window gives back
+    // only in the window it counts now), and booking them again would push
+    // them a window further each.
+    for (const make of [
+      (clock) => new FixedWindow({ limit: 1, windowMs: 100, clock }),
+      (clock) => new SlidingWindowCounter({ limit: 1, windowMs: 100, clock }),
+    ]) {
+      const { time, settled, track } = setup();
+      const limiter = make(time.now);
+      while (limiter.tryAcquire().allowed);
+      const controller = new AbortController();
+      track('a', limiter.acquire(1, { signal: controller.signal }));
+      track('b', limiter.acquire());
+      track('c', limiter.acquire());
+      await flush();
+      const before = limiter.peek().retryAfterMs;
+      controller.abort();
+      await flush();
+      assert.equal(limiter.peek().retryAfterMs, before, `${limiter.algorithm}: nothing booked again`);
+      await time.advance(1_000);
+      time.uninstall();
+      const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : 'rejected']));
+      assert.equal(at.a, 'rejected');
+      assert.ok(at.b < at.c, `${limiter.algorithm}: b and c keep their order`);
+    }
+  });
+
+  it('one signal aborting many waiters gives every booking back, booking none of them again', async () => {
+    const { time } = setup();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
+    gcra.tryAcquire();
+    const fresh = gcra.peek().retryAfterMs;
+    const controller = new AbortController();
+    const waiting = Array.from({ length: 200 }, () => gcra.acquire(1, { signal: controller.signal }).then(() => 'resolved', () => 'rejected'));
+    controller.abort();
+    assert.deepStrictEqual(new Set(await Promise.all(waiting)), new Set(['rejected']));
+    assert.equal(gcra.peek().retryAfterMs, fresh, 'every booking given back');
+    assert.equal(time.pending(), 0);
   });
 
   it('aborting a keyed waiter moves up the later waiters of its key, and leaves the others where they were', async () => {
@@ -289,6 +330,18 @@ describe('acquire', () => {
     broken = false;
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
     assert.equal(time.pending(), 0, 'no timer left armed');
+    // A leaky bucket gives back its latest booking only: the waiters fail newest first.
+    const make = () => new LeakyBucket({ capacity: 10, intervalMs: 100, clock: () => (broken ? NaN : time.now()) });
+    const [queue, twin] = [make(), make()];
+    queue.tryAcquire();
+    twin.tryAcquire();
+    const failing = [queue.acquire(), queue.acquire(), queue.acquire()].map((p) => p.catch((error) => error.code));
+    broken = true;
+    await time.advance(100);
+    assert.deepStrictEqual(await Promise.all(failing), ['invalid_type', 'invalid_type', 'invalid_type']);
+    broken = false;
+    assert.equal(queue.peek().retryAfterMs, twin.peek().retryAfterMs, 'all three given back');
+    assert.deepStrictEqual(queue.toBytes(), twin.toBytes());
   });
 
   it('bad arguments reject with the binding errors', async () => {

@@ -27,63 +27,102 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 
 
+# The algorithms whose waiters behind a cancelled one move up. A bucket keeps
+# no record of single bookings and gives back exactly only its latest: a
+# booking given back from the middle of the queue would let the next one
+# share a slot with a later waiter (two units at once from a burst of one).
+# So the waiters booked after it, in the same queue (the limiter, or the key
+# of a keyed limiter), give theirs back too, newest first, and book again in
+# order, as the JS acquire does on abort. A window algorithm gives back only
+# in the window it counts now, so a cancelled future booking is given back
+# as it is and nobody moves; so is a policy's.
+_MOVES_UP = frozenset({"token_bucket", "gcra", "leaky_bucket"})
+
+
 class _Waiter:
-    """An ``acquire_async`` sleeping until its slot: what it booked, how to
-    book it again, and the future that wakes it when its slot moved."""
+    """An ``acquire_async`` sleeping until its slot: what it booked, when
+    that is on its loop's clock, how to book it again, and the future that
+    wakes it when its slot moved."""
 
-    __slots__ = ("args", "loop", "moved", "reservation")
+    __slots__ = ("args", "due", "error", "loop", "moved", "queue", "reservation", "task")
 
-    def __init__(self, args: tuple[Any, ...], reservation: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, args: tuple[Any, ...], reservation: Any, queue: object) -> None:
         self.args = args
         self.reservation = reservation
-        self.loop = loop
-        self.moved: Optional[asyncio.Future[float]] = None
+        self.queue = queue
+        self.loop = asyncio.get_running_loop()
+        self.task = asyncio.current_task()
+        self.due = self.loop.time() + reservation.wait
+        self.error: Optional[BaseException] = None
+        self.moved: Optional[asyncio.Future[None]] = None
+
+    def cancelling(self) -> bool:
+        """Whether its task is being cancelled (known from Python 3.11)."""
+        cancelling = getattr(self.task, "cancelling", None)
+        return cancelling is not None and cancelling() > 0
 
 
 # The sleeping acquire_async calls of each subject (by id: a waiter holds its
 # subject, and the entry goes with the last waiter), in booking order.
 _WAITING: dict[int, list[_Waiter]] = {}
-_WAITING_LOCK = threading.Lock()
+# Reentrant: a collection during a booking may close an abandoned
+# acquire_async, whose withdrawal takes the lock again on this thread.
+_WAITING_LOCK = threading.RLock()
 
 
-def _move(waiter: _Waiter, outcome: Union[float, BaseException]) -> None:
-    """Wakes ``waiter`` (on its own loop) to sleep ``outcome`` seconds from now, or to raise it."""
+def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
+    """What a waiter of ``subject`` queues behind: ``None`` when nobody
+    moves up (see ``_MOVES_UP``), else the same object for the same queue."""
+    # Here, not at the top: the native module imports this one.
+    from ratekeeper._ratekeeper import KeyedLimiter
+
+    if getattr(subject, "algorithm", None) not in _MOVES_UP:
+        return None
+    # A keyed limiter's args are (key, cost): a queue per key.
+    return ("key", args[0]) if isinstance(subject, KeyedLimiter) else ()
+
+
+def _wake(waiter: _Waiter) -> None:
+    """Wakes ``waiter`` (on its own loop) to read its new ``due``, or its ``error``."""
     moved = waiter.moved
-    if moved is None or moved.done():
-        return
-    if isinstance(outcome, BaseException):
-        moved.set_exception(outcome)
-    else:
-        moved.set_result(outcome)
+    if moved is not None and not moved.done():
+        moved.set_result(None)
 
 
 def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
-    """Gives ``waiter``'s booking back, and moves up those booked after it.
-
-    A bucket keeps no record of single bookings: giving back one that is not
-    the latest would let the next booking share a slot with a later waiter.
-    So the later waiters give theirs back too, newest first (each then the
-    latest, which gives back exactly), and book again in their order,
-    moving up into the slots left, as the JS ``acquire`` does.
-    """
+    """Gives ``waiter``'s booking back, and moves up those booked after it
+    in its queue (see ``_MOVES_UP``)."""
     with _WAITING_LOCK:
         queue = _WAITING.get(id(subject), [])
-        at = queue.index(waiter) if waiter in queue else len(queue)
-        later = queue[at + 1 :]
-        del queue[at:at + 1]
-        if not queue:
-            _WAITING.pop(id(subject), None)
+        if waiter not in queue:
+            waiter.reservation.cancel()  # taken out by another's withdrawal
+            return
+        at = queue.index(waiter)
+        later = [] if waiter.queue is None else [w for w in queue[at + 1 :] if w.queue == waiter.queue]
         for other in reversed(later):
             other.reservation.cancel()
         waiter.reservation.cancel()
+        gone = {id(waiter)}
         booker: Any = subject
         for other in later:
+            if other.cancelling():
+                # Cancelled too (many tasks at once): given back above, and
+                # taken out now, so that its own withdrawal has nothing to do.
+                gone.add(id(other))
+                continue
             try:
                 other.reservation = booker._book(*other.args, None)
+                other.due = other.loop.time() + other.reservation.wait
             except Exception as error:  # the limiter refused: that waiter fails
-                other.loop.call_soon_threadsafe(_move, other, error)
-            else:
-                other.loop.call_soon_threadsafe(_move, other, other.reservation.wait)
+                other.error = error
+            try:
+                other.loop.call_soon_threadsafe(_wake, other)
+            except RuntimeError:  # its loop is closed: nobody is waiting there
+                other.reservation.cancel()
+                gone.add(id(other))
+        queue[:] = [w for w in queue if id(w) not in gone]
+        if not queue:
+            _WAITING.pop(id(subject), None)
 
 
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
@@ -91,22 +130,22 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
 
     Booking happens when the coroutine first runs, so a coroutine that is
     never awaited books nothing. Any exception during the sleep (above all
-    ``asyncio.CancelledError``) gives the booking back before propagating,
-    and the ``acquire_async`` calls of the same subject booked after it
-    move up into the slots it left (see ``_withdraw``).
+    ``asyncio.CancelledError``) gives the booking back before propagating;
+    the ``acquire_async`` calls of a bucket booked after it move up into
+    the slots it left (see ``_MOVES_UP``).
     """
     booker: Any = subject  # its arguments vary by class
-    loop = asyncio.get_running_loop()
     with _WAITING_LOCK:
         reservation = booker._book(*args, timeout)
         if reservation.wait <= 0:
             return
-        waiter = _Waiter(args, reservation, loop)
+        waiter = _Waiter(args, reservation, _queue_of(subject, args))
         _WAITING.setdefault(id(subject), []).append(waiter)
+    loop = waiter.loop
     wait = reservation.wait
     try:
         while wait > 0:
-            moved: asyncio.Future[float] = loop.create_future()
+            moved: asyncio.Future[None] = loop.create_future()
             waiter.moved = moved
             # Looked up on every call, so that a test may replace asyncio.sleep.
             sleeping = asyncio.ensure_future(asyncio.sleep(wait))
@@ -116,7 +155,11 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 sleeping.cancel()
             if not moved.done():
                 break
-            wait = moved.result()  # booked again, earlier: that long from now
+            if waiter.error is not None:
+                raise waiter.error
+            # Booked again, earlier: the latest booking's time, however many
+            # withdrawals moved it before this task ran.
+            wait = waiter.due - loop.time()
     except BaseException:
         _withdraw(subject, waiter)
         raise
