@@ -5,7 +5,10 @@ export * from './pkg/ratekeeper'
 /** Where to load the .wasm from: a URL, a fetch `Response`, bytes or a compiled module. */
 export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembly.Module
 
-/** Loads the .wasm (default: `ratekeeper_wasm_bg.wasm` next to the glue code); call once before use. */
+/**
+ * Loads the .wasm (default: `ratekeeper_wasm_bg.wasm` next to the glue code); call once before use.
+ * Before it, constructors and static methods throw an `Error` with `code: 'not_initialized'`.
+ */
 export declare function init(input?: InitInput | Promise<InitInput>): Promise<void>
 export default init
 

@@ -5,7 +5,32 @@
 import initWasm, * as wasm from './pkg/web/ratekeeper_wasm.js';
 import { createApi } from './pkg/api.mjs';
 
-const api = createApi(wasm);
+// Before init(), wasm-bindgen's functions fail with "Cannot read properties
+// of undefined": every one but the decisions (reachable only from a limiter,
+// which cannot be built before init) first checks, and throws an error that
+// says what to do. The decisions stay as they are: the hot path.
+const HOT = new Set(['tryAcquire', 'peek', 'reserve', 'keyedOp', 'keyedOpScratch', 'noop']);
+let ready = false;
+
+function notReady() {
+  const error = new Error('ratekeeper: call `await init()` (or `initSync(module)`) before using the WebAssembly build');
+  error.code = 'not_initialized';
+  throw error;
+}
+
+const backend = {};
+for (const [name, value] of Object.entries(wasm)) {
+  backend[name] =
+    // Classes (the handles) are left as they are too: instances come only from the functions.
+    typeof value !== 'function' || HOT.has(name) || /^(default|initSync|\w+Handle)$/.test(name)
+      ? value
+      : function guarded(...args) {
+          if (!ready) notReady();
+          return value.apply(this, args);
+        };
+}
+
+const api = createApi(backend);
 
 export const {
   Limiter,
@@ -25,6 +50,7 @@ export const {
 /** Fetches and instantiates the .wasm (by default the file next to the glue code). */
 export async function init(input) {
   await initWasm(input === undefined ? undefined : { module_or_path: input });
+  ready = true;
 }
 
 /** Instantiates from bytes or a compiled `WebAssembly.Module`, synchronously. */
@@ -34,6 +60,7 @@ export function initSync(module) {
 
 function initWasmSync(module) {
   wasm.initSync({ module });
+  ready = true;
 }
 
 export default init;

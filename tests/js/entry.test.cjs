@@ -26,6 +26,9 @@ it('the ES module entry exports the same API and answers the same', async () => 
   if ((process.env.RATEKEEPER_IMPL || 'napi') === 'wasm') {
     esm = await import(pathToFileURL(path.join(ROOT, 'bindings-wasm/web.mjs')).href);
     assert.equal(typeof esm.init, 'function');
+    // Before init(), an error that says so, not wasm-bindgen's "Cannot read properties of undefined".
+    assert.throws(() => new esm.Gcra({ burst: 1, emissionIntervalMs: 10 }), { code: 'not_initialized', message: /init\(\)/ });
+    assert.throws(() => esm.Policy.fromRates('1/second'), { code: 'not_initialized' });
     esm.initSync(fs.readFileSync(path.join(ROOT, 'bindings-wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
   } else {
     esm = await import(pathToFileURL(path.join(ROOT, 'bindings-node/index.mjs')).href);
