@@ -224,18 +224,13 @@ fn decision_out(d: &Decision) -> Out {
 /// 2^64 - 1 when it has no limits: `Infinity` then, no bound, rather than a
 /// number no limit has.
 fn policy_decision_out(d: &Decision) -> Out {
-    let count = |n: u64| {
-        if n == u64::MAX {
-            f64::INFINITY
-        } else {
-            u64_to_f64(n)
-        }
-    };
+    let [remaining, limit, retry_after, reset_after] = decision_out(d);
+    let bound = |n: u64, out: f64| if n == u64::MAX { f64::INFINITY } else { out };
     [
-        count(d.remaining),
-        count(d.limit),
-        ms(d.retry_after),
-        ms(d.reset_after),
+        bound(d.remaining, remaining),
+        bound(d.limit, limit),
+        retry_after,
+        reset_after,
     ]
 }
 

@@ -120,9 +120,15 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
             except RuntimeError:  # its loop is closed: nobody is waiting there
                 other.reservation.cancel()
                 gone.add(id(other))
-        queue[:] = [w for w in queue if id(w) not in gone]
-        if not queue:
-            _WAITING.pop(id(subject), None)
+        _leave(subject, queue, gone)
+
+
+def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
+    """Takes the waiters whose ids are in ``gone`` out of ``subject``'s
+    ``queue``, and the queue out of ``_WAITING`` once empty (lock held)."""
+    queue[:] = [w for w in queue if id(w) not in gone]
+    if not queue:
+        _WAITING.pop(id(subject), None)
 
 
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
@@ -164,11 +170,7 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
         _withdraw(subject, waiter)
         raise
     with _WAITING_LOCK:
-        queue = _WAITING.get(id(subject), [])
-        if waiter in queue:
-            queue.remove(waiter)
-        if not queue:
-            _WAITING.pop(id(subject), None)
+        _leave(subject, _WAITING.get(id(subject), []), {id(waiter)})
 
 
 class Acquiring:

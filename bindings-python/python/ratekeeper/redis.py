@@ -748,12 +748,18 @@ class _Async:
     async def _decide(
         self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
     ) -> list[RedisDecision]:
+        return (await self._decide_with_reply(target, keys, mode, costs, now, targets))[0]
+
+    async def _decide_with_reply(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> tuple[list[RedisDecision], Optional[_Reply]]:
+        """``_decide``, with Redis's reply (``None`` when the fallback decided)."""
         wire_now = self._core.now(now)
         try:
             reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
         except _FAULTS:
-            return self._core.fallbacks(target, targets, costs, now, mode == "peek")
-        return self._core.decisions(reply, len(costs))
+            return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
+        return self._core.decisions(reply, len(costs)), reply
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -783,17 +789,9 @@ class _Async:
     async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]) -> None:
         """Sends ``batch`` (cost, caller's target, future) as one call, then the batch gathered meanwhile."""
         targets = [t for _, t, _ in batch]
-        costs = [c for c, _, _ in batch]
         try:
-            try:
-                reply: Optional[_Reply] = await self._call(keys, self._core.args("acquire", self._core.now(None), costs, _TEXT))
-            except _FAULTS:
-                reply = None
-            answers = (
-                self._core.fallbacks(targets[0], targets, costs, None, False)
-                if reply is None
-                else self._core.decisions(reply, len(costs))
-            )
+            costs = [c for c, _, _ in batch]
+            answers, reply = await self._decide_with_reply(targets[0], keys, "acquire", costs, None, targets)
             # A caller cancelled meanwhile never sees its answer: what Redis
             # took for it is given back, at the instant it was decided.
             given = 0
@@ -803,9 +801,7 @@ class _Async:
                 elif reply is not None and answer.allowed:
                     given += cost
             if given and reply is not None:
-                at = str(_reply_time(reply))
-                with contextlib.suppress(*_FAULTS):
-                    await self._call(keys, self._core.args("refund", self._core.now(None), [given], [at]))
+                await self._refund(keys, given, Fraction(_reply_time(reply), 1_000_000))
         except BaseException as error:
             for _, _, f in batch:
                 if not f.done():
