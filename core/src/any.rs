@@ -5,8 +5,8 @@ use alloc::boxed::Box;
 use crate::nanos::saturating;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{
-    Algorithm, Bandwidth, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Refill,
-    SlidingWindowCounter, TokenBucket,
+    Algorithm, Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra, LeakyBucket, Limiter,
+    Nanos, Refill, SlidingWindowCounter, TokenBucket,
 };
 
 /// The most bandwidths [`AnyLimiter::token_bucket`] accepts; a
@@ -136,6 +136,17 @@ impl AnyLimiter {
             AnyLimiter::SlidingWindowLog(l) => l.window(),
             AnyLimiter::SlidingWindowCounter(l) => l.window(),
             AnyLimiter::FixedWindow(l) => l.window(),
+        }
+    }
+
+    /// The calendar of a window algorithm's windows (UTC days, ISO weeks,
+    /// months), if they follow one: such a limiter wants time from the Unix
+    /// epoch, where the others take any clock.
+    pub fn calendar(&self) -> Option<Calendar> {
+        match self {
+            AnyLimiter::SlidingWindowCounter(l) => l.calendar(),
+            AnyLimiter::FixedWindow(l) => l.calendar(),
+            _ => None,
         }
     }
 

@@ -3,13 +3,11 @@
 use alloc::boxed::Box;
 
 use crate::byte_key::ByteKey;
-use crate::{
-    AnyLimiter, BucketState, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, TokenBucket,
-};
+use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, TokenBucket};
 
 /// A [`KeyedLimiter`] of any algorithm, keyed by bytes: what policies and
 /// the language bindings hold. A GCRA store keeps one `u64` per key, a
-/// one-bandwidth token bucket its 40-byte [`BucketState`]; the other
+/// one-bandwidth token bucket its 40-byte [`BucketState`](crate::BucketState); the other
 /// algorithms keep their whole limiter per key. Keys of up to 22 bytes are
 /// kept inline, without an allocation.
 ///
@@ -32,14 +30,6 @@ enum Store {
     /// Boxed: an `AnyLimiter` prototype is large, and one indirection per
     /// store costs nothing per key.
     Any(Box<KeyedLimiter<ByteKey, AnyLimiter>>),
-}
-
-/// A key's state in an [`AnyKeyed`] store, saved to be put back.
-#[derive(Clone, Debug)]
-pub(crate) enum Saved {
-    Gcra(Option<u64>),
-    TokenBucket(Option<BucketState<1>>),
-    Any(Option<AnyLimiter>),
 }
 
 /// Calls `$body` with `$s` bound to the store inside `$any`.
@@ -144,30 +134,20 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.reserve_after_with(key, ByteKey::new, now, cost, wait))
     }
 
-    /// See [`KeyedLimiter::saved`].
-    pub(crate) fn saved(&self, key: &[u8]) -> Saved {
-        match &self.0 {
-            Store::Gcra(s) => Saved::Gcra(s.saved(key)),
-            Store::TokenBucket(s) => Saved::TokenBucket(s.saved(key)),
-            Store::Any(s) => Saved::Any(s.saved(key)),
-        }
+    /// See [`KeyedLimiter::would_book`].
+    pub(crate) fn would_book(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        cost: u64,
+        wait: Nanos,
+    ) -> Result<bool, Error> {
+        each!(&self.0, s => s.would_book(key, now, cost, wait))
     }
 
     /// See [`KeyedLimiter::make_room_for`].
     pub(crate) fn make_room_for(&mut self, key: &[u8], now: Nanos) -> Result<(), Error> {
         each!(&mut self.0, s => s.make_room_for(key, now))
-    }
-
-    /// See [`KeyedLimiter::put_back`]; `saved` comes from this store.
-    pub(crate) fn put_back(&mut self, key: &[u8], saved: Saved) {
-        match (&mut self.0, saved) {
-            (Store::Gcra(s), Saved::Gcra(state)) => s.put_back(key, ByteKey::new, state),
-            (Store::TokenBucket(s), Saved::TokenBucket(state)) => {
-                s.put_back(key, ByteKey::new, state)
-            }
-            (Store::Any(s), Saved::Any(state)) => s.put_back(key, ByteKey::new, state),
-            _ => unreachable!("a state saved from another store"),
-        }
     }
 
     /// See [`KeyedLimiter::refund`].

@@ -87,7 +87,27 @@ pub struct PolicyConfig {
 
 impl LimitConfig {
     /// The limiter this configuration describes (each key's fresh state).
+    ///
+    /// An error names the field at fault (`burst`, `rate`), not the
+    /// argument of the limiter's constructor it went to (`capacity`,
+    /// `refill_period`), which a configuration does not have.
     pub fn limiter(&self) -> Result<AnyLimiter, Error> {
+        self.build().map_err(|error| {
+            let field = match error.argument() {
+                Some("capacity" | "burst") => "burst",
+                // Too long to refill: the burst, when one is given.
+                _ if matches!(error, Error::Overflow { .. }) && self.burst.is_some() => "burst",
+                Some(
+                    "refill_tokens" | "refill_period" | "tokens" | "period" | "interval"
+                    | "emission_interval" | "limit" | "window",
+                ) => "rate",
+                _ => return error,
+            };
+            error.renamed(field)
+        })
+    }
+
+    fn build(&self) -> Result<AnyLimiter, Error> {
         let rates = parse_rates(&self.rate).collect::<Result<Vec<Rate>, Error>>()?;
         let single = || match rates[..] {
             [rate] => Ok(rate),

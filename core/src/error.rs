@@ -127,6 +127,21 @@ impl Error {
         }
     }
 
+    /// This error, naming the argument `name` instead (where it names one).
+    pub(crate) fn renamed(self, name: &'static str) -> Error {
+        match self {
+            Error::ZeroValue { .. } => Error::ZeroValue { name },
+            Error::TooLarge { value, max, .. } => Error::TooLarge { name, value, max },
+            Error::Overflow { reason, .. } => Error::Overflow { name, reason },
+            Error::InvalidValue { reason, .. } => Error::InvalidValue { name, reason },
+            Error::InvalidType { expected, .. } => Error::InvalidType { name, expected },
+            Error::InvalidSyntax { at, expected, .. } => {
+                Error::InvalidSyntax { name, at, expected }
+            }
+            other => other,
+        }
+    }
+
     /// The same message with the argument spelled `argument`, so that each
     /// binding can name arguments in its own convention (`refillPeriodMs`).
     pub fn display_with<'a>(&'a self, argument: &'a str) -> impl fmt::Display + 'a {

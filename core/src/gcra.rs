@@ -148,24 +148,31 @@ impl Gcra {
         };
     }
 
-    /// The theoretical arrival time, saturating at [`Nanos::MAX`] (which
-    /// can only make the limiter stricter): the whole per-key state a
-    /// keyed store keeps.
+    /// The theoretical arrival time: the whole per-key state a keyed store
+    /// keeps. One past 2^64 - 1 ns is kept as [`Nanos::MAX`], which
+    /// [`Gcra::with_tat`] reads as a limiter used without end.
     #[cfg(feature = "alloc")]
     pub(crate) fn tat(&self) -> u64 {
         self.latest.saturating_add(self.used)
     }
 
     /// This configuration with theoretical arrival time `tat`, having seen
-    /// time up to `latest`.
+    /// time up to `latest`. A TAT of [`Nanos::MAX`] may stand for a later
+    /// one, clipped by [`Gcra::tat`]: read as used without end, so that
+    /// clipping makes a key stricter (it admits nothing more), never looser.
     #[cfg(feature = "alloc")]
+    #[inline]
     pub(crate) fn with_tat(&self, tat: u64, latest: u64) -> Gcra {
         Gcra {
             burst: self.burst,
             interval: self.interval,
             tolerance: self.tolerance,
             latest,
-            used: tat.saturating_sub(latest),
+            used: if tat == u64::MAX {
+                u64::MAX
+            } else {
+                tat.saturating_sub(latest)
+            },
         }
     }
 

@@ -14,7 +14,7 @@
 //! Against a strict sliding window of the same "N per W"
 //! ([`Guarantee::strict`], [`Guarantee::excess`]): the log is one; a token
 //! bucket or GCRA adds its burst to the rate; a fixed window admits up to
-//! `2N` across a boundary; the counter up to `2N - ceil(2N / W)` (W in ns);
+//! `2N` across a boundary; the counter up to `max(N, 2N - ceil(2N / W))` (W in ns);
 //! a leaky bucket admits its whole queue at once (its units then leave one
 //! interval apart).
 //!

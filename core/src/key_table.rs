@@ -99,16 +99,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
         self.position(key).is_some()
     }
 
-    /// Sets `key`'s value, adding the key at the end if it is new. The
-    /// caller keeps the table under [`MAX_LEN`] keys.
-    pub(crate) fn insert(&mut self, key: K, value: V) {
-        let hash = self.hasher.hash_one(&key);
-        match self.find(hash, &key) {
-            Some(at) => self.entries[at].1 = value,
-            None => self.push(hash, key, value),
-        }
-    }
-
     /// Adds `key`, which the table does not hold, at the end. The caller
     /// keeps the table under [`MAX_LEN`] keys.
     pub(crate) fn insert_new(&mut self, key: K, value: V) {
@@ -122,26 +112,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
         let at = self.entries.len() as u32;
         insert_position(&mut self.positions, &self.entries, &self.hasher, hash, at);
         self.entries.push((key, value));
-    }
-
-    /// Removes `key`, moving the last entry into its place.
-    pub(crate) fn remove<Q: ?Sized + Hash + Equivalent<K>>(&mut self, key: &Q) {
-        let hash = self.hasher.hash_one(key);
-        let Some(at) = self.find(hash, key) else {
-            return;
-        };
-        let last = self.entries.len() - 1;
-        // Hashed before anything changes, in case `Hash` panics.
-        let moved = (at != last).then(|| self.hasher.hash_one(&self.entries[last].0));
-        if let Ok(found) = self.positions.find_entry(hash, |&p| p as usize == at) {
-            found.remove();
-        }
-        if let Some(moved) = moved {
-            if let Some(position) = self.positions.find_mut(moved, |&p| p as usize == last) {
-                *position = at as u32;
-            }
-        }
-        self.entries.swap_remove(at);
     }
 
     /// Keeps the entries for which `keep` is true, in their order.
@@ -211,15 +181,21 @@ mod tests {
     #[derive(Clone, Debug)]
     enum Op {
         Insert(u8, u32),
-        Remove(u8),
         Retain(u8),
         Bump(u8),
+    }
+
+    /// Sets `k`'s value, adding it if new, as a store does.
+    fn insert<K: Hash + Eq, S: BuildHasher>(table: &mut KeyTable<K, u32, S>, k: K, v: u32) {
+        match table.get_mut(&k) {
+            Some(value) => *value = v,
+            None => table.insert_new(k, v),
+        }
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (any::<u8>(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
-            any::<u8>().prop_map(Op::Remove),
             (1..8u8).prop_map(Op::Retain),
             any::<u8>().prop_map(Op::Bump),
         ]
@@ -234,12 +210,8 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(k, v) => {
-                        table.insert(k, v);
+                        insert(&mut table, k, v);
                         model.insert(k, v);
-                    }
-                    Op::Remove(k) => {
-                        table.remove(&k);
-                        model.remove(&k);
                     }
                     Op::Retain(m) => {
                         table.retain(|k, _| k % m != 0);
@@ -273,7 +245,7 @@ mod tests {
         extern crate std;
         let mut table = KeyTable::with_hasher(DefaultHashBuilder::default());
         for k in 0..10u32 {
-            table.insert(k, k);
+            insert(&mut table, k, k);
         }
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             table.retain(|&k, _| if k == 5 { panic!("keep") } else { k != 2 })
@@ -284,7 +256,7 @@ mod tests {
         for k in 0..10u32 {
             assert_eq!(table.get(&k), (k != 2).then_some(&k));
         }
-        table.insert(9, 90);
+        insert(&mut table, 9, 90);
         assert_eq!((table.len(), table.get(&9)), (9, Some(&90)));
     }
 
@@ -292,7 +264,7 @@ mod tests {
     fn keys_lie_in_arrival_order() {
         let mut table = KeyTable::with_hasher(DefaultHashBuilder::default());
         for k in 0..100u32 {
-            table.insert(k, k * 2);
+            insert(&mut table, k, k * 2);
         }
         table.retain(|k, _| k % 3 != 0);
         let values: Vec<u32> = table.values_mut().map(|v| *v).collect();

@@ -378,35 +378,29 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         Ok(booked)
     }
 
-    /// The state `key` holds now (`None`: fresh), for [`Self::put_back`].
-    pub(crate) fn saved<Q>(&self, key: &Q) -> Option<L::State>
+    /// Whether [`Self::reserve_after`] would book, changing nothing: how a
+    /// policy asks every limit before any books, since a booking may evict
+    /// other keys from a bounded store, which could not be undone.
+    pub(crate) fn would_book<Q>(
+        &self,
+        key: &Q,
+        now: Nanos,
+        cost: u64,
+        wait: Nanos,
+    ) -> Result<bool, Error>
     where
-        K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K>,
         L::State: Clone,
     {
-        self.states.get(key).cloned()
-    }
-
-    /// Puts back a state of `key` that [`Self::saved`] returned: how a
-    /// policy undoes what one limit booked when another refuses. The time
-    /// the store has seen stays, as it does after any refusal.
-    pub(crate) fn put_back<Q>(
-        &mut self,
-        key: &Q,
-        own: impl FnOnce(&Q) -> K,
-        saved: Option<L::State>,
-    ) where
-        Q: ?Sized + Hash + Equivalent<K>,
-    {
-        match saved {
-            Some(state) => {
-                self.states.insert(own(key), state);
-            }
-            None => {
-                self.states.remove(key);
-            }
-        }
+        // As `reserve_after_with` and `apply` call the limiter.
+        let (now, lag) = self.effective(now);
+        let wait = Nanos(wait.0.saturating_sub(lag));
+        let mut state = match self.states.get(key) {
+            Some(state) => state.clone(),
+            None => self.prototype.new_state(),
+        };
+        self.prototype
+            .with_state(&mut state, now, |l| l.reserve_after(now, cost, wait))
     }
 
     /// Gives back `cost` units of `key` taken at `taken_at`, like
@@ -427,6 +421,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// their own as the map grows; call it to shrink an idle store.
     pub fn reclaim(&mut self, now: Nanos) {
         let (now, _) = self.effective(now);
+        // Kept as a call's time is: a key dropped as fresh at `now` must not
+        // then be judged fresh at an earlier time, where it was not.
+        self.latest = now.0;
         let prototype = &self.prototype;
         self.states
             .retain(|_, state| !prototype.with_state(state, now, |l| is_fresh(l, now)));

@@ -15,7 +15,7 @@
 //! | [`Gcra`] | the same answers as a one-bandwidth token bucket refilling 1 unit per interval, from 16 bytes of state |
 //! | [`LeakyBucket`] | a queue: units leave exactly `interval` apart, first come first served |
 //! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |
-//! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `2 * limit - ceil(2 * limit / window)` in any window, from O(1) state |
+//! | [`SlidingWindowCounter`] | at most `limit` per aligned window and `max(limit, 2 * limit - ceil(2 * limit / window))` in any window (`window` in ns), from O(1) state |
 //! | [`FixedWindow`] | at most `limit` per aligned window, so up to `2 * limit` across a boundary |
 //! | [`Rate`], [`Calendar`] | rate strings as `limits` reads them (`"10/second"`, `"100 per minute"`, lists with [`parse_rates`]); UTC days, ISO weeks and months as the windows of the two window algorithms |
 //!

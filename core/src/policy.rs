@@ -147,13 +147,7 @@ impl Policy {
     ) -> Result<PolicyDecision, Error> {
         self.peek_all(request, now, cost)?;
         if self.decisions.iter().all(|d| d.allowed) {
-            // A store bounded with `Eviction::Refuse` could still refuse a
-            // new key: found out before any limit consumes.
-            for (i, limit) in self.limits.iter_mut().enumerate() {
-                limit
-                    .store
-                    .make_room_for(key_of(&self.keys, &self.ends, i), now)?;
-            }
+            self.make_room(now, cost)?;
             for (i, limit) in self.limits.iter_mut().enumerate() {
                 let key = key_of(&self.keys, &self.ends, i);
                 // Every limit allowed this cost a moment ago with nothing
@@ -216,27 +210,22 @@ impl Policy {
         if wait > max_wait {
             return Ok(Err(peeked));
         }
-        // What each limit held before booking: a limit may still refuse
-        // after others booked, and then every booking is undone exactly.
-        // Refunds could not do it: a window's booking also moves the slot
-        // before which it serves none.
-        let mut saved = Vec::with_capacity(self.limits.len());
-        for i in 0..self.limits.len() {
+        // Every limit is asked before any books: one with a bound of its own
+        // may refuse, and a booking may already have evicted other keys
+        // from a bounded store, which could not be undone.
+        for (i, limit) in self.limits.iter().enumerate() {
             let key = key_of(&self.keys, &self.ends, i);
-            saved.push(self.limits[i].store.saved(key));
-            match self.limits[i].store.reserve_after(key, now, cost, wait) {
-                Ok(true) => {}
-                other => {
-                    for (j, state) in saved.into_iter().enumerate() {
-                        let key = key_of(&self.keys, &self.ends, j);
-                        self.limits[j].store.put_back(key, state);
-                    }
-                    return match other {
-                        Err(error) => Err(error),
-                        _ => Ok(Err(peeked)),
-                    };
-                }
+            if !limit.store.would_book(key, now, cost, wait)? {
+                return Ok(Err(peeked));
             }
+        }
+        self.make_room(now, cost)?;
+        for (i, limit) in self.limits.iter_mut().enumerate() {
+            let key = key_of(&self.keys, &self.ends, i);
+            // Each limit books exactly as it answered a moment ago, and has
+            // room for its key.
+            let booked = limit.store.reserve_after(key, now, cost, wait)?;
+            debug_assert!(booked, "a limit booked what it would not");
         }
         Ok(Ok(wait))
     }
@@ -263,6 +252,22 @@ impl Policy {
         for limit in &mut self.limits {
             limit.store.reclaim(now);
         }
+    }
+
+    /// Fails, changing no key's state, when a store bounded with
+    /// `Eviction::Refuse` has no room for the key of a request about to
+    /// consume: found out before any limit consumes. A cost of 0 consumes
+    /// nothing and needs no room.
+    fn make_room(&mut self, now: Nanos, cost: u64) -> Result<(), Error> {
+        if cost == 0 {
+            return Ok(());
+        }
+        for (i, limit) in self.limits.iter_mut().enumerate() {
+            limit
+                .store
+                .make_room_for(key_of(&self.keys, &self.ends, i), now)?;
+        }
+        Ok(())
     }
 
     /// Each limit's decision on its own. When some limit denies, those that

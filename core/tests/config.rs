@@ -84,7 +84,32 @@ fn bad_configurations_name_their_argument() {
     };
     assert_eq!(
         code(r#"{"limits": [{"name": "a", "algorithm": "gcra", "rate": "7/second"}]}"#),
-        ("invalid_value", Some("period"))
+        ("invalid_value", Some("rate"))
+    );
+    // The fields of the configuration, not the constructors' arguments
+    // (`capacity`, `refill_period`), which it does not have.
+    for algorithm in ["token_bucket", "gcra", "leaky_bucket"] {
+        let limit = |burst: u64| {
+            format!(
+                r#"{{"limits": [{{"name": "a", "algorithm": "{algorithm}", "rate": "1/hour", "burst": {burst}}}]}}"#
+            )
+        };
+        assert_eq!(
+            code(&limit(0)),
+            ("zero_value", Some("burst")),
+            "{algorithm}"
+        );
+        assert_eq!(
+            code(&limit(1 << 40)),
+            ("overflow", Some("burst")),
+            "{algorithm}"
+        );
+    }
+    assert_eq!(
+        code(
+            r#"{"limits": [{"name": "a", "algorithm": "sliding_window_log", "rate": "2000000/hour"}]}"#
+        ),
+        ("too_large", Some("rate"))
     );
     assert_eq!(
         code(r#"{"limits": [{"name": "a", "algorithm": "gcra", "rate": "1/second;2/minute"}]}"#),

@@ -168,6 +168,33 @@ fn time_is_kept_per_store() {
 }
 
 #[test]
+fn a_sweep_keeps_the_time_too() {
+    // Dropped as fresh at 1 s, the key must not be judged fresh at 0.5 s,
+    // where a single limiter that saw 1 s would not be: at most 1 + 1 units
+    // in [0, 1.5 s].
+    let s = 1_000_000_000;
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(s)).unwrap());
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed);
+    store.reclaim(Nanos(s));
+    assert_eq!(store.len(), 0);
+    let admitted =
+        [s / 2, 3 * s / 2].map(|t| store.try_acquire(&1u8, Nanos(t), 1).unwrap().allowed);
+    assert_eq!(admitted, [true, false]);
+}
+
+#[test]
+fn a_keyed_gcra_past_the_end_of_time_admits_no_more() {
+    // The TAT passes 2^64 - 1 ns: kept clipped, it must read as stricter
+    // than the truth, never looser (a single limiter denies both).
+    let mut store = AnyKeyed::new(Gcra::new(1, Nanos(1_000_000_000)).unwrap().into());
+    let t = u64::MAX - 10;
+    let admitted = [0, 5, 10].map(|i| store.try_acquire(b"k", Nanos(t + i), 1).unwrap().allowed);
+    assert_eq!(admitted, [true, false, false]);
+    let denied = store.peek(b"k", Nanos(u64::MAX), 1).unwrap();
+    assert_eq!((denied.allowed, denied.remaining), (false, 0));
+}
+
+#[test]
 fn a_policy_denial_consumes_nothing_anywhere() {
     let mut policy = Policy::new();
     policy
@@ -235,6 +262,45 @@ fn a_policy_refused_by_a_full_store_consumes_nothing_anywhere() {
     // Only the first request took from the global limit.
     let global = policy.peek(&user(b"a"), Nanos(0), 0).unwrap();
     assert_eq!(policy.decisions()[0].remaining, 99, "{global:?}");
+    // A cost of 0 needs no room: allowed, as peek and the store alone answer.
+    let free = policy.try_acquire(&user(b"b"), Nanos(0), 0).unwrap();
+    assert!(free.decision.allowed);
+    let booked = policy.reserve(&user(b"b"), Nanos(0), 0, Nanos(0)).unwrap();
+    assert_eq!(booked, Ok(Nanos(0)));
+    let full = policy
+        .reserve(&user(b"b"), Nanos(0), 1, Nanos(0))
+        .unwrap_err();
+    assert_eq!(full.code(), "store_full");
+}
+
+#[test]
+fn a_policy_reservation_refused_by_one_limit_evicts_nobody_from_another() {
+    // The per-user store holds one key and evicts to make room; the queue
+    // holds one unit. y's reservation passes the store, then the queue
+    // refuses it: x must keep its state, not be evicted to make room for y.
+    let s = 1_000_000_000;
+    let mut policy = Policy::new();
+    let per_user = AnyKeyed::new(Gcra::new(1, Nanos(10 * s)).unwrap().into())
+        .with_max_keys(1, Eviction::NearestFresh)
+        .unwrap();
+    policy.add_store("per-user", &["user"], per_user).unwrap();
+    let queue = ratekeeper::LeakyBucket::new(1, Nanos(s)).unwrap();
+    policy.add("queue", &[], queue.into()).unwrap();
+    let user = |u: &'static [u8]| [("user", u)];
+    assert!(
+        policy
+            .try_acquire(&user(b"x"), Nanos(0), 1)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    let refused = policy
+        .reserve(&user(b"y"), Nanos(s / 2), 1, Nanos(100 * s))
+        .unwrap();
+    assert!(refused.is_err(), "{refused:?}");
+    let x = policy.peek(&user(b"x"), Nanos(s), 1).unwrap();
+    assert!(!x.decision.allowed);
+    assert_eq!(x.decision.retry_after, Nanos(9 * s));
 }
 
 #[test]
