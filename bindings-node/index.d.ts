@@ -210,6 +210,8 @@ export declare abstract class Limiter {
   readonly windowMs: number
   /** `'token_bucket'`, `'gcra'`, `'leaky_bucket'`, `'sliding_window_log'`, `'sliding_window_counter'` or `'fixed_window'`. */
   readonly algorithm: string
+  /** A window algorithm's calendar (UTC days, ISO weeks, months), or `null`: windows of `windowMs`. */
+  readonly calendar: 'day' | 'week' | 'month' | null
   /** The name in the headers. */
   readonly name: string
   /**
@@ -422,20 +424,25 @@ export declare class Policy {
   readonly limits: Array<{ name: string; by: string[] }>
 }
 
-/** Options of the server helpers: a `KeyedLimiter` and the key of a request, or a `Policy` and its fields. */
+/**
+ * Options of the server helpers: a `KeyedLimiter` and the key of a request, or
+ * a `Policy` and its fields. Each function may answer through a promise (a key
+ * looked up in a session store): the request is then decided once it settles,
+ * and a rejection goes to `next(error)` / `done(error)`.
+ */
 export type HandlerOptions<Request> =
   | {
       limiter: KeyedLimiter
       /** The client a request counts against. */
-      key: (request: Request) => Key
+      key: (request: Request) => Key | PromiseLike<Key>
       /** The cost of a request. Default 1. */
-      cost?: (request: Request) => number
+      cost?: (request: Request) => number | PromiseLike<number>
     }
   | {
       limiter: Policy
       /** The request's fields (default: none). */
-      fields?: (request: Request) => PolicyRequest
-      cost?: (request: Request) => number
+      fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
+      cost?: (request: Request) => number | PromiseLike<number>
     }
 
 /** What `middleware` needs of a response (Express's, or Node's own `ServerResponse`). */
@@ -458,7 +465,7 @@ export interface ReplyLike {
  * `RateLimit` on every response; answers a denied request with 429, `Retry-After`
  * and a plain-text body, without calling `next`. A full store made with eviction
  * `'refuse'` refuses a new key with 503 (no RateLimit headers); any other error
- * goes to `next(error)`.
+ * goes to `next(error)`, one of writing the answer included (headers already sent).
  */
 export declare function middleware<Request = unknown>(
   options: HandlerOptions<Request>,

@@ -90,6 +90,22 @@ function createApi(B) {
     return { allowed, remaining: s[0], limit: s[1], retryAfterMs: s[2], resetAfterMs: s[3] };
   }
 
+  /** The TypeError (code `invalid_type`) of using the abstract `Limiter` itself. */
+  function abstract(instead) {
+    return Object.assign(new TypeError(`Limiter is abstract: ${instead}`), { code: 'invalid_type' });
+  }
+
+  /**
+   * `bytes` of encoded state, checked. An empty array is passed on as a new
+   * one: a detached one is empty too, and each backend reads that its own
+   * way (wasm-bindgen's glue throws an uncoded TypeError), where this way
+   * both answer `state_truncated`.
+   */
+  function stateBytes(bytes) {
+    if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+    return bytes.byteLength === 0 ? new Uint8Array(0) : bytes;
+  }
+
   /** Throws the binding's TypeError (code `invalid_type`) for argument `name` (its Rust spelling). */
   function badType(name, expected) {
     B.typeError(name, expected);
@@ -154,7 +170,7 @@ function createApi(B) {
     #config = null;
 
     constructor(built) {
-      if (!(built instanceof Built)) throw new TypeError('Limiter is abstract: build one of its subclasses');
+      if (!(built instanceof Built)) throw abstract('build one of its subclasses');
       const { options } = built;
       const name = options == null ? undefined : options.name;
       const clock = options == null ? undefined : options.clock;
@@ -244,14 +260,13 @@ function createApi(B) {
 
     /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
     restore(bytes) {
-      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
-      B.restore(this.#h, bytes);
+      B.restore(this.#h, stateBytes(bytes));
     }
 
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
     static fromBytes(bytes, options) {
-      if (this === Limiter) throw new TypeError('Limiter is abstract: call fromBytes on one of its subclasses');
-      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      if (this === Limiter) throw abstract('call fromBytes on one of its subclasses');
+      stateBytes(bytes);
       const limiter = new this(options);
       limiter.restore(bytes);
       return limiter;
@@ -285,6 +300,11 @@ function createApi(B) {
 
     get algorithm() {
       return configOf(this).algorithm;
+    }
+
+    /** A window algorithm's calendar ('day', 'week' or 'month', UTC), or null. */
+    get calendar() {
+      return configOf(this).calendar ?? null;
     }
 
     get name() {
@@ -1033,7 +1053,7 @@ function createApi(B) {
      */
     static fromBytes(bytes, options, common) {
       if (!Array.isArray(options)) return super.fromBytes(bytes, options);
-      if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
+      stateBytes(bytes);
       const bucket = TokenBucket.fromBandwidths(options, common);
       bucket.restore(bytes);
       return bucket;
@@ -1133,78 +1153,111 @@ function createApi(B) {
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`) or a Policy (its request is `fields(request)`, a plain
-  // object of fields); `cost(request)` defaults to 1.
+  // object of fields); `cost(request)` defaults to 1. Each function may
+  // return a promise (a key looked up in a session store, say): the
+  // decision is then a promise too, taken once the key and then the cost
+  // are known, so that requests are decided in the order their keys come.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
     const { limiter, key, fields, cost } = options;
     if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
-    const costOf = (request) => (cost === undefined ? 1 : cost(request));
+    let inputOf;
     if (limiter instanceof KeyedLimiter) {
       if (typeof key !== 'function') badType('key', 'a function');
-      return (request) => {
-        const d = limiter.tryAcquire(key(request), costOf(request));
-        return { decision: d, headers: limiter.headers(d) };
-      };
-    }
-    if (limiter instanceof Policy) {
+      inputOf = key;
+    } else if (limiter instanceof Policy) {
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
-      return (request) => {
-        const d = limiter.tryAcquire(fields === undefined ? {} : fields(request), costOf(request));
-        return { decision: d, headers: limiter.headers(d) };
-      };
+      inputOf = fields === undefined ? () => ({}) : fields;
+    } else {
+      badType('limiter', 'a KeyedLimiter or a Policy');
     }
-    return badType('limiter', 'a KeyedLimiter or a Policy');
+    const costOf = cost === undefined ? () => 1 : cost;
+    const decide = (input, units) => {
+      const d = limiter.tryAcquire(input, units);
+      return { decision: d, headers: limiter.headers(d) };
+    };
+    return (request) => after(inputOf(request), (input) => after(costOf(request), (units) => decide(input, units)));
+  }
+
+  /** `then(value)`, or a promise of it once `value` settles when it is a promise. */
+  function after(value, then) {
+    return isThenable(value) ? Promise.resolve(value).then(then) : then(value);
+  }
+
+  function isThenable(value) {
+    return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function';
   }
 
   const TOO_MANY = 'Too Many Requests\n';
   const UNAVAILABLE = 'Service Unavailable\n';
 
   /**
-   * `decide(request)`, or null when a store made with eviction 'refuse' is
+   * Answers a request with `decide(request)` once it is known: `respond`
+   * writes the answer and says whether the request goes on, then `pass()`
+   * runs. `respond` gets null when a store made with eviction 'refuse' is
    * full and refuses the request's new key (answered 503, without RateLimit
-   * headers: there is no decision, and no wait to promise); any other error
-   * is thrown.
+   * headers: there is no decision, and no wait to promise). `fail` gets any
+   * other error, one thrown by `respond` included (headers already sent).
    */
-  function outcomeOf(decide, request) {
+  function outcomeOf(decide, request, respond, pass, fail) {
+    const settle = (outcome) => {
+      let proceed;
+      try {
+        proceed = respond(outcome);
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      // Outside the try: an error thrown further down the chain is not this one's.
+      if (proceed) pass();
+    };
+    const settleError = (error) => (error?.code === 'store_full' ? settle(null) : fail(error));
+    let outcome;
     try {
-      return decide(request);
+      outcome = decide(request);
     } catch (error) {
-      if (error?.code === 'store_full') return null;
-      throw error;
+      settleError(error);
+      return;
+    }
+    if (isThenable(outcome)) {
+      // Settled outside the promise, so that an error thrown by `pass` or
+      // `fail` is the runtime's to report, as from any callback, rather than
+      // a rejection nobody handles.
+      outcome.then(
+        (value) => queueMicrotask(() => settle(value)),
+        (error) => queueMicrotask(() => settleError(error)),
+      );
+    } else {
+      settle(outcome);
     }
   }
 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
-   * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally; every
-   * response carries RateLimit-Policy and RateLimit, and a denied request
-   * gets 429 with Retry-After. A full store that refuses new keys answers 503;
-   * other errors go to `next(error)`.
+   * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally (each may
+   * return a promise); every response carries RateLimit-Policy and RateLimit,
+   * and a denied request gets 429 with Retry-After. A full store that refuses
+   * new keys answers 503; other errors go to `next(error)`, those of writing
+   * the answer included (headers already sent, say).
    */
   function middleware(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(req, res, next) {
-      let outcome;
-      try {
-        outcome = outcomeOf(decide, req);
-      } catch (error) {
-        next(error);
-        return;
-      }
-      if (outcome === null) {
-        res.statusCode = 503;
+      const respond = (outcome) => {
+        if (outcome === null) {
+          res.statusCode = 503;
+          res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+          res.end(UNAVAILABLE);
+          return false;
+        }
+        for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+        if (outcome.decision.allowed) return true;
+        res.statusCode = 429;
         res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-        res.end(UNAVAILABLE);
-        return;
-      }
-      for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
-      if (outcome.decision.allowed) {
-        next();
-        return;
-      }
-      res.statusCode = 429;
-      res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-      res.end(TOO_MANY);
+        res.end(TOO_MANY);
+        return false;
+      };
+      outcomeOf(decide, req, respond, () => next(), next);
     };
   }
 
@@ -1212,24 +1265,18 @@ function createApi(B) {
   function fastifyHook(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(request, reply, done) {
-      let outcome;
-      try {
-        outcome = outcomeOf(decide, request);
-      } catch (error) {
-        done(error);
-        return;
-      }
-      if (outcome === null) {
-        reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
-        return;
-      }
-      reply.headers(outcome.headers);
-      if (outcome.decision.allowed) {
-        done();
-        return;
-      }
-      // Answering from the hook: Fastify then skips the handler; done() is not called.
-      reply.code(429).type('text/plain; charset=utf-8').send(TOO_MANY);
+      const respond = (outcome) => {
+        if (outcome === null) {
+          reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
+          return false;
+        }
+        reply.headers(outcome.headers);
+        if (outcome.decision.allowed) return true;
+        // Answering from the hook: Fastify then skips the handler; done() is not called.
+        reply.code(429).type('text/plain; charset=utf-8').send(TOO_MANY);
+        return false;
+      };
+      outcomeOf(decide, request, respond, () => done(), done);
     };
   }
 

@@ -74,21 +74,6 @@ function gcd(a, b) {
   return a;
 }
 
-/**
- * Whether a window limiter counts calendar windows (its getters cannot say):
- * a copy of it and a plain window of the same length decide differently.
- */
-function isCalendar(limiter) {
-  const Plain = limiter.algorithm === 'fixed_window' ? FixedWindow : SlidingWindowCounter;
-  const own = new KeyedLimiter(limiter);
-  const plain = new KeyedLimiter(new Plain({ limit: limiter.limit, windowMs: limiter.windowMs }));
-  // Times (ms since the epoch) where weeks and months part from fixed windows.
-  for (const at of [0, 4 * 86_400_000, 45 * 86_400_000]) {
-    if (own.tryAcquire('probe', 1, at).resetAfterMs !== plain.tryAcquire('probe', 1, at).resetAfterMs) return true;
-  }
-  return false;
-}
-
 /** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 function limitOf(limiter) {
   if (!(limiter instanceof Limiter)) {
@@ -115,7 +100,7 @@ function limitOf(limiter) {
     const window = micros(limiter.windowMs, 'windowMs');
     exact(window, 'windowMs', 'the window (µs)', MAX_SPAN);
     if (algorithm === 'sliding_window_counter') exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
-    if (algorithm !== 'sliding_window_log' && isCalendar(limiter)) {
+    if (limiter.calendar !== null) {
       throw rangeError('calendar', 'calendar windows are not supported on Redis');
     }
     args = [algorithm, limiter.limit, window];

@@ -96,6 +96,8 @@ pub fn js_name(rust: &'static str) -> &'static str {
         "max_keys" => "maxKeys",
         // `AnyLimiter::reconfigure(now, new)`: the JS method calls it `other`.
         "new" => "other",
+        // Encoded state: `restore(bytes)`, `fromBytes(bytes, options)`.
+        "state" => "bytes",
         // capacity, burst, tokens, limit, cost, bandwidths, refill, name, and
         // the binding's own options, clock, signal, decision read the same.
         other => other,
@@ -171,6 +173,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "an array of strings",
         "a KeyedLimiter or a Policy",
         "an object or a string",
+        "an object of strings and numbers",
     ];
     let expected = EXPECTED
         .iter()
@@ -209,22 +212,56 @@ fn ms(nanos: Nanos) -> f64 {
     nanos.as_millis_f64()
 }
 
-fn decision_out(d: &Decision) -> Out {
+/// The numbers of a decision made at `now`.
+fn decision_out(d: &Decision, now: Now) -> Out {
     // Counts fit an f64 exactly: they never exceed the limit, which came from
     // a JS number of at most 2^53 - 1.
     [
         u64_to_f64(d.remaining),
         u64_to_f64(d.limit),
-        ms(d.retry_after),
+        retry_ms(d.retry_after, now),
         ms(d.reset_after),
     ]
+}
+
+/// A decision's `retry_after` as milliseconds to add to `nowMs`. On a clock
+/// counting from the epoch (`Date.now()`, 1.7e12 ms) two sums are a quarter
+/// of a microsecond apart, so `nowMs + retryAfterMs` could round to just
+/// before the instant the core named, and asking again then be denied: the
+/// wait is then the smallest whose sum reaches that instant.
+#[inline]
+fn retry_ms(retry: Nanos, now: Now) -> f64 {
+    match now {
+        Now::Millis(now_ms) if retry != Nanos::ZERO => reaching(now_ms, retry),
+        _ => ms(retry),
+    }
+}
+
+/// The smallest `w` near `wait` for which `now_ms + w`, as JS adds it, is
+/// at least `wait` after `now_ms` in nanoseconds.
+fn reaching(now_ms: f64, wait: Nanos) -> f64 {
+    let mut w = ms(wait);
+    let Ok(now) = millis(now_ms, "now") else {
+        return w;
+    };
+    let target = now.saturating_add(wait);
+    let reaches = |w: f64| millis(now_ms + w, "now").map_or(true, |at| at >= target);
+    // Each step takes the sum to the next float up (w is then exact, the sum
+    // being within twice `now_ms`): one or two steps at most.
+    for _ in 0..8 {
+        if reaches(w) {
+            break;
+        }
+        w = f64::from_bits((now_ms + w).to_bits() + 1) - now_ms;
+    }
+    w
 }
 
 /// [`decision_out`] for a policy's combined decision, whose counts are
 /// 2^64 - 1 when it has no limits: `Infinity` then, no bound, rather than a
 /// number no limit has.
-fn policy_decision_out(d: &Decision) -> Out {
-    let [remaining, limit, retry_after, reset_after] = decision_out(d);
+fn policy_decision_out(d: &Decision, now: Now) -> Out {
+    let [remaining, limit, retry_after, reset_after] = decision_out(d, now);
     let bound = |n: u64, out: f64| if n == u64::MAX { f64::INFINITY } else { out };
     [
         bound(d.remaining, remaining),
@@ -262,14 +299,14 @@ impl Now {
 pub fn try_acquire(l: &mut AnyLimiter, cost: f64, now: Now) -> Answer {
     let cost = count(cost, "cost")?;
     let d = l.try_acquire(now.nanos()?, cost)?;
-    Ok((d.allowed, decision_out(&d)))
+    Ok((d.allowed, decision_out(&d, now)))
 }
 
 /// `peek`: like [`try_acquire`], consuming nothing.
 pub fn peek(l: &AnyLimiter, cost: f64, now: Now) -> Answer {
     let cost = count(cost, "cost")?;
     let d = l.peek(now.nanos()?, cost)?;
-    Ok((d.allowed, decision_out(&d)))
+    Ok((d.allowed, decision_out(&d, now)))
 }
 
 /// The arguments of a `reserve`: cost, bound on the wait, now.
@@ -317,10 +354,10 @@ pub fn taken_at(taken: &[f64]) -> Result<Nanos, Error> {
 /// `reserve`: booked, with `[waitMs, atMs]`; or not (the wait would exceed
 /// `max_wait_ms`, nothing booked), with the decision.
 pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now: Now) -> Answer {
-    let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now)?;
-    Ok(match l.reserve(now, cost, max_wait)? {
-        Ok(wait) => (true, booked(now, wait)),
-        Err(denied) => (false, decision_out(&denied)),
+    let (cost, max_wait, at) = reserve_args(cost, max_wait_ms, now)?;
+    Ok(match l.reserve(at, cost, max_wait)? {
+        Ok(wait) => (true, booked(at, wait)),
+        Err(denied) => (false, decision_out(&denied, now)),
     })
 }
 
@@ -412,8 +449,12 @@ pub fn config(l: &AnyLimiter) -> Vec<(&'static str, Field)> {
             fields.push(("capacity", Field::Number(q.limit() as f64)));
             fields.push(("intervalMs", Field::Number(ms(q.interval()))));
         }
-        // The window algorithms: `limit` and `windowMs` say it all.
-        _ => {}
+        // The window algorithms: `limit` and `windowMs`, and a calendar's name.
+        _ => {
+            if let Some(calendar) = l.calendar() {
+                fields.push(("calendar", Field::Str(calendar.name())));
+            }
+        }
     }
     fields
 }
@@ -635,21 +676,21 @@ pub fn keyed_op(
     op: u32,
 ) -> Answer {
     if op == RESERVE {
-        let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, now)?;
-        return Ok(match s.reserve(key, now, cost, max_wait)? {
-            Ok(wait) => (true, booked(now, wait)),
-            Err(denied) => (false, decision_out(&denied)),
+        let (cost, max_wait, at) = reserve_args(cost, max_wait_ms, now)?;
+        return Ok(match s.reserve(key, at, cost, max_wait)? {
+            Ok(wait) => (true, booked(at, wait)),
+            Err(denied) => (false, decision_out(&denied, now)),
         });
     }
     let cost = count(cost, "cost")?;
-    let now = now.nanos()?;
+    let at = now.nanos()?;
     let d = if op == TRY_ACQUIRE {
-        s.try_acquire(key, now, cost)?
+        s.try_acquire(key, at, cost)?
     } else {
         debug_assert_eq!(op, PEEK);
-        s.peek(key, now, cost)?
+        s.peek(key, at, cost)?
     };
-    Ok((d.allowed, decision_out(&d)))
+    Ok((d.allowed, decision_out(&d, now)))
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`.
@@ -689,7 +730,7 @@ pub fn keyed_try_acquire_batch(
     for d in out {
         let d = d?;
         flat.push(if d.allowed { 1.0 } else { 0.0 });
-        flat.extend_from_slice(&decision_out(&d));
+        flat.extend_from_slice(&decision_out(&d, Now::Millis(now_ms)));
     }
     Ok(flat)
 }
@@ -756,12 +797,12 @@ fn request(fields: &[String]) -> Vec<(&str, &[u8])> {
 /// Where a policy's answer goes beyond the scratch: `[deniedBy (index, or -1),
 /// then five numbers per limit: allowed (1 or 0), remaining, limit,
 /// retryAfterMs, resetAfterMs]`.
-pub fn policy_details(p: &Policy, denied_by: Option<usize>) -> Vec<f64> {
+pub fn policy_details(p: &Policy, denied_by: Option<usize>, now_ms: f64) -> Vec<f64> {
     let mut flat = Vec::with_capacity(1 + 5 * p.len());
     flat.push(denied_by.map_or(-1.0, |i| i as f64));
     for d in p.decisions() {
         flat.push(if d.allowed { 1.0 } else { 0.0 });
-        flat.extend_from_slice(&decision_out(d));
+        flat.extend_from_slice(&decision_out(d, Now::Millis(now_ms)));
     }
     flat
 }
@@ -802,8 +843,8 @@ pub fn policy_op(
     let d = answer.decision;
     Ok((
         d.allowed,
-        policy_decision_out(&d),
-        policy_details(p, answer.denied_by),
+        policy_decision_out(&d, Now::Millis(now_ms)),
+        policy_details(p, answer.denied_by, now_ms),
     ))
 }
 
@@ -823,8 +864,8 @@ fn policy_reserve(
             let d = denied.decision;
             (
                 false,
-                policy_decision_out(&d),
-                policy_details(p, denied.denied_by),
+                policy_decision_out(&d, Now::Millis(now_ms)),
+                policy_details(p, denied.denied_by, now_ms),
             )
         }
     })

@@ -643,6 +643,82 @@ describe('cancel() on a clock counting from the epoch', () => {
   }
 });
 
+describe('calendar', () => {
+  it("names a window algorithm's calendar, else null", () => {
+    assert.equal(new FixedWindow({ limit: 1, calendar: 'week' }).calendar, 'week');
+    assert.equal(new SlidingWindowCounter({ limit: 1, calendar: 'month' }).calendar, 'month');
+    assert.equal(FixedWindow.fromBytes(new FixedWindow({ limit: 1, calendar: 'day' }).toBytes(), { limit: 1, calendar: 'day' }).calendar, 'day');
+    assert.equal(new FixedWindow({ limit: 1, windowMs: 86_400_000 }).calendar, null);
+    assert.equal(new Gcra({ burst: 1, emissionIntervalMs: 1 }).calendar, null);
+  });
+});
+
+describe('retryAfterMs on a clock counting from the epoch', () => {
+  // At 1.7e12 ms two sums are a quarter of a microsecond apart: nowMs +
+  // retryAfterMs must not round to just before the instant the core named.
+  const third = 1000 / 3;
+  const cases = [
+    ['Gcra', () => new Gcra({ burst: 1, emissionIntervalMs: third }), []],
+    ['TokenBucket', () => new TokenBucket({ capacity: 1, refillTokens: 3, refillPeriodMs: 1000 }), []],
+    ['LeakyBucket', () => new LeakyBucket({ capacity: 1, intervalMs: third }), []],
+    ['SlidingWindowCounter', () => new SlidingWindowCounter({ limit: 1, windowMs: third }), []],
+    ['KeyedLimiter', () => new api.KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: third })), ['k']],
+    ['Policy', () => new api.Policy({ limits: [{ name: 'g', limiter: new Gcra({ burst: 1, emissionIntervalMs: third }) }] }), [{}]],
+  ];
+  for (const [name, make, target] of cases) {
+    it(`${name}: asking again retryAfterMs later is allowed`, () => {
+      let late = 0;
+      for (let i = 0; i < 200; i++) {
+        const limiter = make();
+        const t = 1.7e12 + i;
+        limiter.tryAcquire(...target, 1, t);
+        const denied = limiter.tryAcquire(...target, 1, t + 1);
+        assert.equal(denied.allowed, false);
+        if (!limiter.peek(...target, 1, t + 1 + denied.retryAfterMs).allowed) late++;
+      }
+      assert.equal(late, 0, 'denials whose retryAfterMs fell short');
+    });
+  }
+});
+
+describe('errors of arguments the JS layer checks', () => {
+  it('name the argument and what it expects, for every check in lib/api.cjs', () => {
+    // Each badType(name, expected) goes through the backend, which keeps
+    // both as static strings: one it does not know would read "value" or
+    // "of another type".
+    const source = require('node:fs').readFileSync(path.join(__dirname, '../../bindings-node/lib/api.cjs'), 'utf8');
+    const checks = [...source.matchAll(/badType\('([a-z_]+)', '([^']+)'\)/g)].map((m) => [m[1], m[2]]);
+    assert.ok(checks.length > 20, `found ${checks.length} checks`);
+    const backend =
+      process.env.RATEKEEPER_IMPL === 'wasm'
+        ? require('../../bindings-wasm/pkg/nodejs/ratekeeper_wasm.js')
+        : require('../../bindings-node/native.js');
+    for (const [name, expected] of checks) {
+      assert.throws(
+        () => backend.typeError(name, expected),
+        (error) => error instanceof TypeError && error.code === 'invalid_type' && error.message.endsWith(`must be ${expected}`) && !error.message.includes('`value`'),
+        `${name}: ${expected}`,
+      );
+    }
+  });
+
+  it('the abstract Limiter has a code too', () => {
+    assert.throws(() => new Limiter(), { name: 'TypeError', code: 'invalid_type' });
+    assert.throws(() => Limiter.fromBytes(new Uint8Array(1), {}), { name: 'TypeError', code: 'invalid_type' });
+  });
+
+  it('a detached or empty Uint8Array is state cut short, in either build', () => {
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 10 });
+    const bytes = gcra.toBytes().slice();
+    structuredClone(bytes.buffer, { transfer: [bytes.buffer] });
+    assert.equal(bytes.byteLength, 0);
+    for (const empty of [bytes, new Uint8Array(0)]) {
+      assertLimiterError(() => gcra.restore(empty), 'state_truncated', 'bytes');
+      assertLimiterError(() => Gcra.fromBytes(empty, { burst: 1, emissionIntervalMs: 10 }), 'state_truncated', 'bytes');
+    }
+  });
+});
+
 describe('two copies of the package on one thread', () => {
   // A test runner's fresh module registry (jest.resetModules), or
   // require.cache cleared, loads the package again on the same thread, where

@@ -136,6 +136,28 @@ describe('fastifyHook, in a real Fastify app', () => {
   scenario(server);
 });
 
+// The same functions answering through promises, as a key looked up in a
+// session store would: the decision waits for them, a rejection goes to the framework.
+const asyncFunctions = (base) => ({
+  ...base,
+  key: async (request) => base.key(request),
+  cost: (request) => Promise.resolve(base.cost(request)),
+});
+
+describe('middleware with async key and cost functions, in a real Express app', () => {
+  const server = {};
+  before(() => expressServer(server, asyncFunctions(failingKey(options()))));
+  after(() => new Promise((resolve) => server.http.close(resolve)));
+  scenario(server);
+});
+
+describe('fastifyHook with async key and cost functions, in a real Fastify app', () => {
+  const server = {};
+  before(() => fastifyServer(server, asyncFunctions(failingKey(options()))));
+  after(() => server.app.close());
+  scenario(server);
+});
+
 /** An Express app on 127.0.0.1 behind `middleware(options)`, answering "hello". */
 async function expressServer(server, options) {
   const app = express();
@@ -221,6 +243,22 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), fields: 1 }), 'invalid_type', 'fields');
     });
   }
+
+  it('an answer that cannot be written goes to next(error), as does a rejected key', async () => {
+    const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 }));
+    const sent = { statusCode: 200, setHeader() { throw Object.assign(new Error('sent'), { code: 'ERR_HTTP_HEADERS_SENT' }); }, end() {} };
+    const errors = [];
+    middleware({ limiter, key: () => 'k' })({}, sent, (e) => errors.push(e));
+    assert.deepStrictEqual(errors.map((e) => e?.code), ['ERR_HTTP_HEADERS_SENT']);
+    const failed = await new Promise((resolve) => {
+      middleware({ limiter, key: () => Promise.reject(new Error('store down')) })({}, sent, resolve);
+    });
+    assert.equal(failed.message, 'store down');
+    const replies = [];
+    const reply = { headers() { throw new Error('sent'); }, code: () => reply, type: () => reply, send() {} };
+    fastifyHook({ limiter, key: () => 'k' })({}, reply, (e) => replies.push(e?.message));
+    assert.deepStrictEqual(replies, ['sent']);
+  });
 
   it('a key that is not a string or number goes to next(error)', () => {
     const errors = [];

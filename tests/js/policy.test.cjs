@@ -382,7 +382,7 @@ describe('portable state', () => {
     const b = TokenBucket.fromBytes(a.toBytes(), bands, { name: 'two' });
     assert.equal(b.name, 'two');
     assert.deepStrictEqual(b.tryAcquire(1, 50), a.tryAcquire(1, 50));
-    assertLimiterError(() => TokenBucket.fromBytes(a.toBytes(), bucket), 'state_mismatch', 'state');
+    assertLimiterError(() => TokenBucket.fromBytes(a.toBytes(), bucket), 'state_mismatch', 'bytes');
   });
 
   for (const [name, make, fromBytes] of portable) {
@@ -411,9 +411,9 @@ describe('portable state', () => {
         [new Gcra({ burst: 9, emissionIntervalMs: 1 }).toBytes(), 'state_mismatch'],
       ];
       if (name === 'Gcra') cases[3][0] = new Gcra({ burst: 9, emissionIntervalMs: 7 }).toBytes();
-      for (const [bytes, code] of cases) assertLimiterError(() => a.restore(bytes), code, 'state', code);
+      for (const [bytes, code] of cases) assertLimiterError(() => a.restore(bytes), code, 'bytes', code);
       assert.deepStrictEqual(a.peek(1, 0), before);
-      assertLimiterError(() => a.restore('x'), 'invalid_type', 'state');
+      assertLimiterError(() => a.restore('x'), 'invalid_type', 'bytes');
     });
   }
 });

@@ -33,6 +33,7 @@ export const JS_ARGUMENT = {
   max_wait: 'maxWaitMs',
   bandwidths: 'bandwidths',
   new: 'other',
+  state: 'bytes',
 };
 
 // Only the snake_case names: `window` and `now` are prefixes of their JS spelling.

@@ -140,6 +140,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 2 ** 51 / 1000 })), 'windowMs');
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'month' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 2, calendar: 'week' })), 'calendar');
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'day' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, refill: 'interval' })), 'refill');
     refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, initialTokens: 0 })), 'initialTokens');
     refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 0.0005 })), 'emissionIntervalMs');

@@ -58,6 +58,7 @@ const retryAfter: string | undefined = headers['Retry-After'];
 const config: [number, number, string, string, Bandwidth[], number, 'greedy' | 'interval'] = [
   bucket.limit, bucket.windowMs, bucket.algorithm, bucket.name, both.bandwidths, bucket.capacity, bucket.refill,
 ];
+export const calendar: 'day' | 'week' | 'month' | null = bucket.calendar;
 
 export async function waiting(signal: AbortSignal): Promise<void> {
   const options: AcquireOptions = { signal, timeoutMs: 1000 };
@@ -91,6 +92,7 @@ const policy = new Policy({
   ],
 });
 export const hook = fastifyHook<Req>({ limiter: policy, fields: (request) => ({ ip: request.ip }) });
+export const asyncHandler = middleware<Req>({ limiter: perIp, key: async (req) => req.ip, cost: async () => 1 });
 
 // Keyed limiters, policies, portable state.
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
