@@ -57,15 +57,6 @@ fn bandwidths(any: &AnyLimiter) -> Vec<Bandwidth> {
     }
 }
 
-/// The calendar of a window algorithm's windows, if any.
-fn calendar_of(any: &AnyLimiter) -> Option<Calendar> {
-    match any {
-        AnyLimiter::FixedWindow(window) => window.calendar(),
-        AnyLimiter::SlidingWindowCounter(window) => window.calendar(),
-        _ => None,
-    }
-}
-
 /// The spacing of a `Gcra`'s or a `LeakyBucket`'s units (zero for others).
 fn interval(any: &AnyLimiter) -> Nanos {
     match any {
@@ -160,7 +151,7 @@ pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>
                 "sliding_window_counter" => py.get_type::<PySlidingWindowCounter>(),
                 _ => py.get_type::<PyFixedWindow>(),
             };
-            if let Some(calendar) = calendar_of(any) {
+            if let Some(calendar) = any.calendar() {
                 kwargs.set_item("calendar", calendar.name())?;
                 let args = PyTuple::empty(py);
                 let method = Some("with_calendar");
@@ -476,7 +467,7 @@ macro_rules! algorithm_class {
             /// or ``None`` for windows of ``window`` seconds.
             #[getter]
             fn calendar(slf: &Bound<'_, Self>) -> Option<&'static str> {
-                calendar_of(&core(slf)).map(Calendar::name)
+                core(slf).calendar().map(Calendar::name)
             }
             )?
 

@@ -149,10 +149,17 @@ impl Subject for PyPolicy {
 }
 
 impl PyPolicy {
-    fn with(policy: Policy, clock: Option<Py<PyAny>>) -> Self {
-        PyPolicy {
+    /// `policy`, reading `clock`; by default `time.time` if a limit follows
+    /// a calendar (as `with_calendar` does), else `time.monotonic`.
+    fn with(py: Python<'_>, policy: Policy, clock: Option<Py<PyAny>>) -> PyResult<Self> {
+        let calendar = (0..policy.len()).any(|i| policy.limiter(i).calendar().is_some());
+        let policy = PyPolicy {
             shared: Shared::new(PolicyCore::new(policy), clock),
+        };
+        if calendar {
+            policy.shared.default_clock(convert::wall_clock(py)?);
         }
+        Ok(policy)
     }
 
     /// The name of limit `index`.
@@ -289,7 +296,7 @@ limiter_methods!(
                 (Some(config), None) => from_config(config)?,
                 (None, None) => Policy::new(),
             };
-            Ok(PyPolicy::with(policy, clock))
+            PyPolicy::with(py, policy, clock)
         }
 
         /// A policy of one limit per rate of ``rates`` (``"10/second;100/day"``,
@@ -308,7 +315,7 @@ limiter_methods!(
             let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
             let by = by.map_or(Ok(Vec::new()), convert::fields)?;
             let policy = from_rates(py, &rates.to_cow()?, algorithm, &by)?;
-            Ok(PyPolicy::with(policy, clock))
+            PyPolicy::with(py, policy, clock)
         }
 
         /// A policy from a configuration: a dict ``{"limits": [...]}`` or the
@@ -324,7 +331,7 @@ limiter_methods!(
             config: &Bound<'_, PyAny>,
             #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
         ) -> PyResult<Self> {
-            Ok(PyPolicy::with(from_config(config)?, clock))
+            PyPolicy::with(config.py(), from_config(config)?, clock)
         }
 
         /// Add a limit called ``name``, keyed by the request fields ``by`` (none:
@@ -355,6 +362,10 @@ limiter_methods!(
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }
             };
+            // A calendar's windows follow the UTC calendar: a policy without
+            // a clock of its own reads `time.time` from now on, as the
+            // limiter's `with_calendar` does.
+            let calendar = store.prototype().calendar().is_some();
             let added = {
                 let mut core = self.shared.lock();
                 let added = core.policy.add_store(name, &by, store);
@@ -363,7 +374,11 @@ limiter_methods!(
                 }
                 added
             };
-            added.map_err(|err| to_py(py, err))
+            added.map_err(|err| to_py(py, err))?;
+            if calendar {
+                self.shared.default_clock(convert::wall_clock(py)?);
+            }
+            Ok(())
         }
 
         /// The HTTP RateLimit header values of a PolicyDecision, as a dict:

@@ -7,7 +7,7 @@
 //! and how to name a denial. The generic functions here do each operation,
 //! and [`limiter_methods!`] writes the Python methods once for all classes.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -54,15 +54,28 @@ pub trait Core: Send + 'static {
 /// The core of a class, locked per call, and the clock it reads.
 pub struct Shared<C> {
     inner: Mutex<C>,
-    clock: Option<Py<PyAny>>,
+    /// The clock given, or set later by [`Shared::default_clock`]; none:
+    /// `time.monotonic`, read natively.
+    clock: OnceLock<Py<PyAny>>,
 }
 
 impl<C> Shared<C> {
     pub fn new(core: C, clock: Option<Py<PyAny>>) -> Self {
-        Shared {
+        let shared = Shared {
             inner: Mutex::new(core),
-            clock,
+            clock: OnceLock::new(),
+        };
+        if let Some(clock) = clock {
+            shared.default_clock(clock);
         }
+        shared
+    }
+
+    /// Reads `clock` from now on, unless a clock was given already: how a
+    /// policy that holds a calendar window comes to read `time.time`.
+    pub fn default_clock(&self, clock: Py<PyAny>) {
+        // Already set: that clock stays.
+        let _ = self.clock.set(clock);
     }
 
     /// The core, locked.
@@ -73,12 +86,12 @@ impl<C> Shared<C> {
 
     /// `now`, or a reading of the clock.
     pub fn now(&self, py: Python<'_>, now: Option<Nanos>) -> PyResult<Nanos> {
-        convert::now_or_clock(py, now, self.clock.as_ref())
+        convert::now_or_clock(py, now, self.clock.get())
     }
 
     /// The clock given to the constructor, if any.
     pub fn clock(&self) -> Option<&Py<PyAny>> {
-        self.clock.as_ref()
+        self.clock.get()
     }
 }
 

@@ -532,6 +532,30 @@ def test_calendar_windows() -> None:
     assert raised.value.code == "invalid_value"
 
 
+
+def test_a_policy_with_a_calendar_limit_reads_the_wall_clock() -> None:
+    """Its windows are UTC days: by default such a policy reads time.time,
+    as with_calendar does (on time.monotonic its days began at boot)."""
+    daily = {"name": "daily", "algorithm": "fixed_window", "rate": "5/day", "calendar": "day"}
+
+    def left_of_the_day(policy: Policy) -> float:
+        # Seconds left of the UTC day, by the policy and by time.time.
+        while True:
+            day = time.time() // 86400
+            reset = policy.try_acquire({"user": 1}).reset_after
+            expected = (day + 1) * 86400 - time.time()
+            if time.time() // 86400 == day:
+                return reset - expected
+
+    assert abs(left_of_the_day(Policy({"limits": [{**daily, "by": ["user"]}]}))) < 60
+    added = Policy()
+    added.add("daily", FixedWindow.with_calendar(5, "day"), by=["user"])
+    assert abs(left_of_the_day(added)) < 60
+    # A clock given stays; without a calendar, time.monotonic.
+    given = Policy({"limits": [daily]}, clock=lambda: 86400 * 100 + 3600)
+    assert given.try_acquire().reset_after == 86400 - 3600
+    assert Policy.from_rates("5/day").try_acquire().reset_after == 86400 / 5
+
 # --- portable state -------------------------------------------------------
 
 def used(make: Make) -> Any:
