@@ -27,7 +27,9 @@ export interface Decision {
   /**
    * `0` when allowed; otherwise milliseconds after `nowMs` until the same cost
    * would be allowed, if nothing else consumes (exact to the nanosecond: 1 ns
-   * earlier it would not be).
+   * earlier it would not be). `nowMs + retryAfterMs`, as floats add, reaches
+   * that instant: on the epoch (1.7e12) it may exceed the wait by a float step
+   * of the sum, a quarter of a microsecond.
    */
   retryAfterMs: number
   /** Milliseconds after `nowMs` until the limiter is back to its fresh state. */

@@ -224,37 +224,15 @@ fn decision_out(d: &Decision, now: Now) -> Out {
     ]
 }
 
-/// A decision's `retry_after` as milliseconds to add to `nowMs`. On a clock
-/// counting from the epoch (`Date.now()`, 1.7e12 ms) two sums are a quarter
-/// of a microsecond apart, so `nowMs + retryAfterMs` could round to just
-/// before the instant the core named, and asking again then be denied: the
-/// wait is then the smallest whose sum reaches that instant.
+/// A decision's `retry_after` as milliseconds to add to `nowMs`, given one:
+/// the sum then reaches the instant the core named, even on a clock counting
+/// from the epoch ([`Nanos::as_millis_f64_after`]).
 #[inline]
 fn retry_ms(retry: Nanos, now: Now) -> f64 {
     match now {
-        Now::Millis(now_ms) if retry != Nanos::ZERO => reaching(now_ms, retry),
+        Now::Millis(now_ms) if retry != Nanos::ZERO => retry.as_millis_f64_after(now_ms),
         _ => ms(retry),
     }
-}
-
-/// The smallest `w` near `wait` for which `now_ms + w`, as JS adds it, is
-/// at least `wait` after `now_ms` in nanoseconds.
-fn reaching(now_ms: f64, wait: Nanos) -> f64 {
-    let mut w = ms(wait);
-    let Ok(now) = millis(now_ms, "now") else {
-        return w;
-    };
-    let target = now.saturating_add(wait);
-    let reaches = |w: f64| millis(now_ms + w, "now").map_or(true, |at| at >= target);
-    // Each step takes the sum to the next float up (w is then exact, the sum
-    // being within twice `now_ms`): one or two steps at most.
-    for _ in 0..8 {
-        if reaches(w) {
-            break;
-        }
-        w = f64::from_bits((now_ms + w).to_bits() + 1) - now_ms;
-    }
-    w
 }
 
 /// [`decision_out`] for a policy's combined decision, whose counts are

@@ -185,6 +185,16 @@ arguments! {
     initial_tokens -> Option<u64> = |obj, name| optional(obj, |obj| count(obj, name));
     /// `now`, in seconds (`None` means the limiter's clock).
     now -> Option<Nanos> = |obj, name| optional(obj, |obj| seconds(obj, name));
+    /// The `now` of a call answering a Decision, and, for a float or an int,
+    /// the float a caller adds its waits to (`now + retry_after` is a float
+    /// sum); a `Fraction` or `Decimal` is exact, and so are its waits.
+    moment -> Option<Now> = |obj: &Bound<'_, PyAny>, _| optional(obj, |obj| {
+        let float = obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>();
+        Ok(Now {
+            at: seconds(obj, "now")?,
+            secs: if float { obj.extract::<f64>().unwrap_or(f64::NAN) } else { f64::NAN },
+        })
+    });
     /// `refund`'s `taken_at`, in seconds (`None` means the limiter's clock).
     taken_at -> Option<Nanos> = |obj, name| optional(obj, |obj| seconds(obj, name));
     /// `acquire`'s `timeout`, in seconds (`None` or `math.inf`: no bound).
@@ -262,6 +272,14 @@ pub fn time_module(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     TIME_MODULE
         .get_or_try_init(py, || PyModule::import(py, "time").map(Bound::unbind))
         .map(|module| module.bind(py))
+}
+
+/// A `now` given to a call: the instant, and the float the caller passed
+/// (NaN if it has none), to which it will add the decision's waits.
+#[derive(Clone, Copy)]
+pub struct Now {
+    pub at: Nanos,
+    pub secs: f64,
 }
 
 /// `now` or, when it is `None`, a reading of `clock` (when given) or of the

@@ -81,15 +81,16 @@ pub fn named_headers<'py>(
 /// Two decisions are equal when their five numbers are.
 #[pyclass(frozen, eq, hash, subclass, name = "Decision", module = "ratekeeper")]
 pub struct PyDecision {
-    /// The numbers, and the window a `Named` issuer's headers give; written
-    /// again only by `rewrite`.
-    numbers: UnsafeCell<(Decision, Nanos)>,
+    /// The numbers, the window a `Named` issuer's headers give, and the
+    /// float `now` the caller gave (NaN: none); written again only by
+    /// `rewrite` and `count_from`.
+    numbers: UnsafeCell<(Decision, Nanos, f64)>,
     /// Who decided, for `headers()`.
     pub issuer: Issuer,
 }
 
-// SAFETY: `numbers` changes only in `rewrite`, whose caller guarantees that
-// nothing else refers to the object, so no one reads it meanwhile.
+// SAFETY: `numbers` changes only in `rewrite` and `count_from`, whose
+// callers guarantee that nothing else reads the object meanwhile.
 unsafe impl Sync for PyDecision {}
 
 impl PyDecision {
@@ -99,7 +100,13 @@ impl PyDecision {
 
     /// A decision whose headers, for a `Named` issuer, give `window`.
     pub fn with_window(decision: Decision, window: Nanos, issuer: Issuer) -> Self {
-        let numbers = UnsafeCell::new((decision, window));
+        let numbers = UnsafeCell::new((decision, window, f64::NAN));
+        PyDecision { numbers, issuer }
+    }
+
+    /// A decision of another issuer with this one's numbers and `now`.
+    fn alike(&self, decision: Decision, issuer: Issuer) -> Self {
+        let numbers = UnsafeCell::new((decision, Nanos::ZERO, self.from()));
         PyDecision { numbers, issuer }
     }
 
@@ -116,6 +123,25 @@ impl PyDecision {
         unsafe { (*self.numbers.get()).1 }
     }
 
+    /// The float `now` the caller gave, or NaN.
+    fn from(&self) -> f64 {
+        // SAFETY: see `impl Sync`.
+        unsafe { (*self.numbers.get()).2 }
+    }
+
+    /// Counts this decision's waits from `now`, the float the caller gave:
+    /// `retry_after` is then the float whose sum with `now` reaches the
+    /// instant the core named (on an epoch clock, 1.7e9 s, sums are a
+    /// quarter of a microsecond apart, and the plain float falls short).
+    ///
+    /// # Safety
+    /// No Python code has seen the object since it was answered, and the
+    /// GIL is held.
+    #[inline]
+    pub unsafe fn count_from(&self, now: f64) {
+        (*self.numbers.get()).2 = now;
+    }
+
     /// Makes this the answer `decision` of window `window`, from the same issuer.
     ///
     /// # Safety
@@ -123,7 +149,7 @@ impl PyDecision {
     /// the caller's one), and the GIL is held.
     #[inline]
     pub unsafe fn rewrite(&self, decision: Decision, window: Nanos) {
-        *self.numbers.get() = (decision, window);
+        *self.numbers.get() = (decision, window, f64::NAN);
     }
 }
 
@@ -211,9 +237,17 @@ impl PyDecision {
     }
 
     /// Seconds to wait until the same request would be allowed (0.0 when allowed).
+    ///
+    /// Given a float or int ``now``, the float whose sum with ``now`` reaches
+    /// that instant (on the epoch, up to a quarter of a microsecond longer).
     #[getter]
     fn retry_after(&self) -> f64 {
-        self.decision().retry_after.as_secs_f64()
+        let (wait, from) = (self.decision().retry_after, self.from());
+        if from.is_nan() {
+            wait.as_secs_f64()
+        } else {
+            wait.as_secs_f64_after(from)
+        }
     }
 
     /// Seconds until the limiter is back to its fresh state (full, or empty window).
@@ -443,7 +477,7 @@ impl PyPolicyDecision {
         let items = limits.iter().enumerate().map(|(index, decision)| {
             let issuer = Issuer::PolicyLimit(policy.clone_ref(py), index);
             let name = policy.get().limit_name(py, index)?;
-            let decision = Bound::new(py, PyDecision::new(*decision, issuer))?;
+            let decision = Bound::new(py, slf.as_super().get().alike(*decision, issuer))?;
             PyTuple::new(py, [name.into_any(), decision.into_any().unbind()])
         });
         PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)

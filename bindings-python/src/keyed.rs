@@ -175,12 +175,12 @@ limiter_methods!(
             slf: &Bound<'py, Self>,
             #[pyo3(from_py_with = convert::key)] key: Key,
             costs: &Bound<'py, PyAny>,
-            #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
+            #[pyo3(from_py_with = convert::moment)] now: Option<convert::Now>,
         ) -> PyResult<Bound<'py, PyList>> {
             let py = slf.py();
             let costs = convert::costs(costs)?;
             let shared = &slf.get().shared;
-            let now = shared.now(py, now)?;
+            let at = shared.now(py, now.map(|now| now.at))?;
             let undecided = Error::InvalidValue {
                 name: "costs",
                 reason: "was not decided",
@@ -191,14 +191,15 @@ limiter_methods!(
                 // The core fails only an entry whose cost exceeds the limit;
                 // ask it about the largest first, so that nothing is decided.
                 let largest = costs.iter().max().copied().unwrap_or(0);
-                store.peek(key.as_ref(), now, largest).and_then(|_| {
-                    store.try_acquire_batch(key.as_ref(), now, &costs, &mut decided)
+                store.peek(key.as_ref(), at, largest).and_then(|_| {
+                    store.try_acquire_batch(key.as_ref(), at, &costs, &mut decided)
                 })
             };
             batch.map_err(|err| to_py(py, err))?;
             let mut answers = Vec::with_capacity(costs.len());
             for decision in decided {
-                answers.push(<Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?);
+                let answer = <Self as Subject>::answer(slf, decision.map_err(|err| to_py(py, err))?)?;
+                answers.push(shared::answered(answer, now)?);
             }
             PyList::new(py, answers)
         }

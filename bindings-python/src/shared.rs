@@ -17,7 +17,7 @@ use pyo3::types::{PyModule, PyString, PyTuple};
 use pyo3::PyClass;
 use ratekeeper::{Error, Nanos};
 
-use crate::convert::{self, time_module};
+use crate::convert::{self, time_module, Now};
 use crate::decision::{PyDecision, PyReservation, Refund};
 use crate::errors::to_py;
 
@@ -118,13 +118,28 @@ type Answer<S> = <<S as Subject>::Core as Core>::Answer;
 #[inline]
 pub fn decide<'py, S: Subject>(
     slf: &Bound<'py, S>,
-    now: Option<Nanos>,
+    now: Option<Now>,
     decision: impl FnOnce(&mut S::Core, Nanos) -> Result<Answer<S>, Error>,
 ) -> PyResult<Bound<'py, PyDecision>> {
     let (shared, py) = (slf.get().shared(), slf.py());
-    let now = shared.now(py, now)?;
-    let decided = decision(&mut shared.lock(), now);
-    S::answer(slf, decided.map_err(|err| to_py(py, err))?)
+    let at = shared.now(py, now.map(|now| now.at))?;
+    let decided = decision(&mut shared.lock(), at);
+    answered(S::answer(slf, decided.map_err(|err| to_py(py, err))?)?, now)
+}
+
+/// `decision`, its waits counted from the float `now` the caller gave, if
+/// any (see [`PyDecision::count_from`]).
+#[inline]
+pub fn answered(
+    decision: Bound<'_, PyDecision>,
+    now: Option<Now>,
+) -> PyResult<Bound<'_, PyDecision>> {
+    if let Some(now) = now {
+        // SAFETY: `decision` was just answered and not yet returned: no
+        // Python code has seen it.
+        unsafe { decision.get().count_from(now.secs) };
+    }
+    Ok(decision)
 }
 
 /// How a reservation of `target` gives its booking back.
@@ -144,21 +159,16 @@ pub fn reserve<S: Subject>(
     target: &Target<S>,
     cost: u64,
     max_wait: Nanos,
-    now: Option<Nanos>,
+    now: Option<Now>,
 ) -> PyResult<PyReservation> {
     let (shared, py) = (slf.get().shared(), slf.py());
-    let now = shared.now(py, now)?;
-    let booked = shared.lock().reserve(target, now, cost, max_wait);
+    let at = shared.now(py, now.map(|now| now.at))?;
+    let booked = shared.lock().reserve(target, at, cost, max_wait);
     let booked = match booked.map_err(|err| to_py(py, err))? {
         Ok(wait) => Ok(wait),
-        Err(denied) => Err(S::answer(slf, denied)?.unbind()),
+        Err(denied) => Err(answered(S::answer(slf, denied)?, now)?.unbind()),
     };
-    Ok(PyReservation::new(
-        refund_of(slf, target),
-        cost,
-        now,
-        booked,
-    ))
+    Ok(PyReservation::new(refund_of(slf, target), cost, at, booked))
 }
 
 /// `refund`: gives back `cost` taken at `taken_at` (default now).
@@ -326,7 +336,7 @@ macro_rules! limiter_methods {
                 $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
                 #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
                 #[pyo3(from_py_with = $crate::convert::max_wait)] max_wait: ::ratekeeper::Nanos,
-                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+                #[pyo3(from_py_with = $crate::convert::moment)] now: Option<$crate::convert::Now>,
             ) -> PyResult<$crate::decision::PyReservation> {
                 let target = limiter_methods!(@target $($target)?);
                 $crate::shared::reserve(slf, target, cost, max_wait, now)
@@ -469,7 +479,7 @@ macro_rules! limiter_methods {
                 slf: &Bound<'py, Self>,
                 $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
                 #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
+                #[pyo3(from_py_with = $crate::convert::moment)] now: Option<$crate::convert::Now>,
             ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
                 let target = limiter_methods!(@target $($target)?);
                 $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::$method(core, target, now, cost))

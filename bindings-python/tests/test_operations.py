@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 from limiters import ALL, BURSTY, Make
 
@@ -9,8 +11,10 @@ from ratekeeper import (
     Bandwidth,
     FixedWindow,
     Gcra,
+    KeyedLimiter,
     LeakyBucket,
     Limiter,
+    Policy,
     RateLimitError,
     Reservation,
     SlidingWindowCounter,
@@ -32,6 +36,37 @@ def test_peek_answers_like_try_acquire_and_consumes_nothing(make: Make) -> None:
 
 
 # --- reserve --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("base", [1.7e9, 12_345.678, 1_700_000_000])
+def test_retry_after_added_to_the_now_given_reaches_the_instant(base: float) -> None:
+    """On an epoch clock (1.7e9 s) float sums are a quarter of a microsecond
+    apart: now + retry_after must not fall short of the instant named."""
+    def bucket_policy() -> Policy:
+        return Policy({"limits": [{"name": "g", "rate": "3/second", "burst": 1}]})
+
+    late = []
+    for i in range(200):
+        for make in (lambda: Gcra(1, 1 / 4), lambda: TokenBucket(1, 3, 1), bucket_policy):
+            limiter = make()
+            now = base + i * 0.001
+            limiter.try_acquire(now=now)
+            denied = limiter.try_acquire(now=now + 0.001)
+            assert not denied
+            retry = denied.retry_after
+            if not limiter.peek(now=now + 0.001 + retry):
+                late.append((now, retry))
+            # The wait itself is the plain one to within the float step of the sum.
+            assert 0 < retry < 1 / 3
+    assert late == []
+    store = KeyedLimiter(TokenBucket(1, 3, 1))
+    store.try_acquire("k", now=base)
+    [denied] = store.try_acquire_batch("k", [1], now=base + 0.001)
+    assert store.peek("k", now=base + 0.001 + denied.retry_after)
+    # An exact now (a Fraction) gets the exact wait.
+    exact = TokenBucket(1, 3, 1)
+    exact.try_acquire(now=Fraction(1_700_000_000))
+    assert exact.try_acquire(now=Fraction(1_700_000_000)).retry_after == 333_333_334 / 1e9
 
 
 def test_reservations_are_booked_in_order_at_exactly_the_rate() -> None:

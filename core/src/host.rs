@@ -129,6 +129,45 @@ impl Nanos {
     pub fn as_millis_f64(self) -> f64 {
         u64_to_f64(self.0) / 1e6
     }
+
+    /// This wait after `now` (seconds, as the host gave it), as seconds to
+    /// add to `now`: the smallest near [`Nanos::as_secs_f64`] whose float
+    /// sum with `now` reaches `now` plus this wait, read as
+    /// [`Nanos::from_secs_f64`] reads it. On a clock counting from the Unix
+    /// epoch (1.7e9 s) two sums are a quarter of a microsecond apart, so the
+    /// plain float could fall short of the instant the core named, and a
+    /// request made then be denied again.
+    pub fn as_secs_f64_after(self, now: f64) -> f64 {
+        reaching(now, self, 1_000_000_000)
+    }
+
+    /// [`Nanos::as_secs_f64_after`] in milliseconds (1.7e12 on the epoch).
+    pub fn as_millis_f64_after(self, now: f64) -> f64 {
+        reaching(now, self, 1_000_000)
+    }
+}
+
+/// `wait` after `now` (in units of `scale` ns), as the smallest float `w`
+/// near it for which `now + w`, rounded as floats add, scales to at least
+/// `now` plus `wait`. Each step takes the sum to the next float up, and `w`
+/// is then exact (the sum being within twice `now`): a step or two at most.
+fn reaching(now: f64, wait: Nanos, scale: u64) -> f64 {
+    let mut w = u64_to_f64(wait.0) / scale as f64;
+    if wait.0 == 0 {
+        return w;
+    }
+    let Ok(at) = scaled_nanos(now, scale, "now") else {
+        return w;
+    };
+    let target = at.saturating_add(wait);
+    for _ in 0..8 {
+        match scaled_nanos(now + w, scale, "now") {
+            Ok(sum) if sum < target => {}
+            _ => break,
+        }
+        w = f64::from_bits((now + w).to_bits() + 1) - now;
+    }
+    w
 }
 
 /// `n` as the nearest `f64`, as `n as f64` is: through the signed
@@ -193,6 +232,31 @@ mod tests {
         assert_eq!(Nanos::from_secs_f64(0.4e-9, "now"), Ok(Nanos(0)));
         assert_eq!(Nanos::from_millis_f64(1.5e-6, "now"), Ok(Nanos(2)));
         assert_eq!(Nanos::from_secs_f64(-0.0, "now"), Ok(Nanos(0)));
+    }
+
+    proptest! {
+        /// A wait added to the time it was counted from, as a host adds
+        /// floats, reaches the instant it names: not a nanosecond early,
+        /// and at most a float step of the sum late.
+        #[test]
+        fn a_wait_added_to_its_time_reaches_its_instant(
+            now in prop_oneof![0.0..1e7f64, 1.6e12..1.8e12f64, 1.6e9..1.8e9f64],
+            wait in 1..10_000_000_000u64,
+        ) {
+            for (scale, after) in [
+                (1_000_000u64, Nanos::as_millis_f64_after as fn(Nanos, f64) -> f64),
+                (1_000_000_000, Nanos::as_secs_f64_after),
+            ] {
+                // Epoch milliseconds read as seconds: past 2^64 ns.
+                let Ok(at) = scaled_nanos(now, scale, "now") else { continue };
+                let w = after(Nanos(wait), now);
+                let sum = scaled_nanos(now + w, scale, "now").unwrap();
+                prop_assert!(sum.0 >= at.0 + wait, "{} + {} short of {}", now, w, at.0 + wait);
+                let before = f64::from_bits((now + w).to_bits() - 1);
+                let plain = u64_to_f64(wait) / scale as f64;
+                prop_assert!(w == plain || scaled_nanos(before, scale, "now").unwrap().0 < at.0 + wait);
+            }
+        }
     }
 
     #[test]

@@ -76,7 +76,10 @@ class Decision:
 
     @property
     def retry_after(self) -> float:
-        """Seconds to wait until the same request would be allowed (0.0 when allowed)."""
+        """Seconds to wait until the same request would be allowed (0.0 when allowed).
+
+        Given a float or int ``now``, the float whose sum with ``now`` reaches
+        that instant (on the epoch, up to a quarter of a microsecond longer)."""
 
     @property
     def reset_after(self) -> float:
