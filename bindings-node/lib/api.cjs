@@ -834,7 +834,7 @@ function createApi(B) {
     constructor(config, options) {
       let algorithm = 'token_bucket';
       let by = [];
-      let clock = defaultClock;
+      let clock;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
         if (options.algorithm !== undefined) {
@@ -860,15 +860,20 @@ function createApi(B) {
         badType('config', 'an object or a string');
       }
       if (policyHandles !== null) policyHandles.register(this, this.#h);
-      this.#clock = clock;
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
-      // Each limit: its name, its number of fields, then the fields.
+      let calendar = false;
+      // Each limit: its name, its calendar ('' for none), its number of fields, then the fields.
       for (let i = 0; i < limits.length; ) {
-        const count = Number(limits[i + 1]);
-        this.#limits.push({ name: limits[i], by: limits.slice(i + 2, i + 2 + count) });
-        i += 2 + count;
+        const count = Number(limits[i + 2]);
+        this.#limits.push({ name: limits[i], by: limits.slice(i + 3, i + 3 + count) });
+        calendar ||= limits[i + 1] !== '';
+        i += 3 + count;
       }
+      // A calendar's windows are UTC days, weeks and months: by default such
+      // a policy reads the epoch clock (read through the global each time, as
+      // fake timers replace it), as the Python binding does.
+      this.#clock = clock ?? (calendar ? () => Date.now() : defaultClock);
       // The napi build's policyOp answers in an array the backend sizes.
       if (B.fitPolicy !== undefined) B.fitPolicy(this.#limits.length);
     }

@@ -866,13 +866,15 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// For each limit: its name, the number of fields it is keyed by (in
-/// decimal), then those fields. (Fields joined by a separator could not be
+/// For each limit: its name, its calendar's name (empty for none), the
+/// number of fields it is keyed by (in decimal), then those fields. (Fields joined by a separator could not be
 /// told apart from fields containing it.)
 pub fn policy_limits(p: &Policy) -> Vec<String> {
-    let mut out = Vec::with_capacity(2 * p.len());
+    let mut out = Vec::with_capacity(3 * p.len());
     for i in 0..p.len() {
         out.push(p.name(i).to_owned());
+        let calendar = p.limiter(i).calendar();
+        out.push(calendar.map_or("", |c| c.name()).to_owned());
         out.push(p.keyed_by(i).count().to_string());
         out.extend(p.keyed_by(i).map(str::to_owned));
     }

@@ -208,6 +208,24 @@ describe('Policy', () => {
     assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');
   });
 
+  it('a policy holding a calendar limit reads Date.now() by default', () => {
+    const daily = { name: 'daily', algorithm: 'fixed_window', rate: '5/day', calendar: 'day' };
+    const DAY = 86_400_000;
+    const leftOfTheDay = (policy) => {
+      for (;;) {
+        const day = Math.floor(Date.now() / DAY);
+        const reset = policy.tryAcquire({}).resetAfterMs;
+        const expected = (day + 1) * DAY - Date.now();
+        if (Math.floor(Date.now() / DAY) === day) return Math.abs(reset - expected);
+      }
+    };
+    assert.ok(leftOfTheDay(new Policy({ limits: [daily] })) < 60_000);
+    assert.ok(leftOfTheDay(new Policy({ limits: [{ name: 'd', limiter: new FixedWindow({ limit: 5, calendar: 'day' }) }] })) < 60_000);
+    // A clock given stays.
+    const given = new Policy({ limits: [daily] }, { clock: () => 100 * DAY + 3_600_000 });
+    assert.equal(given.tryAcquire({}).resetAfterMs, DAY - 3_600_000);
+  });
+
   it('reads every field of a configuration, and names the place of a bad one', () => {
     const full = {
       limits: [
