@@ -137,7 +137,10 @@ impl Eviction {
 /// (a full bucket cannot be told from a new one) are reclaimed lazily: when
 /// the store has doubled since the last sweep, a new key triggers one pass
 /// that drops every fresh key. Nothing is lost, and there are no timers or
-/// threads. With [`with_max_keys`](Self::with_max_keys) the store never holds
+/// threads. A prototype that is not fresh itself (a token bucket whose
+/// `initial_tokens` are below its capacity) drops no key: a full key is not
+/// a new one, which would start short of tokens. Bound such a store with
+/// [`with_max_keys`](Self::with_max_keys). With [`with_max_keys`](Self::with_max_keys) the store never holds
 /// more than `max_keys` keys (and never more than 2^32 - 1: a store without a
 /// bound treats that as its bound); see [`Eviction`] for what happens there.
 ///
@@ -166,6 +169,9 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     eviction: Eviction,
     /// The length at which a new key triggers the next sweep.
     sweep_at: usize,
+    /// Whether a new key is fresh, so that a key back to fresh may be
+    /// dropped: the prototype's own state is every new key's.
+    drops_fresh: bool,
 }
 
 /// The fewest keys a store holds before it sweeps.
@@ -183,7 +189,10 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// `std::hash::RandomState`, keyed per process, where keys come from
     /// untrusted clients and the `std` hasher's resistance matters).
     pub fn with_hasher(prototype: L, hasher: S) -> Self {
+        // As of its own time: a bucket never called is as of its first call.
+        let drops_fresh = is_fresh(&prototype, Nanos::ZERO);
         KeyedLimiter {
+            drops_fresh,
             prototype,
             states: KeyTable::with_hasher(hasher),
             latest: 0,
@@ -424,9 +433,11 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         // Kept as a call's time is: a key dropped as fresh at `now` must not
         // then be judged fresh at an earlier time, where it was not.
         self.latest = now.0;
-        let prototype = &self.prototype;
-        self.states
-            .retain(|_, state| !prototype.with_state(state, now, |l| is_fresh(l, now)));
+        if self.drops_fresh {
+            let prototype = &self.prototype;
+            self.states
+                .retain(|_, state| !prototype.with_state(state, now, |l| is_fresh(l, now)));
+        }
         self.sweep_at = (self.states.len() * 2).max(FIRST_SWEEP);
     }
 

@@ -106,6 +106,12 @@ impl Policy {
         self.limits.is_empty()
     }
 
+    /// The number of keys its limits hold, all together: none when every
+    /// limit is as fresh as when it was added.
+    pub fn keys_held(&self) -> usize {
+        self.limits.iter().map(|limit| limit.store.len()).sum()
+    }
+
     /// The name of limit `index`. Panics when out of range.
     pub fn name(&self, index: usize) -> &str {
         &self.limits[index].name

@@ -183,6 +183,21 @@ fn a_sweep_keeps_the_time_too() {
 }
 
 #[test]
+fn keys_of_a_bucket_that_starts_short_are_kept_when_full() {
+    // A new key starts empty: one that refilled is not a new one, and a
+    // sweep must not put it back to empty.
+    let bucket = TokenBucket::with_initial_tokens(5, 1, Nanos(1_000), 0).unwrap();
+    let mut store = AnyKeyed::new(bucket.into());
+    store.try_acquire(b"a", Nanos(0), 0).unwrap();
+    let before = store.peek(b"a", Nanos(100_000), 1).unwrap();
+    assert_eq!((before.allowed, before.remaining), (true, 4));
+    store.reclaim(Nanos(100_000));
+    assert_eq!(store.peek(b"a", Nanos(100_000), 1).unwrap(), before);
+    // A new key still starts empty.
+    assert!(!store.peek(b"b", Nanos(100_000), 1).unwrap().allowed);
+}
+
+#[test]
 fn a_keyed_gcra_past_the_end_of_time_admits_no_more() {
     // The TAT passes 2^64 - 1 ns: kept clipped, it must read as stricter
     // than the truth, never looser (a single limiter denies both).
