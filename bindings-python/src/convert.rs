@@ -439,6 +439,14 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a [
     Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
 }
 
+/// The str argument `name`: [`text`], or `invalid_type` for anything else.
+pub fn string<'a>(obj: &'a Bound<'_, PyAny>, name: &'static str) -> PyResult<&'a str> {
+    match obj.cast::<PyString>() {
+        Ok(s) => text(s, name),
+        Err(_) => Err(to_py(obj.py(), invalid_type(name, "a str"))),
+    }
+}
+
 /// A `str` argument `name` as Rust text, borrowed from the string. A lone
 /// surrogate raises `RateLimitError` (`invalid_value`) naming `name`, never
 /// a bare `UnicodeEncodeError`. Read `str` arguments through here (or

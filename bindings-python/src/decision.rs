@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use ratekeeper::{Decision, Headers, Nanos};
 
-use crate::convert::float_repr;
+use crate::convert::{self, float_repr};
 use crate::errors::to_py;
 use crate::policy::PyPolicy;
 
@@ -179,7 +179,8 @@ impl PyDecision {
     /// ``headers()`` list: the limit ``name`` of ``window`` seconds, or, when
     /// ``limits`` is given, each ``(name, window, decision)`` of it.
     #[new]
-    #[pyo3(signature = (allowed, remaining, limit, retry_after, reset_after, *, name = "default", window = 0.0, limits = None))]
+    #[pyo3(signature = (allowed, remaining, limit, retry_after, reset_after, *, name = None, window = 0.0, limits = None),
+           text_signature = "(allowed, remaining, limit, retry_after, reset_after, *, name='default', window=0.0, limits=None)")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -188,10 +189,12 @@ impl PyDecision {
         limit: u64,
         retry_after: f64,
         reset_after: f64,
-        name: &str,
+        name: Option<&Bound<'_, PyAny>>,
         window: f64,
         limits: Option<Vec<(String, f64, PyRef<'_, PyDecision>)>>,
     ) -> PyResult<Self> {
+        // Read as text, so that a lone surrogate is the binding's error.
+        let name = name.map_or(Ok("default"), |name| convert::string(name, "name"))?;
         let decision = Decision {
             allowed,
             remaining,
@@ -371,7 +374,11 @@ impl PyReservation {
     /// the wait that was needed, ``decision.retry_after``; nothing is booked).
     #[getter]
     fn wait(&self) -> f64 {
-        self.wait_nanos().as_secs_f64()
+        match &self.booked {
+            Ok(wait) => wait.as_secs_f64(),
+            // As the decision counts it from the `now` given (see `count_from`).
+            Err(denied) => denied.get().retry_after(),
+        }
     }
 
     /// The slot, in seconds on the limiter's clock: ``now + wait``. When

@@ -245,7 +245,7 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
 fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
     let py = config.py();
     if let Ok(text) = config.cast::<PyString>() {
-        return from_json(py, &text.to_cow()?);
+        return from_json(py, convert::text(text, "config")?);
     }
     if config.cast::<pyo3::types::PyMapping>().is_err() {
         let expected = "a mapping or a JSON string";
@@ -279,7 +279,7 @@ limiter_methods!(
         ) -> PyResult<Self> {
             let rates = config
                 .and_then(|config| config.cast::<PyString>().ok())
-                .map(|text| text.to_cow().map(|t| t.trim_start().to_owned()))
+                .map(|text| convert::text(text, "config").map(|t| t.trim_start().to_owned()))
                 .transpose()?
                 .filter(|text| !text.starts_with('{'));
             let policy = match (config, rates) {
@@ -307,14 +307,14 @@ limiter_methods!(
                text_signature = "(rates, *, algorithm='token_bucket', by=(), clock=None)")]
         fn from_rates(
             py: Python<'_>,
-            rates: &Bound<'_, PyString>,
+            rates: &Bound<'_, PyAny>,
             algorithm: Option<&Bound<'_, PyAny>>,
             by: Option<&Bound<'_, PyAny>>,
             #[pyo3(from_py_with = convert::clock)] clock: Option<Py<PyAny>>,
         ) -> PyResult<Self> {
             let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;
             let by = by.map_or(Ok(Vec::new()), convert::fields)?;
-            let policy = from_rates(py, &rates.to_cow()?, algorithm, &by)?;
+            let policy = from_rates(py, convert::string(rates, "rates")?, algorithm, &by)?;
             PyPolicy::with(py, policy, clock)
         }
 
@@ -346,13 +346,13 @@ limiter_methods!(
         fn add(
             &self,
             py: Python<'_>,
-            name: &Bound<'_, PyString>,
+            name: &Bound<'_, PyAny>,
             limiter: &Bound<'_, PyAny>,
             by: Option<&Bound<'_, PyAny>>,
         ) -> PyResult<()> {
             let by = by.map_or(Ok(Vec::new()), convert::fields)?;
             let by: Vec<&str> = by.iter().map(String::as_str).collect();
-            let name = convert::text(name, "name")?;
+            let name = convert::string(name, "name")?;
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
@@ -364,10 +364,16 @@ limiter_methods!(
             };
             // A calendar's windows follow the UTC calendar: a policy without
             // a clock of its own reads `time.time` from now on, as the
-            // limiter's `with_calendar` does.
-            let calendar = store.prototype().calendar().is_some();
+            // limiter's `with_calendar` does; unless its limits already hold
+            // state on `time.monotonic`, which such a jump would wipe out.
+            let calendar = store.prototype().calendar().is_some() && self.shared.clock().is_none();
             let added = {
                 let mut core = self.shared.lock();
+                if calendar && core.policy.keys_held() > 0 {
+                    let reason = "follows a calendar, which needs time.time, and the policy has \
+                                  decided on time.monotonic: give it clock=time.time";
+                    return Err(to_py(py, Error::InvalidValue { name: "limiter", reason }));
+                }
                 let added = core.policy.add_store(name, &by, store);
                 if added.is_ok() {
                     core.windows.push(window);
@@ -389,8 +395,12 @@ limiter_methods!(
         fn headers<'py>(
             &self,
             py: Python<'py>,
-            decision: PyRef<'py, PyPolicyDecision>,
+            decision: &Bound<'py, PyAny>,
         ) -> PyResult<Bound<'py, PyDict>> {
+            let decision = decision.cast::<PyPolicyDecision>().map_err(|_| {
+                to_py(py, Error::InvalidType { name: "decision", expected: "a PolicyDecision" })
+            })?;
+            let decision = decision.borrow();
             let base = decision.as_super();
             match &base.issuer {
                 Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision()),
@@ -411,7 +421,12 @@ limiter_methods!(
 
         /// The fields limit ``name`` is keyed by, as a tuple (empty for a
         /// global limit); ``KeyError`` for an unknown name.
-        fn keyed_by<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
+        fn keyed_by<'py>(
+            &self,
+            py: Python<'py>,
+            name: &Bound<'py, PyAny>,
+        ) -> PyResult<Bound<'py, PyTuple>> {
+            let name = convert::string(name, "name")?;
             match self.keyed().into_iter().find(|(limit, _)| limit == name) {
                 Some((_, by)) => PyTuple::new(py, by),
                 None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),

@@ -435,9 +435,13 @@ macro_rules! limiter_methods {
             fn headers<'py>(
                 &self,
                 py: Python<'py>,
-                decision: PyRef<'py, $crate::decision::PyDecision>,
+                decision: &Bound<'py, PyAny>,
             ) -> PyResult<Bound<'py, ::pyo3::types::PyDict>> {
-                self.headers_of(py, &decision.decision())
+                let decision = decision.cast::<$crate::decision::PyDecision>().map_err(|_| {
+                    let wrong = ::ratekeeper::Error::InvalidType { name: "decision", expected: "a Decision" };
+                    $crate::errors::to_py(py, wrong)
+                })?;
+                self.headers_of(py, &decision.get().decision())
             }
             )?
 

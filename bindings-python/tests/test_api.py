@@ -646,6 +646,33 @@ def test_policy_limit_names_that_are_not_text_are_refused() -> None:
     assert len(policy) == 0
 
 
+def test_every_str_argument_of_a_policy_is_read_as_text() -> None:
+    check_not_text(lambda: ratekeeper.Policy(LONE_SURROGATE), "config")
+    check_not_text(lambda: ratekeeper.Policy.from_rates(LONE_SURROGATE), "rates")
+    check_not_text(lambda: ratekeeper.Policy.from_config(LONE_SURROGATE), "config")
+    check_not_text(lambda: ratekeeper.Policy("1/second").keyed_by(LONE_SURROGATE), "name")
+    decision: Any = ratekeeper.Decision
+    check_not_text(lambda: decision(True, 1, 1, 0, 0, name=LONE_SURROGATE), "name")
+
+
+def test_arguments_of_the_wrong_type_are_the_bindings_type_error() -> None:
+    policy: Any = ratekeeper.Policy("1/second")
+    limiter: Any = FixedWindow(1, 1)
+    for call, argument in (
+        (lambda: policy.add(5, FixedWindow(1, 60)), "name"),
+        (lambda: ratekeeper.Policy.from_rates(b"1/second"), "rates"),  # type: ignore[arg-type]
+        (lambda: policy.keyed_by(5), "name"),
+        (lambda: policy.headers(limiter.peek()), "decision"),
+        (lambda: limiter.headers(5), "decision"),
+    ):
+        with pytest.raises(RateLimitTypeError) as raised:
+            call()
+        check_error(raised.value, "invalid_type", argument)
+    with pytest.raises(RateLimitTypeError) as raised:
+        ratekeeper.limit(5)  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_type"
+
+
 def test_choices_that_are_not_text_are_bad_values() -> None:
     check_not_text(lambda: TokenBucket(1, 1, 1, refill=LONE_SURROGATE), "refill")  # type: ignore[arg-type]
     check_not_text(lambda: FixedWindow.with_calendar(1, LONE_SURROGATE), "calendar")  # type: ignore[arg-type]

@@ -247,6 +247,18 @@ def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[Exception]) -> Non
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         pass
 
-    for limiter in (FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1))):
+    policy = Policy({"limits": [{"name": "a", "algorithm": "fixed_window", "rate": "2/second"}]})
+    for limiter in (FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1)), policy):
         with pytest.raises(error, match="cost"):
             RateLimitMiddleware(app, limiter, cost=cost)
+
+
+def test_a_cost_may_be_any_int_of_index() -> None:
+    class Int:
+        def __index__(self) -> int:
+            return 2
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    assert RateLimitMiddleware(app, FixedWindow(2, 1), cost=Int())._cost == 2  # type: ignore[arg-type]

@@ -213,6 +213,7 @@ def test_explain_reads_json_and_toml_files(tmp_path: Path) -> None:
         (["explain", "--config", "/nonexistent/p.json"], "argument --config"),
         (["explain", "10/second", "--algorithm", "magic"], "argument --algorithm"),
         (["explain", "10/second", "--window", "-1"], "argument --window"),
+        (["explain", "10/second", "--window", "1e30"], "argument --window"),
         (["explain", "7/second", "--algorithm", "gcra"], "argument rates"),
         (["simulate", "10/second"], "argument --trace"),
         (["simulate", "10/second", "--generate", "steady"], "argument --rate"),

@@ -551,6 +551,15 @@ def test_a_policy_with_a_calendar_limit_reads_the_wall_clock() -> None:
     added = Policy()
     added.add("daily", FixedWindow.with_calendar(5, "day"), by=["user"])
     assert abs(left_of_the_day(added)) < 60
+    # A policy that has decided on time.monotonic keeps it: the jump to
+    # time.time would make its limits forget what they hold.
+    busy = Policy()
+    busy.add("per-minute", TokenBucket(1, 1, 60.0), by=["user"])
+    assert busy.try_acquire({"user": 1}) and not busy.try_acquire({"user": 1})
+    with pytest.raises(RateLimitError) as raised:
+        busy.add("daily", FixedWindow.with_calendar(1000, "day"), by=["user"])
+    assert raised.value.code == "invalid_value" and "clock=time.time" in str(raised.value)
+    assert busy.try_acquire({"user": 1}).denied_by == "per-minute"
     # A clock given stays; without a calendar, time.monotonic.
     given = Policy({"limits": [daily]}, clock=lambda: 86400 * 100 + 3600)
     assert given.try_acquire().reset_after == 86400 - 3600

@@ -63,6 +63,12 @@ def test_retry_after_added_to_the_now_given_reaches_the_instant(base: float) -> 
     store.try_acquire("k", now=base)
     [denied] = store.try_acquire_batch("k", [1], now=base + 0.001)
     assert store.peek("k", now=base + 0.001 + denied.retry_after)
+    # A refused reservation's wait is its decision's.
+    gcra = Gcra(1, 0.1)
+    gcra.try_acquire(now=base)
+    refused = gcra.reserve(now=base, max_wait=0)
+    assert refused.decision is not None and refused.wait == refused.decision.retry_after
+    assert gcra.peek(now=base + refused.wait)
     # An exact now (a Fraction) gets the exact wait.
     exact = TokenBucket(1, 3, 1)
     exact.try_acquire(now=Fraction(1_700_000_000))

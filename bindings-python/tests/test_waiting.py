@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import signal
+import sys
 import threading
 import time
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -237,6 +238,18 @@ class Timeline:
                 woken.set_result(None)
         await self.settle()
 
+    async def start(self, coroutine: Awaitable[None]) -> asyncio.Future[None]:
+        """``coroutine`` as a task, run until it waits."""
+        task = asyncio.ensure_future(coroutine)
+        await self.settle()
+        return task
+
+    async def run_out(self, *tasks: asyncio.Future[None]) -> None:
+        """Advances to 1, 2, 3 and 4 s, then awaits ``tasks``."""
+        for t in (1.0, 2.0, 3.0, 4.0):
+            await self.advance(t)
+        await asyncio.gather(*tasks)
+
 
 @pytest.mark.parametrize(
     "make",
@@ -263,11 +276,7 @@ def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ra
         await timeline.settle()  # booked: a at 1, b at 2, c at 3
         a.cancel()
         await timeline.settle()
-        d = asyncio.ensure_future(waiter("d"))
-        await timeline.settle()
-        for t in (1.0, 2.0, 3.0, 4.0):
-            await timeline.advance(t)
-        await asyncio.gather(b, c, d)
+        await timeline.run_out(b, c, await timeline.start(waiter("d")))
         assert a.cancelled()
         return done
 
@@ -304,6 +313,66 @@ def test_waiters_cancelled_together_move_up_to_their_latest_slots(monkeypatch: p
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     done = asyncio.run(_cancel_then_book(Gcra(1, 1.0, clock=timeline), timeline, "ab"))
     assert done == {"c": 1.0, "d": 2.0, "e": 3.0}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is new in Python 3.11")
+def test_a_task_that_once_caught_a_cancellation_still_moves_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its cancelling() count stays above 0 (no uncancel()): it must not be
+    # taken for a waiter being cancelled with the one ahead, and left unbooked.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        limiter = Gcra(1, 1.0, clock=timeline)
+        limiter.try_acquire()
+        done: dict[str, float] = {}
+
+        async def waiter(label: str) -> None:
+            await limiter.acquire_async()
+            done[label] = timeline.now
+
+        async def caught_a_cancellation(label: str) -> None:
+            try:
+                await timeline.real_sleep(100)
+            except asyncio.CancelledError:
+                pass
+            await waiter(label)
+
+        a = await timeline.start(waiter("a"))
+        b = await timeline.start(caught_a_cancellation("b"))
+        b.cancel()
+        await timeline.settle()
+        c = await timeline.start(waiter("c"))
+        a.cancel()
+        await timeline.settle()
+        await timeline.run_out(b, c, await timeline.start(waiter("d")))
+        return done
+
+    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+
+
+def test_a_key_written_another_way_is_the_same_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 42, "42" and b"42" are one key of the store, so one queue of waiters.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        store = ratekeeper.KeyedLimiter(Gcra(1, 1.0, clock=timeline))
+        store.try_acquire(42)
+        done: dict[str, float] = {}
+
+        async def waiter(label: str, key: object) -> None:
+            await store.acquire_async(key)  # type: ignore[arg-type]
+            done[label] = timeline.now
+
+        tasks = [asyncio.ensure_future(waiter(label, key)) for label, key in (("a", 42), ("b", "42"), ("c", b"42"))]
+        await timeline.settle()
+        tasks[0].cancel()
+        await timeline.settle()
+        await timeline.run_out(*tasks[1:], await timeline.start(waiter("d", "42")))
+        return done
+
+    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -391,6 +460,27 @@ def test_an_object_with_an_async_call_is_decorated_as_a_coroutine_function(clock
         asyncio.run(double(4))  # raised by the awaited wrapper, not at call time
     clock.now += 1
     assert asyncio.run(double(5)) == 10
+
+
+def test_static_and_class_methods_keep_their_kind(clock: FakeClock) -> None:
+    limit = TokenBucket(2, 1, 1, clock=clock).acquiring(timeout=0)
+
+    class Api:
+        @limit
+        @staticmethod
+        async def fetch(x: int) -> int:
+            return x
+
+        @limit
+        @classmethod
+        def name(cls) -> str:
+            return cls.__name__
+
+    assert inspect.iscoroutinefunction(Api.fetch), "a sync wrapper would block the loop while it waits"
+    assert asyncio.run(Api.fetch(3)) == 3
+    assert Api.name() == "Api"
+    with pytest.raises(RateLimited):
+        Api.name()
 
 
 # --- decorated generators and async generators ------------------------------

@@ -13,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
+
+from ratekeeper._errors import RateLimitTypeError
 
 if TYPE_CHECKING:
     from typing_extensions import ParamSpec
@@ -44,7 +47,7 @@ class _Waiter:
     that is on its loop's clock, how to book it again, and the future that
     wakes it when its slot moved."""
 
-    __slots__ = ("args", "due", "error", "loop", "moved", "queue", "reservation", "task")
+    __slots__ = ("args", "cancels", "due", "error", "loop", "moved", "queue", "reservation", "task")
 
     def __init__(self, args: tuple[Any, ...], reservation: Any, queue: object) -> None:
         self.args = args
@@ -52,14 +55,20 @@ class _Waiter:
         self.queue = queue
         self.loop = asyncio.get_running_loop()
         self.task = asyncio.current_task()
+        # A task may have caught a cancellation before and gone on without
+        # uncancel(): only a request made since it began waiting counts.
+        self.cancels = self._cancel_requests()
         self.due = self.loop.time() + reservation.wait
         self.error: Optional[BaseException] = None
         self.moved: Optional[asyncio.Future[None]] = None
 
+    def _cancel_requests(self) -> int:
+        cancelling = getattr(self.task, "cancelling", None)
+        return 0 if cancelling is None else int(cancelling())
+
     def cancelling(self) -> bool:
         """Whether its task is being cancelled (known from Python 3.11)."""
-        cancelling = getattr(self.task, "cancelling", None)
-        return cancelling is not None and cancelling() > 0
+        return self._cancel_requests() > self.cancels
 
 
 # The sleeping acquire_async calls of each subject (by id: a waiter holds its
@@ -78,8 +87,19 @@ def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
 
     if getattr(subject, "algorithm", None) not in _MOVES_UP:
         return None
-    # A keyed limiter's args are (key, cost): a queue per key.
-    return ("key", args[0]) if isinstance(subject, KeyedLimiter) else ()
+    # A keyed limiter's args are (key, cost): a queue per key, named as the
+    # store names it (42, "42" and b"42" are one key).
+    return ("key", _key_bytes(args[0])) if isinstance(subject, KeyedLimiter) else ()
+
+
+def _key_bytes(key: object) -> bytes:
+    """A key as the store reads it: a str's UTF-8, bytes as they are, an
+    int's decimal digits (the store has already accepted it)."""
+    if isinstance(key, str):
+        return key.encode()
+    if isinstance(key, bytes):
+        return key
+    return str(operator.index(key)).encode()  # type: ignore[arg-type]
 
 
 def _wake(waiter: _Waiter) -> None:
@@ -219,7 +239,13 @@ class Acquiring:
 
     def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
         """Decorate ``func`` so that every call first acquires (a generator's
-        or async generator's: its first iteration)."""
+        or async generator's: its first iteration). A ``staticmethod`` or
+        ``classmethod`` stays one, its function decorated."""
+        if isinstance(func, (staticmethod, classmethod)):
+            # Not callable as such before Python 3.10, and never a coroutine
+            # function to inspect: its function is.
+            method: Any = type(func)(self(func.__func__))
+            return method  # type: ignore[no-any-return]
         guarded: Any = func  # the kinds below are told apart at run time
 
         async def acquire_then_await(*args: Any, **kwargs: Any) -> Any:
@@ -304,14 +330,16 @@ def limit(
     from ratekeeper._ratekeeper import Limiter, Policy
 
     if not wait and timeout is not None:
-        raise TypeError("`timeout` applies only with wait=True")
+        raise RateLimitTypeError("`timeout` applies only with wait=True", "invalid_type")
     subject: Union[Limiter, Policy]
     if isinstance(rates, (Limiter, Policy)):
         subject = rates
     elif isinstance(rates, str):
         subject = Policy.from_rates(rates, algorithm=algorithm)
     else:
-        raise TypeError(f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}")
+        raise RateLimitTypeError(
+            f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}", "invalid_type"
+        )
     if isinstance(subject, Policy):
         return subject.acquiring(None, cost, timeout if wait else 0)
     return subject.acquiring(cost, timeout if wait else 0)

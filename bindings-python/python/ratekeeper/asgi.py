@@ -16,10 +16,11 @@ directly.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
-from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
+from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy, guarantee
 
 __all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
 
@@ -97,9 +98,14 @@ class RateLimitMiddleware:
         self.app = app
         self.limiter = limiter
         # Checked here: a bad cost would fail every request (a 500 each).
-        if isinstance(cost, bool) or not isinstance(cost, int):
-            raise RateLimitTypeError(f"cost must be an int, not {type(cost).__name__}", "invalid_type")
-        limit = getattr(limiter, "limit", None)
+        if isinstance(cost, bool):
+            raise RateLimitTypeError("cost must be an int, not bool", "invalid_type")
+        try:
+            cost = operator.index(cost)  # an int, or one such as numpy's
+        except TypeError:
+            raise RateLimitTypeError(f"cost must be an int, not {type(cost).__name__}", "invalid_type") from None
+        # A policy's limit is its tightest limit's: the most any request passes.
+        limit = guarantee(limiter).burst if isinstance(limiter, Policy) else getattr(limiter, "limit", None)
         if cost < 0 or (isinstance(limit, int) and cost > limit):
             raise RateLimitError(f"cost must be from 0 to the limit ({limit}), not {cost}", "invalid_value")
         self._cost = cost
