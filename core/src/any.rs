@@ -139,6 +139,23 @@ impl AnyLimiter {
         }
     }
 
+    /// This configuration, never called (a full bucket, an empty window or
+    /// queue), whatever this limiter has seen.
+    pub fn fresh(&self) -> AnyLimiter {
+        match self {
+            AnyLimiter::TokenBucket(l) => AnyLimiter::TokenBucket(l.fresh()),
+            AnyLimiter::TokenBucket2(l) => AnyLimiter::TokenBucket2(Box::new(l.fresh())),
+            AnyLimiter::TokenBucket3(l) => AnyLimiter::TokenBucket3(Box::new(l.fresh())),
+            AnyLimiter::TokenBucket4(l) => AnyLimiter::TokenBucket4(Box::new(l.fresh())),
+            AnyLimiter::Gcra(l) => AnyLimiter::Gcra(l.fresh()),
+            AnyLimiter::LeakyBucket(l) => AnyLimiter::LeakyBucket(l.fresh()),
+            #[cfg(feature = "alloc")]
+            AnyLimiter::SlidingWindowLog(l) => AnyLimiter::SlidingWindowLog(l.fresh()),
+            AnyLimiter::SlidingWindowCounter(l) => AnyLimiter::SlidingWindowCounter(l.fresh()),
+            AnyLimiter::FixedWindow(l) => AnyLimiter::FixedWindow(l.fresh()),
+        }
+    }
+
     /// The calendar of a window algorithm's windows (UTC days, ISO weeks,
     /// months), if they follow one: such a limiter wants time from the Unix
     /// epoch, where the others take any clock.

@@ -44,9 +44,10 @@ macro_rules! each {
 }
 
 impl AnyKeyed {
-    /// A store in which every key starts as a fresh `prototype`.
+    /// A store in which every key starts as a fresh `prototype`: its
+    /// configuration, never called, whatever `prototype` has seen.
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
-        AnyKeyed(match prototype {
+        AnyKeyed(match prototype.fresh() {
             AnyLimiter::Gcra(gcra) => Store::Gcra(KeyedLimiter::new(gcra)),
             AnyLimiter::TokenBucket(bucket) => Store::TokenBucket(KeyedLimiter::new(bucket)),
             other => Store::Any(Box::new(KeyedLimiter::new(other))),
@@ -143,6 +144,11 @@ impl AnyKeyed {
         wait: Nanos,
     ) -> Result<bool, Error> {
         each!(&self.0, s => s.would_book(key, now, cost, wait))
+    }
+
+    /// See [`KeyedLimiter::drops_fresh`].
+    pub(crate) fn drops_fresh(&self) -> bool {
+        each!(&self.0, s => s.drops_fresh())
     }
 
     /// See [`KeyedLimiter::make_room_for`].

@@ -99,6 +99,12 @@ impl FixedWindow {
         }
     }
 
+    /// This configuration, never called.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn fresh(&self) -> Self {
+        Self::with_windows(self.limit, self.windows)
+    }
+
     /// The length of a window; for a calendar, its nominal length: 1 day,
     /// 7 days, or 30 days for a month (whose windows are 28 to 31 days).
     pub fn window(&self) -> Nanos {

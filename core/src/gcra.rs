@@ -66,6 +66,16 @@ struct State {
 }
 
 impl Gcra {
+    /// This configuration, never called: a full limiter.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn fresh(&self) -> Self {
+        Gcra {
+            latest: 0,
+            used: 0,
+            ..self.clone()
+        }
+    }
+
     /// A full limiter admitting `burst` units at once and one more every
     /// `emission_interval`.
     ///

@@ -169,8 +169,8 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     eviction: Eviction,
     /// The length at which a new key triggers the next sweep.
     sweep_at: usize,
-    /// Whether a new key is fresh, so that a key back to fresh may be
-    /// dropped: the prototype's own state is every new key's.
+    /// Whether a key back to fresh may be dropped: whether a new key comes
+    /// back to fresh, rather than starting short of it.
     drops_fresh: bool,
 }
 
@@ -189,8 +189,11 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// `std::hash::RandomState`, keyed per process, where keys come from
     /// untrusted clients and the `std` hasher's resistance matters).
     pub fn with_hasher(prototype: L, hasher: S) -> Self {
-        // As of its own time: a bucket never called is as of its first call.
-        let drops_fresh = is_fresh(&prototype, Nanos::ZERO);
+        // A new key's state, long after: back to fresh, unless it starts
+        // short of it (a bucket never called is as of its first call).
+        let drops_fresh = prototype.read_state(&prototype.new_state(), Nanos::MAX, |l| {
+            is_fresh(l, Nanos::MAX)
+        });
         KeyedLimiter {
             drops_fresh,
             prototype,
@@ -482,6 +485,12 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             }
         }
         Ok((answer, lag))
+    }
+
+    /// Whether a key back to fresh is dropped (see [`KeyedLimiter`]): then a
+    /// request that changes nothing never holds a key.
+    pub(crate) fn drops_fresh(&self) -> bool {
+        self.drops_fresh
     }
 
     /// Fails as inserting `key` now would under [`Eviction::Refuse`] (with

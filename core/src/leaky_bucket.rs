@@ -66,6 +66,16 @@ struct State {
 }
 
 impl LeakyBucket {
+    /// This configuration, never called: an empty queue.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn fresh(&self) -> Self {
+        LeakyBucket {
+            latest: 0,
+            backlog: 0,
+            ..self.clone()
+        }
+    }
+
     /// An empty queue sending one unit every `interval` and holding at most
     /// `capacity` units.
     ///

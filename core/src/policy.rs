@@ -263,15 +263,15 @@ impl Policy {
     /// Fails, changing no key's state, when a store bounded with
     /// `Eviction::Refuse` has no room for the key of a request about to
     /// consume: found out before any limit consumes. A cost of 0 consumes
-    /// nothing and needs no room.
+    /// nothing and needs no room, but in a store that keeps its keys even
+    /// when fresh (its new keys start short), where any request holds one.
     fn make_room(&mut self, now: Nanos, cost: u64) -> Result<(), Error> {
-        if cost == 0 {
-            return Ok(());
-        }
         for (i, limit) in self.limits.iter_mut().enumerate() {
-            limit
-                .store
-                .make_room_for(key_of(&self.keys, &self.ends, i), now)?;
+            if cost > 0 || !limit.store.drops_fresh() {
+                limit
+                    .store
+                    .make_room_for(key_of(&self.keys, &self.ends, i), now)?;
+            }
         }
         Ok(())
     }

@@ -59,6 +59,19 @@ struct Entry {
 }
 
 impl SlidingWindowLog {
+    /// This configuration, never called: an empty log.
+    pub(crate) fn fresh(&self) -> Self {
+        SlidingWindowLog {
+            limit: self.limit,
+            window: self.window,
+            ring: alloc::vec![Entry::default(); self.ring.len()].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            used: 0,
+            latest: Nanos::ZERO,
+        }
+    }
+
     /// A log admitting at most `limit` units in any `window`.
     ///
     /// Fails when a value is zero or `limit` exceeds [`MAX_LOG_LIMIT`].

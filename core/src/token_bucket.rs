@@ -192,6 +192,16 @@ impl TokenBucket<1> {
 }
 
 impl<const N: usize> TokenBucket<N> {
+    /// This configuration, never called: its bands as they start.
+    #[cfg(feature = "alloc")]
+    pub(crate) fn fresh(&self) -> Self {
+        TokenBucket {
+            bands: self.rules.each_ref().map(Band::new),
+            rules: self.rules,
+            updated: None,
+        }
+    }
+
     /// A bucket that must satisfy every one of `bandwidths`.
     ///
     /// Fails when `N` is zero.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use ratekeeper::{
-    AnyKeyed, AnyLimiter, Eviction, FixedWindow, Gcra, KeyedLimiter, Limiter, Nanos, Policy,
-    SlidingWindowLog, TokenBucket,
+    AnyKeyed, AnyLimiter, Bandwidth, Eviction, FixedWindow, Gcra, KeyedLimiter, LeakyBucket,
+    Limiter, Nanos, Policy, SlidingWindowCounter, SlidingWindowLog, TokenBucket,
 };
 
 /// One request: key, time step, cost, and whether to sweep first.
@@ -113,6 +113,20 @@ proptest! {
 }
 
 #[test]
+fn a_fresh_copy_is_the_configuration_never_called() {
+    let mut all = prototypes();
+    all.push(LeakyBucket::new(3, Nanos(100)).unwrap().into());
+    all.push(SlidingWindowCounter::new(3, Nanos(250)).unwrap().into());
+    all.push(AnyLimiter::token_bucket(&[Bandwidth::greedy(3, 1, Nanos(10)).unwrap(); 2]).unwrap());
+    for new in all {
+        let mut used = new.clone();
+        used.try_acquire(Nanos(1_000), 2).unwrap();
+        assert_ne!(used, new);
+        assert_eq!(used.fresh(), new);
+    }
+}
+
+#[test]
 fn fresh_keys_are_not_kept() {
     let mut store = KeyedLimiter::new(Gcra::new(2, Nanos(10)).unwrap());
     // Cost 0 changes nothing: no key.
@@ -195,6 +209,45 @@ fn keys_of_a_bucket_that_starts_short_are_kept_when_full() {
     assert_eq!(store.peek(b"a", Nanos(100_000), 1).unwrap(), before);
     // A new key still starts empty.
     assert!(!store.peek(b"b", Nanos(100_000), 1).unwrap().allowed);
+    // A prototype that was used is no such bucket: its keys come back to
+    // fresh and are dropped.
+    for used in [
+        AnyLimiter::from(TokenBucket::new(5, 1, Nanos(1_000)).unwrap()),
+        Gcra::new(5, Nanos(1_000)).unwrap().into(),
+    ] {
+        let mut used = used;
+        used.try_acquire(Nanos(0), 5).unwrap();
+        let mut store = AnyKeyed::new(used.clone());
+        for k in 0..100u8 {
+            store.try_acquire(&[k], Nanos(10), 1).unwrap();
+        }
+        store.reclaim(Nanos(1_000_000));
+        assert_eq!(store.len(), 0);
+        // Every key starts fresh, peeked or taken, not as the used prototype.
+        let mut store = AnyKeyed::new(used);
+        assert_eq!(store.peek(b"new", Nanos(10), 5).unwrap().remaining, 0);
+        assert!(store.peek(b"new", Nanos(10), 5).unwrap().allowed);
+        assert!(store.try_acquire(b"new", Nanos(10), 5).unwrap().allowed);
+    }
+}
+
+#[test]
+fn a_request_of_cost_zero_fails_before_a_store_that_keeps_every_key_is_full() {
+    // Such a store holds a key for any request, of cost 0 too: its bound is
+    // checked before an earlier limit writes the key.
+    let short = || TokenBucket::with_initial_tokens(3, 1, Nanos(1_000), 0).unwrap();
+    let mut policy = Policy::new();
+    policy.add("unbounded", &["user"], short().into()).unwrap();
+    let bounded = AnyKeyed::new(short().into())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    policy.add_store("bounded", &["user"], bounded).unwrap();
+    policy.try_acquire(&[("user", b"x")], Nanos(0), 0).unwrap();
+    let held = policy.keys_held();
+    let full = policy
+        .try_acquire(&[("user", b"y")], Nanos(0), 0)
+        .unwrap_err();
+    assert_eq!((full.code(), policy.keys_held()), ("store_full", held));
 }
 
 #[test]

@@ -12,6 +12,20 @@ const { assertLimiterError, assertLimiterRejects, fakeTime } = require('./helper
 const SECOND = 1000;
 
 describe('KeyedLimiter', () => {
+  it('starts every key fresh, whatever the limiter it was given has seen', () => {
+    for (const make of [() => new Gcra({ burst: 2, emissionIntervalMs: 10 }), () => new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10 })]) {
+      const used = make();
+      used.tryAcquire(2, 0);
+      const keyed = new KeyedLimiter(used);
+      assert.equal(keyed.peek('new', 2, 1).allowed, true, 'peek of a new key');
+      for (let k = 0; k < 100; k++) assert.equal(keyed.tryAcquire(`k${k}`, 1, 1).allowed, true);
+      keyed.reclaim(1e9);
+      assert.equal(keyed.size, 0, 'keys back to fresh are dropped');
+      const policy = new Policy({ limits: [{ name: 'p', by: ['u'], limiter: used }] });
+      assert.equal(policy.tryAcquire({ u: 'a' }, 2, 1).allowed, true);
+    }
+  });
+
   it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
     assert.equal(keyed.tryAcquire(1e21, 1, 0).allowed, true);
