@@ -544,6 +544,11 @@ function createApi(B) {
   }
 
   /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
+  /** `text` as UTF-8 reads it, each lone surrogate a U+FFFD. */
+  function wellFormed(text) {
+    return typeof text.toWellFormed === 'function' ? text.toWellFormed() : text;
+  }
+
   function keyOf(key) {
     if (typeof key === 'string') return key;
     if (typeof key === 'number') return numberKey(key);
@@ -653,7 +658,8 @@ function createApi(B) {
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
-          queue: MOVES_UP.has(this.#prototype.algorithm) ? k : null,
+          // The store reads a lone surrogate as U+FFFD: one key, one queue.
+          queue: MOVES_UP.has(this.#prototype.algorithm) ? wellFormed(k) : null,
         },
         cost,
         options,
