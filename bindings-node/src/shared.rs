@@ -867,8 +867,8 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
 }
 
 /// For each limit: its name, its calendar's name (empty for none), the
-/// number of fields it is keyed by (in decimal), then those fields. (Fields joined by a separator could not be
-/// told apart from fields containing it.)
+/// number of fields it is keyed by (in decimal), then those fields. (Fields
+/// joined by a separator could not be told apart from fields containing it.)
 pub fn policy_limits(p: &Policy) -> Vec<String> {
     let mut out = Vec::with_capacity(3 * p.len());
     for i in 0..p.len() {

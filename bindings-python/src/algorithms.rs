@@ -184,14 +184,6 @@ pub fn constructor<'py>(py: Python<'py>, any: &AnyLimiter) -> PyResult<Call<'py>
     Ok(Call::new(class, kwargs))
 }
 
-/// A fresh limiter of `any`'s configuration.
-pub fn fresh(py: Python<'_>, any: &AnyLimiter) -> PyResult<AnyLimiter> {
-    let call = constructor(py, any)?;
-    let made = call.factory()?.call(&call.args, Some(&call.kwargs))?;
-    let limiter = made.cast::<PyLimiter>()?.get().snapshot();
-    Ok(limiter)
-}
-
 /// One rule of a token bucket: at most ``capacity`` tokens, ``refill_tokens``
 /// added every ``refill_period`` seconds; for ``TokenBucket.from_bandwidths``.
 ///

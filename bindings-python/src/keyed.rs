@@ -142,8 +142,8 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::eviction)] eviction: Eviction,
         ) -> PyResult<Self> {
             let limiter = convert::limiter(limiter)?.get();
-            let current = limiter.snapshot();
-            let prototype = algorithms::fresh(py, &current)?;
+            // AnyKeyed::new takes its configuration, never called.
+            let prototype = limiter.snapshot();
             let window = prototype.window();
             let store = AnyKeyed::new(prototype);
             let store = match max_keys {

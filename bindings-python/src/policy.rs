@@ -6,7 +6,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
 
-use crate::algorithms;
 use crate::convert::{self, Request};
 use crate::decision::{headers_dict, Issuer, PyDecision, PyPolicyDecision};
 use crate::errors::{invalid_config, rate_limited, to_py};
@@ -356,8 +355,7 @@ limiter_methods!(
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
-                    let current = convert::limiter(limiter)?.get().snapshot();
-                    let prototype = algorithms::fresh(py, &current)?;
+                    let prototype = convert::limiter(limiter)?.get().snapshot();
                     let window = prototype.window();
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }

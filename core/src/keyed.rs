@@ -137,10 +137,10 @@ impl Eviction {
 /// (a full bucket cannot be told from a new one) are reclaimed lazily: when
 /// the store has doubled since the last sweep, a new key triggers one pass
 /// that drops every fresh key. Nothing is lost, and there are no timers or
-/// threads. A prototype that is not fresh itself (a token bucket whose
-/// `initial_tokens` are below its capacity) drops no key: a full key is not
-/// a new one, which would start short of tokens. Bound such a store with
-/// [`with_max_keys`](Self::with_max_keys). With [`with_max_keys`](Self::with_max_keys) the store never holds
+/// threads. A store whose new keys start short of fresh (a token bucket
+/// whose `initial_tokens` are below its capacity) drops no key, since a
+/// full key is not a new one: bound such a store with `max_keys`. With
+/// [`with_max_keys`](Self::with_max_keys) the store never holds
 /// more than `max_keys` keys (and never more than 2^32 - 1: a store without a
 /// bound treats that as its bound); see [`Eviction`] for what happens there.
 ///
@@ -383,11 +383,16 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized + Hash + Equivalent<K>,
     {
-        // The limiter is called at the effective time, `lag` after `now`.
-        let (_, lag) = self.effective(now);
-        let wait = Nanos(wait.0.saturating_sub(lag));
+        let wait = self.wait_from_latest(now, wait);
         let (booked, _) = self.apply(key, own, now, |l, now| l.reserve_after(now, cost, wait))?;
         Ok(booked)
+    }
+
+    /// A wait after `now`, counted from the effective time, at which the
+    /// limiter is called: `lag` after `now`.
+    fn wait_from_latest(&self, now: Nanos, wait: Nanos) -> Nanos {
+        let (_, lag) = self.effective(now);
+        Nanos(wait.0.saturating_sub(lag))
     }
 
     /// Whether [`Self::reserve_after`] would book, changing nothing: how a
@@ -405,8 +410,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         L::State: Clone,
     {
         // As `reserve_after_with` and `apply` call the limiter.
-        let (now, lag) = self.effective(now);
-        let wait = Nanos(wait.0.saturating_sub(lag));
+        let wait = self.wait_from_latest(now, wait);
+        let (now, _) = self.effective(now);
         let mut state = match self.states.get(key) {
             Some(state) => state.clone(),
             None => self.prototype.new_state(),

@@ -61,15 +61,7 @@ struct Entry {
 impl SlidingWindowLog {
     /// This configuration, never called: an empty log.
     pub(crate) fn fresh(&self) -> Self {
-        SlidingWindowLog {
-            limit: self.limit,
-            window: self.window,
-            ring: alloc::vec![Entry::default(); self.ring.len()].into_boxed_slice(),
-            head: 0,
-            len: 0,
-            used: 0,
-            latest: Nanos::ZERO,
-        }
+        Self::empty(self.limit, self.window)
     }
 
     /// A log admitting at most `limit` units in any `window`.
@@ -89,9 +81,13 @@ impl SlidingWindowLog {
                 max: MAX_LOG_LIMIT,
             });
         }
-        Ok(SlidingWindowLog {
+        Ok(Self::empty(limit, window.0))
+    }
+
+    fn empty(limit: u64, window: u64) -> Self {
+        SlidingWindowLog {
             limit,
-            window: window.0,
+            window,
             // Every entry costs at least 1: `limit` entries hold a window,
             // `limit` more hold a window of bookings.
             ring: vec![Entry::default(); 2 * limit as usize].into_boxed_slice(),
@@ -99,7 +95,7 @@ impl SlidingWindowLog {
             len: 0,
             used: 0,
             latest: Nanos::ZERO,
-        })
+        }
     }
 
     /// The length of the window.

@@ -195,9 +195,13 @@ impl<const N: usize> TokenBucket<N> {
     /// This configuration, never called: its bands as they start.
     #[cfg(feature = "alloc")]
     pub(crate) fn fresh(&self) -> Self {
+        Self::starting(self.rules)
+    }
+
+    fn starting(rules: [Bandwidth; N]) -> Self {
         TokenBucket {
-            bands: self.rules.each_ref().map(Band::new),
-            rules: self.rules,
+            bands: rules.each_ref().map(Band::new),
+            rules,
             updated: None,
         }
     }
@@ -209,11 +213,7 @@ impl<const N: usize> TokenBucket<N> {
         if N == 0 {
             return Err(Error::ZeroValue { name: "bandwidths" });
         }
-        Ok(TokenBucket {
-            bands: bandwidths.each_ref().map(Band::new),
-            rules: bandwidths,
-            updated: None,
-        })
+        Ok(Self::starting(bandwidths))
     }
 
     /// The bandwidths this bucket enforces.
