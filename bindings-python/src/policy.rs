@@ -107,7 +107,9 @@ impl Core for PolicyCore {
 /// ``"10/second;100/day"`` (one limit per rate, named by it, built with the
 /// ``algorithm`` and keyed by the ``by`` keyword arguments).
 /// ``Policy()`` is empty (it allows everything) until ``add`` adds limits
-/// made in code. ``clock``: as for limiters.
+/// made in code. ``clock``: as for limiters; by default ``time.time`` once
+/// a limit follows a calendar (UTC days, weeks, months), else
+/// ``time.monotonic``.
 ///
 /// Every method takes the request first, then the limiter's arguments, and
 /// answers a ``PolicyDecision``; ``headers`` lists every limit. Safe to
@@ -340,7 +342,9 @@ limiter_methods!(
         /// ``limiter`` is a ratekeeper limiter (its configuration only), or a
         /// ``KeyedLimiter`` (its configuration and ``max_keys`` bound, not its
         /// keys). A name already taken raises ``RateLimitError``
-        /// (``invalid_value``).
+        /// (``invalid_value``), as does a calendar limit added to a policy
+        /// without a clock of its own that holds state on ``time.monotonic``
+        /// (pass ``clock=time.time``).
         #[pyo3(signature = (name, limiter, *, by = None))]
         fn add(
             &self,

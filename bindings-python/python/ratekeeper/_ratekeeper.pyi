@@ -440,7 +440,10 @@ class KeyedLimiter:
 
 @final
 class Policy:
-    """Several limits, each keyed by fields of the request (or global), decided together."""
+    """Several limits, each keyed by fields of the request (or global), decided together.
+
+    Its clock by default is ``time.time`` once a limit follows a calendar,
+    else ``time.monotonic``."""
 
     def __new__(
         cls,
@@ -461,7 +464,10 @@ class Policy:
         """A policy from a configuration: a dict ``{"limits": [...]}`` or its JSON."""
 
     def add(self, name: str, limiter: Union[Limiter, KeyedLimiter], *, by: Optional[Iterable[str]] = None) -> None:
-        """Add a limit called ``name``, keyed by the request fields ``by``."""
+        """Add a limit called ``name``, keyed by the request fields ``by``.
+
+        A calendar limit added to a policy without a clock of its own that
+        holds state on ``time.monotonic`` raises ``RateLimitError``."""
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> PolicyDecision:
         """Take ``cost`` units from every limit if each has them, and say what happened."""
