@@ -192,7 +192,8 @@ export declare abstract class Limiter {
   /**
    * Replaces this limiter's configuration with `other`'s (a limiter of the
    * same class; for a token bucket, with as many bandwidths), carrying the
-   * state over as the core documents per algorithm. The name and clock stay.
+   * state over as the core documents per algorithm. The name and clock stay;
+   * only `other`'s configuration is used, never its state.
    */
   reconfigure(other: this, nowMs?: number): void
   /**

@@ -178,6 +178,25 @@ def test_reconfigure_with_itself_changes_no_limit(make: Make) -> None:
     assert repr(limiter) == before
 
 
+@pytest.mark.parametrize("called", [False, True])
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_reconfigure_takes_only_the_configuration_not_the_state(make: Make, called: bool) -> None:
+    used = make()
+    while used.try_acquire(1, now=0).allowed:
+        pass
+
+    def reconfigured(other: Limiter | None) -> bytes:
+        limiter = make()
+        if called:
+            limiter.try_acquire(1, now=0)
+        limiter.reconfigure(limiter if other is None else other, now=0)
+        return limiter.to_bytes()
+
+    expected = reconfigured(make())
+    assert reconfigured(used) == expected
+    assert reconfigured(None) == expected  # itself
+
+
 def test_reconfigure_needs_the_same_class_and_bandwidth_count() -> None:
     with pytest.raises(TypeError, match="`other`") as raised:
         FixedWindow(1, 1).reconfigure(SlidingWindowCounter(1, 1))  # type: ignore[arg-type]

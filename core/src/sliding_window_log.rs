@@ -106,19 +106,23 @@ impl SlidingWindowLog {
     /// Replaces the limit and window of a live log with those of `new`.
     ///
     /// The events still in the old window carry over and are judged by the
-    /// new window and limit. If the new ring is too small to keep every entry apart, the
-    /// oldest are merged into the oldest entry kept: they then count a little
-    /// longer than they would have, never shorter.
+    /// new window and limit; only the configuration of `new` is used, not
+    /// its events. If the new ring is too small to keep every entry apart,
+    /// the oldest are merged into the oldest entry kept: they then count a
+    /// little longer than they would have, never shorter. An entry of more
+    /// than the new limit is kept as the limit: either fills the window
+    /// while it is in it, so every answer is the same.
     pub fn reconfigure(&mut self, now: Nanos, mut new: SlidingWindowLog) {
         let view = self.view_at(self.latest.max(now));
         self.apply(&view);
+        (new.head, new.len, new.used) = (0, 0, 0);
         new.latest = self.latest;
         let skip = self.len.saturating_sub(new.ring.len());
         let merged: u64 = (0..skip).map(|i| self.entry(i).cost).sum();
         for i in skip..self.len {
             let entry = self.entry(i);
             let extra = if i == skip { merged } else { 0 };
-            new.push(entry.at, entry.cost + extra);
+            new.push(entry.at, (entry.cost + extra).min(new.limit));
         }
         *self = new;
     }
@@ -352,13 +356,17 @@ impl Codec for SlidingWindowLog {
             at = at
                 .checked_add(step)
                 .ok_or(corrupt("an instant exceeds 2^64 - 1 ns"))?;
+            // At most the limit, as every entry is kept (see `reconfigure`):
+            // then no sum of them comes near 2^64 (at most `2 * limit`
+            // entries of at most `limit`, with `limit` at most 2^20).
             let cost = r.varint()?;
             if cost == 0 {
                 return Err(corrupt("an entry of the log costs nothing"));
             }
-            used = used
-                .checked_add(cost)
-                .ok_or(corrupt("the log holds more than 2^64 - 1 units"))?;
+            if cost > self.limit {
+                return Err(corrupt("an entry of the log costs more than its limit"));
+            }
+            used += cost;
             self.ring[i] = Entry { at, cost };
         }
         (self.head, self.len, self.used) = (0, len, used);

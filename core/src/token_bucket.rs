@@ -193,7 +193,6 @@ impl TokenBucket<1> {
 
 impl<const N: usize> TokenBucket<N> {
     /// This configuration, never called: its bands as they start.
-    #[cfg(feature = "alloc")]
     pub(crate) fn fresh(&self) -> Self {
         Self::starting(self.rules)
     }
@@ -226,10 +225,11 @@ impl<const N: usize> TokenBucket<N> {
     /// State carries over band by band: whole tokens (capped at the new
     /// capacity) and tokens owed to reservations are kept; a partial token,
     /// or the time into the current interval, restarts at `now`. A bucket
-    /// that has never been called simply becomes `new`.
+    /// that has never been called becomes `new` as built (only the
+    /// configuration of `new` is used, never its state).
     pub fn reconfigure(&mut self, now: Nanos, new: TokenBucket<N>) {
         if self.updated.is_none() {
-            *self = new;
+            *self = new.fresh();
             return;
         }
         let level = exact(self.level_at::<Exact>(now));

@@ -1,4 +1,5 @@
-//! Portable state: round trips, and decoding of arbitrary bytes.
+//! Portable state: round trips, decoding of arbitrary bytes, and a limiter's
+//! state staying its own when it takes another's configuration.
 
 use proptest::prelude::*;
 use ratekeeper::{
@@ -66,6 +67,20 @@ macro_rules! on {
     };
 }
 
+/// Gives `subject` the configuration of `new`, of the same algorithm.
+fn reconfigure(subject: &mut Subject, now: Nanos, new: Subject) {
+    match (subject, new) {
+        (Subject::Gcra(l), Subject::Gcra(n)) => l.reconfigure(now, n),
+        (Subject::Bucket(l), Subject::Bucket(n)) => l.reconfigure(now, n),
+        (Subject::Buckets(l), Subject::Buckets(n)) => l.reconfigure(now, n),
+        (Subject::Leaky(l), Subject::Leaky(n)) => l.reconfigure(now, n),
+        (Subject::Log(l), Subject::Log(n)) => l.reconfigure(now, n),
+        (Subject::Fixed(l), Subject::Fixed(n)) => l.reconfigure(now, n),
+        (Subject::Counter(l), Subject::Counter(n)) => l.reconfigure(now, n),
+        _ => unreachable!("one algorithm"),
+    }
+}
+
 fn drive(subject: &mut Subject, ops: &[Op], mut now: u64) -> Vec<String> {
     let mut answers = Vec::new();
     for &(step, cost, reserve) in ops {
@@ -104,7 +119,8 @@ proptest! {
     }
 
     /// Arbitrary bytes (after a valid header, to reach the fields) never
-    /// panic, and whatever is accepted then decides without panicking.
+    /// panic, and whatever is accepted then decides without panicking
+    /// (overflow checks are on in tests).
     #[test]
     fn arbitrary_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..40), ops in ops(), raw in any::<bool>()) {
         for make in limiters().iter_mut() {
@@ -118,6 +134,98 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    /// `reconfigure` takes only the configuration of the limiter it is
+    /// given: a used one, or the limiter itself, leaves the same state as a
+    /// new one.
+    #[test]
+    fn reconfigure_takes_only_the_configuration(before in ops(), theirs in ops(), after in ops()) {
+        for make in limiters().iter_mut() {
+            let mut original = make();
+            drive(&mut original, &before, 0);
+            let now = before.iter().map(|op| op.0).sum::<u64>();
+            let mut expected = original.clone();
+            reconfigure(&mut expected, Nanos(now), make());
+            let mut used = make();
+            drive(&mut used, &theirs, 0);
+            for other in [used, original.clone()] {
+                let mut subject = original.clone();
+                reconfigure(&mut subject, Nanos(now), other);
+                prop_assert_eq!(&subject, &expected);
+                prop_assert_eq!(drive(&mut subject, &after, now), drive(&mut expected.clone(), &after, now));
+            }
+        }
+    }
+}
+
+/// Every state of up to five fields drawn from the extremes (0, small
+/// counts, a window, the largest values), after a valid header: none
+/// panics to decode or to decide from, whatever the algorithm. Random bytes
+/// seldom spell these.
+#[test]
+fn extreme_numbers_never_panic() {
+    const NUMBERS: [u64; 8] = [0, 1, 2, 3, 250, 1 << 63, u64::MAX - 1, u64::MAX];
+    let ops: Vec<Op> = vec![(0, 1, false), (1, 3, false), (0, 2, true), (300, 1, false)];
+    for make in limiters().iter_mut() {
+        let header = on!(&make(), l => l.to_bytes())[..8].to_vec();
+        for len in 0..=5u32 {
+            for pick in 0..NUMBERS.len().pow(len) {
+                let mut bytes = header.clone();
+                let mut rest = pick;
+                for _ in 0..len {
+                    let mut n = NUMBERS[rest % NUMBERS.len()];
+                    rest /= NUMBERS.len();
+                    while n >= 0x80 {
+                        bytes.push(n as u8 | 0x80);
+                        n >>= 7;
+                    }
+                    bytes.push(n as u8);
+                }
+                let mut subject = make();
+                if on!(&mut subject, l => l.restore(&bytes)).is_ok() {
+                    drive(&mut subject, &ops, 0);
+                    drive(&mut subject, &ops, u64::MAX - 301);
+                }
+            }
+        }
+    }
+}
+
+/// A log's entry may not cost more than its limit: 2^64 - 1 units in one
+/// entry made the next sum wrap, and the log admitted past its limit.
+#[test]
+fn a_log_entry_above_the_limit_is_refused() {
+    let log = SlidingWindowLog::new(3, Nanos(250)).unwrap();
+    let header = log.to_bytes()[..8].to_vec();
+    // latest 0, one entry: at 0, of `cost`.
+    let state = |cost: &[u8]| [header.clone(), vec![0, 1, 0], cost.to_vec()].concat();
+    assert!(log.clone().restore(&state(&[3])).is_ok());
+    for cost in [
+        vec![4],
+        vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
+    ] {
+        let err = log.clone().restore(&state(&cost)).unwrap_err();
+        assert_eq!(err.code(), "state_corrupt");
+    }
+}
+
+/// A reconfigure to a smaller limit keeps each entry as at most the new
+/// limit, so that the state it leaves encodes and decodes.
+#[test]
+fn a_log_reconfigured_smaller_still_round_trips() {
+    let mut log = SlidingWindowLog::new(100, Nanos(1_000)).unwrap();
+    assert!(log.try_acquire(Nanos(10), 60).unwrap().allowed);
+    assert!(log.try_acquire(Nanos(20), 30).unwrap().allowed);
+    log.reconfigure(Nanos(30), SlidingWindowLog::new(2, Nanos(1_000)).unwrap());
+    let mut restored = SlidingWindowLog::new(2, Nanos(1_000)).unwrap();
+    restored.restore(&log.to_bytes()).unwrap();
+    assert_eq!(restored, log);
+    // Both entries still fill the window: nothing before the newest leaves.
+    let denied = log.try_acquire(Nanos(30), 1).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after, Nanos(1_020 - 30));
 }
 
 #[test]

@@ -178,6 +178,22 @@ for (const [name, make, algorithm, windowMs, own, fullReset] of CLASSES) {
       assert.equal(limiter.name, 'kept', 'the name stays');
     });
 
+    it('reconfigure takes only the configuration of the other limiter, not its state', () => {
+      const used = make();
+      while (used.tryAcquire(1, 0).allowed);
+      const reconfigured = (other, called) => {
+        const limiter = make();
+        if (called) limiter.tryAcquire(1, 0);
+        limiter.reconfigure(other === 'itself' ? limiter : other, 0);
+        return limiter.toBytes();
+      };
+      for (const called of [false, true]) {
+        const expected = reconfigured(make(), called);
+        assert.deepStrictEqual(reconfigured(used, called), expected, `a used limiter (called before: ${called})`);
+        assert.deepStrictEqual(reconfigured('itself', called), expected, `itself (called before: ${called})`);
+      }
+    });
+
     it('a clock option replaces performance.now()', () => {
       let t = 5_000;
       const limiter = make({ clock: () => t });
