@@ -63,7 +63,7 @@ build() {
 run_tests() {
   build
   # Explicit files, not `node --test tests/js/`: directory arguments only work on Node 20.
-  node --test tests/js/*.test.cjs
+  bash scripts/node-test.sh tests/js/*.test.cjs
   "$PKG/node_modules/.bin/tsc" -p tests/js/types/tsconfig.json
   echo "node.sh: tsc --noEmit over tests/js/types/usage.ts passed"
 }

@@ -81,10 +81,10 @@ cmd_test() {
     local tarball
     tarball=$(cmd_pack)
     cmd_setup
-    node --test tests/package/paced-fetch.test.mjs
-    RATEKEEPER_IMPL=wasm node --test tests/package/paced-fetch.test.mjs
-    RATEKEEPER_TARBALL="$tarball" node --test tests/package/install.test.mjs tests/package/browser.test.mjs
-    RATEKEEPER_TARBALL="$tarball" node --test tests/edge/*.test.mjs
+    bash scripts/node-test.sh tests/package/paced-fetch.test.mjs
+    RATEKEEPER_IMPL=wasm bash scripts/node-test.sh tests/package/paced-fetch.test.mjs
+    RATEKEEPER_TARBALL="$tarball" bash scripts/node-test.sh tests/package/install.test.mjs tests/package/browser.test.mjs
+    RATEKEEPER_TARBALL="$tarball" bash scripts/node-test.sh tests/edge/*.test.mjs
 }
 
 case "${1:-test}" in

@@ -136,10 +136,10 @@ cmd_test() {
     cmd_build
     # The one JS suite of the napi addon, run unchanged against the wasm build.
     [ -d tests/js/node_modules/fastify ] || die "tests/js has no node_modules: run \`bash scripts/wasm.sh setup\`"
-    RATEKEEPER_IMPL=wasm node --test tests/js/*.test.cjs
+    RATEKEEPER_IMPL=wasm bash scripts/node-test.sh tests/js/*.test.cjs
     [ -d tests/browser/node_modules/playwright-core ] || die "tests/browser has no node_modules: run \`bash scripts/wasm.sh setup\`"
     (cd tests/browser && npx --no-install tsc -p tsconfig.json)
-    RATEKEEPER_CHROMIUM="$(chromium_path)" node --test tests/browser/*.test.mjs
+    RATEKEEPER_CHROMIUM="$(chromium_path)" bash scripts/node-test.sh tests/browser/*.test.mjs
 }
 
 cmd_check_core() {

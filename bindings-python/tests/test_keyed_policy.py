@@ -388,6 +388,7 @@ def test_policy_is_all_or_nothing_across_threads() -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker hung"
     assert not errors, errors
     assert sum(admitted) == GLOBAL_LIMIT
     assert all(count <= USER_LIMIT for count in admitted)

@@ -179,6 +179,36 @@ fn time_is_kept_per_store() {
     let late = store.try_acquire(&1u8, Nanos(120), 1).unwrap();
     assert!(!late.allowed);
     assert_eq!(late.retry_after, Nanos(180)); // until 300, measured from 120
+    assert_eq!(late.reset_after, Nanos(180)); // fresh at 300 too
+}
+
+#[test]
+fn nearest_fresh_evicts_the_keys_nearest_to_fresh() {
+    // 32 keys, each holding its own share of 100 units, 1 to 32, in an
+    // order unlike their arrival (fresh share x 1 us later): a new key
+    // evicts max_keys / 16 = 2 keys, those of the least use.
+    let used = |key: u64| (7 * key) % 32 + 1;
+    let mut store = KeyedLimiter::new(Gcra::new(100, Nanos(1_000)).unwrap())
+        .with_max_keys(32, Eviction::NearestFresh)
+        .unwrap();
+    for key in 0..32u64 {
+        assert!(
+            store
+                .try_acquire(&key, Nanos(0), used(key))
+                .unwrap()
+                .allowed
+        );
+    }
+    assert!(store.try_acquire(&100u64, Nanos(0), 1).unwrap().allowed);
+    assert_eq!(store.len(), 31);
+    for key in 0..32u64 {
+        let remaining = store.peek(&key, Nanos(0), 0).unwrap().remaining;
+        let expected = if used(key) <= 2 { 100 } else { 100 - used(key) };
+        assert_eq!(remaining, expected, "key {key}");
+    }
+    // The heaviest user (key 9, 32 units) is still held to what it used.
+    assert_eq!(used(9), 32);
+    assert!(!store.try_acquire(&9u64, Nanos(0), 69).unwrap().allowed);
 }
 
 #[test]

@@ -29,12 +29,11 @@ for (const [dir, portable] of [
     assert.deepStrictEqual(fileProblems, [], 'scenario counts agree with index.json');
     assert.ok(total > 0, 'index.json lists no scenarios');
 
-    for (const r of results) {
-      await t.test(`${r.file}: ${r.name}`, (st) => {
-        if (r.inexpressible) {
-          st.skip(`inexpressible in JS numbers: ${r.inexpressible}`);
-          return;
-        }
+    // A scenario JS numbers cannot express (core-only/ probes the ends of
+    // u64) is not a test here, rather than a skipped one: the Rust runner
+    // (core/tests/vectors.rs) runs it, and the diagnostic below counts it.
+    for (const r of results.filter((r) => !r.inexpressible)) {
+      await t.test(`${r.file}: ${r.name}`, () => {
         assert.equal(r.problem, null);
       });
     }

@@ -28,7 +28,7 @@ const ALGORITHMS = {
     return (unit) => new rk.Gcra({ burst, emissionIntervalMs: interval / unit });
   },
   token_bucket(rng) {
-    const bands = Array.from({ length: rng.int(1, 3) }, () => ({
+    const bands = Array.from({ length: rng.int(1, 4) }, () => ({
       capacity: rng.int(1, 6),
       refillTokens: rng.int(1, 4),
       period: rng.int(1, 40) * scale(rng),

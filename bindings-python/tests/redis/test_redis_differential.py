@@ -43,7 +43,7 @@ def gcra(rng: random.Random) -> Maker:
 
 
 def token_bucket(rng: random.Random) -> Maker:
-    bands = [(rng.randint(1, 6), rng.randint(1, 4), rng.randint(1, 40) * scale(rng)) for _ in range(rng.randint(1, 3))]
+    bands = [(rng.randint(1, 6), rng.randint(1, 4), rng.randint(1, 40) * scale(rng)) for _ in range(rng.randint(1, 4))]
     return lambda unit: ratekeeper.TokenBucket.from_bandwidths(
         [ratekeeper.Bandwidth(c, t, p * unit) for c, t, p in bands]
     )

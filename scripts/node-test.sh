@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# node --test ARGS..., failing also when any test was skipped or left todo:
+# a skipped test must not read as passing. node.sh, wasm.sh, package.sh and
+# redis.sh run their JS suites through it (environment variables pass on).
+set -uo pipefail
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Piped, node --test reports in TAP, which ends with the counts read below.
+node --test "$@" | tee "$log"
+status=${PIPESTATUS[0]}
+if ! grep -qE '^# skipped 0$' "$log" || ! grep -qE '^# todo 0$' "$log"; then
+    echo "node-test.sh: some tests were skipped or left todo ($*); every one must run" >&2
+    status=1
+fi
+exit "$status"
