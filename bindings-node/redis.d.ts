@@ -45,7 +45,7 @@ export type OnError = 'open' | 'closed' | Limiter | KeyedLimiter | Policy
 
 /** Options of RedisLimiter and RedisPolicy. */
 export interface RedisOptions {
-  /** The start of every key (default `'ratekeeper:'`, without braces); keys are `prefix{tag}:name:key`, as the Python client's. */
+  /** The start of every key (default `'ratekeeper:'`, without braces); keys are `prefix{tag}:name:key` (name and values written `<length>:<bytes>`), as the Python client's. */
   prefix?: string
   /**
    * The caller's clock: Unix milliseconds (`Date.now`), sent as whole µs (at

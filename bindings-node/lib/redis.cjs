@@ -99,6 +99,8 @@ function limitOf(limiter) {
   } else if (algorithm === 'fixed_window' || algorithm === 'sliding_window_counter' || algorithm === 'sliding_window_log') {
     const window = micros(limiter.windowMs, 'windowMs');
     exact(window, 'windowMs', 'the window (µs)', MAX_SPAN);
+    // Counts, like times, are numbers in the script.
+    exact(limiter.limit, 'limit', 'limit');
     if (algorithm === 'sliding_window_counter') exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
     if (limiter.calendar !== null) {
       throw rangeError('calendar', 'calendar windows are not supported on Redis');
@@ -116,7 +118,13 @@ function limitOf(limiter) {
 // Rate strings, read as the core reads them (the in-process Policy has
 // checked them first): a count, '/' or 'per', a multiple, a unit.
 const UNITS = { second: 1, minute: 60, hour: 3600, day: 86400, month: 30 * 86400, year: 360 * 86400 };
-const RATE = /^\s*(\d+)\s*(?:\/|[pP][eE][rR])\s*(\d*)\s*([A-Za-z]+)\s*$/;
+// Space as the core reads it (char::is_whitespace and U+001C to U+001F),
+// which JS's \s alone does not cover (U+001C to U+001F, U+0085); \s's
+// U+FEFF, which the core refuses, never gets here.
+const RATE = (() => {
+  const space = '[\\s\\x1c-\\x1f\\x85]*';
+  return new RegExp(`^${space}(\\d+)${space}(?:\\/|[pP][eE][rR])${space}(\\d*)${space}([A-Za-z]+)${space}$`);
+})();
 
 function parseRates(text) {
   return text.split(/[;,|]/).map((item) => {
@@ -168,7 +176,13 @@ function policyLimits(config, algorithm, by) {
     });
   }
   const limits = local.limits.map(({ name, by: fields }, i) => ({ name, by: fields, ...limitOf(limiters[i]) }));
+  if (limits.length === 0) throw rangeError('config', 'a policy on Redis needs at least one limit', 'zero_value');
   return { local, limits };
+}
+
+/** `part` as a key writes it: `<length in UTF-8 bytes>:<part>`, so that parts side by side read back one way. */
+function counted(part) {
+  return `${Buffer.byteLength(part)}:${part}`;
 }
 
 /** A key part: a string, or a number standing for its decimal string (as in-process). */
@@ -264,6 +278,9 @@ class Store {
   constructor(client, limits, options, kind) {
     this.send = commandSender(client);
     this.limits = limits;
+    // Names are written as values are, `<length>:<name>`, so that no name
+    // ending like a value (`a:2:x`) shares a key with another name's.
+    this.names = limits.map((l) => counted(l.key ?? l.name));
     this.kind = kind;
     let prefix = 'ratekeeper:';
     let clock = null;
@@ -320,7 +337,10 @@ class Store {
     this.queues = new Map();
   }
 
-  /** Each limit's key: `prefix{tag}:name:key`, the tag shared by all (as the Python client builds them). */
+  /**
+   * Each limit's key: `prefix{tag}:name:key`, the tag shared by all, the name
+   * and each value of the key written `<length>:<bytes>` (as the Python client builds them).
+   */
   keys(request) {
     const values = new Map();
     for (const limit of this.limits) {
@@ -330,12 +350,12 @@ class Store {
           throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
         }
         const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
-        values.set(field, `${Buffer.byteLength(part)}:${part}`);
+        values.set(field, counted(part));
       }
     }
     // No field in common (a global limit): the whole policy on the slot of its prefix.
     const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
-    return this.limits.map((l) => `${this.prefix}{${tag}}:${l.key ?? l.name}:${l.by.map((f) => values.get(f)).join('')}`);
+    return this.limits.map((l, i) => `${this.prefix}{${tag}}:${this.names[i]}:${l.by.map((f) => values.get(f)).join('')}`);
   }
 
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */

@@ -13,10 +13,12 @@
 //! `SCRIPT LOAD` on a `NOSCRIPT` error:
 //!
 //! - `KEYS`: one key per limit, all sharing one hash tag `{...}` (one slot on
-//!   Redis Cluster). Each holds the limit's state as a short string, expiring
-//!   (`PXAT`) exactly when the state is back to fresh, at `now +
-//!   reset_after` (a fresh state is deleted instead: an absent key is a
-//!   fresh limiter).
+//!   Redis Cluster). Each holds the limit's state (a short string, or a
+//!   sorted set for a log), expiring when the state is back to fresh (a
+//!   fresh state is deleted instead: an absent key is a fresh limiter). On
+//!   the server's clock that is at `now + reset_after` (`PXAT`); on the
+//!   caller's, `reset_after` plus a second later on the server's clock, and
+//!   never before `now + reset_after` read as Unix time (see PROTOCOL.md).
 //! - `ARGV`: `"1"` (the protocol version), the mode (`"acquire"`, `"peek"`,
 //!   `"reserve"` or `"refund"`), `now` in µs or `""` for the server's `TIME`, the number of
 //!   limits `n`, then each limit's configuration:

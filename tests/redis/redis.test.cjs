@@ -45,7 +45,7 @@ for (const library of Object.keys(CLIENTS)) {
       assert.equal(d.allowed, true);
       assert.equal(d.fromStore, true);
       assert.equal(d.remaining, 3);
-      const key = `${p}{5:alice}:w:5:alice`;
+      const key = `${p}{5:alice}:1:w:5:alice`;
       const expiresAt = Number(await raw(client, 'PEXPIRETIME', key));
       // The window ends at a multiple of 10 s since the epoch: the key expires then,
       // resetAfterMs after the time decided at (between before and after).
@@ -55,9 +55,9 @@ for (const library of Object.keys(CLIENTS)) {
       // A state back to fresh is deleted: a token bucket given back what it took.
       const bucket = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }), { prefix: p });
       await bucket.tryAcquire('bob', 1);
-      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:token_bucket/1/3/1/1000000:3:bob`)), 1);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:26:token_bucket/1/3/1/1000000:3:bob`)), 1);
       await bucket.refund('bob', 1);
-      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:token_bucket/1/3/1/1000000:3:bob`)), 0);
+      assert.equal(Number(await raw(client, 'EXISTS', `${p}{3:bob}:26:token_bucket/1/3/1/1000000:3:bob`)), 0);
     }));
 
   test(`${library}: caller time (clock option and nowMs) and server time agree with the in-process limiter`, () =>
@@ -129,7 +129,7 @@ test('the configurations Policy takes: rate strings, objects, JSON, configured l
     assert.deepEqual(got, [true, true, false, true, false]);
     // A policy's keys share one hash tag: the fields common to all limits, or the prefix alone.
     await limiters.tryAcquire({ k: 'z' }, 0, T0);
-    assert.ok(Number(await client.exists(`${p}l:{${p}l:}:a:1:x`)) === 1);
+    assert.ok(Number(await client.exists(`${p}l:{${p}l:}:1:a:1:x`)) === 1);
   }));
 
 test('what Redis cannot do is refused, naming the argument', () =>
@@ -161,8 +161,16 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisPolicy(client, '1/second', { onError: new rk.KeyedLimiter(gcra()) }), 'onError', TypeError);
     new RedisLimiter(client, gcra(), { onError: new rk.KeyedLimiter(gcra()) });
     new RedisPolicy(client, '1/second', { onError: new rk.Policy('1/second') });
-    // Bad configurations fail as the in-process Policy fails.
+    // A count past 2^51 is as inexact in the script as a time.
+    refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2 ** 52, windowMs: 1 })), 'limit');
+    // Bad configurations fail as the in-process Policy fails; good ones pass
+    // as there (the core's space includes U+001C to U+001F and U+0085).
     assert.throws(() => new RedisPolicy(client, '1/fortnight'), { code: 'invalid_syntax' });
+    assert.throws(() => new RedisPolicy(client, { limits: [] }), { name: 'RangeError', code: 'zero_value' });
+    for (const rate of ['10/second\u001c', '\u0085 10 per 2 minutes\u001f']) {
+      new rk.Policy(rate);
+      assert.deepEqual(new RedisPolicy(client, rate).limits, new rk.Policy(rate).limits);
+    }
     const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1 }));
     await assert.rejects(limiter.tryAcquire('k', 3), { name: 'RangeError', code: 'cost_exceeds_limit' });
     await assert.rejects(limiter.tryAcquire('k', 1.5), { name: 'RangeError' });
@@ -370,8 +378,25 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     await new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR, name: 'api' }), { prefix: p }).tryAcquire('k', 1);
     const keys = (await client.keys(`${p}*`)).sort();
     const big = '1000000000000000000000';
-    const config = 'fixed_window/2/3600000000';
-    assert.deepEqual(keys, [`${p}{2:42}:${config}:2:42`, `${p}{5:é€}:${config}:5:é€`, `${p}{1:k}:api:1:k`, `${p}{22:${big}}:${config}:22:${big}`].sort());
+    const config = '25:fixed_window/2/3600000000';
+    assert.deepEqual(keys, [`${p}{2:42}:${config}:2:42`, `${p}{5:é€}:${config}:5:é€`, `${p}{1:k}:3:api:1:k`, `${p}{22:${big}}:${config}:22:${big}`].sort());
+  }));
+
+test('a limit whose name ends like a key never shares a key with another limit', () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('names');
+    const hourly = () => new rk.FixedWindow({ limit: 1, windowMs: HOUR });
+    const policy = new RedisPolicy(client, {
+      limits: [
+        { name: 'a', by: ['k'], limiter: hourly() },
+        { name: 'a:2:x', limiter: hourly() },
+      ],
+    }, { prefix: p });
+    // Names unwritten as `<length>:<name>`, `a` of key `x:` and `a:2:x` were one key.
+    assert.equal((await policy.tryAcquire({ k: 'x:' }, 1, T0)).allowed, true);
+    assert.equal((await client.keys(`${p}*`)).length, 2, 'one key per limit');
+    const next = await policy.tryAcquire({ k: 'y' }, 1, T0);
+    assert.deepEqual([next.allowed, next.deniedBy], [false, 'a:2:x'], 'the global limit is spent');
   }));
 
 test('unnamed limiters of different configurations never share a key', () =>

@@ -235,6 +235,14 @@ def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
         raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
 
 
+def _instant(value: _Seconds, name: str) -> str:
+    """ARGV's form of the instant ``value`` (seconds): whole µs, at most ``MAX_NOW``."""
+    micros = _micros(value, name)
+    if micros > MAX_NOW:
+        raise _error(f"{name}: more than 2^52 µs after the Unix epoch", "overflow")
+    return str(micros)
+
+
 class _Limit:
     """One limit as the script takes it: its name, fields, ARGV and window,
     and the name its Redis keys carry (``key``: the name, or for a limiter
@@ -244,7 +252,7 @@ class _Limit:
 
     def __init__(self, name: str, by: tuple[str, ...], limiter: object) -> None:
         self.name = name
-        self.key = name.encode()
+        self.key = _utf8(name, "name")
         self.by = by
         if isinstance(limiter, Gcra):
             interval = _duration(limiter.emission_interval, "emission_interval")
@@ -267,6 +275,8 @@ class _Limit:
                 raise _error("calendar: calendar windows are not supported on Redis")
             window = _duration(limiter.window, "window")
             _exact(window, "window", "the window (µs)", MAX_SPAN)
+            # Counts, like times, are numbers in the script.
+            _exact(limiter.limit, "limit", "limit")
             if isinstance(limiter, SlidingWindowCounter):
                 _exact(limiter.limit * window, "limit", "limit * window (µs)")
             self.args = [limiter.algorithm, limiter.limit, window]
@@ -345,12 +355,32 @@ def _policy_limits(
     return limits
 
 
+def _utf8(text: str, name: str) -> bytes:
+    """``text`` as UTF-8, refused (``invalid_value``) when it holds a lone surrogate, as in-process."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise _error(f"{name} must be valid Unicode text (no lone surrogates)") from None
+
+
+def _counted(part: bytes) -> bytes:
+    """``part`` as a key writes it: ``<length>:<bytes>``, so that parts side by side read back one way."""
+    return b"%d:%s" % (len(part), part)
+
+
 def _key_part(value: object, name: str) -> bytes:
     if isinstance(value, bool) or not isinstance(value, (str, bytes, int)):
         raise _type_error(name, "str, bytes or int", value)
     if isinstance(value, int):
         return str(value).encode()
-    return value.encode() if isinstance(value, str) else value
+    return _utf8(value, name) if isinstance(value, str) else value
+
+
+def _costs(costs: object, limit: int) -> list[int]:
+    """A batch's costs, each checked by ``_cost``."""
+    if not isinstance(costs, Iterable):
+        raise _type_error("costs", "an iterable of int", costs)
+    return [_cost(c, limit) for c in costs]
 
 
 def _cost(cost: object, limit: int) -> int:
@@ -398,7 +428,10 @@ class _Core:
                 raise _error(f"on_error must be {expected}, not {on_error!r}")
             raise _type_error("on_error", expected, on_error)
         self.limits = limits
-        self.prefix = prefix.encode()
+        # Names are written as values are, `<length>:<name>`, so that no name
+        # ending like a value (`a:2:x`) shares a key with another name's.
+        self.names = [_counted(limit.key) for limit in limits]
+        self.prefix = _utf8(prefix, "prefix")
         self.clock = clock
         self.on_error = on_error
         self.batching = batching
@@ -410,7 +443,8 @@ class _Core:
             self.config += limit.args
 
     def keys(self, request: Mapping[str, _Key], argument: Optional[str] = None) -> list[bytes]:
-        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all.
+        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all,
+        the name and each value of the key written ``<length>:<bytes>``.
         A bad value's error names ``request[field]``, or ``argument`` when the
         request stands for that one argument (a limiter's ``key``)."""
         values: dict[str, bytes] = {}
@@ -420,12 +454,12 @@ class _Core:
                     if field not in request:
                         raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
                     part = _key_part(request[field], argument or f"request[{field!r}]")
-                    values[field] = b"%d:%s" % (len(part), part)
+                    values[field] = _counted(part)
         # No field in common (a global limit): the whole policy on the slot of its prefix.
         tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
         return [
-            self.prefix + b"{" + tag + b"}:" + limit.key + b":" + b"".join(values[f] for f in limit.by)
-            for limit in self.limits
+            self.prefix + b"{" + tag + b"}:" + name + b":" + b"".join(values[f] for f in limit.by)
+            for limit, name in zip(self.limits, self.names)
         ]
 
     def now(self, now: Optional[_Seconds]) -> str:
@@ -434,10 +468,7 @@ class _Core:
             now = self.clock()
         if now is None:
             return ""
-        micros = _micros(now, "now")
-        if micros > MAX_NOW:
-            raise _error("now: more than 2^52 µs after the Unix epoch", "overflow")
-        return str(micros)
+        return _instant(now, "now")
 
     def max_wait(self, max_wait: Optional[_Seconds]) -> str:
         """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
@@ -681,7 +712,7 @@ class _Sync:
             self._hand_on(queue_key)
 
     def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
-        at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
+        at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
             self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
         except _FAULTS:
@@ -818,7 +849,7 @@ class _Async:
             del self._queues[queue_key]
 
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
-        at = "" if taken_at is None else str(_micros(taken_at, "taken_at"))
+        at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
             await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
         except _FAULTS:
@@ -963,7 +994,7 @@ class RedisLimiter(_LimiterMixin, _Sync):
 
     def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[RedisDecision]:
         """Decide each of ``costs`` for ``key``, in order, in one round trip."""
-        checked = [_cost(c, self.limit) for c in costs]
+        checked = _costs(costs, self.limit)
         return self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
 
     def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
@@ -999,7 +1030,7 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisDecision]:
         """Decide each of ``costs`` for ``key``, in order, in one round trip."""
-        checked = [_cost(c, self.limit) for c in costs]
+        checked = _costs(costs, self.limit)
         return await self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
 
     async def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
@@ -1127,7 +1158,7 @@ class RedisPolicy(_PolicyMixin, _Sync):
         self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisPolicyDecision]:
         """Decide each of ``costs`` for ``request``, in order, in one round trip."""
-        checked = [_cost(c, self._core.limit) for c in costs]
+        checked = _costs(costs, self._core.limit)
         return self._decide(request, self._keys(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
 
     def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
@@ -1170,7 +1201,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisPolicyDecision]:
         """Decide each of ``costs`` for ``request``, in order, in one round trip."""
-        checked = [_cost(c, self._core.limit) for c in costs]
+        checked = _costs(costs, self._core.limit)
         if not checked:
             return []
         return await self._decide(request, self._keys(request), "acquire", checked, now)  # type: ignore[return-value]

@@ -128,7 +128,7 @@ def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
     d = limiter.try_acquire("k", 3)
     after = server_ms(client)
     (key,) = client.keys("*")
-    assert key == b"ratekeeper:{1:k}:ttl:1:k"
+    assert key == b"ratekeeper:{1:k}:3:ttl:1:k"
     assert d.reset_after == pytest.approx(0.15, abs=0.002)
     # The key expires reset_after after the instant decided at (between
     # before and after), in whole ms rounded up: at most 1 ms later.
@@ -214,6 +214,28 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, [("a", gcra)])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="batching must be a bool"):
         RedisLimiter(client, gcra, batching="no")  # type: ignore[arg-type]
+    # A count past 2^51 is as inexact in the script as a time: refused (it
+    # admitted a second unit past a limit of 2^53 + 2).
+    with pytest.raises(ratekeeper.RateLimitError, match="limit") as error:
+        RedisLimiter(client, ratekeeper.FixedWindow(2**53 + 2, 1))
+    assert error.value.code == "overflow"
+    # Errors with codes, as in-process: lone surrogates, batches that are
+    # not iterable, an instant past 2^52 µs to give back at.
+    for make in (
+        lambda: limiter.try_acquire("\ud800"),
+        lambda: RedisLimiter(client, gcra, name="\ud800"),
+        lambda: RedisPolicy(client, "1/second", prefix="\ud800"),
+        lambda: RedisPolicy(client, POLICY).try_acquire({"user": "\ud800"}),
+    ):
+        with pytest.raises(ratekeeper.RateLimitError, match="lone surrogates") as error:
+            make()
+        assert error.value.code == "invalid_value"
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="costs") as type_error:
+        limiter.try_acquire_batch("k", None)  # type: ignore[arg-type]
+    assert type_error.value.code == "invalid_type"
+    with pytest.raises(ratekeeper.RateLimitError, match="taken_at") as error:
+        limiter.refund("k", 1, taken_at=2**60)
+    assert error.value.code == "overflow"
 
 
 def test_waiting_acquire(client: redis.Redis) -> None:
@@ -569,14 +591,23 @@ def test_cluster_keys_share_a_slot(cluster_url: str) -> None:
     gc.collect()
 
 
+def test_a_limit_whose_name_ends_like_a_key_never_shares_a_key() -> None:
+    # Names unwritten as `<length>:<name>`, limit "a" of key "x:" and limit
+    # "a:2:x" were one Redis key.
+    client = redis.Redis(port=1)  # never connected
+    hourly = ratekeeper.FixedWindow(1, 3600)
+    policy = RedisPolicy(client, [("a", hourly, ["k"]), ("a:2:x", hourly, [])], prefix="p:")
+    assert policy._keys({"k": "x:"}) == [b"p:{p:}:1:a:2:x:", b"p:{p:}:5:a:2:x:"]
+
+
 def test_a_named_limiter_keys_as_the_node_client_does() -> None:
     # The name is part of every key: by default the limiter's own, as the
     # Node client takes it, so that both share one limit.
     client = redis.Redis(port=1)  # never connected
     named = ratekeeper.Gcra(10, 0.1, name="api")
-    assert RedisLimiter(client, named)._keys("k") == [b"ratekeeper:{1:k}:api:1:k"]
-    assert RedisLimiter(client, named, name="other")._keys("k") == [b"ratekeeper:{1:k}:other:1:k"]
-    assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:gcra/10/100000:1:k"]
+    assert RedisLimiter(client, named)._keys("k") == [b"ratekeeper:{1:k}:3:api:1:k"]
+    assert RedisLimiter(client, named, name="other")._keys("k") == [b"ratekeeper:{1:k}:5:other:1:k"]
+    assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:14:gcra/10/100000:1:k"]
 
 
 def test_a_fallback_must_decide_the_stores_target() -> None:
@@ -651,14 +682,14 @@ def test_unnamed_limiters_of_different_configurations_never_share_a_key(client: 
     assert again.try_acquire("alice").remaining == 8
     keys = sorted(k.decode() for k in client.scan_iter(match=prefix + "*"))
     assert keys == [
-        prefix + "{5:alice}:fixed_window/100/1000000:5:alice",
-        prefix + "{5:alice}:gcra/10/100000:5:alice",
-        prefix + "{5:alice}:sliding_window_log/5/1000000:5:alice",
+        prefix + "{5:alice}:14:gcra/10/100000:5:alice",
+        prefix + "{5:alice}:24:fixed_window/100/1000000:5:alice",
+        prefix + "{5:alice}:28:sliding_window_log/5/1000000:5:alice",
     ]
     # A name, the limiter's or given, is the key's: the headers keep the limiter's.
     named = RedisLimiter(client, ratekeeper.Gcra(10, 0.1, name="api"), prefix=prefix)
     assert named.try_acquire("bob").remaining == 9
-    assert client.exists(prefix + "{3:bob}:api:3:bob")
+    assert client.exists(prefix + "{3:bob}:3:api:3:bob")
     assert gcra.name == "default" and named.name == "api"
 
 
