@@ -523,7 +523,8 @@ algorithm_class!(
     /// ``reserve`` (and ``acquire``, which waits for it) is the shaping call: it
     /// queues the request and says how long to delay it. ``try_acquire`` admits
     /// only a request that may leave at once (an empty queue). In a Decision,
-    /// ``remaining`` is the room left in the queue. No burst: in any span of
+    /// ``remaining`` is what may be taken at once: ``capacity`` while the queue
+    /// is empty, else 0. No burst: in any span of
     /// ``t`` seconds, at most ``t // interval`` units plus the last request's
     /// cost leave.
     PyLeakyBucket, "LeakyBucket", LeakyBucket(capacity, interval),

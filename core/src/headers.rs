@@ -9,8 +9,11 @@ use crate::{Decision, Nanos};
 /// `RateLimit` fields) and RFC 9110 (`Retry-After`).
 ///
 /// Seconds are whole and rounded up, so a client that waits what a header
-/// says is never early. Each value implements [`fmt::Display`]; nothing is
-/// allocated.
+/// says is never early. Counts above 999,999,999,999,999, the largest
+/// integer a structured field may carry (RFC 9651, section 3.3.1), are sent
+/// as that: a quota or a remainder stated smaller, never larger, and a field
+/// that a strict parser still reads. Each value implements
+/// [`fmt::Display`]; nothing is allocated.
 ///
 /// ```
 /// use ratekeeper::{Headers, Limiter, Nanos, TokenBucket};
@@ -45,7 +48,7 @@ impl<'a> Headers<'a> {
     pub fn policy(&self) -> impl fmt::Display + 'a {
         Item(
             self.name,
-            ("q", self.decision.limit),
+            ("q", self.decision.limit.min(MAX_SF_INTEGER)),
             ("w", ceil_secs(self.window)),
         )
     }
@@ -53,7 +56,8 @@ impl<'a> Headers<'a> {
     /// The `RateLimit` value: `"name";r=<remaining>;t=<reset seconds>`.
     pub fn rate_limit(&self) -> impl fmt::Display + 'a {
         let reset = ceil_secs(self.decision.reset_after);
-        Item(self.name, ("r", self.decision.remaining), ("t", reset))
+        let remaining = self.decision.remaining.min(MAX_SF_INTEGER);
+        Item(self.name, ("r", remaining), ("t", reset))
     }
 
     /// The `Retry-After` value in seconds, for a denied request only.
@@ -61,6 +65,10 @@ impl<'a> Headers<'a> {
         (!self.decision.allowed).then(|| ceil_secs(self.decision.retry_after))
     }
 }
+
+/// The largest integer of a structured field (RFC 9651, section 3.3.1).
+/// Whole seconds of a `u64` of nanoseconds stay below it.
+const MAX_SF_INTEGER: u64 = 999_999_999_999_999;
 
 /// Whole seconds, rounded up.
 pub(crate) fn ceil_secs(ns: Nanos) -> u64 {
@@ -115,5 +123,25 @@ mod tests {
         assert_eq!(headers.retry_after(), Some(2));
         assert_eq!(headers.policy().to_string(), r#""a \"b\"\\?";q=5;w=2"#);
         assert_eq!(headers.rate_limit().to_string(), r#""a \"b\"\\?";r=0;t=5"#);
+    }
+
+    #[test]
+    fn counts_past_fifteen_digits_are_sent_as_the_largest_integer() {
+        let decision = Decision {
+            allowed: true,
+            remaining: u64::MAX - 1,
+            limit: u64::MAX,
+            retry_after: Nanos::ZERO,
+            reset_after: Nanos::MAX,
+        };
+        let headers = Headers::new("n", Nanos::MAX, &decision);
+        assert_eq!(
+            headers.policy().to_string(),
+            r#""n";q=999999999999999;w=18446744074"#
+        );
+        assert_eq!(
+            headers.rate_limit().to_string(),
+            r#""n";r=999999999999999;t=18446744074"#
+        );
     }
 }

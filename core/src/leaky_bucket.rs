@@ -18,9 +18,13 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// it and the delay is at most `max_wait` (so the delay never exceeds
 /// `(capacity - cost) * interval`). [`try_acquire`](Limiter::try_acquire)
 /// admits only a request that may leave at once, which is when the queue is
-/// empty. In every [`Decision`], `remaining` is the room left in the queue,
-/// `retry_after` the delay (when the queue ahead will be empty) and
-/// `reset_after` when the queue will be empty.
+/// empty. In every [`Decision`], `remaining` is what may be taken at once,
+/// as for every algorithm: the whole capacity while the queue is empty,
+/// else nothing (a `RateLimit` header then never promises a request that
+/// would be denied); `retry_after` is the delay (when the queue ahead will
+/// be empty) and `reset_after` when the queue will be empty. The room left
+/// in the queue for [`reserve`](Limiter::reserve) is `capacity` less
+/// `reset_after / interval`, rounded up.
 ///
 /// **Guarantee.** Requests leave in the order they were admitted, spaced by
 /// `interval` per unit and never closer: in any span of time of length `t`,
@@ -158,9 +162,7 @@ impl LeakyBucket {
         let after = |wait: u64| Nanos(state.lag.saturating_add(wait));
         let decision = Decision {
             allowed,
-            remaining: self
-                .capacity
-                .saturating_sub(state.backlog.div_ceil(self.interval)),
+            remaining: if state.backlog == 0 { self.capacity } else { 0 },
             limit: self.capacity,
             retry_after: if allowed {
                 Nanos::ZERO
@@ -192,7 +194,7 @@ impl Limiter for LeakyBucket {
     }
 
     /// Admitted when the slot is not before the queue empties and the queue
-    /// has room for all of `cost` (`remaining >= cost`): so
+    /// has room for all of `cost`: so
     /// [`reserve`](Limiter::reserve), which queues the request behind the
     /// queue, refuses a full queue whatever `max_wait`. Time between the
     /// queue's end and the slot counts as queued from then on: the queue
@@ -200,13 +202,16 @@ impl Limiter for LeakyBucket {
     /// more.
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.capacity)?;
-        let (decision, mut state) = self.decide(now, 0)?;
+        let mut state = self.at(now);
         self.commit(state);
         if cost == 0 {
             return Ok(true);
         }
         let wait = wait.0.saturating_sub(state.lag);
-        if wait < state.backlog || decision.remaining < cost {
+        let room = self
+            .capacity
+            .saturating_sub(state.backlog.div_ceil(self.interval));
+        if wait < state.backlog || room < cost {
             return Ok(false);
         }
         // cost <= capacity, so the product fits.
@@ -274,10 +279,11 @@ mod tests {
     #[test]
     fn weighted_requests_leave_in_line_and_a_full_queue_refuses() {
         let mut queue = LeakyBucket::new(5, Nanos(10)).unwrap();
+        // Admitted; nothing more may go at once while it leaves.
         let d = queue.try_acquire(Nanos(100), 2).unwrap();
         assert_eq!(
             (d.allowed, d.remaining, d.reset_after),
-            (true, 3, Nanos(20))
+            (true, 0, Nanos(20))
         );
         assert_eq!(
             queue.reserve(Nanos(105), 3, Nanos(15)).unwrap(),
@@ -295,8 +301,9 @@ mod tests {
         let d = queue.peek(Nanos(149), 1).unwrap();
         assert_eq!(
             (d.allowed, d.remaining, d.retry_after),
-            (false, 4, Nanos(1))
+            (false, 0, Nanos(1))
         );
+        assert_eq!(queue.peek(Nanos(150), 0).unwrap().remaining, 5);
         assert!(queue.try_acquire(Nanos(150), 5).unwrap().allowed);
     }
 
@@ -308,7 +315,7 @@ mod tests {
         let d = queue.try_acquire(Nanos(995), 1).unwrap();
         assert_eq!(
             (d.allowed, d.remaining, d.retry_after),
-            (false, 2, Nanos(15))
+            (false, 0, Nanos(15))
         );
         assert_eq!(
             queue.reserve(Nanos(995), 1, Nanos(15)).unwrap(),

@@ -42,7 +42,8 @@ impl RefQueue {
         let ns = |x: u128| Nanos(x as u64);
         Decision {
             allowed,
-            remaining: self.capacity.saturating_sub(queued),
+            // What may be taken at once: all of it while nothing is queued.
+            remaining: if queued == 0 { self.capacity } else { 0 },
             limit: self.capacity,
             retry_after: ns(if allowed { 0 } else { free - now }),
             reset_after: ns(if empty_at > at { empty_at - now } else { 0 }),
@@ -181,7 +182,7 @@ proptest! {
             prop_assert!(allowed_at(now + d.retry_after.0));
             prop_assert!(d.retry_after.0 == 0 || !allowed_at(now + d.retry_after.0 - 1));
             // A reservation waits exactly retry_after: max_wait 1 ns shorter refuses it.
-            if !d.allowed && d.remaining >= cost {
+            if !d.allowed && reference.queued(reference.latest.max(now as u128)) + cost <= capacity {
                 let reserve = |w: u64| queue.clone().reserve(Nanos(now), cost, Nanos(w)).unwrap();
                 prop_assert_eq!(reserve(d.retry_after.0), Ok(d.retry_after));
                 prop_assert_eq!(reserve(d.retry_after.0 - 1), Err(d));

@@ -379,7 +379,9 @@ describe('Policy', () => {
     const most = Policy.fromRates('9007199254740991/day');
     const d = most.tryAcquire({}, 1, 0);
     assert.deepStrictEqual([d.remaining, d.limit], [9007199254740990, 9007199254740991]);
-    assert.equal(most.headers(d).RateLimit, '"9007199254740991/day";r=9007199254740990;t=1');
+    // A structured field's integers have at most 15 digits (RFC 9651): sent as the largest.
+    assert.equal(most.headers(d).RateLimit, '"9007199254740991/day";r=999999999999999;t=1');
+    assert.equal(most.headers(d)['RateLimit-Policy'], '"9007199254740991/day";q=999999999999999;w=86400');
   });
 
   it('a policy without limits allows everything, with no bound and no headers', () => {

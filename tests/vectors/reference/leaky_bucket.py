@@ -35,7 +35,9 @@ class NaiveLeakyBucket:
         empty_at = self.free()
         retry = 0 if allowed else min(free - now, U64)
         reset = min(empty_at - now, U64) if empty_at > at else 0
-        return decision(allowed, max(0, self.capacity - self.queued(at)), self.capacity, retry, reset)
+        # remaining: what may be taken at once, all of it while nothing is queued.
+        remaining = self.capacity if self.queued(at) == 0 else 0
+        return decision(allowed, remaining, self.capacity, retry, reset)
 
     def reserve(self, now: int, cost: int, max_wait: int):
         d = self.acquire(now, cost)
