@@ -65,17 +65,59 @@ function timeoutError(message) {
 
 /**
  * Milliseconds to wait from a `Retry-After` value (delay-seconds or an
- * HTTP-date, RFC 9110), or null for anything else ("1.5", "-1"), which is
- * ignored. Every HTTP-date names its month: text without a letter is none,
- * though `Date.parse` would read a date into it.
+ * HTTP-date, RFC 9110), or null for anything else ("1.5", "-1", "5 May"),
+ * which is ignored.
  */
 function parseRetryAfter(value, wallNow) {
   if (value === null || value === undefined) return null;
   const text = String(value).trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  if (!/[A-Za-z]/.test(text)) return null;
-  const date = Date.parse(text);
-  return Number.isNaN(date) ? null : Math.max(0, date - wallNow);
+  const date = httpDate(text, wallNow);
+  return date === null ? null : Math.max(0, date - wallNow);
+}
+
+// The three forms of an HTTP-date (RFC 9110, section 5.6.7), all GMT and
+// case-sensitive. Not Date.parse: it reads the zoneless asctime form as
+// local time (a retry hours early or late), and dates into junk ("5 May").
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const MONTH = `(${MONTHS.join('|')})`;
+const TIME = '(\\d\\d):(\\d\\d):(\\d\\d)';
+const DAY_NAME = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const IMF_FIXDATE = new RegExp(`^${DAY_NAME}, (\\d\\d) ${MONTH} (\\d{4}) ${TIME} GMT$`);
+const RFC850_DATE = new RegExp(`^(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (\\d\\d)-${MONTH}-(\\d\\d) ${TIME} GMT$`);
+const ASCTIME_DATE = new RegExp(`^${DAY_NAME} ${MONTH} ([ \\d]\\d) ${TIME} (\\d{4})$`);
+
+/** Unix milliseconds of the HTTP-date `text`, or null when it is none (or names no real instant). */
+function httpDate(text, wallNow) {
+  let fields;
+  let match;
+  if ((match = IMF_FIXDATE.exec(text))) {
+    const [, day, month, year, ...time] = match;
+    fields = [year, month, day, ...time];
+  } else if ((match = RFC850_DATE.exec(text))) {
+    const [, day, month, yy, ...time] = match;
+    // A two-digit year more than 50 years ahead is the latest past year ending so.
+    const now = new Date(wallNow).getUTCFullYear();
+    let year = now - (now % 100) + Number(yy);
+    if (year > now + 50) year -= 100;
+    fields = [year, month, day, ...time];
+  } else if ((match = ASCTIME_DATE.exec(text))) {
+    const [, month, day, hour, minute, second, year] = match;
+    fields = [year, month, day, hour, minute, second];
+  } else {
+    return null;
+  }
+  const [year, month, day, hour, minute, second] = fields.map((f, i) => (i === 1 ? MONTHS.indexOf(f) : Number(f)));
+  const at = Date.UTC(year, month, day, hour, minute, second);
+  // Date.UTC carries what overflows (31 Feb, 25:00) into the next field: that is no date.
+  const back = new Date(at);
+  const real =
+    back.getUTCFullYear() === year &&
+    back.getUTCDate() === day &&
+    back.getUTCHours() === hour &&
+    back.getUTCMinutes() === minute &&
+    back.getUTCSeconds() === second;
+  return real ? at : null;
 }
 
 /**

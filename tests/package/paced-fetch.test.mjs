@@ -185,6 +185,23 @@ test('the header parsers', () => {
   assert.equal(parseRetryAfter(null, 0), null);
   // Neither delay-seconds nor an HTTP-date (Date.parse reads dates into them): ignored.
   for (const odd of ['1.5', '-1', '1 2', '+3']) assert.equal(parseRetryAfter(odd, 0), null, odd);
+  // The three HTTP-date forms, all GMT whatever the local zone (Date.parse read
+  // the zoneless asctime form as local time); anything else is no date.
+  const noon = Date.UTC(2025, 0, 1, 12, 0, 0);
+  const zone = process.env.TZ;
+  process.env.TZ = 'Asia/Tokyo'; // Node reads it again on change
+  try {
+    for (const date of ['Wed, 01 Jan 2025 12:00:30 GMT', 'Wednesday, 01-Jan-25 12:00:30 GMT', 'Wed Jan  1 12:00:30 2025']) {
+      assert.equal(parseRetryAfter(date, noon), 30_000, date);
+    }
+  } finally {
+    if (zone === undefined) delete process.env.TZ;
+    else process.env.TZ = zone;
+  }
+  assert.equal(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT', noon), 0, 'a two-digit year more than 50 years ahead is past');
+  for (const junk of ['5 May', 'Wed, 31 Feb 2025 12:00:30 GMT', 'wed, 01 Jan 2025 12:00:30 GMT', 'Wed, 01 Jan 2025 12:00:30 UTC', 'Wed, 01 Jan 0099 12:00:30 GMT']) {
+    assert.equal(parseRetryAfter(junk, noon), null, junk);
+  }
   const h = (o) => new Headers(o);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=0;t=2, "b";r=0;t=5' })), 5000);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=3;t=2' })), null);
