@@ -494,10 +494,20 @@ class Store {
     } else {
       const local = f instanceof Limiter ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
       d = local;
-      if (this.kind === 'policy' && !Array.isArray(local.limits)) {
+      if (this.kind === 'policy') {
+        // Each limit as the fallback's limit of its name answered, when it
+        // has one, else as the fallback answered as a whole: a fallback
+        // Policy of other limits than these (fewer, more, in another order)
+        // still gives one decision per limit, for the headers.
         const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = local;
-        d = { allowed, remaining, limit, retryAfterMs, resetAfterMs, deniedBy: allowed ? null : this.limits[0].name };
-        d.limits = this.limits.map((l) => ({ name: l.name, allowed, remaining, limit, retryAfterMs, resetAfterMs }));
+        const whole = { allowed, remaining, limit, retryAfterMs, resetAfterMs };
+        const own = new Map(Array.isArray(local.limits) ? local.limits.map((l) => [l.name, l]) : []);
+        const names = this.limits.map((l) => l.name);
+        d = { ...whole, deniedBy: allowed ? null : names.includes(local.deniedBy) ? local.deniedBy : names[0] };
+        d.limits = names.map((name) => {
+          const o = own.get(name) ?? whole;
+          return { name, allowed: o.allowed, remaining: o.remaining, limit: o.limit, retryAfterMs: o.retryAfterMs, resetAfterMs: o.resetAfterMs };
+        });
       }
     }
     d.fromStore = false;

@@ -382,6 +382,21 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     assert.deepEqual(keys, [`${p}{2:42}:${config}:2:42`, `${p}{5:é€}:${config}:5:é€`, `${p}{1:k}:3:api:1:k`, `${p}{22:${big}}:${config}:22:${big}`].sort());
   }));
 
+test('a fallback Policy of other limits answers each limit by name, and its headers are made', async () => {
+  const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
+  const local = rk.Policy.fromRates('100/minute;10/second', { by: ['user'], clock: () => 5_000 });
+  const policy = new RedisPolicy(down, '10/second;100/minute;7/hour', { by: ['user'], onError: local });
+  const d = await policy.tryAcquire({ user: 'a' });
+  assert.equal(d.fromStore, false);
+  assert.deepEqual(d.limits.map((l) => [l.name, l.limit, l.remaining]), [
+    ['10/second', 10, 9],
+    ['100/minute', 100, 99],
+    ['7/hour', 10, 9], // not in the fallback: its whole decision
+  ]);
+  // It threw: the fallback's two limits for three.
+  assert.match(policy.headers(d)['RateLimit-Policy'], /^"10\/second";q=10;w=1, "100\/minute";q=100;w=60/);
+});
+
 test('a limit whose name ends like a key never shares a key with another limit', () =>
   withClient('ioredis', async (client) => {
     const p = prefix('names');

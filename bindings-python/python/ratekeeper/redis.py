@@ -235,6 +235,11 @@ def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
         raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
 
 
+def _ceil_micros(seconds: float) -> int:
+    """A wait in seconds as whole µs, rounded up."""
+    return math.ceil(seconds * 1e6)
+
+
 def _instant(value: _Seconds, name: str) -> str:
     """ARGV's form of the instant ``value`` (seconds): whole µs, at most ``MAX_NOW``."""
     micros = _micros(value, name)
@@ -536,21 +541,27 @@ class _Core:
             allowed = self.on_error == "open"
             # Denied: try again in a second, and (for the RateLimit header's
             # `t`, which should not say sooner) count a second to "reset" too.
-            remaining, retry = (self.limit, 0.0) if allowed else (0, 1.0)
+            retry = 0.0 if allowed else 1.0
             own = [
-                Decision(allowed, remaining, limit.limit, retry, retry, name=limit.name, window=limit.window)
+                Decision(allowed, limit.limit if allowed else 0, limit.limit, retry, retry, name=limit.name, window=limit.window)
                 for limit in self.limits
             ]
-            numbers = [int(allowed), 0, remaining, self.limit, round(retry * 1e6), round(retry * 1e6)]
+            remaining = self.limit if allowed else 0
+            numbers = [int(allowed), 0, remaining, self.limit, _ceil_micros(retry), _ceil_micros(retry)]
             return self.decision(numbers, own, 0 if allowed else 1, False)
         local: Any = self.on_error
         method = local.peek if peek else local.try_acquire
         d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        # Each limit as the fallback's limit of its name answered, when it
+        # has one (a fallback Policy), else as the fallback answered as a whole.
+        mine = dict(getattr(d, "limits", ()))
         own = [
-            Decision(d.allowed, d.remaining, d.limit, d.retry_after, d.reset_after, name=limit.name, window=limit.window)
+            Decision(o.allowed, o.remaining, o.limit, o.retry_after, o.reset_after, name=limit.name, window=limit.window)
             for limit in self.limits
+            for o in [mine.get(limit.name, d)]
         ]
-        numbers = [int(d.allowed), 0, d.remaining, d.limit, round(d.retry_after * 1e6), round(d.reset_after * 1e6)]
+        # Rounded up to the wire's µs: a wait is never stated shorter.
+        numbers = [int(d.allowed), 0, d.remaining, d.limit, _ceil_micros(d.retry_after), _ceil_micros(d.reset_after)]
         names = [limit.name for limit in self.limits]
         denied_by = getattr(d, "denied_by", None)
         index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1

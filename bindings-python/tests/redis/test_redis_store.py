@@ -624,6 +624,33 @@ def test_a_fallback_must_decide_the_stores_target() -> None:
     RedisPolicy(client, "1/second", on_error=gcra)
 
 
+def test_a_fallback_decides_each_limit_as_its_own_and_never_states_a_shorter_wait() -> None:
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    # A fallback Policy of other limits: each limit it has answers for itself,
+    # by name (every limit took the combined decision: q=10 for "100/minute").
+    local = ratekeeper.Policy.from_rates("100/minute;10/second", by=["user"], clock=lambda: 5.0)
+    policy = RedisPolicy(client, "10/second;100/minute;7/hour", by=["user"], on_error=local)
+    d = policy.try_acquire({"user": "a"})
+    assert not d.from_store
+    assert [(name, x.limit, x.remaining) for name, x in d.limits] == [
+        ("10/second", 10, 9),
+        ("100/minute", 100, 99),
+        ("7/hour", 10, 9),  # not in the fallback: its whole decision
+    ]
+    assert policy.headers(d)["RateLimit-Policy"].startswith('"10/second";q=10;w=1, "100/minute";q=100;w=60')
+    # "open": each limit its own quota left, as in Node.
+    opened = RedisPolicy(client, "10/second;100/minute", by=["user"], on_error="open").try_acquire({"user": "a"})
+    assert [x.remaining for _, x in opened.limits] == [10, 100]
+    # A fallback's wait is rounded up to the wire's µs, never down (1.0000004 s
+    # became 1.0 and Retry-After 1, a second early).
+    slower = ratekeeper.Gcra(1, 1.0000004, clock=lambda: 5.0)
+    slow = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error=slower)
+    slow.try_acquire("k")
+    denied = slow.try_acquire("k")
+    assert not denied.allowed and denied.retry_after >= slower.peek(1).retry_after
+    assert slow.headers(denied)["Retry-After"] == "2"
+
+
 def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
     client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
     limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5), on_error="open")
