@@ -274,8 +274,10 @@ impl PyBandwidth {
 /// (default: full). ``refill="greedy"`` (default) refills continuously;
 /// ``refill="interval"`` adds the whole refill at the end of each period. In
 /// any span of ``t`` seconds it admits at most
-/// ``capacity + refill_tokens * t // refill_period`` units (plus any
-/// refunded). ``TokenBucket.from_bandwidths`` enforces several at once.
+/// ``capacity + refill_tokens * t // refill_period`` units (interval:
+/// ``capacity + min(refill_tokens, capacity) * ceil((t - 1 ns) /
+/// refill_period)``, up to twice the capacity across one period's end),
+/// plus any refunded. ``TokenBucket.from_bandwidths`` enforces several at once.
 ///
 /// ``name`` names the limit in the RateLimit headers; ``clock`` (default
 /// ``time.monotonic``) is a callable returning seconds, read when ``now`` is

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use ratekeeper::guarantee::Lockout;
 use ratekeeper::guarantee::{Guarantee, Guarantees, Sustained};
-use ratekeeper::Error;
+use ratekeeper::{Error, Nanos};
 
 use crate::convert;
 use crate::errors::to_py;
@@ -55,9 +55,19 @@ impl PyGuarantee {
 #[pymethods]
 impl PyGuarantee {
     /// The most units admitted in any window of ``window`` seconds (a
-    /// half-open span ``[t, t + window)``).
+    /// half-open span ``[t, t + window)``), a fraction of a nanosecond
+    /// counting as a whole one (a span of 2.4 ns holds the instants 0, 1
+    /// and 2).
     fn max_in_window(&self, window: &Bound<'_, PyAny>) -> PyResult<u128> {
-        let window = convert::window(window)?;
+        let mut nanos = convert::window(window)?;
+        // Read to the nearest ns: round up what that rounded down.
+        if window
+            .extract::<f64>()
+            .is_ok_and(|secs| nanos.as_secs_f64() < secs)
+        {
+            nanos = Nanos(nanos.0.saturating_add(1));
+        }
+        let window = nanos;
         Ok(match &self.inner {
             Inner::One(g) => g.max_in_window(window),
             Inner::All(g) => g.max_in_window(window),

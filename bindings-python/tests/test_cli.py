@@ -404,6 +404,20 @@ def test_console_script_and_module_run() -> None:
         assert json.loads(done.stdout)["combined"]["burst"] == 3
 
 
+def test_durations_are_never_shown_longer_as_windows_nor_shorter_as_waits() -> None:
+    # Exact where a unit spells it shortly; else rounded in the safe direction.
+    assert fmt_seconds(6000) == "100 min"  # was "1.667 h", 1.2 s longer than the window of its figure
+    assert fmt_seconds(1000) == "1000 s"
+    assert fmt_seconds(1 / 3) == "333.333 ms"
+    assert fmt_seconds(1 / 3, up=True) == "333.334 ms"
+    # One unit per ns: a span of 2.4 ns holds three instants, never read as 2 ns.
+    g = ratekeeper.guarantee(ratekeeper.TokenBucket(1, 1, 1e-9))
+    assert (g.max_in_window(2e-9), g.max_in_window(2.4e-9)) == (2, 3)
+    # A label of any length stands apart from its figure ("1.5 min909").
+    status, out, _ = run("explain", "10/second", "--window", "90")
+    assert status == 0 and "most in any 1.5 min 909" in out
+
+
 def test_fmt_seconds() -> None:
     assert [fmt_seconds(s) for s in (0, 1e-9, 0.1, 1, 90, 3600, 86_400, 172_800)] == [
         "0 s",

@@ -11,7 +11,7 @@
 //!
 //! | type | guarantee |
 //! |---|---|
-//! | [`TokenBucket`] | per [`Bandwidth`], at most `capacity + refill_tokens * t / refill_period` units in any span of length `t`; several bandwidths at once, all or nothing |
+//! | [`TokenBucket`] | per [`Bandwidth`], at most `capacity + refill_tokens * t / refill_period` units in any span of length `t` (interval refill: `capacity + min(refill_tokens, capacity) * ceil((t - 1 ns) / refill_period)`); several bandwidths at once, all or nothing |
 //! | [`Gcra`] | the same answers as a one-bandwidth token bucket refilling 1 unit per interval, from 16 bytes of state |
 //! | [`LeakyBucket`] | a queue: units leave exactly `interval` apart, first come first served |
 //! | `SlidingWindowLog` | at most `limit` units in any window of length `window` (needs the `alloc` feature) |

@@ -21,8 +21,10 @@ use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 ///
 /// **Guarantee.** For each bandwidth, in any span of time of length `t`, the
 /// bucket admits at most `capacity + floor(refill_tokens * t / refill_period)`
-/// units (interval refill: `capacity + refill_tokens * (number of period ends
-/// in the span)`): a burst of up to `capacity` at once, then the rate.
+/// units (interval refill: `capacity + min(refill_tokens, capacity) *
+/// ceil((t - 1 ns) / refill_period)`, a whole refill at each period end
+/// after the span's first instant, so up to `2 * capacity` across one end):
+/// a burst of up to `capacity` at once, then the rate.
 ///
 /// A new bucket holds each bandwidth's `initial_tokens` (by default its
 /// capacity) at the time of its first call. `TokenBucket` (that is,

@@ -7,21 +7,43 @@ from typing import Any, Optional, TextIO
 
 from ratekeeper import Guarantee, Policy, guarantee
 
-_UNITS = ((86_400.0, "day"), (3_600.0, "h"), (60.0, "min"), (1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
+# Each unit's length in ns, largest first.
+_UNITS = (
+    (86_400 * 10**9, "day"),
+    (3_600 * 10**9, "h"),
+    (60 * 10**9, "min"),
+    (10**9, "s"),
+    (10**6, "ms"),
+    (10**3, "µs"),
+    (1, "ns"),
+)
 
 
-def fmt_seconds(seconds: float) -> str:
-    """A duration in the largest unit it fills: ``"1 min"``, ``"100 ms"``, ``"1.5 s"``."""
+def fmt_seconds(seconds: float, *, up: bool = False) -> str:
+    """A duration in the largest unit it fills: ``"1 min"``, ``"100 ms"``, ``"1.5 s"``.
+
+    Exact in a unit when one spells it in a short number (6,000 s is ``"100
+    min"``); else three decimals of the largest unit it fills, rounded down,
+    so that a window shown is never longer than the one its figure is for,
+    or with ``up`` rounded up, so that a wait shown is never shorter.
+    """
     if seconds == 0:
         return "0 s"
     if seconds == float("inf") or seconds > 1e11:
         return "never (beyond 2^64 ns)"
-    for size, name in _UNITS:
-        if seconds >= size or size == 1e-9:
-            value = seconds / size
-            text = f"{value:.3f}".rstrip("0").rstrip(".")
-            return f"{text} {name}" + ("s" if name == "day" and text != "1" else "")
-    raise AssertionError("unreachable")
+    ns = round(seconds * 1e9)  # every duration here is whole nanoseconds
+    filled = [(size, name) for size, name in _UNITS if ns >= size] or [_UNITS[-1]]
+    for size, name in filled:
+        if ns * 1000 % size == 0 and ns < 10_000 * size:
+            return _in_unit(ns * 1000 // size, name)
+    size, name = filled[0]
+    return _in_unit(-(-ns * 1000 // size) if up else ns * 1000 // size, name)
+
+
+def _in_unit(thousandths: int, name: str) -> str:
+    whole, frac = divmod(thousandths, 1000)
+    text = f"{whole}.{frac:03d}".rstrip("0").rstrip(".")
+    return f"{text} {name}" + ("s" if name == "day" and text != "1" else "")
 
 
 def windows_of(policy: Policy, g: Guarantee, extra: Optional[list[float]] = None) -> list[float]:
@@ -120,11 +142,11 @@ def _print_figures(fig: dict[str, Any], out: TextIO, indent: str = "  ") -> None
             file=out,
         )
     for row in fig["max_in_window"]:
-        print(f"{indent}most in any {fmt_seconds(row['window']):<7}{row['max']:,}{bound}", file=out)
+        print(f"{indent}most in any {fmt_seconds(row['window']):<6} {row['max']:,}{bound}", file=out)
     lock = fig["lockout"]
     print(
-        f"{indent}locked out         next unit after {fmt_seconds(lock['retry_after'])},"
-        f" full again after {fmt_seconds(lock['reset_after'])}",
+        f"{indent}locked out         next unit after {fmt_seconds(lock['retry_after'], up=True)},"
+        f" full again after {fmt_seconds(lock['reset_after'], up=True)}",
         file=out,
     )
 

@@ -339,7 +339,7 @@ def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None
 
     def line(name: str, row: dict[str, Any]) -> None:
         share = 100.0 * row["denied"] / row["offered"] if row["offered"] else 0.0
-        wait = fmt_seconds(row["longest_wait"]) if row["denied"] else "-"
+        wait = fmt_seconds(row["longest_wait"], up=True) if row["denied"] else "-"
         print(
             f"{name[:16]:<16}{row['offered']:>12,}{row['admitted']:>12,}{row['denied']:>12,}{share:>9.1f}%  {wait}",
             file=out,
@@ -357,7 +357,7 @@ def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None
         total = sum(denied.values())
         parts = ", ".join(f'"{name}" {count:,} ({100.0 * count / total:.1f}%)' for name, count in denied.items())
         print(f"denied by: {parts}", file=out)
-        waits = ", ".join(f"{fmt_seconds(w['retry_after'])} ({w['key']} at {w['time']:.3f} s)" for w in data["longest_waits"])
+        waits = ", ".join(f"{fmt_seconds(w['retry_after'], up=True)} ({w['key']} at {w['time']:.3f} s)" for w in data["longest_waits"])
         print(f"longest waits: {waits}", file=out)
     else:
         print("nothing denied", file=out)
