@@ -6,8 +6,8 @@ set -uo pipefail
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# Piped, node --test reports in TAP, which ends with the counts read below.
-node --test "$@" | tee "$log"
+# TAP, whatever the Node version's default reporter: it ends with the counts read below.
+node --test --test-reporter=tap "$@" | tee "$log"
 status=${PIPESTATUS[0]}
 if ! grep -qE '^# skipped 0$' "$log" || ! grep -qE '^# todo 0$' "$log"; then
     echo "node-test.sh: some tests were skipped or left todo ($*); every one must run" >&2

@@ -96,11 +96,14 @@ function httpDate(text, wallNow) {
     fields = [year, month, day, ...time];
   } else if ((match = RFC850_DATE.exec(text))) {
     const [, day, month, yy, ...time] = match;
-    // A two-digit year more than 50 years ahead is the latest past year ending so.
-    const now = new Date(wallNow).getUTCFullYear();
-    let year = now - (now % 100) + Number(yy);
-    if (year > now + 50) year -= 100;
-    fields = [year, month, day, ...time];
+    // A date more than 50 years ahead is in the latest past year ending so.
+    const now = new Date(wallNow);
+    const year = now.getUTCFullYear() - (now.getUTCFullYear() % 100) + Number(yy);
+    const limit = new Date(wallNow);
+    limit.setUTCFullYear(now.getUTCFullYear() + 50);
+    const [h, m, s] = time.map(Number);
+    const ahead = Date.UTC(year, MONTHS.indexOf(month), Number(day), h, m, s) > limit.getTime();
+    fields = [ahead ? year - 100 : year, month, day, ...time];
   } else if ((match = ASCTIME_DATE.exec(text))) {
     const [, month, day, hour, minute, second, year] = match;
     fields = [year, month, day, hour, minute, second];

@@ -109,9 +109,9 @@ impl SlidingWindowLog {
     /// new window and limit; only the configuration of `new` is used, not
     /// its events. If the new ring is too small to keep every entry apart,
     /// the oldest are merged into the oldest entry kept: they then count a
-    /// little longer than they would have, never shorter. An entry of more
-    /// than the new limit is kept as the limit: either fills the window
-    /// while it is in it, so every answer is the same.
+    /// little longer than they would have, never shorter. Entries keep
+    /// their whole cost, above the new limit too, so that a refund gives
+    /// back from what was really taken.
     pub fn reconfigure(&mut self, now: Nanos, mut new: SlidingWindowLog) {
         let view = self.view_at(self.latest.max(now));
         self.apply(&view);
@@ -122,7 +122,7 @@ impl SlidingWindowLog {
         for i in skip..self.len {
             let entry = self.entry(i);
             let extra = if i == skip { merged } else { 0 };
-            new.push(entry.at, (entry.cost + extra).min(new.limit));
+            new.push(entry.at, entry.cost + extra);
         }
         *self = new;
     }
@@ -173,7 +173,8 @@ impl SlidingWindowLog {
         let (mut in_window, mut at, mut i) = (view.used, floor, view.expired);
         // Entries leave oldest first; walk them out until `cost` fits. This
         // ends because `cost <= limit` and the log empties eventually.
-        while in_window + cost > self.limit {
+        // Saturating: restored state may hold up to 2^64 - 1 units.
+        while in_window.saturating_add(cost) > self.limit {
             let entry = self.entry(i);
             in_window -= entry.cost;
             at = at.max(self.leaves_at(entry));
@@ -188,11 +189,16 @@ impl SlidingWindowLog {
         if cost == 0 {
             return true;
         }
+        // Past 2^64 - 1 units held (only restored state comes near): none.
+        let Some(used) = self.used.checked_add(cost) else {
+            return false;
+        };
         if self.len > 0 {
             let newest = (self.head + self.len - 1) % self.ring.len();
             if self.ring[newest].at == at {
+                // At most `used`, which fits.
                 self.ring[newest].cost += cost;
-                self.used += cost;
+                self.used = used;
                 return true;
             }
         }
@@ -202,7 +208,7 @@ impl SlidingWindowLog {
         let slot = (self.head + self.len) % self.ring.len();
         self.ring[slot] = Entry { at, cost };
         self.len += 1;
-        self.used += cost;
+        self.used = used;
         true
     }
 
@@ -220,7 +226,9 @@ impl SlidingWindowLog {
         };
         let decision = Decision {
             allowed,
-            remaining: self.limit.saturating_sub(view.used + consumed),
+            remaining: self
+                .limit
+                .saturating_sub(view.used.saturating_add(consumed)),
             limit: self.limit,
             retry_after: if allowed {
                 Nanos::ZERO
@@ -356,17 +364,16 @@ impl Codec for SlidingWindowLog {
             at = at
                 .checked_add(step)
                 .ok_or(corrupt("an instant exceeds 2^64 - 1 ns"))?;
-            // At most the limit, as every entry is kept (see `reconfigure`):
-            // then no sum of them comes near 2^64 (at most `2 * limit`
-            // entries of at most `limit`, with `limit` at most 2^20).
+            // Any cost: a log holds more than its limit after a reconfigure
+            // to a smaller one, and every sum of entries is checked or
+            // saturates, so a huge one only fills the window.
             let cost = r.varint()?;
             if cost == 0 {
                 return Err(corrupt("an entry of the log costs nothing"));
             }
-            if cost > self.limit {
-                return Err(corrupt("an entry of the log costs more than its limit"));
-            }
-            used += cost;
+            used = used
+                .checked_add(cost)
+                .ok_or(corrupt("the log holds more than 2^64 - 1 units"))?;
             self.ring[i] = Entry { at, cost };
         }
         (self.head, self.len, self.used) = (0, len, used);

@@ -193,26 +193,53 @@ fn extreme_numbers_never_panic() {
     }
 }
 
-/// A log's entry may not cost more than its limit: 2^64 - 1 units in one
-/// entry made the next sum wrap, and the log admitted past its limit.
+/// A log's entry of 2^64 - 1 units made the next sum wrap, and the log
+/// admitted past its limit: every sum now saturates or is checked, and such
+/// an entry only fills the window.
 #[test]
-fn a_log_entry_above_the_limit_is_refused() {
-    let log = SlidingWindowLog::new(3, Nanos(250)).unwrap();
+fn a_log_entry_of_any_size_only_fills_the_window() {
+    let log = SlidingWindowLog::new(2, Nanos(250)).unwrap();
     let header = log.to_bytes()[..8].to_vec();
-    // latest 0, one entry: at 0, of `cost`.
-    let state = |cost: &[u8]| [header.clone(), vec![0, 1, 0], cost.to_vec()].concat();
-    assert!(log.clone().restore(&state(&[3])).is_ok());
-    for cost in [
-        vec![4],
-        vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01],
-    ] {
-        let err = log.clone().restore(&state(&cost)).unwrap_err();
-        assert_eq!(err.code(), "state_corrupt");
+    // latest 0, one entry: at 0, of 2^64 - 1 units.
+    let max = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+    let mut restored = log.clone();
+    restored
+        .restore(&[header.clone(), vec![0, 1, 0], max.to_vec()].concat())
+        .unwrap();
+    for t in [0, 10, 249] {
+        assert!(!restored.try_acquire(Nanos(t), 1).unwrap().allowed);
+        // Booked no earlier than the entry leaves, or refused (the units
+        // held would pass 2^64 - 1).
+        let booked = restored.clone().reserve(Nanos(t), 2, Nanos(1_000)).unwrap();
+        assert!(
+            booked.is_err() || booked == Ok(Nanos(250 - t)),
+            "{booked:?}"
+        );
     }
+    assert!(restored.try_acquire(Nanos(250), 2).unwrap().allowed);
+    // Two entries past 2^64 - 1 units in all are refused.
+    let two = [header, vec![0, 2, 0], max.to_vec(), vec![1, 1]].concat();
+    assert_eq!(
+        log.clone().restore(&two).unwrap_err().code(),
+        "state_corrupt"
+    );
 }
 
-/// A reconfigure to a smaller limit keeps each entry as at most the new
-/// limit, so that the state it leaves encodes and decodes.
+/// Entries keep their whole cost through a reconfigure to a smaller limit,
+/// so that a refund gives back from what was really taken: capped at the
+/// new limit, 10 units taken became 5, and after 3 came back 2 more fit in
+/// a window that had seen 10.
+#[test]
+fn a_log_reconfigured_smaller_refunds_from_what_was_taken() {
+    let mut log = SlidingWindowLog::new(10, Nanos(1_000)).unwrap();
+    assert!(log.try_acquire(Nanos(0), 10).unwrap().allowed);
+    log.reconfigure(Nanos(0), SlidingWindowLog::new(5, Nanos(1_000)).unwrap());
+    log.refund(Nanos(0), 3);
+    assert!(!log.try_acquire(Nanos(3), 2).unwrap().allowed);
+}
+
+/// The state a reconfigure to a smaller limit leaves, entries above the
+/// new limit included, encodes and decodes.
 #[test]
 fn a_log_reconfigured_smaller_still_round_trips() {
     let mut log = SlidingWindowLog::new(100, Nanos(1_000)).unwrap();

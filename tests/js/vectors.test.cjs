@@ -40,6 +40,7 @@ for (const [dir, portable] of [
 
     const ran = results.filter((r) => !r.inexpressible).length;
     const inexpressible = results.length - ran;
+    assert.ok(ran > inexpressible, `${ran} scenarios ran, ${inexpressible} inexpressible: most must run here`);
     t.diagnostic(`${label}: ${ran} scenarios ran, ${inexpressible} inexpressible in JS numbers, ${total} in index.json`);
     assert.equal(results.length, total, 'every scenario listed in index.json was taken up');
     // The portable vectors must all fit JS numbers; only core-only/ probes the ends of u64.

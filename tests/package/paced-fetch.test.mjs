@@ -199,6 +199,7 @@ test('the header parsers', () => {
     else process.env.TZ = zone;
   }
   assert.equal(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT', noon), 0, 'a two-digit year more than 50 years ahead is past');
+  assert.equal(parseRetryAfter('Wednesday, 01-Jan-75 12:00:30 GMT', noon), 0, '50 years and 30 s ahead: 1975');
   for (const junk of ['5 May', 'Wed, 31 Feb 2025 12:00:30 GMT', 'wed, 01 Jan 2025 12:00:30 GMT', 'Wed, 01 Jan 2025 12:00:30 UTC', 'Wed, 01 Jan 0099 12:00:30 GMT']) {
     assert.equal(parseRetryAfter(junk, noon), null, junk);
   }

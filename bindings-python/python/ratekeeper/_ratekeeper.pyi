@@ -515,7 +515,8 @@ class Guarantee:
     """What a limiter or policy guarantees, exactly and in the worst case (made by ``guarantee``)."""
 
     def max_in_window(self, window: _Seconds) -> int:
-        """The most units admitted in any window of ``window`` seconds, ``[t, t + window)``."""
+        """The most units admitted in any window of ``window`` seconds, ``[t, t + window)``;
+        a fraction of a nanosecond counts as a whole one."""
 
     @property
     def name(self) -> str:

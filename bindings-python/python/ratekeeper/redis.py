@@ -994,8 +994,8 @@ class RedisLimiter(_LimiterMixin, _Sync):
     ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
     four bandwidths), ``FixedWindow``, ``SlidingWindowCounter`` or
     ``SlidingWindowLog`` giving the configuration (durations in whole
-    microseconds). Keys are
-    ``prefix{key}:name:...``, ``name`` being the limiter's own unless given:
+    microseconds). Keys are ``prefix{key}:name:key``, name and key written
+    ``<length>:<bytes>``, ``name`` being the limiter's own unless given:
     the Node client's ``RedisLimiter`` of the same limiter uses the same keys.
     """
 
