@@ -543,12 +543,12 @@ function createApi(B) {
     return Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
-  /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
   /** `text` as UTF-8 reads it, each lone surrogate a U+FFFD. */
   function wellFormed(text) {
     return typeof text.toWellFormed === 'function' ? text.toWellFormed() : text;
   }
 
+  /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
   function keyOf(key) {
     if (typeof key === 'string') return key;
     if (typeof key === 'number') return numberKey(key);

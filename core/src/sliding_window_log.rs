@@ -112,10 +112,10 @@ impl SlidingWindowLog {
     /// little longer than they would have, never shorter. Entries keep
     /// their whole cost, above the new limit too, so that a refund gives
     /// back from what was really taken.
-    pub fn reconfigure(&mut self, now: Nanos, mut new: SlidingWindowLog) {
+    pub fn reconfigure(&mut self, now: Nanos, new: SlidingWindowLog) {
         let view = self.view_at(self.latest.max(now));
         self.apply(&view);
-        (new.head, new.len, new.used) = (0, 0, 0);
+        let mut new = new.fresh();
         new.latest = self.latest;
         let skip = self.len.saturating_sub(new.ring.len());
         let merged: u64 = (0..skip).map(|i| self.entry(i).cost).sum();
