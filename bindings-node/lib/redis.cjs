@@ -665,12 +665,14 @@ class Store {
     return this.refundAt(keys, cost, at);
   }
 
-  /** `refund` at `at`: the script's µs (a string), or '' for now. Argument errors throw. */
+  /** `refund` at `at`: the script's µs (a string), or '' for now. Argument errors and the script's own throw. */
   refundAt(keys, cost, at) {
     // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
     return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(
       () => undefined,
-      () => undefined,
+      (error) => {
+        if (isScriptError(error)) throw error;
+      },
     );
   }
 }

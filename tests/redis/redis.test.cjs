@@ -441,3 +441,14 @@ test('a caller clock of any origin keeps keys until fresh; an empty prefix is re
     assert.throws(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { prefix: '' }), RangeError);
     assert.throws(() => new RedisPolicy(client, '1/second', { prefix: '' }), RangeError);
   }));
+
+test("the script's own errors reject, never answered by onError (as in Python)", async () => {
+  // A client and script that disagree (a bug), not a fault of the store.
+  const refusing = { sendCommand: async () => Promise.reject(new Error('ratekeeper: protocol version 2 is not 1')) };
+  const limiter = new RedisLimiter(refusing, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { onError: 'open' });
+  const calls = [() => limiter.tryAcquire('k'), () => limiter.peek('k'), () => limiter.reserve('k'), () => limiter.refund('k', 1)];
+  for (const call of calls) await assert.rejects(call(), { message: /^ratekeeper: protocol version/ });
+  const policy = new RedisPolicy(refusing, '5/minute', { onError: 'open' });
+  const results = await Promise.allSettled([1, 2, 3].map(() => policy.tryAcquire({})));
+  assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
+});

@@ -34,11 +34,15 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 # What "Redis cannot be reached" raises: redis-py's errors and the socket's,
 # and RedisCluster's own when no node answers, which derives from neither.
+# The script's own errors are raised as ScriptError, which is none of these.
 _FAULTS = (RedisError, RedisClusterException, OSError)
+# An error reply of the script itself (PROTOCOL.md, "Errors"), which Redis
+# may prefix with ERR.
+_SCRIPT_ERROR = re.compile(r"^(ERR .*)?ratekeeper:")
 
 from ratekeeper import (
     Decision,
@@ -61,6 +65,7 @@ __all__ = [
     "AsyncRedisPolicy",
     "AsyncRedisReservation",
     "RedisDecision",
+    "ScriptError",
     "RedisReservation",
     "RedisLimiter",
     "RedisPolicy",
@@ -95,6 +100,18 @@ _KeyFallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter]
 _RequestFallback = Union[Literal["open", "closed"], Limiter, Policy]
 _Fallback = Union[_KeyFallback, _RequestFallback]
 _T = TypeVar("_T")
+
+
+class ScriptError(RuntimeError):
+    """An error reply of the ratekeeper script itself (a client and script
+    that disagree: a bug, never a fault of the store), raised as it is rather
+    than answered by ``on_error``; the redis-py error is its ``__cause__``."""
+
+
+def _script_errors(error: ResponseError) -> None:
+    """Raises ``error`` as a ``ScriptError`` when the script itself replied it."""
+    if _SCRIPT_ERROR.match(str(error)):
+        raise ScriptError(str(error)) from error
 
 
 class RedisDecision(Decision):
@@ -630,7 +647,11 @@ class _Sync:
         self._queues: dict[tuple[bytes, ...], list[_Slot]] = {}
 
     def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
-        reply: _Reply = self._script(keys=keys, args=args)
+        try:
+            reply: _Reply = self._script(keys=keys, args=args)
+        except ResponseError as error:
+            _script_errors(error)
+            raise
         return reply
 
     def _decide(
@@ -784,7 +805,11 @@ class _Async:
         self._queues: dict[tuple[bytes, ...], list[tuple[int, Any, asyncio.Future[RedisDecision]]]] = {}
 
     async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
-        reply: _Reply = await self._script(keys=keys, args=args)
+        try:
+            reply: _Reply = await self._script(keys=keys, args=args)
+        except ResponseError as error:
+            _script_errors(error)
+            raise
         return reply
 
     async def _decide(

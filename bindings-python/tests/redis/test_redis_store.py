@@ -25,7 +25,7 @@ from redis_fixtures import Server, client, cluster_url, own_server, url
 
 import ratekeeper
 from ratekeeper._ratekeeper import REDIS_SCRIPT
-from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy
+from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy, ScriptError
 
 # How long a decision takes while the server is down is the client's business
 # (its timeouts and retries): here, no retries.
@@ -489,6 +489,39 @@ def test_a_batch_falls_back_for_each_callers_own_request() -> None:
     for t in threads:
         t.join()
     assert [d.allowed for d in decisions] == [True] * 8
+
+
+class RefusingClient(redis.Redis):
+    """A client whose script answers as a script that disagrees with it would."""
+
+    def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+        raise redis.ResponseError("ratekeeper: protocol version 2 is not 1")
+
+
+class AsyncRefusingClient(redis.asyncio.Redis):
+    async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+        raise redis.ResponseError("ERR ratekeeper: unknown mode x")
+
+
+def test_the_scripts_own_errors_are_raised_not_answered_by_on_error() -> None:
+    # A bug (a client and script that disagree), not a fault of the store:
+    # on_error must not hide it, as the Node client does not.
+    limiter = RedisLimiter(RefusingClient(port=1), ratekeeper.Gcra(1, 1.0), on_error="open")
+    for call in (lambda: limiter.try_acquire("k"), lambda: limiter.peek("k"), lambda: limiter.reserve("k"), lambda: limiter.refund("k", 1)):
+        with pytest.raises(ScriptError, match="^ratekeeper: protocol version") as caught:
+            call()
+        assert isinstance(caught.value.__cause__, redis.ResponseError)
+        assert not isinstance(caught.value, redis.RedisError)
+
+    async def main() -> None:
+        policy = AsyncRedisPolicy(AsyncRefusingClient(port=1), "5/minute", on_error="open")
+        with pytest.raises(ScriptError, match="unknown mode"):
+            await policy.try_acquire({})
+        # Batched callers get the leader's error, each.
+        results = await asyncio.gather(*(policy.try_acquire({}) for _ in range(3)), return_exceptions=True)
+        assert [type(r) for r in results] == [ScriptError] * 3
+
+    asyncio.run(main())
 
 
 def hammer(url: str, results: Any) -> None:
