@@ -321,7 +321,8 @@ export interface KeyedOptions {
   /**
    * At the bound, a new key makes room by forgetting the keys nearest to
    * fresh (`'nearest_fresh'`, the default: a forgotten key may be admitted
-   * early by at most one limit's worth), or fails with `store_full` (`'refuse'`).
+   * early by what its state still held, reservations booked ahead included),
+   * or fails with `store_full` (`'refuse'`).
    */
   eviction?: 'nearest_fresh' | 'refuse'
 }
@@ -381,7 +382,11 @@ export interface PolicyConfig {
   limits: LimitConfig[] | LimiterLimit[]
 }
 
-/** Options of `Policy`: for a rate string, its algorithm and fields; the clock. */
+/**
+ * Options of `Policy`: for a rate string, its algorithm and fields (beside a
+ * configuration, which names each limit's, they are a RangeError
+ * `invalid_value`); the clock.
+ */
 export interface PolicyOptions {
   algorithm?: LimitConfig['algorithm']
   by?: string[]

@@ -551,7 +551,8 @@ algorithm_class!(
     ///
     /// An event at ``t`` leaves the window exactly at ``t + window``, so "1
     /// per second" admits calls exactly 1 s apart. Memory for up to
-    /// ``2 * limit`` entries (at most 2^20 ``limit``) is taken once, here.
+    /// ``2 * limit`` entries (at most 2^20 ``limit``) is taken once, here;
+    /// the logs a ``KeyedLimiter`` keeps per key grow with their events.
     PySlidingWindowLog, "SlidingWindowLog", SlidingWindowLog(limit, window),
     "(limit, window, *, name='default', clock=None)" {}
 );

@@ -135,6 +135,21 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.reserve_after_with(key, ByteKey::new, now, cost, wait))
     }
 
+    /// See [`KeyedLimiter::peek_decision`].
+    pub(crate) fn peek_decision(
+        &self,
+        key: &[u8],
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        each!(&self.0, s => s.peek_decision(key, now, cost))
+    }
+
+    /// See [`KeyedLimiter::refuses`].
+    pub(crate) fn refuses(&self, key: &[u8], now: Nanos) -> Result<(), Error> {
+        each!(&self.0, s => s.refuses(key, now))
+    }
+
     /// See [`KeyedLimiter::would_book`].
     pub(crate) fn would_book(
         &self,

@@ -129,6 +129,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
             .retain_mut(|(key, value)| keep(key, value));
     }
 
+    /// Every value, in arrival order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
+        self.entries.iter().map(|(_, value)| value)
+    }
+
     /// Every value, to change, in arrival order.
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.entries.iter_mut().map(|(_, value)| value)
@@ -136,7 +141,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
 }
 
 /// Renumbers a table's positions when dropped, if its length changed from
-/// `before`: one pass, keeping the positions' capacity.
+/// `before`: one pass, keeping the positions' capacity, unless the table is
+/// down to a quarter of its entries' capacity: then both give memory back,
+/// keeping room for the table to double.
 struct Renumber<'a, K: Hash, V, S: BuildHasher> {
     table: &'a mut KeyTable<K, V, S>,
     before: usize,
@@ -153,10 +160,23 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
             return;
         }
         positions.clear();
+        if entries.len() <= entries.capacity() / 4 {
+            let room = entries.len() * 2;
+            entries.shrink_to(room);
+            shrink_positions(positions, room);
+        }
         for (at, (key, _)) in entries.iter().enumerate() {
             insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
         }
     }
+}
+
+/// Shrinks the emptied `positions` to hold `room` positions. Not generic,
+/// and never inlined, so that its code is in the build once.
+#[inline(never)]
+fn shrink_positions(positions: &mut HashTable<u32>, room: usize) {
+    debug_assert!(positions.is_empty());
+    positions.shrink_to(room, |_| 0); // empty: nothing to rehash
 }
 
 /// Adds the position `at`, of an entry whose key hashes to `hash`, to

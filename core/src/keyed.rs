@@ -17,7 +17,8 @@ pub trait Keyed: Limiter + Clone {
     /// What a store keeps per key.
     type State;
 
-    /// The state of a key never seen: a fresh limiter.
+    /// The state of a key never seen: a fresh limiter, whatever this one
+    /// has seen.
     fn new_state(&self) -> Self::State;
 
     /// Runs `f` on the limiter that `state` stands for, the store having
@@ -63,7 +64,7 @@ macro_rules! keyed_by_clone {
             type State = $ty;
 
             fn new_state(&self) -> $ty {
-                self.clone()
+                self.fresh()
             }
 
             #[inline]
@@ -96,7 +97,9 @@ pub enum Eviction {
     /// Forget the keys nearest to fresh (the smallest `reset_after`),
     /// `max_keys / 16` of them (at least one) at a time. A forgotten key
     /// starts fresh when it returns, so it may be admitted early by what its
-    /// state still held: at most one limit's worth, and the least of any key.
+    /// state still held: the least of any key's, but with reservations
+    /// booked ahead that may be more than one limit's worth (a key that
+    /// booked ten limits' worth and was forgotten may book ten more).
     #[default]
     NearestFresh,
     /// Keep every key and fail the request with [`Error::StoreFull`].
@@ -137,12 +140,17 @@ impl Eviction {
 /// (a full bucket cannot be told from a new one) are reclaimed lazily: when
 /// the store has doubled since the last sweep, a new key triggers one pass
 /// that drops every fresh key. Nothing is lost, and there are no timers or
-/// threads. A store whose new keys start short of fresh (a token bucket
+/// threads; but for a token bucket with interval refill, whose periods
+/// count from its first call: a full key dropped and seen again counts its
+/// periods from its next call, so its next refill may come later than it
+/// would have (never sooner). A store whose new keys start short of fresh (a token bucket
 /// whose `initial_tokens` are below its capacity) drops no key, since a
 /// full key is not a new one: bound such a store with `max_keys`. With
 /// [`with_max_keys`](Self::with_max_keys) the store never holds
 /// more than `max_keys` keys (and never more than 2^32 - 1: a store without a
 /// bound treats that as its bound); see [`Eviction`] for what happens there.
+/// A full store sweeps again only once a key it holds may be fresh (or
+/// after a refund), so that refusing new keys costs no pass over the keys.
 ///
 /// **Time** is kept per store: a call at a `now` earlier than the latest
 /// time the store has seen (for any key) is decided as of that latest time,
@@ -172,13 +180,18 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     /// Whether a key back to fresh may be dropped: whether a new key comes
     /// back to fresh, rather than starting short of it.
     drops_fresh: bool,
+    /// The earliest time at which a key held may be fresh, as of the last
+    /// sweep (a refund forgets it: 0): until then, sweeping a full store
+    /// would drop nothing.
+    next_fresh: u64,
 }
 
 /// The fewest keys a store holds before it sweeps.
 const FIRST_SWEEP: usize = 64;
 
 impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
-    /// A store in which every key starts as a fresh `prototype`.
+    /// A store in which every key starts as a fresh `prototype` (whatever
+    /// `prototype` itself has seen).
     pub fn new(prototype: L) -> Self {
         Self::with_hasher(prototype, DefaultHashBuilder::default())
     }
@@ -202,6 +215,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             max_keys: None,
             eviction: Eviction::default(),
             sweep_at: FIRST_SWEEP,
+            next_fresh: 0,
         }
     }
 
@@ -305,18 +319,82 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     }
 
     /// The answer `try_acquire` would give, without consuming anything or
-    /// inserting the key.
+    /// inserting the key: [`Error::StoreFull`] too, for a new key that a
+    /// full store under [`Eviction::Refuse`] would refuse.
     pub fn peek<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
     where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K>,
     {
+        if self.eviction == Eviction::Refuse && !self.states.contains_key(key) {
+            // As `apply` would: decide on a new key's state, which goes in
+            // unless it is left fresh.
+            let (at, lag) = self.effective(now);
+            let mut state = self.prototype.new_state();
+            let decision = self
+                .prototype
+                .with_state(&mut state, at, |l| l.try_acquire(at, cost))?;
+            if !self.prototype.read_state(&state, at, |l| is_fresh(l, at)) {
+                self.refuses_new_key(at)?;
+            }
+            return Ok(after(decision, lag));
+        }
+        self.peek_decision(key, now, cost)
+    }
+
+    /// [`Self::peek`] without the refusal of a new key: a policy asks each
+    /// limit this, and [`Self::refuses`] once all admit.
+    pub(crate) fn peek_decision<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
         let (now, lag) = self.effective(now);
         let decision = match self.states.get(key) {
             Some(state) => self.prototype.read_state(state, now, |l| l.peek(now, cost)),
-            None => self.prototype.peek(now, cost),
+            None => {
+                let fresh = self.prototype.new_state();
+                self.prototype
+                    .read_state(&fresh, now, |l| l.peek(now, cost))
+            }
         };
         decision.map(|d| after(d, lag))
+    }
+
+    /// Fails as inserting `key` at `now` would under [`Eviction::Refuse`]
+    /// (with [`Error::StoreFull`]), changing nothing: [`Self::make_room_for`]
+    /// without its sweep.
+    pub(crate) fn refuses<Q>(&self, key: &Q, now: Nanos) -> Result<(), Error>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        if self.eviction != Eviction::Refuse || self.states.contains_key(key) {
+            return Ok(());
+        }
+        self.refuses_new_key(self.effective(now).0)
+    }
+
+    /// Fails as inserting a new key at `now` (the effective time) would
+    /// under [`Eviction::Refuse`]: the store full, and no key a sweep would
+    /// drop.
+    fn refuses_new_key(&self, now: Nanos) -> Result<(), Error> {
+        let max_keys = self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN);
+        if self.states.len() < max_keys {
+            return Ok(());
+        }
+        let prototype = &self.prototype;
+        let sweep_frees = self.drops_fresh
+            && now.0 >= self.next_fresh
+            && self
+                .states
+                .values()
+                .any(|state| prototype.read_state(state, now, |l| is_fresh(l, now)));
+        if sweep_frees {
+            Ok(())
+        } else {
+            Err(Error::StoreFull {
+                max_keys: max_keys as u64,
+            })
+        }
     }
 
     /// Books `cost` for `key` like [`Limiter::reserve`].
@@ -431,21 +509,29 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         if let Some(state) = self.states.get_mut(key) {
             self.prototype
                 .with_state(state, latest, |l| l.refund(taken_at, cost));
+            // The key may be fresh sooner than the last sweep found.
+            self.next_fresh = 0;
         }
     }
 
-    /// Drops every key that is back to fresh at `now`. Calls do this on
-    /// their own as the map grows; call it to shrink an idle store.
+    /// Drops every key that is back to fresh at `now`, and gives memory back
+    /// when that leaves the store at a quarter of its room or less. Calls do
+    /// this on their own as the map grows; call it to shrink an idle store.
     pub fn reclaim(&mut self, now: Nanos) {
         let (now, _) = self.effective(now);
         // Kept as a call's time is: a key dropped as fresh at `now` must not
         // then be judged fresh at an earlier time, where it was not.
         self.latest = now.0;
+        let mut next_fresh = u64::MAX;
         if self.drops_fresh {
             let prototype = &self.prototype;
-            self.states
-                .retain(|_, state| !prototype.with_state(state, now, |l| is_fresh(l, now)));
+            self.states.retain(|_, state| {
+                let reset = prototype.with_state(state, now, |l| reset_after(l, now));
+                next_fresh = next_fresh.min(now.0.saturating_add(reset));
+                reset != 0
+            });
         }
+        self.next_fresh = next_fresh;
         self.sweep_at = (self.states.len() * 2).max(FIRST_SWEEP);
     }
 
@@ -518,7 +604,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     fn make_room(&mut self, now: Nanos) -> Result<(), Error> {
         let max_keys = self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN);
         let full = |s: &Self| s.states.len() >= max_keys;
-        if self.states.len() >= self.sweep_at || full(self) {
+        if self.states.len() >= self.sweep_at || (full(self) && now.0 >= self.next_fresh) {
             self.reclaim(now);
         }
         if !full(self) {
@@ -538,12 +624,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Drops the `count` keys with the smallest `reset_after` at `now`.
     fn evict_nearest_fresh(&mut self, now: Nanos, count: usize) {
         let prototype = &self.prototype;
-        let reset = |state: &mut L::State| {
-            prototype.with_state(state, now, |l| match l.peek(now, 0) {
-                Ok(d) => d.reset_after.0,
-                Err(_) => u64::MAX,
-            })
-        };
+        let reset =
+            |state: &mut L::State| prototype.with_state(state, now, |l| reset_after(l, now));
         let mut resets: Vec<u64> = self.states.values_mut().map(reset).collect();
         let count = count.min(resets.len());
         if count == 0 {
@@ -569,7 +651,12 @@ fn nth_smallest(values: &mut [u64], index: usize) -> u64 {
 
 /// Whether `limiter` is back to a fresh limiter's state at `now`.
 fn is_fresh<L: Limiter>(limiter: &L, now: Nanos) -> bool {
-    matches!(limiter.peek(now, 0), Ok(d) if d.reset_after == Nanos::ZERO)
+    reset_after(limiter, now) == 0
+}
+
+/// How long after `now` `limiter` is back to a fresh limiter's state, in ns.
+fn reset_after<L: Limiter>(limiter: &L, now: Nanos) -> u64 {
+    limiter.peek(now, 0).map_or(u64::MAX, |d| d.reset_after.0)
 }
 
 /// `decision` as seen from a `now` that lags the store's time by `lag`.

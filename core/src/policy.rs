@@ -166,7 +166,9 @@ impl Policy {
     }
 
     /// The answer [`try_acquire`](Self::try_acquire) would give, consuming
-    /// nothing.
+    /// nothing: [`Error::StoreFull`] too, where a full store under
+    /// [`Eviction::Refuse`](crate::Eviction::Refuse) would refuse the
+    /// request's new key.
     pub fn peek(
         &mut self,
         request: &[(&str, &[u8])],
@@ -174,6 +176,16 @@ impl Policy {
         cost: u64,
     ) -> Result<PolicyDecision, Error> {
         self.peek_all(request, now, cost)?;
+        if self.decisions.iter().all(|d| d.allowed) {
+            // As `make_room`, without its sweeps.
+            for (i, limit) in self.limits.iter().enumerate() {
+                if cost > 0 || !limit.store.drops_fresh() {
+                    limit
+                        .store
+                        .refuses(key_of(&self.keys, &self.ends, i), now)?;
+                }
+            }
+        }
         Ok(self.combined())
     }
 
@@ -284,13 +296,14 @@ impl Policy {
         self.decisions.clear();
         for (i, limit) in self.limits.iter().enumerate() {
             let key = key_of(&self.keys, &self.ends, i);
-            self.decisions.push(limit.store.peek(key, now, cost)?);
+            self.decisions
+                .push(limit.store.peek_decision(key, now, cost)?);
         }
         if self.decisions.iter().any(|d| !d.allowed) {
             for (i, limit) in self.limits.iter().enumerate() {
                 if self.decisions[i].allowed {
                     let key = key_of(&self.keys, &self.ends, i);
-                    self.decisions[i] = limit.store.peek(key, now, 0)?;
+                    self.decisions[i] = limit.store.peek_decision(key, now, 0)?;
                 }
             }
         }

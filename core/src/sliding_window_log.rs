@@ -1,7 +1,7 @@
 //! The exact sliding-window log.
 
-use alloc::boxed::Box;
 use alloc::vec;
+use alloc::vec::Vec;
 
 use crate::limiter::check_cost;
 use crate::nanos::{booking_slot, since};
@@ -10,7 +10,7 @@ use crate::{Decision, Error, Limiter, Nanos};
 
 /// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps up to
 /// `2 * limit` 16-byte entries (the current window and one window of
-/// reservations), allocated up front; larger limits belong to a token bucket.
+/// reservations); larger limits belong to a token bucket.
 pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 
 /// An exact sliding window: a log of the admitted events of the last `window`.
@@ -24,9 +24,14 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// **Guarantee.** In every half-open interval `[a, a + window)`, at most
 /// `limit` units are admitted; there is no burst beyond `limit`.
 ///
-/// The history lives in a ring allocated when the log is built; a decision
-/// never allocates. [`reserve`](Limiter::reserve) books an event at the
-/// future instant it fits, at most one window of bookings ahead.
+/// The history lives in a ring of up to `2 * limit` entries, one per
+/// instant with events. [`SlidingWindowLog::new`] allocates it whole (so
+/// do `reconfigure` and restoring state; a clone keeps its size), so that a
+/// decision never allocates; the logs a [`KeyedLimiter`](crate::KeyedLimiter)
+/// keeps per key start empty and grow as their events arrive (doubling),
+/// so that a key costs memory in proportion to its events, not to the
+/// limit. [`reserve`](Limiter::reserve) books an event at the future
+/// instant it fits, at most one window of bookings ahead.
 ///
 /// ```
 /// use ratekeeper::{Limiter, Nanos, SlidingWindowLog};
@@ -41,9 +46,10 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 pub struct SlidingWindowLog {
     limit: u64,
     window: u64,
-    /// Admitted and booked events, oldest first; events of one instant share
-    /// an entry.
-    ring: Box<[Entry]>,
+    /// Admitted and booked events, oldest first from `head`, wrapping; events
+    /// of one instant share an entry. At most [`SlidingWindowLog::room`]
+    /// entries, grown as needed (see [`SlidingWindowLog::grow`]).
+    ring: Vec<Entry>,
     head: usize,
     len: usize,
     /// The sum of the costs in `ring`.
@@ -59,7 +65,8 @@ struct Entry {
 }
 
 impl SlidingWindowLog {
-    /// This configuration, never called: an empty log.
+    /// This configuration, never called: an empty log, whose ring is
+    /// allocated as it fills (what a keyed store keeps for a new key).
     pub(crate) fn fresh(&self) -> Self {
         Self::empty(self.limit, self.window)
     }
@@ -81,21 +88,45 @@ impl SlidingWindowLog {
                 max: MAX_LOG_LIMIT,
             });
         }
-        Ok(Self::empty(limit, window.0))
+        let mut log = Self::empty(limit, window.0);
+        log.allocate();
+        Ok(log)
     }
 
     fn empty(limit: u64, window: u64) -> Self {
         SlidingWindowLog {
             limit,
             window,
-            // Every entry costs at least 1: `limit` entries hold a window,
-            // `limit` more hold a window of bookings.
-            ring: vec![Entry::default(); 2 * limit as usize].into_boxed_slice(),
+            ring: Vec::new(),
             head: 0,
             len: 0,
             used: 0,
             latest: Nanos::ZERO,
         }
+    }
+
+    /// The most entries the ring holds. Every entry costs at least 1:
+    /// `limit` entries hold a window, `limit` more a window of bookings.
+    fn room(&self) -> usize {
+        2 * self.limit as usize
+    }
+
+    /// Allocates the whole ring of an empty log, so that no decision allocates.
+    fn allocate(&mut self) {
+        debug_assert_eq!(self.len, 0);
+        self.ring = vec![Entry::default(); self.room()];
+        self.head = 0;
+    }
+
+    /// Doubles the ring (at least 4 entries, at most `room`), its entries
+    /// oldest first from the start. Cold: a log built by `new` never grows.
+    #[cold]
+    fn grow(&mut self) {
+        let size = (self.ring.len() * 2).max(4).min(self.room());
+        let mut ring = Vec::with_capacity(size);
+        ring.extend((0..self.len).map(|i| self.entry(i)));
+        ring.resize(size, Entry::default());
+        (self.ring, self.head) = (ring, 0);
     }
 
     /// The length of the window.
@@ -116,8 +147,9 @@ impl SlidingWindowLog {
         let view = self.view_at(self.latest.max(now));
         self.apply(&view);
         let mut new = new.fresh();
+        new.allocate();
         new.latest = self.latest;
-        let skip = self.len.saturating_sub(new.ring.len());
+        let skip = self.len.saturating_sub(new.room());
         let merged: u64 = (0..skip).map(|i| self.entry(i).cost).sum();
         for i in skip..self.len {
             let entry = self.entry(i);
@@ -155,7 +187,9 @@ impl SlidingWindowLog {
 
     /// Makes `view` the log's state: drops the expired entries.
     fn apply(&mut self, view: &View) {
-        self.head = (self.head + view.expired) % self.ring.len();
+        if view.expired > 0 {
+            self.head = (self.head + view.expired) % self.ring.len();
+        }
         self.len -= view.expired;
         self.used = view.used;
         self.latest = view.latest;
@@ -203,7 +237,10 @@ impl SlidingWindowLog {
             }
         }
         if self.len == self.ring.len() {
-            return false;
+            if self.len == self.room() {
+                return false;
+            }
+            self.grow();
         }
         let slot = (self.head + self.len) % self.ring.len();
         self.ring[slot] = Entry { at, cost };
@@ -352,7 +389,9 @@ impl Codec for SlidingWindowLog {
 
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = Nanos(r.varint()?);
-        let len = r.at_most(self.ring.len() as u64)? as usize;
+        let len = r.at_most(self.room() as u64)? as usize;
+        (self.len, self.used) = (0, 0);
+        self.allocate();
         let (mut at, mut used) = (0u64, 0u64);
         for i in 0..len {
             let step = r.varint()?;
@@ -378,5 +417,55 @@ impl Codec for SlidingWindowLog {
         }
         (self.head, self.len, self.used) = (0, len, used);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Keyed, Portable};
+
+    #[test]
+    fn a_keyed_stores_logs_grow_with_their_events_not_the_limit() {
+        let room = 2 * MAX_LOG_LIMIT as usize;
+        let mut built = SlidingWindowLog::new(MAX_LOG_LIMIT, Nanos(1_000)).unwrap();
+        assert_eq!(built.ring.len(), room);
+        // What a store keeps for a new key: nothing allocated yet.
+        let mut key = built.new_state();
+        assert_eq!(key.ring.capacity(), 0);
+        for t in 0..5 {
+            assert!(key.try_acquire(Nanos(t), 1).unwrap().allowed);
+            built.try_acquire(Nanos(t), 1).unwrap();
+        }
+        assert_eq!(key.ring.len(), 8);
+        assert_eq!(key, built);
+        // A clone keeps its size; a reconfigured and a restored log hold the
+        // whole ring.
+        assert_eq!(built.clone().ring.len(), room);
+        key.reconfigure(Nanos(5), built.clone());
+        assert_eq!(key.ring.len(), room);
+        let mut restored = built.new_state();
+        restored.restore(&built.to_bytes()).unwrap();
+        assert_eq!((restored.ring.len(), &restored), (room, &built));
+    }
+
+    #[test]
+    fn a_growing_ring_keeps_its_entries_in_order() {
+        // Entries that wrap round the ring when it grows, then expire,
+        // refund and book as in a ring built whole.
+        let mut whole = SlidingWindowLog::new(8, Nanos(10)).unwrap();
+        let mut grown = whole.new_state();
+        for t in [0, 1, 2, 3, 12, 13, 14, 15, 16, 17, 18, 30] {
+            for log in [&mut whole, &mut grown] {
+                log.try_acquire(Nanos(t), 1).unwrap();
+                log.refund(Nanos(t - t % 7), 1);
+                log.reserve(Nanos(t), 2, Nanos(5)).unwrap().ok();
+            }
+            assert_eq!(grown, whole, "at {t}");
+            assert_eq!(
+                grown.peek(Nanos(t), 3).unwrap(),
+                whole.peek(Nanos(t), 3).unwrap()
+            );
+        }
     }
 }

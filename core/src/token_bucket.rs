@@ -383,9 +383,10 @@ impl<const N: usize> Keyed for TokenBucket<N> {
     type State = BucketState<N>;
 
     fn new_state(&self) -> BucketState<N> {
+        let fresh = self.fresh();
         BucketState {
-            bands: self.bands,
-            updated: self.updated,
+            bands: fresh.bands,
+            updated: fresh.updated,
         }
     }
 

@@ -171,6 +171,97 @@ fn max_keys_bounds_the_store_under_either_rule() {
 }
 
 #[test]
+fn a_full_refusing_store_admits_a_new_key_once_one_is_fresh_or_refunded() {
+    // Refusing skips the sweep until a key may be fresh: the answers must
+    // be those of a store that swept on every refused key.
+    let gcra = Gcra::new(1, Nanos(1_000)).unwrap();
+    let mut refusing = KeyedLimiter::new(gcra)
+        .with_max_keys(2, Eviction::Refuse)
+        .unwrap();
+    refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
+    refusing.try_acquire(&2u64, Nanos(500), 1).unwrap();
+    for now in [500, 600, 999] {
+        // peek answers as try_acquire then does.
+        let peeked = refusing.peek(&3u64, Nanos(now), 1).unwrap_err();
+        assert_eq!(peeked.code(), "store_full");
+        let err = refusing.try_acquire(&3u64, Nanos(now), 1).unwrap_err();
+        assert_eq!(err.code(), "store_full");
+    }
+    assert!(refusing.peek(&3u64, Nanos(999), 0).unwrap().allowed); // inserts nothing
+    assert!(refusing.peek(&3u64, Nanos(1_000), 1).unwrap().allowed);
+    // Key 1 is fresh at 1,000: its place goes to key 3.
+    assert!(
+        refusing
+            .try_acquire(&3u64, Nanos(1_000), 1)
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(
+        refusing
+            .try_acquire(&4u64, Nanos(1_000), 1)
+            .unwrap_err()
+            .code(),
+        "store_full"
+    );
+    // A refund makes key 2 fresh before the time the last sweep found.
+    refusing.refund(&2u64, Nanos(500), 1);
+    assert!(refusing.peek(&4u64, Nanos(1_001), 1).unwrap().allowed);
+    assert!(
+        refusing
+            .try_acquire(&4u64, Nanos(1_001), 1)
+            .unwrap()
+            .allowed
+    );
+    assert_eq!(refusing.len(), 2);
+}
+
+#[test]
+fn a_store_built_from_a_used_limiter_starts_every_key_fresh() {
+    // The bindings build stores from fresh copies; a Rust caller may not.
+    let mut window = FixedWindow::new(2, Nanos(1_000)).unwrap();
+    window.try_acquire(Nanos(0), 2).unwrap();
+    let mut gcra = Gcra::new(2, Nanos(1_000)).unwrap();
+    gcra.try_acquire(Nanos(0), 2).unwrap();
+    let mut log = SlidingWindowLog::new(2, Nanos(1_000)).unwrap();
+    log.try_acquire(Nanos(0), 2).unwrap();
+    let mut bucket = TokenBucket::new(2, 1, Nanos(1_000)).unwrap();
+    bucket.try_acquire(Nanos(0), 2).unwrap();
+    fn check<L: ratekeeper::Keyed>(used: L) {
+        let mut store = KeyedLimiter::new(used);
+        let peeked = store.peek("k", Nanos(10), 2).unwrap();
+        assert!(peeked.allowed && peeked.remaining == 0, "{peeked:?}");
+        assert_eq!(store.try_acquire("k", Nanos(10), 2).unwrap(), peeked);
+    }
+    check(window);
+    check(gcra);
+    check(log);
+    check(bucket);
+}
+
+#[test]
+fn a_sweep_that_empties_most_of_a_store_gives_memory_back() {
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(10)).unwrap());
+    for key in 0..10_000u64 {
+        store.try_acquire(&key, Nanos(0), 1).unwrap();
+    }
+    let full = store.allocation_size();
+    store.reclaim(Nanos(5));
+    assert_eq!((store.len(), store.allocation_size()), (10_000, full));
+    store.reclaim(Nanos(10));
+    assert!(store.is_empty());
+    assert!(
+        store.allocation_size() < full / 100,
+        "{} of {full} bytes kept",
+        store.allocation_size()
+    );
+    // And it grows again.
+    for key in 0..1_000u64 {
+        assert!(store.try_acquire(&key, Nanos(20), 1).unwrap().allowed);
+    }
+    assert_eq!(store.len(), 1_000);
+}
+
+#[test]
 fn time_is_kept_per_store() {
     // A window full at t = 250 must not reopen for a key dropped as fresh
     // and then seen at an earlier time.
