@@ -185,7 +185,11 @@ function createApi(B) {
       this.#h = built.handle;
       if (handles !== null) handles.register(this, built.handle);
       this.#name = name === undefined ? 'default' : name;
-      this.#clock = clock === undefined ? defaultClock : clock;
+      // A calendar's windows are UTC days, weeks and months: such a limiter
+      // reads the epoch clock by default (through the global each time, as
+      // fake timers replace it), as a Policy and the Python binding do.
+      const calendar = options != null && options.calendar != null;
+      this.#clock = clock === undefined ? (calendar ? () => Date.now() : defaultClock) : clock;
     }
 
     static {
@@ -233,6 +237,12 @@ function createApi(B) {
 
     reconfigure(other, nowMs) {
       if (!(other instanceof Limiter)) badType('other', 'a limiter');
+      if (this.#clock === defaultClock && other.calendar !== null) {
+        throw Object.assign(
+          new RangeError('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now'),
+          { code: 'invalid_value' },
+        );
+      }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
       this.#config = null;
     }
@@ -838,8 +848,8 @@ function createApi(B) {
     #clock;
 
     constructor(config, options) {
-      let algorithm = 'token_bucket';
-      let by = [];
+      let algorithm;
+      let by;
       let clock;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
@@ -856,8 +866,19 @@ function createApi(B) {
           clock = options.clock;
         }
       }
-      if (typeof config === 'string') {
-        this.#h = config.trimStart().startsWith('{') ? B.policyFromConfig(configData(config)) : B.policyFromRates(config, algorithm, by);
+      const rates = typeof config === 'string' && !config.trimStart().startsWith('{');
+      // As in Python: silently dropped, `by` would leave one global limit
+      // where the caller asked for one per user.
+      if (!rates && (algorithm !== undefined || by !== undefined)) {
+        throw Object.assign(
+          new RangeError("`algorithm` and `by` apply only to a rate string; a configuration names each limit's"),
+          { code: 'invalid_value' },
+        );
+      }
+      if (rates) {
+        this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);
+      } else if (typeof config === 'string') {
+        this.#h = B.policyFromConfig(configData(config));
       } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
         this.#h = fromLimiters(config.limits);
       } else if (config !== null && typeof config === 'object') {
@@ -887,6 +908,9 @@ function createApi(B) {
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
     static fromRates(rates, options) {
       if (typeof rates !== 'string') badType('rates', 'a string');
+      // Rates only, as in Python: JSON text is fromConfig's, and the rate
+      // parser refuses it, naming the place.
+      if (rates.trimStart().startsWith('{')) B.policyFromRates(rates, 'token_bucket', []);
       return new Policy(rates, options);
     }
 

@@ -355,6 +355,13 @@ impl PyReservation {
         }
     }
 
+    /// The wait from `now` (on the clock it was booked on) to the booked
+    /// slot; zero once it has come, or when nothing was booked.
+    pub fn left(&self, now: Nanos) -> Nanos {
+        self.slot()
+            .map_or(Nanos::ZERO, |slot| slot.saturating_sub(now))
+    }
+
     /// The booked slot, if any.
     fn slot(&self) -> Option<Nanos> {
         let wait = *self.booked.as_ref().ok()?;

@@ -182,7 +182,8 @@ limiter_methods!(
         ///
         /// ``other`` is a limiter of the same class (for a token bucket, with as
         /// many bandwidths), usually fresh; only its configuration is used, not
-        /// its name, clock or state. How the state carries over depends on the
+        /// its name, clock or state (a calendar limiter needs a limiter on
+        /// ``time.time``: one on the default ``time.monotonic`` refuses it). How the state carries over depends on the
         /// algorithm: a bucket keeps its whole tokens (capped at the new
         /// capacity), a window its counts.
         #[pyo3(signature = (other, *, now = None))]
@@ -203,6 +204,13 @@ limiter_methods!(
             // Cloned first: `other` may be `slf`, whose lock is taken next.
             let new = other.get().lock().clone();
             let this = slf.get();
+            // A calendar's windows are UTC days: on `time.monotonic` they
+            // would follow the machine's uptime.
+            if new.calendar().is_some() && this.shared.clock().is_none() {
+                let reason = "follows a calendar, which needs time.time, and this limiter reads \
+                              time.monotonic: build it with clock=time.time";
+                return Err(to_py(py, Error::InvalidValue { name: "other", reason }));
+            }
             let now = this.shared.now(py, now)?;
             let mut core = this.lock();
             let result = core.reconfigure(now, new);

@@ -280,9 +280,10 @@ limiter_methods!(
         ) -> PyResult<Self> {
             let rates = config
                 .and_then(|config| config.cast::<PyString>().ok())
-                .map(|text| convert::text(text, "config").map(|t| t.trim_start().to_owned()))
+                .map(|text| convert::text(text, "config").map(str::to_owned))
                 .transpose()?
-                .filter(|text| !text.starts_with('{'));
+                // Whole, so that a syntax error names its place in the text given.
+                .filter(|text| !text.trim_start().starts_with('{'));
             let policy = match (config, rates) {
                 (_, Some(rates)) => {
                     let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;

@@ -397,6 +397,18 @@ macro_rules! limiter_methods {
                 $crate::shared::book_reservation(slf, target, cost, timeout)
             }
 
+            /// Seconds from the clock's reading to ``reservation``'s slot, 0 once
+            /// it has come: ``acquire_async`` waits on this clock, not on its
+            /// loop's, whose timers may fire early (uvloop's count in ms).
+            fn _left(
+                slf: &Bound<'_, Self>,
+                reservation: &Bound<'_, $crate::decision::PyReservation>,
+            ) -> PyResult<f64> {
+                let shared = <Self as $crate::shared::Subject>::shared(slf.get());
+                let now = shared.now(slf.py(), None)?;
+                Ok(reservation.get().left(now).as_secs_f64())
+            }
+
             /// The floor of a method call, for the benchmark: takes ``try_acquire``'s
             /// arguments and does nothing.
             #[pyo3(signature = ($($target = None,)? cost = None, now = None))]

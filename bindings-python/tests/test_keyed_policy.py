@@ -465,6 +465,11 @@ def test_policies_from_rate_strings() -> None:
         Policy("10 per fortnight")
     assert raised.value.code == "invalid_syntax"
     assert "`rate` does not parse" in str(raised.value)
+    # The place is counted in the text given, leading spaces included, as
+    # from_rates and the JS builds count it.
+    for make in (Policy, Policy.from_rates):
+        with pytest.raises(RateLimitError, match="at byte 6$"):
+            make("   10/")
     with pytest.raises(RateLimitError, match="`algorithm` must be 'token_bucket'"):
         Policy.from_rates("1/second", algorithm="bucket")  # type: ignore[arg-type]
     with pytest.raises(RateLimitError):

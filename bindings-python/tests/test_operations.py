@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from fractions import Fraction
 
 import pytest
@@ -195,6 +196,18 @@ def test_reconfigure_takes_only_the_configuration_not_the_state(make: Make, call
     expected = reconfigured(make())
     assert reconfigured(used) == expected
     assert reconfigured(None) == expected  # itself
+
+
+def test_reconfigure_into_a_calendar_needs_the_epoch_clock() -> None:
+    # On time.monotonic, its "UTC days" followed the machine's uptime.
+    plain = FixedWindow(1, 1.0)
+    with pytest.raises(RateLimitError, match="`other` follows a calendar") as caught:
+        plain.reconfigure(FixedWindow.with_calendar(1, "day"))
+    assert caught.value.code == "invalid_value"
+    on_epoch = FixedWindow(1, 1.0, clock=time.time)
+    on_epoch.reconfigure(FixedWindow.with_calendar(1, "day"))
+    until_midnight = 86_400 - time.time() % 86_400
+    assert abs(on_epoch.try_acquire().reset_after - until_midnight) < 5
 
 
 def test_reconfigure_needs_the_same_class_and_bandwidth_count() -> None:

@@ -207,6 +207,41 @@ def test_cancelling_a_waiting_task_refunds() -> None:
     asyncio.run(main())
 
 
+def test_acquire_async_waits_on_the_limiters_clock_when_timers_fire_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    # uvloop's timers count in milliseconds and fire up to one early: an
+    # acquire_async that trusted its sleep returned before its slot.
+    clock = FakeClock(50.0)
+
+    async def early_sleep(seconds: float) -> None:
+        clock.sleep(seconds - 0.001 if seconds > 0.001 else seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", early_sleep)
+
+    async def main() -> None:
+        bucket = Gcra(1, 0.25, clock=clock)
+        for _ in range(4):
+            await bucket.acquire_async()
+            assert bucket.try_acquire(cost=0).allowed
+            # Its own slot has come: one more now would be the next slot's.
+            assert bucket.peek().retry_after > 0.24
+
+        assert clock.now >= 50.75
+
+    asyncio.run(main())
+
+
+def test_acquire_async_outside_asyncio_books_nothing() -> None:
+    # Driven by another runner (no asyncio loop running), it raises before
+    # booking: nothing is left booked.
+    bucket = Gcra(1, 10.0, clock=lambda: 5.0)
+    bucket.try_acquire()
+    before = bucket.peek().retry_after
+    coroutine = bucket.acquire_async()
+    with pytest.raises(RuntimeError):
+        coroutine.send(None)
+    assert bucket.peek().retry_after == before
+
+
 class Timeline:
     """A clock for ``clock=`` and an ``asyncio.sleep`` that waits for it:
     sleepers wake, in order, when ``advance`` reaches their time."""

@@ -150,6 +150,28 @@ describe('KeyedLimiter', () => {
 });
 
 describe('Policy', () => {
+  it('a calendar limiter reads the epoch clock by default, and reconfigure into one needs it', () => {
+    // On performance.now its days followed the process's start.
+    const daily = new FixedWindow({ limit: 1, calendar: 'day' });
+    const untilMidnight = 86_400_000 - (Date.now() % 86_400_000);
+    assert.ok(Math.abs(daily.tryAcquire().resetAfterMs - untilMidnight) < 5_000);
+    const plain = new FixedWindow({ limit: 1, windowMs: 1000 });
+    assertLimiterError(() => plain.reconfigure(new FixedWindow({ limit: 1, calendar: 'day' })), 'invalid_value', 'other');
+    const onEpoch = new FixedWindow({ limit: 1, windowMs: 1000, clock: () => Date.now() });
+    onEpoch.reconfigure(new FixedWindow({ limit: 1, calendar: 'day' }));
+    assert.equal(onEpoch.calendar, 'day');
+  });
+
+  it('refuses algorithm and by beside a configuration, and JSON text in fromRates, as Python does', () => {
+    // Dropped silently, `by` left one global limit where one per user was asked.
+    const config = { limits: [{ name: 'api', rate: '2/second' }] };
+    assertLimiterError(() => new Policy(config, { by: ['user'] }), 'invalid_value', 'algorithm');
+    assertLimiterError(() => new Policy(JSON.stringify(config), { algorithm: 'gcra' }), 'invalid_value', 'algorithm');
+    assertLimiterError(() => Policy.fromRates(JSON.stringify(config)), 'invalid_syntax', 'rate');
+    assert.deepEqual(new Policy('2/second', { by: ['user'] }).limits, [{ name: '2/second', by: ['user'] }]);
+    assert.deepEqual(new Policy(config, { clock: () => 0 }).limits, [{ name: 'api', by: [] }]);
+  });
+
   const config = {
     limits: [
       { name: 'per-user', algorithm: 'gcra', rate: '10/second', burst: 2, by: ['user'] },

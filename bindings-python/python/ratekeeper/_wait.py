@@ -41,24 +41,26 @@ _R = TypeVar("_R")
 # as it is and nobody moves; so is a policy's.
 _MOVES_UP = frozenset({"token_bucket", "gcra", "leaky_bucket"})
 
+# The most a loop's timer fires before its time, in seconds: uvloop's count
+# in whole milliseconds from a time cached at the start of each iteration.
+_EARLY = 0.002
+
 
 class _Waiter:
-    """An ``acquire_async`` sleeping until its slot: what it booked, when
-    that is on its loop's clock, how to book it again, and the future that
-    wakes it when its slot moved."""
+    """An ``acquire_async`` sleeping until its slot: what it booked, how to
+    book it again, and the future that wakes it when its slot moved."""
 
-    __slots__ = ("args", "cancels", "due", "error", "loop", "moved", "queue", "reservation", "task")
+    __slots__ = ("args", "cancels", "error", "loop", "moved", "queue", "reservation", "task")
 
-    def __init__(self, args: tuple[Any, ...], reservation: Any, queue: object) -> None:
+    def __init__(self, args: tuple[Any, ...], reservation: Any, queue: object, loop: asyncio.AbstractEventLoop) -> None:
         self.args = args
         self.reservation = reservation
         self.queue = queue
-        self.loop = asyncio.get_running_loop()
+        self.loop = loop
         self.task = asyncio.current_task()
         # A task may have caught a cancellation before and gone on without
         # uncancel(): only a request made since it began waiting counts.
         self.cancels = self._cancel_requests()
-        self.due = self.loop.time() + reservation.wait
         self.error: Optional[BaseException] = None
         self.moved: Optional[asyncio.Future[None]] = None
 
@@ -103,7 +105,7 @@ def _key_bytes(key: object) -> bytes:
 
 
 def _wake(waiter: _Waiter) -> None:
-    """Wakes ``waiter`` (on its own loop) to read its new ``due``, or its ``error``."""
+    """Wakes ``waiter`` (on its own loop) to read its new booking, or its ``error``."""
     moved = waiter.moved
     if moved is not None and not moved.done():
         moved.set_result(None)
@@ -132,7 +134,6 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
                 continue
             try:
                 other.reservation = booker._book(*other.args, None)
-                other.due = other.loop.time() + other.reservation.wait
             except Exception as error:  # the limiter refused: that waiter fails
                 other.error = error
             try:
@@ -161,13 +162,15 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     the slots it left (see ``_MOVES_UP``).
     """
     booker: Any = subject  # its arguments vary by class
+    # Before booking: without a running asyncio loop (another runner) this
+    # raises, and nothing is booked to give back.
+    loop = asyncio.get_running_loop()
     with _WAITING_LOCK:
         reservation = booker._book(*args, timeout)
         if reservation.wait <= 0:
             return
-        waiter = _Waiter(args, reservation, _queue_of(subject, args))
+        waiter = _Waiter(args, reservation, _queue_of(subject, args), loop)
         _WAITING.setdefault(id(subject), []).append(waiter)
-    loop = waiter.loop
     wait = reservation.wait
     try:
         while wait > 0:
@@ -179,13 +182,21 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 await asyncio.wait((sleeping, moved), return_when=asyncio.FIRST_COMPLETED)
             finally:
                 sleeping.cancel()
-            if not moved.done():
+            if moved.done():
+                if waiter.error is not None:
+                    raise waiter.error
+                # Booked again, earlier (however many withdrawals moved it
+                # before this task ran): the wait to the latest booking.
+                wait = booker._left(waiter.reservation)
+                continue
+            # Slept: a loop's timer may fire a little early (uvloop's count
+            # in milliseconds), so what is left on the limiter's clock is
+            # slept again. More left means the sleep did not run on that
+            # clock (a replaced asyncio.sleep, a clock standing still), and
+            # the sleep is trusted, as it always was.
+            wait = booker._left(waiter.reservation)
+            if wait > _EARLY:
                 break
-            if waiter.error is not None:
-                raise waiter.error
-            # Booked again, earlier: the latest booking's time, however many
-            # withdrawals moved it before this task ran.
-            wait = waiter.due - loop.time()
     except BaseException:
         _withdraw(subject, waiter)
         raise
