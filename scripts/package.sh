@@ -18,6 +18,8 @@
 # plus wasm/web.mjs, wasm/pkg/ (from bindings-wasm and its build) and
 # lib/paced-fetch.mjs (lib/paced-fetch.cjs wrapped as an ES module).
 set -euo pipefail
+# A failure inside $(...) (cmd_pack's builds and copies) fails the script too.
+shopt -s inherit_errexit
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
