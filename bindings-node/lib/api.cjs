@@ -224,6 +224,7 @@ function createApi(B) {
       // Reads the handle through `this`, so that a reservation keeps its
       // limiter alive: the napi build reuses a collected limiter's handle.
       const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
+      untracked(this);
       return reservation(yes(reserveOp(this.#h, units, maxWait, now)), units, now, decision, give);
     }
 
@@ -244,6 +245,7 @@ function createApi(B) {
         );
       }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
+      untracked(this);
       this.#config = null;
     }
 
@@ -271,6 +273,7 @@ function createApi(B) {
     /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
     restore(bytes) {
       B.restore(this.#h, stateBytes(bytes));
+      untracked(this);
     }
 
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
@@ -380,11 +383,29 @@ function createApi(B) {
    */
   const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
 
+  /**
+   * Counts a booking (or a reconfigure, a restore) that no waiter of
+   * `owner` holds: waiters booked before it must not move up into its slot.
+   */
+  function untracked(owner) {
+    const w = waitersOf.get(owner);
+    if (w !== undefined) w.booked++;
+  }
+
   /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see MOVES_UP). */
   function withdraw(w, waiter) {
     const i = w.list.indexOf(waiter);
     if (i < 0) return;
     w.list.splice(i, 1);
+    // Booked after it but by no waiter here (a reserve() the caller holds),
+    // or reconfigured since: those behind would move up into slots others
+    // hold (two units at once from a burst of one). Then nobody moves, and
+    // nothing is given back: its slot goes unused.
+    const laterWaiters = w.list.filter((other) => other.seq > waiter.seq).length;
+    if (waiter.queue !== null && w.booked - 1 - waiter.seq > laterWaiters) {
+      arm(w);
+      return;
+    }
     const later =
       waiter.queue === null
         ? []
@@ -644,6 +665,7 @@ function createApi(B) {
       const now = nowFrom(this.#clock, nowMs);
       // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
       const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
+      untracked(this);
       return reservation(yes(keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision, give);
     }
 

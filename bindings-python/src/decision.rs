@@ -327,6 +327,9 @@ pub struct PyReservation {
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
     cancelled: AtomicBool,
+    /// The limiter's count of bookings with this one (see `Shared::event`),
+    /// when `acquire_async` booked it; else 0.
+    seq: u64,
 }
 
 impl PyReservation {
@@ -344,7 +347,13 @@ impl PyReservation {
             now,
             booked,
             cancelled,
+            seq: 0,
         }
+    }
+
+    /// This reservation, the `seq`-th booking of its limiter.
+    pub fn with_seq(self, seq: u64) -> Self {
+        PyReservation { seq, ..self }
     }
 
     /// The wait until the slot: booked, or needed (a refusal's `retry_after`).
@@ -393,6 +402,12 @@ impl PyReservation {
     #[getter]
     fn at(&self) -> f64 {
         self.now.saturating_add(self.wait_nanos()).as_secs_f64()
+    }
+
+    /// Which booking of its limiter this was (for ``acquire_async``).
+    #[getter]
+    fn _seq(&self) -> u64 {
+        self.seq
     }
 
     /// The units the reservation asked for.

@@ -214,6 +214,7 @@ limiter_methods!(
             let now = this.shared.now(py, now)?;
             let mut core = this.lock();
             let result = core.reconfigure(now, new);
+            this.shared.event();
             this.window.store(core.window().0, Ordering::Relaxed);
             drop(core);
             result.map_err(|err| to_py(py, err))
@@ -241,6 +242,7 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
         ) -> PyResult<()> {
             let restored = self.lock().restore(&data);
+            self.shared.event();
             restored.map_err(|err| to_py(py, err))
         }
 

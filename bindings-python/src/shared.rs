@@ -7,6 +7,7 @@
 //! and how to name a denial. The generic functions here do each operation,
 //! and [`limiter_methods!`] writes the Python methods once for all classes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pyo3::intern;
@@ -57,6 +58,10 @@ pub struct Shared<C> {
     /// The clock given, or set later by [`Shared::default_clock`]; none:
     /// `time.monotonic`, read natively.
     clock: OnceLock<Py<PyAny>>,
+    /// Bookings, reconfigures and restores, counted: `acquire_async` moves
+    /// waiters up only when every booking after a cancelled one is another
+    /// waiter's (`_withdraw` in `ratekeeper/_wait.py`).
+    events: AtomicU64,
 }
 
 impl<C> Shared<C> {
@@ -64,6 +69,7 @@ impl<C> Shared<C> {
         let shared = Shared {
             inner: Mutex::new(core),
             clock: OnceLock::new(),
+            events: AtomicU64::new(0),
         };
         if let Some(clock) = clock {
             shared.default_clock(clock);
@@ -92,6 +98,17 @@ impl<C> Shared<C> {
     /// The clock given to the constructor, if any.
     pub fn clock(&self) -> Option<&Py<PyAny>> {
         self.clock.get()
+    }
+
+    /// Counts a booking, reconfigure or restore (made with the core
+    /// locked); returns the count, this one included.
+    pub fn event(&self) -> u64 {
+        self.events.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The bookings, reconfigures and restores counted so far.
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Relaxed)
     }
 }
 
@@ -163,7 +180,11 @@ pub fn reserve<S: Subject>(
 ) -> PyResult<PyReservation> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
-    let booked = shared.lock().reserve(target, at, cost, max_wait);
+    let booked = {
+        let mut core = shared.lock();
+        shared.event();
+        core.reserve(target, at, cost, max_wait)
+    };
     let booked = match booked.map_err(|err| to_py(py, err))? {
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(S::answer(slf, denied)?, now)?.unbind()),
@@ -191,13 +212,19 @@ fn book<S: Subject>(
     target: &Target<S>,
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Nanos, Nanos)> {
+) -> PyResult<(Nanos, Nanos, u64)> {
     let (this, py) = (slf.get(), slf.py());
     let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
     let now = this.shared().now(py, None)?;
-    let booked = this.shared().lock().reserve(target, now, cost, max_wait);
+    let (booked, seq) = {
+        let mut core = this.shared().lock();
+        (
+            core.reserve(target, now, cost, max_wait),
+            this.shared().event(),
+        )
+    };
     match booked.map_err(|err| to_py(py, err))? {
-        Ok(wait) => Ok((now, wait)),
+        Ok(wait) => Ok((now, wait, seq)),
         Err(denied) => Err(this.rate_limited(py, &denied)),
     }
 }
@@ -209,13 +236,8 @@ pub fn book_reservation<S: Subject>(
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyReservation> {
-    let (now, wait) = book(slf, target, cost, timeout)?;
-    Ok(PyReservation::new(
-        refund_of(slf, target),
-        cost,
-        now,
-        Ok(wait),
-    ))
+    let (now, wait, seq) = book(slf, target, cost, timeout)?;
+    Ok(PyReservation::new(refund_of(slf, target), cost, now, Ok(wait)).with_seq(seq))
 }
 
 /// `acquire`: books, then sleeps with `time.sleep` until the slot; an
@@ -227,7 +249,7 @@ pub fn acquire<S: Subject>(
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let py = slf.py();
-    let (now, wait) = book(slf, target, cost, timeout)?;
+    let (now, wait, _) = book(slf, target, cost, timeout)?;
     if wait == Nanos::ZERO {
         return Ok(());
     }
@@ -395,6 +417,12 @@ macro_rules! limiter_methods {
             ) -> PyResult<$crate::decision::PyReservation> {
                 let target = limiter_methods!(@target $($target)?);
                 $crate::shared::book_reservation(slf, target, cost, timeout)
+            }
+
+            /// The bookings, reconfigures and restores made so far (for
+            /// ``acquire_async``, with ``Reservation._seq``).
+            fn _events(&self) -> u64 {
+                <Self as $crate::shared::Subject>::shared(self).events()
             }
 
             /// Seconds from the clock's reading to ``reservation``'s slot, 0 once

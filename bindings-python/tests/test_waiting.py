@@ -242,6 +242,14 @@ def test_acquire_async_outside_asyncio_books_nothing() -> None:
     assert bucket.peek().retry_after == before
 
 
+# The algorithms whose waiters move up, one unit a second, on a Timeline.
+BUCKETS = pytest.mark.parametrize(
+    "make",
+    [lambda c: Gcra(1, 1.0, clock=c), lambda c: TokenBucket(1, 1, 1.0, clock=c), lambda c: LeakyBucket(10, 1.0, clock=c)],
+    ids=["gcra", "token_bucket", "leaky_bucket"],
+)
+
+
 class Timeline:
     """A clock for ``clock=`` and an ``asyncio.sleep`` that waits for it:
     sleepers wake, in order, when ``advance`` reaches their time."""
@@ -286,11 +294,7 @@ class Timeline:
         await asyncio.gather(*tasks)
 
 
-@pytest.mark.parametrize(
-    "make",
-    [lambda c: Gcra(1, 1.0, clock=c), lambda c: TokenBucket(1, 1, 1.0, clock=c), lambda c: LeakyBucket(10, 1.0, clock=c)],
-    ids=["gcra", "token_bucket", "leaky_bucket"],
-)
+@BUCKETS
 def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ratekeeper.Limiter], monkeypatch: pytest.MonkeyPatch) -> None:
     # A bucket keeps no record of single bookings: given back from the middle
     # of the queue, a booking freed the slot at its end, and the next caller
@@ -316,6 +320,38 @@ def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ra
         return done
 
     assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+
+
+@BUCKETS
+@pytest.mark.parametrize("between", ["reserve", "reconfigure"])
+def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
+    make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reserve() held between two waiters (a thread's acquire alike): moving
+    # the second up put it in the slot of that booking (two units at once
+    # from a burst of one; a leaky queue refused it). After a reconfigure,
+    # the slots were booked under another configuration. Nobody moves then.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> float:
+        limiter = make(timeline)
+        limiter.try_acquire()
+        a = await timeline.start(limiter.acquire_async())  # at 1
+        if between == "reserve":
+            assert limiter.reserve().at == 2.0
+        else:
+            limiter.reconfigure(make(timeline))
+        b = await timeline.start(limiter.acquire_async())
+        a.cancel()
+        await timeline.settle()
+        for t in (1.0, 2.0, 3.0, 4.0):
+            await timeline.advance(t)
+            if b.done():
+                return t
+        raise AssertionError("b never went")
+
+    assert asyncio.run(main()) == (3.0 if between == "reserve" else 2.0)
 
 
 async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:

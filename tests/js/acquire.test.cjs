@@ -27,6 +27,32 @@ function setup(options) {
   return { time, settled, track };
 }
 
+/** The algorithms whose waiters move up, one unit every 100 ms. */
+const BUCKETS = {
+  Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
+  TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
+  LeakyBucket: (clock) => new LeakyBucket({ capacity: 10, intervalMs: 100, clock }),
+};
+
+/**
+ * `setup()` with a limiter of `make`, emptied, and waiter 'a' booked with
+ * `controller`'s signal; `runOut()` advances past every slot and says when
+ * each waiter went.
+ */
+function abortable(make) {
+  const { time, settled, track } = setup();
+  const limiter = make(time.now);
+  limiter.tryAcquire();
+  const controller = new AbortController();
+  track('a', limiter.acquire(1, { signal: controller.signal }));
+  const runOut = async () => {
+    await time.advance(1_000);
+    time.uninstall();
+    return Object.fromEntries(settled.map(([label, when]) => [label, when]));
+  };
+  return { time, track, limiter, controller, runOut };
+}
+
 describe('acquire', () => {
   it('resolves at once when the cost is available, without a timer', async () => {
     const { time } = setup();
@@ -121,26 +147,32 @@ describe('acquire', () => {
   });
 
   it('aborting a waiter with others behind moves them up, and a new booking never shares their slot', async () => {
-    const build = {
-      Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
-      TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
-      LeakyBucket: (clock) => new LeakyBucket({ capacity: 10, intervalMs: 100, clock }),
-    };
-    for (const [name, make] of Object.entries(build)) {
-      const { time, settled, track } = setup();
-      const limiter = make(time.now);
-      limiter.tryAcquire();
-      const controller = new AbortController();
-      track('a', limiter.acquire(1, { signal: controller.signal }));
+    for (const [name, make] of Object.entries(BUCKETS)) {
+      const { time, track, limiter, controller, runOut } = abortable(make);
       track('b', limiter.acquire());
       track('c', limiter.acquire());
       await time.advance(10);
       controller.abort();
       track('d', limiter.acquire());
-      await time.advance(1_000);
-      time.uninstall();
-      const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
+      const at = await runOut();
       assert.deepStrictEqual([at.b, at.c, at.d], [1_100, 1_200, 1_300], name);
+    }
+  });
+
+  it('a booking no waiter holds, or a reconfigure, between two waiters keeps the second in its slot', async () => {
+    // Moved up, the second waiter shared a slot with a reserve() the caller
+    // held (two units at once from a burst of one; a leaky queue refused it).
+    for (const between of ['reserve', 'reconfigure']) {
+      for (const [name, make] of Object.entries(BUCKETS)) {
+        const { time, track, limiter, controller, runOut } = abortable(make);
+        if (between === 'reserve') assert.equal(limiter.reserve().waitMs, 200, name);
+        else limiter.reconfigure(make(time.now));
+        track('b', limiter.acquire());
+        await time.advance(10);
+        controller.abort();
+        const at = await runOut();
+        assert.equal(at.b, between === 'reserve' ? 1_300 : 1_200, `${name}, ${between}`);
+      }
     }
   });
 

@@ -119,13 +119,17 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
         if waiter not in queue:
             waiter.reservation.cancel()  # taken out by another's withdrawal
             return
+        booker: Any = subject
+        if waiter.queue is not None and _booked_by_others(booker, queue, waiter):
+            # Nobody moves, and nothing is given back: its slot goes unused.
+            _leave(subject, queue, {id(waiter)})
+            return
         at = queue.index(waiter)
         later = [] if waiter.queue is None else [w for w in queue[at + 1 :] if w.queue == waiter.queue]
         for other in reversed(later):
             other.reservation.cancel()
         waiter.reservation.cancel()
         gone = {id(waiter)}
-        booker: Any = subject
         for other in later:
             if other.cancelling():
                 # Cancelled too (many tasks at once): given back above, and
@@ -142,6 +146,17 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
                 other.reservation.cancel()
                 gone.add(id(other))
         _leave(subject, queue, gone)
+
+
+def _booked_by_others(booker: Any, queue: list[_Waiter], waiter: _Waiter) -> bool:
+    """Whether ``booker`` booked after ``waiter`` for anyone but the waiters in
+    ``queue`` (a thread's ``acquire``, a ``reserve()`` the caller holds), or
+    was reconfigured or restored since: those behind would then move up into
+    slots others hold (two units at once from a burst of one). Counted over
+    the whole limiter, every key of a keyed one: never too few."""
+    seq = waiter.reservation._seq
+    waiters_after = sum(1 for w in queue if w.reservation._seq > seq)
+    return bool(booker._events() - seq > waiters_after)
 
 
 def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
