@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Redis-backed limits (bindings-python/tests/redis, tests/redis): server start|stop | cluster start|stop | test.
 #   server start   install redis-server if missing, start one on 127.0.0.1:$RATEKEEPER_REDIS_PORT
-#                  (default 6391), no persistence, its pid in target/redis/server.pid
+#                  (default 6391), no persistence, its pid in target/redis/server-PORT/pid
 #   server stop    stop that server by its pid
 #   cluster start  a 3-node local Redis Cluster on ports $RATEKEEPER_CLUSTER_PORT.. (default 7391..7393)
 #   cluster stop   stop those nodes by their pids
@@ -26,13 +26,20 @@ install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
 }
 
+# Whether process $1 is a redis-server: a pid file kept across a reboot, or
+# left by a crash, may name another process by now, which must be neither
+# trusted nor killed.
+ours() {
+    [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "redis-server" ]
+}
+
 # start NAME PORT [extra redis-server arguments]: a server in $RUN/NAME, up and answering.
 start() {
     local name="$1" port="$2"
     shift 2
     local dir="$RUN/$name"
     mkdir -p "$dir"
-    if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    if [ -f "$dir/pid" ] && ours "$(cat "$dir/pid")"; then
         return
     fi
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
@@ -60,7 +67,7 @@ stop() {
     [ -f "$pidfile" ] || return 0
     local pid
     pid="$(cat "$pidfile")"
-    if kill -0 "$pid" 2>/dev/null; then
+    if ours "$pid"; then
         kill "$pid"
         for _ in $(seq 1 100); do
             kill -0 "$pid" 2>/dev/null || break
@@ -72,8 +79,8 @@ stop() {
 
 server() {
     case "${1:-}" in
-        start) install; start server "$PORT" ;;
-        stop) stop server ;;
+        start) install; start "server-$PORT" "$PORT" ;;
+        stop) stop "server-$PORT" ;;
         *) echo "usage: $0 server start|stop" >&2; exit 2 ;;
     esac
 }

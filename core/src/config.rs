@@ -207,6 +207,10 @@ impl Policy {
     /// let later = Nanos::from_secs(1);
     /// assert!(policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
     /// assert!(!policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
+    ///
+    /// // One rate twice, however spelled, is refused naming `rates`.
+    /// let twice = Policy::from_rates("10/second;10 per second", Algorithm::Gcra, &[]);
+    /// assert_eq!(twice.unwrap_err().to_string(), "`rates` lists one rate twice (as written or spelled another way)");
     /// ```
     pub fn from_rates(rates: &str, algorithm: Algorithm, by: &[&str]) -> Result<Policy, Error> {
         let mut policy = Policy::new();
@@ -219,6 +223,14 @@ impl Policy {
                 by: by.iter().map(|&f| f.into()).collect(),
                 ..LimitConfig::default()
             };
+            if (0..policy.len()).any(|i| policy.name(i) == config.name) {
+                // Named by the rate: said as the caller wrote it, not as a
+                // clash of names they never gave.
+                return Err(Error::InvalidValue {
+                    name: "rates",
+                    reason: "lists one rate twice (as written or spelled another way)",
+                });
+            }
             policy.add(&config.name, by, config.limiter()?)?;
         }
         Ok(policy)
