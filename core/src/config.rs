@@ -59,7 +59,9 @@ pub struct LimitConfig {
     pub algorithm: Algorithm,
     /// The rate string.
     pub rate: String,
-    /// The burst, capacity or queue length.
+    /// The burst, capacity or queue length of a bucket (token bucket,
+    /// GCRA, leaky bucket; default: the rate's count); refused beside a
+    /// window algorithm, whose limit is the rate's count.
     #[cfg_attr(feature = "serde", serde(default))]
     pub burst: Option<u64>,
     /// Calendar windows instead of the rate's period.
@@ -122,6 +124,18 @@ impl LimitConfig {
             return Err(Error::InvalidValue {
                 name: "calendar",
                 reason: "applies to the window algorithms only",
+            });
+        }
+        // Ignored, a burst would read as a bound the limit does not keep.
+        let window = matches!(
+            self.algorithm,
+            Algorithm::SlidingWindowLog | Algorithm::SlidingWindowCounter | Algorithm::FixedWindow
+        );
+        if self.burst.is_some() && window {
+            return Err(Error::InvalidValue {
+                name: "burst",
+                reason:
+                    "applies to the bucket algorithms only (a window's limit is its rate's count)",
             });
         }
         Ok(match self.algorithm {

@@ -182,3 +182,33 @@ fn names_agree_with_serde_and_with_the_limiters() {
     assert_eq!(Algorithm::from_name("Gcra"), None);
     assert_eq!(Eviction::from_name(""), None);
 }
+
+/// A burst is a bucket's: beside a window algorithm it is refused, as a
+/// calendar beside a bucket is, rather than ignored.
+#[test]
+fn a_burst_beside_a_window_algorithm_is_refused() {
+    use ratekeeper::{Algorithm, LimitConfig};
+
+    for algorithm in Algorithm::ALL {
+        let limit = LimitConfig {
+            algorithm,
+            rate: "100/minute".into(),
+            burst: Some(10),
+            ..LimitConfig::default()
+        };
+        let bucket = matches!(
+            algorithm,
+            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
+        );
+        match limit.limiter() {
+            Ok(limiter) => assert!(bucket && limiter.limit() == 10, "{algorithm:?}"),
+            Err(err) => {
+                assert!(!bucket, "{algorithm:?}: {err}");
+                assert_eq!(
+                    (err.code(), err.argument()),
+                    ("invalid_value", Some("burst"))
+                );
+            }
+        }
+    }
+}
