@@ -224,8 +224,9 @@ function createApi(B) {
       // Reads the handle through `this`, so that a reservation keeps its
       // limiter alive: the napi build reuses a collected limiter's handle.
       const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
-      untracked(this);
-      return reservation(yes(reserveOp(this.#h, units, maxWait, now)), units, now, decision, give);
+      const booked = yes(reserveOp(this.#h, units, maxWait, now));
+      if (booked && out()[0] > 0) untracked(this);
+      return reservation(booked, units, now, decision, give);
     }
 
     refund(cost, takenAtMs) {
@@ -384,8 +385,9 @@ function createApi(B) {
   const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
 
   /**
-   * Counts a booking (or a reconfigure, a restore) that no waiter of
-   * `owner` holds: waiters booked before it must not move up into its slot.
+   * Counts a booking of a slot to come (or a reconfigure, a restore) that no
+   * waiter of `owner` holds: waiters booked before it must not move up into
+   * its slot.
    */
   function untracked(owner) {
     const w = waitersOf.get(owner);
@@ -502,7 +504,9 @@ function createApi(B) {
     const [waitMs, atMs, high, low] = [s[0], s[1], s[2], s[3]];
     // Due now and nobody waiting ahead (a caller held up, by a collection
     // say, may book a slot already passed while earlier ones still wait).
-    if (waitMs === 0 && !(waitersOf.get(slot.owner)?.list.length > 0)) return Promise.resolve();
+    // Waiters of other keys of a keyed limiter are not ahead of it.
+    const pending = waitersOf.get(slot.owner)?.list ?? [];
+    if (waitMs === 0 && !pending.some((other) => slot.queue === null || other.queue === slot.queue)) return Promise.resolve();
     const w = waiters(slot.owner, slot.read);
     const give = (high, low) => slot.refund(units, high, low);
     return new Promise((resolve, reject) => {
@@ -665,8 +669,9 @@ function createApi(B) {
       const now = nowFrom(this.#clock, nowMs);
       // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
       const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
-      untracked(this);
-      return reservation(yes(keyedOp(this.#h, k, units, maxWait, now, 2)), units, now, decision, give);
+      const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
+      if (booked && out()[0] > 0) untracked(this);
+      return reservation(booked, units, now, decision, give);
     }
 
     refund(key, cost, takenAtMs) {

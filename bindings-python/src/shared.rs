@@ -170,6 +170,16 @@ fn refund_of<S: Subject>(slf: &Bound<'_, S>, target: &Target<S>) -> Refund {
     })
 }
 
+/// Counts `booked` as an event of `shared` when it booked a slot to come
+/// (one that waiters booked before it must not move up into); returns the
+/// count then.
+fn count_booking<C, D>(shared: &Shared<C>, booked: &Result<Result<Nanos, D>, Error>) -> u64 {
+    match booked {
+        Ok(Ok(wait)) if *wait > Nanos::ZERO => shared.event(),
+        _ => shared.events(),
+    }
+}
+
 /// `reserve`: books `cost` for `target` within `max_wait`, as a Reservation.
 pub fn reserve<S: Subject>(
     slf: &Bound<'_, S>,
@@ -182,8 +192,9 @@ pub fn reserve<S: Subject>(
     let at = shared.now(py, now.map(|now| now.at))?;
     let booked = {
         let mut core = shared.lock();
-        shared.event();
-        core.reserve(target, at, cost, max_wait)
+        let booked = core.reserve(target, at, cost, max_wait);
+        count_booking(shared, &booked);
+        booked
     };
     let booked = match booked.map_err(|err| to_py(py, err))? {
         Ok(wait) => Ok(wait),
@@ -218,10 +229,9 @@ fn book<S: Subject>(
     let now = this.shared().now(py, None)?;
     let (booked, seq) = {
         let mut core = this.shared().lock();
-        (
-            core.reserve(target, now, cost, max_wait),
-            this.shared().event(),
-        )
+        let booked = core.reserve(target, now, cost, max_wait);
+        let seq = count_booking(this.shared(), &booked);
+        (booked, seq)
     };
     match booked.map_err(|err| to_py(py, err))? {
         Ok(wait) => Ok((now, wait, seq)),

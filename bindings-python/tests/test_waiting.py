@@ -230,6 +230,17 @@ def test_acquire_async_waits_on_the_limiters_clock_when_timers_fire_early(monkey
     asyncio.run(main())
 
 
+def test_acquire_async_on_a_clock_standing_still_returns_after_its_sleep() -> None:
+    # Sleeping again until the limiter's clock reaches the slot never ends
+    # when that clock does not move.
+    async def main() -> None:
+        bucket = Gcra(1, 0.001, clock=lambda: 100.0)
+        bucket.try_acquire()
+        await asyncio.wait_for(bucket.acquire_async(), 1.0)
+
+    asyncio.run(main())
+
+
 def test_acquire_async_outside_asyncio_books_nothing() -> None:
     # Driven by another runner (no asyncio loop running), it raises before
     # booking: nothing is left booked.

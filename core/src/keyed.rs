@@ -2,6 +2,7 @@
 
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use alloc::borrow::ToOwned;
 use alloc::vec::Vec;
@@ -180,10 +181,37 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     /// Whether a key back to fresh may be dropped: whether a new key comes
     /// back to fresh, rather than starting short of it.
     drops_fresh: bool,
-    /// The earliest time at which a key held may be fresh, as of the last
-    /// sweep (a refund forgets it: 0): until then, sweeping a full store
-    /// would drop nothing.
-    next_fresh: u64,
+    /// No key held is fresh before this time: the earliest a sweep, a new
+    /// key or a refusing `peek` found (a refund forgets it: 0). Until then,
+    /// sweeping a full store would drop nothing.
+    next_fresh: NextFresh,
+}
+
+/// [`KeyedLimiter::next_fresh`]: atomic, so that a `peek` (which takes
+/// `&self`) can keep what its pass over the keys found, and the store stays
+/// `Sync`.
+#[derive(Debug, Default)]
+struct NextFresh(AtomicU64);
+
+impl NextFresh {
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, at: u64) {
+        self.0.store(at, Ordering::Relaxed);
+    }
+
+    /// Lowers it to `at`, if that is sooner.
+    fn lower(&self, at: u64) {
+        self.0.fetch_min(at, Ordering::Relaxed);
+    }
+}
+
+impl Clone for NextFresh {
+    fn clone(&self) -> Self {
+        NextFresh(AtomicU64::new(self.get()))
+    }
 }
 
 /// The fewest keys a store holds before it sweeps.
@@ -215,7 +243,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             max_keys: None,
             eviction: Eviction::default(),
             sweep_at: FIRST_SWEEP,
-            next_fresh: 0,
+            next_fresh: NextFresh::default(),
         }
     }
 
@@ -381,20 +409,23 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         if self.states.len() < max_keys {
             return Ok(());
         }
-        let prototype = &self.prototype;
-        let sweep_frees = self.drops_fresh
-            && now.0 >= self.next_fresh
-            && self
+        if self.drops_fresh && now.0 >= self.next_fresh.get() {
+            // What a sweep would find, kept: the next call needs no pass.
+            let prototype = &self.prototype;
+            let soonest = self
                 .states
                 .values()
-                .any(|state| prototype.read_state(state, now, |l| is_fresh(l, now)));
-        if sweep_frees {
-            Ok(())
-        } else {
-            Err(Error::StoreFull {
-                max_keys: max_keys as u64,
-            })
+                .map(|state| prototype.read_state(state, now, |l| reset_after(l, now)))
+                .min()
+                .unwrap_or(u64::MAX);
+            if soonest == 0 {
+                return Ok(());
+            }
+            self.next_fresh.set(now.0.saturating_add(soonest));
         }
+        Err(Error::StoreFull {
+            max_keys: max_keys as u64,
+        })
     }
 
     /// Books `cost` for `key` like [`Limiter::reserve`].
@@ -510,7 +541,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             self.prototype
                 .with_state(state, latest, |l| l.refund(taken_at, cost));
             // The key may be fresh sooner than the last sweep found.
-            self.next_fresh = 0;
+            self.next_fresh.set(0);
         }
     }
 
@@ -531,7 +562,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
                 reset != 0
             });
         }
-        self.next_fresh = next_fresh;
+        self.next_fresh.set(next_fresh);
         self.sweep_at = (self.states.len() * 2).max(FIRST_SWEEP);
     }
 
@@ -569,10 +600,14 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             // Whether the new key is fresh is asked of its state as saved,
             // not of the limiter `f` had: an address passed to a call keeps
             // that limiter in memory, where it stalls the CPU as above.
-            if !self.prototype.read_state(&state, now, |l| is_fresh(l, now)) {
+            let reset = self
+                .prototype
+                .read_state(&state, now, |l| reset_after(l, now));
+            if reset != 0 {
                 self.make_room(now)?;
                 // Not held: `get_mut` found nothing, and making room only removes.
                 self.states.insert_new(own(key), state);
+                self.next_fresh.lower(now.0.saturating_add(reset));
             }
         }
         Ok((answer, lag))
@@ -604,7 +639,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     fn make_room(&mut self, now: Nanos) -> Result<(), Error> {
         let max_keys = self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN);
         let full = |s: &Self| s.states.len() >= max_keys;
-        if self.states.len() >= self.sweep_at || (full(self) && now.0 >= self.next_fresh) {
+        if self.states.len() >= self.sweep_at || (full(self) && now.0 >= self.next_fresh.get()) {
             self.reclaim(now);
         }
         if !full(self) {

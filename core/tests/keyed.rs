@@ -216,6 +216,35 @@ fn a_full_refusing_store_admits_a_new_key_once_one_is_fresh_or_refunded() {
 }
 
 #[test]
+fn a_key_inserted_after_a_sweep_counts_for_when_a_full_store_may_sweep() {
+    // A sweep of an empty store found no key to be fresh, ever: a key
+    // inserted after it must still be found fresh once it is.
+    for max_keys in [1, 100] {
+        let gcra = Gcra::new(1, Nanos(1_000)).unwrap();
+        let mut store = KeyedLimiter::new(gcra)
+            .with_max_keys(max_keys, Eviction::Refuse)
+            .unwrap();
+        store.reclaim(Nanos(0));
+        for key in 0..max_keys as u64 {
+            store.try_acquire(&key, Nanos(0), 1).unwrap();
+        }
+        let new = max_keys as u64;
+        assert_eq!(
+            store.peek(&new, Nanos(500), 1).unwrap_err().code(),
+            "store_full"
+        );
+        assert!(
+            store.peek(&new, Nanos(1_000), 1).unwrap().allowed,
+            "{max_keys}"
+        );
+        assert!(
+            store.try_acquire(&new, Nanos(1_000), 1).unwrap().allowed,
+            "{max_keys}"
+        );
+    }
+}
+
+#[test]
 fn a_store_built_from_a_used_limiter_starts_every_key_fresh() {
     // The bindings build stores from fresh copies; a Rust caller may not.
     let mut window = FixedWindow::new(2, Nanos(1_000)).unwrap();

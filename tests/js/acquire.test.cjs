@@ -176,6 +176,22 @@ describe('acquire', () => {
     }
   });
 
+  it("an acquire of another key due at once is no booking behind a key's waiters", async () => {
+    // Taken for a waiter of the same queue, it kept an aborted waiter's key
+    // from moving up (the freed slot went unused).
+    const { time, settled, track } = setup();
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+    keyed.tryAcquire('a');
+    const controller = new AbortController();
+    track('a1', keyed.acquire('a', 1, { signal: controller.signal }));
+    track('a2', keyed.acquire('a'));
+    await keyed.acquire('b');
+    controller.abort();
+    await time.advance(1_000);
+    time.uninstall();
+    assert.deepStrictEqual(settled.filter(([label]) => label === 'a2').map(([, when]) => when), [1_100]);
+  });
+
   it('aborting a waiter of a window algorithm moves nobody: its future window is not given back', async () => {
     // Giving back the later bookings would free nothing (a window gives back
     // only in the window it counts now), and booking them again would push

@@ -206,11 +206,12 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 continue
             # Slept: a loop's timer may fire a little early (uvloop's count
             # in milliseconds), so what is left on the limiter's clock is
-            # slept again. More left means the sleep did not run on that
-            # clock (a replaced asyncio.sleep, a clock standing still), and
-            # the sleep is trusted, as it always was.
-            wait = booker._left(waiter.reservation)
-            if wait > _EARLY:
+            # slept again. More left, or a clock that did not move, means
+            # the sleep did not run on that clock (a replaced asyncio.sleep,
+            # a clock standing still), and the sleep is trusted, as it
+            # always was.
+            slept, wait = wait, booker._left(waiter.reservation)
+            if wait > _EARLY or wait >= slept:
                 break
     except BaseException:
         _withdraw(subject, waiter)
