@@ -298,6 +298,15 @@ class Timeline:
         await self.settle()
         return task
 
+    async def went_at(self, task: asyncio.Future[None]) -> float:
+        """Advances to 1, 2, 3 and 4 s until ``task`` is done: when it went."""
+        await self.settle()
+        for t in (1.0, 2.0, 3.0, 4.0):
+            await self.advance(t)
+            if task.done():
+                return t
+        raise AssertionError("it never went")
+
     async def run_out(self, *tasks: asyncio.Future[None]) -> None:
         """Advances to 1, 2, 3 and 4 s, then awaits ``tasks``."""
         for t in (1.0, 2.0, 3.0, 4.0):
@@ -334,7 +343,7 @@ def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ra
 
 
 @BUCKETS
-@pytest.mark.parametrize("between", ["reserve", "reconfigure"])
+@pytest.mark.parametrize("between", ["reserve", "reconfigure", "refused"])
 def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
     make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -342,6 +351,7 @@ def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
     # the second up put it in the slot of that booking (two units at once
     # from a burst of one; a leaky queue refused it). After a reconfigure,
     # the slots were booked under another configuration. Nobody moves then.
+    # A reservation refused books nothing: the waiter behind moves up.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
 
@@ -351,18 +361,15 @@ def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
         a = await timeline.start(limiter.acquire_async())  # at 1
         if between == "reserve":
             assert limiter.reserve().at == 2.0
+        elif between == "refused":
+            assert not limiter.reserve(max_wait=0).ok
         else:
             limiter.reconfigure(make(timeline))
         b = await timeline.start(limiter.acquire_async())
         a.cancel()
-        await timeline.settle()
-        for t in (1.0, 2.0, 3.0, 4.0):
-            await timeline.advance(t)
-            if b.done():
-                return t
-        raise AssertionError("b never went")
+        return await timeline.went_at(b)
 
-    assert asyncio.run(main()) == (3.0 if between == "reserve" else 2.0)
+    assert asyncio.run(main()) == {"reserve": 3.0, "reconfigure": 2.0, "refused": 1.0}[between]
 
 
 async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:
