@@ -558,7 +558,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             let prototype = &self.prototype;
             self.states.retain(|_, state| {
                 let reset = prototype.with_state(state, now, |l| reset_after(l, now));
-                next_fresh = next_fresh.min(now.0.saturating_add(reset));
+                if reset != 0 {
+                    next_fresh = next_fresh.min(now.0.saturating_add(reset));
+                }
                 reset != 0
             });
         }
