@@ -112,6 +112,11 @@ function createApi(B) {
     throw new TypeError(`${name} must be ${expected}`); // not reached: typeError throws
   }
 
+  /** Throws the binding's RangeError (code `invalid_value`) with `message`, which names the argument. */
+  function invalidValue(message) {
+    throw Object.assign(new RangeError(message), { code: 'invalid_value' });
+  }
+
   /** A number argument, `fallback` for undefined or null. */
   function number(value, fallback, name) {
     if (typeof value === 'number') return value;
@@ -240,10 +245,7 @@ function createApi(B) {
     reconfigure(other, nowMs) {
       if (!(other instanceof Limiter)) badType('other', 'a limiter');
       if (this.#clock === defaultClock && other.calendar !== null) {
-        throw Object.assign(
-          new RangeError('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now'),
-          { code: 'invalid_value' },
-        );
+        invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
       }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
       untracked(this);
@@ -897,10 +899,7 @@ function createApi(B) {
       // As in Python: silently dropped, `by` would leave one global limit
       // where the caller asked for one per user.
       if (!rates && (algorithm !== undefined || by !== undefined)) {
-        throw Object.assign(
-          new RangeError("`algorithm` and `by` apply only to a rate string; a configuration names each limit's"),
-          { code: 'invalid_value' },
-        );
+        invalidValue("`algorithm` and `by` apply only to a rate string; a configuration names each limit's");
       }
       if (rates) {
         this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);

@@ -401,11 +401,17 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         self.refuses_new_key(self.effective(now).0)
     }
 
+    /// The most keys the store holds: `max_keys`, and never more than
+    /// 2^32 - 1.
+    fn bound(&self) -> usize {
+        self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN)
+    }
+
     /// Fails as inserting a new key at `now` (the effective time) would
     /// under [`Eviction::Refuse`]: the store full, and no key a sweep would
     /// drop.
     fn refuses_new_key(&self, now: Nanos) -> Result<(), Error> {
-        let max_keys = self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN);
+        let max_keys = self.bound();
         if self.states.len() < max_keys {
             return Ok(());
         }
@@ -639,7 +645,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Before a new key goes in: sweep fresh keys when due, then apply the
     /// eviction rule if the store is still at its bound.
     fn make_room(&mut self, now: Nanos) -> Result<(), Error> {
-        let max_keys = self.max_keys.unwrap_or(MAX_LEN).min(MAX_LEN);
+        let max_keys = self.bound();
         let full = |s: &Self| s.states.len() >= max_keys;
         if self.states.len() >= self.sweep_at || (full(self) && now.0 >= self.next_fresh.get()) {
             self.reclaim(now);

@@ -111,10 +111,13 @@ impl SlidingWindowLog {
         2 * self.limit as usize
     }
 
-    /// Allocates the whole ring of an empty log, so that no decision allocates.
+    /// Allocates the whole ring of an empty log, unless it is whole already
+    /// (a log restored in place), so that no decision allocates.
     fn allocate(&mut self) {
         debug_assert_eq!(self.len, 0);
-        self.ring = vec![Entry::default(); self.room()];
+        if self.ring.len() < self.room() {
+            self.ring = vec![Entry::default(); self.room()];
+        }
         self.head = 0;
     }
 
