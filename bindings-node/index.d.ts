@@ -76,8 +76,9 @@ export interface CommonOptions {
   name?: string
   /**
    * The clock that `nowMs` defaults to, returning milliseconds (default:
-   * `performance.now()`). For tests and simulation: `acquire` schedules its
-   * timer by this clock, so it must advance with the timers.
+   * `performance.now()`; `Date.now()` for a limiter with a `calendar`). For
+   * tests and simulation: `acquire` schedules its timer by this clock, so it
+   * must advance with the timers.
    */
   clock?: () => number
 }
