@@ -407,17 +407,6 @@ impl Key {
     }
 }
 
-// `PyUnicode_AsUTF8AndSize` joined the limited API in 3.10, so pyo3-ffi does
-// not offer it to an abi3-py39 build; yet every CPython 3 exports it with this
-// signature. Without it a str key is read by encoding it into a new bytes
-// object on every call.
-extern "C" {
-    fn PyUnicode_AsUTF8AndSize(
-        unicode: *mut pyo3::ffi::PyObject,
-        size: *mut pyo3::ffi::Py_ssize_t,
-    ) -> *const std::ffi::c_char;
-}
-
 /// The UTF-8 bytes of `text`, which CPython keeps with the string (for an
 /// ASCII string, its very characters). A `str` that is not text (one with a
 /// lone surrogate, such as `"\udc80"`) has no UTF-8: `invalid_value` naming
@@ -426,7 +415,7 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a [
     let py = text.py();
     let mut size: pyo3::ffi::Py_ssize_t = 0;
     // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
-    let data = unsafe { PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    let data = unsafe { pyo3::ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
     if data.is_null() {
         let err = PyErr::fetch(py);
         if err.is_instance_of::<PyUnicodeEncodeError>(py) {

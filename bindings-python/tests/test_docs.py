@@ -5,7 +5,6 @@ from __future__ import annotations
 import doctest
 import inspect
 import pydoc
-import sys
 
 import pytest
 
@@ -152,9 +151,6 @@ def test_method_signatures_are_introspectable() -> None:
         assert reserve.parameters["max_wait"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
-# An abi3 class built for 3.9 carries its constructor's signature only where the
-# interpreter reads it (3.10+); CI runs 3.11.
-@pytest.mark.skipif(sys.version_info < (3, 10), reason="type __text_signature__ needs 3.10+")
 def test_constructor_signatures_are_shown(capsys: pytest.CaptureFixture[str]) -> None:
     help(TokenBucket)
     text = capsys.readouterr().out
