@@ -323,7 +323,8 @@ export interface KeyedOptions {
    * At the bound, a new key makes room by forgetting the keys nearest to
    * fresh (`'nearest_fresh'`, the default: a forgotten key may be admitted
    * early by what its state still held, reservations booked ahead included),
-   * or fails with `store_full` (`'refuse'`).
+   * or fails with `store_full` (`'refuse'`). Given without `maxKeys`: a
+   * `RangeError` (`invalid_value`), as a store without a bound never evicts.
    */
   eviction?: 'nearest_fresh' | 'refuse'
 }
@@ -368,6 +369,7 @@ export interface LimitConfig {
   /** The request fields the limit is keyed by; none: global. */
   by?: string[]
   max_keys?: number
+  /** At `max_keys` (required with it): as `KeyedOptions.eviction`. */
   eviction?: 'nearest_fresh' | 'refuse'
 }
 

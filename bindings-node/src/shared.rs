@@ -625,8 +625,8 @@ pub fn keyed(
     eviction: Option<&str>,
 ) -> Result<AnyKeyed, Error> {
     let eviction = match eviction.map(Eviction::from_name) {
-        None => Eviction::NearestFresh,
-        Some(Some(eviction)) => eviction,
+        None => None,
+        Some(Some(eviction)) => Some(eviction),
         Some(None) => {
             return Err(Error::InvalidValue {
                 name: "eviction",
@@ -634,12 +634,8 @@ pub fn keyed(
             })
         }
     };
-    let store = AnyKeyed::new(prototype);
-    let Some(max_keys) = max_keys else {
-        return Ok(store);
-    };
-    let max = count(max_keys, "max_keys")?;
-    store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
+    let max_keys = max_keys.map(|max| count(max, "max_keys")).transpose()?;
+    AnyKeyed::new(prototype).bounded(max_keys, eviction)
 }
 
 /// `keyed.peek` ([`PEEK`]), `keyed.tryAcquire` ([`TRY_ACQUIRE`]) or

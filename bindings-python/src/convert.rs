@@ -522,14 +522,18 @@ pub fn max_keys(obj: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
     })
 }
 
-/// A keyed limiter's `eviction`: `"nearest_fresh"` or `"refuse"`.
-pub fn eviction(obj: &Bound<'_, PyAny>) -> PyResult<Eviction> {
+/// A keyed limiter's `eviction`: `None` (not given), `"nearest_fresh"` or
+/// `"refuse"`.
+pub fn eviction(obj: &Bound<'_, PyAny>) -> PyResult<Option<Eviction>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
     let choices = Eviction::ALL.map(|e| (e.name(), e));
     let errors = (
-        "a str, 'nearest_fresh' or 'refuse'",
+        "None, 'nearest_fresh' or 'refuse'",
         "must be 'nearest_fresh' or 'refuse'",
     );
-    one_of(obj, "eviction", &choices, errors)
+    one_of(obj, "eviction", &choices, errors).map(Some)
 }
 
 /// A ratekeeper limiter (`limiter`): an instance of `Limiter`.

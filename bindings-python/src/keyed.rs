@@ -14,7 +14,7 @@ use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 
 /// One limiter per key, all configured like ``limiter``, in one store.
 ///
-/// ``KeyedLimiter(limiter, *, max_keys=None, eviction="nearest_fresh")``:
+/// ``KeyedLimiter(limiter, *, max_keys=None, eviction=None)``:
 /// ``limiter`` is any ratekeeper limiter, used for its configuration only
 /// (every key starts as a fresh copy of it), its ``name`` (for the
 /// RateLimit headers) and its ``clock``. Keys are ``str`` (as UTF-8),
@@ -25,10 +25,12 @@ use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 /// key is stored by the first request that changes it, and keys back to
 /// fresh are dropped as the store grows (or by ``reclaim()``), which loses
 /// nothing. A GCRA key takes one 64-bit word. ``max_keys`` bounds the store;
-/// at the bound, ``eviction="nearest_fresh"`` forgets the keys nearest to
-/// fresh (a forgotten key may be admitted early by at most what its state
-/// still held), and ``eviction="refuse"`` raises ``RateLimitError`` (code
-/// ``store_full``) for a new key instead.
+/// at the bound, ``eviction="nearest_fresh"`` (the default) forgets the keys
+/// nearest to fresh (a forgotten key may be admitted early by at most what
+/// its state still held), and ``eviction="refuse"`` raises
+/// ``RateLimitError`` (code ``store_full``) for a new key instead. An
+/// ``eviction`` without ``max_keys`` is refused (``invalid_value``): an
+/// unbounded store never evicts.
 ///
 /// Time is kept per store: a call with a ``now`` earlier than the latest
 /// the store has seen (for any key) is decided as of that latest time.
@@ -133,23 +135,19 @@ limiter_methods!(
     reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store (memory is given back once a quarter or less of its room is in use). Answers do not change, but for a token bucket with interval refill: a full key dropped counts its periods from its next call, so its next refill may come later, never sooner.",
     headers = "the store's (its limiter's)" {
         #[new]
-        #[pyo3(signature = (limiter, *, max_keys = None, eviction = Eviction::NearestFresh),
-               text_signature = "(limiter, *, max_keys=None, eviction='nearest_fresh')")]
+        #[pyo3(signature = (limiter, *, max_keys = None, eviction = None),
+               text_signature = "(limiter, *, max_keys=None, eviction=None)")]
         fn new(
             py: Python<'_>,
             limiter: &Bound<'_, PyAny>,
             #[pyo3(from_py_with = convert::max_keys)] max_keys: Option<usize>,
-            #[pyo3(from_py_with = convert::eviction)] eviction: Eviction,
+            #[pyo3(from_py_with = convert::eviction)] eviction: Option<Eviction>,
         ) -> PyResult<Self> {
             let limiter = convert::limiter(limiter)?.get();
             // AnyKeyed::new takes its configuration, never called.
             let prototype = limiter.snapshot();
             let window = prototype.window();
-            let store = AnyKeyed::new(prototype);
-            let store = match max_keys {
-                Some(max_keys) => store.with_max_keys(max_keys, eviction),
-                None => Ok(store),
-            };
+            let store = AnyKeyed::new(prototype).bounded(max_keys.map(|max| max as u64), eviction);
             Ok(PyKeyedLimiter {
                 shared: Shared::new(
                     store.map_err(|err| to_py(py, err))?,
@@ -158,7 +156,7 @@ limiter_methods!(
                 name: limiter.name_ref().clone_ref(py),
                 window,
                 max_keys,
-                eviction,
+                eviction: eviction.unwrap_or_default(),
                 recycler: Recycler::default(),
             })
         }

@@ -163,6 +163,16 @@ def test_max_keys_refuse_and_nearest_fresh() -> None:
         assert raised.value.code == code
     with pytest.raises(RateLimitError, match="`eviction` must be 'nearest_fresh' or 'refuse'"):
         KeyedLimiter(Gcra(1, 1), eviction="oldest")  # type: ignore[arg-type]
+    # Without a bound nothing is ever evicted or refused: the choice is refused.
+    for eviction in ("nearest_fresh", "refuse"):
+        with pytest.raises(RateLimitError, match="`eviction` needs max_keys") as raised:
+            KeyedLimiter(Gcra(1, 1), eviction=eviction)
+        assert raised.value.code == "invalid_value"
+        assert KeyedLimiter(Gcra(1, 1), max_keys=3, eviction=eviction).eviction == eviction
+    assert KeyedLimiter(Gcra(1, 1), max_keys=None, eviction=None).eviction == "nearest_fresh"
+    with pytest.raises(RateLimitError, match="eviction") as raised:
+        ratekeeper.Policy({"limits": [{"name": "a", "rate": "1/second", "by": ["ip"], "eviction": "refuse"}]})
+    assert raised.value.code == "invalid_value"
 
 
 def test_keyed_reservations_and_refunds_are_per_key(clock: FakeClock) -> None:

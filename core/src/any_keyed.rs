@@ -64,6 +64,42 @@ impl AnyKeyed {
         }))
     }
 
+    /// The same store, bounded as a configuration or a binding's options
+    /// ask: at most `max_keys` keys, with `eviction` at the bound (by
+    /// default [`Eviction::NearestFresh`](crate::Eviction::NearestFresh)),
+    /// or no bound when `max_keys` is `None` (above 2^32 - 1, that is the
+    /// bound).
+    ///
+    /// Fails naming `eviction` when it is given without `max_keys`: a store
+    /// without a bound never evicts or refuses a key, so the choice would
+    /// go unheard.
+    ///
+    /// ```
+    /// use ratekeeper::{AnyKeyed, Eviction, FixedWindow, Nanos};
+    ///
+    /// let store = || AnyKeyed::new(FixedWindow::new(2, Nanos::from_secs(1)).unwrap().into());
+    /// assert!(store().bounded(Some(100), Some(Eviction::Refuse)).is_ok());
+    /// let err = store().bounded(None, Some(Eviction::Refuse)).unwrap_err();
+    /// assert_eq!(err.argument(), Some("eviction"));
+    /// ```
+    pub fn bounded(
+        self,
+        max_keys: Option<u64>,
+        eviction: Option<crate::Eviction>,
+    ) -> Result<Self, Error> {
+        match (max_keys, eviction) {
+            (None, None) => Ok(self),
+            (None, Some(_)) => Err(Error::InvalidValue {
+                name: "eviction",
+                reason: "needs max_keys: a store without a bound never evicts or refuses a key",
+            }),
+            (Some(max), eviction) => self.with_max_keys(
+                usize::try_from(max).unwrap_or(usize::MAX),
+                eviction.unwrap_or_default(),
+            ),
+        }
+    }
+
     /// The configuration every key follows.
     pub fn prototype(&self) -> AnyLimiter {
         match &self.0 {

@@ -47,7 +47,8 @@ pub enum Algorithm {
 ///   period; the rate's count is the limit.
 /// - `by`: the request fields the limit is keyed by; none for a global limit.
 /// - `max_keys` and `eviction`: a bound on the keys held (see
-///   [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys)).
+///   [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys));
+///   `eviction` without `max_keys` is refused.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
@@ -185,14 +186,7 @@ impl LimitConfig {
 
     /// The keyed store this configuration describes.
     pub fn store(&self) -> Result<AnyKeyed, Error> {
-        let store = AnyKeyed::new(self.limiter()?);
-        match self.max_keys {
-            None => Ok(store),
-            Some(max) => {
-                let eviction = self.eviction.unwrap_or_default();
-                store.with_max_keys(usize::try_from(max).unwrap_or(usize::MAX), eviction)
-            }
-        }
+        AnyKeyed::new(self.limiter()?).bounded(self.max_keys, self.eviction)
     }
 }
 

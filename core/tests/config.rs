@@ -131,6 +131,16 @@ fn bad_configurations_name_their_argument() {
         code(r#"{"limits": [{"name": "a", "rate": "0/second"}]}"#),
         ("zero_value", Some("rate"))
     );
+    // A store without a bound never evicts: the choice would go unheard.
+    for eviction in ["nearest_fresh", "refuse"] {
+        let limit = |bound: &str| {
+            format!(
+                r#"{{"limits": [{{"name": "a", "rate": "1/second", "by": ["ip"]{bound}, "eviction": "{eviction}"}}]}}"#
+            )
+        };
+        assert_eq!(code(&limit("")), ("invalid_value", Some("eviction")));
+        assert!(parse(&limit(r#", "max_keys": 5"#)).policy().is_ok());
+    }
     // Unknown fields and algorithms are serde's errors, naming the field.
     let err = serde_json::from_str::<PolicyConfig>(
         r#"{"limits": [{"name": "a", "rate": "1/s", "burts": 2}]}"#,

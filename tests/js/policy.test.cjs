@@ -108,6 +108,16 @@ describe('KeyedLimiter', () => {
     // Not "not given": NaN (say, Number(process.env.MAX_KEYS) unset) and '' are refused.
     assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { maxKeys: NaN }), 'invalid_value', 'maxKeys');
     assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { eviction: '' }), 'invalid_value', 'eviction');
+    // Without a bound nothing is ever evicted or refused: the choice is refused.
+    for (const eviction of ['nearest_fresh', 'refuse']) {
+      assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { eviction }), 'invalid_value', 'eviction');
+      assert.equal(new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { maxKeys: 3, eviction }).tryAcquire('a', 1, 0).allowed, true);
+      assertLimiterError(
+        () => new Policy({ limits: [{ name: 'a', rate: '1/second', by: ['ip'], eviction }] }),
+        'invalid_value',
+        'eviction',
+      );
+    }
     assertLimiterError(() => new KeyedLimiter({}), 'invalid_type', 'limiter');
     assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })).tryAcquire({}, 1, 0), 'invalid_type', 'key');
   });

@@ -377,7 +377,7 @@ class KeyedLimiter:
     """One limiter per key, all configured like ``limiter``, in one store."""
 
     def __new__(
-        cls, limiter: Limiter, *, max_keys: Optional[int] = None, eviction: _Eviction = "nearest_fresh"
+        cls, limiter: Limiter, *, max_keys: Optional[int] = None, eviction: Optional[_Eviction] = None
     ) -> KeyedLimiter: ...
     def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> Decision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
