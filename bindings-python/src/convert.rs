@@ -138,8 +138,12 @@ fn optional<T>(
     }
 }
 
-/// A longest wait: seconds, with `math.inf` meaning no bound.
+/// A longest wait: seconds, with `math.inf` or `None` meaning no bound (as
+/// a `timeout` of `None` does, and a JS `maxWaitMs` of `null`).
 fn longest_wait(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
+    if obj.is_none() {
+        return Ok(Nanos::MAX);
+    }
     match obj.cast::<PyFloat>() {
         Ok(float) if float.value() == f64::INFINITY => Ok(Nanos::MAX),
         _ => seconds(obj, name),
@@ -179,7 +183,7 @@ arguments! {
     emission_interval -> Nanos = seconds;
     /// `Gcra.per_period`'s `period`, in seconds.
     period -> Nanos = seconds;
-    /// `reserve`'s `max_wait`, in seconds (`math.inf`: no bound).
+    /// `reserve`'s `max_wait`, in seconds (`None` or `math.inf`: no bound).
     max_wait -> Nanos = longest_wait;
     /// `initial_tokens` (`None` means a full bucket).
     initial_tokens -> Option<u64> = |obj, name| optional(obj, |obj| count(obj, name));
@@ -198,9 +202,7 @@ arguments! {
     /// `refund`'s `taken_at`, in seconds (`None` means the limiter's clock).
     taken_at -> Option<Nanos> = |obj, name| optional(obj, |obj| seconds(obj, name));
     /// `acquire`'s `timeout`, in seconds (`None` or `math.inf`: no bound).
-    timeout -> Nanos = |obj: &Bound<'_, PyAny>, name| {
-        optional(obj, |obj| longest_wait(obj, name)).map(|t| t.unwrap_or(Nanos::MAX))
-    };
+    timeout -> Nanos = longest_wait;
 }
 
 /// One of the strings `choices` names, as its value; anything else is

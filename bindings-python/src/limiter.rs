@@ -183,9 +183,11 @@ limiter_methods!(
         /// ``other`` is a limiter of the same class (for a token bucket, with as
         /// many bandwidths), usually fresh; only its configuration is used, not
         /// its name, clock or state (a calendar limiter needs a limiter on
-        /// ``time.time``: one on the default ``time.monotonic`` refuses it). How the state carries over depends on the
-        /// algorithm: a bucket keeps its whole tokens (capped at the new
-        /// capacity), a window its counts.
+        /// ``time.time``: one on the default ``time.monotonic`` refuses it).
+        /// Another algorithm raises ``RateLimitError`` (``invalid_value``).
+        /// How the state carries over depends on the algorithm: a bucket
+        /// keeps its whole tokens (capped at the new capacity), a window its
+        /// counts.
         #[pyo3(signature = (other, *, now = None))]
         fn reconfigure(
             slf: &Bound<'_, Self>,
@@ -193,14 +195,12 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::now)] now: Option<Nanos>,
         ) -> PyResult<()> {
             let py = slf.py();
-            let wrong_class = Error::InvalidType {
+            // Another algorithm is the core's `invalid_value`, as in JS.
+            let not_one = Error::InvalidType {
                 name: "other",
-                expected: "a limiter of the same class",
+                expected: "a ratekeeper limiter",
             };
-            if !other.get_type().is(slf.get_type()) {
-                return Err(to_py(py, wrong_class));
-            }
-            let other = other.cast::<PyLimiter>()?;
+            let other = other.cast::<PyLimiter>().map_err(|_| to_py(py, not_one))?;
             // Cloned first: `other` may be `slf`, whose lock is taken next.
             let new = other.get().lock().clone();
             let this = slf.get();

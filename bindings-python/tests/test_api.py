@@ -468,7 +468,7 @@ OPERATION_ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
     ("reserve", {"max_wait": -1}, "invalid_value", "max_wait"),
     ("reserve", {"max_wait": -INF}, "invalid_value", "max_wait"),
     ("reserve", {"max_wait": NAN}, "invalid_value", "max_wait"),
-    ("reserve", {"max_wait": None}, "invalid_type", "max_wait"),
+    ("reserve", {"max_wait": "1"}, "invalid_type", "max_wait"),
     ("reserve", {"now": "0"}, "invalid_type", "now"),
     ("refund", {"cost": -1}, "invalid_value", "cost"),
     ("refund", {"cost": 1, "taken_at": -1}, "invalid_value", "taken_at"),

@@ -98,6 +98,9 @@ def test_a_refused_reservation_books_nothing() -> None:
     refused.cancel()  # nothing to give back
     exact = bucket.reserve(max_wait=1, now=10)  # max_wait is exact to the nanosecond
     assert (exact.ok, exact.wait, exact.at) == (True, 1.0, 11.0)
+    # None, as for acquire's timeout (and JS's null): no bound, like the default.
+    unbounded = bucket.reserve(max_wait=None, now=10)
+    assert (unbounded.ok, unbounded.wait) == (True, 2.0)
 
 
 def test_reservation_repr_and_read_only() -> None:
@@ -211,9 +214,13 @@ def test_reconfigure_into_a_calendar_needs_the_epoch_clock() -> None:
 
 
 def test_reconfigure_needs_the_same_class_and_bandwidth_count() -> None:
-    with pytest.raises(TypeError, match="`other`") as raised:
+    # Another algorithm is a bad value (as in JS); anything but a limiter, a bad type.
+    with pytest.raises(RateLimitError, match="`other` must be the same algorithm") as raised:
         FixedWindow(1, 1).reconfigure(SlidingWindowCounter(1, 1))  # type: ignore[arg-type]
-    assert isinstance(raised.value, RateLimitError) and raised.value.code == "invalid_type"
+    assert raised.value.code == "invalid_value" and not isinstance(raised.value, TypeError)
+    with pytest.raises(TypeError, match="`other`") as not_one:
+        FixedWindow(1, 1).reconfigure("FixedWindow(1, 1)")  # type: ignore[arg-type]
+    assert isinstance(not_one.value, RateLimitError) and not_one.value.code == "invalid_type"
     two = TokenBucket.from_bandwidths([Bandwidth(1, 1, 1), Bandwidth(2, 2, 2)])
     with pytest.raises(RateLimitError, match="`other`") as mismatch:
         two.reconfigure(TokenBucket(1, 1, 1))

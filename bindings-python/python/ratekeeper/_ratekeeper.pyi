@@ -147,7 +147,7 @@ class Limiter:
         """The Decision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, cost: int = 1, *, max_wait: _Seconds = ..., now: Optional[_Seconds] = None
+        self, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units for the earliest slot they fit, within ``max_wait`` seconds."""
 
@@ -386,7 +386,7 @@ class KeyedLimiter:
         """The Decision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, key: _Key, cost: int = 1, *, max_wait: _Seconds = ..., now: Optional[_Seconds] = None
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units of ``key``'s limiter for the earliest slot they fit."""
 
@@ -482,7 +482,7 @@ class Policy:
         """The PolicyDecision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, request: _Request = None, cost: int = 1, *, max_wait: _Seconds = ..., now: Optional[_Seconds] = None
+        self, request: _Request = None, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units of every limit for the earliest slot they all fit."""
 
