@@ -201,7 +201,8 @@ export declare abstract class Limiter {
    * Resolves when a slot for `cost` (default 1) comes: reserves it, then waits
    * on one timer (first come first served, no polling). Rejects at once, booking
    * nothing, with a `TimeoutError` DOMException when the wait would exceed
-   * `timeoutMs`, or with `RateLimited` when no slot can be booked (a full
+   * `timeoutMs` (its `retryAfterMs` is that wait; its `code` is the DOM's 23,
+   * not a string), or with `RateLimited` when no slot can be booked (a full
    * `LeakyBucket` queue). Aborting `signal` during the wait refunds the booking
    * and rejects with `signal.reason`.
    */
@@ -221,7 +222,6 @@ export declare abstract class Limiter {
   /**
    * The state as bytes (versioned, tied to this configuration): store it, then
    * `restore` it or `fromBytes` it into a limiter of the same configuration.
-   * @throws {RangeError} `invalid_value` for an algorithm the core cannot save yet.
    */
   toBytes(): Uint8Array
   /**
@@ -312,7 +312,7 @@ export declare class RateLimited extends Error {
   readonly retryAfterMs: number
 }
 
-/** A key of a `KeyedLimiter`: a string (UTF-8), or a number standing for its decimal string (`42` and `'42'` are one key). */
+/** A key of a `KeyedLimiter`: a string (UTF-8), or a whole number standing for its decimal string (`42` and `'42'` are one key; `1.5` or `NaN`: a `RangeError`, `invalid_value`). */
 export type Key = string | number
 
 /** Options of `KeyedLimiter`. */
@@ -353,6 +353,12 @@ export declare class KeyedLimiter {
   readonly windowMs: number
   readonly algorithm: string
   readonly name: string
+  /** The most keys held, or null: no bound. */
+  readonly maxKeys: number | null
+  /** What happens at `maxKeys`. */
+  readonly eviction: 'nearest_fresh' | 'refuse'
+  /** A new, fresh limiter of every key's configuration: its class, name and clock. */
+  readonly limiter: Limiter
 }
 
 /** One limit of a policy's declarative configuration (the core's `LimitConfig`, snake_case keys). */
@@ -373,12 +379,15 @@ export interface LimitConfig {
   eviction?: 'nearest_fresh' | 'refuse'
 }
 
-/** A limit of configured limiters: each key of `by` gets a copy of `limiter`'s configuration. */
-export interface LimiterLimit {
-  name: string
-  by?: string[]
-  limiter: Limiter
-}
+/**
+ * A limit of configured limiters: each key of `by` gets a copy of `limiter`'s
+ * configuration. A `KeyedLimiter` brings its bound (`maxKeys`, `eviction`)
+ * too; with a plain limiter they may be given here, as `KeyedOptions` has
+ * them. Another field is a `TypeError` (`invalid_config`).
+ */
+export type LimiterLimit =
+  | { name: string; by?: string[]; limiter: Limiter; maxKeys?: number | null; eviction?: 'nearest_fresh' | 'refuse' | null }
+  | { name: string; by?: string[]; limiter: KeyedLimiter }
 
 /** A policy's configuration: declarative limits, or configured limiters. */
 export interface PolicyConfig {
@@ -396,7 +405,7 @@ export interface PolicyOptions {
   clock?: () => number
 }
 
-/** A request's fields: values strings or numbers (numbers as their decimal string). */
+/** A request's fields: values strings or whole numbers (numbers as their decimal string). */
 export type PolicyRequest = Record<string, string | number>
 
 /** A policy's answer: the combined decision (tightest remaining, longest waits), who denied, and each limit's own. */
@@ -428,8 +437,11 @@ export declare class Policy {
   reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): PolicyReservation
   refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): void
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
-  /** Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items); `Retry-After` when denied. */
-  headers(decision: PolicyDecision): RateLimitHeaders
+  /**
+   * Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items);
+   * `Retry-After` when denied. A policy of no limits has none: `{}`.
+   */
+  headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
   reclaim(nowMs?: number): void
   /** The limits, in order. */
   readonly limits: Array<{ name: string; by: string[] }>

@@ -71,8 +71,11 @@ export declare function keyedTryAcquireBatch(handle: number, key: string, costs:
 /** `new LeakyBucket(options)`. */
 export declare function leakyBucket(options: unknown): number
 
-/** Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration. */
-export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number): void
+/**
+ * Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
+ * configuration, at most `max_keys` keys held (`eviction` at the bound).
+ */
+export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): void
 
 /** `new Policy(config)`, the config as plain data (see [`policy_config`]). */
 export declare function policyFromConfig(config: unknown): number

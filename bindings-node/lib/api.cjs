@@ -23,8 +23,14 @@
  * (1e21 is '1000000000000000000000', as Python spells the int, not String's
  * '1e+21'), so that the bindings and the Redis clients (lib/redis.cjs) agree.
  */
-function numberKey(n) {
-  return Number.isInteger(n) && !Number.isSafeInteger(n) ? BigInt(n).toString() : String(n);
+function numberKey(n, name) {
+  if (!Number.isInteger(n)) {
+    // As Python refuses a float: 1.5 or NaN names no whole number.
+    throw Object.assign(new RangeError(`\`${name}\` must be a whole number or a string, not ${n}`), {
+      code: 'invalid_value',
+    });
+  }
+  return Number.isSafeInteger(n) ? String(n) : BigInt(n).toString();
 }
 
 /**
@@ -193,7 +199,9 @@ function createApi(B) {
       // A calendar's windows are UTC days, weeks and months: such a limiter
       // reads the epoch clock by default (through the global each time, as
       // fake timers replace it), as a Policy and the Python binding do.
-      const calendar = options != null && options.calendar != null;
+      // The built limiter's calendar, not the option's: a limiter that has
+      // none ignores a `calendar` option and keeps the monotonic clock.
+      const calendar = options != null && options.calendar != null && configOf(this).calendar != null;
       this.#clock = clock === undefined ? (calendar ? () => Date.now() : defaultClock) : clock;
     }
 
@@ -496,9 +504,10 @@ function createApi(B) {
     if (!slot.reserve(units, timeoutMs, slot.read())) {
       const retryAfterMs = out()[2];
       if (retryAfterMs > timeoutMs) {
-        return Promise.reject(
-          new DOMException(`the wait (${retryAfterMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError'),
-        );
+        // The platform's error for a timeout (as AbortSignal.timeout's), with
+        // the wait that was needed, as RateLimited and Python's carry it.
+        const error = new DOMException(`the wait (${retryAfterMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+        return Promise.reject(Object.assign(error, { retryAfterMs }));
       }
       return Promise.reject(new RateLimited(`${slot.label}: cannot book ${units} now; retry in ${retryAfterMs} ms`, retryAfterMs));
     }
@@ -588,7 +597,7 @@ function createApi(B) {
   /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
   function keyOf(key) {
     if (typeof key === 'string') return key;
-    if (typeof key === 'number') return numberKey(key);
+    if (typeof key === 'number') return numberKey(key, 'key');
     return badType('key', 'a string or a number');
   }
 
@@ -631,6 +640,8 @@ function createApi(B) {
     #h;
     #prototype;
     #clock;
+    #maxKeys = null;
+    #eviction = 'nearest_fresh';
 
     constructor(limiter, options) {
       if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
@@ -653,6 +664,8 @@ function createApi(B) {
       // The configuration every key has, for headers and getters.
       this.#prototype = new Limiter(new Built(B.keyedPrototype(this.#h), { name, clock }));
       this.#clock = clock;
+      if (maxKeys !== undefined) this.#maxKeys = maxKeys;
+      if (eviction !== undefined) this.#eviction = eviction;
     }
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
@@ -743,6 +756,23 @@ function createApi(B) {
 
     get name() {
       return this.#prototype.name;
+    }
+
+    /** The most keys held, or null: no bound. */
+    get maxKeys() {
+      return this.#maxKeys;
+    }
+
+    /** What happens at `maxKeys`: 'nearest_fresh' or 'refuse'. */
+    get eviction() {
+      return this.#eviction;
+    }
+
+    /** A fresh limiter of every key's configuration (its class, name and clock). */
+    get limiter() {
+      const { name, clock } = internalsOf(this.#prototype);
+      const Class = classOf[this.#prototype.algorithm];
+      return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
     }
   }
 
@@ -841,17 +871,39 @@ function createApi(B) {
     return value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.assign(Object.create(null), value) : value;
   }
 
-  /** A policy of configured limiters: `[{ name, by?, limiter }]`, each limit keyed by copies of its limiter. */
+  const LIMITER_FIELDS = new Set(['name', 'by', 'limiter', 'maxKeys', 'eviction']);
+
+  /**
+   * A policy of configured limiters: `[{ name, by?, limiter, maxKeys?,
+   * eviction? }]`, each limit keyed by copies of its limiter; a KeyedLimiter
+   * brings its configuration and its bound (as Python's `Policy.add`).
+   */
   function fromLimiters(limits) {
     const h = B.policyNew();
     try {
-      for (const limit of limits) {
+      for (const [i, limit] of limits.entries()) {
         if (limit === null || typeof limit !== 'object') badType('config', 'an object or a string');
-        const { name, by = [], limiter } = limit;
+        // A misspelt field (max_keys here) would be dropped without a word.
+        const unknown = Object.keys(limit).find((field) => !LIMITER_FIELDS.has(field));
+        if (unknown !== undefined) {
+          const expected = '`name`, `by`, `limiter`, `maxKeys` or `eviction`';
+          const message = `policy configuration: limits[${i}]: unknown field \`${unknown}\`, expected ${expected}`;
+          throw Object.assign(new TypeError(message), { code: 'invalid_config' });
+        }
+        const { name, by = [] } = limit;
+        let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
         if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
-        if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
-        B.policyAdd(h, name, by, internalsOf(limiter).handle);
+        if (limiter instanceof KeyedLimiter) {
+          if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
+          maxKeys = limiter.maxKeys;
+          eviction = maxKeys === null ? undefined : limiter.eviction;
+          limiter = limiter.limiter;
+        }
+        if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
+        if (maxKeys != null && typeof maxKeys !== 'number') badType('max_keys', 'a number');
+        if (eviction != null && typeof eviction !== 'string') badType('eviction', 'a string');
+        B.policyAdd(h, name, by, internalsOf(limiter).handle, maxKeys ?? undefined, eviction ?? undefined);
       }
     } catch (error) {
       if (typeof B.freePolicy === 'function') B.freePolicy(h);
@@ -953,7 +1005,7 @@ function createApi(B) {
         const value = request[name];
         // Named as the Python binding names it: the argument, `request`.
         if (typeof value === 'string') fields.push(name, value);
-        else if (typeof value === 'number') fields.push(name, numberKey(value));
+        else if (typeof value === 'number') fields.push(name, numberKey(value, 'request'));
         else badType('request', 'an object of strings and numbers');
       }
       return fields;
@@ -1167,8 +1219,8 @@ function createApi(B) {
 
   /** A queue: units leave `intervalMs` apart, first come first served, at most `capacity` queued. */
   class LeakyBucket extends Limiter {
-    constructor(options) {
-      super(new Built(B.leakyBucket(options), options));
+    constructor(options, built) {
+      super(built instanceof Built ? built : new Built(B.leakyBucket(options), options));
     }
 
     get capacity() {
@@ -1182,24 +1234,34 @@ function createApi(B) {
 
   /** At most `limit` units in any window of `windowMs`, exactly. */
   class SlidingWindowLog extends Limiter {
-    constructor(options) {
-      super(new Built(B.slidingWindowLog(options), options));
+    constructor(options, built) {
+      super(built instanceof Built ? built : new Built(B.slidingWindowLog(options), options));
     }
   }
 
   /** About `limit` units per sliding window of `windowMs`, from O(1) state. */
   class SlidingWindowCounter extends Limiter {
-    constructor(options) {
-      super(new Built(B.slidingWindowCounter(options), options));
+    constructor(options, built) {
+      super(built instanceof Built ? built : new Built(B.slidingWindowCounter(options), options));
     }
   }
 
   /** At most `limit` units per aligned window of `windowMs`. */
   class FixedWindow extends Limiter {
-    constructor(options) {
-      super(new Built(B.fixedWindow(options), options));
+    constructor(options, built) {
+      super(built instanceof Built ? built : new Built(B.fixedWindow(options), options));
     }
   }
+
+  /** Each algorithm's class, by the name its limiters' `algorithm` gives. */
+  const classOf = {
+    token_bucket: TokenBucket,
+    gcra: Gcra,
+    leaky_bucket: LeakyBucket,
+    sliding_window_log: SlidingWindowLog,
+    sliding_window_counter: SlidingWindowCounter,
+    fixed_window: FixedWindow,
+  };
 
   /** A request that cannot be served: `code` is 'rate_limited', `retryAfterMs` when to ask again. */
   class RateLimited extends Error {

@@ -188,7 +188,7 @@ function counted(part) {
 /** A key part: a string, or a number standing for its decimal string (as in-process). */
 function keyPart(value, name) {
   if (typeof value === 'string') return value;
-  if (typeof value === 'number') return numberKey(value);
+  if (typeof value === 'number') return numberKey(value, name);
   throw typeError(name, 'a string or a number');
 }
 

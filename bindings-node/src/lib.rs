@@ -477,7 +477,8 @@ pub fn policy_new() -> u32 {
     POLICIES.with_borrow_mut(|t| t.insert(Policy::new()))
 }
 
-/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration.
+/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
+/// configuration, at most `max_keys` keys held (`eviction` at the bound).
 #[napi]
 pub fn policy_add(
     env: Env,
@@ -485,10 +486,12 @@ pub fn policy_add(
     name: String,
     by: Vec<String>,
     limiter: u32,
+    max_keys: Option<f64>,
+    eviction: Option<String>,
 ) -> napi::Result<()> {
     let limiter = with(&env, limiter, |l| l.clone())?;
     with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_add(p, &name, &by, limiter)
+        shared::policy_add(p, &name, &by, limiter, max_keys, eviction.as_deref())
     })?
     .or_throw(&env)
 }

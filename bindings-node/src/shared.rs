@@ -165,6 +165,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "an object",
         "an AbortSignal",
         "a limiter",
+        "a limiter or a KeyedLimiter",
         "a decision",
         "a string or a number",
         "a function returning a limiter",
@@ -595,6 +596,13 @@ fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V
     match o.value("calendar")? {
         Kind::Absent => Ok((limit, Ok(o.millis("window")?))),
         Kind::String(name) => match Calendar::from_name(&name) {
+            // A window beside a calendar would be dropped without a word.
+            Some(_) if !matches!(o.value("window")?, Kind::Absent) => Err(Error::InvalidValue {
+                name: "window",
+                reason:
+                    "cannot be given with a calendar, whose windows are its days, weeks or months",
+            }
+            .into()),
             Some(calendar) => Ok((limit, Err(calendar))),
             None => Err(Error::InvalidValue {
                 name: "calendar",
@@ -617,8 +625,9 @@ fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V
 /// string (the JS layer converts it), so `42` and `"42"` are the same key.
 pub type Key<'a> = &'a [u8];
 
-/// `new KeyedLimiter(limiter, { maxKeys?, eviction? })`: every key starts as a
-/// copy of `prototype`'s configuration, fresh. `None`: not given.
+/// `new KeyedLimiter(limiter, { maxKeys?, eviction? })`, or a policy's limit
+/// (see [`policy_add`]): every key starts as a copy of `prototype`'s
+/// configuration, fresh. `None`: not given.
 pub fn keyed(
     prototype: AnyLimiter,
     max_keys: Option<f64>,
@@ -755,9 +764,11 @@ pub fn policy_add(
     name: &str,
     by: &[String],
     limiter: AnyLimiter,
+    max_keys: Option<f64>,
+    eviction: Option<&str>,
 ) -> Result<(), Error> {
     let by: Vec<&str> = by.iter().map(String::as_str).collect();
-    p.add(name, &by, limiter)
+    p.add_store(name, &by, keyed(limiter, max_keys, eviction)?)
 }
 
 /// A request from JS: field names and values, alternating.

@@ -411,16 +411,28 @@ pub fn policy_new() -> PolicyHandle {
     PolicyHandle(RefCell::new(Policy::new()))
 }
 
-/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s configuration.
+/// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
+/// configuration, at most `max_keys` keys held (`eviction` at the bound).
 #[wasm_bindgen(js_name = policyAdd)]
 pub fn policy_add(
     handle: &PolicyHandle,
     name: &str,
     by: Vec<String>,
     limiter: &Handle,
+    max_keys: Option<f64>,
+    eviction: Option<String>,
 ) -> Result<(), JsValue> {
     let limiter = limiter.0.borrow().clone();
-    shared::policy_add(&mut handle.0.borrow_mut(), name, &by, limiter).map_err(to_js)
+    let mut policy = handle.0.borrow_mut();
+    shared::policy_add(
+        &mut policy,
+        name,
+        &by,
+        limiter,
+        max_keys,
+        eviction.as_deref(),
+    )
+    .map_err(to_js)
 }
 
 /// `Policy.fromRates(rates, { algorithm, by })`.

@@ -108,6 +108,7 @@ describe('acquire', () => {
     const error = await bucket.acquire(1, { timeoutMs: 99 }).then(() => null, (e) => e);
     assert.ok(error instanceof DOMException, `${error}`);
     assert.equal(error.name, 'TimeoutError');
+    assert.equal(error.retryAfterMs, 100, 'the wait needed, as RateLimited carries it');
     assert.equal(time.now(), 1_000, 'rejected at once');
     assert.equal(time.pending(), 0);
     assert.deepStrictEqual(bucket.peek(1), before, 'nothing was booked');

@@ -36,6 +36,19 @@ describe('KeyedLimiter', () => {
     assert.equal(policy.tryAcquire({ user: String(2n ** 60n) }, 1, 0).allowed, false);
   });
 
+  it('a number that is not whole is no key, as a Python float is not', () => {
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] });
+    for (const bad of [1.5, NaN, Infinity, -Infinity]) {
+      assertLimiterError(() => keyed.tryAcquire(bad, 1, 0), 'invalid_value', 'key', String(bad));
+      assertLimiterError(() => keyed.peek(bad, 1, 0), 'invalid_value', 'key', String(bad));
+      assertLimiterError(() => policy.tryAcquire({ user: bad }, 1, 0), 'invalid_value', 'request', String(bad));
+    }
+    assert.equal(keyed.size, 0, 'nothing taken');
+    assert.equal(keyed.tryAcquire(-0, 1, 0).allowed, true, '-0 is the key 0');
+    assert.equal(keyed.tryAcquire('0', 1, 0).allowed, false);
+  });
+
   it('keeps keys apart, and 42 and "42" are one key', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 2, emissionIntervalMs: 100, name: 'per-user' }));
     assert.equal(keyed.tryAcquire('a', 2, 0).allowed, true);
@@ -46,6 +59,7 @@ describe('KeyedLimiter', () => {
     assert.deepStrictEqual(d, { allowed: false, remaining: 0, limit: 2, retryAfterMs: 100, resetAfterMs: 200 });
     assert.equal(keyed.size, 3);
     assert.deepStrictEqual([keyed.limit, keyed.algorithm, keyed.name, keyed.windowMs], [2, 'gcra', 'per-user', 200]);
+    assert.deepStrictEqual([keyed.maxKeys, keyed.eviction], [null, 'nearest_fresh']);
     assert.equal(keyed.headers(d)['RateLimit-Policy'], '"per-user";q=2;w=1');
     assert.equal(keyed.headers(d)['Retry-After'], '1');
   });
@@ -99,6 +113,18 @@ describe('KeyedLimiter', () => {
     refuse.tryAcquire('a', 1, 0);
     refuse.tryAcquire('b', 1, 0);
     assert.throws(() => refuse.tryAcquire('c', 1, 0), (e) => e instanceof RangeError && e.code === 'store_full');
+    assert.deepStrictEqual([refuse.maxKeys, refuse.eviction], [2, 'refuse']);
+    // A fresh limiter of the keys' configuration, of its class, name and clock.
+    const clock = () => 5;
+    const store = new KeyedLimiter(new TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 10, name: 'b', clock }), { maxKeys: 9 });
+    store.tryAcquire('a', 3);
+    const fresh = store.limiter;
+    assert.ok(fresh instanceof TokenBucket && fresh !== store.limiter);
+    assert.deepStrictEqual([fresh.capacity, fresh.refillPeriodMs, fresh.name, fresh.peek(3).allowed], [3, 10, 'b', true]);
+    fresh.tryAcquire(3);
+    assert.equal(fresh.peek().retryAfterMs, 10, 'on the store\'s clock, which stands still');
+    assert.equal(store.peek('b', 3).allowed, true, 'its own state');
+    assert.ok(new KeyedLimiter(new FixedWindow({ limit: 1, calendar: 'day' })).limiter instanceof FixedWindow);
     const evict = new KeyedLimiter(new SlidingWindowLog({ limit: 1, windowMs: SECOND }), { maxKeys: 2 });
     evict.tryAcquire('a', 1, 0);
     evict.tryAcquire('b', 1, 0);
@@ -160,6 +186,34 @@ describe('KeyedLimiter', () => {
 });
 
 describe('Policy', () => {
+  it('a limit of configured limiters takes a bound, or a KeyedLimiter with its own, and refuses other fields', () => {
+    const gcra = () => new Gcra({ burst: 1, emissionIntervalMs: 1000 });
+    const bounded = (limit) => {
+      const policy = new Policy({ limits: [{ name: 'a', by: ['user'], ...limit }] });
+      policy.tryAcquire({ user: 'u1' }, 1, 0);
+      return policy;
+    };
+    for (const limit of [
+      { limiter: gcra(), maxKeys: 1, eviction: 'refuse' },
+      { limiter: new KeyedLimiter(gcra(), { maxKeys: 1, eviction: 'refuse' }) },
+    ]) {
+      assert.throws(() => bounded(limit).tryAcquire({ user: 'u2' }, 1, 0), (e) => e.code === 'store_full');
+    }
+    // A KeyedLimiter with no bound: none, and its default eviction is not "given".
+    assert.equal(bounded({ limiter: new KeyedLimiter(gcra()) }).tryAcquire({ user: 'u2' }, 1, 0).allowed, true);
+    assertLimiterError(() => bounded({ limiter: gcra(), eviction: 'refuse' }), 'invalid_value', 'eviction');
+    assertLimiterError(
+      () => bounded({ limiter: new KeyedLimiter(gcra(), { maxKeys: 1 }), maxKeys: 2 }),
+      'invalid_value',
+      'maxKeys',
+    );
+    // A misspelt field was dropped without a word: three users admitted past max_keys 1.
+    assert.throws(
+      () => bounded({ limiter: gcra(), max_keys: 1 }),
+      (e) => e instanceof TypeError && e.code === 'invalid_config' && e.message.includes('limits[0]: unknown field `max_keys`'),
+    );
+  });
+
   it('a calendar limiter reads the epoch clock by default, and reconfigure into one needs it', () => {
     // On performance.now its days followed the process's start.
     const daily = new FixedWindow({ limit: 1, calendar: 'day' });
@@ -170,6 +224,20 @@ describe('Policy', () => {
     const onEpoch = new FixedWindow({ limit: 1, windowMs: 1000, clock: () => Date.now() });
     onEpoch.reconfigure(new FixedWindow({ limit: 1, calendar: 'day' }));
     assert.equal(onEpoch.calendar, 'day');
+  });
+
+  it('a calendar with windowMs is refused, and a calendar option a class has not keeps its clock', () => {
+    // The window was dropped without a word.
+    for (const Window of [FixedWindow, SlidingWindowCounter]) {
+      assertLimiterError(() => new Window({ limit: 3, windowMs: 1000, calendar: 'day' }), 'invalid_value', 'windowMs', Window.name);
+      assert.equal(new Window({ limit: 3, windowMs: undefined, calendar: 'day' }).calendar, 'day');
+    }
+    // A log has no calendar: it ignores the option, and its default clock
+    // stays the monotonic one (it read Date.now()).
+    const log = new SlidingWindowLog({ limit: 1, windowMs: 1000, calendar: 'day' });
+    assert.equal(log.calendar, null);
+    log.tryAcquire();
+    assert.ok(log.peek(1, performance.now()).retryAfterMs > 900, 'on performance.now');
   });
 
   it('refuses algorithm and by beside a configuration, and JSON text in fromRates, as Python does', () => {
