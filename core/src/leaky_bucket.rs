@@ -16,7 +16,9 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// [`reserve`](Limiter::reserve) is the shaping call: it queues the request
 /// and returns its delay, `Ok(Ok(delay))`, when the queue has room for all of
 /// it and the delay is at most `max_wait` (so the delay never exceeds
-/// `(capacity - cost) * interval`). [`try_acquire`](Limiter::try_acquire)
+/// `(capacity - cost) * interval`, counted from the latest time the
+/// limiter has seen: a caller whose `now` lags behind it waits that lag
+/// more). [`try_acquire`](Limiter::try_acquire)
 /// admits only a request that may leave at once, which is when the queue is
 /// empty. In every [`Decision`], `remaining` is what may be taken at once,
 /// as for every algorithm: the whole capacity while the queue is empty,
@@ -24,7 +26,8 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// would be denied); `retry_after` is the delay (when the queue ahead will
 /// be empty) and `reset_after` when the queue will be empty. The room left
 /// in the queue for [`reserve`](Limiter::reserve) is `capacity` less
-/// `reset_after / interval`, rounded up.
+/// `reset_after / interval`, rounded up, for a `now` not behind the latest
+/// time seen (a lagging caller's `reset_after` includes the lag).
 ///
 /// **Guarantee.** Requests leave in the order they were admitted, spaced by
 /// `interval` per unit and never closer: in any span of time of length `t`,

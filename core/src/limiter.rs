@@ -17,6 +17,12 @@ pub trait Limiter {
 
     /// The answer [`try_acquire`](Limiter::try_acquire) would give, without
     /// consuming anything.
+    ///
+    /// One exception to "asking again `retry_after` later succeeds": a
+    /// token bucket never called whose `initial_tokens` are below its
+    /// capacity starts counting its refill at its first call that changes
+    /// it, not at a `peek`, so a `peek` before that call promises a wait
+    /// that the call does not honour (it sees the initial tokens again).
     fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error>;
 
     /// Books `cost` units for the earliest moment they are available, if that
@@ -59,7 +65,9 @@ pub trait Limiter {
     /// Any slot from the one [`reserve`](Limiter::reserve) would give on is
     /// admitted, save for a bound of the algorithm's own: a log's room for
     /// distinct instants, a queue's length, or numbers past 64 bits (a
-    /// window algorithm's slot past 2^64 - 1 ns). An earlier slot is
+    /// window algorithm's slot past 2^64 - 1 ns, a bucket's debt past 2^64
+    /// - 1 units; a token or leaky bucket books a slot past 2^64 - 1 ns,
+    /// whose `now + wait` the caller cannot add up). An earlier slot is
     /// refused. This is how a [`Policy`](crate::Policy) books every limit
     /// at the slot of the slowest one: each limit counts the request at the
     /// instant it really proceeds.
@@ -72,7 +80,11 @@ pub trait Limiter {
     /// The limiter never holds more than a fresh one would, and units are
     /// only returned where they were taken (a window algorithm removes them
     /// from the window or instant of `taken_at`, or not at all), so a refund
-    /// cannot create permits.
+    /// cannot create permits. A request whose `now` lagged behind the
+    /// latest time seen was counted at that latest time, which its
+    /// [`Decision`] does not say: a refund at its `now` may find nothing to
+    /// give back (a fixed window, a leaky bucket), or take the units from
+    /// the window before (a sliding window counter), never more.
     fn refund(&mut self, taken_at: Nanos, cost: u64);
 
     /// Decides each of `costs` at `now`, in order, into `out`: exactly what

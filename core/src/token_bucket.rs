@@ -27,7 +27,8 @@ use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 /// a burst of up to `capacity` at once, then the rate.
 ///
 /// A new bucket holds each bandwidth's `initial_tokens` (by default its
-/// capacity) at the time of its first call. `TokenBucket` (that is,
+/// capacity) at the time of its first call that changes it (a
+/// [`peek`](Limiter::peek) does not start it: see there). `TokenBucket` (that is,
 /// `TokenBucket<1>`) has one bandwidth; `TokenBucket<N>` has `N`.
 ///
 /// ```
@@ -467,7 +468,7 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     /// Admitted when every band holds `cost` at the slot, counting the
     /// refill until then (which the capacity caps); each band then holds
     /// what it would had `cost` been taken at the slot. Refused also when
-    /// the debt does not fit in 128 bits.
+    /// the debt does not fit in 64 bits (it is computed in 128).
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.limit())?;
         let mut level = exact(self.level_at::<Exact>(now));
