@@ -65,12 +65,12 @@ pub trait Limiter {
     /// Any slot from the one [`reserve`](Limiter::reserve) would give on is
     /// admitted, save for a bound of the algorithm's own: a log's room for
     /// distinct instants, a queue's length, or numbers past 64 bits (a
-    /// window algorithm's slot past 2^64 - 1 ns, a bucket's debt past 2^64
-    /// - 1 units; a token or leaky bucket books a slot past 2^64 - 1 ns,
-    /// whose `now + wait` the caller cannot add up). An earlier slot is
-    /// refused. This is how a [`Policy`](crate::Policy) books every limit
-    /// at the slot of the slowest one: each limit counts the request at the
-    /// instant it really proceeds.
+    /// window algorithm's slot past 2^64 - 1 ns, a bucket's debt past
+    /// 2^64 - 1 units; a token or leaky bucket books a slot past
+    /// 2^64 - 1 ns, whose `now + wait` the caller cannot add up). An earlier
+    /// slot is refused. This is how a [`Policy`](crate::Policy) books every
+    /// limit at the slot of the slowest one: each limit counts the request
+    /// at the instant it really proceeds.
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error>;
 
     /// Gives back `cost` units taken at `taken_at` and not used: a cancelled
