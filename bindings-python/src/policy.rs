@@ -436,6 +436,24 @@ limiter_methods!(
             }
         }
 
+        /// The one limit's limiter, fresh, named by the limit, on the default
+        /// clock; ``None`` unless the policy has a single global limit. What
+        /// ``ratekeeper.limit`` waits on for one rate: a limiter's waiters
+        /// move up into a cancelled one's slot, a policy's do not.
+        fn _single<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+            let (prototype, name) = {
+                let core = self.shared.lock();
+                let policy = &core.policy;
+                if policy.len() != 1 || policy.keyed_by(0).next().is_some() {
+                    return Ok(None);
+                }
+                (policy.limiter(0), policy.name(0).to_owned())
+            };
+            let call = crate::algorithms::constructor(py, &prototype)?;
+            call.kwargs.set_item(intern!(py, "name"), name)?;
+            call.factory()?.call(&call.args, Some(&call.kwargs)).map(Some)
+        }
+
         fn __repr__(&self) -> String {
             let limits: Vec<String> = self
                 .keyed()

@@ -459,6 +459,23 @@ def test_limit_takes_rate_strings(clock: FakeClock) -> None:
     assert len(clock.sleeps) == 1 and 0 < clock.sleeps[0] <= 3600
 
 
+def test_limit_of_one_rate_waits_on_that_limiter() -> None:
+    # A limiter's waiters move up into a cancelled one's slot; a policy's do
+    # not (its slot went unused), so one rate makes a limiter.
+    for rates, algorithm, kind in (
+        ("5/second", "token_bucket", TokenBucket),
+        ("5/second", "gcra", Gcra),
+        ("10/minute", "leaky_bucket", ratekeeper.LeakyBucket),
+        ("2/hour", "sliding_window_log", ratekeeper.SlidingWindowLog),
+    ):
+        subject = ratekeeper.limit(rates, algorithm=algorithm)._subject  # type: ignore[arg-type]
+        assert type(subject) is kind and subject.name == rates
+        reference = Policy.from_rates(rates, algorithm=algorithm)  # type: ignore[arg-type]
+        for now in (0.0, 0.1, 0.2, 0.3, 0.35, 5.0, 7.2):
+            assert subject.try_acquire(now=now).allowed == reference.try_acquire(now=now).allowed
+    assert isinstance(ratekeeper.limit("5/second;100/day")._subject, Policy)
+
+
 def test_policies_from_rate_strings() -> None:
     policy = Policy("2/second;3/minute", by=["user"])
     assert policy.names == ("2/second", "3/minute")

@@ -343,7 +343,8 @@ def limit(
     ``@ratekeeper.limit("5/second")`` admits calls at that rate, across every
     caller (thread or task) of the function: ``rates`` is a rate string
     (``"10/second;100/day"``: every rate at once, ``Policy.from_rates`` with
-    ``algorithm``), or a limiter or ``Policy`` already built. Works on sync
+    ``algorithm``; one rate makes that one limiter, named by the rate), or a
+    limiter or ``Policy`` already built. Works on sync
     and async functions (``async def``: waits with ``asyncio.sleep``), and
     on generator and async generator functions, which stay generators and
     acquire at their first iteration, not when called (see ``Acquiring``).
@@ -362,7 +363,11 @@ def limit(
     if isinstance(rates, (Limiter, Policy)):
         subject = rates
     elif isinstance(rates, str):
-        subject = Policy.from_rates(rates, algorithm=algorithm)
+        policy = Policy.from_rates(rates, algorithm=algorithm)
+        # One rate: its own limiter, whose waiters move up into a cancelled
+        # one's slot (a policy's keep theirs, and the slot goes unused).
+        single = policy._single()
+        subject = policy if single is None else single
     else:
         raise RateLimitTypeError(
             f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}", "invalid_type"
