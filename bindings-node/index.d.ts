@@ -317,16 +317,16 @@ export type Key = string | number
 
 /** Options of `KeyedLimiter`. */
 export interface KeyedOptions {
-  /** The most keys kept (default: no bound). */
-  maxKeys?: number
+  /** The most keys kept (default, or null: no bound). */
+  maxKeys?: number | null
   /**
    * At the bound, a new key makes room by forgetting the keys nearest to
    * fresh (`'nearest_fresh'`, the default: a forgotten key may be admitted
    * early by what its state still held, reservations booked ahead included),
-   * or fails with `store_full` (`'refuse'`). Given without `maxKeys`: a
-   * `RangeError` (`invalid_value`), as a store without a bound never evicts.
+   * or fails with `store_full` (`'refuse'`; without `maxKeys`, a
+   * `RangeError` `invalid_value`: a store without a bound never refuses).
    */
-  eviction?: 'nearest_fresh' | 'refuse'
+  eviction?: 'nearest_fresh' | 'refuse' | null
 }
 
 /**
@@ -375,23 +375,36 @@ export interface LimitConfig {
   /** The request fields the limit is keyed by; none: global. */
   by?: string[]
   max_keys?: number
-  /** At `max_keys` (required with it): as `KeyedOptions.eviction`. */
+  /** At `max_keys` (`'refuse'` only with it): as `KeyedOptions.eviction`. */
   eviction?: 'nearest_fresh' | 'refuse'
 }
 
 /**
  * A limit of configured limiters: each key of `by` gets a copy of `limiter`'s
- * configuration. A `KeyedLimiter` brings its bound (`maxKeys`, `eviction`)
- * too; with a plain limiter they may be given here, as `KeyedOptions` has
- * them. Another field is a `TypeError` (`invalid_config`).
+ * configuration, at most `maxKeys` keys held (`eviction` at the bound), as
+ * `KeyedOptions` has them. Another field is a `TypeError` (`invalid_config`).
  */
-export type LimiterLimit =
-  | { name: string; by?: string[]; limiter: Limiter; maxKeys?: number | null; eviction?: 'nearest_fresh' | 'refuse' | null }
-  | { name: string; by?: string[]; limiter: KeyedLimiter }
+export interface LimiterLimit {
+  name: string
+  by?: string[]
+  limiter: Limiter
+  maxKeys?: number | null
+  eviction?: 'nearest_fresh' | 'refuse' | null
+}
+
+/** A limit whose keys follow a `KeyedLimiter`: its configuration and its bound. */
+export interface KeyedLimiterLimit {
+  name: string
+  by?: string[]
+  limiter: KeyedLimiter
+  /** The bound is the KeyedLimiter's: giving one here is a `RangeError`. */
+  maxKeys?: null
+  eviction?: null
+}
 
 /** A policy's configuration: declarative limits, or configured limiters. */
 export interface PolicyConfig {
-  limits: LimitConfig[] | LimiterLimit[]
+  limits: LimitConfig[] | (LimiterLimit | KeyedLimiterLimit)[]
 }
 
 /**
@@ -439,9 +452,9 @@ export declare class Policy {
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   /**
    * Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items);
-   * `Retry-After` when denied. A policy of no limits has none: `{}`.
+   * `Retry-After` when denied. A policy of no limits has none: it answers `{}`.
    */
-  headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
+  headers(decision: PolicyDecision): RateLimitHeaders
   reclaim(nowMs?: number): void
   /** The limits, in order. */
   readonly limits: Array<{ name: string; by: string[] }>

@@ -30,8 +30,9 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
   cost?: number | ((input: Input, init?: Init) => number)
   /**
    * The longest a request may wait for its slot; a call whose slot is further
-   * away rejects at once with a `TimeoutError` DOMException, booking nothing,
-   * and so does a queued call that a server's pause would move further.
+   * away rejects at once with a `TimeoutError` DOMException (its
+   * `retryAfterMs`: the wait it would have had), booking nothing, and so
+   * does a queued call that a server's pause would move further.
    * Default `Infinity`.
    */
   maxWaitMs?: number

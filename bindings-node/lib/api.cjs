@@ -896,8 +896,7 @@ function createApi(B) {
         if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
         if (limiter instanceof KeyedLimiter) {
           if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
-          maxKeys = limiter.maxKeys;
-          eviction = maxKeys === null ? undefined : limiter.eviction;
+          ({ maxKeys, eviction } = limiter);
           limiter = limiter.limiter;
         }
         if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter or a KeyedLimiter');

@@ -59,8 +59,9 @@ function rateLimitedError(message, retryAfterMs) {
   return error;
 }
 
-function timeoutError(message) {
-  return new DOMException(message, 'TimeoutError');
+/** A TimeoutError carrying the wait that was needed, as acquire's does. */
+function timeoutError(message, retryAfterMs) {
+  return Object.assign(new DOMException(message, 'TimeoutError'), { retryAfterMs });
 }
 
 /**
@@ -234,7 +235,7 @@ function pacedFetch(fetch, limiter, options) {
   function book(entry, now, maxWait) {
     const from = Math.max(now, pausedUntil);
     if (from - now > maxWait) {
-      return timeoutError(`the pause (${from - now} ms) would exceed maxWaitMs (${maxWait} ms)`);
+      return timeoutError(`the pause (${from - now} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now);
     }
     const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
     if (r.ok) {
@@ -243,7 +244,7 @@ function pacedFetch(fetch, limiter, options) {
       return null;
     }
     if (from - now + r.waitMs > maxWait) {
-      return timeoutError(`the wait (${from - now + r.waitMs} ms) would exceed maxWaitMs (${maxWait} ms)`);
+      return timeoutError(`the wait (${from - now + r.waitMs} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now + r.waitMs);
     }
     return rateLimitedError(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }

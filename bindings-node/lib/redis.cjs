@@ -629,7 +629,9 @@ class Store {
       }
       const waitMs = r.decision.retryAfterMs;
       if (waitMs > left) {
-        throw new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+        // With the wait that was needed, as the in-process acquire's.
+        const error = new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+        throw Object.assign(error, { retryAfterMs: waitMs });
       }
       if (r.fromStore) throw new RateLimited(`${label}: cannot book ${r.cost} now; retry in ${waitMs} ms`, waitMs);
       await sleep(Math.max(1, Math.ceil(waitMs)), signal);

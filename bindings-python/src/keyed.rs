@@ -14,7 +14,7 @@ use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 
 /// One limiter per key, all configured like ``limiter``, in one store.
 ///
-/// ``KeyedLimiter(limiter, *, max_keys=None, eviction=None)``:
+/// ``KeyedLimiter(limiter, *, max_keys=None, eviction="nearest_fresh")``:
 /// ``limiter`` is any ratekeeper limiter, used for its configuration only
 /// (every key starts as a fresh copy of it), its ``name`` (for the
 /// RateLimit headers) and its ``clock``. Keys are ``str`` (as UTF-8),
@@ -28,9 +28,9 @@ use crate::shared::{self, limiter_methods, Core, Shared, Subject};
 /// at the bound, ``eviction="nearest_fresh"`` (the default) forgets the keys
 /// nearest to fresh (a forgotten key may be admitted early by at most what
 /// its state still held), and ``eviction="refuse"`` raises
-/// ``RateLimitError`` (code ``store_full``) for a new key instead. An
-/// ``eviction`` without ``max_keys`` is refused (``invalid_value``): an
-/// unbounded store never evicts.
+/// ``RateLimitError`` (code ``store_full``) for a new key instead, and
+/// without ``max_keys`` is refused (``invalid_value``): an unbounded store
+/// never refuses a key.
 ///
 /// Time is kept per store: a call with a ``now`` earlier than the latest
 /// the store has seen (for any key) is decided as of that latest time.
@@ -136,7 +136,7 @@ limiter_methods!(
     headers = "the store's (its limiter's)" {
         #[new]
         #[pyo3(signature = (limiter, *, max_keys = None, eviction = None),
-               text_signature = "(limiter, *, max_keys=None, eviction=None)")]
+               text_signature = "(limiter, *, max_keys=None, eviction='nearest_fresh')")]
         fn new(
             py: Python<'_>,
             limiter: &Bound<'_, PyAny>,
@@ -244,10 +244,14 @@ limiter_methods!(
             self.eviction.name()
         }
 
-        /// A fresh limiter of every key's configuration (and the store's name).
+        /// A fresh limiter of every key's configuration (and the store's name
+        /// and clock).
         #[getter]
         fn limiter<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
             let call = self.prototype_call(py)?;
+            if let Some(clock) = self.shared.clock() {
+                call.kwargs.set_item(intern!(py, "clock"), clock.bind(py))?;
+            }
             call.factory()?.call(&call.args, Some(&call.kwargs))
         }
 

@@ -100,6 +100,8 @@ def test_the_limiter_gives_its_configuration_name_and_clock_not_its_state() -> N
     assert repr(store) == "KeyedLimiter(TokenBucket(capacity=2, refill_tokens=1, refill_period=1.0, name='per-user'))"
     limiter = store.limiter
     assert isinstance(limiter, TokenBucket) and limiter.peek(0, now=0).remaining == 2
+    assert (limiter.name, limiter.try_acquire(2).allowed) == ("per-user", True)
+    assert limiter.peek().retry_after == 1.0  # on the store's clock, which stands still
     assert store.headers(store.peek("a", 0)) == {
         "RateLimit-Policy": '"per-user";q=2;w=2',
         "RateLimit": '"per-user";r=1;t=1',
@@ -163,13 +165,16 @@ def test_max_keys_refuse_and_nearest_fresh() -> None:
         assert raised.value.code == code
     with pytest.raises(RateLimitError, match="`eviction` must be 'nearest_fresh' or 'refuse'"):
         KeyedLimiter(Gcra(1, 1), eviction="oldest")  # type: ignore[arg-type]
-    # Without a bound nothing is ever evicted or refused: the choice is refused.
+    # Without a bound no key is ever refused: that choice is refused. The
+    # default may be named, so a store's getters copy it.
+    with pytest.raises(RateLimitError, match="`eviction` is \"refuse\", which needs a bound") as raised:
+        KeyedLimiter(Gcra(1, 1), eviction="refuse")
+    assert raised.value.code == "invalid_value"
     for eviction in ("nearest_fresh", "refuse"):
-        with pytest.raises(RateLimitError, match="`eviction` needs max_keys") as raised:
-            KeyedLimiter(Gcra(1, 1), eviction=eviction)
-        assert raised.value.code == "invalid_value"
         assert KeyedLimiter(Gcra(1, 1), max_keys=3, eviction=eviction).eviction == eviction
-    assert KeyedLimiter(Gcra(1, 1), max_keys=None, eviction=None).eviction == "nearest_fresh"
+    unbounded = KeyedLimiter(Gcra(1, 1))
+    copy = KeyedLimiter(unbounded.limiter, max_keys=unbounded.max_keys, eviction=unbounded.eviction)
+    assert (copy.max_keys, copy.eviction) == (None, "nearest_fresh")
     with pytest.raises(RateLimitError, match="eviction") as raised:
         ratekeeper.Policy({"limits": [{"name": "a", "rate": "1/second", "by": ["ip"], "eviction": "refuse"}]})
     assert raised.value.code == "invalid_value"
@@ -474,6 +479,28 @@ def test_limit_of_one_rate_waits_on_that_limiter() -> None:
         for now in (0.0, 0.1, 0.2, 0.3, 0.35, 5.0, 7.2):
             assert subject.try_acquire(now=now).allowed == reference.try_acquire(now=now).allowed
     assert isinstance(ratekeeper.limit("5/second;100/day")._subject, Policy)
+
+
+def test_limit_of_one_rate_moves_waiters_up() -> None:
+    # On real time (the decorator's limiter reads the monotonic clock): slots
+    # 0.5 s apart. With a cancelled waiter ahead, the next goes at 0.5 s, in
+    # its place; a policy's waiter kept its own slot, at 1 s.
+    @ratekeeper.limit("2/second")
+    async def call() -> None:
+        return None
+
+    async def main() -> float:
+        await call()
+        await call()  # the burst
+        start = time.monotonic()
+        first = asyncio.ensure_future(call())
+        second = asyncio.ensure_future(call())
+        await asyncio.sleep(0.05)
+        first.cancel()
+        await second
+        return time.monotonic() - start
+
+    assert 0.4 < asyncio.run(main()) < 0.8
 
 
 def test_policies_from_rate_strings() -> None:

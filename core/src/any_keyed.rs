@@ -70,15 +70,17 @@ impl AnyKeyed {
     /// or no bound when `max_keys` is `None` (above 2^32 - 1, that is the
     /// bound).
     ///
-    /// Fails naming `eviction` when it is given without `max_keys`: a store
-    /// without a bound never evicts or refuses a key, so the choice would
-    /// go unheard.
+    /// Fails naming `eviction` when it is [`Eviction::Refuse`](crate::Eviction::Refuse)
+    /// without `max_keys`: a store without a bound never refuses a key, so
+    /// the choice would go unheard. (`NearestFresh` without a bound is the
+    /// default, as an unbounded store's `eviction` reads back.)
     ///
     /// ```
     /// use ratekeeper::{AnyKeyed, Eviction, FixedWindow, Nanos};
     ///
     /// let store = || AnyKeyed::new(FixedWindow::new(2, Nanos::from_secs(1)).unwrap().into());
     /// assert!(store().bounded(Some(100), Some(Eviction::Refuse)).is_ok());
+    /// assert!(store().bounded(None, Some(Eviction::NearestFresh)).is_ok());
     /// let err = store().bounded(None, Some(Eviction::Refuse)).unwrap_err();
     /// assert_eq!(err.argument(), Some("eviction"));
     /// ```
@@ -88,11 +90,12 @@ impl AnyKeyed {
         eviction: Option<crate::Eviction>,
     ) -> Result<Self, Error> {
         match (max_keys, eviction) {
-            (None, None) => Ok(self),
-            (None, Some(_)) => Err(Error::InvalidValue {
+            (None, Some(crate::Eviction::Refuse)) => Err(Error::InvalidValue {
                 name: "eviction",
-                reason: "needs max_keys: a store without a bound never evicts or refuses a key",
+                reason: "is \"refuse\", which needs a bound on the keys: a store without one \
+                         never refuses a key",
             }),
+            (None, _) => Ok(self),
             (Some(max), eviction) => self.with_max_keys(
                 usize::try_from(max).unwrap_or(usize::MAX),
                 eviction.unwrap_or_default(),

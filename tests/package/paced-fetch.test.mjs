@@ -167,7 +167,7 @@ test('maxWaitMs and a full queue reject at once, booking nothing', async () => {
   const gcra = tenPerSecond(time.clock);
   const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, maxWaitMs: 250 });
   const ok = [paced('/0'), paced('/1'), paced('/2')];
-  await assert.rejects(paced('/3'), { name: 'TimeoutError' });
+  await assert.rejects(paced('/3'), { name: 'TimeoutError', retryAfterMs: 300 });
   assert.equal(paced.waiting, 2);
 
   const queue = new LeakyBucket({ capacity: 1, intervalMs: 100, clock: time.clock });

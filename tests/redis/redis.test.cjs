@@ -205,7 +205,7 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     await limiter.acquire('k');
     const waited = performance.now() - started;
     assert.ok(waited >= 100, `waited ${waited} ms`);
-    await assert.rejects(limiter.acquire('k', 1, { timeoutMs: 10 }), { name: 'TimeoutError' });
+    await assert.rejects(limiter.acquire('k', 1, { timeoutMs: 10 }), (e) => e.name === 'TimeoutError' && e.retryAfterMs > 10);
     const controller = new AbortController();
     const pending = limiter.acquire('k', 1, { signal: controller.signal });
     setTimeout(() => controller.abort(new Error('stop')), 20);
@@ -380,6 +380,11 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     const big = '1000000000000000000000';
     const config = '25:fixed_window/2/3600000000';
     assert.deepEqual(keys, [`${p}{2:42}:${config}:2:42`, `${p}{5:é€}:${config}:5:é€`, `${p}{1:k}:3:api:1:k`, `${p}{22:${big}}:${config}:22:${big}`].sort());
+    // A number that is not whole is no key (it was the key '1.5'), as in-process.
+    for (const bad of [1.5, NaN, Infinity]) {
+      await assert.rejects(limiter.tryAcquire(bad, 1), (e) => e instanceof RangeError && e.code === 'invalid_value' && e.message.includes('`key`'));
+    }
+    assert.equal((await client.keys(`${p}*`)).length, 4, 'nothing written');
   }));
 
 test('a fallback Policy of other limits answers each limit by name, and its headers are made', async () => {

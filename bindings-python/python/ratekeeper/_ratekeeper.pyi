@@ -377,7 +377,7 @@ class KeyedLimiter:
     """One limiter per key, all configured like ``limiter``, in one store."""
 
     def __new__(
-        cls, limiter: Limiter, *, max_keys: Optional[int] = None, eviction: Optional[_Eviction] = None
+        cls, limiter: Limiter, *, max_keys: Optional[int] = None, eviction: _Eviction = "nearest_fresh"
     ) -> KeyedLimiter: ...
     def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> Decision:
         """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
@@ -442,7 +442,7 @@ class KeyedLimiter:
 
     @property
     def limiter(self) -> Limiter:
-        """A fresh limiter of every key's configuration."""
+        """A fresh limiter of every key's configuration (and the store's name and clock)."""
 
 @final
 class Policy:

@@ -102,12 +102,21 @@ perIp.reclaim();
 const size: number = perIp.size;
 const bound: [number | null, 'nearest_fresh' | 'refuse'] = [perIp.maxKeys, perIp.eviction];
 const perIpLimiter: Limiter = perIp.limiter;
+const perIpCopy = new KeyedLimiter(perIp.limiter, { maxKeys: perIp.maxKeys, eviction: perIp.eviction });
+const boundedPolicy = new Policy({
+  limits: [
+    { name: 'a', by: ['ip'], limiter: perIpLimiter, maxKeys: 10, eviction: 'refuse' },
+    { name: 'b', by: ['ip'], limiter: perIpCopy },
+  ],
+});
+// @ts-expect-error: a KeyedLimiter brings its own bound
+new Policy({ limits: [{ name: 'c', limiter: perIpCopy, maxKeys: 2 }] });
 const pd: PolicyDecision = policy.tryAcquire({ ip: '1.2.3.4' }, 1);
 const deniedBy: string | null = pd.deniedBy;
 const firstLimit: string | undefined = pd.limits[0]?.name;
 const pr: PolicyReservation = Policy.fromRates('10/second;100/day', { algorithm: 'gcra', by: ['user'] }).reserve({ user: 7 });
 pr.cancel();
-const policyHeaders: RateLimitHeaders | Record<string, never> = policy.headers(pd);
+const policyHeaders: RateLimitHeaders = policy.headers(pd);
 const exact = new Policy({ limits: [{ name: 'exact', by: ['user'], limiter: new Gcra({ burst: 2, emissionIntervalMs: 100 }) }] });
 const monthly = new FixedWindow({ limit: 1000, calendar: 'month', clock: Date.now });
 const bytes: Uint8Array = monthly.toBytes();
@@ -119,7 +128,7 @@ export async function waitingKeyed(): Promise<void> {
   await perIp.acquire('k', 1, { timeoutMs: 100 });
   await policy.acquire({ ip: 'x' }, 1, { timeoutMs: 100 });
 }
-export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra, copyBuckets];
+export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra, copyBuckets];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
 
