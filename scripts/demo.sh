@@ -9,5 +9,5 @@ bash scripts/python.sh build
 bash scripts/node.sh build
 bash scripts/wasm.sh build
 .venv/bin/python demo/run.py
-(cd tests/redis && npm ci --no-audit --no-fund --loglevel=error)
+bash scripts/node.sh npm-ci tests/redis
 bash scripts/redis.sh demo

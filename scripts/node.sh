@@ -4,6 +4,7 @@
 #   bash scripts/node.sh setup        npm ci in bindings-node and in tests/js (each skipped when its
 #                                     node_modules matches its lockfile)
 #   bash scripts/node.sh setup-suite  npm ci in tests/js only (express, fastify: what the suite needs)
+#   bash scripts/node.sh npm-ci DIR   npm ci in DIR, skipped when its node_modules matches its lockfile
 #   bash scripts/node.sh build        napi build --release --platform, then fail if native.js / native.d.ts changed
 #   bash scripts/node.sh test         build, the JS suite (tests/js) on the addon, tsc over tests/js/types
 #
@@ -71,10 +72,11 @@ run_tests() {
 case "${1:-}" in
   setup) setup ;;
   setup-suite) npm_ci "$SUITE" ;;
+  npm-ci) npm_ci "${2:?usage: bash scripts/node.sh npm-ci DIR}" ;;
   build) build ;;
   test) run_tests ;;
   *)
-    echo "usage: bash scripts/node.sh setup|setup-suite|build|test" >&2
+    echo "usage: bash scripts/node.sh setup|setup-suite|npm-ci DIR|build|test" >&2
     exit 2
     ;;
 esac

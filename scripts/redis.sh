@@ -116,7 +116,7 @@ test_() {
     bash scripts/python.sh setup
     bash scripts/python.sh build
     bash scripts/node.sh build
-    (cd tests/redis && npm ci --no-audit --no-fund --loglevel=error)
+    bash scripts/node.sh npm-ci tests/redis
     trap 'cluster stop; server stop' EXIT
     server start
     cluster start

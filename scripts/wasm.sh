@@ -94,7 +94,7 @@ cmd_setup() {
         cargo install wasm-bindgen-cli --version "$version"
         bindgen_installed "$version" || die "wasm-bindgen $version is installed but not first on PATH"
     fi
-    (cd tests/browser && npm ci --no-audit --no-fund)
+    bash scripts/node.sh npm-ci tests/browser
     bash scripts/node.sh setup-suite
     [ -x "$(chromium_path)" ] || die "no Chromium at $(chromium_path): apt-get install -y chromium (scripts/setup.sh does this) or set RATEKEEPER_CHROMIUM"
 }
