@@ -25,7 +25,7 @@ export interface PacedFetchEvent {
 }
 
 /** Options of `pacedFetch`. */
-export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit> {
+export interface PacedFetchOptions<Input = Request | string | URL, Init = RequestInit> {
   /** Units a request takes from the limiter: a number or a function of the call's arguments. Default 1. */
   cost?: number | ((input: Input, init?: Init) => number)
   /**
@@ -66,7 +66,7 @@ export interface PacedFetchOptions<Input = RequestInfo | URL, Init = RequestInit
 }
 
 /** The paced `fetch` returned by `pacedFetch`. */
-export interface PacedFetch<Input = RequestInfo | URL, Init = RequestInit, Result = Response> {
+export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, Result = Response> {
   (input: Input, init?: Init): Promise<Result>
   /** Requests booked and not yet sent. */
   readonly waiting: number
@@ -91,7 +91,7 @@ export interface PacedFetch<Input = RequestInfo | URL, Init = RequestInit, Resul
  * const get = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 }))
  * const pages = await Promise.all(urls.map((url) => get(url)))  // 5 per second
  */
-export declare function pacedFetch<Input = RequestInfo | URL, Init extends { signal?: AbortSignal | null } = RequestInit, Result = Response>(
+export declare function pacedFetch<Input = Request | string | URL, Init extends { signal?: AbortSignal | null } = RequestInit, Result = Response>(
   fetch: (input: Input, init?: Init) => Promise<Result>,
   limiter: Limiter,
   options?: PacedFetchOptions<Input, Init>,

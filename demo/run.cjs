@@ -1,7 +1,7 @@
 // Replays a trace through the JS package (`napi` addon or `wasm` build) and
 // prints one JSON line per decision, with times converted back to integer ns.
 const [which = 'napi', tracePath = `${__dirname}/trace.json`] = process.argv.slice(2);
-const rk = which === 'wasm' ? require('../bindings-wasm/node.cjs') : require('../bindings-node');
+const rk = which === 'wasm' ? require('../bindings-wasm/node.cjs') : require('../bindings-node/index.js');
 const trace = JSON.parse(require('node:fs').readFileSync(tracePath, 'utf8'));
 
 const build = ({ algorithm, config: c }) =>

@@ -71,6 +71,16 @@ cmd_pack() {
     cp "$WASM"/pkg/web/ratekeeper_wasm.js "$WASM"/pkg/web/ratekeeper_wasm.d.ts "$WASM"/pkg/web/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/web/"
     # The wasm-bindgen glue is an ES module in a .js file.
     echo '{ "type": "module" }' >"$STAGE/wasm/pkg/web/package.json"
+    # Node's fallback where no native addon loads (index.js): the CommonJS glue.
+    mkdir -p "$STAGE/wasm/pkg/nodejs"
+    cp "$WASM"/pkg/nodejs/ratekeeper_wasm.js "$WASM"/pkg/nodejs/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/nodejs/"
+    # What a consumer's npm reads: no development fields, nothing that keeps it from publishing.
+    node -e '
+      const file = process.argv[1];
+      const pkg = JSON.parse(require("fs").readFileSync(file, "utf8"));
+      for (const field of ["private", "scripts", "devDependencies", "overrides", "napi"]) delete pkg[field];
+      require("fs").writeFileSync(file, JSON.stringify(pkg, null, 2) + "\n");
+    ' "$STAGE/package.json"
     local tarball
     tarball=$(cd "$STAGE" && npm pack --silent --pack-destination "$TARGET_DIR/npm")
     local wasm_file="$STAGE/wasm/pkg/web/ratekeeper_wasm_bg.wasm"

@@ -4,7 +4,7 @@
 // a bundler's browser build asks for) gets the WebAssembly build; the typings
 // of both are checked by tsc when TypeScript is at hand.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +36,7 @@ test('the tarball holds both builds and the typings', () => {
     'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
     'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
     'wasm/workerd.mjs', 'wasm/browser.d.ts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
+    'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm',
   ]) {
     assert.ok(existsSync(join(root, file)), `${file} is in the package`);
   }
@@ -56,6 +57,27 @@ test('require("ratekeeper") is the native addon', () => {
   `]).trim().split('\n');
   assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
   assert.match(out[1], /node_modules\/ratekeeper\/main\.cjs$/);
+});
+
+test('where no native addon loads, require and import fall back to the WebAssembly build, with a warning', () => {
+  // As on macOS, Windows, arm64, musl or an older glibc: loading the .node fails.
+  const noAddon = "process.dlopen = () => { throw new Error('not this platform'); };";
+  const required = execFileSync(process.execPath, ['-e', `${noAddon}
+    const api = require('ratekeeper');
+    ${USE}
+    console.log(typeof api.KeyedLimiter, new api.KeyedLimiter(new api.Gcra({ burst: 1, emissionIntervalMs: 10 })).tryAcquire('k', 1, 0).allowed);
+  `], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = required.trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.equal(out[1], 'function true');
+  const imported = node(['--input-type=module', '--no-warnings', '-e', `${noAddon}
+    const api = await import('ratekeeper');
+    ${USE}
+  `]).trim();
+  assert.deepEqual(JSON.parse(imported), { remaining: 1, paced: 'function', init: 'undefined' });
+  const warned = spawnSync(process.execPath, ['-e', `${noAddon} require('ratekeeper');`], { cwd: dir, encoding: 'utf8' });
+  assert.equal(warned.status, 0);
+  assert.match(warned.stderr, /\[RATEKEEPER_WASM_FALLBACK\] Warning: no native addon of ratekeeper loads on/);
 });
 
 test('import("ratekeeper") is the native addon, the same instance as require', () => {
@@ -129,6 +151,11 @@ test('the export conditions in package.json', () => {
   assert.deepEqual(Object.keys(dot), ['workerd', 'deno', 'browser', 'node', 'default']);
   for (const condition of ['workerd', 'deno', 'browser', 'default']) assert.match(Object.values(dot[condition]).join(), /wasm\//);
   assert.deepEqual(dot.node, { types: './ratekeeper.d.ts', import: './main.mjs', require: './main.cjs' });
+  // Types outside the node condition, for TypeScript's bundler resolution.
+  assert.deepEqual(pkg.exports['./redis'], { types: './redis.d.ts', node: './lib/redis.cjs' });
+  // Tools that ignore exports get the same entry; nothing keeps it from publishing.
+  assert.equal(pkg.main, 'main.cjs');
+  for (const field of ['private', 'scripts', 'devDependencies', 'napi']) assert.equal(pkg[field], undefined, field);
 });
 
 test('the typings type-check from a consumer (tsc)', () => {
