@@ -140,6 +140,15 @@ test("a bundler's browser build (esbuild) takes the WebAssembly build, and it ru
   assert.deepEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).retryAfterMs], [true, 500]);
   assert.equal(typeof app.pacedFetch, 'function');
 
+  // A page's bundle cannot see the .wasm the glue fetches beside it: the
+  // package exports it (ratekeeper/ratekeeper.wasm) for the bundler to emit,
+  // and the page calls init(wasmUrl).
+  writeFileSync(join(dir, 'asset.mjs'), "export { default as wasmUrl } from 'ratekeeper/ratekeeper.wasm';\n");
+  const outdir = join(dir, 'out-asset');
+  await build({ entryPoints: ['asset.mjs'], absWorkingDir: dir, bundle: true, format: 'esm', platform: 'browser', loader: { '.wasm': 'file' }, outdir, logLevel: 'silent' });
+  const { wasmUrl } = await import(pathToFileURL(join(outdir, 'asset.js')).href);
+  assert.deepEqual(readFileSync(join(outdir, wasmUrl)), readFileSync(join(dir, 'node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
+
   // As wrangler bundles a Cloudflare worker: the workerd condition, the .wasm left as a module import.
   const worker = await bundle({ platform: 'neutral', conditions: ['workerd', 'worker', 'browser'], external: ['*.wasm'], write: false, outfile: 'worker.mjs' });
   assert.ok(Object.keys(worker.metafile.inputs).includes('node_modules/ratekeeper/wasm/workerd.mjs'));
@@ -153,6 +162,7 @@ test('the export conditions in package.json', () => {
   assert.deepEqual(dot.node, { types: './ratekeeper.d.ts', import: './main.mjs', require: './main.cjs' });
   // Types outside the node condition, for TypeScript's bundler resolution.
   assert.deepEqual(pkg.exports['./redis'], { types: './redis.d.ts', node: './lib/redis.cjs' });
+  assert.equal(pkg.exports['./ratekeeper.wasm'], './wasm/pkg/web/ratekeeper_wasm_bg.wasm');
   // Tools that ignore exports get the same entry; nothing keeps it from publishing.
   assert.equal(pkg.main, 'main.cjs');
   for (const field of ['private', 'scripts', 'devDependencies', 'napi']) assert.equal(pkg[field], undefined, field);
