@@ -1,5 +1,5 @@
 // Compile-only (tsc --noEmit, run by `bash scripts/wasm.sh test`): the wasm build's
-// index.d.ts / web.d.ts describe the API as used, through the package's "exports",
+// index.d.ts / web.d.mts describe the API as used, through the package's "exports",
 // and are exactly the napi addon's surface (bindings-node/index.d.ts): the wasm
 // entries re-export the copy of that file which the build puts in pkg/.
 import init, { initSync, Gcra, LeakyBucket, SlidingWindowLog, TokenBucket, type Decision, type Reservation } from 'ratekeeper-wasm/web'

@@ -35,7 +35,7 @@ test('the tarball holds both builds and the typings', () => {
   for (const file of [
     'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
     'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
-    'wasm/workerd.mjs', 'wasm/browser.d.ts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
+    'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm',
   ]) {
     assert.ok(existsSync(join(root, file)), `${file} is in the package`);
@@ -187,4 +187,8 @@ test('the typings type-check from a consumer (tsc)', () => {
   const options = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022,dom', '--types', ''];
   execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts'], { cwd: dir, stdio: 'inherit' });
   execFileSync(tsc, [...options, '--module', 'esnext', '--moduleResolution', 'bundler', 'browser.ts'], { cwd: dir, stdio: 'inherit' });
+  // The wasm entries' types are an ES module's, as their files are: under
+  // nodenext (and Deno) init was "not callable" when they read as CommonJS.
+  writeFileSync(join(dir, 'browser.mts'), readFileSync(join(dir, 'browser.ts')));
+  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', '--customConditions', 'browser', 'browser.mts'], { cwd: dir, stdio: 'inherit' });
 });

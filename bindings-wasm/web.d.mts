@@ -1,6 +1,6 @@
 // Types of web.mjs: the shared surface (bindings-node/index.d.ts, copied into pkg/
 // by `bash scripts/wasm.sh build`) plus initialisation.
-export * from './pkg/ratekeeper'
+export * from './pkg/ratekeeper.js'
 
 /** Where to load the .wasm from: a URL, a fetch `Response`, bytes or a compiled module. */
 export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembly.Module
