@@ -60,7 +60,9 @@ cmd_pack() {
     [[ -f "$WASM/pkg/web/ratekeeper_wasm_bg.wasm" ]] || bash scripts/wasm.sh build >&2
     rm -rf "$STAGE"
     mkdir -p "$STAGE/lib" "$STAGE/wasm/pkg"
-    cp "$PKG"/package.json "$PKG"/README.md "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
+    # The README npm shows: NPM.md, for users (README.md is this repository's).
+    cp "$PKG"/NPM.md "$STAGE/README.md"
+    cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/native.d.ts "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
     cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"

@@ -154,6 +154,16 @@ test("a bundler's browser build (esbuild) takes the WebAssembly build, and it ru
   assert.ok(Object.keys(worker.metafile.inputs).includes('node_modules/ratekeeper/wasm/workerd.mjs'));
 });
 
+test("npm's README is the one for users", () => {
+  const readme = readFileSync(join(dir, 'node_modules/ratekeeper/README.md'), 'utf8');
+  assert.match(readme, /^# ratekeeper\n/);
+  for (const topic of ['npm install ratekeeper', 'await init(', 'ratekeeper/ratekeeper.wasm', 'RATEKEEPER_WASM_FALLBACK']) assert.ok(readme.includes(topic), topic);
+  assert.ok(!readme.includes('scripts/'), 'nothing of the repository');
+  // Its Node example runs as written.
+  const example = readme.split('## Node')[1].split('```js\n')[1].split('```')[0];
+  node(['-e', `(async () => {\n${example}\nconsole.log(JSON.stringify(d));\n})().catch((e) => { console.error(e); process.exit(1); });`]);
+});
+
 test('the export conditions in package.json', () => {
   const pkg = JSON.parse(readFileSync(join(dir, 'node_modules/ratekeeper/package.json'), 'utf8'));
   const dot = pkg.exports['.'];
