@@ -62,6 +62,7 @@ cmd_pack() {
     mkdir -p "$STAGE/lib" "$STAGE/wasm/pkg"
     # The README npm shows: NPM.md, for users (README.md is this repository's).
     cp "$PKG"/NPM.md "$STAGE/README.md"
+    cp LICENSE-MIT LICENSE-APACHE "$STAGE/"
     cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/native.d.ts "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"

@@ -36,7 +36,7 @@ test('the tarball holds both builds and the typings', () => {
     'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
     'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
-    'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm',
+    'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
     assert.ok(existsSync(join(root, file)), `${file} is in the package`);
   }
