@@ -6,7 +6,7 @@ try {
   native = require('./native.js');
 } catch (error) {
   // No native addon loads on this platform (the package ships linux-x64 with
-  // glibc >= 2.34): the WebAssembly build, the same API, if it is packed.
+  // glibc >= 2.17): the WebAssembly build, the same API, if it is packed.
   module.exports = wasmFallback(error);
   return;
 }

@@ -44,7 +44,16 @@ build() {
     if [[ -f "$PKG/$f" ]]; then cp "$PKG/$f" "$before/$f"; fi
   done
 
-  (cd "$PKG" && node_modules/.bin/napi build --release --platform --js native.js --dts native.d.ts)
+  local napi=(node_modules/.bin/napi build --release --platform --js native.js --dts native.d.ts)
+  if [[ "$(uname -s)-$(uname -m)" == Linux-x86_64 ]]; then
+    # Linked against glibc 2.17 (zig, through cargo-zigbuild: both from PyPI,
+    # in .venv), so that the addon loads on any Linux of the last decade, not
+    # only on one with the build host's glibc.
+    bash scripts/python.sh setup
+    (cd "$PKG" && PATH="$(pwd)/../.venv/bin:$PATH" "${napi[@]}" --cross-compile --target x86_64-unknown-linux-gnu.2.17)
+  else
+    (cd "$PKG" && "${napi[@]}")
+  fi
 
   # Generated files are committed: a build must reproduce them byte for byte.
   local drift=0

@@ -26,7 +26,12 @@ build() {
     [ -x "$PY" ] || setup
     rm -rf "$WHEELS"
     # maturin runs cargo inside the workspace, so the shared target/ and Cargo.lock are used.
-    "$PY" -m maturin build --release --quiet \
+    # On Linux x86-64, a manylinux2014 wheel (glibc 2.17, linked by zig from
+    # .venv), which pip installs on any Linux of the last decade; a wheel
+    # linked here would need this host's glibc.
+    local portable=()
+    if [[ "$(uname -s)-$(uname -m)" == Linux-x86_64 ]]; then portable=(--zig --compatibility manylinux2014); fi
+    PATH="$VENV/bin:$PATH" "$PY" -m maturin build --release --quiet "${portable[@]}" \
         --manifest-path "$PKG/Cargo.toml" --interpreter "$PY" --out "$WHEELS"
     local wheels=("$WHEELS"/ratekeeper-*.whl)
     if [ "${#wheels[@]}" -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
