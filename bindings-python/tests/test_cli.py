@@ -429,3 +429,10 @@ def test_fmt_seconds() -> None:
         "1 day",
         "2 days",
     ]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"ratekeeper {ratekeeper.__version__}\n"

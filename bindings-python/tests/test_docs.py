@@ -173,3 +173,13 @@ def test_package_docstring_example_runs() -> None:
     results = doctest.testmod(ratekeeper)
     assert results.attempted >= 4
     assert results.failed == 0
+
+
+def test_the_pypi_readme_example_runs() -> None:
+    # PYPI.md is the long description pip and PyPI show (pyproject's readme).
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "PYPI.md").read_text()
+    example = text.split("```python\n")[1].split("```")[0]
+    exec(compile(example, "PYPI.md", "exec"), {})
+    assert 'readme = "PYPI.md"' in (Path(__file__).parent.parent / "pyproject.toml").read_text()

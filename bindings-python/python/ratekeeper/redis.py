@@ -34,7 +34,10 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Literal, Optional, TypeVar, Union
 
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+try:
+    from redis.exceptions import RedisClusterException, RedisError, ResponseError
+except ImportError as _missing:  # redis-py is an optional dependency
+    raise ModuleNotFoundError("ratekeeper.redis needs redis-py: pip install 'ratekeeper[redis]'", name="redis") from _missing
 
 # What "Redis cannot be reached" raises: redis-py's errors and the socket's,
 # and RedisCluster's own when no node answers, which derives from neither.
@@ -206,6 +209,16 @@ def _error(message: str, code: str = "invalid_value") -> RateLimitError:
 
 def _type_error(name: str, expected: str, value: object) -> RateLimitTypeError:
     return RateLimitTypeError(f"{name} must be {expected}, not {type(value).__name__}", "invalid_type")
+
+
+def _is_asyncio_client(client: object) -> Optional[bool]:
+    """Whether ``client`` is redis-py's asyncio client (or a subclass), or its
+    sync one; ``None`` for anything else (another library, a test's fake)."""
+    for cls in type(client).__mro__:
+        module = cls.__module__
+        if module == "redis" or module.startswith("redis."):
+            return module.startswith("redis.asyncio")
+    return None
 
 
 def _micros(seconds: object, name: str) -> int:
@@ -638,8 +651,10 @@ class _Sync:
     _core: _Core
 
     def _connect(self, client: Any, core: _Core) -> None:
-        if not hasattr(client, "evalsha"):
-            raise _type_error("client", "a redis.Redis (or RedisCluster) client", client)
+        # An asyncio client's calls return coroutines, which failed far from here.
+        if not hasattr(client, "evalsha") or _is_asyncio_client(client):
+            expected = "a redis.Redis (or RedisCluster) client (for a redis.asyncio one, use the Async class)"
+            raise _type_error("client", expected, client)
         self._client = client
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)
@@ -797,8 +812,9 @@ class _Async:
     _core: _Core
 
     def _connect(self, client: Any, core: _Core) -> None:
-        if not hasattr(client, "evalsha"):
-            raise _type_error("client", "a redis.asyncio.Redis client", client)
+        if not hasattr(client, "evalsha") or _is_asyncio_client(client) is False:
+            expected = "a redis.asyncio.Redis client (for a sync one, use the class without Async)"
+            raise _type_error("client", expected, client)
         self._client = client
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)

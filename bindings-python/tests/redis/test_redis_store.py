@@ -503,6 +503,26 @@ class AsyncRefusingClient(redis.asyncio.Redis):
         raise redis.ResponseError("ERR ratekeeper: unknown mode x")
 
 
+def test_a_client_of_the_other_kind_is_refused_when_built() -> None:
+    # It failed at the first call: "object bytes can't be used in 'await'
+    # expression", or "'coroutine' object is not subscriptable".
+    for sync_class, async_class, config in ((RedisLimiter, AsyncRedisLimiter, ratekeeper.Gcra(1, 1.0)), (RedisPolicy, AsyncRedisPolicy, POLICY)):
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="for a redis.asyncio one, use the Async class"):
+            sync_class(redis.asyncio.Redis(port=1), config)  # type: ignore[arg-type]
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="for a sync one, use the class without Async"):
+            async_class(redis.Redis(port=1), config)  # type: ignore[arg-type]
+
+
+def test_without_redis_py_the_import_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    hide = "import sys; sys.modules['redis'] = sys.modules['redis.exceptions'] = None; import ratekeeper.redis"
+    run = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "ModuleNotFoundError: ratekeeper.redis needs redis-py: pip install 'ratekeeper[redis]'" in run.stderr
+
+
 def test_the_scripts_own_errors_are_raised_not_answered_by_on_error() -> None:
     # A bug (a client and script that disagree), not a fault of the store:
     # on_error must not hide it, as the Node client does not.

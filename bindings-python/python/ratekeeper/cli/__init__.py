@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Optional, Sequence, TextIO
 
+import ratekeeper
+
 from ratekeeper.cli._explain import run_explain
 from ratekeeper.cli._policy import CliError, add_policy_arguments, build_policy
 
@@ -38,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="ratekeeper", description="Explain a rate-limiting policy's guarantees, or simulate traffic through it."
     )
+    top.add_argument("--version", action="version", version=f"ratekeeper {ratekeeper.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="{explain,simulate}")
 
     explain = commands.add_parser("explain", help="what a policy guarantees, exactly")
