@@ -156,11 +156,13 @@ class RedisReservation:
     def __init__(
         self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
     ) -> None:
-        self.ok = ok
-        self.wait = wait
-        self.at = at
-        self.cost = cost
-        self.decision = decision
+        # Annotated here, for the type checkers that read a library's
+        # attributes only from annotations (pyright --verifytypes).
+        self.ok: bool = ok
+        self.wait: float = wait
+        self.at: float = at
+        self.cost: int = cost
+        self.decision: RedisDecision = decision
         self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
 
     def __bool__(self) -> bool:
