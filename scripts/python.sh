@@ -31,7 +31,8 @@ build() {
     # linked here would need this host's glibc.
     local portable=()
     if [[ "$(uname -s)-$(uname -m)" == Linux-x86_64 ]]; then portable=(--zig --compatibility manylinux2014); fi
-    PATH="$VENV/bin:$PATH" "$PY" -m maturin build --release --quiet "${portable[@]}" \
+    # ${a[@]+...}: an empty array under set -u, which bash 3.2 (macOS) calls unbound.
+    PATH="$VENV/bin:$PATH" "$PY" -m maturin build --release --quiet ${portable[@]+"${portable[@]}"} \
         --manifest-path "$PKG/Cargo.toml" --interpreter "$PY" --out "$WHEELS"
     local wheels=("$WHEELS"/ratekeeper-*.whl)
     if [ "${#wheels[@]}" -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
