@@ -1,4 +1,11 @@
 'use strict';
 // The `ratekeeper` package's CommonJS entry on Node (export condition `node`):
 // the native addon's API (index.js) and pacedFetch (lib/paced-fetch.cjs).
-module.exports = { ...require('./index.js'), pacedFetch: require('./lib/paced-fetch.cjs').pacedFetch };
+// `init` and `initSync` do nothing here (the addon, or the wasm fallback, is
+// ready at require): they let code shared with browsers call `await init()`.
+module.exports = {
+  ...require('./index.js'),
+  pacedFetch: require('./lib/paced-fetch.cjs').pacedFetch,
+  init: async function init() {},
+  initSync: function initSync() {},
+};

@@ -3,5 +3,5 @@
 import main from './main.cjs';
 
 export * from './index.mjs';
-export { pacedFetch } from './lib/paced-fetch.cjs';
+export const { pacedFetch, init, initSync } = main;
 export default main;

@@ -64,14 +64,14 @@ cmd_pack() {
     cp "$PKG"/NPM.md "$STAGE/README.md"
     cp LICENSE-MIT LICENSE-APACHE "$STAGE/"
     cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
-        "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/native.d.ts "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
+        "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
     cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"
     esm_wrap "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" 'pacedFetch'
     cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
     cp "$WASM"/pkg/api.mjs "$WASM"/pkg/ratekeeper.d.ts "$STAGE/wasm/pkg/"
     mkdir -p "$STAGE/wasm/pkg/web"
-    cp "$WASM"/pkg/web/ratekeeper_wasm.js "$WASM"/pkg/web/ratekeeper_wasm.d.ts "$WASM"/pkg/web/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/web/"
+    cp "$WASM"/pkg/web/ratekeeper_wasm.js "$WASM"/pkg/web/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/web/"
     # The wasm-bindgen glue is an ES module in a .js file.
     echo '{ "type": "module" }' >"$STAGE/wasm/pkg/web/package.json"
     # Node's fallback where no native addon loads (index.js): the CommonJS glue.

@@ -40,6 +40,10 @@ test('the tarball holds both builds and the typings', () => {
   ]) {
     assert.ok(existsSync(join(root, file)), `${file} is in the package`);
   }
+  // Typings nothing refers to (the loader's own, wasm-bindgen's raw glue's) stay out.
+  for (const file of ['native.d.ts', 'wasm/pkg/web/ratekeeper_wasm.d.ts']) {
+    assert.ok(!existsSync(join(root, file)), `${file} is not in the package`);
+  }
 });
 
 const USE = `
@@ -55,7 +59,7 @@ test('require("ratekeeper") is the native addon', () => {
     ${USE}
     console.log(where);
   `]).trim().split('\n');
-  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
   assert.match(out[1], /node_modules\/ratekeeper\/main\.cjs$/);
 });
 
@@ -68,13 +72,13 @@ test('where no native addon loads, require and import fall back to the WebAssemb
     console.log(typeof api.KeyedLimiter, new api.KeyedLimiter(new api.Gcra({ burst: 1, emissionIntervalMs: 10 })).tryAcquire('k', 1, 0).allowed);
   `], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const out = required.trim().split('\n');
-  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
   assert.equal(out[1], 'function true');
   const imported = node(['--input-type=module', '--no-warnings', '-e', `${noAddon}
     const api = await import('ratekeeper');
     ${USE}
   `]).trim();
-  assert.deepEqual(JSON.parse(imported), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.deepEqual(JSON.parse(imported), { remaining: 1, paced: 'function', init: 'function' });
   const warned = spawnSync(process.execPath, ['-e', `${noAddon} require('ratekeeper');`], { cwd: dir, encoding: 'utf8' });
   assert.equal(warned.status, 0);
   assert.match(warned.stderr, /\[RATEKEEPER_WASM_FALLBACK\] Warning: no native addon of ratekeeper loads on/);
@@ -86,10 +90,12 @@ test('import("ratekeeper") is the native addon, the same instance as require', (
     import { createRequire } from 'node:module';
     const required = createRequire(process.cwd() + '/')('ratekeeper');
     if (api.TokenBucket !== required.TokenBucket) throw new Error('two instances');
+    // Code shared with browsers: init and initSync do nothing on Node.
+    if ((await api.init()) !== undefined || api.initSync() !== undefined) throw new Error('init answered');
     ${USE}
     console.log(import.meta.resolve('ratekeeper'));
   `]).trim().split('\n');
-  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'undefined' });
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
   assert.match(out[1], /node_modules\/ratekeeper\/main\.mjs$/);
 });
 
@@ -194,8 +200,14 @@ test('the typings type-check from a consumer (tsc)', () => {
     await init()
     export const paced = pacedFetch(fetch, new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }))
   `);
+  // Code shared between a browser bundle and Node, type-checked as Node sees it.
+  writeFileSync(join(dir, 'shared.mts'), `
+    import { init, Gcra } from 'ratekeeper'
+    await init()
+    export const gcra: Gcra = Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
+  `);
   const options = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022,dom', '--types', ''];
-  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts'], { cwd: dir, stdio: 'inherit' });
+  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts', 'shared.mts'], { cwd: dir, stdio: 'inherit' });
   execFileSync(tsc, [...options, '--module', 'esnext', '--moduleResolution', 'bundler', 'browser.ts'], { cwd: dir, stdio: 'inherit' });
   // The wasm entries' types are an ES module's, as their files are: under
   // nodenext (and Deno) init was "not callable" when they read as CommonJS.
