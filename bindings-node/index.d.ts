@@ -202,8 +202,9 @@ export declare abstract class Limiter {
    * on one timer (first come first served, no polling). Rejects at once, booking
    * nothing, with a `TimeoutError` DOMException when the wait would exceed
    * `timeoutMs` (its `retryAfterMs` is that wait; its `code` is the DOM's 23,
-   * not a string), or with `RateLimited` when no slot can be booked (a full
-   * `LeakyBucket` queue). Aborting `signal` during the wait refunds the booking
+   * not a string), or with `RateLimited` when no slot can be booked now (a full
+   * `LeakyBucket` queue; a `TimeoutError` when room comes only after
+   * `timeoutMs`). Aborting `signal` during the wait refunds the booking
    * and rejects with `signal.reason`.
    */
   acquire(cost?: number, options?: AcquireOptions): Promise<void>

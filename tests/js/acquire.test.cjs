@@ -308,6 +308,11 @@ describe('acquire', () => {
     const error = await queue.acquire().then(() => null, (e) => e);
     assert.ok(error instanceof RateLimited, `${error}`);
     assert.deepStrictEqual([error.code, error.retryAfterMs], ['rate_limited', 200]);
+    // Room comes in 200 ms: past a shorter timeoutMs that is a TimeoutError.
+    const late = await queue.acquire(1, { timeoutMs: 199 }).then(() => null, (e) => e);
+    assert.deepStrictEqual([late.name, late.retryAfterMs], ['TimeoutError', 200]);
+    const full = await queue.acquire(1, { timeoutMs: 200 }).then(() => null, (e) => e);
+    assert.ok(full instanceof RateLimited, `${full}`);
     await time.advance(100);
     await Promise.all([a, b]);
   });
