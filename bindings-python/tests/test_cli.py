@@ -296,6 +296,14 @@ def test_simulate_csv_trace_with_known_answer(tmp_path: Path) -> None:
     assert status == 0
     assert 'denied by: "2/second" 2 (100.0%)' in text
     assert re.search(r"^a +6 +4 +2 +33\.3%  800 ms$", text, re.M)
+    # `--trace -` reads standard input, as the console script gets it from a pipe.
+    piped = subprocess.run(
+        [sys.executable, "-m", "ratekeeper", *args[:-1], "-", "--json"],
+        input=TRACE.encode(),
+        capture_output=True,
+        check=True,
+    )
+    known_answer(json.loads(piped.stdout))
 
 
 def test_simulate_json_lines_trace_in_any_order(tmp_path: Path) -> None:

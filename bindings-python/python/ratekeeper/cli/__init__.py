@@ -53,7 +53,7 @@ def parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser("simulate", help="replay a traffic trace through a policy")
     add_policy_arguments(simulate)
     trace = simulate.add_argument_group("traffic (a trace file or a generator)")
-    trace.add_argument("--trace", metavar="FILE", help="CSV (timestamp,key,cost) or JSON lines")
+    trace.add_argument("--trace", metavar="FILE", help="CSV (timestamp,key,cost) or JSON lines; - for standard input")
     trace.add_argument("--generate", choices=("steady", "bursty", "poisson"), help="generate the trace instead")
     trace.add_argument("--rate", dest="gen_rate", type=float, default=None, metavar="R", help="generated requests per second")
     trace.add_argument("--duration", type=float, default=60.0, metavar="D", help="generated seconds of traffic (default 60)")

@@ -127,9 +127,10 @@ def _read_csv(text: str, path: str) -> Trace:
 
 def read_trace(path: str) -> Trace:
     """A CSV (``timestamp,key,cost``; a header line and the cost are optional) or
-    JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace, in time order."""
+    JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace, in time order;
+    ``-`` reads standard input."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = sys.stdin.buffer.read().decode("utf-8") if path == "-" else Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"argument --trace: cannot read {path}: {err}") from None
     json_lines = text.lstrip().startswith("{")
