@@ -141,15 +141,8 @@ class RedisPolicyDecision(RedisDecision):
     limits: list[tuple[str, Decision]]
 
 
-class RedisReservation:
-    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
-
-    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
-    Unix epoch, on the clock that decided); later requests, from any process,
-    are served after it. Not ``ok``: nothing was booked; ``decision`` says
-    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
-    booking back (a coroutine on the async classes' reservations).
-    """
+class _Reservation:
+    """What both kinds of reservation hold; ``cancel`` is each one's own."""
 
     __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
 
@@ -169,7 +162,20 @@ class RedisReservation:
         return self.ok
 
     def __repr__(self) -> str:
-        return f"RedisReservation(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+        return f"{type(self).__name__}(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+
+
+class RedisReservation(_Reservation):
+    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
+
+    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
+    Unix epoch, on the clock that decided); later requests, from any process,
+    are served after it. Not ``ok``: nothing was booked; ``decision`` says
+    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    booking back.
+    """
+
+    __slots__ = ()
 
     def cancel(self) -> None:
         """Gives the booking back at its slot, once (later calls do nothing). When
@@ -182,12 +188,13 @@ class RedisReservation:
                 pass
 
 
-class AsyncRedisReservation(RedisReservation):
-    """``RedisReservation`` of the async classes: ``await reservation.cancel()``."""
+class AsyncRedisReservation(_Reservation):
+    """``RedisReservation`` of the async classes, the same but for
+    ``await reservation.cancel()`` (a separate class: its ``cancel`` is a coroutine)."""
 
     __slots__ = ()
 
-    async def cancel(self) -> None:  # type: ignore[override]
+    async def cancel(self) -> None:
         """Gives the booking back at its slot, once (later calls do nothing). When
         Redis cannot be reached, the booking stays (it expires with its key)."""
         cancel, self._cancel = self._cancel, None
