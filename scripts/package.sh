@@ -11,7 +11,8 @@
 #                                   the tarball installed offline into an empty folder and resolved from
 #                                   Node (native) and with the `browser` condition (wasm), the pacedFetch
 #                                   demo page on the tarball in real Chromium (tests/browser/pace; needs
-#                                   `bash scripts/wasm.sh setup` for playwright-core), and the tarball's
+#                                   `bash scripts/wasm.sh setup` for playwright-core) and a page bundled
+#                                   by esbuild calling init(wasmUrl) there, and the tarball's
 #                                   wasm build in a real workerd (miniflare) limiting per client
 #
 # Staging: $CARGO_TARGET_DIR/npm (default target/npm): bindings-node's `files`,

@@ -4,10 +4,11 @@
 // to this file's server on 127.0.0.1, which records when each one arrives and
 // answers request #5 once with 429 and `Retry-After: 1`. The test asserts the order
 // and slots the page sent in, the spacing the server saw, and takes a screenshot
-// (tests/browser/out/paced-fetch.png).
+// (tests/browser/out/paced-fetch.png). Then a page bundled by esbuild, as a web app
+// is built, loads the .wasm the bundler emitted with init(wasmUrl).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
@@ -28,6 +29,7 @@ const EMISSION_MS = 100;
 let dir;
 let server;
 const arrivals = []; // [item, attempt, ms on this process's clock]
+const requested = []; // the paths of the files served
 
 before(async () => {
   assert.ok(TARBALL && existsSync(TARBALL), 'set RATEKEEPER_TARBALL (bash scripts/package.sh test does)');
@@ -57,6 +59,8 @@ before(async () => {
     if (path === '/' || path === '/index.html') file = join(PAGE, 'index.html');
     else if (path === '/pace.mjs') file = join(PAGE, 'pace.mjs');
     else if (path.startsWith('/ratekeeper/') && !path.includes('..')) file = join(pkg, path.slice('/ratekeeper/'.length));
+    else if (path.startsWith('/bundle/') && !path.includes('..')) file = join(dir, path);
+    requested.push(path);
     const type = file && TYPES[extname(file)];
     if (!type) return void response.writeHead(404).end();
     try {
@@ -138,6 +142,52 @@ test('a burst leaves the page at the limiter rate, and pauses on Retry-After', {
     const retried = arrived.get(key(5, 1)) - arrived.get(key(5, 0));
     assert.ok(retried >= 1000 - 5, `Retry-After: 1 paused the queue ${retried} ms`);
     console.log(`server saw gaps (ms): ${gaps.map((g) => g.toFixed(1)).join(' ')}`);
+  } finally {
+    await browser.close();
+  }
+});
+
+test("a bundled page (esbuild) loads the .wasm the bundler emitted, with init(wasmUrl)", { timeout: 60_000 }, async () => {
+  // As a web app is built: the package's browser build and its exported .wasm
+  // (ratekeeper/ratekeeper.wasm), emitted by the file loader and served from the app's own folder.
+  const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
+  assert.ok(existsSync(esbuildPath), 'no esbuild in tests/package/node_modules: run bash scripts/package.sh setup');
+  const { build } = await import(esbuildPath.href);
+  writeFileSync(join(dir, 'page.mjs'), `
+    import init, { Gcra } from 'ratekeeper';
+    import wasmUrl from 'ratekeeper/ratekeeper.wasm';
+    try {
+      await init(wasmUrl);
+      const gcra = Gcra.perPeriod({ burst: 1, tokens: 2, periodMs: 1000 });
+      window.bundled = { wasmUrl, decisions: [gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).retryAfterMs] };
+    } catch (error) {
+      window.bundled = { error: String(error && error.stack) };
+    }
+  `);
+  const outdir = join(dir, 'bundle');
+  await build({
+    entryPoints: ['page.mjs'], absWorkingDir: dir, bundle: true, format: 'esm', platform: 'browser',
+    loader: { '.wasm': 'file' }, publicPath: '/bundle', outdir, logLevel: 'silent',
+  });
+  writeFileSync(join(outdir, 'index.html'), '<!doctype html><script type="module" src="/bundle/page.js"></script>\n');
+  const { chromium } = createRequire(new URL('../browser/', import.meta.url))('playwright-core');
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
+  try {
+    const page = await browser.newPage();
+    const problems = [];
+    page.on('pageerror', (error) => problems.push(error.message));
+    requested.length = 0;
+    await page.goto(`http://127.0.0.1:${server.address().port}/bundle/index.html`);
+    await page.waitForFunction(() => window.bundled !== undefined, null, { timeout: 30_000 });
+    const result = await page.evaluate(() => window.bundled);
+    assert.deepEqual(problems, []);
+    assert.equal(result.error, undefined, result.error);
+    assert.deepEqual(result.decisions, [true, 500]);
+    assert.match(result.wasmUrl, /^\/bundle\/ratekeeper_wasm_bg-\w+\.wasm$/);
+    // The page fetched the emitted copy, and nothing from the package's folder.
+    const fetched = requested.filter((path) => path !== '/favicon.ico'); // the browser's own
+    assert.deepEqual(fetched, ['/bundle/index.html', '/bundle/page.js', result.wasmUrl]);
+    assert.deepEqual(readFileSync(join(dir, result.wasmUrl)), readFileSync(join(dir, 'node_modules/ratekeeper/wasm/pkg/web/ratekeeper_wasm_bg.wasm')));
   } finally {
     await browser.close();
   }
