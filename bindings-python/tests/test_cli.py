@@ -230,6 +230,14 @@ def test_bad_input_exits_non_zero_naming_the_argument(argv: list[str], argument:
     assert out == ""
 
 
+@pytest.mark.parametrize("rates", ["10/second;10/second", "10/second; 10 / 1 second"])
+def test_a_rate_given_twice_is_named_as_from_rates_names_it(rates: str) -> None:
+    # Not as a taken `name`, which the user never gave: the CLI names each limit by its rate.
+    status, _, err = run("explain", rates)
+    assert status == 2
+    assert "argument rates: `rates` lists one rate twice" in err
+
+
 def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     status, _, err = run("explain", "--config", str(tmp_path / "bad.json"))

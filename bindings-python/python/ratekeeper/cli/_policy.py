@@ -94,6 +94,12 @@ def policy_config(args: argparse.Namespace) -> dict[str, Any]:
     parts = [part.strip() for part in re.split(r"[;,|]", rates) if part.strip()]
     if not parts:
         raise CliError("argument rates: no rate given")
+    try:
+        # Its errors, for the rates as the user wrote them: a rate given twice
+        # would otherwise be a limit whose `name` (the CLI's) is taken.
+        Policy.from_rates(rates)
+    except (RateLimitError, TypeError, ValueError) as err:
+        raise CliError(f"argument rates: {err}") from None
     return {"limits": [{"name": part, "rate": part, **limit} for part in parts]}
 
 
