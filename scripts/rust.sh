@@ -11,6 +11,11 @@ case "${1:-test}" in
     # no_std without alloc: the limiters alone, and the tests that need no more.
     cargo test -p ratekeeper --no-default-features
     RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps --all-features
+    # Links resolve in a build without features too, as a user's `cargo doc` shows them.
+    RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps
+    # The crate as crates.io would get it: its files (license texts, README) and a build.
+    cargo package -p ratekeeper --offline --allow-dirty --list | grep -qx LICENSE-APACHE
+    cargo package -p ratekeeper --offline --allow-dirty
     bash scripts/wasm.sh check-core
     cargo test -p ratekeeper --all-features
     ;;

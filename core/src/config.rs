@@ -48,7 +48,9 @@ pub enum Algorithm {
 /// - `by`: the request fields the limit is keyed by; none for a global limit.
 /// - `max_keys` and `eviction`: a bound on the keys held (see
 ///   [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys));
-///   `eviction` without `max_keys` is refused.
+///   `eviction: refuse` without `max_keys` is refused (a store without a
+///   bound never refuses a key); `nearest_fresh`, what such a store does
+///   anyway, is accepted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]

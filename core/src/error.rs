@@ -8,7 +8,7 @@ use core::fmt;
 /// configuration and for requests that could never succeed. Every variant has
 /// a stable [`code`](Error::code) that the language bindings expose as-is.
 #[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Error {
     /// A value that must be positive was zero.
     ZeroValue {

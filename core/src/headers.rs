@@ -35,7 +35,7 @@ pub struct Headers<'a> {
 impl<'a> Headers<'a> {
     /// The headers of `decision`, made by a limit called `name` that grants
     /// `decision.limit` units per `window` (see
-    /// [`AnyLimiter::window`](crate::AnyLimiter::window)).
+    /// `AnyLimiter::window`, with the `alloc` feature).
     pub fn new(name: &'a str, window: Nanos, decision: &'a Decision) -> Headers<'a> {
         Headers {
             name,

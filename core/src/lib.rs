@@ -39,9 +39,17 @@
 //! `retry_after` and `reset_after` from the `now` it was given.
 //!
 //! # Features
-//! - `alloc`: `SlidingWindowLog`, whose ring of history is allocated once,
-//!   when it is built.
+//! None by default: `no_std` without allocation, every algorithm but the
+//! log, rate strings and calendar windows.
+//! - `alloc`: `SlidingWindowLog` (its ring of history is allocated once,
+//!   when it is built), `AnyLimiter`, `KeyedLimiter` and `AnyKeyed` (keyed
+//!   stores, on `hashbrown`), `Policy` (several limits, all or nothing),
+//!   `Vec`-returning `to_bytes`, and `guarantee` (`Guarantee::of`: the
+//!   exact most-in-window, burst, sustained rate and lockout waits).
+//! - `serde` (implies `alloc`): `Deserialize` for `PolicyConfig` and
+//!   `LimitConfig`, policies from JSON or TOML.
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -97,6 +105,8 @@ pub use error::Error;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use headers::Headers;
+// For the language bindings, which take numbers as doubles.
+#[doc(hidden)]
 pub use host::{count_from_f64, u64_to_f64};
 #[cfg(feature = "alloc")]
 pub use keyed::{Eviction, Keyed, KeyedLimiter};
@@ -113,3 +123,8 @@ pub use state::{Portable, STATE_VERSION};
 #[cfg(feature = "alloc")]
 pub use token_bucket::BucketState;
 pub use token_bucket::TokenBucket;
+
+// The crate's README (what crates.io shows) is tested as the docs are.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -68,7 +68,7 @@ pub trait Limiter {
     /// window algorithm's slot past 2^64 - 1 ns, a bucket's debt past
     /// 2^64 - 1 units; a token or leaky bucket books a slot past
     /// 2^64 - 1 ns, whose `now + wait` the caller cannot add up). An earlier
-    /// slot is refused. This is how a [`Policy`](crate::Policy) books every
+    /// slot is refused. This is how a `Policy` books every
     /// limit at the slot of the slowest one: each limit counts the request
     /// at the instant it really proceeds.
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error>;

@@ -82,3 +82,33 @@ impl From<Nanos> for u64 {
         ns.0
     }
 }
+
+/// A [`Duration`](core::time::Duration) in nanoseconds, saturating at
+/// [`Nanos::MAX`] (some 584 years): how a host turns its monotonic clock into
+/// the `now` every call takes.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use ratekeeper::{Gcra, Limiter, Nanos};
+///
+/// let start = Instant::now(); // the host's clock; the limiter reads none
+/// let mut gcra = Gcra::new(10, Nanos::from_millis(100)).unwrap();
+/// let now = Nanos::from(start.elapsed());
+/// assert!(gcra.try_acquire(now, 1).unwrap().allowed);
+/// assert_eq!(Nanos::from(Duration::from_millis(100)), Nanos::from_millis(100));
+/// assert_eq!(Duration::from(Nanos::from_millis(100)), Duration::from_millis(100));
+/// assert_eq!(Nanos::from(Duration::MAX), Nanos::MAX);
+/// ```
+impl From<core::time::Duration> for Nanos {
+    fn from(duration: core::time::Duration) -> Nanos {
+        saturating(duration.as_nanos())
+    }
+}
+
+/// The same span as a [`Duration`](core::time::Duration) (a `retry_after`
+/// to sleep for, say); every `Nanos` fits.
+impl From<Nanos> for core::time::Duration {
+    fn from(ns: Nanos) -> core::time::Duration {
+        core::time::Duration::from_nanos(ns.0)
+    }
+}

@@ -3,7 +3,7 @@
 //! The core does no I/O; this module only carries the script every binding
 //! ships in its binary, so that each client sends the same bytes (and hence
 //! the same `EVALSHA` digest). The script decides every limit of one request
-//! in one atomic call, exactly as the core's [`Policy`](crate::Policy) would,
+//! in one atomic call, exactly as the core's `Policy` would,
 //! in integer **microseconds since the Unix epoch** (the wire unit), so that
 //! every value stays an exact integer in Lua's doubles (below 2^53).
 //!
