@@ -9,7 +9,8 @@ use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, Tok
 /// the language bindings hold. A GCRA store keeps one `u64` per key, a
 /// one-bandwidth token bucket its 40-byte [`BucketState`](crate::BucketState); the other
 /// algorithms keep their whole limiter per key. Keys of up to 22 bytes are
-/// kept inline, without an allocation.
+/// kept inline, without an allocation. Keys are hashed as by
+/// [`KeyedLimiter::new`] (see there where clients choose keys at will).
 ///
 /// ```
 /// use ratekeeper::{AnyKeyed, FixedWindow, Nanos};

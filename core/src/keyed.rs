@@ -220,6 +220,12 @@ const FIRST_SWEEP: usize = 64;
 impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
     /// A store in which every key starts as a fresh `prototype` (whatever
     /// `prototype` itself has seen).
+    ///
+    /// Keys are hashed with hashbrown's default, foldhash, seeded from
+    /// address-space layout randomization: "minimally DoS-resistant" in
+    /// foldhash's words, and predictable where there is no such
+    /// randomization (WebAssembly). Where clients choose keys at will, pick
+    /// a hasher with [`KeyedLimiter::with_hasher`].
     pub fn new(prototype: L) -> Self {
         Self::with_hasher(prototype, DefaultHashBuilder::default())
     }
