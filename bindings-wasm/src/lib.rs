@@ -17,7 +17,7 @@ mod policy_config;
 #[path = "../../bindings-node/src/shared.rs"]
 mod shared;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 
 use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
@@ -278,9 +278,44 @@ pub fn restore(handle: &Handle, bytes: &[u8]) -> Result<(), JsValue> {
     shared::restore(&mut handle.0.borrow_mut(), bytes).map_err(to_js)
 }
 
-/// A keyed limiter: a core [`AnyKeyed`].
+/// A keyed limiter: a core [`AnyKeyed`], and whether its hashes are seeded
+/// (see [`seeded`]).
 #[wasm_bindgen]
-pub struct KeyedHandle(RefCell<AnyKeyed>);
+pub struct KeyedHandle(RefCell<AnyKeyed>, Cell<bool>);
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Math.random()`, which the host may refuse (see [`entropy`]).
+    #[wasm_bindgen(catch, js_namespace = Math, js_name = random)]
+    fn math_random() -> Result<f64, JsValue>;
+}
+
+/// 64 random bits from the host, if it gives them now. wasm has no
+/// address-space layout randomization, so foldhash's own seeds are the same
+/// in every instance, and keys could be crafted to collide in a store (see
+/// `AnyKeyed::seed_hashes`).
+fn entropy() -> Option<u64> {
+    let bits = |x: f64| (x * (1u64 << 53) as f64) as u64;
+    Some(bits(math_random().ok()?) ^ (bits(math_random().ok()?) << 11))
+}
+
+/// `store`, its hashes seeded from the host at its first operation (once,
+/// unless `seeded` is reset), not when it is built: workerd refuses random
+/// values in a module's global scope, where workers build their limiters.
+fn seeded<'a, T>(
+    store: &'a RefCell<T>,
+    seeded: &Cell<bool>,
+    seed: fn(&mut T, u64),
+) -> RefMut<'a, T> {
+    let mut store = store.borrow_mut();
+    if !seeded.get() {
+        if let Some(bits) = entropy() {
+            seed(&mut store, bits);
+            seeded.set(true);
+        }
+    }
+    store
+}
 
 /// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
 #[wasm_bindgen(js_name = keyedNew)]
@@ -291,7 +326,7 @@ pub fn keyed_new(
 ) -> Result<KeyedHandle, JsValue> {
     let prototype = prototype.0.borrow().clone();
     let store = shared::keyed(prototype, max_keys, eviction.as_deref()).map_err(to_js)?;
-    Ok(KeyedHandle(RefCell::new(store)))
+    Ok(KeyedHandle(RefCell::new(store), Cell::new(false)))
 }
 
 /// The configuration of a keyed limiter's keys, as a new limiter handle.
@@ -323,7 +358,7 @@ fn keyed(
     now_ms: f64,
     op: u32,
 ) -> u32 {
-    let store = &mut handle.0.borrow_mut();
+    let store = &mut seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
     status(shared::keyed_op(
         store,
         key,
@@ -367,7 +402,8 @@ pub fn keyed_refund(
     cost: f64,
     taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    shared::keyed_refund(&mut handle.0.borrow_mut(), key.as_bytes(), cost, &taken).map_err(to_js)
+    let store = &mut seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
+    shared::keyed_refund(store, key.as_bytes(), cost, &taken).map_err(to_js)
 }
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)`.
@@ -378,8 +414,8 @@ pub fn keyed_try_acquire_batch(
     costs: Vec<f64>,
     now_ms: f64,
 ) -> Result<Vec<f64>, JsValue> {
-    shared::keyed_try_acquire_batch(&mut handle.0.borrow_mut(), key.as_bytes(), &costs, now_ms)
-        .map_err(to_js)
+    let store = &mut seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
+    shared::keyed_try_acquire_batch(store, key.as_bytes(), &costs, now_ms).map_err(to_js)
 }
 
 /// `keyed.size`.
@@ -394,21 +430,22 @@ pub fn keyed_reclaim(handle: &KeyedHandle, now_ms: f64) -> Result<(), JsValue> {
     shared::keyed_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
 }
 
-/// A policy: a core [`Policy`].
+/// A policy: a core [`Policy`], and whether its stores' hashes are seeded
+/// (see [`seeded`]).
 #[wasm_bindgen]
-pub struct PolicyHandle(RefCell<Policy>);
+pub struct PolicyHandle(RefCell<Policy>, Cell<bool>);
 
 /// `new Policy(config)`, the config as plain data (see [`policy_config`]).
 #[wasm_bindgen(js_name = policyFromConfig)]
 pub fn policy_from_config(config: JsValue) -> Result<PolicyHandle, JsValue> {
     let policy = policy_config::policy_from_config(&In(config)).map_err(failure_to_js)?;
-    Ok(PolicyHandle(RefCell::new(policy)))
+    Ok(PolicyHandle(RefCell::new(policy), Cell::new(false)))
 }
 
 /// An empty policy, for [`policy_add`].
 #[wasm_bindgen(js_name = policyNew)]
 pub fn policy_new() -> PolicyHandle {
-    PolicyHandle(RefCell::new(Policy::new()))
+    PolicyHandle(RefCell::new(Policy::new()), Cell::new(false))
 }
 
 /// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
@@ -424,6 +461,8 @@ pub fn policy_add(
 ) -> Result<(), JsValue> {
     let limiter = limiter.0.borrow().clone();
     let mut policy = handle.0.borrow_mut();
+    // Its new store is seeded, with the others again, at the next operation.
+    handle.1.set(false);
     shared::policy_add(
         &mut policy,
         name,
@@ -443,7 +482,7 @@ pub fn policy_from_rates(
     by: Vec<String>,
 ) -> Result<PolicyHandle, JsValue> {
     let policy = shared::policy_from_rates(rates, algorithm, &by).map_err(failure_to_js)?;
-    Ok(PolicyHandle(RefCell::new(policy)))
+    Ok(PolicyHandle(RefCell::new(policy), Cell::new(false)))
 }
 
 /// The answer of a policy operation: `[status, ...details]`, the combined
@@ -466,7 +505,7 @@ pub fn policy_op(
     now_ms: f64,
     op: u32,
 ) -> Result<Vec<f64>, JsValue> {
-    let policy = &mut handle.0.borrow_mut();
+    let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
     let answer = shared::policy_op(policy, &fields, cost, max_wait_ms, now_ms, op);
     policy_status(answer)
 }
@@ -479,7 +518,8 @@ pub fn policy_refund(
     cost: f64,
     taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    shared::policy_refund(&mut handle.0.borrow_mut(), &fields, cost, &taken).map_err(to_js)
+    let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
+    shared::policy_refund(policy, &fields, cost, &taken).map_err(to_js)
 }
 
 /// `policy.reclaim(nowMs)`.

@@ -2,6 +2,9 @@
 
 use alloc::boxed::Box;
 
+use foldhash::fast::SeedableRandomState;
+use foldhash::SharedSeed;
+
 use crate::byte_key::ByteKey;
 use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, TokenBucket};
 
@@ -10,7 +13,8 @@ use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, Tok
 /// one-bandwidth token bucket its 40-byte [`BucketState`](crate::BucketState); the other
 /// algorithms keep their whole limiter per key. Keys of up to 22 bytes are
 /// kept inline, without an allocation. Keys are hashed as by
-/// [`KeyedLimiter::new`] (see there where clients choose keys at will).
+/// [`KeyedLimiter::new`], unless the host seeds them
+/// ([`AnyKeyed::seed_hashes`]).
 ///
 /// ```
 /// use ratekeeper::{AnyKeyed, FixedWindow, Nanos};
@@ -25,13 +29,16 @@ pub struct AnyKeyed(Store);
 
 #[derive(Clone, Debug)]
 enum Store {
-    Gcra(KeyedLimiter<ByteKey, Gcra>),
+    Gcra(KeyedLimiter<ByteKey, Gcra, Hasher>),
     /// One bandwidth, the common bucket: its bands' state alone per key.
-    TokenBucket(KeyedLimiter<ByteKey, TokenBucket>),
+    TokenBucket(KeyedLimiter<ByteKey, TokenBucket, Hasher>),
     /// Boxed: an `AnyLimiter` prototype is large, and one indirection per
     /// store costs nothing per key.
-    Any(Box<KeyedLimiter<ByteKey, AnyLimiter>>),
+    Any(Box<KeyedLimiter<ByteKey, AnyLimiter, Hasher>>),
 }
+
+/// hashbrown's default hasher (foldhash's), in the form that takes a seed.
+type Hasher = SeedableRandomState;
 
 /// Calls `$body` with `$s` bound to the store inside `$any`.
 macro_rules! each {
@@ -49,10 +56,34 @@ impl AnyKeyed {
     /// configuration, never called, whatever `prototype` has seen.
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
         AnyKeyed(match prototype.fresh() {
-            AnyLimiter::Gcra(gcra) => Store::Gcra(KeyedLimiter::new(gcra)),
-            AnyLimiter::TokenBucket(bucket) => Store::TokenBucket(KeyedLimiter::new(bucket)),
-            other => Store::Any(Box::new(KeyedLimiter::new(other))),
+            AnyLimiter::Gcra(gcra) => {
+                Store::Gcra(KeyedLimiter::with_hasher(gcra, Hasher::random()))
+            }
+            AnyLimiter::TokenBucket(bucket) => {
+                Store::TokenBucket(KeyedLimiter::with_hasher(bucket, Hasher::random()))
+            }
+            other => Store::Any(Box::new(KeyedLimiter::with_hasher(other, Hasher::random()))),
         })
+    }
+
+    /// Seeds the hashing of keys with `entropy`, random bits from the host,
+    /// rehashing the keys held; decisions are unchanged. Where the process
+    /// has address-space layout randomization, the default seeds come from
+    /// it; elsewhere (WebAssembly) they are predictable, and a client could
+    /// send keys crafted to collide in the table, each lookup then a scan
+    /// of them: the WebAssembly binding seeds each store so, from
+    /// `Math.random()`, before its first key.
+    ///
+    /// ```
+    /// use ratekeeper::{AnyKeyed, Gcra, Nanos};
+    ///
+    /// let mut store = AnyKeyed::new(Gcra::new(1, Nanos::from_secs(1)).unwrap().into());
+    /// assert!(store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
+    /// store.seed_hashes(0x5eed_1234_abcd_0042);
+    /// assert!(!store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
+    /// ```
+    pub fn seed_hashes(&mut self, entropy: u64) {
+        each!(&mut self.0, s => s.set_hasher(Hasher::with_seed(entropy, SharedSeed::global_random())))
     }
 
     /// The same store, holding at most `max_keys` keys; see

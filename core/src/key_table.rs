@@ -51,6 +51,20 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
         }
     }
 
+    /// Hashes keys with `hasher` from now on, the keys held included.
+    pub(crate) fn set_hasher(&mut self, hasher: S) {
+        self.hasher = hasher;
+        let KeyTable {
+            positions,
+            entries,
+            hasher,
+        } = self;
+        positions.clear();
+        for (at, (key, _)) in entries.iter().enumerate() {
+            insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
+        }
+    }
+
     /// The number of keys.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

@@ -225,7 +225,9 @@ impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
     /// address-space layout randomization: "minimally DoS-resistant" in
     /// foldhash's words, and predictable where there is no such
     /// randomization (WebAssembly). Where clients choose keys at will, pick
-    /// a hasher with [`KeyedLimiter::with_hasher`].
+    /// a hasher with [`KeyedLimiter::with_hasher`], or seed one from the
+    /// host's randomness ([`KeyedLimiter::set_hasher`]; `AnyKeyed` and
+    /// `Policy` have `seed_hashes`).
     pub fn new(prototype: L) -> Self {
         Self::with_hasher(prototype, DefaultHashBuilder::default())
     }
@@ -251,6 +253,13 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             sweep_at: FIRST_SWEEP,
             next_fresh: NextFresh::default(),
         }
+    }
+
+    /// Hashes keys with `hasher` from now on, rehashing the keys held (one
+    /// pass): for a host whose randomness comes after the store was built.
+    /// Decisions are unchanged.
+    pub fn set_hasher(&mut self, hasher: S) {
+        self.states.set_hasher(hasher);
     }
 
     /// The same store, holding at most `max_keys` keys (at least 1; above

@@ -32,7 +32,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Every answer of a store (GCRA's one-word states included) is the one
-    /// its key's own limiter gives; sweeps lose nothing.
+    /// its key's own limiter gives; sweeps, and seeding the hashes (which
+    /// rehashes the keys held), lose nothing.
     #[test]
     fn a_store_answers_like_one_limiter_per_key(ops in ops()) {
         for prototype in prototypes() {
@@ -43,6 +44,7 @@ proptest! {
                 now += step;
                 if sweep {
                     store.reclaim(Nanos(now));
+                    store.seed_hashes(now.wrapping_mul(0x2545_f491_4f6c_dd1d));
                 }
                 let own = model.entry(key).or_insert_with(|| prototype.clone());
                 prop_assert_eq!(store.peek(&[key], Nanos(now), cost), own.peek(Nanos(now), cost));
@@ -83,9 +85,12 @@ proptest! {
         let mut per_user: HashMap<u8, (AnyLimiter, AnyLimiter)> = HashMap::new();
         let mut global = limits[2].clone();
         let mut now = 0;
-        for &(user, step, cost, _) in &ops {
+        for &(user, step, cost, seed) in &ops {
             now += step;
             let t = Nanos(now);
+            if seed {
+                policy.seed_hashes(now.wrapping_mul(0x2545_f491_4f6c_dd1d));
+            }
             let (gcra, log) = per_user.entry(user).or_insert_with(|| (limits[0].clone(), limits[3].clone()));
             let mut models = [gcra, &mut global, log];
             let allowed = models.iter().all(|m| m.peek(t, cost).unwrap().allowed);

@@ -76,11 +76,11 @@ test('each client gets its burst, then 429 with RateLimit headers and Retry-Afte
   // time the calls took (seconds at most, on a loaded machine).
   assert.ok(Number(answers[3][2]) >= 50 && Number(answers[3][2]) <= 60, `Retry-After ${answers[3][2]}`);
 
-  // Another client has a limiter of its own.
+  // Another client has a key of its own in the worker's KeyedLimiter.
   const bob = await get('bob');
   assert.equal(bob.status, 200);
   assert.equal(bob.headers.get('ratelimit-policy'), '"edge";q=3;w=180');
-  await bob.arrayBuffer();
+  assert.deepEqual([(await bob.json()).keys], [2]);
   const again = await get('alice');
   assert.equal(again.status, 429);
   await again.arrayBuffer();
