@@ -14,7 +14,10 @@ case "${1:-test}" in
     # Links resolve in a build without features too, as a user's `cargo doc` shows them.
     RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps
     # The crate as crates.io would get it: its files (license texts, README) and a build.
-    cargo package -p ratekeeper --offline --allow-dirty --list | grep -qx LICENSE-APACHE
+    listed=$(cargo package -p ratekeeper --offline --allow-dirty --list)
+    for file in LICENSE-MIT LICENSE-APACHE README.md; do
+        grep -qx "$file" <<<"$listed" || { echo "rust.sh: $file is not in the crate's package" >&2; exit 1; }
+    done
     cargo package -p ratekeeper --offline --allow-dirty
     bash scripts/wasm.sh check-core
     cargo test -p ratekeeper --all-features

@@ -238,6 +238,12 @@ def test_a_rate_given_twice_is_named_as_from_rates_names_it(rates: str) -> None:
     assert "argument rates: `rates` lists one rate twice" in err
 
 
+def test_an_empty_part_of_the_rates_is_skipped_as_before() -> None:
+    status, out, _ = run("explain", "10/second;", "--json")
+    assert status == 0
+    assert [limit["name"] for limit in json.loads(out)["limits"]] == ["10/second"]
+
+
 def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{not json")
     status, _, err = run("explain", "--config", str(tmp_path / "bad.json"))

@@ -20,7 +20,7 @@ mod shared;
 use std::cell::{Cell, RefCell, RefMut};
 
 use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
-use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
+use ratekeeper::{AnyKeyed, AnyLimiter, HashSeed, Policy};
 use wasm_bindgen::prelude::*;
 
 use errors::{failure_to_js, to_js};
@@ -299,22 +299,45 @@ fn entropy() -> Option<u64> {
     Some(bits(math_random().ok()?) ^ (bits(math_random().ok()?) << 11))
 }
 
+thread_local! {
+    // The stores' shared hash seed, made from the first entropy the host gives.
+    static HASH_SEED: Cell<Option<&'static HashSeed>> = const { Cell::new(None) };
+}
+
+/// The shared hash seed and a store's own bits, if the host gives entropy now.
+fn host_seed() -> Option<(&'static HashSeed, u64)> {
+    let bits = entropy()?;
+    let shared = HASH_SEED.with(|seed| {
+        seed.get().unwrap_or_else(|| {
+            // Once per instance: 48 bytes kept for its life, as foldhash's own global seed is.
+            let made: &'static HashSeed = Box::leak(Box::new(HashSeed::new(
+                bits.rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15,
+            )));
+            seed.set(Some(made));
+            made
+        })
+    });
+    Some((shared, bits))
+}
+
 /// `store`, its hashes seeded from the host at its first operation (once,
-/// unless `seeded` is reset), not when it is built: workerd refuses random
-/// values in a module's global scope, where workers build their limiters.
+/// unless `seeded` is reset; the keys held then are rehashed), not when it
+/// is built: workerd refuses random values in a module's global scope,
+/// where workers build their limiters. The entropy is taken before the
+/// store is borrowed: a `Math.random` replaced by code that uses the store
+/// finds it free.
 fn seeded<'a, T>(
     store: &'a RefCell<T>,
     seeded: &Cell<bool>,
-    seed: fn(&mut T, u64),
+    seed: fn(&mut T, &'static HashSeed, u64),
 ) -> RefMut<'a, T> {
-    let mut store = store.borrow_mut();
     if !seeded.get() {
-        if let Some(bits) = entropy() {
-            seed(&mut store, bits);
+        if let Some((shared, bits)) = host_seed() {
+            seed(&mut store.borrow_mut(), shared, bits);
             seeded.set(true);
         }
     }
-    store
+    store.borrow_mut()
 }
 
 /// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.

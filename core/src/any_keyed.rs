@@ -40,6 +40,20 @@ enum Store {
 /// hashbrown's default hasher (foldhash's), in the form that takes a seed.
 type Hasher = SeedableRandomState;
 
+/// The part of a keyed store's hash seed that stores share: made once, from
+/// the host's randomness, and kept for the life of the program (`&'static`,
+/// as foldhash takes it), with a part of each store's own given to
+/// [`AnyKeyed::seed_hashes`].
+#[derive(Clone, Debug)]
+pub struct HashSeed(SharedSeed);
+
+impl HashSeed {
+    /// The shared seed that `entropy`, random bits from the host, makes.
+    pub fn new(entropy: u64) -> HashSeed {
+        HashSeed(SharedSeed::from_u64(entropy))
+    }
+}
+
 /// Calls `$body` with `$s` bound to the store inside `$any`.
 macro_rules! each {
     ($any:expr, $s:ident => $body:expr) => {
@@ -66,24 +80,26 @@ impl AnyKeyed {
         })
     }
 
-    /// Seeds the hashing of keys with `entropy`, random bits from the host,
-    /// rehashing the keys held; decisions are unchanged. Where the process
-    /// has address-space layout randomization, the default seeds come from
-    /// it; elsewhere (WebAssembly) they are predictable, and a client could
-    /// send keys crafted to collide in the table, each lookup then a scan
-    /// of them: the WebAssembly binding seeds each store so, from
-    /// `Math.random()`, before its first key.
+    /// Seeds the hashing of keys from the host's randomness: `shared` (made
+    /// once) and `entropy` (this store's), rehashing the keys held;
+    /// decisions are unchanged. Where the process has address-space layout
+    /// randomization, the default seeds come from it; elsewhere
+    /// (WebAssembly) they are predictable, and a client could send keys
+    /// crafted to collide in the table, each lookup then a scan of them.
+    /// The WebAssembly binding seeds each store so, from `Math.random()`, at
+    /// its first operation.
     ///
     /// ```
-    /// use ratekeeper::{AnyKeyed, Gcra, Nanos};
+    /// use ratekeeper::{AnyKeyed, Gcra, HashSeed, Nanos};
     ///
+    /// let shared: &'static HashSeed = Box::leak(Box::new(HashSeed::new(0x5eed_0000_2545_f491)));
     /// let mut store = AnyKeyed::new(Gcra::new(1, Nanos::from_secs(1)).unwrap().into());
     /// assert!(store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
-    /// store.seed_hashes(0x5eed_1234_abcd_0042);
+    /// store.seed_hashes(shared, 0x1234_abcd_0042);
     /// assert!(!store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
     /// ```
-    pub fn seed_hashes(&mut self, entropy: u64) {
-        each!(&mut self.0, s => s.set_hasher(Hasher::with_seed(entropy, SharedSeed::global_random())))
+    pub fn seed_hashes(&mut self, shared: &'static HashSeed, entropy: u64) {
+        each!(&mut self.0, s => s.set_hasher(Hasher::with_seed(entropy, &shared.0)))
     }
 
     /// The same store, holding at most `max_keys` keys; see
@@ -250,5 +266,27 @@ impl AnyKeyed {
     /// See [`KeyedLimiter::reclaim`].
     pub fn reclaim(&mut self, now: Nanos) {
         each!(&mut self.0, s => s.reclaim(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::hash::BuildHasher;
+
+    #[test]
+    fn seeding_hashes_with_both_parts_of_the_seed() {
+        let shared: &'static HashSeed = Box::leak(Box::new(HashSeed::new(7)));
+        let mut store = AnyKeyed::new(Gcra::new(1, Nanos(1)).unwrap().into());
+        store.seed_hashes(shared, 42);
+        let Store::Gcra(s) = &store.0 else {
+            unreachable!()
+        };
+        let key = ByteKey::new(b"sixteen bytes!!!");
+        let expected = Hasher::with_seed(42, &shared.0).hash_one(&key);
+        assert_eq!(s.hasher().hash_one(&key), expected);
+        // Another shared part alone hashes otherwise: it is the store's, not foldhash's global one.
+        let other: &'static HashSeed = Box::leak(Box::new(HashSeed::new(8)));
+        assert_ne!(Hasher::with_seed(42, &other.0).hash_one(&key), expected);
     }
 }

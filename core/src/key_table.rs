@@ -51,18 +51,23 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
         }
     }
 
-    /// Hashes keys with `hasher` from now on, the keys held included.
+    /// Hashes keys with `hasher` from now on, the keys held included. The
+    /// positions are built aside and swapped in, so that a panic in a key's
+    /// `Hash` leaves the table as it was.
     pub(crate) fn set_hasher(&mut self, hasher: S) {
-        self.hasher = hasher;
-        let KeyTable {
-            positions,
-            entries,
-            hasher,
-        } = self;
-        positions.clear();
-        for (at, (key, _)) in entries.iter().enumerate() {
-            insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
+        let mut positions = HashTable::with_capacity(self.entries.len());
+        for (at, (key, _)) in self.entries.iter().enumerate() {
+            let hash = hasher.hash_one(key);
+            insert_position(&mut positions, &self.entries, &hasher, hash, at as u32);
         }
+        self.positions = positions;
+        self.hasher = hasher;
+    }
+
+    /// The hasher, for tests of what hashes keys.
+    #[cfg(test)]
+    pub(crate) fn hasher(&self) -> &S {
+        &self.hasher
     }
 
     /// The number of keys.

@@ -262,6 +262,12 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         self.states.set_hasher(hasher);
     }
 
+    /// The hasher, for tests of what hashes keys.
+    #[cfg(test)]
+    pub(crate) fn hasher(&self) -> &S {
+        self.states.hasher()
+    }
+
     /// The same store, holding at most `max_keys` keys (at least 1; above
     /// 2^32 - 1, that is the bound).
     pub fn with_max_keys(mut self, max_keys: usize, eviction: Eviction) -> Result<Self, Error> {

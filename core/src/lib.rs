@@ -95,7 +95,7 @@ mod token_bucket;
 #[cfg(feature = "alloc")]
 pub use any::{AnyLimiter, MAX_BANDWIDTHS};
 #[cfg(feature = "alloc")]
-pub use any_keyed::AnyKeyed;
+pub use any_keyed::{AnyKeyed, HashSeed};
 pub use bandwidth::{Bandwidth, Refill};
 pub use calendar::Calendar;
 #[cfg(feature = "alloc")]

@@ -266,14 +266,13 @@ impl Policy {
     }
 
     /// Seeds the hashing of every limit's keys (see
-    /// [`AnyKeyed::seed_hashes`]), each limit's store from `entropy` and
-    /// its place.
-    pub fn seed_hashes(&mut self, entropy: u64) {
+    /// [`AnyKeyed::seed_hashes`]): each limit's store from `shared`, and
+    /// from `entropy` and its place.
+    pub fn seed_hashes(&mut self, shared: &'static crate::HashSeed, entropy: u64) {
         for (i, limit) in self.limits.iter_mut().enumerate() {
             // Odd, so that each place gives another seed.
-            limit
-                .store
-                .seed_hashes(entropy ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let own = entropy ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            limit.store.seed_hashes(shared, own);
         }
     }
 

@@ -4,6 +4,15 @@
 // `workerd` export condition (the WebAssembly build) before handing the worker to workerd.
 import { KeyedLimiter, TokenBucket } from 'ratekeeper';
 
+// Counts what the wasm build asks of Math.random() (its stores' hash seeds),
+// for the test to see that workerd gave it.
+const random = Math.random;
+let randoms = 0;
+Math.random = () => {
+  randoms++;
+  return random();
+};
+
 // Built in the module's global scope, as workers keep state per isolate. Its
 // hash seeds come from Math.random() at its first request: workerd refuses
 // random values in the global scope.
@@ -17,9 +26,7 @@ export default {
     const key = request.headers.get('x-client') ?? request.headers.get('cf-connecting-ip') ?? 'anonymous';
     const decision = perClient.tryAcquire(key);
     const headers = { ...perClient.headers(decision), 'content-type': 'application/json' };
-    return new Response(JSON.stringify({ key, ...decision, algorithm: perClient.algorithm, keys: perClient.size }), {
-      status: decision.allowed ? 200 : 429,
-      headers,
-    });
+    const body = { key, ...decision, algorithm: perClient.algorithm, keys: perClient.size, randoms };
+    return new Response(JSON.stringify(body), { status: decision.allowed ? 200 : 429, headers });
   },
 };

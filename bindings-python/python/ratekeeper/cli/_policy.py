@@ -97,7 +97,7 @@ def policy_config(args: argparse.Namespace) -> dict[str, Any]:
     try:
         # Its errors, for the rates as the user wrote them: a rate given twice
         # would otherwise be a limit whose `name` (the CLI's) is taken.
-        Policy.from_rates(rates)
+        Policy.from_rates(";".join(parts))
     except (RateLimitError, TypeError, ValueError) as err:
         raise CliError(f"argument rates: {err}") from None
     return {"limits": [{"name": part, "rate": part, **limit} for part in parts]}
