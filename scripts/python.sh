@@ -4,6 +4,8 @@
 #   build  build the abi3 wheel (release) into target/wheels/python and install it into .venv
 #   test   build, then pytest, mypy.stubtest, and mypy --strict over the package, the tests
 #          and a typed usage file
+#   sdist  build the source distribution into target/sdist, then, as pip does where no wheel
+#          fits, a wheel from it alone, installed into a fresh venv and used
 #   bench  build, install the peer libraries into .venv, and run bindings-python/bench/bench.py
 #          (extra arguments go to bench.py; not part of test or CI)
 set -euo pipefail
@@ -42,6 +44,36 @@ build() {
     "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "${wheels[0]}"
 }
 
+sdist() {
+    [ -x "$PY" ] || setup
+    local out="$ROOT/target/sdist"
+    rm -rf "$out/dist" "$out/venv"
+    # (maturin sdist has no --quiet; what it says goes to the log, failures included.)
+    PATH="$VENV/bin:$PATH" "$PY" -m maturin sdist --manifest-path "$PKG/Cargo.toml" --out "$out/dist" >/dev/null
+    local sdists=("$out/dist"/ratekeeper-*.tar.gz)
+    # The core's sources travel with it (a path dependency), and so do the licenses and the readme.
+    local listing
+    listing=$(tar tzf "${sdists[0]}")
+    for file in core/src/lib.rs core/redis/ratekeeper.lua Cargo.lock LICENSE-MIT LICENSE-APACHE PYPI.md; do
+        grep -q "^ratekeeper-[^/]*/$file\$" <<<"$listing" || { echo "python.sh: $file is not in the sdist" >&2; exit 1; }
+    done
+    # pip's own route (maturin's PEP 517 backend, from .venv: offline, no build isolation);
+    # the build's target directory kept across runs.
+    PATH="$VENV/bin:$PATH" CARGO_TARGET_DIR="$out/target" "$PY" -m pip wheel --quiet --disable-pip-version-check \
+        --no-build-isolation --no-deps --wheel-dir "$out/dist" "${sdists[0]}"
+    "$PY" -m venv "$out/venv"
+    "$out/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-index "$out/dist"/ratekeeper-*.whl
+    "$out/venv/bin/python" - <<'PY'
+import ratekeeper
+
+bucket = ratekeeper.TokenBucket(2, 1, 1.0)
+assert [bucket.try_acquire(now=0.0).allowed for _ in range(3)] == [True, True, False]
+policy = ratekeeper.Policy.from_rates("2/second", by=["user"])
+assert policy.try_acquire({"user": "a"}, now=0.0).allowed
+print(f"python.sh: a wheel built from the sdist works ({ratekeeper.__version__})")
+PY
+}
+
 test_() {
     # Requirements change with the code; pip skips what is already installed.
     setup
@@ -61,6 +93,7 @@ test_() {
     # (warn_unused_ignores) requires mypy to flag, so the stubs must reject them.
     (cd "$PKG" && "$PY" -m mypy --strict tests && "$PY" -m mypy --strict --python-version 3.10 tests)
     "$PY" "$PKG/tests/typing_usage.py"
+    sdist
 }
 
 bench() {
@@ -75,12 +108,13 @@ case "${1:-}" in
     setup) setup ;;
     build) build ;;
     test) test_ ;;
+    sdist) sdist ;;
     bench)
         shift
         bench "$@"
         ;;
     *)
-        echo "usage: $0 setup|build|test|bench [bench.py arguments]" >&2
+        echo "usage: $0 setup|build|test|sdist|bench [bench.py arguments]" >&2
         exit 2
         ;;
 esac
