@@ -384,20 +384,13 @@ pub enum Field {
     Bandwidths(Vec<Vec<(&'static str, Field)>>),
 }
 
-fn refill_name(refill: Refill) -> &'static str {
-    match refill {
-        Refill::Greedy => "greedy",
-        Refill::Interval => "interval",
-    }
-}
-
 fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
     vec![
         ("capacity", Field::Number(b.capacity() as f64)),
         ("refillTokens", Field::Number(b.refill_tokens() as f64)),
         ("refillPeriodMs", Field::Number(ms(b.refill_period()))),
         ("initialTokens", Field::Number(b.initial_tokens() as f64)),
-        ("refill", Field::Str(refill_name(b.refill()))),
+        ("refill", Field::Str(Refill::name(b.refill()))),
     ]
 }
 
@@ -477,13 +470,13 @@ impl<V: JsValueIn> Options<'_, V> {
     fn refill(&self) -> Result<Refill, Failure<V::Js>> {
         match self.value("refill")? {
             Kind::Absent => Ok(Refill::Greedy),
-            Kind::String(s) if s == "greedy" => Ok(Refill::Greedy),
-            Kind::String(s) if s == "interval" => Ok(Refill::Interval),
-            Kind::String(_) => Err(Error::InvalidValue {
-                name: "refill",
-                reason: "must be \"greedy\" or \"interval\"",
-            }
-            .into()),
+            Kind::String(s) => Refill::from_name(&s).ok_or_else(|| {
+                Error::InvalidValue {
+                    name: "refill",
+                    reason: "must be \"greedy\" or \"interval\"",
+                }
+                .into()
+            }),
             _ => Err(invalid_type("refill", "a string").into()),
         }
     }

@@ -21,13 +21,6 @@ fn core<'a, T: PyClass<BaseType = PyLimiter>>(slf: &'a Bound<'_, T>) -> MutexGua
     slf.as_super().get().lock()
 }
 
-fn refill_name(refill: Refill) -> &'static str {
-    match refill {
-        Refill::Greedy => "greedy",
-        Refill::Interval => "interval",
-    }
-}
-
 /// A bandwidth from the Python arguments of `Bandwidth` and `TokenBucket`.
 fn bandwidth(
     capacity: u64,
@@ -77,7 +70,7 @@ fn bandwidth_kwargs<'py>(py: Python<'py>, band: &Bandwidth) -> PyResult<Bound<'p
         kwargs.set_item("initial_tokens", band.initial_tokens())?;
     }
     if band.refill() != Refill::Greedy {
-        kwargs.set_item("refill", refill_name(band.refill()))?;
+        kwargs.set_item("refill", Refill::name(band.refill()))?;
     }
     Ok(kwargs)
 }
@@ -248,7 +241,7 @@ impl PyBandwidth {
     /// ``"greedy"`` (continuous refill) or ``"interval"`` (all at each period's end).
     #[getter]
     fn refill(&self) -> &'static str {
-        refill_name(self.0.refill())
+        Refill::name(self.0.refill())
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
@@ -398,7 +391,7 @@ impl PyTokenBucket {
     /// ``"greedy"`` or ``"interval"`` (of its first bandwidth).
     #[getter]
     fn refill(slf: &Bound<'_, Self>) -> &'static str {
-        refill_name(Self::first(slf).refill())
+        Refill::name(Self::first(slf).refill())
     }
 }
 

@@ -228,7 +228,7 @@ fn one_of<T: Copy>(
 
 /// The `refill` argument: `"greedy"` or `"interval"`.
 pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
-    let choices = [("greedy", Refill::Greedy), ("interval", Refill::Interval)];
+    let choices = Refill::ALL.map(|r| (r.name(), r));
     let errors = (
         "a str, 'greedy' or 'interval'",
         "must be 'greedy' or 'interval'",

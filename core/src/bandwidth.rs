@@ -17,6 +17,32 @@ pub enum Refill {
     Interval,
 }
 
+impl Refill {
+    /// Every refill mode.
+    pub const ALL: [Refill; 2] = [Refill::Greedy, Refill::Interval];
+
+    /// Its name in configurations and the bindings: `"greedy"` or `"interval"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refill::Greedy => "greedy",
+            Refill::Interval => "interval",
+        }
+    }
+
+    /// The mode called `name` (see [`Refill::name`]).
+    ///
+    /// ```
+    /// use ratekeeper::Refill;
+    ///
+    /// assert_eq!(Refill::from_name("interval"), Some(Refill::Interval));
+    /// assert!(Refill::ALL.into_iter().all(|r| Refill::from_name(r.name()) == Some(r)));
+    /// assert_eq!(Refill::from_name("Greedy"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Refill> {
+        Refill::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
 /// One rule of a token bucket: at most `capacity` tokens, `refill_tokens`
 /// added every `refill_period`.
 ///
