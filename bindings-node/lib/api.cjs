@@ -926,6 +926,8 @@ function createApi(B) {
     #h;
     #limits;
     #clock;
+    /** Each field a limit is keyed by, once, with the first such limit's name. */
+    #needs = [];
 
     constructor(config, options) {
       let algorithm;
@@ -974,6 +976,9 @@ function createApi(B) {
         calendar ||= limits[i + 1] !== '';
         i += 3 + count;
       }
+      for (const { name, by } of this.#limits) {
+        for (const field of by) if (!this.#needs.some(([known]) => known === field)) this.#needs.push([field, name]);
+      }
       // A calendar's windows are UTC days, weeks and months: by default such
       // a policy reads the epoch clock (read through the global each time, as
       // fake timers replace it), as the Python binding does.
@@ -998,14 +1003,20 @@ function createApi(B) {
 
     #fields(request) {
       const fields = [];
-      if (request === undefined || request === null) return fields;
-      if (typeof request !== 'object') badType('request', 'an object');
-      for (const name of Object.keys(request)) {
+      const given = request !== undefined && request !== null;
+      if (given && typeof request !== 'object') badType('request', 'an object');
+      for (const name of given ? Object.keys(request) : []) {
         const value = request[name];
         // Named as the Python binding names it: the argument, `request`.
         if (typeof value === 'string') fields.push(name, value);
         else if (typeof value === 'number') fields.push(name, numberKey(value, 'request'));
         else badType('request', 'an object of strings and numbers');
+      }
+      // Named here, as the Redis policy names it: the core knows no field names.
+      for (const [field, limit] of this.#needs) {
+        if (!given || !Object.hasOwn(request, field)) {
+          invalidValue(`\`request\` lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit)} is keyed by`);
+        }
       }
       return fields;
     }

@@ -36,6 +36,12 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         Some(rust) => err.display_with(python_argument(rust)).to_string(),
         None => err.to_string(),
     };
+    to_py_with(py, err, message)
+}
+
+/// [`to_py`] with `message` in place of the core's words, for an error whose
+/// names the core does not hold (a policy's missing field).
+pub fn to_py_with(py: Python<'_>, err: Error, message: String) -> PyErr {
     let (cell, name) = match err {
         Error::InvalidType { .. } => (&RATE_LIMIT_TYPE_ERROR, "RateLimitTypeError"),
         _ => (&RATE_LIMIT_ERROR, "RateLimitError"),

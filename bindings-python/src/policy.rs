@@ -80,6 +80,17 @@ impl Core for PolicyCore {
         self.policy.refund(&request.fields(), taken_at, cost)
     }
 
+    fn explain(&self, error: &Error, request: &Request) -> Option<String> {
+        let missing = error.code() == "invalid_value" && error.argument() == Some("request");
+        let (limit, field) = self
+            .policy
+            .missing_field(&request.fields())
+            .filter(|_| missing)?;
+        Some(format!(
+            "`request` lacks the field '{field}' that limit '{limit}' is keyed by"
+        ))
+    }
+
     fn to_owned(request: &Request) -> Request {
         request.clone()
     }
@@ -99,7 +110,7 @@ impl Core for PolicyCore {
 /// each limit keeps one limiter per combination of the values of its
 /// ``by`` fields, or one for all requests when ``by`` is empty. A request
 /// lacking a field a limit is keyed by raises ``RateLimitError``
-/// (``invalid_value``, naming ``request``).
+/// (``invalid_value``, naming ``request``, the field and the limit).
 ///
 /// ``Policy(config)`` takes a configuration: a dict ``{"limits": [{"name":
 /// ..., "algorithm": ..., "rate": "10/second", "burst": ..., "by": [...],

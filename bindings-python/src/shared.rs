@@ -20,7 +20,7 @@ use ratekeeper::{Error, Nanos};
 
 use crate::convert::{self, time_module, Now};
 use crate::decision::{PyDecision, PyReservation, Refund};
-use crate::errors::to_py;
+use crate::errors::{to_py, to_py_with};
 
 /// A deciding core: a limiter, a keyed store or a policy, asked about a
 /// `Target` (nothing, a key, a request's fields).
@@ -48,6 +48,11 @@ pub trait Core: Send + 'static {
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Self::Answer>, Error>;
     fn refund(&mut self, target: &Self::Target, taken_at: Nanos, cost: u64) -> Result<(), Error>;
+    /// Words for `error`, about `target`, that the core's error cannot hold
+    /// (the names of a policy's missing field and limit), if any.
+    fn explain(&self, _error: &Error, _target: &Self::Target) -> Option<String> {
+        None
+    }
     fn to_owned(target: &Self::Target) -> Self::Owned;
     fn borrow(owned: &Self::Owned) -> &Self::Target;
 }
@@ -131,17 +136,39 @@ pub trait Subject: PyClass<Frozen = True> + Sync {
 type Target<S> = <<S as Subject>::Core as Core>::Target;
 type Answer<S> = <<S as Subject>::Core as Core>::Answer;
 
-/// `decision(core, now)` at `now` or the clock's reading, answered.
+/// `decision(core, target, now)` at `now` or the clock's reading, answered.
 #[inline]
 pub fn decide<'py, S: Subject>(
     slf: &Bound<'py, S>,
     now: Option<Now>,
-    decision: impl FnOnce(&mut S::Core, Nanos) -> Result<Answer<S>, Error>,
+    target: &Target<S>,
+    decision: impl FnOnce(&mut S::Core, &Target<S>, Nanos) -> Result<Answer<S>, Error>,
 ) -> PyResult<Bound<'py, PyDecision>> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
-    let decided = decision(&mut shared.lock(), at);
-    answered(S::answer(slf, decided.map_err(|err| to_py(py, err))?)?, now)
+    let decided = {
+        let mut core = shared.lock();
+        decision(&mut core, target, at).map_err(|err| explained(&*core, err, target))
+    };
+    answered(S::answer(slf, decided.map_err(|err| err.raise(py))?)?, now)
+}
+
+/// A core error, with the words its core found for it (see [`Core::explain`]).
+struct Explained(Error, Option<String>);
+
+/// `error` of `core` about `target`, explained while the core is still locked.
+#[cold]
+fn explained<C: Core>(core: &C, error: Error, target: &C::Target) -> Explained {
+    Explained(error, core.explain(&error, target))
+}
+
+impl Explained {
+    fn raise(self, py: Python<'_>) -> PyErr {
+        match self.1 {
+            Some(words) => to_py_with(py, self.0, words),
+            None => to_py(py, self.0),
+        }
+    }
 }
 
 /// `decision`, its waits counted from the float `now` the caller gave, if
@@ -194,9 +221,9 @@ pub fn reserve<S: Subject>(
         let mut core = shared.lock();
         let booked = core.reserve(target, at, cost, max_wait);
         count_booking(shared, &booked);
-        booked
+        booked.map_err(|err| explained(&*core, err, target))
     };
-    let booked = match booked.map_err(|err| to_py(py, err))? {
+    let booked = match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(S::answer(slf, denied)?, now)?.unbind()),
     };
@@ -212,8 +239,12 @@ pub fn refund<S: Subject>(
 ) -> PyResult<()> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let taken_at = shared.now(py, taken_at)?;
-    let refunded = shared.lock().refund(target, taken_at, cost);
-    refunded.map_err(|err| to_py(py, err))
+    let refunded = {
+        let mut core = shared.lock();
+        core.refund(target, taken_at, cost)
+            .map_err(|err| explained(&*core, err, target))
+    };
+    refunded.map_err(|err| err.raise(py))
 }
 
 /// Books `cost` for `target` now if the wait is at most `timeout`; returns
@@ -231,9 +262,9 @@ fn book<S: Subject>(
         let mut core = this.shared().lock();
         let booked = core.reserve(target, now, cost, max_wait);
         let seq = count_booking(this.shared(), &booked);
-        (booked, seq)
+        (booked.map_err(|err| explained(&*core, err, target)), seq)
     };
-    match booked.map_err(|err| to_py(py, err))? {
+    match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok((now, wait, seq)),
         Err(denied) => Err(this.rate_limited(py, &denied)),
     }
@@ -536,7 +567,7 @@ macro_rules! limiter_methods {
                 #[pyo3(from_py_with = $crate::convert::moment)] now: Option<$crate::convert::Now>,
             ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
                 let target = limiter_methods!(@target $($target)?);
-                $crate::shared::decide(slf, now, |core, now| $crate::shared::Core::$method(core, target, now, cost))
+                $crate::shared::decide(slf, now, target, |core, target, now| $crate::shared::Core::$method(core, target, now, cost))
             }
         ], $($rest)*);
     };

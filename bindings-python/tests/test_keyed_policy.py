@@ -266,10 +266,19 @@ def test_requests_fields_and_their_errors() -> None:
     assert policy.try_acquire({"user": 42, "route": b"/a", "extra": "ignored"}, now=0)
     assert not policy.peek({"user": "42", "route": "/a"}, now=0)
     assert policy.peek({"user": "4", "route": "2/a"}, now=0)  # no accidental concatenation
-    with pytest.raises(RateLimitError, match="`request` lacks a field") as raised:
+    # The field and the limit are named, as the Redis policy names them, by every operation.
+    lacks_route = "`request` lacks the field 'route' that limit 'per-user-route' is keyed by"
+    with pytest.raises(RateLimitError) as raised:
         policy.try_acquire({"user": "42"}, now=0)
-    assert raised.value.code == "invalid_value"
-    with pytest.raises(RateLimitError):
+    assert (str(raised.value), raised.value.code) == (lacks_route, "invalid_value")
+    for operation in (policy.peek, policy.reserve, policy.acquire):
+        with pytest.raises(RateLimitError) as raised:
+            operation({"user": "42"})
+        assert str(raised.value) == lacks_route
+    with pytest.raises(RateLimitError) as raised:
+        policy.refund({"user": "42"}, 1, taken_at=0)
+    assert str(raised.value) == lacks_route
+    with pytest.raises(RateLimitError, match="`request` lacks the field 'user'"):
         policy.try_acquire(now=0)
     for bad in ("user=1", [("user", "1")], {"user": 1.5}, {1: "x"}):
         with pytest.raises(RateLimitTypeError, match="`request` must be"):
@@ -435,7 +444,7 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
     with pytest.raises(RateLimited):
         asyncio.run(raises())
     policy = per_user_and_global(5, 1, clock=clock)
-    with pytest.raises(RateLimitError, match="lacks a field"):
+    with pytest.raises(RateLimitError, match="lacks the field"):
         with ratekeeper.limit(policy):
             pass
     with pytest.raises(TypeError, match="`timeout` applies only with wait=True"):

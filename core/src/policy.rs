@@ -122,6 +122,29 @@ impl Policy {
         self.limits[index].by.iter().map(String::as_str)
     }
 
+    /// The first field that `request` lacks and a limit is keyed by, with
+    /// that limit's name: what a request refused as `invalid_value` naming
+    /// `request` is missing (the error holds no names).
+    ///
+    /// ```
+    /// use ratekeeper::{Gcra, Nanos, Policy};
+    ///
+    /// let mut policy = Policy::new();
+    /// policy.add("per-ip", &["ip"], Gcra::new(1, Nanos(1)).unwrap().into()).unwrap();
+    /// let request = [("user", &b"alice"[..])];
+    /// assert!(policy.try_acquire(&request, Nanos::ZERO, 1).is_err());
+    /// assert_eq!(policy.missing_field(&request), Some(("per-ip", "ip")));
+    /// ```
+    pub fn missing_field(&self, request: &[(&str, &[u8])]) -> Option<(&str, &str)> {
+        self.limits.iter().find_map(|limit| {
+            let missing = limit
+                .by
+                .iter()
+                .find(|field| !request.iter().any(|(name, _)| name == field));
+            missing.map(|field| (limit.name.as_str(), field.as_str()))
+        })
+    }
+
     /// The configuration of limit `index`. Panics when out of range.
     pub fn limiter(&self, index: usize) -> AnyLimiter {
         self.limits[index].store.prototype()

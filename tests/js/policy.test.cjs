@@ -191,6 +191,23 @@ describe('KeyedLimiter', () => {
 });
 
 describe('Policy', () => {
+  it('a request without a field a limit is keyed by names the field and the limit, consuming nothing', () => {
+    const policy = new Policy({
+      limits: [
+        { name: 'global', rate: '1/second' },
+        { name: 'per-ip', rate: '1/second', by: ['ip'] },
+        { name: 'per-user', rate: '1/second', by: ['user', 'ip'] },
+      ],
+    });
+    for (const [request, field, limit] of [[{ user: 'a' }, 'ip', 'per-ip'], [null, 'ip', 'per-ip'], [{ ip: '1' }, 'user', 'per-user']]) {
+      const error = assertLimiterError(() => policy.tryAcquire(request, 1, 0), 'invalid_value', 'request');
+      assert.equal(error.message, `\`request\` lacks the field "${field}" that limit "${limit}" is keyed by`);
+      assertLimiterError(() => policy.peek(request, 1, 0), 'invalid_value', 'request');
+      assertLimiterError(() => policy.reserve(request, 1, 0, 0), 'invalid_value', 'request');
+    }
+    assert.equal(policy.tryAcquire({ ip: '1', user: 'a' }, 1, 0).allowed, true, 'the global limit kept its unit');
+  });
+
   it('a limit of configured limiters takes a bound, or a KeyedLimiter with its own, and refuses other fields', () => {
     const gcra = () => new Gcra({ burst: 1, emissionIntervalMs: 1000 });
     const bounded = (limit) => {
