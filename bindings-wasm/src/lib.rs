@@ -285,16 +285,25 @@ pub struct KeyedHandle(RefCell<AnyKeyed>, Cell<bool>);
 
 #[wasm_bindgen]
 extern "C" {
-    /// `Math.random()`, which the host may refuse (see [`entropy`]).
+    /// `crypto.getRandomValues(words)`, which the host may lack or refuse
+    /// (see [`entropy`]).
+    #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(words: &mut [u32]) -> Result<JsValue, JsValue>;
+    /// `Math.random()`, likewise.
     #[wasm_bindgen(catch, js_namespace = Math, js_name = random)]
     fn math_random() -> Result<f64, JsValue>;
 }
 
-/// 64 random bits from the host, if it gives them now. wasm has no
-/// address-space layout randomization, so foldhash's own seeds are the same
-/// in every instance, and keys could be crafted to collide in a store (see
-/// `AnyKeyed::seed_hashes`).
+/// 64 random bits from the host, if it gives them now: from the Web Crypto
+/// API's generator, else from `Math.random()` (V8's xorshift128+, seeded by
+/// the system). wasm has no address-space layout randomization, so
+/// foldhash's own seeds are the same in every instance, and keys could be
+/// crafted to collide in a store (see `AnyKeyed::seed_hashes`).
 fn entropy() -> Option<u64> {
+    let mut words = [0u32; 2];
+    if get_random_values(&mut words).is_ok() {
+        return Some(u64::from(words[0]) << 32 | u64::from(words[1]));
+    }
     let bits = |x: f64| (x * (1u64 << 53) as f64) as u64;
     Some(bits(math_random().ok()?) ^ (bits(math_random().ok()?) << 11))
 }
@@ -324,7 +333,7 @@ fn host_seed() -> Option<(&'static HashSeed, u64)> {
 /// unless `seeded` is reset; the keys held then are rehashed), not when it
 /// is built: workerd refuses random values in a module's global scope,
 /// where workers build their limiters. The entropy is taken before the
-/// store is borrowed: a `Math.random` replaced by code that uses the store
+/// store is borrowed: a generator replaced by code that uses the store
 /// finds it free.
 fn seeded<'a, T>(
     store: &'a RefCell<T>,

@@ -86,8 +86,8 @@ impl AnyKeyed {
     /// randomization, the default seeds come from it; elsewhere
     /// (WebAssembly) they are predictable, and a client could send keys
     /// crafted to collide in the table, each lookup then a scan of them.
-    /// The WebAssembly binding seeds each store so, from `Math.random()`, at
-    /// its first operation.
+    /// The WebAssembly binding seeds each store so, from the Web Crypto
+    /// API, at its first operation.
     ///
     /// ```
     /// use ratekeeper::{AnyKeyed, Gcra, HashSeed, Nanos};

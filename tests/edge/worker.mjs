@@ -4,18 +4,18 @@
 // `workerd` export condition (the WebAssembly build) before handing the worker to workerd.
 import { KeyedLimiter, TokenBucket } from 'ratekeeper';
 
-// Counts what the wasm build asks of Math.random() (its stores' hash seeds),
-// for the test to see that workerd gave it.
-const random = Math.random;
+// Counts what the wasm build asks of crypto.getRandomValues() (its stores'
+// hash seeds), for the test to see that workerd gave it.
+const { getRandomValues } = crypto;
 let randoms = 0;
-Math.random = () => {
+crypto.getRandomValues = (array) => {
   randoms++;
-  return random();
+  return getRandomValues.call(crypto, array);
 };
 
 // Built in the module's global scope, as workers keep state per isolate. Its
-// hash seeds come from Math.random() at its first request: workerd refuses
-// random values in the global scope.
+// hash seeds come from crypto.getRandomValues() at its first request: workerd
+// refuses random values in the global scope.
 const perClient = new KeyedLimiter(
   new TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 60_000, name: 'edge', clock: () => Date.now() }),
   { maxKeys: 100_000 },

@@ -577,42 +577,56 @@ describe('portable state', () => {
 
 describe('hash seeds from the host', () => {
   // wasm has no address-space layout randomization, so the wasm build seeds
-  // each store's hashes from Math.random() at its first operation (workerd
-  // refuses random values at a module's global scope, where limiters are
-  // built); the native addon's seeds come from the process's layout.
+  // each store's hashes from crypto.getRandomValues() (else Math.random()) at
+  // its first operation (workerd refuses random values at a module's global
+  // scope, where limiters are built); the native addon's seeds come from the
+  // process's layout.
   const wasm = process.env.RATEKEEPER_IMPL === 'wasm';
-  function counting(run, { refuse = false } = {}) {
+  /** Runs `run` with the host's generators counted, refusing those named in `refuse`. */
+  function counting(run, { refuse = [] } = {}) {
+    const { getRandomValues } = globalThis.crypto;
     const random = Math.random;
-    let calls = 0;
+    const calls = { crypto: 0, math: 0 };
+    const refused = (name) => {
+      if (refuse.includes(name)) throw new Error('Disallowed operation called within global scope');
+    };
+    globalThis.crypto.getRandomValues = function (array) {
+      calls.crypto++;
+      refused('crypto');
+      return getRandomValues.call(this, array);
+    };
     Math.random = () => {
-      calls++;
-      if (refuse) throw new Error('Disallowed operation called within global scope');
+      calls.math++;
+      refused('math');
       return random();
     };
     try {
       run();
     } finally {
+      delete globalThis.crypto.getRandomValues; // back to the prototype's
       Math.random = random;
     }
-    return calls;
+    return [calls.crypto, calls.math];
   }
+  const none = [0, 0];
 
   it('a keyed limiter takes them at its first operation, once, and decides alike', () => {
     let keyed;
-    assert.equal(counting(() => { keyed = new KeyedLimiter(new Gcra({ burst: 2, emissionIntervalMs: 10 })); }), 0, 'built: none');
+    assert.deepEqual(counting(() => { keyed = new KeyedLimiter(new Gcra({ burst: 2, emissionIntervalMs: 10 })); }), none, 'built: none');
     const users = Array.from({ length: 200 }, (_, i) => `user-${i}`);
-    const first = counting(() => users.forEach((user) => keyed.tryAcquire(user, 1, 0)));
-    assert.equal(first, wasm ? 2 : 0);
-    assert.equal(counting(() => users.forEach((user) => keyed.tryAcquire(user, 1, 0))), 0, 'then none');
+    assert.deepEqual(counting(() => users.forEach((user) => keyed.tryAcquire(user, 1, 0))), wasm ? [1, 0] : none);
+    assert.deepEqual(counting(() => users.forEach((user) => keyed.tryAcquire(user, 1, 0))), none, 'then none');
     assert.deepEqual(users.map((user) => keyed.tryAcquire(user, 1, 0).allowed), users.map(() => false), 'every key kept its state');
   });
 
-  it('a host that refuses is asked again at the next operation, and decisions go on', () => {
+  it('without the Web Crypto API, Math.random(); a host that refuses both is asked again at the next operation', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 10 }));
-    assert.equal(counting(() => assert.equal(keyed.tryAcquire('a', 1, 0).allowed, true), { refuse: true }), wasm ? 1 : 0);
+    const refused = counting(() => assert.equal(keyed.tryAcquire('a', 1, 0).allowed, true), { refuse: ['crypto', 'math'] });
+    assert.deepEqual(refused, wasm ? [1, 1] : none);
     // Seeded now, the key held is rehashed: still found, still denied.
-    assert.equal(counting(() => assert.equal(keyed.tryAcquire('a', 1, 0).allowed, false)), wasm ? 2 : 0);
-    assert.equal(counting(() => keyed.tryAcquire('b', 1, 0)), 0);
+    const fallback = counting(() => assert.equal(keyed.tryAcquire('a', 1, 0).allowed, false), { refuse: ['crypto'] });
+    assert.deepEqual(fallback, wasm ? [1, 2] : none);
+    assert.deepEqual(counting(() => keyed.tryAcquire('b', 1, 0)), none);
   });
 
   it('a policy seeds its stores at its first operation', () => {
@@ -621,8 +635,8 @@ describe('hash seeds from the host', () => {
       { name: 'per-user', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 10 }) },
       { name: 'per-ip', by: ['ip'], limiter: new Gcra({ burst: 5, emissionIntervalMs: 10 }) },
     ];
-    assert.equal(counting(() => { policy = new Policy({ limits }); }), 0, 'built: none');
-    assert.equal(counting(() => assert.equal(policy.tryAcquire({ user: 'a', ip: '10.0.0.1' }, 1, 0).allowed, true)), wasm ? 2 : 0);
-    assert.equal(counting(() => assert.equal(policy.tryAcquire({ user: 'a', ip: '10.0.0.1' }, 1, 0).allowed, false)), 0);
+    assert.deepEqual(counting(() => { policy = new Policy({ limits }); }), none, 'built: none');
+    assert.deepEqual(counting(() => assert.equal(policy.tryAcquire({ user: 'a', ip: '10.0.0.1' }, 1, 0).allowed, true)), wasm ? [1, 0] : none);
+    assert.deepEqual(counting(() => assert.equal(policy.tryAcquire({ user: 'a', ip: '10.0.0.1' }, 1, 0).allowed, false)), none);
   });
 });
