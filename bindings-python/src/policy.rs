@@ -81,11 +81,10 @@ impl Core for PolicyCore {
     }
 
     fn explain(&self, error: &Error, request: &Request) -> Option<String> {
-        let missing = error.code() == "invalid_value" && error.argument() == Some("request");
-        let (limit, field) = self
-            .policy
-            .missing_field(&request.fields())
-            .filter(|_| missing)?;
+        if error.code() != "invalid_value" || error.argument() != Some("request") {
+            return None;
+        }
+        let (limit, field) = self.policy.missing_field(&request.fields())?;
         Some(format!(
             "`request` lacks the field '{field}' that limit '{limit}' is keyed by"
         ))

@@ -56,10 +56,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     /// `Hash` leaves the table as it was.
     pub(crate) fn set_hasher(&mut self, hasher: S) {
         let mut positions = HashTable::with_capacity(self.entries.len());
-        for (at, (key, _)) in self.entries.iter().enumerate() {
-            let hash = hasher.hash_one(key);
-            insert_position(&mut positions, &self.entries, &hasher, hash, at as u32);
-        }
+        index_all(&mut positions, &self.entries, &hasher);
         self.positions = positions;
         self.hasher = hasher;
     }
@@ -184,9 +181,19 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
             entries.shrink_to(room);
             shrink_positions(positions, room);
         }
-        for (at, (key, _)) in entries.iter().enumerate() {
-            insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
-        }
+        index_all(positions, entries, hasher);
+    }
+}
+
+/// Adds the position of every entry to the empty `positions`, each key
+/// hashed with `hasher`.
+fn index_all<K: Hash, V, S: BuildHasher>(
+    positions: &mut HashTable<u32>,
+    entries: &[(K, V)],
+    hasher: &S,
+) {
+    for (at, (key, _)) in entries.iter().enumerate() {
+        insert_position(positions, entries, hasher, hasher.hash_one(key), at as u32);
     }
 }
 
