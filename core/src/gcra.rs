@@ -233,32 +233,50 @@ impl Gcra {
         let need = cost * self.interval.get();
         // The most of the tolerance that may be in use for `cost` to fit.
         let slack = self.tolerance - need;
-        let allowed = cost == 0 || state.used <= slack;
-        if allowed {
-            state.used += need;
-        }
         // Every wait fits in 64 bits before the lag is added.
         let after = |wait: u64| Nanos(wait.saturating_add(state.lag));
-        let decision = Decision {
-            allowed,
-            remaining: match self.tolerance.saturating_sub(state.used) {
-                // Less than one unit left (every denial of cost 1): no division.
-                room if room < self.interval.get() => 0,
-                room => self.interval.divide(room),
-            },
-            limit: self.burst,
-            retry_after: if allowed {
-                Nanos::ZERO
-            } else {
-                after(state.used - slack)
-            },
-            reset_after: if state.used == 0 {
-                Nanos::ZERO
-            } else {
-                after(state.used)
-            },
+        // Written as two whole answers, so that a denial, which changes
+        // nothing, computes only its own fields.
+        let decision = if cost == 0 || state.used <= slack {
+            state.used += need;
+            Decision {
+                allowed: true,
+                remaining: self.remaining(state.used),
+                limit: self.burst,
+                retry_after: Nanos::ZERO,
+                reset_after: if state.used == 0 {
+                    Nanos::ZERO
+                } else {
+                    after(state.used)
+                },
+            }
+        } else {
+            Decision {
+                allowed: false,
+                // Less than `cost` units are left: none for a cost of 1,
+                // without computing it.
+                remaining: if cost == 1 {
+                    0
+                } else {
+                    self.remaining(state.used)
+                },
+                limit: self.burst,
+                retry_after: after(state.used - slack),
+                // More than the slack: not zero.
+                reset_after: after(state.used),
+            }
         };
         (decision, state)
+    }
+
+    /// The whole units left when `used` of the tolerance is in use.
+    #[inline(always)]
+    fn remaining(&self, used: u64) -> u64 {
+        match self.tolerance.saturating_sub(used) {
+            // Less than one unit left (every denial of cost 1): no division.
+            room if room < self.interval.get() => 0,
+            room => self.interval.divide(room),
+        }
     }
 }
 
