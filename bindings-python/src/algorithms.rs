@@ -2,8 +2,6 @@
 //! [`PyLimiter`] and reads back its own configuration. Everything they share
 //! is in `limiter.rs`.
 
-use std::sync::MutexGuard;
-
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use pyo3::PyClass;
@@ -15,10 +13,11 @@ use ratekeeper::{
 use crate::convert::{self, seconds_object};
 use crate::errors::to_py;
 use crate::limiter::{Common, PyLimiter};
+use crate::lock::Locked;
 
 /// The core limiter of an algorithm class's instance, locked.
-fn core<'a, T: PyClass<BaseType = PyLimiter>>(slf: &'a Bound<'_, T>) -> MutexGuard<'a, AnyLimiter> {
-    slf.as_super().get().lock()
+fn core<'a, T: PyClass<BaseType = PyLimiter>>(slf: &'a Bound<'_, T>) -> Locked<'a, AnyLimiter> {
+    slf.as_super().get().lock(slf.py())
 }
 
 /// A bandwidth from the Python arguments of `Bandwidth` and `TokenBucket`.

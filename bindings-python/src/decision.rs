@@ -307,7 +307,7 @@ impl PyDecision {
 }
 
 /// How a reservation gives its booking back: `refund(slot, cost)`.
-pub type Refund = Box<dyn Fn(Nanos, u64) + Send + Sync>;
+pub type Refund = Box<dyn Fn(Python<'_>, Nanos, u64) + Send + Sync>;
 
 /// A booking made by ``reserve()``: proceed after ``wait`` seconds.
 ///
@@ -428,10 +428,10 @@ impl PyReservation {
     /// Gives the booking back, exactly at its slot: the next requests may
     /// use it. Call it when the booked work will not happen; once is enough
     /// (later calls, and calls on a reservation that is not ``ok``, do nothing).
-    fn cancel(&self) {
+    fn cancel(&self, py: Python<'_>) {
         if let Some(slot) = self.slot() {
             if !self.cancelled.swap(true, Ordering::AcqRel) {
-                (self.refund)(slot, self.cost);
+                (self.refund)(py, slot, self.cost);
             }
         }
     }

@@ -183,7 +183,7 @@ pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuara
         let limiter = limiter.get();
         return Ok(PyGuarantee {
             name: limiter.name_ref().bind(py).to_cow()?.into_owned(),
-            inner: Inner::One(Guarantee::of(&limiter.snapshot())),
+            inner: Inner::One(Guarantee::of(&limiter.snapshot(py))),
         });
     }
     if let Ok(keyed) = subject.cast::<PyKeyedLimiter>() {
@@ -196,7 +196,7 @@ pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuara
     if let Ok(policy) = subject.cast::<PyPolicy>() {
         return Ok(PyGuarantee {
             name: "policy".to_owned(),
-            inner: Inner::All(policy.get().guarantees()),
+            inner: Inner::All(policy.get().guarantees(py)),
         });
     }
     let err = Error::InvalidType {

@@ -105,12 +105,12 @@ impl PyKeyedLimiter {
     /// Every key's configuration and name (`ratekeeper.guarantee`).
     pub fn prototype(&self, py: Python<'_>) -> (ratekeeper::AnyLimiter, String) {
         let name = self.name.bind(py).to_string();
-        (self.shared.lock().prototype(), name)
+        (self.shared.lock(py).prototype(), name)
     }
 
     /// A new, empty store of this one's configuration and bound.
     pub fn empty_store(&self, py: Python<'_>) -> PyResult<AnyKeyed> {
-        let store = AnyKeyed::new(self.shared.lock().prototype());
+        let store = AnyKeyed::new(self.shared.lock(py).prototype());
         match self.max_keys {
             Some(max_keys) => store.with_max_keys(max_keys, self.eviction),
             None => Ok(store),
@@ -120,7 +120,7 @@ impl PyKeyedLimiter {
 
     /// The constructor call of a fresh limiter of every key's configuration.
     fn prototype_call<'py>(&self, py: Python<'py>) -> PyResult<algorithms::Call<'py>> {
-        let prototype = self.shared.lock().prototype();
+        let prototype = self.shared.lock(py).prototype();
         let call = algorithms::constructor(py, &prototype)?;
         if self.name.bind(py).to_cow()? != "default" {
             call.kwargs.set_item(intern!(py, "name"), &self.name)?;
@@ -145,7 +145,7 @@ limiter_methods!(
         ) -> PyResult<Self> {
             let limiter = convert::limiter(limiter)?.get();
             // AnyKeyed::new takes its configuration, never called.
-            let prototype = limiter.snapshot();
+            let prototype = limiter.snapshot(py);
             let window = prototype.window();
             let store = AnyKeyed::new(prototype).bounded(max_keys.map(|max| max as u64), eviction);
             Ok(PyKeyedLimiter {
@@ -185,7 +185,7 @@ limiter_methods!(
             };
             let mut decided = vec![Err(undecided); costs.len()];
             let batch = {
-                let mut store = shared.lock();
+                let mut store = shared.lock(py);
                 // The core fails only an entry whose cost exceeds the limit;
                 // ask it about the largest first, so that nothing is decided.
                 let largest = costs.iter().max().copied().unwrap_or(0);
@@ -203,14 +203,14 @@ limiter_methods!(
         }
 
         /// The number of keys held (those not known to be fresh).
-        fn __len__(&self) -> usize {
-            self.shared.lock().len()
+        fn __len__(&self, py: Python<'_>) -> usize {
+            self.shared.lock(py).len()
         }
 
         /// The most units a key admits at once.
         #[getter]
-        fn limit(&self) -> u64 {
-            self.shared.lock().limit()
+        fn limit(&self, py: Python<'_>) -> u64 {
+            self.shared.lock(py).limit()
         }
 
         /// Seconds over which a key's ``limit`` units are granted (the ``w``
@@ -222,8 +222,8 @@ limiter_methods!(
 
         /// Every key's algorithm, e.g. ``"gcra"``.
         #[getter]
-        fn algorithm(&self) -> &'static str {
-            self.shared.lock().prototype().algorithm()
+        fn algorithm(&self, py: Python<'_>) -> &'static str {
+            self.shared.lock(py).prototype().algorithm()
         }
 
         /// The store's name (its limiter's), as its RateLimit headers spell it.

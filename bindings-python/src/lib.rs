@@ -13,6 +13,7 @@ mod errors;
 mod guarantee;
 mod keyed;
 mod limiter;
+mod lock;
 mod policy;
 mod recycle;
 mod shared;

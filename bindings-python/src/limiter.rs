@@ -17,6 +17,7 @@ use crate::algorithms;
 use crate::convert;
 use crate::decision::named_headers;
 use crate::errors::to_py;
+use crate::lock::Locked;
 use crate::recycle::Recycler;
 use crate::shared::{self, limiter_methods, Core, Shared};
 
@@ -124,15 +125,15 @@ impl PyLimiter {
         Ok(PyClassInitializer::from(base).add_subclass(class))
     }
 
-    /// The core limiter, locked.
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, AnyLimiter> {
-        self.shared.lock()
+    /// The core limiter, locked (no Python code may run until the guard drops).
+    pub fn lock(&self, py: Python<'_>) -> Locked<'_, AnyLimiter> {
+        self.shared.lock(py)
     }
 
-    /// A copy of the core limiter, so that Python code (which may run other
-    /// threads) never runs while the limiter is locked.
-    pub fn snapshot(&self) -> AnyLimiter {
-        self.lock().clone()
+    /// A copy of the core limiter, for work that runs Python code, which
+    /// may not run while the limiter is locked.
+    pub fn snapshot(&self, py: Python<'_>) -> AnyLimiter {
+        self.lock(py).clone()
     }
 
     /// The limiter's name.
@@ -202,7 +203,7 @@ limiter_methods!(
             };
             let other = other.cast::<PyLimiter>().map_err(|_| to_py(py, not_one))?;
             // Cloned first: `other` may be `slf`, whose lock is taken next.
-            let new = other.get().lock().clone();
+            let new = other.get().lock(py).clone();
             let this = slf.get();
             // A calendar's windows are UTC days: on `time.monotonic` they
             // would follow the machine's uptime.
@@ -212,7 +213,7 @@ limiter_methods!(
                 return Err(to_py(py, Error::InvalidValue { name: "other", reason }));
             }
             let now = this.shared.now(py, now)?;
-            let mut core = this.lock();
+            let mut core = this.lock(py);
             let result = core.reconfigure(now, new);
             this.shared.event();
             this.window.store(core.window().0, Ordering::Relaxed);
@@ -224,7 +225,7 @@ limiter_methods!(
         /// ``restore`` and ``from_bytes`` read back into a limiter configured
         /// the same way, here or in another process or language.
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-            let data = self.lock().to_bytes();
+            let data = self.lock(py).to_bytes();
             Ok(PyBytes::new(py, &data))
         }
 
@@ -241,7 +242,7 @@ limiter_methods!(
             py: Python<'_>,
             #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
         ) -> PyResult<()> {
-            let restored = self.lock().restore(&data);
+            let restored = self.lock(py).restore(&data);
             self.shared.event();
             restored.map_err(|err| to_py(py, err))
         }
@@ -258,7 +259,7 @@ limiter_methods!(
         ) -> PyResult<Bound<'py, PyAny>> {
             let made = cls.call(args, kwargs)?;
             let limiter = made.cast::<PyLimiter>()?.get();
-            let restored = limiter.lock().restore(&data);
+            let restored = limiter.lock(cls.py()).restore(&data);
             restored.map_err(|err| to_py(cls.py(), err))?;
             Ok(made)
         }
@@ -267,7 +268,7 @@ limiter_methods!(
         fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
             let py = slf.py();
             let this = slf.get();
-            let any = this.snapshot();
+            let any = this.snapshot(py);
             let (data, call) = (any.to_bytes(), algorithms::constructor(py, &any)?);
             let kwargs = call.kwargs;
             kwargs.update(this.common_kwargs(py)?.as_mapping())?;
@@ -279,8 +280,8 @@ limiter_methods!(
         /// The most units admitted at once: a capacity, burst or limit (for a
         /// token bucket of several bandwidths, the smallest capacity).
         #[getter]
-        fn limit(&self) -> u64 {
-            self.lock().limit()
+        fn limit(&self, py: Python<'_>) -> u64 {
+            self.lock(py).limit()
         }
 
         /// Seconds over which ``limit`` units are granted, the ``w`` of the
@@ -295,8 +296,8 @@ limiter_methods!(
         /// ``"leaky_bucket"``, ``"sliding_window_log"``,
         /// ``"sliding_window_counter"`` or ``"fixed_window"``.
         #[getter]
-        fn algorithm(&self) -> &'static str {
-            self.lock().algorithm()
+        fn algorithm(&self, py: Python<'_>) -> &'static str {
+            self.lock(py).algorithm()
         }
 
         /// The limiter's name, as its RateLimit headers spell it.
@@ -306,7 +307,7 @@ limiter_methods!(
         }
 
         fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-            let call = algorithms::constructor(py, &self.snapshot())?;
+            let call = algorithms::constructor(py, &self.snapshot(py))?;
             let name = self.name.bind(py);
             if name.to_cow()? != "default" {
                 call.kwargs.set_item(intern!(py, "name"), name)?;

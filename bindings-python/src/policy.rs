@@ -152,7 +152,7 @@ impl Subject for PyPolicy {
 
     fn rate_limited(&self, py: Python<'_>, denied: &PolicyAnswer) -> PyErr {
         let name = match denied.combined.denied_by {
-            Some(index) => self.shared.lock().policy.name(index).to_owned(),
+            Some(index) => self.shared.lock(py).policy.name(index).to_owned(),
             None => "policy".to_owned(),
         };
         rate_limited(py, &name, &denied.combined.decision)
@@ -176,13 +176,13 @@ impl PyPolicy {
     /// The name of limit `index`.
     pub fn limit_name(&self, py: Python<'_>, index: usize) -> PyResult<Py<PyString>> {
         // Copied out first: no Python runs while the policy is locked.
-        let name = self.shared.lock().policy.name(index).to_owned();
+        let name = self.shared.lock(py).policy.name(index).to_owned();
         Ok(PyString::new(py, &name).unbind())
     }
 
     /// The name and window of the first `count` limits (at most all).
-    fn limits(&self, count: usize) -> Vec<(String, Nanos)> {
-        let core = self.shared.lock();
+    fn limits(&self, py: Python<'_>, count: usize) -> Vec<(String, Nanos)> {
+        let core = self.shared.lock(py);
         let count = count.min(core.policy.len());
         (0..count)
             .map(|i| (core.policy.name(i).to_owned(), core.windows[i]))
@@ -197,7 +197,7 @@ impl PyPolicy {
         combined: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
         // Zipped: a decision of another policy may list more limits.
-        let named = self.limits(limits.len());
+        let named = self.limits(py, limits.len());
         let items = named.iter().zip(limits);
         let items = items.map(|((name, window), decision)| (name.as_str(), *window, decision));
         headers_dict(py, items, combined)
@@ -210,18 +210,18 @@ impl PyPolicy {
         index: usize,
         decision: &Decision,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (name, window) = &self.limits(index + 1)[index];
+        let (name, window) = &self.limits(py, index + 1)[index];
         headers_dict(py, [(name.as_str(), *window, decision)], decision)
     }
 
     /// Each limit's name and the fields it is keyed by.
     /// The guarantee of each limit and of all of them (`ratekeeper.guarantee`).
-    pub fn guarantees(&self) -> ratekeeper::guarantee::Guarantees {
-        self.shared.lock().policy.guarantees()
+    pub fn guarantees(&self, py: Python<'_>) -> ratekeeper::guarantee::Guarantees {
+        self.shared.lock(py).policy.guarantees()
     }
 
-    fn keyed(&self) -> Vec<(String, Vec<String>)> {
-        let core = self.shared.lock();
+    fn keyed(&self, py: Python<'_>) -> Vec<(String, Vec<String>)> {
+        let core = self.shared.lock(py);
         let policy = &core.policy;
         (0..policy.len())
             .map(|i| {
@@ -370,7 +370,7 @@ limiter_methods!(
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
-                    let prototype = convert::limiter(limiter)?.get().snapshot();
+                    let prototype = convert::limiter(limiter)?.get().snapshot(py);
                     let window = prototype.window();
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }
@@ -381,17 +381,18 @@ limiter_methods!(
             // state on `time.monotonic`, which such a jump would wipe out.
             let calendar = store.prototype().calendar().is_some() && self.shared.clock().is_none();
             let added = {
-                let mut core = self.shared.lock();
+                let mut core = self.shared.lock(py);
                 if calendar && core.policy.keys_held() > 0 {
                     let reason = "follows a calendar, which needs time.time, and the policy has \
                                   decided on time.monotonic: give it clock=time.time";
-                    return Err(to_py(py, Error::InvalidValue { name: "limiter", reason }));
+                    Err(Error::InvalidValue { name: "limiter", reason })
+                } else {
+                    let added = core.policy.add_store(name, &by, store);
+                    if added.is_ok() {
+                        core.windows.push(window);
+                    }
+                    added
                 }
-                let added = core.policy.add_store(name, &by, store);
-                if added.is_ok() {
-                    core.windows.push(window);
-                }
-                added
             };
             added.map_err(|err| to_py(py, err))?;
             if calendar {
@@ -422,14 +423,14 @@ limiter_methods!(
         }
 
         /// The number of limits.
-        fn __len__(&self) -> usize {
-            self.shared.lock().policy.len()
+        fn __len__(&self, py: Python<'_>) -> usize {
+            self.shared.lock(py).policy.len()
         }
 
         /// The limits' names, in order.
         #[getter]
         fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-            PyTuple::new(py, self.keyed().into_iter().map(|(name, _)| name))
+            PyTuple::new(py, self.keyed(py).into_iter().map(|(name, _)| name))
         }
 
         /// The fields limit ``name`` is keyed by, as a tuple (empty for a
@@ -440,7 +441,7 @@ limiter_methods!(
             name: &Bound<'py, PyAny>,
         ) -> PyResult<Bound<'py, PyTuple>> {
             let name = convert::string(name, "name")?;
-            match self.keyed().into_iter().find(|(limit, _)| limit == name) {
+            match self.keyed(py).into_iter().find(|(limit, _)| limit == name) {
                 Some((_, by)) => PyTuple::new(py, by),
                 None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
             }
@@ -452,7 +453,7 @@ limiter_methods!(
         /// move up into a cancelled one's slot, a policy's do not.
         fn _single<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
             let (prototype, name) = {
-                let core = self.shared.lock();
+                let core = self.shared.lock(py);
                 let policy = &core.policy;
                 if policy.len() != 1 || policy.keyed_by(0).next().is_some() {
                     return Ok(None);
@@ -464,9 +465,9 @@ limiter_methods!(
             call.factory()?.call(&call.args, Some(&call.kwargs)).map(Some)
         }
 
-        fn __repr__(&self) -> String {
+        fn __repr__(&self, py: Python<'_>) -> String {
             let limits: Vec<String> = self
-                .keyed()
+                .keyed(py)
                 .iter()
                 .map(|(name, by)| format!("{name:?} by {by:?}"))
                 .collect();

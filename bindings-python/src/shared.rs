@@ -8,7 +8,7 @@
 //! and [`limiter_methods!`] writes the Python methods once for all classes.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -21,6 +21,7 @@ use ratekeeper::{Error, Nanos};
 use crate::convert::{self, time_module, Now};
 use crate::decision::{PyDecision, PyReservation, Refund};
 use crate::errors::{to_py, to_py_with};
+use crate::lock::{CoreLock, Locked};
 
 /// A deciding core: a limiter, a keyed store or a policy, asked about a
 /// `Target` (nothing, a key, a request's fields).
@@ -59,7 +60,7 @@ pub trait Core: Send + 'static {
 
 /// The core of a class, locked per call, and the clock it reads.
 pub struct Shared<C> {
-    inner: Mutex<C>,
+    inner: CoreLock<C>,
     /// The clock given, or set later by [`Shared::default_clock`]; none:
     /// `time.monotonic`, read natively.
     clock: OnceLock<Py<PyAny>>,
@@ -72,7 +73,7 @@ pub struct Shared<C> {
 impl<C> Shared<C> {
     pub fn new(core: C, clock: Option<Py<PyAny>>) -> Self {
         let shared = Shared {
-            inner: Mutex::new(core),
+            inner: CoreLock::new(core),
             clock: OnceLock::new(),
             events: AtomicU64::new(0),
         };
@@ -89,10 +90,11 @@ impl<C> Shared<C> {
         let _ = self.clock.set(clock);
     }
 
-    /// The core, locked.
-    pub fn lock(&self) -> MutexGuard<'_, C> {
-        // The core never panics while holding the lock, so its state is sound.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The core, locked (see [`CoreLock`]): no Python code may run until
+    /// the guard drops.
+    #[inline]
+    pub fn lock(&self, py: Python<'_>) -> Locked<'_, C> {
+        self.inner.lock(py)
     }
 
     /// `now`, or a reading of the clock.
@@ -147,7 +149,7 @@ pub fn decide<'py, S: Subject>(
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
     let decided = {
-        let mut core = shared.lock();
+        let mut core = shared.lock(py);
         decision(&mut core, target, at).map_err(|err| explained(&*core, err, target))
     };
     answered(S::answer(slf, decided.map_err(|err| err.raise(py))?)?, now)
@@ -190,8 +192,8 @@ pub fn answered(
 fn refund_of<S: Subject>(slf: &Bound<'_, S>, target: &Target<S>) -> Refund {
     let subject = slf.clone().unbind();
     let owned = S::Core::to_owned(target);
-    Box::new(move |slot, cost| {
-        let mut core = subject.get().shared().lock();
+    Box::new(move |py, slot, cost| {
+        let mut core = subject.get().shared().lock(py);
         // A refund only fails for a request that could not be booked.
         let _ = core.refund(S::Core::borrow(&owned), slot, cost);
     })
@@ -218,7 +220,7 @@ pub fn reserve<S: Subject>(
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
     let booked = {
-        let mut core = shared.lock();
+        let mut core = shared.lock(py);
         let booked = core.reserve(target, at, cost, max_wait);
         count_booking(shared, &booked);
         booked.map_err(|err| explained(&*core, err, target))
@@ -240,7 +242,7 @@ pub fn refund<S: Subject>(
     let (shared, py) = (slf.get().shared(), slf.py());
     let taken_at = shared.now(py, taken_at)?;
     let refunded = {
-        let mut core = shared.lock();
+        let mut core = shared.lock(py);
         core.refund(target, taken_at, cost)
             .map_err(|err| explained(&*core, err, target))
     };
@@ -259,7 +261,7 @@ fn book<S: Subject>(
     let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
     let now = this.shared().now(py, None)?;
     let (booked, seq) = {
-        let mut core = this.shared().lock();
+        let mut core = this.shared().lock(py);
         let booked = core.reserve(target, now, cost, max_wait);
         let seq = count_booking(this.shared(), &booked);
         (booked.map_err(|err| explained(&*core, err, target)), seq)
@@ -299,7 +301,7 @@ pub fn acquire<S: Subject>(
     let slept = sleep.and_then(|sleep| sleep.call1((wait.as_secs_f64(),)));
     slept.map(drop).inspect_err(|_| {
         let slot = now.saturating_add(wait);
-        let _ = slf.get().shared().lock().refund(target, slot, cost);
+        let _ = slf.get().shared().lock(py).refund(target, slot, cost);
     })
 }
 
@@ -499,7 +501,7 @@ macro_rules! limiter_methods {
                 #[pyo3(from_py_with = $crate::convert::now)] now: Option<::ratekeeper::Nanos>,
             ) -> PyResult<()> {
                 let now = $crate::shared::Subject::shared(self).now(py, now)?;
-                $crate::shared::Subject::shared(self).lock().reclaim(now);
+                $crate::shared::Subject::shared(self).lock(py).reclaim(now);
                 Ok(())
             }
             )?
