@@ -193,6 +193,13 @@ pub(crate) struct Band {
 }
 
 impl Band {
+    /// Takes the tokens and carry of `new`, this band after a quick
+    /// computation: all that one changes (it never touches the debt).
+    #[inline(always)]
+    pub(crate) fn set_quick(&mut self, new: &Band) {
+        (self.tokens, self.carry) = (new.tokens, new.carry);
+    }
+
     pub(crate) fn new(rule: &Bandwidth) -> Band {
         Band {
             tokens: rule.initial_tokens,
