@@ -131,7 +131,7 @@ impl PyKeyedLimiter {
 
 limiter_methods!(
     #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key = convert::key],
-    reserve = "($self, /, key, cost=1, *, max_wait=math.inf, now=None)",
+    reserve = "($self, /, key, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store (memory is given back once a quarter or less of its room is in use). Answers do not change, but for a token bucket with interval refill: a full key dropped counts its periods from its next call, so its next refill may come later, never sooner.",
     headers = "the store's (its limiter's)" {
         #[new]

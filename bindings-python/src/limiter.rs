@@ -177,7 +177,7 @@ impl PyLimiter {
 
 limiter_methods!(
     #[pymethods] PyLimiter, "the limiter", [],
-    reserve = "($self, /, cost=1, *, max_wait=math.inf, now=None)",
+    reserve = "($self, /, cost=1, *, max_wait=None, now=None)",
     headers = "this limiter's" {
         /// Replace this limiter's limits with those of ``other``, keeping its state.
         ///

@@ -277,7 +277,7 @@ fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
 
 limiter_methods!(
     #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
-    reserve = "($self, /, request=None, cost=1, *, max_wait=math.inf, now=None)",
+    reserve = "($self, /, request=None, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
         #[new]
         #[pyo3(signature = (config = None, *, algorithm = None, by = None, clock = None))]
@@ -301,9 +301,12 @@ limiter_methods!(
                     from_rates(py, &rates, algorithm, &by)?
                 }
                 (config, None) if algorithm.is_some() || by.is_some() => {
-                    let _ = config;
-                    let reason = "apply only to a rate string; a configuration names each limit's";
-                    return Err(to_py(py, Error::InvalidValue { name: "algorithm", reason }));
+                    let name = if algorithm.is_some() { "algorithm" } else { "by" };
+                    let reason = match config {
+                        Some(_) => "applies only to a rate string; a configuration names each limit's",
+                        None => "applies only to a rate string, and none was given",
+                    };
+                    return Err(to_py(py, Error::InvalidValue { name, reason }));
                 }
                 (Some(config), None) => from_config(config)?,
                 (None, None) => Policy::new(),

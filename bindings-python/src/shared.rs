@@ -384,7 +384,8 @@ macro_rules! limiter_methods {
     ) => {
         limiter_methods!(@step $hash $pymethods $class, $spec, [
             #[doc = concat!("Book ``cost`` units of ", $what, " for the earliest slot they fit, if")]
-            /// that is at most ``max_wait`` seconds away; returns a Reservation.
+            /// that is at most ``max_wait`` seconds away (``None``, the default, or
+            /// ``math.inf``: no bound); returns a Reservation.
             ///
             /// When ``reservation.ok``, the units are booked for ``reservation.at``
             /// (``now + reservation.wait``): proceed then. Bookings are served first

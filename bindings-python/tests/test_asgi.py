@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from ratekeeper import FixedWindow, KeyedLimiter, Policy, TokenBucket
+from ratekeeper import FixedWindow, KeyedLimiter, Policy, RateLimitError, RateLimitTypeError, TokenBucket
 from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
 
 calls: list[str] = []
@@ -238,19 +238,42 @@ def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         pass
 
-    with pytest.raises(TypeError, match=message):
+    with pytest.raises(RateLimitTypeError, match=message) as raised:
         RateLimitMiddleware(app, limiter, **options)
+    assert raised.value.code == "invalid_type"
 
 
-@pytest.mark.parametrize(("cost", "error"), [("1", TypeError), (True, TypeError), (-1, ValueError), (3, ValueError)])
-def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[Exception]) -> None:
+def test_a_policy_keyed_by_fields_the_default_request_lacks_is_refused_at_once() -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    policy = Policy("1/second", by=["user"])
+    with pytest.raises(RateLimitError, match="limit '1/second' of `limiter` is keyed by 'user'") as raised:
+        RateLimitMiddleware(app, policy)
+    assert raised.value.code == "invalid_value"
+    # With a key of its own, the request's fields are the caller's business.
+    RateLimitMiddleware(app, policy, key=lambda scope: {"user": "u"})
+    RateLimitMiddleware(app, Policy("1/second", by=["client", "path"]))
+
+
+@pytest.mark.parametrize(
+    ("cost", "error", "code"),
+    [
+        ("1", RateLimitTypeError, "invalid_type"),
+        (True, RateLimitTypeError, "invalid_type"),
+        (-1, RateLimitError, "invalid_value"),
+        (3, RateLimitError, "cost_exceeds_limit"),
+    ],
+)
+def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[RateLimitError], code: str) -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         pass
 
     policy = Policy({"limits": [{"name": "a", "algorithm": "fixed_window", "rate": "2/second"}]})
     for limiter in (FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1)), policy):
-        with pytest.raises(error, match="cost"):
+        with pytest.raises(error, match="`cost`") as raised:
             RateLimitMiddleware(app, limiter, cost=cost)
+        assert raised.value.code == code
 
 
 def test_a_cost_may_be_any_int_of_index() -> None:

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -215,6 +216,9 @@ def test_explain_reads_json_and_toml_files(tmp_path: Path) -> None:
         (["explain", "10/second", "--window", "-1"], "argument --window"),
         (["explain", "10/second", "--window", "1e30"], "argument --window"),
         (["explain", "7/second", "--algorithm", "gcra"], "argument rates"),
+        (["explain", "10/second", "--burst", "-1"], "argument --burst: must be a whole number from 1"),
+        (["explain", "10/second", "--burst", "0"], "argument --burst: must be a whole number from 1"),
+        (["explain", "10/second", "--burst", str(2**64)], "argument --burst: must be a whole number from 1"),
         (["simulate", "10/second"], "argument --trace"),
         (["simulate", "10/second", "--generate", "steady"], "argument --rate"),
         (["simulate", "10/second", "--generate", "steady", "--rate", "-5"], "argument --rate"),
@@ -458,3 +462,27 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out == f"ratekeeper {ratekeeper.__version__}\n"
+
+
+def readme_sessions() -> list[tuple[list[str], str]]:
+    """The ``$ ratekeeper ...`` sessions of the repository's README: each
+    command's arguments and the output shown under it."""
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    sessions = []
+    for block in re.findall(r"```console\n(.*?)```", readme.read_text(), re.S):
+        command, _, output = block.partition("\n")
+        if command.startswith("$ ratekeeper "):
+            sessions.append((shlex.split(command)[2:], output))
+    return sessions
+
+
+@pytest.mark.parametrize(("argv", "shown"), readme_sessions(), ids=lambda v: str(v)[:40])
+def test_the_readme_shows_what_the_command_prints(argv: list[str], shown: str, tmp_path: Path) -> None:
+    # The plot goes to a scratch file; the replay's own speed varies.
+    if "--plot" in argv:
+        argv[argv.index("--plot") + 1] = str(tmp_path / "plot.png")
+    status, out, err = run(*argv)
+    assert status == 0, err
+    speed = re.compile(r" in [0-9.]+ s \([0-9,]+ events/s\)")
+    printed = speed.sub("", out).replace(str(tmp_path / "plot.png"), "docs/simulate.png")
+    assert printed == speed.sub("", shown)

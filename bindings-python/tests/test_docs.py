@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import inspect
 import pydoc
+from typing import Union
 
 import pytest
 
@@ -119,7 +120,7 @@ def test_keyed_limiters_and_policies_answer_the_shared_methods() -> None:
 
 def test_keyed_and_policy_signatures_take_their_target_first() -> None:
     assert str(inspect.signature(KeyedLimiter.try_acquire)) == "(self, /, key, cost=1, now=None)"
-    assert str(inspect.signature(KeyedLimiter.reserve)) == "(self, /, key, cost=1, *, max_wait=inf, now=None)"
+    assert str(inspect.signature(KeyedLimiter.reserve)) == "(self, /, key, cost=1, *, max_wait=None, now=None)"
     assert str(inspect.signature(KeyedLimiter.refund)) == "(self, /, key, cost, *, taken_at=None)"
     assert str(inspect.signature(Policy.try_acquire)) == "(self, /, request=None, cost=1, now=None)"
     assert str(inspect.signature(Policy.acquire)) == "(self, /, request=None, cost=1, timeout=None)"
@@ -132,7 +133,7 @@ def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str
     text = capsys.readouterr().out
     assert "A token bucket: bursts of up to ``capacity``" in text
     assert "try_acquire(self, /, cost=1, now=None)" in text
-    assert "reserve(self, /, cost=1, *, max_wait=inf, now=None)" in text
+    assert "reserve(self, /, cost=1, *, max_wait=None, now=None)" in text
     assert "acquire(self, /, cost=1, timeout=None)" in text
     assert "``time.monotonic``" in text
     help(SlidingWindowLog)
@@ -149,6 +150,19 @@ def test_method_signatures_are_introspectable() -> None:
         assert acquire.parameters["now"].default is None
         reserve = inspect.signature(limiter.reserve)
         assert reserve.parameters["max_wait"].kind is inspect.Parameter.KEYWORD_ONLY
+    # Every method's, each default a literal (`math.inf` was not one where
+    # `math` had not been imported: help() then showed `reserve(...)`).
+    owners: list[Union[type[Limiter], type[KeyedLimiter], type[Policy]]] = [*CLASSES, Limiter, KeyedLimiter, Policy]
+    for owner in owners:
+        for member in public_members(owner):
+            if callable(member):
+                for parameter in inspect.signature(member).parameters.values():
+                    default = parameter.default
+                    assert default is inspect.Parameter.empty or isinstance(default, (int, str, tuple, type(None))), (
+                        member,
+                        parameter,
+                    )
+        assert inspect.signature(owner.reserve).parameters["max_wait"].default is None
 
 
 def test_constructor_signatures_are_shown(capsys: pytest.CaptureFixture[str]) -> None:

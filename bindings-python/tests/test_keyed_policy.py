@@ -296,8 +296,13 @@ def test_policy_construction_errors() -> None:
         policy.add("b", Gcra(1, 1), by="user")
     with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
         policy.add("b", 5)  # type: ignore[arg-type]
-    with pytest.raises(RateLimitError, match="`algorithm` apply only to a rate string"):
+    with pytest.raises(RateLimitError, match="`algorithm` applies only to a rate string; a configuration"):
         Policy({"limits": []}, algorithm="gcra")
+    # The argument given is the one named; without rates, the message says so.
+    with pytest.raises(RateLimitError, match="`by` applies only to a rate string; a configuration"):
+        Policy({"limits": []}, by=["user"])
+    with pytest.raises(RateLimitError, match="`by` applies only to a rate string, and none was given"):
+        Policy(by=["user"])
     with pytest.raises(RateLimitTypeError, match="`config` must be a mapping or a JSON string"):
         Policy(5)  # type: ignore[arg-type]
     assert len(policy) == 1
@@ -451,6 +456,13 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         ratekeeper.limit(FixedWindow(1, 1), wait=False, timeout=1)
     with pytest.raises(TypeError, match="`rates` must be a rate string"):
         ratekeeper.limit(5)  # type: ignore[arg-type]
+    # A cost no call could pay is refused where it is given, not on every call.
+    for subject in ("1/second", FixedWindow(2, 1), per_user_and_global(5, 1, clock=clock)):
+        with pytest.raises(RateLimitError, match="`cost` 9 exceeds the limit") as raised:
+            ratekeeper.limit(subject, cost=9)
+        assert raised.value.code == "cost_exceeds_limit"
+    with pytest.raises(RateLimitTypeError, match="`cost` must be an int, not float"):
+        ratekeeper.limit("1/second", cost=1.5)  # type: ignore[arg-type]
 
 
 def test_limit_takes_rate_strings(clock: FakeClock) -> None:

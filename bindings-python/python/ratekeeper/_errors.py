@@ -30,7 +30,8 @@ class RateLimitError(ValueError):
 
 
 class RateLimitTypeError(RateLimitError, TypeError):
-    """An argument of the wrong type (code ``invalid_type``).
+    """An argument of the wrong type (code ``invalid_type``; ``invalid_config``
+    for a policy configuration that is not JSON at all).
 
     Both ``except ValueError`` (through RateLimitError) and
     ``except TypeError`` catch it.

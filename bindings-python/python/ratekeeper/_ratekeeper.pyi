@@ -147,7 +147,7 @@ class Limiter:
         """The Decision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
+        self, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units for the earliest slot they fit, within ``max_wait`` seconds."""
 
@@ -386,7 +386,7 @@ class KeyedLimiter:
         """The Decision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units of ``key``'s limiter for the earliest slot they fit."""
 
@@ -461,7 +461,11 @@ class Policy:
     ) -> Policy: ...
     @staticmethod
     def from_rates(
-        rates: str, *, algorithm: _Algorithm = "token_bucket", by: Iterable[str] = (), clock: Optional[_Clock] = None
+        rates: str,
+        *,
+        algorithm: Optional[_Algorithm] = "token_bucket",
+        by: Optional[Iterable[str]] = (),
+        clock: Optional[_Clock] = None,
     ) -> Policy:
         """A policy of one limit per rate of ``rates`` (``"10/second;100/day"``)."""
 
@@ -482,7 +486,7 @@ class Policy:
         """The PolicyDecision ``try_acquire`` would give, consuming nothing."""
 
     def reserve(
-        self, request: _Request = None, cost: int = 1, *, max_wait: Optional[_Seconds] = ..., now: Optional[_Seconds] = None
+        self, request: _Request = None, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
     ) -> Reservation:
         """Book ``cost`` units of every limit for the earliest slot they all fit."""
 

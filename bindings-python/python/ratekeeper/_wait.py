@@ -15,7 +15,7 @@ import operator
 import threading
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
 
-from ratekeeper._errors import RateLimitTypeError
+from ratekeeper._errors import RateLimitError, RateLimitTypeError
 
 # asyncio and inspect are imported where they are used: asyncio alone took
 # 54 of the 59 ms `import ratekeeper` took, for programs that never wait
@@ -344,6 +344,29 @@ class Acquiring:
         return functools.wraps(func)(wrapper)
 
 
+def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> int:
+    """``cost``, the cost of every call to come, checked once against
+    ``subject``: an int from 0 to its limit (a policy's: its tightest
+    limit's), so that a bad one fails where it is given, not on every call.
+    The same errors as a decision's, with the core's words."""
+    from ratekeeper._ratekeeper import Policy, guarantee
+
+    if isinstance(cost, bool):
+        raise RateLimitTypeError("`cost` must be an int, not bool", "invalid_type")
+    try:
+        units = operator.index(cost)  # an int, or one such as numpy's
+    except TypeError:
+        raise RateLimitTypeError(f"`cost` must be an int, not {type(cost).__name__}", "invalid_type") from None
+    if units < 0:
+        raise RateLimitError("`cost` must not be negative", "invalid_value")
+    limit = guarantee(subject).burst if isinstance(subject, Policy) else subject.limit
+    if units > limit:
+        raise RateLimitError(
+            f"`cost` {units} exceeds the limit {limit}, so it could never be allowed", "cost_exceeds_limit"
+        )
+    return units
+
+
 def limit(
     rates: Union[str, Limiter, Policy],
     *,
@@ -366,7 +389,8 @@ def limit(
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds
     (default ``None``: no bound); ``wait=False`` raises ``RateLimited`` at
-    once instead of waiting. Each call costs ``cost`` units. The result is
+    once instead of waiting. Each call costs ``cost`` units (a cost above
+    the limit is refused here, as no call could ever pay it). The result is
     also a context manager (``with ratekeeper.limit(...):``).
     """
     from ratekeeper._ratekeeper import Limiter, Policy
@@ -386,6 +410,7 @@ def limit(
         raise RateLimitTypeError(
             f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}", "invalid_type"
         )
+    cost = checked_cost(subject, cost)
     if isinstance(subject, Policy):
         return subject.acquiring(None, cost, timeout if wait else 0)
     return subject.acquiring(cost, timeout if wait else 0)

@@ -16,11 +16,11 @@ directly.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
-from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy, guarantee
+from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
+from ratekeeper._wait import checked_cost
 
 __all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
 
@@ -56,6 +56,10 @@ def request_fields(scope: Scope) -> dict[str, Key]:
     limit on the whole app.
     """
     return {"client": client_host(scope), "method": scope.get("method", ""), "path": scope.get("path", "")}
+
+
+#: The fields of ``request_fields``.
+REQUEST_FIELDS = ("client", "method", "path")
 
 
 class RateLimitMiddleware:
@@ -97,30 +101,32 @@ class RateLimitMiddleware:
     ) -> None:
         self.app = app
         self.limiter = limiter
-        # Checked here: a bad cost would fail every request (a 500 each).
-        if isinstance(cost, bool):
-            raise RateLimitTypeError("cost must be an int, not bool", "invalid_type")
-        try:
-            cost = operator.index(cost)  # an int, or one such as numpy's
-        except TypeError:
-            raise RateLimitTypeError(f"cost must be an int, not {type(cost).__name__}", "invalid_type") from None
-        # A policy's limit is its tightest limit's: the most any request passes.
-        limit = guarantee(limiter).burst if isinstance(limiter, Policy) else getattr(limiter, "limit", None)
-        if cost < 0 or (isinstance(limit, int) and cost > limit):
-            raise RateLimitError(f"cost must be from 0 to the limit ({limit}), not {cost}", "invalid_value")
-        self._cost = cost
+        # Checked here, as is what follows: each mistake would fail every
+        # request (a 500 each).
         if isinstance(limiter, Limiter):
             if key is not None:
-                raise TypeError(
+                raise RateLimitTypeError(
                     "`key` needs `limiter` to be a KeyedLimiter or a Policy, not one limiter "
-                    "that every request shares: pass KeyedLimiter(limiter) for one per key"
+                    "that every request shares: pass KeyedLimiter(limiter) for one per key",
+                    "invalid_type",
                 )
         elif isinstance(limiter, KeyedLimiter):
             key = key or client_host
         elif isinstance(limiter, Policy):
-            key = key or request_fields
+            if key is None:
+                key = request_fields
+                for name in limiter.names:
+                    missing = [field for field in limiter.keyed_by(name) if field not in REQUEST_FIELDS]
+                    if missing:
+                        raise RateLimitError(
+                            f"limit {name!r} of `limiter` is keyed by {missing[0]!r}, which the default "
+                            f"request (fields {', '.join(REQUEST_FIELDS)}) lacks: pass a `key` "
+                            "returning the request's fields",
+                            "invalid_value",
+                        )
         else:
-            raise TypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter")
+            raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
+        self._cost = checked_cost(limiter, cost)
         self._key: Optional[Callable[[Scope], Any]] = key
 
     def decide(self, scope: Scope) -> Optional[Decision]:

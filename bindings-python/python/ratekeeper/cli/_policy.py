@@ -87,6 +87,9 @@ def policy_config(args: argparse.Namespace) -> dict[str, Any]:
     by = list(args.by or [])
     limit: dict[str, Any] = {"algorithm": args.algorithm or "token_bucket", "by": by}
     if args.burst is not None:
+        # Checked here: the configuration's own message would name its JSON.
+        if not 1 <= args.burst < 2**64:
+            raise CliError(f"argument --burst: must be a whole number from 1 to 2^64 - 1, not {args.burst}")
         limit["burst"] = args.burst
     if args.calendar is not None:
         limit["calendar"] = args.calendar
