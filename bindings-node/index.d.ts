@@ -474,12 +474,19 @@ export type HandlerOptions<Request> =
       key: (request: Request) => Key | PromiseLike<Key>
       /** The cost of a request. Default 1. */
       cost?: (request: Request) => number | PromiseLike<number>
+      /** A Policy's option: refused here. */
+      fields?: never
     }
   | {
       limiter: Policy
-      /** The request's fields (default: none). */
+      /**
+       * The request's fields (default: none, which only a policy of global
+       * limits takes: a keyed one is refused).
+       */
       fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
       cost?: (request: Request) => number | PromiseLike<number>
+      /** A KeyedLimiter's option: refused here. */
+      key?: never
     }
 
 /** What `middleware` needs of a response (Express's, or Node's own `ServerResponse`). */

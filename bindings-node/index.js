@@ -19,9 +19,16 @@ function wasmFallback(error) {
     throw error; // a checkout that was not packed: the addon's own error
   }
   const where = `${process.platform}-${process.arch}`;
+  // The loader's own words matter only where an addon ships; elsewhere they
+  // are napi-rs's advice to reinstall, which would not help.
+  const detail =
+    where === 'linux-x64'
+      ? `Loading the linux-x64 addon failed: ${String(error && error.message)}`
+      : 'The package ships its native addon for linux-x64 (glibc 2.17 or later) only; ' +
+        'here the WebAssembly build decides, the same way, somewhat slower.';
   process.emitWarning(`no native addon of ratekeeper loads on ${where}: using its WebAssembly build (the same API)`, {
     code: 'RATEKEEPER_WASM_FALLBACK',
-    detail: String(error && error.message),
+    detail,
   });
   return require('./lib/api.cjs').createApi(wasm);
 }

@@ -118,6 +118,44 @@ function createApi(B) {
     throw new TypeError(`${name} must be ${expected}`); // not reached: typeError throws
   }
 
+  /** Throws a TypeError (code `invalid_type`) with `message`, which names the argument. */
+  function invalidType(message) {
+    throw Object.assign(new TypeError(message), { code: 'invalid_type' });
+  }
+
+  // The options each function takes: a misspelt one (`intialTokens`) would
+  // be ignored, and the limiter not what was asked for. Policy
+  // configurations refuse unknown fields the same way.
+  const COMMON = ['name', 'clock'];
+  const BANDWIDTH = ['capacity', 'refillTokens', 'refillPeriodMs', 'initialTokens', 'refill'];
+  const OPTIONS = {
+    TokenBucket: [...BANDWIDTH, ...COMMON],
+    bandwidth: BANDWIDTH,
+    fromBandwidths: COMMON,
+    Gcra: ['burst', 'emissionIntervalMs', ...COMMON],
+    'Gcra.perPeriod': ['burst', 'tokens', 'periodMs', ...COMMON],
+    LeakyBucket: ['capacity', 'intervalMs', ...COMMON],
+    SlidingWindowLog: ['limit', 'windowMs', ...COMMON],
+    SlidingWindowCounter: ['limit', 'windowMs', 'calendar', ...COMMON],
+    FixedWindow: ['limit', 'windowMs', 'calendar', ...COMMON],
+    KeyedLimiter: ['maxKeys', 'eviction'],
+    Policy: ['algorithm', 'by', 'clock'],
+    acquire: ['signal', 'timeoutMs'],
+    'the server helpers': ['limiter', 'key', 'fields', 'cost'],
+  };
+
+  /** `options`, having only options `what` takes (see OPTIONS); anything not an object passes, for the caller to refuse. */
+  function known(options, what) {
+    if (options !== null && typeof options === 'object' && !Array.isArray(options)) {
+      for (const option of Object.keys(options)) {
+        if (!OPTIONS[what].includes(option)) {
+          invalidType(`\`${option}\` is not an option of ${what}, which takes ${OPTIONS[what].join(', ')}`);
+        }
+      }
+    }
+    return options;
+  }
+
   /** Throws the binding's RangeError (code `invalid_value`) with `message`, which names the argument. */
   function invalidValue(message) {
     throw Object.assign(new RangeError(message), { code: 'invalid_value' });
@@ -495,6 +533,7 @@ function createApi(B) {
     let timeoutMs = Infinity;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') badType('options', 'an object');
+      known(options, 'acquire');
       signal = options.signal ?? undefined;
       if (signal !== undefined && !isSignal(signal)) badType('signal', 'an AbortSignal');
       timeoutMs = number(options.timeoutMs, Infinity, 'timeout');
@@ -649,6 +688,7 @@ function createApi(B) {
       let eviction;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
+        known(options, 'KeyedLimiter');
         if (options.maxKeys !== undefined && options.maxKeys !== null) {
           if (typeof options.maxKeys !== 'number') badType('max_keys', 'a number');
           maxKeys = options.maxKeys;
@@ -935,6 +975,7 @@ function createApi(B) {
       let clock;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
+        known(options, 'Policy');
         if (options.algorithm !== undefined) {
           if (typeof options.algorithm !== 'string') badType('algorithm', 'a string');
           algorithm = options.algorithm;
@@ -1160,12 +1201,14 @@ function createApi(B) {
   /** A token bucket: `capacity` tokens, `refillTokens` more every `refillPeriodMs`. */
   class TokenBucket extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.tokenBucket(options), options));
+      super(built instanceof Built ? built : new Built(B.tokenBucket(known(options, 'TokenBucket')), options));
     }
 
     /** A bucket enforcing every one of `bandwidths` (1 to 4) at once. */
     static fromBandwidths(bandwidths, options) {
       if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
+      known(options, 'fromBandwidths');
+      if (Array.isArray(bandwidths)) for (const bandwidth of bandwidths) known(bandwidth, 'bandwidth');
       return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bandwidths), options));
     }
 
@@ -1210,12 +1253,12 @@ function createApi(B) {
   /** The generic cell rate algorithm: `burst` at once, then one unit every `emissionIntervalMs`. */
   class Gcra extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.gcra(options), options));
+      super(built instanceof Built ? built : new Built(B.gcra(known(options, 'Gcra')), options));
     }
 
     /** `burst` at once, `tokens` every `periodMs` (one every periodMs / tokens, a whole number of ns). */
     static perPeriod(options) {
-      return new Gcra(undefined, new Built(B.gcraPerPeriod(options), options));
+      return new Gcra(undefined, new Built(B.gcraPerPeriod(known(options, 'Gcra.perPeriod')), options));
     }
 
     get burst() {
@@ -1230,7 +1273,7 @@ function createApi(B) {
   /** A queue: units leave `intervalMs` apart, first come first served, at most `capacity` queued. */
   class LeakyBucket extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.leakyBucket(options), options));
+      super(built instanceof Built ? built : new Built(B.leakyBucket(known(options, 'LeakyBucket')), options));
     }
 
     get capacity() {
@@ -1245,21 +1288,21 @@ function createApi(B) {
   /** At most `limit` units in any window of `windowMs`, exactly. */
   class SlidingWindowLog extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.slidingWindowLog(options), options));
+      super(built instanceof Built ? built : new Built(B.slidingWindowLog(known(options, 'SlidingWindowLog')), options));
     }
   }
 
   /** About `limit` units per sliding window of `windowMs`, from O(1) state. */
   class SlidingWindowCounter extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.slidingWindowCounter(options), options));
+      super(built instanceof Built ? built : new Built(B.slidingWindowCounter(known(options, 'SlidingWindowCounter')), options));
     }
   }
 
   /** At most `limit` units per aligned window of `windowMs`. */
   class FixedWindow extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.fixedWindow(options), options));
+      super(built instanceof Built ? built : new Built(B.fixedWindow(known(options, 'FixedWindow')), options));
     }
   }
 
@@ -1292,14 +1335,24 @@ function createApi(B) {
   // are known, so that requests are decided in the order their keys come.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
-    const { limiter, key, fields, cost } = options;
+    const { limiter, key, fields, cost } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
     let inputOf;
+    // Each mistake below would fail every request (a 500 each), or quietly
+    // limit otherwise than asked: refused here instead.
     if (limiter instanceof KeyedLimiter) {
       if (typeof key !== 'function') badType('key', 'a function');
+      if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
       inputOf = key;
     } else if (limiter instanceof Policy) {
+      if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
+      if (fields === undefined) {
+        const keyed = limiter.limits.find(({ by }) => by.length > 0);
+        if (keyed !== undefined) {
+          invalidType(`\`fields\` must be given: limit "${keyed.name}" of \`limiter\` is keyed by "${keyed.by[0]}"`);
+        }
+      }
       inputOf = fields === undefined ? () => ({}) : fields;
     } else {
       badType('limiter', 'a KeyedLimiter or a Policy');

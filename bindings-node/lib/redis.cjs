@@ -609,7 +609,7 @@ class Store {
       }
     }
     const deadline = performance.now() + timeoutMs;
-    for (;;) {
+    for (let retry = false; ; retry = true) {
       if (signal !== undefined && signal.aborted) throw signal.reason;
       const left = Math.max(deadline - performance.now(), 0);
       const r = await book(left);
@@ -629,8 +629,11 @@ class Store {
       }
       const waitMs = r.decision.retryAfterMs;
       if (waitMs > left) {
-        // With the wait that was needed, as the in-process acquire's.
-        const error = new DOMException(`the wait (${waitMs} ms) would exceed timeoutMs (${timeoutMs} ms)`, 'TimeoutError');
+        // With the wait that was needed, as the in-process acquire's; after a
+        // retry, against what is left, and saying who decided.
+        const budget = retry ? `the ${Math.floor(left)} ms left of timeoutMs (${timeoutMs} ms)` : `timeoutMs (${timeoutMs} ms)`;
+        const who = r.fromStore ? '' : ' (Redis did not answer: the onError limiter decided)';
+        const error = new DOMException(`the wait (${waitMs} ms) would exceed ${budget}${who}`, 'TimeoutError');
         throw Object.assign(error, { retryAfterMs: waitMs });
       }
       if (r.fromStore) throw new RateLimited(`${label}: cannot book ${r.cost} now; retry in ${waitMs} ms`, waitMs);

@@ -718,6 +718,36 @@ describe('errors of arguments the JS layer checks', () => {
     }
   });
 
+  it('a misspelt option is refused, naming it, where it would have been ignored', () => {
+    const { KeyedLimiter, Policy, middleware } = api;
+    const bucket = { capacity: 5, refillTokens: 1, refillPeriodMs: 1000 };
+    const cases = [
+      [() => new TokenBucket({ ...bucket, intialTokens: 0 }), 'intialTokens', 'TokenBucket'],
+      [() => TokenBucket.fromBandwidths([{ ...bucket, refil: 'interval' }]), 'refil', 'bandwidth'],
+      [() => TokenBucket.fromBandwidths([bucket], { nmae: 'x' }), 'nmae', 'fromBandwidths'],
+      [() => new Gcra({ burst: 1, emissionIntervalMs: 1, clcok: Date.now }), 'clcok', 'Gcra'],
+      [() => Gcra.perPeriod({ burst: 1, tokens: 1, period: 1000 }), 'period', 'Gcra.perPeriod'],
+      [() => new LeakyBucket({ capacity: 1, intervalMs: 1, windowMs: 1 }), 'windowMs', 'LeakyBucket'],
+      [() => new FixedWindow({ limit: 1, windowMs: 1, calender: 'day' }), 'calender', 'FixedWindow'],
+      [() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { maxkeys: 5 }), 'maxkeys', 'KeyedLimiter'],
+      [() => Policy.fromRates('1/second', { bye: ['ip'] }), 'bye', 'Policy'],
+      [() => middleware({ limiter: Policy.fromRates('1/second'), field: () => ({}) }), 'field', 'the server helpers'],
+    ];
+    for (const [make, option, what] of cases) {
+      assert.throws(make, (error) => {
+        assert.equal(error.name, 'TypeError');
+        assert.equal(error.code, 'invalid_type');
+        assert.match(error.message, new RegExp(`^\`${option}\` is not an option of ${what.replace('.', '\\.')}, which takes `));
+        return true;
+      }, option);
+    }
+    // acquire's options: a promise that rejects, as for every other bad option there.
+    return assert.rejects(new Gcra({ burst: 1, emissionIntervalMs: 1 }).acquire(1, { timeout: 10 }), {
+      code: 'invalid_type',
+      message: '`timeout` is not an option of acquire, which takes signal, timeoutMs',
+    });
+  });
+
   it('the abstract Limiter has a code too', () => {
     assert.throws(() => new Limiter(), { name: 'TypeError', code: 'invalid_type' });
     assert.throws(() => Limiter.fromBytes(new Uint8Array(1), {}), { name: 'TypeError', code: 'invalid_type' });

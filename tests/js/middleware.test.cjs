@@ -241,6 +241,15 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ limiter }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', cost: 2 }), 'invalid_type', 'cost');
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), fields: 1 }), 'invalid_type', 'fields');
+      // An option of the other kind of limiter would be ignored: refused.
+      assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), key: () => 'k' }), 'invalid_type', 'key');
+      assertLimiterError(() => helper({ limiter, key: () => 'k', fields: () => ({}) }), 'invalid_type', 'fields');
+      // A keyed policy without `fields` would fail every request.
+      const keyed = Policy.fromRates('1/second', { by: ['ip'] });
+      assertLimiterError(() => helper({ limiter: keyed }), 'invalid_type', 'fields');
+      assert.throws(() => helper({ limiter: keyed }), /`fields` must be given: limit "1\/second" of `limiter` is keyed by "ip"/);
+      helper({ limiter: keyed, fields: (req) => ({ ip: req.ip }) });
+      helper({ limiter: Policy.fromRates('1/second') });
     });
   }
 

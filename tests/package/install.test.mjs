@@ -82,6 +82,8 @@ test('where no native addon loads, require and import fall back to the WebAssemb
   const warned = spawnSync(process.execPath, ['-e', `${noAddon} require('ratekeeper');`], { cwd: dir, encoding: 'utf8' });
   assert.equal(warned.status, 0);
   assert.match(warned.stderr, /\[RATEKEEPER_WASM_FALLBACK\] Warning: no native addon of ratekeeper loads on/);
+  // Here, where the addon ships, the detail is why it did not load.
+  assert.match(warned.stderr, /Loading the linux-x64 addon failed: /);
 });
 
 test('import("ratekeeper") is the native addon, the same instance as require', () => {
@@ -165,9 +167,28 @@ test("npm's README is the one for users", () => {
   assert.match(readme, /^# ratekeeper\n/);
   for (const topic of ['npm install ratekeeper', 'await init(', 'ratekeeper/ratekeeper.wasm', 'RATEKEEPER_WASM_FALLBACK']) assert.ok(readme.includes(topic), topic);
   assert.ok(!readme.includes('scripts/'), 'nothing of the repository');
-  // Its Node example runs as written.
-  const example = readme.split('## Node')[1].split('```js\n')[1].split('```')[0];
-  node(['-e', `(async () => {\n${example}\nconsole.log(JSON.stringify(d));\n})().catch((e) => { console.error(e); process.exit(1); });`]);
+  // Its Node example runs as written (an ES module).
+  node(['--input-type=module', '-e', `${firstExample(readme, '## Node')}\nconsole.log(JSON.stringify(d));`]);
+});
+
+/** The first ```js block after `heading` in `markdown`. */
+function firstExample(markdown, heading) {
+  return markdown.split(heading)[1].split('```js\n')[1].split('```')[0];
+}
+
+test("the repository's Node examples run against the package, and show what they print", () => {
+  const repo = new URL('../../', import.meta.url);
+  const readme = readFileSync(new URL('README.md', repo), 'utf8');
+  const binding = readFileSync(new URL('bindings-node/README.md', repo), 'utf8');
+  for (const example of [firstExample(readme, '## Node and WebAssembly'), firstExample(binding, '## Quick start')]) {
+    node(['--input-type=module', '-e', example]);
+  }
+  // The headers example ends with an expression and, in a comment, its value.
+  const lines = firstExample(binding, '## Headers').trimEnd().split('\n');
+  const [expression, shown] = [lines.at(-2).replace(/\/\/.*$/, ''), lines.at(-1).replace(/^\/\/ /, '')];
+  const setup = lines.slice(0, -2).join('\n');
+  const printed = node(['--input-type=module', '-e', `import { TokenBucket } from 'ratekeeper';\n${setup}\nconsole.log(JSON.stringify(${expression}));`]);
+  assert.deepEqual(JSON.parse(printed), new Function(`return (${shown});`)());
 });
 
 test('the export conditions in package.json', () => {

@@ -91,7 +91,10 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       assert.deepEqual(p.map((d) => [d.allowed, d.fromStore, d.deniedBy]), [[true, false, null], [true, false, null], [false, false, '3/hour']]);
       // Waiting acquire through the outage: closed retries, open proceeds.
       await open.acquire('k', 1, { timeoutMs: 100 });
-      await assert.rejects(closed.acquire('k', 1, { timeoutMs: 100 }), { name: 'TimeoutError' });
+      await assert.rejects(closed.acquire('k', 1, { timeoutMs: 100 }), {
+        name: 'TimeoutError',
+        message: /would exceed timeoutMs \(100 ms\) \(Redis did not answer: the onError limiter decided\)$/,
+      });
       // Concurrent batched callers all get the fallback.
       const burst = await Promise.all(Array.from({ length: 64 }, () => closed.tryAcquire('hot')));
       assert.ok(burst.every((d) => !d.allowed && !d.fromStore));

@@ -164,6 +164,10 @@ decisions[0]?.retryAfter;
 middleware<Req>({ limiter: perIp, key: (req) => req });
 // @ts-expect-error: the helpers take a KeyedLimiter or a Policy, not a limiter
 middleware<Req>({ limiter: bucket, key: (req) => req.ip });
+// @ts-expect-error: a Policy takes `fields`, not `key`
+middleware<Req>({ limiter: policy, key: (req) => req.ip });
+// @ts-expect-error: a KeyedLimiter takes `key`, not `fields`
+middleware<Req>({ limiter: perIp, key: (req) => req.ip, fields: (req) => ({ ip: req.ip }) });
 // @ts-expect-error: keys are strings or numbers
 perIp.tryAcquire({});
 // @ts-expect-error: a calendar is 'day', 'week' or 'month'
