@@ -154,6 +154,17 @@ export interface CalendarWindowOptions extends CommonOptions {
   calendar: 'day' | 'week' | 'month'
 }
 
+/**
+ * What `acquire` rejects with at once when the wait would exceed `timeoutMs`:
+ * a `DOMException` named `'TimeoutError'`, with the wait that was needed.
+ * `catch (e) { if (e instanceof DOMException && e.name === 'TimeoutError') (e as AcquireTimeoutError).retryAfterMs }`
+ */
+export interface AcquireTimeoutError extends DOMException {
+  readonly name: 'TimeoutError'
+  /** The wait, in milliseconds, that was needed. */
+  readonly retryAfterMs: number
+}
+
 /** Options of `acquire`. */
 export interface AcquireOptions {
   /** Aborting gives the booking back and rejects with `signal.reason`. */

@@ -250,8 +250,7 @@ function createApi(B) {
 
     /** The time now on this limiter's clock, in milliseconds. */
     #read() {
-      const now = this.#clock();
-      return typeof now === 'number' ? now : badType('now', 'a number');
+      return readClock(this.#clock);
     }
 
     #now(nowMs) {
@@ -640,10 +639,12 @@ function createApi(B) {
     return badType('key', 'a string or a number');
   }
 
-  /** Reads `clock()` as a number of milliseconds. */
+  /** Reads `clock()` as a number of milliseconds, naming the clock for what it returns. */
   function readClock(clock) {
     const now = clock();
-    return typeof now === 'number' ? now : badType('now', 'a number');
+    if (typeof now !== 'number') invalidType(`\`clock\` must return a number of milliseconds, not a ${typeof now}`);
+    if (!(now >= 0 && now < Infinity)) invalidValue(`\`clock\` must return a number of milliseconds from 0, not ${now}`);
+    return now;
   }
 
   // The napi build reads the default clock itself, cheaper than a call to

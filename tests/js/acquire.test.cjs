@@ -386,7 +386,7 @@ describe('acquire', () => {
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
-  it('a clock that answers NaN during the wait rejects with a TypeError naming nowMs, and gives the booking back', async () => {
+  it('a clock that answers NaN during the wait rejects with a RangeError naming the clock, and gives the booking back', async () => {
     const { time } = setup();
     let broken = false;
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: () => (broken ? NaN : time.now()) });
@@ -394,7 +394,7 @@ describe('acquire', () => {
     const waiting = gcra.acquire();
     const booked = gcra.peek().retryAfterMs;
     broken = true;
-    const settled = assertLimiterRejects(waiting, 'invalid_type', 'nowMs');
+    const settled = assertLimiterRejects(waiting, 'invalid_value', 'clock');
     await time.advance(100);
     await settled;
     broken = false;
@@ -408,7 +408,7 @@ describe('acquire', () => {
     const failing = [queue.acquire(), queue.acquire(), queue.acquire()].map((p) => p.catch((error) => error.code));
     broken = true;
     await time.advance(100);
-    assert.deepStrictEqual(await Promise.all(failing), ['invalid_type', 'invalid_type', 'invalid_type']);
+    assert.deepStrictEqual(await Promise.all(failing), ['invalid_value', 'invalid_value', 'invalid_value']);
     broken = false;
     assert.equal(queue.peek().retryAfterMs, twin.peek().retryAfterMs, 'all three given back');
     assert.deepStrictEqual(queue.toBytes(), twin.toBytes());

@@ -348,11 +348,16 @@ describe('the default clock is performance.now()', () => {
     assert.deepStrictEqual(limiter.reserve(), { ok: true, waitMs: 500, atMs: 1000, cost: 1, decision: null });
   });
 
-  it('a clock that returns a non-number is a TypeError naming nowMs', () => {
+  it('a clock that returns a non-number is a TypeError, and one that returns NaN or less than 0 a RangeError, naming the clock', () => {
     const bucket = new TokenBucket(bucketOptions());
-    withClock(() => 'soon', () => assertLimiterError(() => bucket.tryAcquire(), 'invalid_type', 'nowMs'));
+    withClock(() => 'soon', () => assertLimiterError(() => bucket.tryAcquire(), 'invalid_type', 'clock'));
     const odd = new TokenBucket({ ...bucketOptions(), clock: () => 1n });
-    assertLimiterError(() => odd.peek(), 'invalid_type', 'nowMs');
+    assertLimiterError(() => odd.peek(), 'invalid_type', 'clock');
+    for (const wrong of [NaN, -1, Infinity]) {
+      const broken = new TokenBucket({ ...bucketOptions(), clock: () => wrong });
+      const error = assertLimiterError(() => broken.tryAcquire(), 'invalid_value', 'clock');
+      assert.match(error.message, new RegExp(`not ${wrong}$`));
+    }
     assert.equal(bucket.tryAcquire(1, 0).remaining, 2);
   });
 

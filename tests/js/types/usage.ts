@@ -17,6 +17,7 @@ import {
   fastifyHook,
   middleware,
   type AcquireOptions,
+  type AcquireTimeoutError,
   type Bandwidth,
   type Decision,
   type PolicyDecision,
@@ -70,6 +71,9 @@ export async function waiting(signal: AbortSignal): Promise<void> {
     if (error instanceof RateLimited) {
       const code: 'rate_limited' = error.code;
       console.log(code, error.retryAfterMs);
+    } else if (error instanceof DOMException && error.name === 'TimeoutError') {
+      const wait: number = (error as AcquireTimeoutError).retryAfterMs;
+      console.log(wait);
     }
   }
 }
