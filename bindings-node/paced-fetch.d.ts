@@ -84,9 +84,17 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * rejects its call. A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
  * with nothing remaining, pauses the queue until then (queued bookings are
  * refunded and made again from the pause's end); a 429/503 request is sent
- * again `retries` times. A slot further than `maxWaitMs` rejects with a
+ * again `retries` times. `RateLimit`'s `t` is when the quota is whole again:
+ * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
+ * most `w / q` seconds, the time a bucket takes to earn a unit back (a window
+ * not reset by then answers 429 with `Retry-After`, which pauses again).
+ * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
- * rejects with an error of code `rate_limited` and `retryAfterMs`.
+ * rejects with an error of code `rate_limited` and `retryAfterMs`; a limiter
+ * booking more than a year ahead reads another clock than `clock`, and each
+ * call rejects with a `RangeError` (`invalid_value`), booking nothing. Bad
+ * arguments, and options it does not take, throw a `TypeError`
+ * (`invalid_type`) or `RangeError` (`invalid_value`) naming them.
  * @example
  * const get = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 }))
  * const pages = await Promise.all(urls.map((url) => get(url)))  // 5 per second

@@ -51,6 +51,19 @@ function isSignal(value) {
   );
 }
 
+/** A TypeError (code `invalid_type`), as the limiters' own. */
+function typeError(message) {
+  return Object.assign(new TypeError(message), { code: 'invalid_type' });
+}
+
+/** A RangeError (code `invalid_value`), as the limiters' own. */
+function rangeError(message) {
+  return Object.assign(new RangeError(message), { code: 'invalid_value' });
+}
+
+/** The options pacedFetch takes: another is refused, as the limiters refuse theirs (a misspelt one would be ignored). */
+const OPTIONS = ['cost', 'maxWaitMs', 'maxWaiting', 'retries', 'maxRetryAfterMs', 'clock', 'wallClock', 'timers', 'onEvent'];
+
 function rateLimitedError(message, retryAfterMs) {
   const error = new Error(message);
   error.name = 'RateLimited';
@@ -130,6 +143,12 @@ function httpDate(text, wallNow) {
  * draft's structured `RateLimit: "name";r=0;t=30` (several policies: the
  * longest exhausted one wins), its older `RateLimit: limit=10, remaining=0,
  * reset=30`, and separate `RateLimit-Remaining` / `RateLimit-Reset`.
+ *
+ * `t` is when the quota is whole again, which for a bucket may be long after
+ * its next unit: with the same policy's `RateLimit-Policy: "name";q=5;w=5`,
+ * the pause is at most one unit's share of its window (w / q seconds), as
+ * long as a bucket takes to earn a unit back. A window that has not reset by
+ * then answers the next request 429 with its Retry-After, which pauses again.
  */
 function parseRateLimit(headers) {
   // A number as the headers write one; NaN (ignored) for anything else,
@@ -139,17 +158,35 @@ function parseRateLimit(headers) {
   const exhausted = (remaining, reset) => {
     if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
   };
+  // Each structured item: its name (the quoted or bare token before the
+  // first `;`) and its parameters.
+  const items = (value) =>
+    value.split(',').map((item) => {
+      const [name, ...parts] = item.split(';');
+      const params = {};
+      for (const part of parts) {
+        const [key, raw] = part.split('=').map((s) => s.trim());
+        if (raw !== undefined) params[key.toLowerCase()] = count(raw);
+      }
+      return { name: name.trim(), params };
+    });
+  const policies = new Map();
+  const policy = headers.get('ratelimit-policy');
+  if (policy !== null) for (const { name, params } of items(policy)) policies.set(name, params);
   const value = headers.get('ratelimit');
   if (value !== null) {
     const flat = {};
     for (const item of value.split(',')) {
-      const params = {};
       for (const part of item.split(';')) {
         const [key, raw] = part.split('=').map((s) => s.trim());
-        if (raw !== undefined) params[key.toLowerCase()] = count(raw);
+        if (raw !== undefined) flat[key.toLowerCase()] = count(raw);
       }
-      if ('r' in params) exhausted(params.r, params.t);
-      Object.assign(flat, params);
+    }
+    for (const { name, params } of items(value)) {
+      if (!('r' in params)) continue;
+      const { q, w } = policies.get(name) ?? {};
+      const share = q > 0 && w >= 0 ? w / q : Infinity;
+      exhausted(params.r, Math.min(params.t, share));
     }
     if ('remaining' in flat) exhausted(flat.remaining, flat.reset);
   }
@@ -169,9 +206,15 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const MAX_PAUSE_MS = 365 * 24 * 3600 * 1000;
 
 function pacedFetch(fetch, limiter, options) {
-  if (typeof fetch !== 'function') throw new TypeError('fetch must be a function');
+  if (typeof fetch !== 'function') throw typeError('`fetch` must be a function');
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.reserve !== 'function') {
-    throw new TypeError('limiter must be a limiter');
+    throw typeError('`limiter` must be a limiter');
+  }
+  if (options !== undefined && options !== null) {
+    if (typeof options !== 'object') throw typeError('`options` must be an object');
+    for (const option of Object.keys(options)) {
+      if (!OPTIONS.includes(option)) throw typeError(`\`${option}\` is not an option of pacedFetch, which takes ${OPTIONS.join(', ')}`);
+    }
   }
   const {
     cost = 1,
@@ -184,14 +227,14 @@ function pacedFetch(fetch, limiter, options) {
     timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id) },
     onEvent,
   } = options ?? {};
-  if (typeof cost !== 'number' && typeof cost !== 'function') throw new TypeError('cost must be a number or a function');
+  if (typeof cost !== 'number' && typeof cost !== 'function') throw typeError('`cost` must be a number or a function');
   const counts = [['maxWaitMs', maxWaitMs], ['maxWaiting', maxWaiting], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]];
   for (const [name, value] of counts) {
-    if (typeof value !== 'number' || !(value >= 0)) throw new RangeError(`${name} must be a number >= 0`);
+    if (typeof value !== 'number' || !(value >= 0)) throw rangeError(`\`${name}\` must be a number >= 0, not ${value}`);
   }
-  if (!Number.isInteger(retries)) throw new RangeError(`retries must be a whole number, not ${retries}`);
+  if (!Number.isInteger(retries)) throw rangeError(`\`retries\` must be a whole number, not ${retries}`);
   if (!Number.isInteger(maxWaiting) && maxWaiting !== Infinity) {
-    throw new RangeError(`maxWaiting must be a whole number or Infinity, not ${maxWaiting}`);
+    throw rangeError(`\`maxWaiting\` must be a whole number or Infinity, not ${maxWaiting}`);
   }
 
   const queue = []; // entries waiting for their slot, in booking order
@@ -238,6 +281,15 @@ function pacedFetch(fetch, limiter, options) {
       return timeoutError(`the pause (${from - now} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now);
     }
     const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
+    // Beyond what any pause reaches, the limiter counts on another clock
+    // (Date.now() where pacedFetch reads performance.now()): each request
+    // would wait for decades.
+    if ((r.ok ? r.atMs - from : r.waitMs) > MAX_PAUSE_MS) {
+      if (r.ok) giveBack(Object.assign(entry, { atMs: r.atMs, reservation: r }));
+      return rangeError(
+        `\`limiter\` books ${Math.round(r.ok ? r.atMs - from : r.waitMs)} ms ahead: it reads another clock than pacedFetch's \`clock\` (give both the same)`,
+      );
+    }
     if (r.ok) {
       entry.atMs = r.atMs;
       entry.reservation = r;
@@ -347,7 +399,7 @@ function pacedFetch(fetch, limiter, options) {
       const own = init != null && init.signal != null ? init.signal : isRequest(input) ? input.signal : null;
       const signal = own == null ? undefined : own;
       if (signal !== undefined && !isSignal(signal)) {
-        reject(new TypeError('signal must be an AbortSignal'));
+        reject(typeError('`signal` must be an AbortSignal'));
         return;
       }
       if (signal !== undefined && signal.aborted) {

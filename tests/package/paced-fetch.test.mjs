@@ -161,6 +161,24 @@ test('a RateLimit header with nothing remaining pauses the queue until its reset
   assert.deepEqual(log, [['/a', 0], ['/b', 3000]]);
 });
 
+test("behind a server answering with ratekeeper's own headers, a client paced alike is not paused beyond its pace", async () => {
+  // The server: a bucket of 5, then 1 per second; its answers carry its headers.
+  const time = fakeTime();
+  const server = new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000, name: 'api', clock: time.clock });
+  const { fetch, log } = fakeFetch(time, () => {
+    const d = server.tryAcquire();
+    return { status: d.allowed ? 200 : 429, headers: server.headers(d) };
+  });
+  const client = new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000, clock: time.clock });
+  const paced = pacedFetch(fetch, client, { clock: time.clock, timers: time.timers });
+  const sent = Array.from({ length: 8 }, (_, i) => paced(`/${i}`));
+  await time.advance(10_000);
+  const answers = await Promise.all(sent);
+  assert.deepEqual(answers.map((r) => r.status), Array(8).fill(200));
+  // The fifth answer says r=0;t=5: the pause is a unit's share, 1 s, not 5.
+  assert.deepEqual(log.map(([, at]) => at), [0, 0, 0, 0, 0, 1000, 2000, 3000]);
+});
+
 test('maxWaitMs and a full queue reject at once, booking nothing', async () => {
   const time = fakeTime();
   const { fetch } = fakeFetch(time);
@@ -206,6 +224,13 @@ test('the header parsers', () => {
   const h = (o) => new Headers(o);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=0;t=2, "b";r=0;t=5' })), 5000);
   assert.equal(parseRateLimit(h({ RateLimit: '"a";r=3;t=2' })), null);
+  // With the same policy's q and w, at most one unit's share of its window:
+  // a bucket of 5 per 5 s says t=5 when emptied, and earns a unit in 1 s.
+  const bucket = { 'RateLimit-Policy': '"api";q=5;w=5', RateLimit: '"api";r=0;t=5' };
+  assert.equal(parseRateLimit(h(bucket)), 1000);
+  assert.equal(parseRateLimit(h({ 'RateLimit-Policy': '"other";q=5;w=5', RateLimit: '"api";r=0;t=5' })), 5000);
+  // Each policy its own share (0.6 s and 0.1 s); the longest wins.
+  assert.equal(parseRateLimit(h({ 'RateLimit-Policy': '"a";q=100;w=60, "b";q=10;w=1', RateLimit: '"a";r=0;t=30, "b";r=0;t=1' })), 600);
   assert.equal(parseRateLimit(h({ RateLimit: 'limit=10, remaining=0, reset=7' })), 7000);
   assert.equal(parseRateLimit(h({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '4' })), 4000);
   // A blank value is no number (Number('') is 0, "nothing left"): ignored.
@@ -367,6 +392,33 @@ test('maxWaitMs still bounds a queued request when a server pause moves it', asy
   await time.advance(5000);
   assert.equal((await a).status, 200, 'the retried request waits for the pause (maxRetryAfterMs bounds it)');
   await b;
+});
+
+test('bad arguments and misspelt options throw with a code, naming them', () => {
+  const time = fakeTime();
+  const gcra = tenPerSecond(time.clock);
+  assert.throws(() => pacedFetch(null, gcra), { name: 'TypeError', code: 'invalid_type', message: '`fetch` must be a function' });
+  assert.throws(() => pacedFetch(fetch, {}), { name: 'TypeError', code: 'invalid_type', message: '`limiter` must be a limiter' });
+  assert.throws(() => pacedFetch(fetch, gcra, { maxWait: 5 }), {
+    name: 'TypeError',
+    code: 'invalid_type',
+    message: /^`maxWait` is not an option of pacedFetch, which takes cost, maxWaitMs, /,
+  });
+  assert.throws(() => pacedFetch(fetch, gcra, { maxWaitMs: -1 }), { name: 'RangeError', code: 'invalid_value', message: '`maxWaitMs` must be a number >= 0, not -1' });
+});
+
+test('a limiter on another clock than pacedFetch rejects each request at once, booking nothing', async () => {
+  // The limiter reads the epoch (as a worker's may); pacedFetch, performance.now().
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const epoch = () => 1.7e12 + time.clock();
+  const gcra = Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock: epoch });
+  gcra.tryAcquire();
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers });
+  await assert.rejects(paced('/a'), { name: 'RangeError', code: 'invalid_value', message: /reads another clock than pacedFetch's `clock`/ });
+  assert.equal(paced.waiting, 0);
+  assert.deepEqual(log, []);
+  assert.equal(gcra.peek(1, epoch() + 100).allowed, true, 'the booking was given back');
 });
 
 test('retries is a whole number, maxWaiting a whole number or Infinity', () => {
