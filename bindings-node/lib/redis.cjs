@@ -38,6 +38,21 @@ const IN_FLIGHT = 1;
 /** The default bound on one round trip, in milliseconds. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
 
+/**
+ * Throws for an option of `options` not among `known`: misspelt (`onErorr`),
+ * it would be ignored, as the in-process classes refuse theirs.
+ */
+function onlyKnown(options, known, what) {
+  for (const option of Object.keys(options)) {
+    if (!known.includes(option)) {
+      const error = new TypeError(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
+      throw Object.assign(error, { code: 'invalid_type' });
+    }
+  }
+}
+
+const STORE_OPTIONS = ['prefix', 'clock', 'onError', 'batching', 'commandTimeoutMs'];
+
 function typeError(name, expected) {
   const error = new TypeError(`${name} must be ${expected}`);
   error.code = 'invalid_type';
@@ -220,9 +235,15 @@ function integers(reply) {
   return Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
 }
 
-/** An error the script itself raised (a bug or a configuration it refuses), not a fault of the store. */
+/**
+ * An error reply that no retry mends, which onError must not hide: the
+ * script's own (a bug or a configuration it refuses), a NOPERM (the ACL user
+ * may not run the script), a WRONGTYPE (a key of the limiter's holds another
+ * type), the script failing on a key's value it did not write
+ * (`user_script:<line>:`). Not a fault of the store's reach.
+ */
 function isScriptError(error) {
-  return error instanceof Error && /^(ERR .*)?ratekeeper:/.test(error.message ?? '');
+  return error instanceof Error && /^(ERR .*)?ratekeeper:|^NOPERM|WRONGTYPE|user_script:\d+:/.test(error.message ?? '');
 }
 
 /** Rejects with a TimeoutError after `ms`; the late answer, if any, is dropped (and its error caught). */
@@ -289,6 +310,8 @@ class Store {
     let commandTimeoutMs = DEFAULT_COMMAND_TIMEOUT_MS;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') throw typeError('options', 'an object');
+      const what = kind === 'policy' ? 'RedisPolicy' : 'RedisLimiter';
+      onlyKnown(options, kind === 'policy' ? [...STORE_OPTIONS, 'algorithm', 'by'] : STORE_OPTIONS, what);
       if (options.prefix !== undefined) {
         if (typeof options.prefix !== 'string') throw typeError('prefix', 'a string');
         // Keys carry a hash tag, {...}, so that a request's keys share a
@@ -598,6 +621,7 @@ class Store {
     let timeoutMs = Infinity;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') throw typeError('options', 'an object');
+      onlyKnown(options, ['signal', 'timeoutMs'], 'acquire');
       signal = options.signal ?? undefined;
       if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
         throw typeError('signal', 'an AbortSignal');

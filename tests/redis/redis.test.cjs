@@ -457,3 +457,36 @@ test("the script's own errors reject, never answered by onError (as in Python)",
   const results = await Promise.allSettled([1, 2, 3].map(() => policy.tryAcquire({})));
   assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
 });
+
+test('a misspelt option is refused, naming it, as the in-process classes refuse theirs', async () => {
+  const client = { sendCommand: async () => Promise.reject(new Error('unused')) };
+  const gcra = new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 });
+  assert.throws(() => new RedisLimiter(client, gcra, { onErorr: 'open' }), {
+    name: 'TypeError',
+    code: 'invalid_type',
+    message: /^`onErorr` is not an option of RedisLimiter, which takes prefix, clock, onError, /,
+  });
+  assert.throws(() => new RedisPolicy(client, '1/second', { by: ['u'], timeoutMs: 50 }), { code: 'invalid_type', message: /^`timeoutMs` is not an option of RedisPolicy/ });
+  await assert.rejects(new RedisLimiter(client, gcra, { onError: 'open' }).acquire('k', 1, { timeout: 10 }), {
+    code: 'invalid_type',
+    message: '`timeout` is not an option of acquire, which takes signal, timeoutMs',
+  });
+});
+
+test('errors no retry mends reject too: NOPERM, WRONGTYPE, a value the script cannot read (as in Python)', async () => {
+  // A misconfiguration looked like an outage: onError 'open' allowed every
+  // request, for ever, with nothing but fromStore to tell.
+  for (const reply of [
+    "NOPERM User app has no permissions to run the 'evalsha' command",
+    'WRONGTYPE Operation against a key holding the wrong kind of value script: f00, on @user_script:48.',
+    'ERR user_script:38: attempt to compare nil with number script: f00, on @user_script:38.',
+  ]) {
+    const client = { sendCommand: async () => Promise.reject(new Error(reply)) };
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { onError: 'open' });
+    await assert.rejects(limiter.tryAcquire('k'), { message: reply });
+  }
+  // A server still loading its data is a fault of reach: onError answers.
+  const loading = { sendCommand: async () => Promise.reject(new Error('LOADING Redis is loading the dataset in memory')) };
+  const d = await new RedisLimiter(loading, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { onError: 'open' }).tryAcquire('k');
+  assert.deepEqual([d.allowed, d.fromStore], [true, false]);
+});

@@ -503,6 +503,37 @@ class AsyncRefusingClient(redis.asyncio.Redis):
         raise redis.ResponseError("ERR ratekeeper: unknown mode x")
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        redis.exceptions.NoPermissionError("User app has no permissions to run the 'evalsha' command"),
+        redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value script: f00, on @user_script:48."),
+        redis.ResponseError("user_script:38: attempt to compare nil with number script: f00, on @user_script:38."),
+    ],
+    ids=["NOPERM", "WRONGTYPE", "a key's value the script cannot read"],
+)
+def test_errors_no_retry_mends_are_raised_not_answered_by_on_error(reply: redis.ResponseError) -> None:
+    # A misconfiguration looked like an outage: on_error="open" allowed every
+    # request, for ever, with nothing but from_store to tell.
+    class Client(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise reply
+
+    limiter = RedisLimiter(Client(port=1), ratekeeper.Gcra(1, 1.0), on_error="open")
+    with pytest.raises(ScriptError) as caught:
+        limiter.try_acquire("k")
+    assert caught.value.__cause__ is reply
+    # A server still loading its data is a fault of reach: on_error answers.
+    busy = redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory")
+
+    class Loading(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise busy
+
+    answered = RedisLimiter(Loading(port=1), ratekeeper.Gcra(1, 1.0), on_error="open").try_acquire("k")
+    assert answered.allowed and not answered.from_store
+
+
 def test_a_client_of_the_other_kind_is_refused_when_built() -> None:
     # It failed at the first call: "object bytes can't be used in 'await'
     # expression", or "'coroutine' object is not subscriptable".
