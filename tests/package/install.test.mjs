@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
@@ -199,7 +199,7 @@ test('the export conditions in package.json', () => {
   assert.deepEqual(dot.node, { types: './ratekeeper.d.ts', import: './main.mjs', require: './main.cjs' });
   // Types outside the node condition, for TypeScript's bundler resolution.
   assert.deepEqual(pkg.exports['./redis'], { types: './redis.d.ts', node: './lib/redis.cjs' });
-  assert.equal(pkg.exports['./ratekeeper.wasm'], './wasm/pkg/web/ratekeeper_wasm_bg.wasm');
+  assert.deepEqual(pkg.exports['./ratekeeper.wasm'], { types: './wasm/url.d.mts', default: './wasm/pkg/web/ratekeeper_wasm_bg.wasm' });
   // Tools that ignore exports get the same entry; nothing keeps it from publishing.
   assert.equal(pkg.main, 'main.cjs');
   for (const field of ['private', 'scripts', 'devDependencies', 'napi']) assert.equal(pkg[field], undefined, field);
@@ -218,7 +218,8 @@ test('the typings type-check from a consumer (tsc)', () => {
   `);
   writeFileSync(join(dir, 'browser.ts'), `
     import init, { TokenBucket, pacedFetch } from 'ratekeeper'
-    await init()
+    import wasmUrl from 'ratekeeper/ratekeeper.wasm'
+    await init(wasmUrl)
     export const paced = pacedFetch(fetch, new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }))
   `);
   // Code shared between a browser bundle and Node, type-checked as Node sees it.
