@@ -2,8 +2,8 @@
 //!
 //! A decision borrows its limiter for a few nanoseconds, with the GIL held
 //! and without running Python code. A mutex there cost two atomic
-//! instructions per call (lock and unlock), 5 to 6 ns of a 60 ns
-//! `try_acquire()` on the machine of our benchmarks. With the GIL, no other
+//! instructions per call (lock and unlock): `TokenBucket.try_acquire()` took
+//! 62 ns with it and 58 without, on the machine of our benchmarks. With the GIL, no other
 //! thread can reach the core while one holds it, provided that no Python
 //! code runs while the core is borrowed: Python code may release the GIL
 //! (and may call the same limiter again). Every borrow in this crate keeps
