@@ -1049,10 +1049,11 @@ function createApi(B) {
       if (given && typeof request !== 'object') badType('request', 'an object');
       for (const name of given ? Object.keys(request) : []) {
         const value = request[name];
-        // Named as the Python binding names it: the argument, `request`.
+        // A bad value is named by its field (`request.user`), as the Redis
+        // policy names it (Python: `request['user']`).
         if (typeof value === 'string') fields.push(name, value);
-        else if (typeof value === 'number') fields.push(name, numberKey(value, 'request'));
-        else badType('request', 'an object of strings and numbers');
+        else if (typeof value === 'number') fields.push(name, numberKey(value, `request.${name}`));
+        else invalidType(`\`request.${name}\` must be a string or a number, not ${value === null ? 'null' : typeof value}`);
       }
       // Named here, as the Redis policy names it: the core knows no field names.
       for (const [field, limit] of this.#needs) {

@@ -508,12 +508,48 @@ pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
     for item in items.iter() {
         let (field, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
         let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
-        fields.push((
-            text(field, "request")?.to_owned(),
-            Key::from_py(&value, "request")?,
-        ));
+        let name = text(field, "request")?.to_owned();
+        let key = Key::from_py(&value, "request").map_err(|err| of_field(err, &name, &value))?;
+        fields.push((name, key));
     }
     Ok(Some(Request(fields)))
+}
+
+/// `err`, about the argument `request`, said of its field `field`
+/// (`request['user']`, as the Redis policy says it), whose value is `value`:
+/// which of a request's values was wrong, and (for a wrong type) what it was.
+fn of_field(err: PyErr, field: &str, value: &Bound<'_, PyAny>) -> PyErr {
+    // Python's repr of a str without quotes or backslashes in it; others as
+    // Rust writes them, close enough for a message.
+    let quoted = |text: &str| {
+        if text.contains(['\'', '\\']) {
+            format!("{text:?}")
+        } else {
+            format!("'{text}'")
+        }
+    };
+    let py = value.py();
+    let raised = err.value(py);
+    let (Ok(code), Ok(message)) = (raised.getattr(intern!(py, "code")), raised.str()) else {
+        return err;
+    };
+    let Some(rest) = message
+        .to_cow()
+        .ok()
+        .and_then(|m| m.strip_prefix("`request` ").map(str::to_owned))
+    else {
+        return err;
+    };
+    let mut words = format!("`request[{}]` {rest}", quoted(field));
+    if code.eq("invalid_type").unwrap_or(false) {
+        if let Ok(kind) = value.get_type().name() {
+            words = format!("{words}, not {kind}");
+        }
+    }
+    match err.get_type(py).call1((words, code)) {
+        Ok(named) => PyErr::from_value(named),
+        Err(_) => err,
+    }
 }
 
 /// A keyed limiter's `max_keys`: `None` (no bound) or a positive int.

@@ -626,9 +626,10 @@ def test_keys_that_are_not_text_are_refused_leaving_the_store_working() -> None:
 def test_request_fields_that_are_not_text_are_refused() -> None:
     policy = ratekeeper.Policy()
     policy.add("per-user", FixedWindow(1, 60), by=["user"])
-    check_not_text(lambda: policy.try_acquire({"user": LONE_SURROGATE}, now=0), "request")
+    # A value is named by its field; a field's name, by the argument.
+    check_not_text(lambda: policy.try_acquire({"user": LONE_SURROGATE}, now=0), "request['user']")
     check_not_text(lambda: policy.peek({"user": "x", LONE_SURROGATE: "y"}, now=0), "request")
-    check_not_text(lambda: policy.acquire({"user": "\ud800"}, timeout=0), "request")
+    check_not_text(lambda: policy.acquire({"user": "\ud800"}, timeout=0), "request['user']")
     assert policy.try_acquire({"user": "x"}, now=0), "nothing was taken"
 
 

@@ -88,6 +88,16 @@ def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
         with pytest.raises(RateLimitTypeError, match="`key` must be a str, bytes or int") as raised:
             store.try_acquire(bad, now=0)  # type: ignore[arg-type]
         assert raised.value.code == "invalid_type"
+    # A policy's request names the field whose value is wrong, as the Redis policy does.
+    policy = Policy("1/second", by=["user"])
+    for bad, kind in ((1.5, "float"), (None, "NoneType"), (True, "bool")):
+        with pytest.raises(RateLimitTypeError) as raised:
+            policy.try_acquire({"user": bad}, now=0)  # type: ignore[dict-item]
+        assert str(raised.value) == f"`request['user']` must be a str, bytes or int, not {kind}"
+        assert raised.value.code == "invalid_type"
+    with pytest.raises(RateLimitError, match=r"^`request\['user'\]` must be valid Unicode text") as refused:
+        policy.try_acquire({"user": "\ud800"}, now=0)
+    assert refused.value.code == "invalid_value"
 
 
 def test_the_limiter_gives_its_configuration_name_and_clock_not_its_state() -> None:
@@ -281,7 +291,7 @@ def test_requests_fields_and_their_errors() -> None:
     with pytest.raises(RateLimitError, match="`request` lacks the field 'user'"):
         policy.try_acquire(now=0)
     for bad in ("user=1", [("user", "1")], {"user": 1.5}, {1: "x"}):
-        with pytest.raises(RateLimitTypeError, match="`request` must be"):
+        with pytest.raises(RateLimitTypeError, match=r"`request(\['user'\])?` must be"):
             policy.try_acquire(bad, now=0)  # type: ignore[arg-type]
     assert Policy().try_acquire(now=0).remaining == 2**64 - 1  # no limit: everything passes
 

@@ -42,7 +42,12 @@ describe('KeyedLimiter', () => {
     for (const bad of [1.5, NaN, Infinity, -Infinity]) {
       assertLimiterError(() => keyed.tryAcquire(bad, 1, 0), 'invalid_value', 'key', String(bad));
       assertLimiterError(() => keyed.peek(bad, 1, 0), 'invalid_value', 'key', String(bad));
-      assertLimiterError(() => policy.tryAcquire({ user: bad }, 1, 0), 'invalid_value', 'request', String(bad));
+      // Named by its field, as the Redis policy names it.
+      assertLimiterError(() => policy.tryAcquire({ user: bad }, 1, 0), 'invalid_value', 'request.user', String(bad));
+    }
+    for (const [bad, kind] of [[null, 'null'], [true, 'boolean'], [{}, 'object']]) {
+      const error = assertLimiterError(() => policy.tryAcquire({ user: bad }, 1, 0), 'invalid_type', 'request.user');
+      assert.equal(error.message, `\`request.user\` must be a string or a number, not ${kind}`);
     }
     assert.equal(keyed.size, 0, 'nothing taken');
     assert.equal(keyed.tryAcquire(-0, 1, 0).allowed, true, '-0 is the key 0');
@@ -440,7 +445,7 @@ describe('Policy', () => {
     const policy = new Policy({ limits: [{ name: 'l', by: ['a,b', ''], limiter: gcra() }, { name: 'g', limiter: gcra() }] });
     assert.deepStrictEqual(policy.limits, [{ name: 'l', by: ['a,b', ''] }, { name: 'g', by: [] }]);
     assert.equal(policy.tryAcquire({ 'a,b': 'x', '': 'y' }, 1, 0).allowed, true);
-    assertLimiterError(() => policy.tryAcquire({ 'a,b': {} }, 1, 0), 'invalid_type', 'request');
+    assertLimiterError(() => policy.tryAcquire({ 'a,b': {} }, 1, 0), 'invalid_type', 'request.a,b');
   });
 
   it('reserve books in every limit or none; acquire waits for the slot', async () => {
