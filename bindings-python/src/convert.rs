@@ -11,7 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use ratekeeper::{Algorithm, Calendar, Error, Eviction, Nanos, Refill};
 
-use crate::errors::to_py;
+use crate::errors::{to_py, to_py_with};
 use crate::limiter::PyLimiter;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
@@ -379,8 +379,18 @@ impl Key {
 
     /// `obj` as a key; the error names the argument `name`.
     fn from_py(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Key> {
+        Key::from_py_raising(obj, name, |err| to_py(obj.py(), err))
+    }
+
+    /// [`Key::from_py`], raising its own errors (about `name`) as `raise`
+    /// makes them: a request's field names its value's errors itself.
+    fn from_py_raising(
+        obj: &Bound<'_, PyAny>,
+        name: &'static str,
+        raise: impl Fn(Error) -> PyErr,
+    ) -> PyResult<Key> {
         if let Ok(text) = obj.cast::<PyString>() {
-            return Ok(Key::new(utf8(text, name)?));
+            return Ok(Key::new(utf8_raising(text, name, &raise)?));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
             return Ok(Key::new(bytes.as_bytes()));
@@ -400,12 +410,15 @@ impl Key {
                         .py()
                         .get_type::<PyInt>()
                         .call_method1(intern!(obj.py(), "__str__"), (&int,))?;
-                    Key::new(utf8(&digits.cast_into::<PyString>()?, name)?)
+                    Key::new(utf8_raising(
+                        &digits.cast_into::<PyString>()?,
+                        name,
+                        &raise,
+                    )?)
                 }
             });
         }
-        let expected = "a str, bytes or int";
-        Err(to_py(obj.py(), invalid_type(name, expected)))
+        Err(raise(invalid_type(name, "a str, bytes or int")))
     }
 }
 
@@ -414,6 +427,15 @@ impl Key {
 /// lone surrogate, such as `"\udc80"`) has no UTF-8: `invalid_value` naming
 /// the argument `name`, where `str.encode` raises `UnicodeEncodeError`.
 fn utf8<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a [u8]> {
+    utf8_raising(text, name, |err| to_py(text.py(), err))
+}
+
+/// [`utf8`], raising its own error as `raise` makes it.
+fn utf8_raising<'a>(
+    text: &'a Bound<'_, PyString>,
+    name: &'static str,
+    raise: impl Fn(Error) -> PyErr,
+) -> PyResult<&'a [u8]> {
     let py = text.py();
     let mut size: pyo3::ffi::Py_ssize_t = 0;
     // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
@@ -421,7 +443,7 @@ fn utf8<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&'a [
     if data.is_null() {
         let err = PyErr::fetch(py);
         if err.is_instance_of::<PyUnicodeEncodeError>(py) {
-            return Err(to_py(py, invalid_value(name, NOT_TEXT)));
+            return Err(raise(invalid_value(name, NOT_TEXT)));
         }
         return Err(err); // anything else (MemoryError) as it is
     }
@@ -509,47 +531,28 @@ pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
         let (field, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
         let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
         let name = text(field, "request")?.to_owned();
-        let key = Key::from_py(&value, "request").map_err(|err| of_field(err, &name, &value))?;
+        let key = Key::from_py_raising(&value, "request", |err| of_field(err, &name, &value))?;
         fields.push((name, key));
     }
     Ok(Some(Request(fields)))
 }
 
-/// `err`, about the argument `request`, said of its field `field`
+/// `err`, about a value of the argument `request`, said of its field `field`
 /// (`request['user']`, as the Redis policy says it), whose value is `value`:
 /// which of a request's values was wrong, and (for a wrong type) what it was.
-fn of_field(err: PyErr, field: &str, value: &Bound<'_, PyAny>) -> PyErr {
+fn of_field(err: Error, field: &str, value: &Bound<'_, PyAny>) -> PyErr {
     // Python's repr of a str without quotes or backslashes in it; others as
     // Rust writes them, close enough for a message.
-    let quoted = |text: &str| {
-        if text.contains(['\'', '\\']) {
-            format!("{text:?}")
-        } else {
-            format!("'{text}'")
-        }
+    let quoted = if field.contains(['\'', '\\']) {
+        format!("{field:?}")
+    } else {
+        format!("'{field}'")
     };
-    let py = value.py();
-    let raised = err.value(py);
-    let (Ok(code), Ok(message)) = (raised.getattr(intern!(py, "code")), raised.str()) else {
-        return err;
-    };
-    let Some(rest) = message
-        .to_cow()
-        .ok()
-        .and_then(|m| m.strip_prefix("`request` ").map(str::to_owned))
-    else {
-        return err;
-    };
-    let mut words = format!("`request[{}]` {rest}", quoted(field));
-    if code.eq("invalid_type").unwrap_or(false) {
-        if let Ok(kind) = value.get_type().name() {
-            words = format!("{words}, not {kind}");
-        }
+    let mut words = err.display_with(&format!("request[{quoted}]")).to_string();
+    if let (Error::InvalidType { .. }, Ok(kind)) = (&err, value.get_type().name()) {
+        words = format!("{words}, not {kind}");
     }
-    match err.get_type(py).call1((words, code)) {
-        Ok(named) => PyErr::from_value(named),
-        Err(_) => err,
-    }
+    to_py_with(value.py(), err, words)
 }
 
 /// A keyed limiter's `max_keys`: `None` (no bound) or a positive int.
