@@ -52,6 +52,19 @@ function asciiInto(bytes, key) {
   return n;
 }
 
+/**
+ * How Node's console.log and util.inspect show an object of `kind`: its
+ * class and `shown`, a plain object (as `Map(2) { ... }` shows a Map's
+ * entries). Browsers ignore the symbol; their consoles list the getters.
+ */
+function inspected(kind, shown, depth, options, inspect) {
+  if (typeof inspect !== 'function') return `[${kind}]`;
+  if (depth < 0) return options.stylize(`[${kind}]`, 'special');
+  // `shown` stands for the object's own properties: the depth left is its.
+  return `${kind} ${inspect(shown, { ...options, depth })}`;
+}
+const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
+
 function createApi(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
   // before init()) and again whenever the wasm memory grew, which detaches
@@ -207,6 +220,39 @@ function createApi(B) {
   }
   let configOf;
   let internalsOf;
+
+
+  /**
+   * A limiter's configuration as the options that build it, as its
+   * constructor takes them: what a default would give is left out.
+   */
+  function shownOptions(limiter) {
+    const config = configOf(limiter);
+    let shown;
+    switch (config.algorithm) {
+      case 'token_bucket': {
+        const bands = config.bandwidths.map(({ capacity, refillTokens, refillPeriodMs, initialTokens, refill }) => ({
+          capacity,
+          refillTokens,
+          refillPeriodMs,
+          ...(initialTokens !== capacity && { initialTokens }),
+          ...(refill !== 'greedy' && { refill }),
+        }));
+        shown = bands.length === 1 ? bands[0] : { bandwidths: bands };
+        break;
+      }
+      case 'gcra':
+        shown = { burst: config.burst, emissionIntervalMs: config.emissionIntervalMs };
+        break;
+      case 'leaky_bucket':
+        shown = { capacity: config.capacity, intervalMs: config.intervalMs };
+        break;
+      default:
+        shown = config.calendar != null ? { limit: config.limit, calendar: config.calendar } : { limit: config.limit, windowMs: config.windowMs };
+    }
+    if (limiter.name !== 'default') shown.name = limiter.name;
+    return shown;
+  }
 
   /**
    * What every limiter offers. Not constructible itself: build a TokenBucket,
@@ -375,6 +421,11 @@ function createApi(B) {
     /** Takes what tryAcquire takes into native code and does nothing: the floor of a call (benchmarks). */
     _noop(cost, nowMs) {
       return noopOp(this.#h, cost, nowMs);
+    }
+
+    /** `TokenBucket { capacity: 10, refillTokens: 1, refillPeriodMs: 1000 }` in console.log. */
+    [inspectSymbol](depth, options, inspect) {
+      return inspected(classOf[this.algorithm].name, shownOptions(this), depth, options, inspect);
     }
   }
 
@@ -815,6 +866,15 @@ function createApi(B) {
       const Class = classOf[this.#prototype.algorithm];
       return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
     }
+
+    /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
+    [inspectSymbol](depth, options, inspect) {
+      const shown = { limiter: this.#prototype };
+      if (this.#maxKeys !== null) shown.maxKeys = this.#maxKeys;
+      if (this.#eviction !== 'nearest_fresh') shown.eviction = this.#eviction;
+      shown.size = this.size;
+      return inspected('KeyedLimiter', shown, depth, options, inspect);
+    }
   }
 
   function takenAt(clock, takenAtMs) {
@@ -1183,6 +1243,11 @@ function createApi(B) {
     get limits() {
       return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
     }
+
+    /** `Policy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
+    [inspectSymbol](depth, options, inspect) {
+      return inspected('Policy', { limits: this.limits }, depth, options, inspect);
+    }
   }
 
   /** Whether every element of `array` has type `type`; a hole has none (`every` would skip it). */
@@ -1484,4 +1549,4 @@ function createApi(B) {
   };
 }
 
-module.exports = { createApi, numberKey, asciiInto };
+module.exports = { createApi, numberKey, asciiInto, inspected, inspectSymbol };

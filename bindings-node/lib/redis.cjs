@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -824,6 +824,11 @@ class RedisLimiter extends RedisLimits {
   get name() {
     return this.#limiter.name;
   }
+
+  /** `RedisLimiter { limiter: Gcra { ... } }` in console.log. */
+  [inspectSymbol](depth, options, inspect) {
+    return inspected('RedisLimiter', { limiter: this.#limiter }, depth, options, inspect);
+  }
 }
 
 /**
@@ -859,6 +864,11 @@ class RedisPolicy extends RedisLimits {
   /** The limits, in order: `{ name, by }`. */
   get limits() {
     return this.#local.limits;
+  }
+
+  /** `RedisPolicy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
+  [inspectSymbol](depth, options, inspect) {
+    return inspected('RedisPolicy', { limits: this.limits }, depth, options, inspect);
   }
 }
 

@@ -813,3 +813,42 @@ describe('two copies of the package on one thread', () => {
     ]);
   });
 });
+
+describe('console.log shows what built the object', () => {
+  const { inspect } = require('node:util');
+  const { KeyedLimiter, Policy } = api;
+  const shown = (x, options) => inspect(x, { breakLength: Infinity, ...options });
+
+  it('each limiter as its class and the options it was built from, defaults left out', () => {
+    const cases = [
+      [new TokenBucket(bucketOptions()), 'TokenBucket { capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }'],
+      [new TokenBucket({ ...bucketOptions(), initialTokens: 0, refill: 'interval', name: 'api' }),
+        "TokenBucket { capacity: 3, refillTokens: 1, refillPeriodMs: 1000, initialTokens: 0, refill: 'interval', name: 'api' }"],
+      [TokenBucket.fromBandwidths([bucketOptions(), { capacity: 10, refillTokens: 10, refillPeriodMs: 60_000 }]),
+        'TokenBucket { bandwidths: [ { capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }, { capacity: 10, refillTokens: 10, refillPeriodMs: 60000 } ] }'],
+      [new Gcra({ burst: 5, emissionIntervalMs: 200 }), 'Gcra { burst: 5, emissionIntervalMs: 200 }'],
+      [new LeakyBucket({ capacity: 5, intervalMs: 100 }), 'LeakyBucket { capacity: 5, intervalMs: 100 }'],
+      [new SlidingWindowLog(windowOptions()), 'SlidingWindowLog { limit: 3, windowMs: 1000 }'],
+      [new SlidingWindowCounter(windowOptions()), 'SlidingWindowCounter { limit: 3, windowMs: 1000 }'],
+      [new FixedWindow({ limit: 3, calendar: 'day' }), "FixedWindow { limit: 3, calendar: 'day' }"],
+    ];
+    for (const [limiter, text] of cases) assert.equal(shown(limiter), text);
+  });
+
+  it('a keyed limiter with its limiter, bound and keys held; a policy with its limits', () => {
+    const keyed = new KeyedLimiter(new Gcra({ burst: 5, emissionIntervalMs: 200, name: 'x' }), { maxKeys: 100, eviction: 'refuse' });
+    keyed.tryAcquire('a', 1, 0);
+    keyed.tryAcquire('b', 1, 0);
+    assert.equal(shown(keyed), "KeyedLimiter { limiter: Gcra { burst: 5, emissionIntervalMs: 200, name: 'x' }, maxKeys: 100, eviction: 'refuse', size: 2 }");
+    assert.equal(shown(new KeyedLimiter(new FixedWindow(windowOptions()))), 'KeyedLimiter { limiter: FixedWindow { limit: 3, windowMs: 1000 }, size: 0 }');
+    const policy = Policy.fromRates('10/second;100/day', { by: ['user'] });
+    const limits = [{ name: '10/second', by: ['user'] }, { name: '100/day', by: ['user'] }];
+    assert.equal(shown(policy, { depth: 3 }), `Policy ${shown({ limits }, { depth: 3 })}`);
+  });
+
+  it('as deep as inspect is asked to go', () => {
+    const bucket = new TokenBucket(bucketOptions());
+    assert.equal(shown({ a: { b: { c: bucket } } }), '{ a: { b: { c: [TokenBucket] } } }');
+    assert.equal(shown(new KeyedLimiter(bucket), { depth: 0 }), 'KeyedLimiter { limiter: [TokenBucket], size: 0 }');
+  });
+});

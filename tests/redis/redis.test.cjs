@@ -490,3 +490,13 @@ test('errors no retry mends reject too: NOPERM, WRONGTYPE, a value the script ca
   const d = await new RedisLimiter(loading, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { onError: 'open' }).tryAcquire('k');
   assert.deepEqual([d.allowed, d.fromStore], [true, false]);
 });
+
+test('console.log shows the limiter or the limits, not the client', () =>
+  withClient('ioredis', async (client) => {
+    const { inspect } = require('node:util');
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1000, name: 'api' }));
+    assert.equal(inspect(limiter), "RedisLimiter { limiter: Gcra { burst: 2, emissionIntervalMs: 1000, name: 'api' } }");
+    const policy = new RedisPolicy(client, '10/second', { by: ['user'] });
+    const limits = [{ name: '10/second', by: ['user'] }];
+    assert.equal(inspect(policy, { depth: 3 }), `RedisPolicy ${inspect({ limits }, { depth: 3 })}`);
+  }));
