@@ -466,7 +466,7 @@ export declare class Policy {
    * Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items);
    * `Retry-After` when denied. A policy of no limits has none: it answers `{}`.
    */
-  headers(decision: PolicyDecision): RateLimitHeaders
+  headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
   reclaim(nowMs?: number): void
   /** The limits, in order. */
   readonly limits: Array<{ name: string; by: string[] }>

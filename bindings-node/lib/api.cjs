@@ -380,17 +380,7 @@ function createApi(B) {
     }
 
     headers(decision) {
-      if (decision === null || typeof decision !== 'object') badType('decision', 'a decision');
-      const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = decision;
-      if (
-        typeof allowed !== 'boolean' ||
-        typeof remaining !== 'number' ||
-        typeof limit !== 'number' ||
-        typeof retryAfterMs !== 'number' ||
-        typeof resetAfterMs !== 'number'
-      ) {
-        badType('decision', 'a decision');
-      }
+      const [allowed, remaining, limit, retryAfterMs, resetAfterMs] = decisionFields(decision, 'decision');
       const values = B.headers(this.#h, this.#name, allowed, remaining, limit, retryAfterMs, resetAfterMs).split('\n');
       const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
       if (values.length > 2) headers['Retry-After'] = values[2];
@@ -877,6 +867,28 @@ function createApi(B) {
     }
   }
 
+  /** What a value is, for a message: its typeof, or null. */
+  function typeName(value) {
+    return value === null ? 'null' : typeof value;
+  }
+
+  /**
+   * The five fields of the decision `decision` (called `name` in messages):
+   * a TypeError names the field that is not a boolean or a number. Their
+   * values are checked natively, as every number is.
+   */
+  function decisionFields(decision, name) {
+    if (decision === null || typeof decision !== 'object') invalidType(`\`${name}\` must be a decision, not ${typeName(decision)}`);
+    const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = decision;
+    if (typeof allowed !== 'boolean') invalidType(`\`${name}.allowed\` must be a boolean, not ${typeName(allowed)}`);
+    const fields = [allowed, remaining, limit, retryAfterMs, resetAfterMs];
+    const names = ['allowed', 'remaining', 'limit', 'retryAfterMs', 'resetAfterMs'];
+    for (let i = 1; i < 5; i++) {
+      if (typeof fields[i] !== 'number') invalidType(`\`${name}.${names[i]}\` must be a number, not ${typeName(fields[i])}`);
+    }
+    return fields;
+  }
+
   function takenAt(clock, takenAtMs) {
     if (takenAtMs === undefined || takenAtMs === null) return readClock(clock);
     if (typeof takenAtMs !== 'number') badType('taken_at', 'a number');
@@ -1113,7 +1125,7 @@ function createApi(B) {
         // policy names it (Python: `request['user']`).
         if (typeof value === 'string') fields.push(name, value);
         else if (typeof value === 'number') fields.push(name, numberKey(value, `request.${name}`));
-        else invalidType(`\`request.${name}\` must be a string or a number, not ${value === null ? 'null' : typeof value}`);
+        else invalidType(`\`request.${name}\` must be a string or a number, not ${typeName(value)}`);
       }
       // Named here, as the Redis policy names it: the core knows no field names.
       for (const [field, limit] of this.#needs) {
@@ -1209,23 +1221,12 @@ function createApi(B) {
      * items, in the policy's order), and Retry-After when denied.
      */
     headers(decision) {
-      if (decision === null || typeof decision !== 'object' || !Array.isArray(decision.limits)) badType('decision', 'a decision');
-      const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = decision;
-      const flat = [allowed ? 1 : 0, remaining, limit, retryAfterMs, resetAfterMs];
-      for (const d of decision.limits) {
-        if (d === null || typeof d !== 'object') badType('decision', 'a decision');
-        flat.push(d.allowed ? 1 : 0, d.remaining, d.limit, d.retryAfterMs, d.resetAfterMs);
+      const flat = decisionFields(decision, 'decision');
+      if (!Array.isArray(decision.limits) || decision.limits.length !== this.#limits.length) {
+        invalidType(`\`decision.limits\` must be an array of ${this.#limits.length} decisions, one per limit of the policy`);
       }
-      if (
-        typeof allowed !== 'boolean' ||
-        typeof remaining !== 'number' ||
-        typeof limit !== 'number' ||
-        typeof retryAfterMs !== 'number' ||
-        typeof resetAfterMs !== 'number' ||
-        !everyIs(flat, 'number')
-      ) {
-        badType('decision', 'a decision');
-      }
+      decision.limits.forEach((d, i) => flat.push(...decisionFields(d, `decision.limits[${i}]`)));
+      for (let i = 0; i < flat.length; i += 5) flat[i] = flat[i] ? 1 : 0;
       const values = B.policyHeaders(this.#h, flat).split('\n');
       // A policy without limits has none to announce.
       if (values[0] === '') return {};

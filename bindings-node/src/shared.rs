@@ -357,14 +357,7 @@ pub fn reconfigure(l: &mut AnyLimiter, other: AnyLimiter, now_ms: f64) -> Result
 /// `RateLimit` and, when denied, `Retry-After`, joined by `\n` (which no value
 /// contains: the core writes any control character of a name as `?`).
 pub fn headers(l: &AnyLimiter, name: &str, allowed: bool, fields: Out) -> Result<String, Error> {
-    let [remaining, limit, retry_after, reset_after] = fields;
-    let decision = Decision {
-        allowed,
-        remaining: count(remaining, "decision")?,
-        limit: count(limit, "decision")?,
-        retry_after: millis(retry_after, "decision")?,
-        reset_after: millis(reset_after, "decision")?,
-    };
+    let decision = decision_in(allowed, fields, DECISION)?;
     let headers = Headers::new(name, l.window(), &decision);
     let mut text = format!("{}\n{}", headers.policy(), headers.rate_limit());
     if let Some(seconds) = headers.retry_after() {
@@ -894,7 +887,7 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
     let mut policies = String::new();
     let mut rate_limits = String::new();
     for (i, f) in limits.chunks_exact(5).enumerate() {
-        let d = decision_in(f[0] == 1.0, [f[1], f[2], f[3], f[4]])?;
+        let d = decision_in(f[0] == 1.0, [f[1], f[2], f[3], f[4]], LIMIT_DECISION)?;
         let window = p.limiter(i).window();
         let headers = Headers::new(p.name(i), window, &d);
         let sep = if i == 0 { "" } else { ", " };
@@ -908,7 +901,7 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
         allowed: c[0] == 1.0,
         remaining: 0,
         limit: 0,
-        retry_after: millis(c[3], "decision")?,
+        retry_after: millis(c[3], DECISION[2])?,
         reset_after: Nanos::ZERO,
     };
     if let Some(seconds) = Headers::new("", Nanos::ZERO, &d).retry_after() {
@@ -917,14 +910,31 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
     Ok(text)
 }
 
-fn decision_in(allowed: bool, fields: Out) -> Result<Decision, Error> {
+/// How errors name the numbers of a decision given to `headers`.
+const DECISION: [&str; 4] = [
+    "decision.remaining",
+    "decision.limit",
+    "decision.retryAfterMs",
+    "decision.resetAfterMs",
+];
+
+/// [`DECISION`] for one limit's decision within a policy's.
+const LIMIT_DECISION: [&str; 4] = [
+    "decision.limits[].remaining",
+    "decision.limits[].limit",
+    "decision.limits[].retryAfterMs",
+    "decision.limits[].resetAfterMs",
+];
+
+/// A decision from JS numbers, each named in errors by `names`.
+fn decision_in(allowed: bool, fields: Out, names: [&'static str; 4]) -> Result<Decision, Error> {
     let [remaining, limit, retry_after, reset_after] = fields;
     Ok(Decision {
         allowed,
-        remaining: count(remaining, "decision")?,
-        limit: count(limit, "decision")?,
-        retry_after: millis(retry_after, "decision")?,
-        reset_after: millis(reset_after, "decision")?,
+        remaining: count(remaining, names[0])?,
+        limit: count(limit, names[1])?,
+        retry_after: millis(retry_after, names[2])?,
+        reset_after: millis(reset_after, names[3])?,
     })
 }
 

@@ -5,7 +5,7 @@
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow } = require('./impl.cjs');
+const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, Policy } = require('./impl.cjs');
 const { assertLimiterError } = require('./helpers.cjs');
 
 describe('headers', () => {
@@ -60,10 +60,30 @@ describe('headers', () => {
       RateLimit: '"default";r=0;t=9',
       'Retry-After': '2',
     });
-    for (const bad of [undefined, null, 5, 'allowed', { ...made, remaining: '0' }, { ...made, allowed: 1 }, { limit: 5 }]) {
-      assertLimiterError(() => fixed.headers(bad), 'invalid_type', 'decision', JSON.stringify(bad));
+    // Each error names the field at fault.
+    const bad = [
+      [undefined, 'decision'], [null, 'decision'], [5, 'decision'], ['allowed', 'decision'],
+      [{ ...made, remaining: '0' }, 'decision.remaining'], [{ ...made, allowed: 1 }, 'decision.allowed'],
+      [{ limit: 5 }, 'decision.allowed'], [{ ...made, resetAfterMs: null }, 'decision.resetAfterMs'],
+    ];
+    for (const [decision, field] of bad) {
+      assertLimiterError(() => fixed.headers(decision), 'invalid_type', field, JSON.stringify(decision));
     }
-    assertLimiterError(() => fixed.headers({ ...made, remaining: -1 }), 'invalid_value', 'decision');
-    assertLimiterError(() => fixed.headers({ ...made, retryAfterMs: NaN }), 'invalid_value', 'decision');
+    assertLimiterError(() => fixed.headers({ ...made, remaining: -1 }), 'invalid_value', 'decision.remaining');
+    assertLimiterError(() => fixed.headers({ ...made, limit: 1.5 }), 'invalid_value', 'decision.limit');
+    assertLimiterError(() => fixed.headers({ ...made, retryAfterMs: NaN }), 'invalid_value', 'decision.retryAfterMs');
+    assertLimiterError(() => fixed.headers({ ...made, resetAfterMs: -1 }), 'invalid_value', 'decision.resetAfterMs');
+  });
+
+  it("a policy's decision: each limit's field named, and one decision per limit", () => {
+    const policy = Policy.fromRates('1/second;5/minute');
+    const made = policy.tryAcquire({}, 1, 0);
+    const limit = (i, change) => ({ ...made, limits: made.limits.map((d, j) => (i === j ? { ...d, ...change } : d)) });
+    assertLimiterError(() => policy.headers({ ...made, limits: made.limits.slice(1) }), 'invalid_type', 'decision.limits');
+    assertLimiterError(() => policy.headers({ ...made, limits: undefined }), 'invalid_type', 'decision.limits');
+    assertLimiterError(() => policy.headers(limit(1, { limit: null })), 'invalid_type', 'decision.limits[1].limit');
+    assertLimiterError(() => policy.headers(limit(0, { allowed: 'yes' })), 'invalid_type', 'decision.limits[0].allowed');
+    assertLimiterError(() => policy.headers(limit(1, { remaining: -1 })), 'invalid_value', 'decision.limits[].remaining');
+    assertLimiterError(() => policy.headers({ ...made, retryAfterMs: -1 }), 'invalid_value', 'decision.retryAfterMs');
   });
 });

@@ -120,7 +120,11 @@ const deniedBy: string | null = pd.deniedBy;
 const firstLimit: string | undefined = pd.limits[0]?.name;
 const pr: PolicyReservation = Policy.fromRates('10/second;100/day', { algorithm: 'gcra', by: ['user'] }).reserve({ user: 7 });
 pr.cancel();
-const policyHeaders: RateLimitHeaders = policy.headers(pd);
+// A policy of no limits answers {}: the type says so, and a field still reads as a string.
+const policyHeaders: RateLimitHeaders | Record<string, never> = policy.headers(pd);
+const policyLine: string = policyHeaders['RateLimit-Policy'];
+// @ts-expect-error not every policy's headers are a RateLimitHeaders
+const assumed: RateLimitHeaders = policy.headers(pd);
 const exact = new Policy({ limits: [{ name: 'exact', by: ['user'], limiter: new Gcra({ burst: 2, emissionIntervalMs: 100 }) }] });
 const monthly = new FixedWindow({ limit: 1000, calendar: 'month', clock: Date.now });
 const bytes: Uint8Array = monthly.toBytes();
@@ -132,7 +136,7 @@ export async function waitingKeyed(): Promise<void> {
   await perIp.acquire('k', 1, { timeoutMs: 100 });
   await policy.acquire({ ip: 'x' }, 1, { timeoutMs: 100 });
 }
-export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, exact, copy, copyGcra, copyBuckets];
+export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
 
