@@ -94,7 +94,10 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * booking more than a year ahead reads another clock than `clock`, and each
  * call rejects with a `RangeError` (`invalid_value`), booking nothing. Bad
  * arguments, and options it does not take, throw a `TypeError`
- * (`invalid_type`) or `RangeError` (`invalid_value`) naming them.
+ * (`invalid_type`) or `RangeError` (`invalid_value`) naming them; so does a
+ * `KeyedLimiter`, `Policy` or Redis limiter given as `limiter` (their
+ * `reserve` takes a key first), and a call whose `fetch` resolves to
+ * something without `headers.get` rejects with a `TypeError` naming `fetch`.
  * @example
  * const get = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 }))
  * const pages = await Promise.all(urls.map((url) => get(url)))  // 5 per second

@@ -210,6 +210,12 @@ function pacedFetch(fetch, limiter, options) {
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.reserve !== 'function') {
     throw typeError('`limiter` must be a limiter');
   }
+  // Their reserve takes a key or a request first: called as a limiter's, it
+  // would book the cost as a key (and a Redis one answers a promise). Only
+  // they have `maxKeys`, `limits` or `tryAcquireBatch`.
+  if ('maxKeys' in limiter || 'limits' in limiter || typeof limiter.tryAcquireBatch === 'function') {
+    throw typeError('`limiter` must be an in-process limiter (a TokenBucket, Gcra...), not a keyed, Redis or policy one: pace each destination with a limiter of its own');
+  }
   if (options !== undefined && options !== null) {
     if (typeof options !== 'object') throw typeError('`options` must be an object');
     for (const option of Object.keys(options)) {
@@ -369,6 +375,9 @@ function pacedFetch(fetch, limiter, options) {
   }
 
   function answered(entry, response) {
+    if (response === null || typeof response !== 'object' || typeof response.headers?.get !== 'function') {
+      throw typeError(`\`fetch\` must resolve to a Response, not ${response === null ? 'null' : typeof response}`);
+    }
     emit({ type: 'response', id: entry.id, status: response.status });
     const headers = response.headers;
     const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), wallClock()) : null;

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 
 const require = createRequire(import.meta.url);
 const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
-const { Gcra, TokenBucket, LeakyBucket } = require(impl);
+const { Gcra, TokenBucket, LeakyBucket, KeyedLimiter, Policy } = require(impl);
 const { pacedFetch, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
 
 /** A clock and timers that move only when told; records the most timers ever pending. */
@@ -399,12 +399,24 @@ test('bad arguments and misspelt options throw with a code, naming them', () => 
   const gcra = tenPerSecond(time.clock);
   assert.throws(() => pacedFetch(null, gcra), { name: 'TypeError', code: 'invalid_type', message: '`fetch` must be a function' });
   assert.throws(() => pacedFetch(fetch, {}), { name: 'TypeError', code: 'invalid_type', message: '`limiter` must be a limiter' });
+  // A keyed limiter's or a policy's reserve takes a key or a request first.
+  for (const other of [new KeyedLimiter(gcra), Policy.fromRates('10/second')]) {
+    assert.throws(() => pacedFetch(fetch, other), { name: 'TypeError', code: 'invalid_type', message: /^`limiter` must be an in-process limiter/ });
+  }
   assert.throws(() => pacedFetch(fetch, gcra, { maxWait: 5 }), {
     name: 'TypeError',
     code: 'invalid_type',
     message: /^`maxWait` is not an option of pacedFetch, which takes cost, maxWaitMs, /,
   });
   assert.throws(() => pacedFetch(fetch, gcra, { maxWaitMs: -1 }), { name: 'RangeError', code: 'invalid_value', message: '`maxWaitMs` must be a number >= 0, not -1' });
+});
+
+test('a fetch that resolves to no Response rejects its call, naming `fetch`', async () => {
+  const time = fakeTime();
+  for (const answer of [undefined, null, 'ok', { status: 200 }]) {
+    const paced = pacedFetch(async () => answer, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+    await assert.rejects(paced('/a'), { name: 'TypeError', code: 'invalid_type', message: /^`fetch` must resolve to a Response, not / });
+  }
 });
 
 test('a limiter on another clock than pacedFetch rejects each request at once, booking nothing', async () => {
