@@ -49,7 +49,19 @@ export const {
 
 /** Fetches and instantiates the .wasm (by default the file next to the glue code). */
 export async function init(input) {
-  await initWasm(input === undefined ? undefined : { module_or_path: input });
+  try {
+    await initWasm(input === undefined ? undefined : { module_or_path: input });
+  } catch (cause) {
+    // Node given the `browser` condition (a test runner's, say) loads this
+    // entry from a file: URL, which its fetch does not read ("fetch failed").
+    if (input !== undefined || !import.meta.url.startsWith('file:')) throw cause;
+    const error = new Error(
+      "ratekeeper: init() cannot fetch the .wasm from a file: URL in this runtime; pass its bytes, `await init(await readFile(new URL(import.meta.resolve('ratekeeper/ratekeeper.wasm'))))` (readFile from node:fs/promises), or load the package without the `browser` condition (the native addon)",
+      { cause },
+    );
+    error.code = 'init_failed';
+    throw error;
+  }
   ready = true;
 }
 

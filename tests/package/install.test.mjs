@@ -129,6 +129,27 @@ test('the browser condition resolves to the WebAssembly build', () => {
   assert.match(out[1], /node_modules\/ratekeeper\/wasm\/browser\.mjs$/);
 });
 
+test('under the browser condition in Node, init() says how to give it the .wasm, and that way works', () => {
+  // Node's fetch reads no file: URL, which init() fetches by default there (a
+  // test runner giving Node the browser condition).
+  const out = node(['--conditions=browser', '--input-type=module', '-e', `
+    import { init, Gcra } from 'ratekeeper';
+    import { readFile } from 'node:fs/promises';
+    try {
+      await init();
+    } catch (error) {
+      console.log(JSON.stringify({ code: error.code, message: error.message, cause: error.cause?.message }));
+    }
+    await init(await readFile(new URL(import.meta.resolve('ratekeeper/ratekeeper.wasm'))));
+    console.log(new Gcra({ burst: 2, emissionIntervalMs: 10 }).tryAcquire(1, 0).remaining);
+  `]).trim().split('\n');
+  const failed = JSON.parse(out[0]);
+  assert.equal(failed.code, 'init_failed');
+  assert.match(failed.message, /cannot fetch the \.wasm from a file: URL .* init\(await readFile\(new URL\(import\.meta\.resolve\('ratekeeper\/ratekeeper\.wasm'\)\)\)\)/);
+  assert.equal(typeof failed.cause, 'string', 'the fetch error is kept as the cause');
+  assert.equal(out[1], '1', 'the recipe in the message works');
+});
+
 test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async () => {
   const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
   // A failure, not a skip: a skipped test would read as passing.
