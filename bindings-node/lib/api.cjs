@@ -53,6 +53,20 @@ function asciiInto(bytes, key) {
 }
 
 /**
+ * Throws a TypeError (code `invalid_type`) naming the first key of `options`
+ * not in `known`, and listing those `what` takes: a misspelt option would
+ * otherwise be ignored (`intialTokens`: a bucket starting full).
+ */
+function onlyKnown(options, known, what) {
+  for (const option of Object.keys(options)) {
+    if (!known.includes(option)) {
+      const error = new TypeError(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
+      throw Object.assign(error, { code: 'invalid_type' });
+    }
+  }
+}
+
+/**
  * How Node's console.log and util.inspect show an object of `kind`: its
  * class and `shown`, a plain object (as `Map(2) { ... }` shows a Map's
  * entries). Browsers ignore the symbol; their consoles list the getters.
@@ -159,13 +173,7 @@ function createApi(B) {
 
   /** `options`, having only options `what` takes (see OPTIONS); anything not an object passes, for the caller to refuse. */
   function known(options, what) {
-    if (options !== null && typeof options === 'object' && !Array.isArray(options)) {
-      for (const option of Object.keys(options)) {
-        if (!OPTIONS[what].includes(option)) {
-          invalidType(`\`${option}\` is not an option of ${what}, which takes ${OPTIONS[what].join(', ')}`);
-        }
-      }
-    }
+    if (options !== null && typeof options === 'object' && !Array.isArray(options)) onlyKnown(options, OPTIONS[what], what);
     return options;
   }
 
@@ -1550,4 +1558,4 @@ function createApi(B) {
   };
 }
 
-module.exports = { createApi, numberKey, asciiInto, inspected, inspectSymbol };
+module.exports = { createApi, numberKey, asciiInto, inspected, inspectSymbol, onlyKnown };

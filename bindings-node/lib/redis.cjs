@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -38,19 +38,7 @@ const IN_FLIGHT = 1;
 /** The default bound on one round trip, in milliseconds. */
 const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
 
-/**
- * Throws for an option of `options` not among `known`: misspelt (`onErorr`),
- * it would be ignored, as the in-process classes refuse theirs.
- */
-function onlyKnown(options, known, what) {
-  for (const option of Object.keys(options)) {
-    if (!known.includes(option)) {
-      const error = new TypeError(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
-      throw Object.assign(error, { code: 'invalid_type' });
-    }
-  }
-}
-
+/** The options both Redis classes take (checked by onlyKnown: `onErorr` is refused). */
 const STORE_OPTIONS = ['prefix', 'clock', 'onError', 'batching', 'commandTimeoutMs'];
 
 function typeError(name, expected) {
