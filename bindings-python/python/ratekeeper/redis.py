@@ -1005,6 +1005,7 @@ class _LimiterMixin:
 
     _core: _Core
     _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+    _limiter: Limiter
 
     def __init__(
         self,
@@ -1021,6 +1022,16 @@ class _LimiterMixin:
         # name is part of the Redis key, so both must agree to share a limit.
         core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
         self._connect(client, core)
+        self._limiter = limiter
+
+    def __repr__(self) -> str:
+        # What it limits, as the in-process classes show it; never the client.
+        shown = [repr(self._limiter)]
+        if self.name != self._limiter.name:
+            shown.append(f"name={self.name!r}")
+        if self._core.prefix != b"ratekeeper:":
+            shown.append(f"prefix={self._core.prefix.decode()!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     def _keys(self, key: _Key) -> list[bytes]:
         return self._core.keys({"key": key}, "key")
@@ -1168,6 +1179,14 @@ class _PolicyMixin:
 
     def __len__(self) -> int:
         return len(self._core.limits)
+
+    def __repr__(self) -> str:
+        # As Policy's repr, never the client.
+        limits = "; ".join(
+            f"{json.dumps(limit.name, ensure_ascii=False)} by {json.dumps(list(limit.by), ensure_ascii=False)}"
+            for limit in self._core.limits
+        )
+        return f"<{type(self).__name__}: {limits}>"
 
 
 def _listed_limit(entry: object) -> _Limit:

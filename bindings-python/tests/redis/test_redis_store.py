@@ -91,6 +91,18 @@ def test_text_replies_carry_the_array_replies_integers(client: redis.Redis) -> N
             assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n)
 
 
+def test_repr_shows_what_is_limited_not_the_client(client: redis.Redis) -> None:
+    gcra = ratekeeper.Gcra(10, 0.1)
+    assert repr(RedisLimiter(client, gcra)) == "RedisLimiter(Gcra(burst=10, emission_interval=0.1))"
+    shown = repr(RedisLimiter(client, gcra, name="api", prefix="app:"))
+    assert shown == "RedisLimiter(Gcra(burst=10, emission_interval=0.1), name='api', prefix='app:')"
+    # Building one sends nothing: this client never connects.
+    unused = redis.asyncio.Redis(port=1)
+    assert repr(AsyncRedisLimiter(unused, gcra)) == "AsyncRedisLimiter(Gcra(burst=10, emission_interval=0.1))"
+    policy = RedisPolicy(client, "10/second;100/day", by=["user"])
+    assert repr(policy) == repr(ratekeeper.Policy.from_rates("10/second;100/day", by=["user"])).replace("<Policy", "<RedisPolicy")
+
+
 def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
     # Unix time, as the keys' expiry needs: the start of a 10 s window to come.
     fake = [float(int(time.time()) // 10 * 10 + 10)]
