@@ -110,14 +110,23 @@ async function keyedTrace(client, seed, algorithm, backwards) {
   const limit = core.limit;
   let t = 2 ** 51 - 2 ** 40 + rng.int(0, 1e6);
   let compared = 0;
+  const seen = [t]; // instants of earlier calls, for refunds
   for (let step = 0; step < 80; step++) {
     if (backwards && (await client.keys(`${keyPrefix}{1:a}:*`)).length === 0) core = fresh();
     t = nextTime(rng, t, backwards);
+    seen.push(t);
     const key = backwards ? 'a' : rng.pick(['a', 'b', 7]);
     const op = rng.next();
     const costs = Array.from({ length: op < 0.15 ? rng.int(2, 5) : 1 }, () => rng.int(0, limit));
     let expected;
     let got;
+    if (op >= 0.9 && !backwards) {
+      // Units given back, taken now or at an earlier call: compared by the decisions that follow.
+      const takenAt = rng.pick(seen.slice(-4));
+      core.refund(key, costs[0], takenAt / CORE);
+      await remote.refund(key, costs[0], takenAt / WIRE);
+      continue;
+    }
     if (op < 0.15) {
       expected = core.tryAcquireBatch(key, costs, t / CORE);
       got = await remote.tryAcquireBatch(key, costs, t / WIRE);

@@ -86,11 +86,20 @@ def run_trace(client: redis.Redis, seed: int, limits: list[tuple[str, Maker, lis
     # From 2^51 µs (2041): keys expire no earlier than the trace's time (PEXPIREAT ... GT), so none expires during the test.
     t = 2**51 + rng.randint(0, 10**6)
     compared = 0
+    seen = [t]  # instants of earlier calls, for refunds
     for _ in range(80):
         t += rng.choice([0, 0, 1, rng.randint(1, 5), rng.randint(1, 60), rng.randint(1, 6_000_000)])
+        seen.append(t)
         request = {"key": rng.choice(["a", "b"])}
         op = rng.random()
         costs = [rng.randint(0, limit) for _ in range(rng.randint(2, 5) if op < 0.15 else 1)]
+        if op >= 0.9:
+            # Units given back, taken now or at an earlier call: compared by
+            # the decisions that follow.
+            taken_at = rng.choice(seen[-4:])
+            core.refund(request, costs[0], taken_at=taken_at * CORE_UNIT)
+            remote.refund(request, costs[0], taken_at=taken_at * WIRE_UNIT)
+            continue
         if 0.15 <= op < 0.3:
             expected = [core.peek(request, costs[0], now=t * CORE_UNIT)]
             got = [remote.peek(request, costs[0], now=t * WIRE_UNIT)]

@@ -134,6 +134,29 @@ def server_ms(client: redis.Redis) -> float:
     return seconds * 1000 + micros / 1000
 
 
+def test_a_log_keeps_its_sum_and_reads_one_written_without_it(client: redis.Redis) -> None:
+    start = round(time.time() + 10)  # Unix time, ahead of the server's
+    us = start * 10**6
+    limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 60), name="log", prefix="sum:")
+    assert limiter.try_acquire("k", 2, now=start)
+    (key,) = client.keys("sum:*")
+    # The latest time seen is scored -2 - (the sum of the entries' costs).
+    assert client.zrange(key, 0, -1, withscores=True) == [(b"latest:%d" % us, -4.0), (b"%d:2" % us, float(us))]
+    # As scripts before kept it: score -1, no sum. It is counted on reading.
+    client.delete(key)
+    client.zadd(key, {b"latest:%d" % us: -1, b"%d:2" % us: us})
+    assert limiter.try_acquire("k", 1, now=start + 1).remaining == 0
+    assert not limiter.try_acquire("k", 1, now=start + 2)
+    assert client.zrange(key, 0, 0, withscores=True) == [(b"latest:%d" % (us + 10**6), -5.0)]
+    # The entries leave the window 60 s after they came, and their units with them.
+    assert limiter.try_acquire("k", 2, now=start + 60).remaining == 0
+    assert client.zrange(key, 0, -1, withscores=True) == [
+        (b"latest:%d" % (us + 60 * 10**6), -5.0),
+        (b"%d:1" % (us + 10**6), float(us + 10**6)),
+        (b"%d:2" % (us + 60 * 10**6), float(us + 60 * 10**6)),
+    ]
+
+
 def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.TokenBucket(4, 1, 0.05), name="ttl")
     before = server_ms(client)
