@@ -558,6 +558,13 @@ class Store {
         undefined,
       );
       for (let i = 0; i < batch.length; i++) batch[i].resolve(decisions[i]);
+      // Redis did not answer this round in time: the callers that queued
+      // behind it are decided by `onError` now, rather than each waiting
+      // for one more round to time out (up to twice commandTimeoutMs). The
+      // next call asks Redis again.
+      if (decisions.length > 0 && !decisions[0].fromStore) {
+        for (const e of hot.waiting.splice(0)) e.resolve(this.fallback(e.target, e.cost, false));
+      }
     } catch (error) {
       for (const e of batch) e.reject(error);
     }

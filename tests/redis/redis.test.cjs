@@ -320,6 +320,28 @@ for (const library of Object.keys(CLIENTS)) {
       }
     }));
 
+  test(`${library}: callers queued behind a hot key's round trip that timed out are decided by onError at once`, () =>
+    withClient(library, async (client) => {
+      const admin = await CLIENTS[library]();
+      const sent = [];
+      const window = new rk.FixedWindow({ limit: 100, windowMs: HOUR });
+      const limiter = new RedisLimiter(spy(client, (name) => sent.push(name)), window, { prefix: prefix('queued'), onError: 'open', commandTimeoutMs: 100 });
+      try {
+        assert.equal((await limiter.peek('hot', 0)).fromStore, true);
+        sent.length = 0;
+        // A server that does not answer (writes paused): the first round
+        // trip times out; the 63 callers that queued behind it are not sent
+        // as a second round to time out in turn (twice commandTimeoutMs).
+        await raw(admin, 'CLIENT', 'PAUSE', '2000', 'WRITE');
+        const ds = await Promise.all(Array.from({ length: 64 }, () => limiter.tryAcquire('hot')));
+        assert.ok(ds.every((d) => d.allowed && !d.fromStore));
+        assert.deepEqual(sent, ['EVALSHA']);
+      } finally {
+        await raw(admin, 'CLIENT', 'UNPAUSE');
+        await close(admin);
+      }
+    }));
+
   test(`${library}: the script is loaded again after SCRIPT FLUSH (NOSCRIPT)`, () =>
     withClient(library, async (client) => {
       const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: prefix('noscript') });

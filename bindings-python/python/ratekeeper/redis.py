@@ -724,14 +724,16 @@ class _Sync:
             batch = slot.lead
         # This thread leads: it sends its batch, answers every caller in it,
         # and hands the batch gathered meanwhile to the first of its callers.
+        down = False
         try:
             answers = self._decide(target, keys, "acquire", [s.cost for s in batch], None, [s.target for s in batch])
             for s, answer in zip(batch, answers):
                 s.result = answer
+            down = not answers[0].from_store
         except BaseException as error:
             for s in batch:
                 s.error = error
-        self._hand_on(queue_key)
+        self._hand_on(queue_key, down)
         for s in batch:
             if s is not slot:
                 s.event.set()
@@ -740,18 +742,29 @@ class _Sync:
         assert slot.result is not None
         return slot.result
 
-    def _hand_on(self, queue_key: tuple[bytes, ...]) -> None:
+    def _hand_on(self, queue_key: tuple[bytes, ...], down: bool = False) -> None:
         """Hands the batch gathered meanwhile to the first of its callers, who
-        sends it; or ends the queue when nobody waits."""
+        sends it; or ends the queue when nobody waits. When Redis did not
+        answer (``down``), the fallback decides for every caller gathered, at
+        once, rather than each batch waiting for its own round trip to fail."""
         with self._lock:
             following = self._queues[queue_key]
-            if following:
+            if down:
+                del self._queues[queue_key]
+            elif following:
                 self._queues[queue_key] = following[MAX_BATCH:]
                 following = following[:MAX_BATCH]
                 following[0].lead = following
             else:
                 del self._queues[queue_key]
-        if following:
+        if down:
+            for s in following:
+                try:
+                    s.result = self._core.fallback(s.target, s.cost, None, False)
+                except BaseException as error:
+                    s.error = error
+                s.event.set()
+        elif following:
             following[0].event.set()
 
     def _abandon(self, queue_key: tuple[bytes, ...], slot: _Slot) -> None:
@@ -891,6 +904,17 @@ class _Async:
         try:
             costs = [c for c, _, _ in batch]
             answers, reply = await self._decide_with_reply(targets[0], keys, "acquire", costs, None, targets)
+            if reply is None:
+                # Redis did not answer: the callers that queued meanwhile
+                # are decided by the fallback now, rather than each batch
+                # waiting for its own round trip to fail. Later ones ask Redis.
+                queued, self._queues[queue_key] = self._queues[queue_key], []
+                for cost, target, f in queued:
+                    if not f.done():
+                        try:
+                            f.set_result(self._core.fallback(target, cost, None, False))
+                        except BaseException as error:
+                            f.set_exception(error)
             # A caller cancelled meanwhile never sees its answer: what Redis
             # took for it is given back, at the instant it was decided.
             given = 0

@@ -467,6 +467,71 @@ def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: 
         admin.close()
 
 
+def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
+    # A server that does not answer (writes paused): the first round trip
+    # times out; the callers that queued behind it are decided by on_error
+    # at once, not sent as a second round to time out in turn.
+    client = redis.Redis.from_url(url, socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    admin = redis.Redis.from_url(url)
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), on_error="open")
+    assert limiter.peek("hot", 0).from_store  # the script is loaded
+    sent: list[object] = []
+    call = limiter._call
+
+    def counted(keys: list[bytes], args: list[Any]) -> Any:
+        sent.append(args[1])
+        return call(keys, args)
+
+    limiter._call = counted  # type: ignore[method-assign]
+    start = threading.Barrier(16)
+    results: list[RedisDecision] = []
+
+    def caller() -> None:
+        start.wait()
+        results.append(limiter.try_acquire("hot"))
+
+    try:
+        admin.client_pause(2000, all=False)
+        threads = [threading.Thread(target=caller) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert len(results) == 16 and all(d.allowed and not d.from_store for d in results)
+        assert sent == ["acquire"]
+    finally:
+        admin.client_unpause()
+        admin.close()
+        client.close()
+
+
+def test_async_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
+    async def main() -> tuple[list[RedisDecision], list[object]]:
+        client = redis.asyncio.Redis.from_url(url, socket_timeout=0.2, retry=AsyncRetry(NoBackoff(), 0))
+        admin = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(100, 3600), on_error="open")
+        assert (await limiter.peek("hot", 0)).from_store
+        sent: list[object] = []
+        call = limiter._call
+
+        async def counted(keys: list[bytes], args: list[Any]) -> Any:
+            sent.append(args[1])
+            return await call(keys, args)
+
+        limiter._call = counted  # type: ignore[method-assign]
+        try:
+            await admin.client_pause(2000, all=False)
+            return list(await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(16)))), sent
+        finally:
+            await admin.client_unpause()
+            await admin.aclose()
+            await client.aclose()
+
+    results, sent = asyncio.run(main())
+    assert all(d.allowed and not d.from_store for d in results)
+    assert sent == ["acquire"]
+
+
 def test_an_interrupted_waiting_acquire_gives_its_booking_back(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0))
     assert limiter.try_acquire("k")  # the next unit is a second away
