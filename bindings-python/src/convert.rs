@@ -9,8 +9,9 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
-use ratekeeper::{Algorithm, Calendar, Error, Eviction, Nanos, Refill};
+use ratekeeper::{Algorithm, Calendar, Decision, Error, Eviction, Nanos, Refill};
 
+use crate::decision::PyDecision;
 use crate::errors::{to_py, to_py_with};
 use crate::limiter::PyLimiter;
 
@@ -72,6 +73,13 @@ fn count(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<u64> {
     checked.map_err(|err| to_py(obj.py(), err))
 }
 
+/// A `bool` (or NumPy's), not any value with a truth: an int there is
+/// more likely a count in the wrong place.
+fn flag(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<bool> {
+    obj.extract::<bool>()
+        .map_err(|_| to_py(obj.py(), invalid_type(name, "a bool")))
+}
+
 /// A duration or time in seconds: an `int` (exact), a `float` (rounded to the
 /// nearest nanosecond by the core), or any other number with an exact
 /// `as_integer_ratio()` (`Decimal`, `Fraction`: exact, rounded to the nearest
@@ -89,6 +97,22 @@ fn seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
         return exact_seconds(obj, name);
     };
     checked.map_err(|err| to_py(obj.py(), err))
+}
+
+/// A duration that must be positive (a period, an interval, a window):
+/// [`seconds`], refusing here a positive value that rounds to 0 ns, which
+/// the core could only call zero. Zero itself is left to the core's check.
+fn positive_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
+    let nanos = seconds(obj, name)?;
+    if nanos != Nanos::ZERO || !obj.gt(0)? {
+        return Ok(nanos);
+    }
+    // `zero_value`, the code a zero gets, since that is what it became.
+    let words = format!(
+        "`{name}` must be at least 1 ns; {} s rounds to 0",
+        obj.str()?
+    );
+    Err(to_py_with(obj.py(), Error::ZeroValue { name }, words))
 }
 
 /// Whole seconds, `int` (or `__index__`) as they are, in nanoseconds.
@@ -165,8 +189,16 @@ arguments! {
     capacity -> u64 = count;
     /// A token bucket's `refill_tokens`.
     refill_tokens -> u64 = count;
-    /// A window's `limit`.
+    /// A window's (or a given `Decision`'s) `limit`.
     limit -> u64 = count;
+    /// A given `Decision`'s `remaining`.
+    remaining -> u64 = count;
+    /// A given `Decision`'s `allowed`.
+    allowed -> bool = flag;
+    /// A given `Decision`'s `retry_after`, in seconds.
+    retry_after -> Nanos = seconds;
+    /// A given `Decision`'s `reset_after`, in seconds.
+    reset_after -> Nanos = seconds;
     /// A `Gcra`'s `burst`.
     burst -> u64 = count;
     /// `Gcra.per_period`'s `tokens`.
@@ -174,15 +206,18 @@ arguments! {
     /// The `cost` of a request.
     cost -> u64 = count;
     /// A token bucket's `refill_period`, in seconds.
-    refill_period -> Nanos = seconds;
-    /// A window's length, in seconds.
-    window -> Nanos = seconds;
+    refill_period -> Nanos = positive_seconds;
+    /// A window algorithm's `window`, in seconds.
+    window -> Nanos = positive_seconds;
+    /// A span of `window` seconds that may be empty (`max_in_window`'s, a
+    /// given `Decision`'s).
+    span -> Nanos = |obj, _| seconds(obj, "window");
     /// A leaky bucket's `interval`, in seconds.
-    interval -> Nanos = seconds;
+    interval -> Nanos = positive_seconds;
     /// A `Gcra`'s `emission_interval`, in seconds.
-    emission_interval -> Nanos = seconds;
+    emission_interval -> Nanos = positive_seconds;
     /// `Gcra.per_period`'s `period`, in seconds.
-    period -> Nanos = seconds;
+    period -> Nanos = positive_seconds;
     /// `reserve`'s `max_wait`, in seconds (`None` or `math.inf`: no bound).
     max_wait -> Nanos = longest_wait;
     /// `initial_tokens` (`None` means a full bucket).
@@ -224,6 +259,29 @@ fn one_of<T: Copy>(
         }
     };
     checked.map_err(|err| to_py(obj.py(), err))
+}
+
+/// A given `Decision`'s `limits`: an iterable of `(name, window, Decision)`
+/// tuples, as (name, window, numbers); `None` (not given) stays `None`.
+pub fn limits(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, Nanos, Decision)>>> {
+    let wrong_type = || {
+        let expected = "an iterable of (name, window, Decision) tuples";
+        to_py(obj.py(), invalid_type("limits", expected))
+    };
+    optional(obj, |obj| {
+        let mut limits = Vec::new();
+        for item in obj.try_iter().map_err(|_| wrong_type())? {
+            let item = item?;
+            let (name, window, decision) = item
+                .extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>, Bound<'_, PyAny>)>()
+                .map_err(|_| wrong_type())?;
+            let name = name.cast::<PyString>().map_err(|_| wrong_type())?;
+            let decision = decision.cast::<PyDecision>().map_err(|_| wrong_type())?;
+            let name = text(name, "limits")?.to_owned();
+            limits.push((name, span(&window)?, decision.get().decision()));
+        }
+        Ok(limits)
+    })
 }
 
 /// The `refill` argument: `"greedy"` or `"interval"`.

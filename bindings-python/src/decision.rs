@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 use ratekeeper::{Decision, Headers, Nanos};
 
 use crate::convert::{self, float_repr};
-use crate::errors::to_py;
+use crate::errors::cannot_pickle;
+use crate::pickle;
 use crate::policy::PyPolicy;
 
 /// Who made a decision, for its `headers()`.
@@ -29,9 +30,16 @@ pub enum Issuer {
     },
     /// One limit's own decision within a policy's.
     PolicyLimit(Py<PyPolicy>, usize),
-    /// A decision built from Python (a store's answer, such as Redis's):
-    /// the limits it lists in its headers, as (name, window, decision).
+    /// A decision built from Python (a store's answer, such as Redis's) or
+    /// unpickled: the limits it lists in its headers, as (name, window,
+    /// decision).
     Given(Box<[(String, Nanos, Decision)]>),
+    /// An unpickled policy's decision: each limit's (name, window, own
+    /// decision), and the index of the limit that denied.
+    GivenPolicy {
+        limits: Box<[(String, Nanos, Decision)]>,
+        denied_by: Option<usize>,
+    },
 }
 
 /// The RateLimit header values of `items` (name, window, decision), as a
@@ -78,7 +86,8 @@ pub fn named_headers<'py>(
 /// ``bool(decision)`` is ``decision.allowed``. A denial is a value, not an
 /// exception: ``retry_after`` says how long to wait before the same request
 /// would be allowed. ``headers()`` gives the HTTP RateLimit header values.
-/// Two decisions are equal when their five numbers are.
+/// Two decisions are equal when their five numbers are. A decision pickles
+/// (and copies) as data: its numbers, to the nanosecond, and its headers.
 #[pyclass(frozen, eq, hash, subclass, name = "Decision", module = "ratekeeper")]
 pub struct PyDecision {
     /// The numbers, the window a `Named` issuer's headers give, and the
@@ -104,6 +113,13 @@ impl PyDecision {
         PyDecision { numbers, issuer }
     }
 
+    /// An unpickled decision, counting its waits from `now` (NaN: none) as
+    /// the pickled one did.
+    pub fn restored(decision: Decision, now: f64, issuer: Issuer) -> Self {
+        let numbers = UnsafeCell::new((decision, Nanos::ZERO, now));
+        PyDecision { numbers, issuer }
+    }
+
     /// A decision of another issuer with this one's numbers and `now`.
     fn alike(&self, decision: Decision, issuer: Issuer) -> Self {
         let numbers = UnsafeCell::new((decision, Nanos::ZERO, self.from()));
@@ -118,13 +134,13 @@ impl PyDecision {
     }
 
     /// The window named by the headers of a `Named` issuer's decision.
-    fn window(&self) -> Nanos {
+    pub fn window(&self) -> Nanos {
         // SAFETY: see `impl Sync`.
         unsafe { (*self.numbers.get()).1 }
     }
 
     /// The float `now` the caller gave, or NaN.
-    fn from(&self) -> f64 {
+    pub fn from(&self) -> f64 {
         // SAFETY: see `impl Sync`.
         unsafe { (*self.numbers.get()).2 }
     }
@@ -167,11 +183,6 @@ impl Hash for PyDecision {
     }
 }
 
-/// A duration given to `Decision(...)` in seconds.
-fn given_seconds(py: Python<'_>, seconds: f64, name: &'static str) -> PyResult<Nanos> {
-    Nanos::from_secs_f64(seconds, name).map_err(|err| to_py(py, err))
-}
-
 #[pymethods]
 impl PyDecision {
     /// A decision made elsewhere (by a store such as Redis), for code that
@@ -179,19 +190,18 @@ impl PyDecision {
     /// ``headers()`` list: the limit ``name`` of ``window`` seconds, or, when
     /// ``limits`` is given, each ``(name, window, decision)`` of it.
     #[new]
-    #[pyo3(signature = (allowed, remaining, limit, retry_after, reset_after, *, name = None, window = 0.0, limits = None),
+    #[pyo3(signature = (allowed, remaining, limit, retry_after, reset_after, *, name = None, window = Nanos::ZERO, limits = None),
            text_signature = "(allowed, remaining, limit, retry_after, reset_after, *, name='default', window=0.0, limits=None)")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
-        py: Python<'_>,
-        allowed: bool,
-        remaining: u64,
-        limit: u64,
-        retry_after: f64,
-        reset_after: f64,
+        #[pyo3(from_py_with = convert::allowed)] allowed: bool,
+        #[pyo3(from_py_with = convert::remaining)] remaining: u64,
+        #[pyo3(from_py_with = convert::limit)] limit: u64,
+        #[pyo3(from_py_with = convert::retry_after)] retry_after: Nanos,
+        #[pyo3(from_py_with = convert::reset_after)] reset_after: Nanos,
         name: Option<&Bound<'_, PyAny>>,
-        window: f64,
-        limits: Option<Vec<(String, f64, PyRef<'_, PyDecision>)>>,
+        #[pyo3(from_py_with = convert::span)] window: Nanos,
+        #[pyo3(from_py_with = convert::limits)] limits: Option<Vec<(String, Nanos, Decision)>>,
     ) -> PyResult<Self> {
         // Read as text, so that a lone surrogate is the binding's error.
         let name = name.map_or(Ok("default"), |name| convert::string(name, "name"))?;
@@ -199,26 +209,34 @@ impl PyDecision {
             allowed,
             remaining,
             limit,
-            retry_after: given_seconds(py, retry_after, "retry_after")?,
-            reset_after: given_seconds(py, reset_after, "reset_after")?,
+            retry_after,
+            reset_after,
         };
-        let items = match limits {
-            None => vec![(
-                name.to_owned(),
-                given_seconds(py, window, "window")?,
-                decision,
-            )],
-            Some(limits) => limits
-                .into_iter()
-                .map(|(name, window, d)| {
-                    Ok((name, given_seconds(py, window, "window")?, d.decision()))
-                })
-                .collect::<PyResult<_>>()?,
-        };
+        let items = limits.unwrap_or_else(|| vec![(name.to_owned(), window, decision)]);
         Ok(PyDecision::new(
             decision,
             Issuer::Given(items.into_boxed_slice()),
         ))
+    }
+
+    /// Pickling (and ``copy``): the numbers, in nanoseconds, the ``now``
+    /// the caller gave, and what ``headers()`` lists, as data: the copy
+    /// refers to no limiter or policy. A subclass defined in Python (a
+    /// Redis decision) pickles as its constructor call and its ``__dict__``.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        pickle::reduce(slf)
+    }
+
+    /// The decision ``__reduce__`` describes (a ``PolicyDecision`` for that ``cls``).
+    #[classmethod]
+    fn _unpickle<'py>(
+        cls: &Bound<'py, PyType>,
+        numbers: pickle::Numbers,
+        now: f64,
+        limits: Vec<pickle::Limit>,
+        denied_by: Option<usize>,
+    ) -> PyResult<Bound<'py, PyDecision>> {
+        pickle::unpickle(cls, numbers, now, limits, denied_by)
     }
 
     /// Whether the request was admitted (and its cost consumed).
@@ -276,7 +294,7 @@ impl PyDecision {
             Issuer::PolicyLimit(policy, index) => {
                 policy.get().limit_headers_of(py, *index, &self.decision())
             }
-            Issuer::Given(items) => headers_dict(
+            Issuer::Given(items) | Issuer::GivenPolicy { limits: items, .. } => headers_dict(
                 py,
                 items
                     .iter()
@@ -440,6 +458,12 @@ impl PyReservation {
         self.ok()
     }
 
+    /// Refuses: a booking is a slot of one live limiter, which no copy holds.
+    fn __reduce__(&self) -> PyResult<()> {
+        let why = "it is a booking on a live limiter (its numbers and its decision are data)";
+        Err(cannot_pickle("ratekeeper.Reservation", why))
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(match &self.booked {
             Ok(_) => format!(
@@ -470,30 +494,24 @@ impl PyReservation {
 #[pyclass(frozen, extends = PyDecision, name = "PolicyDecision", module = "ratekeeper")]
 pub struct PyPolicyDecision;
 
-impl PyPolicyDecision {
-    /// The parts of a policy's decision.
-    fn parts<'a>(slf: &'a Bound<'_, Self>) -> (&'a Py<PyPolicy>, &'a [Decision], Option<usize>) {
-        match &slf.as_super().get().issuer {
-            Issuer::Policy {
-                policy,
-                limits,
-                denied_by,
-            } => (policy, limits, *denied_by),
-            _ => unreachable!("a PolicyDecision is always a policy's"),
-        }
-    }
-}
-
 #[pymethods]
 impl PyPolicyDecision {
     /// The name of the limit that denied (the one with the longest wait), or
     /// ``None`` when allowed.
     #[getter]
     fn denied_by(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyString>>> {
-        let (policy, _, denied_by) = Self::parts(slf);
-        denied_by
-            .map(|index| policy.get().limit_name(slf.py(), index))
-            .transpose()
+        let py = slf.py();
+        match &slf.as_super().get().issuer {
+            Issuer::Policy {
+                policy, denied_by, ..
+            } => denied_by
+                .map(|index| policy.get().limit_name(py, index))
+                .transpose(),
+            Issuer::GivenPolicy { limits, denied_by } => {
+                Ok(denied_by.map(|index| PyString::new(py, &limits[index].0).unbind()))
+            }
+            _ => unreachable!("a PolicyDecision is always a policy's"),
+        }
     }
 
     /// Every limit's own decision, as a list of ``(name, Decision)`` in the
@@ -502,14 +520,30 @@ impl PyPolicyDecision {
     #[getter]
     fn limits<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyList>> {
         let py = slf.py();
-        let (policy, limits, _) = Self::parts(slf);
-        let items = limits.iter().enumerate().map(|(index, decision)| {
-            let issuer = Issuer::PolicyLimit(policy.clone_ref(py), index);
-            let name = policy.get().limit_name(py, index)?;
-            let decision = Bound::new(py, slf.as_super().get().alike(*decision, issuer))?;
+        let base = slf.as_super().get();
+        let item = |name: Py<PyString>, decision, issuer| {
+            let decision = Bound::new(py, base.alike(decision, issuer))?;
             PyTuple::new(py, [name.into_any(), decision.into_any().unbind()])
-        });
-        PyList::new(py, items.collect::<PyResult<Vec<_>>>()?)
+        };
+        let items = match &base.issuer {
+            Issuer::Policy { policy, limits, .. } => limits
+                .iter()
+                .enumerate()
+                .map(|(index, decision)| {
+                    let issuer = Issuer::PolicyLimit(policy.clone_ref(py), index);
+                    item(policy.get().limit_name(py, index)?, *decision, issuer)
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+            Issuer::GivenPolicy { limits, .. } => limits
+                .iter()
+                .map(|limit| {
+                    let name = PyString::new(py, &limit.0).unbind();
+                    item(name, limit.2, Issuer::Given(Box::new([limit.clone()])))
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+            _ => unreachable!("a PolicyDecision is always a policy's"),
+        };
+        PyList::new(py, items)
     }
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {

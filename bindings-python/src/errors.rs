@@ -5,6 +5,7 @@
 //! which a class created from Rust cannot have.
 //! [`rate_limited`] raises `RateLimited`, the waiting forms' "no".
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
@@ -67,6 +68,13 @@ pub fn rate_limited(py: Python<'_>, limiter: &str, denied: &Decision) -> PyErr {
     let retry_after = denied.retry_after.as_secs_f64();
     let message = format!("rate limit {limiter:?} exceeded: retry after {retry_after} s");
     raise(py, &RATE_LIMITED, "RateLimited", (message, retry_after))
+}
+
+/// `TypeError`, as pickle raises it, for an object of `class` that does not
+/// pickle, saying `why`. Raised by the class's `__reduce__`: without one,
+/// protocols 0 and 1 write a pickle that only `loads` refuses.
+pub fn cannot_pickle(class: &str, why: &str) -> PyErr {
+    PyTypeError::new_err(format!("cannot pickle '{class}' object: {why}"))
 }
 
 fn raise<A>(py: Python<'_>, cell: &PyOnceLock<Py<PyType>>, name: &str, args: A) -> PyErr

@@ -8,7 +8,7 @@ use ratekeeper::guarantee::{Guarantee, Guarantees, Sustained};
 use ratekeeper::{Error, Nanos};
 
 use crate::convert;
-use crate::errors::to_py;
+use crate::errors::{cannot_pickle, to_py};
 use crate::keyed::PyKeyedLimiter;
 use crate::limiter::PyLimiter;
 use crate::policy::PyPolicy;
@@ -59,7 +59,7 @@ impl PyGuarantee {
     /// counting as a whole one (a span of 2.4 ns holds the instants 0, 1
     /// and 2).
     fn max_in_window(&self, window: &Bound<'_, PyAny>) -> PyResult<u128> {
-        let mut nanos = convert::window(window)?;
+        let mut nanos = convert::span(window)?;
         // Read to the nearest ns: round up what that rounded down.
         if window
             .extract::<f64>()
@@ -172,6 +172,13 @@ impl PyGuarantee {
             self.burst(),
             if self.exact() { "True" } else { "False" }
         )
+    }
+
+    /// Refuses: the core has no encoding of a guarantee, which is quick to
+    /// compute again from the configuration.
+    fn __reduce__(&self) -> PyResult<()> {
+        let why = "compute it again with ratekeeper.guarantee() from the limiter or policy";
+        Err(cannot_pickle("ratekeeper.Guarantee", why))
     }
 }
 

@@ -14,6 +14,7 @@ mod guarantee;
 mod keyed;
 mod limiter;
 mod lock;
+mod pickle;
 mod policy;
 mod recycle;
 mod shared;

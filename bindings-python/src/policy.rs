@@ -181,7 +181,7 @@ impl PyPolicy {
     }
 
     /// The name and window of the first `count` limits (at most all).
-    fn limits(&self, py: Python<'_>, count: usize) -> Vec<(String, Nanos)> {
+    pub fn limits(&self, py: Python<'_>, count: usize) -> Vec<(String, Nanos)> {
         let core = self.shared.lock(py);
         let count = count.min(core.policy.len());
         (0..count)
@@ -421,6 +421,10 @@ limiter_methods!(
             let base = decision.as_super();
             match &base.issuer {
                 Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision()),
+                Issuer::GivenPolicy { limits, .. } => {
+                    let limits: Vec<_> = limits.iter().map(|(_, _, d)| *d).collect();
+                    self.headers_of(py, &limits, &base.decision())
+                }
                 _ => unreachable!("a PolicyDecision is always a policy's"),
             }
         }

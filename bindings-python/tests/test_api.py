@@ -418,7 +418,87 @@ CONSTRUCTION_ERRORS: list[tuple[Callable[[], object], str, str]] = [
     (lambda: TokenBucket(2, 1, 1, name=b"api"), "invalid_type", "name"),  # type: ignore[arg-type]
     (lambda: Gcra(2, 1, name=None), "invalid_type", "name"),  # type: ignore[arg-type]
     (lambda: FixedWindow(2, 1, clock=5), "invalid_type", "clock"),  # type: ignore[arg-type]
+    # A Decision given by a store reads its numbers as the limiters read theirs.
+    (lambda: Decision("x", 1, 5, 0, 0), "invalid_type", "allowed"),  # type: ignore[arg-type]
+    (lambda: Decision(1, 1, 5, 0, 0), "invalid_type", "allowed"),  # type: ignore[arg-type]
+    (lambda: Decision(None, 1, 5, 0, 0), "invalid_type", "allowed"),  # type: ignore[arg-type]
+    (lambda: Decision(True, -1, 5, 0, 0), "invalid_value", "remaining"),
+    (lambda: Decision(True, 2**70, 5, 0, 0), "invalid_value", "remaining"),
+    (lambda: Decision(True, 1.5, 5, 0, 0), "invalid_type", "remaining"),  # type: ignore[arg-type]
+    (lambda: Decision(True, True, 5, 0, 0), "invalid_type", "remaining"),
+    (lambda: Decision(True, 1, -5, 0, 0), "invalid_value", "limit"),
+    (lambda: Decision(True, 1, 2**64, 0, 0), "invalid_value", "limit"),
+    (lambda: Decision(True, 1, "5", 0, 0), "invalid_type", "limit"),  # type: ignore[arg-type]
+    (lambda: Decision(True, 1, 5, NAN, 0), "invalid_value", "retry_after"),
+    (lambda: Decision(True, 1, 5, -1, 0), "invalid_value", "retry_after"),
+    (lambda: Decision(True, 1, 5, 2**70, 0), "invalid_value", "retry_after"),
+    (lambda: Decision(True, 1, 5, "1", 0), "invalid_type", "retry_after"),  # type: ignore[arg-type]
+    (lambda: Decision(True, 1, 5, True, 0), "invalid_type", "retry_after"),
+    (lambda: Decision(True, 1, 5, 0, INF), "invalid_value", "reset_after"),
+    (lambda: Decision(True, 1, 5, 0, None), "invalid_type", "reset_after"),  # type: ignore[arg-type]
+    (lambda: Decision(True, 1, 5, 0, 0, window=-1), "invalid_value", "window"),
+    (lambda: Decision(True, 1, 5, 0, 0, window="1"), "invalid_type", "window"),  # type: ignore[arg-type]
+    (lambda: Decision(True, 1, 5, 0, 0, limits=5), "invalid_type", "limits"),  # type: ignore[arg-type]
+    (lambda: Decision(True, 1, 5, 0, 0, limits=[("a", 1.0)]), "invalid_type", "limits"),  # type: ignore[list-item]
+    (lambda: Decision(True, 1, 5, 0, 0, limits=[(1, 1.0, Decision(True, 1, 5, 0, 0))]), "invalid_type", "limits"),  # type: ignore[list-item]
+    (lambda: Decision(True, 1, 5, 0, 0, limits=[("a", 1.0, (True, 1, 5, 0, 0))]), "invalid_type", "limits"),  # type: ignore[list-item]
+    (lambda: Decision(True, 1, 5, 0, 0, limits=[("a", -1, Decision(True, 1, 5, 0, 0))]), "invalid_value", "window"),
 ]
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Decision(True, -1, 5, 0.0, 0.0), "`remaining` must not be negative"),
+        (lambda: Decision(True, 2**70, 5, 0, 0), "`remaining` must be at most 2^64 - 1"),
+        (lambda: Decision("x", 1, 5, 0, 0), "`allowed` must be a bool"),  # type: ignore[arg-type]
+        (lambda: Decision(True, 1, 5, NAN, 0), "`retry_after` must be a number, not NaN"),
+        (lambda: Decision(True, 1, 5, 0, 0, window=-1), "`window` must not be negative"),
+        # As TokenBucket says them of its own arguments.
+        (lambda: TokenBucket(-1, 1, 1), "`capacity` must not be negative"),
+        (lambda: TokenBucket(2**70, 1, 1), "`capacity` must be at most 2^64 - 1"),
+    ],
+)
+def test_a_given_decision_names_its_bad_argument_as_constructors_do(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(RateLimitError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_a_given_decisions_seconds_are_exact_as_a_limiters_are() -> None:
+    # Fractions, Decimals and ints are exact: 1 ns apart past 2^53 ns, where floats are not.
+    big = Fraction(2**63 + 1, 10**9)
+    assert Decision(False, 0, 1, big, 0) != Decision(False, 0, 1, big - Fraction(1, 10**9), 0)
+    assert Decision(False, 0, 1, Decimal("0.25"), 2) == Decision(False, 0, 1, 0.25, 2.0)
+    assert Decision(True, _Index(3), 5, 0, 0).remaining == 3  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: TokenBucket(10, 1, 1e-10), "`refill_period` must be at least 1 ns; 1e-10 s rounds to 0"),
+        (lambda: Bandwidth(10, 1, 4e-10), "`refill_period` must be at least 1 ns; 4e-10 s rounds to 0"),
+        (lambda: SlidingWindowLog(3, Fraction(1, 10**10)), "`window` must be at least 1 ns; 1/10000000000 s rounds to 0"),
+        (lambda: FixedWindow(3, Decimal("1E-10")), "`window` must be at least 1 ns; 1E-10 s rounds to 0"),
+        (lambda: SlidingWindowCounter(3, 1e-10), "`window` must be at least 1 ns; 1e-10 s rounds to 0"),
+        (lambda: LeakyBucket(3, 1e-10), "`interval` must be at least 1 ns; 1e-10 s rounds to 0"),
+        (lambda: Gcra(3, 1e-10), "`emission_interval` must be at least 1 ns; 1e-10 s rounds to 0"),
+        (lambda: Gcra.per_period(3, 1, 1e-10), "`period` must be at least 1 ns; 1e-10 s rounds to 0"),
+        # Zero itself is still the core's word for it.
+        (lambda: TokenBucket(10, 1, 0.0), "`refill_period` must be greater than zero"),
+        (lambda: SlidingWindowLog(3, 0), "`window` must be greater than zero"),
+    ],
+)
+def test_a_positive_duration_that_rounds_to_zero_says_so(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(RateLimitError) as raised:
+        call()
+    assert (str(raised.value), raised.value.code) == (message, "zero_value")
+
+
+def test_a_duration_of_half_a_nanosecond_rounds_up_to_one() -> None:
+    assert TokenBucket(10, 1, 5e-10).refill_period == 1e-9
+    # A span may be shorter: max_in_window counts a part of a nanosecond as a whole one.
+    assert ratekeeper.guarantee(TokenBucket(10, 1, 1)).max_in_window(1e-10) == 10
+
 
 # (keyword arguments to try_acquire on a limiter of 5, code, Python argument name)
 CALL_ERRORS: list[tuple[dict[str, Any], str, str]] = [

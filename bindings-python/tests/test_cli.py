@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from fractions import Fraction
 from pathlib import Path
@@ -32,6 +33,8 @@ from ratekeeper import (
 )
 from ratekeeper.cli import main
 from ratekeeper.cli._explain import explain_data, fmt_seconds
+from ratekeeper.cli import _simulate
+from ratekeeper.cli._policy import CliError
 from ratekeeper.cli._simulate import Progress, generate, read_trace
 
 NS = Fraction(1, 10**9)
@@ -223,6 +226,8 @@ def test_explain_reads_json_and_toml_files(tmp_path: Path) -> None:
         (["simulate", "10/second", "--generate", "steady"], "argument --rate"),
         (["simulate", "10/second", "--generate", "steady", "--rate", "-5"], "argument --rate"),
         (["simulate", "10/second", "--generate", "steady", "--rate", "5", "--keys", "0"], "argument --keys"),
+        (["simulate", "10/second", "--generate", "steady", "--rate", "5", "--keys", "10000001"], "argument --keys"),
+        (["simulate", "10/second", "--generate", "poisson", "--rate", "20", "--duration", "1e12"], "argument --duration"),
         (["simulate", "10/second", "--generate", "steady", "--rate", "5", "--plot", "out.gif"], "argument --plot"),
         (["simulate", "10/second", "--trace", "/nonexistent.csv"], "argument --trace"),
     ],
@@ -355,6 +360,45 @@ def test_generators_are_seeded_and_shaped() -> None:
     assert (a.times, a.keys) == (b.times, b.keys)
     assert 800 < len(a) < 1200 and set(a.keys) == {"k0", "k1", "k2", "k3"}
     assert generate("poisson", 200, 5, 4, 8).times != a.times
+
+
+@pytest.mark.parametrize("kind", ["steady", "bursty", "poisson"])
+def test_a_generated_trace_beyond_the_bound_is_refused_before_it_is_built(kind: str) -> None:
+    # 2e13 events: terabytes of memory, or days of replay. Refused at once.
+    status, out, err = run("simulate", "10/second", "--generate", kind, "--rate", "20", "--duration", "1e12", "--quiet")
+    assert (status, out) == (2, "")
+    assert err == (
+        "ratekeeper simulate: error: argument --duration: 1e+12 s at --rate 20 would generate 2e+13 events,"
+        " more than the 10,000,000 a generated trace may hold (shorten --duration or lower --rate)\n"
+    )
+
+
+def test_the_bound_counts_the_events_each_generator_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _simulate.MAX_EVENTS == 10_000_000  # as the README and --help say
+    monkeypatch.setattr(_simulate, "MAX_EVENTS", 100)
+    assert len(generate("steady", 100, 1, 1, 0)) == 100
+    assert len(generate("bursty", 50, 2, 1, 0)) == 100
+    for kind, rate, duration in [("steady", 101, 1), ("poisson", 10, 10.1), ("bursty", 34, 2.5)]:
+        with pytest.raises(CliError, match="^argument --duration: .* more than the 100 a generated trace may hold"):
+            generate(kind, rate, duration, 1, 0)
+    # Bursts of 1000 in each whole second, dropped past the end only after they are made.
+    with pytest.raises(CliError, match="would generate 1e\\+03 events"):
+        generate("bursty", 1000, 1e-3, 1, 0)
+    # A count past any float is refused too, not an OverflowError.
+    for kind in ("steady", "bursty", "poisson"):
+        with pytest.raises(CliError, match="would generate inf events"):
+            generate(kind, 1e300, 1e300, 1, 0)
+    with pytest.raises(CliError, match="^argument --keys: must be at most 100$"):
+        generate("steady", 10, 1, 101, 0)
+
+
+def test_bursts_below_one_a_second_end_at_once_however_long() -> None:
+    # No second holds a burst: nothing to walk through its 1e12 seconds for.
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(len(generate("bursty", 0.5, 1e12, 1, 0))), daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert done == [0]
 
 
 def test_steady_traffic_at_the_limit_is_all_admitted_and_above_it_is_cut() -> None:

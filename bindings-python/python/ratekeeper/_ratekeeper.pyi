@@ -55,13 +55,14 @@ class Decision:
         allowed: bool,
         remaining: int,
         limit: int,
-        retry_after: float,
-        reset_after: float,
+        retry_after: _Seconds,
+        reset_after: _Seconds,
         *,
         name: str = "default",
-        window: float = 0.0,
-        limits: Optional[list[tuple[str, float, Decision]]] = None,
+        window: _Seconds = 0.0,
+        limits: Optional[Iterable[tuple[str, _Seconds, Decision]]] = None,
     ) -> Self: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
     @property
     def allowed(self) -> bool:
         """Whether the request was admitted (and its cost consumed)."""

@@ -56,8 +56,10 @@ def parser() -> argparse.ArgumentParser:
     trace.add_argument("--trace", metavar="FILE", help="CSV (timestamp,key,cost) or JSON lines; - for standard input")
     trace.add_argument("--generate", choices=("steady", "bursty", "poisson"), help="generate the trace instead")
     trace.add_argument("--rate", dest="gen_rate", type=float, default=None, metavar="R", help="generated requests per second")
-    trace.add_argument("--duration", type=float, default=60.0, metavar="D", help="generated seconds of traffic (default 60)")
-    trace.add_argument("--keys", type=int, default=1, metavar="K", help="generated distinct keys (default 1)")
+    trace.add_argument(
+        "--duration", type=float, default=60.0, metavar="D", help="generated seconds of traffic (default 60; at most 10,000,000 events)"
+    )
+    trace.add_argument("--keys", type=int, default=1, metavar="K", help="generated distinct keys (default 1, at most 10,000,000)")
     trace.add_argument("--seed", type=int, default=0, metavar="S", help="generator seed (default 0)")
     simulate.add_argument("--plot", metavar="OUT", help="draw offered/admitted rate and remaining capacity (.png or .svg)")
     simulate.add_argument("--top", type=int, default=5, metavar="N", help="how many of the longest waits to list (default 5)")
