@@ -14,6 +14,11 @@ use crate::shared::{describe_error, Failure};
 /// exception is already pending.
 pub fn throw(env: &Env, error: Error) -> napi::Error {
     let (message, is_type_error, code) = describe_error(&error);
+    throw_as(env, message, is_type_error, code)
+}
+
+/// Throws a `TypeError` (else a `RangeError`) with `message` and `.code`.
+fn throw_as(env: &Env, message: String, is_type_error: bool, code: &str) -> napi::Error {
     let thrown = if is_type_error {
         env.throw_type_error(&message, Some(code))
     } else {
@@ -47,6 +52,10 @@ impl<T> OrThrow<T> for Result<T, Failure<napi::Error>> {
                     Ok(()) => napi::Error::new(Status::PendingException, message),
                     Err(failed) => failed,
                 }
+            }
+            Failure::Worded(error, message) => {
+                let is_type_error = matches!(error, Error::InvalidType { .. });
+                throw_as(env, message, is_type_error, error.code())
             }
             // A JS exception (a throwing getter) is already pending.
             Failure::Js(error) => error,

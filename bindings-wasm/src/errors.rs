@@ -11,10 +11,15 @@ use crate::shared::{describe_error, Failure};
 /// message naming the argument in JS spelling.
 pub(crate) fn to_js(error: Error) -> JsValue {
     let (message, is_type_error, code) = describe_error(&error);
+    error_as(&message, is_type_error, code)
+}
+
+/// A `TypeError` (else a `RangeError`) with `message` and `.code`.
+fn error_as(message: &str, is_type_error: bool, code: &str) -> JsValue {
     let js: JsValue = if is_type_error {
-        TypeError::new(&message).into()
+        TypeError::new(message).into()
     } else {
-        RangeError::new(&message).into()
+        RangeError::new(message).into()
     };
     // Setting a plain property on a fresh Error object cannot throw.
     let _ = Reflect::set(&js, &JsValue::from_str("code"), &JsValue::from_str(code));
@@ -27,15 +32,12 @@ pub(crate) fn to_js(error: Error) -> JsValue {
 pub(crate) fn failure_to_js(failure: Failure<JsValue>) -> JsValue {
     match failure {
         Failure::Core(error) => to_js(error),
-        Failure::Config(message) => {
-            let js: JsValue = TypeError::new(&message).into();
-            let _ = Reflect::set(
-                &js,
-                &JsValue::from_str("code"),
-                &JsValue::from_str("invalid_config"),
-            );
-            js
-        }
+        Failure::Config(message) => error_as(&message, true, "invalid_config"),
+        Failure::Worded(error, message) => error_as(
+            &message,
+            matches!(error, Error::InvalidType { .. }),
+            error.code(),
+        ),
         Failure::Js(thrown) => thrown,
     }
 }

@@ -511,6 +511,26 @@ for (const [label, build, valid, bad] of CONSTRUCTORS) {
   });
 }
 
+describe('a positive duration below half a nanosecond', () => {
+  it('is refused as the zero it rounds to, in words that say so', () => {
+    const cases = [
+      [() => new TokenBucket({ ...bucketOptions(), refillPeriodMs: 1e-7 }), 'refillPeriodMs'],
+      [() => new Gcra({ burst: 1, emissionIntervalMs: 4e-7 }), 'emissionIntervalMs'],
+      [() => Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 1e-7 }), 'periodMs'],
+      [() => new LeakyBucket({ capacity: 1, intervalMs: 1e-7 }), 'intervalMs'],
+      [() => new SlidingWindowLog({ limit: 1, windowMs: 1e-7 }), 'windowMs'],
+      [() => new FixedWindow({ limit: 1, windowMs: 1e-7 }), 'windowMs'],
+    ];
+    for (const [make, name] of cases) {
+      const error = assertLimiterError(make, 'zero_value', name);
+      assert.match(error.message, /must be at least 1 ns \(0\.000001 ms\); a positive value below 0\.0000005 ms rounds to 0$/, name);
+    }
+    // Zero itself keeps the core's words; half a nanosecond rounds to one.
+    assert.match(assertLimiterError(() => new Gcra({ burst: 1, emissionIntervalMs: 0 }), 'zero_value', 'emissionIntervalMs').message, /greater than zero$/);
+    assert.equal(new TokenBucket({ ...bucketOptions(), refillPeriodMs: 6e-7 }).refillPeriodMs, 1e-6);
+  });
+});
+
 describe('overflowing configurations name the argument', () => {
   it('TokenBucket: a refill time beyond 2^64 ns', () => {
     assertLimiterError(() => new TokenBucket({ capacity: 2 ** 53 - 1, refillTokens: 1, refillPeriodMs: 1e6 }), 'overflow', 'refillPeriodMs');
