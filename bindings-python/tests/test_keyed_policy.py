@@ -162,7 +162,9 @@ def test_max_keys_refuse_and_nearest_fresh() -> None:
     with pytest.raises(RateLimitError) as raised:
         refuse.try_acquire("c", now=0)
     assert raised.value.code == "store_full"
-    assert "maximum of 2 keys" in str(raised.value)
+    assert str(raised.value) == (
+        "the store holds its maximum of 2 keys, and its eviction is 'refuse': a new key waits until a key held is back to fresh"
+    )
     assert refuse.try_acquire("c", now=60)  # a and b are fresh again: reclaimed
     evict = KeyedLimiter(Gcra(1, 10), max_keys=16)
     assert (evict.max_keys, evict.eviction) == (16, "nearest_fresh")

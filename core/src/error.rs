@@ -177,7 +177,9 @@ impl Error {
             Error::StateMismatch { reason } => write!(f, "`{name}` belongs to {reason}"),
             Error::StoreFull { max_keys } => write!(
                 f,
-                "the store holds its maximum of {max_keys} keys and may evict none of them"
+                "the store holds its maximum of {max_keys} {}, and its eviction is 'refuse': \
+                 a new key waits until a key held is back to fresh",
+                if *max_keys == 1 { "key" } else { "keys" }
             ),
         }
     }

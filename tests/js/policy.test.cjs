@@ -117,7 +117,11 @@ describe('KeyedLimiter', () => {
     const refuse = new KeyedLimiter(new SlidingWindowLog({ limit: 1, windowMs: SECOND }), { maxKeys: 2, eviction: 'refuse' });
     refuse.tryAcquire('a', 1, 0);
     refuse.tryAcquire('b', 1, 0);
-    assert.throws(() => refuse.tryAcquire('c', 1, 0), (e) => e instanceof RangeError && e.code === 'store_full');
+    assert.throws(() => refuse.tryAcquire('c', 1, 0), {
+      name: 'RangeError',
+      code: 'store_full',
+      message: "the store holds its maximum of 2 keys, and its eviction is 'refuse': a new key waits until a key held is back to fresh",
+    });
     assert.deepStrictEqual([refuse.maxKeys, refuse.eviction], [2, 'refuse']);
     // A fresh limiter of the keys' configuration, of its class, name and clock.
     const clock = () => 5;
