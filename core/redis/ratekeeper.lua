@@ -634,6 +634,15 @@ end
 -- longest wait, the first on ties), then each limit's.
 local limit_of = {}
 for i, l in ipairs(limits) do limit_of[i] = l.cfg.limit or l.cfg.burst end
+-- A cost above a limit could never be allowed: the clients refuse it, as the
+-- core does (PROTOCOL.md), and so does the script, whose algorithms assume it.
+for _, cost in ipairs(costs) do
+  for i = 1, n do
+    if cost > limit_of[i] then
+      return redis.error_reply('ratekeeper: cost ' .. fmt(cost) .. ' exceeds the limit ' .. fmt(limit_of[i]) .. ' of limit ' .. i)
+    end
+  end
+end
 
 -- Appends without temporary tables: a batch calls this once per cost.
 local function append(reply, answers, all)

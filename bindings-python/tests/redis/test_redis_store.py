@@ -91,6 +91,18 @@ def test_text_replies_carry_the_array_replies_integers(client: redis.Redis) -> N
             assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n)
 
 
+def test_the_script_refuses_a_cost_above_a_limit(client: redis.Redis) -> None:
+    # The clients never send one; another client might. A log decided it
+    # (admitted it, on an empty key), where the core refuses it.
+    script = client.register_script(REDIS_SCRIPT)
+    for mode in ["acquire", "peek", "reserve"]:
+        with pytest.raises(redis.ResponseError, match="^ratekeeper: cost 3 exceeds the limit 2 of limit 2$"):
+            script(keys=["rk-py-cost:{k}:a", "rk-py-cost:{k}:b"], args=["1", mode, "100", 2, "gcra", 5, 1, "sliding_window_log", 2, 10, 1, 3, 0])
+    assert client.exists("rk-py-cost:{k}:b") == 0
+    # Giving back more than a limit is capped there, not refused.
+    script(keys=["rk-py-cost:{k}:b"], args=["1", "refund", "100", 1, "sliding_window_log", 2, 10, 1, 3, ""])
+
+
 def test_repr_shows_what_is_limited_not_the_client(client: redis.Redis) -> None:
     gcra = ratekeeper.Gcra(10, 0.1)
     assert repr(RedisLimiter(client, gcra)) == "RedisLimiter(Gcra(burst=10, emission_interval=0.1))"
