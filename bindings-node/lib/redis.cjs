@@ -563,7 +563,14 @@ class Store {
       // for one more round to time out (up to twice commandTimeoutMs). The
       // next call asks Redis again.
       if (decisions.length > 0 && !decisions[0].fromStore) {
-        for (const e of hot.waiting.splice(0)) e.resolve(this.fallback(e.target, e.cost, false));
+        for (const e of hot.waiting.splice(0)) {
+          // One fallback's error (an in-process limiter refusing the cost) is its caller's alone.
+          try {
+            e.resolve(this.fallback(e.target, e.cost, false));
+          } catch (error) {
+            e.reject(error);
+          }
+        }
       }
     } catch (error) {
       for (const e of batch) e.reject(error);

@@ -336,6 +336,12 @@ for (const library of Object.keys(CLIENTS)) {
         const ds = await Promise.all(Array.from({ length: 64 }, () => limiter.tryAcquire('hot')));
         assert.ok(ds.every((d) => d.allowed && !d.fromStore));
         assert.deepEqual(sent, ['EVALSHA']);
+        // A fallback that refuses a queued caller's cost fails that caller alone.
+        const small = new RedisLimiter(client, window, { prefix: prefix('queued'), onError: new rk.Gcra({ burst: 2, emissionIntervalMs: 1000 }), commandTimeoutMs: 100 });
+        const [first, ...rest] = await Promise.allSettled([small.tryAcquire('hot', 1), small.tryAcquire('hot', 3), small.tryAcquire('hot', 1)]);
+        assert.equal(first.value.fromStore, false);
+        assert.equal(rest[0].reason.code, 'cost_exceeds_limit');
+        assert.equal(rest[1].value.fromStore, false);
       } finally {
         await raw(admin, 'CLIENT', 'UNPAUSE');
         await close(admin);
