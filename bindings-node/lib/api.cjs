@@ -18,6 +18,16 @@
 // Arguments are type-checked here (typeof is free in JS, a Node-API type
 // check is not); values are checked by the core, which throws with `.code`.
 
+/** Throws a TypeError (code `invalid_type`) with `message`, which names the argument. */
+function invalidType(message) {
+  throw Object.assign(new TypeError(message), { code: 'invalid_type' });
+}
+
+/** Throws a RangeError (code `invalid_value`) with `message`, which names the argument. */
+function invalidValue(message) {
+  throw Object.assign(new RangeError(message), { code: 'invalid_value' });
+}
+
 /**
  * A number as a key: its decimal string, all digits for a whole number
  * (1e21 is '1000000000000000000000', as Python spells the int, not String's
@@ -26,9 +36,7 @@
 function numberKey(n, name) {
   if (!Number.isInteger(n)) {
     // As Python refuses a float: 1.5 or NaN names no whole number.
-    throw Object.assign(new RangeError(`\`${name}\` must be a whole number or a string, not ${n}`), {
-      code: 'invalid_value',
-    });
+    invalidValue(`\`${name}\` must be a whole number or a string, not ${n}`);
   }
   return Number.isSafeInteger(n) ? String(n) : BigInt(n).toString();
 }
@@ -59,10 +67,7 @@ function asciiInto(bytes, key) {
  */
 function onlyKnown(options, known, what) {
   for (const option of Object.keys(options)) {
-    if (!known.includes(option)) {
-      const error = new TypeError(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
-      throw Object.assign(error, { code: 'invalid_type' });
-    }
+    if (!known.includes(option)) invalidType(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
   }
 }
 
@@ -145,11 +150,6 @@ function createApi(B) {
     throw new TypeError(`${name} must be ${expected}`); // not reached: typeError throws
   }
 
-  /** Throws a TypeError (code `invalid_type`) with `message`, which names the argument. */
-  function invalidType(message) {
-    throw Object.assign(new TypeError(message), { code: 'invalid_type' });
-  }
-
   // The options each function takes: a misspelt one (`intialTokens`) would
   // be ignored, and the limiter not what was asked for. Policy
   // configurations refuse unknown fields the same way.
@@ -175,11 +175,6 @@ function createApi(B) {
   function known(options, what) {
     if (options !== null && typeof options === 'object' && !Array.isArray(options)) onlyKnown(options, OPTIONS[what], what);
     return options;
-  }
-
-  /** Throws the binding's RangeError (code `invalid_value`) with `message`, which names the argument. */
-  function invalidValue(message) {
-    throw Object.assign(new RangeError(message), { code: 'invalid_value' });
   }
 
   /** A number argument, `fallback` for undefined or null. */
@@ -228,7 +223,6 @@ function createApi(B) {
   }
   let configOf;
   let internalsOf;
-
 
   /**
    * A limiter's configuration as the options that build it, as its

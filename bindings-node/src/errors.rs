@@ -8,7 +8,7 @@
 use napi::{Env, Status};
 use ratekeeper::Error;
 
-use crate::shared::{describe_error, Failure};
+use crate::shared::{describe_error, describe_worded, Failure};
 
 /// Throws `error` into JS and returns the napi error that tells napi-rs an
 /// exception is already pending.
@@ -47,15 +47,10 @@ impl<T> OrThrow<T> for Result<T, Failure<napi::Error>> {
         self.map_err(|failure| match failure {
             Failure::Core(error) => throw(env, error),
             // The message names the field; the shape is wrong: a TypeError.
-            Failure::Config(message) => {
-                match env.throw_type_error(&message, Some("invalid_config")) {
-                    Ok(()) => napi::Error::new(Status::PendingException, message),
-                    Err(failed) => failed,
-                }
-            }
+            Failure::Config(message) => throw_as(env, message, true, "invalid_config"),
             Failure::Worded(error, message) => {
-                let is_type_error = matches!(error, Error::InvalidType { .. });
-                throw_as(env, message, is_type_error, error.code())
+                let (message, is_type_error, code) = describe_worded(&error, message);
+                throw_as(env, message, is_type_error, code)
             }
             // A JS exception (a throwing getter) is already pending.
             Failure::Js(error) => error,

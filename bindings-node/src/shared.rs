@@ -114,6 +114,11 @@ pub fn describe_error(error: &Error) -> (String, bool, &'static str) {
         Some(rust) => error.display_with(js_name(rust)).to_string(),
         None => error.to_string(),
     };
+    describe_worded(error, message)
+}
+
+/// [`describe_error`] with `message` in place of the core's words.
+pub fn describe_worded(error: &Error, message: String) -> (String, bool, &'static str) {
     (
         message,
         matches!(error, Error::InvalidType { .. }),

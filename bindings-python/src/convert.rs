@@ -8,7 +8,9 @@ use pyo3::exceptions::PyUnicodeEncodeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use pyo3::types::{
+    PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple, PyType,
+};
 use ratekeeper::{Algorithm, Calendar, Decision, Error, Eviction, Nanos, Refill};
 
 use crate::decision::PyDecision;
@@ -390,12 +392,9 @@ pub fn seconds_object(py: Python<'_>, nanos: Nanos) -> PyResult<Bound<'_, PyAny>
     if Nanos::from_secs_f64(float, "seconds") == Ok(nanos) {
         return Ok(PyFloat::new(py, float).into_any());
     }
-    static FRACTION: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let fraction = FRACTION.get_or_try_init(py, || {
-        let module = PyModule::import(py, "fractions")?;
-        module.getattr("Fraction").map(Bound::unbind)
-    })?;
-    fraction.bind(py).call1((nanos.0, NANOS_PER_SEC))
+    static FRACTION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let fraction = FRACTION.import(py, "fractions", "Fraction")?;
+    fraction.call1((nanos.0, NANOS_PER_SEC))
 }
 
 /// Encoded state for `restore` and `from_bytes`: `bytes` (or any buffer

@@ -4,7 +4,7 @@ use js_sys::{RangeError, Reflect, TypeError};
 use ratekeeper::Error;
 use wasm_bindgen::JsValue;
 
-use crate::shared::{describe_error, Failure};
+use crate::shared::{describe_error, describe_worded, Failure};
 
 /// Turns a core error into the JS error to throw: a `TypeError` for `invalid_type`,
 /// a `RangeError` for every other code, with `.code` set to the core's code and a
@@ -33,11 +33,10 @@ pub(crate) fn failure_to_js(failure: Failure<JsValue>) -> JsValue {
     match failure {
         Failure::Core(error) => to_js(error),
         Failure::Config(message) => error_as(&message, true, "invalid_config"),
-        Failure::Worded(error, message) => error_as(
-            &message,
-            matches!(error, Error::InvalidType { .. }),
-            error.code(),
-        ),
+        Failure::Worded(error, message) => {
+            let (message, is_type_error, code) = describe_worded(&error, message);
+            error_as(&message, is_type_error, code)
+        }
         Failure::Js(thrown) => thrown,
     }
 }
