@@ -63,7 +63,11 @@ fn index_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyInt>> {
 /// integer with `__index__`, from 0 to 2^64 - 1.
 fn count(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<u64> {
     let too_large = "must be at most 2^64 - 1";
-    let checked = if obj.is_instance_of::<PyBool>() {
+    // An `int` itself first: its type is one pointer to compare, where the
+    // subclass checks below are calls into CPython.
+    let checked = if obj.is_exact_instance_of::<PyInt>() {
+        int_to_u64(obj, name, too_large)
+    } else if obj.is_instance_of::<PyBool>() {
         Err(invalid_type(name, COUNT_NOT_BOOL))
     } else if obj.is_instance_of::<PyInt>() {
         int_to_u64(obj, name, too_large)
@@ -87,7 +91,12 @@ fn flag(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<bool> {
 /// `as_integer_ratio()` (`Decimal`, `Fraction`: exact, rounded to the nearest
 /// nanosecond, halves up, as for floats).
 fn seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
-    let checked = if obj.is_instance_of::<PyBool>() {
+    // A `float` or an `int` itself first, as in `count`.
+    let checked = if let Ok(float) = obj.cast_exact::<PyFloat>() {
+        Nanos::from_secs_f64(float.value(), name)
+    } else if obj.is_exact_instance_of::<PyInt>() {
+        whole_seconds(obj, name)
+    } else if obj.is_instance_of::<PyBool>() {
         Err(invalid_type(name, SECONDS_NOT_BOOL))
     } else if let Ok(float) = obj.cast::<PyFloat>() {
         Nanos::from_secs_f64(float.value(), name)
@@ -230,11 +239,17 @@ arguments! {
     /// the float a caller adds its waits to (`now + retry_after` is a float
     /// sum); a `Fraction` or `Decimal` is exact, and so are its waits.
     moment -> Option<Now> = |obj: &Bound<'_, PyAny>, _| optional(obj, |obj| {
-        let float = obj.is_instance_of::<PyFloat>() || obj.is_instance_of::<PyInt>();
-        Ok(Now {
-            at: seconds(obj, "now")?,
-            secs: if float { obj.extract::<f64>().unwrap_or(f64::NAN) } else { f64::NAN },
-        })
+        let at = seconds(obj, "now")?;
+        let secs = if let Ok(float) = obj.cast::<PyFloat>() {
+            float.value()
+        } else if obj.is_instance_of::<PyInt>() {
+            // Whole seconds (not a bool: `seconds` refused it) below 2^64
+            // ns: below 2^35, so exact as a float.
+            (at.0 / NANOS_PER_SEC) as f64
+        } else {
+            f64::NAN
+        };
+        Ok(Now { at, secs })
     });
     /// `refund`'s `taken_at`, in seconds (`None` means the limiter's clock).
     taken_at -> Option<Nanos> = |obj, name| optional(obj, |obj| seconds(obj, name));
@@ -346,6 +361,10 @@ pub struct Now {
 
 /// `now` or, when it is `None`, a reading of `clock` (when given) or of the
 /// default clock, `time.monotonic()`'s.
+///
+/// Inlined, with the call of a given clock kept apart: a decision on the
+/// default clock then reads it with no call but the clock's own.
+#[inline(always)]
 pub fn now_or_clock(
     py: Python<'_>,
     now: Option<Nanos>,
@@ -353,14 +372,21 @@ pub fn now_or_clock(
 ) -> PyResult<Nanos> {
     match (now, clock) {
         (Some(now), _) => Ok(now),
-        (None, Some(clock)) => seconds(&clock.bind(py).call0()?, "clock"),
+        (None, Some(clock)) => called(py, clock),
         (None, None) => monotonic(py),
     }
+}
+
+/// A reading of the clock given to a limiter.
+#[inline(never)]
+fn called(py: Python<'_>, clock: &Py<PyAny>) -> PyResult<Nanos> {
+    seconds(&clock.bind(py).call0()?, "clock")
 }
 
 /// `time.monotonic()` in nanoseconds, read as CPython reads it on Linux:
 /// `clock_gettime(CLOCK_MONOTONIC)`, without the Python call and its float.
 #[cfg(target_os = "linux")]
+#[inline(always)]
 fn monotonic(_py: Python<'_>) -> PyResult<Nanos> {
     let mut now = libc::timespec {
         tv_sec: 0,
@@ -414,19 +440,28 @@ pub fn data(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 
 /// A key of a keyed limiter or a value of a policy's request, as bytes:
 /// a `str` is its UTF-8, an `int` its decimal digits (so `42` and `"42"`
-/// are the same key), `bytes` themselves. Short keys stay on the stack.
+/// are the same key), `bytes` themselves.
+///
+/// A `str` or `bytes` key is borrowed where CPython keeps its bytes (for an
+/// ASCII `str`, its very characters), for as long as the argument lives:
+/// copying it onto the stack (a variable-length copy, then fixed-width
+/// loads of what it wrote, which wait for its stores) was a sixth of a
+/// keyed `try_acquire`. Digits, and keys kept past their call
+/// ([`Key::into_owned`]), are owned: short ones on the stack.
 #[derive(Clone)]
-pub enum Key {
-    Inline(u8, [u8; Key::INLINE]),
+pub enum Key<'a> {
+    Borrowed(&'a [u8]),
+    Inline(u8, [u8; INLINE_KEY]),
     Heap(Box<[u8]>),
 }
 
-impl Key {
-    const INLINE: usize = 46;
+/// The longest key a [`Key`] owns on the stack.
+const INLINE_KEY: usize = 46;
 
-    fn new(bytes: &[u8]) -> Key {
-        if bytes.len() <= Key::INLINE {
-            let mut inline = [0; Key::INLINE];
+impl<'a> Key<'a> {
+    fn new(bytes: &[u8]) -> Key<'static> {
+        if bytes.len() <= INLINE_KEY {
+            let mut inline = [0; INLINE_KEY];
             inline[..bytes.len()].copy_from_slice(bytes);
             Key::Inline(bytes.len() as u8, inline)
         } else {
@@ -434,23 +469,32 @@ impl Key {
         }
     }
 
+    /// This key, owning its bytes.
+    pub fn into_owned(self) -> Key<'static> {
+        match self {
+            Key::Borrowed(bytes) => Key::new(bytes),
+            Key::Inline(len, bytes) => Key::Inline(len, bytes),
+            Key::Heap(bytes) => Key::Heap(bytes),
+        }
+    }
+
     /// `obj` as a key; the error names the argument `name`.
-    fn from_py(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Key> {
+    fn from_py(obj: &'a Bound<'_, PyAny>, name: &'static str) -> PyResult<Key<'a>> {
         Key::from_py_raising(obj, name, |err| to_py(obj.py(), err))
     }
 
     /// [`Key::from_py`], raising its own errors (about `name`) as `raise`
     /// makes them: a request's field names its value's errors itself.
     fn from_py_raising(
-        obj: &Bound<'_, PyAny>,
+        obj: &'a Bound<'_, PyAny>,
         name: &'static str,
         raise: impl Fn(Error) -> PyErr,
-    ) -> PyResult<Key> {
+    ) -> PyResult<Key<'a>> {
         if let Ok(text) = obj.cast::<PyString>() {
-            return Ok(Key::new(utf8_raising(text, name, &raise)?));
+            return Ok(Key::Borrowed(utf8_raising(text, name, &raise)?));
         }
         if let Ok(bytes) = obj.cast::<PyBytes>() {
-            return Ok(Key::new(bytes.as_bytes()));
+            return Ok(Key::Borrowed(bytes.as_bytes()));
         }
         let int = if obj.is_instance_of::<PyInt>() {
             (!obj.is_instance_of::<PyBool>()).then(|| obj.clone())
@@ -477,6 +521,23 @@ impl Key {
         }
         Err(raise(invalid_type(name, "a str, bytes or int")))
     }
+}
+
+/// The UTF-8 bytes of `text` as CPython keeps them, or `None` when it has
+/// none (a lone surrogate), with the exception cleared.
+#[inline(always)]
+fn utf8_of<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
+    let mut size: pyo3::ffi::Py_ssize_t = 0;
+    // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
+    let data = unsafe { pyo3::ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
+    if data.is_null() {
+        // Raised again, in our words, by `utf8_raising`.
+        drop(PyErr::take(text.py()));
+        return None;
+    }
+    // SAFETY: CPython returned `size` bytes at `data`, owned by `text` and
+    // unchanged while it lives (a str is immutable).
+    Some(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
 }
 
 /// The UTF-8 bytes of `text`, which CPython keeps with the string (for an
@@ -527,9 +588,11 @@ pub fn text<'a>(text: &'a Bound<'_, PyString>, name: &'static str) -> PyResult<&
     std::str::from_utf8(bytes).map_err(|_| to_py(text.py(), invalid_value(name, NOT_TEXT)))
 }
 
-impl AsRef<[u8]> for Key {
+impl AsRef<[u8]> for Key<'_> {
+    #[inline]
     fn as_ref(&self) -> &[u8] {
         match self {
+            Key::Borrowed(bytes) => bytes,
             Key::Inline(len, bytes) => &bytes[..*len as usize],
             Key::Heap(bytes) => bytes,
         }
@@ -537,13 +600,49 @@ impl AsRef<[u8]> for Key {
 }
 
 /// A keyed limiter's `key`.
-pub fn key(obj: &Bound<'_, PyAny>) -> PyResult<Key> {
+pub fn key<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Key<'a>> {
     Key::from_py(obj, "key")
+}
+
+/// The target argument of a deciding method (a key, a request), converted
+/// in the method's body: `hold` reads `obj`, keeping in `slot` what the
+/// target needs that `obj` does not hold. A conversion returned from a
+/// function (as `from_py_with` calls one) crossed memory as a whole, and
+/// the copy's wide loads waited for the narrow stores that wrote it (a
+/// failed store forwarding): a sixth of a keyed decision.
+pub trait Held<'a>: Sized {
+    type Target: ?Sized;
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a Self::Target>;
+}
+
+impl<'a> Held<'a> for Key<'a> {
+    type Target = [u8];
+
+    /// A `str` itself, the usual key, borrowed without a [`Key`].
+    #[inline(always)]
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a [u8]> {
+        if let Ok(text) = obj.cast_exact::<PyString>() {
+            if let Some(bytes) = utf8_of(text) {
+                return Ok(bytes);
+            }
+        }
+        let held: &'a Key<'a> = slot.insert(key(obj)?);
+        Ok(held.as_ref())
+    }
+}
+
+impl<'a> Held<'a> for Option<Request> {
+    type Target = Request;
+
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a Request> {
+        let held: &'a Option<Request> = slot.insert(request(obj)?);
+        Ok(AsRef::<Request>::as_ref(held))
+    }
 }
 
 /// A policy's request: its fields and their values (as keys are).
 #[derive(Clone)]
-pub struct Request(Vec<(String, Key)>);
+pub struct Request(Vec<(String, Key<'static>)>);
 
 impl Request {
     /// The fields as the core takes them.
@@ -589,7 +688,7 @@ pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
         let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
         let name = text(field, "request")?.to_owned();
         let key = Key::from_py_raising(&value, "request", |err| of_field(err, &name, &value))?;
-        fields.push((name, key));
+        fields.push((name, key.into_owned()));
     }
     Ok(Some(Request(fields)))
 }

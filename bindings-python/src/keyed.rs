@@ -7,7 +7,7 @@ use ratekeeper::{AnyKeyed, Decision, Error, Eviction, Nanos};
 
 use crate::algorithms;
 use crate::convert::{self, Key};
-use crate::decision::named_headers;
+use crate::decision::{named_headers, settled};
 use crate::errors::to_py;
 use crate::recycle::Recycler;
 use crate::shared::{self, limiter_methods, Core, Shared, Subject};
@@ -54,11 +54,11 @@ impl Core for AnyKeyed {
 
     #[inline]
     fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
-        AnyKeyed::try_acquire(self, key, now, cost)
+        settled(AnyKeyed::try_acquire(self, key, now, cost))
     }
 
     fn peek(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
-        AnyKeyed::peek(self, key, now, cost)
+        settled(AnyKeyed::peek(self, key, now, cost))
     }
 
     fn reserve(
@@ -130,7 +130,7 @@ impl PyKeyedLimiter {
 }
 
 limiter_methods!(
-    #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key = convert::key],
+    #[pymethods] PyKeyedLimiter, "``key``'s limiter", [key: Key<'_> = convert::key],
     reserve = "($self, /, key, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop every key back to fresh at ``now`` (default: the clock's reading). The store does this on its own as it grows; call it to shrink an idle store (memory is given back once a quarter or less of its room is in use). Answers do not change, but for a token bucket with interval refill: a full key dropped counts its periods from its next call, so its next refill may come later, never sooner.",
     headers = "the store's (its limiter's)" {
@@ -171,7 +171,7 @@ limiter_methods!(
         #[pyo3(signature = (key, costs, now = None))]
         fn try_acquire_batch<'py>(
             slf: &Bound<'py, Self>,
-            #[pyo3(from_py_with = convert::key)] key: Key,
+            #[pyo3(from_py_with = convert::key)] key: Key<'_>,
             costs: &Bound<'py, PyAny>,
             #[pyo3(from_py_with = convert::moment)] now: Option<convert::Now>,
         ) -> PyResult<Bound<'py, PyList>> {

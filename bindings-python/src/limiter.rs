@@ -15,7 +15,7 @@ use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
 
 use crate::algorithms;
 use crate::convert;
-use crate::decision::named_headers;
+use crate::decision::{named_headers, settled};
 use crate::errors::to_py;
 use crate::lock::Locked;
 use crate::recycle::Recycler;
@@ -69,11 +69,11 @@ impl Core for AnyLimiter {
 
     #[inline]
     fn try_acquire(&mut self, _: &(), now: Nanos, cost: u64) -> Result<Decision, Error> {
-        Limiter::try_acquire(self, now, cost)
+        settled(Limiter::try_acquire(self, now, cost))
     }
 
     fn peek(&mut self, _: &(), now: Nanos, cost: u64) -> Result<Decision, Error> {
-        Limiter::peek(self, now, cost)
+        settled(Limiter::peek(self, now, cost))
     }
 
     fn reserve(

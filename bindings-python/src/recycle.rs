@@ -39,7 +39,12 @@ unsafe impl Sync for Recycler {}
 impl Recycler {
     /// `decision`, as a Decision whose headers name `name` and `window`:
     /// the last one answered, rewritten, when nothing else refers to it.
-    #[inline]
+    ///
+    /// Inlined, so that the decision's fields go from registers straight
+    /// into the object: passed through memory, they were written 8 bytes at
+    /// a time and copied 16 at a time, and each such load waits for the two
+    /// stores under it (see [`crate::decision::settled`]).
+    #[inline(always)]
     pub fn answer<'py>(
         &self,
         py: Python<'py>,
@@ -61,8 +66,20 @@ impl Recycler {
                 }
             }
         }
+        self.fresh(py, &decision, name, window)
+    }
+
+    /// [`Recycler::answer`] in a new Decision, kept as the last one.
+    #[inline(never)]
+    fn fresh<'py>(
+        &self,
+        py: Python<'py>,
+        decision: &Decision,
+        name: &Py<PyString>,
+        window: Nanos,
+    ) -> PyResult<Bound<'py, PyDecision>> {
         let issuer = Issuer::Named(name.clone_ref(py));
-        let fresh = Bound::new(py, PyDecision::with_window(decision, window, issuer))?;
+        let fresh = Bound::new(py, PyDecision::with_window(*decision, window, issuer))?;
         #[cfg(not(Py_GIL_DISABLED))]
         {
             // SAFETY: see `impl Sync`. Allocating `fresh` above may have run

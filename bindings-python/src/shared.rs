@@ -98,6 +98,7 @@ impl<C> Shared<C> {
     }
 
     /// `now`, or a reading of the clock.
+    #[inline(always)]
     pub fn now(&self, py: Python<'_>, now: Option<Nanos>) -> PyResult<Nanos> {
         convert::now_or_clock(py, now, self.clock.get())
     }
@@ -565,11 +566,18 @@ macro_rules! limiter_methods {
             #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, now = None))]
             fn $method<'py>(
                 slf: &Bound<'py, Self>,
-                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
+                $($target: Option<&Bound<'py, PyAny>>,)?
                 #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
                 #[pyo3(from_py_with = $crate::convert::moment)] now: Option<$crate::convert::Now>,
             ) -> PyResult<Bound<'py, $crate::decision::PyDecision>> {
-                let target = limiter_methods!(@target $($target)?);
+                // Converted here, not by `from_py_with` (see `Held`).
+                $(
+                    let none = ::pyo3::types::PyNone::get(slf.py());
+                    let mut held = None;
+                    let obj = $target.unwrap_or(none.as_any());
+                    let $target = <$tty as $crate::convert::Held>::hold(obj, &mut held)?;
+                )?
+                let target = limiter_methods!(@held $($target)?);
                 $crate::shared::decide(slf, now, target, |core, target, now| $crate::shared::Core::$method(core, target, now, cost))
             }
         ], $($rest)*);
@@ -607,6 +615,8 @@ macro_rules! limiter_methods {
         }
     };
     (@target) => { &() };
+    (@held) => { &() };
+    (@held $target:ident) => { $target };
     (@target $target:ident) => { ::core::convert::AsRef::as_ref(&$target) };
 }
 
