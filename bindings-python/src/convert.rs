@@ -445,7 +445,7 @@ pub fn data(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 /// A `str` or `bytes` key is borrowed where CPython keeps its bytes (for an
 /// ASCII `str`, its very characters), for as long as the argument lives:
 /// copying it onto the stack (a variable-length copy, then fixed-width
-/// loads of what it wrote, which wait for its stores) was a sixth of a
+/// loads of what it wrote, which wait for its stores) was a tenth of a
 /// keyed `try_acquire`. Digits, and keys kept past their call
 /// ([`Key::into_owned`]), are owned: short ones on the stack.
 #[derive(Clone)]
@@ -609,30 +609,48 @@ pub fn key<'a>(obj: &'a Bound<'_, PyAny>) -> PyResult<Key<'a>> {
 /// target needs that `obj` does not hold. A conversion returned from a
 /// function (as `from_py_with` calls one) crossed memory as a whole, and
 /// the copy's wide loads waited for the narrow stores that wrote it (a
-/// failed store forwarding): a sixth of a keyed decision.
+/// failed store forwarding): an eighth of a keyed decision.
 pub trait Held<'a>: Sized {
     type Target: ?Sized;
-    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a Self::Target>;
+    /// Where a conversion keeps what `obj` does not hold.
+    type Slot: Default;
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Self::Slot) -> PyResult<&'a Self::Target>;
+}
+
+/// What a key's conversion keeps: an `int`'s digits, or a [`Key`].
+#[derive(Default)]
+pub struct KeySlot<'a> {
+    digits: itoa::Buffer,
+    key: Option<Key<'a>>,
 }
 
 impl<'a> Held<'a> for Key<'a> {
     type Target = [u8];
+    type Slot = KeySlot<'a>;
 
-    /// A `str` itself, the usual key, borrowed without a [`Key`].
+    /// A `str` or `bytes` itself, the usual keys, borrowed, and an `int`
+    /// itself written once, in place, without a [`Key`].
     #[inline(always)]
-    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a [u8]> {
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut KeySlot<'a>) -> PyResult<&'a [u8]> {
         if let Ok(text) = obj.cast_exact::<PyString>() {
             if let Some(bytes) = utf8_of(text) {
                 return Ok(bytes);
             }
+        } else if obj.is_exact_instance_of::<PyInt>() {
+            if let Ok(int) = obj.extract::<i64>() {
+                return Ok(slot.digits.format(int).as_bytes());
+            }
+        } else if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+            return Ok(bytes.as_bytes());
         }
-        let held: &'a Key<'a> = slot.insert(key(obj)?);
+        let held: &'a Key<'a> = slot.key.insert(key(obj)?);
         Ok(held.as_ref())
     }
 }
 
 impl<'a> Held<'a> for Option<Request> {
     type Target = Request;
+    type Slot = Option<Self>;
 
     fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a Request> {
         let held: &'a Option<Request> = slot.insert(request(obj)?);

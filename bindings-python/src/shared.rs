@@ -573,7 +573,7 @@ macro_rules! limiter_methods {
                 // Converted here, not by `from_py_with` (see `Held`).
                 $(
                     let none = ::pyo3::types::PyNone::get(slf.py());
-                    let mut held = None;
+                    let mut held = Default::default();
                     let obj = $target.unwrap_or(none.as_any());
                     let $target = <$tty as $crate::convert::Held>::hold(obj, &mut held)?;
                 )?
