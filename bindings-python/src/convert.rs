@@ -523,21 +523,30 @@ impl<'a> Key<'a> {
     }
 }
 
-/// The UTF-8 bytes of `text` as CPython keeps them, or `None` when it has
-/// none (a lone surrogate), with the exception cleared.
+/// The UTF-8 bytes CPython keeps with `text`, or `None` with its exception
+/// pending (a lone surrogate has no UTF-8; or a `MemoryError`).
 #[inline(always)]
-fn utf8_of<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
+fn utf8_pending<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
     let mut size: pyo3::ffi::Py_ssize_t = 0;
     // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
     let data = unsafe { pyo3::ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
     if data.is_null() {
-        // Raised again, in our words, by `utf8_raising`.
-        drop(PyErr::take(text.py()));
         return None;
     }
     // SAFETY: CPython returned `size` bytes at `data`, owned by `text` and
     // unchanged while it lives (a str is immutable).
     Some(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
+}
+
+/// [`utf8_pending`], with the exception cleared when there are no bytes
+/// (raised again, in our words, by [`utf8_raising`]).
+#[inline(always)]
+fn utf8_of<'a>(text: &'a Bound<'_, PyString>) -> Option<&'a [u8]> {
+    let bytes = utf8_pending(text);
+    if bytes.is_none() {
+        drop(PyErr::take(text.py()));
+    }
+    bytes
 }
 
 /// The UTF-8 bytes of `text`, which CPython keeps with the string (for an
@@ -554,20 +563,15 @@ fn utf8_raising<'a>(
     name: &'static str,
     raise: impl Fn(Error) -> PyErr,
 ) -> PyResult<&'a [u8]> {
-    let py = text.py();
-    let mut size: pyo3::ffi::Py_ssize_t = 0;
-    // SAFETY: `text` is a str, and the GIL is held (a `Bound`).
-    let data = unsafe { pyo3::ffi::PyUnicode_AsUTF8AndSize(text.as_ptr(), &mut size) };
-    if data.is_null() {
-        let err = PyErr::fetch(py);
-        if err.is_instance_of::<PyUnicodeEncodeError>(py) {
-            return Err(raise(invalid_value(name, NOT_TEXT)));
-        }
-        return Err(err); // anything else (MemoryError) as it is
+    if let Some(bytes) = utf8_pending(text) {
+        return Ok(bytes);
     }
-    // SAFETY: CPython returned `size` bytes at `data`, owned by `text` and
-    // unchanged while it lives (a str is immutable).
-    Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size as usize) })
+    let py = text.py();
+    let err = PyErr::fetch(py);
+    if err.is_instance_of::<PyUnicodeEncodeError>(py) {
+        return Err(raise(invalid_value(name, NOT_TEXT)));
+    }
+    Err(err) // anything else (MemoryError) as it is
 }
 
 /// The str argument `name`: [`text`], or `invalid_type` for anything else.

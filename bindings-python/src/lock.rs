@@ -3,10 +3,10 @@
 //! A decision borrows its limiter for a few nanoseconds, with the GIL held
 //! and without running Python code. A mutex there cost two atomic
 //! instructions per call (lock and unlock): `TokenBucket.try_acquire()` took
-//! 62 ns with it and 58 without, on the machine of our benchmarks. With the GIL, no other
-//! thread can reach the core while one holds it, provided that no Python
-//! code runs while the core is borrowed: Python code may release the GIL
-//! (and may call the same limiter again). Every borrow in this crate keeps
+//! 62 ns with it and 58 without, on the machine of our benchmarks. With the
+//! GIL, no other thread can reach the core while one holds it, provided
+//! that no Python code runs while the core is borrowed: Python code may
+//! release the GIL (and may call the same limiter again). Every borrow in this crate keeps
 //! to that rule: it makes no Python object (an allocation may run the
 //! garbage collector, and so finalizers), calls no Python, and releases
 //! nothing. A flag checks the rule: a borrow while another is alive panics

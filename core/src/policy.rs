@@ -392,10 +392,10 @@ impl Policy {
 ///
 /// An empty key (a limit keyed by no field) is a slice of a static: when
 /// no limit is keyed, the keys' buffer never allocates, and a slice of it
-/// points at no memory (address 1). Comparing keys calls `memcmp`, whose masked
-/// vector load from such an address, even of no bytes, took the processor
-/// a microcode assist (AVX-512 glibc on AMD EPYC): 40% of a Python
-/// `Policy.try_acquire()` of two unkeyed limits, 340 ns to 193.
+/// points at no memory (address 1). Comparing keys calls `memcmp`, whose
+/// masked vector load from such an address, even of no bytes, took the
+/// processor a microcode assist (AVX-512 glibc on AMD EPYC): 40% of a
+/// Python `Policy.try_acquire()` of two unkeyed limits, 340 ns to 193.
 fn key_of<'a>(keys: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
     static SOMEWHERE: [u8; 1] = [0];
     let start = if i == 0 { 0 } else { ends[i - 1] };
