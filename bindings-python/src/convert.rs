@@ -12,6 +12,7 @@ use pyo3::types::{
     PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple, PyType,
 };
 use ratekeeper::{Algorithm, Calendar, Decision, Error, Eviction, Nanos, Refill};
+use smallvec::SmallVec;
 
 use crate::decision::PyDecision;
 use crate::errors::{to_py, to_py_with};
@@ -446,8 +447,7 @@ pub fn data(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
 /// ASCII `str`, its very characters), for as long as the argument lives:
 /// copying it onto the stack (a variable-length copy, then fixed-width
 /// loads of what it wrote, which wait for its stores) was a tenth of a
-/// keyed `try_acquire`. Digits, and keys kept past their call
-/// ([`Key::into_owned`]), are owned: short ones on the stack.
+/// keyed `try_acquire`. Digits are owned: short ones on the stack.
 #[derive(Clone)]
 pub enum Key<'a> {
     Borrowed(&'a [u8]),
@@ -466,15 +466,6 @@ impl<'a> Key<'a> {
             Key::Inline(bytes.len() as u8, inline)
         } else {
             Key::Heap(bytes.into())
-        }
-    }
-
-    /// This key, owning its bytes.
-    pub fn into_owned(self) -> Key<'static> {
-        match self {
-            Key::Borrowed(bytes) => Key::new(bytes),
-            Key::Inline(len, bytes) => Key::Inline(len, bytes),
-            Key::Heap(bytes) => Key::Heap(bytes),
         }
     }
 
@@ -654,30 +645,90 @@ impl<'a> Held<'a> for Key<'a> {
 
 impl<'a> Held<'a> for Option<Request> {
     type Target = Request;
-    type Slot = Option<Self>;
+    type Slot = Request;
 
-    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Option<Self>) -> PyResult<&'a Request> {
-        let held: &'a Option<Request> = slot.insert(request(obj)?);
-        Ok(AsRef::<Request>::as_ref(held))
+    /// Built in the call's slot: a request returned, wrapped in a `Result`
+    /// and an `Option`, was copied whole at each step.
+    #[inline(always)]
+    fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut Request) -> PyResult<&'a Request> {
+        if obj.is_none() {
+            return Ok(&NO_FIELDS);
+        }
+        slot.fill(obj)?;
+        Ok(slot)
     }
 }
 
-/// A policy's request: its fields and their values (as keys are).
-#[derive(Clone)]
-pub struct Request(Vec<(String, Key<'static>)>);
+/// A policy's request: its fields' names and values, end to end in one
+/// buffer, so that a request of a few short fields allocates nothing and
+/// is small to move.
+#[derive(Clone, Default)]
+pub struct Request {
+    bytes: SmallVec<[u8; 96]>,
+    /// Where each field's name ends, then its value, in `bytes`.
+    ends: SmallVec<[(u32, u32); FIELDS]>,
+}
+
+/// The fields a request holds without allocating.
+pub const FIELDS: usize = 4;
 
 impl Request {
     /// The fields as the core takes them.
-    pub fn fields(&self) -> Vec<(&str, &[u8])> {
-        self.0
-            .iter()
-            .map(|(field, value)| (field.as_str(), value.as_ref()))
-            .collect()
+    #[inline]
+    pub fn fields(&self) -> SmallVec<[(&str, &[u8]); FIELDS]> {
+        let mut start = 0;
+        let field = |&(name_end, value_end): &(u32, u32)| {
+            let (name_end, value_end) = (name_end as usize, value_end as usize);
+            // Names were read as text (`fill`), so they are UTF-8.
+            let name = std::str::from_utf8(&self.bytes[start..name_end]).unwrap_or_default();
+            start = value_end;
+            (name, &self.bytes[name_end..value_end])
+        };
+        self.ends.iter().map(field).collect()
+    }
+
+    /// Reads the fields of the mapping `obj` into this empty request.
+    fn fill(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = obj.py();
+        let wrong_type = || {
+            let expected = "a mapping of str field names to str, bytes or int values, or None";
+            to_py(py, invalid_type("request", expected))
+        };
+        // The items are taken first and converted after: a conversion may
+        // run Python code (an int subclass's `__index__`), which must not
+        // change a dict under its iterator. A dict is read in place
+        // (`PyDict_Next`), without the list of tuples `items()` makes.
+        let items: SmallVec<[_; FIELDS]> = match obj.cast::<PyDict>() {
+            Ok(dict) => dict.iter().collect(),
+            Err(_) => match obj.cast::<pyo3::types::PyMapping>() {
+                Ok(mapping) => mapping
+                    .items()?
+                    .iter()
+                    .map(|item| item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>())
+                    .collect::<PyResult<_>>()?,
+                Err(_) => return Err(wrong_type()),
+            },
+        };
+        let too_long = || to_py(py, invalid_value("request", "is over 4 GiB"));
+        for (field, value) in &items {
+            let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
+            let name = text(field, "request")?;
+            let value = Key::from_py_raising(value, "request", |err| of_field(err, name, value))?;
+            self.bytes.extend_from_slice(name.as_bytes());
+            let name_end = u32::try_from(self.bytes.len()).map_err(|_| too_long())?;
+            self.bytes.extend_from_slice(value.as_ref());
+            let value_end = u32::try_from(self.bytes.len()).map_err(|_| too_long())?;
+            self.ends.push((name_end, value_end));
+        }
+        Ok(())
     }
 }
 
 /// The request of no fields.
-static NO_FIELDS: Request = Request(Vec::new());
+static NO_FIELDS: Request = Request {
+    bytes: SmallVec::new_const(),
+    ends: SmallVec::new_const(),
+};
 
 /// A request given or not (`None`: no fields).
 impl AsRef<Request> for Option<Request> {
@@ -689,30 +740,12 @@ impl AsRef<Request> for Option<Request> {
 /// A policy's `request`: a mapping of field names (`str`) to values (`str`,
 /// `bytes` or `int`), or `None` for no fields.
 pub fn request(obj: &Bound<'_, PyAny>) -> PyResult<Option<Request>> {
-    let py = obj.py();
-    let wrong_type = || {
-        let expected = "a mapping of str field names to str, bytes or int values, or None";
-        to_py(py, invalid_type("request", expected))
-    };
     if obj.is_none() {
         return Ok(None);
     }
-    let items = match obj.cast::<PyDict>() {
-        Ok(dict) => dict.items(),
-        Err(_) => match obj.cast::<pyo3::types::PyMapping>() {
-            Ok(mapping) => mapping.items()?,
-            Err(_) => return Err(wrong_type()),
-        },
-    };
-    let mut fields = Vec::with_capacity(items.len());
-    for item in items.iter() {
-        let (field, value) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
-        let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
-        let name = text(field, "request")?.to_owned();
-        let key = Key::from_py_raising(&value, "request", |err| of_field(err, &name, &value))?;
-        fields.push((name, key.into_owned()));
-    }
-    Ok(Some(Request(fields)))
+    let mut request = Request::default();
+    request.fill(obj)?;
+    Ok(Some(request))
 }
 
 /// `err`, about a value of the argument `request`, said of its field `field`

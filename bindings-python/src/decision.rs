@@ -25,8 +25,7 @@ pub enum Issuer {
     /// the limit that denied.
     Policy {
         policy: Py<PyPolicy>,
-        limits: Box<[Decision]>,
-        denied_by: Option<usize>,
+        limits: LimitDecisions,
     },
     /// One limit's own decision within a policy's.
     PolicyLimit(Py<PyPolicy>, usize),
@@ -40,6 +39,47 @@ pub enum Issuer {
         limits: Box<[(String, Nanos, Decision)]>,
         denied_by: Option<usize>,
     },
+}
+
+/// A policy decision's own decision of each limit and the index of the
+/// limit that denied: written again, as the numbers are, when the policy
+/// answers the same object again (`Recycler::answer_policy`).
+pub struct LimitDecisions(UnsafeCell<(Box<[Decision]>, Option<usize>)>);
+
+impl LimitDecisions {
+    pub fn new(limits: &[Decision], denied_by: Option<usize>) -> Self {
+        LimitDecisions(UnsafeCell::new((limits.into(), denied_by)))
+    }
+
+    /// Each limit's own decision.
+    pub fn limits(&self) -> &[Decision] {
+        // SAFETY: written only by `rewrite`, whose caller guarantees that
+        // nothing else refers to the object, so nothing borrows this.
+        unsafe { &(*self.0.get()).0 }
+    }
+
+    /// The index of the limit that denied.
+    pub fn denied_by(&self) -> Option<usize> {
+        // SAFETY: as in `limits`.
+        unsafe { (*self.0.get()).1 }
+    }
+
+    /// Makes these the decisions `limits`, denied by `denied_by`, when
+    /// there are as many; `false` (and nothing written) otherwise.
+    ///
+    /// # Safety
+    /// As [`PyDecision::rewrite`]: nothing but the caller refers to the
+    /// decision holding these, and the GIL is held.
+    #[inline]
+    pub unsafe fn rewrite(&self, limits: &[Decision], denied_by: Option<usize>) -> bool {
+        let (old, old_denied_by) = &mut *self.0.get();
+        if old.len() != limits.len() {
+            return false;
+        }
+        old.copy_from_slice(limits);
+        *old_denied_by = denied_by;
+        true
+    }
 }
 
 /// `answer` as the core wrote it, read one field at a time.
@@ -321,8 +361,10 @@ impl PyDecision {
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         match &self.issuer {
             Issuer::Named(name) => named_headers(py, name, self.window(), &self.decision()),
-            Issuer::Policy { policy, limits, .. } => {
-                policy.get().headers_of(py, limits, &self.decision())
+            Issuer::Policy { policy, limits } => {
+                policy
+                    .get()
+                    .headers_of(py, limits.limits(), &self.decision())
             }
             Issuer::PolicyLimit(policy, index) => {
                 policy.get().limit_headers_of(py, *index, &self.decision())
@@ -535,9 +577,8 @@ impl PyPolicyDecision {
     fn denied_by(slf: &Bound<'_, Self>) -> PyResult<Option<Py<PyString>>> {
         let py = slf.py();
         match &slf.as_super().get().issuer {
-            Issuer::Policy {
-                policy, denied_by, ..
-            } => denied_by
+            Issuer::Policy { policy, limits } => limits
+                .denied_by()
                 .map(|index| policy.get().limit_name(py, index))
                 .transpose(),
             Issuer::GivenPolicy { limits, denied_by } => {
@@ -559,7 +600,8 @@ impl PyPolicyDecision {
             PyTuple::new(py, [name.into_any(), decision.into_any().unbind()])
         };
         let items = match &base.issuer {
-            Issuer::Policy { policy, limits, .. } => limits
+            Issuer::Policy { policy, limits } => limits
+                .limits()
                 .iter()
                 .enumerate()
                 .map(|(index, decision)| {

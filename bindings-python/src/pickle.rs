@@ -49,7 +49,8 @@ fn header_items(py: Python<'_>, decision: &PyDecision) -> PyResult<Vec<(String, 
             let name = name.bind(py).to_cow()?.into_owned();
             vec![(name, decision.window(), decision.decision())]
         }
-        Issuer::Policy { policy, limits, .. } => {
+        Issuer::Policy { policy, limits } => {
+            let limits = limits.limits();
             with(policy.get().limits(py, limits.len()), limits)
         }
         Issuer::PolicyLimit(policy, index) => {
@@ -70,7 +71,8 @@ pub fn reduce<'py>(slf: &Bound<'py, PyDecision>) -> PyResult<Bound<'py, PyTuple>
         return reduce_subclass(slf, items);
     }
     let denied_by = match &this.issuer {
-        Issuer::Policy { denied_by, .. } | Issuer::GivenPolicy { denied_by, .. } => *denied_by,
+        Issuer::Policy { limits, .. } => limits.denied_by(),
+        Issuer::GivenPolicy { denied_by, .. } => *denied_by,
         _ => None,
     };
     let items = items.iter();

@@ -6,10 +6,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
 
+use smallvec::SmallVec;
+
 use crate::convert::{self, Request};
-use crate::decision::{headers_dict, Issuer, PyDecision, PyPolicyDecision};
+use crate::decision::{headers_dict, Issuer, LimitDecisions, PyDecision, PyPolicyDecision};
 use crate::errors::{invalid_config, rate_limited, to_py};
 use crate::keyed::PyKeyedLimiter;
+use crate::recycle::Recycler;
 use crate::shared::{limiter_methods, Core, Shared, Subject};
 
 /// The core policy, and each limit's window (for the headers).
@@ -18,10 +21,11 @@ pub struct PolicyCore {
     windows: Vec<Nanos>,
 }
 
-/// A policy's answer: the combined decision and each limit's own.
+/// A policy's answer: the combined decision and each limit's own (inline
+/// up to a few limits, copied from there into the PolicyDecision).
 pub struct PolicyAnswer {
     combined: PolicyDecision,
-    limits: Box<[Decision]>,
+    limits: SmallVec<[Decision; 4]>,
 }
 
 impl PolicyCore {
@@ -127,6 +131,7 @@ impl Core for PolicyCore {
 #[pyclass(frozen, name = "Policy", module = "ratekeeper")]
 pub struct PyPolicy {
     shared: Shared<PolicyCore>,
+    recycler: Recycler,
 }
 
 impl Subject for PyPolicy {
@@ -136,18 +141,26 @@ impl Subject for PyPolicy {
         &self.shared
     }
 
+    #[inline]
     fn answer<'py>(
         slf: &Bound<'py, Self>,
         answer: PolicyAnswer,
     ) -> PyResult<Bound<'py, PyDecision>> {
-        let issuer = Issuer::Policy {
-            policy: slf.clone().unbind(),
-            limits: answer.limits,
-            denied_by: answer.combined.denied_by,
-        };
-        let base = PyDecision::new(answer.combined.decision, issuer);
-        let init = PyClassInitializer::from(base).add_subclass(PyPolicyDecision);
-        Ok(Bound::new(slf.py(), init)?.into_super())
+        let PolicyDecision {
+            decision,
+            denied_by,
+        } = answer.combined;
+        let recycler = &slf.get().recycler;
+        recycler.answer_policy(slf.py(), decision, &answer.limits, denied_by, || {
+            let limits = LimitDecisions::new(&answer.limits, denied_by);
+            let issuer = Issuer::Policy {
+                policy: slf.clone().unbind(),
+                limits,
+            };
+            let base = PyDecision::new(decision, issuer);
+            let init = PyClassInitializer::from(base).add_subclass(PyPolicyDecision);
+            Ok(Bound::new(slf.py(), init)?.into_super())
+        })
     }
 
     fn rate_limited(&self, py: Python<'_>, denied: &PolicyAnswer) -> PyErr {
@@ -166,6 +179,7 @@ impl PyPolicy {
         let calendar = (0..policy.len()).any(|i| policy.limiter(i).calendar().is_some());
         let policy = PyPolicy {
             shared: Shared::new(PolicyCore::new(policy), clock),
+            recycler: Recycler::default(),
         };
         if calendar {
             policy.shared.default_clock(convert::wall_clock(py)?);
@@ -420,7 +434,9 @@ limiter_methods!(
             let decision = decision.borrow();
             let base = decision.as_super();
             match &base.issuer {
-                Issuer::Policy { limits, .. } => self.headers_of(py, limits, &base.decision()),
+                Issuer::Policy { limits, .. } => {
+                    self.headers_of(py, limits.limits(), &base.decision())
+                }
                 Issuer::GivenPolicy { limits, .. } => {
                     let limits: Vec<_> = limits.iter().map(|(_, _, d)| *d).collect();
                     self.headers_of(py, &limits, &base.decision())

@@ -52,21 +52,72 @@ impl Recycler {
         name: &Py<PyString>,
         window: Nanos,
     ) -> PyResult<Bound<'py, PyDecision>> {
+        let reused = self.reuse(py, |last| {
+            // SAFETY: as `reuse` calls it; and the slot's Decisions are all
+            // named `name` (each limiter has its own slot).
+            unsafe { last.rewrite(decision, window) };
+            true
+        });
+        match reused {
+            Some(last) => Ok(last),
+            None => self.fresh(py, &decision, name, window),
+        }
+    }
+
+    /// A policy's `decision`, denied by the limit `denied_by`, of limits
+    /// that decided `limits`: the last one answered, rewritten, when nothing
+    /// else refers to it and the policy had as many limits then; else the
+    /// new PolicyDecision that `make` makes, kept as the last one.
+    #[inline(always)]
+    pub fn answer_policy<'py>(
+        &self,
+        py: Python<'py>,
+        decision: Decision,
+        limits: &[Decision],
+        denied_by: Option<usize>,
+        make: impl FnOnce() -> PyResult<Bound<'py, PyDecision>>,
+    ) -> PyResult<Bound<'py, PyDecision>> {
+        // SAFETY (both): as `reuse` calls it; and the slot's decisions are
+        // all this policy's (each policy has its own slot).
+        let reused = self.reuse(py, |last| match &last.issuer {
+            Issuer::Policy { limits: own, .. } if unsafe { own.rewrite(limits, denied_by) } => {
+                unsafe { last.rewrite(decision, Nanos::ZERO) };
+                true
+            }
+            _ => false,
+        });
+        match reused {
+            Some(last) => Ok(last),
+            None => Ok(self.keep(make()?)),
+        }
+    }
+
+    /// The last decision answered, once `rewrite` made it the new answer,
+    /// if nothing else refers to it (else `rewrite` is not called); `None`
+    /// when there is none, it is held, or `rewrite` declined.
+    ///
+    /// `rewrite` may write into the decision (`PyDecision::rewrite`): when
+    /// it is called, nothing but the slot refers to the decision, and the
+    /// GIL is held.
+    #[inline(always)]
+    fn reuse<'py>(
+        &self,
+        py: Python<'py>,
+        rewrite: impl FnOnce(&PyDecision) -> bool,
+    ) -> Option<Bound<'py, PyDecision>> {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             // SAFETY: see `impl Sync`; the borrow ends before any Python code.
-            if let Some(last) = unsafe { &*self.last.get() } {
-                // SAFETY: `last` is a live object (the slot holds it).
-                if unsafe { pyo3::ffi::Py_REFCNT(last.as_ptr()) } == 1 {
-                    // Only this slot refers to it: no one can be reading it.
-                    // SAFETY: the slot's Decisions are all named `name` (each
-                    // limiter has its own slot), and nothing else refers to it.
-                    unsafe { last.get().rewrite(decision, window) };
-                    return Ok(last.bind(py).clone());
-                }
+            let last = unsafe { &*self.last.get() }.as_ref()?;
+            // SAFETY: `last` is a live object (the slot holds it).
+            if unsafe { pyo3::ffi::Py_REFCNT(last.as_ptr()) } == 1 && rewrite(last.get()) {
+                // Only this slot referred to it: no one could be reading it.
+                return Some(last.bind(py).clone());
             }
         }
-        self.fresh(py, &decision, name, window)
+        #[cfg(Py_GIL_DISABLED)]
+        let _ = (py, rewrite);
+        None
     }
 
     /// [`Recycler::answer`] in a new Decision, kept as the last one.
@@ -80,14 +131,20 @@ impl Recycler {
     ) -> PyResult<Bound<'py, PyDecision>> {
         let issuer = Issuer::Named(name.clone_ref(py));
         let fresh = Bound::new(py, PyDecision::with_window(*decision, window, issuer))?;
+        Ok(self.keep(fresh))
+    }
+
+    /// `fresh`, kept as the last decision answered.
+    #[inline(never)]
+    fn keep<'py>(&self, fresh: Bound<'py, PyDecision>) -> Bound<'py, PyDecision> {
         #[cfg(not(Py_GIL_DISABLED))]
         {
-            // SAFETY: see `impl Sync`. Allocating `fresh` above may have run
+            // SAFETY: see `impl Sync`. Allocating `fresh` may have run
             // Python code (a garbage collection), so the slot is borrowed
             // anew, and the Decision it held is dropped after the borrow.
             let previous = unsafe { (*self.last.get()).replace(fresh.clone().unbind()) };
             drop(previous);
         }
-        Ok(fresh)
+        fresh
     }
 }

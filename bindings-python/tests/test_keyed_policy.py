@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pytest
 from limiters import ALL, FakeClock, Make
@@ -270,6 +270,63 @@ def test_policy_decisions_combine_every_limit() -> None:
     assert own.headers() == {"RateLimit-Policy": '"global";q=3;w=1000000', "RateLimit": '"global";r=1;t=1000000'}
     with pytest.raises(KeyError):
         policy.keyed_by("nope")
+
+
+def test_a_policy_decision_kept_never_changes() -> None:
+    # A policy answers its last PolicyDecision again once nobody holds it
+    # (src/recycle.rs), rewriting its numbers and each limit's decision.
+    policy = per_user_and_global(2, 3)
+    first = policy.try_acquire({"user": "alice"}, 2, now=0)
+    limits = [(name, d.remaining) for name, d in first.limits]
+    for user in ("alice", "bob", "carol", "bob"):
+        policy.try_acquire({"user": user}, now=0)  # each dropped at once
+    denied = policy.try_acquire({"user": "bob"}, now=0)
+    assert (first.allowed, first.remaining, first.denied_by) == (True, 0, None)
+    assert [(name, d.remaining) for name, d in first.limits] == limits == [("per-user", 0), ("global", 1)]
+    assert first.headers()["RateLimit"] == '"per-user";r=0;t=1000000, "global";r=1;t=1000000'
+    assert (denied.allowed, denied.denied_by) == (False, "global")
+    # A limit added since: the next answer lists it.
+    policy.add("per-route", FixedWindow(5, 1), by=["route"])
+    del denied
+    third = policy.peek({"user": "dave", "route": "/a"}, now=0)
+    assert [name for name, _ in third.limits] == ["per-user", "global", "per-route"]
+
+
+def test_requests_of_any_mapping_many_and_long_fields() -> None:
+    import collections
+    import types
+
+    policy = Policy()
+    policy.add("by-all", FixedWindow(1, 60), by=["a", "b", "c", "d", "e", "f"])
+    long = "x" * 300
+    request: dict[str, str | bytes | int] = {"a": long, "b": b"\xff" * 100, "c": 2**80, "d": "é", "e": -7, "f": ""}
+    assert policy.try_acquire(request, now=0)
+    same: list[Mapping[str, str | bytes | int]] = [
+        collections.OrderedDict(request),
+        types.MappingProxyType(request),
+        {**request, "g": "ignored"},
+        {"f": "", **request},  # another order
+    ]
+    for alike in same:
+        assert not policy.peek(alike, now=0)
+    assert policy.peek({**request, "a": long + "y"}, now=0)
+    assert policy.peek({**request, "c": 2**80 + 1}, now=0)
+
+    class Index:
+        """An int-like value whose __index__ changes the request it is in."""
+
+        def __init__(self, into: dict[str, Any]) -> None:
+            self.into = into
+
+        def __index__(self) -> int:
+            self.into["added"] = 1
+            return 7
+
+    changing: dict[str, Any] = {**request}
+    changing["e"] = Index(changing)
+    assert policy.try_acquire(changing, now=0)  # e=7, another key
+    assert "added" in changing
+    assert not policy.peek({**request, "e": 7}, now=0)
 
 
 def test_requests_fields_and_their_errors() -> None:

@@ -19,7 +19,9 @@
 //!
 //! Below them, the store the language bindings hold (`AnyKeyed`: byte keys,
 //! here each key's eight bytes) with GCRA and with a token bucket of the
-//! same quota. "allowed" is the share of the median round's calls admitted:
+//! same quota; then a `Policy` of two limits (that token bucket per key,
+//! and a site-wide one that never binds), beside its two stores asked in
+//! turn, which is what the policy's all-or-nothing costs. "allowed" is the share of the median round's calls admitted:
 //! the first rounds after the warm-up admit more, as the keys' bursts run
 //! out, so it differs when a different round is the median.
 //!
@@ -37,7 +39,7 @@ use std::time::{Duration, Instant};
 use governor::clock::Clock;
 use governor::nanos::Nanos as GovernorNanos;
 use governor::{Quota, RateLimiter};
-use ratekeeper::{AnyKeyed, AnyLimiter, Gcra, KeyedLimiter, Nanos, TokenBucket};
+use ratekeeper::{AnyKeyed, AnyLimiter, Gcra, KeyedLimiter, Nanos, Policy, TokenBucket};
 
 /// Counts live heap bytes.
 struct Counting;
@@ -194,6 +196,40 @@ fn main() {
             }),
         ));
     }
+
+    // A policy of two limits, one per key and one for all keys (a site-wide
+    // quota that never binds here), decided all or nothing; beside it, the
+    // same two stores asked one after the other, which is not all or
+    // nothing: the policy's own cost is the difference.
+    let per_key = || -> AnyLimiter {
+        TokenBucket::new(BURST as u64, 1, Nanos(PERIOD))
+            .unwrap()
+            .into()
+    };
+    let site_wide = || -> AnyLimiter { TokenBucket::new(1 << 40, 1, Nanos(1)).unwrap().into() };
+    let clock = StepClock::default();
+    let mut policy = Policy::new();
+    policy.add("per key", &["key"], per_key()).unwrap();
+    policy.add("site-wide", &[], site_wide()).unwrap();
+    rows.push((
+        "ratekeeper Policy, per key + global",
+        time(&keys, &clock, |k| {
+            let key = k.to_le_bytes();
+            let request = [("key", &key[..])];
+            let decided = policy.try_acquire(&request, Nanos(clock.0.get()), 1);
+            decided.unwrap().decision.allowed
+        }),
+    ));
+    let clock = StepClock::default();
+    let (mut each, mut all) = (AnyKeyed::new(per_key()), AnyKeyed::new(site_wide()));
+    rows.push((
+        "the same two AnyKeyed, in turn",
+        time(&keys, &clock, |k| {
+            let now = Nanos(clock.0.get());
+            let own = each.try_acquire(&k.to_le_bytes(), now, 1).unwrap();
+            own.allowed & all.try_acquire(b"", now, 1).unwrap().allowed
+        }),
+    ));
 
     let base = rows[0].1 .0;
     println!("\nns per keyed decision, {KEYS} keys, {CALLS} calls per round, median of {ROUNDS}");

@@ -5,7 +5,7 @@ use alloc::boxed::Box;
 use foldhash::fast::SeedableRandomState;
 use foldhash::SharedSeed;
 
-use crate::byte_key::ByteKey;
+use crate::byte_key::{ByteKey, Query};
 use crate::{AnyLimiter, Decision, Error, Gcra, KeyedLimiter, Limiter, Nanos, TokenBucket};
 
 /// A [`KeyedLimiter`] of any algorithm, keyed by bytes: what policies and
@@ -52,6 +52,11 @@ impl HashSeed {
     pub fn new(entropy: u64) -> HashSeed {
         HashSeed(SharedSeed::from_u64(entropy))
     }
+}
+
+/// The key a store keeps for a new `query`.
+fn own(query: &Query<'_>) -> ByteKey {
+    ByteKey::new(query.0)
 }
 
 /// Calls `$body` with `$s` bound to the store inside `$any`.
@@ -181,7 +186,8 @@ impl AnyKeyed {
     // it stalled the CPU for a tenth of a keyed call.
     #[inline]
     pub fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
-        each!(&mut self.0, s => s.try_acquire_with(key, ByteKey::new, now, cost))
+        let key = &Query(key);
+        each!(&mut self.0, s => s.try_acquire_at(s.locate(key, None), key, own, now, cost))
     }
 
     /// See [`KeyedLimiter::try_acquire_batch`].
@@ -192,12 +198,12 @@ impl AnyKeyed {
         costs: &[u64],
         out: &mut [Result<Decision, Error>],
     ) -> Result<(), Error> {
-        each!(&mut self.0, s => s.try_acquire_batch_with(key, ByteKey::new, now, costs, out))
+        each!(&mut self.0, s => s.try_acquire_batch_with(&Query(key), own, now, costs, out))
     }
 
     /// See [`KeyedLimiter::peek`].
     pub fn peek(&self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
-        each!(&self.0, s => s.peek(key, now, cost))
+        each!(&self.0, s => s.peek(&Query(key), now, cost))
     }
 
     /// See [`KeyedLimiter::reserve`].
@@ -208,7 +214,7 @@ impl AnyKeyed {
         cost: u64,
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Decision>, Error> {
-        each!(&mut self.0, s => s.reserve_with(key, ByteKey::new, now, cost, max_wait))
+        each!(&mut self.0, s => s.reserve_with(&Query(key), own, now, cost, max_wait))
     }
 
     /// See [`KeyedLimiter::reserve_after`].
@@ -219,22 +225,53 @@ impl AnyKeyed {
         cost: u64,
         wait: Nanos,
     ) -> Result<bool, Error> {
-        each!(&mut self.0, s => s.reserve_after_with(key, ByteKey::new, now, cost, wait))
+        each!(&mut self.0, s => s.reserve_after_with(&Query(key), own, now, cost, wait))
     }
 
-    /// See [`KeyedLimiter::peek_decision`].
-    pub(crate) fn peek_decision(
+    /// See [`KeyedLimiter::locate`].
+    #[inline]
+    pub(crate) fn locate(&self, key: &[u8], hint: Option<usize>) -> Option<usize> {
+        each!(&self.0, s => s.locate(&Query(key), hint))
+    }
+
+    /// [`KeyedLimiter::peek_at`], into `out`. Not returned: a decision
+    /// returned through memory is written a field at a time, and the
+    /// caller's copy read it back 16 bytes at a time, each such load waiting
+    /// for the stores it spans to reach the cache (a failed store
+    /// forwarding): a sixth of a policy's decision.
+    pub(crate) fn peek_at(
         &self,
+        at: Option<usize>,
+        now: Nanos,
+        cost: u64,
+        out: &mut Decision,
+    ) -> Result<(), Error> {
+        // Written in each arm, from registers: the arms' answers merged
+        // into one value went through the stack, and back, as above.
+        each!(&self.0, s => {
+            let Decision { allowed, remaining, limit, retry_after, reset_after } =
+                s.peek_at(at, now, cost)?;
+            (out.allowed, out.remaining, out.limit) = (allowed, remaining, limit);
+            (out.retry_after, out.reset_after) = (retry_after, reset_after);
+        });
+        Ok(())
+    }
+
+    /// See [`KeyedLimiter::try_acquire_at`].
+    #[inline]
+    pub(crate) fn try_acquire_at(
+        &mut self,
+        at: Option<usize>,
         key: &[u8],
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, Error> {
-        each!(&self.0, s => s.peek_decision(key, now, cost))
+        each!(&mut self.0, s => s.try_acquire_at(at, &Query(key), own, now, cost))
     }
 
-    /// See [`KeyedLimiter::refuses`].
-    pub(crate) fn refuses(&self, key: &[u8], now: Nanos) -> Result<(), Error> {
-        each!(&self.0, s => s.refuses(key, now))
+    /// See [`KeyedLimiter::refuses_at`].
+    pub(crate) fn refuses_at(&self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
+        each!(&self.0, s => s.refuses_at(at, now))
     }
 
     /// See [`KeyedLimiter::would_book`].
@@ -245,7 +282,7 @@ impl AnyKeyed {
         cost: u64,
         wait: Nanos,
     ) -> Result<bool, Error> {
-        each!(&self.0, s => s.would_book(key, now, cost, wait))
+        each!(&self.0, s => s.would_book(&Query(key), now, cost, wait))
     }
 
     /// See [`KeyedLimiter::drops_fresh`].
@@ -253,14 +290,14 @@ impl AnyKeyed {
         each!(&self.0, s => s.drops_fresh())
     }
 
-    /// See [`KeyedLimiter::make_room_for`].
-    pub(crate) fn make_room_for(&mut self, key: &[u8], now: Nanos) -> Result<(), Error> {
-        each!(&mut self.0, s => s.make_room_for(key, now))
+    /// See [`KeyedLimiter::make_room_at`].
+    pub(crate) fn make_room_at(&mut self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
+        each!(&mut self.0, s => s.make_room_at(at, now))
     }
 
     /// See [`KeyedLimiter::refund`].
     pub fn refund(&mut self, key: &[u8], taken_at: Nanos, cost: u64) {
-        each!(&mut self.0, s => s.refund(key, taken_at, cost))
+        each!(&mut self.0, s => s.refund(&Query(key), taken_at, cost))
     }
 
     /// See [`KeyedLimiter::reclaim`].

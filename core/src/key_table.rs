@@ -82,10 +82,41 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
         self.positions.allocation_size() + self.entries.capacity() * size_of::<(K, V)>()
     }
 
-    /// Where `key`'s entry is, if it is held.
+    /// Where `key`'s entry is, if it is held: a place that stays `key`'s
+    /// until the table changes (an insertion or a removal).
     #[inline]
-    fn position<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Option<usize> {
+    pub(crate) fn position<Q: ?Sized + Hash + Equivalent<K>>(&self, key: &Q) -> Option<usize> {
         self.find(self.hasher.hash_one(key), key)
+    }
+
+    /// [`position`](Self::position), trying `hint` (where the key may be,
+    /// an earlier answer) first: a compare of the keys, where a lookup
+    /// hashes the key and probes the table. Keys are unique, so a match
+    /// there is the key's place, however much the table changed since.
+    #[inline]
+    pub(crate) fn position_near<Q: ?Sized + Hash + Equivalent<K>>(
+        &self,
+        key: &Q,
+        hint: Option<usize>,
+    ) -> Option<usize> {
+        if let Some((held, _)) = hint.and_then(|at| self.entries.get(at)) {
+            if key.equivalent(held) {
+                return hint;
+            }
+        }
+        self.position(key)
+    }
+
+    /// The value of the entry at `at`, a [`position`](Self::position).
+    #[inline]
+    pub(crate) fn value_at(&self, at: usize) -> &V {
+        &self.entries[at].1
+    }
+
+    /// The value of the entry at `at`, a [`position`](Self::position), to change.
+    #[inline]
+    pub(crate) fn value_at_mut(&mut self, at: usize) -> &mut V {
+        &mut self.entries[at].1
     }
 
     /// Where `key`, of hash `hash`, has its entry, if it is held.

@@ -310,21 +310,24 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.try_acquire_with(key, Q::to_owned, now, cost)
+        self.try_acquire_at(self.states.position(key), key, Q::to_owned, now, cost)
     }
 
-    /// [`Self::try_acquire`], making the key to keep with `own`.
-    pub(crate) fn try_acquire_with<Q>(
+    /// [`Self::try_acquire`] of `key`, held at `at` (see [`Self::locate`]),
+    /// making the key to keep with `own`.
+    #[inline]
+    pub(crate) fn try_acquire_at<Q>(
         &mut self,
+        at: Option<usize>,
         key: &Q,
         own: impl FnOnce(&Q) -> K,
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, Error>
     where
-        Q: ?Sized + Hash + Equivalent<K>,
+        Q: ?Sized,
     {
-        self.apply(key, own, now, |l, now| l.try_acquire(now, cost))
+        self.apply(at, key, own, now, |l, now| l.try_acquire(now, cost))
             .map(|(d, lag)| after(d, lag))
     }
 
@@ -360,7 +363,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized + Hash + Equivalent<K>,
     {
-        let ((), lag) = self.apply(key, own, now, |l, now| l.try_acquire_batch(now, costs, out))?;
+        let ((), lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
+            l.try_acquire_batch(now, costs, out)
+        })?;
         for slot in out[..costs.len()].iter_mut().flatten() {
             *slot = after(*slot, lag);
         }
@@ -372,7 +377,6 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// full store under [`Eviction::Refuse`] would refuse.
     pub fn peek<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
     where
-        K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K>,
     {
         if self.eviction == Eviction::Refuse && !self.states.contains_key(key) {
@@ -391,14 +395,43 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         self.peek_decision(key, now, cost)
     }
 
-    /// [`Self::peek`] without the refusal of a new key: a policy asks each
-    /// limit this, and [`Self::refuses`] once all admit.
+    /// [`Self::peek`] without the refusal of a new key: what a policy asks
+    /// each limit ([`Self::peek_at`]), then [`Self::refuses_at`] once all
+    /// admit.
     pub(crate) fn peek_decision<Q>(&self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
     where
         Q: ?Sized + Hash + Equivalent<K>,
     {
+        self.peek_at(self.states.position(key), now, cost)
+    }
+
+    /// Where `key` is held, if it is, trying `hint` (an earlier answer)
+    /// first: a place that [`peek_at`](Self::peek_at),
+    /// [`make_room_at`](Self::make_room_at), [`refuses_at`](Self::refuses_at)
+    /// and [`try_acquire_at`](Self::try_acquire_at) take instead of the key,
+    /// so that a policy looks each limit's key up once per request, and not
+    /// at all when it is the previous request's (an unkeyed limit's always
+    /// is). It stays the key's until the store changes; none of those four
+    /// moves a key that is held (making room only removes, and only for a
+    /// key not held).
+    #[inline]
+    pub(crate) fn locate<Q>(&self, key: &Q, hint: Option<usize>) -> Option<usize>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        self.states.position_near(key, hint)
+    }
+
+    /// [`Self::peek_decision`] of the key at `at` (see [`Self::locate`]).
+    #[inline]
+    pub(crate) fn peek_at(
+        &self,
+        at: Option<usize>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, Error> {
         let (now, lag) = self.effective(now);
-        let decision = match self.states.get(key) {
+        let decision = match at.map(|at| self.states.value_at(at)) {
             Some(state) => self.prototype.read_state(state, now, |l| l.peek(now, cost)),
             None => {
                 let fresh = self.prototype.new_state();
@@ -409,14 +442,11 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         decision.map(|d| after(d, lag))
     }
 
-    /// Fails as inserting `key` at `now` would under [`Eviction::Refuse`]
-    /// (with [`Error::StoreFull`]), changing nothing: [`Self::make_room_for`]
-    /// without its sweep.
-    pub(crate) fn refuses<Q>(&self, key: &Q, now: Nanos) -> Result<(), Error>
-    where
-        Q: ?Sized + Hash + Equivalent<K>,
-    {
-        if self.eviction != Eviction::Refuse || self.states.contains_key(key) {
+    /// Fails as inserting the key at `at` (see [`Self::locate`]) at `now`
+    /// would under [`Eviction::Refuse`] (with [`Error::StoreFull`]),
+    /// changing nothing: [`Self::make_room_at`] without its sweep.
+    pub(crate) fn refuses_at(&self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
+        if self.eviction != Eviction::Refuse || at.is_some() {
             return Ok(());
         }
         self.refuses_new_key(self.effective(now).0)
@@ -484,7 +514,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     {
         let (_, lag) = self.effective(now);
         let max_wait = max_wait.saturating_sub(Nanos(lag));
-        let (booked, lag) = self.apply(key, own, now, |l, now| l.reserve(now, cost, max_wait))?;
+        let (booked, lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
+            l.reserve(now, cost, max_wait)
+        })?;
         Ok(match booked {
             Ok(Nanos::ZERO) => Ok(Nanos::ZERO),
             Ok(wait) => Ok(wait.saturating_add(Nanos(lag))),
@@ -520,7 +552,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         Q: ?Sized + Hash + Equivalent<K>,
     {
         let wait = self.wait_from_latest(now, wait);
-        let (booked, _) = self.apply(key, own, now, |l, now| l.reserve_after(now, cost, wait))?;
+        let (booked, _) = self.apply(self.states.position(key), key, own, now, |l, now| {
+            l.reserve_after(now, cost, wait)
+        })?;
         Ok(booked)
     }
 
@@ -560,7 +594,6 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// [`Limiter::refund`]. A key not held is fresh: nothing to give back.
     pub fn refund<Q>(&mut self, key: &Q, taken_at: Nanos, cost: u64)
     where
-        K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K>,
     {
         let latest = Nanos(self.latest);
@@ -601,17 +634,20 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         (Nanos(at), at - now.0)
     }
 
-    /// Runs `f` on `key`'s limiter at the effective time, inserting the key
-    /// when `f` leaves it changed from fresh. Returns `f`'s answer and the lag.
+    /// Runs `f` on the limiter of `key`, held at `at` (see [`Self::locate`]),
+    /// at the effective time, inserting the key when `f` leaves it changed
+    /// from fresh. Returns `f`'s answer and the lag.
+    #[inline(always)]
     fn apply<Q, R>(
         &mut self,
+        at: Option<usize>,
         key: &Q,
         own: impl FnOnce(&Q) -> K,
         now: Nanos,
         f: impl FnOnce(&mut L, Nanos) -> Result<R, Error>,
     ) -> Result<(R, u64), Error>
     where
-        Q: ?Sized + Hash + Equivalent<K>,
+        Q: ?Sized,
     {
         let (now, lag) = self.effective(now);
         self.latest = now.0;
@@ -620,8 +656,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         // what it stored a field at a time stalls the CPU (a store-forwarding
         // stall), which cost a keyed token bucket a fifth of its time.
         let mut new = None;
-        let state = match self.states.get_mut(key) {
-            Some(state) => state,
+        let state = match at {
+            Some(at) => self.states.value_at_mut(at),
             None => new.insert(self.prototype.new_state()),
         };
         let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
@@ -648,15 +684,12 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         self.drops_fresh
     }
 
-    /// Fails as inserting `key` now would under [`Eviction::Refuse`] (with
+    /// Fails as inserting the key at `at` (see [`Self::locate`]) now would under [`Eviction::Refuse`] (with
     /// [`Error::StoreFull`]), after making what room it can: how a policy
     /// makes sure that no limit refuses a request after others consumed it.
     /// A store that never refuses has nothing to check.
-    pub(crate) fn make_room_for<Q>(&mut self, key: &Q, now: Nanos) -> Result<(), Error>
-    where
-        Q: ?Sized + Hash + Equivalent<K>,
-    {
-        if self.eviction != Eviction::Refuse || self.states.contains_key(key) {
+    pub(crate) fn make_room_at(&mut self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
+        if self.eviction != Eviction::Refuse || at.is_some() {
             return Ok(());
         }
         let (now, _) = self.effective(now);

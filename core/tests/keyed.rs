@@ -95,6 +95,9 @@ proptest! {
             now += step;
             let t = Nanos(now);
             if seed {
+                // Sweeping moves keys, so the places the policy looks first
+                // (the previous request's) may hold other keys now.
+                policy.reclaim(t);
                 policy.seed_hashes(shared(), now.wrapping_mul(0x2545_f491_4f6c_dd1d));
             }
             let (gcra, log) = per_user.entry(user).or_insert_with(|| (limits[0].clone(), limits[3].clone()));
@@ -421,6 +424,27 @@ fn a_keyed_gcra_past_the_end_of_time_admits_no_more() {
     assert_eq!(admitted, [true, false, false]);
     let denied = store.peek(b"k", Nanos(u64::MAX), 1).unwrap();
     assert_eq!((denied.allowed, denied.remaining), (false, 0));
+}
+
+/// A policy looks for each limit's key first where the previous request's
+/// was; a sweep may have moved another key there since.
+#[test]
+fn a_policy_finds_a_key_where_another_was() {
+    let mut policy = Policy::new();
+    let gcra = Gcra::new(2, Nanos(100)).unwrap();
+    policy.add("per-user", &["user"], gcra.into()).unwrap();
+    fn acquire(policy: &mut Policy, user: &[u8], now: u64, cost: u64) -> bool {
+        let got = policy.try_acquire(&[("user", user)], Nanos(now), cost);
+        got.unwrap().decision.allowed
+    }
+    assert!(acquire(&mut policy, b"alice", 0, 1)); // first: fresh again at 100
+    assert!(acquire(&mut policy, b"bob", 0, 2)); // second: fresh again at 200
+    assert!(acquire(&mut policy, b"alice", 50, 0)); // the place looked at first
+    policy.reclaim(Nanos(150)); // alice goes; bob takes her place
+                                // carol is new: a full burst, not bob's state (1.5 units).
+    assert!(acquire(&mut policy, b"carol", 150, 2));
+    assert!(!acquire(&mut policy, b"bob", 150, 2));
+    assert!(acquire(&mut policy, b"bob", 200, 2));
 }
 
 #[test]
