@@ -38,9 +38,12 @@ function wasmFallback(error) {
 // answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
 // maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself; 11: 1
 // while the addon uses this array; 12: the length of a key in 13-20, its
-// bytes (written through `keyBytes`): the layout of `slot` in src/lib.rs.
-const scratch = new Float64Array(new ArrayBuffer(21 * Float64Array.BYTES_PER_ELEMENT));
+// bytes (written through `keyBytes`); 21: the length of a policy's request
+// in 22-85, its bytes (through `fieldBytes`): the layout of `slot` in
+// src/lib.rs.
+const scratch = new Float64Array(new ArrayBuffer(86 * Float64Array.BYTES_PER_ELEMENT));
 const keyBytes = new Uint8Array(scratch.buffer, 13 * Float64Array.BYTES_PER_ELEMENT, 64);
+const fieldBytes = new Uint8Array(scratch.buffer, 22 * Float64Array.BYTES_PER_ELEMENT, 512);
 
 // The runtime's own performance.now, which the addon reads natively for the
 // default clock (src/clock.rs) while no fake timers or mock replace it:
@@ -53,8 +56,8 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // leave their status there: each argument passed to Node-API, and the value
 // returned, would cost a call of its own. A `nowMs` of undefined asks the
 // addon to read the clock.
-const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, noop } = native;
-const { createApi, asciiInto } = require('./lib/api.cjs');
+const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, policyOpScratch, noop } = native;
+const { createApi, asciiInto, fieldsInto } = require('./lib/api.cjs');
 let details = new Float64Array(2 + 5 * 4);
 
 // The addon keeps one scratch and one details array per thread, and this file
@@ -109,10 +112,17 @@ const hot = {
   },
   // A policy's details arrive in an array of their own (src/lib.rs
   // use_policy_details), grown by fitPolicy before a policy with more limits
-  // is used; it is read before the next policy operation.
+  // is used; it is read before the next policy operation. A request of
+  // short ASCII fields goes through the scratch, as a key does.
   policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
-    if (scratch[11] !== 1) claim();
-    native.policyOp(handle, fields, cost, maxWaitMs, nowMs, op);
+    put(handle, cost, maxWaitMs, nowMs, op);
+    const n = fieldsInto(fieldBytes, fields);
+    if (n >= 0) {
+      scratch[21] = n;
+      policyOpScratch();
+    } else {
+      native.policyOp(handle, fields, cost, maxWaitMs, nowMs, op);
+    }
     return details;
   },
   fitPolicy(limits) {

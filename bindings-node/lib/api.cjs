@@ -61,6 +61,29 @@ function asciiInto(bytes, key) {
 }
 
 /**
+ * Writes a policy's request (`fields`: names and values alternating, as
+ * strings) into `bytes`, each string as its length in one byte, then its
+ * characters; returns the bytes written, or -1 when a string is not ASCII
+ * or longer than 255 characters, or the whole does not fit (the request
+ * then goes as strings). Reading strings through the engine's API took
+ * most of a policy's call (src/shared.rs with_request_bytes reads these).
+ */
+function fieldsInto(bytes, fields) {
+  let at = 0;
+  for (const text of fields) {
+    const n = text.length;
+    if (n > 255 || at + 1 + n > bytes.length) return -1;
+    bytes[at++] = n;
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c > 0x7f) return -1;
+      bytes[at++] = c;
+    }
+  }
+  return at;
+}
+
+/**
  * Throws a TypeError (code `invalid_type`) naming the first key of `options`
  * not in `known`, and listing those `what` takes: a misspelt option would
  * otherwise be ignored (`intialTokens`: a bucket starting full).
@@ -120,6 +143,22 @@ function createApi(B) {
             if (bytes.length === 0) bytes = B.keyScratch();
             const n = asciiInto(bytes, key);
             return n >= 0 ? keyedOpScratch(h, n, cost, maxWait, now, op) : keyedOpString(h, key, cost, maxWait, now, op);
+          };
+        })();
+
+  // A policy's operation. The wasm build takes a request of short ASCII
+  // fields through a buffer in its memory (fieldScratch), as it does keys;
+  // the napi build does the same in index.js.
+  const policyOp =
+    B.fieldScratch === undefined
+      ? B.policyOp
+      : (() => {
+          const { policyOpScratch, policyOp: policyOpStrings } = B;
+          let bytes = new Uint8Array(0);
+          return (h, fields, cost, maxWait, now, op) => {
+            if (bytes.length === 0) bytes = B.fieldScratch();
+            const n = fieldsInto(bytes, fields);
+            return n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
           };
         })();
 
@@ -1175,7 +1214,7 @@ function createApi(B) {
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
     #decide(request, cost, nowMs, consume) {
-      const flat = B.policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), consume ? 1 : 0);
+      const flat = policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), consume ? 1 : 0);
       return this.#decision(flat, flat[0] === 1);
     }
 
@@ -1184,7 +1223,7 @@ function createApi(B) {
       const units = number(cost, 1, 'cost');
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
-      const flat = B.policyOp(this.#h, fields, units, maxWait, now, 2);
+      const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
       // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
       const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
       return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
@@ -1206,7 +1245,7 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => B.policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
+          reserve: (units, maxWait, now) => policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
           refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           owner: this,
@@ -1552,4 +1591,4 @@ function createApi(B) {
   };
 }
 
-module.exports = { createApi, numberKey, asciiInto, inspected, inspectSymbol, onlyKnown };
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown };

@@ -1,5 +1,6 @@
 //! The hot path written against Node-API directly: `tryAcquire`, `peek`,
-//! `reserve`, `keyedOp`, `keyedOpScratch` and the benchmark's `noop`.
+//! `reserve`, `keyedOp`, `keyedOpScratch`, `policyOpScratch` and the
+//! benchmark's `noop`.
 //!
 //! napi-rs 3 wraps every `#[napi]` function in a "native borrow scope" (a
 //! heap allocation, a mutex-guarded registry and thread-local stacks, per
@@ -9,7 +10,8 @@
 //! [`crate::slot`]) and their status leaves there, because reading each
 //! argument or making the return value is one more Node-API call. A short
 //! ASCII key is written there too (`keyedOpScratch`); another key is passed
-//! as an argument (`keyedOp`). They are added to the exports at load
+//! as an argument (`keyedOp`). So is a policy's request of short ASCII
+//! fields (`policyOpScratch`); another goes to napi-rs's `policyOp`. They are added to the exports at load
 //! ([`register`]), so `native.d.ts` (generated from `#[napi]` items) does not
 //! list them; `index.js` is their only caller.
 //!
@@ -18,17 +20,18 @@
 //! exception the rest of the binding throws ([`crate::errors`]).
 
 use std::ffi::{c_char, CStr};
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use napi::sys::{self, napi_callback_info, napi_env, napi_value, Status};
 use napi::Env;
-use ratekeeper::{AnyKeyed, AnyLimiter, Error};
+use ratekeeper::{AnyKeyed, AnyLimiter, Error, Policy};
 
 use crate::clock;
 use crate::errors::throw;
-use crate::shared::{self, Answer, Now};
-use crate::{slot, with_scratch, write_into, KEYED, LIMITERS};
+use crate::shared::{self, Answer, Now, PolicyAnswer};
+use crate::{slot, with_scratch, write_into, KEYED, LIMITERS, POLICIES};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
 const INLINE_KEY: usize = 128;
@@ -149,20 +152,32 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
     })
 }
 
-/// The key `index.js` wrote into the scratch `s` for `keyedOpScratch`.
-fn scratch_key(s: &[f64]) -> Result<&[u8], Error> {
-    let written = s.get(slot::KEY_LEN).copied().unwrap_or(f64::NAN);
-    let slots = s.get(slot::KEY..slot::LEN).unwrap_or(&[]);
+/// The bytes `index.js` wrote into the slots `area` of the scratch `s`, as
+/// many as it wrote into the slot `len`; `None` when that is not a whole
+/// number of bytes that fit.
+fn scratch_bytes(s: &[f64], len: usize, area: Range<usize>) -> Option<&[u8]> {
+    let written = s.get(len).copied().unwrap_or(f64::NAN);
+    let slots = s.get(area).unwrap_or(&[]);
     // SAFETY: `slots` is valid for reads of its size in bytes, any byte is a
     // valid `u8`, and nothing writes the scratch during this call.
     let bytes =
         unsafe { std::slice::from_raw_parts(slots.as_ptr().cast::<u8>(), size_of_val(slots)) };
-    // The length index.js wrote: a whole number of bytes that fit.
     let len = written as usize;
-    if len as f64 != written || len > bytes.len() {
-        return Err(shared::type_error("key", "a string"));
-    }
-    Ok(&bytes[..len])
+    (len as f64 == written && len <= bytes.len()).then(|| &bytes[..len])
+}
+
+/// The key `index.js` wrote into the scratch `s` for `keyedOpScratch`.
+fn scratch_key(s: &[f64]) -> Result<&[u8], Error> {
+    scratch_bytes(s, slot::KEY_LEN, slot::KEY..slot::FIELDS_LEN)
+        .ok_or_else(|| shared::type_error("key", "a string"))
+}
+
+/// Runs `f` on the policy `slot` of this thread.
+fn on_policy(slot: usize, f: impl FnOnce(&mut Policy) -> PolicyAnswer) -> PolicyAnswer {
+    POLICIES.with_borrow_mut(|t| match t.slots.get_mut(slot) {
+        Some(Some(policy)) => f(policy),
+        _ => Err(shared::type_error("handle", "a policy")),
+    })
 }
 
 /// The body of every callback: runs `decide` on the arguments in the
@@ -191,10 +206,7 @@ unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args, &[f64]) -> Answ
             // The exception is pending once `throw` returns; its napi error is not needed.
             let _ = throw(&Env::from_raw(env), error);
         }
-        Err(_) => {
-            let message = c"ratekeeper: internal error (a panic in the native addon)";
-            sys::napi_throw_error(env, ptr::null(), message.as_ptr());
-        }
+        Err(_) => internal_error(env),
     }
     // `undefined`: the answer is in the scratch.
     ptr::null_mut()
@@ -242,6 +254,45 @@ fn keyed(h: usize, a: &Args, key: &[u8]) -> Answer {
     })
 }
 
+/// `policyOpScratch()`: a policy's `peek`, `tryAcquire` or `reserve` (op
+/// 0, 1, 2) of [handle, cost, maxWaitMs, nowMs, op] in the scratch, for
+/// the request `index.js` wrote into it as bytes (see
+/// [`shared::with_request_bytes`]); the answer as `policyOp` leaves it.
+unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
+    let decided = catch_unwind(AssertUnwindSafe(|| {
+        with_scratch(|s| {
+            let (h, a) = inputs(s).ok_or_else(|| shared::type_error("handle", "a policy"))?;
+            let now_ms = match a.now {
+                Now::Millis(ms) => ms,
+                Now::Read(nanos) => nanos.0 as f64 / 1e6,
+            };
+            let bytes = scratch_bytes(s, slot::FIELDS_LEN, slot::FIELDS..slot::LEN)
+                .ok_or_else(|| shared::type_error("request", "an object"))?;
+            shared::with_request_bytes(bytes, |request| {
+                on_policy(h, |p| {
+                    crate::details_room(p)?;
+                    shared::policy_op(p, request, a.cost, a.max_wait, now_ms, a.op as u32)
+                })
+            })
+        })
+    }));
+    match decided {
+        // Thrown, if it failed: the error is pending once this returns.
+        Ok(answer) => drop(crate::policy_status(&Env::from_raw(env), answer)),
+        Err(_) => internal_error(env),
+    }
+    ptr::null_mut()
+}
+
+/// Throws the error of a panic caught in a callback (none is expected).
+///
+/// # Safety
+/// `env` is that of the running callback.
+unsafe fn internal_error(env: napi_env) {
+    let message = c"ratekeeper: internal error (a panic in the native addon)";
+    sys::napi_throw_error(env, ptr::null(), message.as_ptr());
+}
+
 /// `noop()`: what `tryAcquire` does but decide; the floor of
 /// bench/bench.cjs.
 unsafe extern "C" fn noop(env: napi_env, _: napi_callback_info) -> napi_value {
@@ -250,12 +301,13 @@ unsafe extern "C" fn noop(env: napi_env, _: napi_callback_info) -> napi_value {
 
 type Callback = unsafe extern "C" fn(napi_env, napi_callback_info) -> napi_value;
 
-const FUNCTIONS: [(&CStr, Callback); 6] = [
+const FUNCTIONS: [(&CStr, Callback); 7] = [
     (c"tryAcquire", try_acquire),
     (c"peek", peek),
     (c"reserve", reserve),
     (c"keyedOp", keyed_op),
     (c"keyedOpScratch", keyed_op_scratch),
+    (c"policyOpScratch", policy_op_scratch),
     (c"noop", noop),
 ];
 

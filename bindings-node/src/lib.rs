@@ -99,8 +99,16 @@ pub(crate) mod slot {
     pub const KEY: usize = KEY_LEN + 1;
     /// The most bytes a key in the scratch has.
     pub const KEY_BYTES: usize = 64;
+    /// The length in bytes of a policy's request written into [`FIELDS`]
+    /// (`policyOpScratch`).
+    pub const FIELDS_LEN: usize = KEY + KEY_BYTES / 8;
+    /// The first of the slots holding a policy's request, as bytes (see
+    /// [`crate::shared::with_request_bytes`]).
+    pub const FIELDS: usize = FIELDS_LEN + 1;
+    /// The most bytes a request in the scratch has.
+    pub const FIELD_BYTES: usize = 512;
     /// Every slot.
-    pub const LEN: usize = KEY + KEY_BYTES / 8;
+    pub const LEN: usize = FIELDS + FIELD_BYTES / 8;
 }
 
 /// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
@@ -509,7 +517,7 @@ pub fn policy_from_rates(
 
 /// Reports a policy operation: the combined decision in the scratch, the
 /// status and the details (see [`shared::policy_details`]) in [`DETAILS`].
-fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<()> {
+pub(crate) fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<()> {
     let (yes, out, details) = answer.or_throw(env)?;
     write(&out);
     with_held(&DETAILS, |dst| {
@@ -534,19 +542,26 @@ pub fn policy_op(
     now_ms: f64,
     op: u32,
 ) -> napi::Result<()> {
-    let room = with_held(&DETAILS, |d| d.len());
+    let request = shared::request(&fields);
     let answer = with_in(&POLICIES, &env, handle, |p| {
-        // No decision that could not be reported: the JS layer makes room
-        // for every policy it builds, so this never fails.
-        if room < 2 + 5 * p.len() {
-            return Err(ratekeeper::Error::InvalidValue {
-                name: "details",
-                reason: "has no room for every limit of this policy",
-            });
-        }
-        shared::policy_op(p, &fields, cost, max_wait_ms, now_ms, op)
+        details_room(p)?;
+        shared::policy_op(p, &request, cost, max_wait_ms, now_ms, op)
     })?;
     policy_status(&env, answer)
+}
+
+/// Fails unless [`DETAILS`] has room for every limit of `p`, which a policy
+/// operation's answer needs ([`policy_status`]).
+pub(crate) fn details_room(p: &Policy) -> Result<(), ratekeeper::Error> {
+    // No decision that could not be reported: the JS layer makes room for
+    // every policy it builds, so this never fails.
+    if with_held(&DETAILS, |d| d.len()) < 2 + 5 * p.len() {
+        return Err(ratekeeper::Error::InvalidValue {
+            name: "details",
+            reason: "has no room for every limit of this policy",
+        });
+    }
+    Ok(())
 }
 
 /// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).

@@ -779,11 +779,60 @@ pub fn policy_add(
 }
 
 /// A request from JS: field names and values, alternating.
-fn request(fields: &[String]) -> Vec<(&str, &[u8])> {
+pub fn request(fields: &[String]) -> Vec<(&str, &[u8])> {
     fields
         .chunks_exact(2)
         .map(|pair| (pair[0].as_str(), pair[1].as_bytes()))
         .collect()
+}
+
+/// The most fields of a request in bytes ([`with_request_bytes`]) read
+/// without an allocation.
+const INLINE_FIELDS: usize = 8;
+
+/// Calls `f` with the request whose fields the JS layer wrote as `bytes`
+/// (`fieldsInto` in lib/api.cjs): names and values alternating, each its
+/// length in one byte, then its ASCII characters. Reading strings through
+/// the engine's API (napi's, wasm-bindgen's) took most of a policy's call.
+pub fn with_request_bytes<R>(
+    bytes: &[u8],
+    f: impl FnOnce(&[(&str, &[u8])]) -> Result<R, Error>,
+) -> Result<R, Error> {
+    let malformed = || Error::InvalidValue {
+        name: "request",
+        reason: "was written malformed into the scratch",
+    };
+    // The next string of `rest`, which then starts after it.
+    fn next<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let (&len, tail) = rest.split_first()?;
+        let (text, tail) = tail.split_at_checked(len.into())?;
+        *rest = tail;
+        Some(text)
+    }
+    let mut rest = bytes;
+    let mut inline: [(&str, &[u8]); INLINE_FIELDS] = [("", &[]); INLINE_FIELDS];
+    let mut spilled = Vec::new();
+    let mut count = 0;
+    while !rest.is_empty() {
+        let name = next(&mut rest).ok_or_else(malformed)?;
+        let name = std::str::from_utf8(name).map_err(|_| malformed())?;
+        let field = (name, next(&mut rest).ok_or_else(malformed)?);
+        match inline.get_mut(count) {
+            Some(slot) => *slot = field,
+            None => {
+                if spilled.is_empty() {
+                    spilled.extend_from_slice(&inline);
+                }
+                spilled.push(field);
+            }
+        }
+        count += 1;
+    }
+    f(if count <= INLINE_FIELDS {
+        &inline[..count]
+    } else {
+        &spilled
+    })
 }
 
 /// Where a policy's answer goes beyond the scratch: `[deniedBy (index, or -1),
@@ -811,26 +860,25 @@ pub const RESERVE: u32 = 2;
 
 /// `policy.peek` ([`PEEK`]), `policy.tryAcquire` ([`TRY_ACQUIRE`]) or
 /// `policy.reserve` ([`RESERVE`], the only one to read `max_wait_ms`) of
-/// `cost` for the request `fields` at `now_ms`.
+/// `cost` for `request` at `now_ms`.
 pub fn policy_op(
     p: &mut Policy,
-    fields: &[String],
+    request: &[(&str, &[u8])],
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
 ) -> PolicyAnswer {
     if op == RESERVE {
-        return policy_reserve(p, fields, cost, max_wait_ms, now_ms);
+        return policy_reserve(p, request, cost, max_wait_ms, now_ms);
     }
     let cost = count(cost, "cost")?;
     let now = millis(now_ms, "now")?;
-    let request = request(fields);
     let answer = if op == TRY_ACQUIRE {
-        p.try_acquire(&request, now, cost)?
+        p.try_acquire(request, now, cost)?
     } else {
         debug_assert_eq!(op, PEEK);
-        p.peek(&request, now, cost)?
+        p.peek(request, now, cost)?
     };
     let d = answer.decision;
     Ok((
@@ -844,13 +892,13 @@ pub fn policy_op(
 /// (`[waitMs, atMs]`), or in none, with the combined decision and details.
 fn policy_reserve(
     p: &mut Policy,
-    fields: &[String],
+    request: &[(&str, &[u8])],
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
 ) -> PolicyAnswer {
     let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, Now::Millis(now_ms))?;
-    Ok(match p.reserve(&request(fields), now, cost, max_wait)? {
+    Ok(match p.reserve(request, now, cost, max_wait)? {
         Ok(wait) => (true, booked(now, wait), Vec::new()),
         Err(denied) => {
             let d = denied.decision;

@@ -34,10 +34,16 @@ pub struct Handle(RefCell<AnyLimiter>);
 /// The most bytes of a key the JS layer writes into [`key_scratch`].
 const KEY_SCRATCH: usize = 64;
 
+/// The most bytes of a policy's request the JS layer writes into
+/// [`field_scratch`].
+const FIELD_SCRATCH: usize = 512;
+
 thread_local! {
     static SCRATCH: [Cell<f64>; 4] = const { [const { Cell::new(0.0) }; 4] };
     // A short key, written by the JS layer for `keyedOpScratch`.
     static KEY: [Cell<u8>; KEY_SCRATCH] = const { [const { Cell::new(0) }; KEY_SCRATCH] };
+    // A policy's request, written by the JS layer for `policyOpScratch`.
+    static FIELDS: [Cell<u8>; FIELD_SCRATCH] = const { [const { Cell::new(0) }; FIELD_SCRATCH] };
     // The error of the last operation that returned `FAILED`.
     static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
@@ -84,9 +90,20 @@ pub fn scratch() -> Float64Array {
 /// [`scratch`].
 #[wasm_bindgen(js_name = keyScratch)]
 pub fn key_scratch() -> Uint8Array {
-    let address = KEY.with(|cells| cells.as_ptr() as u32);
+    bytes_of(KEY.with(|cells| cells.as_ptr() as u32), KEY_SCRATCH)
+}
+
+/// A `Uint8Array` over the bytes where the JS layer writes a policy's
+/// request before [`policy_op_scratch`], as [`key_scratch`] is.
+#[wasm_bindgen(js_name = fieldScratch)]
+pub fn field_scratch() -> Uint8Array {
+    bytes_of(FIELDS.with(|cells| cells.as_ptr() as u32), FIELD_SCRATCH)
+}
+
+/// A `Uint8Array` over `len` bytes of the module's memory at `address`.
+fn bytes_of(address: u32, len: usize) -> Uint8Array {
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
-    Uint8Array::new_with_byte_offset_and_length(&memory.buffer(), address, KEY_SCRATCH as u32)
+    Uint8Array::new_with_byte_offset_and_length(&memory.buffer(), address, len as u32)
 }
 
 fn write(out: &Out) {
@@ -538,7 +555,43 @@ pub fn policy_op(
     op: u32,
 ) -> Result<Vec<f64>, JsValue> {
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    let answer = shared::policy_op(policy, &fields, cost, max_wait_ms, now_ms, op);
+    let answer = shared::policy_op(
+        policy,
+        &shared::request(&fields),
+        cost,
+        max_wait_ms,
+        now_ms,
+        op,
+    );
+    policy_status(answer)
+}
+
+/// [`policy_op`] for the request of `len` bytes that the JS layer wrote
+/// into [`field_scratch`] (see `shared::with_request_bytes`): strings
+/// passed to wasm-bindgen cost an allocation and a copy each.
+#[wasm_bindgen(js_name = policyOpScratch)]
+pub fn policy_op_scratch(
+    handle: &PolicyHandle,
+    len: usize,
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> Result<Vec<f64>, JsValue> {
+    let mut bytes = [0; FIELD_SCRATCH];
+    let bytes = bytes.get_mut(..len).ok_or_else(|| {
+        // Never written so by the JS layer.
+        to_js(shared::type_error("request", "an object"))
+    })?;
+    FIELDS.with(|cells| {
+        for (byte, cell) in bytes.iter_mut().zip(cells) {
+            *byte = cell.get();
+        }
+    });
+    let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
+    let answer = shared::with_request_bytes(bytes, |request| {
+        shared::policy_op(policy, request, cost, max_wait_ms, now_ms, op)
+    });
     policy_status(answer)
 }
 

@@ -200,6 +200,28 @@ describe('KeyedLimiter', () => {
 });
 
 describe('Policy', () => {
+  it('requests of any size and characters stay apart, whole', () => {
+    // Both builds take a request of short ASCII fields through memory they
+    // share with the JS layer (each string at most 255 characters, 512 bytes
+    // in all), and others as strings: requests that differ in one character,
+    // on both sides of those edges, with multi-byte characters, and more
+    // fields than the addon reads without allocating (8).
+    const by = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'];
+    const policy = new Policy({ limits: [{ name: 'all', rate: '1/second', by }] });
+    const requestOf = (j) => Object.fromEntries(by.map((field) => [field, field === 'j' ? j : field]));
+    const values = [];
+    for (const length of [0, 1, 254, 255, 256, 480, 490, 1000]) {
+      for (const tail of ['a', 'b', 'é', '😀']) values.push('v'.repeat(length) + tail);
+    }
+    for (const value of values) assert.equal(policy.tryAcquire(requestOf(value), 1, 0).allowed, true, `first call, j of ${value.length}`);
+    for (const value of values) assert.equal(policy.tryAcquire(requestOf(value), 1, 0).allowed, false, `second call, j of ${value.length}`);
+    // A field name's characters count as its value's do.
+    const named = new Policy({ limits: [{ name: 'n', rate: '1/second', by: ['é', 'x'.repeat(300)] }] });
+    assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '2' }, 1, 0).allowed, true);
+    assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '2' }, 1, 0).allowed, false);
+    assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '3' }, 1, 0).allowed, true);
+  });
+
   it('a request without a field a limit is keyed by names the field and the limit, consuming nothing', () => {
     const policy = new Policy({
       limits: [
