@@ -146,19 +146,32 @@ function createApi(B) {
           };
         })();
 
-  // A policy's operation. The wasm build takes a request of short ASCII
-  // fields through a buffer in its memory (fieldScratch), as it does keys;
-  // the napi build does the same in index.js.
-  const policyOp =
+  // A policy's operation, answering `[status, deniedBy, then five numbers
+  // per limit]`, and the call that makes room for those of a policy. The
+  // wasm build takes a request of short ASCII fields through a buffer in its
+  // memory (fieldScratch), as it does keys, and answers in another
+  // (policyDetails: detached when the memory grows, moved by fitPolicy), and
+  // returns 2 instead of throwing; the napi build does the same in index.js.
+  const { policyOp, fitPolicy } =
     B.fieldScratch === undefined
-      ? B.policyOp
+      ? B
       : (() => {
           const { policyOpScratch, policyOp: policyOpStrings } = B;
           let bytes = new Uint8Array(0);
-          return (h, fields, cost, maxWait, now, op) => {
-            if (bytes.length === 0) bytes = B.fieldScratch();
-            const n = fieldsInto(bytes, fields);
-            return n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
+          let details = new Float64Array(0);
+          return {
+            policyOp(h, fields, cost, maxWait, now, op) {
+              if (bytes.length === 0) bytes = B.fieldScratch();
+              const n = fieldsInto(bytes, fields);
+              const status = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
+              if (status === 2) throw B.takeError();
+              if (details.length === 0) details = B.policyDetails();
+              return details;
+            },
+            fitPolicy(limits) {
+              B.fitPolicy(limits);
+              details = B.policyDetails();
+            },
           };
         })();
 
@@ -1138,8 +1151,8 @@ function createApi(B) {
       // a policy reads the epoch clock (read through the global each time, as
       // fake timers replace it), as the Python binding does.
       this.#clock = clock ?? (calendar ? () => Date.now() : defaultClock);
-      // The napi build's policyOp answers in an array the backend sizes.
-      if (B.fitPolicy !== undefined) B.fitPolicy(this.#limits.length);
+      // policyOp answers in an array the backend sizes.
+      fitPolicy(this.#limits.length);
     }
 
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */

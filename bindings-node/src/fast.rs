@@ -30,7 +30,7 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Error, Policy};
 
 use crate::clock;
 use crate::errors::throw;
-use crate::shared::{self, Answer, Now, PolicyAnswer};
+use crate::shared::{self, Answer, Now};
 use crate::{slot, with_scratch, write_into, KEYED, LIMITERS, POLICIES};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
@@ -173,7 +173,7 @@ fn scratch_key(s: &[f64]) -> Result<&[u8], Error> {
 }
 
 /// Runs `f` on the policy `slot` of this thread.
-fn on_policy(slot: usize, f: impl FnOnce(&mut Policy) -> PolicyAnswer) -> PolicyAnswer {
+fn on_policy(slot: usize, f: impl FnOnce(&mut Policy) -> Answer) -> Answer {
     POLICIES.with_borrow_mut(|t| match t.slots.get_mut(slot) {
         Some(Some(policy)) => f(policy),
         _ => Err(shared::type_error("handle", "a policy")),
@@ -270,8 +270,8 @@ unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> 
                 .ok_or_else(|| shared::type_error("request", "an object"))?;
             shared::with_request_bytes(bytes, |request| {
                 on_policy(h, |p| {
-                    crate::details_room(p)?;
-                    shared::policy_op(p, request, a.cost, a.max_wait, now_ms, a.op as u32)
+                    let args = (a.cost, a.max_wait, now_ms, a.op as u32);
+                    crate::policy_decide(p, request, args)
                 })
             })
         })

@@ -515,19 +515,23 @@ pub fn policy_from_rates(
     policy_handle(&env, shared::policy_from_rates(&rates, &algorithm, &by))
 }
 
-/// Reports a policy operation: the combined decision in the scratch, the
-/// status and the details (see [`shared::policy_details`]) in [`DETAILS`].
-pub(crate) fn policy_status(env: &Env, answer: shared::PolicyAnswer) -> napi::Result<()> {
-    let (yes, out, details) = answer.or_throw(env)?;
+/// Reports a policy operation: the combined decision in the scratch (the
+/// status and the details are in [`DETAILS`] already).
+pub(crate) fn policy_status(env: &Env, answer: shared::Answer) -> napi::Result<()> {
+    let (_, out) = answer.or_throw(env)?;
     write(&out);
-    with_held(&DETAILS, |dst| {
-        // Room was checked before the decision ([`policy_op`]).
-        if let Some((status, rest)) = dst.split_first_mut() {
-            *status = if yes { 1.0 } else { 0.0 };
-            rest[..details.len()].copy_from_slice(&details);
-        }
-    });
     Ok(())
+}
+
+/// [`shared::policy_op`] on `p`, answering into [`DETAILS`].
+pub(crate) fn policy_decide(
+    p: &mut Policy,
+    request: &[(&str, &[u8])],
+    (cost, max_wait_ms, now_ms, op): (f64, f64, f64, u32),
+) -> shared::Answer {
+    with_held(&DETAILS, |details| {
+        shared::policy_op(p, request, cost, max_wait_ms, now_ms, op, details)
+    })
 }
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
@@ -544,24 +548,9 @@ pub fn policy_op(
 ) -> napi::Result<()> {
     let request = shared::request(&fields);
     let answer = with_in(&POLICIES, &env, handle, |p| {
-        details_room(p)?;
-        shared::policy_op(p, &request, cost, max_wait_ms, now_ms, op)
+        policy_decide(p, &request, (cost, max_wait_ms, now_ms, op))
     })?;
     policy_status(&env, answer)
-}
-
-/// Fails unless [`DETAILS`] has room for every limit of `p`, which a policy
-/// operation's answer needs ([`policy_status`]).
-pub(crate) fn details_room(p: &Policy) -> Result<(), ratekeeper::Error> {
-    // No decision that could not be reported: the JS layer makes room for
-    // every policy it builds, so this never fails.
-    if with_held(&DETAILS, |d| d.len()) < 2 + 5 * p.len() {
-        return Err(ratekeeper::Error::InvalidValue {
-            name: "details",
-            reason: "has no room for every limit of this policy",
-        });
-    }
-    Ok(())
 }
 
 /// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).

@@ -835,21 +835,27 @@ pub fn with_request_bytes<R>(
     })
 }
 
-/// Where a policy's answer goes beyond the scratch: `[deniedBy (index, or -1),
-/// then five numbers per limit: allowed (1 or 0), remaining, limit,
-/// retryAfterMs, resetAfterMs]`.
-pub fn policy_details(p: &Policy, denied_by: Option<usize>, now_ms: f64) -> Vec<f64> {
-    let mut flat = Vec::with_capacity(1 + 5 * p.len());
-    flat.push(denied_by.map_or(-1.0, |i| i as f64));
-    for d in p.decisions() {
-        flat.push(if d.allowed { 1.0 } else { 0.0 });
-        flat.extend_from_slice(&decision_out(d, Now::Millis(now_ms)));
+/// Writes where a policy's answer goes beyond the scratch, `details`:
+/// `[status (1 or 0), deniedBy (index, or -1), then five numbers per limit:
+/// allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs]` (the
+/// limits only when `denied`).
+fn write_details(details: &mut [f64], yes: bool, denied: Option<(&Policy, Option<usize>, f64)>) {
+    let [status, rest @ ..] = details else {
+        return; // never so: see `policy_op`
+    };
+    *status = if yes { 1.0 } else { 0.0 };
+    let Some((p, denied_by, now_ms)) = denied else {
+        return;
+    };
+    let [by, limits @ ..] = rest else {
+        return;
+    };
+    *by = denied_by.map_or(-1.0, |i| i as f64);
+    for (dst, d) in limits.chunks_exact_mut(5).zip(p.decisions()) {
+        dst[0] = if d.allowed { 1.0 } else { 0.0 };
+        dst[1..].copy_from_slice(&decision_out(d, Now::Millis(now_ms)));
     }
-    flat
 }
-
-/// A policy's answer: the combined decision (scratch) and the details.
-pub type PolicyAnswer = Result<(bool, Out, Vec<f64>), Error>;
 
 /// What a keyed or policy operation does: see [`keyed_op`] and [`policy_op`].
 pub const PEEK: u32 = 0;
@@ -860,7 +866,13 @@ pub const RESERVE: u32 = 2;
 
 /// `policy.peek` ([`PEEK`]), `policy.tryAcquire` ([`TRY_ACQUIRE`]) or
 /// `policy.reserve` ([`RESERVE`], the only one to read `max_wait_ms`) of
-/// `cost` for `request` at `now_ms`.
+/// `cost` for `request` at `now_ms`: the combined decision, and the status
+/// and each limit's decision written into `details` (see `write_details`;
+/// an array the JS layer shares with the binding, since one returned cost
+/// an allocation and a copy per call).
+///
+/// Fails, deciding nothing, when `details` has no room for every limit (the
+/// JS layer makes room for each policy it builds).
 pub fn policy_op(
     p: &mut Policy,
     request: &[(&str, &[u8])],
@@ -868,9 +880,16 @@ pub fn policy_op(
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
-) -> PolicyAnswer {
+    details: &mut [f64],
+) -> Answer {
+    if details.len() < 2 + 5 * p.len() {
+        return Err(Error::InvalidValue {
+            name: "details",
+            reason: "has no room for every limit of this policy",
+        });
+    }
     if op == RESERVE {
-        return policy_reserve(p, request, cost, max_wait_ms, now_ms);
+        return policy_reserve(p, request, cost, max_wait_ms, now_ms, details);
     }
     let cost = count(cost, "cost")?;
     let now = millis(now_ms, "now")?;
@@ -881,11 +900,8 @@ pub fn policy_op(
         p.peek(request, now, cost)?
     };
     let d = answer.decision;
-    Ok((
-        d.allowed,
-        policy_decision_out(&d, Now::Millis(now_ms)),
-        policy_details(p, answer.denied_by, now_ms),
-    ))
+    write_details(details, d.allowed, Some((p, answer.denied_by, now_ms)));
+    Ok((d.allowed, policy_decision_out(&d, Now::Millis(now_ms))))
 }
 
 /// `policy.reserve(request, cost, maxWaitMs, nowMs)`: booked in every limit
@@ -896,16 +912,19 @@ fn policy_reserve(
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
-) -> PolicyAnswer {
+    details: &mut [f64],
+) -> Answer {
     let (cost, max_wait, now) = reserve_args(cost, max_wait_ms, Now::Millis(now_ms))?;
     Ok(match p.reserve(request, now, cost, max_wait)? {
-        Ok(wait) => (true, booked(now, wait), Vec::new()),
+        Ok(wait) => {
+            write_details(details, true, None);
+            (true, booked(now, wait))
+        }
         Err(denied) => {
-            let d = denied.decision;
+            write_details(details, false, Some((p, denied.denied_by, now_ms)));
             (
                 false,
-                policy_decision_out(&d, Now::Millis(now_ms)),
-                policy_details(p, denied.denied_by, now_ms),
+                policy_decision_out(&denied.decision, Now::Millis(now_ms)),
             )
         }
     })

@@ -44,6 +44,9 @@ thread_local! {
     static KEY: [Cell<u8>; KEY_SCRATCH] = const { [const { Cell::new(0) }; KEY_SCRATCH] };
     // A policy's request, written by the JS layer for `policyOpScratch`.
     static FIELDS: [Cell<u8>; FIELD_SCRATCH] = const { [const { Cell::new(0) }; FIELD_SCRATCH] };
+    // A policy operation's status and details, read by the JS layer through
+    // `policyDetails`; sized by `fitPolicy`.
+    static DETAILS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     // The error of the last operation that returned `FAILED`.
     static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
@@ -534,17 +537,51 @@ pub fn policy_from_rates(
     Ok(PolicyHandle(RefCell::new(policy), Cell::new(false)))
 }
 
-/// The answer of a policy operation: `[status, ...details]`, the combined
-/// decision in the scratch; a failure throws.
-fn policy_status(answer: shared::PolicyAnswer) -> Result<Vec<f64>, JsValue> {
-    let (yes, out, mut details) = answer.map_err(to_js)?;
-    write(&out);
-    details.insert(0, if yes { 1.0 } else { 0.0 });
-    Ok(details)
+/// Makes room in [`policy_details`] for the answer of a policy of `limits`
+/// limits: the JS layer calls it for each policy it builds. The array then
+/// lies elsewhere: ask for it again.
+#[wasm_bindgen(js_name = fitPolicy)]
+pub fn fit_policy(limits: usize) {
+    let len = 2 + 5 * limits;
+    DETAILS.with_borrow_mut(|details| {
+        if details.len() < len {
+            details.resize(len, 0.0);
+        }
+    });
+}
+
+/// A `Float64Array` over a policy operation's status and details
+/// (`[status, ...]`, see `shared::policy_details`), as [`scratch`] is: a
+/// returned array cost wasm-bindgen an allocation, a copy and a free per
+/// decision. Detached once the memory grows, and moved by [`fit_policy`].
+#[wasm_bindgen(js_name = policyDetails)]
+pub fn policy_details() -> Float64Array {
+    let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
+    DETAILS.with_borrow(|details| {
+        let address = details.as_ptr() as u32;
+        Float64Array::new_with_byte_offset_and_length(
+            &memory.buffer(),
+            address,
+            details.len() as u32,
+        )
+    })
+}
+
+/// [`shared::policy_op`] on `p`, answering into [`policy_details`].
+fn policy_decide(
+    p: &mut Policy,
+    request: &[(&str, &[u8])],
+    (cost, max_wait_ms, now_ms, op): (f64, f64, f64, u32),
+) -> shared::Answer {
+    DETAILS.with_borrow_mut(|details| {
+        shared::policy_op(p, request, cost, max_wait_ms, now_ms, op, details)
+    })
 }
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
-/// `fields` alternates names and values (see `shared::policy_op`).
+/// `fields` alternates names and values (see `shared::policy_op`). Answers
+/// with its status (as [`status`]), the numbers in the scratch and
+/// [`policy_details`].
 #[wasm_bindgen(js_name = policyOp)]
 pub fn policy_op(
     handle: &PolicyHandle,
@@ -553,17 +590,14 @@ pub fn policy_op(
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
-) -> Result<Vec<f64>, JsValue> {
+) -> u32 {
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    let answer = shared::policy_op(
+    let request = shared::request(&fields);
+    status(policy_decide(
         policy,
-        &shared::request(&fields),
-        cost,
-        max_wait_ms,
-        now_ms,
-        op,
-    );
-    policy_status(answer)
+        &request,
+        (cost, max_wait_ms, now_ms, op),
+    ))
 }
 
 /// [`policy_op`] for the request of `len` bytes that the JS layer wrote
@@ -577,22 +611,21 @@ pub fn policy_op_scratch(
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
-) -> Result<Vec<f64>, JsValue> {
+) -> u32 {
     let mut bytes = [0; FIELD_SCRATCH];
-    let bytes = bytes.get_mut(..len).ok_or_else(|| {
+    let Some(bytes) = bytes.get_mut(..len) else {
         // Never written so by the JS layer.
-        to_js(shared::type_error("request", "an object"))
-    })?;
+        return status(Err(shared::type_error("request", "an object")));
+    };
     FIELDS.with(|cells| {
         for (byte, cell) in bytes.iter_mut().zip(cells) {
             *byte = cell.get();
         }
     });
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    let answer = shared::with_request_bytes(bytes, |request| {
-        shared::policy_op(policy, request, cost, max_wait_ms, now_ms, op)
-    });
-    policy_status(answer)
+    status(shared::with_request_bytes(bytes, |request| {
+        policy_decide(policy, request, (cost, max_wait_ms, now_ms, op))
+    }))
 }
 
 /// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
