@@ -14,7 +14,8 @@
 //
 // Keys: ratekeeper's KeyedLimiter (the core's keyed store: one small state per
 // key, in Rust), beside a JS Map from key to limiter. "single" uses one key;
-// "100k keys" cycles through 100,000.
+// "100k keys" cycles through 100,000. Policies: a ratekeeper Policy of two
+// limits per user beside rate-limiter-flexible's RateLimiterUnion of two.
 //
 // Floors: `_noop(cost, nowMs)` goes through the same JS method and the same
 // native call as tryAcquire (the numbers and the status through the scratch,
@@ -33,7 +34,7 @@ const path = require('node:path');
 
 const rk = require('..');
 const native = require('../native.js');
-const { RateLimiterMemory } = require('rate-limiter-flexible');
+const { RateLimiterMemory, RateLimiterUnion } = require('rate-limiter-flexible');
 const { RateLimiter, TokenBucket: LimiterBucket } = require('limiter');
 const { MemoryStore } = require('express-rate-limit');
 
@@ -68,6 +69,17 @@ const keyedStore = (api) => {
   return limiter;
 };
 
+// Two limits per user (per second and per hour) that never deny here: a
+// ratekeeper Policy decides them all or nothing; rate-limiter-flexible's
+// RateLimiterUnion consumes from each of its limiters (which is not all or
+// nothing). The request object is built in the loop, as a server builds one.
+const policyOf = (api) => new api.Policy(`${RATE}/second;${RATE * 3600}/hour`, { by: ['user'] });
+const flexibleUnion = () =>
+  new RateLimiterUnion(
+    new RateLimiterMemory({ keyPrefix: 'second', points: RATE, duration: 1 }),
+    new RateLimiterMemory({ keyPrefix: 'hour', points: RATE * 3600, duration: 3600 }),
+  );
+
 // One loop per case, written out: a loop shared by every case would see many
 // callees at one call site and slow them all down alike.
 // The explicit times of the `(1, nowMs)` cases go on forward from one round to
@@ -87,6 +99,7 @@ function cases() {
   const napiSingle = new Map([['k', napiBucket]]);
   const napiKeys = keyed(rk);
   const napiStore = keyedStore(rk);
+  const napiPolicy = policyOf(rk);
   const floor = new native.NoopFloor();
   const now = performance.now();
 
@@ -137,6 +150,11 @@ function cases() {
       for (let i = 0; i < n; i++) s += napiStore.tryAcquire(keys[i % KEYS]).remaining;
       return s;
     }],
+    ['ratekeeper napi: 100k keys, Policy of 2 limits by user', 'keys', (n) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += napiPolicy.tryAcquire({ user: keys[i % KEYS] }).remaining;
+      return s;
+    }],
   ];
 
   if (wasm) {
@@ -145,6 +163,7 @@ function cases() {
     const wasmSingle = new Map([['k', wasmBucket]]);
     const wasmKeys = keyed(wasm);
     const wasmStore = keyedStore(wasm);
+    const wasmPolicy = policyOf(wasm);
     list.push(
       ['ratekeeper wasm: tryAcquire()', 'single', (n) => {
         let s = 0;
@@ -177,6 +196,11 @@ function cases() {
         for (let i = 0; i < n; i++) s += wasmStore.tryAcquire(keys[i % KEYS]).remaining;
         return s;
       }],
+      ['ratekeeper wasm: 100k keys, Policy of 2 limits by user', 'keys', (n) => {
+        let s = 0;
+        for (let i = 0; i < n; i++) s += wasmPolicy.tryAcquire({ user: keys[i % KEYS] }).remaining;
+        return s;
+      }],
     );
   }
 
@@ -184,6 +208,7 @@ function cases() {
   const limiterBucket = new LimiterBucket({ bucketSize: RATE, tokensPerInterval: RATE, interval: 'second' });
   const limiterKeys = new Map(keys.map((k) => [k, new RateLimiter({ tokensPerInterval: RATE, interval: 'second' })]));
   const flexible = new RateLimiterMemory({ points: RATE, duration: 1 });
+  const union = flexibleUnion();
   const store = new MemoryStore();
   store.init({ windowMs: 60_000 });
   list.push(
@@ -210,6 +235,11 @@ function cases() {
     ['rate-limiter-flexible: 100k keys, await consume(key)', 'keys', async (n) => {
       let s = 0;
       for (let i = 0; i < n; i++) s += (await flexible.consume(keys[i % KEYS])).remainingPoints;
+      return s;
+    }],
+    ['rate-limiter-flexible: 100k keys, RateLimiterUnion of 2', 'keys', async (n) => {
+      let s = 0;
+      for (let i = 0; i < n; i++) s += (await union.consume(keys[i % KEYS])).second.remainingPoints;
       return s;
     }],
     ['express-rate-limit MemoryStore: await increment(key)', 'single', async (n) => {
@@ -310,6 +340,7 @@ async function main() {
   console.log(`  ratekeeper napi (1, nowMs) / floor _noop (same path):      ${ratio(napiNow, 'floor: _noop(1, nowMs) (same path, no work)')}  [<= 2]`);
   console.log(`  ratekeeper napi (1, nowMs) / floor napi-rs class method:   ${ratio(napiNow, 'floor: napi-rs class method noop(1, nowMs)')}  [<= 2]`);
   console.log(`  ratekeeper napi: reading the default clock adds            ${(ns.get(napi) - ns.get(napiNow)).toFixed(0)} ns`);
+  console.log(`  rate-limiter-flexible union / ratekeeper napi Policy, 100k: ${ratio('rate-limiter-flexible: 100k keys, RateLimiterUnion of 2', 'ratekeeper napi: 100k keys, Policy of 2 limits by user')}  (no target)`);
   if (wasm) {
     console.log(`  limiter RateLimiter / ratekeeper wasm:                      ${ratio('limiter: RateLimiter.tryRemoveTokens(1)', 'ratekeeper wasm: tryAcquire()')}  [>= 1]`);
     console.log(`  ratekeeper wasm / ratekeeper napi:                          ${ratio('ratekeeper wasm: tryAcquire()', napi)}`);

@@ -151,7 +151,8 @@ function createApi(B) {
   // wasm build takes a request of short ASCII fields through a buffer in its
   // memory (fieldScratch), as it does keys, and answers in another
   // (policyDetails: detached when the memory grows, moved by fitPolicy), and
-  // returns 2 instead of throwing; the napi build does the same in index.js.
+  // returns a status of 2 instead of throwing; the napi build does the same
+  // in index.js.
   const { policyOp, fitPolicy } =
     B.fieldScratch === undefined
       ? B
@@ -159,19 +160,22 @@ function createApi(B) {
           const { policyOpScratch, policyOp: policyOpStrings } = B;
           let bytes = new Uint8Array(0);
           let details = new Float64Array(0);
+          let moved = -1;
           return {
             policyOp(h, fields, cost, maxWait, now, op) {
               if (bytes.length === 0) bytes = B.fieldScratch();
               const n = fieldsInto(bytes, fields);
-              const status = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
-              if (status === 2) throw B.takeError();
-              if (details.length === 0) details = B.policyDetails();
+              // The status in the low two bits; above them, how often the
+              // details moved (another copy of this file may have moved them).
+              const answer = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
+              if ((answer & 3) === 2) throw B.takeError();
+              if (details.length === 0 || answer >>> 2 !== moved) {
+                details = B.policyDetails();
+                moved = answer >>> 2;
+              }
               return details;
             },
-            fitPolicy(limits) {
-              B.fitPolicy(limits);
-              details = B.policyDetails();
-            },
+            fitPolicy: B.fitPolicy,
           };
         })();
 

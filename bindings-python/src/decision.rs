@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::{PyTraverseError, PyVisit};
 use ratekeeper::{Decision, Headers, Nanos};
 
 use crate::convert::{self, float_repr};
@@ -39,6 +40,18 @@ pub enum Issuer {
         limits: Box<[(String, Nanos, Decision)]>,
         denied_by: Option<usize>,
     },
+}
+
+impl Issuer {
+    /// Visits the Python objects this refers to, for the garbage collector
+    /// (see `Recycler::traverse`).
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match self {
+            Issuer::Named(name) => visit.call(name),
+            Issuer::Policy { policy, .. } | Issuer::PolicyLimit(policy, _) => visit.call(policy),
+            Issuer::Given(_) | Issuer::GivenPolicy { .. } => Ok(()),
+        }
+    }
 }
 
 /// A policy decision's own decision of each limit and the index of the
@@ -258,6 +271,12 @@ impl Hash for PyDecision {
 
 #[pymethods]
 impl PyDecision {
+    /// For the garbage collector: a policy's decision refers to its policy,
+    /// which keeps its last decision (see `Recycler::traverse`).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.issuer.traverse(&visit)
+    }
+
     /// A decision made elsewhere (by a store such as Redis), for code that
     /// answers with ``Decision`` objects: the five numbers, and what its
     /// ``headers()`` list: the limit ``name`` of ``window`` seconds, or, when

@@ -4,6 +4,7 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
 
 use smallvec::SmallVec;
@@ -293,6 +294,16 @@ limiter_methods!(
     #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
     reserve = "($self, /, request=None, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
+        /// For the garbage collector: the policy keeps its last decision,
+        /// which refers to the policy (see `Recycler::traverse`).
+        fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+            self.recycler.traverse(&visit)
+        }
+
+        fn __clear__(&self) {
+            self.recycler.clear();
+        }
+
         #[new]
         #[pyo3(signature = (config = None, *, algorithm = None, by = None, clock = None))]
         fn new(

@@ -19,6 +19,7 @@ use std::cell::UnsafeCell;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
+use pyo3::{PyTraverseError, PyVisit};
 use ratekeeper::{Decision, Nanos};
 
 use crate::decision::{Issuer, PyDecision};
@@ -132,6 +133,34 @@ impl Recycler {
         let issuer = Issuer::Named(name.clone_ref(py));
         let fresh = Bound::new(py, PyDecision::with_window(*decision, window, issuer))?;
         Ok(self.keep(fresh))
+    }
+
+    /// Visits the decision kept, for the garbage collector: a policy's
+    /// decision refers to its policy, which keeps the decision here, a
+    /// cycle only the collector can break (see [`Recycler::clear`]).
+    pub fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        #[cfg(not(Py_GIL_DISABLED))]
+        {
+            // SAFETY: see `impl Sync`; the collector runs with the GIL held,
+            // and no borrow of the slot allocates (so none is alive now).
+            if let Some(last) = unsafe { &*self.last.get() } {
+                visit.call(last)?;
+            }
+        }
+        #[cfg(Py_GIL_DISABLED)]
+        let _ = visit;
+        Ok(())
+    }
+
+    /// Drops the decision kept (the garbage collector breaking a cycle).
+    pub fn clear(&self) {
+        #[cfg(not(Py_GIL_DISABLED))]
+        {
+            // SAFETY: as in `traverse`; the decision is dropped after the
+            // borrow, as dropping it may run Python code.
+            let last = unsafe { (*self.last.get()).take() };
+            drop(last);
+        }
     }
 
     /// `fresh`, kept as the last decision answered.

@@ -292,6 +292,26 @@ def test_a_policy_decision_kept_never_changes() -> None:
     assert [name for name, _ in third.limits] == ["per-user", "global", "per-route"]
 
 
+def test_a_policy_is_freed_once_unreferenced() -> None:
+    # A policy keeps its last PolicyDecision, which refers back to the policy:
+    # a cycle that the garbage collector must see, and break.
+    import gc
+    import weakref
+
+    class Clock:
+        def __call__(self) -> float:
+            return 0.0
+
+    clock = Clock()
+    freed = weakref.ref(clock)
+    policy = Policy("10/second", by=["user"], clock=clock)
+    decision = policy.try_acquire({"user": "a"})
+    limits = decision.limits
+    del policy, clock, decision, limits
+    gc.collect()
+    assert freed() is None
+
+
 def test_requests_of_any_mapping_many_and_long_fields() -> None:
     import collections
     import types

@@ -45,8 +45,9 @@ thread_local! {
     // A policy's request, written by the JS layer for `policyOpScratch`.
     static FIELDS: [Cell<u8>; FIELD_SCRATCH] = const { [const { Cell::new(0) }; FIELD_SCRATCH] };
     // A policy operation's status and details, read by the JS layer through
-    // `policyDetails`; sized by `fitPolicy`.
+    // `policyDetails`; sized by `fitPolicy`, and counted each time it moves.
     static DETAILS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    static DETAILS_MOVED: Cell<u32> = const { Cell::new(0) };
     // The error of the last operation that returned `FAILED`.
     static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
 }
@@ -538,20 +539,33 @@ pub fn policy_from_rates(
 }
 
 /// Makes room in [`policy_details`] for the answer of a policy of `limits`
-/// limits: the JS layer calls it for each policy it builds. The array then
-/// lies elsewhere: ask for it again.
+/// limits: the JS layer calls it for each policy it builds. The array may
+/// then lie elsewhere: each policy operation says how often it moved.
 #[wasm_bindgen(js_name = fitPolicy)]
 pub fn fit_policy(limits: usize) {
     let len = 2 + 5 * limits;
     DETAILS.with_borrow_mut(|details| {
         if details.len() < len {
             details.resize(len, 0.0);
+            DETAILS_MOVED.set(DETAILS_MOVED.get().wrapping_add(1) & MOVES);
         }
     });
 }
 
+/// The moves of [`policy_details`] a policy operation's answer counts (in
+/// its bits above the status, see [`policy_answer`]): modulo 2^29.
+const MOVES: u32 = (1 << 29) - 1;
+
+/// A policy operation's answer: its status (as [`status`]'s) in the low
+/// two bits, and how often [`policy_details`] has moved above them, so
+/// that every copy of the JS layer over this module (a test runner may load
+/// it twice) asks for the array again once another's policy moved it.
+fn policy_answer(answer: shared::Answer) -> u32 {
+    status(answer) | (DETAILS_MOVED.get() << 2)
+}
+
 /// A `Float64Array` over a policy operation's status and details
-/// (`[status, ...]`, see `shared::policy_details`), as [`scratch`] is: a
+/// (`[status, ...]`, see `shared::policy_op`), as [`scratch`] is: a
 /// returned array cost wasm-bindgen an allocation, a copy and a free per
 /// decision. Detached once the memory grows, and moved by [`fit_policy`].
 #[wasm_bindgen(js_name = policyDetails)]
@@ -580,7 +594,7 @@ fn policy_decide(
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
 /// `fields` alternates names and values (see `shared::policy_op`). Answers
-/// with its status (as [`status`]), the numbers in the scratch and
+/// as [`policy_answer`] says, the numbers in the scratch and
 /// [`policy_details`].
 #[wasm_bindgen(js_name = policyOp)]
 pub fn policy_op(
@@ -593,7 +607,7 @@ pub fn policy_op(
 ) -> u32 {
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
     let request = shared::request(&fields);
-    status(policy_decide(
+    policy_answer(policy_decide(
         policy,
         &request,
         (cost, max_wait_ms, now_ms, op),
@@ -615,7 +629,7 @@ pub fn policy_op_scratch(
     let mut bytes = [0; FIELD_SCRATCH];
     let Some(bytes) = bytes.get_mut(..len) else {
         // Never written so by the JS layer.
-        return status(Err(shared::type_error("request", "an object")));
+        return policy_answer(Err(shared::type_error("request", "an object")));
     };
     FIELDS.with(|cells| {
         for (byte, cell) in bytes.iter_mut().zip(cells) {
@@ -623,7 +637,7 @@ pub fn policy_op_scratch(
         }
     });
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    status(shared::with_request_bytes(bytes, |request| {
+    policy_answer(shared::with_request_bytes(bytes, |request| {
         policy_decide(policy, request, (cost, max_wait_ms, now_ms, op))
     }))
 }

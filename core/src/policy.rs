@@ -155,7 +155,8 @@ impl Policy {
     }
 
     /// Each limit's own decision for the latest request, in the order the
-    /// limits were added.
+    /// limits were added (after a request that a limit refused with an
+    /// error, those decided before it).
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
     }
@@ -337,7 +338,11 @@ impl Policy {
                 .store
                 .locate(key_of(&self.keys, &self.ends, i), self.places[i]);
             self.places[i] = at;
-            limit.store.peek_at(at, now, cost, &mut self.decisions[i])?;
+            if let Err(error) = limit.store.peek_at(at, now, cost, &mut self.decisions[i]) {
+                // `decisions()` lists the limits decided, as it says.
+                self.decisions.truncate(i);
+                return Err(error);
+            }
         }
         if self.decisions.iter().any(|d| !d.allowed) {
             for (i, limit) in self.limits.iter().enumerate() {

@@ -448,6 +448,29 @@ fn a_policy_finds_a_key_where_another_was() {
 }
 
 #[test]
+fn a_policy_lists_the_decisions_made_before_an_error() {
+    let mut policy = Policy::new();
+    let wide = Gcra::new(5, Nanos(100)).unwrap();
+    policy.add("wide", &[], wide.into()).unwrap();
+    policy
+        .add("narrow", &[], Gcra::new(2, Nanos(100)).unwrap().into())
+        .unwrap();
+    assert!(
+        policy
+            .try_acquire(&[], Nanos(0), 1)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    assert_eq!(policy.decisions().len(), 2);
+    // A cost above the narrow limit fails there, deciding the wide one only.
+    let error = policy.try_acquire(&[], Nanos(0), 3).unwrap_err();
+    assert_eq!(error.code(), "cost_exceeds_limit");
+    assert_eq!(policy.decisions().len(), 1);
+    assert_eq!(policy.decisions()[0].remaining, 4 - 3);
+}
+
+#[test]
 fn a_policy_denial_consumes_nothing_anywhere() {
     let mut policy = Policy::new();
     policy

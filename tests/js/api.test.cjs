@@ -832,6 +832,25 @@ describe('two copies of the package on one thread', () => {
       [3, 45], [0, 5, true], [[0, 1], 9, 8, false, false],
     ]);
   });
+
+  // The wasm build's JS layer can also be made twice over one module (its
+  // file re-required while the module stays cached): a policy's details then
+  // lie in memory that the other copy's larger policy may move.
+  it('a copy reads its policies right after another copy moved their details', () => {
+    const other =
+      process.env.RATEKEEPER_IMPL === 'wasm'
+        ? require('../../bindings-wasm/pkg/api.cjs').createApi(require('../../bindings-wasm/pkg/nodejs/ratekeeper_wasm.js'))
+        : freshCopy();
+    const small = new api.Policy({ limits: [{ name: 'one', rate: '1/second' }] });
+    assert.equal(small.tryAcquire({}, 1, 0).allowed, true);
+    const rates = Array.from({ length: 40 }, (_, i) => `${i + 1}/second`).join(';');
+    const large = new other.Policy(rates);
+    assert.equal(large.tryAcquire({}, 1, 0).limits.length, 40);
+    const denied = small.tryAcquire({}, 1, 0);
+    assert.deepStrictEqual([denied.allowed, denied.deniedBy, denied.limits[0].remaining], [false, 'one', 0]);
+    const again = large.tryAcquire({}, 1, 0); // its '1/second' denies: nothing taken
+    assert.deepStrictEqual([again.allowed, again.deniedBy, again.limits[39].remaining], [false, '1/second', 39]);
+  });
 });
 
 describe('console.log shows what built the object', () => {
