@@ -684,10 +684,11 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         self.drops_fresh
     }
 
-    /// Fails as inserting the key at `at` (see [`Self::locate`]) now would under [`Eviction::Refuse`] (with
-    /// [`Error::StoreFull`]), after making what room it can: how a policy
-    /// makes sure that no limit refuses a request after others consumed it.
-    /// A store that never refuses has nothing to check.
+    /// Fails as inserting the key at `at` (see [`Self::locate`]) now would
+    /// under [`Eviction::Refuse`] (with [`Error::StoreFull`]), after making
+    /// what room it can: how a policy makes sure that no limit refuses a
+    /// request after others consumed it. A store that never refuses has
+    /// nothing to check.
     pub(crate) fn make_room_at(&mut self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
         if self.eviction != Eviction::Refuse || at.is_some() {
             return Ok(());
