@@ -4,7 +4,6 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use pyo3::{PyTraverseError, PyVisit};
 use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
 
 use smallvec::SmallVec;
@@ -164,6 +163,10 @@ impl Subject for PyPolicy {
         })
     }
 
+    fn recycler(&self) -> &Recycler {
+        &self.recycler
+    }
+
     fn rate_limited(&self, py: Python<'_>, denied: &PolicyAnswer) -> PyErr {
         let name = match denied.combined.denied_by {
             Some(index) => self.shared.lock(py).policy.name(index).to_owned(),
@@ -294,16 +297,6 @@ limiter_methods!(
     #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
     reserve = "($self, /, request=None, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
-        /// For the garbage collector: the policy keeps its last decision,
-        /// which refers to the policy (see `Recycler::traverse`).
-        fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-            self.recycler.traverse(&visit)
-        }
-
-        fn __clear__(&self) {
-            self.recycler.clear();
-        }
-
         #[new]
         #[pyo3(signature = (config = None, *, algorithm = None, by = None, clock = None))]
         fn new(

@@ -15,13 +15,14 @@ use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyString, PyTuple};
-use pyo3::PyClass;
+use pyo3::{PyClass, PyTraverseError, PyVisit};
 use ratekeeper::{Error, Nanos};
 
 use crate::convert::{self, time_module, Now};
 use crate::decision::{PyDecision, PyReservation, Refund};
 use crate::errors::{to_py, to_py_with};
 use crate::lock::{CoreLock, Locked};
+use crate::recycle::Recycler;
 
 /// A deciding core: a limiter, a keyed store or a policy, asked about a
 /// `Target` (nothing, a key, a request's fields).
@@ -134,6 +135,20 @@ pub trait Subject: PyClass<Frozen = True> + Sync {
 
     /// `RateLimited` for a request `denied` that may not wait long enough.
     fn rate_limited(&self, py: Python<'_>, denied: &<Self::Core as Core>::Answer) -> PyErr;
+
+    /// The decision kept to be answered again.
+    fn recycler(&self) -> &Recycler;
+
+    /// `__traverse__`: the clock given and the decision kept, which may
+    /// refer back to this object (a bound method of an object holding the
+    /// limiter; a policy's decision, which refers to its policy), a cycle
+    /// only the garbage collector can break, and only if it sees it.
+    fn traverse(&self, visit: &PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Some(clock) = self.shared().clock() {
+            visit.call(clock)?;
+        }
+        self.recycler().traverse(visit)
+    }
 }
 
 type Target<S> = <<S as Subject>::Core as Core>::Target;
@@ -347,6 +362,10 @@ macro_rules! named_subject {
                     .answer(slf.py(), answer, &this.name, this.window_nanos())
             }
 
+            fn recycler(&self) -> &$crate::recycle::Recycler {
+                &self.recycler
+            }
+
             fn rate_limited(&self, py: Python<'_>, denied: &::ratekeeper::Decision) -> PyErr {
                 match self.name.bind(py).to_cow() {
                     Ok(name) => $crate::errors::rate_limited(py, &name, denied),
@@ -384,6 +403,17 @@ macro_rules! limiter_methods {
         $(, headers = $headers:literal)? { $($extra:tt)* }
     ) => {
         limiter_methods!(@step $hash $pymethods $class, $spec, [
+            /// For the garbage collector (see `Subject::traverse`).
+            fn __traverse__(&self, visit: ::pyo3::PyVisit<'_>) -> Result<(), ::pyo3::PyTraverseError> {
+                $crate::shared::Subject::traverse(self, &visit)
+            }
+
+            /// For the garbage collector: drops the decision kept (a
+            /// policy's refers back to it).
+            fn __clear__(&self) {
+                $crate::shared::Subject::recycler(self).clear();
+            }
+
             #[doc = concat!("Book ``cost`` units of ", $what, " for the earliest slot they fit, if")]
             /// that is at most ``max_wait`` seconds away (``None``, the default, or
             /// ``math.inf``: no bound); returns a Reservation.

@@ -312,6 +312,38 @@ def test_a_policy_is_freed_once_unreferenced() -> None:
     assert freed() is None
 
 
+@pytest.mark.parametrize("kind", ["limiter", "keyed", "policy"])
+def test_an_object_whose_clock_refers_back_is_freed(kind: str) -> None:
+    # A service that passes its own bound method as the clock: service ->
+    # limiter -> clock -> service, a cycle the garbage collector must see.
+    import gc
+    import weakref
+
+    class Service:
+        def __init__(self) -> None:
+            bucket = TokenBucket(10, 1, 1, clock=self.now)
+            self.limiter: Any = {
+                "limiter": bucket,
+                "keyed": KeyedLimiter(bucket),
+                "policy": Policy("10/second", clock=self.now),
+            }[kind]
+
+        def now(self) -> float:
+            return 0.0
+
+    service = Service()
+    if kind == "keyed":
+        assert service.limiter.try_acquire("k")
+    elif kind == "policy":
+        assert service.limiter.try_acquire({})
+    else:
+        assert service.limiter.try_acquire()
+    freed = weakref.ref(service)
+    del service
+    gc.collect()
+    assert freed() is None
+
+
 def test_requests_of_any_mapping_many_and_long_fields() -> None:
     import collections
     import types
