@@ -419,7 +419,7 @@ impl PyDecision {
 }
 
 /// How a reservation gives its booking back: `refund(slot, cost)`.
-pub type Refund = Box<dyn Fn(Python<'_>, Nanos, u64) + Send + Sync>;
+pub type Refund = Box<dyn Fn(&Bound<'_, PyAny>, Nanos, u64) + Send + Sync>;
 
 /// A booking made by ``reserve()``: proceed after ``wait`` seconds.
 ///
@@ -433,7 +433,12 @@ pub type Refund = Box<dyn Fn(Python<'_>, Nanos, u64) + Send + Sync>;
 /// booking back.
 #[pyclass(frozen, name = "Reservation", module = "ratekeeper")]
 pub struct PyReservation {
-    /// Gives `cost` back at the slot (`cancel()`).
+    /// The limiter, keyed limiter or policy that booked it. Kept here, not
+    /// in `refund`, so that the garbage collector sees it (`__traverse__`):
+    /// an object that keeps both its limiter and a reservation of it is
+    /// then freed with them.
+    owner: Py<PyAny>,
+    /// Gives `cost` back to `owner` at the slot (`cancel()`).
     refund: Refund,
     cost: u64,
     now: Nanos,
@@ -447,6 +452,7 @@ pub struct PyReservation {
 impl PyReservation {
     /// A booking `booked` at `now`: `Ok(wait)`, or the refusal.
     pub fn new(
+        owner: Py<PyAny>,
         refund: Refund,
         cost: u64,
         now: Nanos,
@@ -454,6 +460,7 @@ impl PyReservation {
     ) -> Self {
         let cancelled = AtomicBool::new(false);
         PyReservation {
+            owner,
             refund,
             cost,
             now,
@@ -492,6 +499,16 @@ impl PyReservation {
 
 #[pymethods]
 impl PyReservation {
+    /// For the garbage collector: the booking's owner, and a refusal's
+    /// decision.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.owner)?;
+        if let Err(denied) = &self.booked {
+            visit.call(denied)?;
+        }
+        Ok(())
+    }
+
     /// Whether the units were booked.
     #[getter]
     fn ok(&self) -> bool {
@@ -543,7 +560,7 @@ impl PyReservation {
     fn cancel(&self, py: Python<'_>) {
         if let Some(slot) = self.slot() {
             if !self.cancelled.swap(true, Ordering::AcqRel) {
-                (self.refund)(py, slot, self.cost);
+                (self.refund)(self.owner.bind(py), slot, self.cost);
             }
         }
     }

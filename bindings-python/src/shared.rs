@@ -204,15 +204,30 @@ pub fn answered(
     Ok(decision)
 }
 
-/// How a reservation of `target` gives its booking back.
-fn refund_of<S: Subject>(slf: &Bound<'_, S>, target: &Target<S>) -> Refund {
-    let subject = slf.clone().unbind();
+/// How a reservation of `target` gives its booking back to its owner, the
+/// subject that booked it (`PyReservation::owner`).
+fn refund_of<S: Subject>(target: &Target<S>) -> Refund {
     let owned = S::Core::to_owned(target);
-    Box::new(move |py, slot, cost| {
-        let mut core = subject.get().shared().lock(py);
-        // A refund only fails for a request that could not be booked.
-        let _ = core.refund(S::Core::borrow(&owned), slot, cost);
+    Box::new(move |owner, slot, cost| {
+        // The owner is always an `S`: see `reserve` and `book_reservation`.
+        if let Ok(subject) = owner.cast::<S>() {
+            let mut core = subject.get().shared().lock(owner.py());
+            // A refund only fails for a request that could not be booked.
+            let _ = core.refund(S::Core::borrow(&owned), slot, cost);
+        }
     })
+}
+
+/// A reservation of `target` that `slf` booked (`booked`) at `now`.
+fn reservation<S: Subject>(
+    slf: &Bound<'_, S>,
+    target: &Target<S>,
+    cost: u64,
+    now: Nanos,
+    booked: Result<Nanos, Py<PyDecision>>,
+) -> PyReservation {
+    let owner = slf.clone().into_any().unbind();
+    PyReservation::new(owner, refund_of::<S>(target), cost, now, booked)
 }
 
 /// Counts `booked` as an event of `shared` when it booked a slot to come
@@ -245,7 +260,7 @@ pub fn reserve<S: Subject>(
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(S::answer(slf, denied)?, now)?.unbind()),
     };
-    Ok(PyReservation::new(refund_of(slf, target), cost, at, booked))
+    Ok(reservation(slf, target, cost, at, booked))
 }
 
 /// `refund`: gives back `cost` taken at `taken_at` (default now).
@@ -296,7 +311,7 @@ pub fn book_reservation<S: Subject>(
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyReservation> {
     let (now, wait, seq) = book(slf, target, cost, timeout)?;
-    Ok(PyReservation::new(refund_of(slf, target), cost, now, Ok(wait)).with_seq(seq))
+    Ok(reservation(slf, target, cost, now, Ok(wait)).with_seq(seq))
 }
 
 /// `acquire`: books, then sleeps with `time.sleep` until the slot; an

@@ -332,12 +332,12 @@ def test_an_object_whose_clock_refers_back_is_freed(kind: str) -> None:
             return 0.0
 
     service = Service()
-    if kind == "keyed":
-        assert service.limiter.try_acquire("k")
-    elif kind == "policy":
-        assert service.limiter.try_acquire({})
-    else:
-        assert service.limiter.try_acquire()
+    target: tuple[Any, ...] = {"limiter": (), "keyed": ("k",), "policy": ({},)}[kind]
+    assert service.limiter.try_acquire(*target)
+    # Reservations kept beside it refer to it too: one booked, one refused.
+    service.booked = service.limiter.reserve(*target, 9)  # type: ignore[attr-defined]
+    service.refused = service.limiter.reserve(*target, 1, max_wait=0)  # type: ignore[attr-defined]
+    assert service.booked and not service.refused  # type: ignore[attr-defined]
     freed = weakref.ref(service)
     del service
     gc.collect()

@@ -155,8 +155,10 @@ impl Policy {
     }
 
     /// Each limit's own decision for the latest request, in the order the
-    /// limits were added (after a request that a limit refused with an
-    /// error, those decided before it).
+    /// limits were added. After a call that failed, they are not its answer:
+    /// when a limit refused the cost, those of the limits before it; when a
+    /// field was missing, the previous request's; when a full store refused
+    /// the key, the decisions that call reached.
     pub fn decisions(&self) -> &[Decision] {
         &self.decisions
     }
