@@ -18,6 +18,7 @@ mod policy_config;
 mod shared;
 
 use std::cell::{Cell, RefCell, RefMut};
+use std::thread::LocalKey;
 
 use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
 use ratekeeper::{AnyKeyed, AnyLimiter, HashSeed, Policy};
@@ -434,17 +435,28 @@ pub fn keyed_op_scratch(
     now_ms: f64,
     op: u32,
 ) -> u32 {
-    if len > KEY_SCRATCH {
+    let mut key = [0; KEY_SCRATCH];
+    let Some(key) = written(&KEY, len, &mut key) else {
         // Never written so by the JS layer; cut short, keys would merge.
         return status(Err(shared::type_error("key", "a string")));
-    }
-    let mut key = [0; KEY_SCRATCH];
-    KEY.with(|cells| {
-        for (byte, cell) in key.iter_mut().zip(&cells[..len]) {
+    };
+    keyed(handle, key, cost, max_wait_ms, now_ms, op)
+}
+
+/// The `len` bytes the JS layer wrote into `cells`, copied into `into`;
+/// `None` when that is more than they hold.
+fn written<'a, const N: usize>(
+    cells: &'static LocalKey<[Cell<u8>; N]>,
+    len: usize,
+    into: &'a mut [u8; N],
+) -> Option<&'a [u8]> {
+    let bytes = into.get_mut(..len)?;
+    cells.with(|cells| {
+        for (byte, cell) in bytes.iter_mut().zip(cells) {
             *byte = cell.get();
         }
     });
-    keyed(handle, &key[..len], cost, max_wait_ms, now_ms, op)
+    Some(bytes)
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
@@ -627,15 +639,10 @@ pub fn policy_op_scratch(
     op: u32,
 ) -> u32 {
     let mut bytes = [0; FIELD_SCRATCH];
-    let Some(bytes) = bytes.get_mut(..len) else {
+    let Some(bytes) = written(&FIELDS, len, &mut bytes) else {
         // Never written so by the JS layer.
         return policy_answer(Err(shared::type_error("request", "an object")));
     };
-    FIELDS.with(|cells| {
-        for (byte, cell) in bytes.iter_mut().zip(cells) {
-            *byte = cell.get();
-        }
-    });
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
     policy_answer(shared::with_request_bytes(bytes, |request| {
         policy_decide(policy, request, (cost, max_wait_ms, now_ms, op))
