@@ -55,27 +55,48 @@ unsafe fn first_arg(env: napi_env, info: napi_callback_info) -> napi_value {
     arg
 }
 
-/// The numbers of a hot operation, besides its handle.
+/// The numbers of a hot operation, besides its handle: those every one
+/// reads. A bound on a wait and a keyed operation's kind are read where
+/// they are used ([`Args::max_wait`], [`Args::op`]), so that a `tryAcquire`
+/// does not load them.
 struct Args {
     cost: f64,
-    max_wait: f64,
     now: Now,
-    op: f64,
+}
+
+/// The slot `at` of the scratch `s` (NaN when the scratch is too short),
+/// loaded in one 8-byte load, as JS stored it: a wider load spanning two of
+/// its stores waits for both to reach the cache, a stall that cost about a
+/// tenth of the call.
+#[inline(always)]
+fn slot_value(s: &[f64], at: usize) -> f64 {
+    // SAFETY: `x` is a valid, aligned reference.
+    s.get(at)
+        .map_or(f64::NAN, |x| unsafe { ptr::read_volatile(x) })
+}
+
+impl Args {
+    /// maxWaitMs, from the scratch `s`.
+    fn max_wait(s: &[f64]) -> f64 {
+        slot_value(s, slot::ARGS + 2)
+    }
+
+    /// op, from the scratch `s`.
+    fn op(s: &[f64]) -> u32 {
+        slot_value(s, slot::ARGS + 4) as u32
+    }
 }
 
 /// The arguments of a hot operation in the scratch `s` (see [`crate::slot`]):
-/// handle, cost, maxWaitMs, nowMs (read here when the JS layer asked, see
-/// [`clock`]), op; `None` before `index.js` handed the scratch over.
+/// handle, cost, nowMs (read here when the JS layer asked, see [`clock`]);
+/// `None` before `index.js` handed the scratch over.
 #[inline(always)]
 fn inputs(s: &[f64]) -> Option<(usize, Args)> {
-    let a: &[f64; slot::CLOCK + 1 - slot::ARGS] =
-        s.get(slot::ARGS..=slot::CLOCK)?.try_into().ok()?;
-    // One 8-byte load per slot, as JS stored them: a wider load spanning
-    // two of its stores waits for both to reach the cache, a stall that
-    // cost about a tenth of the call.
-    // SAFETY: `x` is a valid, aligned reference.
-    let [handle, cost, max_wait, now, op, read_clock] =
-        a.each_ref().map(|x| unsafe { ptr::read_volatile(x) });
+    if s.len() <= slot::CLOCK {
+        return None;
+    }
+    let [handle, cost, now, read_clock] =
+        [slot::ARGS, slot::ARGS + 1, slot::ARGS + 3, slot::CLOCK].map(|at| slot_value(s, at));
     // A handle is a table index that `index.js` got from this addon; the
     // cast saturates, so anything else (negative, fractional, NaN) differs.
     let index = handle as u32;
@@ -88,13 +109,7 @@ fn inputs(s: &[f64]) -> Option<(usize, Args)> {
     } else {
         Now::Millis(now)
     };
-    let args = Args {
-        cost,
-        max_wait,
-        now,
-        op,
-    };
-    Some((index as usize, args))
+    Some((index as usize, Args { cost, now }))
 }
 
 fn bad_handle() -> Error {
@@ -228,8 +243,8 @@ unsafe extern "C" fn peek(env: napi_env, _: napi_callback_info) -> napi_value {
 
 /// `reserve()`: [handle, cost, maxWaitMs, nowMs] in the scratch.
 unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a, _| {
-        on_limiter(h, |l| shared::reserve(l, a.cost, a.max_wait, a.now))
+    answer(env, |h, a, s| {
+        on_limiter(h, |l| shared::reserve(l, a.cost, Args::max_wait(s), a.now))
     })
 }
 
@@ -237,20 +252,24 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
-    answer(env, |h, a, _| with_key(env, key, |key| keyed(h, &a, key)))
+    answer(env, |h, a, s| {
+        with_key(env, key, |key| keyed(h, &a, s, key))
+    })
 }
 
 /// `keyedOpScratch()`: [`keyed_op`] for the ASCII key `index.js` wrote into
 /// the scratch ([`slot::KEY`]), since reading a string argument through
 /// Node-API costs more than a keyed decision.
 unsafe extern "C" fn keyed_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a, scratch| keyed(h, &a, scratch_key(scratch)?))
+    answer(env, |h, a, s| keyed(h, &a, s, scratch_key(s)?))
 }
 
-/// The keyed operation `a.op` on `key` of the keyed limiter `h`.
-fn keyed(h: usize, a: &Args, key: &[u8]) -> Answer {
-    on_keyed(h, |s| {
-        shared::keyed_op(s, key, a.cost, a.max_wait, a.now, a.op as u32)
+/// The keyed operation (op, in the scratch `s`) on `key` of the keyed
+/// limiter `h`.
+fn keyed(h: usize, a: &Args, s: &[f64], key: &[u8]) -> Answer {
+    let (max_wait, op) = (Args::max_wait(s), Args::op(s));
+    on_keyed(h, |store| {
+        shared::keyed_op(store, key, a.cost, max_wait, a.now, op)
     })
 }
 
@@ -270,7 +289,7 @@ unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> 
                 .ok_or_else(|| shared::type_error("request", "an object"))?;
             shared::with_request_bytes(bytes, |request| {
                 on_policy(h, |p| {
-                    let args = (a.cost, a.max_wait, now_ms, a.op as u32);
+                    let args = (a.cost, Args::max_wait(s), now_ms, Args::op(s));
                     crate::policy_decide(p, request, args)
                 })
             })

@@ -239,8 +239,10 @@ fn decision_out(d: &Decision, now: Now) -> Out {
 #[inline]
 fn retry_ms(retry: Nanos, now: Now) -> f64 {
     match now {
-        Now::Millis(now_ms) if retry != Nanos::ZERO => retry.as_millis_f64_after(now_ms),
-        _ => ms(retry),
+        // Every allowed call's: no division (the hot path waited for one).
+        _ if retry == Nanos::ZERO => 0.0,
+        Now::Millis(now_ms) => retry.as_millis_f64_after(now_ms),
+        Now::Read(_) => ms(retry),
     }
 }
 
@@ -274,6 +276,7 @@ pub enum Now {
 }
 
 impl Now {
+    #[inline]
     fn nanos(self) -> Result<Nanos, Error> {
         match self {
             Now::Millis(ms) => millis(ms, "now"),

@@ -73,6 +73,10 @@ pub struct Bandwidth {
     /// decision's only divisions.
     step_tokens: Divisor,
     step_period: Divisor,
+    /// `Some(refill)` when a step is one token (`step_tokens` is 1): the
+    /// refill of a quick band (see [`Band::is_quick`]). One byte tells a
+    /// decision both, where checking each took two loads and two branches.
+    quick: Option<Refill>,
 }
 
 impl Bandwidth {
@@ -138,6 +142,7 @@ impl Bandwidth {
             refill,
             step_tokens: Divisor::new(refill_tokens / divisor),
             step_period: Divisor::new(refill_period.0 / divisor),
+            quick: (refill_tokens / divisor == 1).then_some(refill),
         };
         // Every wait a bucket reports without reservations is at most the time
         // to refill it from empty, so checking that once keeps them in range
@@ -360,7 +365,7 @@ impl Band {
     /// than 64 bits.
     #[inline(always)]
     pub(crate) fn is_quick(&self, rule: &Bandwidth) -> bool {
-        self.owed == 0 && rule.step_tokens.get() == 1
+        self.owed == 0 && rule.quick.is_some()
     }
 
     /// [`Band::advanced`] for a quick band (see [`Band::is_quick`]), in the
@@ -373,52 +378,51 @@ impl Band {
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));
         let period = rule.step_period.get();
-        // The carry plus the refill since the last call: in units of
-        // 1/step_period token (greedy), or in ns (interval). A sum past
-        // 2^64 would fill the band or cross a boundary, as below.
-        let (scaled, past_64_bits) = self.carry.overflowing_add(elapsed);
-        match rule.refill {
-            Refill::Greedy => {
-                if self.is_full(rule) {
-                    return Some(self);
-                }
-                // At most the time to refill from empty: within 64 bits
-                // (checked when the rule was built).
-                let to_fill = (rule.capacity() - self.tokens) * period;
-                if past_64_bits || scaled >= to_fill {
-                    (self.tokens, self.carry) = (rule.capacity(), 0);
-                    return Some(self);
-                }
-                // A token gained or not, written as a select (a conditional
-                // move) rather than as a branch: on a steady stream of calls
-                // the outcome alternates, a token on one call and none on
-                // the next.
-                let gained = scaled >= period;
-                let carry = if gained { scaled - period } else { scaled };
-                if carry >= period {
-                    // Two tokens or more, short of filling (so fewer than
-                    // the room): what a bucket called less often than its
-                    // rate meets, such as each key of a keyed limiter. By
-                    // the reciprocal, kept apart from the select above so
-                    // that a steady stream's chain of calls stays short.
-                    // Left to the exact path on wasm, where these inlined
-                    // copies cost 0.9 KB of gzipped download.
-                    if cfg!(target_arch = "wasm32") {
-                        return None;
-                    }
-                    let steps = rule.step_period.divide(scaled);
-                    (self.tokens, self.carry) = (self.tokens + steps, scaled - steps * period);
-                    return Some(self);
-                }
-                (self.tokens, self.carry) = (self.tokens + gained as u64, carry);
+        // Greedy first, and as an `if` rather than a `match`: LLVM then lays
+        // the usual case out straight, where the match made it jump.
+        if rule.quick? == Refill::Greedy {
+            // The time the band takes to fill: at most the time to refill
+            // from empty, within 64 bits (checked when the rule was built);
+            // zero when full, a full band carrying nothing. One comparison
+            // covers a full band and one that fills.
+            let to_fill = (rule.capacity() - self.tokens) * period - self.carry;
+            if elapsed >= to_fill {
+                (self.tokens, self.carry) = (rule.capacity(), 0);
+                return Some(self);
             }
-            Refill::Interval => {
-                if past_64_bits || scaled >= period {
+            // The carry plus the refill since the last call, in units of
+            // 1/step_period token: below `to_fill`, so within 64 bits.
+            let scaled = self.carry + elapsed;
+            // A token gained or not, written as a select (a conditional
+            // move) rather than as a branch: on a steady stream of calls the
+            // outcome alternates, a token on one call and none on the next.
+            let gained = scaled >= period;
+            let carry = if gained { scaled - period } else { scaled };
+            if carry >= period {
+                // Two tokens or more, short of filling (so fewer than the
+                // room): what a bucket called less often than its rate
+                // meets, such as each key of a keyed limiter. By the
+                // reciprocal, kept apart from the select above so that a
+                // steady stream's chain of calls stays short. Left to the
+                // exact path on wasm, where these inlined copies cost 0.9 KB
+                // of gzipped download.
+                if cfg!(target_arch = "wasm32") {
                     return None;
                 }
-                self.carry = scaled;
+                let steps = rule.step_period.divide(scaled);
+                (self.tokens, self.carry) = (self.tokens + steps, scaled - steps * period);
+                return Some(self);
             }
+            (self.tokens, self.carry) = (self.tokens + gained as u64, carry);
+            return Some(self);
         }
+        // Interval: the time into the period, in ns. A sum past 2^64
+        // crosses a boundary, as one past the period does.
+        let (scaled, past_64_bits) = self.carry.overflowing_add(elapsed);
+        if past_64_bits || scaled >= period {
+            return None;
+        }
+        self.carry = scaled;
         Some(self)
     }
 
@@ -497,23 +501,36 @@ impl Band {
         }
     }
 
-    /// Reads a band of `rule`, checking what the arithmetic relies on:
-    /// tokens within capacity, debt only in an empty band, a carry below
-    /// the step (and none in a full greedy band).
+    /// Reads a band of `rule` (see [`Band::checked`]).
     pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
         let tokens = r.at_most(rule.capacity())?;
         let owed = r.varint()?;
         let carry = r.at_most(rule.step_period.get() - 1)?;
-        let band = Band {
+        Band::checked(rule, tokens, owed, carry)
+    }
+
+    /// A band of `rule` holding this state, checking what the arithmetic
+    /// relies on: tokens within capacity, debt only in an empty band, a
+    /// carry below the step (and none in a full greedy band).
+    pub(crate) fn checked(
+        rule: &Bandwidth,
+        tokens: u64,
+        owed: u64,
+        carry: u64,
+    ) -> Result<Band, Error> {
+        let full_with_carry =
+            rule.refill == Refill::Greedy && tokens == rule.capacity() && carry != 0;
+        if tokens > rule.capacity()
+            || carry >= rule.step_period.get()
+            || (owed != 0 && tokens != 0)
+            || full_with_carry
+        {
+            return Err(corrupt("a bandwidth's state is inconsistent"));
+        }
+        Ok(Band {
             tokens,
             owed,
             carry,
-        };
-        let full_with_carry =
-            rule.refill == Refill::Greedy && tokens == rule.capacity() && carry != 0;
-        if (owed != 0 && tokens != 0) || full_with_carry {
-            return Err(corrupt("a bandwidth's state is inconsistent"));
-        }
-        Ok(band)
+        })
     }
 }

@@ -114,6 +114,7 @@ impl Nanos {
     /// Milliseconds as a float, rounded to the nearest nanosecond.
     ///
     /// Fails like [`Nanos::from_secs_f64`].
+    #[inline]
     pub fn from_millis_f64(millis: f64, name: &'static str) -> Result<Nanos, Error> {
         scaled_nanos(millis, 1_000_000, name)
     }
@@ -172,13 +173,26 @@ fn reaching(now: f64, wait: Nanos, scale: u64) -> f64 {
 
 /// `n` as the nearest `f64`, as `n as f64` is: through the signed
 /// conversion (one x86-64 instruction) for every `n` below 2^63, where the
-/// two agree.
+/// two agree. The rest goes out of line: written inline, LLVM merged both
+/// into the unsigned conversion's five dependent instructions, whose
+/// latency a decision's answer waited for. (wasm has one instruction for
+/// either.)
 #[inline(always)]
 pub fn u64_to_f64(n: u64) -> f64 {
+    if cfg!(target_arch = "wasm32") {
+        return n as f64;
+    }
     match i64::try_from(n) {
         Ok(signed) => signed as f64,
-        Err(_) => n as f64,
+        Err(_) => u64_to_f64_high(n),
     }
+}
+
+/// [`u64_to_f64`] from 2^63 up.
+#[cold]
+#[inline(never)]
+fn u64_to_f64_high(n: u64) -> f64 {
+    n as f64
 }
 
 /// A count (a cost, a capacity) given as a float, as JS numbers are.

@@ -638,6 +638,28 @@ mod tests {
                 }
             }
         }
+
+        /// The quick arithmetic stays exact after any gap, up to the end of
+        /// time, from any state a bucket can hold (one restored from bytes
+        /// too): a refill past 2^64 units fills the band, as the exact
+        /// arithmetic finds in 128 bits.
+        #[test]
+        fn quick_decisions_are_exact_after_any_gap(
+            rule in rule(),
+            (tokens, carry, updated) in (0u64..=6, 0u64..40, 0u64..100),
+            now in prop_oneof![any::<u64>(), u64::MAX - 100..=u64::MAX, 0u64..1_000],
+            cost in 0u64..=3,
+        ) {
+            let tokens = tokens.min(rule.capacity());
+            let band = Band::checked(&rule, tokens, 0, carry);
+            prop_assume!(band.is_ok() && cost <= rule.capacity() && now >= updated);
+            let bucket = TokenBucket {
+                rules: [rule],
+                bands: [band.unwrap()],
+                updated: Some(Nanos(updated)),
+            };
+            assert_quick_is_exact(&bucket, Nanos(now), cost);
+        }
     }
 
     #[test]
