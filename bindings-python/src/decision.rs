@@ -89,7 +89,10 @@ impl LimitDecisions {
         if old.len() != limits.len() {
             return false;
         }
-        old.copy_from_slice(limits);
+        // One field at a time: the policy stored them so (see `settled`).
+        for (old, new) in old.iter_mut().zip(limits) {
+            *old = read_settled(new);
+        }
         *old_denied_by = denied_by;
         true
     }
@@ -106,10 +109,14 @@ impl LimitDecisions {
 /// from 58 to 53 ns.
 #[inline(always)]
 pub fn settled(answer: Result<Decision, ratekeeper::Error>) -> Result<Decision, ratekeeper::Error> {
-    let decision = answer?;
-    let d = &decision;
-    // SAFETY: each is a valid, aligned reference to a field of `decision`.
-    Ok(unsafe {
+    Ok(read_settled(&answer?))
+}
+
+/// `d`, read one field at a time (see [`settled`]).
+#[inline(always)]
+fn read_settled(d: &Decision) -> Decision {
+    // SAFETY: each is a valid, aligned reference to a field of `d`.
+    unsafe {
         Decision {
             allowed: std::ptr::read_volatile(&d.allowed),
             remaining: std::ptr::read_volatile(&d.remaining),
@@ -117,7 +124,7 @@ pub fn settled(answer: Result<Decision, ratekeeper::Error>) -> Result<Decision, 
             retry_after: std::ptr::read_volatile(&d.retry_after),
             reset_after: std::ptr::read_volatile(&d.reset_after),
         }
-    })
+    }
 }
 
 /// The RateLimit header values of `items` (name, window, decision), as a

@@ -67,30 +67,29 @@ impl Recycler {
 
     /// A policy's `decision`, denied by the limit `denied_by`, of limits
     /// that decided `limits`: the last one answered, rewritten, when nothing
-    /// else refers to it and the policy had as many limits then; else the
-    /// new PolicyDecision that `make` makes, kept as the last one.
+    /// else refers to it and the policy had as many limits then; `None`
+    /// otherwise (the caller then makes a new one and [`keep`]s it).
+    ///
+    /// Runs no Python code, so the caller may hold the policy's lock.
+    ///
+    /// [`keep`]: Recycler::keep
     #[inline(always)]
-    pub fn answer_policy<'py>(
+    pub fn reuse_policy<'py>(
         &self,
         py: Python<'py>,
         decision: Decision,
         limits: &[Decision],
         denied_by: Option<usize>,
-        make: impl FnOnce() -> PyResult<Bound<'py, PyDecision>>,
-    ) -> PyResult<Bound<'py, PyDecision>> {
+    ) -> Option<Bound<'py, PyDecision>> {
         // SAFETY (both): as `reuse` calls it; and the slot's decisions are
         // all this policy's (each policy has its own slot).
-        let reused = self.reuse(py, |last| match &last.issuer {
+        self.reuse(py, |last| match &last.issuer {
             Issuer::Policy { limits: own, .. } if unsafe { own.rewrite(limits, denied_by) } => {
                 unsafe { last.rewrite(decision, Nanos::ZERO) };
                 true
             }
             _ => false,
-        });
-        match reused {
-            Some(last) => Ok(last),
-            None => Ok(self.keep(make()?)),
-        }
+        })
     }
 
     /// The last decision answered, once `rewrite` made it the new answer,
@@ -165,7 +164,7 @@ impl Recycler {
 
     /// `fresh`, kept as the last decision answered.
     #[inline(never)]
-    fn keep<'py>(&self, fresh: Bound<'py, PyDecision>) -> Bound<'py, PyDecision> {
+    pub fn keep<'py>(&self, fresh: Bound<'py, PyDecision>) -> Bound<'py, PyDecision> {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             // SAFETY: see `impl Sync`. Allocating `fresh` may have run

@@ -127,10 +127,24 @@ pub trait Subject: PyClass<Frozen = True> + Sync {
 
     fn shared(&self) -> &Shared<Self::Core>;
 
+    /// What is left to answer once the core is unlocked (see
+    /// [`Subject::settle`]).
+    type Pending;
+
+    /// `answer`, settled while `core` is still locked: answered already
+    /// where that runs no Python code (a policy's last decision, written
+    /// again from the core's own numbers), else what [`Subject::answer`]
+    /// answers once the core is unlocked.
+    fn settle<'py>(
+        slf: &Bound<'py, Self>,
+        core: &Self::Core,
+        answer: <Self::Core as Core>::Answer,
+    ) -> Settled<'py, Self::Pending>;
+
     /// The Python answer: a `Decision` (a `PolicyDecision` for a policy).
     fn answer<'py>(
         slf: &Bound<'py, Self>,
-        answer: <Self::Core as Core>::Answer,
+        pending: Self::Pending,
     ) -> PyResult<Bound<'py, PyDecision>>;
 
     /// `RateLimited` for a request `denied` that may not wait long enough.
@@ -154,6 +168,28 @@ pub trait Subject: PyClass<Frozen = True> + Sync {
 type Target<S> = <<S as Subject>::Core as Core>::Target;
 type Answer<S> = <<S as Subject>::Core as Core>::Answer;
 
+/// An answer settled with the core locked (see [`Subject::settle`]).
+pub enum Settled<'py, P> {
+    /// Answered.
+    Ready(Bound<'py, PyDecision>),
+    /// To answer once the core is unlocked.
+    Pending(P),
+}
+
+impl<'py, P> Settled<'py, P> {
+    /// The answer, made now if it was pending.
+    #[inline(always)]
+    fn answer<S: Subject<Pending = P>>(
+        self,
+        slf: &Bound<'py, S>,
+    ) -> PyResult<Bound<'py, PyDecision>> {
+        match self {
+            Settled::Ready(decision) => Ok(decision),
+            Settled::Pending(pending) => S::answer(slf, pending),
+        }
+    }
+}
+
 /// `decision(core, target, now)` at `now` or the clock's reading, answered.
 #[inline]
 pub fn decide<'py, S: Subject>(
@@ -166,9 +202,15 @@ pub fn decide<'py, S: Subject>(
     let at = shared.now(py, now.map(|now| now.at))?;
     let decided = {
         let mut core = shared.lock(py);
-        decision(&mut core, target, at).map_err(|err| explained(&*core, err, target))
+        match decision(&mut core, target, at) {
+            Ok(answer) => Ok(S::settle(slf, &core, answer)),
+            Err(err) => Err(explained(&*core, err, target)),
+        }
     };
-    answered(S::answer(slf, decided.map_err(|err| err.raise(py))?)?, now)
+    match decided {
+        Ok(settled) => answered(settled.answer(slf)?, now),
+        Err(err) => Err(err.raise(py)),
+    }
 }
 
 /// A core error, with the words its core found for it (see [`Core::explain`]).
@@ -254,11 +296,14 @@ pub fn reserve<S: Subject>(
         let mut core = shared.lock(py);
         let booked = core.reserve(target, at, cost, max_wait);
         count_booking(shared, &booked);
-        booked.map_err(|err| explained(&*core, err, target))
+        match booked {
+            Ok(booked) => Ok(booked.map_err(|denied| S::settle(slf, &core, denied))),
+            Err(err) => Err(explained(&*core, err, target)),
+        }
     };
     let booked = match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok(wait),
-        Err(denied) => Err(answered(S::answer(slf, denied)?, now)?.unbind()),
+        Err(denied) => Err(answered(denied.answer(slf)?, now)?.unbind()),
     };
     Ok(reservation(slf, target, cost, at, booked))
 }
@@ -365,6 +410,17 @@ macro_rules! named_subject {
 
             fn shared(&self) -> &$crate::shared::Shared<$core> {
                 &self.shared
+            }
+
+            type Pending = ::ratekeeper::Decision;
+
+            #[inline(always)]
+            fn settle<'py>(
+                _: &Bound<'py, Self>,
+                _: &$core,
+                answer: ::ratekeeper::Decision,
+            ) -> $crate::shared::Settled<'py, ::ratekeeper::Decision> {
+                $crate::shared::Settled::Pending(answer)
             }
 
             #[inline]
