@@ -121,7 +121,9 @@ const hot = {
       scratch[21] = n;
       policyOpScratch();
     } else {
-      native.policyOp(handle, fields, cost, maxWaitMs, nowMs, op);
+      // napi-rs's policyOp takes a number: the clock is read here instead.
+      const now = nowMs === undefined ? nativeNow.call(runtimePerformance) : nowMs;
+      native.policyOp(handle, fields, cost, maxWaitMs, now, op);
     }
     return details;
   },

@@ -1231,7 +1231,7 @@ function createApi(B) {
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
     #decide(request, cost, nowMs, consume) {
-      const flat = policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, nowFrom(this.#clock, nowMs), consume ? 1 : 0);
+      const flat = policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), consume ? 1 : 0);
       return this.#decision(flat, flat[0] === 1);
     }
 

@@ -181,6 +181,12 @@ impl Bandwidth {
     pub fn refill(&self) -> Refill {
         self.refill
     }
+
+    /// The step a band's carry counts in (see `step_period`), for tests.
+    #[cfg(test)]
+    pub(crate) fn step(&self) -> u64 {
+        self.step_period.get()
+    }
 }
 
 /// The state of one bandwidth, whose rule the bucket keeps apart so that a
@@ -391,7 +397,8 @@ impl Band {
                 return Some(self);
             }
             // The carry plus the refill since the last call, in units of
-            // 1/step_period token: below `to_fill`, so within 64 bits.
+            // 1/step_period token: below `(capacity - tokens) * period`,
+            // so within 64 bits.
             let scaled = self.carry + elapsed;
             // A token gained or not, written as a select (a conditional
             // move) rather than as a branch: on a steady stream of calls the

@@ -367,7 +367,21 @@ describe('the default clock is performance.now()', () => {
     const W = 1e9;
     const fixed = new FixedWindow({ limit: 1e9, windowMs: W });
     const keyed = new api.KeyedLimiter(fixed);
-    const reads = [() => fixed.tryAcquire(), () => fixed.peek(), () => keyed.tryAcquire('k'), () => keyed.peek('k')];
+    // A policy's limit of the same window: one global, one by user.
+    const rate = '1000000000/1000000 seconds';
+    const policy = api.Policy.fromRates(rate, { algorithm: 'fixed_window' });
+    const byUser = api.Policy.fromRates(rate, { algorithm: 'fixed_window', by: ['user'] });
+    const reads = [
+      () => fixed.tryAcquire(),
+      () => fixed.peek(),
+      () => keyed.tryAcquire('k'),
+      () => keyed.peek('k'),
+      () => policy.tryAcquire(),
+      () => policy.peek(),
+      () => byUser.tryAcquire({ user: 'k' }),
+      // A request the scratch cannot carry (over 255 characters) goes as strings.
+      () => byUser.peek({ user: 'k'.repeat(300) }),
+    ];
     for (const read of reads) {
       for (let i = 0; i < 20; i++) {
         const before = performance.now();
@@ -398,14 +412,17 @@ describe('the default clock is performance.now()', () => {
   it('follows fake timers (@sinonjs/fake-timers), and the runtime clock again once they are gone', () => {
     const limiter = make();
     const keyed = new api.KeyedLimiter(make());
+    const policy = api.Policy.fromRates('1/100 seconds');
     const clock = FakeTimers.install({ now: 0 });
     try {
       clock.tick(5_000);
       assert.equal(limiter.tryAcquire().allowed, true);
       assert.equal(keyed.tryAcquire('k').allowed, true);
+      assert.equal(policy.tryAcquire().allowed, true);
       clock.tick(PERIOD / 2);
       assert.equal(limiter.peek().retryAfterMs, PERIOD / 2);
       assert.equal(keyed.tryAcquire('k').retryAfterMs, PERIOD / 2);
+      assert.equal(policy.tryAcquire().retryAfterMs, PERIOD / 2);
       assert.equal(limiter.reserve(1, 0).decision.retryAfterMs, PERIOD / 2);
     } finally {
       clock.uninstall();
