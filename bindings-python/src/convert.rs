@@ -627,19 +627,29 @@ impl<'a> Held<'a> for Key<'a> {
     /// itself written once, in place, without a [`Key`].
     #[inline(always)]
     fn hold(obj: &'a Bound<'_, PyAny>, slot: &'a mut KeySlot<'a>) -> PyResult<&'a [u8]> {
-        if let Ok(text) = obj.cast_exact::<PyString>() {
-            if let Some(bytes) = utf8_of(text) {
-                return Ok(bytes);
-            }
-        } else if obj.is_exact_instance_of::<PyInt>() {
-            if let Ok(int) = obj.extract::<i64>() {
-                return Ok(slot.digits.format(int).as_bytes());
-            }
-        } else if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
-            return Ok(bytes.as_bytes());
+        if let Some(bytes) = usual_key(obj, &mut slot.digits) {
+            return Ok(bytes);
         }
         let held: &'a Key<'a> = slot.key.insert(key(obj)?);
         Ok(held.as_ref())
+    }
+}
+
+/// The bytes of a usual key, without a [`Key`]: a `str` or `bytes` itself,
+/// borrowed, or an `int` of 64 bits written into `digits`; `None` for any
+/// other (a subclass, a big int, a `str` that is not text), which
+/// [`Key::from_py`] reads or refuses.
+#[inline(always)]
+fn usual_key<'a>(obj: &'a Bound<'_, PyAny>, digits: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
+    if let Ok(text) = obj.cast_exact::<PyString>() {
+        utf8_of(text)
+    } else if obj.is_exact_instance_of::<PyInt>() {
+        let int = obj.extract::<i64>().ok()?;
+        Some(digits.format(int).as_bytes())
+    } else if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+        Some(bytes.as_bytes())
+    } else {
+        None
     }
 }
 
@@ -682,8 +692,9 @@ impl Request {
         let mut start = 0;
         for &(name_end, value_end) in &self.ends {
             let (name_end, value_end) = (name_end as usize, value_end as usize);
-            // Names were read as text (`fill`), so they are UTF-8.
-            let name = std::str::from_utf8(&self.bytes[start..name_end]).unwrap_or_default();
+            let name = &self.bytes[start..name_end];
+            // SAFETY: `fill`, the only writer, writes each name from a `&str`.
+            let name = unsafe { std::str::from_utf8_unchecked(name) };
             start = value_end;
             fields.push((name, &self.bytes[name_end..value_end]));
         }
@@ -713,13 +724,25 @@ impl Request {
             },
         };
         let too_long = || to_py(py, invalid_value("request", "is over 4 GiB"));
+        let mut digits = itoa::Buffer::new();
         for (field, value) in &items {
             let field = field.cast::<PyString>().map_err(|_| wrong_type())?;
             let name = text(field, "request")?;
-            let value = Key::from_py_raising(value, "request", |err| of_field(err, name, value))?;
+            // A usual value as the key of a keyed limiter is read (`Held`):
+            // a `Key` returned crossed memory as a whole, loaded wider than
+            // it was stored (a failed store forwarding).
+            let other;
+            let value = match usual_key(value, &mut digits) {
+                Some(bytes) => bytes,
+                None => {
+                    other =
+                        Key::from_py_raising(value, "request", |err| of_field(err, name, value))?;
+                    other.as_ref()
+                }
+            };
             self.bytes.extend_from_slice(name.as_bytes());
             let name_end = u32::try_from(self.bytes.len()).map_err(|_| too_long())?;
-            self.bytes.extend_from_slice(value.as_ref());
+            self.bytes.extend_from_slice(value);
             let value_end = u32::try_from(self.bytes.len()).map_err(|_| too_long())?;
             self.ends.push((name_end, value_end));
         }
