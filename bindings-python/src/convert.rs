@@ -701,8 +701,21 @@ impl Request {
         f(&fields)
     }
 
-    /// Reads the fields of the mapping `obj` into this empty request.
+    /// Reads the fields of the mapping `obj` into this request; on an
+    /// error, leaves it as it was, so that every byte it holds belongs to a
+    /// whole field (`with_fields` relies on it: names are UTF-8).
     fn fill(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (bytes, ends) = (self.bytes.len(), self.ends.len());
+        let filled = self.fill_from(obj);
+        if filled.is_err() {
+            self.bytes.truncate(bytes);
+            self.ends.truncate(ends);
+        }
+        filled
+    }
+
+    /// [`Request::fill`], leaving what it wrote on an error.
+    fn fill_from(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = obj.py();
         let wrong_type = || {
             let expected = "a mapping of str field names to str, bytes or int values, or None";

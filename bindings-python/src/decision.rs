@@ -56,7 +56,7 @@ impl Issuer {
 
 /// A policy decision's own decision of each limit and the index of the
 /// limit that denied: written again, as the numbers are, when the policy
-/// answers the same object again (`Recycler::answer_policy`).
+/// answers the same object again (`Recycler::reuse_policy`).
 pub struct LimitDecisions(UnsafeCell<(Box<[Decision]>, Option<usize>)>);
 
 impl LimitDecisions {
