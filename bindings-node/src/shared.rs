@@ -239,7 +239,7 @@ fn decision_out(d: &Decision, now: Now) -> Out {
 #[inline]
 fn retry_ms(retry: Nanos, now: Now) -> f64 {
     match now {
-        // Every allowed call's: no division (the hot path waited for one).
+        // An allowed call's wait: zero, without a division.
         _ if retry == Nanos::ZERO => 0.0,
         Now::Millis(now_ms) => retry.as_millis_f64_after(now_ms),
         Now::Read(_) => ms(retry),

@@ -693,7 +693,8 @@ impl Request {
         for &(name_end, value_end) in &self.ends {
             let (name_end, value_end) = (name_end as usize, value_end as usize);
             let name = &self.bytes[start..name_end];
-            // SAFETY: `fill`, the only writer, writes each name from a `&str`.
+            // SAFETY: `fill`, the only writer, leaves whole fields only (it
+            // takes back what a failed read wrote), each name from a `&str`.
             let name = unsafe { std::str::from_utf8_unchecked(name) };
             start = value_end;
             fields.push((name, &self.bytes[name_end..value_end]));

@@ -384,8 +384,6 @@ impl Band {
     pub(crate) fn advanced_quick(mut self, rule: &Bandwidth, elapsed: u64) -> Option<Band> {
         debug_assert!(self.is_quick(rule));
         let period = rule.step_period.get();
-        // Greedy first, and as an `if` rather than a `match`: LLVM then lays
-        // the usual case out straight, where the match made it jump.
         if rule.quick? == Refill::Greedy {
             // The time the band takes to fill: at most the time to refill
             // from empty, within 64 bits (checked when the rule was built);
