@@ -38,7 +38,7 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
   maxWaitMs?: number
   /**
    * The most requests waiting for their slot at once. A call beyond rejects at
-   * once, booking nothing, with an error of code `rate_limited` whose
+   * once, booking nothing, with a `RateLimited` (code `rate_limited`) whose
    * `retryAfterMs` is the time until the head of the queue leaves. Bounds the
    * queue's memory when calls come faster than the rate for long. Default
    * `Infinity`.
@@ -90,7 +90,7 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * not reset by then answers 429 with `Retry-After`, which pauses again).
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
- * rejects with an error of code `rate_limited` and `retryAfterMs`; a limiter
+ * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter
  * booking more than a year ahead reads another clock than `clock`, and each
  * call rejects with a `RangeError` (`invalid_value`), booking nothing. Bad
  * arguments, and options it does not take, throw a `TypeError`

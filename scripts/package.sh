@@ -68,7 +68,7 @@ cmd_pack() {
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
     cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"
-    esm_wrap "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" 'pacedFetch'
+    esm_wrap "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" 'pacedFetchFor'
     cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
     cp "$WASM"/pkg/api.mjs "$WASM"/pkg/ratekeeper.d.ts "$STAGE/wasm/pkg/"
     mkdir -p "$STAGE/wasm/pkg/web"

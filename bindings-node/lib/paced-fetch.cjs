@@ -64,14 +64,6 @@ function rangeError(message) {
 /** The options pacedFetch takes: another is refused, as the limiters refuse theirs (a misspelt one would be ignored). */
 const OPTIONS = ['cost', 'maxWaitMs', 'maxWaiting', 'retries', 'maxRetryAfterMs', 'clock', 'wallClock', 'timers', 'onEvent'];
 
-function rateLimitedError(message, retryAfterMs) {
-  const error = new Error(message);
-  error.name = 'RateLimited';
-  error.code = 'rate_limited';
-  error.retryAfterMs = retryAfterMs;
-  return error;
-}
-
 /** A TimeoutError carrying the wait that was needed, as acquire's does. */
 function timeoutError(message, retryAfterMs) {
   return Object.assign(new DOMException(message, 'TimeoutError'), { retryAfterMs });
@@ -196,6 +188,18 @@ function parseRateLimit(headers) {
 }
 
 /**
+ * The package's `pacedFetch` for one build: its `rate_limited` errors are
+ * instances of that build's `RateLimited`, which the entries (main.cjs,
+ * wasm/browser.mjs, wasm/workerd.mjs) pass in. This file cannot require it:
+ * it is wrapped as an ES module on its own (scripts/package.sh).
+ */
+function pacedFetchFor(RateLimited) {
+  return function pacedFetch(fetch, limiter, options) {
+    return pace(RateLimited, fetch, limiter, options);
+  };
+}
+
+/**
  * Wraps `fetch` so that its requests leave at `limiter`'s rate, in the order
  * they were made. See paced-fetch.d.ts for the options.
  */
@@ -205,7 +209,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 // time (2^64 ns) on an epoch clock too.
 const MAX_PAUSE_MS = 365 * 24 * 3600 * 1000;
 
-function pacedFetch(fetch, limiter, options) {
+function pace(RateLimited, fetch, limiter, options) {
   if (typeof fetch !== 'function') throw typeError('`fetch` must be a function');
   if (limiter === null || typeof limiter !== 'object' || typeof limiter.reserve !== 'function') {
     throw typeError('`limiter` must be a limiter');
@@ -304,7 +308,7 @@ function pacedFetch(fetch, limiter, options) {
     if (from - now + r.waitMs > maxWait) {
       return timeoutError(`the wait (${from - now + r.waitMs} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now + r.waitMs);
     }
-    return rateLimitedError(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
+    return new RateLimited(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
 
   /**
@@ -418,7 +422,7 @@ function pacedFetch(fetch, limiter, options) {
       // A full queue books nothing: the caller may try again once its head has left.
       const full = queue.length >= maxWaiting;
       if (full && queue.length > 0) {
-        reject(rateLimitedError(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - clock())));
+        reject(new RateLimited(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - clock())));
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
@@ -461,7 +465,7 @@ function pacedFetch(fetch, limiter, options) {
       const wait = Math.max(entry.atMs, pausedUntil) - clock();
       if (full && wait > 0) {
         giveBack(entry);
-        reject(rateLimitedError(`the request would wait ${wait} ms, and maxWaiting is 0`, wait));
+        reject(new RateLimited(`the request would wait ${wait} ms, and maxWaiting is 0`, wait));
         return;
       }
       if (signal !== undefined) signal.addEventListener('abort', entry.onAbort, { once: true });
@@ -478,4 +482,4 @@ function pacedFetch(fetch, limiter, options) {
   return paced;
 }
 
-module.exports = { pacedFetch, parseRetryAfter, parseRateLimit };
+module.exports = { pacedFetchFor, parseRetryAfter, parseRateLimit };

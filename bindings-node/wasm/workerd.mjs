@@ -3,11 +3,14 @@
 // and wrangler load .wasm) and initialised at import, so no `init()` is needed.
 // scripts/package.sh puts web.mjs and pkg/ (the wasm build) beside this file.
 import wasmModule from './pkg/web/ratekeeper_wasm_bg.wasm';
-import { initSync } from './web.mjs';
+import { initSync, RateLimited } from './web.mjs';
+import { pacedFetchFor } from '../lib/paced-fetch.mjs';
 
 initSync(wasmModule);
 
 export * from './web.mjs';
-export { pacedFetch } from '../lib/paced-fetch.mjs';
 // Already initialised: `init()` / `initSync()` return at once, for code written for browsers.
 export { default } from './web.mjs';
+
+/** pacedFetch, rejecting with this build's `RateLimited` when a limiter cannot book. */
+export const pacedFetch = /* @__PURE__ */ pacedFetchFor(RateLimited);

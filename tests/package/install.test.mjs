@@ -116,6 +116,27 @@ test('ratekeeper/redis resolves under node, from require and import, with the sc
   assert.match(out[1], /node_modules\/ratekeeper\/lib\/redis\.cjs$/);
 });
 
+test("pacedFetch refuses with its entry's own RateLimited, on Node and under the browser condition", () => {
+  // A queue with room for none: the second call is refused (maxWaiting 0).
+  const refuse = `
+    const queue = new api.LeakyBucket({ capacity: 1, intervalMs: 1000 });
+    const paced = api.pacedFetch(async () => new Response('ok'), queue, { maxWaiting: 0 });
+    await paced('http://127.0.0.1/1');
+    const error = await paced('http://127.0.0.1/2').then(() => null, (e) => e);
+    console.log(JSON.stringify({ instance: error instanceof api.RateLimited, name: error.name, code: error.code, wait: error.retryAfterMs > 0 }));
+  `;
+  const want = { instance: true, name: 'RateLimited', code: 'rate_limited', wait: true };
+  const required = node(['-e', `(async () => { const api = require('ratekeeper'); ${refuse} })();`]);
+  assert.deepEqual(JSON.parse(required), want, 'main.cjs');
+  const browser = node(['--conditions=browser', '--input-type=module', '-e', `
+    import * as api from 'ratekeeper';
+    import { readFileSync } from 'node:fs';
+    api.initSync(readFileSync(new URL('./pkg/web/ratekeeper_wasm_bg.wasm', import.meta.resolve('ratekeeper'))));
+    ${refuse}
+  `]);
+  assert.deepEqual(JSON.parse(browser), want, 'wasm/browser.mjs');
+});
+
 test('the browser condition resolves to the WebAssembly build', () => {
   const out = node(['--conditions=browser', '--input-type=module', '-e', `
     import * as api from 'ratekeeper';
@@ -181,6 +202,21 @@ test("a bundler's browser build (esbuild) takes the WebAssembly build, and it ru
   // As wrangler bundles a Cloudflare worker: the workerd condition, the .wasm left as a module import.
   const worker = await bundle({ platform: 'neutral', conditions: ['workerd', 'worker', 'browser'], external: ['*.wasm'], write: false, outfile: 'worker.mjs' });
   assert.ok(Object.keys(worker.metafile.inputs).includes('node_modules/ratekeeper/wasm/workerd.mjs'));
+
+  // package.json's `sideEffects`: a page that takes no pacedFetch gets none
+  // of it, and a worker that takes only a limiter still initialises the
+  // wasm at import (workerd.mjs is listed as having side effects).
+  writeFileSync(join(dir, 'lean.mjs'), "export { default as init, Gcra } from 'ratekeeper';\n");
+  const bundled = (result) => Object.entries(Object.values(result.metafile.outputs)[0].inputs).filter(([, input]) => input.bytesInOutput > 0).map(([file]) => file);
+  const lean = await bundle({ entryPoints: ['lean.mjs'], platform: 'browser', write: false, outfile: 'lean.js' });
+  assert.ok(!bundled(lean).some((file) => file.includes('paced-fetch')), `no pacedFetch: ${bundled(lean)}`);
+  assert.ok(bundled(lean).includes('node_modules/ratekeeper/wasm/pkg/api.mjs'), 'the limiters are there');
+  assert.ok(bundled(web).includes('node_modules/ratekeeper/lib/paced-fetch.mjs'), 'pacedFetch is there when taken');
+  writeFileSync(join(dir, 'lean-worker.mjs'), "export { Gcra } from 'ratekeeper';\n");
+  const leanWorker = await bundle({ entryPoints: ['lean-worker.mjs'], platform: 'neutral', conditions: ['workerd', 'worker', 'browser'], external: ['*.wasm'], write: false, outfile: 'w.mjs' });
+  assert.ok(bundled(leanWorker).includes('node_modules/ratekeeper/wasm/workerd.mjs'), `workerd.mjs kept: ${bundled(leanWorker)}`);
+  assert.match(leanWorker.outputFiles[0].text, /initSync\(\w+\)/);
+  assert.ok(!bundled(leanWorker).some((file) => file.includes('paced-fetch')), `no pacedFetch: ${bundled(leanWorker)}`);
 });
 
 test("npm's README is the one for users", () => {
