@@ -2,6 +2,8 @@
 # Redis-backed limits (bindings-python/tests/redis, tests/redis): server start|stop | cluster start|stop | test.
 #   server start   install redis-server if missing, start one on 127.0.0.1:$RATEKEEPER_REDIS_PORT
 #                  (default 6391), no persistence, its pid in target/redis/server-PORT/pid
+#                  (`test` and `demo`, unless the variables are set, take the first ports
+#                  from the defaults up that nothing listens on)
 #   server stop    stop that server by its pid
 #   cluster start  a 3-node local Redis Cluster on ports $RATEKEEPER_CLUSTER_PORT.. (default 7391..7393)
 #   cluster stop   stop those nodes by their pids
@@ -77,6 +79,35 @@ stop() {
     rm -f "$pidfile"
 }
 
+# Whether something listens on 127.0.0.1:$1.
+listening() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_ports FIRST COUNT: the first port from FIRST up such that nothing
+# listens on it, on the COUNT - 1 ports after it, nor on their cluster bus
+# ports (+10000): the defaults may be taken on a shared machine.
+free_ports() {
+    local port i
+    for ((port = $1; port < $1 + 100; port++)); do
+        for ((i = 0; i < $2; i++)); do
+            if listening $((port + i)) || listening $((port + i + 10000)); then
+                continue 2
+            fi
+        done
+        echo "$port"
+        return
+    done
+    echo "redis.sh: no free ports from $1 to $(($1 + 99))" >&2
+    exit 1
+}
+
+# Unless the ports were given, free ones (see free_ports).
+pick_ports() {
+    [ -n "${RATEKEEPER_REDIS_PORT:-}" ] || PORT=$(free_ports "$PORT" 1)
+    [ -n "${RATEKEEPER_CLUSTER_PORT:-}" ] || CLUSTER_PORT=$(free_ports "$CLUSTER_PORT" 3)
+}
+
 server() {
     case "${1:-}" in
         start) install; start "server-$PORT" "$PORT" ;;
@@ -117,6 +148,8 @@ test_() {
     bash scripts/python.sh build
     bash scripts/node.sh build
     bash scripts/node.sh npm-ci tests/redis
+    pick_ports
+    echo "redis.sh: a server on port $PORT, a cluster on $CLUSTER_PORT-$((CLUSTER_PORT + 2))"
     trap 'cluster stop; server stop' EXIT
     server start
     cluster start
@@ -143,6 +176,7 @@ test_() {
 # The demo behind README's second command: a Python ASGI service and a Node
 # HTTP service sharing per-client limits through one Redis.
 demo() {
+    pick_ports
     trap 'server stop' EXIT
     server start
     RATEKEEPER_REDIS_URL="redis://127.0.0.1:$PORT/0" node demo/redis/run.cjs
