@@ -517,10 +517,7 @@ fn bandwidth<V: JsValueIn>(value: &V, in_list: bool) -> Result<Bandwidth, Failur
     let (capacity, refill_tokens) = (o.count("capacity")?, o.count("refill_tokens")?);
     let period = o.millis("refill_period")?;
     let initial = o.optional_count("initial_tokens")?;
-    let rule = match o.refill()? {
-        Refill::Greedy => Bandwidth::greedy(capacity, refill_tokens, period)?,
-        Refill::Interval => Bandwidth::interval(capacity, refill_tokens, period)?,
-    };
+    let rule = Bandwidth::new(o.refill()?, capacity, refill_tokens, period)?;
     Ok(match initial {
         Some(initial) => rule.with_initial_tokens(initial)?,
         None => rule,

@@ -28,10 +28,7 @@ fn bandwidth(
     initial_tokens: Option<u64>,
     refill: Refill,
 ) -> Result<Bandwidth, Error> {
-    let rule = match refill {
-        Refill::Greedy => Bandwidth::greedy(capacity, refill_tokens, refill_period),
-        Refill::Interval => Bandwidth::interval(capacity, refill_tokens, refill_period),
-    }?;
+    let rule = Bandwidth::new(refill, capacity, refill_tokens, refill_period)?;
     match initial_tokens {
         Some(tokens) => rule.with_initial_tokens(tokens),
         None => Ok(rule),

@@ -8,6 +8,7 @@ use crate::{Error, Nanos};
 
 /// When a bandwidth's refill arrives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Refill {
     /// Continuously: after `t` ns, `refill_tokens * t / refill_period` tokens,
     /// the fraction carried to the next call.
@@ -85,7 +86,7 @@ impl Bandwidth {
     /// Fails when a value is zero, or when refilling the whole capacity would
     /// take longer than [`Nanos::MAX`].
     pub fn greedy(capacity: u64, refill_tokens: u64, refill_period: Nanos) -> Result<Self, Error> {
-        Self::build(capacity, refill_tokens, refill_period, Refill::Greedy)
+        Self::new(Refill::Greedy, capacity, refill_tokens, refill_period)
     }
 
     /// A bandwidth that adds all of `refill_tokens` at the end of each
@@ -95,7 +96,27 @@ impl Bandwidth {
         refill_tokens: u64,
         refill_period: Nanos,
     ) -> Result<Self, Error> {
-        Self::build(capacity, refill_tokens, refill_period, Refill::Interval)
+        Self::new(Refill::Interval, capacity, refill_tokens, refill_period)
+    }
+
+    /// [`Bandwidth::greedy`] or [`Bandwidth::interval`], as `refill` says: for
+    /// callers that read the mode from configuration. Fails like them.
+    ///
+    /// ```
+    /// use ratekeeper::{Bandwidth, Nanos, Refill};
+    ///
+    /// let refill = Refill::from_name("interval").unwrap();
+    /// let rule = Bandwidth::new(refill, 100, 100, Nanos::from_secs(60)).unwrap();
+    /// assert_eq!(rule, Bandwidth::interval(100, 100, Nanos::from_secs(60)).unwrap());
+    /// assert_eq!(rule.refill(), Refill::Interval);
+    /// ```
+    pub fn new(
+        refill: Refill,
+        capacity: u64,
+        refill_tokens: u64,
+        refill_period: Nanos,
+    ) -> Result<Self, Error> {
+        Self::build(capacity, refill_tokens, refill_period, refill)
     }
 
     /// The same bandwidth holding `initial_tokens` at the bucket's first call.

@@ -34,6 +34,7 @@ const DAY: u128 = 86_400_000_000_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Calendar {
     /// From 00:00 UTC to the next 00:00 UTC: 86,400 s.
     Day,

@@ -13,6 +13,7 @@ use crate::{
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Algorithm {
     /// [`TokenBucket`](crate::TokenBucket): a burst, then the rate.
     #[default]

@@ -94,6 +94,7 @@ keyed_by_clone!(
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
 pub enum Eviction {
     /// Forget the keys nearest to fresh (the smallest `reset_after`),
     /// `max_keys / 16` of them (at least one) at a time. A forgotten key

@@ -49,6 +49,9 @@ fn model(calendar: Calendar, t: u64) -> (i128, i128) {
             let k = starts.partition_point(|&s| s <= day) - 1;
             (starts[k], starts[k + 1])
         }
+        // Calendar is non_exhaustive: a new one fails here, in every test
+        // that goes through Calendar::ALL, until this model knows it.
+        other => unimplemented!("no model of {other:?}"),
     };
     (first * DAY as i128, next * DAY as i128)
 }
@@ -67,7 +70,7 @@ fn reported_end(calendar: Calendar, t: u64) -> u128 {
 }
 
 fn calendars() -> impl Strategy<Value = Calendar> {
-    prop::sample::select(vec![Calendar::Day, Calendar::Week, Calendar::Month])
+    prop::sample::select(Calendar::ALL.to_vec())
 }
 
 /// Times that mostly move forward by up to `max_step` (and by a few ns, to
@@ -240,6 +243,7 @@ proptest! {
             Calendar::Day => k as u64 * 30 * DAY,
             Calendar::Week => (k as u64 * 4 * 7 - 3) * DAY,
             Calendar::Month => month(k),
+            other => unimplemented!("no edge of {other:?}"),
         };
         let t = edge.checked_add_signed(delta).unwrap();
         prop_assert_eq!(reported_end(calendar, t) as i128, model(calendar, t).1);
