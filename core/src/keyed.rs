@@ -337,7 +337,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// the server's half of client-side batching of a hot key.
     ///
     /// Fails, deciding nothing, when `out` is shorter than `costs`; a cost
-    /// above the limit fails only its own entry.
+    /// above the limit fails only its own entry. No costs, no call: the key
+    /// is not inserted, and the store's time does not move to `now`.
     pub fn try_acquire_batch<Q>(
         &mut self,
         key: &Q,
@@ -364,6 +365,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized + Hash + Equivalent<K>,
     {
+        if costs.is_empty() {
+            return Ok(());
+        }
         let ((), lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
             l.try_acquire_batch(now, costs, out)
         })?;
