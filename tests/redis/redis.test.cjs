@@ -447,6 +447,36 @@ test('a limit whose name ends like a key never shares a key with another limit',
     assert.deepEqual([next.allowed, next.deniedBy], [false, 'a:2:x'], 'the global limit is spent');
   }));
 
+test("a long sliding-window log is read page by page and decides as the core's, across every page boundary", () =>
+  withClient('ioredis', async (client) => {
+    // The script reads a log's entries in pages (16 when walking the oldest
+    // out for a cost that does not fit, 1000 for those that left the
+    // window), each page starting past the previous one's last entry. The
+    // random traces never hold more than a few entries; this log crosses
+    // both page sizes, forward and backward.
+    const LIMIT = 2500;
+    const config = () => new rk.SlidingWindowLog({ limit: LIMIT, windowMs: 10_000, name: 'log' });
+    const local = new rk.KeyedLimiter(config());
+    const redis = new RedisLimiter(client, config(), { prefix: prefix('pages'), batching: false });
+    const numbers = (d) => [d.allowed, d.remaining, d.limit, d.retryAfterMs, d.resetAfterMs];
+    const same = async (op, cost, at, what) => {
+      const [a, b] = [local[op]('k', cost, T0 + at), await redis[op]('k', cost, T0 + at)];
+      assert.deepEqual(numbers(b), numbers(a), `${what}: ${op}(${cost}) at +${at} ms`);
+    };
+    // One unit per ms, then a few more at once, the last one three times
+    // (an instant's entries add up in one member).
+    for (let i = 0; i < LIMIT - 10; i++) await same('tryAcquire', 1, i, 'filling');
+    for (const cost of [4, 3, 3]) await same('tryAcquire', cost, LIMIT, 'filling');
+    for (const cost of [1, 15, 16, 17, 32, 33, 999, 1000, 1001, 2047, LIMIT]) await same('peek', cost, LIMIT, 'a full log');
+    // 999, 1000, 1001 and then 1500 entries leave the window: the last walk
+    // of those gone spans two pages, and is written back by the acquire.
+    for (const gone of [999, 1000, 1001]) await same('peek', 1, 10_000 + gone - 1, `${gone} gone`);
+    for (const cost of [1, 17, 1001, LIMIT]) await same('peek', cost, 11_499, '1500 gone');
+    await same('tryAcquire', 1001, 11_499, '1500 gone');
+    for (const cost of [1, 17, 1000, 1001, LIMIT]) await same('peek', cost, 11_499, 'after the acquire');
+    await same('tryAcquire', LIMIT, 30_000, 'every entry gone');
+  }));
+
 test('unnamed limiters of different configurations never share a key', () =>
   withClient('ioredis', async (client) => {
     const p = prefix('unnamed');
