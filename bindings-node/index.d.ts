@@ -380,15 +380,16 @@ export interface LimitConfig {
   algorithm?: 'token_bucket' | 'gcra' | 'leaky_bucket' | 'sliding_window_log' | 'sliding_window_counter' | 'fixed_window'
   /** A rate string: `'10/second'`, `'100 per minute'`; a token bucket takes several (`'10/second;100/day'`). */
   rate: string
-  /** The burst (bucket capacity); default the rate's amount. */
-  burst?: number
-  /** Calendar windows (UTC) for `fixed_window` and `sliding_window_counter`. */
-  calendar?: 'day' | 'week' | 'month'
+  /** The burst (bucket capacity); default (or `null`) the rate's amount. */
+  burst?: number | null
+  /** Calendar windows (UTC) for `fixed_window` and `sliding_window_counter`; `null`: none. */
+  calendar?: 'day' | 'week' | 'month' | null
   /** The request fields the limit is keyed by; none: global. */
   by?: string[]
-  max_keys?: number
-  /** At `max_keys` (`'refuse'` only with it): as `KeyedOptions.eviction`. */
-  eviction?: 'nearest_fresh' | 'refuse'
+  /** The most keys held; default (or `null`) no bound. */
+  max_keys?: number | null
+  /** At `max_keys` (`'refuse'` only with it): as `KeyedOptions.eviction`; `null`: the default. */
+  eviction?: 'nearest_fresh' | 'refuse' | null
 }
 
 /**

@@ -229,7 +229,12 @@ function createApi(B) {
 
   /** `options`, having only options `what` takes (see OPTIONS); anything not an object passes, for the caller to refuse. */
   function known(options, what) {
-    if (options !== null && typeof options === 'object' && !Array.isArray(options)) onlyKnown(options, OPTIONS[what], what);
+    if (Array.isArray(options)) {
+      // An array's indices would read as no option at all: refused, as a misspelt option is.
+      if (what === 'bandwidth') badType('bandwidths', 'an array of objects');
+      badType('options', 'an object');
+    }
+    if (options !== null && typeof options === 'object') onlyKnown(options, OPTIONS[what], what);
     return options;
   }
 
@@ -1002,18 +1007,31 @@ function createApi(B) {
   }
 
   /**
-   * A configuration value as JSON carries it. JSON.stringify would write NaN
-   * and the infinities as null, which the configuration reads as "not
-   * given", and throw on a BigInt: they go as strings instead, which the
-   * reader refuses with its usual `invalid_config` error naming the value,
-   * and a BigInt that is a safe integer goes as that number.
+   * A JSON.stringify replacer for a policy's configuration that refuses what
+   * JSON cannot carry, with the `invalid_config` error the reader gives,
+   * naming the place (`limits[0].burst`). JSON would write NaN and the
+   * infinities as null, read as "not given", and drop a function or a
+   * Symbol, so that the field took its default: a limit other than asked.
+   * A BigInt that is a safe integer goes as that number; a larger one as a
+   * string, which the reader refuses as it refuses any string for a number.
    */
-  function jsonValue(_key, value) {
-    if (typeof value === 'number') return Number.isFinite(value) ? value : String(value);
-    if (typeof value === 'bigint') {
-      return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;
-    }
-    return value;
+  function jsonValues() {
+    const places = new WeakMap();
+    return function jsonValue(key, value) {
+      const holder = places.get(this) ?? '';
+      const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
+      if (value !== null && typeof value === 'object') places.set(value, place);
+      else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
+      else if (typeof value === 'function' || typeof value === 'symbol') notJson(place, `a ${typeof value}`);
+      else if (typeof value === 'bigint') {
+        return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;
+      }
+      return value;
+    };
+  }
+
+  function notJson(place, found) {
+    throw Object.assign(new TypeError(`policy configuration: ${place || 'config'}: expected JSON data, found ${found}`), { code: 'invalid_config' });
   }
 
   /**
@@ -1021,13 +1039,13 @@ function createApi(B) {
    * `JSON.parse` makes it (src/policy_config.rs), each object without a
    * prototype, so that only its own fields are read. JSON text is parsed
    * here, by the engine's own parser (a repeated key: the last one counts);
-   * an object goes through JSON and back (see `jsonValue`), so that only
+   * an object goes through JSON and back (see `jsonValues`), so that only
    * its own enumerable fields count, and getters and `toJSON` as in JSON text.
    */
   function configData(config) {
     let text = config;
     if (typeof config !== 'string') {
-      text = JSON.stringify(config, jsonValue);
+      text = JSON.stringify(config, jsonValues());
       // A toJSON that answers undefined.
       if (text === undefined) badType('config', 'an object or a string');
     }

@@ -155,6 +155,7 @@ fn static_name(name: &str) -> &'static str {
         "by",
         "eviction",
         "max_keys",
+        "bandwidths",
     ];
     NAMES
         .iter()
@@ -183,6 +184,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "a KeyedLimiter or a Policy",
         "an object or a string",
         "an object of strings and numbers",
+        "an array of objects",
     ];
     let expected = EXPECTED
         .iter()

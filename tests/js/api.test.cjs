@@ -783,6 +783,10 @@ describe('errors of arguments the JS layer checks', () => {
         return true;
       }, option);
     }
+    // An array for options: its indices would read as no option at all.
+    assert.throws(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), ['maxKeys']), { name: 'TypeError', code: 'invalid_type', message: '`options` must be an object' });
+    assert.throws(() => Policy.fromRates('1/second', [['by', ['ip']]]), { name: 'TypeError', code: 'invalid_type', message: '`options` must be an object' });
+    assert.throws(() => TokenBucket.fromBandwidths([[5, 1, 1000]]), { name: 'TypeError', code: 'invalid_type', message: '`bandwidths` must be an array of objects' });
     // acquire's options: a promise that rejects, as for every other bad option there.
     return assert.rejects(new Gcra({ burst: 1, emissionIntervalMs: 1 }).acquire(1, { timeout: 10 }), {
       code: 'invalid_type',

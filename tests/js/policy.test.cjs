@@ -366,11 +366,26 @@ describe('Policy', () => {
     assertLimiterError(() => new Policy(42), 'invalid_type', 'config');
   });
 
-  it('refuses NaN and infinite numbers in a configuration object, which JSON would carry as null', () => {
+  it('refuses what JSON cannot carry in a configuration object (NaN, infinities, functions, symbols), naming the place', () => {
     const limit = (extra) => ({ limits: [{ name: 'x', algorithm: 'gcra', rate: '10/second', ...extra }] });
-    for (const [extra, shown] of [[{ burst: NaN }, 'NaN'], [{ burst: Infinity }, 'Infinity'], [{ max_keys: NaN }, 'NaN']]) {
-      assert.throws(() => new Policy(limit(extra)), (e) => e instanceof TypeError && e.code === 'invalid_config' && e.message.includes(shown), JSON.stringify(Object.keys(extra)));
+    // JSON would write the numbers as null ("not given") and drop the rest:
+    // a limit other than asked, of its defaults. In a field that takes a
+    // string too, where "NaN" would have been a fine name.
+    const cases = [
+      [{ burst: NaN }, 'limits[0].burst: expected JSON data, found NaN'],
+      [{ burst: Infinity }, 'limits[0].burst: expected JSON data, found Infinity'],
+      [{ max_keys: NaN }, 'limits[0].max_keys: expected JSON data, found NaN'],
+      [{ name: NaN }, 'limits[0].name: expected JSON data, found NaN'],
+      [{ by: ['user', -Infinity] }, 'limits[0].by[1]: expected JSON data, found -Infinity'],
+      [{ rate: NaN }, 'limits[0].rate: expected JSON data, found NaN'],
+      [{ burst: () => 20 }, 'limits[0].burst: expected JSON data, found a function'],
+      [{ algorithm: Symbol('gcra') }, 'limits[0].algorithm: expected JSON data, found a symbol'],
+    ];
+    for (const [extra, message] of cases) {
+      assert.throws(() => new Policy(limit(extra)), { name: 'TypeError', code: 'invalid_config', message: `policy configuration: ${message}` });
     }
+    // undefined is "not given", as JSON has it.
+    assert.equal(new Policy(limit({ burst: undefined })).tryAcquire({}, 10, 0).allowed, true);
     // A BigInt that is a safe integer is that number.
     assert.equal(new Policy(limit({ burst: 5n })).tryAcquire({}, 5, 0).allowed, true);
     assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');

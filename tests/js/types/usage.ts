@@ -115,6 +115,10 @@ const boundedPolicy = new Policy({
 });
 // @ts-expect-error: a KeyedLimiter brings its own bound
 new Policy({ limits: [{ name: 'c', limiter: perIpCopy, maxKeys: 2 }] });
+// `null` is "none" in a configuration, as the README says, for these four.
+new Policy({ limits: [{ name: 'd', rate: '3/second', burst: null, calendar: null, max_keys: null, eviction: null }] });
+// @ts-expect-error: but not for the rate
+new Policy({ limits: [{ name: 'e', rate: null }] });
 const pd: PolicyDecision = policy.tryAcquire({ ip: '1.2.3.4' }, 1);
 const deniedBy: string | null = pd.deniedBy;
 const firstLimit: string | undefined = pd.limits[0]?.name;
