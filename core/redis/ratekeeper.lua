@@ -533,6 +533,15 @@ local n = tonumber(ARGV[4])
 if n == nil or n < 1 or n ~= #KEYS then
   return redis.error_reply('ratekeeper: ' .. #KEYS .. ' keys for ' .. tostring(n) .. ' limits')
 end
+-- Each limit reads its key before any writes: two limits on one key would
+-- each decide on the same state, and the last write would win.
+for i = 2, n do
+  for j = 1, i - 1 do
+    if KEYS[i] == KEYS[j] then
+      return redis.error_reply('ratekeeper: limits ' .. j .. ' and ' .. i .. ' name the same key')
+    end
+  end
+end
 local pos = 5
 local limits = {}
 for i = 1, n do

@@ -505,6 +505,17 @@ test('a caller clock of any origin keeps keys until fresh; an empty prefix is re
     assert.throws(() => new RedisPolicy(client, '1/second', { prefix: '' }), RangeError);
   }));
 
+test('the script refuses two limits naming one key (each would decide on the same state)', () =>
+  withClient('ioredis', async (client) => {
+    const key = `${prefix('twice')}k`;
+    const { REDIS_SCRIPT } = require('../../bindings-node/native.js');
+    // A GCRA of burst 2 and a fixed window of 5 on one key: three calls
+    // were all allowed, and the window's state overwrote the GCRA's.
+    const call = () => client.eval(REDIS_SCRIPT, 2, key, key, 1, 'acquire', T0 * 1000, 2, 'gcra', 2, 100, 'fixed_window', 5, 1000, 1, 1);
+    await assert.rejects(call(), { message: /^ratekeeper: limits 1 and 2 name the same key/ });
+    assert.equal(await client.exists(key), 0, 'nothing written');
+  }));
+
 test("the script's own errors reject, never answered by onError (as in Python)", async () => {
   // A client and script that disagree (a bug), not a fault of the store.
   const refusing = { sendCommand: async () => Promise.reject(new Error('ratekeeper: protocol version 2 is not 1')) };
