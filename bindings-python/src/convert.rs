@@ -855,7 +855,10 @@ pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         )
     };
     if obj.is_instance_of::<PyString>() {
-        return Err(wrong_type());
+        // A str is an iterable of str (its characters), so the type checker
+        // lets it through: say what to write instead.
+        let expected = "an iterable of str field names, not a str (one field: by=[name])";
+        return Err(to_py(obj.py(), invalid_type("by", expected)));
     }
     let mut fields = Vec::new();
     for item in obj.try_iter().map_err(|_| wrong_type())? {

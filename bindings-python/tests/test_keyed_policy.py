@@ -413,8 +413,12 @@ def test_policy_construction_errors() -> None:
     with pytest.raises(RateLimitError, match="`name` is already the name of a limit") as raised:
         policy.add("a", Gcra(1, 1))
     assert raised.value.code == "invalid_value"
-    with pytest.raises(RateLimitTypeError, match="`by` must be an iterable of str"):
+    # A str passes the type checker (an iterable of its characters): the
+    # message says what to write.
+    with pytest.raises(RateLimitTypeError, match=r"`by` must be an iterable of str field names, not a str \(one field: by=\[name\]\)"):
         policy.add("b", Gcra(1, 1), by="user")
+    with pytest.raises(RateLimitTypeError, match="`by` must be an iterable of str field names$"):
+        policy.add("b", Gcra(1, 1), by=["user", 5])  # type: ignore[list-item]
     with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
         policy.add("b", 5)  # type: ignore[arg-type]
     with pytest.raises(RateLimitError, match="`algorithm` applies only to a rate string; a configuration"):
