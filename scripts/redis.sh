@@ -84,14 +84,16 @@ listening() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# free_ports FIRST COUNT: the first port from FIRST up such that nothing
-# listens on it, on the COUNT - 1 ports after it, nor on their cluster bus
-# ports (+10000): the defaults may be taken on a shared machine.
+# free_ports FIRST COUNT AVOID [bus]: the first port from FIRST up such that
+# nothing listens on it nor on the COUNT - 1 ports after it (nor, with `bus`,
+# on their cluster bus ports, +10000), and none of them is AVOID: the
+# defaults may be taken on a shared machine.
 free_ports() {
     local port i
     for ((port = $1; port < $1 + 100; port++)); do
         for ((i = 0; i < $2; i++)); do
-            if listening $((port + i)) || listening $((port + i + 10000)); then
+            if [ "$((port + i))" = "$3" ] || listening $((port + i)) ||
+                { [ -n "${4:-}" ] && listening $((port + i + 10000)); }; then
                 continue 2
             fi
         done
@@ -102,10 +104,19 @@ free_ports() {
     exit 1
 }
 
-# Unless the ports were given, free ones (see free_ports).
+# Unless the ports were given, free ones (see free_ports), the server's
+# outside the cluster's, once our own servers left by an interrupted run are
+# stopped (by their pids: never another's).
 pick_ports() {
-    [ -n "${RATEKEEPER_REDIS_PORT:-}" ] || PORT=$(free_ports "$PORT" 1)
-    [ -n "${RATEKEEPER_CLUSTER_PORT:-}" ] || CLUSTER_PORT=$(free_ports "$CLUSTER_PORT" 3)
+    stop "server-$PORT"
+    cluster stop
+    [ -n "${RATEKEEPER_CLUSTER_PORT:-}" ] || CLUSTER_PORT=$(free_ports "$CLUSTER_PORT" 3 "$PORT" bus)
+    if [ -z "${RATEKEEPER_REDIS_PORT:-}" ]; then
+        PORT=$(free_ports "$PORT" 1 none)
+        while [ "$PORT" -ge "$CLUSTER_PORT" ] && [ "$PORT" -le $((CLUSTER_PORT + 2)) ]; do
+            PORT=$(free_ports $((CLUSTER_PORT + 3)) 1 none)
+        done
+    fi
 }
 
 server() {

@@ -1017,7 +1017,9 @@ function createApi(B) {
    */
   function jsonValues() {
     const places = new WeakMap();
-    return function jsonValue(key, value) {
+    return function jsonValue(key, raw) {
+      // A boxed number is written as its value: checked as one.
+      const value = raw instanceof Number ? raw.valueOf() : raw;
       const holder = places.get(this) ?? '';
       const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
       if (value !== null && typeof value === 'object') places.set(value, place);

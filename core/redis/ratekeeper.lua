@@ -318,7 +318,7 @@ local function log_entry(member)
 end
 
 local function log_copy(s)
-  local v = { key = s.key, latest = s.latest, used = s.used, cut = s.cut, over = {}, tail = {} }
+  local v = { key = s.key, latest = s.latest, used = s.used, cut = s.cut, over = {}, tail = {}, emptied = s.emptied }
   for at, cost in pairs(s.over) do
     if at > s.cut then v.over[at] = cost end
   end

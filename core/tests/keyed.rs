@@ -60,8 +60,8 @@ proptest! {
     }
 
     /// A batch decides exactly like the same requests one by one, and an
-    /// empty one, like no request, changes nothing: it inserts no key and
-    /// does not move the store's time (to which later calls are held).
+    /// empty one, like no request, changes nothing: it does not move the
+    /// store's time (to which later calls are held).
     #[test]
     fn a_batch_is_its_requests_in_order(ops in ops()) {
         for prototype in prototypes() {
@@ -80,7 +80,6 @@ proptest! {
                 for (cost, got) in costs.iter().zip(&out) {
                     prop_assert_eq!(got, &single.try_acquire(&[chunk[0].0], Nanos(now), *cost));
                 }
-                prop_assert_eq!(batched.len(), single.len());
             }
         }
     }

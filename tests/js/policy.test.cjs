@@ -373,6 +373,7 @@ describe('Policy', () => {
     // string too, where "NaN" would have been a fine name.
     const cases = [
       [{ burst: NaN }, 'limits[0].burst: expected JSON data, found NaN'],
+      [{ burst: new Number(NaN) }, 'limits[0].burst: expected JSON data, found NaN'],
       [{ burst: Infinity }, 'limits[0].burst: expected JSON data, found Infinity'],
       [{ max_keys: NaN }, 'limits[0].max_keys: expected JSON data, found NaN'],
       [{ name: NaN }, 'limits[0].name: expected JSON data, found NaN'],

@@ -453,7 +453,7 @@ test("a long sliding-window log is read page by page and decides as the core's, 
     // out for a cost that does not fit, 1000 for those that left the
     // window), each page starting past the previous one's last entry. The
     // random traces never hold more than a few entries; this log crosses
-    // both page sizes, forward and backward.
+    // both page sizes.
     const LIMIT = 2500;
     const config = () => new rk.SlidingWindowLog({ limit: LIMIT, windowMs: 10_000, name: 'log' });
     const local = new rk.KeyedLimiter(config());
@@ -475,6 +475,24 @@ test("a long sliding-window log is read page by page and decides as the core's, 
     await same('tryAcquire', 1001, 11_499, '1500 gone');
     for (const cost of [1, 17, 1000, 1001, LIMIT]) await same('peek', cost, 11_499, 'after the acquire');
     await same('tryAcquire', LIMIT, 30_000, 'every entry gone');
+  }));
+
+test('a log whose entries have all left the window is unlinked, not emptied entry by entry, from a batch too', () =>
+  withClient('ioredis', async (client) => {
+    const config = () => new rk.SlidingWindowLog({ limit: 20, windowMs: 1000, name: 'log' });
+    const local = new rk.KeyedLimiter(config());
+    const redis = new RedisLimiter(client, config(), { prefix: prefix('emptied'), batching: false });
+    for (let i = 0; i < 20; i++) await redis.tryAcquire('k', 1, T0 + i);
+    for (let i = 0; i < 20; i++) local.tryAcquire('k', 1, T0 + i);
+    const unlinks = async () => Number(/cmdstat_unlink:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
+    const before = await unlinks();
+    // Several costs in one call: each after the first decides on a copy of
+    // the state, which must keep knowing that every stored entry is gone.
+    const numbers = (d) => [d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs];
+    const got = await redis.tryAcquireBatch('k', [1, 2, 3], T0 + 5000);
+    assert.deepEqual(got.map(numbers), local.tryAcquireBatch('k', [1, 2, 3], T0 + 5000).map(numbers));
+    assert.equal((await unlinks()) - before, 1, 'the old entries went with one UNLINK');
+    assert.deepEqual(numbers(await redis.peek('k', 15, T0 + 5000)), numbers(local.peek('k', 15, T0 + 5000)));
   }));
 
 test('unnamed limiters of different configurations never share a key', () =>
