@@ -64,6 +64,14 @@ function rangeError(message) {
 /** The options pacedFetch takes: another is refused, as the limiters refuse theirs (a misspelt one would be ignored). */
 const OPTIONS = ['cost', 'maxWaitMs', 'maxWaiting', 'retries', 'maxRetryAfterMs', 'clock', 'wallClock', 'timers', 'onEvent'];
 
+/**
+ * Milliseconds as a message shows them: to the nanosecond, as the limiters'
+ * own are, so that a sum of floats reads 300, not 300.00000000000006.
+ */
+function shownMs(ms) {
+  return Math.round(ms * 1e6) / 1e6;
+}
+
 /** A TimeoutError carrying the wait that was needed, as acquire's does. */
 function timeoutError(message, retryAfterMs) {
   return Object.assign(new DOMException(message, 'TimeoutError'), { retryAfterMs });
@@ -288,7 +296,7 @@ function pace(RateLimited, fetch, limiter, options) {
   function book(entry, now, maxWait) {
     const from = Math.max(now, pausedUntil);
     if (from - now > maxWait) {
-      return timeoutError(`the pause (${from - now} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now);
+      return timeoutError(`the pause (${shownMs(from - now)} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now);
     }
     const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
     // Beyond what any pause reaches, the limiter counts on another clock
@@ -306,7 +314,7 @@ function pace(RateLimited, fetch, limiter, options) {
       return null;
     }
     if (from - now + r.waitMs > maxWait) {
-      return timeoutError(`the wait (${from - now + r.waitMs} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now + r.waitMs);
+      return timeoutError(`the wait (${shownMs(from - now + r.waitMs)} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now + r.waitMs);
     }
     return new RateLimited(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
@@ -465,7 +473,7 @@ function pace(RateLimited, fetch, limiter, options) {
       const wait = Math.max(entry.atMs, pausedUntil) - clock();
       if (full && wait > 0) {
         giveBack(entry);
-        reject(new RateLimited(`the request would wait ${wait} ms, and maxWaiting is 0`, wait));
+        reject(new RateLimited(`the request would wait ${shownMs(wait)} ms, and maxWaiting is 0`, wait));
         return;
       }
       if (signal !== undefined) signal.addEventListener('abort', entry.onAbort, { once: true });

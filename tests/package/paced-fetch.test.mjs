@@ -537,3 +537,16 @@ test('a huge Retry-After with maxRetryAfterMs Infinity pauses a year at most, an
   await time.advance(365 * 24 * 3600 * 1000);
   assert.equal((await b).status, 200);
 });
+
+test('messages show milliseconds to the nanosecond, not a float sum', async () => {
+  const time = fakeTime();
+  await time.advance(0.1);
+  const { fetch } = fakeFetch(time);
+  const gcra = new Gcra({ burst: 1, emissionIntervalMs: 0.2, clock: time.clock });
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, maxWaiting: 0 });
+  const first = paced('/a');
+  // The slot, 0.1 + 0.2, is 0.30000000000000004 ms as a float.
+  await assert.rejects(paced('/b'), rateLimited({ message: 'the request would wait 0.2 ms, and maxWaiting is 0' }));
+  await time.advance(1);
+  await first;
+});
