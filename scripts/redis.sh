@@ -45,7 +45,7 @@ start() {
         return
     fi
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
-        --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 &
+        --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 9>&- &
     echo $! >"$dir/pid"
     for _ in $(seq 1 100); do
         # Our server must answer, not another one already on the port (which
@@ -104,12 +104,29 @@ free_ports() {
     exit 1
 }
 
+# Every `test` and `demo` holds a shared lock on $RUN/lock while it runs (fd
+# 9, which the servers it starts do not inherit). A run that can first take
+# it exclusively knows that no other run of this checkout is going: every
+# server whose pid file is left is then an interrupted run's, whatever its
+# port, and is stopped (by its pid: never another's). A run that cannot
+# leaves the other run's servers be and takes ports around them.
+claim_run() {
+    mkdir -p "$RUN"
+    exec 9>"$RUN/lock"
+    if flock -xn 9; then
+        local pidfile
+        for pidfile in "$RUN"/*/pid; do
+            [ -e "$pidfile" ] || continue
+            stop "$(basename "$(dirname "$pidfile")")"
+        done
+    fi
+    flock -s 9
+}
+
 # Unless the ports were given, free ones (see free_ports), the server's
-# outside the cluster's, once our own servers left by an interrupted run are
-# stopped (by their pids: never another's).
+# outside the cluster's.
 pick_ports() {
-    stop "server-$PORT"
-    cluster stop
+    claim_run
     [ -n "${RATEKEEPER_CLUSTER_PORT:-}" ] || CLUSTER_PORT=$(free_ports "$CLUSTER_PORT" 3 "$PORT" bus)
     if [ -z "${RATEKEEPER_REDIS_PORT:-}" ]; then
         PORT=$(free_ports "$PORT" 1 none)
