@@ -529,9 +529,10 @@ function createApi(B) {
    * next one share a slot with a later waiter (two units at once from a
    * burst of one). So the waiters booked after it, in the same queue (the
    * limiter, or the key of a keyed limiter), give theirs back too, newest
-   * first, and book again in order. A window algorithm gives back only in
-   * the window it counts now, so an aborted future booking is given back as
-   * it is (nothing, in a later window) and nobody moves; so is a policy's.
+   * first, and book again in order. A window algorithm keeps each booking
+   * where it was counted (the log at its instant, the counters per window),
+   * so an aborted booking is given back as its refund does (see the
+   * README) and nobody moves; so is a policy's.
    */
   const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
 
@@ -1018,8 +1019,7 @@ function createApi(B) {
   function jsonValues() {
     const places = new WeakMap();
     return function jsonValue(key, raw) {
-      // A boxed number is written as its value: checked as one.
-      const value = raw instanceof Number ? raw.valueOf() : raw;
+      const value = unboxed(raw);
       const holder = places.get(this) ?? '';
       const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
       if (value !== null && typeof value === 'object') places.set(value, place);
@@ -1031,6 +1031,24 @@ function createApi(B) {
       return value;
     };
   }
+
+  /**
+   * A boxed number or BigInt's value, as JSON writes it (by its internal
+   * slot, so from any realm: `instanceof Number` misses a `vm` context's);
+   * anything else as it is.
+   */
+  function unboxed(raw) {
+    if (raw === null || typeof raw !== 'object') return raw;
+    for (const valueOf of UNBOXERS) {
+      try {
+        return valueOf.call(raw);
+      } catch {
+        // Not that kind of box.
+      }
+    }
+    return raw;
+  }
+  const UNBOXERS = [Number.prototype.valueOf, BigInt.prototype.valueOf];
 
   function notJson(place, found) {
     throw Object.assign(new TypeError(`policy configuration: ${place || 'config'}: expected JSON data, found ${found}`), { code: 'invalid_config' });

@@ -292,11 +292,16 @@ function pace(RateLimited, fetch, limiter, options) {
     arm();
   }
 
-  /** Books `entry` from `from` (the later of now and the pause's end); false when the limiter cannot. */
-  function book(entry, now, maxWait) {
+  /**
+   * Books `entry` from `from` (the later of now and the pause's end), within
+   * `maxWait` (its maxWaitMs, or when `again`, what is left of it); null, or
+   * the error to reject it with.
+   */
+  function book(entry, now, maxWait, again = false) {
     const from = Math.max(now, pausedUntil);
+    const bound = `${again ? 'what is left of maxWaitMs' : 'maxWaitMs'} (${shownMs(maxWait)} ms)`;
     if (from - now > maxWait) {
-      return timeoutError(`the pause (${shownMs(from - now)} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now);
+      return timeoutError(`the pause (${shownMs(from - now)} ms) would exceed ${bound}`, from - now);
     }
     const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
     // Beyond what any pause reaches, the limiter counts on another clock
@@ -314,7 +319,7 @@ function pace(RateLimited, fetch, limiter, options) {
       return null;
     }
     if (from - now + r.waitMs > maxWait) {
-      return timeoutError(`the wait (${shownMs(from - now + r.waitMs)} ms) would exceed maxWaitMs (${maxWait} ms)`, from - now + r.waitMs);
+      return timeoutError(`the wait (${shownMs(from - now + r.waitMs)} ms) would exceed ${bound}`, from - now + r.waitMs);
     }
     return new RateLimited(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
@@ -332,7 +337,7 @@ function pace(RateLimited, fetch, limiter, options) {
     for (const entry of again) {
       let error;
       try {
-        error = book(entry, now, entry.deadline - now);
+        error = book(entry, now, entry.deadline - now, true);
       } catch (thrown) {
         // The limiter refused the arguments (a clock out of its range, say):
         // this request fails, and the others are still booked.

@@ -387,8 +387,15 @@ describe('Policy', () => {
     }
     // undefined is "not given", as JSON has it.
     assert.equal(new Policy(limit({ burst: undefined })).tryAcquire({}, 10, 0).allowed, true);
-    // A BigInt that is a safe integer is that number.
-    assert.equal(new Policy(limit({ burst: 5n })).tryAcquire({}, 5, 0).allowed, true);
+    // A boxed number from another realm is checked as its value too.
+    const boxedNaN = require('node:vm').runInNewContext('new Number(NaN)');
+    assert.throws(() => new Policy(limit({ burst: boxedNaN })), { code: 'invalid_config', message: 'policy configuration: limits[0].burst: expected JSON data, found NaN' });
+    // A BigInt that is a safe integer is that number, boxed or not.
+    for (const burst of [5n, Object(5n)]) {
+      const policy = new Policy(limit({ burst }));
+      assert.equal(policy.tryAcquire({}, 5, 0).allowed, true);
+      assert.equal(policy.tryAcquire({}, 1, 0).allowed, false, 'a burst of 5, not the default');
+    }
     assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');
   });
 

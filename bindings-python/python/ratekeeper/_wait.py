@@ -39,9 +39,10 @@ _R = TypeVar("_R")
 # share a slot with a later waiter (two units at once from a burst of one).
 # So the waiters booked after it, in the same queue (the limiter, or the key
 # of a keyed limiter), give theirs back too, newest first, and book again in
-# order, as the JS acquire does on abort. A window algorithm gives back only
-# in the window it counts now, so a cancelled future booking is given back
-# as it is and nobody moves; so is a policy's.
+# order, as the JS acquire does on abort. A window algorithm keeps each booking
+# where it was counted (the log at its instant, the counters per window),
+# so a cancelled booking is given back as its refund does (see the README)
+# and nobody moves; so is a policy's.
 _MOVES_UP = frozenset({"token_bucket", "gcra", "leaky_bucket"})
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count

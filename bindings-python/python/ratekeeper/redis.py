@@ -46,9 +46,11 @@ _FAULTS = (RedisError, RedisClusterException, OSError)
 # An error reply that no retry mends, and that on_error must not hide: the
 # script's own (PROTOCOL.md, "Errors"), which Redis may prefix with ERR; a
 # key of the limiter's that holds another type (WRONGTYPE); the script
-# failing on a key's value that it did not write (user_script:<line>:).
-# NoPermissionError (NOPERM: the ACL user may not run the script) is one too.
-_NOT_A_FAULT = re.compile(r"^(ERR .*)?ratekeeper:|WRONGTYPE|user_script:\d+:")
+# failing on a key's value that it did not write (user_script:<line>:); the
+# ACL user may not run a command the script calls (Redis 7.0 words it "can't
+# run this command", later versions NOPERM). NoPermissionError (NOPERM: the
+# ACL user may not run the script) is one too.
+_NOT_A_FAULT = re.compile(r"^(ERR .*)?ratekeeper:|WRONGTYPE|user_script:\d+:|can't run this command|NOPERM")
 
 from ratekeeper import (
     Decision,
@@ -388,7 +390,10 @@ def _policy_limits(
     config: Union[None, str, Mapping[str, Any]], algorithm: Optional[str], by: Optional[Iterable[str]]
 ) -> list[_Limit]:
     """Every limit of a configuration ``Policy`` accepts, checked by ``Policy`` itself first."""
-    by = None if by is None else tuple(by)
+    # A str or bytes goes as it is, for Policy to refuse (tuple() would split
+    # 'user' into four one-letter fields).
+    if by is not None and not isinstance(by, (str, bytes)):
+        by = tuple(by)
     local = Policy(config, algorithm=algorithm, by=by)  # type: ignore[arg-type]
     if isinstance(config, str) and not config.lstrip().startswith("{"):
         rates = _rates(config)

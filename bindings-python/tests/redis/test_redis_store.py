@@ -247,6 +247,10 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, "1/second", prefix="app{x}:")
     with pytest.raises(ValueError):
         RedisPolicy(client, "10 per fortnight")
+    # A str is an iterable of str: refused as Policy refuses it, not keyed by its letters.
+    with pytest.raises(TypeError, match=r"by=\[name\]") as type_error:
+        RedisPolicy(client, "10/second", by="user")
+    assert type_error.value.code == "invalid_type"
     # A Decimal may be NaN or infinite too: the same error as a float's.
     for bad in (Decimal("NaN"), Decimal("Infinity"), float("nan")):
         with pytest.raises(ratekeeper.RateLimitError, match="now must be a finite number"):
@@ -621,8 +625,11 @@ class AsyncRefusingClient(redis.asyncio.Redis):
         redis.exceptions.NoPermissionError("User app has no permissions to run the 'evalsha' command"),
         redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value script: f00, on @user_script:48."),
         redis.ResponseError("user_script:38: attempt to compare nil with number script: f00, on @user_script:38."),
+        redis.ResponseError(
+            "The user executing the script can't run this command or subcommand script: f00, on @user_script:1."
+        ),
     ],
-    ids=["NOPERM", "WRONGTYPE", "a key's value the script cannot read"],
+    ids=["NOPERM", "WRONGTYPE", "a key's value the script cannot read", "a command the script calls, denied"],
 )
 def test_errors_no_retry_mends_are_raised_not_answered_by_on_error(reply: redis.ResponseError) -> None:
     # A misconfiguration looked like an outage: on_error="open" allowed every
