@@ -8,7 +8,7 @@ export interface PacedFetchEvent {
   type: 'queued' | 'sent' | 'response' | 'paused' | 'aborted'
   /** The request's number, from 0 in call order (not for `paused`). */
   id?: number
-  /** The request's slot on `clock` (`queued`, `sent`). */
+  /** The request's slot on `clock` (`queued`, `sent`); queued while a pause lasts, the pause's end, when it is booked. */
   slotMs?: number
   /** How many times the request was retried before (`sent`). */
   attempt?: number
@@ -79,11 +79,17 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * served. Each call books its slot at once with `limiter.reserve` and waits in
  * one queue behind one timer. Aborting the request's signal (`init.signal`,
  * else a `Request`'s own) while queued gives the booking back, moves those
- * behind it up into the slots left, and rejects with `signal.reason` (after
- * leaving, fetch handles the signal). A `fetch` whose answer is no `Response`
+ * behind it up into the slots left (a bucket's: a window algorithm's keep
+ * theirs), and rejects with `signal.reason` (after leaving, fetch handles
+ * the signal). The limiter may be shared: when another booked it after the
+ * aborted request (an `acquire`, a `reserve()`), a bucket's booking is not
+ * given back and nobody moves, as for `acquire`, since two units would go
+ * at once. A `fetch` whose answer is no `Response`
  * rejects its call. A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
  * with nothing remaining, pauses the queue until then (queued bookings are
- * refunded and made again from the pause's end); a 429/503 request is sent
+ * refunded, and the requests booked again, in order, when the pause ends:
+ * booked then, so that the limiter's other callers meanwhile are decided
+ * at their own time); a 429/503 request is sent
  * again `retries` times. `RateLimit`'s `t` is when the quota is whole again:
  * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
  * most `w / q` seconds, the time a bucket takes to earn a unit back (a window

@@ -106,6 +106,12 @@ function inspected(kind, shown, depth, options, inspect) {
   return `${kind} ${inspect(shown, { ...options, depth })}`;
 }
 const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
+/**
+ * A limiter's method counting bookings of a slot to come, reconfigures and
+ * restores, by anyone (a symbol of the global registry, which
+ * lib/paced-fetch.cjs, a module of its own, reads too).
+ */
+const BOOKINGS = Symbol.for('ratekeeper.bookings');
 
 function createApi(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
@@ -326,6 +332,9 @@ function createApi(B) {
     #name;
     #clock;
     #config = null;
+    // Bookings of a slot to come, reconfigures and restores, by anyone: how
+    // pacedFetch tells whether others booked after it (see BOOKINGS).
+    #bookings = 0;
 
     constructor(built) {
       if (!(built instanceof Built)) throw abstract('build one of its subclasses');
@@ -384,8 +393,16 @@ function createApi(B) {
       // limiter alive: the napi build reuses a collected limiter's handle.
       const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
       const booked = yes(reserveOp(this.#h, units, maxWait, now));
-      if (booked && out()[0] > 0) untracked(this);
+      if (booked && out()[0] > 0) {
+        untracked(this);
+        this.#bookings++;
+      }
       return reservation(booked, units, now, decision, give);
+    }
+
+    /** The bookings of a slot to come, reconfigures and restores so far (for pacedFetch). */
+    [BOOKINGS]() {
+      return this.#bookings;
     }
 
     refund(cost, takenAtMs) {
@@ -403,6 +420,7 @@ function createApi(B) {
       }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
       untracked(this);
+      this.#bookings++;
       this.#config = null;
     }
 
@@ -410,7 +428,11 @@ function createApi(B) {
       const h = this.#h;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => yes(reserveOp(h, units, maxWait, now)),
+          reserve: (units, maxWait, now) => {
+            const booked = yes(reserveOp(h, units, maxWait, now));
+            if (booked && out()[0] > 0) this.#bookings++;
+            return booked;
+          },
           refund: (units, high, low) => B.refund(h, units, [NaN, high, low]),
           read: () => this.#read(),
           owner: this,
@@ -431,6 +453,7 @@ function createApi(B) {
     restore(bytes) {
       B.restore(this.#h, stateBytes(bytes));
       untracked(this);
+      this.#bookings++;
     }
 
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
@@ -508,7 +531,9 @@ function createApi(B) {
   function waiters(owner, read) {
     let w = waitersOf.get(owner);
     if (w === undefined) {
-      w = { list: [], timer: undefined, due: NaN, read, booked: 0 };
+      // booked: waiters' bookings so far (each waiter's `seq`); foreign:
+      // bookings no waiter holds, reconfigures and restores (see untracked).
+      w = { list: [], timer: undefined, due: NaN, read, booked: 0, foreign: 0 };
       waitersOf.set(owner, w);
     }
     return w;
@@ -543,7 +568,7 @@ function createApi(B) {
    */
   function untracked(owner) {
     const w = waitersOf.get(owner);
-    if (w !== undefined) w.booked++;
+    if (w !== undefined) w.foreign++;
   }
 
   /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see MOVES_UP). */
@@ -554,9 +579,10 @@ function createApi(B) {
     // Booked after it but by no waiter here (a reserve() the caller holds),
     // or reconfigured since: those behind would move up into slots others
     // hold (two units at once from a burst of one). Then nobody moves, and
-    // nothing is given back: its slot goes unused.
-    const laterWaiters = w.list.filter((other) => other.seq > waiter.seq).length;
-    if (waiter.queue !== null && w.booked - 1 - waiter.seq > laterWaiters) {
+    // nothing is given back: its slot goes unused. (Counted as such, not as
+    // the bookings after it less the waiters still here: a later waiter
+    // gone, of another key or aborted, or one of cost 0, is none of those.)
+    if (waiter.queue !== null && w.foreign > waiter.foreign) {
       arm(w);
       return;
     }
@@ -682,6 +708,7 @@ function createApi(B) {
       const waiter = {
         atMs,
         seq: w.booked++,
+        foreign: w.foreign,
         queue: slot.queue,
         aborted: () => signal !== undefined && signal.aborted,
         giveBack: cancelOnce(give, high, low),

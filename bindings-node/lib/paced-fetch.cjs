@@ -11,9 +11,25 @@
 // behind ONE timer, armed for the head's slot (no polling). When a server says
 // to slow down (a 429 or 503 with `Retry-After`, or a `RateLimit` header with
 // nothing remaining), the queue pauses until then: every booking still queued is
-// refunded and booked again from the end of the pause, in the same order.
+// refunded, and the requests are booked again when the pause ends, in the same
+// order (booked then, at the time it is: a booking made now for later would
+// move the limiter's clock ahead, and a call of another on the same limiter
+// would be decided at that later time, where more is free).
+//
+// The limiter may be shared (with `acquire` calls, say). A bucket gives back
+// exactly only its latest booking, so a booking given back when another
+// booked after it would let two units go at once: then pacedFetch gives
+// nothing back (the slot goes unused) and moves nobody up, as `acquire` does.
+// It knows from the count a ratekeeper limiter keeps (BOOKINGS).
 
 const RETRY_STATUSES = new Set([429, 503]);
+// The algorithms whose bookings behind an aborted one move up into the slots
+// it left (see lib/api.cjs, MOVES_UP): a window algorithm gives each booking
+// back where it was counted, and books again only after every other.
+const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
+// A ratekeeper limiter's count of bookings of a slot to come, reconfigures
+// and restores, by anyone (lib/api.cjs).
+const BOOKINGS = Symbol.for('ratekeeper.bookings');
 // A 503 may come after the server did some of the work: only these are sent
 // again after one (a 429 says the request was refused, so any is).
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
@@ -255,8 +271,15 @@ function pace(RateLimited, fetch, limiter, options) {
     throw rangeError(`\`maxWaiting\` must be a whole number or Infinity, not ${maxWaiting}`);
   }
 
-  const queue = []; // entries waiting for their slot, in booking order
+  // Entries waiting for their slot, in booking order: all booked, or (while
+  // a pause lasts, and until it is over) none, to be booked when it ends.
+  const queue = [];
   let pausedUntil = -Infinity; // on `clock`
+  // Whether those behind an aborted booking move up; and the bookings others
+  // made (see BOOKINGS): the limiter's count, less this queue's own.
+  const movesUp = limiter.algorithm === undefined || MOVES_UP.has(limiter.algorithm);
+  let mine = 0;
+  const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
   let timer = null;
   let timerAt = NaN;
   let nextId = 0;
@@ -287,51 +310,60 @@ function pace(RateLimited, fetch, limiter, options) {
   function fire() {
     timer = null;
     const now = clock();
+    bookAfterPause(now);
     // Timers may fire a little early on this clock: whoever is not due waits for the next one.
-    while (queue.length > 0 && queue[0].atMs <= now && pausedUntil <= now) send(queue.shift());
+    while (queue.length > 0 && queue[0].reservation !== null && queue[0].atMs <= now && pausedUntil <= now) send(queue.shift());
     arm();
   }
 
+  /** Once a pause is over, books the requests it left unbooked, in order, within what is left of each one's maxWaitMs. */
+  function bookAfterPause(now) {
+    if (pausedUntil > now || queue.length === 0 || queue[0].reservation !== null) return;
+    rebook(0, queue.slice(), now);
+  }
+
+  /** Whether another booked `entry`'s limiter after it (or reconfigured or restored it). */
+  function bookedByOthersSince(entry) {
+    return others() > entry.others;
+  }
+
   /**
-   * Books `entry` from `from` (the later of now and the pause's end), within
-   * `maxWait` (its maxWaitMs, or when `again`, what is left of it); null, or
-   * the error to reject it with.
+   * Books `entry` at `now`, within `maxWait` (its maxWaitMs, or when `again`,
+   * what is left of it); null, or the error to reject it with.
    */
   function book(entry, now, maxWait, again = false) {
-    const from = Math.max(now, pausedUntil);
     const bound = `${again ? 'what is left of maxWaitMs' : 'maxWaitMs'} (${shownMs(maxWait)} ms)`;
-    if (from - now > maxWait) {
-      return timeoutError(`the pause (${shownMs(from - now)} ms) would exceed ${bound}`, from - now);
-    }
-    const r = limiter.reserve(entry.cost, maxWait - (from - now), from);
+    const r = limiter.reserve(entry.cost, maxWait, now);
     // Beyond what any pause reaches, the limiter counts on another clock
     // (Date.now() where pacedFetch reads performance.now()): each request
     // would wait for decades.
-    if ((r.ok ? r.atMs - from : r.waitMs) > MAX_PAUSE_MS) {
+    if ((r.ok ? r.atMs - now : r.waitMs) > MAX_PAUSE_MS) {
       if (r.ok) giveBack(Object.assign(entry, { atMs: r.atMs, reservation: r }));
       return rangeError(
-        `\`limiter\` books ${Math.round(r.ok ? r.atMs - from : r.waitMs)} ms ahead: it reads another clock than pacedFetch's \`clock\` (give both the same)`,
+        `\`limiter\` books ${Math.round(r.ok ? r.atMs - now : r.waitMs)} ms ahead: it reads another clock than pacedFetch's \`clock\` (give both the same)`,
       );
     }
     if (r.ok) {
+      // Counted as the limiter counts bookings (BOOKINGS): those of a slot to come.
+      if (r.waitMs > 0) mine++;
       entry.atMs = r.atMs;
       entry.reservation = r;
+      entry.others = others();
       return null;
     }
-    if (from - now + r.waitMs > maxWait) {
-      return timeoutError(`the wait (${shownMs(from - now + r.waitMs)} ms) would exceed ${bound}`, from - now + r.waitMs);
+    if (r.waitMs > maxWait) {
+      return timeoutError(`the wait (${shownMs(r.waitMs)} ms) would exceed ${bound}`, r.waitMs);
     }
     return new RateLimited(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
 
   /**
    * Gives back the bookings of the queue from `from` on, and books again
-   * those in `again`, in order, within what is left of each one's maxWaitMs:
-   * so that nobody queued keeps a slot that an earlier booking given back
-   * (or a pause) moved, and two requests never share one.
+   * those in `again`, in order, at `now`, within what is left of each one's
+   * maxWaitMs: so that nobody queued keeps a slot that an earlier booking
+   * given back moved, and two requests never share one.
    */
-  function rebook(from, again) {
-    const now = clock();
+  function rebook(from, again, now = clock()) {
     for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
     queue.length = from;
     for (const entry of again) {
@@ -348,19 +380,44 @@ function pace(RateLimited, fetch, limiter, options) {
     }
   }
 
-  /** The server asked for a pause: every queued booking is given back and made again from its end. */
+  /**
+   * The server asked for a pause: every queued booking is given back (kept,
+   * unused, when others booked after the first: see BOOKINGS), and the
+   * requests wait unbooked, in order, `first` (a request to send again)
+   * ahead, to be booked when it ends; those whose maxWaitMs it exceeds
+   * reject now.
+   */
   function pause(ms, first) {
-    pausedUntil = Math.max(pausedUntil, clock() + Math.min(ms, MAX_PAUSE_MS));
-    const again = first === undefined ? queue.slice() : [first, ...queue];
-    rebook(0, again);
+    const now = clock();
+    pausedUntil = Math.max(pausedUntil, now + Math.min(ms, MAX_PAUSE_MS));
+    const booked = queue.filter((entry) => entry.reservation !== null);
+    const keep = booked.length > 0 && movesUp && bookedByOthersSince(booked[0]);
+    for (const entry of booked.reverse()) {
+      if (!keep) giveBack(entry);
+      entry.reservation = null;
+    }
+    if (first !== undefined) {
+      first.reservation = null; // spent on its first answer
+      queue.unshift(first);
+    }
+    for (const entry of queue.splice(0)) {
+      if (pausedUntil - now > entry.deadline - now) {
+        const left = entry.deadline - now;
+        fail(entry, timeoutError(`the pause (${shownMs(pausedUntil - now)} ms) would exceed what is left of maxWaitMs (${shownMs(left)} ms)`, pausedUntil - now));
+      } else {
+        entry.atMs = pausedUntil;
+        queue.push(entry);
+      }
+    }
     emit({ type: 'paused', untilMs: pausedUntil });
     arm();
   }
 
-  /** Gives `entry`'s booking back: exactly at its slot (`cancel()`), or at `atMs` for a limiter without it. */
+  /** Gives `entry`'s booking back, if it has one: exactly at its slot (`cancel()`), or at `atMs` for a limiter without it. */
   function giveBack(entry) {
     const r = entry.reservation;
-    if (r !== null && typeof r.cancel === 'function') r.cancel();
+    if (r === null) return;
+    if (typeof r.cancel === 'function') r.cancel();
     else limiter.refund(entry.cost, entry.atMs);
     entry.reservation = null;
   }
@@ -453,7 +510,10 @@ function pace(RateLimited, fetch, limiter, options) {
         cost: units,
         atMs: 0,
         deadline: now + maxWaitMs,
+        // Its booking (null until booked, and while a pause lasts), and the
+        // bookings others had made when it was booked (see BOOKINGS).
         reservation: null,
+        others: 0,
         attempt: 0,
         signal,
         resolve,
@@ -463,16 +523,34 @@ function pace(RateLimited, fetch, limiter, options) {
       entry.onAbort = () => {
         const at = queue.indexOf(entry);
         if (at < 0) return;
-        // Those behind move up into the slots it and they leave, in order.
-        rebook(at, queue.slice(at + 1));
+        if (entry.reservation === null || !movesUp || bookedByOthersSince(entry)) {
+          // Unbooked (in a pause), a window's booking (given back where it
+          // was counted), or one that others booked after (kept, unused):
+          // nobody moves.
+          queue.splice(at, 1);
+          if (entry.reservation !== null && !movesUp) giveBack(entry);
+        } else {
+          // Those behind move up into the slots it and they leave, in order.
+          rebook(at, queue.slice(at + 1));
+        }
         emit({ type: 'aborted', id: entry.id });
         arm();
         reject(signal.reason);
       };
-      const error = book(entry, now, maxWaitMs);
-      if (error !== null) {
-        reject(error);
-        return;
+      bookAfterPause(now);
+      if (pausedUntil > now || queue.some((other) => other.reservation === null)) {
+        // Booked when the pause ends, behind those waiting for it.
+        if (pausedUntil - now > maxWaitMs) {
+          reject(timeoutError(`the pause (${shownMs(pausedUntil - now)} ms) would exceed maxWaitMs (${shownMs(maxWaitMs)} ms)`, pausedUntil - now));
+          return;
+        }
+        entry.atMs = pausedUntil;
+      } else {
+        const error = book(entry, now, maxWaitMs);
+        if (error !== null) {
+          reject(error);
+          return;
+        }
       }
       // maxWaiting 0, and an empty queue: only a request due now may go.
       const wait = Math.max(entry.atMs, pausedUntil) - clock();

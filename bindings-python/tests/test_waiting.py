@@ -464,6 +464,93 @@ def test_a_key_written_another_way_is_the_same_queue(monkeypatch: pytest.MonkeyP
     assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
+@BUCKETS
+@pytest.mark.parametrize("between", ["cancelled", "of another key"])
+def test_waiters_that_left_after_it_are_no_bookings_of_others(
+    make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counted as bookings of others (the events after it, less the waiters
+    # still queued), they kept the waiters behind a cancelled one in their
+    # slots, and its slot went unused.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        store = ratekeeper.KeyedLimiter(make(timeline))
+        store.try_acquire("k")
+        store.try_acquire("other")
+        done: dict[str, float] = {}
+
+        async def waiter(label: str, key: str = "k") -> None:
+            await store.acquire_async(key)
+            done[label] = timeline.now
+
+        tasks = [await timeline.start(waiter("first"))]  # at 1
+        a = await timeline.start(waiter("a"))  # at 2
+        if between == "cancelled":
+            gone = await timeline.start(waiter("gone"))  # at 3
+        else:
+            tasks.append(await timeline.start(waiter("other", "other")))  # at 1
+        tasks.append(await timeline.start(waiter("b")))
+        if between == "cancelled":
+            gone.cancel()
+        await timeline.advance(1.5)  # 'first' and 'other' go
+        a.cancel()
+        await timeline.settle()
+        tasks.append(await timeline.start(waiter("c")))
+        for t in (2.0, 3.0, 4.0, 5.0):
+            await timeline.advance(t)
+        await asyncio.gather(*tasks)
+        return {label: at for label, at in done.items() if label in "bc"}
+
+    assert asyncio.run(main()) == {"b": 2.0, "c": 3.0}
+
+
+def test_a_withdrawal_during_another_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A collection during a withdrawal's booking may close an abandoned
+    # acquire_async, whose own withdrawal then ran inside the first one: the
+    # first went on with its list of waiters to book again, booked the
+    # closed one's again and overwrote the bookings the inner one had made
+    # (never given back: slots held for nobody). Here the clock, read by the
+    # booking, drops the abandoned coroutine's last reference.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    abandoned: list[Any] = []
+    armed = [False]
+
+    def clock() -> float:
+        if armed[0]:
+            abandoned.clear()  # its last reference: closed now
+        return timeline.now
+
+    async def main() -> dict[str, float]:
+        limiter = TokenBucket(1, 1, 1.0, clock=clock)
+        limiter.try_acquire()
+        done: dict[str, float] = {}
+
+        async def waiter(label: str) -> None:
+            await limiter.acquire_async()
+            done[label] = timeline.now
+
+        a = await timeline.start(waiter("a"))  # at 1
+        b = await timeline.start(waiter("b"))  # at 2
+        closed = limiter.acquire_async()  # at 3, waiting, then abandoned
+        closed.send(None)
+        abandoned.append(closed)
+        del closed
+        d = await timeline.start(waiter("d"))  # at 4
+        armed[0] = True
+        a.cancel()
+        await timeline.settle()
+        armed[0] = False
+        assert not abandoned, "the abandoned acquire_async was closed during the withdrawal"
+        await timeline.run_out(b, d)
+        assert limiter.reserve().wait == 0, "nothing is booked for nobody"
+        return done
+
+    assert asyncio.run(main()) == {"b": 1.0, "d": 2.0}
+
+
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
     # A window gives back only in the window it counts now: booking the later
     # waiters again would push each a window further.

@@ -177,6 +177,34 @@ describe('acquire', () => {
     }
   });
 
+  it('waiters that left after it are no bookings of others: an abort still moves those behind up', async () => {
+    // Counted as bookings of others, they kept the waiters behind an aborted
+    // one in their slots, and its slot went unused.
+    for (const between of ['aborted', 'of cost 0', 'of another key']) {
+      for (const [name, make] of Object.entries(BUCKETS)) {
+        const { time, settled, track } = setup();
+        const limiter = new KeyedLimiter(make(time.now));
+        limiter.tryAcquire('k');
+        limiter.tryAcquire('other');
+        const [a, gone] = [new AbortController(), new AbortController()];
+        track('first', limiter.acquire('k'));
+        track('a', limiter.acquire('k', 1, { signal: a.signal }));
+        if (between === 'aborted') track('gone', limiter.acquire('k', 1, { signal: gone.signal }));
+        if (between === 'of cost 0') track('zero', limiter.acquire('k', 0));
+        if (between === 'of another key') track('other', limiter.acquire('other'));
+        track('b', limiter.acquire('k'));
+        gone.abort();
+        await time.advance(150); // 'first', 'zero' and 'other' go meanwhile
+        a.abort();
+        track('c', limiter.acquire('k'));
+        await time.advance(1_000);
+        time.uninstall();
+        const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : 'rejected']));
+        assert.deepStrictEqual([at.first, at.b, at.c], [1_100, 1_200, 1_300], `${name}, a waiter ${between} after the aborted one`);
+      }
+    }
+  });
+
   it("an acquire of another key due at once is no booking behind a key's waiters", async () => {
     // Taken for a waiter of the same queue, it kept an aborted waiter's key
     // from moving up (the freed slot went unused).

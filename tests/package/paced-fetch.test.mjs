@@ -8,7 +8,7 @@ import { test } from 'node:test';
 
 const require = createRequire(import.meta.url);
 const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
-const { Gcra, TokenBucket, LeakyBucket, KeyedLimiter, Policy, RateLimited } = require(impl);
+const { Gcra, TokenBucket, LeakyBucket, FixedWindow, SlidingWindowCounter, KeyedLimiter, Policy, RateLimited } = require(impl);
 const { pacedFetchFor, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
 // As the package's entries make it: the build's RateLimited for its errors.
 const pacedFetch = pacedFetchFor(RateLimited);
@@ -344,6 +344,92 @@ test('aborting a request in the middle of the queue moves those behind up: no tw
   await time.advance(1000);
   await Promise.all([calls[0], calls[2], calls[3], late]);
   assert.deepEqual(log, [['/0', 0], ['/2', 100], ['/3', 200], ['/4', 300]]);
+});
+
+test("aborting a window algorithm's request moves nobody: those behind keep their slots", async () => {
+  // Moved up, they were given back (which a window does only in its latest
+  // window) and booked again after every other booking: a window further
+  // each, and past maxWaitMs for the last.
+  for (const make of [(clock) => new FixedWindow({ limit: 1, windowMs: 1000, clock }), (clock) => new SlidingWindowCounter({ limit: 1, windowMs: 1000, clock })]) {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const limiter = make(time.clock);
+    limiter.tryAcquire(1, 0);
+    const slots = [];
+    const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, maxWaitMs: 10_000, onEvent: (e) => e.type === 'queued' && slots.push(e.slotMs) });
+    const controller = new AbortController();
+    const calls = ['/0', '/1', '/2'].map((url) => paced(url, url === '/0' ? { signal: controller.signal } : {}));
+    const next = limiter.peek(1, 0).retryAfterMs;
+    controller.abort();
+    await assert.rejects(calls[0], { name: 'AbortError' });
+    assert.equal(limiter.peek(1, 0).retryAfterMs, next, `${limiter.algorithm}: nothing booked again`);
+    await time.advance(20_000);
+    await Promise.all(calls.slice(1));
+    assert.deepEqual(log.map(([, at]) => at), slots.slice(1), `${limiter.algorithm}: each went at its first slot`);
+  }
+});
+
+test('a booking of another after its requests keeps them in their slots when one aborts: no two units at once', async () => {
+  // Moved up, the request behind took a slot that the other booking holds
+  // too (two units at once from a burst of one).
+  for (const make of [(clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock }), (clock) => new Gcra({ burst: 1, emissionIntervalMs: 1000, clock })]) {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const limiter = make(time.clock);
+    limiter.tryAcquire(1, 0);
+    const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+    const controller = new AbortController();
+    const first = paced('/a', { signal: controller.signal }); // at 1000
+    const second = paced('/b'); // at 2000
+    const other = limiter.reserve(1, Infinity, 0); // at 3000
+    assert.equal(other.atMs, 3000);
+    controller.abort();
+    await assert.rejects(first, { name: 'AbortError' });
+    assert.equal(limiter.tryAcquire(1, 3000).allowed, false, `${limiter.algorithm}: the other's slot is not free`);
+    await time.advance(5000);
+    await second;
+    assert.deepEqual(log, [['/b', 2000]], `${limiter.algorithm}: kept its slot`);
+  }
+  // With no booking of another after it, those behind still move up.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const limiter = new Gcra({ burst: 1, emissionIntervalMs: 1000, clock: time.clock });
+  limiter.tryAcquire(1, 0);
+  limiter.reserve(1, Infinity, 0).cancel(); // before: no matter
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+  const controller = new AbortController();
+  const first = paced('/a', { signal: controller.signal });
+  const second = paced('/b');
+  controller.abort();
+  await assert.rejects(first, { name: 'AbortError' });
+  await time.advance(5000);
+  await second;
+  assert.deepEqual(log, [['/b', 1000]]);
+});
+
+test("a pause books its requests when it ends, not ahead: another's call meanwhile is decided at its own time", async () => {
+  // Booked at the pause's end with that time as `now`, a request moved the
+  // limiter's clock 10 s ahead, where the bucket was whole again: a call of
+  // another at 100 ms was decided there, and 9 units went within 100 ms
+  // from a bucket of 5.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) => (url === '/a' ? { status: 429, headers: { 'Retry-After': '10' } } : { status: 200 }));
+  const limiter = new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000, clock: time.clock });
+  const events = [];
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, retries: 0, onEvent: (e) => events.push(e) });
+  assert.equal(limiter.tryAcquire(4, 0).allowed, true);
+  assert.equal((await paced('/a')).status, 429);
+  assert.equal(paced.pausedUntilMs, 10_000);
+  await time.advance(100);
+  const b = paced('/b');
+  assert.deepEqual(events.filter((e) => e.type === 'queued').map((e) => [e.id, e.slotMs]), [[0, 0], [1, 10_000]], 'queued for the pause end');
+  assert.equal(limiter.tryAcquire(4, 100).allowed, false, 'the bucket holds 0.1 unit at 100 ms');
+  await time.advance(10_000);
+  assert.equal((await b).status, 200);
+  assert.deepEqual(log, [['/a', 0], ['/b', 10_000]]);
+  // Booked at 10 s, when the bucket held 5.1 units: 4 remain.
+  assert.equal(limiter.peek(4, 10_100).allowed, true);
+  assert.equal(limiter.peek(5, 10_100).allowed, false);
 });
 
 test("a Request's own signal aborts it while it waits", async () => {

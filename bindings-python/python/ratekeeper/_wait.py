@@ -54,7 +54,7 @@ class _Waiter:
     """An ``acquire_async`` sleeping until its slot: what it booked, how to
     book it again, and the future that wakes it when its slot moved."""
 
-    __slots__ = ("args", "cancels", "error", "loop", "moved", "queue", "reservation", "task")
+    __slots__ = ("args", "cancels", "error", "foreign", "loop", "moved", "queue", "reservation", "task")
 
     def __init__(
         self,
@@ -74,6 +74,8 @@ class _Waiter:
         self.cancels = self._cancel_requests()
         self.error: Optional[BaseException] = None
         self.moved: Optional[asyncio.Future[None]] = None
+        # The subject's events not of its waiters when it booked (see _booked_by_others).
+        self.foreign = 0
 
     def _cancel_requests(self) -> int:
         cancelling = getattr(self.task, "cancelling", None)
@@ -87,9 +89,16 @@ class _Waiter:
 # The sleeping acquire_async calls of each subject (by id: a waiter holds its
 # subject, and the entry goes with the last waiter), in booking order.
 _WAITING: dict[int, list[_Waiter]] = {}
+# The subject's events (``_events()``: bookings of a slot to come,
+# reconfigures, restores) that its waiters' own bookings made, while it has
+# waiters: the others' are the rest.
+_MINE: dict[int, int] = {}
 # Reentrant: a collection during a booking may close an abandoned
-# acquire_async, whose withdrawal takes the lock again on this thread.
+# acquire_async, whose withdrawal takes the lock again on this thread (and
+# waits for the withdrawal under way: see _withdraw).
 _WAITING_LOCK = threading.RLock()
+# The withdrawals left for later on this thread, while one is under way.
+_DEFERRED = threading.local()
 
 
 def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
@@ -124,50 +133,76 @@ def _wake(waiter: _Waiter) -> None:
 
 def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
     """Gives ``waiter``'s booking back, and moves up those booked after it
-    in its queue (see ``_MOVES_UP``)."""
+    in its queue (see ``_MOVES_UP``).
+
+    One that starts while another is under way on this thread (a collection
+    during a booking closed an abandoned acquire_async) runs after it: the
+    one under way holds a list of the waiters it books again, which the
+    other would change under it."""
     with _WAITING_LOCK:
-        queue = _WAITING.get(id(subject), [])
-        if waiter not in queue:
-            waiter.reservation.cancel()  # taken out by another's withdrawal
+        deferred: Optional[list[tuple[_Subject, _Waiter]]] = getattr(_DEFERRED, "withdrawals", None)
+        if deferred is not None:
+            deferred.append((subject, waiter))
             return
-        booker: Any = subject
-        if waiter.queue is not None and _booked_by_others(booker, queue, waiter):
-            # Nobody moves, and nothing is given back: its slot goes unused.
-            _leave(subject, queue, {id(waiter)})
-            return
-        at = queue.index(waiter)
-        later = [] if waiter.queue is None else [w for w in queue[at + 1 :] if w.queue == waiter.queue]
-        for other in reversed(later):
+        _DEFERRED.withdrawals = deferred = [(subject, waiter)]
+        error: Optional[BaseException] = None
+        try:
+            while deferred:
+                try:
+                    _withdraw_now(*deferred.pop(0))
+                except BaseException as raised:  # the others still give theirs back
+                    error = error or raised
+        finally:
+            _DEFERRED.withdrawals = None
+        if error is not None:
+            raise error
+
+
+def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
+    """``_withdraw``'s work (lock held)."""
+    queue = _WAITING.get(id(subject), [])
+    if waiter not in queue:
+        waiter.reservation.cancel()  # taken out by another's withdrawal
+        return
+    booker: Any = subject
+    if waiter.queue is not None and _booked_by_others(booker, waiter):
+        # Nobody moves, and nothing is given back: its slot goes unused.
+        _leave(subject, queue, {id(waiter)})
+        return
+    at = queue.index(waiter)
+    later = [] if waiter.queue is None else [w for w in queue[at + 1 :] if w.queue == waiter.queue]
+    for other in reversed(later):
+        other.reservation.cancel()
+    waiter.reservation.cancel()
+    gone = {id(waiter)}
+    for other in later:
+        if other.cancelling():
+            # Cancelled too (many tasks at once): given back above, and
+            # taken out now, so that its own withdrawal has nothing to do.
+            gone.add(id(other))
+            continue
+        try:
+            other.reservation = booker._book(*other.args, None)
+            _count_mine(subject, other.reservation)
+        except Exception as error:  # the limiter refused: that waiter fails
+            other.error = error
+        try:
+            other.loop.call_soon_threadsafe(_wake, other)
+        except RuntimeError:  # its loop is closed: nobody is waiting there
             other.reservation.cancel()
-        waiter.reservation.cancel()
-        gone = {id(waiter)}
-        for other in later:
-            if other.cancelling():
-                # Cancelled too (many tasks at once): given back above, and
-                # taken out now, so that its own withdrawal has nothing to do.
-                gone.add(id(other))
-                continue
-            try:
-                other.reservation = booker._book(*other.args, None)
-            except Exception as error:  # the limiter refused: that waiter fails
-                other.error = error
-            try:
-                other.loop.call_soon_threadsafe(_wake, other)
-            except RuntimeError:  # its loop is closed: nobody is waiting there
-                other.reservation.cancel()
-                gone.add(id(other))
-        _leave(subject, queue, gone)
+            gone.add(id(other))
+    _leave(subject, queue, gone)
 
 
-def _booked_by_others(booker: Any, queue: list[_Waiter], waiter: _Waiter) -> bool:
-    """Whether ``booker`` booked after ``waiter`` for anyone but the waiters in
-    ``queue`` (a thread's ``acquire``, a ``reserve()`` the caller holds), or
+def _booked_by_others(booker: Any, waiter: _Waiter) -> bool:
+    """Whether ``booker`` booked after ``waiter`` for anyone but its waiters
+    (a thread's ``acquire``, a ``reserve()`` the caller holds), or
     was reconfigured or restored since: those behind would then move up into
     slots others hold (two units at once from a burst of one). Counted over
-    the whole limiter, every key of a keyed one: never too few."""
-    seq = waiter.reservation._seq
-    waiters_after = sum(1 for w in queue if w.reservation._seq > seq)
-    return bool(booker._events() - seq > waiters_after)
+    the whole limiter, every key of a keyed one: never too few. (As such,
+    not as the events after it less the waiters still here: a later waiter
+    gone, of another key or cancelled, is none of those.)"""
+    return bool(booker._events() - _MINE.get(id(booker), 0) > waiter.foreign)
 
 
 def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
@@ -176,6 +211,14 @@ def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
     queue[:] = [w for w in queue if id(w) not in gone]
     if not queue:
         _WAITING.pop(id(subject), None)
+        _MINE.pop(id(subject), None)
+
+
+def _count_mine(subject: _Subject, reservation: Any) -> None:
+    """Counts ``reservation``, a waiter's, in ``_MINE`` if ``subject``
+    counted it as an event: a slot to come (lock held)."""
+    if reservation.wait > 0:
+        _MINE[id(subject)] = _MINE.get(id(subject), 0) + 1
 
 
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
@@ -199,6 +242,8 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
             return
         waiter = _Waiter(args, reservation, _queue_of(subject, args), loop, asyncio.current_task())
         _WAITING.setdefault(id(subject), []).append(waiter)
+        _count_mine(subject, reservation)
+        waiter.foreign = reservation._seq - _MINE[id(subject)]
     wait = reservation.wait
     try:
         while wait > 0:

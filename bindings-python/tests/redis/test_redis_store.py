@@ -248,7 +248,7 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     with pytest.raises(ValueError):
         RedisPolicy(client, "10 per fortnight")
     # A str is an iterable of str: refused as Policy refuses it, not keyed by its letters.
-    with pytest.raises(TypeError, match=r"by=\[name\]") as type_error:
+    with pytest.raises(ratekeeper.RateLimitTypeError, match=r"by=\[name\]") as type_error:
         RedisPolicy(client, "10/second", by="user")
     assert type_error.value.code == "invalid_type"
     # A Decimal may be NaN or infinite too: the same error as a float's.
