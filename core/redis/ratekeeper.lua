@@ -480,8 +480,11 @@ algorithms.sliding_window_log = {
     if not allowed then retry = since(now, fits_at) end
     if consumed > 0 then reset = since(now, latest + c.window)
     elseif newest ~= nil then reset = since(now, newest + c.window) end
+    -- Until a booking's slot nothing is admitted, whatever room is left.
+    local remaining = 0
+    if newest == nil or newest <= latest then remaining = max(c.limit - used - consumed, 0) end
     if consumed > 0 then log_push(v, latest, consumed, newest, newest_cost) end
-    return allowed, max(c.limit - used - consumed, 0), retry, reset, v
+    return allowed, remaining, retry, reset, v
   end,
   book = function(c, s, slot, cost)
     slot = max(s.latest, slot)

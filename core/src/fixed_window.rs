@@ -263,7 +263,10 @@ impl Codec for FixedWindow {
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.floor = r.varint()?;
-        self.index = r.varint()?;
+        // The window holding the units is never ahead of the one holding
+        // the latest time or booking (a later one read its units as of a
+        // window not yet reached).
+        self.index = r.at_most(self.windows.index(self.latest.max(self.floor)))?;
         self.used = r.at_most(self.limit)?;
         Ok(())
     }
@@ -275,6 +278,27 @@ mod tests {
 
     fn acquire(limiter: &mut FixedWindow, now: u64, cost: u64) -> Decision {
         limiter.try_acquire(Nanos(now), cost).unwrap()
+    }
+
+    #[test]
+    #[cfg(feature = "alloc")]
+    fn a_state_whose_window_is_ahead_of_its_time_is_refused() {
+        use crate::Portable;
+        let mut limiter = FixedWindow::new(2, Nanos(100)).unwrap();
+        acquire(&mut limiter, 150, 2);
+        let mut bytes = limiter.to_bytes();
+        let index_at = bytes.len() - 2; // latest 150 (2 bytes), floor 0, index 1, used 2
+        assert_eq!(bytes[index_at], 1);
+        bytes[index_at] = 2;
+        let mut restored = FixedWindow::new(2, Nanos(100)).unwrap();
+        assert_eq!(
+            restored.restore(&bytes).unwrap_err().code(),
+            "state_corrupt"
+        );
+        assert_eq!(restored, FixedWindow::new(2, Nanos(100)).unwrap());
+        bytes[index_at] = 0; // an earlier window: its units no longer count
+        restored.restore(&bytes).unwrap();
+        assert!(acquire(&mut restored, 150, 2).allowed);
     }
 
     #[test]

@@ -233,9 +233,12 @@ impl Policy {
     /// and the answer is `Ok(Err(decision))`.
     ///
     /// **A booking holds every limit until its slot.** Each limit serves
-    /// nobody ahead of a booking (first come, first served), so a request
-    /// waiting on its slowest limit holds the others too, shared ones
-    /// included: a user waiting an hour on a per-user hourly limit holds a
+    /// nobody ahead of a booking (first come, first served): a window limit
+    /// admits nobody before the slot, a bucket or GCRA nobody who would
+    /// leave the booking too little there (with a burst of `b`, it admits
+    /// again from `b - 1` intervals before the slot, what it may hold ahead
+    /// of it). So a request waiting on its slowest limit holds the others
+    /// too, shared ones included: a user waiting an hour on a per-user hourly limit holds a
     /// global limit, for every user, for that hour. Bound `max_wait` where a
     /// policy's limits are shared across keys. A refund gives back the units
     /// but not the hold, except in a log: a bucket, GCRA, window counter or

@@ -31,7 +31,9 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// keeps per key start empty and grow as their events arrive (doubling),
 /// so that a key costs memory in proportion to its events, not to the
 /// limit. [`reserve`](Limiter::reserve) books an event at the future
-/// instant it fits, at most one window of bookings ahead.
+/// instant it fits, at most one window of bookings ahead; until a booked
+/// slot, no request is admitted (first come, first served) and `remaining`
+/// is 0.
 ///
 /// ```
 /// use ratekeeper::{Limiter, Nanos, SlidingWindowLog};
@@ -264,11 +266,17 @@ impl SlidingWindowLog {
             Some(at) => Some(at as u128 + self.window as u128),
             None => None,
         };
+        // Until a booking's slot nothing is admitted (bookings are served in
+        // order), whatever room the window has: none may be taken at once.
+        let booked_ahead = self.newest(&view).is_some_and(|at| at > view.latest.0);
         let decision = Decision {
             allowed,
-            remaining: self
-                .limit
-                .saturating_sub(view.used.saturating_add(consumed)),
+            remaining: if booked_ahead {
+                0
+            } else {
+                self.limit
+                    .saturating_sub(view.used.saturating_add(consumed))
+            },
             limit: self.limit,
             retry_after: if allowed {
                 Nanos::ZERO
@@ -427,6 +435,21 @@ impl Codec for SlidingWindowLog {
 mod tests {
     use super::*;
     use crate::{Keyed, Portable};
+
+    #[test]
+    fn nothing_remains_until_a_booked_slot() {
+        // The window had room, but a booking ahead holds every request
+        // until its slot: `remaining` promised two that were denied.
+        let mut log = SlidingWindowLog::new(3, Nanos(100)).unwrap();
+        assert!(log.reserve_after(Nanos(0), 1, Nanos(500)).unwrap());
+        let d = log.try_acquire(Nanos(10), 1).unwrap();
+        assert_eq!(
+            (d.allowed, d.remaining, d.retry_after),
+            (false, 0, Nanos(490))
+        );
+        assert_eq!(log.peek(Nanos(10), 0).unwrap().remaining, 0);
+        assert_eq!(log.peek(Nanos(500), 0).unwrap().remaining, 2);
+    }
 
     #[test]
     fn a_keyed_stores_logs_grow_with_their_events_not_the_limit() {

@@ -26,7 +26,10 @@ const HEADER: usize = 8;
 /// hold with [`Error::StateCorrupt`], another format version with
 /// [`Error::StateVersion`], another algorithm or configuration with
 /// [`Error::StateMismatch`]. A failed restore leaves the limiter unchanged,
-/// and no input panics.
+/// and no input panics. The configuration is told by a 32-bit fingerprint:
+/// a check against mistakes (one other configuration in 2^32 passes it, and
+/// one can be searched for), not against bytes forged on purpose, whose
+/// values are still checked as any state's are.
 ///
 /// ```
 /// # #[cfg(feature = "alloc")] {

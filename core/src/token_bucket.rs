@@ -513,8 +513,12 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     ///
     /// A returned token can be spent again, so with refunds the guarantee
     /// reads: in any span, admitted units are at most the bucket's bound plus
-    /// the units refunded so far.
+    /// the units refunded so far. A bucket never called has taken nothing,
+    /// and takes nothing back (one starting short would gain tokens).
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
+        if self.updated.is_none() {
+            return;
+        }
         for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
             band.add(rule, cost as u128);
         }
@@ -747,6 +751,19 @@ mod tests {
         // Cancelling the last two bookings gives the slot at 3_000 back.
         bucket.refund(Nanos(2_500), 2);
         assert!(bucket.try_acquire(Nanos(3_000), 1).unwrap().allowed);
+    }
+
+    #[test]
+    fn a_bucket_never_called_takes_no_refund() {
+        // Starting empty, it gained the refund and admitted its whole
+        // capacity at once, where a fresh one admits nothing.
+        let mut bucket = TokenBucket::with_initial_tokens(10, 1, Nanos(1_000), 0).unwrap();
+        bucket.refund(Nanos(0), 10);
+        assert_eq!(
+            bucket,
+            TokenBucket::with_initial_tokens(10, 1, Nanos(1_000), 0).unwrap()
+        );
+        assert!(!bucket.try_acquire(Nanos(0), 10).unwrap().allowed);
     }
 
     #[test]

@@ -33,7 +33,9 @@ fn prototypes() -> Vec<AnyLimiter> {
         SlidingWindowLog::new(3, Nanos(250)).unwrap().into(),
         // Starts short, so a store keeps even its new keys: one that an
         // empty batch inserted would show in the key count.
-        TokenBucket::with_initial_tokens(3, 1, Nanos(100), 0).unwrap().into(),
+        TokenBucket::with_initial_tokens(3, 1, Nanos(100), 0)
+            .unwrap()
+            .into(),
     ]
 }
 

@@ -495,6 +495,30 @@ test('a log whose entries have all left the window is unlinked, not emptied entr
     assert.deepEqual(numbers(await redis.peek('k', 15, T0 + 5000)), numbers(local.peek('k', 15, T0 + 5000)));
   }));
 
+test('a log holding a booking ahead, which a policy made at a slower limit\'s slot, has nothing remaining until then, as in the core', () =>
+  withClient('ioredis', async (client) => {
+    const config = () => ({
+      limits: [
+        { name: 'global', limiter: new rk.SlidingWindowLog({ limit: 10, windowMs: 1000 }) },
+        { name: 'per-user', by: ['user'], limiter: new rk.FixedWindow({ limit: 1, windowMs: 3600 }) },
+      ],
+    });
+    const local = new rk.Policy(config());
+    const redis = new RedisPolicy(client, config(), { prefix: prefix('log-booked') });
+    const same = async (op, request, ...args) => {
+      const { fromStore, ...got } = await redis[op](request, ...args);
+      assert.deepEqual(got, local[op](request, ...args), `${op} ${JSON.stringify(request)}`);
+      return got;
+    };
+    await same('tryAcquire', { user: 'a' }, 1, T0);
+    const [booked, remote] = [local.reserve({ user: 'a' }, 1, Infinity, T0 + 1), await redis.reserve({ user: 'a' }, 1, Infinity, T0 + 1)];
+    assert.deepEqual([remote.ok, remote.waitMs], [booked.ok, booked.waitMs]);
+    // At the fixed window's next window (the log had room at once): the log books it there too.
+    assert.equal(booked.waitMs, 3600 - (T0 % 3600) - 1);
+    const d = await same('tryAcquire', { user: 'b' }, 1, T0 + 2);
+    assert.deepEqual([d.allowed, d.deniedBy, d.remaining, d.limits[0].remaining], [false, 'global', 0, 0]);
+  }));
+
 test('unnamed limiters of different configurations never share a key', () =>
   withClient('ioredis', async (client) => {
     const p = prefix('unnamed');
