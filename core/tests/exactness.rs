@@ -242,6 +242,17 @@ fn record(
     }
 }
 
+/// [`record`]s units booked at `slot`, which their caller names too.
+fn booked_at(
+    grants: &mut Vec<Grant>,
+    slot: Option<u64>,
+    latest: u64,
+    cost: u64,
+    bounds: &mut bool,
+) {
+    record(grants, slot, latest, slot.unwrap_or(u64::MAX), cost, bounds);
+}
+
 fn run(first: AnyLimiter, ops: Vec<Op>, setup: Setup) -> Result<(), TestCaseError> {
     let mut l = first.clone();
     let (mut now, mut latest) = (setup.start, 0u64);
@@ -302,14 +313,7 @@ fn run(first: AnyLimiter, ops: Vec<Op>, setup: Setup) -> Result<(), TestCaseErro
                         }
                     }
                 }
-                record(
-                    &mut grants,
-                    slot,
-                    latest,
-                    slot.unwrap_or(u64::MAX),
-                    c,
-                    &mut bounds,
-                );
+                booked_at(&mut grants, slot, latest, c, &mut bounds);
             }
             Op::ReserveLater(d, c, extra) => {
                 step(&mut now, d);
@@ -321,14 +325,7 @@ fn run(first: AnyLimiter, ops: Vec<Op>, setup: Setup) -> Result<(), TestCaseErro
                 trace.push_str(&format!("  at {now}, {wait} later: {booked}\n"));
                 if booked {
                     let slot = now.checked_add(wait);
-                    record(
-                        &mut grants,
-                        slot,
-                        latest,
-                        slot.unwrap_or(u64::MAX),
-                        c,
-                        &mut bounds,
-                    );
+                    booked_at(&mut grants, slot, latest, c, &mut bounds);
                 }
             }
             Op::Refund(i, units, at_counted) => {
