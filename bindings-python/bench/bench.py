@@ -9,6 +9,9 @@ and at 100,000 keys:
   ``limits`` hitting the same two in turn,
 - the floor: ``_noop()``, a method of the same pyo3 class taking the same
   arguments and doing nothing (what any native method costs to call),
+- a token bucket given ``now`` (no clock read) beside ``_noop(1, now)``: the
+  floor a default-clock decision is compared with reads no clock, and a
+  clock read alone costs most of that floor,
 - ``limits`` (MemoryStorage: FixedWindow, MovingWindow, SlidingWindowCounter),
 - ``pyrate-limiter`` (InMemoryBucket; a per-key bucket factory for keys),
 - ``token-bucket`` (MemoryStorage),
@@ -41,7 +44,7 @@ import subprocess
 import sys
 import timeit
 import tracemalloc
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import ratekeeper
 
@@ -56,12 +59,20 @@ Keyed = Callable[[list[str]], tuple[str, dict[str, Any]]]
 
 
 class Peer:
-    """One limiter under test: a single-key call, and a keyed setup."""
+    """One limiter under test: a single-key call (a callable, or a statement
+    and its namespace), and a keyed setup."""
 
-    def __init__(self, name: str, single: Callable[[], Any], keyed: Optional[Keyed] = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        single: Union[Callable[[], Any], tuple[str, dict[str, Any]]],
+        keyed: Optional[Keyed] = None,
+        memory: bool = True,
+    ) -> None:
         self.name = name
         self.single = single
         self.keyed = keyed
+        self.measures_memory = memory and keyed is not None
         self.single_ns = float("inf")
         self.keyed_ns = float("inf")
         self.memory: Optional[tuple[float, float]] = None  # bytes per key: Python heap, resident
@@ -75,13 +86,15 @@ def calling(stmt: str, call: Callable[[str], Any], keys: list[str], **names: Any
 
 
 def ratekeeper_peers() -> list[Peer]:
-    def per_key(make: Callable[[], ratekeeper.Limiter], method: str) -> Keyed:
+    def per_key(make: Callable[[], ratekeeper.Limiter], method: str, args: str = "") -> Keyed:
         def keyed(keys: list[str]) -> tuple[str, dict[str, Any]]:
             store = ratekeeper.KeyedLimiter(make())
             call = getattr(store, method)
+            stmt = f"call(key{args})"
+            code, names = compile(stmt, "<bench>", "eval"), {"call": call, "NOW": NOW}
             for key in keys:
-                call(key)
-            return "call(key)", {"call": call, "store": store}
+                eval(code, {**names, "key": key})
+            return stmt, {**names, "store": store}
 
         return keyed
 
@@ -101,12 +114,29 @@ def ratekeeper_peers() -> list[Peer]:
     }
     for name, make in others.items():
         peers.append(Peer(f"ratekeeper {name}", make().try_acquire, per_key(make, "try_acquire")))
-    # A partial, not a lambda: a lambda's Python frame would cost more than
-    # the clock read that passing `now` saves.
-    peers.append(Peer("ratekeeper TokenBucket(1, now=0.5)", functools.partial(bucket().try_acquire, 1, 0.5)))
+    # `now` given: no clock read. Timed as statements, beside a floor taking
+    # the same arguments (a partial or a lambda would add a call of its own).
+    peers.append(
+        Peer(FLOOR_NOW, ("call(1, NOW)", {"call": bucket()._noop, "NOW": NOW}), per_key(bucket, "_noop", ", 1, NOW"))
+    )
+    peers.append(
+        Peer(
+            OURS_NOW,
+            ("call(1, NOW)", {"call": bucket().try_acquire, "NOW": NOW}),
+            per_key(bucket, "try_acquire", ", 1, NOW"),
+            memory=False,
+        )
+    )
     peers.append(Peer(POLICY, functools.partial(two_limits().try_acquire, {"user": "key"}), policy_keyed))
     return peers
 
+
+# The explicit `now` of the rows that give one: a time no later than the
+# limiter's latest (a fresh one), or the call would be decided as time gone
+# backwards.
+NOW = 0.5
+FLOOR_NOW = "floor: pyo3 no-op method (1, now)"
+OURS_NOW = "ratekeeper TokenBucket (1, now)"
 
 # Two limits of one key, per minute and per hour: a ratekeeper Policy decides
 # them all or nothing; `limits` users hit each in turn.
@@ -213,10 +243,13 @@ def all_peers() -> list[Peer]:
 
 
 def time_single(peer: Peer, most_calls: int) -> float:
-    """ns per call of ``peer.single()``, in a loop of about ROUND_SECONDS."""
+    """ns per call of ``peer.single()`` (or run of its statement), in a loop of about ROUND_SECONDS."""
     calls = most_calls
     if peer.single_ns < float("inf"):
         calls = max(1_000, min(most_calls, int(ROUND_SECONDS * 1e9 / peer.single_ns)))
+    if isinstance(peer.single, tuple):
+        stmt, names = peer.single
+        return timeit.Timer(stmt, globals=names).timeit(number=calls) / calls * 1e9
     return timeit.timeit(peer.single, number=calls) / calls * 1e9
 
 
@@ -260,7 +293,7 @@ def memory_of(peer: Peer, keys: list[str]) -> tuple[float, float]:
 def measure_memory(peers: list[Peer], keys: int) -> None:
     """``memory_of`` every keyed peer, each in a fresh process of this script."""
     for peer in peers:
-        if peer.keyed and "no-op" not in peer.name:
+        if peer.measures_memory and "no-op" not in peer.name:
             command = [sys.executable, __file__, "--keys", str(keys), "--memory-of", peer.name]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             heap, resident = done.stdout.split()
@@ -312,6 +345,20 @@ def report(peers: list[Peer]) -> None:
         f"ratekeeper TokenBucket / floor: {ours.single_ns / floor.single_ns:.2f}x single key, "
         f"{ours.keyed_ns / floor.keyed_ns:.2f}x keyed (target: at most 2x)"
     )
+    by_name = {peer.name: peer for peer in peers}
+    if FLOOR_NOW in by_name and OURS_NOW in by_name:
+        # What the default clock's read costs, the one thing the floor does
+        # not do: the same decision with `now` given reads no clock.
+        floor_now, ours_now = by_name[FLOOR_NOW], by_name[OURS_NOW]
+        print(
+            f"  with now given (no clock read; the floor takes the same arguments): "
+            f"{ours_now.single_ns / floor_now.single_ns:.2f}x single key, {ours_now.keyed_ns / floor_now.keyed_ns:.2f}x keyed"
+        )
+        clock = (ours.single_ns - floor.single_ns) - (ours_now.single_ns - floor_now.single_ns)
+        print(
+            f"  the default clock's read costs {clock:.0f} ns more than converting the `cost` and `now` it spares "
+            f"({clock / floor.single_ns:.2f}x the floor's whole call)"
+        )
     # Bytes per key: the larger of the Python heap and the resident set grown
     # (a KeyedLimiter's keys live on Rust's heap, which only the RSS sees).
     limits_memory = [max(p.memory) for p in peers if p.memory and p.name.startswith("limits")]
@@ -319,7 +366,6 @@ def report(peers: list[Peer]) -> None:
         if peer.memory and peer.name.startswith("ratekeeper") and limits_memory:
             ours_bytes, theirs = max(peer.memory), min(limits_memory)
             print(f"{peer.name}: {ours_bytes:.0f} B/key vs limits {theirs:.0f} B/key ({theirs / ours_bytes:.1f}x less)")
-    by_name = {peer.name: peer for peer in peers}
     if POLICY in by_name and LIMITS_TWO in by_name:
         policy, two = by_name[POLICY], by_name[LIMITS_TWO]
         print(
