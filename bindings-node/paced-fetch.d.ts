@@ -32,7 +32,10 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * The longest a request may wait for its slot; a call whose slot is further
    * away rejects at once with a `TimeoutError` DOMException (its
    * `retryAfterMs`: the wait it would have had), booking nothing, and so
-   * does a queued call that a server's pause would move further.
+   * does a queued call that a server's pause would move further. While a
+   * pause lasts, a call is booked when it ends: one the pause alone would
+   * keep waiting too long rejects at once, and one whose slot then lies too
+   * far rejects then (no later than maxWaitMs after the call).
    * Default `Infinity`.
    */
   maxWaitMs?: number

@@ -45,7 +45,7 @@ start() {
         return
     fi
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
-        --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 9>&- &
+        --dir "$dir" --daemonize no --loglevel warning "$@" >"$dir/log" 2>&1 8>&- 9>&- &
     echo $! >"$dir/pid"
     for _ in $(seq 1 100); do
         # Our server must answer, not another one already on the port (which
@@ -123,10 +123,24 @@ claim_run() {
     flock -s 9
 }
 
+# Ports are picked and the servers started under an exclusive lock (fd 8):
+# a run picking its ports while another's servers do not listen yet would
+# take the same ones.
+lock_starts() {
+    exec 8>"$RUN/start.lock"
+    flock -x 8
+}
+
+unlock_starts() {
+    flock -u 8
+    exec 8>&-
+}
+
 # Unless the ports were given, free ones (see free_ports), the server's
 # outside the cluster's.
 pick_ports() {
     claim_run
+    lock_starts
     [ -n "${RATEKEEPER_CLUSTER_PORT:-}" ] || CLUSTER_PORT=$(free_ports "$CLUSTER_PORT" 3 "$PORT" bus)
     if [ -z "${RATEKEEPER_REDIS_PORT:-}" ]; then
         PORT=$(free_ports "$PORT" 1 none)
@@ -181,6 +195,7 @@ test_() {
     trap 'cluster stop; server stop' EXIT
     server start
     cluster start
+    unlock_starts
     export RATEKEEPER_REDIS_URL="redis://127.0.0.1:$PORT/0"
     export RATEKEEPER_REDIS_CLUSTER_URL="redis://127.0.0.1:$CLUSTER_PORT/0"
     export RATEKEEPER_REDIS_SERVER_SCRIPT="$ROOT/scripts/redis.sh"
@@ -207,6 +222,7 @@ demo() {
     pick_ports
     trap 'server stop' EXIT
     server start
+    unlock_starts
     RATEKEEPER_REDIS_URL="redis://127.0.0.1:$PORT/0" node demo/redis/run.cjs
 }
 

@@ -338,6 +338,7 @@ function pace(RateLimited, fetch, limiter, options) {
     // (Date.now() where pacedFetch reads performance.now()): each request
     // would wait for decades.
     if ((r.ok ? r.atMs - now : r.waitMs) > MAX_PAUSE_MS) {
+      if (r.ok && r.waitMs > 0) mine++; // counted by the limiter, as any booking of ours
       if (r.ok) giveBack(Object.assign(entry, { atMs: r.atMs, reservation: r }));
       return rangeError(
         `\`limiter\` books ${Math.round(r.ok ? r.atMs - now : r.waitMs)} ms ahead: it reads another clock than pacedFetch's \`clock\` (give both the same)`,
@@ -369,7 +370,9 @@ function pace(RateLimited, fetch, limiter, options) {
     for (const entry of again) {
       let error;
       try {
-        error = book(entry, now, entry.deadline - now, true);
+        // A timer that fired late may leave less than nothing of it: then
+        // only a slot free at once will do.
+        error = book(entry, now, Math.max(0, entry.deadline - now), true);
       } catch (thrown) {
         // The limiter refused the arguments (a clock out of its range, say):
         // this request fails, and the others are still booked.

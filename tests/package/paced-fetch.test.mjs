@@ -432,6 +432,57 @@ test("a pause books its requests when it ends, not ahead: another's call meanwhi
   assert.equal(limiter.peek(5, 10_100).allowed, false);
 });
 
+test('a timer firing late past a deadline sends what is free at once, never throws', async () => {
+  // The booking after a pause, or after an abort, took what was left of
+  // maxWaitMs, negative once the timer was late: the limiter threw a RangeError.
+  const late = (time, by) => ({ setTimeout: (fn, ms) => time.timers.setTimeout(fn, ms + by), clearTimeout: (id) => time.timers.clearTimeout(id) });
+  {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url) => (url === '/a' ? { status: 429, headers: { 'Retry-After': '3' } } : { status: 200 }));
+    const limiter = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock: time.clock });
+    const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: late(time, 0.5), maxWaitMs: 3000, retries: 0 });
+    const a = paced('/a');
+    const b = paced('/b'); // its deadline 3000, the pause's end
+    await time.advance(4000);
+    assert.deepEqual([(await a).status, (await b).status], [429, 200]);
+    assert.deepEqual(log, [['/a', 0], ['/b', 3000.5]]);
+  }
+  {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const limiter = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.clock });
+    const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: late(time, 150), maxWaitMs: 200 });
+    const controller = new AbortController();
+    const calls = [paced('/a'), paced('/b', { signal: controller.signal }), paced('/c')]; // at 0, 100, 200
+    await time.advance(220);
+    controller.abort();
+    await assert.rejects(calls[1], { name: 'AbortError' });
+    await time.advance(1000);
+    await Promise.all([calls[0], calls[2]]);
+    assert.deepEqual(log.map(([url]) => url), ['/a', '/c']);
+  }
+});
+
+test('a booking given back as too far ahead still counts as its own: an abort after it moves those behind up', async () => {
+  // Counted by the limiter and not by pacedFetch, it read as another's
+  // booking after every request queued before it, which then never moved up.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const DAY = 86_400_000;
+  const limiter = new TokenBucket({ capacity: 1000, refillTokens: 1, refillPeriodMs: DAY, clock: time.clock });
+  limiter.tryAcquire(1000, 0);
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, cost: (url) => (url === '/huge' ? 1000 : 1) });
+  const controller = new AbortController();
+  const a = paced('/a', { signal: controller.signal }); // at 1 day
+  const b = paced('/b'); // at 2 days
+  await assert.rejects(paced('/huge'), { name: 'RangeError', message: /books \d+ ms ahead/ }); // 1,002 days
+  controller.abort();
+  await assert.rejects(a, { name: 'AbortError' });
+  await time.advance(3 * DAY);
+  await b;
+  assert.deepEqual(log, [['/b', DAY]]);
+});
+
 test("a Request's own signal aborts it while it waits", async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time);
