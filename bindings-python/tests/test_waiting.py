@@ -551,6 +551,52 @@ def test_a_withdrawal_during_another_waits_for_it(monkeypatch: pytest.MonkeyPatc
     assert asyncio.run(main()) == {"b": 1.0, "d": 2.0}
 
 
+def test_a_deferred_withdrawal_that_fails_is_reported_not_raised_in_another_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its coroutine is closed: its error went to the task whose withdrawal it
+    # waited for, in place of that task's CancelledError.
+    from ratekeeper import _wait
+
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    abandoned: list[Any] = []
+    armed = [False]
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_value))
+    withdraw_now = _wait._withdraw_now
+    calls = [0]
+
+    def failing_second(subject: Any, waiter: Any) -> None:
+        calls[0] += 1
+        withdraw_now(subject, waiter)
+        if calls[0] == 2:
+            raise RuntimeError("the deferred one failed")
+
+    monkeypatch.setattr(_wait, "_withdraw_now", failing_second)
+
+    def clock() -> float:
+        if armed[0]:
+            abandoned.clear()
+        return timeline.now
+
+    async def main() -> None:
+        limiter = TokenBucket(1, 1, 1.0, clock=clock)
+        limiter.try_acquire()
+        a = await timeline.start(limiter.acquire_async())
+        closed = limiter.acquire_async()
+        closed.send(None)
+        abandoned.append(closed)
+        del closed
+        armed[0] = True
+        a.cancel()
+        await timeline.settle()
+        armed[0] = False
+        assert a.cancelled(), "cancelled, not failed with the deferred one's error"
+
+    asyncio.run(main())
+    assert calls[0] == 2
+    assert [str(error) for error in reported] == ["the deferred one failed"]
+
+
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
     # A window gives back only in the window it counts now: booking the later
     # waiters again would push each a window further.

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 import threading
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
@@ -144,18 +146,30 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
         if deferred is not None:
             deferred.append((subject, waiter))
             return
-        _DEFERRED.withdrawals = deferred = [(subject, waiter)]
-        error: Optional[BaseException] = None
+        _DEFERRED.withdrawals = deferred = []
         try:
+            _withdraw_now(subject, waiter)
+        finally:
+            # The deferred ones give theirs back even if this one failed. Their
+            # errors have nobody to go to (their coroutines are closed), so
+            # they go where Python reports those of a __del__.
             while deferred:
                 try:
                     _withdraw_now(*deferred.pop(0))
-                except BaseException as raised:  # the others still give theirs back
-                    error = error or raised
-        finally:
+                except Exception as error:
+                    sys.unraisablehook(_Unraisable(error))
             _DEFERRED.withdrawals = None
-        if error is not None:
-            raise error
+
+
+class _Unraisable:
+    """What ``sys.unraisablehook`` takes: an error raised where it could not be."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.exc_type: type[BaseException] = type(error)
+        self.exc_value: Optional[BaseException] = error
+        self.exc_traceback: Optional[TracebackType] = error.__traceback__
+        self.err_msg: Optional[str] = "Exception ignored in the withdrawal of a closed acquire_async"
+        self.object: object = None
 
 
 def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
