@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import math
+import operator
 import re
 import threading
 import time
@@ -108,6 +109,11 @@ _KeyFallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter]
 _RequestFallback = Union[Literal["open", "closed"], Limiter, Policy]
 _Fallback = Union[_KeyFallback, _RequestFallback]
 _T = TypeVar("_T")
+# A batched async caller's answer: the decision, and the instant Redis took
+# its units at (None when the fallback decided); and the caller as queued:
+# its cost, target and future.
+_Answer = tuple["RedisDecision", Optional[Fraction]]
+_Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
 
 
 class ScriptError(RuntimeError):
@@ -401,6 +407,8 @@ def _policy_limits(
             _Limit(name, local.keyed_by(name), _limiter(algorithm or "token_bucket", f"{a}/{p} seconds", None))
             for name, (a, p) in zip(local.names, rates)
         ]
+    if config is None:
+        return []  # refused by the caller as a policy without limits
     data: Any = json.loads(config) if isinstance(config, str) else config
     limits = []
     for item in data["limits"]:
@@ -425,11 +433,24 @@ def _counted(part: bytes) -> bytes:
 
 
 def _key_part(value: object, name: str) -> bytes:
-    if isinstance(value, bool) or not isinstance(value, (str, bytes, int)):
-        raise _type_error(name, "str, bytes or int", value)
-    if isinstance(value, int):
-        return str(value).encode()
-    return _utf8(value, name) if isinstance(value, str) else value
+    """A key's value as the in-process store reads it: a str's UTF-8, bytes as
+    they are, an integer (an ``int``, or any ``__index__`` one: NumPy's, an
+    ``IntEnum``) as its decimal digits."""
+    if isinstance(value, str):
+        return _utf8(value, name)
+    if isinstance(value, bytes):
+        return value
+    return b"%d" % _integer(value, name, "str, bytes or int")
+
+
+def _integer(value: object, name: str, expected: str) -> int:
+    """``value`` as an ``int`` (through ``__index__``), never a bool."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise _type_error(name, expected, value)
 
 
 def _costs(costs: object, limit: int) -> list[int]:
@@ -440,8 +461,7 @@ def _costs(costs: object, limit: int) -> list[int]:
 
 
 def _cost(cost: object, limit: int) -> int:
-    if isinstance(cost, bool) or not isinstance(cost, int):
-        raise _type_error("cost", "an int", cost)
+    cost = _integer(cost, "cost", "an int")
     if cost < 0:
         raise _error("cost must not be negative")
     if cost > limit:
@@ -492,6 +512,14 @@ class _Core:
         self.on_error = on_error
         self.batching = batching
         self.limit = min(limit.limit for limit in limits)
+        # The fields a fallback Policy's limits are keyed by, beside the
+        # store's: every request must have them too, so that one lacking
+        # them fails at once, not only while Redis is down.
+        self.fallback_fields: dict[str, str] = {}
+        if isinstance(on_error, Policy):
+            for name in on_error.names:
+                for field in on_error.keyed_by(name):
+                    self.fallback_fields.setdefault(field, name)
         # Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
         self.common = [f for f in limits[0].by if all(f in limit.by for limit in limits)]
         self.config: list[Union[str, int]] = [len(limits)]
@@ -503,6 +531,9 @@ class _Core:
         the name and each value of the key written ``<length>:<bytes>``.
         A bad value's error names ``request[field]``, or ``argument`` when the
         request stands for that one argument (a limiter's ``key``)."""
+        for field, name in self.fallback_fields.items():
+            if field not in request:
+                raise _error(f"request: lacks the field {field!r} that on_error's limit {name!r} is keyed by")
         values: dict[str, bytes] = {}
         for limit in self.limits:
             for field in limit.by:
@@ -586,23 +617,34 @@ class _Core:
             return [self.fallback(target, cost, now, peek) for cost in costs]
         return [self.fallback(t, cost, now, peek) for t, cost in zip(targets, costs)]
 
+    def _open_or_closed(self, allowed: bool) -> RedisDecision:
+        """What ``on_error="open"`` (``allowed``) or ``"closed"`` answers."""
+        # Denied: try again in a second, and (for the RateLimit header's
+        # `t`, which should not say sooner) count a second to "reset" too.
+        retry = 0.0 if allowed else 1.0
+        own = [
+            Decision(allowed, limit.limit if allowed else 0, limit.limit, retry, retry, name=limit.name, window=limit.window)
+            for limit in self.limits
+        ]
+        remaining = self.limit if allowed else 0
+        numbers = [int(allowed), 0, remaining, self.limit, _ceil_micros(retry), _ceil_micros(retry)]
+        return self.decision(numbers, own, 0 if allowed else 1, False)
+
     def fallback(self, target: Any, cost: int, now: Optional[_Seconds], peek: bool) -> RedisDecision:
         """The decision ``on_error`` makes when Redis cannot answer."""
         if isinstance(self.on_error, str):
-            allowed = self.on_error == "open"
-            # Denied: try again in a second, and (for the RateLimit header's
-            # `t`, which should not say sooner) count a second to "reset" too.
-            retry = 0.0 if allowed else 1.0
-            own = [
-                Decision(allowed, limit.limit if allowed else 0, limit.limit, retry, retry, name=limit.name, window=limit.window)
-                for limit in self.limits
-            ]
-            remaining = self.limit if allowed else 0
-            numbers = [int(allowed), 0, remaining, self.limit, _ceil_micros(retry), _ceil_micros(retry)]
-            return self.decision(numbers, own, 0 if allowed else 1, False)
+            return self._open_or_closed(self.on_error == "open")
         local: Any = self.on_error
         method = local.peek if peek else local.try_acquire
-        d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        try:
+            d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        except RateLimitError as error:
+            # A cost above the fallback's limit (a stricter limit for an
+            # outage, say), which it never admits: denied as "closed"
+            # denies, rather than raised during an outage.
+            if error.code != "cost_exceeds_limit":
+                raise
+            return self._open_or_closed(False)
         # Each limit as the fallback's limit of its name answered, when it
         # has one (a fallback Policy), else as the fallback answered as a whole.
         mine = dict(getattr(d, "limits", ()))
@@ -735,9 +777,17 @@ class _Sync:
             for s, answer in zip(batch, answers):
                 s.result = answer
             down = not answers[0].from_store
-        except BaseException as error:
+        except Exception as error:
             for s in batch:
                 s.error = error
+        except BaseException:
+            # This thread was interrupted (Ctrl-C) during its round trip: it
+            # leaves, and the others' requests go on, sent by the next of
+            # them (what Redis may have taken meanwhile stays taken: never
+            # more admitted), rather than each raising its interruption.
+            slot.lead = batch
+            self._abandon(queue_key, slot)
+            raise
         self._hand_on(queue_key, down)
         for s in batch:
             if s is not slot:
@@ -852,7 +902,8 @@ class _Async:
         self._client = client
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)
-        self._queues: dict[tuple[bytes, ...], list[tuple[int, Any, asyncio.Future[RedisDecision]]]] = {}
+        # Per key, the loop whose callers queue there, and those callers.
+        self._queues: dict[tuple[bytes, ...], tuple[asyncio.AbstractEventLoop, list[_Waiting]]] = {}
 
     async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
@@ -882,68 +933,96 @@ class _Async:
         if not self._core.batching or now is not None:
             return (await self._decide(target, keys, "acquire", [cost], now))[0]
         queue_key = tuple(keys)
-        future: asyncio.Future[RedisDecision] = asyncio.get_running_loop().create_future()
-        queue = self._queues.get(queue_key)
-        if queue is not None:
-            queue.append((cost, target, future))
-            return await future
-        self._queues[queue_key] = []
-        # The round trips run in a task of their own, so that cancelling one
-        # caller cancels no other caller's decision.
-        self._spawn(keys, queue_key, [(cost, target, future)])
-        return await future
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Answer] = loop.create_future()
+        entry = self._queues.get(queue_key)
+        if entry is not None and entry[0] is loop:
+            entry[1].append((cost, target, future))
+        elif entry is not None and not entry[0].is_closed():
+            # Another loop's callers queue on this key (one client on
+            # several loops): this call goes alone.
+            return (await self._decide(target, keys, "acquire", [cost], now))[0]
+        else:
+            # None, or left by a loop that ended with a batch under way.
+            self._queues[queue_key] = (loop, [])
+            # The round trips run in a task of their own, so that cancelling
+            # one caller cancels no other caller's decision.
+            self._spawn(keys, queue_key, [(cost, target, future)])
+        try:
+            answer, taken_at = await future
+        except asyncio.CancelledError:
+            # Cancelled once its answer had come, before it ran: what Redis
+            # took for it is given back, as for one cancelled before.
+            if future.done() and not future.cancelled() and future.exception() is None:
+                answer, taken_at = future.result()
+                if answer.allowed and taken_at is not None:
+                    self._give_back(keys, cost, taken_at)
+            raise
+        return answer
 
-    def _spawn(
-        self,
-        keys: list[bytes],
-        queue_key: tuple[bytes, ...],
-        batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]],
-    ) -> None:
-        task = asyncio.ensure_future(self._send(keys, queue_key, batch))
-        _TASKS.add(task)
-        task.add_done_callback(_TASKS.discard)
+    def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[_Waiting]) -> None:
+        _keep(asyncio.ensure_future(self._send(keys, queue_key, batch)))
 
-    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[tuple[int, Any, asyncio.Future[RedisDecision]]]) -> None:
-        """Sends ``batch`` (cost, caller's target, future) as one call, then the batch gathered meanwhile."""
+    def _give_back(self, keys: list[bytes], cost: int, taken_at: Fraction) -> None:
+        """Refunds ``cost`` taken at ``taken_at`` in a task of its own (its caller is cancelled)."""
+        _keep(asyncio.ensure_future(self._refund(keys, cost, taken_at)))
+
+    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[_Waiting]) -> None:
+        """Sends ``batch`` as one call, then the batch gathered meanwhile."""
+        queue = self._queues[queue_key][1]
+        try:
+            await self._answer(keys, queue, batch)
+            # The next batch goes once the callers just answered have run:
+            # one that calls again at once joins it, rather than going alone
+            # while every other waits for its answer.
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            # This task was cancelled (its loop ending): nobody would send
+            # the callers gathered meanwhile, and later ones would queue
+            # behind them for ever.
+            if self._queues.get(queue_key, (None,))[0] is asyncio.get_running_loop():
+                del self._queues[queue_key]
+            for _, _, f in batch + queue:
+                f.cancel()
+            raise
+        if queue:
+            following, queue[:] = queue[:MAX_BATCH], queue[MAX_BATCH:]
+            self._spawn(keys, queue_key, following)
+        else:
+            del self._queues[queue_key]
+
+    async def _answer(self, keys: list[bytes], queue: list[_Waiting], batch: list[_Waiting]) -> None:
+        """Decides ``batch`` (cost, caller's target, future) in one call and answers each caller."""
         targets = [t for _, t, _ in batch]
         try:
             costs = [c for c, _, _ in batch]
             answers, reply = await self._decide_with_reply(targets[0], keys, "acquire", costs, None, targets)
+            taken_at = None if reply is None else Fraction(_reply_time(reply), 1_000_000)
             if reply is None:
                 # Redis did not answer: the callers that queued meanwhile
                 # are decided by the fallback now, rather than each batch
                 # waiting for its own round trip to fail. Later ones ask Redis.
-                queued, self._queues[queue_key] = self._queues[queue_key], []
+                queued, queue[:] = queue[:], []
                 for cost, target, f in queued:
                     if not f.done():
                         try:
-                            f.set_result(self._core.fallback(target, cost, None, False))
-                        except BaseException as error:
+                            f.set_result((self._core.fallback(target, cost, None, False), None))
+                        except Exception as error:
                             f.set_exception(error)
             # A caller cancelled meanwhile never sees its answer: what Redis
             # took for it is given back, at the instant it was decided.
             given = 0
             for (cost, _, f), answer in zip(batch, answers):
                 if not f.done():
-                    f.set_result(answer)
-                elif reply is not None and answer.allowed:
+                    f.set_result((answer, taken_at))
+                elif taken_at is not None and answer.allowed:
                     given += cost
-            if given and reply is not None:
-                await self._refund(keys, given, Fraction(_reply_time(reply), 1_000_000))
-        except BaseException as error:
+            if given and taken_at is not None:
+                await self._refund(keys, given, taken_at)
+        except Exception as error:
             for _, _, f in batch:
                 if not f.done():
                     f.set_exception(error)
-        # The next batch goes once the callers just answered have run: one
-        # that calls again at once joins it, rather than going alone while
-        # every other waits for its answer.
-        await asyncio.sleep(0)
-        following = self._queues[queue_key]
-        if following:
-            self._queues[queue_key] = following[MAX_BATCH:]
-            self._spawn(keys, queue_key, following[:MAX_BATCH])
-        else:
-            del self._queues[queue_key]
 
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
@@ -1010,6 +1089,12 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
 
 # The batch tasks in flight, kept referenced until they finish.
 _TASKS: set[asyncio.Future[None]] = set()
+
+
+def _keep(task: asyncio.Future[None]) -> None:
+    """Holds ``task`` until it is done: the loop keeps only a weak reference."""
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
 
 
 def _one_limit(limiter: object, name: Optional[str]) -> list[_Limit]:
@@ -1245,6 +1330,10 @@ def _policy_core(
     batching: bool,
 ) -> _PolicyCore:
     if isinstance(config, (list, tuple)):
+        # As Policy refuses them beside a configuration: each limit names its own.
+        for name, value in (("by", by), ("algorithm", algorithm)):
+            if value is not None:
+                raise _error(f"`{name}` applies only to rate strings; a list of limits gives each its own")
         limits = [_listed_limit(entry) for entry in config]
         if len({limit.name for limit in limits}) != len(limits):
             raise _error("name: two limits have the same name")

@@ -4,6 +4,7 @@ hot-key batching, concurrency across processes and threads, Redis Cluster."""
 from __future__ import annotations
 
 import asyncio
+import enum
 import gc
 import math
 import multiprocessing
@@ -247,6 +248,13 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, "1/second", prefix="app{x}:")
     with pytest.raises(ValueError):
         RedisPolicy(client, "10 per fortnight")
+    with pytest.raises(ratekeeper.RateLimitError, match="at least one limit") as error:
+        RedisPolicy(client, None)
+    assert error.value.code == "zero_value"
+    # A list gives each limit its own `by` and algorithm: either beside it is refused, as Policy refuses them.
+    for extra in ({"by": ["user"]}, {"algorithm": "fixed_window"}):
+        with pytest.raises(ratekeeper.RateLimitError, match="applies only to rate strings"):
+            RedisPolicy(client, [("a", ratekeeper.Gcra(5, 0.1), [])], **extra)
     # A str is an iterable of str: refused as Policy refuses it, not keyed by its letters.
     with pytest.raises(ratekeeper.RateLimitTypeError, match=r"by=\[name\]") as type_error:
         RedisPolicy(client, "10/second", by="user")
@@ -481,6 +489,138 @@ def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: 
         signal.signal(signal.SIGALRM, previous)
         admin.client_unpause()
         admin.close()
+
+
+def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.Redis) -> None:
+    # Its KeyboardInterrupt was copied to every caller of its batch: each
+    # other thread raised the main thread's interruption.
+    limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01), prefix=f"rk-py-lead:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    call = limiter._call
+
+    def slow(keys: list[bytes], args: list[Any]) -> Any:
+        time.sleep(0.3)  # the other callers queue behind this round trip
+        if threading.current_thread() is threading.main_thread():
+            raise KeyboardInterrupt
+        return call(keys, args)
+
+    limiter._call = slow  # type: ignore[method-assign]
+    out: dict[str, object] = {}
+
+    def worker(name: str) -> None:
+        try:
+            out[name] = limiter.try_acquire("k").allowed
+        except BaseException as error:
+            out[name] = type(error).__name__
+
+    first = threading.Thread(target=worker, args=("first",))
+    first.start()
+    time.sleep(0.1)
+    # 'first' sends; this thread queues, then 'second' behind it: this
+    # thread leads the batch of both once 'first''s round trip is over.
+    second = threading.Timer(0.1, worker, args=("second",))
+    second.start()
+    with pytest.raises(KeyboardInterrupt):
+        limiter.try_acquire("k")
+    first.join(10)
+    second.join(10)
+    assert out == {"first": True, "second": True}
+
+
+def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None:
+    # The loop's end cancelled the batch's task, which went on to spawn the
+    # next one on the dying loop: the key's queue stayed, and every later
+    # call on that key waited behind it for ever.
+    limiter = AsyncRedisLimiter(redis.asyncio.Redis.from_url(url), ratekeeper.Gcra(100, 0.01), prefix=f"rk-py-ends:{uuid.uuid4().hex}:")
+
+    async def leave_a_batch_under_way() -> None:
+        for _ in range(2):
+            asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # one call in flight, one queued; the loop ends
+
+    async def call_again() -> bool:
+        limiter._client = redis.asyncio.Redis.from_url(url)  # a client of this loop
+        limiter._script = limiter._client.register_script(REDIS_SCRIPT)
+        d = await asyncio.wait_for(limiter.try_acquire("k"), 5)
+        await limiter._client.aclose()
+        return d.from_store
+
+    asyncio.run(leave_a_batch_under_way())
+    assert asyncio.run(call_again())
+
+
+def test_an_async_caller_cancelled_after_its_answer_came_gives_its_units_back(url: str) -> None:
+    # Cancelled once the batch had answered it, before it ran: it never saw
+    # the answer, and Redis kept the unit it took.
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-late:{uuid.uuid4().hex}:")
+        await limiter.peek("k", 0)  # the script is loaded
+        caller = asyncio.ensure_future(limiter.try_acquire("k"))
+        decisions = limiter._core.decisions
+
+        def answered(reply: Any, count: int) -> Any:
+            out = decisions(reply, count)
+            asyncio.get_running_loop().call_soon(caller.cancel)  # after its answer is set, before it runs
+            return out
+
+        limiter._core.decisions = answered  # type: ignore[method-assign]
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        limiter._core.decisions = decisions  # type: ignore[method-assign]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            used = 100 - (await limiter.peek("k", 0)).remaining
+            if used == 0:
+                break
+        await client.aclose()
+        return used
+
+    assert asyncio.run(main()) == 0
+
+
+def test_an_integer_of_any_kind_is_its_digits_as_a_key_and_counts_as_a_cost(client: redis.Redis) -> None:
+    # An __index__ integer (NumPy's) was refused; an IntEnum key was written
+    # as str() gives it, 'Tier.GOLD' on Python 3.10, apart from 7's state.
+    class Tier(enum.IntEnum):
+        GOLD = 7
+
+    class Index:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __index__(self) -> int:
+            return self.value
+
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=f"rk-py-int:{uuid.uuid4().hex}:")
+    assert limiter.try_acquire(Tier.GOLD, Index(2)).remaining == 8  # type: ignore[arg-type]
+    assert limiter.try_acquire(Index(7), 1).remaining == 7  # type: ignore[arg-type]
+    assert limiter.peek("7", 0).remaining == 7
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="key"):
+        limiter.try_acquire(True)
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="cost"):
+        limiter.try_acquire("7", True)
+
+
+def test_an_in_process_fallback_never_raises_in_an_outage_for_a_call_redis_takes(client: redis.Redis) -> None:
+    # During an outage it raised where the store decides: a cost above its
+    # smaller limit, a field a request need not have. A cost it cannot take
+    # is denied as "closed" denies; a request lacking its fields fails on
+    # every call, Redis up or down.
+    down = redis.Redis(port=1, retry=NO_RETRY)
+    stricter = RedisLimiter(down, ratekeeper.Gcra(10, 0.1), on_error=ratekeeper.Gcra(2, 1.0))
+    d = stricter.try_acquire("k", 5)
+    assert (d.allowed, d.from_store, d.retry_after) == (False, False, 1.0)
+    assert stricter.try_acquire("k", 2).allowed
+    policy = RedisPolicy(down, "10/second", by=["user"], on_error=ratekeeper.Policy("2/second", by=["user"]))
+    d = policy.try_acquire({"user": "u"}, 5)
+    assert (d.allowed, d.from_store, d.retry_after) == (False, False, 1.0)
+    assert policy.try_acquire({"user": "u"}, 2).allowed
+    for up_or_down in (client, down):
+        by_ip = RedisPolicy(up_or_down, "10/second", by=["user"], on_error=ratekeeper.Policy("10/second", by=["ip"]))
+        with pytest.raises(ratekeeper.RateLimitError, match="lacks the field 'ip' that on_error's limit '10/second' is keyed by"):
+            by_ip.try_acquire({"user": "u"})
+        assert by_ip.try_acquire({"user": "u", "ip": "1.2.3.4"}).allowed
 
 
 def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
