@@ -4,4 +4,7 @@ import main from './main.cjs';
 
 export * from './index.mjs';
 export const { pacedFetch, init, initSync } = main;
-export default main;
+// `init`, as the browser entry's default is (`import init, { Gcra } from
+// 'ratekeeper'; await init()` in code shared with browsers), carrying the
+// whole API as well, as the default did before (`ratekeeper.Gcra`).
+export default Object.assign(init, main);

@@ -42,9 +42,13 @@ export type RedisClient =
  * and a `Policy` for a `RedisPolicy` (the class deciding the same target).
  */
 export type OnError = 'open' | 'closed' | Limiter | KeyedLimiter | Policy
+/** `onError` of a `RedisLimiter`: the fallback decides for a key. */
+export type LimiterOnError = 'open' | 'closed' | Limiter | KeyedLimiter
+/** `onError` of a `RedisPolicy`: the fallback decides for a request. */
+export type PolicyOnError = 'open' | 'closed' | Limiter | Policy
 
-/** Options of RedisLimiter and RedisPolicy. */
-export interface RedisOptions {
+/** Options of RedisLimiter and RedisPolicy (`F`: what each takes as `onError`). */
+export interface RedisOptions<F extends OnError = OnError> {
   /** The start of every key (default `'ratekeeper:'`, without braces); keys are `prefix{tag}:name:key` (name and values written `<length>:<bytes>`), as the Python client's. */
   prefix?: string
   /**
@@ -59,7 +63,7 @@ export interface RedisOptions {
    * an in-process limiter, keyed limiter or policy decides instead. Such
    * decisions have `fromStore: false`.
    */
-  onError?: OnError
+  onError?: F
   /** Hot keys: calls for a key while its round trip is in flight go as one batch. Default `true`. */
   batching?: boolean
   /** The longest wait for one round trip, in ms, before `onError` decides. Default 1000. */
@@ -96,7 +100,7 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
 
 /** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */
 export declare class RedisLimiter {
-  constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions)
+  constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions<LimiterOnError>)
   tryAcquire(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
   peek(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
   tryAcquireBatch(key: string | number, costs: number[], nowMs?: number): Promise<RedisDecision[]>
@@ -115,7 +119,7 @@ export declare class RedisLimiter {
 
 /** All-or-nothing limits kept in Redis: Policy's methods as promises. */
 export declare class RedisPolicy {
-  constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions & Omit<PolicyOptions, 'clock'>)
+  constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions<PolicyOnError> & Omit<PolicyOptions, 'clock'>)
   tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   tryAcquireBatch(request: PolicyRequest | undefined, costs: number[], nowMs?: number): Promise<RedisPolicyDecision[]>

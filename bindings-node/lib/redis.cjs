@@ -173,7 +173,8 @@ function policyLimits(config, algorithm, by) {
   } else {
     const data = typeof config === 'string' ? JSON.parse(config) : config;
     limiters = data.limits.map((item) => {
-      if (item.limiter !== undefined) return item.limiter;
+      // A KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`.
+      if (item.limiter !== undefined) return item.limiter instanceof KeyedLimiter ? item.limiter.limiter : item.limiter;
       if (item.calendar != null) throw rangeError('calendar', 'calendar windows are not supported on Redis');
       return limiterOfRate(item.algorithm ?? 'token_bucket', item.rate, item.burst);
     });
@@ -253,6 +254,10 @@ function within(promise, ms) {
   });
 }
 
+/** The longest delay timers take (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** Resolves after `ms`, in timers of at most MAX_TIMER_MS; rejects with `signal`'s reason when it aborts. */
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
     // Already aborted: no 'abort' event will come.
@@ -260,14 +265,19 @@ function sleep(ms, signal) {
       reject(signal.reason);
       return;
     }
+    let timer;
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal.reason);
     };
-    const timer = setTimeout(() => {
-      if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
+    const wait = (left) => {
+      timer = setTimeout(() => {
+        if (left > MAX_TIMER_MS) return wait(left - MAX_TIMER_MS);
+        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, Math.min(left, MAX_TIMER_MS));
+    };
+    wait(ms);
     if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
   });
 }
@@ -333,12 +343,18 @@ class Store {
         const t = options.commandTimeoutMs;
         if (typeof t !== 'number') throw typeError('commandTimeoutMs', 'a number');
         if (!(t > 0)) throw rangeError('commandTimeoutMs', `must be more than 0 ms, not ${t}`);
+        // A timer's longest delay; a longer one fires at once (Infinity waits for ever).
+        if (t > MAX_TIMER_MS && t !== Infinity) throw rangeError('commandTimeoutMs', `must be at most 2^31 - 1 ms (or Infinity), not ${t}`);
         commandTimeoutMs = t;
       }
     }
     this.prefix = prefix;
     this.clock = clock;
     this.onError = onError;
+    // The fields a fallback Policy's limits are keyed by ([field, limit]):
+    // every request must have them too, so that one lacking them fails at
+    // once, not only while Redis is down (as in Python).
+    this.fallbackFields = onError instanceof Policy ? onError.limits.flatMap(({ name, by }) => by.map((field) => [field, name])) : [];
     this.batching = batching;
     this.commandTimeoutMs = commandTimeoutMs;
     this.limit = Math.min(...limits.map((l) => l.limit));
@@ -354,6 +370,9 @@ class Store {
    * and each value of the key written `<length>:<bytes>` (as the Python client builds them).
    */
   keys(request) {
+    for (const [field, name] of this.fallbackFields) {
+      if (!Object.hasOwn(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
+    }
     const values = new Map();
     for (const limit of this.limits) {
       for (const field of limit.by) {
@@ -492,7 +511,19 @@ class Store {
   fallback(target, cost, peek) {
     const f = this.onError;
     let d;
-    if (f === 'open' || f === 'closed') {
+    let closed = false;
+    if (f !== 'open' && f !== 'closed') {
+      try {
+        d = f instanceof Limiter ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
+      } catch (error) {
+        // A cost above the fallback's limit (a stricter limit for an
+        // outage, say), which it never admits: denied as 'closed' denies,
+        // rather than thrown during an outage (as in Python).
+        if (error?.code !== 'cost_exceeds_limit') throw error;
+        closed = true;
+      }
+    }
+    if (f === 'open' || f === 'closed' || closed) {
       const allowed = f === 'open';
       // Denied: try again in a second, and (for the RateLimit header's `t`,
       // which should not say sooner) count a second to "reset" too.
@@ -504,8 +535,7 @@ class Store {
         d.limits = this.limits.map((l) => ({ name: l.name, ...answer(l.limit) }));
       }
     } else {
-      const local = f instanceof Limiter ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
-      d = local;
+      const local = d;
       if (this.kind === 'policy') {
         // Each limit as the fallback's limit of its name answered, when it
         // has one, else as the fallback answered as a whole: a fallback
@@ -676,7 +706,9 @@ class Store {
   release(target, keys, r) {
     if (r.fromStore) {
       try {
-        this.refund(keys, r.cost, r.atMs);
+        // Never rejecting unhandled: a script error (a key of another
+        // type, NOPERM) has nobody to go to, the caller being answered.
+        this.refund(keys, r.cost, r.atMs).catch(() => {});
       } catch {
         // A slot the clock cannot name (past 2^52 µs) or a clock that throws.
       }

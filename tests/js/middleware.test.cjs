@@ -269,6 +269,27 @@ describe('the helpers check their options', () => {
     assert.deepStrictEqual(replies, ['sent']);
   });
 
+  it('a key function throwing or rejecting with no Error still goes to next(error), never lets the request through', async () => {
+    // next(undefined) and done(null) read as "go on", next('route') as "skip
+    // the route": such a throw let every request through, unlimited.
+    const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 }));
+    const res = { setHeader() {}, end() {} };
+    const reasons = [undefined, null, 'route', 0];
+    for (const reason of reasons) {
+      for (const key of [() => { throw reason; }, () => Promise.reject(reason)]) {
+        const [viaExpress, viaFastify] = await Promise.all([
+          new Promise((resolve) => middleware({ limiter, key })({}, res, resolve)),
+          new Promise((resolve) => fastifyHook({ limiter, key })({}, {}, resolve)),
+        ]);
+        for (const error of [viaExpress, viaFastify]) {
+          assert.ok(error instanceof Error, `${String(reason)}: ${String(error)}`);
+          assert.equal(error.cause, reason);
+          assert.match(error.message, /key, fields or cost failed/);
+        }
+      }
+    }
+  });
+
   it('a key that is not a string or number goes to next(error)', () => {
     const errors = [];
     const res = { setHeader() {}, end() {} };

@@ -89,11 +89,15 @@ test('where no native addon loads, require and import fall back to the WebAssemb
 test('import("ratekeeper") is the native addon, the same instance as require', () => {
   const out = node(['--input-type=module', '-e', `
     import * as api from 'ratekeeper';
+    import init from 'ratekeeper';
     import { createRequire } from 'node:module';
     const required = createRequire(process.cwd() + '/')('ratekeeper');
     if (api.TokenBucket !== required.TokenBucket) throw new Error('two instances');
-    // Code shared with browsers: init and initSync do nothing on Node.
+    // Code shared with browsers: init and initSync do nothing on Node, and
+    // the default export is init, as the browser entry's (with the API on it).
     if ((await api.init()) !== undefined || api.initSync() !== undefined) throw new Error('init answered');
+    if (typeof init !== 'function' || (await init()) !== undefined) throw new Error('the default export is no init');
+    if (init.TokenBucket !== api.TokenBucket) throw new Error('the default export lost the API');
     ${USE}
     console.log(import.meta.resolve('ratekeeper'));
   `]).trim().split('\n');

@@ -336,12 +336,11 @@ for (const library of Object.keys(CLIENTS)) {
         const ds = await Promise.all(Array.from({ length: 64 }, () => limiter.tryAcquire('hot')));
         assert.ok(ds.every((d) => d.allowed && !d.fromStore));
         assert.deepEqual(sent, ['EVALSHA']);
-        // A fallback that refuses a queued caller's cost fails that caller alone.
+        // A fallback whose limit is below a queued caller's cost denies that caller alone, as 'closed' does.
         const small = new RedisLimiter(client, window, { prefix: prefix('queued'), onError: new rk.Gcra({ burst: 2, emissionIntervalMs: 1000 }), commandTimeoutMs: 100 });
-        const [first, ...rest] = await Promise.allSettled([small.tryAcquire('hot', 1), small.tryAcquire('hot', 3), small.tryAcquire('hot', 1)]);
-        assert.equal(first.value.fromStore, false);
-        assert.equal(rest[0].reason.code, 'cost_exceeds_limit');
-        assert.equal(rest[1].value.fromStore, false);
+        const [first, over, last] = await Promise.all([small.tryAcquire('hot', 1), small.tryAcquire('hot', 3), small.tryAcquire('hot', 1)]);
+        assert.deepEqual([first, over, last].map((d) => [d.allowed, d.fromStore]), [[true, false], [false, false], [true, false]]);
+        assert.equal(over.retryAfterMs, 1000);
       } finally {
         await raw(admin, 'CLIENT', 'UNPAUSE');
         await close(admin);
@@ -658,6 +657,82 @@ test("an ACL user of exactly PROTOCOL.md's commands runs every algorithm; one wi
       }
     } finally {
       await admin.call('ACL', 'DELUSER', user);
+    }
+  }));
+
+test('acquire waits out a slot further than timers reach (2^31 - 1 ms) in several timers, never at once', () =>
+  withClient('ioredis', async (client) => {
+    // A timer of more than 2^31 - 1 ms fires at once: a second call on "1
+    // per 30 days" went through 1 ms later. Long timers are held here and
+    // fired by hand; short ones (the client's) run as usual.
+    const DAY = 86_400_000;
+    const held = [];
+    const realSetTimeout = globalThis.setTimeout;
+    globalThis.setTimeout = (fn, ms, ...rest) => (ms > DAY ? (held.push({ fn, ms }), { ref() {}, unref() {} }) : realSetTimeout(fn, ms, ...rest));
+    try {
+      const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 30 * DAY }), { prefix: prefix('month') });
+      await limiter.acquire('u');
+      let went = false;
+      const second = limiter.acquire('u').then(() => (went = true));
+      await until(() => held.length === 1, 5_000, () => 'the wait was never armed');
+      assert.equal(held[0].ms, 2 ** 31 - 1, 'the first timer is the longest timers take');
+      held.shift().fn();
+      await sleep(10);
+      assert.equal(went, false, 'still waiting after the first timer');
+      assert.equal(held.length, 1);
+      assert.ok(held[0].ms > 4 * DAY && held[0].ms < 6 * DAY, `then the rest: ${held[0].ms} ms`);
+      held.shift().fn();
+      await second;
+    } finally {
+      globalThis.setTimeout = realSetTimeout;
+    }
+  }));
+
+test('commandTimeoutMs past what timers take is refused, not a timeout of 1 ms', () => {
+  const client = { call() {}, evalsha() {} };
+  assert.throws(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { commandTimeoutMs: 2 ** 31 }), { name: 'RangeError', message: /commandTimeoutMs/ });
+  new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { commandTimeoutMs: 2 ** 31 - 1 });
+  new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { commandTimeoutMs: Infinity });
+});
+
+test('an in-process fallback never throws for a cost the store takes, one caller or a batch; a request lacking its fields fails at once', async () => {
+  // A cost above the fallback's (stricter) limit threw while Redis was
+  // down, rejecting every caller of a batch and taking units from the
+  // fallback for a call that failed. It is denied as 'closed' denies.
+  const down = { sendCommand: () => new Promise(() => {}) }; // never answers
+  const fallback = new rk.KeyedLimiter(new rk.Gcra({ burst: 2, emissionIntervalMs: 60_000 }));
+  const limiter = new RedisLimiter(down, new rk.Gcra({ burst: 10, emissionIntervalMs: 1000 }), { onError: fallback, commandTimeoutMs: 20 });
+  const decisions = await Promise.all([limiter.tryAcquire('a', 1), limiter.tryAcquire('a', 1), limiter.tryAcquire('a', 5)]);
+  assert.deepEqual(decisions.map((d) => [d.allowed, d.fromStore, d.retryAfterMs]), [[true, false, 0], [true, false, 0], [false, false, 1000]]);
+  const batch = await limiter.tryAcquireBatch('b', [1, 5]);
+  assert.deepEqual(batch.map((d) => d.allowed), [true, false]);
+  assert.equal(fallback.peek('b', 0).remaining, 1, 'the fallback took one unit, for the one allowed');
+  const policy = new RedisPolicy(down, '10/second', { by: ['user'], onError: new rk.Policy('10/second', { by: ['ip'] }), commandTimeoutMs: 20 });
+  await assert.rejects(policy.tryAcquire({ user: 'u' }), { name: 'RangeError', message: /lacks the field "ip" that onError's limit "10\/second" is keyed by/ });
+  assert.equal((await policy.tryAcquire({ user: 'u', ip: '1.2.3.4' })).fromStore, false);
+});
+
+test('an aborted acquire whose give-back the script refuses leaves no rejection unhandled', () =>
+  withClient('ioredis', async (client) => {
+    const unhandled = [];
+    const onUnhandled = (reason) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const p = prefix('abort-wrongtype');
+      const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 2000, name: 'g' }), { prefix: p });
+      await limiter.acquire('k');
+      const controller = new AbortController();
+      const pending = limiter.acquire('k', 1, { signal: controller.signal });
+      await sleep(50); // booked, and waiting
+      const [key] = await client.keys(`${p}*`);
+      await client.del(key);
+      await client.rpush(key, 'another type'); // the give-back will meet WRONGTYPE
+      controller.abort(new Error('stop'));
+      await assert.rejects(pending, { message: 'stop' });
+      await sleep(100);
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
     }
   }));
 

@@ -1,5 +1,5 @@
 // tsc --noEmit over ratekeeper/redis (bindings-node/redis.d.ts): tsc -p tests/redis/types/tsconfig.json
-import { Gcra, KeyedLimiter } from 'ratekeeper'
+import { Gcra, KeyedLimiter, Policy } from 'ratekeeper'
 import { RedisLimiter, RedisPolicy, type RedisDecision } from 'ratekeeper/redis'
 declare const client: { call(c: string, ...a: Array<string | number>): Promise<unknown>; evalsha(...a: any[]): Promise<unknown> }
 async function main(): Promise<void> {
@@ -10,6 +10,12 @@ async function main(): Promise<void> {
   const pd = await p.tryAcquire({ user: 'u' })
   console.log(h, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
   await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  // Each class takes the fallback that decides its own target (the runtime refuses the other).
+  // @ts-expect-error a Policy decides for a request, not a key
+  new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new Policy('1/second') })
+  // @ts-expect-error a KeyedLimiter decides for a key, not a request
+  new RedisPolicy(client, '1/second', { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })) })
+  new RedisPolicy(client, '1/second', { onError: new Policy('1/second') })
   const r = await l.reserve('k', 1, 100)
   if (r.ok) await l.refund('k', 1, r.atMs)
   else console.log(r.decision?.retryAfterMs)
