@@ -957,6 +957,8 @@ class _Async:
                 answer, taken_at = future.result()
                 if answer.allowed and taken_at is not None:
                     self._give_back(keys, cost, taken_at)
+                elif answer.allowed:
+                    self._core.unfallback(target, cost)  # an in-process fallback took it
             raise
         return answer
 
@@ -1012,10 +1014,12 @@ class _Async:
             # A caller cancelled meanwhile never sees its answer: what Redis
             # took for it is given back, at the instant it was decided.
             given = 0
-            for (cost, _, f), answer in zip(batch, answers):
+            for (cost, target, f), answer in zip(batch, answers):
                 if not f.done():
                     f.set_result((answer, taken_at))
-                elif taken_at is not None and answer.allowed:
+                elif answer.allowed and taken_at is None:
+                    self._core.unfallback(target, cost)  # an in-process fallback took it
+                elif answer.allowed:
                     given += cost
             if given and taken_at is not None:
                 await self._refund(keys, given, taken_at)

@@ -579,6 +579,25 @@ def test_an_async_caller_cancelled_after_its_answer_came_gives_its_units_back(ur
     assert asyncio.run(main()) == 0
 
 
+def test_an_async_caller_cancelled_meanwhile_gives_back_what_the_fallback_took() -> None:
+    # Redis down: the in-process fallback decided the whole batch, the
+    # cancelled caller's unit included, and kept it.
+    async def main() -> int:
+        down = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(5, 3600))
+        limiter = AsyncRedisLimiter(down, ratekeeper.Gcra(10, 1.0), on_error=fallback)
+        tasks = [asyncio.ensure_future(limiter.try_acquire("k")) for _ in range(3)]
+        await asyncio.sleep(0)  # the first in flight, two queued behind it
+        tasks[0].cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(done[0], asyncio.CancelledError)
+        assert all(not isinstance(d, BaseException) and d.allowed and not d.from_store for d in done[1:])
+        await down.aclose()
+        return fallback.peek("k", 0).remaining
+
+    assert asyncio.run(main()) == 3
+
+
 def test_an_integer_of_any_kind_is_its_digits_as_a_key_and_counts_as_a_cost(client: redis.Redis) -> None:
     # An __index__ integer (NumPy's) was refused; an IntEnum key was written
     # as str() gives it, 'Tier.GOLD' on Python 3.10, apart from 7's state.
