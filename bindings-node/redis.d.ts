@@ -141,3 +141,10 @@ export declare const MAX_EXACT: number
 export declare const MAX_NOW: number
 /** The longest window and the longest wait, in µs (2^50). */
 export declare const MAX_SPAN: number
+/**
+ * The native build's classes, which these classes take (as `limiter` and
+ * `onError`): the same as those of 'ratekeeper' on Node; where 'ratekeeper'
+ * resolves to the WebAssembly build (the `browser` condition: Jest with
+ * jsdom, say), build the limiters given here with these.
+ */
+export { Gcra, TokenBucket, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy } from './index'

@@ -80,6 +80,12 @@ function gcd(a, b) {
 /** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 function limitOf(limiter) {
   if (!(limiter instanceof Limiter)) {
+    const name = limiter?.constructor?.name;
+    if (typeof limiter?.tryAcquire === 'function' && ['Gcra', 'TokenBucket', 'FixedWindow', 'SlidingWindowCounter', 'SlidingWindowLog'].includes(name)) {
+      // Under the `browser` condition (Jest with jsdom, say), 'ratekeeper' is
+      // the WebAssembly build, and this module always the native one.
+      throw typeError('limiter', `a ${name} of the native build this module decides with: build it with the classes 'ratekeeper/redis' exports (under the \`browser\` condition, 'ratekeeper' is the WebAssembly build)`);
+    }
     throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog');
   }
   const algorithm = limiter.algorithm;
@@ -907,4 +913,21 @@ class RedisPolicy extends RedisLimits {
   }
 }
 
-module.exports = { RedisLimiter, RedisPolicy, REDIS_SCRIPT, REDIS_SCRIPT_SHA, MAX_EXACT, MAX_NOW, MAX_SPAN };
+module.exports = {
+  RedisLimiter,
+  RedisPolicy,
+  REDIS_SCRIPT,
+  REDIS_SCRIPT_SHA,
+  MAX_EXACT,
+  MAX_NOW,
+  MAX_SPAN,
+  // The native build's classes this module takes: where 'ratekeeper'
+  // resolves to the WebAssembly build (the `browser` condition), these.
+  Gcra,
+  TokenBucket,
+  FixedWindow,
+  SlidingWindowCounter,
+  SlidingWindowLog,
+  KeyedLimiter,
+  Policy,
+};

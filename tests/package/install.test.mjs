@@ -175,6 +175,28 @@ test('under the browser condition in Node, init() says how to give it the .wasm,
   assert.equal(out[1], '1', 'the recipe in the message works');
 });
 
+test('under the browser condition in Node, ratekeeper/redis takes the native limiters it exports, and names them for a wasm one', () => {
+  // 'ratekeeper' is then the WebAssembly build, ratekeeper/redis the native
+  // one: a wasm Gcra was refused with a message that did not say why.
+  const out = node(['--conditions=browser', '--input-type=module', '-e', `
+    import { init, Gcra as WasmGcra } from 'ratekeeper';
+    import { RedisLimiter, Gcra } from 'ratekeeper/redis';
+    import { readFile } from 'node:fs/promises';
+    await init(await readFile(new URL(import.meta.resolve('ratekeeper/ratekeeper.wasm'))));
+    const client = { call() {}, evalsha() {} };
+    try {
+      new RedisLimiter(client, new WasmGcra({ burst: 1, emissionIntervalMs: 10 }));
+    } catch (error) {
+      console.log(JSON.stringify({ name: error.name, message: error.message }));
+    }
+    console.log(new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 10 })).algorithm);
+  `]).trim().split('\n');
+  const refused = JSON.parse(out[0]);
+  assert.equal(refused.name, 'TypeError');
+  assert.match(refused.message, /a Gcra of the native build .* the classes 'ratekeeper\/redis' exports/);
+  assert.equal(out[1], 'gcra');
+});
+
 test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async () => {
   const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
   // A failure, not a skip: a skipped test would read as passing.
