@@ -12,5 +12,3 @@ export * from './paced-fetch'
 export declare function init(input?: unknown): Promise<void>
 /** Does nothing on Node: see `init`. */
 export declare function initSync(module?: unknown): void
-/** `init`, as the browser entry's default export is (on Node it carries the API as well). */
-export default init

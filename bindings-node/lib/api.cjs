@@ -1576,11 +1576,20 @@ function createApi(B) {
    * headers: there is no decision, and no wait to promise). `fail` gets any
    * other error, one thrown by `respond` included (headers already sent).
    */
+  /** `value` as a message shows it; one that cannot be shown (a null-prototype object), as such. */
+  function shown(value) {
+    try {
+      return String(value);
+    } catch {
+      return 'a value that cannot be shown';
+    }
+  }
+
   function outcomeOf(decide, request, respond, pass, failWith) {
     // Always an Error: Express and Fastify read next(undefined) or
     // done(null) as "go on", and next('route') as "skip the route", so a
     // key function that threw such a value let the request through unlimited.
-    const fail = (error) => failWith(error instanceof Error ? error : new Error(`ratekeeper: the request's key, fields or cost failed: ${String(error)}`, { cause: error }));
+    const fail = (error) => failWith(error instanceof Error ? error : new Error(`ratekeeper: the request's key, fields or cost failed: ${shown(error)}`, { cause: error }));
     const settle = (outcome) => {
       let proceed;
       try {

@@ -78,14 +78,23 @@ function gcd(a, b) {
 }
 
 /** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
+/**
+ * Throws, naming `name`, when `value` is a limiter, keyed limiter or policy
+ * of the other build: under the `browser` condition (Jest with jsdom, say),
+ * 'ratekeeper' is the WebAssembly build, and this module always the native one.
+ */
+function nativeOnly(value, name) {
+  const kind = value?.constructor?.name;
+  const ours = value instanceof Limiter || value instanceof KeyedLimiter || value instanceof Policy;
+  if (!ours && typeof value?.tryAcquire === 'function' && RATEKEEPER_CLASSES.includes(kind)) {
+    throw typeError(name, `a ${kind} of the native build this module decides with: build it with the classes 'ratekeeper/redis' exports (under the \`browser\` condition, 'ratekeeper' is the WebAssembly build)`);
+  }
+}
+const RATEKEEPER_CLASSES = ['Gcra', 'TokenBucket', 'LeakyBucket', 'FixedWindow', 'SlidingWindowCounter', 'SlidingWindowLog', 'KeyedLimiter', 'Policy'];
+
 function limitOf(limiter) {
   if (!(limiter instanceof Limiter)) {
-    const name = limiter?.constructor?.name;
-    if (typeof limiter?.tryAcquire === 'function' && ['Gcra', 'TokenBucket', 'FixedWindow', 'SlidingWindowCounter', 'SlidingWindowLog'].includes(name)) {
-      // Under the `browser` condition (Jest with jsdom, say), 'ratekeeper' is
-      // the WebAssembly build, and this module always the native one.
-      throw typeError('limiter', `a ${name} of the native build this module decides with: build it with the classes 'ratekeeper/redis' exports (under the \`browser\` condition, 'ratekeeper' is the WebAssembly build)`);
-    }
+    nativeOnly(limiter, 'limiter');
     throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog');
   }
   const algorithm = limiter.algorithm;
@@ -172,6 +181,9 @@ function limiterOfRate(algorithm, rate, burst) {
 
 /** Every limit of what `Policy` takes, `{ name, by, args, limit }`, and the in-process policy (headers, checks). */
 function policyLimits(config, algorithm, by) {
+  if (config !== null && typeof config === 'object' && Array.isArray(config.limits)) {
+    config.limits.forEach((item, i) => nativeOnly(item?.limiter, `limits[${i}].limiter`));
+  }
   const local = new Policy(config, { ...(algorithm === undefined ? {} : { algorithm }), ...(by === undefined ? {} : { by }) });
   let limiters;
   if (typeof config === 'string' && !config.trimStart().startsWith('{')) {
@@ -336,6 +348,7 @@ class Store {
         // Besides a plain Limiter, the in-process class that decides for the
         // same target: a key (RedisLimiter), or a request (RedisPolicy).
         const Keyed = kind === 'policy' ? Policy : KeyedLimiter;
+        nativeOnly(f, 'onError');
         if (!(f === 'open' || f === 'closed' || f instanceof Limiter || f instanceof Keyed)) {
           throw typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed.name}`);
         }

@@ -597,6 +597,28 @@ def test_a_deferred_withdrawal_that_fails_is_reported_not_raised_in_another_task
     assert [str(error) for error in reported] == ["the deferred one failed"]
 
 
+def test_a_withdrawal_interrupted_while_deferred_ones_run_leaves_withdrawals_working(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A KeyboardInterrupt in a deferred withdrawal left the thread's record
+    # of one under way: every later withdrawal on the thread was deferred to
+    # it, for ever, and gave nothing back.
+    from ratekeeper import _wait
+
+    calls: list[object] = []
+
+    def withdraw_now(subject: Any, waiter: Any) -> None:
+        calls.append(waiter)
+        if waiter == "outer":
+            _wait._withdraw(subject, "nested")  # type: ignore[arg-type]
+        elif waiter == "nested":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(_wait, "_withdraw_now", withdraw_now)
+    with pytest.raises(KeyboardInterrupt):
+        _wait._withdraw(None, "outer")  # type: ignore[arg-type]
+    _wait._withdraw(None, "later")  # type: ignore[arg-type]
+    assert calls == ["outer", "nested", "later"]
+
+
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
     # A window gives back only in the window it counts now: booking the later
     # waiters again would push each a window further.

@@ -180,21 +180,30 @@ test('under the browser condition in Node, ratekeeper/redis takes the native lim
   // one: a wasm Gcra was refused with a message that did not say why.
   const out = node(['--conditions=browser', '--input-type=module', '-e', `
     import { init, Gcra as WasmGcra } from 'ratekeeper';
-    import { RedisLimiter, Gcra } from 'ratekeeper/redis';
+    import { RedisLimiter, RedisPolicy, Gcra } from 'ratekeeper/redis';
     import { readFile } from 'node:fs/promises';
     await init(await readFile(new URL(import.meta.resolve('ratekeeper/ratekeeper.wasm'))));
     const client = { call() {}, evalsha() {} };
-    try {
-      new RedisLimiter(client, new WasmGcra({ burst: 1, emissionIntervalMs: 10 }));
-    } catch (error) {
-      console.log(JSON.stringify({ name: error.name, message: error.message }));
+    const wasmGcra = () => new WasmGcra({ burst: 1, emissionIntervalMs: 10 });
+    for (const make of [
+      () => new RedisLimiter(client, wasmGcra()),
+      () => new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 10 }), { onError: wasmGcra() }),
+      () => new RedisPolicy(client, { limits: [{ name: 'a', limiter: wasmGcra() }] }),
+    ]) {
+      try {
+        make();
+      } catch (error) {
+        console.log(JSON.stringify({ name: error.name, message: error.message }));
+      }
     }
     console.log(new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 10 })).algorithm);
   `]).trim().split('\n');
-  const refused = JSON.parse(out[0]);
-  assert.equal(refused.name, 'TypeError');
-  assert.match(refused.message, /a Gcra of the native build .* the classes 'ratekeeper\/redis' exports/);
-  assert.equal(out[1], 'gcra');
+  const refusals = out.slice(0, 3).map((line) => JSON.parse(line));
+  assert.deepEqual(refusals.map((r) => r.name), ['TypeError', 'TypeError', 'TypeError']);
+  for (const [refused, name] of refusals.map((r, i) => [r, ['limiter', 'onError', 'limits[0].limiter'][i]])) {
+    assert.match(refused.message, new RegExp(`^${name.replace(/[[\]]/g, '\\$&')} must be a Gcra of the native build .* the classes 'ratekeeper/redis' exports`));
+  }
+  assert.equal(out[3], 'gcra');
 });
 
 test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async () => {

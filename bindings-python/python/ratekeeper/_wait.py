@@ -148,16 +148,20 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
             return
         _DEFERRED.withdrawals = deferred = []
         try:
-            _withdraw_now(subject, waiter)
+            try:
+                _withdraw_now(subject, waiter)
+            finally:
+                # The deferred ones give theirs back even if this one failed.
+                # Their errors have nobody to go to (their coroutines are
+                # closed), so they go where Python reports those of a __del__.
+                while deferred:
+                    try:
+                        _withdraw_now(*deferred.pop(0))
+                    except Exception as error:
+                        sys.unraisablehook(_Unraisable(error))
         finally:
-            # The deferred ones give theirs back even if this one failed. Their
-            # errors have nobody to go to (their coroutines are closed), so
-            # they go where Python reports those of a __del__.
-            while deferred:
-                try:
-                    _withdraw_now(*deferred.pop(0))
-                except Exception as error:
-                    sys.unraisablehook(_Unraisable(error))
+            # Even after a KeyboardInterrupt: else every later withdrawal on
+            # this thread would be deferred to one that never comes.
             _DEFERRED.withdrawals = None
 
 

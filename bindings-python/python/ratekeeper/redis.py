@@ -114,6 +114,8 @@ _T = TypeVar("_T")
 # its cost, target and future.
 _Answer = tuple["RedisDecision", Optional[Fraction]]
 _Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
+# A key's queue of async callers: the loop they call on, and the callers.
+_Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
 
 
 class ScriptError(RuntimeError):
@@ -902,8 +904,11 @@ class _Async:
         self._client = client
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)
-        # Per key, the loop whose callers queue there, and those callers.
-        self._queues: dict[tuple[bytes, ...], tuple[asyncio.AbstractEventLoop, list[_Waiting]]] = {}
+        # Per key, the loop whose callers queue there, and those callers
+        # (each loop in a thread of its own may share this limiter: the
+        # dict is changed under the lock; a queue, only on its loop).
+        self._queues: dict[tuple[bytes, ...], _Queue] = {}
+        self._queues_lock = threading.Lock()
 
     async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
@@ -935,19 +940,25 @@ class _Async:
         queue_key = tuple(keys)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_Answer] = loop.create_future()
-        entry = self._queues.get(queue_key)
-        if entry is not None and entry[0] is loop:
-            entry[1].append((cost, target, future))
-        elif entry is not None and not entry[0].is_closed():
-            # Another loop's callers queue on this key (one client on
-            # several loops): this call goes alone.
+        with self._queues_lock:
+            entry = self._queues.get(queue_key)
+            if entry is not None and entry[0] is loop:
+                entry[1].append((cost, target, future))
+                lead = None
+            elif entry is not None and not entry[0].is_closed():
+                # Another loop's callers queue on this key (one client on
+                # several loops): this call goes alone.
+                lead = entry
+            else:
+                # None, or left by a loop that ended with a batch under way.
+                entry = lead = (loop, [])
+                self._queues[queue_key] = entry
+        if lead is not None and lead[0] is not loop:
             return (await self._decide(target, keys, "acquire", [cost], now))[0]
-        else:
-            # None, or left by a loop that ended with a batch under way.
-            self._queues[queue_key] = (loop, [])
+        if lead is not None:
             # The round trips run in a task of their own, so that cancelling
             # one caller cancels no other caller's decision.
-            self._spawn(keys, queue_key, [(cost, target, future)])
+            self._spawn(keys, queue_key, lead, [(cost, target, future)])
         try:
             answer, taken_at = await future
         except asyncio.CancelledError:
@@ -962,16 +973,29 @@ class _Async:
             raise
         return answer
 
-    def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[_Waiting]) -> None:
-        _keep(asyncio.ensure_future(self._send(keys, queue_key, batch)))
+    def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
+        _keep(asyncio.ensure_future(self._send(keys, queue_key, entry, batch)))
 
     def _give_back(self, keys: list[bytes], cost: int, taken_at: Fraction) -> None:
         """Refunds ``cost`` taken at ``taken_at`` in a task of its own (its caller is cancelled)."""
-        _keep(asyncio.ensure_future(self._refund(keys, cost, taken_at)))
 
-    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: list[_Waiting]) -> None:
-        """Sends ``batch`` as one call, then the batch gathered meanwhile."""
-        queue = self._queues[queue_key][1]
+        async def give_back() -> None:
+            try:
+                await self._refund(keys, cost, taken_at)
+            except Exception:
+                pass  # the script refused (a key of another type): nobody to tell, its caller is gone
+
+        _keep(asyncio.ensure_future(give_back()))
+
+    def _end(self, queue_key: tuple[bytes, ...], entry: _Queue) -> None:
+        """Takes ``entry`` out of the queues, unless another replaced it."""
+        with self._queues_lock:
+            if self._queues.get(queue_key) is entry:
+                del self._queues[queue_key]
+
+    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
+        """Sends ``batch`` as one call, then the batch gathered meanwhile in ``entry``."""
+        queue = entry[1]
         try:
             await self._answer(keys, queue, batch)
             # The next batch goes once the callers just answered have run:
@@ -982,16 +1006,16 @@ class _Async:
             # This task was cancelled (its loop ending): nobody would send
             # the callers gathered meanwhile, and later ones would queue
             # behind them for ever.
-            if self._queues.get(queue_key, (None,))[0] is asyncio.get_running_loop():
-                del self._queues[queue_key]
+            self._end(queue_key, entry)
             for _, _, f in batch + queue:
                 f.cancel()
             raise
-        if queue:
-            following, queue[:] = queue[:MAX_BATCH], queue[MAX_BATCH:]
-            self._spawn(keys, queue_key, following)
+        # Only this loop's callers append to its queue: no lock needed here.
+        following, queue[:] = queue[:MAX_BATCH], queue[MAX_BATCH:]
+        if following:
+            self._spawn(keys, queue_key, entry, following)
         else:
-            del self._queues[queue_key]
+            self._end(queue_key, entry)
 
     async def _answer(self, keys: list[bytes], queue: list[_Waiting], batch: list[_Waiting]) -> None:
         """Decides ``batch`` (cost, caller's target, future) in one call and answers each caller."""

@@ -549,6 +549,57 @@ def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None
     assert asyncio.run(call_again())
 
 
+def test_two_loops_in_two_threads_may_share_an_async_limiter() -> None:
+    # Both saw no queue for the key and both made one, the second replacing
+    # the first: a batch task then sent another loop's callers, or found no
+    # queue (KeyError), and callers waited for ever. Here both first looks
+    # are made to meet (a barrier), as a thread switch there would.
+    class Allowing:
+        """A client whose script allows every cost, as a text reply (PROTOCOL.md)."""
+
+        def evalsha(self, *args: Any) -> Any:
+            raise AssertionError("not called")
+
+        def register_script(self, script: str) -> Any:
+            async def call(keys: list[bytes], args: list[Any]) -> Any:
+                await asyncio.sleep(0)
+                count = int(args[3 + len(limiter._core.config)])
+                return "1000 " + "1 0 99 100 0 0 " * count
+
+            return call
+
+    limiter = AsyncRedisLimiter(Allowing(), ratekeeper.Gcra(100, 0.01))
+    meet = threading.Barrier(2)
+    looks = [0]
+
+    class Meeting(dict):  # type: ignore[type-arg]
+        def get(self, key: Any, default: Any = None) -> Any:
+            looks[0] += 1
+            if looks[0] <= 2:
+                try:
+                    meet.wait(0.5)
+                except threading.BrokenBarrierError:
+                    pass  # the other thread waits for the lock instead
+            return super().get(key, default)
+
+    limiter._queues = Meeting()
+    answered: list[int] = []
+
+    def run() -> None:
+        async def main() -> list[Any]:
+            return await asyncio.wait_for(asyncio.gather(*(limiter.try_acquire("k") for _ in range(60))), 5)
+
+        answered.append(sum(d.allowed for d in asyncio.run(main())))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert answered == [60, 60]
+    assert not limiter._queues, "every queue ended"
+
+
 def test_an_async_caller_cancelled_after_its_answer_came_gives_its_units_back(url: str) -> None:
     # Cancelled once the batch had answered it, before it ran: it never saw
     # the answer, and Redis kept the unit it took.
