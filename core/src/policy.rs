@@ -238,8 +238,9 @@ impl Policy {
     /// leave the booking too little there (with a burst of `b`, it admits
     /// again from `b - 1` intervals before the slot, what it may hold ahead
     /// of it). So a request waiting on its slowest limit holds the others
-    /// too, shared ones included: a user waiting an hour on a per-user hourly limit holds a
-    /// global limit, for every user, for that hour. Bound `max_wait` where a
+    /// too, shared ones included: a user waiting an hour on a per-user
+    /// hourly limit holds a global limit, for every user, for that hour
+    /// (as a GCRA's tolerance allows). Bound `max_wait` where a
     /// policy's limits are shared across keys. A refund gives back the units
     /// but not the hold, except in a log: a bucket, GCRA, window counter or
     /// queue does not keep what it held before the booking, so it still
