@@ -506,22 +506,45 @@ def test_waiters_that_left_after_it_are_no_bookings_of_others(
     assert asyncio.run(main()) == {"b": 2.0, "c": 3.0}
 
 
+class Abandoning:
+    """A clock for ``clock=`` on ``timeline`` that stands for a collection
+    closing an abandoned ``acquire_async`` during a booking: while a
+    cancellation's withdrawal runs (``cancel_closing``), reading it drops the
+    last reference to the coroutines given to ``abandon``."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.abandoned: list[Any] = []
+        self.armed = False
+
+    def __call__(self) -> float:
+        if self.armed:
+            self.abandoned.clear()  # their last reference: closed now
+        return self.timeline.now
+
+    def abandon(self, coroutine: Any) -> None:
+        """Runs ``coroutine`` (an ``acquire_async``) until it waits, and keeps its only reference."""
+        coroutine.send(None)
+        self.abandoned.append(coroutine)
+
+    async def cancel_closing(self, task: asyncio.Future[Any]) -> None:
+        """Cancels ``task``; its withdrawal's bookings close the abandoned coroutines."""
+        self.armed = True
+        task.cancel()
+        await self.timeline.settle()
+        self.armed = False
+        assert not self.abandoned, "the abandoned acquire_async was closed during the withdrawal"
+
+
 def test_a_withdrawal_during_another_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # A collection during a withdrawal's booking may close an abandoned
     # acquire_async, whose own withdrawal then ran inside the first one: the
     # first went on with its list of waiters to book again, booked the
     # closed one's again and overwrote the bookings the inner one had made
-    # (never given back: slots held for nobody). Here the clock, read by the
-    # booking, drops the abandoned coroutine's last reference.
+    # (never given back: slots held for nobody).
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
-    abandoned: list[Any] = []
-    armed = [False]
-
-    def clock() -> float:
-        if armed[0]:
-            abandoned.clear()  # its last reference: closed now
-        return timeline.now
+    clock = Abandoning(timeline)
 
     async def main() -> dict[str, float]:
         limiter = TokenBucket(1, 1, 1.0, clock=clock)
@@ -534,16 +557,9 @@ def test_a_withdrawal_during_another_waits_for_it(monkeypatch: pytest.MonkeyPatc
 
         a = await timeline.start(waiter("a"))  # at 1
         b = await timeline.start(waiter("b"))  # at 2
-        closed = limiter.acquire_async()  # at 3, waiting, then abandoned
-        closed.send(None)
-        abandoned.append(closed)
-        del closed
+        clock.abandon(limiter.acquire_async())  # at 3
         d = await timeline.start(waiter("d"))  # at 4
-        armed[0] = True
-        a.cancel()
-        await timeline.settle()
-        armed[0] = False
-        assert not abandoned, "the abandoned acquire_async was closed during the withdrawal"
+        await clock.cancel_closing(a)
         await timeline.run_out(b, d)
         assert limiter.reserve().wait == 0, "nothing is booked for nobody"
         return done
@@ -558,8 +574,7 @@ def test_a_deferred_withdrawal_that_fails_is_reported_not_raised_in_another_task
 
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
-    abandoned: list[Any] = []
-    armed = [False]
+    clock = Abandoning(timeline)
     reported: list[BaseException] = []
     monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_value))
     withdraw_now = _wait._withdraw_now
@@ -573,23 +588,12 @@ def test_a_deferred_withdrawal_that_fails_is_reported_not_raised_in_another_task
 
     monkeypatch.setattr(_wait, "_withdraw_now", failing_second)
 
-    def clock() -> float:
-        if armed[0]:
-            abandoned.clear()
-        return timeline.now
-
     async def main() -> None:
         limiter = TokenBucket(1, 1, 1.0, clock=clock)
         limiter.try_acquire()
         a = await timeline.start(limiter.acquire_async())
-        closed = limiter.acquire_async()
-        closed.send(None)
-        abandoned.append(closed)
-        del closed
-        armed[0] = True
-        a.cancel()
-        await timeline.settle()
-        armed[0] = False
+        clock.abandon(limiter.acquire_async())
+        await clock.cancel_closing(a)
         assert a.cancelled(), "cancelled, not failed with the deferred one's error"
 
     asyncio.run(main())
