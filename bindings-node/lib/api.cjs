@@ -393,11 +393,14 @@ function createApi(B) {
       // limiter alive: the napi build reuses a collected limiter's handle.
       const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
       const booked = yes(reserveOp(this.#h, units, maxWait, now));
-      if (booked && out()[0] > 0) {
-        untracked(this);
-        this.#bookings++;
-      }
+      if (booked && out()[0] > 0) this.#untracked();
       return reservation(booked, units, now, decision, give);
+    }
+
+    /** Counts a booking of a slot to come (or a reconfigure, a restore) that no acquire waiter holds: for the waiters (see untracked) and pacedFetch. */
+    #untracked() {
+      untracked(this);
+      this.#bookings++;
     }
 
     /** The bookings of a slot to come, reconfigures and restores so far (for pacedFetch). */
@@ -419,8 +422,7 @@ function createApi(B) {
         invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
       }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
-      untracked(this);
-      this.#bookings++;
+      this.#untracked();
       this.#config = null;
     }
 
@@ -452,8 +454,7 @@ function createApi(B) {
     /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
     restore(bytes) {
       B.restore(this.#h, stateBytes(bytes));
-      untracked(this);
-      this.#bookings++;
+      this.#untracked();
     }
 
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
@@ -1568,14 +1569,6 @@ function createApi(B) {
   const TOO_MANY = 'Too Many Requests\n';
   const UNAVAILABLE = 'Service Unavailable\n';
 
-  /**
-   * Answers a request with `decide(request)` once it is known: `respond`
-   * writes the answer and says whether the request goes on, then `pass()`
-   * runs. `respond` gets null when a store made with eviction 'refuse' is
-   * full and refuses the request's new key (answered 503, without RateLimit
-   * headers: there is no decision, and no wait to promise). `fail` gets any
-   * other error, one thrown by `respond` included (headers already sent).
-   */
   /** `value` as a message shows it; one that cannot be shown (a null-prototype object), as such. */
   function shown(value) {
     try {
@@ -1585,6 +1578,14 @@ function createApi(B) {
     }
   }
 
+  /**
+   * Answers a request with `decide(request)` once it is known: `respond`
+   * writes the answer and says whether the request goes on, then `pass()`
+   * runs. `respond` gets null when a store made with eviction 'refuse' is
+   * full and refuses the request's new key (answered 503, without RateLimit
+   * headers: there is no decision, and no wait to promise). `fail` gets any
+   * other error, one thrown by `respond` included (headers already sent).
+   */
   function outcomeOf(decide, request, respond, pass, failWith) {
     // Always an Error: Express and Fastify read next(undefined) or
     // done(null) as "go on", and next('route') as "skip the route", so a

@@ -327,12 +327,22 @@ function pace(RateLimited, fetch, limiter, options) {
     return others() > entry.others;
   }
 
+  /** How a refusal names `maxWait`: maxWaitMs, or (`again`) what is left of it. */
+  function bound(maxWait, again) {
+    return `${again ? 'what is left of maxWaitMs' : 'maxWaitMs'} (${shownMs(maxWait)} ms)`;
+  }
+
+  /** The TimeoutError of a request that the pause alone would keep past `maxWait` (see `bound`), or null. */
+  function pauseExceeds(now, maxWait, again) {
+    const pause = pausedUntil - now;
+    return pause > maxWait ? timeoutError(`the pause (${shownMs(pause)} ms) would exceed ${bound(maxWait, again)}`, pause) : null;
+  }
+
   /**
    * Books `entry` at `now`, within `maxWait` (its maxWaitMs, or when `again`,
    * what is left of it); null, or the error to reject it with.
    */
   function book(entry, now, maxWait, again = false) {
-    const bound = `${again ? 'what is left of maxWaitMs' : 'maxWaitMs'} (${shownMs(maxWait)} ms)`;
     const r = limiter.reserve(entry.cost, maxWait, now);
     // Beyond what any pause reaches, the limiter counts on another clock
     // (Date.now() where pacedFetch reads performance.now()): each request
@@ -353,7 +363,7 @@ function pace(RateLimited, fetch, limiter, options) {
       return null;
     }
     if (r.waitMs > maxWait) {
-      return timeoutError(`the wait (${shownMs(r.waitMs)} ms) would exceed ${bound}`, r.waitMs);
+      return timeoutError(`the wait (${shownMs(r.waitMs)} ms) would exceed ${bound(maxWait, again)}`, r.waitMs);
     }
     return new RateLimited(`cannot book ${entry.cost} now; retry in ${r.waitMs} ms`, r.waitMs);
   }
@@ -404,9 +414,9 @@ function pace(RateLimited, fetch, limiter, options) {
       queue.unshift(first);
     }
     for (const entry of queue.splice(0)) {
-      if (pausedUntil - now > entry.deadline - now) {
-        const left = entry.deadline - now;
-        fail(entry, timeoutError(`the pause (${shownMs(pausedUntil - now)} ms) would exceed what is left of maxWaitMs (${shownMs(left)} ms)`, pausedUntil - now));
+      const error = pauseExceeds(now, entry.deadline - now, true);
+      if (error !== null) {
+        fail(entry, error);
       } else {
         entry.atMs = pausedUntil;
         queue.push(entry);
@@ -540,11 +550,14 @@ function pace(RateLimited, fetch, limiter, options) {
         arm();
         reject(signal.reason);
       };
+      // A pause over: those it left are booked first (after this, every
+      // queued request is booked unless a pause lasts).
       bookAfterPause(now);
-      if (pausedUntil > now || queue.some((other) => other.reservation === null)) {
+      if (pausedUntil > now) {
         // Booked when the pause ends, behind those waiting for it.
-        if (pausedUntil - now > maxWaitMs) {
-          reject(timeoutError(`the pause (${shownMs(pausedUntil - now)} ms) would exceed maxWaitMs (${shownMs(maxWaitMs)} ms)`, pausedUntil - now));
+        const error = pauseExceeds(now, maxWaitMs, false);
+        if (error !== null) {
+          reject(error);
           return;
         }
         entry.atMs = pausedUntil;

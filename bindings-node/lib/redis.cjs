@@ -77,7 +77,6 @@ function gcd(a, b) {
   return a;
 }
 
-/** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 /**
  * Throws, naming `name`, when `value` is a limiter, keyed limiter or policy
  * of the other build: under the `browser` condition (Jest with jsdom, say),
@@ -92,6 +91,7 @@ function nativeOnly(value, name) {
 }
 const RATEKEEPER_CLASSES = ['Gcra', 'TokenBucket', 'LeakyBucket', 'FixedWindow', 'SlidingWindowCounter', 'SlidingWindowLog', 'KeyedLimiter', 'Policy'];
 
+/** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 function limitOf(limiter) {
   if (!(limiter instanceof Limiter)) {
     nativeOnly(limiter, 'limiter');
