@@ -940,20 +940,19 @@ class _Async:
         queue_key = tuple(keys)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_Answer] = loop.create_future()
+        lead: Optional[_Queue] = None  # a new queue, which this call starts
         with self._queues_lock:
             entry = self._queues.get(queue_key)
+            alone = entry is not None and entry[0] is not loop and not entry[0].is_closed()
             if entry is not None and entry[0] is loop:
                 entry[1].append((cost, target, future))
-                lead = None
-            elif entry is not None and not entry[0].is_closed():
-                # Another loop's callers queue on this key (one client on
-                # several loops): this call goes alone.
-                lead = entry
-            else:
+            elif not alone:
                 # None, or left by a loop that ended with a batch under way.
-                entry = lead = (loop, [])
-                self._queues[queue_key] = entry
-        if lead is not None and lead[0] is not loop:
+                lead = (loop, [])
+                self._queues[queue_key] = lead
+        if alone:
+            # Another loop's callers queue on this key (one client on
+            # several loops): this call goes alone.
             return (await self._decide(target, keys, "acquire", [cost], now))[0]
         if lead is not None:
             # The round trips run in a task of their own, so that cancelling
