@@ -64,7 +64,7 @@ cmd_pack() {
     # The README npm shows: NPM.md, for users (README.md is this repository's).
     cp "$PKG"/NPM.md "$STAGE/README.md"
     cp LICENSE-MIT LICENSE-APACHE "$STAGE/"
-    cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/index.js "$PKG"/index.mjs \
+    cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/main.d.mts "$PKG"/index.js "$PKG"/index.mjs \
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
     cp "$PKG"/lib/api.cjs "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"

@@ -33,7 +33,7 @@ after(() => {
 test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
-    'main.cjs', 'main.mjs', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
+    'main.cjs', 'main.mjs', 'main.d.mts', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs',
     'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
@@ -288,7 +288,10 @@ test('the export conditions in package.json', () => {
   const dot = pkg.exports['.'];
   assert.deepEqual(Object.keys(dot), ['workerd', 'deno', 'browser', 'node', 'default']);
   for (const condition of ['workerd', 'deno', 'browser', 'default']) assert.match(Object.values(dot[condition]).join(), /wasm\//);
-  assert.deepEqual(dot.node, { types: './ratekeeper.d.ts', import: './main.mjs', require: './main.cjs' });
+  assert.deepEqual(dot.node, {
+    import: { types: './main.d.mts', default: './main.mjs' },
+    require: { types: './ratekeeper.d.ts', default: './main.cjs' },
+  });
   // Types outside the node condition, for TypeScript's bundler resolution.
   assert.deepEqual(pkg.exports['./redis'], { types: './redis.d.ts', node: './lib/redis.cjs' });
   assert.deepEqual(pkg.exports['./ratekeeper.wasm'], { types: './wasm/url.d.mts', default: './wasm/pkg/web/ratekeeper_wasm_bg.wasm' });
@@ -314,14 +317,21 @@ test('the typings type-check from a consumer (tsc)', () => {
     await init(wasmUrl)
     export const paced = pacedFetch(fetch, new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }))
   `);
-  // Code shared between a browser bundle and Node, type-checked as Node sees it.
+  // Code shared between a browser bundle and Node, type-checked as Node sees
+  // it: the default export is init, carrying the API (main.d.mts).
   writeFileSync(join(dir, 'shared.mts'), `
-    import { init, Gcra } from 'ratekeeper'
+    import init, { Gcra } from 'ratekeeper'
     await init()
     export const gcra: Gcra = Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
+    export const same: typeof Gcra = init.Gcra
+  `);
+  // From CommonJS, require's types: no default export there.
+  writeFileSync(join(dir, 'required.cts'), `
+    import ratekeeper = require('ratekeeper')
+    export const gcra: ratekeeper.Gcra = ratekeeper.Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
   `);
   const options = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022,dom', '--types', ''];
-  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts', 'shared.mts'], { cwd: dir, stdio: 'inherit' });
+  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts', 'shared.mts', 'required.cts'], { cwd: dir, stdio: 'inherit' });
   execFileSync(tsc, [...options, '--module', 'esnext', '--moduleResolution', 'bundler', 'browser.ts'], { cwd: dir, stdio: 'inherit' });
   // The wasm entries' types are an ES module's, as their files are: under
   // nodenext (and Deno) init was "not callable" when they read as CommonJS.
