@@ -477,6 +477,14 @@ impl PyReservation {
         }
     }
 
+    /// The booked slot and cost, taken out for `owner` to give back itself
+    /// (as `cancel()` would, once): `None` when `owner` did not book it,
+    /// nothing was booked, or it was given back already.
+    pub fn take_for(&self, owner: &Bound<'_, PyAny>) -> Option<(Nanos, u64)> {
+        let slot = self.slot().filter(|_| self.owner.is(owner))?;
+        (!self.cancelled.swap(true, Ordering::AcqRel)).then_some((slot, self.cost))
+    }
+
     /// This reservation, the `seq`-th booking of its limiter.
     pub fn with_seq(self, seq: u64) -> Self {
         PyReservation { seq, ..self }

@@ -359,6 +359,56 @@ pub fn book_reservation<S: Subject>(
     Ok(reservation(slf, target, cost, now, Ok(wait)).with_seq(seq))
 }
 
+/// `_rebook`: gives back `cancels` (each booking and what it was booked
+/// for), then books each of `requests` with no bound on its wait, in order,
+/// as one step: no other call on the subject comes between (the GIL, or
+/// the mutex, is held throughout, and no Python code runs). Nothing at all
+/// when the subject has counted more than `expected` events (others booked
+/// since: see `Shared::event`). Each request's answer is its Reservation, or
+/// the exception its booking raised, as a value.
+pub fn rebook<'py, S: Subject>(
+    slf: &Bound<'py, S>,
+    expected: u64,
+    cancels: &[(&Bound<'py, PyReservation>, &Target<S>)],
+    requests: &[(&Target<S>, u64)],
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let (this, py) = (slf.get(), slf.py());
+    let now = this.shared().now(py, None)?;
+    let owner = slf.as_any();
+    let booked: Vec<_> = {
+        let mut core = this.shared().lock(py);
+        if this.shared().events() > expected {
+            return Ok(None);
+        }
+        for (reservation, target) in cancels {
+            if let Some((slot, cost)) = reservation.get().take_for(owner) {
+                // A refund only fails for a request that could not be booked.
+                let _ = core.refund(target, slot, cost);
+            }
+        }
+        let book = |(target, cost): &(&Target<S>, u64)| {
+            let booked = core.reserve(target, now, *cost, Nanos::MAX);
+            let seq = count_booking(this.shared(), &booked);
+            (booked.map_err(|err| explained(&*core, err, target)), seq)
+        };
+        requests.iter().map(book).collect()
+    };
+    let mut answers = Vec::with_capacity(requests.len());
+    for ((target, cost), (booked, seq)) in requests.iter().zip(booked) {
+        let error = match booked {
+            Ok(Ok(wait)) => {
+                let booking = reservation(slf, target, *cost, now, Ok(wait)).with_seq(seq);
+                answers.push(Bound::new(py, booking)?.into_any());
+                continue;
+            }
+            Ok(Err(denied)) => this.rate_limited(py, &denied),
+            Err(err) => err.raise(py),
+        };
+        answers.push(error.into_value(py).into_bound(py).into_any());
+    }
+    Ok(Some(answers))
+}
+
 /// `acquire`: books, then sleeps with `time.sleep` until the slot; an
 /// interrupted sleep gives the booking back.
 pub fn acquire<S: Subject>(
@@ -565,6 +615,40 @@ macro_rules! limiter_methods {
                 $crate::shared::book_reservation(slf, target, cost, timeout)
             }
 
+            /// Gives back ``cancels`` (pairs of a Reservation of this object and the
+            /// arguments it was booked with), then books each of ``requests``
+            /// (arguments) in order, as one step no other call comes between (for
+            /// ``acquire_async``'s waiters moving up); does nothing and returns
+            /// ``None`` once more than ``expected`` events were counted (see
+            /// ``_events``). Returns each request's Reservation, or the exception
+            /// its booking raised.
+            fn _rebook<'py>(
+                slf: &Bound<'py, Self>,
+                expected: u64,
+                cancels: Vec<(Bound<'py, $crate::decision::PyReservation>, Bound<'py, ::pyo3::types::PyTuple>)>,
+                requests: Vec<Bound<'py, ::pyo3::types::PyTuple>>,
+            ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+                // Each request's target object and cost, then the targets read
+                // from them (a key borrows its object's text).
+                let split = |args: &Bound<'py, ::pyo3::types::PyTuple>| -> PyResult<(Bound<'py, PyAny>, u64)> {
+                    let cost = args.get_item(args.len().saturating_sub(1))?;
+                    Ok((args.get_item(0)?, $crate::convert::cost(&cost)?))
+                };
+                let args = cancels.iter().map(|(_, args)| args).chain(&requests)
+                    .map(split).collect::<PyResult<Vec<_>>>()?;
+                let mut targets = Vec::with_capacity(args.len());
+                for (_obj, cost) in &args {
+                    $(let $target = $convert(_obj)?;)?
+                    targets.push((limiter_methods!(@value $($target)?), *cost));
+                }
+                let mut targets = targets.iter().map(|(value, cost)| (limiter_methods!(@of value $($target)?), *cost));
+                let cancels: Vec<_> = cancels.iter().zip(targets.by_ref())
+                    .map(|((reservation, _), (target, _))| (reservation, target))
+                    .collect();
+                let requests: Vec<_> = targets.collect();
+                $crate::shared::rebook(slf, expected, &cancels, &requests)
+            }
+
             /// The bookings, reconfigures and restores made so far (for
             /// ``acquire_async``, with ``Reservation._seq``).
             fn _events(&self) -> u64 {
@@ -716,6 +800,10 @@ macro_rules! limiter_methods {
         }
     };
     (@target) => { &() };
+    (@value) => { () };
+    (@value $target:ident) => { $target };
+    (@of $value:ident) => { { let _ = $value; &() } };
+    (@of $value:ident $target:ident) => { ::core::convert::AsRef::as_ref($value) };
     (@held) => { &() };
     (@held $target:ident) => { $target };
     (@target $target:ident) => { ::core::convert::AsRef::as_ref(&$target) };

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Optional
 
 import pytest
 from limiters import ALL, FakeClock, Make
@@ -269,8 +269,14 @@ class Timeline:
         self.now = 0.0
         self.sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self.real_sleep = asyncio.sleep
+        # Run once, at the next reading (then cleared): what another thread
+        # might do at that moment.
+        self.on_read: Optional[Callable[[], object]] = None
 
     def __call__(self) -> float:
+        on_read, self.on_read = self.on_read, None
+        if on_read is not None:
+            on_read()
         return self.now
 
     async def sleep(self, seconds: float) -> None:
@@ -308,19 +314,28 @@ class Timeline:
         raise AssertionError("it never went")
 
     async def run_out(self, *tasks: asyncio.Future[None]) -> None:
-        """Advances to 1, 2, 3 and 4 s, then awaits ``tasks``."""
-        for t in (1.0, 2.0, 3.0, 4.0):
+        """Advances to 1, 2, 3, 4 and 5 s, then awaits ``tasks``."""
+        for t in (1.0, 2.0, 3.0, 4.0, 5.0):
             await self.advance(t)
         await asyncio.gather(*tasks)
 
 
 @BUCKETS
-def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ratekeeper.Limiter], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("intruding", [False, True], ids=["alone", "intruding"])
+def test_cancelling_a_waiter_moves_up_those_behind(
+    make: Callable[[Timeline], ratekeeper.Limiter], intruding: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A bucket keeps no record of single bookings: given back from the middle
     # of the queue, a booking freed the slot at its end, and the next caller
     # shared a slot with the last waiter (two units at once from a burst of one).
+    # Intruding: moving up gave every booking back, then booked each waiter
+    # again, one native call each, and another thread's booking in between
+    # (here made by the clock, read between them) took the freed first slot
+    # ahead of the waiters. Now it is one step, and a booking made before it
+    # keeps everyone where they are, the intruder behind them.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    intruder: list[ratekeeper.Reservation] = []
 
     async def main() -> dict[str, float]:
         limiter = make(timeline)
@@ -333,13 +348,19 @@ def test_cancelling_a_waiter_moves_up_those_behind(make: Callable[[Timeline], ra
 
         a, b, c = (asyncio.ensure_future(waiter(label)) for label in "abc")
         await timeline.settle()  # booked: a at 1, b at 2, c at 3
+        if intruding:
+            timeline.on_read = lambda: intruder.append(limiter.reserve(now=timeline.now))
         a.cancel()
         await timeline.settle()
         await timeline.run_out(b, c, await timeline.start(waiter("d")))
         assert a.cancelled()
         return done
 
-    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+    if intruding:
+        assert asyncio.run(main()) == {"b": 2.0, "c": 3.0, "d": 5.0}
+        assert [r.at for r in intruder] == [4.0]
+    else:
+        assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
 @BUCKETS

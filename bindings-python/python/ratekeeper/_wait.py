@@ -76,7 +76,7 @@ class _Waiter:
         self.cancels = self._cancel_requests()
         self.error: Optional[BaseException] = None
         self.moved: Optional[asyncio.Future[None]] = None
-        # The subject's events not of its waiters when it booked (see _booked_by_others).
+        # The subject's events not of its waiters when it booked (see _events_allowed).
         self.foreign = 0
 
     def _cancel_requests(self) -> int:
@@ -182,28 +182,37 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     if waiter not in queue:
         waiter.reservation.cancel()  # taken out by another's withdrawal
         return
+    if waiter.queue is None:
+        # Nobody moves: the booking is given back as its refund does.
+        waiter.reservation.cancel()
+        _leave(subject, queue, {id(waiter)})
+        return
     booker: Any = subject
-    if waiter.queue is not None and _booked_by_others(booker, waiter):
+    at = queue.index(waiter)
+    later = [w for w in queue[at + 1 :] if w.queue == waiter.queue]
+    # Cancelled too (many tasks at once): given back with the rest, and
+    # taken out now, so that their own withdrawals have nothing to do.
+    staying = [w for w in later if not w.cancelling()]
+    # Everything given back (newest first) and booked again in one native
+    # step, so that no other thread's call takes a slot between, and only
+    # if nobody but the waiters booked since (see _events_allowed).
+    rebooked = booker._rebook(
+        _events_allowed(booker, waiter),
+        [(w.reservation, w.args) for w in [*reversed(later), waiter]],
+        [w.args for w in staying],
+    )
+    if rebooked is None:
         # Nobody moves, and nothing is given back: its slot goes unused.
         _leave(subject, queue, {id(waiter)})
         return
-    at = queue.index(waiter)
-    later = [] if waiter.queue is None else [w for w in queue[at + 1 :] if w.queue == waiter.queue]
-    for other in reversed(later):
-        other.reservation.cancel()
-    waiter.reservation.cancel()
-    gone = {id(waiter)}
-    for other in later:
-        if other.cancelling():
-            # Cancelled too (many tasks at once): given back above, and
-            # taken out now, so that its own withdrawal has nothing to do.
-            gone.add(id(other))
-            continue
-        try:
-            other.reservation = booker._book(*other.args, None)
-            _count_mine(subject, other.reservation)
-        except Exception as error:  # the limiter refused: that waiter fails
-            other.error = error
+    gone = {id(w) for w in later if w not in staying}
+    gone.add(id(waiter))
+    for other, booking in zip(staying, rebooked):
+        if isinstance(booking, BaseException):  # the limiter refused: that waiter fails
+            other.error = booking
+        else:
+            other.reservation = booking
+            _count_mine(subject, booking)
         try:
             other.loop.call_soon_threadsafe(_wake, other)
         except RuntimeError:  # its loop is closed: nobody is waiting there
@@ -212,15 +221,15 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     _leave(subject, queue, gone)
 
 
-def _booked_by_others(booker: Any, waiter: _Waiter) -> bool:
-    """Whether ``booker`` booked after ``waiter`` for anyone but its waiters
-    (a thread's ``acquire``, a ``reserve()`` the caller holds), or
-    was reconfigured or restored since: those behind would then move up into
-    slots others hold (two units at once from a burst of one). Counted over
-    the whole limiter, every key of a keyed one: never too few. (As such,
-    not as the events after it less the waiters still here: a later waiter
-    gone, of another key or cancelled, is none of those.)"""
-    return bool(booker._events() - _MINE.get(id(booker), 0) > waiter.foreign)
+def _events_allowed(booker: Any, waiter: _Waiter) -> int:
+    """The most events (``booker._events()``) under which nobody but the
+    waiters booked after ``waiter``: a thread's ``acquire``, a ``reserve()``
+    the caller holds, a reconfigure or a restore since would make those
+    behind move up into slots others hold (two units at once from a burst of
+    one). Counted over the whole limiter, every key of a keyed one: never too
+    few. (As such, not as the events after it less the waiters still here: a
+    later waiter gone, of another key or cancelled, is none of those.)"""
+    return _MINE.get(id(booker), 0) + waiter.foreign
 
 
 def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
