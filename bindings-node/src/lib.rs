@@ -21,6 +21,7 @@
 mod clock;
 mod errors;
 mod fast;
+mod hash_seed;
 mod policy_config;
 mod shared;
 
@@ -413,7 +414,9 @@ pub fn keyed_new(
     eviction: Option<String>,
 ) -> napi::Result<u32> {
     let prototype = with(&env, prototype, |l| l.clone())?;
-    let store = shared::keyed(prototype, max_keys, eviction.as_deref()).or_throw(&env)?;
+    let mut store = shared::keyed(prototype, max_keys, eviction.as_deref()).or_throw(&env)?;
+    let (shared, bits) = hash_seed::host_seed();
+    store.seed_hashes(shared, bits);
     Ok(KEYED.with_borrow_mut(|t| t.insert(store)))
 }
 
@@ -468,8 +471,12 @@ pub fn keyed_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
     with_in(&KEYED, &env, handle, |s| shared::keyed_reclaim(s, now_ms))?.or_throw(&env)
 }
 
+/// A handle to the policy `built`, its keys' hashes seeded from the
+/// operating system (limits added later too).
 fn policy_handle(env: &Env, built: Result<Policy, Failure<napi::Error>>) -> napi::Result<u32> {
-    let policy = built.or_throw(env)?;
+    let mut policy = built.or_throw(env)?;
+    let (shared, bits) = hash_seed::host_seed();
+    policy.seed_hashes(shared, bits);
     Ok(POLICIES.with_borrow_mut(|t| t.insert(policy)))
 }
 
@@ -481,8 +488,8 @@ pub fn policy_from_config(env: Env, config: Unknown) -> napi::Result<u32> {
 
 /// An empty policy, for [`policy_add`].
 #[napi]
-pub fn policy_new() -> u32 {
-    POLICIES.with_borrow_mut(|t| t.insert(Policy::new()))
+pub fn policy_new(env: Env) -> napi::Result<u32> {
+    policy_handle(&env, Ok(Policy::new()))
 }
 
 /// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s

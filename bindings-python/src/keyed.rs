@@ -147,10 +147,14 @@ limiter_methods!(
             // AnyKeyed::new takes its configuration, never called.
             let prototype = limiter.snapshot(py);
             let window = prototype.window();
-            let store = AnyKeyed::new(prototype).bounded(max_keys.map(|max| max as u64), eviction);
+            let mut store = AnyKeyed::new(prototype)
+                .bounded(max_keys.map(|max| max as u64), eviction)
+                .map_err(|err| to_py(py, err))?;
+            let (seed, bits) = crate::hash_seed::host_seed();
+            store.seed_hashes(seed, bits);
             Ok(PyKeyedLimiter {
                 shared: Shared::new(
-                    store.map_err(|err| to_py(py, err))?,
+                    store,
                     limiter.clock().map(|clock| clock.clone_ref(py)),
                 ),
                 name: limiter.name_ref().clone_ref(py),

@@ -11,6 +11,7 @@ mod convert;
 mod decision;
 mod errors;
 mod guarantee;
+mod hash_seed;
 mod keyed;
 mod limiter;
 mod lock;

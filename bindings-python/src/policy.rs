@@ -200,8 +200,11 @@ impl Subject for PyPolicy {
 
 impl PyPolicy {
     /// `policy`, reading `clock`; by default `time.time` if a limit follows
-    /// a calendar (as `with_calendar` does), else `time.monotonic`.
-    fn with(py: Python<'_>, policy: Policy, clock: Option<Py<PyAny>>) -> PyResult<Self> {
+    /// a calendar (as `with_calendar` does), else `time.monotonic`; its
+    /// keys' hashes seeded from the operating system (limits added later too).
+    fn with(py: Python<'_>, mut policy: Policy, clock: Option<Py<PyAny>>) -> PyResult<Self> {
+        let (seed, bits) = crate::hash_seed::host_seed();
+        policy.seed_hashes(seed, bits);
         let calendar = (0..policy.len()).any(|i| policy.limiter(i).calendar().is_some());
         let policy = PyPolicy {
             shared: Shared::new(PolicyCore::new(policy), clock),

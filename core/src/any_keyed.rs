@@ -92,7 +92,8 @@ impl AnyKeyed {
     /// (WebAssembly) they are predictable, and a client could send keys
     /// crafted to collide in the table, each lookup then a scan of them.
     /// The WebAssembly binding seeds each store so, from the Web Crypto
-    /// API, at its first operation.
+    /// API, at its first operation; the Python and Node bindings from the
+    /// operating system's generator, when they build it.
     ///
     /// ```
     /// use ratekeeper::{AnyKeyed, Gcra, HashSeed, Nanos};
@@ -303,6 +304,16 @@ impl AnyKeyed {
     /// See [`KeyedLimiter::reclaim`].
     pub fn reclaim(&mut self, now: Nanos) {
         each!(&mut self.0, s => s.reclaim(now))
+    }
+}
+
+#[cfg(test)]
+impl AnyKeyed {
+    /// The hash of `key` in this store, for tests of what seeds it.
+    pub(crate) fn hash_of(&self, key: &[u8]) -> u64 {
+        use core::hash::BuildHasher;
+        let key = ByteKey::new(key);
+        each!(&self.0, s => s.hasher().hash_one(&key))
     }
 }
 

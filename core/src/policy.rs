@@ -51,6 +51,8 @@ pub struct Policy {
     /// (see `AnyKeyed::locate`): looked up once per request, from where
     /// the previous request's was.
     places: Vec<Option<usize>>,
+    /// The seed given to [`Policy::seed_hashes`], for limits added later.
+    seed: Option<(&'static crate::HashSeed, u64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -69,6 +71,12 @@ pub struct PolicyDecision {
     pub denied_by: Option<usize>,
 }
 
+/// The entropy of the limit at `place` of a policy seeded with `entropy`.
+fn own_entropy(entropy: u64, place: usize) -> u64 {
+    // Odd, so that each place gives another seed.
+    entropy ^ (place as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 impl Policy {
     /// A policy with no limits, which allows everything.
     pub fn new() -> Policy {
@@ -84,13 +92,18 @@ impl Policy {
         self.add_store(name, by, AnyKeyed::new(limiter))
     }
 
-    /// Adds a limit whose keyed store is given, for a bound on its keys.
-    pub fn add_store(&mut self, name: &str, by: &[&str], store: AnyKeyed) -> Result<(), Error> {
+    /// Adds a limit whose keyed store is given, for a bound on its keys. In
+    /// a policy seeded already ([`Policy::seed_hashes`]), the store is
+    /// seeded as the limits before it were.
+    pub fn add_store(&mut self, name: &str, by: &[&str], mut store: AnyKeyed) -> Result<(), Error> {
         if self.limits.iter().any(|l| l.name == name) {
             return Err(Error::InvalidValue {
                 name: "name",
                 reason: "is already the name of a limit in this policy",
             });
+        }
+        if let Some((shared, entropy)) = self.seed {
+            store.seed_hashes(shared, own_entropy(entropy, self.limits.len()));
         }
         self.limits.push(Limit {
             name: name.into(),
@@ -299,13 +312,12 @@ impl Policy {
 
     /// Seeds the hashing of every limit's keys (see
     /// [`AnyKeyed::seed_hashes`]): each limit's store from `shared`, and
-    /// from `entropy` and its place.
+    /// from `entropy` and its place; limits added later too.
     pub fn seed_hashes(&mut self, shared: &'static crate::HashSeed, entropy: u64) {
         for (i, limit) in self.limits.iter_mut().enumerate() {
-            // Odd, so that each place gives another seed.
-            let own = entropy ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            limit.store.seed_hashes(shared, own);
+            limit.store.seed_hashes(shared, own_entropy(entropy, i));
         }
+        self.seed = Some((shared, entropy));
     }
 
     /// Drops the keys of every limit that are back to fresh at `now`.
@@ -419,4 +431,36 @@ const UNDECIDED: Decision = Decision {
 fn key_of<'a>(keys: &'a [u8], ends: &[usize], i: usize) -> &'a [u8] {
     let start = if i == 0 { 0 } else { ends[i - 1] };
     &keys[start..ends[i]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Gcra, HashSeed};
+    use alloc::boxed::Box;
+
+    #[test]
+    fn limits_added_after_seeding_are_seeded_as_those_before() {
+        let shared: &'static HashSeed = Box::leak(Box::new(HashSeed::new(7)));
+        let gcra = || AnyLimiter::from(Gcra::new(1, Nanos(1)).unwrap());
+        let policy = |seed_after: usize| {
+            let mut policy = Policy::new();
+            for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+                if i == seed_after {
+                    policy.seed_hashes(shared, 42);
+                }
+                policy.add(name, &["user"], gcra()).unwrap();
+            }
+            policy
+        };
+        let (first, last, never) = (policy(0), policy(1), policy(3));
+        let hashes = |p: &Policy| -> Vec<u64> {
+            p.limits.iter().map(|l| l.store.hash_of(b"alice")).collect()
+        };
+        assert_eq!(hashes(&first), hashes(&last));
+        // Each place its own seed; none of them the unseeded stores'.
+        let seeded = hashes(&first);
+        assert!(seeded[0] != seeded[1] && seeded[1] != seeded[2] && seeded[0] != seeded[2]);
+        assert!(hashes(&never).iter().all(|h| !seeded.contains(h)));
+    }
 }
