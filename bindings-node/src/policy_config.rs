@@ -22,18 +22,6 @@ use ratekeeper::{Algorithm, Calendar, Eviction, LimitConfig, Policy, PolicyConfi
 
 use crate::shared::{counted_in_js, Failure, JsValueIn, Kind};
 
-/// The fields of a limit, in [`LimitConfig`]'s order.
-const LIMIT_FIELDS: [&str; 8] = [
-    "name",
-    "algorithm",
-    "rate",
-    "burst",
-    "calendar",
-    "by",
-    "max_keys",
-    "eviction",
-];
-
 /// `new Policy(config)`: `{ limits: [...] }`.
 pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V::Js>> {
     let Some(list) = Object::new(config, "config", &["limits"])?.get("limits")? else {
@@ -48,7 +36,7 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
     let mut limits = Vec::new();
     for i in 0..len {
         let path = format!("limits[{i}]");
-        limits.push(limit(&Object::new(&list.at(i)?, &path, &LIMIT_FIELDS)?)?);
+        limits.push(limit(&Object::new(&list.at(i)?, &path, &LimitConfig::FIELDS)?)?);
     }
     Ok(counted_in_js(PolicyConfig { limits }.policy()?)?)
 }

@@ -143,6 +143,23 @@ fn exact_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> 
         return Err(to_py(py, invalid_type(name, SECONDS)));
     }
     let fail = |reason| to_py(py, invalid_value(name, reason));
+    // A Decimal's size, known before its ratio: that of 1e-999999999 has a
+    // denominator of a billion digits, which took Python minutes to make.
+    // Beyond 10^±30 s, it is far out of range, or 0 ns once rounded.
+    let adjusted = match obj.getattr(intern!(py, "adjusted")) {
+        Ok(adjusted) => adjusted.call0().and_then(|a| a.extract::<i64>()).ok(),
+        Err(_) => None,
+    };
+    if let Some(adjusted) = adjusted.filter(|a| a.abs() > 30) {
+        if obj.lt(0)? {
+            return Err(fail("must not be negative"));
+        }
+        return if adjusted > 0 {
+            Err(fail(TOO_LARGE))
+        } else {
+            Ok(Nanos::ZERO)
+        };
+    }
     // Decimal('NaN') and Decimal('Infinity') refuse to give a ratio.
     let ratio = obj
         .call_method0(method)

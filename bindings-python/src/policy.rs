@@ -4,7 +4,10 @@
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use ratekeeper::{Algorithm, Decision, Error, Nanos, Policy, PolicyConfig, PolicyDecision};
+use ratekeeper::{
+    Algorithm, Decision, Error, LimitConfig, Nanos, Policy, PolicyConfig, PolicyDecision,
+};
+use serde_json::Value;
 
 use smallvec::SmallVec;
 
@@ -290,9 +293,104 @@ fn from_rates(
 
 /// A policy from a JSON configuration (`{"limits": [...]}`).
 fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
-    let config: PolicyConfig = serde_json::from_str(json)
-        .map_err(|err| invalid_config(py, format!("`config` {err}"), false))?;
+    let value: Value = serde_json::from_str(json)
+        .map_err(|err| invalid_config(py, format!("`config` is not valid JSON: {err}"), false))?;
+    let config =
+        policy_config(value).map_err(|err| invalid_config(py, format!("`config` {err}"), false))?;
     config.policy().map_err(|err| to_py(py, err))
+}
+
+/// The configuration `value` holds, read field by field, so that an error
+/// names its place (`limits[0].burst: invalid type: ...`), as the JS
+/// bindings' reader does, rather than a line and column of JSON text the
+/// caller may never have written (a mapping is dumped to JSON first). The
+/// fields, their defaults and what `null` means are serde's reading of
+/// `LimitConfig`: each field is deserialized on its own.
+fn policy_config(value: Value) -> Result<PolicyConfig, String> {
+    let mut top = object(value, "config", &["limits"])?;
+    let limits = match top.remove("limits") {
+        Some(Value::Array(limits)) => limits,
+        Some(other) => {
+            return Err(format!(
+                "limits: invalid type: {}, expected an array",
+                kind(&other)
+            ))
+        }
+        None => return Err("missing field `limits`".into()),
+    };
+    let mut read = Vec::new();
+    for (i, limit) in limits.into_iter().enumerate() {
+        let place = format!("limits[{i}]");
+        let mut fields = object(limit, &place, &LimitConfig::FIELDS)?;
+        // A field left out takes its default (`required` for those without one).
+        macro_rules! field {
+            ($name:literal) => {
+                match fields.remove($name) {
+                    Some(value) => serde_json::from_value(value)
+                        .map_err(|err| format!("{place}.{}: {err}", $name))?,
+                    None => Default::default(),
+                }
+            };
+            ($name:literal, required) => {
+                match fields.remove($name) {
+                    Some(value) => serde_json::from_value(value)
+                        .map_err(|err| format!("{place}.{}: {err}", $name))?,
+                    None => return Err(format!("{place}: missing field `{}`", $name)),
+                }
+            };
+        }
+        read.push(LimitConfig {
+            name: field!("name", required),
+            algorithm: field!("algorithm"),
+            rate: field!("rate", required),
+            burst: field!("burst"),
+            calendar: field!("calendar"),
+            by: field!("by"),
+            max_keys: field!("max_keys"),
+            eviction: field!("eviction"),
+        });
+    }
+    Ok(PolicyConfig { limits: read })
+}
+
+/// The fields of `value`, an object at `place` whose fields are among `known`.
+fn object(
+    value: Value,
+    place: &str,
+    known: &[&str],
+) -> Result<serde_json::Map<String, Value>, String> {
+    let Value::Object(fields) = value else {
+        return Err(format!(
+            "{place}: invalid type: {}, expected an object",
+            kind(&value)
+        ));
+    };
+    match fields.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(unknown) => {
+            // As the JS bindings say it: "expected `a`, `b` or `c`".
+            let quoted: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+            let expected = match quoted.split_last() {
+                Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+                _ => quoted.concat(),
+            };
+            Err(format!(
+                "{place}: unknown field `{unknown}`, expected {expected}"
+            ))
+        }
+        None => Ok(fields),
+    }
+}
+
+/// A JSON value's kind, as serde names it in its errors.
+fn kind(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) => format!("number `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Array(_) => "sequence".into(),
+        Value::Object(_) => "map".into(),
+    }
 }
 
 /// A policy from a configuration: a mapping (dumped to JSON) or a JSON string.
@@ -312,9 +410,21 @@ fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
         ));
     }
     let json = py.import(intern!(py, "json"))?;
+    // NaN and the infinities refused here, by name: dumped as `NaN`, they
+    // made text that is not JSON.
+    let strict = PyDict::new(py);
+    strict.set_item(intern!(py, "allow_nan"), false)?;
     let text = json
-        .call_method1(intern!(py, "dumps"), (config,))
-        .map_err(|err| invalid_config(py, format!("`config` is not JSON: {err}"), true))?;
+        .call_method(intern!(py, "dumps"), (config,), Some(&strict))
+        .map_err(|err| {
+            // A value of a type JSON cannot hold (TypeError), or a float it cannot (ValueError).
+            let wrong_type = err.is_instance_of::<pyo3::exceptions::PyTypeError>(py);
+            invalid_config(
+                py,
+                format!("`config` is not JSON: {}", err.value(py)),
+                wrong_type,
+            )
+        })?;
     from_json(py, &text.cast::<PyString>()?.to_cow()?)
 }
 

@@ -280,6 +280,9 @@ def test_names_are_any_str_and_appear_in_repr() -> None:
 
 def test_exact_seconds_from_decimal_and_fraction() -> None:
     assert SlidingWindowLog(1, Decimal("0.5")).window == 0.5
+    # Exponents near the bound of the shortcut still convert exactly.
+    assert SlidingWindowLog(1, Decimal("1e-9")).window == 1e-9
+    assert SlidingWindowLog(1, Decimal("1000000000000000000000000000000e-30")).window == 1.0
     assert SlidingWindowLog(1, Fraction(1, 3)).window == 0.333333333
     log = SlidingWindowLog(1, 1)
     # Near 2^64 ns a float is thousands of ns apart; a Decimal or Fraction is exact.
@@ -391,6 +394,11 @@ CONSTRUCTION_ERRORS: list[tuple[Callable[[], object], str, str]] = [
     (lambda: SlidingWindowLog(3, Decimal("NaN")), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Decimal("Infinity")), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Decimal("-1")), "invalid_value", "window"),
+    # Answered from the exponent: the ratio's billion-digit integer took minutes.
+    (lambda: SlidingWindowLog(3, Decimal("1e-999999999")), "zero_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("-1e-999999999")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("1e+999999999")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("1e31")), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Fraction(2**65)), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Fraction(1, 10**10)), "zero_value", "window"),
     (lambda: SlidingWindowCounter(0, 1), "zero_value", "limit"),

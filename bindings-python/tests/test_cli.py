@@ -260,6 +260,12 @@ def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
     (tmp_path / "unknown.json").write_text(json.dumps({"limits": [{"name": "a", "rate": "1/second", "bogus": 1}]}))
     status, _, err = run("explain", "--config", str(tmp_path / "unknown.json"))
     assert status == 2 and "argument --config" in err and "bogus" in err
+    # A wrong value named by its place in the file, not by a line and column
+    # of the JSON the file's data was dumped to again (a TOML file has none).
+    wrong = {"limits": [{"name": "a", "rate": "1/second"}, {"name": "b", "rate": "1/minute", "burst": "20"}]}
+    (tmp_path / "wrong.json").write_text(json.dumps(wrong, indent=2))
+    status, _, err = run("explain", "--config", str(tmp_path / "wrong.json"))
+    assert status == 2 and "limits[1].burst" in err and "line 1" not in err
     (tmp_path / "t.csv").write_text("0.0,a,1\nsoon,a,1\n")
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.csv"))
     assert status == 2 and "argument --trace" in err and "line 2" in err

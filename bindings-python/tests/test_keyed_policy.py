@@ -664,7 +664,7 @@ def test_policies_from_rate_strings() -> None:
     with pytest.raises(RateLimitError) as raised:
         Policy("10 per fortnight")
     assert raised.value.code == "invalid_syntax"
-    assert "`rate` does not parse" in str(raised.value)
+    assert "`rates` does not parse" in str(raised.value)
     # The place is counted in the text given, leading spaces included, as
     # from_rates and the JS builds count it.
     for make in (Policy, Policy.from_rates):
@@ -696,11 +696,28 @@ def test_policies_from_configurations() -> None:
         ({"limits": [{"name": "a", "rate": "1/second", "algorithm": "bucket"}]}, "bucket", RateLimitError),
         ('{"limits": [', "EOF", RateLimitError),
         ({"limits": [{"name": "a", "rate": "1/second", "burst": object()}]}, "not JSON", RateLimitTypeError),
+        # Each wrong value named by its place, not by a line and column of
+        # the JSON the mapping was dumped to.
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": "20"}]}, r'limits\[0\]\.burst: invalid type: string "20"', RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second"}, {"name": "b", "rate": "1/second", "by": "user"}]}, r"limits\[1\]\.by: invalid type", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": True}]}, r"limits\[0\]\.burst: invalid type: boolean", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "algorithm": None}]}, r"limits\[0\]\.algorithm: invalid type: null", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": 20.5}]}, r"limits\[0\]\.burst: invalid type: floating point", RateLimitError),
+        ({"limits": [{"rate": "1/second"}]}, r"limits\[0\]: missing field `name`", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "brust": 2}]}, r"limits\[0\]: unknown field `brust`", RateLimitError),
+        ({"limits": {"name": "a"}}, r"limits: invalid type: map, expected an array", RateLimitError),
+        ({"limits": ["a"]}, r'limits\[0\]: invalid type: string "a", expected an object', RateLimitError),
+        ({"limit": []}, r"config: unknown field `limit`", RateLimitError),
+        ({"limits": [{"name": "a", "rate": "1/second", "burst": float("nan")}]}, "not JSON: Out of range float", RateLimitError),
+        ('{"limits": [{"name": "a",\n "rate": 5}]}', r"limits\[0\]\.rate: invalid type: integer `5`", RateLimitError),
     ]
     for bad, named, error in cases:
         with pytest.raises(error, match=named) as raised:
             Policy.from_config(bad)
         assert raised.value.code == "invalid_config"  # type: ignore[attr-defined]
+        assert type(raised.value) is error
+        if not isinstance(bad, str):
+            assert "line 1" not in str(raised.value)
     with pytest.raises(RateLimitError) as raised:
         Policy({"limits": [{"name": "a", "rate": "1/second", "burst": 0}]})
     assert raised.value.code == "zero_value"

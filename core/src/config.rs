@@ -92,6 +92,19 @@ pub struct PolicyConfig {
 }
 
 impl LimitConfig {
+    /// The fields of a limit as configuration spells them, in this
+    /// struct's order: what the bindings' readers accept.
+    pub const FIELDS: [&'static str; 8] = [
+        "name",
+        "algorithm",
+        "rate",
+        "burst",
+        "calendar",
+        "by",
+        "max_keys",
+        "eviction",
+    ];
+
     /// The limiter this configuration describes (each key's fresh state).
     ///
     /// An error names the field at fault (`burst`, `rate`), not the
@@ -219,11 +232,23 @@ impl Policy {
     /// assert!(policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
     /// assert!(!policy.try_acquire(&[], later, 1).unwrap().decision.allowed);
     ///
-    /// // One rate twice, however spelled, is refused naming `rates`.
+    /// // A rate that does not parse, or one rate twice however spelled, is
+    /// // refused naming `rates`.
+    /// let typo = Policy::from_rates("10/sec", Algorithm::Gcra, &[]);
+    /// assert!(typo.unwrap_err().to_string().starts_with("`rates` does not parse"));
     /// let twice = Policy::from_rates("10/second;10 per second", Algorithm::Gcra, &[]);
     /// assert_eq!(twice.unwrap_err().to_string(), "`rates` lists one rate twice (as written or spelled another way)");
     /// ```
     pub fn from_rates(rates: &str, algorithm: Algorithm, by: &[&str]) -> Result<Policy, Error> {
+        // The caller's argument is `rates`: an error about one of them names it.
+        Self::rates_policy(rates, algorithm, by).map_err(|error| match error.argument() {
+            Some("rate") => error.renamed("rates"),
+            _ => error,
+        })
+    }
+
+    /// [`PolicyConfig::from_rates`], its errors naming each rate `rate`.
+    fn rates_policy(rates: &str, algorithm: Algorithm, by: &[&str]) -> Result<Policy, Error> {
         let mut policy = Policy::new();
         for rate in parse_rates(rates) {
             let rate = rate?;

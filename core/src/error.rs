@@ -129,6 +129,7 @@ impl Error {
 
     /// This error, naming the argument `name` instead (where it names one).
     #[cfg(feature = "alloc")]
+    #[inline(never)] // cold, and called from several places
     pub(crate) fn renamed(self, name: &'static str) -> Error {
         match self {
             Error::ZeroValue { .. } => Error::ZeroValue { name },

@@ -299,7 +299,7 @@ describe('Policy', () => {
     const config = { limits: [{ name: 'api', rate: '2/second' }] };
     assertLimiterError(() => new Policy(config, { by: ['user'] }), 'invalid_value', 'algorithm');
     assertLimiterError(() => new Policy(JSON.stringify(config), { algorithm: 'gcra' }), 'invalid_value', 'algorithm');
-    assertLimiterError(() => Policy.fromRates(JSON.stringify(config)), 'invalid_syntax', 'rate');
+    assertLimiterError(() => Policy.fromRates(JSON.stringify(config)), 'invalid_syntax', 'rates');
     assert.deepEqual(new Policy('2/second', { by: ['user'] }).limits, [{ name: '2/second', by: ['user'] }]);
     assert.deepEqual(new Policy(config, { clock: () => 0 }).limits, [{ name: 'api', by: [] }]);
   });
@@ -361,7 +361,7 @@ describe('Policy', () => {
     assert.equal(rates.tryAcquire({ ip: '1.2.3.4' }, 1, SECOND).allowed, true);
     assert.equal(rates.tryAcquire({ ip: '1.2.3.4' }, 1, 2 * SECOND).deniedBy, '3/minute');
     assert.throws(() => new Policy({ limits: [{ name: 'x', rate: '1/second', colour: 'red' }] }), (e) => e instanceof TypeError && e.code === 'invalid_config' && /colour/.test(e.message));
-    assertLimiterError(() => Policy.fromRates('ten per second'), 'invalid_syntax', 'rate');
+    assertLimiterError(() => Policy.fromRates('ten per second'), 'invalid_syntax', 'rates');
     assertLimiterError(() => new Policy(config).tryAcquire({}, 1, 0), 'invalid_value', 'request');
     assertLimiterError(() => new Policy(42), 'invalid_type', 'config');
   });
