@@ -275,10 +275,18 @@ def test_bad_config_file_and_trace_lines(tmp_path: Path) -> None:
         ('{"timestamp": "soon"}\n', "not a number"),
         ('{"timestamp": 0, "cost": -1}\n', "cost"),
         ('{"timestamp": 0}\n{"timestamp": 1,\n', "line 2: not JSON"),
+        # JSON's booleans are not the numbers 0 and 1 (they were, as times).
+        ('{"timestamp": false}\n{"timestamp": true}\n', "line 1: timestamp false is not a number"),
+        ('{"timestamp": 0, "cost": true}\n', "cost true is not a number"),
     ]:
         (tmp_path / "t.jsonl").write_text(bad)
         status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
         assert status == 2 and "argument --trace" in err and words in err, (bad, err)
+    # A null key is no key, as a missing one (it was the key "None").
+    (tmp_path / "null.jsonl").write_text('{"timestamp": 0, "key": null}\n{"timestamp": 0.5}\n')
+    assert _simulate.read_trace(str(tmp_path / "null.jsonl")).keys == ["", ""]
+    status, _, err = run("explain", "10/second", "--window", "1e-10")
+    assert status == 2 and "argument --window" in err and "shorter than 1 ns" in err
     (tmp_path / "big.csv").write_text("0.0,a,11\n")
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "big.csv"))
     assert status == 2 and "argument --trace" in err and "cost" in err
@@ -398,13 +406,18 @@ def test_the_bound_counts_the_events_each_generator_makes(monkeypatch: pytest.Mo
         generate("steady", 10, 1, 101, 0)
 
 
-def test_bursts_below_one_a_second_end_at_once_however_long() -> None:
-    # No second holds a burst: nothing to walk through its 1e12 seconds for.
-    done: list[int] = []
-    worker = threading.Thread(target=lambda: done.append(len(generate("bursty", 0.5, 1e12, 1, 0))), daemon=True)
-    worker.start()
-    worker.join(timeout=10)
-    assert done == [0]
+def test_bursts_keep_the_fraction_of_a_rate() -> None:
+    # The rate's fraction is spread over the seconds: 15.9 per second made 15
+    # in each second (150 in 10 s, where steady made 159), and 0.5 made none.
+    assert len(generate("bursty", 15.9, 10, 1, 0)) == 159 == len(generate("steady", 15.9, 10, 1, 0))
+    half = generate("bursty", 0.5, 10, 1, 0)
+    assert [int(t) for t in half.times] == [1, 3, 5, 7, 9]
+    # Nothing generated is named as such, not as an empty --trace.
+    for kind in ("steady", "bursty"):
+        with pytest.raises(CliError, match="^argument --duration: 1 s at --rate 0.5 generates no events"):
+            generate(kind, 0.5, 1, 1, 0)
+    status, _, err = run("simulate", "10/second", "--generate", "bursty", "--rate", "0.5", "--duration", "1")
+    assert status == 2 and "argument --duration" in err and "--trace" not in err
 
 
 def test_steady_traffic_at_the_limit_is_all_admitted_and_above_it_is_cut() -> None:

@@ -30,6 +30,8 @@ def _positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    if value < 1e-9:  # a limiter counts whole nanoseconds: it would be shown as 0 ns
+        raise argparse.ArgumentTypeError(f"{text!r} is shorter than 1 ns, the shortest duration a limiter counts")
     if value * 1e9 >= 2**64:  # the longest duration a limiter counts
         raise argparse.ArgumentTypeError(f"{text!r} is too long (the limit is 2^64 nanoseconds, about 584 years)")
     return value

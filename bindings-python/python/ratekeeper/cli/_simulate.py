@@ -53,9 +53,16 @@ def _json_value(row: Any, name: str, default: Optional[float], where: Callable[[
     value = row.get(name, default) if isinstance(row, dict) else None
     if value is None:
         raise CliError(f'argument --trace: {where()}: expected an object with "{name}"')
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):  # JSON's true and false, not 1 and 0
+        raise CliError(f"argument --trace: {where()}: {name} {json.dumps(value)} is not a number")
+    if not isinstance(value, (int, float)):
         return _number(str(value), name, where())
     return float(value)
+
+
+def _key(value: Any) -> str:
+    """A JSON row's key: null or none is the empty key, as a missing one."""
+    return "" if value is None else value if type(value) is str else str(value)
 
 
 def _read_json_lines(text: str, path: str) -> Trace:
@@ -73,18 +80,19 @@ def _read_json_lines(text: str, path: str) -> Trace:
     try:
         # The common case in comprehensions; anything odd goes the slow way, which
         # names the line at fault.
-        times = [float(row["timestamp"]) for row in rows]
-        keys = [str(row.get("key", "")) for row in rows]
+        stamps = [row["timestamp"] for row in rows]
+        keys = [_key(row.get("key")) for row in rows]
         costs = [row.get("cost", 1) for row in rows]
-        if all(type(c) is int and c >= 0 for c in costs):
-            return Trace(times, keys, costs)
+        # Numbers only (a bool is an int to Python, not to JSON).
+        if all(type(t) is float or type(t) is int for t in stamps) and all(type(c) is int and c >= 0 for c in costs):
+            return Trace([float(t) for t in stamps], keys, costs)
     except (TypeError, KeyError, ValueError, AttributeError):
         pass
     trace = Trace()
     for (number, _), row in zip(lines, rows):
         where = partial("{} line {}".format, path, number)  # formatted only for a message
         trace.times.append(_json_value(row, "timestamp", None, where))
-        trace.keys.append(str(row.get("key", "")))
+        trace.keys.append(_key(row.get("key")))
         cost = row.get("cost", 1)
         trace.costs.append(cost if type(cost) is int and cost >= 0 else _cost(_json_value(row, "cost", 1, where), where()))
     return trace
@@ -153,9 +161,10 @@ MAX_EVENTS = 10_000_000
 
 def _events(kind: str, rate: float, duration: float) -> float:
     """How many events ``generate`` would make (about, for ``poisson``; for ``bursty``,
-    whole seconds of ``int(rate)`` each, before those past the end are dropped)."""
+    those of whole seconds, before those past the end are dropped)."""
     if kind == "bursty":
-        return int(rate) * float(math.ceil(duration))  # a float: inf rather than a huge int
+        events = rate * float(math.ceil(duration))  # a float: inf rather than a huge int
+        return float(math.floor(events)) if math.isfinite(events) else events
     return rate * duration
 
 
@@ -188,10 +197,11 @@ def generate(kind: str, rate: float, duration: float, keys: int, seed: int) -> T
     else:
         if kind == "bursty":
             times = []
-            per_second = int(rate)
-            # Below 1 per second no second holds a request: none to walk through.
-            for second in range(math.ceil(duration) if per_second else 0):
-                times.extend(sorted(second + rng.random() * 0.1 for _ in range(per_second)))
+            # Second s holds floor(rate * (s + 1)) - floor(rate * s) requests: the
+            # rate's fraction spread over the seconds (15.9 per second: 159 in 10 s).
+            for second in range(math.ceil(duration)):
+                count = math.floor(rate * (second + 1)) - math.floor(rate * second)
+                times.extend(sorted(second + rng.random() * 0.1 for _ in range(count)))
             times = [t for t in times if t < duration]
         elif kind == "poisson":
             times = []
@@ -202,6 +212,8 @@ def generate(kind: str, rate: float, duration: float, keys: int, seed: int) -> T
         else:
             raise CliError(f"argument --generate: unknown kind {kind!r}")
         key_list = [names[i] for i in (rng.randrange(keys) for _ in times)] if keys > 1 else [names[0]] * len(times)
+    if not times:
+        raise CliError(f"argument --duration: {duration:g} s at --rate {rate:g} generates no events (lengthen --duration or raise --rate)")
     return Trace(times, key_list, [1] * len(times))
 
 
