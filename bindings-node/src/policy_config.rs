@@ -23,6 +23,7 @@ use ratekeeper::{Algorithm, Calendar, Eviction, LimitConfig, Policy, PolicyConfi
 use crate::shared::{counted_in_js, Failure, JsValueIn, Kind};
 
 /// `new Policy(config)`: `{ limits: [...] }`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V::Js>> {
     let Some(list) = Object::new(config, "config", &["limits"])?.get("limits")? else {
         return Err(shape("config", "missing field `limits`"));
@@ -36,12 +37,17 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
     let mut limits = Vec::new();
     for i in 0..len {
         let path = format!("limits[{i}]");
-        limits.push(limit(&Object::new(&list.at(i)?, &path, &LimitConfig::FIELDS)?)?);
+        limits.push(limit(&Object::new(
+            &list.at(i)?,
+            &path,
+            &LimitConfig::FIELDS,
+        )?)?);
     }
     Ok(counted_in_js(PolicyConfig { limits }.policy()?)?)
 }
 
 /// One element of `limits`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn limit<V: JsValueIn>(o: &Object<'_, V>) -> Result<LimitConfig, Failure<V::Js>> {
     let required = |name: &'static str| match o.kind(name)? {
         Some(Kind::String(s)) => Ok(s),
@@ -72,6 +78,7 @@ struct Object<'a, V> {
 
 impl<'a, V: JsValueIn> Object<'a, V> {
     /// `value`, which must be an object whose fields are all in `known`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn new(value: &'a V, path: &'a str, known: &[&str]) -> Result<Self, Failure<V::Js>> {
         match value.kind()? {
             Kind::Object => {}
@@ -86,11 +93,13 @@ impl<'a, V: JsValueIn> Object<'a, V> {
     }
 
     /// The place of field `name`, for messages.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn at(&self, name: &str) -> String {
         format!("{}.{name}", self.path)
     }
 
     /// Field `name`; `None` when the object has no such field.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn get(&self, name: &'static str) -> Result<Option<V>, Failure<V::Js>> {
         if self.keys.iter().any(|k| k == name) {
             self.value.get(name).map(Some)
@@ -100,11 +109,13 @@ impl<'a, V: JsValueIn> Object<'a, V> {
     }
 
     /// What field `name` holds (`Kind::Absent`: null); `None` when missing.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn kind(&self, name: &'static str) -> Result<Option<Kind>, Failure<V::Js>> {
         self.get(name)?.as_ref().map(JsValueIn::kind).transpose()
     }
 
     /// An optional field: missing or null is `None`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn optional(&self, name: &'static str) -> Result<Option<Kind>, Failure<V::Js>> {
         Ok(self
             .kind(name)?
@@ -112,6 +123,7 @@ impl<'a, V: JsValueIn> Object<'a, V> {
     }
 
     /// An optional whole number, from 0 to 2^64 - 1.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn whole(&self, name: &'static str) -> Result<Option<u64>, Failure<V::Js>> {
         match self.optional(name)? {
             None => Ok(None),
@@ -132,6 +144,7 @@ impl<'a, V: JsValueIn> Object<'a, V> {
     /// The value of `all` that `field` names, as the core's configuration
     /// spells it (exactly, as serde reads it); `None` when missing, or null
     /// when `null_is_none` (an `Option` field).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn named<T: Copy>(
         &self,
         field: &'static str,
@@ -159,6 +172,7 @@ impl<'a, V: JsValueIn> Object<'a, V> {
     }
 
     /// An array of strings; missing is empty.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn strings(&self, field: &'static str) -> Result<Vec<String>, Failure<V::Js>> {
         let Some(list) = self.get(field)? else {
             return Ok(Vec::new());
@@ -180,6 +194,7 @@ impl<'a, V: JsValueIn> Object<'a, V> {
 }
 
 /// `` `a`, `b` or `c` ``.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn one_of(names: &[&str]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
     match quoted.split_last() {
@@ -190,6 +205,7 @@ fn one_of(names: &[&str]) -> String {
 }
 
 /// A value of the wrong shape at `at`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn expected<J>(at: &str, what: &str, found: &Kind) -> Failure<J> {
     let found = match found {
         Kind::Absent => "null".to_owned(),
@@ -202,6 +218,7 @@ fn expected<J>(at: &str, what: &str, found: &Kind) -> Failure<J> {
     shape(at, &format!("expected {what}, found {found}"))
 }
 
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn shape<J>(at: &str, message: &str) -> Failure<J> {
     Failure::Config(format!("policy configuration: {at}: {message}"))
 }

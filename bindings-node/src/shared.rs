@@ -77,12 +77,14 @@ pub trait JsValueIn: Sized {
     fn keys(&self) -> Result<Vec<String>, Failure<Self::Js>>;
 }
 
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn invalid_type(name: &'static str, expected: &'static str) -> Error {
     Error::InvalidType { name, expected }
 }
 
 /// The JS spelling of a core (Rust) argument name, as error messages and
 /// option keys use it.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn js_name(rust: &'static str) -> &'static str {
     match rust {
         "refill_tokens" => "refillTokens",
@@ -109,6 +111,7 @@ pub fn js_name(rust: &'static str) -> &'static str {
 
 /// The message of `error` with its argument in JS spelling, whether it is a
 /// `TypeError` (else a `RangeError`), and its code.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn describe_error(error: &Error) -> (String, bool, &'static str) {
     let message = match error.argument() {
         Some(rust) => error.display_with(js_name(rust)).to_string(),
@@ -118,6 +121,7 @@ pub fn describe_error(error: &Error) -> (String, bool, &'static str) {
 }
 
 /// [`describe_error`] with `message` in place of the core's words.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn describe_worded(error: &Error, message: String) -> (String, bool, &'static str) {
     (
         message,
@@ -128,6 +132,7 @@ pub fn describe_worded(error: &Error, message: String) -> (String, bool, &'stati
 
 /// The names of the arguments the JS layer checks itself, so that its errors
 /// can hold `&'static str`s like the core's.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn static_name(name: &str) -> &'static str {
     const NAMES: &[&str] = &[
         "cost",
@@ -166,6 +171,7 @@ fn static_name(name: &str) -> &'static str {
 
 /// The `invalid_type` error for an argument the JS layer checked, given its
 /// Rust name and what it should be.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn type_error(name: &str, expected: &str) -> Error {
     const EXPECTED: &[&str] = &[
         "a number",
@@ -195,6 +201,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
 }
 
 /// Checks a duration in milliseconds the JS layer uses itself (`timeoutMs`).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn check_millis(value: f64, name: &str) -> Result<(), Error> {
     millis(value, static_name(name)).map(drop)
 }
@@ -322,6 +329,7 @@ fn booked(now: Nanos, wait: Nanos) -> Out {
 /// When units being given back were taken, from `[takenAtMs, slotHigh,
 /// slotLow]`: exactly the slot `slotHigh * 2^32 + slotLow` of a reservation
 /// ([`booked`]), or, when `slotHigh` is NaN, `takenAtMs`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn taken_at(taken: &[f64]) -> Result<Nanos, Error> {
     let &[taken_at_ms, high, low] = taken else {
         return Err(Error::InvalidValue {
@@ -355,6 +363,7 @@ pub fn reserve(l: &mut AnyLimiter, cost: f64, max_wait_ms: f64, now: Now) -> Ans
 
 /// `refund`: gives back `cost` units taken at `taken_at_ms`, or exactly at a
 /// reservation's slot (see [`taken_at`]).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn refund(l: &mut AnyLimiter, cost: f64, taken: &[f64]) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
     l.refund(taken_at(taken)?, cost);
@@ -362,6 +371,7 @@ pub fn refund(l: &mut AnyLimiter, cost: f64, taken: &[f64]) -> Result<(), Error>
 }
 
 /// `reconfigure`: `other`'s configuration replaces `l`'s at `now_ms`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn reconfigure(l: &mut AnyLimiter, other: AnyLimiter, now_ms: f64) -> Result<(), Error> {
     l.reconfigure(millis(now_ms, "now")?, other)
 }
@@ -369,6 +379,7 @@ pub fn reconfigure(l: &mut AnyLimiter, other: AnyLimiter, now_ms: f64) -> Result
 /// The header values of a decision made by `l`, called `name`: `RateLimit-Policy`,
 /// `RateLimit` and, when denied, `Retry-After`, joined by `\n` (which no value
 /// contains: the core writes any control character of a name as `?`).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn headers(l: &AnyLimiter, name: &str, allowed: bool, fields: Out) -> Result<String, Error> {
     let decision = decision_in(allowed, fields, DECISION)?;
     let headers = Headers::new(name, l.window(), &decision);
@@ -390,6 +401,7 @@ pub enum Field {
     Bandwidths(Vec<Vec<(&'static str, Field)>>),
 }
 
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
     vec![
         ("capacity", Field::Number(b.capacity() as f64)),
@@ -403,6 +415,7 @@ fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
 /// The configuration of `l` under its JS getter names: `algorithm`, `limit`,
 /// `windowMs`, then the algorithm's own (a bucket's `bandwidths`, a GCRA's
 /// `burst` and `emissionIntervalMs`, a queue's `capacity` and `intervalMs`).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn config(l: &AnyLimiter) -> Vec<(&'static str, Field)> {
     let mut fields = vec![
         ("algorithm", Field::Str(l.algorithm())),
@@ -441,10 +454,12 @@ pub fn config(l: &AnyLimiter) -> Vec<(&'static str, Field)> {
 struct Options<'a, V>(&'a V);
 
 impl<V: JsValueIn> Options<'_, V> {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn value(&self, name: &'static str) -> Result<Kind, Failure<V::Js>> {
         self.0.get(js_name(name))?.kind()
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn optional_number(&self, name: &'static str) -> Result<Option<f64>, Failure<V::Js>> {
         match self.value(name)? {
             Kind::Absent => Ok(None),
@@ -453,11 +468,13 @@ impl<V: JsValueIn> Options<'_, V> {
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn number(&self, name: &'static str) -> Result<f64, Failure<V::Js>> {
         self.optional_number(name)?
             .ok_or_else(|| invalid_type(name, "a number").into())
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn count(&self, name: &'static str) -> Result<u64, Failure<V::Js>> {
         Ok(count(self.number(name)?, name)?)
     }
@@ -466,6 +483,7 @@ impl<V: JsValueIn> Options<'_, V> {
     /// a positive number of ms that rounds to 0 ns is refused as what it
     /// became, zero, but in words that say why. (Without the number: float
     /// formatting would add 7 KB to the gzipped wasm.)
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn millis(&self, name: &'static str) -> Result<Nanos, Failure<V::Js>> {
         let ms = self.number(name)?;
         let nanos = millis(ms, name)?;
@@ -479,6 +497,7 @@ impl<V: JsValueIn> Options<'_, V> {
         Ok(nanos)
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn optional_count(&self, name: &'static str) -> Result<Option<u64>, Failure<V::Js>> {
         match self.optional_number(name)? {
             None => Ok(None),
@@ -486,6 +505,7 @@ impl<V: JsValueIn> Options<'_, V> {
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refill(&self) -> Result<Refill, Failure<V::Js>> {
         match self.value("refill")? {
             Kind::Absent => Ok(Refill::Greedy),
@@ -502,6 +522,7 @@ impl<V: JsValueIn> Options<'_, V> {
 }
 
 /// The options object of a constructor: anything but an object is a `TypeError`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn options<V: JsValueIn>(value: &V) -> Result<Options<'_, V>, Failure<V::Js>> {
     match value.kind()? {
         Kind::Object | Kind::Array(_) => Ok(Options(value)),
@@ -510,6 +531,7 @@ fn options<V: JsValueIn>(value: &V) -> Result<Options<'_, V>, Failure<V::Js>> {
 }
 
 /// One bandwidth: the options of `new TokenBucket`, or an element of `bandwidths`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn bandwidth<V: JsValueIn>(value: &V, in_list: bool) -> Result<Bandwidth, Failure<V::Js>> {
     let o = match value.kind()? {
         Kind::Object | Kind::Array(_) => Options(value),
@@ -527,11 +549,13 @@ fn bandwidth<V: JsValueIn>(value: &V, in_list: bool) -> Result<Bandwidth, Failur
 }
 
 /// `new TokenBucket({ capacity, refillTokens, refillPeriodMs, initialTokens?, refill? })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn token_bucket<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     Ok(AnyLimiter::token_bucket(&[bandwidth(options, false)?])?)
 }
 
 /// `TokenBucket.fromBandwidths([{ capacity, refillTokens, refillPeriodMs, ... }, ...])`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn token_bucket_from_bandwidths<V: JsValueIn>(list: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     let Kind::Array(len) = list.kind()? else {
         return Err(invalid_type("bandwidths", "an array").into());
@@ -554,12 +578,14 @@ pub fn token_bucket_from_bandwidths<V: JsValueIn>(list: &V) -> Result<AnyLimiter
 }
 
 /// `new Gcra({ burst, emissionIntervalMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn gcra<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     let o = self::options(options)?;
     Ok(Gcra::new(o.count("burst")?, o.millis("emission_interval")?)?.into())
 }
 
 /// `Gcra.perPeriod({ burst, tokens, periodMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn gcra_per_period<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     let o = self::options(options)?;
     let (burst, tokens) = (o.count("burst")?, o.count("tokens")?);
@@ -567,18 +593,21 @@ pub fn gcra_per_period<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<
 }
 
 /// `new LeakyBucket({ capacity, intervalMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn leaky_bucket<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     let o = self::options(options)?;
     Ok(LeakyBucket::new(o.count("capacity")?, o.millis("interval")?)?.into())
 }
 
 /// `new SlidingWindowLog({ limit, windowMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn sliding_window_log<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     let o = self::options(options)?;
     Ok(SlidingWindowLog::new(o.count("limit")?, o.millis("window")?)?.into())
 }
 
 /// `new SlidingWindowCounter({ limit, windowMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn sliding_window_counter<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     Ok(match window_options(options)? {
         (limit, Ok(window)) => SlidingWindowCounter::new(limit, window)?.into(),
@@ -587,6 +616,7 @@ pub fn sliding_window_counter<V: JsValueIn>(options: &V) -> Result<AnyLimiter, F
 }
 
 /// `new FixedWindow({ limit, windowMs })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn fixed_window<V: JsValueIn>(options: &V) -> Result<AnyLimiter, Failure<V::Js>> {
     Ok(match window_options(options)? {
         (limit, Ok(window)) => FixedWindow::new(limit, window)?.into(),
@@ -599,6 +629,7 @@ type Windows = Result<Nanos, Calendar>;
 
 /// A window algorithm's options: `{ limit, windowMs }` or `{ limit, calendar: 'day' | 'week' | 'month' }`
 /// (calendar periods in UTC, `nowMs` then being milliseconds since the Unix epoch).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V::Js>> {
     let o = self::options(options)?;
     let limit = o.count("limit")?;
@@ -637,6 +668,7 @@ pub type Key<'a> = &'a [u8];
 /// `new KeyedLimiter(limiter, { maxKeys?, eviction? })`, or a policy's limit
 /// (see [`policy_add`]): every key starts as a copy of `prototype`'s
 /// configuration, fresh. `None`: not given.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed(
     prototype: AnyLimiter,
     max_keys: Option<f64>,
@@ -686,6 +718,7 @@ pub fn keyed_op(
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_refund(s: &mut AnyKeyed, key: Key, cost: f64, taken: &[f64]) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
     s.refund(key, taken_at(taken)?, cost);
@@ -693,6 +726,7 @@ pub fn keyed_refund(s: &mut AnyKeyed, key: Key, cost: f64, taken: &[f64]) -> Res
 }
 
 /// `keyed.reclaim(nowMs)`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_reclaim(s: &mut AnyKeyed, now_ms: f64) -> Result<(), Error> {
     s.reclaim(millis(now_ms, "now")?);
     Ok(())
@@ -702,6 +736,7 @@ pub fn keyed_reclaim(s: &mut AnyKeyed, now_ms: f64) -> Result<(), Error> {
 /// `[allowed (1 or 0), remaining, limit, retryAfterMs, resetAfterMs]`. A
 /// failed call changes nothing: a cost that would fail its own entry (above
 /// the limit) fails the whole call before anything is decided.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_try_acquire_batch(
     s: &mut AnyKeyed,
     key: Key,
@@ -730,6 +765,7 @@ pub fn keyed_try_acquire_batch(
 // ---- Policies -------------------------------------------------------------
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_from_rates<J>(
     rates: &str,
     algorithm: &str,
@@ -753,6 +789,7 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// 2^53 - 1, as the limiters' own options are. A rate string or a
 /// configuration could name more, whose decisions (and so their headers)
 /// JS could not hold.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn counted_in_js(policy: Policy) -> Result<Policy, Error> {
     for i in 0..policy.len() {
         let limit = policy.limiter(i).limit();
@@ -768,6 +805,7 @@ pub fn counted_in_js(policy: Policy) -> Result<Policy, Error> {
 }
 
 /// `{ name, by, limiter }`: a limit of copies of `limiter`'s configuration.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_add(
     p: &mut Policy,
     name: &str,
@@ -908,6 +946,7 @@ pub fn policy_op(
 
 /// `policy.reserve(request, cost, maxWaitMs, nowMs)`: booked in every limit
 /// (`[waitMs, atMs]`), or in none, with the combined decision and details.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn policy_reserve(
     p: &mut Policy,
     request: &[(&str, &[u8])],
@@ -933,6 +972,7 @@ fn policy_reserve(
 }
 
 /// `policy.refund(request, cost, takenAtMs)`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_refund(
     p: &mut Policy,
     fields: &[String],
@@ -944,6 +984,7 @@ pub fn policy_refund(
 }
 
 /// `policy.reclaim(nowMs)`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     p.reclaim(millis(now_ms, "now")?);
     Ok(())
@@ -952,6 +993,7 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
 /// For each limit: its name, its calendar's name (empty for none), the
 /// number of fields it is keyed by (in decimal), then those fields. (Fields
 /// joined by a separator could not be told apart from fields containing it.)
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(p: &Policy) -> Vec<String> {
     let mut out = Vec::with_capacity(3 * p.len());
     for i in 0..p.len() {
@@ -969,6 +1011,7 @@ pub fn policy_limits(p: &Policy) -> Vec<String> {
 /// combined retry) when denied; joined by `\n`. `decision` holds five numbers
 /// per limit, as [`policy_details`] wrote them, after five numbers for the
 /// combined decision.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
     if decision.len() != 5 * (p.len() + 1) {
         return Err(invalid_type("decision", "a decision"));
@@ -1017,6 +1060,7 @@ const LIMIT_DECISION: [&str; 4] = [
 ];
 
 /// A decision from JS numbers, each named in errors by `names`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn decision_in(allowed: bool, fields: Out, names: [&'static str; 4]) -> Result<Decision, Error> {
     let [remaining, limit, retry_after, reset_after] = fields;
     Ok(Decision {
@@ -1031,6 +1075,7 @@ fn decision_in(allowed: bool, fields: Out, names: [&'static str; 4]) -> Result<D
 // ---- Portable state -------------------------------------------------------
 
 /// `limiter.toBytes()`: the limiter's state, versioned and tied to its configuration.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn to_bytes(l: &AnyLimiter) -> Vec<u8> {
     l.to_bytes()
 }
@@ -1038,6 +1083,7 @@ pub fn to_bytes(l: &AnyLimiter) -> Vec<u8> {
 /// `limiter.restore(bytes)`: a `RangeError` with a `state_*` code when the
 /// bytes are not the state of a limiter of this very configuration; then
 /// nothing changes.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn restore(l: &mut AnyLimiter, bytes: &[u8]) -> Result<(), Error> {
     l.restore(bytes)
 }

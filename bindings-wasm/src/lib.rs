@@ -11,6 +11,9 @@
 //! throw a `RangeError` or `TypeError` carrying `.code` (see `errors.rs`);
 //! nothing panics on host input.
 
+// Cold functions are compiled for size where scripts/wasm.sh sets this cfg.
+#![cfg_attr(ratekeeper_size, feature(optimize_attribute))]
+
 mod errors;
 #[path = "../../bindings-node/src/policy_config.rs"]
 mod policy_config;
@@ -75,6 +78,7 @@ fn status(answer: shared::Answer) -> u32 {
 
 /// The error of the last operation that returned 2, to be thrown by the JS layer.
 #[wasm_bindgen(js_name = takeError)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn take_error() -> JsValue {
     ERROR
         .with_borrow_mut(Option::take)
@@ -84,6 +88,7 @@ pub fn take_error() -> JsValue {
 /// A `Float64Array` over the four numbers each operation writes. It is
 /// detached (length 0) once the memory grows: ask again then.
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn scratch() -> Float64Array {
     let address = SCRATCH.with(|cells| cells.as_ptr() as u32);
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
@@ -94,6 +99,7 @@ pub fn scratch() -> Float64Array {
 /// before [`keyed_op_scratch`]. Detached once the memory grows, like
 /// [`scratch`].
 #[wasm_bindgen(js_name = keyScratch)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn key_scratch() -> Uint8Array {
     bytes_of(KEY.with(|cells| cells.as_ptr() as u32), KEY_SCRATCH)
 }
@@ -101,11 +107,13 @@ pub fn key_scratch() -> Uint8Array {
 /// A `Uint8Array` over the bytes where the JS layer writes a policy's
 /// request before [`policy_op_scratch`], as [`key_scratch`] is.
 #[wasm_bindgen(js_name = fieldScratch)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn field_scratch() -> Uint8Array {
     bytes_of(FIELDS.with(|cells| cells.as_ptr() as u32), FIELD_SCRATCH)
 }
 
 /// A `Uint8Array` over `len` bytes of the module's memory at `address`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn bytes_of(address: u32, len: usize) -> Uint8Array {
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
     Uint8Array::new_with_byte_offset_and_length(&memory.buffer(), address, len as u32)
@@ -125,6 +133,7 @@ struct In(JsValue);
 impl JsValueIn for In {
     type Js = JsValue;
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn kind(&self) -> Result<Kind, Failure<JsValue>> {
         let value = &self.0;
         Ok(if value.is_undefined() || value.is_null() {
@@ -142,18 +151,21 @@ impl JsValueIn for In {
         })
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn get(&self, key: &'static str) -> Result<Self, Failure<JsValue>> {
         Reflect::get(&self.0, &JsValue::from_str(key))
             .map(In)
             .map_err(Failure::Js)
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn at(&self, index: u32) -> Result<Self, Failure<JsValue>> {
         Reflect::get_u32(&self.0, index)
             .map(In)
             .map_err(Failure::Js)
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn keys(&self) -> Result<Vec<String>, Failure<JsValue>> {
         let object: &Object = self.0.unchecked_ref();
         Ok(Object::keys(object)
@@ -168,6 +180,7 @@ macro_rules! constructors {
     ($($(#[$doc:meta])* $name:ident / $js:ident => $build:path;)*) => {$(
         $(#[$doc])*
         #[wasm_bindgen(js_name = $js)]
+        #[cfg_attr(ratekeeper_size, optimize(size))]
         pub fn $name(options: JsValue) -> Result<Handle, JsValue> {
             let limiter = $build(&In(options)).map_err(failure_to_js)?;
             Ok(Handle(RefCell::new(limiter)))
@@ -225,12 +238,14 @@ pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32
 /// Gives back `cost` units taken at `taken`: `[takenAtMs, slotHigh, slotLow]`
 /// (see `shared::taken_at`).
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn refund(handle: &Handle, cost: f64, taken: Vec<f64>) -> Result<(), JsValue> {
     shared::refund(&mut handle.0.borrow_mut(), cost, &taken).map_err(to_js)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn reconfigure(handle: &Handle, other: &Handle, now_ms: f64) -> Result<(), JsValue> {
     let new = other.0.borrow().clone();
     shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms).map_err(to_js)
@@ -238,6 +253,7 @@ pub fn reconfigure(handle: &Handle, other: &Handle, now_ms: f64) -> Result<(), J
 
 /// The header values of a decision, joined by `\n`.
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn headers(
     handle: &Handle,
     name: &str,
@@ -251,6 +267,7 @@ pub fn headers(
     shared::headers(&handle.0.borrow(), name, allowed, fields).map_err(to_js)
 }
 
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
     let object = Object::new();
     for (key, field) in fields {
@@ -272,30 +289,35 @@ fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
 
 /// The configuration behind the getters.
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn config(handle: &Handle) -> Result<Object, JsValue> {
     fields_to_js(shared::config(&handle.0.borrow()))
 }
 
 /// Throws the `invalid_type` error for an argument the JS layer checked.
 #[wasm_bindgen(js_name = typeError)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn type_error(name: &str, expected: &str) -> Result<(), JsValue> {
     Err(to_js(shared::type_error(name, expected)))
 }
 
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
 #[wasm_bindgen(js_name = checkMillis)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn check_millis(value: f64, name: &str) -> Result<(), JsValue> {
     shared::check_millis(value, name).map_err(to_js)
 }
 
 /// `limiter.toBytes()`.
 #[wasm_bindgen(js_name = toBytes)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn to_bytes(handle: &Handle) -> Vec<u8> {
     shared::to_bytes(&handle.0.borrow())
 }
 
 /// `limiter.restore(bytes)`.
 #[wasm_bindgen]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn restore(handle: &Handle, bytes: &[u8]) -> Result<(), JsValue> {
     shared::restore(&mut handle.0.borrow_mut(), bytes).map_err(to_js)
 }
@@ -321,6 +343,7 @@ extern "C" {
 /// the system). wasm has no address-space layout randomization, so
 /// foldhash's own seeds are the same in every instance, and keys could be
 /// crafted to collide in a store (see `AnyKeyed::seed_hashes`).
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn entropy() -> Option<u64> {
     let mut words = [0u32; 2];
     if get_random_values(&mut words).is_ok() {
@@ -336,6 +359,7 @@ thread_local! {
 }
 
 /// The shared hash seed and a store's own bits, if the host gives entropy now.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn host_seed() -> Option<(&'static HashSeed, u64)> {
     let bits = entropy()?;
     let shared = HASH_SEED.with(|seed| {
@@ -373,6 +397,7 @@ fn seeded<'a, T>(
 
 /// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
 #[wasm_bindgen(js_name = keyedNew)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_new(
     prototype: &Handle,
     max_keys: Option<f64>,
@@ -385,6 +410,7 @@ pub fn keyed_new(
 
 /// The configuration of a keyed limiter's keys, as a new limiter handle.
 #[wasm_bindgen(js_name = keyedPrototype)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_prototype(handle: &KeyedHandle) -> Handle {
     Handle(RefCell::new(handle.0.borrow().prototype()))
 }
@@ -461,6 +487,7 @@ fn written<'a, const N: usize>(
 
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
 #[wasm_bindgen(js_name = keyedRefund)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_refund(
     handle: &KeyedHandle,
     key: &str,
@@ -473,6 +500,7 @@ pub fn keyed_refund(
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)`.
 #[wasm_bindgen(js_name = keyedTryAcquireBatch)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_try_acquire_batch(
     handle: &KeyedHandle,
     key: &str,
@@ -491,6 +519,7 @@ pub fn keyed_len(handle: &KeyedHandle) -> u32 {
 
 /// `keyed.reclaim(nowMs)`.
 #[wasm_bindgen(js_name = keyedReclaim)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_reclaim(handle: &KeyedHandle, now_ms: f64) -> Result<(), JsValue> {
     shared::keyed_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
 }
@@ -502,6 +531,7 @@ pub struct PolicyHandle(RefCell<Policy>, Cell<bool>);
 
 /// `new Policy(config)`, the config as plain data (see [`policy_config`]).
 #[wasm_bindgen(js_name = policyFromConfig)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_from_config(config: JsValue) -> Result<PolicyHandle, JsValue> {
     let policy = policy_config::policy_from_config(&In(config)).map_err(failure_to_js)?;
     Ok(PolicyHandle(RefCell::new(policy), Cell::new(false)))
@@ -509,6 +539,7 @@ pub fn policy_from_config(config: JsValue) -> Result<PolicyHandle, JsValue> {
 
 /// An empty policy, for [`policy_add`].
 #[wasm_bindgen(js_name = policyNew)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_new() -> PolicyHandle {
     PolicyHandle(RefCell::new(Policy::new()), Cell::new(false))
 }
@@ -516,6 +547,7 @@ pub fn policy_new() -> PolicyHandle {
 /// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
 /// configuration, at most `max_keys` keys held (`eviction` at the bound).
 #[wasm_bindgen(js_name = policyAdd)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_add(
     handle: &PolicyHandle,
     name: &str,
@@ -541,6 +573,7 @@ pub fn policy_add(
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
 #[wasm_bindgen(js_name = policyFromRates)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_from_rates(
     rates: &str,
     algorithm: &str,
@@ -554,6 +587,7 @@ pub fn policy_from_rates(
 /// limits: the JS layer calls it for each policy it builds. The array may
 /// then lie elsewhere: each policy operation says how often it moved.
 #[wasm_bindgen(js_name = fitPolicy)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn fit_policy(limits: usize) {
     let len = 2 + 5 * limits;
     DETAILS.with_borrow_mut(|details| {
@@ -581,6 +615,7 @@ fn policy_answer(answer: shared::Answer) -> u32 {
 /// returned array cost wasm-bindgen an allocation, a copy and a free per
 /// decision. Detached once the memory grows, and moved by [`fit_policy`].
 #[wasm_bindgen(js_name = policyDetails)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_details() -> Float64Array {
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
     DETAILS.with_borrow(|details| {
@@ -651,6 +686,7 @@ pub fn policy_op_scratch(
 
 /// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
 #[wasm_bindgen(js_name = policyRefund)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_refund(
     handle: &PolicyHandle,
     fields: Vec<String>,
@@ -663,18 +699,21 @@ pub fn policy_refund(
 
 /// `policy.reclaim(nowMs)`.
 #[wasm_bindgen(js_name = policyReclaim)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_reclaim(handle: &PolicyHandle, now_ms: f64) -> Result<(), JsValue> {
     shared::policy_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
 }
 
 /// Each limit's name and its fields (see `shared::policy_limits`).
 #[wasm_bindgen(js_name = policyLimits)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(handle: &PolicyHandle) -> Vec<String> {
     shared::policy_limits(&handle.0.borrow())
 }
 
 /// The headers of a policy decision (see `shared::policy_headers`).
 #[wasm_bindgen(js_name = policyHeaders)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_headers(handle: &PolicyHandle, decision: Vec<f64>) -> Result<String, JsValue> {
     shared::policy_headers(&handle.0.borrow(), &decision).map_err(to_js)
 }

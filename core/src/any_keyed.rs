@@ -49,6 +49,7 @@ pub struct HashSeed(SharedSeed);
 
 impl HashSeed {
     /// The shared seed that `entropy`, random bits from the host, makes.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(entropy: u64) -> HashSeed {
         HashSeed(SharedSeed::from_u64(entropy))
     }
@@ -73,6 +74,7 @@ macro_rules! each {
 impl AnyKeyed {
     /// A store in which every key starts as a fresh `prototype`: its
     /// configuration, never called, whatever `prototype` has seen.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
         AnyKeyed(match prototype.fresh() {
             AnyLimiter::Gcra(gcra) => {
@@ -104,12 +106,14 @@ impl AnyKeyed {
     /// store.seed_hashes(shared, 0x1234_abcd_0042);
     /// assert!(!store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn seed_hashes(&mut self, shared: &'static HashSeed, entropy: u64) {
         each!(&mut self.0, s => s.set_hasher(Hasher::with_seed(entropy, &shared.0)))
     }
 
     /// The same store, holding at most `max_keys` keys; see
     /// [`KeyedLimiter::with_max_keys`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_max_keys(self, max_keys: usize, eviction: crate::Eviction) -> Result<Self, Error> {
         Ok(AnyKeyed(match self.0 {
             Store::Gcra(s) => Store::Gcra(s.with_max_keys(max_keys, eviction)?),
@@ -138,6 +142,7 @@ impl AnyKeyed {
     /// let err = store().bounded(None, Some(Eviction::Refuse)).unwrap_err();
     /// assert_eq!(err.argument(), Some("eviction"));
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn bounded(
         self,
         max_keys: Option<u64>,
@@ -158,6 +163,7 @@ impl AnyKeyed {
     }
 
     /// The configuration every key follows.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn prototype(&self) -> AnyLimiter {
         match &self.0 {
             Store::Gcra(s) => AnyLimiter::Gcra(s.prototype().clone()),
@@ -192,6 +198,7 @@ impl AnyKeyed {
     }
 
     /// See [`KeyedLimiter::try_acquire_batch`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn try_acquire_batch(
         &mut self,
         key: &[u8],
@@ -208,6 +215,7 @@ impl AnyKeyed {
     }
 
     /// See [`KeyedLimiter::reserve`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reserve(
         &mut self,
         key: &[u8],
@@ -219,6 +227,7 @@ impl AnyKeyed {
     }
 
     /// See [`KeyedLimiter::reserve_after`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reserve_after(
         &mut self,
         key: &[u8],
@@ -276,6 +285,7 @@ impl AnyKeyed {
     }
 
     /// See [`KeyedLimiter::would_book`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn would_book(
         &self,
         key: &[u8],
@@ -297,11 +307,13 @@ impl AnyKeyed {
     }
 
     /// See [`KeyedLimiter::refund`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn refund(&mut self, key: &[u8], taken_at: Nanos, cost: u64) {
         each!(&mut self.0, s => s.refund(&Query(key), taken_at, cost))
     }
 
     /// See [`KeyedLimiter::reclaim`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reclaim(&mut self, now: Nanos) {
         each!(&mut self.0, s => s.reclaim(now))
     }

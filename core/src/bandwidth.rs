@@ -39,6 +39,7 @@ impl Refill {
     /// assert!(Refill::ALL.into_iter().all(|r| Refill::from_name(r.name()) == Some(r)));
     /// assert_eq!(Refill::from_name("Greedy"), None);
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Refill> {
         Refill::ALL.into_iter().find(|r| r.name() == name)
     }
@@ -85,12 +86,14 @@ impl Bandwidth {
     ///
     /// Fails when a value is zero, or when refilling the whole capacity would
     /// take longer than [`Nanos::MAX`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn greedy(capacity: u64, refill_tokens: u64, refill_period: Nanos) -> Result<Self, Error> {
         Self::new(Refill::Greedy, capacity, refill_tokens, refill_period)
     }
 
     /// A bandwidth that adds all of `refill_tokens` at the end of each
     /// period, starting full. Fails like [`Bandwidth::greedy`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn interval(
         capacity: u64,
         refill_tokens: u64,
@@ -110,6 +113,7 @@ impl Bandwidth {
     /// assert_eq!(rule, Bandwidth::interval(100, 100, Nanos::from_secs(60)).unwrap());
     /// assert_eq!(rule.refill(), Refill::Interval);
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(
         refill: Refill,
         capacity: u64,
@@ -122,6 +126,7 @@ impl Bandwidth {
     /// The same bandwidth holding `initial_tokens` at the bucket's first call.
     ///
     /// Fails when `initial_tokens` exceeds the capacity.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_initial_tokens(mut self, initial_tokens: u64) -> Result<Self, Error> {
         if initial_tokens > self.capacity() {
             return Err(Error::TooLarge {
@@ -134,6 +139,7 @@ impl Bandwidth {
         Ok(self)
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn build(
         capacity: u64,
         refill_tokens: u64,
@@ -317,6 +323,7 @@ impl Band {
     /// clipped refill would fund a second booking at the same instant.
     /// `None` when the band does not hold `cost` at the slot, or when the
     /// numbers do not fit in 128 bits.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn booked(self, rule: &Bandwidth, wait: u64, cost: u64) -> Option<Band> {
         let at_slot = self.advanced(rule, wait);
         if !at_slot.holds(cost) {
@@ -375,6 +382,7 @@ impl Band {
     /// This band following a new rule: whole tokens and debt carry over
     /// (tokens capped at the new capacity); a partial token, or the time into
     /// the current interval, restarts.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn reconfigured(self, rule: &Bandwidth) -> Band {
         Band {
             tokens: self.tokens.min(rule.capacity()),
@@ -506,6 +514,7 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 impl Bandwidth {
     /// Feeds the rule to a state fingerprint.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn fingerprint(&self, fingerprint: &mut Fingerprint) {
         for word in [
             self.capacity(),
@@ -521,6 +530,7 @@ impl Bandwidth {
 
 impl Band {
     /// Writes the band's state: tokens, owed, carry.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn write(&self, w: &mut Writer<'_>) {
         for field in [self.tokens, self.owed, self.carry] {
             w.varint(field);
@@ -528,6 +538,7 @@ impl Band {
     }
 
     /// Reads a band of `rule` (see [`Band::checked`]).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn read(rule: &Bandwidth, r: &mut Reader<'_>) -> Result<Band, Error> {
         let tokens = r.at_most(rule.capacity())?;
         let owed = r.varint()?;
@@ -538,6 +549,7 @@ impl Band {
     /// A band of `rule` holding this state, checking what the arithmetic
     /// relies on: tokens within capacity, debt only in an empty band, a
     /// carry below the step (and none in a full greedy band).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn checked(
         rule: &Bandwidth,
         tokens: u64,

@@ -61,6 +61,7 @@ impl Calendar {
     }
 
     /// The calendar named `name` (`day`, `week` or `month`, in any case).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Calendar> {
         Calendar::ALL
             .into_iter()

@@ -110,6 +110,7 @@ impl LimitConfig {
     /// An error names the field at fault (`burst`, `rate`), not the
     /// argument of the limiter's constructor it went to (`capacity`,
     /// `refill_period`), which a configuration does not have.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn limiter(&self) -> Result<AnyLimiter, Error> {
         self.build().map_err(|error| {
             let field = match error.argument() {
@@ -126,6 +127,7 @@ impl LimitConfig {
         })
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn build(&self) -> Result<AnyLimiter, Error> {
         let rates = parse_rates(&self.rate).collect::<Result<Vec<Rate>, Error>>()?;
         let single = || match rates[..] {
@@ -201,6 +203,7 @@ impl LimitConfig {
     }
 
     /// The keyed store this configuration describes.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn store(&self) -> Result<AnyKeyed, Error> {
         AnyKeyed::new(self.limiter()?).bounded(self.max_keys, self.eviction)
     }
@@ -208,6 +211,7 @@ impl LimitConfig {
 
 impl PolicyConfig {
     /// The policy this configuration describes.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn policy(&self) -> Result<Policy, Error> {
         let mut policy = Policy::new();
         for limit in &self.limits {
@@ -239,6 +243,7 @@ impl Policy {
     /// let twice = Policy::from_rates("10/second;10 per second", Algorithm::Gcra, &[]);
     /// assert_eq!(twice.unwrap_err().to_string(), "`rates` lists one rate twice (as written or spelled another way)");
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_rates(rates: &str, algorithm: Algorithm, by: &[&str]) -> Result<Policy, Error> {
         // The caller's argument is `rates`: an error about one of them names it.
         Self::rates_policy(rates, algorithm, by).map_err(|error| match error.argument() {
@@ -308,6 +313,7 @@ impl Algorithm {
     /// assert_eq!(Algorithm::from_name("gcra"), Some(Algorithm::Gcra));
     /// assert_eq!(Algorithm::from_name("GCRA"), None);
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Algorithm> {
         Algorithm::ALL.into_iter().find(|a| a.name() == name)
     }
@@ -321,6 +327,7 @@ impl Algorithm {
 }
 
 /// `period / amount`, when it is a whole number of nanoseconds.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn whole_interval(rate: Rate) -> Result<Nanos, Error> {
     if rate.period.0 % rate.amount != 0 {
         return Err(Error::InvalidValue {

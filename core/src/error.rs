@@ -130,6 +130,7 @@ impl Error {
     /// This error, naming the argument `name` instead (where it names one).
     #[cfg(feature = "alloc")]
     #[inline(never)] // cold, and called from several places
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn renamed(self, name: &'static str) -> Error {
         match self {
             Error::ZeroValue { .. } => Error::ZeroValue { name },
@@ -150,6 +151,7 @@ impl Error {
         Renamed(self, argument)
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
         match self {
             Error::ZeroValue { .. } => write!(f, "`{name}` must be greater than zero"),
@@ -189,12 +191,14 @@ impl Error {
 struct Renamed<'a>(&'a Error, &'a str);
 
 impl fmt::Display for Renamed<'_> {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.write(f, self.1)
     }
 }
 
 impl fmt::Display for Error {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write(f, self.argument().unwrap_or("value"))
     }

@@ -63,6 +63,7 @@ impl FixedWindow {
     /// A limiter admitting at most `limit` units in each aligned `window`.
     ///
     /// Fails when a value is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(limit: u64, window: Nanos) -> Result<Self, Error> {
         if limit == 0 {
             return Err(Error::ZeroValue { name: "limit" });
@@ -78,6 +79,7 @@ impl FixedWindow {
     /// must then be nanoseconds since the Unix epoch.
     ///
     /// Fails when `limit` is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_calendar(limit: u64, calendar: Calendar) -> Result<Self, Error> {
         if limit == 0 {
             return Err(Error::ZeroValue { name: "limit" });
@@ -124,6 +126,7 @@ impl FixedWindow {
     /// holding that instant, and the room left there is the smaller of what
     /// each configuration leaves: `min(limit - used, new limit - used)`.
     /// Units of earlier windows are forgotten, as at any window boundary.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: FixedWindow) {
         let view = self.view(now);
         let room = (self.limit - view.used).min(new.limit.saturating_sub(view.used));
@@ -228,6 +231,7 @@ impl Limiter for FixedWindow {
 
     /// Admitted from the earliest window with room on, after every earlier
     /// booking; the units count in the window holding the slot.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         let (_, _, fits_at) = self.decide(now, cost)?;
         Ok(aligned::reserve_after(self, now, cost, wait, fits_at))
@@ -237,6 +241,7 @@ impl Limiter for FixedWindow {
     /// that is the window the limiter counts (the one holding the latest call
     /// or booking). Units of other windows stay: an earlier window is over,
     /// and while a booking is pending the current one is no longer counted.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         if self.windows.index(taken_at.0) == self.index {
             self.used -= cost.min(self.used);
@@ -249,17 +254,20 @@ impl Codec for FixedWindow {
         6
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.limit);
         self.windows.fingerprint(fingerprint);
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         for field in [self.latest, self.floor, self.index, self.used] {
             w.varint(field);
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.floor = r.varint()?;

@@ -81,6 +81,7 @@ impl Gcra {
     ///
     /// Fails when a value is zero, or when `burst * emission_interval`
     /// exceeds [`Nanos::MAX`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(burst: u64, emission_interval: Nanos) -> Result<Self, Error> {
         Self::build(burst, emission_interval.0, "emission_interval")
     }
@@ -90,6 +91,7 @@ impl Gcra {
     ///
     /// Fails like [`Gcra::new`], and with [`Error::InvalidValue`] when
     /// `period` is not a whole number of nanoseconds per token.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn per_period(burst: u64, tokens: u64, period: Nanos) -> Result<Self, Error> {
         if burst == 0 {
             return Err(Error::ZeroValue { name: "burst" });
@@ -145,6 +147,7 @@ impl Gcra {
     /// is what [`TokenBucket::reconfigure`](crate::TokenBucket::reconfigure)
     /// does with `TokenBucket::new(burst, 1, T)`, but for a limiter never
     /// called: it counts as full at `now` (the bucket becomes `new`).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: Gcra) {
         let state = self.at(now);
         let available =
@@ -302,6 +305,7 @@ impl Limiter for Gcra {
     /// are served in order. Refused also when that would put the TAT more
     /// than 2^64 - 1 ns past the latest time seen (the one case where a
     /// token bucket, whose debt is counted in units, books).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.burst)?;
         let state = self.at(now);
@@ -325,6 +329,7 @@ impl Limiter for Gcra {
     /// Moves the TAT back by `cost * T`, never behind the latest time seen
     /// (a full limiter). `taken_at` is not needed, and the clock is not moved
     /// to it: it may be a reservation's slot, in the future.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
         self.used = self
             .used
@@ -337,16 +342,19 @@ impl Codec for Gcra {
         2
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.burst);
         fingerprint.word(self.interval.get());
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         w.varint(self.latest);
         w.varint(self.used);
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         // Any used tolerance is possible: reservations may book far ahead.
         self.latest = r.varint()?;

@@ -36,6 +36,7 @@ impl<'a> Headers<'a> {
     /// The headers of `decision`, made by a limit called `name` that grants
     /// `decision.limit` units per `window` (see
     /// `AnyLimiter::window`, with the `alloc` feature).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(name: &'a str, window: Nanos, decision: &'a Decision) -> Headers<'a> {
         Headers {
             name,
@@ -45,6 +46,7 @@ impl<'a> Headers<'a> {
     }
 
     /// The `RateLimit-Policy` value: `"name";q=<limit>;w=<window seconds>`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn policy(&self) -> impl fmt::Display + 'a {
         Item(
             self.name,
@@ -54,6 +56,7 @@ impl<'a> Headers<'a> {
     }
 
     /// The `RateLimit` value: `"name";r=<remaining>;t=<reset seconds>`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn rate_limit(&self) -> impl fmt::Display + 'a {
         let reset = ceil_secs(self.decision.reset_after);
         let remaining = self.decision.remaining.min(MAX_SF_INTEGER);
@@ -61,6 +64,7 @@ impl<'a> Headers<'a> {
     }
 
     /// The `Retry-After` value in seconds, for a denied request only.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn retry_after(&self) -> Option<u64> {
         (!self.decision.allowed).then(|| ceil_secs(self.decision.retry_after))
     }
@@ -79,6 +83,7 @@ pub(crate) fn ceil_secs(ns: Nanos) -> u64 {
 struct Item<'a>(&'a str, (&'static str, u64), (&'static str, u64));
 
 impl fmt::Display for Item<'_> {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Item(name, (k1, v1), (k2, v2)) = self;
         write!(f, "{};{k1}={v1};{k2}={v2}", Quoted(name))
@@ -90,6 +95,7 @@ impl fmt::Display for Item<'_> {
 struct Quoted<'a>(&'a str);
 
 impl fmt::Display for Quoted<'_> {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"")?;
         for c in self.0.chars() {

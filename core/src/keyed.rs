@@ -238,6 +238,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// A store hashing keys with `hasher` (for instance
     /// `std::hash::RandomState`, keyed per process, where keys come from
     /// untrusted clients and the `std` hasher's resistance matters).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_hasher(prototype: L, hasher: S) -> Self {
         // A new key's state, long after: back to fresh, unless it starts
         // short of it (a bucket never called is as of its first call).
@@ -259,6 +260,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Hashes keys with `hasher` from now on, rehashing the keys held (one
     /// pass): for a host whose randomness comes after the store was built.
     /// Decisions are unchanged.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn set_hasher(&mut self, hasher: S) {
         self.states.set_hasher(hasher);
     }
@@ -271,6 +273,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 
     /// The same store, holding at most `max_keys` keys (at least 1; above
     /// 2^32 - 1, that is the bound).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_max_keys(mut self, max_keys: usize, eviction: Eviction) -> Result<Self, Error> {
         if max_keys == 0 {
             return Err(Error::ZeroValue { name: "max_keys" });
@@ -506,6 +509,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     }
 
     /// [`Self::reserve`], making the key to keep with `own`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn reserve_with<Q>(
         &mut self,
         key: &Q,
@@ -545,6 +549,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     }
 
     /// [`Self::reserve_after`], making the key to keep with `own`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn reserve_after_with<Q>(
         &mut self,
         key: &Q,
@@ -573,6 +578,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Whether [`Self::reserve_after`] would book, changing nothing: how a
     /// policy asks every limit before any books, since a booking may evict
     /// other keys from a bounded store, which could not be undone.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub(crate) fn would_book<Q>(
         &self,
         key: &Q,
@@ -597,6 +603,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 
     /// Gives back `cost` units of `key` taken at `taken_at`, like
     /// [`Limiter::refund`]. A key not held is fresh: nothing to give back.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn refund<Q>(&mut self, key: &Q, taken_at: Nanos, cost: u64)
     where
         Q: ?Sized + Hash + Equivalent<K>,
@@ -667,20 +674,38 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         };
         let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
         if let Some(state) = new {
-            // Whether the new key is fresh is asked of its state as saved,
-            // not of the limiter `f` had: an address passed to a call keeps
-            // that limiter in memory, where it stalls the CPU as above.
-            let reset = self
-                .prototype
-                .read_state(&state, now, |l| reset_after(l, now));
-            if reset != 0 {
-                self.make_room(now)?;
-                // Not held: `get_mut` found nothing, and making room only removes.
-                self.states.insert_new(own(key), state);
-                self.next_fresh.lower(now.0.saturating_add(reset));
-            }
+            self.keep_new(key, own, now, state)?;
         }
         Ok((answer, lag))
+    }
+
+    /// The end of [`Self::apply`] for a key not held, whose state after the
+    /// call is `state`: kept, unless it is fresh. Out of line, so that it is
+    /// compiled once per store, not once per operation (`apply`'s `f`).
+    #[inline(never)]
+    fn keep_new<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        state: L::State,
+    ) -> Result<(), Error>
+    where
+        Q: ?Sized,
+    {
+        // Whether the new key is fresh is asked of its state as saved, not
+        // of the limiter `f` had: an address passed to a call keeps that
+        // limiter in memory, where it stalls the CPU as above.
+        let reset = self
+            .prototype
+            .read_state(&state, now, |l| reset_after(l, now));
+        if reset != 0 {
+            self.make_room(now)?;
+            // Not held: `get_mut` found nothing, and making room only removes.
+            self.states.insert_new(own(key), state);
+            self.next_fresh.lower(now.0.saturating_add(reset));
+        }
+        Ok(())
     }
 
     /// Whether a key back to fresh is dropped (see [`KeyedLimiter`]): then a
@@ -749,7 +774,14 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 /// build once, not once per crate that instantiates a keyed store.
 #[inline(never)]
 fn nth_smallest(values: &mut [u64], index: usize) -> u64 {
-    *values.select_nth_unstable(index).1
+    // Sorted in the wasm build, where `select_nth_unstable` and its
+    // median-of-medians fallback were 3.6 KB of the download (the sort is
+    // there anyway): O(n log n) rather than O(n), once per sweep.
+    #[cfg(target_family = "wasm")]
+    values.sort_unstable();
+    #[cfg(not(target_family = "wasm"))]
+    values.select_nth_unstable(index);
+    values[index]
 }
 
 /// Whether `limiter` is back to a fresh limiter's state at `now`.

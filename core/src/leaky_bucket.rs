@@ -88,6 +88,7 @@ impl LeakyBucket {
     ///
     /// Fails when a value is zero, or when `capacity * interval` exceeds
     /// [`Nanos::MAX`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(capacity: u64, interval: Nanos) -> Result<Self, Error> {
         if capacity == 0 {
             return Err(Error::ZeroValue { name: "capacity" });
@@ -120,6 +121,7 @@ impl LeakyBucket {
     /// least the longer of the two intervals after the last queued unit's
     /// slot. The queue may then hold more than the new capacity; it admits
     /// nothing until it has room.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: LeakyBucket) {
         let state = self.at(now);
         let stretch = new.interval.saturating_sub(self.interval);
@@ -203,6 +205,7 @@ impl Limiter for LeakyBucket {
     /// queue's end and the slot counts as queued from then on: the queue
     /// cannot hold a gap, so it admits less behind such a booking, never
     /// more.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.capacity)?;
         let mut state = self.at(now);
@@ -232,6 +235,7 @@ impl Limiter for LeakyBucket {
     /// queue when they are its last ones (the latest request, or its last
     /// `cost` units); otherwise does nothing, since the requests queued after
     /// them were promised their slots. The clock does not move to `taken_at`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         let end = taken_at.0 as u128 + cost as u128 * self.interval as u128;
         if cost > 0 && end == self.latest as u128 + self.backlog as u128 {
@@ -245,16 +249,19 @@ impl Codec for LeakyBucket {
         3
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.capacity);
         fingerprint.word(self.interval);
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         w.varint(self.latest);
         w.varint(self.backlog);
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.backlog = r.varint()?;

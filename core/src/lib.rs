@@ -50,6 +50,9 @@
 //!   `LimitConfig`, policies from JSON or TOML.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// The wasm build (scripts/wasm.sh, nightly rustc) compiles cold operations
+// (configuration, state codec, reconfigure, reserve, refund...) for size.
+#![cfg_attr(ratekeeper_size, feature(optimize_attribute))]
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -88,6 +88,7 @@ impl Policy {
     /// fresh `limiter`.
     ///
     /// Fails with [`Error::InvalidValue`] when `name` is already taken.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add(&mut self, name: &str, by: &[&str], limiter: AnyLimiter) -> Result<(), Error> {
         self.add_store(name, by, AnyKeyed::new(limiter))
     }
@@ -95,6 +96,7 @@ impl Policy {
     /// Adds a limit whose keyed store is given, for a bound on its keys. In
     /// a policy seeded already ([`Policy::seed_hashes`]), the store is
     /// seeded as the limits before it were.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add_store(&mut self, name: &str, by: &[&str], mut store: AnyKeyed) -> Result<(), Error> {
         if self.limits.iter().any(|l| l.name == name) {
             return Err(Error::InvalidValue {
@@ -135,6 +137,7 @@ impl Policy {
     }
 
     /// The fields limit `index` is keyed by. Panics when out of range.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn keyed_by(&self, index: usize) -> impl Iterator<Item = &str> {
         self.limits[index].by.iter().map(String::as_str)
     }
@@ -152,6 +155,7 @@ impl Policy {
     /// assert!(policy.try_acquire(&request, Nanos::ZERO, 1).is_err());
     /// assert_eq!(policy.missing_field(&request), Some(("per-ip", "ip")));
     /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn missing_field(&self, request: &[(&str, &[u8])]) -> Option<(&str, &str)> {
         self.limits.iter().find_map(|limit| {
             let missing = limit
@@ -163,6 +167,7 @@ impl Policy {
     }
 
     /// The configuration of limit `index`. Panics when out of range.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn limiter(&self, index: usize) -> AnyLimiter {
         self.limits[index].store.prototype()
     }
@@ -261,6 +266,7 @@ impl Policy {
     /// own earlier slot instead, as this did before, counted a request
     /// where it did not proceed: many waiters whose slots fall together
     /// all passed a shared limit at once.)
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reserve(
         &mut self,
         request: &[(&str, &[u8])],
@@ -295,6 +301,7 @@ impl Policy {
 
     /// Gives back `cost` units taken at `taken_at` in every limit, as
     /// [`Limiter::refund`](crate::Limiter::refund) does.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn refund(
         &mut self,
         request: &[(&str, &[u8])],
@@ -313,6 +320,7 @@ impl Policy {
     /// Seeds the hashing of every limit's keys (see
     /// [`AnyKeyed::seed_hashes`]): each limit's store from `shared`, and
     /// from `entropy` and its place; limits added later too.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn seed_hashes(&mut self, shared: &'static crate::HashSeed, entropy: u64) {
         for (i, limit) in self.limits.iter_mut().enumerate() {
             limit.store.seed_hashes(shared, own_entropy(entropy, i));
@@ -321,6 +329,7 @@ impl Policy {
     }
 
     /// Drops the keys of every limit that are back to fresh at `now`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reclaim(&mut self, now: Nanos) {
         for limit in &mut self.limits {
             limit.store.reclaim(now);

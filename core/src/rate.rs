@@ -90,6 +90,7 @@ impl Rate {
     /// `amount` units per `period`.
     ///
     /// Fails when a value is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(amount: u64, period: Nanos) -> Result<Rate, Error> {
         if amount == 0 {
             return Err(Error::ZeroValue { name: "amount" });
@@ -107,6 +108,7 @@ impl Rate {
     /// that is not a rate, [`Error::ZeroValue`] for a count or multiple of 0,
     /// and [`Error::Overflow`] for a count above 2^64 - 1 or a period of
     /// 2^64 ns or more.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn parse(s: &str) -> Result<Rate, Error> {
         parse_one(s, 0, s.len(), "the end of the rate")
     }
@@ -116,6 +118,7 @@ impl FromStr for Rate {
     type Err = Error;
 
     /// The same as [`Rate::parse`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn from_str(s: &str) -> Result<Rate, Error> {
         Rate::parse(s)
     }
@@ -124,6 +127,7 @@ impl FromStr for Rate {
 impl fmt::Display for Rate {
     /// The canonical form: `"10/second"`, `"10/2 seconds"`, `"100/minute"`,
     /// `"5/30 days"`.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (amount, period) = (self.amount, self.period.0);
         let secs = period / SECOND;
@@ -159,6 +163,7 @@ impl fmt::Display for Rate {
 /// let error = parse_rates("10/hour;;100/day").nth(1).unwrap().unwrap_err();
 /// assert_eq!(error.to_string(), "`rate` does not parse: expected a count at byte 8");
 /// ```
+#[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn parse_rates(s: &str) -> impl Iterator<Item = Result<Rate, Error>> + '_ {
     let mut next = Some(0);
     core::iter::from_fn(move || {
@@ -177,6 +182,7 @@ fn is_space(c: char) -> bool {
 }
 
 /// The value of a run of ASCII digits, if it fits in 64 bits.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn number(digits: &str) -> Option<u64> {
     digits.bytes().try_fold(0u64, |n, d| {
         n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
@@ -185,6 +191,7 @@ fn number(digits: &str) -> Option<u64> {
 
 /// Reads the rate in `s[start..end]`, nothing else; `after` is what may
 /// follow it.
+#[cfg_attr(ratekeeper_size, optimize(size))]
 fn parse_one(s: &str, start: usize, end: usize, after: &'static str) -> Result<Rate, Error> {
     let item = &s[..end];
     let syntax = |at, expected| Error::InvalidSyntax {

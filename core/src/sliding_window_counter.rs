@@ -116,6 +116,7 @@ impl SlidingWindowCounter {
     /// guarantee above).
     ///
     /// Fails when a value is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(limit: u64, window: Nanos) -> Result<Self, Error> {
         if limit == 0 {
             return Err(Error::ZeroValue { name: "limit" });
@@ -134,6 +135,7 @@ impl SlidingWindowCounter {
     /// Unix epoch. See the guarantee above for months of unequal lengths.
     ///
     /// Fails when `limit` is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn with_calendar(limit: u64, calendar: Calendar) -> Result<Self, Error> {
         if limit == 0 {
             return Err(Error::ZeroValue { name: "limit" });
@@ -182,6 +184,7 @@ impl SlidingWindowCounter {
     /// left there is the smaller of what each configuration leaves: the old
     /// estimate's room and `new limit - prev - current`. Units of earlier
     /// windows are forgotten, as the old configuration had forgotten them.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: SlidingWindowCounter) {
         let view = self.view(now);
         let known = view.prev.saturating_add(view.cur);
@@ -325,6 +328,7 @@ impl Limiter for SlidingWindowCounter {
     /// Admitted from the earliest instant the estimate admits `cost` on,
     /// after every earlier booking; the units count in the window holding
     /// the slot.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         let (_, _, fits_at) = self.decide(now, cost)?;
         Ok(aligned::reserve_after(self, now, cost, wait, fits_at))
@@ -333,6 +337,7 @@ impl Limiter for SlidingWindowCounter {
     /// Gives back up to `cost` units to the window holding `taken_at`, if the
     /// counter still counts it: the window of the latest call or booking, or
     /// the one before. Units of other windows stay.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         let count = match self.index.checked_sub(self.windows.index(taken_at.0)) {
             Some(0) => &mut self.cur,
@@ -348,17 +353,20 @@ impl Codec for SlidingWindowCounter {
         5
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.limit);
         self.windows.fingerprint(fingerprint);
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         for field in [self.latest, self.floor, self.index, self.cur, self.prev] {
             w.varint(field);
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.floor = r.varint()?;

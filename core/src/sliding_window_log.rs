@@ -76,6 +76,7 @@ impl SlidingWindowLog {
     /// A log admitting at most `limit` units in any `window`.
     ///
     /// Fails when a value is zero or `limit` exceeds [`MAX_LOG_LIMIT`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(limit: u64, window: Nanos) -> Result<Self, Error> {
         if limit == 0 {
             return Err(Error::ZeroValue { name: "limit" });
@@ -148,6 +149,7 @@ impl SlidingWindowLog {
     /// little longer than they would have, never shorter. Entries keep
     /// their whole cost, above the new limit too, so that a refund gives
     /// back from what was really taken.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: SlidingWindowLog) {
         let view = self.view_at(self.latest.max(now));
         self.apply(&view);
@@ -319,6 +321,7 @@ impl Limiter for SlidingWindowLog {
     /// Admitted from the earliest instant `cost` fits on, not before the
     /// newest entry; recorded at the slot, which takes a new entry of the
     /// ring unless it is the newest entry's instant.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         let (_, view, fits_at) = self.decide(now, cost)?;
         self.apply(&view);
@@ -330,6 +333,7 @@ impl Limiter for SlidingWindowLog {
     /// of the acquire, or the slot a reservation was given). Units recorded at
     /// other instants stay: moving them would let a later window count less
     /// than what really happened in it.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         let Some(i) = (0..self.len)
             .rev()
@@ -378,6 +382,7 @@ impl Codec for SlidingWindowLog {
         4
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.limit);
         fingerprint.word(self.window);
@@ -386,6 +391,7 @@ impl Codec for SlidingWindowLog {
     /// The latest time, the number of entries, then each entry oldest
     /// first: its time after the previous entry's (the first: absolute)
     /// and its cost.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         w.varint(self.latest.0);
         w.varint(self.len as u64);
@@ -398,6 +404,7 @@ impl Codec for SlidingWindowLog {
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = Nanos(r.varint()?);
         let len = r.at_most(self.room() as u64)? as usize;

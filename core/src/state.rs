@@ -50,12 +50,14 @@ const HEADER: usize = 8;
 /// ```
 pub trait Portable: codec::Codec + Clone {
     /// The length of [`encode`](Portable::encode)'s output.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn encoded_len(&self) -> usize {
         self.encode(&mut []).unwrap_or_else(|needed| needed)
     }
 
     /// Writes the state into `out`, returning the length written, or
     /// `Err(needed)` (writing nothing useful) when `out` is too short.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn encode(&self, out: &mut [u8]) -> Result<usize, usize> {
         let mut w = codec::Writer { out, len: 0 };
         w.bytes(&MAGIC);
@@ -73,6 +75,7 @@ pub trait Portable: codec::Codec + Clone {
 
     /// The state as a new vector of bytes.
     #[cfg(feature = "alloc")]
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn to_bytes(&self) -> alloc::vec::Vec<u8> {
         let mut out = alloc::vec![0; self.encoded_len()];
         let len = self.encode(&mut out).unwrap_or(0);
@@ -81,6 +84,7 @@ pub trait Portable: codec::Codec + Clone {
     }
 
     /// Replaces this limiter's state with the one `bytes` hold.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn restore(&mut self, bytes: &[u8]) -> Result<(), Error> {
         if bytes.len() < HEADER {
             return Err(Error::StateTruncated);

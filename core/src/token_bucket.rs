@@ -211,6 +211,7 @@ impl<const N: usize> TokenBucket<N> {
     /// A bucket that must satisfy every one of `bandwidths`.
     ///
     /// Fails when `N` is zero.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_bandwidths(bandwidths: [Bandwidth; N]) -> Result<Self, Error> {
         if N == 0 {
             return Err(Error::ZeroValue { name: "bandwidths" });
@@ -230,6 +231,7 @@ impl<const N: usize> TokenBucket<N> {
     /// or the time into the current interval, restarts at `now`. A bucket
     /// that has never been called becomes `new` as built (only the
     /// configuration of `new` is used, never its state).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: TokenBucket<N>) {
         if self.updated.is_none() {
             *self = new.fresh();
@@ -427,6 +429,7 @@ impl<const N: usize> Keyed for TokenBucket<N> {
     }
 
     #[inline]
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state<R>(&self, state: &BucketState<N>, _: Nanos, f: impl FnOnce(&Self) -> R) -> R {
         f(&TokenBucket {
             rules: self.rules,
@@ -487,6 +490,7 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     /// refill until then (which the capacity caps); each band then holds
     /// what it would had `cost` been taken at the slot. Refused also when
     /// the debt does not fit in 64 bits (it is computed in 128).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.limit())?;
         let mut level = exact(self.level_at::<Exact>(now));
@@ -515,6 +519,7 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     /// reads: in any span, admitted units are at most the bucket's bound plus
     /// the units refunded so far. A bucket never called has taken nothing,
     /// and takes nothing back (one starting short would gain tokens).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, _taken_at: Nanos, cost: u64) {
         if self.updated.is_none() {
             return;
@@ -530,6 +535,7 @@ impl<const N: usize> Codec for TokenBucket<N> {
         1
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(N as u64);
         for rule in &self.rules {
@@ -538,6 +544,7 @@ impl<const N: usize> Codec for TokenBucket<N> {
     }
 
     /// Whether the bucket has been called (and when), then each band.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
         match self.updated {
             None => w.varint(0),
@@ -551,6 +558,7 @@ impl<const N: usize> Codec for TokenBucket<N> {
         }
     }
 
+    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.updated = match r.at_most(1)? {
             0 => None,
