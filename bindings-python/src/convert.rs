@@ -145,10 +145,13 @@ fn exact_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> 
     let fail = |reason| to_py(py, invalid_value(name, reason));
     // A Decimal's size, known before its ratio: that of 1e-999999999 has a
     // denominator of a billion digits, which took Python minutes to make.
-    // Beyond 10^±30 s, it is far out of range, or 0 ns once rounded.
-    let adjusted = match obj.getattr(intern!(py, "adjusted")) {
-        Ok(adjusted) => adjusted.call0().and_then(|a| a.extract::<i64>()).ok(),
-        Err(_) => None,
+    // Beyond 10^±30 s, it is far out of range, or 0 ns once rounded (a
+    // zero, whatever its exponent, is left to its ratio: 0/1).
+    let adjusted = match decimal_type(py)? {
+        decimal if obj.is_instance(decimal)? && !obj.call_method0(intern!(py, "is_zero"))?.is_truthy()? => {
+            obj.call_method0(intern!(py, "adjusted"))?.extract::<i64>().ok()
+        }
+        _ => None,
     };
     if let Some(adjusted) = adjusted.filter(|a| a.abs() > 30) {
         if obj.lt(0)? {
@@ -358,6 +361,19 @@ pub fn clock(obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
 /// Python's `repr` of a float number of seconds (`1e-09`, not Rust's `1e-9`).
 pub fn float_repr(py: Python<'_>, value: f64) -> PyResult<String> {
     Ok(PyFloat::new(py, value).repr()?.to_string())
+}
+
+static DECIMAL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `decimal.Decimal`, imported once (by the first call given an object
+/// that is no int nor float).
+fn decimal_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    DECIMAL
+        .get_or_try_init(py, || {
+            let decimal = PyModule::import(py, "decimal")?;
+            decimal.getattr("Decimal").map(Bound::unbind)
+        })
+        .map(|decimal| decimal.bind(py))
 }
 
 static TIME_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

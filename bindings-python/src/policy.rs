@@ -293,10 +293,21 @@ fn from_rates(
 
 /// A policy from a JSON configuration (`{"limits": [...]}`).
 fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
-    let value: Value = serde_json::from_str(json)
-        .map_err(|err| invalid_config(py, format!("`config` is not valid JSON: {err}"), false))?;
-    let config =
-        policy_config(value).map_err(|err| invalid_config(py, format!("`config` {err}"), false))?;
+    let fail = |message: String| invalid_config(py, message, false);
+    let config = match serde_json::from_str::<PolicyConfig>(json) {
+        Ok(config) => config,
+        // Read again field by field, for the place of the error; what only
+        // serde's own reading refuses (a field given twice in JSON text,
+        // which a mapping cannot hold) is said in its words.
+        Err(strict) => {
+            let value: Value = serde_json::from_str(json)
+                .map_err(|err| fail(format!("`config` is not valid JSON: {err}")))?;
+            return Err(fail(match policy_config(value) {
+                Err(placed) => format!("`config` {placed}"),
+                Ok(_) => format!("`config` {strict}"),
+            }));
+        }
+    };
     config.policy().map_err(|err| to_py(py, err))
 }
 

@@ -283,6 +283,7 @@ def test_exact_seconds_from_decimal_and_fraction() -> None:
     # Exponents near the bound of the shortcut still convert exactly.
     assert SlidingWindowLog(1, Decimal("1e-9")).window == 1e-9
     assert SlidingWindowLog(1, Decimal("1000000000000000000000000000000e-30")).window == 1.0
+    assert Gcra(1, 1).try_acquire(now=Decimal("-0E+40")).allowed  # a zero of any exponent is 0
     assert SlidingWindowLog(1, Fraction(1, 3)).window == 0.333333333
     log = SlidingWindowLog(1, 1)
     # Near 2^64 ns a float is thousands of ns apart; a Decimal or Fraction is exact.
@@ -399,6 +400,7 @@ CONSTRUCTION_ERRORS: list[tuple[Callable[[], object], str, str]] = [
     (lambda: SlidingWindowLog(3, Decimal("-1e-999999999")), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Decimal("1e+999999999")), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Decimal("1e31")), "invalid_value", "window"),
+    (lambda: SlidingWindowLog(3, Decimal("0E+40")), "zero_value", "window"),  # zero, not too large
     (lambda: SlidingWindowLog(3, Fraction(2**65)), "invalid_value", "window"),
     (lambda: SlidingWindowLog(3, Fraction(1, 10**10)), "zero_value", "window"),
     (lambda: SlidingWindowCounter(0, 1), "zero_value", "limit"),

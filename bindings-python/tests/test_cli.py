@@ -412,6 +412,13 @@ def test_bursts_keep_the_fraction_of_a_rate() -> None:
     assert len(generate("bursty", 15.9, 10, 1, 0)) == 159 == len(generate("steady", 15.9, 10, 1, 0))
     half = generate("bursty", 0.5, 10, 1, 0)
     assert [int(t) for t in half.times] == [1, 3, 5, 7, 9]
+    # Below one a second, only the seconds that hold one are visited: a
+    # year at 0.001 per second walked all its 31,536,000 seconds.
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(len(generate("bursty", 0.001, 1e9, 1, 0))), daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert done == [1_000_000]
     # Nothing generated is named as such, not as an empty --trace.
     for kind in ("steady", "bursty"):
         with pytest.raises(CliError, match="^argument --duration: 1 s at --rate 0.5 generates no events"):

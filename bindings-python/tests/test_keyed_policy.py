@@ -710,6 +710,10 @@ def test_policies_from_configurations() -> None:
         ({"limit": []}, r"config: unknown field `limit`", RateLimitError),
         ({"limits": [{"name": "a", "rate": "1/second", "burst": float("nan")}]}, "not JSON: Out of range float", RateLimitError),
         ('{"limits": [{"name": "a",\n "rate": 5}]}', r"limits\[0\]\.rate: invalid type: integer `5`", RateLimitError),
+        # A field given twice in JSON text (a mapping cannot), refused as serde refuses it.
+        ('{"limits": [{"name": "a", "rate": "1/second", "burst": 1, "burst": 100}]}', "duplicate field `burst`", RateLimitError),
+        # The first unknown field as written, not as sorted.
+        ({"limits": [{"zzz": 1, "aaa": 2, "name": "a", "rate": "1/second"}]}, r"limits\[0\]: unknown field `zzz`", RateLimitError),
     ]
     for bad, named, error in cases:
         with pytest.raises(error, match=named) as raised:

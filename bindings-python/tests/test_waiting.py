@@ -19,6 +19,7 @@ import pytest
 from limiters import ALL, FakeClock, Make
 
 import ratekeeper
+from ratekeeper import _wait
 from ratekeeper import Acquiring, FixedWindow, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
 
 
@@ -642,6 +643,76 @@ def test_a_withdrawal_interrupted_while_deferred_ones_run_leaves_withdrawals_wor
         _wait._withdraw(None, "outer")  # type: ignore[arg-type]
     _wait._withdraw(None, "later")  # type: ignore[arg-type]
     assert calls == ["outer", "nested", "later"]
+
+
+def test_a_waiter_on_a_closed_loop_is_given_back_in_order_not_from_the_middle() -> None:
+    # b waits on a loop closed since; a ahead of it is cancelled. Booked
+    # again with the rest, then given back from the middle of the queue,
+    # b's slot freed the one at its end: c and the next caller shared it
+    # (two units at once from a burst of one). It is given back with a's,
+    # in order, and c moves up past it.
+    clock = [0.0]
+    limiter = Gcra(1, 1.0, clock=lambda: clock[0])
+    limiter.try_acquire()
+    left: list[asyncio.Task[None]] = []
+
+    def on_another_loop() -> None:
+        loop = asyncio.new_event_loop()
+        left.append(loop.create_task(limiter.acquire_async()))  # b, at 2
+        loop.run_until_complete(asyncio.sleep(0.01))
+        loop.close()
+
+    async def main() -> tuple[list[float], float]:
+        a = asyncio.ensure_future(limiter.acquire_async())  # at 1
+        await asyncio.sleep(0)
+        worker = threading.Thread(target=on_another_loop)
+        worker.start()
+        worker.join()
+        c = asyncio.ensure_future(limiter.acquire_async())  # at 3
+        await asyncio.sleep(0)
+        a.cancel()
+        await asyncio.sleep(0)
+        slots = [w.reservation.at for w in _wait._WAITING[id(limiter)]]
+        next_slot = limiter.reserve().at
+        c.cancel()
+        await asyncio.gather(a, c, return_exceptions=True)
+        return slots, next_slot
+
+    assert asyncio.run(main()) == ([1.0], 2.0)
+
+
+def test_a_clock_failing_in_a_withdrawal_moves_nobody_and_the_cancel_stands(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The clock is read before anything is given back: when it raises,
+    # nobody moves, the cancelled waiter leaves the queue, its task ends
+    # cancelled, and the error is reported as a finalizer's would be. (It
+    # ended the task with the clock's error and left the waiter queued.)
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_value))
+    state = {"now": 0.0, "broken": False}
+
+    def clock() -> float:
+        if state["broken"]:
+            raise RuntimeError("the clock broke")
+        return state["now"]
+
+    async def main() -> tuple[bool, int, float]:
+        limiter = Gcra(1, 1.0, clock=clock)
+        limiter.try_acquire()
+        a = asyncio.ensure_future(limiter.acquire_async())  # at 1
+        b = asyncio.ensure_future(limiter.acquire_async())  # at 2
+        await asyncio.sleep(0.01)
+        state["broken"] = True
+        a.cancel()
+        await asyncio.gather(a, return_exceptions=True)
+        state["broken"] = False
+        queued = len(_wait._WAITING[id(limiter)])
+        b.cancel()
+        await asyncio.gather(b, return_exceptions=True)
+        return a.cancelled(), queued, limiter.reserve().at
+
+    # b stayed at 2 and was given back from there: the next slot is 2.
+    assert asyncio.run(main()) == (True, 1, 2.0)
+    assert [str(e) for e in reported] == ["the clock broke"]
 
 
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:

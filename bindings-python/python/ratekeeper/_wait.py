@@ -158,7 +158,7 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
                     try:
                         _withdraw_now(*deferred.pop(0))
                     except Exception as error:
-                        sys.unraisablehook(_Unraisable(error))
+                        sys.unraisablehook(_Unraisable(error, "Exception ignored in the withdrawal of a closed acquire_async"))
         finally:
             # Even after a KeyboardInterrupt: else every later withdrawal on
             # this thread would be deferred to one that never comes.
@@ -168,11 +168,11 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
 class _Unraisable:
     """What ``sys.unraisablehook`` takes: an error raised where it could not be."""
 
-    def __init__(self, error: BaseException) -> None:
+    def __init__(self, error: BaseException, message: str) -> None:
         self.exc_type: type[BaseException] = type(error)
         self.exc_value: Optional[BaseException] = error
         self.exc_traceback: Optional[TracebackType] = error.__traceback__
-        self.err_msg: Optional[str] = "Exception ignored in the withdrawal of a closed acquire_async"
+        self.err_msg: Optional[str] = message
         self.object: object = None
 
 
@@ -190,17 +190,26 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     booker: Any = subject
     at = queue.index(waiter)
     later = [w for w in queue[at + 1 :] if w.queue == waiter.queue]
-    # Cancelled too (many tasks at once): given back with the rest, and
-    # taken out now, so that their own withdrawals have nothing to do.
-    staying = [w for w in later if not w.cancelling()]
+    # Cancelled too (many tasks at once), or on a loop closed since: given
+    # back with the rest, and taken out now (nobody is waiting there, and a
+    # cancelled one's own withdrawal then has nothing to do).
+    staying = [w for w in later if not w.cancelling() and not w.loop.is_closed()]
     # Everything given back (newest first) and booked again in one native
     # step, so that no other thread's call takes a slot between, and only
     # if nobody but the waiters booked since (see _events_allowed).
-    rebooked = booker._rebook(
-        _events_allowed(booker, waiter),
-        [(w.reservation, w.args) for w in [*reversed(later), waiter]],
-        [w.args for w in staying],
-    )
+    try:
+        rebooked = booker._rebook(
+            _events_allowed(booker, waiter),
+            [(w.reservation, w.args) for w in [*reversed(later), waiter]],
+            [w.args for w in staying],
+        )
+    except Exception as error:
+        # The clock failed, read before anything was given back: nobody
+        # moves, and the withdrawal ends; the error goes where a finalizer's
+        # would, not in place of the cancellation under way.
+        _leave(subject, queue, {id(waiter)})
+        sys.unraisablehook(_Unraisable(error, "Exception ignored while an acquire_async was withdrawn"))
+        return
     if rebooked is None:
         # Nobody moves, and nothing is given back: its slot goes unused.
         _leave(subject, queue, {id(waiter)})
@@ -215,8 +224,10 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             _count_mine(subject, booking)
         try:
             other.loop.call_soon_threadsafe(_wake, other)
-        except RuntimeError:  # its loop is closed: nobody is waiting there
-            other.reservation.cancel()
+        except RuntimeError:
+            # Its loop closed just now: nobody is waiting there. Its new
+            # booking is not the latest, so it is not given back (that would
+            # free the slot at the end of the queue): it goes unused.
             gone.add(id(other))
     _leave(subject, queue, gone)
 
@@ -281,7 +292,13 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
             try:
                 await asyncio.wait((sleeping, moved), return_when=asyncio.FIRST_COMPLETED)
             finally:
-                sleeping.cancel()
+                try:
+                    sleeping.cancel()
+                except RuntimeError:
+                    # Its loop is closed (an abandoned call, closed when
+                    # collected): nothing left to cancel there, and the
+                    # withdrawal below still runs.
+                    pass
             if moved.done():
                 if waiter.error is not None:
                     raise waiter.error

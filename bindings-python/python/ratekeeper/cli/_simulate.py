@@ -199,9 +199,15 @@ def generate(kind: str, rate: float, duration: float, keys: int, seed: int) -> T
             times = []
             # Second s holds floor(rate * (s + 1)) - floor(rate * s) requests: the
             # rate's fraction spread over the seconds (15.9 per second: 159 in 10 s).
-            for second in range(math.ceil(duration)):
-                count = math.floor(rate * (second + 1)) - math.floor(rate * second)
-                times.extend(sorted(second + rng.random() * 0.1 for _ in range(count)))
+            if rate >= 1:
+                for second in range(math.ceil(duration)):
+                    count = math.floor(rate * (second + 1)) - math.floor(rate * second)
+                    times.extend(sorted(second + rng.random() * 0.1 for _ in range(count)))
+            else:
+                # At most one a second: the j-th in second ceil(j / rate) - 1,
+                # found without walking through the empty seconds between.
+                for j in range(1, int(events) + 1):
+                    times.append(math.ceil(j / rate) - 1 + rng.random() * 0.1)
             times = [t for t in times if t < duration]
         elif kind == "poisson":
             times = []
