@@ -147,11 +147,14 @@ fn exact_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> 
     // denominator of a billion digits, which took Python minutes to make.
     // Beyond 10^±30 s, it is far out of range, or 0 ns once rounded (a
     // zero, whatever its exponent, is left to its ratio: 0/1).
-    let adjusted = match decimal_type(py)? {
-        decimal if obj.is_instance(decimal)? && !obj.call_method0(intern!(py, "is_zero"))?.is_truthy()? => {
-            obj.call_method0(intern!(py, "adjusted"))?.extract::<i64>().ok()
-        }
-        _ => None,
+    let sized = obj.is_instance(decimal_type(py)?)?
+        && !obj.call_method0(intern!(py, "is_zero"))?.is_truthy()?;
+    let adjusted = match sized {
+        true => obj
+            .call_method0(intern!(py, "adjusted"))?
+            .extract::<i64>()
+            .ok(),
+        false => None,
     };
     if let Some(adjusted) = adjusted.filter(|a| a.abs() > 30) {
         if obj.lt(0)? {
