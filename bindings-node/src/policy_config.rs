@@ -43,7 +43,14 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
             &LimitConfig::FIELDS,
         )?)?);
     }
-    Ok(counted_in_js(PolicyConfig { limits }.policy()?)?)
+    // A value the core refuses (a zero burst) says which limit it is in, in
+    // the core's words, whose names are the configuration's (`max_keys`).
+    let policy = PolicyConfig { limits }
+        .policy_or_fault()
+        .map_err(|(i, error)| {
+            Failure::Worded(error, format!("policy configuration: limits[{i}]: {error}"))
+        })?;
+    Ok(counted_in_js(policy)?)
 }
 
 /// One element of `limits`.

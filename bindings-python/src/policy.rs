@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 
 use crate::convert::{self, Request};
 use crate::decision::{headers_dict, Issuer, LimitDecisions, PyDecision, PyPolicyDecision};
-use crate::errors::{invalid_config, rate_limited, to_py};
+use crate::errors::{invalid_config, rate_limited, to_py, to_py_with};
 use crate::keyed::PyKeyedLimiter;
 use crate::recycle::Recycler;
 use crate::shared::{limiter_methods, Core, Settled, Shared, Subject};
@@ -308,7 +308,10 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
             }));
         }
     };
-    config.policy().map_err(|err| to_py(py, err))
+    // A value the core refuses (a zero burst) says which limit it is in.
+    config
+        .policy_or_fault()
+        .map_err(|(i, err)| to_py_with(py, err, format!("`config` limits[{i}]: {err}")))
 }
 
 /// The configuration `value` holds, read field by field, so that an error

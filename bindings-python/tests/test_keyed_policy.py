@@ -725,6 +725,16 @@ def test_policies_from_configurations() -> None:
     with pytest.raises(RateLimitError) as raised:
         Policy({"limits": [{"name": "a", "rate": "1/second", "burst": 0}]})
     assert raised.value.code == "zero_value"
+    # Named with the limit it is in.
+    placed: list[tuple[dict[str, Any], str, str]] = [
+        ({"burst": 0}, "zero_value", "burst"),
+        ({"max_keys": 0}, "zero_value", "max_keys"),
+        ({"name": "a"}, "invalid_value", "name"),
+    ]
+    for fields, code, field in placed:
+        with pytest.raises(RateLimitError, match=rf"^`config` limits\[1\]: `{field}` ") as raised:
+            Policy({"limits": [{"name": "a", "rate": "1/second"}, {"name": "b", "rate": "1/second", **fields}]})
+        assert raised.value.code == code
 
 
 def json_text(config: Any) -> str:

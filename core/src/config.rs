@@ -211,12 +211,29 @@ impl LimitConfig {
 
 impl PolicyConfig {
     /// The policy this configuration describes.
-    #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn policy(&self) -> Result<Policy, Error> {
+        self.policy_or_fault().map_err(|(_, error)| error)
+    }
+
+    /// [`PolicyConfig::policy`], an error coming with the index in `limits`
+    /// of the limit at fault, for a message that says which one it is.
+    ///
+    /// ```
+    /// use ratekeeper::{Error, LimitConfig, PolicyConfig};
+    ///
+    /// let limit = |name: &str, burst| LimitConfig { name: name.into(), rate: "1/second".into(), burst, ..LimitConfig::default() };
+    /// let config = PolicyConfig { limits: vec![limit("a", None), limit("b", Some(0))] };
+    /// assert_eq!(config.policy_or_fault().unwrap_err(), (1, Error::ZeroValue { name: "burst" }));
+    /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn policy_or_fault(&self) -> Result<Policy, (usize, Error)> {
         let mut policy = Policy::new();
-        for limit in &self.limits {
+        for (i, limit) in self.limits.iter().enumerate() {
             let by: Vec<&str> = limit.by.iter().map(String::as_str).collect();
-            policy.add_store(&limit.name, &by, limit.store()?)?;
+            let store = limit.store().map_err(|error| (i, error))?;
+            policy
+                .add_store(&limit.name, &by, store)
+                .map_err(|error| (i, error))?;
         }
         Ok(policy)
     }

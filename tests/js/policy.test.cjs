@@ -487,6 +487,12 @@ describe('Policy', () => {
     assertLimiterError(() => new Policy(bad({ algorithm: 'gcra', burst: 0 })), 'zero_value', 'burst');
     assertLimiterError(() => new Policy(bad({ rate: 'often' })), 'invalid_syntax', 'rate');
     assertLimiterError(() => Policy.fromRates('1/second', { algorithm: 'bucket' }), 'invalid_value', 'algorithm');
+    // Named with the limit it is in, and as the configuration spells it.
+    const second = (fields) => ({ limits: [{ name: 'a', rate: '1/second' }, { name: 'b', rate: '1/second', ...fields }] });
+    for (const [fields, code, field] of [[{ burst: 0 }, 'zero_value', 'burst'], [{ max_keys: 0 }, 'zero_value', 'max_keys'], [{ rate: 'often' }, 'invalid_syntax', 'rate'], [{ name: 'a' }, 'invalid_value', 'name']]) {
+      const caught = assertLimiterError(() => new Policy(second(fields)), code, field);
+      assert.match(caught.message, /^policy configuration: limits\[1\]: `/, caught.message);
+    }
   });
 
   it('lists fields that contain commas, or are empty, as given', () => {
