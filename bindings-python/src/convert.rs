@@ -205,7 +205,10 @@ fn longest_wait(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
     }
     match obj.cast::<PyFloat>() {
         Ok(float) if float.value() == f64::INFINITY => Ok(Nanos::MAX),
-        _ => seconds(obj, name),
+        Ok(_) => seconds(obj, name),
+        // Another infinity (Decimal('Infinity')) is no bound too.
+        Err(_) if is_infinite_decimal(obj)? => Ok(Nanos::MAX),
+        Err(_) => seconds(obj, name),
     }
 }
 
@@ -377,6 +380,14 @@ fn decimal_type(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
             decimal.getattr("Decimal").map(Bound::unbind)
         })
         .map(|decimal| decimal.bind(py))
+}
+
+/// Whether `obj` is a `Decimal` standing for +infinity.
+fn is_infinite_decimal(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    Ok(obj.is_instance(decimal_type(py)?)?
+        && obj.call_method0(intern!(py, "is_infinite"))?.is_truthy()?
+        && obj.gt(0)?)
 }
 
 static TIME_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from fractions import Fraction
 
 import pytest
@@ -101,6 +102,11 @@ def test_a_refused_reservation_books_nothing() -> None:
     # None, as for acquire's timeout (and JS's null): no bound, like the default.
     unbounded = bucket.reserve(max_wait=None, now=10)
     assert (unbounded.ok, unbounded.wait) == (True, 2.0)
+    # Any infinity is no bound, a Decimal's as math.inf (it was refused as too large).
+    waits = [bucket.reserve(max_wait=infinite, now=10).wait for infinite in (float("inf"), Decimal("Infinity"))]
+    assert waits == [3.0, 4.0]
+    with pytest.raises(RateLimitError):
+        bucket.reserve(max_wait=Decimal("-Infinity"), now=10)
 
 
 def test_reservation_repr_and_read_only() -> None:
