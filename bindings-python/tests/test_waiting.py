@@ -645,22 +645,33 @@ def test_a_withdrawal_interrupted_while_deferred_ones_run_leaves_withdrawals_wor
     assert calls == ["outer", "nested", "later"]
 
 
-def test_a_waiter_on_a_closed_loop_is_given_back_in_order_not_from_the_middle() -> None:
-    # b waits on a loop closed since; a ahead of it is cancelled. Booked
-    # again with the rest, then given back from the middle of the queue,
-    # b's slot freed the one at its end: c and the next caller shared it
-    # (two units at once from a burst of one). It is given back with a's,
-    # in order, and c moves up past it.
+@pytest.mark.parametrize("closing", ["before", "just then"])
+def test_a_waiter_on_a_closed_loop_is_never_given_back_from_the_middle(closing: str) -> None:
+    # b waits on another loop; a ahead of it is cancelled. Closed before:
+    # booked again with the rest, then given back from the middle of the
+    # queue, b's slot freed the one at its end, and c and the next caller
+    # shared it (two units at once from a burst of one); now it is given
+    # back with a's, in order, and c moves up past it. Closed just then (its
+    # wake-up refused): its new booking goes unused, and closing its
+    # coroutine later gave that booking back, from the middle, all the same.
     clock = [0.0]
     limiter = Gcra(1, 1.0, clock=lambda: clock[0])
     limiter.try_acquire()
     left: list[asyncio.Task[None]] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("Event loop is closed")
 
     def on_another_loop() -> None:
         loop = asyncio.new_event_loop()
+        loops.append(loop)
         left.append(loop.create_task(limiter.acquire_async()))  # b, at 2
         loop.run_until_complete(asyncio.sleep(0.01))
-        loop.close()
+        if closing == "before":
+            loop.close()
+        else:
+            setattr(loop, "call_soon_threadsafe", refuse)
 
     async def main() -> tuple[list[float], float]:
         a = asyncio.ensure_future(limiter.acquire_async())  # at 1
@@ -672,13 +683,19 @@ def test_a_waiter_on_a_closed_loop_is_given_back_in_order_not_from_the_middle() 
         await asyncio.sleep(0)
         a.cancel()
         await asyncio.sleep(0)
+        left[0].get_coro().close()  # what collecting the abandoned task does
         slots = [w.reservation.at for w in _wait._WAITING[id(limiter)]]
-        next_slot = limiter.reserve().at
+        booking = limiter.reserve()
+        booking.cancel()
         c.cancel()
         await asyncio.gather(a, c, return_exceptions=True)
-        return slots, next_slot
+        return slots, booking.at
 
-    assert asyncio.run(main()) == ([1.0], 2.0)
+    try:
+        expected = ([1.0], 2.0) if closing == "before" else ([2.0], 3.0)
+        assert asyncio.run(main()) == expected
+    finally:
+        loops[0].close()
 
 
 def test_a_clock_failing_in_a_withdrawal_moves_nobody_and_the_cancel_stands(monkeypatch: pytest.MonkeyPatch) -> None:

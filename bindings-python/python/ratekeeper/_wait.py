@@ -217,6 +217,7 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     gone = {id(w) for w in later if w not in staying}
     gone.add(id(waiter))
     for other, booking in zip(staying, rebooked):
+        given_back = other.reservation
         if isinstance(booking, BaseException):  # the limiter refused: that waiter fails
             other.error = booking
         else:
@@ -226,8 +227,11 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             other.loop.call_soon_threadsafe(_wake, other)
         except RuntimeError:
             # Its loop closed just now: nobody is waiting there. Its new
-            # booking is not the latest, so it is not given back (that would
-            # free the slot at the end of the queue): it goes unused.
+            # booking is not the latest, so it is never given back (that
+            # would free the slot at the end of the queue): it goes unused,
+            # and the waiter keeps the one given back above, whose cancel()
+            # (when its coroutine is closed) does nothing.
+            other.reservation = given_back
             gone.add(id(other))
     _leave(subject, queue, gone)
 

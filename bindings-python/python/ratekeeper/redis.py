@@ -272,9 +272,17 @@ def _timeout(timeout: object) -> Optional[float]:
     """An ``acquire``'s ``timeout`` in seconds, checked as the in-process
     acquire checks it: ``None`` (or infinity) for no bound, else a number of
     seconds of at least 0, the errors naming ``timeout``."""
-    if timeout is None or (isinstance(timeout, float) and timeout == math.inf):
+    if timeout is None or _infinite(timeout):
         return None
     return _micros(timeout, "timeout") / 1_000_000
+
+
+def _infinite(seconds: object) -> bool:
+    """Whether ``seconds`` is +infinity, a float's or a ``Decimal``'s, as the
+    in-process limiters read "no bound"."""
+    if isinstance(seconds, Decimal):  # is_infinite first: a signaling NaN refuses comparisons
+        return seconds.is_infinite() and seconds > 0
+    return isinstance(seconds, float) and seconds == math.inf
 
 
 def _duration(seconds: float, name: str) -> int:
@@ -561,7 +569,7 @@ class _Core:
 
     def max_wait(self, max_wait: Optional[_Seconds]) -> str:
         """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
-        if max_wait is None or (isinstance(max_wait, float) and max_wait == math.inf):
+        if max_wait is None or _infinite(max_wait):
             return str(MAX_SPAN)
         return str(min(_micros(max_wait, "max_wait"), MAX_SPAN))
 

@@ -779,12 +779,16 @@ def test_a_bad_timeout_is_refused_naming_it() -> None:
     bad: list[tuple[Any, type[Exception]]] = [
         (-1, ratekeeper.RateLimitError),
         (math.nan, ratekeeper.RateLimitError),
+        (Decimal("-Infinity"), ratekeeper.RateLimitError),
         ("1", ratekeeper.RateLimitTypeError),
     ]
     for timeout, error in bad:
         with pytest.raises(error, match="timeout"):
             limiter.acquire("k", timeout=timeout)
     limiter.acquire("k", timeout=math.inf)  # no bound; the fallback admits
+    # A Decimal's infinity too, as the in-process limiters take it (it was refused).
+    limiter.acquire("k", timeout=Decimal("Infinity"))
+    assert limiter.reserve("k", max_wait=Decimal("Infinity")).ok
     closed = RedisLimiter(client, ratekeeper.Gcra(1, 1.0)).try_acquire("k")
     assert (closed.allowed, closed.retry_after, closed.reset_after) == (False, 1.0, 1.0)
     assert closed.headers()["RateLimit"].endswith("t=1") and closed.headers()["Retry-After"] == "1"
