@@ -429,7 +429,6 @@ impl<const N: usize> Keyed for TokenBucket<N> {
     }
 
     #[inline]
-    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state<R>(&self, state: &BucketState<N>, _: Nanos, f: impl FnOnce(&Self) -> R) -> R {
         f(&TokenBucket {
             rules: self.rules,
