@@ -338,12 +338,35 @@ fn book<S: Subject>(
     let now = this.shared().now(py, None)?;
     let (booked, seq) = {
         let mut core = this.shared().lock(py);
-        let booked = core.reserve(target, now, cost, max_wait);
-        let seq = count_booking(this.shared(), &booked);
-        (booked.map_err(|err| explained(&*core, err, target)), seq)
+        book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait)
     };
+    Ok((now, booked_wait(this, py, booked)?, seq))
+}
+
+/// A booking's outcome, made with the core locked: the wait, a refusal's
+/// answer, or the core's error in words.
+type Booked<S> = Result<Result<Nanos, Answer<S>>, Explained>;
+
+/// Books `cost` for `target` at `now` within `max_wait` in `core` (locked),
+/// counting the booking (see [`count_booking`]): its outcome and the count.
+fn book_locked<S: Subject>(
+    shared: &Shared<S::Core>,
+    core: &mut S::Core,
+    target: &Target<S>,
+    now: Nanos,
+    cost: u64,
+    max_wait: Nanos,
+) -> (Booked<S>, u64) {
+    let booked = core.reserve(target, now, cost, max_wait);
+    let seq = count_booking(shared, &booked);
+    (booked.map_err(|err| explained(&*core, err, target)), seq)
+}
+
+/// The wait `booked` gives, once the core is unlocked; else `RateLimited`
+/// for a refusal, or the core's error.
+fn booked_wait<S: Subject>(this: &S, py: Python<'_>, booked: Booked<S>) -> PyResult<Nanos> {
     match booked.map_err(|err| err.raise(py))? {
-        Ok(wait) => Ok((now, wait, seq)),
+        Ok(wait) => Ok(wait),
         Err(denied) => Err(this.rate_limited(py, &denied)),
     }
 }
@@ -386,25 +409,22 @@ pub fn rebook<'py, S: Subject>(
                 let _ = core.refund(target, slot, cost);
             }
         }
-        let book = |(target, cost): &(&Target<S>, u64)| {
-            let booked = core.reserve(target, now, *cost, Nanos::MAX);
-            let seq = count_booking(this.shared(), &booked);
-            (booked.map_err(|err| explained(&*core, err, target)), seq)
-        };
-        requests.iter().map(book).collect()
+        requests
+            .iter()
+            .map(|(target, cost)| {
+                book_locked::<S>(this.shared(), &mut core, target, now, *cost, Nanos::MAX)
+            })
+            .collect()
     };
     let mut answers = Vec::with_capacity(requests.len());
     for ((target, cost), (booked, seq)) in requests.iter().zip(booked) {
-        let error = match booked {
-            Ok(Ok(wait)) => {
+        answers.push(match booked_wait(this, py, booked) {
+            Ok(wait) => {
                 let booking = reservation(slf, target, *cost, now, Ok(wait)).with_seq(seq);
-                answers.push(Bound::new(py, booking)?.into_any());
-                continue;
+                Bound::new(py, booking)?.into_any()
             }
-            Ok(Err(denied)) => this.rate_limited(py, &denied),
-            Err(err) => err.raise(py),
-        };
-        answers.push(error.into_value(py).into_bound(py).into_any());
+            Err(error) => error.into_value(py).into_bound(py).into_any(),
+        });
     }
     Ok(Some(answers))
 }
