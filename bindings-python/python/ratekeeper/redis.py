@@ -222,11 +222,23 @@ class AsyncRedisReservation(_Reservation):
                 pass
 
 
-def _reply_time(reply: _Reply) -> int:
-    """The time an ``acquire`` reply was decided at, in µs: its first integer."""
-    if isinstance(reply, (bytes, str)):
-        return int(reply.split(None, 1)[0])
-    return int(reply[0])
+def _taken_at(reply: _Reply) -> Fraction:
+    """The instant an ``acquire`` reply was decided at, in s: its first integer, in µs."""
+    first = reply.split(None, 1)[0] if isinstance(reply, (bytes, str)) else reply[0]
+    return Fraction(int(first), 1_000_000)
+
+
+def _give_back_fallback(core: _Core, taken: Iterable[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> int:
+    """Of what was taken for callers that left, ``(target, cost, answer)``
+    each, gives the fallback's back (``taken_at`` is ``None`` when it
+    decided); returns the units to give back to Redis."""
+    given = 0
+    for target, cost, answer in taken:
+        if answer.allowed and taken_at is None:
+            core.unfallback(target, cost)
+        elif answer.allowed:
+            given += cost
+    return given
 
 
 def _error(message: str, code: str = "invalid_value") -> RateLimitError:
@@ -707,15 +719,19 @@ class _PolicyCore(_Core):
 class _Slot:
     """One caller's place in a thread batch."""
 
-    __slots__ = ("cost", "error", "event", "lead", "result", "target")
+    __slots__ = ("cost", "error", "event", "gone", "lead", "result", "taken_at", "target")
 
     def __init__(self, cost: int, target: Any) -> None:
         self.cost = cost
         self.target = target
         self.event = threading.Event()
         self.result: Optional[RedisDecision] = None
+        # The instant Redis took the units at (None: the fallback decided).
+        self.taken_at: Optional[Fraction] = None
         self.error: Optional[BaseException] = None
         self.lead: Optional[list[_Slot]] = None
+        # Interrupted while its batch was under way: whoever answers gives back.
+        self.gone = False
 
 
 class _Sync:
@@ -747,12 +763,18 @@ class _Sync:
     ) -> list[RedisDecision]:
         """One round trip deciding ``costs`` in order; ``targets[i]`` (default
         ``target``) is whom the fallback decides the ``i``-th for."""
+        return self._decide_taken(target, keys, mode, costs, now, targets)[0]
+
+    def _decide_taken(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> tuple[list[RedisDecision], Optional[Fraction]]:
+        """``_decide``, with the instant Redis took the units at (``None`` when the fallback decided)."""
         wire_now = self._core.now(now)
         try:
             reply = self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
         except _FAULTS:
-            return self._core.fallbacks(target, targets, costs, now, mode == "peek")
-        return self._core.decisions(reply, len(costs))
+            return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
+        return self._core.decisions(reply, len(costs)), _taken_at(reply)
 
     def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -783,10 +805,11 @@ class _Sync:
         # and hands the batch gathered meanwhile to the first of its callers.
         down = False
         try:
-            answers = self._decide(target, keys, "acquire", [s.cost for s in batch], None, [s.target for s in batch])
-            for s, answer in zip(batch, answers):
-                s.result = answer
-            down = not answers[0].from_store
+            answers, taken_at = self._decide_taken(
+                target, keys, "acquire", [s.cost for s in batch], None, [s.target for s in batch]
+            )
+            self._deliver(keys, batch, answers, taken_at)
+            down = taken_at is None
         except Exception as error:
             for s in batch:
                 s.error = error
@@ -825,12 +848,29 @@ class _Sync:
         if down:
             for s in following:
                 try:
-                    s.result = self._core.fallback(s.target, s.cost, None, False)
+                    self._deliver(list(queue_key), [s], [self._core.fallback(s.target, s.cost, None, False)], None)
                 except BaseException as error:
                     s.error = error
                 s.event.set()
         elif following:
             following[0].event.set()
+
+    def _deliver(self, keys: list[bytes], batch: list[_Slot], answers: list[RedisDecision], taken_at: Optional[Fraction]) -> None:
+        """Answers each caller of ``batch``; what was taken for one that left
+        meanwhile (interrupted, see ``_abandon``) is given back."""
+        with self._lock:
+            for s, answer in zip(batch, answers):
+                s.result, s.taken_at = answer, taken_at
+            gone = [(s.target, s.cost, answer) for s, answer in zip(batch, answers) if s.gone]
+        self._give_back(keys, gone, taken_at)
+
+    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
+        """Gives back what was taken for callers that left, ``(target, cost,
+        answer)`` each: to Redis at ``taken_at``, or (``None``) to the fallback."""
+        given = _give_back_fallback(self._core, taken, taken_at)
+        if given:
+            with contextlib.suppress(Exception):
+                self._refund(keys, given, taken_at)
 
     def _abandon(self, queue_key: tuple[bytes, ...], slot: _Slot) -> None:
         """A waiting caller interrupted (Ctrl-C, a signal handler's exception)
@@ -843,8 +883,15 @@ class _Sync:
                 queue.remove(slot)
                 return
             lead, slot.lead = slot.lead, None
+            # In a batch another caller sends: that caller gives back what
+            # Redis takes for this one, unless the answer came already.
+            slot.gone = lead is None and slot.result is None
+            answered = lead is None and slot.result is not None
+        if answered:
+            assert slot.result is not None
+            self._give_back(list(queue_key), [(slot.target, slot.cost, slot.result)], slot.taken_at)
         if lead is None:
-            return  # in a batch another caller sends; its answer is dropped
+            return
         others = [s for s in lead if s is not slot]
         if others:
             others[0].lead = others
@@ -929,22 +976,22 @@ class _Async:
     async def _decide(
         self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
     ) -> list[RedisDecision]:
-        return (await self._decide_with_reply(target, keys, mode, costs, now, targets))[0]
+        return (await self._decide_taken(target, keys, mode, costs, now, targets))[0]
 
-    async def _decide_with_reply(
+    async def _decide_taken(
         self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
-    ) -> tuple[list[RedisDecision], Optional[_Reply]]:
-        """``_decide``, with Redis's reply (``None`` when the fallback decided)."""
+    ) -> tuple[list[RedisDecision], Optional[Fraction]]:
+        """``_Sync._decide_taken`` on asyncio."""
         wire_now = self._core.now(now)
         try:
             reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), reply
+        return self._core.decisions(reply, len(costs)), _taken_at(reply)
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
-            return (await self._decide(target, keys, "acquire", [cost], now))[0]
+            return (await self._take(target, keys, [cost], now))[0]
         queue_key = tuple(keys)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_Answer] = loop.create_future()
@@ -961,7 +1008,7 @@ class _Async:
         if alone:
             # Another loop's callers queue on this key (one client on
             # several loops): this call goes alone.
-            return (await self._decide(target, keys, "acquire", [cost], now))[0]
+            return (await self._take(target, keys, [cost], now))[0]
         if lead is not None:
             # The round trips run in a task of their own, so that cancelling
             # one caller cancels no other caller's decision.
@@ -973,22 +1020,45 @@ class _Async:
             # took for it is given back, as for one cancelled before.
             if future.done() and not future.cancelled() and future.exception() is None:
                 answer, taken_at = future.result()
-                if answer.allowed and taken_at is not None:
-                    self._give_back(keys, cost, taken_at)
-                elif answer.allowed:
-                    self._core.unfallback(target, cost)  # an in-process fallback took it
+                self._give_back(keys, [(target, cost, answer)], taken_at)
             raise
         return answer
+
+    async def _take(self, target: Any, keys: list[bytes], costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+        """One round trip taking ``costs`` for one caller, in a task of its
+        own: cancelled during it, the caller leaves at once, and what the
+        script took (it runs all the same once sent) is given back when Redis
+        answers, as a batched caller's is."""
+        call = asyncio.ensure_future(self._decide_taken(target, keys, "acquire", costs, now))
+        try:
+            return (await asyncio.shield(call))[0]
+        except asyncio.CancelledError:
+            call.add_done_callback(lambda done: self._untake(done, target, keys, costs))
+            raise
+
+    def _untake(
+        self, call: asyncio.Future[tuple[list[RedisDecision], Optional[Fraction]]], target: Any, keys: list[bytes], costs: list[int]
+    ) -> None:
+        """Gives back what ``call`` (``_take``'s) took, its caller gone."""
+        if call.cancelled() or call.exception() is not None:
+            return  # nothing taken, or nothing known of it
+        answers, taken_at = call.result()
+        self._give_back(keys, [(target, cost, answer) for cost, answer in zip(costs, answers)], taken_at)
 
     def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
         _keep(asyncio.ensure_future(self._send(keys, queue_key, entry, batch)))
 
-    def _give_back(self, keys: list[bytes], cost: int, taken_at: Fraction) -> None:
-        """Refunds ``cost`` taken at ``taken_at`` in a task of its own (its caller is cancelled)."""
+    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
+        """Gives back what was taken for callers that left (cancelled), ``(target,
+        cost, answer)`` each: to Redis at ``taken_at`` in a task of its own, or
+        (``None``) to the fallback."""
+        given = _give_back_fallback(self._core, taken, taken_at)
+        if not given:
+            return
 
         async def give_back() -> None:
             try:
-                await self._refund(keys, cost, taken_at)
+                await self._refund(keys, given, taken_at)
             except Exception:
                 pass  # the script refused (a key of another type): nobody to tell, its caller is gone
 
@@ -1029,9 +1099,8 @@ class _Async:
         targets = [t for _, t, _ in batch]
         try:
             costs = [c for c, _, _ in batch]
-            answers, reply = await self._decide_with_reply(targets[0], keys, "acquire", costs, None, targets)
-            taken_at = None if reply is None else Fraction(_reply_time(reply), 1_000_000)
-            if reply is None:
+            answers, taken_at = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+            if taken_at is None:
                 # Redis did not answer: the callers that queued meanwhile
                 # are decided by the fallback now, rather than each batch
                 # waiting for its own round trip to fail. Later ones ask Redis.
@@ -1044,16 +1113,13 @@ class _Async:
                             f.set_exception(error)
             # A caller cancelled meanwhile never sees its answer: what Redis
             # took for it is given back, at the instant it was decided.
-            given = 0
+            gone = []
             for (cost, target, f), answer in zip(batch, answers):
-                if not f.done():
+                if f.done():
+                    gone.append((target, cost, answer))
+                else:
                     f.set_result((answer, taken_at))
-                elif answer.allowed and taken_at is None:
-                    self._core.unfallback(target, cost)  # an in-process fallback took it
-                elif answer.allowed:
-                    given += cost
-            if given and taken_at is not None:
-                await self._refund(keys, given, taken_at)
+            self._give_back(keys, gone, taken_at)
         except Exception as error:
             for _, _, f in batch:
                 if not f.done():
@@ -1259,7 +1325,7 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
     ) -> list[RedisDecision]:
         """Decide each of ``costs`` for ``key``, in order, in one round trip."""
         checked = _costs(costs, self.limit)
-        return await self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
+        return await self._take(key, self._keys(key), checked, now) if checked else []
 
     async def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""
@@ -1444,7 +1510,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         checked = _costs(costs, self._core.limit)
         if not checked:
             return []
-        return await self._decide(request, self._keys(request), "acquire", checked, now)  # type: ignore[return-value]
+        return await self._take(request, self._keys(request), checked, now)  # type: ignore[return-value]
 
     async def peek(
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None

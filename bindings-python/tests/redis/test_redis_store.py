@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from decimal import Decimal
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 import redis
@@ -525,6 +525,56 @@ def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.R
     first.join(10)
     second.join(10)
     assert out == {"first": True, "second": True}
+
+
+@pytest.mark.parametrize("answered", [False, True])
+def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, answered: bool
+) -> None:
+    # Its answer was dropped, and the unit Redis took for it kept: whether
+    # the interruption came while the batch was under way, or once its
+    # answer had come but before it returned.
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-gone:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    call = limiter._call
+
+    def slow(keys: list[bytes], args: list[Any]) -> Any:
+        reply = call(keys, args)
+        time.sleep(0.3)  # taken; the others queue (then wait) meanwhile
+        return reply
+
+    class Interrupted(threading.Event):
+        def wait(self, timeout: Optional[float] = None) -> bool:
+            if threading.current_thread() is not threading.main_thread():
+                return super().wait(timeout)
+            if answered:
+                super().wait()
+            else:
+                time.sleep(0.2)  # in the batch 'second' sends, under way
+            raise KeyboardInterrupt
+
+    class Slot(ratekeeper.redis._Slot):
+        def __init__(self, cost: int, target: Any) -> None:
+            super().__init__(cost, target)
+            self.event = Interrupted()
+
+    monkeypatch.setattr(ratekeeper.redis, "_Slot", Slot)
+    limiter._call = slow  # type: ignore[method-assign]
+    out: list[bool] = []
+    # 'first' sends alone; 'second', then this thread, queue behind it, and
+    # 'second' sends the batch of both.
+    first = threading.Thread(target=lambda: out.append(limiter.try_acquire("k").allowed))
+    second = threading.Timer(0.1, lambda: out.append(limiter.try_acquire("k").allowed))
+    first.start()
+    second.start()
+    time.sleep(0.2)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.try_acquire("k")
+    first.join(10)
+    second.join(10)
+    assert out == [True, True]
+    used = 100 - limiter.peek("k", 0).remaining
+    assert used == 2, "the interrupted caller's unit was given back"
 
 
 def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None:
@@ -1174,6 +1224,49 @@ def test_a_cluster_that_cannot_be_reached_takes_on_error(url: str) -> None:
     closed = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error="closed")
     d = closed.try_acquire("k")
     assert not d.allowed and not d.from_store
+
+
+@pytest.mark.parametrize("call", ["unbatched", "now", "batch"])
+def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_redis_took(url: str, call: str) -> None:
+    # A call that goes alone (no batching, an explicit now, try_acquire_batch)
+    # awaited the script in the caller's own task: cancelled once Redis had
+    # taken, nothing was given back.
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(
+            client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-alone:{uuid.uuid4().hex}:", batching=call != "unbatched"
+        )
+        now = time.time()
+        await limiter.peek("k", 0, now=now)  # the script is loaded
+        real = limiter._call
+        taken = asyncio.Event()
+
+        async def slow(keys: list[bytes], args: list[Any]) -> Any:
+            reply = await real(keys, args)
+            taken.set()
+            await asyncio.sleep(0.2)
+            return reply
+
+        limiter._call = slow  # type: ignore[method-assign]
+        task: asyncio.Future[object]
+        if call == "batch":
+            task = asyncio.ensure_future(limiter.try_acquire_batch("k", [2, 3], now=now))
+        else:
+            task = asyncio.ensure_future(limiter.try_acquire("k", 5, now=now if call == "now" else None))
+        await taken.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        limiter._call = real  # type: ignore[method-assign]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            used = 100 - (await limiter.peek("k", 0, now=now)).remaining
+            if used == 0:
+                break
+        await client.aclose()
+        return used
+
+    assert asyncio.run(main()) == 0
 
 
 def test_a_cancelled_async_try_acquire_gives_back_what_redis_took(url: str) -> None:
