@@ -998,11 +998,14 @@ class _Async:
         lead: Optional[_Queue] = None  # a new queue, which this call starts
         with self._queues_lock:
             entry = self._queues.get(queue_key)
-            alone = entry is not None and entry[0] is not loop and not entry[0].is_closed()
+            # A loop that is not running (stopped or closed with a batch
+            # under way) sends nothing until it runs again: its queue is
+            # replaced, its tasks keep the entry they were given.
+            alone = entry is not None and entry[0] is not loop and entry[0].is_running()
             if entry is not None and entry[0] is loop:
                 entry[1].append((cost, target, future))
             elif not alone:
-                # None, or left by a loop that ended with a batch under way.
+                # None, or left by a loop that stopped with a batch under way.
                 lead = (loop, [])
                 self._queues[queue_key] = lead
         if alone:

@@ -599,6 +599,34 @@ def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None
     assert asyncio.run(call_again())
 
 
+def test_a_loop_stopped_mid_batch_leaves_no_queue_that_sends_every_later_call_alone(url: str) -> None:
+    # A loop that stopped (run_until_complete returned) without closing left
+    # its queue for the key: every caller on another loop then went alone,
+    # one round trip each, for as long as that loop was not closed.
+    limiter = AsyncRedisLimiter(redis.asyncio.Redis.from_url(url), ratekeeper.Gcra(1000, 0.01), prefix=f"rk-py-stop:{uuid.uuid4().hex}:")
+
+    async def leave_a_batch_under_way() -> None:
+        for _ in range(2):
+            asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # one call in flight, one queued; the loop stops
+
+    async def callers() -> int:
+        limiter._client = redis.asyncio.Redis.from_url(url)  # a client of this loop
+        limiter._script = limiter._client.register_script(REDIS_SCRIPT)
+        calls = count_round_trips(limiter)
+        done = await asyncio.wait_for(asyncio.gather(*(limiter.try_acquire("k") for _ in range(64))), 5)
+        assert all(d.from_store and d.allowed for d in done)
+        await limiter._client.aclose()
+        return calls[0]
+
+    stopped = asyncio.new_event_loop()
+    try:
+        stopped.run_until_complete(leave_a_batch_under_way())
+        assert asyncio.run(callers()) <= 3
+    finally:
+        stopped.close()
+
+
 def test_two_loops_in_two_threads_may_share_an_async_limiter() -> None:
     # Both saw no queue for the key and both made one, the second replacing
     # the first: a batch task then sent another loop's callers, or found no
