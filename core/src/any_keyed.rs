@@ -194,7 +194,10 @@ impl AnyKeyed {
     #[inline]
     pub fn try_acquire(&mut self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
         let key = &Query(key);
-        each!(&mut self.0, s => s.try_acquire_at(s.locate(key, None), key, own, now, cost))
+        each!(&mut self.0, s => {
+            let at = s.locate_recent(key);
+            s.try_acquire_at(at, key, own, now, cost)
+        })
     }
 
     /// See [`KeyedLimiter::try_acquire_batch`].

@@ -186,6 +186,14 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     /// key or a refusing `peek` found (a refund forgets it: 0). Until then,
     /// sweeping a full store would drop nothing.
     next_fresh: NextFresh,
+    /// Where the last `try_acquire` found its key: looked at first by the
+    /// next one ([`Self::locate_recent`]), so that a hot key called again
+    /// and again is found by one compare of keys, without hashing it and
+    /// probing the table. Only a hint: a key is taken to be there only if
+    /// it is the key held there, so whatever moved since (a sweep, an
+    /// eviction, a rehash) costs a lookup, never a wrong answer. Any other
+    /// key costs that one compare more.
+    recent: usize,
 }
 
 /// [`KeyedLimiter::next_fresh`]: atomic, so that a `peek` (which takes
@@ -254,6 +262,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             eviction: Eviction::default(),
             sweep_at: FIRST_SWEEP,
             next_fresh: NextFresh::default(),
+            recent: 0,
         }
     }
 
@@ -314,7 +323,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.try_acquire_at(self.states.position(key), key, Q::to_owned, now, cost)
+        let at = self.locate_recent(key);
+        self.try_acquire_at(at, key, Q::to_owned, now, cost)
     }
 
     /// [`Self::try_acquire`] of `key`, held at `at` (see [`Self::locate`]),
@@ -428,6 +438,22 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         Q: ?Sized + Hash + Equivalent<K>,
     {
         self.states.position_near(key, hint)
+    }
+
+    /// [`Self::locate`], trying first where the last key this found was
+    /// (see [`KeyedLimiter::recent`]), and remembering where it found this
+    /// one: for [`Self::try_acquire`], whose keys, unlike a policy's, have
+    /// no earlier answer of their own to give as a hint.
+    #[inline]
+    pub(crate) fn locate_recent<Q>(&mut self, key: &Q) -> Option<usize>
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        let at = self.states.position_near(key, Some(self.recent));
+        if let Some(at) = at {
+            self.recent = at;
+        }
+        at
     }
 
     /// [`Self::peek_decision`] of the key at `at` (see [`Self::locate`]).

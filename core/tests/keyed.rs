@@ -458,6 +458,40 @@ fn a_policy_finds_a_key_where_another_was() {
     assert!(acquire(&mut policy, b"bob", 200, 2));
 }
 
+/// A store looks for a key first where its last `try_acquire` found one; a
+/// sweep, an eviction or a rehash may have put another key there since.
+#[test]
+fn a_store_finds_a_key_where_another_was() {
+    fn acquire(store: &mut AnyKeyed, key: &[u8], now: u64, cost: u64) -> bool {
+        store.try_acquire(key, Nanos(now), cost).unwrap().allowed
+    }
+    let gcra = || AnyLimiter::from(Gcra::new(2, Nanos(100)).unwrap());
+    let mut store = AnyKeyed::new(gcra());
+    assert!(acquire(&mut store, b"alice", 0, 1)); // first: fresh again at 100
+    assert!(acquire(&mut store, b"bob", 0, 2)); // second: fresh again at 200
+    assert!(acquire(&mut store, b"alice", 50, 0)); // the place looked at first
+
+    // Alice goes, and bob takes her place: alice and carol are new, each
+    // with a full burst, not bob's state (1.5 units).
+    store.reclaim(Nanos(150));
+    assert!(acquire(&mut store, b"alice", 150, 2));
+    assert!(acquire(&mut store, b"carol", 150, 2));
+    assert!(!acquire(&mut store, b"bob", 150, 2));
+    store.seed_hashes(shared(), 42); // rehashed: found all the same
+    assert!(!acquire(&mut store, b"bob", 150, 2));
+    assert!(acquire(&mut store, b"bob", 200, 2));
+
+    // Evicted: the one key's place goes to another.
+    let mut store = AnyKeyed::new(gcra())
+        .with_max_keys(1, Eviction::NearestFresh)
+        .unwrap();
+    assert!(acquire(&mut store, b"x", 0, 1));
+    assert!(acquire(&mut store, b"x", 0, 0)); // found where it is
+    assert!(acquire(&mut store, b"y", 0, 1)); // x is forgotten; y takes its place
+    assert!(acquire(&mut store, b"x", 0, 2)); // fresh, not y's state (one unit left)
+    assert_eq!(store.len(), 1);
+}
+
 #[test]
 fn a_policy_lists_the_decisions_made_before_an_error() {
     let mut policy = Policy::new();
