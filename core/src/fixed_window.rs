@@ -50,6 +50,9 @@ pub struct FixedWindow {
     /// The window holding `max(latest, floor)`, and the units in it.
     index: u64,
     used: u64,
+    /// Units counted before this instant are not refunded (0 until a
+    /// reconfigure, which folds the count into the new window: see there).
+    counted_from: u64,
 }
 
 /// The limiter as of some time, computed without changing it.
@@ -98,6 +101,7 @@ impl FixedWindow {
             floor: 0,
             index: 0,
             used: 0,
+            counted_from: 0,
         }
     }
 
@@ -130,11 +134,19 @@ impl FixedWindow {
     pub fn reconfigure(&mut self, now: Nanos, new: FixedWindow) {
         let view = self.view(now);
         let room = (self.limit - view.used).min(new.limit.saturating_sub(view.used));
+        // The count carried over is no longer the units of one window: the
+        // new window may start before the old one (whose earlier units were
+        // forgotten), and a count above the new limit is cut to it. So
+        // units counted until now (and booked until the latest slot) are
+        // no longer refunded: a refund could only give back what the
+        // count does not hold.
+        let counted_from = view.latest.max(self.floor).saturating_add(1);
         *self = FixedWindow {
             latest: view.latest,
             floor: self.floor,
             index: new.windows.index(view.latest.max(self.floor)),
             used: new.limit - room,
+            counted_from,
             ..new
         };
     }
@@ -243,7 +255,7 @@ impl Limiter for FixedWindow {
     /// and while a booking is pending the current one is no longer counted.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
-        if self.windows.index(taken_at.0) == self.index {
+        if taken_at.0 >= self.counted_from && self.windows.index(taken_at.0) == self.index {
             self.used -= cost.min(self.used);
         }
     }
@@ -265,6 +277,10 @@ impl Codec for FixedWindow {
         for field in [self.latest, self.floor, self.index, self.used] {
             w.varint(field);
         }
+        // Only after a reconfigure: other states keep their bytes.
+        if self.counted_from != 0 {
+            w.varint(self.counted_from);
+        }
     }
 
     #[cfg_attr(ratekeeper_size, optimize(size))]
@@ -276,6 +292,7 @@ impl Codec for FixedWindow {
         // window not yet reached).
         self.index = r.at_most(self.windows.index(self.latest.max(self.floor)))?;
         self.used = r.at_most(self.limit)?;
+        self.counted_from = r.optional_at_most(self.latest.max(self.floor).saturating_add(1))?;
         Ok(())
     }
 }

@@ -99,6 +99,9 @@ pub struct SlidingWindowCounter {
     index: u64,
     cur: u64,
     prev: u64,
+    /// Units counted before this instant are not refunded (0 until a
+    /// reconfigure, which folds the counts into the new window: see there).
+    counted_from: u64,
 }
 
 /// The limiter as of some time, computed without changing it.
@@ -155,6 +158,7 @@ impl SlidingWindowCounter {
             index: 0,
             cur: 0,
             prev: 0,
+            counted_from: 0,
         }
     }
 
@@ -189,12 +193,20 @@ impl SlidingWindowCounter {
         let view = self.view(now);
         let known = view.prev.saturating_add(view.cur);
         let room = self.room(&view).min(new.limit.saturating_sub(known));
+        // The count carried over is no longer the units of one window: the
+        // new window may start before the old ones (whose earlier units were
+        // forgotten), the previous count weighs in whole, and a count above
+        // the new limit is cut to it. So units counted until now (and
+        // booked until the latest slot) are no longer refunded: a refund
+        // could only give back what the count does not hold.
+        let counted_from = view.at.saturating_add(1);
         *self = SlidingWindowCounter {
             latest: view.latest,
             floor: self.floor,
             index: new.windows.index(view.at),
             cur: new.limit - room,
             prev: 0,
+            counted_from,
             ..new
         };
     }
@@ -339,6 +351,9 @@ impl Limiter for SlidingWindowCounter {
     /// the one before. Units of other windows stay.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
+        if taken_at.0 < self.counted_from {
+            return;
+        }
         let count = match self.index.checked_sub(self.windows.index(taken_at.0)) {
             Some(0) => &mut self.cur,
             Some(1) => &mut self.prev,
@@ -364,6 +379,10 @@ impl Codec for SlidingWindowCounter {
         for field in [self.latest, self.floor, self.index, self.cur, self.prev] {
             w.varint(field);
         }
+        // Only after a reconfigure: other states keep their bytes.
+        if self.counted_from != 0 {
+            w.varint(self.counted_from);
+        }
     }
 
     #[cfg_attr(ratekeeper_size, optimize(size))]
@@ -375,6 +394,7 @@ impl Codec for SlidingWindowCounter {
         self.index = r.at_most(current)?;
         self.cur = r.at_most(self.limit)?;
         self.prev = r.at_most(self.limit)?;
+        self.counted_from = r.optional_at_most(self.latest.max(self.floor).saturating_add(1))?;
         Ok(())
     }
 }

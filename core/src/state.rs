@@ -200,6 +200,16 @@ pub(crate) mod codec {
             Err(corrupt("a number does not fit in 64 bits"))
         }
 
+        /// A last, optional varint that must be at most `max`: 0 when the
+        /// bytes end here (state written before the field existed, or
+        /// without it when it is 0).
+        pub fn optional_at_most(&mut self, max: u64) -> Result<u64, Error> {
+            if self.bytes.is_empty() {
+                return Ok(0);
+            }
+            self.at_most(max)
+        }
+
         /// A varint that must be at most `max`.
         pub fn at_most(&mut self, max: u64) -> Result<u64, Error> {
             let value = self.varint()?;
