@@ -130,6 +130,9 @@ impl FixedWindow {
     /// holding that instant, and the room left there is the smaller of what
     /// each configuration leaves: `min(limit - used, new limit - used)`.
     /// Units of earlier windows are forgotten, as at any window boundary.
+    /// Units taken before the reconfigure (up to the latest call or
+    /// booking) are no longer refunded: the count carried over does not
+    /// hold them one by one.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: FixedWindow) {
         let view = self.view(now);

@@ -688,7 +688,6 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         Q: ?Sized,
     {
         let (now, lag) = self.effective(now);
-        self.latest = now.0;
         // `f` is called from one place only, so that it is inlined here: a
         // call would take the limiter through memory, and reading back wider
         // what it stored a field at a time stalls the CPU (a store-forwarding
@@ -702,6 +701,10 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         if let Some(state) = new {
             self.keep_new(key, own, now, state)?;
         }
+        // Only once the call succeeded: a failed one (a cost above the
+        // limit, a full store) changes nothing, the store's time included.
+        // (Making room moved it already, as a sweep must.)
+        self.latest = now.0;
         Ok((answer, lag))
     }
 

@@ -61,6 +61,9 @@ pub struct LeakyBucket {
     /// unit to join may leave. Relative, so that it fits in 64 bits even near
     /// [`Nanos::MAX`]; at most `capacity * interval` except after a reconfigure.
     backlog: u64,
+    /// Units whose slot is before this instant are not refunded: where the
+    /// queue ended at the latest reconfigure (0 until one; see there).
+    counted_from: u64,
 }
 
 /// The queue as of a time `at`, computed without changing it.
@@ -79,6 +82,7 @@ impl LeakyBucket {
         LeakyBucket {
             latest: 0,
             backlog: 0,
+            counted_from: 0,
             ..self.clone()
         }
     }
@@ -107,6 +111,7 @@ impl LeakyBucket {
             interval: interval.0,
             latest: 0,
             backlog: 0,
+            counted_from: 0,
         })
     }
 
@@ -120,7 +125,8 @@ impl LeakyBucket {
     /// Queued units keep their slots, and the next unit to join leaves at
     /// least the longer of the two intervals after the last queued unit's
     /// slot. The queue may then hold more than the new capacity; it admits
-    /// nothing until it has room.
+    /// nothing until it has room. Units queued before the reconfigure are no
+    /// longer refunded: the queue's end no longer tells where they end.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: LeakyBucket) {
         let state = self.at(now);
@@ -132,6 +138,10 @@ impl LeakyBucket {
         *self = LeakyBucket {
             latest: state.at,
             backlog,
+            // A refund of the last units queued before (checked by where
+            // they end, at the new interval) would take the stretch off the
+            // unit ahead of them.
+            counted_from: state.at.saturating_add(state.backlog),
             ..new
         };
     }
@@ -238,7 +248,8 @@ impl Limiter for LeakyBucket {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         let end = taken_at.0 as u128 + cost as u128 * self.interval as u128;
-        if cost > 0 && end == self.latest as u128 + self.backlog as u128 {
+        let counted = taken_at.0 >= self.counted_from;
+        if cost > 0 && counted && end == self.latest as u128 + self.backlog as u128 {
             self.backlog = taken_at.0.saturating_sub(self.latest);
         }
     }
@@ -259,12 +270,17 @@ impl Codec for LeakyBucket {
     fn write_state(&self, w: &mut Writer<'_>) {
         w.varint(self.latest);
         w.varint(self.backlog);
+        // Only after a reconfigure: other states keep their bytes.
+        if self.counted_from != 0 {
+            w.varint(self.counted_from);
+        }
     }
 
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.backlog = r.varint()?;
+        self.counted_from = r.optional_at_most(self.latest.saturating_add(self.backlog))?;
         Ok(())
     }
 }

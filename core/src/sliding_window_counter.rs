@@ -188,6 +188,9 @@ impl SlidingWindowCounter {
     /// left there is the smaller of what each configuration leaves: the old
     /// estimate's room and `new limit - prev - current`. Units of earlier
     /// windows are forgotten, as the old configuration had forgotten them.
+    /// Units taken before the reconfigure (up to the latest call or
+    /// booking) are no longer refunded: the counts carried over do not
+    /// hold them one by one.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reconfigure(&mut self, now: Nanos, new: SlidingWindowCounter) {
         let view = self.view(now);

@@ -316,6 +316,20 @@ fn a_sweep_that_empties_most_of_a_store_gives_memory_back() {
 }
 
 #[test]
+fn a_failed_call_does_not_move_the_stores_time() {
+    // A cost above the limit at t = 1000 moved the store's time there, and
+    // a caller whose clock lags was then judged at 1000, where the key is
+    // fresh again, rather than at 50, where it is not.
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(100)).unwrap());
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed);
+    let refused = store.try_acquire(&2u8, Nanos(1_000), 5).unwrap_err();
+    assert_eq!(refused.code(), "cost_exceeds_limit");
+    let lagging = store.try_acquire(&1u8, Nanos(50), 1).unwrap();
+    assert!(!lagging.allowed);
+    assert_eq!(lagging.retry_after, Nanos(50));
+}
+
+#[test]
 fn time_is_kept_per_store() {
     // A window full at t = 250 must not reopen for a key dropped as fresh
     // and then seen at an earlier time.
