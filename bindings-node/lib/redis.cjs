@@ -223,8 +223,14 @@ function commandSender(client) {
   if (client !== null && typeof client === 'object') {
     // ioredis (Redis and Cluster): `call(name, ...args)`; its `sendCommand` takes a Command object.
     if (typeof client.call === 'function' && typeof client.evalsha === 'function') {
-      return (command) => client.call(...command);
+      // The arguments as one array (ioredis flattens it), not spread: a
+      // batch of some 125,000 costs spread overflows V8's stack.
+      return (command) => client.call(command[0], command.slice(1));
     }
+    // node-redis v4 in legacyMode: its sendCommand takes a callback (and
+    // returns nothing); the promise API is under `v4`.
+    // (v4's `v4` getter throws outside legacyMode.)
+    if (client.options?.legacyMode === true && typeof client.v4?.sendCommand === 'function') return commandSender(client.v4);
     if (typeof client.sendCommand === 'function') {
       // node-redis v4 and later, `createCluster`: `sendCommand(firstKey, isReadonly, args)`.
       if (typeof client.getSlotRandomNode === 'function') {
@@ -239,7 +245,16 @@ function commandSender(client) {
 
 /** A script's reply as numbers: an array, or one string of integers ('text' mode, PROTOCOL.md). */
 function integers(reply) {
-  return Array.isArray(reply) ? reply.map(Number) : String(reply).split(' ').map(Number);
+  const numbers = Array.isArray(reply) ? reply.map(Number) : typeof reply === 'string' || Buffer.isBuffer(reply) ? String(reply).split(' ').map(Number) : [];
+  if (numbers.length === 0 || !numbers.every(Number.isSafeInteger)) {
+    // Not the script's reply (a client that resolves to something else): not
+    // an outage that onError may hide.
+    const shown = typeof reply === 'string' ? reply.slice(0, 80) : String(reply).slice(0, 80);
+    const error = new TypeError(`ratekeeper: the client resolved the script's call to ${shown}, not its reply of integers`);
+    error.code = 'invalid_reply';
+    throw error;
+  }
+  return numbers;
 }
 
 /**
@@ -297,6 +312,43 @@ function sleep(ms, signal) {
     };
     wait(ms);
     if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * `promise`, or `signal`'s reason as soon as it aborts; what `promise` gives
+ * after that goes to `late` (its rejection is dropped).
+ */
+function abortable(promise, signal, late) {
+  if (signal === undefined) return promise;
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const onAbort = () => {
+      if (done) return;
+      done = true;
+      promise.then(late, () => undefined);
+      reject(signal.reason);
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        if (done) return;
+        done = true;
+        // Aborted with no event (an already-aborted signal's reason read late).
+        if (signal.aborted) {
+          late(value);
+          reject(signal.reason);
+        } else resolve(value);
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort);
+        if (done) return;
+        done = true;
+        reject(error);
+      },
+    );
   });
 }
 
@@ -409,11 +461,13 @@ class Store {
   }
 
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
-  wireNow(nowMs, name = 'now') {
+  wireNow(nowMs, name = 'nowMs') {
     let now = nowMs;
     if (now === undefined || now === null) {
       if (this.clock === null) return '';
       now = this.clock();
+      // What the clock gave: named as the in-process classes name it.
+      name = 'clock()';
     }
     if (typeof now !== 'number') throw typeError(name, 'a number');
     if (!Number.isFinite(now) || now < 0) throw rangeError(name, `must be a finite number of milliseconds, at least 0, not ${now}`);
@@ -443,8 +497,13 @@ class Store {
     }
   }
 
-  /** One round trip deciding `costs` in order (`targets[i]` is what the fallback decides for). */
-  async decide(targets, keys, mode, costs, nowMs) {
+  /**
+   * One round trip deciding `costs` in order (`targets[i]` is what the
+   * fallback decides for). `settle`: each answer as `{ value }` or, when the
+   * fallback threw for that target alone, `{ error }` (a hot key's batch
+   * gathers callers of other requests, whose errors are their own).
+   */
+  async decide(targets, keys, mode, costs, nowMs, settle = false) {
     // 'text': the reply as one string of integers, read several times
     // faster than an array of them (PROTOCOL.md).
     const args = ['1', mode, this.wireNow(nowMs), ...this.config, costs.length, ...costs, 'text'];
@@ -453,8 +512,18 @@ class Store {
       return units > 0 ? [units, numbers[0]] : null;
     };
     const numbers = await this.ask(keys, args, mode === 'acquire' ? taken : null);
-    if (numbers === null) return costs.map((cost, i) => this.fallback(targets[i], cost, mode === 'peek'));
-    return this.decisions(numbers, costs.length);
+    if (numbers === null) {
+      return costs.map((cost, i) => {
+        if (!settle) return this.fallback(targets[i], cost, mode === 'peek');
+        try {
+          return { value: this.fallback(targets[i], cost, mode === 'peek') };
+        } catch (error) {
+          return { error };
+        }
+      });
+    }
+    const decisions = this.decisions(numbers, costs.length);
+    return settle ? decisions.map((value) => ({ value })) : decisions;
   }
 
   /**
@@ -473,7 +542,7 @@ class Store {
     try {
       return integers(await within(sent, this.commandTimeoutMs));
     } catch (error) {
-      if (isScriptError(error)) throw error;
+      if (isScriptError(error) || error?.code === 'invalid_reply') throw error;
       late = true;
       if (taken !== null) {
         sent
@@ -492,6 +561,11 @@ class Store {
     // A lone limit's own answer is the combined one, which the script does
     // not send twice: read it from there.
     const stride = n === 1 ? 6 : 6 + 5 * n;
+    if (reply.length < 1 + count * stride) {
+      const error = new TypeError(`ratekeeper: a reply of ${reply.length} integers for ${count} decisions of ${n} limits`);
+      error.code = 'invalid_reply';
+      throw error;
+    }
     const out = new Array(count);
     for (let j = 0; j < count; j++) {
       const at = 1 + j * stride;
@@ -600,19 +674,23 @@ class Store {
   async sendBatch(hot, id, keys, batch) {
     hot.inFlight += 1;
     try {
-      const decisions = await this.decide(
+      const answers = await this.decide(
         batch.map((e) => e.target),
         keys,
         'acquire',
         batch.map((e) => e.cost),
         undefined,
+        true,
       );
-      for (let i = 0; i < batch.length; i++) batch[i].resolve(decisions[i]);
+      for (let i = 0; i < batch.length; i++) {
+        if ('error' in answers[i]) batch[i].reject(answers[i].error);
+        else batch[i].resolve(answers[i].value);
+      }
       // Redis did not answer this round in time: the callers that queued
       // behind it are decided by `onError` now, rather than each waiting
       // for one more round to time out (up to twice commandTimeoutMs). The
-      // next call asks Redis again.
-      if (decisions.length > 0 && !decisions[0].fromStore) {
+      // next call asks Redis again. (Only a fallback throws.)
+      if (answers.length > 0 && ('error' in answers[0] || !answers[0].value.fromStore)) {
         for (const e of hot.waiting.splice(0)) {
           // One fallback's error (an in-process limiter refusing the cost) is its caller's alone.
           try {
@@ -688,12 +766,12 @@ class Store {
     for (let retry = false; ; retry = true) {
       if (signal !== undefined && signal.aborted) throw signal.reason;
       const left = Math.max(deadline - performance.now(), 0);
-      const r = await book(left);
-      // Aborted during the booking's round trip: no 'abort' event comes.
-      if (signal !== undefined && signal.aborted) {
-        if (r.ok) giveBack(r);
-        throw signal.reason;
-      }
+      const booking = book(left);
+      // Aborted during the booking's round trip: rejects at once, and the
+      // booking, when it comes, goes back (the round trip cannot be recalled).
+      const r = await abortable(booking, signal, (late) => {
+        if (late.ok) giveBack(late);
+      });
       if (r.ok) {
         try {
           if (r.waitMs > 0) await sleep(r.waitMs, signal);
@@ -744,7 +822,7 @@ class Store {
   }
 
   refund(keys, cost, takenAtMs) {
-    const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs, 'taken_at');
+    const at = takenAtMs === undefined || takenAtMs === null ? '' : this.wireNow(takenAtMs, 'takenAtMs');
     return this.refundAt(keys, cost, at);
   }
 

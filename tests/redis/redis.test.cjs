@@ -175,7 +175,7 @@ test('what Redis cannot do is refused, naming the argument', () =>
     await assert.rejects(limiter.tryAcquire('k', 3), { name: 'RangeError', code: 'cost_exceeds_limit' });
     await assert.rejects(limiter.tryAcquire('k', 1.5), { name: 'RangeError' });
     await assert.rejects(limiter.tryAcquire({}, 1), { name: 'TypeError' });
-    await assert.rejects(limiter.refund('k', 1, 'x'), (error) => error instanceof TypeError && error.message.startsWith('taken_at'));
+    await assert.rejects(limiter.refund('k', 1, 'x'), (error) => error instanceof TypeError && error.message.startsWith('takenAtMs'));
     await assert.rejects(new RedisPolicy(client, '1/second', { by: ['user'] }).tryAcquire({}), { name: 'RangeError', message: /request/ });
   }));
 
@@ -219,6 +219,9 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     const inFlight = minute.acquire('k', 1, { signal: early.signal });
     early.abort(new Error('early'));
     await assert.rejects(inFlight, { message: 'early' });
+    // The rejection comes at the abort; the booking goes back once its reply
+    // comes (then the next unit waits a minute, not two).
+    await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
     assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
     // ... and rejects with the abort's reason when the booking was refused too.
     const late = new AbortController();
@@ -745,3 +748,93 @@ test('console.log shows the limiter or the limits, not the client', () =>
     const limits = [{ name: '10/second', by: ['user'] }];
     assert.equal(inspect(policy, { depth: 3 }), `RedisPolicy ${inspect({ limits }, { depth: 3 })}`);
   }));
+
+/** `client` (ioredis), each script call answered `ms` later than Redis answers it. */
+function slowed(client, ms) {
+  return new Proxy(client, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target);
+      if (name === 'call') return async (...args) => {
+        const reply = await value.apply(target, args);
+        if (args[0] === 'EVALSHA') await sleep(ms);
+        return reply;
+      };
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+test('acquire rejects at its abort while the booking is in flight, and gives the booking back when it comes', () =>
+  withClient('ioredis', async (client) => {
+    const minute = new RedisLimiter(slowed(client, 400), new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), {
+      prefix: prefix('abort-in-flight'),
+      commandTimeoutMs: 5_000,
+    });
+    await minute.tryAcquire('k');
+    const controller = new AbortController();
+    const pending = minute.acquire('k', 1, { signal: controller.signal });
+    const started = performance.now();
+    setTimeout(() => controller.abort(new Error('stop')), 50);
+    await assert.rejects(pending, { message: 'stop' });
+    // It waited for the round trip (450 ms) before.
+    const took = performance.now() - started;
+    assert.ok(took < 300, `rejected after ${took} ms`);
+    await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+  }));
+
+test('one batched caller whose fallback throws fails alone', () =>
+  withClient('ioredis', async (client) => {
+    // Redis: per user; the fallback: per user and ip. Redis goes away after
+    // the first call; the next batch, a good request and one whose ip only
+    // the fallback reads (refused there), is decided by the fallback.
+    const fallback = new rk.Policy({ limits: [{ name: 'per-ip', rate: '5/second', by: ['user', 'ip'] }] });
+    const config = { limits: [{ name: 'per-user', rate: '100/second', by: ['user'] }] };
+    const policy = new RedisPolicy(client, config, { prefix: prefix('fallback-error'), onError: fallback });
+    const first = policy.tryAcquire({ user: 'u', ip: '10.0.0.1' });
+    const good = policy.tryAcquire({ user: 'u', ip: '10.0.0.2' });
+    const bad = policy.tryAcquire({ user: 'u', ip: { not: 'an ip' } });
+    first.then(() => client.disconnect());
+    assert.equal((await first).fromStore, true);
+    const answer = await good;
+    assert.deepEqual([answer.allowed, answer.fromStore], [true, false]);
+    await assert.rejects(bad, { name: 'TypeError' });
+    assert.equal(fallback.peek({ user: 'u', ip: '10.0.0.2' }, 0).remaining, 4);
+  }));
+
+test('a batch of 150,000 costs on ioredis is decided by Redis', () =>
+  withClient('ioredis', async (client) => {
+    // Spread into one call's arguments, it overflowed V8's stack: a
+    // RangeError taken for an outage, and onError ('open') allowed all.
+    const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 100, windowMs: HOUR }), {
+      prefix: prefix('big-batch'),
+      onError: 'open',
+      commandTimeoutMs: 10_000,
+    });
+    const decisions = await limiter.tryAcquireBatch('k', new Array(150_000).fill(1));
+    assert.equal(decisions.length, 150_000);
+    assert.ok(decisions.every((d) => d.fromStore));
+    assert.equal(decisions.filter((d) => d.allowed).length, 100);
+  }));
+
+test('a node-redis 4 client in legacyMode decides through its promise API', async () => {
+  const { createClient } = require('redis4');
+  const client = createClient({ url: process.env.RATEKEEPER_REDIS_URL, legacyMode: true });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 100 }), { prefix: prefix('legacy') });
+    const d = await limiter.tryAcquire('k');
+    assert.deepEqual([d.allowed, d.remaining, d.limit, d.fromStore], [true, 1, 2, true]);
+  } finally {
+    await client.v4.quit().catch(() => client.v4.disconnect());
+  }
+});
+
+test("a reply that is not the script's is refused, not answered by onError", async () => {
+  // A client resolving every command to 'OK' (a wrapper, a mock): its
+  // replies read as NaN decisions from the store.
+  const fake = { evalsha() {}, call: async () => 'OK' };
+  const limiter = new RedisLimiter(fake, new rk.Gcra({ burst: 2, emissionIntervalMs: 100 }), { prefix: prefix('fake'), onError: 'open' });
+  await assert.rejects(limiter.tryAcquire('k'), { code: 'invalid_reply' });
+  await assert.rejects(limiter.peek('k'), { code: 'invalid_reply' });
+});

@@ -637,7 +637,16 @@ class _Core:
         the fields an in-process ``Policy`` may key on."""
         if targets is None:
             return [self.fallback(target, cost, now, peek) for cost in costs]
-        return [self.fallback(t, cost, now, peek) for t, cost in zip(targets, costs)]
+        outcomes: list[Union[RedisDecision, Exception]] = []
+        for t, cost in zip(targets, costs):
+            try:
+                outcomes.append(self.fallback(t, cost, now, peek))
+            except Exception as error:
+                outcomes.append(error)
+        decisions = [o for o in outcomes if isinstance(o, RedisDecision)]
+        if len(decisions) < len(outcomes):
+            raise _Fallbacks(outcomes)
+        return decisions
 
     def _open_or_closed(self, allowed: bool) -> RedisDecision:
         """What ``on_error="open"`` (``allowed``) or ``"closed"`` answers."""
@@ -699,6 +708,16 @@ class _Core:
         made: Any = cls(allowed, remaining, limit, retry / 1e6, reset / 1e6, limits=items)  # type: ignore[call-arg]
         made.from_store = from_store
         return made  # type: ignore[no-any-return]
+
+
+class _Fallbacks(Exception):
+    """A batch's fallback decisions when some of them failed (a fallback
+    ``Policy`` refusing a caller's request): each answer or error is its
+    caller's alone, as the callers' requests are their own."""
+
+    def __init__(self, outcomes: list[Union[RedisDecision, Exception]]) -> None:
+        super().__init__("a batch's fallback refused some of its callers")
+        self.outcomes = outcomes
 
 
 class _LimiterCore(_Core):
@@ -810,6 +829,9 @@ class _Sync:
             )
             self._deliver(keys, batch, answers, taken_at)
             down = taken_at is None
+        except _Fallbacks as mixed:
+            self._deliver(keys, batch, mixed.outcomes, None)
+            down = True
         except Exception as error:
             for s in batch:
                 s.error = error
@@ -855,13 +877,21 @@ class _Sync:
         elif following:
             following[0].event.set()
 
-    def _deliver(self, keys: list[bytes], batch: list[_Slot], answers: list[RedisDecision], taken_at: Optional[Fraction]) -> None:
-        """Answers each caller of ``batch``; what was taken for one that left
-        meanwhile (interrupted, see ``_abandon``) is given back."""
+    def _deliver(
+        self, keys: list[bytes], batch: list[_Slot], answers: Sequence[Union[RedisDecision, Exception]], taken_at: Optional[Fraction]
+    ) -> None:
+        """Answers each caller of ``batch`` (a decision, or its own error);
+        what was taken for one that left meanwhile (interrupted, see
+        ``_abandon``) is given back."""
+        gone = []
         with self._lock:
             for s, answer in zip(batch, answers):
+                if isinstance(answer, Exception):
+                    s.error = answer
+                    continue
                 s.result, s.taken_at = answer, taken_at
-            gone = [(s.target, s.cost, answer) for s, answer in zip(batch, answers) if s.gone]
+                if s.gone:
+                    gone.append((s.target, s.cost, answer))
         self._give_back(keys, gone, taken_at)
 
     def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
@@ -1102,7 +1132,11 @@ class _Async:
         targets = [t for _, t, _ in batch]
         try:
             costs = [c for c, _, _ in batch]
-            answers, taken_at = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+            answers: Sequence[Union[RedisDecision, Exception]]
+            try:
+                answers, taken_at = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+            except _Fallbacks as mixed:
+                answers, taken_at = mixed.outcomes, None
             if taken_at is None:
                 # Redis did not answer: the callers that queued meanwhile
                 # are decided by the fallback now, rather than each batch
@@ -1118,7 +1152,10 @@ class _Async:
             # took for it is given back, at the instant it was decided.
             gone = []
             for (cost, target, f), answer in zip(batch, answers):
-                if f.done():
+                if isinstance(answer, Exception):
+                    if not f.done():
+                        f.set_exception(answer)  # the fallback refused this caller alone
+                elif f.done():
                     gone.append((target, cost, answer))
                 else:
                     f.set_result((answer, taken_at))

@@ -727,6 +727,81 @@ def test_an_async_caller_cancelled_meanwhile_gives_back_what_the_fallback_took()
     assert asyncio.run(main()) == 3
 
 
+PER_USER = {"limits": [{"name": "per-user", "rate": "100/second", "by": ["user"]}]}
+# A fallback keyed by a field Redis's limits do not read: a value of the
+# wrong type there is refused by the fallback alone.
+PER_IP = {"limits": [{"name": "per-ip", "rate": "5/second", "by": ["user", "ip"]}]}
+
+
+def test_one_batched_async_caller_whose_fallback_raises_fails_alone(url: str) -> None:
+    # Redis answers the first call, then is down for the batch gathered
+    # meanwhile: the fallback's error for one caller was raised to all.
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        fallback = ratekeeper.Policy(PER_IP)
+        policy = AsyncRedisPolicy(client, PER_USER, prefix=f"rk-py-fb:{uuid.uuid4().hex}:", on_error=fallback)
+        await policy.peek({"user": "u", "ip": "x"}, 0)  # the script is loaded
+        real = policy._call
+
+        async def down_after_one(keys: list[bytes], args: list[Any]) -> Any:
+            policy._call = failing  # type: ignore[method-assign]
+            return await real(keys, args)
+
+        async def failing(keys: list[bytes], args: list[Any]) -> Any:
+            raise redis.ConnectionError("down")
+
+        policy._call = down_after_one  # type: ignore[method-assign]
+        first = asyncio.ensure_future(policy.try_acquire({"user": "u", "ip": "10.0.0.1"}))
+        good = asyncio.ensure_future(policy.try_acquire({"user": "u", "ip": "10.0.0.2"}))
+        bad = asyncio.ensure_future(policy.try_acquire({"user": "u", "ip": ["not", "an", "ip"]}))  # type: ignore[dict-item]
+        assert (await first).from_store
+        answer = await good
+        assert answer.allowed and not answer.from_store
+        with pytest.raises(TypeError):
+            await bad
+        assert fallback.peek({"user": "u", "ip": "10.0.0.2"}, 0).remaining == 4
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_one_batched_thread_whose_fallback_raises_fails_alone(client: redis.Redis) -> None:
+    fallback = ratekeeper.Policy(PER_IP)
+    policy = RedisPolicy(client, PER_USER, prefix=f"rk-py-fb:{uuid.uuid4().hex}:", on_error=fallback)
+    assert policy.peek({"user": "u", "ip": "x"}, 0).from_store  # the script is loaded
+    real = policy._call
+    calls = [0]
+
+    def down_after_one(keys: list[bytes], args: list[Any]) -> Any:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise redis.ConnectionError("down")
+        time.sleep(0.3)  # the others queue behind this round trip
+        return real(keys, args)
+
+    policy._call = down_after_one  # type: ignore[method-assign]
+    out: dict[str, object] = {}
+
+    def call(name: str, ip: object) -> None:
+        try:
+            out[name] = policy.try_acquire({"user": "u", "ip": ip})  # type: ignore[dict-item]
+        except Exception as error:
+            out[name] = error
+
+    first = threading.Thread(target=call, args=("first", "10.0.0.1"))
+    first.start()
+    time.sleep(0.1)
+    others = [threading.Thread(target=call, args=(name, ip)) for name, ip in (("good", "10.0.0.2"), ("bad", ["x"]))]
+    for t in others:
+        t.start()
+    for t in [first, *others]:
+        t.join(10)
+    assert isinstance(out["first"], RedisDecision) and out["first"].from_store
+    assert isinstance(out["good"], RedisDecision) and out["good"].allowed and not out["good"].from_store
+    assert isinstance(out["bad"], TypeError)
+    assert fallback.peek({"user": "u", "ip": "10.0.0.2"}, 0).remaining == 4
+
+
 def test_an_integer_of_any_kind_is_its_digits_as_a_key_and_counts_as_a_cost(client: redis.Redis) -> None:
     # An __index__ integer (NumPy's) was refused; an IntEnum key was written
     # as str() gives it, 'Tier.GOLD' on Python 3.10, apart from 7's state.
