@@ -553,12 +553,12 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
                 time.sleep(0.2)  # in the batch 'second' sends, under way
             raise KeyboardInterrupt
 
-    class Slot(ratekeeper.redis._Slot):
+    class Slot(ratekeeper.redis._sync._Slot):
         def __init__(self, cost: int, target: Any) -> None:
             super().__init__(cost, target)
             self.event = Interrupted()
 
-    monkeypatch.setattr(ratekeeper.redis, "_Slot", Slot)
+    monkeypatch.setattr(ratekeeper.redis._sync, "_Slot", Slot)
     limiter._call = slow  # type: ignore[method-assign]
     out: list[bool] = []
     # 'first' sends alone; 'second', then this thread, queue behind it, and

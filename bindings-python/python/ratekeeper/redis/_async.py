@@ -1,0 +1,300 @@
+"""The asyncio client's calls: one round trip per decision, hot keys batched across tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Awaitable, Sequence
+from fractions import Fraction
+from typing import Any, Callable, Optional, Union
+
+from redis.exceptions import ResponseError
+
+from ratekeeper import RateLimited
+from ratekeeper._ratekeeper import REDIS_SCRIPT
+from ratekeeper.redis._faults import _FAULTS, _script_errors
+from ratekeeper.redis._values import (
+    _instant,
+    _is_asyncio_client,
+    _Reply,
+    _Seconds,
+    _taken_at,
+    _TEXT,
+    _timeout,
+    _type_error,
+    MAX_BATCH,
+)
+from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision
+from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
+
+
+# A batched async caller's answer: the decision, and the instant Redis took
+# its units at (None when the fallback decided); and the caller as queued:
+# its cost, target and future.
+_Answer = tuple["RedisDecision", Optional[Fraction]]
+_Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
+# A key's queue of async callers: the loop they call on, and the callers.
+_Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
+
+
+class _Async:
+    """The asyncio client's calls, as ``_Sync``'s."""
+
+    _core: _Core
+
+    def _connect(self, client: Any, core: _Core) -> None:
+        if not hasattr(client, "evalsha") or _is_asyncio_client(client) is False:
+            expected = "a redis.asyncio.Redis client (for a sync one, use the class without Async)"
+            raise _type_error("client", expected, client)
+        self._client = client
+        self._core = core
+        self._script = client.register_script(REDIS_SCRIPT)
+        # Per key, the loop whose callers queue there, and those callers
+        # (each loop in a thread of its own may share this limiter: the
+        # dict is changed under the lock; a queue, only on its loop).
+        self._queues: dict[tuple[bytes, ...], _Queue] = {}
+        self._queues_lock = threading.Lock()
+
+    async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
+        try:
+            reply: _Reply = await self._script(keys=keys, args=args)
+        except ResponseError as error:
+            _script_errors(error)
+            raise
+        return reply
+
+    async def _decide(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> list[RedisDecision]:
+        return (await self._decide_taken(target, keys, mode, costs, now, targets))[0]
+
+    async def _decide_taken(
+        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+    ) -> tuple[list[RedisDecision], Optional[Fraction]]:
+        """``_Sync._decide_taken`` on asyncio."""
+        wire_now = self._core.now(now)
+        try:
+            reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
+        except _FAULTS:
+            return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
+        return self._core.decisions(reply, len(costs)), _taken_at(reply)
+
+    async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
+        if not self._core.batching or now is not None:
+            return (await self._take(target, keys, [cost], now))[0]
+        queue_key = tuple(keys)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_Answer] = loop.create_future()
+        lead: Optional[_Queue] = None  # a new queue, which this call starts
+        with self._queues_lock:
+            entry = self._queues.get(queue_key)
+            # A loop that is not running (stopped or closed with a batch
+            # under way) sends nothing until it runs again: its queue is
+            # replaced, its tasks keep the entry they were given.
+            alone = entry is not None and entry[0] is not loop and entry[0].is_running()
+            if entry is not None and entry[0] is loop:
+                entry[1].append((cost, target, future))
+            elif not alone:
+                # None, or left by a loop that stopped with a batch under way.
+                lead = (loop, [])
+                self._queues[queue_key] = lead
+        if alone:
+            # Another loop's callers queue on this key (one client on
+            # several loops): this call goes alone.
+            return (await self._take(target, keys, [cost], now))[0]
+        if lead is not None:
+            # The round trips run in a task of their own, so that cancelling
+            # one caller cancels no other caller's decision.
+            self._spawn(keys, queue_key, lead, [(cost, target, future)])
+        try:
+            answer, taken_at = await future
+        except asyncio.CancelledError:
+            # Cancelled once its answer had come, before it ran: what Redis
+            # took for it is given back, as for one cancelled before.
+            if future.done() and not future.cancelled() and future.exception() is None:
+                answer, taken_at = future.result()
+                self._give_back(keys, [(target, cost, answer)], taken_at)
+            raise
+        return answer
+
+    async def _take(self, target: Any, keys: list[bytes], costs: list[int], now: Optional[_Seconds]) -> list[RedisDecision]:
+        """One round trip taking ``costs`` for one caller, in a task of its
+        own: cancelled during it, the caller leaves at once, and what the
+        script took (it runs all the same once sent) is given back when Redis
+        answers, as a batched caller's is."""
+        call = asyncio.ensure_future(self._decide_taken(target, keys, "acquire", costs, now))
+        try:
+            return (await asyncio.shield(call))[0]
+        except asyncio.CancelledError:
+            call.add_done_callback(lambda done: self._untake(done, target, keys, costs))
+            raise
+
+    def _untake(
+        self, call: asyncio.Future[tuple[list[RedisDecision], Optional[Fraction]]], target: Any, keys: list[bytes], costs: list[int]
+    ) -> None:
+        """Gives back what ``call`` (``_take``'s) took, its caller gone."""
+        if call.cancelled() or call.exception() is not None:
+            return  # nothing taken, or nothing known of it
+        answers, taken_at = call.result()
+        self._give_back(keys, [(target, cost, answer) for cost, answer in zip(costs, answers)], taken_at)
+
+    def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
+        _keep(asyncio.ensure_future(self._send(keys, queue_key, entry, batch)))
+
+    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
+        """Gives back what was taken for callers that left (cancelled), ``(target,
+        cost, answer)`` each: to Redis at ``taken_at`` in a task of its own, or
+        (``None``) to the fallback."""
+        given = _give_back_fallback(self._core, taken, taken_at)
+        if not given:
+            return
+
+        async def give_back() -> None:
+            try:
+                await self._refund(keys, given, taken_at)
+            except Exception:
+                pass  # the script refused (a key of another type): nobody to tell, its caller is gone
+
+        _keep(asyncio.ensure_future(give_back()))
+
+    def _end(self, queue_key: tuple[bytes, ...], entry: _Queue) -> None:
+        """Takes ``entry`` out of the queues, unless another replaced it."""
+        with self._queues_lock:
+            if self._queues.get(queue_key) is entry:
+                del self._queues[queue_key]
+
+    async def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
+        """Sends ``batch`` as one call, then the batch gathered meanwhile in ``entry``."""
+        queue = entry[1]
+        try:
+            await self._answer(keys, queue, batch)
+            # The next batch goes once the callers just answered have run:
+            # one that calls again at once joins it, rather than going alone
+            # while every other waits for its answer.
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            # This task was cancelled (its loop ending): nobody would send
+            # the callers gathered meanwhile, and later ones would queue
+            # behind them for ever.
+            self._end(queue_key, entry)
+            for _, _, f in batch + queue:
+                f.cancel()
+            raise
+        # Only this loop's callers append to its queue: no lock needed here.
+        following, queue[:] = queue[:MAX_BATCH], queue[MAX_BATCH:]
+        if following:
+            self._spawn(keys, queue_key, entry, following)
+        else:
+            self._end(queue_key, entry)
+
+    async def _answer(self, keys: list[bytes], queue: list[_Waiting], batch: list[_Waiting]) -> None:
+        """Decides ``batch`` (cost, caller's target, future) in one call and answers each caller."""
+        targets = [t for _, t, _ in batch]
+        try:
+            costs = [c for c, _, _ in batch]
+            answers: Sequence[Union[RedisDecision, Exception]]
+            try:
+                answers, taken_at = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+            except _Fallbacks as mixed:
+                answers, taken_at = mixed.outcomes, None
+            if taken_at is None:
+                # Redis did not answer: the callers that queued meanwhile
+                # are decided by the fallback now, rather than each batch
+                # waiting for its own round trip to fail. Later ones ask Redis.
+                queued, queue[:] = queue[:], []
+                for cost, target, f in queued:
+                    if not f.done():
+                        try:
+                            f.set_result((self._core.fallback(target, cost, None, False), None))
+                        except Exception as error:
+                            f.set_exception(error)
+            # A caller cancelled meanwhile never sees its answer: what Redis
+            # took for it is given back, at the instant it was decided.
+            gone = []
+            for (cost, target, f), answer in zip(batch, answers):
+                if isinstance(answer, Exception):
+                    if not f.done():
+                        f.set_exception(answer)  # the fallback refused this caller alone
+                elif f.done():
+                    gone.append((target, cost, answer))
+                else:
+                    f.set_result((answer, taken_at))
+            self._give_back(keys, gone, taken_at)
+        except Exception as error:
+            for _, _, f in batch:
+                if not f.done():
+                    f.set_exception(error)
+
+    async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
+        at = "" if taken_at is None else _instant(taken_at, "taken_at")
+        try:
+            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+        except _FAULTS:
+            pass  # Redis unreachable: nothing to give back to (see "Faults")
+
+    async def _reserve(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> AsyncRedisReservation:
+        args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        try:
+            reply: Optional[list[int]] = await self._call(keys, args)
+        except _FAULTS:
+            reply = None
+        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+
+        async def cancel() -> None:
+            if slot is None:
+                self._core.unfallback(target, cost)
+            else:
+                await self._refund(keys, cost, slot)
+
+        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
+
+    async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
+        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
+        limit = _timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
+            booking = asyncio.ensure_future(book(left))
+            try:
+                reservation = await asyncio.shield(booking)
+            except asyncio.CancelledError:
+                # Cancelled while the script runs: it may book all the same.
+                # Whatever the give-back meets, the cancellation is what is raised.
+                try:
+                    await asyncio.shield(_give_back(booking))
+                except Exception:
+                    pass
+                raise
+            if reservation.ok:
+                try:
+                    await asyncio.sleep(reservation.wait)
+                except BaseException:
+                    await asyncio.shield(reservation.cancel())
+                    raise
+                return
+            if reservation.decision.from_store or reservation.wait > left:
+                raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
+            await asyncio.sleep(reservation.wait)
+
+
+async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
+    """Waits for ``booking`` and cancels what it booked, if anything."""
+    try:
+        reservation = await booking
+    except Exception:
+        return  # it booked nothing
+    await reservation.cancel()
+
+
+# The batch tasks in flight, kept referenced until they finish.
+_TASKS: set[asyncio.Future[None]] = set()
+
+
+def _keep(task: asyncio.Future[None]) -> None:
+    """Holds ``task`` until it is done: the loop keeps only a weak reference."""
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)

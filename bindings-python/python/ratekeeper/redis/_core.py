@@ -1,0 +1,286 @@
+"""What the sync and async classes share: keys, arguments, replies, the fallback."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any, Callable, Optional, Union
+
+from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, RateLimitError
+from ratekeeper.redis._values import (
+    _ceil_micros,
+    _counted,
+    _error,
+    _Fallback,
+    _infinite,
+    _instant,
+    _Key,
+    _key_part,
+    _micros,
+    _Reply,
+    _Seconds,
+    _T,
+    _type_error,
+    _utf8,
+    MAX_SPAN,
+)
+from ratekeeper.redis._decisions import RedisDecision, RedisPolicyDecision
+from ratekeeper.redis._limits import _Limit
+
+
+def _give_back_fallback(core: _Core, taken: Iterable[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> int:
+    """Of what was taken for callers that left, ``(target, cost, answer)``
+    each, gives the fallback's back (``taken_at`` is ``None`` when it
+    decided); returns the units to give back to Redis."""
+    given = 0
+    for target, cost, answer in taken:
+        if answer.allowed and taken_at is None:
+            core.unfallback(target, cost)
+        elif answer.allowed:
+            given += cost
+    return given
+
+
+class _Core:
+    """What the sync and async classes share: keys, arguments, replies, faults."""
+
+    # The in-process class that can decide for the same target as this
+    # store (a key, or a request), besides a plain Limiter.
+    KEYED_FALLBACK: type = KeyedLimiter
+
+    def __init__(
+        self,
+        limits: list[_Limit],
+        prefix: str,
+        clock: Optional[Callable[[], _Seconds]],
+        on_error: _Fallback,
+        batching: bool,
+    ) -> None:
+        if not isinstance(prefix, str):
+            raise _type_error("prefix", "a str", prefix)
+        if "{" in prefix or "}" in prefix:
+            # Keys carry a hash tag, {...}, so that a request's keys share a
+            # Cluster slot: a brace in the prefix would be the tag instead.
+            raise _error(f"prefix must not contain '{{' or '}}' (keys carry their own hash tag): {prefix!r}")
+        if not prefix:
+            # A policy with a global limit is tagged by its prefix, and Redis
+            # reads an empty tag, {}, as none: its keys would span slots.
+            raise _error("prefix must not be empty (it is the hash tag of a policy with a global limit)")
+        if not isinstance(batching, bool):
+            raise _type_error("batching", "a bool", batching)
+        if clock is not None and not callable(clock):
+            raise _type_error("clock", "a callable or None", clock)
+        if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
+            expected = f"'open', 'closed' or an in-process Limiter or {self.KEYED_FALLBACK.__name__}"
+            if isinstance(on_error, str):
+                raise _error(f"on_error must be {expected}, not {on_error!r}")
+            raise _type_error("on_error", expected, on_error)
+        self.limits = limits
+        # Names are written as values are, `<length>:<name>`, so that no name
+        # ending like a value (`a:2:x`) shares a key with another name's.
+        self.names = [_counted(limit.key) for limit in limits]
+        self.prefix = _utf8(prefix, "prefix")
+        self.clock = clock
+        self.on_error = on_error
+        self.batching = batching
+        self.limit = min(limit.limit for limit in limits)
+        # The fields a fallback Policy's limits are keyed by, beside the
+        # store's: every request must have them too, so that one lacking
+        # them fails at once, not only while Redis is down.
+        self.fallback_fields: dict[str, str] = {}
+        if isinstance(on_error, Policy):
+            for name in on_error.names:
+                for field in on_error.keyed_by(name):
+                    self.fallback_fields.setdefault(field, name)
+        # Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
+        self.common = [f for f in limits[0].by if all(f in limit.by for limit in limits)]
+        self.config: list[Union[str, int]] = [len(limits)]
+        for limit in limits:
+            self.config += limit.args
+
+    def keys(self, request: Mapping[str, _Key], argument: Optional[str] = None) -> list[bytes]:
+        """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all,
+        the name and each value of the key written ``<length>:<bytes>``.
+        A bad value's error names ``request[field]``, or ``argument`` when the
+        request stands for that one argument (a limiter's ``key``)."""
+        for field, name in self.fallback_fields.items():
+            if field not in request:
+                raise _error(f"request: lacks the field {field!r} that on_error's limit {name!r} is keyed by")
+        values: dict[str, bytes] = {}
+        for limit in self.limits:
+            for field in limit.by:
+                if field not in values:
+                    if field not in request:
+                        raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
+                    part = _key_part(request[field], argument or f"request[{field!r}]")
+                    values[field] = _counted(part)
+        # No field in common (a global limit): the whole policy on the slot of its prefix.
+        tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
+        return [
+            self.prefix + b"{" + tag + b"}:" + name + b":" + b"".join(values[f] for f in limit.by)
+            for limit, name in zip(self.limits, self.names)
+        ]
+
+    def now(self, now: Optional[_Seconds]) -> str:
+        """ARGV's ``now``: the caller's, in µs, or empty for the server's clock."""
+        if now is None and self.clock is not None:
+            now = self.clock()
+        if now is None:
+            return ""
+        return _instant(now, "now")
+
+    def max_wait(self, max_wait: Optional[_Seconds]) -> str:
+        """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
+        if max_wait is None or _infinite(max_wait):
+            return str(MAX_SPAN)
+        return str(min(_micros(max_wait, "max_wait"), MAX_SPAN))
+
+    def booking(
+        self, target: Any, cost: int, reply: Optional[Sequence[int]]
+    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction]]:
+        """A reserve reply (``None``: Redis failed, the fallback decides) as
+        ``(ok, wait, at, decision, slot)``, the slot exact, ``None`` for the fallback's."""
+        if reply is None:
+            d = self.fallback(target, cost, None, False)
+            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None
+        (d,) = self.decisions(reply[2:], 1)
+        slot = Fraction(reply[0] + reply[2], 1_000_000)
+        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot
+
+    def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
+        return ["1", mode, now, *self.config, len(costs), *costs, *extra]
+
+    def decisions(self, reply: _Reply, count: int) -> list[RedisDecision]:
+        if isinstance(reply, (bytes, str)):
+            # A 'text' reply: one string of the integers (PROTOCOL.md).
+            reply = [int(number) for number in reply.split()]
+        n = len(self.limits)
+        # A lone limit's own answer is the combined one, which the script
+        # does not send twice: read it from there.
+        stride, fields = (6, (0, 2, 3, 4, 5)) if n == 1 else (6 + 5 * n, (0, 1, 2, 3, 4))
+        out = []
+        for j in range(count):
+            base = 1 + j * stride
+            starts = [base] if n == 1 else range(base + 6, base + 6 + 5 * n, 5)
+            own = []
+            for limit, at in zip(self.limits, starts):
+                allowed, remaining, limit_, retry, reset = (reply[at + f] for f in fields)
+                own.append(
+                    Decision(
+                        bool(allowed), remaining, limit_, retry / 1e6, reset / 1e6, name=limit.name, window=limit.window
+                    )
+                )
+            denied_by = reply[base + 1]
+            out.append(self.decision(reply[base : base + 6], own, denied_by, True))
+        return out
+
+    def decision(
+        self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool
+    ) -> RedisDecision:
+        raise NotImplementedError
+
+    def fallbacks(
+        self, target: Any, targets: Optional[list[Any]], costs: list[int], now: Optional[_Seconds], peek: bool
+    ) -> list[RedisDecision]:
+        """``fallback`` for each of ``costs``, for ``targets[i]`` (default ``target``):
+        a batch gathers callers whose requests share their Redis keys, not
+        the fields an in-process ``Policy`` may key on."""
+        if targets is None:
+            return [self.fallback(target, cost, now, peek) for cost in costs]
+        outcomes: list[Union[RedisDecision, Exception]] = []
+        for t, cost in zip(targets, costs):
+            try:
+                outcomes.append(self.fallback(t, cost, now, peek))
+            except Exception as error:
+                outcomes.append(error)
+        decisions = [o for o in outcomes if isinstance(o, RedisDecision)]
+        if len(decisions) < len(outcomes):
+            raise _Fallbacks(outcomes)
+        return decisions
+
+    def _open_or_closed(self, allowed: bool) -> RedisDecision:
+        """What ``on_error="open"`` (``allowed``) or ``"closed"`` answers."""
+        # Denied: try again in a second, and (for the RateLimit header's
+        # `t`, which should not say sooner) count a second to "reset" too.
+        retry = 0.0 if allowed else 1.0
+        own = [
+            Decision(allowed, limit.limit if allowed else 0, limit.limit, retry, retry, name=limit.name, window=limit.window)
+            for limit in self.limits
+        ]
+        remaining = self.limit if allowed else 0
+        numbers = [int(allowed), 0, remaining, self.limit, _ceil_micros(retry), _ceil_micros(retry)]
+        return self.decision(numbers, own, 0 if allowed else 1, False)
+
+    def fallback(self, target: Any, cost: int, now: Optional[_Seconds], peek: bool) -> RedisDecision:
+        """The decision ``on_error`` makes when Redis cannot answer."""
+        if isinstance(self.on_error, str):
+            return self._open_or_closed(self.on_error == "open")
+        local: Any = self.on_error
+        method = local.peek if peek else local.try_acquire
+        try:
+            d = method(cost) if isinstance(local, Limiter) else method(target, cost)
+        except RateLimitError as error:
+            # A cost above the fallback's limit (a stricter limit for an
+            # outage, say), which it never admits: denied as "closed"
+            # denies, rather than raised during an outage.
+            if error.code != "cost_exceeds_limit":
+                raise
+            return self._open_or_closed(False)
+        # Each limit as the fallback's limit of its name answered, when it
+        # has one (a fallback Policy), else as the fallback answered as a whole.
+        mine = dict(getattr(d, "limits", ()))
+        own = [
+            Decision(o.allowed, o.remaining, o.limit, o.retry_after, o.reset_after, name=limit.name, window=limit.window)
+            for limit in self.limits
+            for o in [mine.get(limit.name, d)]
+        ]
+        # Rounded up to the wire's µs: a wait is never stated shorter.
+        numbers = [int(d.allowed), 0, d.remaining, d.limit, _ceil_micros(d.retry_after), _ceil_micros(d.reset_after)]
+        names = [limit.name for limit in self.limits]
+        denied_by = getattr(d, "denied_by", None)
+        index = 0 if d.allowed else names.index(denied_by) + 1 if denied_by in names else 1
+        return self.decision(numbers, own, index, False)
+
+    def unfallback(self, target: Any, cost: int) -> None:
+        """Gives ``cost`` back to the in-process ``on_error`` limiter that
+        ``fallback`` took it from (a cancelled fallback booking)."""
+        local: Any = self.on_error
+        if isinstance(local, str):
+            return
+        if isinstance(local, Limiter):
+            local.refund(cost)
+        else:
+            local.refund(target, cost)
+
+    def wrap(self, numbers: Sequence[int], own: list[Decision], from_store: bool, cls: type[_T]) -> _T:
+        allowed, remaining, limit, retry, reset = bool(numbers[0]), numbers[2], numbers[3], numbers[4], numbers[5]
+        items = [(lim.name, lim.window, d) for lim, d in zip(self.limits, own)]
+        made: Any = cls(allowed, remaining, limit, retry / 1e6, reset / 1e6, limits=items)  # type: ignore[call-arg]
+        made.from_store = from_store
+        return made  # type: ignore[no-any-return]
+
+
+class _Fallbacks(Exception):
+    """A batch's fallback decisions when some of them failed (a fallback
+    ``Policy`` refusing a caller's request): each answer or error is its
+    caller's alone, as the callers' requests are their own."""
+
+    def __init__(self, outcomes: list[Union[RedisDecision, Exception]]) -> None:
+        super().__init__("a batch's fallback refused some of its callers")
+        self.outcomes = outcomes
+
+
+class _LimiterCore(_Core):
+    def decision(self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool) -> RedisDecision:
+        return self.wrap(numbers, own, from_store, RedisDecision)
+
+
+class _PolicyCore(_Core):
+    KEYED_FALLBACK = Policy
+
+    def decision(self, numbers: Sequence[int], own: list[Decision], denied_by: int, from_store: bool) -> RedisDecision:
+        made = self.wrap(numbers, own, from_store, RedisPolicyDecision)
+        made.denied_by = self.limits[denied_by - 1].name if denied_by else None
+        made.limits = [(limit.name, d) for limit, d in zip(self.limits, own)]
+        return made

@@ -1,0 +1,96 @@
+"""What the Redis-backed classes answer: decisions and reservations."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from ratekeeper import Decision
+from ratekeeper.redis._faults import _FAULTS
+
+
+class RedisDecision(Decision):
+    """A ``Decision`` made by a Redis-backed limiter.
+
+    ``from_store`` is ``False`` when Redis could not be reached and the
+    limiter's ``on_error`` policy decided instead.
+    """
+
+    from_store: bool
+
+    def __repr__(self) -> str:
+        return f"{super().__repr__()[:-1]}, from_store={self.from_store})"
+
+
+class RedisPolicyDecision(RedisDecision):
+    """A ``RedisPolicy``'s answer: the combined decision, like ``PolicyDecision``.
+
+    ``denied_by`` names the limit that denied (the one with the longest
+    wait), ``limits`` lists ``(name, Decision)`` for every limit.
+    """
+
+    denied_by: Optional[str]
+    limits: list[tuple[str, Decision]]
+
+
+class _Reservation:
+    """What both kinds of reservation hold; ``cancel`` is each one's own."""
+
+    __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
+
+    def __init__(
+        self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
+    ) -> None:
+        # Annotated here, for the type checkers that read a library's
+        # attributes only from annotations (pyright --verifytypes).
+        self.ok: bool = ok
+        self.wait: float = wait
+        self.at: float = at
+        self.cost: int = cost
+        self.decision: RedisDecision = decision
+        self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(ok={self.ok}, wait={self.wait!r}, at={self.at!r}, cost={self.cost})"
+
+
+class RedisReservation(_Reservation):
+    """A booking made by ``reserve()`` on Redis: proceed after ``wait`` seconds.
+
+    ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
+    Unix epoch, on the clock that decided); later requests, from any process,
+    are served after it. Not ``ok``: nothing was booked; ``decision`` says
+    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    booking back.
+    """
+
+    __slots__ = ()
+
+    def cancel(self) -> None:
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                cancel()
+            except _FAULTS:
+                pass
+
+
+class AsyncRedisReservation(_Reservation):
+    """``RedisReservation`` of the async classes, the same but for
+    ``await reservation.cancel()`` (a separate class: its ``cancel`` is a coroutine)."""
+
+    __slots__ = ()
+
+    async def cancel(self) -> None:
+        """Gives the booking back at its slot, once (later calls do nothing). When
+        Redis cannot be reached, the booking stays (it expires with its key)."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is not None:
+            try:
+                await cancel()
+            except _FAULTS:
+                pass

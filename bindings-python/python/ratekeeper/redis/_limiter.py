@@ -1,0 +1,150 @@
+"""``RedisLimiter`` and ``AsyncRedisLimiter``: one limiter per key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Callable, Optional
+
+from ratekeeper import Decision, Limiter
+from ratekeeper.redis._values import _cost, _costs, _Key, _KeyFallback, _Seconds
+from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision, RedisReservation
+from ratekeeper.redis._limits import _one_limit
+from ratekeeper.redis._core import _Core, _LimiterCore
+from ratekeeper.redis._sync import _Sync
+from ratekeeper.redis._async import _Async
+
+
+class _LimiterMixin:
+    """What the sync and async limiters share: construction, keys, properties."""
+
+    _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+    _limiter: Limiter
+
+    def __init__(
+        self,
+        client: Any,
+        limiter: Limiter,
+        *,
+        name: Optional[str] = None,
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _KeyFallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        # The limiter's own name by default, as the Node client takes it: the
+        # name is part of the Redis key, so both must agree to share a limit.
+        core = _LimiterCore(_one_limit(limiter, name), prefix, clock, on_error, batching)
+        self._connect(client, core)
+        self._limiter = limiter
+
+    def __repr__(self) -> str:
+        # What it limits, as the in-process classes show it; never the client.
+        shown = [repr(self._limiter)]
+        if self.name != self._limiter.name:
+            shown.append(f"name={self.name!r}")
+        if self._core.prefix != b"ratekeeper:":
+            shown.append(f"prefix={self._core.prefix.decode()!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def _keys(self, key: _Key) -> list[bytes]:
+        return self._core.keys({"key": key}, "key")
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, as a dict."""
+        return decision.headers()
+
+    @property
+    def limit(self) -> int:
+        """The most units a key admits at once."""
+        return self._core.limit
+
+    @property
+    def window(self) -> float:
+        """Seconds over which a key's ``limit`` units are granted."""
+        return self._core.limits[0].window
+
+    @property
+    def name(self) -> str:
+        """The limiter's name: its keys' and RateLimit headers' name."""
+        return self._core.limits[0].name
+
+
+class RedisLimiter(_LimiterMixin, _Sync):
+    """One limiter per key, kept in Redis, for a sync ``redis.Redis`` client.
+
+    ``limiter`` is an in-process ``Gcra``, ``TokenBucket`` (greedy, one to
+    four bandwidths), ``FixedWindow``, ``SlidingWindowCounter`` or
+    ``SlidingWindowLog`` giving the configuration (durations in whole
+    microseconds). Keys are ``prefix{key}:name:key``, name and key written
+    ``<length>:<bytes>``, ``name`` being the limiter's own unless given:
+    the Node client's ``RedisLimiter`` of the same limiter uses the same keys.
+    """
+
+    def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
+        return self._acquire(key, self._keys(key), _cost(cost, self.limit), now)
+
+    def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[RedisDecision]:
+        """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        checked = _costs(costs, self.limit)
+        return self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
+
+    def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return self._decide(key, self._keys(key), "peek", [_cost(cost, self.limit)], now)[0]
+
+    def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
+        self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+
+    def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> RedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
+    def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(key)
+        cost = _cost(cost, self.limit)
+        self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+
+
+class AsyncRedisLimiter(_LimiterMixin, _Async):
+    """``RedisLimiter`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
+
+    async def try_acquire(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """Take ``cost`` units from ``key``'s limiter if it has them, and say what happened."""
+        return await self._acquire(key, self._keys(key), _cost(cost, self.limit), now)
+
+    async def try_acquire_batch(
+        self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisDecision]:
+        """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        checked = _costs(costs, self.limit)
+        return await self._take(key, self._keys(key), checked, now) if checked else []
+
+    async def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return (await self._decide(key, self._keys(key), "peek", [_cost(cost, self.limit)], now))[0]
+
+    async def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
+        await self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+
+    async def reserve(
+        self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
+
+    async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
+        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back."""
+        keys = self._keys(key)
+        cost = _cost(cost, self.limit)
+        await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+
+    acquire_async = acquire

@@ -1,0 +1,190 @@
+"""``RedisPolicy`` and ``AsyncRedisPolicy``: several limits, all or nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, Optional, Union
+
+from ratekeeper import Decision, Limiter
+from ratekeeper.redis._values import _cost, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
+from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
+from ratekeeper.redis._limits import _listed_limit, _policy_limits
+from ratekeeper.redis._core import _Core, _PolicyCore
+from ratekeeper.redis._sync import _Sync
+from ratekeeper.redis._async import _Async
+
+
+class _PolicyMixin:
+    """What the sync and async policies share: construction, keys, properties."""
+
+    _core: _Core
+    _connect: Callable[[Any, _Core], None]  # from _Sync or _Async
+
+    def __init__(
+        self,
+        client: Any,
+        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+        *,
+        algorithm: Optional[str] = None,
+        by: Optional[Iterable[str]] = None,
+        prefix: str = "ratekeeper:",
+        clock: Optional[Callable[[], _Seconds]] = None,
+        on_error: _RequestFallback = "closed",
+        batching: bool = True,
+    ) -> None:
+        self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
+
+    def _keys(self, request: _Request) -> list[bytes]:
+        if request is not None and not isinstance(request, Mapping):
+            raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
+        return self._core.keys(request or {})
+
+    def headers(self, decision: Decision) -> dict[str, str]:
+        """The HTTP RateLimit header values of ``decision``, every limit listed."""
+        return decision.headers()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The limits' names, in order."""
+        return tuple(limit.name for limit in self._core.limits)
+
+    def keyed_by(self, name: str) -> tuple[str, ...]:
+        """The fields limit ``name`` is keyed by."""
+        for limit in self._core.limits:
+            if limit.name == name:
+                return limit.by
+        raise _error(f"name: no limit is called {name!r}")
+
+    def __len__(self) -> int:
+        return len(self._core.limits)
+
+    def __repr__(self) -> str:
+        # As Policy's repr, never the client.
+        limits = "; ".join(
+            f"{json.dumps(limit.name, ensure_ascii=False)} by {json.dumps(list(limit.by), ensure_ascii=False)}"
+            for limit in self._core.limits
+        )
+        return f"<{type(self).__name__}: {limits}>"
+
+
+def _policy_core(
+    config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+    algorithm: Optional[str],
+    by: Optional[Iterable[str]],
+    prefix: str,
+    clock: Optional[Callable[[], _Seconds]],
+    on_error: _RequestFallback,
+    batching: bool,
+) -> _PolicyCore:
+    if isinstance(config, (list, tuple)):
+        # As Policy refuses them beside a configuration: each limit names its own.
+        for name, value in (("by", by), ("algorithm", algorithm)):
+            if value is not None:
+                raise _error(f"`{name}` applies only to rate strings; a list of limits gives each its own")
+        limits = [_listed_limit(entry) for entry in config]
+        if len({limit.name for limit in limits}) != len(limits):
+            raise _error("name: two limits have the same name")
+    else:
+        limits = _policy_limits(config, algorithm, by)  # type: ignore[arg-type]
+    if not limits:
+        raise _error("config: a policy on Redis needs at least one limit", "zero_value")
+    return _PolicyCore(limits, prefix, clock, on_error, batching)
+
+
+class RedisPolicy(_PolicyMixin, _Sync):
+    """Several limits decided together, all or nothing, in Redis, for a sync client.
+
+    ``config`` is what ``ratekeeper.Policy`` takes (a dict ``{"limits":
+    [...]}``, its JSON, or rate strings with ``algorithm`` and ``by``), or a
+    list of ``(name, limiter, by)``. Every request's keys share the hash tag
+    of the fields all limits are keyed by (the whole policy shares one slot
+    when some limit is global).
+    """
+
+    def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
+        """Take ``cost`` units from every limit if each has them, and say what happened."""
+        d = self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        return d  # type: ignore[return-value]
+
+    def try_acquire_batch(
+        self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisPolicyDecision]:
+        """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        checked = _costs(costs, self._core.limit)
+        return self._decide(request, self._keys(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
+
+    def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        return self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)[0]  # type: ignore[return-value]
+
+    def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
+        self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+
+    def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> RedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
+    def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(request)
+        cost = _cost(cost, self._core.limit)
+        self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+
+
+class AsyncRedisPolicy(_PolicyMixin, _Async):
+    """``RedisPolicy`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
+
+    async def try_acquire(
+        self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
+    ) -> RedisPolicyDecision:
+        """Take ``cost`` units from every limit if each has them, and say what happened."""
+        d = await self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        return d  # type: ignore[return-value]
+
+    async def try_acquire_batch(
+        self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
+    ) -> list[RedisPolicyDecision]:
+        """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        checked = _costs(costs, self._core.limit)
+        if not checked:
+            return []
+        return await self._take(request, self._keys(request), checked, now)  # type: ignore[return-value]
+
+    async def peek(
+        self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
+    ) -> RedisPolicyDecision:
+        """The decision ``try_acquire`` would give, consuming nothing."""
+        d = await self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)
+        return d[0]  # type: ignore[return-value]
+
+    async def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
+        """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
+        await self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+
+    async def reserve(
+        self,
+        request: _Request = None,
+        cost: int = 1,
+        *,
+        max_wait: Optional[_Seconds] = None,
+        now: Optional[_Seconds] = None,
+    ) -> AsyncRedisReservation:
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        return await self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+
+    async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        keys = self._keys(request)
+        cost = _cost(cost, self._core.limit)
+        await self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+
+    acquire_async = acquire

@@ -1,0 +1,178 @@
+"""The script's numbers, keys and costs: what a caller gives, checked and converted for the wire."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from fractions import Fraction
+from typing import Literal, Optional, TypeVar, Union
+
+from ratekeeper import KeyedLimiter, Limiter, Policy, RateLimitError, RateLimitTypeError
+
+
+#: The largest value a configuration may let the script's arithmetic reach
+#: (2^51 µs or units), so that every sum of such values stays exact in Lua.
+MAX_EXACT = 1 << 51
+#: The latest ``now`` the caller's clock may give: 2^52 µs after the epoch (2112).
+MAX_NOW = 1 << 52
+#: The longest window and the longest ``max_wait``: 2^50 µs (35 years), so that
+#: a booked slot plus two windows stays exact until ``MAX_NOW`` and beyond.
+MAX_SPAN = 1 << 50
+#: The most costs sent in one batch.
+MAX_BATCH = 1024
+# acquire and peek ask for their reply as one string of integers ('text'),
+# which redis-py reads far faster than an array of them (PROTOCOL.md).
+_TEXT = ("text",)
+# A reply: an array of integers, or a 'text' reply (str with decode_responses).
+_Reply = Union[Sequence[int], bytes, str]
+
+_Seconds = Union[int, float, Decimal, Fraction]
+_Key = Union[str, bytes, int]
+_Request = Optional[Mapping[str, _Key]]
+# What decides when Redis cannot answer: for a RedisLimiter, a KeyedLimiter
+# (a key's target); for a RedisPolicy, a Policy (a request's).
+_KeyFallback = Union[Literal["open", "closed"], Limiter, KeyedLimiter]
+_RequestFallback = Union[Literal["open", "closed"], Limiter, Policy]
+_Fallback = Union[_KeyFallback, _RequestFallback]
+_T = TypeVar("_T")
+
+
+def _taken_at(reply: _Reply) -> Fraction:
+    """The instant an ``acquire`` reply was decided at, in s: its first integer, in µs."""
+    first = reply.split(None, 1)[0] if isinstance(reply, (bytes, str)) else reply[0]
+    return Fraction(int(first), 1_000_000)
+
+
+def _error(message: str, code: str = "invalid_value") -> RateLimitError:
+    return RateLimitError(message, code)
+
+
+def _type_error(name: str, expected: str, value: object) -> RateLimitTypeError:
+    return RateLimitTypeError(f"{name} must be {expected}, not {type(value).__name__}", "invalid_type")
+
+
+def _is_asyncio_client(client: object) -> Optional[bool]:
+    """Whether ``client`` is redis-py's asyncio client (or a subclass), or its
+    sync one; ``None`` for anything else (another library, a test's fake)."""
+    for cls in type(client).__mro__:
+        module = cls.__module__
+        if module == "redis" or module.startswith("redis."):
+            return module.startswith("redis.asyncio")
+    return None
+
+
+def _micros(seconds: object, name: str) -> int:
+    """Seconds as whole microseconds: exact for int, Fraction and Decimal, rounded for float."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float, Decimal, Fraction)):
+        raise _type_error(name, "a number of seconds (int, float, Decimal or Fraction)", seconds)
+    # A float or a Decimal may be NaN or infinite; an int or a Fraction not.
+    if isinstance(seconds, Decimal):
+        finite = seconds.is_finite()
+    else:
+        finite = not isinstance(seconds, float) or math.isfinite(seconds)
+    if not finite:
+        raise _error(f"{name} must be a finite number")
+    if isinstance(seconds, float):
+        micros = round(seconds * 1_000_000)
+    else:
+        exact = Fraction(seconds) * 1_000_000
+        micros = math.floor(exact + Fraction(1, 2))
+    if micros < 0:
+        raise _error(f"{name} must not be negative")
+    return micros
+
+
+def _timeout(timeout: object) -> Optional[float]:
+    """An ``acquire``'s ``timeout`` in seconds, checked as the in-process
+    acquire checks it: ``None`` (or infinity) for no bound, else a number of
+    seconds of at least 0, the errors naming ``timeout``."""
+    if timeout is None or _infinite(timeout):
+        return None
+    return _micros(timeout, "timeout") / 1_000_000
+
+
+def _infinite(seconds: object) -> bool:
+    """Whether ``seconds`` is +infinity, a float's or a ``Decimal``'s, as the
+    in-process limiters read "no bound"."""
+    if isinstance(seconds, Decimal):  # is_infinite first: a signaling NaN refuses comparisons
+        return seconds.is_infinite() and seconds > 0
+    return isinstance(seconds, float) and seconds == math.inf
+
+
+def _duration(seconds: float, name: str) -> int:
+    """A limiter's duration (a float of whole nanoseconds) as whole microseconds, at least 1."""
+    micros = round(seconds * 1_000_000)
+    if micros < 1 or abs(seconds * 1_000_000 - micros) > 1e-4 * max(1, seconds * 1e-3):
+        raise _error(f"{name} must be a whole number of microseconds on Redis, not {seconds!r} s")
+    return micros
+
+
+def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
+    if value > bound:
+        power = bound.bit_length() - 1
+        raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
+
+
+def _ceil_micros(seconds: float) -> int:
+    """A wait in seconds as whole µs, rounded up."""
+    return math.ceil(seconds * 1e6)
+
+
+def _instant(value: _Seconds, name: str) -> str:
+    """ARGV's form of the instant ``value`` (seconds): whole µs, at most ``MAX_NOW``."""
+    micros = _micros(value, name)
+    if micros > MAX_NOW:
+        raise _error(f"{name}: more than 2^52 µs after the Unix epoch", "overflow")
+    return str(micros)
+
+
+def _utf8(text: str, name: str) -> bytes:
+    """``text`` as UTF-8, refused (``invalid_value``) when it holds a lone surrogate, as in-process."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise _error(f"{name} must be valid Unicode text (no lone surrogates)") from None
+
+
+def _counted(part: bytes) -> bytes:
+    """``part`` as a key writes it: ``<length>:<bytes>``, so that parts side by side read back one way."""
+    return b"%d:%s" % (len(part), part)
+
+
+def _key_part(value: object, name: str) -> bytes:
+    """A key's value as the in-process store reads it: a str's UTF-8, bytes as
+    they are, an integer (an ``int``, or any ``__index__`` one: NumPy's, an
+    ``IntEnum``) as its decimal digits."""
+    if isinstance(value, str):
+        return _utf8(value, name)
+    if isinstance(value, bytes):
+        return value
+    return b"%d" % _integer(value, name, "str, bytes or int")
+
+
+def _integer(value: object, name: str, expected: str) -> int:
+    """``value`` as an ``int`` (through ``__index__``), never a bool."""
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    raise _type_error(name, expected, value)
+
+
+def _costs(costs: object, limit: int) -> list[int]:
+    """A batch's costs, each checked by ``_cost``."""
+    if not isinstance(costs, Iterable):
+        raise _type_error("costs", "an iterable of int", costs)
+    return [_cost(c, limit) for c in costs]
+
+
+def _cost(cost: object, limit: int) -> int:
+    cost = _integer(cost, "cost", "an int")
+    if cost < 0:
+        raise _error("cost must not be negative")
+    if cost > limit:
+        raise _error(f"cost: {cost} is more than the limit {limit}", "cost_exceeds_limit")
+    return cost
