@@ -534,7 +534,8 @@ function createApi(B) {
     if (w === undefined) {
       // booked: waiters' bookings so far (each waiter's `seq`); foreign:
       // bookings no waiter holds, reconfigures and restores (see untracked).
-      w = { list: [], timer: undefined, due: NaN, read, booked: 0, foreign: 0 };
+      // cancel: the clearTimeout of the setTimeout that armed the timer.
+      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, booked: 0, foreign: 0 };
       waitersOf.set(owner, w);
     }
     return w;
@@ -587,6 +588,14 @@ function createApi(B) {
       arm(w);
       return;
     }
+    // A policy mixing bucket and window limits: nobody can move up (a window
+    // frees nothing of a booking to come, so booking them again would count
+    // them twice), and a bucket gives back exactly only its latest booking.
+    // Given back only when it is the latest; else its slot goes unused.
+    if (waiter.latestOnly && (w.foreign > waiter.foreign || w.booked > waiter.seq + 1)) {
+      arm(w);
+      return;
+    }
     const later =
       waiter.queue === null
         ? []
@@ -617,13 +626,15 @@ function createApi(B) {
 
   function arm(w) {
     if (w.list.length === 0) {
-      clearTimeout(w.timer);
-      w.timer = undefined;
+      disarm(w);
       return;
     }
     const due = w.list[0].atMs;
-    if (w.timer !== undefined && w.due === due) return;
-    clearTimeout(w.timer);
+    // Armed through the timers in place now: fake timers installed or
+    // removed since (a test's end) would leave it to timers nobody runs,
+    // and every waiter behind it waiting for ever.
+    if (w.timer !== undefined && w.due === due && w.armedBy === setTimeout) return;
+    disarm(w);
     w.due = due;
     let left;
     try {
@@ -631,7 +642,15 @@ function createApi(B) {
     } catch (error) {
       left = 0; // the timer's read fails the same way, and fails the waiters
     }
+    w.armedBy = setTimeout;
+    w.cancel = clearTimeout;
     w.timer = setTimeout(() => wake(w), timerDelay(Math.max(left, 0)));
+  }
+
+  /** Clears `w`'s timer, through the timers that armed it. */
+  function disarm(w) {
+    if (w.timer !== undefined) w.cancel(w.timer);
+    w.timer = undefined;
   }
 
   /** Lets every waiter whose slot has come go, in order; a clock that throws fails them all. */
@@ -711,6 +730,7 @@ function createApi(B) {
         seq: w.booked++,
         foreign: w.foreign,
         queue: slot.queue,
+        latestOnly: slot.latestOnly === true,
         aborted: () => signal !== undefined && signal.aborted,
         giveBack: cancelOnce(give, high, low),
         /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
@@ -1165,6 +1185,8 @@ function createApi(B) {
     #clock;
     /** Each field a limit is keyed by, once, with the first such limit's name. */
     #needs = [];
+    /** How an aborted waiter's booking is given back: see `acquire`. */
+    #buckets = 'none';
 
     constructor(config, options) {
       let algorithm;
@@ -1207,13 +1229,16 @@ function createApi(B) {
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
       let calendar = false;
-      // Each limit: its name, its calendar ('' for none), its number of fields, then the fields.
+      // Each limit: its name, its calendar ('' for none), its algorithm, its number of fields, then the fields.
+      let buckets = 0;
       for (let i = 0; i < limits.length; ) {
-        const count = Number(limits[i + 2]);
-        this.#limits.push({ name: limits[i], by: limits.slice(i + 3, i + 3 + count) });
+        const count = Number(limits[i + 3]);
+        this.#limits.push({ name: limits[i], by: limits.slice(i + 4, i + 4 + count) });
         calendar ||= limits[i + 1] !== '';
-        i += 3 + count;
+        if (MOVES_UP.has(limits[i + 2])) buckets++;
+        i += 4 + count;
       }
+      this.#buckets = buckets === 0 ? 'none' : buckets === this.#limits.length ? 'all' : 'some';
       for (const { name, by } of this.#limits) {
         for (const field of by) if (!this.#needs.some(([known]) => known === field)) this.#needs.push([field, name]);
       }
@@ -1307,6 +1332,8 @@ function createApi(B) {
       const maxWait = number(maxWaitMs, Infinity, 'max_wait');
       const now = nowFrom(this.#clock, nowMs);
       const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
+      // A booking of a slot to come that no waiter holds (see untracked).
+      if (flat[0] === 1 && out()[0] > 0) untracked(this);
       // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
       const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
       return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
@@ -1333,7 +1360,14 @@ function createApi(B) {
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',
-          queue: null,
+          // A bucket gives back exactly only its latest booking (see
+          // MOVES_UP): a policy of buckets only moves the waiters behind an
+          // aborted one up, as a limiter does (one queue: those of other keys
+          // too, which share its global limits); one of windows only gives
+          // each booking back where it was counted; a mix gives back only
+          // the latest booking.
+          queue: this.#buckets === 'all' ? '' : null,
+          latestOnly: this.#buckets === 'some',
         },
         cost,
         options,

@@ -491,8 +491,9 @@ function pace(RateLimited, fetch, limiter, options) {
 
   function paced(input, init) {
     return new Promise((resolve, reject) => {
-      // fetch takes init's signal over the Request's own.
-      const own = init != null && init.signal != null ? init.signal : isRequest(input) ? input.signal : null;
+      // fetch takes init's signal over the Request's own, null included
+      // (which detaches the request from its own).
+      const own = init != null && init.signal !== undefined ? init.signal : isRequest(input) ? input.signal : null;
       const signal = own == null ? undefined : own;
       if (signal !== undefined && !isSignal(signal)) {
         reject(typeError('`signal` must be an AbortSignal'));

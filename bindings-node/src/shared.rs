@@ -990,16 +990,18 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// For each limit: its name, its calendar's name (empty for none), the
-/// number of fields it is keyed by (in decimal), then those fields. (Fields
-/// joined by a separator could not be told apart from fields containing it.)
+/// For each limit: its name, its calendar's name (empty for none), its
+/// algorithm, the number of fields it is keyed by (in decimal), then those
+/// fields. (Fields joined by a separator could not be told apart from fields
+/// containing it.)
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(p: &Policy) -> Vec<String> {
-    let mut out = Vec::with_capacity(3 * p.len());
+    let mut out = Vec::with_capacity(4 * p.len());
     for i in 0..p.len() {
         out.push(p.name(i).to_owned());
-        let calendar = p.limiter(i).calendar();
-        out.push(calendar.map_or("", |c| c.name()).to_owned());
+        let limiter = p.limiter(i);
+        out.push(limiter.calendar().map_or("", |c| c.name()).to_owned());
+        out.push(limiter.algorithm().to_owned());
         out.push(p.keyed_by(i).count().to_string());
         out.extend(p.keyed_by(i).map(str::to_owned));
     }

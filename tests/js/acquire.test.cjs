@@ -395,6 +395,28 @@ describe('acquire', () => {
     assert.ok(delays.length >= 2 && delays.every((ms) => ms <= 2 ** 31 - 1), String(delays));
   });
 
+  it('a waiter left on fake timers removed before it came due strands nobody: the next acquire arms a timer of the timers in place', async () => {
+    // As at the end of a test that leaves a limiter of the module under
+    // test with a waiter: its fake timer never fires, and the one timer
+    // was "armed" for the same slot, so later waiters waited for ever.
+    const settled = [];
+    let now = 0;
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: () => now });
+    gcra.tryAcquire();
+    const left = fakeTime({ start: 0 }).install();
+    gcra.acquire().then(() => settled.push(['left', now]));
+    left.uninstall();
+    time = fakeTime({ start: 0 }).install();
+    gcra.acquire().then(() => settled.push(['next', now]));
+    // Both waiters' timers now run on the timers in place.
+    for (let t = 0; t < 3; t++) {
+      now += 100;
+      await time.advance(100);
+    }
+    // The waiter left behind goes too, at its slot by the clock.
+    assert.deepStrictEqual(settled, [['left', 100], ['next', 200]]);
+  });
+
   it('a clock that throws during the wait rejects with its error and gives the booking back', async () => {
     const { time } = setup();
     let broken = false;

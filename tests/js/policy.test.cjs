@@ -530,6 +530,42 @@ describe('Policy', () => {
     }
   });
 
+  it("aborting a waiter of a bucket policy never lets two units through at once: those behind move up, or the slot goes unused", async () => {
+    // A bucket gives back exactly only its latest booking: a waiter given
+    // back from the middle of the queue, with nobody moving up, let the next
+    // acquire share a slot with a later waiter (two units at once, burst 1).
+    for (const config of [
+      '1/second',
+      { limits: [{ name: 'g', rate: '1/second', algorithm: 'gcra' }, { name: 'u', rate: '5/second', by: ['u'] }] },
+      { limits: [{ name: 'g', rate: '1/second' }, { name: 'day', rate: '100/day', algorithm: 'fixed_window' }] },
+    ]) {
+      const time = fakeTime({ start: 0 }).install();
+      try {
+        const policy = new Policy(config, { clock: time.now });
+        const at = {};
+        const go = (name, signal) =>
+          policy.acquire({ u: name }, 1, { signal }).then(
+            () => (at[name] = time.now()),
+            () => (at[name] = 'aborted'),
+          );
+        go('a');
+        const controller = new AbortController();
+        go('b', controller.signal);
+        go('c');
+        await time.advance(10);
+        controller.abort();
+        go('d');
+        await time.advance(10 * SECOND);
+        const slots = ['a', 'c', 'd'].map((name) => at[name]);
+        assert.equal(at.b, 'aborted');
+        assert.equal(new Set(slots).size, 3, `${JSON.stringify(config)}: a, c and d each at a slot of its own: ${slots}`);
+        assert.ok(slots[0] < slots[1] && slots[1] < slots[2], `${JSON.stringify(config)}: in order: ${slots}`);
+      } finally {
+        time.uninstall();
+      }
+    }
+  });
+
   it('reserve books every limit at the policy\'s slot, and cancel() gives it back in every one', () => {
     const log = (limit, windowMs) => new SlidingWindowLog({ limit, windowMs });
     const policy = new Policy({ limits: [{ name: 'fast', limiter: log(2, 100) }, { name: 'slow', limiter: log(1, SECOND) }] });

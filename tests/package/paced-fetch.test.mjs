@@ -499,6 +499,19 @@ test("a Request's own signal aborts it while it waits", async () => {
   assert.deepEqual(log.length, 1, 'the aborted request never left');
 });
 
+test("init's signal: null detaches a Request from its own signal, as fetch does", async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const first = paced('http://x/0');
+  const controller = new AbortController();
+  const second = paced(new Request('http://x/1', { signal: controller.signal }), { signal: null });
+  controller.abort();
+  await time.advance(1000);
+  await Promise.all([first, second]);
+  assert.deepEqual(log.length, 2, 'the request no longer follows its own signal');
+});
+
 test('a retry sends a body again; a stream body, or a POST answered 503, is not sent twice', async () => {
   const time = fakeTime();
   const bodies = [];
