@@ -76,6 +76,10 @@ impl Core for AnyKeyed {
         Ok(())
     }
 
+    fn gives_back_anywhere(&self) -> bool {
+        self.prototype().refunds_any_booking()
+    }
+
     fn to_owned(key: &[u8]) -> Box<[u8]> {
         key.into()
     }

@@ -91,6 +91,10 @@ impl Core for AnyLimiter {
         Ok(())
     }
 
+    fn gives_back_anywhere(&self) -> bool {
+        self.refunds_any_booking()
+    }
+
     fn to_owned(_: &()) {}
 
     fn borrow(owned: &()) -> &() {

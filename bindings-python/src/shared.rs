@@ -50,6 +50,14 @@ pub trait Core: Send + 'static {
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Self::Answer>, Error>;
     fn refund(&mut self, target: &Self::Target, taken_at: Nanos, cost: u64) -> Result<(), Error>;
+    /// Whether a booking may be given back wherever it stands in the queue
+    /// (a window algorithm keeps each where it was counted). A bucket keeps
+    /// no record of single bookings: one given back from the middle of the
+    /// queue frees the slot at its end, which the next caller then shares
+    /// with the last waiter. The default, `false`, is the safe answer.
+    fn gives_back_anywhere(&self) -> bool {
+        false
+    }
     /// Words for `error`, about `target`, that the core's error cannot hold
     /// (the names of a policy's missing field and limit), if any.
     fn explain(&self, _error: &Error, _target: &Self::Target) -> Option<String> {
@@ -430,7 +438,8 @@ pub fn rebook<'py, S: Subject>(
 }
 
 /// `acquire`: books, then sleeps with `time.sleep` until the slot; an
-/// interrupted sleep gives the booking back.
+/// interrupted sleep gives the booking back (a bucket's only while it is
+/// the latest, see [`Core::gives_back_anywhere`]).
 pub fn acquire<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
@@ -438,7 +447,7 @@ pub fn acquire<S: Subject>(
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let py = slf.py();
-    let (now, wait, _) = book(slf, target, cost, timeout)?;
+    let (now, wait, seq) = book(slf, target, cost, timeout)?;
     if wait == Nanos::ZERO {
         return Ok(());
     }
@@ -447,7 +456,15 @@ pub fn acquire<S: Subject>(
     let slept = sleep.and_then(|sleep| sleep.call1((wait.as_secs_f64(),)));
     slept.map(drop).inspect_err(|_| {
         let slot = now.saturating_add(wait);
-        let _ = slf.get().shared().lock(py).refund(target, slot, cost);
+        let shared = slf.get().shared();
+        let mut core = shared.lock(py);
+        // A bucket's booking is given back only while it is the latest (no
+        // booking, reconfigure or restore since, counted as `seq` counted
+        // it): from the middle of the queue it would free the slot of the
+        // last waiter, still asleep, for the next caller. Else it goes unused.
+        if core.gives_back_anywhere() || shared.events() == seq {
+            let _ = core.refund(target, slot, cost);
+        }
     })
 }
 
@@ -610,7 +627,9 @@ macro_rules! limiter_methods {
             /// bound) is checked before booking: a longer wait raises
             /// ``RateLimited`` at once, with ``.retry_after``, booking nothing, and
             /// ``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
-            /// exception), the booking is given back before the exception propagates.
+            /// exception), the booking is given back before the exception propagates
+            /// (a bucket's only while no other booking came after it: else its slot
+            /// goes unused, as one given back from the middle would be shared).
             #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
             fn acquire(
                 slf: &Bound<'_, Self>,

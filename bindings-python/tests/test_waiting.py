@@ -94,6 +94,43 @@ def test_an_interrupted_sleep_gives_the_booking_back(
     assert bucket.reserve().wait == 1.0  # the slot went back: the next booking gets it
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda c: TokenBucket(1, 1, 1, clock=c),
+        lambda c: Gcra(1, 1.0, clock=c),
+        lambda c: LeakyBucket(10, 1.0, clock=c),
+        lambda c: ratekeeper.KeyedLimiter(TokenBucket(1, 1, 1, clock=c)),
+        lambda c: ratekeeper.Policy.from_rates("1/second;1000/hour", clock=c),
+    ],
+    ids=["token_bucket", "gcra", "leaky_bucket", "keyed", "policy"],
+)
+def test_an_interrupted_sleep_with_a_waiter_behind_gives_nothing_back_from_the_middle(
+    make: Callable[[FakeClock], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bucket keeps no record of single bookings: given back from the
+    # middle of the queue, the interrupted booking freed the slot at its end,
+    # and the next caller was booked into the slot of the thread still asleep
+    # behind it (two units at once from a burst of one).
+    clock = FakeClock(50.0)
+    limiter = make(clock)
+    args: tuple[Any, ...] = ("k",) if isinstance(limiter, ratekeeper.KeyedLimiter) else ()
+    if isinstance(limiter, ratekeeper.Policy):
+        args = (None,)
+    limiter.try_acquire(*args)
+    behind: list[ratekeeper.Reservation] = []
+
+    def interrupted(seconds: float) -> None:
+        behind.append(limiter.reserve(*args))  # another thread books behind, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.acquire(*args)
+    assert behind[0].at == 52.0
+    assert limiter.reserve(*args).at > behind[0].at  # never the slot of the one behind
+
+
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
 def test_a_signal_during_a_real_sleep_refunds() -> None:
     class Alarm(Exception):
@@ -698,6 +735,28 @@ def test_a_waiter_on_a_closed_loop_is_never_given_back_from_the_middle(closing: 
         loops[0].close()
 
 
+def test_a_task_abandoned_on_a_closed_loop_is_collected_and_gives_back() -> None:
+    # _WAITING held the waiter, and the waiter its task (and, through the
+    # future that wakes it, the task again): a task left pending on a loop
+    # closed since was never collected, its coroutine never closed, its
+    # booking never given back, and the limiter, loop and task never freed.
+    import gc
+    import weakref
+
+    bucket = TokenBucket(1, 1, 30)
+    bucket.acquire()
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(bucket.acquire_async())
+    loop.run_until_complete(asyncio.sleep(0.01))
+    loop.close()
+    gone = weakref.ref(task)
+    del task
+    gc.collect()
+    assert gone() is None
+    assert id(bucket) not in _wait._WAITING
+    assert 29 < bucket.reserve().wait <= 30  # its booking was given back
+
+
 def test_a_clock_failing_in_a_withdrawal_moves_nobody_and_the_cancel_stands(monkeypatch: pytest.MonkeyPatch) -> None:
     # The clock is read before anything is given back: when it raises,
     # nobody moves, the cancelled waiter leaves the queue, its task ends
@@ -739,6 +798,24 @@ def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     done = asyncio.run(_cancel_then_book(FixedWindow(1, 1.0, clock=timeline), timeline, "a"))
     assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
+
+
+def test_a_policy_of_buckets_gives_nothing_back_from_the_middle(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What ratekeeper.limit("1/second;1000/hour") waits on. A policy's
+    # waiters never move up; its bucket refunded a cancelled booking from
+    # the middle of the queue, which freed the slot at its end: e was booked
+    # into d's (two units at once from a burst of one). Its slot goes unused.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
+    done = asyncio.run(_cancel_then_book(policy, timeline, "a"))  # type: ignore[arg-type]
+    assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
+    # The latest booking is still given back: the next one takes its slot.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
+    done = asyncio.run(_cancel_then_book(policy, timeline, "d"))  # type: ignore[arg-type]
+    assert done == {"a": 1.0, "b": 2.0, "c": 3.0, "e": 4.0}
 
 
 def test_a_coroutine_never_awaited_books_nothing() -> None:

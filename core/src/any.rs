@@ -109,6 +109,25 @@ impl AnyLimiter {
         algorithm.name()
     }
 
+    /// Whether [`refund`](Limiter::refund) gives a booking back wherever it
+    /// stands among later ones: the window algorithms, which keep each
+    /// booking where it was counted. A token bucket, GCRA or leaky bucket
+    /// keeps its bookings as one level or one queue's end: a booking given
+    /// back from the middle frees the slot of the latest one, so a caller
+    /// giving up its place (an aborted waiting acquire) gives back only
+    /// while its booking is the latest, or moves those behind it up.
+    pub fn refunds_any_booking(&self) -> bool {
+        !matches!(
+            self,
+            AnyLimiter::TokenBucket(_)
+                | AnyLimiter::TokenBucket2(_)
+                | AnyLimiter::TokenBucket3(_)
+                | AnyLimiter::TokenBucket4(_)
+                | AnyLimiter::Gcra(_)
+                | AnyLimiter::LeakyBucket(_)
+        )
+    }
+
     /// The span over which [`limit`](Limiter::limit) units are granted, as
     /// the `w` of a `RateLimit-Policy` header: a window algorithm's window
     /// (a calendar's nominal length: a day, 7 days, 30 days for a month);

@@ -14,6 +14,7 @@ import functools
 import operator
 import sys
 import threading
+import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
 
@@ -70,17 +71,22 @@ class _Waiter:
         self.reservation = reservation
         self.queue = queue
         self.loop = loop
-        self.task = task
+        # Held weakly, as is ``moved`` (whose callbacks hold the task): the
+        # waiter stays in _WAITING until its coroutine ends, and a task left
+        # pending on a loop closed since must still be collected, which
+        # closes its coroutine and so gives its booking back.
+        self.task: Optional[weakref.ReferenceType[asyncio.Task[Any]]] = None if task is None else weakref.ref(task)
         # A task may have caught a cancellation before and gone on without
         # uncancel(): only a request made since it began waiting counts.
         self.cancels = self._cancel_requests()
         self.error: Optional[BaseException] = None
-        self.moved: Optional[asyncio.Future[None]] = None
+        self.moved: Optional[weakref.ReferenceType[asyncio.Future[None]]] = None
         # The subject's events not of its waiters when it booked (see _events_allowed).
         self.foreign = 0
 
     def _cancel_requests(self) -> int:
-        cancelling = getattr(self.task, "cancelling", None)
+        task = None if self.task is None else self.task()
+        cancelling = getattr(task, "cancelling", None)
         return 0 if cancelling is None else int(cancelling())
 
     def cancelling(self) -> bool:
@@ -128,7 +134,7 @@ def _key_bytes(key: object) -> bytes:
 
 def _wake(waiter: _Waiter) -> None:
     """Wakes ``waiter`` (on its own loop) to read its new booking, or its ``error``."""
-    moved = waiter.moved
+    moved = None if waiter.moved is None else waiter.moved()
     if moved is not None and not moved.done():
         moved.set_result(None)
 
@@ -178,16 +184,25 @@ class _Unraisable:
 
 def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     """``_withdraw``'s work (lock held)."""
+    booker: Any = subject  # its arguments vary by class
     queue = _WAITING.get(id(subject), [])
     if waiter not in queue:
         waiter.reservation.cancel()  # taken out by another's withdrawal
         return
     if waiter.queue is None:
-        # Nobody moves: the booking is given back as its refund does.
-        waiter.reservation.cancel()
+        # Nobody moves: the booking is given back as its refund does; but
+        # a policy with a bucket among its limits (what ratekeeper.limit
+        # makes of two rates) gives it back only while it is the latest
+        # booking (see _MOVES_UP), else its slot goes unused.
+        if _holds_a_bucket(subject):
+            try:
+                booker._rebook(waiter.reservation._seq, [(waiter.reservation, waiter.args)], [])
+            except Exception as error:
+                sys.unraisablehook(_Unraisable(error, "Exception ignored while an acquire_async was withdrawn"))
+        else:
+            waiter.reservation.cancel()
         _leave(subject, queue, {id(waiter)})
         return
-    booker: Any = subject
     at = queue.index(waiter)
     later = [w for w in queue[at + 1 :] if w.queue == waiter.queue]
     # Cancelled too (many tasks at once), or on a loop closed since: given
@@ -234,6 +249,13 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             other.reservation = given_back
             gone.add(id(other))
     _leave(subject, queue, gone)
+
+
+def _holds_a_bucket(subject: _Subject) -> bool:
+    """Whether ``subject``, a policy, has a limit of an algorithm of ``_MOVES_UP``."""
+    from ratekeeper._ratekeeper import Policy, guarantee
+
+    return isinstance(subject, Policy) and any(limit.algorithm in _MOVES_UP for limit in guarantee(subject).limits)
 
 
 def _events_allowed(booker: Any, waiter: _Waiter) -> int:
@@ -290,7 +312,7 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     try:
         while wait > 0:
             moved: asyncio.Future[None] = loop.create_future()
-            waiter.moved = moved
+            waiter.moved = weakref.ref(moved)
             # Looked up on every call, so that a test may replace asyncio.sleep.
             sleeping = asyncio.ensure_future(asyncio.sleep(wait))
             try:
