@@ -282,6 +282,11 @@ function pace(RateLimited, fetch, limiter, options) {
   const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
   let timer = null;
   let timerAt = NaN;
+  // The setTimeout that armed `timer`: by default the global one of the
+  // moment, which fake timers may replace and then remove (a test's end),
+  // leaving a timer nobody runs.
+  const timersInPlace = options?.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
+  let armedBy;
   let nextId = 0;
   const emit = (event) => {
     if (onEvent === undefined) return;
@@ -299,9 +304,10 @@ function pace(RateLimited, fetch, limiter, options) {
       return;
     }
     const due = Math.max(queue[0].atMs, pausedUntil);
-    if (timer !== null && timerAt === due) return;
+    if (timer !== null && timerAt === due && armedBy === timersInPlace()) return;
     if (timer !== null) timers.clearTimeout(timer);
     timerAt = due;
+    armedBy = timersInPlace();
     // At most what timers take (2^31 - 1 ms; a longer delay fires at once):
     // a longer wait takes several timers.
     timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(due - clock())), MAX_TIMER_MS));

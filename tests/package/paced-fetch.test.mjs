@@ -499,6 +499,31 @@ test("a Request's own signal aborts it while it waits", async () => {
   assert.deepEqual(log.length, 1, 'the aborted request never left');
 });
 
+test('a request left waiting under fake timers removed since strands nobody behind it', async () => {
+  // Default clock and timers: the timer armed under the fake setTimeout
+  // never fires, and a later call found a timer armed for the same slot.
+  const log = [];
+  const fetch = async (url) => {
+    log.push(url);
+    return new Response('ok');
+  };
+  const paced = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 20, periodMs: 1000 }));
+  const first = paced('/0');
+  const real = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
+  globalThis.setTimeout = () => 0;
+  globalThis.clearTimeout = () => {};
+  const second = paced('/1');
+  Object.assign(globalThis, real);
+  const third = paced('/2');
+  let timeout;
+  const stranded = new Promise((_, reject) => {
+    timeout = setTimeout(() => reject(new Error(`stranded: sent ${log}`)), 3000);
+  });
+  await Promise.race([Promise.all([first, second, third]), stranded]);
+  clearTimeout(timeout);
+  assert.deepEqual(log, ['/0', '/1', '/2']);
+});
+
 test("init's signal: null detaches a Request from its own signal, as fetch does", async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time);
