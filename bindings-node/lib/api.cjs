@@ -339,9 +339,12 @@ function createApi(B) {
     constructor(built) {
       if (!(built instanceof Built)) throw abstract('build one of its subclasses');
       const { options } = built;
-      const name = options == null ? undefined : options.name;
-      const clock = options == null ? undefined : options.clock;
+      let name;
+      let clock;
       try {
+        // Read inside: a getter that throws (options are the caller's) must not strand the native limiter.
+        name = options == null ? undefined : options.name;
+        clock = options == null ? undefined : options.clock;
         if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
         if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
       } catch (error) {

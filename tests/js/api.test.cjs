@@ -912,3 +912,28 @@ describe('console.log shows what built the object', () => {
     assert.equal(shown(new KeyedLimiter(bucket), { depth: 0 }), 'KeyedLimiter { limiter: [TokenBucket], size: 0 }');
   });
 });
+
+describe('a construction that fails', () => {
+  it("frees the native limiter it built when reading the options' name or clock throws", () => {
+    // Read after the native limiter was built, outside the try that frees
+    // it: each such construction left a limiter in the addon's table.
+    if ((process.env.RATEKEEPER_IMPL || 'napi') !== 'napi') return; // the wasm build's are collected with their handles
+    const native = require('../../bindings-node/native.js');
+    const options = { burst: 1, emissionIntervalMs: 1 };
+    for (const field of ['name', 'clock']) {
+      // The table's free list starts with `slot`: the construction below takes it.
+      const slot = native.gcra(options);
+      native.free(slot);
+      const throwing = Object.defineProperty({ ...options }, field, {
+        enumerable: true,
+        get() {
+          throw new Error('getter');
+        },
+      });
+      assert.throws(() => new Gcra(throwing), /getter/);
+      const next = native.gcra(options);
+      native.free(next);
+      assert.equal(next, slot, `the limiter built before \`${field}\` threw was never freed`);
+    }
+  });
+});
