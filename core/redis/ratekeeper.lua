@@ -31,7 +31,10 @@ local algorithms = {}
 algorithms.gcra = {
   config = function(a) return { burst = a[1], interval = a[2], tolerance = a[1] * a[2] } end,
   fresh = function(c) return { latest = 0, used = 0 } end,
-  load = function(f) return { latest = f[1], used = f[2] } end,
+  load = function(f)
+    if #f ~= 2 then return nil end
+    return { latest = f[1], used = f[2] }
+  end,
   dump = function(s) return fmt(s.latest) .. ' ' .. fmt(s.used) end,
   decide = function(c, s, now, cost)
     local used, at, lag
@@ -128,10 +131,22 @@ algorithms.token_bucket = {
     for i, b in ipairs(c.bands) do s[i] = { tokens = b.cap, owed = 0, carry = 0 } end
     return s
   end,
-  load = function(f)
+  -- A named limit keeps its key when its configuration changes: bands
+  -- carry over by position, as a reconfigure carries them (a new band
+  -- starts full, one no longer configured is dropped, and tokens at or
+  -- above its capacity make a full band).
+  load = function(f, c)
+    if #f % 2 ~= 1 then return nil end
     local s = { updated = f[1] }
-    for i = 2, #f, 2 do
-      s[#s + 1] = { tokens = max(f[i], 0), owed = max(-f[i], 0), carry = f[i + 1] }
+    for i, b in ipairs(c.bands) do
+      local at = 2 * i
+      if f[at] == nil or f[at] >= b.cap then
+        s[i] = { tokens = b.cap, owed = 0, carry = 0 }
+      else
+        -- A carry of another period restarts (a partial token, as a reconfigure has it).
+        local carry = f[at + 1] < b.p and f[at + 1] or 0
+        s[i] = { tokens = max(f[at], 0), owed = max(-f[at], 0), carry = carry }
+      end
     end
     return s
   end,
@@ -192,7 +207,10 @@ algorithms.token_bucket = {
 algorithms.fixed_window = {
   config = function(a) return { limit = a[1], window = a[2] } end,
   fresh = function(c) return { latest = 0, index = 0, used = 0, floor = 0 } end,
-  load = function(f) return { latest = f[1], index = f[2], used = f[3], floor = f[4] or 0 } end,
+  load = function(f)
+    if #f ~= 3 and #f ~= 4 then return nil end -- (states written before the floor lack it)
+    return { latest = f[1], index = f[2], used = f[3], floor = f[4] or 0 }
+  end,
   dump = function(s)
     return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.used) .. ' ' .. fmt(s.floor)
   end,
@@ -250,7 +268,10 @@ end
 algorithms.sliding_window_counter = {
   config = function(a) return { limit = a[1], window = a[2] } end,
   fresh = function(c) return { latest = 0, index = 0, cur = 0, prev = 0, floor = 0 } end,
-  load = function(f) return { latest = f[1], index = f[2], cur = f[3], prev = f[4], floor = f[5] or 0 } end,
+  load = function(f)
+    if #f ~= 4 and #f ~= 5 then return nil end -- (states written before the floor lack it)
+    return { latest = f[1], index = f[2], cur = f[3], prev = f[4], floor = f[5] or 0 }
+  end,
   dump = function(s)
     return fmt(s.latest) .. ' ' .. fmt(s.index) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev) .. ' ' .. fmt(s.floor)
   end,
@@ -565,9 +586,18 @@ for i = 1, n do
   else
     local stored = redis.call('GET', KEYS[i])
     if stored then
+      -- Integers only, as this script writes them: anything else was not
+      -- written by it, and is refused rather than decided on.
       local f = {}
-      for word in string.gmatch(stored, '%S+') do f[#f + 1] = tonumber(word) end
-      state = algorithm.load(f)
+      for word in string.gmatch(stored, '%S+') do
+        if not string.match(word, '^%-?%d+$') then
+          return redis.error_reply('ratekeeper: the key of limit ' .. i .. " holds a value this script did not write: '" .. string.sub(stored, 1, 64) .. "'")
+        end
+        f[#f + 1] = tonumber(word)
+      end
+      -- A state of another shape (the limit's algorithm changed under the
+      -- same name) is none: the key starts fresh.
+      state = algorithm.load(f, cfg)
     end
   end
   if state == nil then state = algorithm.fresh(cfg) end
@@ -590,6 +620,30 @@ pos = pos + m + 1
 -- is a second longer: Redis does not stop its clock during a script, and a
 -- key of a millisecond could expire before the PEXPIREAT that lengthens it,
 -- in a script held up by a loaded machine (seen in the differential tests).
+-- A refund only ever makes a state fresher, so the key's expiry, set by the
+-- call that wrote it, stays safe: it is kept (KEEPTTL; a sorted set's
+-- commands keep it), and the key is deleted only when its state is fresh as
+-- of its own latest time. A refund's `now` may be the server's clock while
+-- the key was written on the callers' (the clients send no time with a
+-- refund), where the state judged at the server's time looked fresh and the
+-- key was deleted, every unit taken forgotten.
+local function save_refund()
+  for i, l in ipairs(limits) do
+    if l.dirty then
+      local s = l.state
+      local _, _, _, reset = l.algorithm.decide(l.cfg, s, s.latest or s.updated, 0)
+      local key = KEYS[i]
+      if reset == 0 then
+        redis.call('UNLINK', key)
+      elseif l.algorithm.write then
+        l.algorithm.write(key, s)
+      else
+        redis.call('SET', key, l.algorithm.dump(s), 'KEEPTTL')
+      end
+    end
+  end
+end
+
 local function save()
   for i, l in ipairs(limits) do
     if l.dirty then
@@ -629,7 +683,7 @@ if mode == 'refund' then
       l.dirty = true
     end
   end
-  save()
+  save_refund()
   return { now }
 end
 if mode ~= 'acquire' and mode ~= 'peek' and mode ~= 'reserve' then

@@ -1,0 +1,41 @@
+"""A refund, which carries no time of the caller's, never loses a key's state
+written on the callers' clock (a clock behind the server's, or of another origin)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+import redis
+from redis_fixtures import client, url
+
+import ratekeeper
+from ratekeeper.redis import RedisLimiter
+
+LIMITERS: dict[str, Callable[[], ratekeeper.Limiter]] = {
+    "gcra": lambda: ratekeeper.Gcra(5, 1.0),
+    "token_bucket": lambda: ratekeeper.TokenBucket(5, 1, 1.0),
+    "fixed_window": lambda: ratekeeper.FixedWindow(5, 60),
+    "sliding_window_counter": lambda: ratekeeper.SlidingWindowCounter(5, 60),
+    "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(5, 60),
+}
+
+
+@pytest.mark.parametrize("algorithm", LIMITERS)
+@pytest.mark.parametrize("start", [1000, 1_600_000_000])  # monotonic-like; a Unix clock years behind
+def test_a_refund_keeps_the_state_taken_at_a_callers_time(client: redis.Redis, algorithm: str, start: int) -> None:
+    core = LIMITERS[algorithm]()
+    remote = RedisLimiter(client, LIMITERS[algorithm](), prefix="refund-clock:")
+    for _ in range(5):
+        assert core.try_acquire(1, now=start).allowed
+        assert remote.try_acquire("k", 1, now=start).allowed
+    ttl = client.pttl(client.keys("refund-clock:*")[0])
+    core.refund(1, taken_at=start)
+    remote.refund("k", 1, taken_at=start)
+    keys = client.keys("refund-clock:*")
+    assert len(keys) == 1
+    assert 0 < client.pttl(keys[0]) <= ttl
+    for _ in range(3):
+        expected = core.try_acquire(1, now=start)
+        got = remote.try_acquire("k", 1, now=start)
+        assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining)

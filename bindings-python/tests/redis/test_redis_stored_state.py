@@ -1,0 +1,58 @@
+"""What the script makes of a key's stored value that the limit's current
+configuration did not write: a named limit keeps its keys when its
+configuration changes (a deploy), and a key may hold what another program
+wrote."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from redis_fixtures import client, url
+
+import ratekeeper
+from ratekeeper.redis import RedisLimiter, ScriptError
+
+
+def test_a_bucket_that_gained_a_band_keeps_its_bands_and_starts_the_new_one_full(client: redis.Redis) -> None:
+    # The old state was read with its one band, the new band never
+    # consulted, and written back: 600 in a minute where the new limits admit 23.
+    per_minute = ratekeeper.Bandwidth(12, 12, 60.0)
+    two = ratekeeper.TokenBucket.from_bandwidths([ratekeeper.Bandwidth(10, 10, 1.0), per_minute])
+    old = RedisLimiter(client, ratekeeper.TokenBucket(10, 10, 1.0), name="api", prefix="stored:")
+    for _ in range(10):
+        assert old.try_acquire("k", 1, now=1000).allowed
+    new = RedisLimiter(client, two, name="api", prefix="stored:")
+    # What the new limits make of it: the per-second band as it was (empty
+    # at 1000), the per-minute one full.
+    emptied = ratekeeper.Bandwidth(10, 10, 1.0, initial_tokens=0)
+    local = ratekeeper.TokenBucket.from_bandwidths([emptied, per_minute])
+    admitted = 0
+    for second in range(1000, 1061):
+        for _ in range(10):
+            expected = local.try_acquire(1, now=second)
+            got = new.try_acquire("k", 1, now=second)
+            assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining), second
+            admitted += got.allowed
+    assert admitted == 23
+
+
+def test_a_limit_whose_algorithm_changed_under_its_name_starts_fresh(client: redis.Redis) -> None:
+    window = RedisLimiter(client, ratekeeper.FixedWindow(5, 86400), name="api", prefix="stored:")
+    for _ in range(5):
+        assert window.try_acquire("k", 1, now=1000).allowed
+    # The window's fields read as a GCRA's denied for days.
+    gcra = RedisLimiter(client, ratekeeper.Gcra(5, 1.0), name="api", prefix="stored:")
+    d = gcra.try_acquire("k", 1, now=1001)
+    assert d.allowed and d.from_store and d.remaining == 4
+
+
+@pytest.mark.parametrize("value", [b"1e3 5", b"nan 5", b"inf 0", b"0x10 5", b"1000 5.5", b"{} 5"])
+def test_a_value_the_script_did_not_write_is_an_error(client: redis.Redis, value: bytes) -> None:
+    # Read as numbers, they were decided on (1e3, 0x10, 5.5), or failed only
+    # at the write, which the client took for Redis being down.
+    limiter = RedisLimiter(client, ratekeeper.Gcra(10, 0.001), name="api", prefix="stored:")
+    assert limiter.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("stored:*")
+    client.set(key, value)
+    with pytest.raises(ScriptError, match="did not write"):
+        limiter.try_acquire("k", 1, now=1001)
