@@ -649,7 +649,17 @@ local function save()
     if l.dirty then
       local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
       local key = KEYS[i]
-      if reset == 0 then
+      if reset == 0 and caller_time then
+        -- Fresh, but kept a second more with its latest time: a caller's
+        -- clock may step back, and a key dropped at once would then be
+        -- decided in the past, admitting what the time it had seen would not.
+        if l.algorithm.write then
+          l.algorithm.write(key, l.state)
+          redis.call('PEXPIRE', key, 1000)
+        else
+          redis.call('SET', key, l.algorithm.dump(l.state), 'PX', 1000)
+        end
+      elseif reset == 0 then
         redis.call('UNLINK', key)
       else
         local at = fmt(ceil_div(now + reset, 1000))

@@ -13,7 +13,8 @@ import threading
 import time
 import uuid
 from decimal import Decimal
-from typing import Any, Optional
+from fractions import Fraction
+from typing import Any, Callable, Optional
 
 import pytest
 import redis
@@ -1300,6 +1301,26 @@ def test_a_caller_clock_of_any_origin_keeps_keys_until_fresh(client: redis.Redis
     assert 59_000 < client.pttl(key) <= 61_000, "expires a second after it is fresh, on the server's clock"
     small = RedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=prefix + "small:")
     assert [small.try_acquire("k", now=t).allowed for t in (1, 2, 3)] == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    "limiter",
+    [lambda: ratekeeper.Gcra(1, 0.00001), lambda: ratekeeper.TokenBucket(1, 1, 0.00001), lambda: ratekeeper.SlidingWindowLog(1, 0.00001)],
+)
+def test_a_caller_clock_stepping_back_after_a_key_is_fresh_is_judged_at_the_latest_time(
+    client: redis.Redis, limiter: Callable[[], ratekeeper.Limiter]
+) -> None:
+    # The key was deleted as soon as its state was fresh, and with it the
+    # latest time seen: a call 9 µs back was then decided in the past, and
+    # 3 units went through in 11 µs where one every 10 µs may.
+    remote = RedisLimiter(client, limiter(), prefix=f"back:{uuid.uuid4().hex}:")
+    local = ratekeeper.KeyedLimiter(limiter())
+    start = Fraction(1000)
+    for step, cost in [(100, 1), (110, 0), (101, 1), (111, 1)]:
+        now = start + Fraction(step, 1_000_000)
+        expected = local.try_acquire("k", cost, now=now)
+        got = remote.try_acquire("k", cost, now=now)
+        assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining), step
 
 
 def test_an_empty_prefix_is_refused(client: redis.Redis) -> None:
