@@ -33,15 +33,18 @@ function wasmFallback(error) {
   return require('./lib/api.cjs').createApi(wasm);
 }
 
-// The numbers each decision is written into (see lib/api.cjs), on an
-// ArrayBuffer of its own so that its memory never moves. Slots 0-3: the
-// answer; 4: the status of a hot operation; 5-9: its arguments (handle, cost,
-// maxWaitMs, nowMs, op); 10: 1 when the addon reads the clock itself; 11: 1
-// while the addon uses this array; 12: the length of a key in 13-20, its
-// bytes (written through `keyBytes`); 21: the length of a policy's request
-// in 22-85, its bytes (through `fieldBytes`): the layout of `slot` in
-// src/lib.rs.
-const scratch = new Float64Array(new ArrayBuffer(86 * Float64Array.BYTES_PER_ELEMENT));
+// The numbers each decision is written into (see lib/api.cjs): a view of
+// memory the addon owns (src/memory.rs), which stays the addon's should JS
+// detach this view (it then answers nothing right, but touches no memory
+// not its own; Node 20 copies such a buffer rather than detach it). Fetched
+// once: a binding that may change would cost the hot path a third more.
+// Slots 0-3: the answer; 4: the status of a hot operation;
+// 5-9: its arguments (handle, cost, maxWaitMs, nowMs, op); 10: 1 when the
+// addon reads the clock itself; 11: how often the details grew (the addon
+// writes it); 12: the length of a key in 13-20, its bytes (written through
+// `keyBytes`); 21: the length of a policy's request in 22-85, its bytes
+// (through `fieldBytes`): the layout of `slot` in src/lib.rs.
+const scratch = native.scratch();
 const keyBytes = new Uint8Array(scratch.buffer, 13 * Float64Array.BYTES_PER_ELEMENT, 64);
 const fieldBytes = new Uint8Array(scratch.buffer, 22 * Float64Array.BYTES_PER_ELEMENT, 512);
 
@@ -58,22 +61,22 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, policyOpScratch, noop } = native;
 const { createApi, asciiInto, fieldsInto } = require('./lib/api.cjs');
-let details = new Float64Array(2 + 5 * 4);
+// A policy's details (see policyOp below) and the generation of them seen.
+let details = native.policyDetails(0);
+let seen = scratch[11];
 
 // The addon keeps one scratch and one details array per thread, and this file
 // may run more than once on a thread (a test runner's fresh module registry,
-// require.cache cleared): the copy that handed its arrays over last is the
-// one whose arrays the addon uses. Every operation that goes through them
-// first hands this copy's over again if another copy took over (the addon
-// then set slot 11 to 0), so that no copy's numbers are read from another's.
-function claim() {
-  native.useScratch(scratch);
-  native.usePolicyDetails(details);
+// require.cache cleared): every copy views the same memory, each operation
+// writing its arguments and reading its answer around one native call. A
+// copy fetches its details view again when slot 11 is not what it saw: a
+// copy grew the details (the addon answers into the newest).
+function refresh(atLeast) {
+  details = native.policyDetails(atLeast);
+  seen = scratch[11];
 }
-claim();
 
 function put(handle, cost, maxWaitMs, nowMs, op) {
-  if (scratch[11] !== 1) claim();
   scratch[5] = handle;
   scratch[6] = cost;
   scratch[7] = maxWaitMs;
@@ -110,8 +113,8 @@ const hot = {
     }
     return scratch[4];
   },
-  // A policy's details arrive in an array of their own (src/lib.rs
-  // use_policy_details), grown by fitPolicy before a policy with more limits
+  // A policy's details arrive in an array of their own (src/memory.rs
+  // policy_details), grown by fitPolicy before a policy with more limits
   // is used; it is read before the next policy operation. A request of
   // short ASCII fields goes through the scratch, as a key does.
   policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
@@ -125,12 +128,18 @@ const hot = {
       const now = nowMs === undefined ? nativeNow.call(runtimePerformance) : nowMs;
       native.policyOp(handle, fields, cost, maxWaitMs, now, op);
     }
+    // What wrote the request (a replaced charCodeAt) may have had another
+    // copy grow the details meanwhile.
+    if (scratch[11] !== seen) refresh(0);
+    // Detached by JS (where the details are an array of JS's own, copied).
+    if (details.length === 0) {
+      throw Object.assign(new TypeError("a policy's details were detached by JS: this thread's policies answer no more"), { code: 'invalid_type' });
+    }
     return details;
   },
   fitPolicy(limits) {
-    if (2 + 5 * limits <= details.length) return;
-    details = new Float64Array(2 + 5 * limits);
-    claim();
+    if (2 + 5 * limits <= details.length && scratch[11] === seen) return;
+    refresh(2 + 5 * limits);
   },
   noop(handle, cost, nowMs) {
     put(handle, cost, 0, nowMs, 0);

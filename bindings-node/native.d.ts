@@ -77,6 +77,15 @@ export declare function leakyBucket(options: unknown): number
  */
 export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): void
 
+/**
+ * The array policy operations answer into (status, deniedBy, five numbers
+ * per limit), at least `at_least` numbers long: a returned array would
+ * cost a Node-API call per number. Growing it makes a new block (twice as
+ * large at least) and bumps [`slot::GENERATION`], so that every copy of
+ * the JS layer fetches the new one before its next operation.
+ */
+export declare function policyDetails(atLeast: number): Float64Array
+
 /** `new Policy(config)`, the config as plain data (see [`policy_config`]). */
 export declare function policyFromConfig(config: unknown): number
 
@@ -123,6 +132,14 @@ export declare function refund(handle: number, cost: number, taken: Array<number
 /** `limiter.restore(bytes)`. */
 export declare function restore(handle: number, bytes: Uint8Array): void
 
+/**
+ * The scratch, as a `Float64Array` of [`slot::LEN`] numbers: every copy
+ * of the JS layer on a thread gets the same memory (JS runs one operation
+ * at a time, each writing its arguments and reading its answer around one
+ * call), and fetches it again once its view was detached.
+ */
+export declare function scratch(): Float64Array
+
 /** `new SlidingWindowCounter(options)`. */
 export declare function slidingWindowCounter(options: unknown): number
 
@@ -149,25 +166,3 @@ export declare function typeError(name: string, expected: string): void
  * passes the runtime's `performance.now`); see [`clock`].
  */
 export declare function useClock(now: () => number): void
-
-/**
- * Hands over the `Float64Array` that policy operations write their details
- * into (status, deniedBy, five numbers per limit): a returned array would
- * cost a Node-API call per number. The JS layer hands over a larger one
- * before it builds a policy with more limits than this one has room for.
- */
-export declare function usePolicyDetails(details: Float64Array): void
-
-/**
- * Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
- * own `ArrayBuffer`) that the operations write their answers into and the
- * hot operations read their numbers from.
- *
- * A thread has one scratch, but may load the JS layer more than once (a
- * test runner's fresh module registry, `require.cache` cleared): each copy
- * hands over its own array, and the last one is used. The array replaced
- * gets 0 in its [`slot::IN_USE`], so that its copy of the layer hands it
- * over again before its next operation rather than have its numbers read
- * from another copy's array.
- */
-export declare function useScratch(scratch: Float64Array): void

@@ -168,10 +168,13 @@ fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
 }
 
 /// The bytes `index.js` wrote into the slots `area` of the scratch `s`, as
-/// many as it wrote into the slot `len`; `None` when that is not a whole
-/// number of bytes that fit.
-fn scratch_bytes(s: &[f64], len: usize, area: Range<usize>) -> Option<&[u8]> {
-    let written = s.get(len).copied().unwrap_or(f64::NAN);
+/// many as it wrote into the slot `len`, which is left NaN (see
+/// [`slot::KEY_LEN`]); `None` when that is not a whole number of bytes that
+/// fit.
+fn take_scratch_bytes(s: &mut [f64], len: usize, area: Range<usize>) -> Option<&[u8]> {
+    let written = s
+        .get_mut(len)
+        .map_or(f64::NAN, |x| std::mem::replace(x, f64::NAN));
     let slots = s.get(area).unwrap_or(&[]);
     // SAFETY: `slots` is valid for reads of its size in bytes, any byte is a
     // valid `u8`, and nothing writes the scratch during this call.
@@ -182,8 +185,8 @@ fn scratch_bytes(s: &[f64], len: usize, area: Range<usize>) -> Option<&[u8]> {
 }
 
 /// The key `index.js` wrote into the scratch `s` for `keyedOpScratch`.
-fn scratch_key(s: &[f64]) -> Result<&[u8], Error> {
-    scratch_bytes(s, slot::KEY_LEN, slot::KEY..slot::FIELDS_LEN)
+fn take_scratch_key(s: &mut [f64]) -> Result<&[u8], Error> {
+    take_scratch_bytes(s, slot::KEY_LEN, slot::KEY..slot::FIELDS_LEN)
         .ok_or_else(|| shared::type_error("key", "a string"))
 }
 
@@ -201,11 +204,14 @@ fn on_policy(slot: usize, f: impl FnOnce(&mut Policy) -> Answer) -> Answer {
 ///
 /// # Safety
 /// `env` is that of the running callback.
-unsafe fn answer(env: napi_env, decide: impl FnOnce(usize, Args, &[f64]) -> Answer) -> napi_value {
+unsafe fn answer(
+    env: napi_env,
+    decide: impl FnOnce(usize, Args, &mut [f64]) -> Answer,
+) -> napi_value {
     // The scratch is borrowed once for the whole call (each borrow of a
     // thread-local costs a lookup).
     let decided = catch_unwind(AssertUnwindSafe(|| {
-        with_scratch(|s| {
+        with_scratch(env, |s| {
             let (handle, args) = inputs(s).ok_or_else(bad_handle)?;
             let (yes, out) = decide(handle, args, s)?;
             write_into(s, &out);
@@ -253,7 +259,8 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
     answer(env, |h, a, s| {
-        with_key(env, key, |key| keyed(h, &a, s, key))
+        let (max_wait, op) = (Args::max_wait(s), Args::op(s));
+        with_key(env, key, |key| keyed(h, &a, (max_wait, op), key))
     })
 }
 
@@ -261,13 +268,14 @@ unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_v
 /// the scratch ([`slot::KEY`]), since reading a string argument through
 /// Node-API costs more than a keyed decision.
 unsafe extern "C" fn keyed_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a, s| keyed(h, &a, s, scratch_key(s)?))
+    answer(env, |h, a, s| {
+        let (max_wait, op) = (Args::max_wait(s), Args::op(s));
+        keyed(h, &a, (max_wait, op), take_scratch_key(s)?)
+    })
 }
 
-/// The keyed operation (op, in the scratch `s`) on `key` of the keyed
-/// limiter `h`.
-fn keyed(h: usize, a: &Args, s: &[f64], key: &[u8]) -> Answer {
-    let (max_wait, op) = (Args::max_wait(s), Args::op(s));
+/// The keyed operation `op` on `key` of the keyed limiter `h`.
+fn keyed(h: usize, a: &Args, (max_wait, op): (f64, u32), key: &[u8]) -> Answer {
     on_keyed(h, |store| {
         shared::keyed_op(store, key, a.cost, max_wait, a.now, op)
     })
@@ -279,19 +287,17 @@ fn keyed(h: usize, a: &Args, s: &[f64], key: &[u8]) -> Answer {
 /// [`shared::with_request_bytes`]); the answer as `policyOp` leaves it.
 unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
     let decided = catch_unwind(AssertUnwindSafe(|| {
-        with_scratch(|s| {
+        with_scratch(env, |s| {
             let (h, a) = inputs(s).ok_or_else(|| shared::type_error("handle", "a policy"))?;
             let now_ms = match a.now {
                 Now::Millis(ms) => ms,
                 Now::Read(nanos) => nanos.0 as f64 / 1e6,
             };
-            let bytes = scratch_bytes(s, slot::FIELDS_LEN, slot::FIELDS..slot::LEN)
+            let args = (a.cost, Args::max_wait(s), now_ms, Args::op(s));
+            let bytes = take_scratch_bytes(s, slot::FIELDS_LEN, slot::FIELDS..slot::LEN)
                 .ok_or_else(|| shared::type_error("request", "an object"))?;
             shared::with_request_bytes(bytes, |request| {
-                on_policy(h, |p| {
-                    let args = (a.cost, Args::max_wait(s), now_ms, Args::op(s));
-                    crate::policy_decide(p, request, args)
-                })
+                on_policy(h, |p| crate::policy_decide(env, p, request, args))
             })
         })
     }));

@@ -12,9 +12,8 @@
 //!
 //! A decision is not returned as an object (building one through Node-API
 //! costs several times the call): the operation writes its numbers, and the
-//! hot ones their status, into a `Float64Array` that the JS layer handed over
-//! once ([`use_scratch`]), and the JS layer builds the object (see
-//! [`shared::Out`]). The default clock of the hot operations is read here
+//! hot ones their status, into a `Float64Array` over memory this addon owns
+//! ([`memory`]), and the JS layer builds the object (see [`shared::Out`]). The default clock of the hot operations is read here
 //! ([`clock`]). What is shared with the wasm build is in [`shared`];
 //! errors are mapped in [`errors`].
 
@@ -22,19 +21,22 @@ mod clock;
 mod errors;
 mod fast;
 mod hash_seed;
+mod memory;
 mod policy_config;
 mod shared;
 
 use std::cell::RefCell;
-use std::mem::ManuallyDrop;
 use std::thread::LocalKey;
 
-use napi::bindgen_prelude::{Float64Array, Function, JsObjectValue, Object, Uint8Array, Unknown};
+use napi::bindgen_prelude::{Function, JsObjectValue, Object, Uint8Array, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
 
 use errors::{throw, OrThrow};
+pub(crate) use memory::with_scratch;
+// Public, as every `#[napi]` item is here (the test build registers none).
+pub use memory::{policy_details, scratch};
 use shared::{Failure, Field, JsValueIn, Kind, Out};
 
 /// The limiters (keyed stores, policies) of one JS thread, by handle. A freed
@@ -73,13 +75,7 @@ thread_local! {
     pub(crate) static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
     pub(crate) static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
     static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
-    // Never dropped: their napi references would outlive the env at exit.
-    static SCRATCH: Held = const { RefCell::new(None) };
-    static DETAILS: Held = const { RefCell::new(None) };
 }
-
-/// A `Float64Array` the JS layer handed over, written and read in place.
-type Held = RefCell<Option<ManuallyDrop<Float64Array>>>;
 
 /// The scratch's slots beyond the answer's four ([`Out`]): the status of a
 /// hot operation ([`fast`]), then its arguments. `index.js` spells the same
@@ -91,17 +87,23 @@ pub(crate) mod slot {
     pub const ARGS: usize = 5;
     /// 1 when the addon reads the clock itself instead of nowMs ([`crate::clock`]).
     pub const CLOCK: usize = ARGS + 5;
-    /// 1 while this is the scratch the addon uses (see [`super::use_scratch`]).
-    pub const IN_USE: usize = CLOCK + 1;
-    /// The length in bytes of a key written into [`KEY`] (`keyedOpScratch`).
-    pub const KEY_LEN: usize = IN_USE + 1;
+    /// How often the details grew (see [`crate::memory::policy_details`]),
+    /// written by the addon only: a copy of the JS layer whose view of the
+    /// details is older fetches the newest when this changes, and one whose
+    /// view of the scratch was detached reads `undefined` here.
+    pub const GENERATION: usize = CLOCK + 1;
+    /// The length in bytes of a key written into [`KEY`] (`keyedOpScratch`),
+    /// which the addon sets to NaN once read: a key JS wrote into a view
+    /// detached meanwhile (a replaced `charCodeAt` can) is then refused, not
+    /// read as the previous one.
+    pub const KEY_LEN: usize = GENERATION + 1;
     /// The first of the slots holding a short ASCII key's bytes, which the
     /// JS layer writes through a `Uint8Array` on the same memory.
     pub const KEY: usize = KEY_LEN + 1;
     /// The most bytes a key in the scratch has.
     pub const KEY_BYTES: usize = 64;
     /// The length in bytes of a policy's request written into [`FIELDS`]
-    /// (`policyOpScratch`).
+    /// (`policyOpScratch`), set to NaN once read, as [`KEY_LEN`].
     pub const FIELDS_LEN: usize = KEY + KEY_BYTES / 8;
     /// The first of the slots holding a policy's request, as bytes (see
     /// [`crate::shared::with_request_bytes`]).
@@ -112,77 +114,11 @@ pub(crate) mod slot {
     pub const LEN: usize = FIELDS + FIELD_BYTES / 8;
 }
 
-/// Hands over the `Float64Array` (at least [`slot::LEN`] elements, on its
-/// own `ArrayBuffer`) that the operations write their answers into and the
-/// hot operations read their numbers from.
-///
-/// A thread has one scratch, but may load the JS layer more than once (a
-/// test runner's fresh module registry, `require.cache` cleared): each copy
-/// hands over its own array, and the last one is used. The array replaced
-/// gets 0 in its [`slot::IN_USE`], so that its copy of the layer hands it
-/// over again before its next operation rather than have its numbers read
-/// from another copy's array.
-#[napi]
-pub fn use_scratch(scratch: Float64Array) {
-    let old = SCRATCH.with_borrow_mut(|slot| slot.replace(ManuallyDrop::new(scratch)));
-    if let Some(mut old) = old {
-        // SAFETY: as in `with_held`: alive and attached until released below.
-        if let Some(in_use) = unsafe { old.as_mut() }.get_mut(slot::IN_USE) {
-            *in_use = 0.0;
-        }
-        // Released during a call, while the env is alive (unlike at exit).
-        drop(ManuallyDrop::into_inner(old));
-    }
-    with_scratch(|s| {
-        if let Some(in_use) = s.get_mut(slot::IN_USE) {
-            *in_use = 1.0;
-        }
-    });
-}
-
 /// Ties the addon's reading of the default clock to `now` (the JS layer
 /// passes the runtime's `performance.now`); see [`clock`].
 #[napi]
 pub fn use_clock(now: Function<(), f64>) -> napi::Result<()> {
     clock::tie(|| now.call(()))
-}
-
-/// Hands over the `Float64Array` that policy operations write their details
-/// into (status, deniedBy, five numbers per limit): a returned array would
-/// cost a Node-API call per number. The JS layer hands over a larger one
-/// before it builds a policy with more limits than this one has room for.
-#[napi]
-pub fn use_policy_details(details: Float64Array) {
-    let old = DETAILS.with_borrow_mut(|slot| slot.replace(ManuallyDrop::new(details)));
-    // Released during a call, while the env is alive (unlike at exit).
-    drop(old.map(ManuallyDrop::into_inner));
-}
-
-/// Runs `f` on the memory of the array in `held`; an empty slice before one
-/// was handed over.
-fn with_held<R>(held: &'static LocalKey<Held>, f: impl FnOnce(&mut [f64]) -> R) -> R {
-    held.with_borrow_mut(|slot| {
-        f(match slot.as_mut() {
-            // SAFETY: the array stays alive (its reference is released only
-            // once it is replaced) and attached (the JS layer never transfers
-            // it), and its ArrayBuffer's memory does not move; JS cannot run
-            // during this call, so nothing else touches the memory meanwhile.
-            Some(array) => unsafe { array.as_mut() },
-            None => &mut [],
-        })
-    })
-}
-
-/// Runs `f` on the scratch; an empty slice before [`use_scratch`] or if it
-/// was too short.
-pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut [f64]) -> R) -> R {
-    with_held(&SCRATCH, |slice| {
-        f(if slice.len() >= slot::LEN {
-            slice
-        } else {
-            &mut []
-        })
-    })
 }
 
 /// Writes an answer's numbers into the scratch `s`, one 8-byte store each:
@@ -195,8 +131,8 @@ pub(crate) fn write_into(s: &mut [f64], out: &Out) {
     }
 }
 
-fn write(out: &Out) {
-    with_scratch(|s| write_into(s, out));
+fn write(env: &Env, out: &Out) {
+    with_scratch(env.raw(), |s| write_into(s, out));
 }
 
 /// A JS value read through Node-API, for [`shared`].
@@ -523,20 +459,22 @@ pub fn policy_from_rates(
 }
 
 /// Reports a policy operation: the combined decision in the scratch (the
-/// status and the details are in [`DETAILS`] already).
+/// status and the details are in [`memory::policy_details`]'s already).
 pub(crate) fn policy_status(env: &Env, answer: shared::Answer) -> napi::Result<()> {
     let (_, out) = answer.or_throw(env)?;
-    write(&out);
+    write(env, &out);
     Ok(())
 }
 
-/// [`shared::policy_op`] on `p`, answering into [`DETAILS`].
+/// [`shared::policy_op`] on `p`, answering into the newest details
+/// ([`memory::policy_details`]); `env` is the running call's.
 pub(crate) fn policy_decide(
+    env: napi::sys::napi_env,
     p: &mut Policy,
     request: &[(&str, &[u8])],
     (cost, max_wait_ms, now_ms, op): (f64, f64, f64, u32),
 ) -> shared::Answer {
-    with_held(&DETAILS, |details| {
+    memory::with_details(env, |details| {
         shared::policy_op(p, request, cost, max_wait_ms, now_ms, op, details)
     })
 }
@@ -555,7 +493,7 @@ pub fn policy_op(
 ) -> napi::Result<()> {
     let request = shared::request(&fields);
     let answer = with_in(&POLICIES, &env, handle, |p| {
-        policy_decide(p, &request, (cost, max_wait_ms, now_ms, op))
+        policy_decide(env.raw(), p, &request, (cost, max_wait_ms, now_ms, op))
     })?;
     policy_status(&env, answer)
 }

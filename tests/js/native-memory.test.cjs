@@ -1,0 +1,211 @@
+'use strict';
+// The napi addon's memory shared with JS (bindings-node/src/memory.rs): the
+// scratch and a policy's details. JS can get hold of those arrays (a
+// %TypedArray%.prototype.length getter sees them) and try to detach their
+// ArrayBuffer (structuredClone with transfer); the addon must never read or
+// write memory that was freed (the new owner collected). Where the runtime
+// refuses the detach (Node 20 copies an external buffer instead) every
+// answer stays right; RATEKEEPER_NO_EXTERNAL_BUFFERS makes the addon hand JS
+// arrays of JS's own, which do detach (the path of runtimes that forbid
+// external buffers): there, once a view is detached, the operations that
+// need it throw a coded error. The last test runs this file and two suites
+// again that way.
+const { describe, it } = require('node:test');
+const assert = require('node:assert/strict');
+const path = require('node:path');
+
+const napi = (process.env.RATEKEEPER_IMPL || 'napi') === 'napi';
+// Whether the addon shares its own memory with JS (else JS's arrays, copied).
+const shared = process.env.RATEKEEPER_NO_EXTERNAL_BUFFERS === undefined;
+
+/** `f()`, or the coded error it throws where a view of JS's own was detached. */
+function answerOrCodedError(f) {
+  if (shared) return f();
+  try {
+    return f();
+  } catch (error) {
+    assert.ok((error instanceof TypeError || error instanceof RangeError) && typeof error.code === 'string', String(error));
+    return 'refused';
+  }
+}
+
+/** Runs `f` with %TypedArray%.prototype.length spied on; returns the Float64Arrays of length `n` it saw. */
+function caughtArrays(n, f) {
+  const TA = Object.getPrototypeOf(Float64Array.prototype);
+  const descriptor = Object.getOwnPropertyDescriptor(TA, 'length');
+  const seen = new Set();
+  Object.defineProperty(TA, 'length', {
+    configurable: true,
+    get() {
+      const length = descriptor.get.call(this);
+      if (this instanceof Float64Array && length === n) seen.add(this);
+      return length;
+    },
+  });
+  try {
+    f();
+  } finally {
+    Object.defineProperty(TA, 'length', descriptor);
+  }
+  return [...seen];
+}
+
+/** A fresh copy of the package, so that other tests' views are left alone. */
+function freshApi() {
+  const dir = path.join(__dirname, '../../bindings-node');
+  for (const file of ['index.js', 'lib/api.cjs']) delete require.cache[path.join(dir, file)];
+  return require(path.join(dir, 'index.js'));
+}
+
+/** The buffer of `array` moved away (or copied, where the runtime will not detach it). */
+function transferred(array) {
+  return structuredClone(array.buffer, { transfer: [array.buffer] });
+}
+
+function collectGarbage() {
+  require('node:v8').setFlagsFromString('--expose-gc');
+  require('node:vm').runInNewContext('gc')();
+}
+
+/**
+ * Runs `operate(round)` `rounds` times, each between allocations of
+ * Float64Arrays of `n` numbers, and returns how many of those the addon
+ * wrote into (memory freed under it and reused).
+ */
+function writtenIntoFresh(n, rounds, operate) {
+  const fresh = [];
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < 10; i++) fresh.push(new Float64Array(n));
+    operate(round);
+  }
+  return fresh.filter((array) => array.some((x) => x !== 0)).length;
+}
+
+// The napi build only (the wasm build's arrays are views of its own memory).
+if (napi) {
+  describe('the addon and detached shared arrays', () => {
+    it("answers a policy right, in memory of its own, after JS took the details' buffer", () => {
+      const api = freshApi();
+      let policy;
+      const [details] = caughtArrays(2 + 5 * 4, () => {
+        policy = new api.Policy('1/second;2/second;3/second;4/second');
+      });
+      assert.ok(details, 'the details array was not seen');
+      let moved = new Float64Array(transferred(details));
+      const remaining = (at) => answerOrCodedError(() => policy.tryAcquire({}, 1, at).limits.map((l) => l.remaining));
+      const right = (got) => got === 'refused' || got.join() === '0,1,2,3';
+      assert.ok(right(remaining(5000)));
+      moved = null;
+      collectGarbage();
+      // A second apart: every limit full again at each.
+      const wrong = [];
+      const hit = writtenIntoFresh(2 + 5 * 4, 500, (round) => {
+        const got = remaining(6000 + 1000 * round);
+        if (!right(got)) wrong.push(got);
+      });
+      assert.equal(hit, 0, 'the addon wrote into memory freed under it');
+      assert.deepEqual(wrong, []);
+      assert.equal(moved, null);
+    });
+
+    it('answers right after JS took the scratch between writing an operation and calling it', () => {
+      const api = freshApi();
+      const limiter = new api.KeyedLimiter(new api.Gcra({ burst: 5, emissionIntervalMs: 1000 }));
+      const [scratch] = caughtArrays(86, () => {
+        limiter.tryAcquire('a', 1, 0);
+        limiter.tryAcquire('a', 1, 0);
+      });
+      assert.ok(scratch, 'the scratch was not seen');
+      // A key's characters are read after its arguments are in the scratch:
+      // take its buffer then, as a replaced charCodeAt could.
+      const charCodeAt = String.prototype.charCodeAt;
+      let moved = null;
+      String.prototype.charCodeAt = function (i) {
+        if (moved === null) moved = new Float64Array(transferred(scratch));
+        return charCodeAt.call(this, i);
+      };
+      let first;
+      try {
+        first = answerOrCodedError(() => limiter.tryAcquire('b', 1, 0).remaining);
+      } finally {
+        String.prototype.charCodeAt = charCodeAt;
+      }
+      assert.ok(moved !== null);
+      assert.ok(first === 4 || first === 'refused', "'b' answered for itself");
+      moved = null;
+      collectGarbage();
+      const wrong = [];
+      const hit = writtenIntoFresh(86, 500, (round) => {
+        const key = `k${round}`;
+        const got = answerOrCodedError(() => [limiter.tryAcquire(key, 1, 0).remaining, limiter.tryAcquire(key, 2, 0).remaining]);
+        if (got !== 'refused' && got.join() !== '4,2') wrong.push(got);
+      });
+      assert.equal(hit, 0, 'the addon wrote into memory freed under it');
+      assert.deepEqual(wrong, []);
+    });
+
+    it('answers right when every view of the scratch and the details was taken before an operation', () => {
+      const api = freshApi();
+      const bucket = new api.TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
+      let policy;
+      const [details] = caughtArrays(2 + 5 * 4, () => {
+        policy = new api.Policy('1/second;2/second;3/second;4/second');
+      });
+      // Twice: a fresh copy of the layer fetches its view at its first decision.
+      const [scratch] = caughtArrays(86, () => [bucket.tryAcquire(1, 0), bucket.tryAcquire(1, 0)]);
+      assert.ok(details && scratch);
+      transferred(details);
+      transferred(scratch);
+      if (!shared) {
+        assert.equal(answerOrCodedError(() => bucket.tryAcquire(1, 0)), 'refused');
+        return;
+      }
+      assert.equal(bucket.tryAcquire(1, 0).remaining, 7);
+      assert.deepEqual(
+        policy.tryAcquire({}, 1, 0).limits.map((l) => l.remaining),
+        [0, 1, 2, 3],
+      );
+      assert.equal(bucket.peek(1, 0).remaining, 6);
+    });
+
+    it('frees its memory with each worker that used it', async () => {
+      const { Worker } = require('node:worker_threads');
+      const source = `
+        const api = require(${JSON.stringify(path.join(__dirname, '../../bindings-node/index.js'))});
+        const policy = new api.Policy(Array.from({ length: 30 }, (_, i) => (i + 1) + '/second').join(';'));
+        const bucket = new api.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 });
+        require('node:worker_threads').parentPort.postMessage([
+          bucket.tryAcquire(1, 0).remaining,
+          policy.tryAcquire({}, 1, 0).limits[29].remaining,
+        ]);`;
+      for (let i = 0; i < 6; i++) {
+        const worker = new Worker(source, { eval: true });
+        const [answer] = await Promise.all([
+          new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject)),
+          new Promise((resolve) => worker.once('exit', resolve)),
+        ]);
+        assert.deepEqual(answer, [2, 29]);
+      }
+    });
+
+    if (shared) {
+      it('does all this too where the runtime forbids external buffers (arrays of JS, copied)', () => {
+        const { spawnSync } = require('node:child_process');
+        const env = { ...process.env, RATEKEEPER_NO_EXTERNAL_BUFFERS: '1' };
+        delete env.NODE_TEST_CONTEXT; // a run of its own, not a subtest of this one
+        const files = ['native-memory.test.cjs', 'api.test.cjs', 'policy.test.cjs'].map((f) => path.join(__dirname, f));
+        const run = spawnSync(process.execPath, ['--test', '--test-reporter=dot', ...files], { env, encoding: 'utf8' });
+        assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`);
+      });
+    } else {
+      it('hands JS arrays that detach, and then refuses the operations that need them', () => {
+        const api = freshApi();
+        const bucket = new api.TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
+        const [scratch] = caughtArrays(86, () => [bucket.tryAcquire(1, 0), bucket.tryAcquire(1, 0)]);
+        transferred(scratch);
+        assert.equal(scratch.length, 0, 'the copying path hands over arrays of JS');
+        assert.equal(answerOrCodedError(() => bucket.tryAcquire(1, 0)), 'refused');
+      });
+    }
+  });
+}
