@@ -44,6 +44,9 @@ use shared::{Failure, Field, JsValueIn, Kind, Out};
 pub struct Table<T> {
     pub(crate) slots: Vec<Option<T>>,
     free: Vec<u32>,
+    /// The heap bytes each slot's limiter was reported to V8 with (see
+    /// [`Table::insert`]), given back when it is freed.
+    bytes: Vec<i64>,
 }
 
 impl<T> Default for Table<T> {
@@ -51,22 +54,34 @@ impl<T> Default for Table<T> {
         Table {
             slots: Vec::new(),
             free: Vec::new(),
+            bytes: Vec::new(),
         }
     }
 }
 
 impl<T> Table<T> {
     fn insert(&mut self, limiter: T) -> u32 {
-        match self.free.pop() {
+        self.insert_sized(limiter, 0)
+    }
+
+    /// Inserts `limiter`, which holds `bytes` on the heap, counted as native
+    /// memory V8 should know of: else it collects the JS object of a limiter
+    /// holding a large ring (a log of 2^20 units: 32 MiB) no sooner than any
+    /// small object, and memory grows without bound while garbage waits.
+    fn insert_sized(&mut self, limiter: T, bytes: usize) -> u32 {
+        let handle = match self.free.pop() {
             Some(handle) => {
                 self.slots[handle as usize] = Some(limiter);
                 handle
             }
             None => {
                 self.slots.push(Some(limiter));
+                self.bytes.push(0);
                 (self.slots.len() - 1) as u32
             }
-        }
+        };
+        self.bytes[handle as usize] = i64::try_from(bytes).unwrap_or(i64::MAX);
+        handle
     }
 }
 
@@ -184,8 +199,17 @@ impl JsValueIn for In<'_> {
 type Built = Result<AnyLimiter, Failure<napi::Error>>;
 
 fn handle(env: &Env, built: Built) -> napi::Result<u32> {
-    let limiter = built.or_throw(env)?;
-    Ok(LIMITERS.with_borrow_mut(|limiters| limiters.insert(limiter)))
+    Ok(keep(env, built.or_throw(env)?))
+}
+
+/// `limiter`'s new handle, its heap told to V8 (see [`Table::insert_sized`]).
+fn keep(env: &Env, limiter: AnyLimiter) -> u32 {
+    let bytes = limiter.heap_bytes();
+    if bytes > 0 {
+        // Only a hint to the collector: a failure changes no answer.
+        let _ = env.adjust_external_memory(bytes as i64);
+    }
+    LIMITERS.with_borrow_mut(|limiters| limiters.insert_sized(limiter, bytes))
 }
 
 type Tls<T> = LocalKey<RefCell<Table<T>>>;
@@ -210,32 +234,37 @@ fn with<T>(env: &Env, handle: u32, f: impl FnOnce(&mut AnyLimiter) -> T) -> napi
     with_in(&LIMITERS, env, handle, f)
 }
 
-fn free_in<T>(table: &'static Tls<T>, handle: u32) {
-    table.with_borrow_mut(|t| {
-        if let Some(slot @ Some(_)) = t.slots.get_mut(handle as usize) {
-            *slot = None;
-            t.free.push(handle);
-        }
+fn free_in<T>(env: &Env, table: &'static Tls<T>, handle: u32) {
+    let bytes = table.with_borrow_mut(|t| {
+        let slot @ Some(_) = t.slots.get_mut(handle as usize)? else {
+            return None;
+        };
+        *slot = None;
+        t.free.push(handle);
+        Some(std::mem::take(&mut t.bytes[handle as usize]))
     });
+    if let Some(bytes @ 1..) = bytes {
+        let _ = env.adjust_external_memory(-bytes);
+    }
 }
 
 /// Gives back the slot of `handle` (the JS layer calls it from a
 /// `FinalizationRegistry` once the limiter object is collected).
 #[napi]
-pub fn free(handle: u32) {
-    free_in(&LIMITERS, handle);
+pub fn free(env: Env, handle: u32) {
+    free_in(&env, &LIMITERS, handle);
 }
 
 /// [`free`] for a keyed limiter.
 #[napi]
-pub fn free_keyed(handle: u32) {
-    free_in(&KEYED, handle);
+pub fn free_keyed(env: Env, handle: u32) {
+    free_in(&env, &KEYED, handle);
 }
 
 /// [`free`] for a policy.
 #[napi]
-pub fn free_policy(handle: u32) {
-    free_in(&POLICIES, handle);
+pub fn free_policy(env: Env, handle: u32) {
+    free_in(&env, &POLICIES, handle);
 }
 
 /// Defines one constructor function per algorithm: options in, handle out.
@@ -360,7 +389,7 @@ pub fn keyed_new(
 #[napi]
 pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
-    Ok(LIMITERS.with_borrow_mut(|t| t.insert(prototype)))
+    Ok(keep(&env, prototype))
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).

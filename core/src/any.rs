@@ -109,6 +109,16 @@ impl AnyLimiter {
         algorithm.name()
     }
 
+    /// The bytes the limiter holds on the heap beside itself: a
+    /// [`SlidingWindowLog`]'s ring; none for the others.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            #[cfg(feature = "alloc")]
+            AnyLimiter::SlidingWindowLog(l) => l.heap_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Whether [`refund`](Limiter::refund) gives a booking back wherever it
     /// stands among later ones: the window algorithms, which keep each
     /// booking where it was counted. A token bucket, GCRA or leaky bucket

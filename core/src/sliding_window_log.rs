@@ -135,6 +135,13 @@ impl SlidingWindowLog {
         (self.ring, self.head) = (ring, 0);
     }
 
+    /// The bytes its entries hold on the heap (the ring, allocated whole
+    /// when the log is built): for hosts whose collector must be told of
+    /// native memory (a JS engine's), else it never feels it.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.capacity() * core::mem::size_of::<Entry>()
+    }
+
     /// The length of the window.
     pub fn window(&self) -> Nanos {
         Nanos(self.window)
