@@ -300,7 +300,24 @@ pub fn refund(env: Env, handle: u32, cost: f64, taken: Vec<f64>) -> napi::Result
 #[napi]
 pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
     let new = with(&env, other, |l| l.clone())?;
-    with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?.or_throw(&env)
+    let done = with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?;
+    // A log's ring is made anew at the new limit: V8 is told of the change.
+    resized(&env, handle);
+    done.or_throw(&env)
+}
+
+/// Tells V8 how the heap bytes of the limiter `handle` changed since they
+/// were last reported (see [`Table::insert_sized`]).
+fn resized(env: &Env, handle: u32) {
+    let delta = LIMITERS.with_borrow_mut(|t| {
+        let bytes = t.slots.get(handle as usize)?.as_ref()?.heap_bytes();
+        let now = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let before = std::mem::replace(&mut t.bytes[handle as usize], now);
+        Some(now - before)
+    });
+    if let Some(delta @ (..=-1 | 1..)) = delta {
+        let _ = env.adjust_external_memory(delta);
+    }
 }
 
 /// The header values of a decision, one per line (see [`shared::headers`]).

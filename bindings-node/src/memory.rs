@@ -18,9 +18,12 @@
 //! and copies its memory from and back into: slower, but no pointer into
 //! JS's memory outlives a call ([`Mode::Copied`]).
 //!
-//! The memory is freed once the env is torn down (a worker ending; see
-//! [`env_gone`]) and every view JS was given has been finalized: until
-//! then, a view (say, one transferred away) may still be read.
+//! Memory JS viewed through external buffers is never freed: a transfer
+//! may move such a buffer to another thread (where the runtime detaches
+//! rather than copies it), and Node finalizes it at this env's teardown
+//! all the same, while that thread may still read it; about a kilobyte per
+//! thread stays. In the copying mode, the memory is freed once the env is
+//! torn down (a worker ending; see [`env_gone`]).
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
@@ -75,6 +78,9 @@ struct Owned {
     /// copy of the JS layer holding a view of older details fetches the
     /// newest when it sees the number change.
     generation: f64,
+    /// Whether JS was given external buffers of this memory ([`Mode::Direct`]):
+    /// then it is never freed (see [`release`]).
+    shared: bool,
 }
 
 impl Owned {
@@ -84,6 +90,7 @@ impl Owned {
             scratch: ptr::null_mut(),
             details: Vec::new(),
             generation: 1.0,
+            shared: false,
         }
     }
 }
@@ -125,6 +132,13 @@ fn release() {
         let mut owned = owned.borrow_mut();
         if owned.mode != Mode::Gone {
             return; // a view finalized while the env lives: the env holds on
+        }
+        if owned.shared {
+            // Never freed: where a transfer moves an external buffer to
+            // another thread (runtimes that detach rather than copy it),
+            // Node still finalizes it at this env's teardown, while that
+            // thread may read it. A leak of about a kilobyte per thread.
+            return;
         }
         // SAFETY: the env is gone (no call of the addon runs any more) and
         // no view of these blocks is left: nothing reads them.
@@ -216,6 +230,7 @@ fn ensure(env: napi_env) -> napi::Result<()> {
     };
     OWNED.with_borrow_mut(|owned| {
         owned.mode = mode;
+        owned.shared = mode == Mode::Direct;
         owned.scratch = scratch;
         owned.details.push((details, FIRST_DETAILS));
     });

@@ -144,7 +144,7 @@ algorithms.token_bucket = {
         s[i] = { tokens = b.cap, owed = 0, carry = 0 }
       else
         -- A carry of another period restarts (a partial token, as a reconfigure has it).
-        local carry = f[at + 1] < b.p and f[at + 1] or 0
+        local carry = (f[at + 1] >= 0 and f[at + 1] < b.p) and f[at + 1] or 0
         s[i] = { tokens = max(f[at], 0), owed = max(-f[at], 0), carry = carry }
       end
     end
@@ -230,7 +230,8 @@ algorithms.fixed_window = {
     local allowed = cost == 0 or (open and fits)
     if allowed then used = used + cost end
     local remaining, retry, reset = 0, 0, since(now, pending)
-    if open then remaining = c.limit - used end
+    -- (A count kept under a name whose limit was lowered since may be above it.)
+    if open then remaining = max(c.limit - used, 0) end
     if not allowed then retry = since(now, fits_at) end
     if used > 0 then reset = since(now, max(ends, pending)) end
     return allowed, remaining, retry, reset,

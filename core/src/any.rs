@@ -110,7 +110,7 @@ impl AnyLimiter {
     }
 
     /// The bytes the limiter holds on the heap beside itself: a
-    /// [`SlidingWindowLog`]'s ring; none for the others.
+    /// [`SlidingWindowLog`](crate::SlidingWindowLog)'s ring; none for the others.
     pub fn heap_bytes(&self) -> usize {
         match self {
             #[cfg(feature = "alloc")]
@@ -291,6 +291,10 @@ from!(SlidingWindowLog(crate::SlidingWindowLog));
 impl Codec for AnyLimiter {
     fn tag(&self) -> u8 {
         each!(self, l => l.tag())
+    }
+
+    fn version(&self) -> u8 {
+        each!(self, l => l.version())
     }
 
     #[cfg_attr(ratekeeper_size, optimize(size))]

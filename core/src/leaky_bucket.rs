@@ -260,6 +260,15 @@ impl Codec for LeakyBucket {
         3
     }
 
+    /// 2 once a reconfigure set a refund bound (written after the fields).
+    fn version(&self) -> u8 {
+        if self.counted_from != 0 {
+            2
+        } else {
+            1
+        }
+    }
+
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
         fingerprint.word(self.capacity);

@@ -11,8 +11,12 @@
 
 use crate::Error;
 
-/// The format version this build writes and reads.
-pub const STATE_VERSION: u8 = 1;
+/// The newest format version this build writes and reads: 2, written only
+/// for a state carrying the refund bound a reconfigure sets (a fixed or
+/// sliding-window counter's, a leaky bucket's), so that a build reading
+/// version 1 only refuses it as another version rather than misreading it;
+/// every other state is written as version 1, as it always was.
+pub const STATE_VERSION: u8 = 2;
 
 const MAGIC: [u8; 2] = *b"rk";
 const HEADER: usize = 8;
@@ -61,7 +65,7 @@ pub trait Portable: codec::Codec + Clone {
     fn encode(&self, out: &mut [u8]) -> Result<usize, usize> {
         let mut w = codec::Writer { out, len: 0 };
         w.bytes(&MAGIC);
-        w.byte(STATE_VERSION);
+        w.byte(self.version());
         w.byte(self.tag());
         let mut fingerprint = codec::Fingerprint::new(self.tag());
         self.config(&mut fingerprint);
@@ -94,7 +98,7 @@ pub trait Portable: codec::Codec + Clone {
                 reason: "it does not start with ratekeeper's magic bytes",
             });
         }
-        if bytes[2] != STATE_VERSION {
+        if !(1..=STATE_VERSION).contains(&bytes[2]) {
             return Err(Error::StateVersion {
                 found: bytes[2],
                 supported: STATE_VERSION,
@@ -138,6 +142,10 @@ pub(crate) mod codec {
     pub trait Codec {
         /// The algorithm's tag in the header.
         fn tag(&self) -> u8;
+        /// The format version of this state (see [`crate::STATE_VERSION`]).
+        fn version(&self) -> u8 {
+            1
+        }
         /// Feeds every configuration value to the fingerprint.
         fn config(&self, fingerprint: &mut Fingerprint);
         /// Writes the state fields.

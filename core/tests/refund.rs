@@ -109,6 +109,9 @@ fn the_refund_bound_of_a_reconfigure_round_trips() {
     back.restore(&l.to_bytes()).unwrap();
     assert_eq!(back, l);
     assert_eq!(l.to_bytes().len(), plain.len() + 1);
+    // Written as version 2 (a version-1 reader refuses it as another
+    // version, not as corrupt); every other state stays version 1.
+    assert_eq!((plain[2], l.to_bytes()[2]), (1, 2));
 
     let mut w = FixedWindow::new(4, Nanos(100)).unwrap();
     w.try_acquire(Nanos(10), 2).unwrap();

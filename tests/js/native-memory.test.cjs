@@ -228,3 +228,25 @@ if (napi) {
     });
   });
 }
+
+if (napi) {
+  describe('native memory V8 is told of, after a reconfigure', () => {
+    it('collects dropped logs whose ring a reconfigure made large', async () => {
+      // A log built with a small limit, then reconfigured to 2^20, holds a
+      // 32 MiB ring V8 must hear of, as one built that large does.
+      const { SlidingWindowLog } = require('../../bindings-node/index.js');
+      const large = new SlidingWindowLog({ limit: 2 ** 20, windowMs: 60_000 });
+      let collected = 0;
+      const watch = new FinalizationRegistry(() => collected++);
+      for (let i = 0; i < 40 && collected === 0; i++) {
+        const log = new SlidingWindowLog({ limit: 1, windowMs: 60_000 });
+        log.reconfigure(large, 0);
+        watch.register(log, i);
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      for (let i = 0; i < 20 && collected === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.ok(collected > 0, 'no dropped log was collected');
+      assert.ok(large instanceof SlidingWindowLog); // kept alive to the end
+    });
+  });
+}

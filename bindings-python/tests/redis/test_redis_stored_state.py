@@ -56,3 +56,16 @@ def test_a_value_the_script_did_not_write_is_an_error(client: redis.Redis, value
     client.set(key, value)
     with pytest.raises(ScriptError, match="did not write"):
         limiter.try_acquire("k", 1, now=1001)
+
+
+def test_a_window_whose_limit_was_lowered_never_answers_a_negative_remaining(client: redis.Redis) -> None:
+    # The count kept under the name is above the new limit: as the core's
+    # reconfigure, which cuts it to the limit, nothing is left, never -7.
+    old = RedisLimiter(client, ratekeeper.FixedWindow(10, 86400), name="api", prefix="lowered:")
+    for _ in range(10):
+        assert old.try_acquire("k", 1, now=1000).allowed
+    new = RedisLimiter(client, ratekeeper.FixedWindow(3, 86400), name="api", prefix="lowered:")
+    denied = new.try_acquire("k", 1, now=1001)
+    assert not denied.allowed and denied.from_store
+    assert denied.remaining == 0
+    assert new.peek("k", 0, now=1001).remaining == 0
