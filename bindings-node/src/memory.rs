@@ -8,7 +8,8 @@
 //! buffer (a transfer); had the memory been JS's, the new owner would free
 //! it once collected, under the addon's feet. This memory is never freed
 //! while the thread's env lives, so a detach only costs JS its view, which
-//! `index.js` notices and fetches again. The hot path reads the memory
+//! answers nothing right through it any more (`index.js` fetches its views
+//! once, so as to keep them constants of the hot path). The hot path reads the memory
 //! through a pointer kept in a thread-local ([`with_scratch`]): looking the
 //! array up through Node-API at each call would cost a third of a decision.
 //!
@@ -352,7 +353,8 @@ unsafe fn array_of(env: napi_env, held: napi_ref) -> Option<(napi_value, *mut f6
 /// The scratch, as a `Float64Array` of [`slot::LEN`] numbers: every copy
 /// of the JS layer on a thread gets the same memory (JS runs one operation
 /// at a time, each writing its arguments and reading its answer around one
-/// call), and fetches it again once its view was detached.
+/// call). In [`Mode::Copied`], a call after JS's array was detached makes a
+/// new one.
 #[napi(ts_return_type = "Float64Array")]
 pub fn scratch(env: &Env) -> napi::Result<Unknown<'_>> {
     let raw = env.raw();
