@@ -9,12 +9,15 @@
 //! admitted stay within the algorithm's bound (plus the units refunded, for
 //! a bucket, which keeps no history).
 
+mod strategies;
+
 use proptest::prelude::*;
 use ratekeeper::guarantee::Guarantee;
 use ratekeeper::{
     AnyLimiter, Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
     SlidingWindowCounter, SlidingWindowLog,
 };
+use strategies::band;
 
 /// One step; times move by `scale` ns per unit of their step (which may be
 /// negative: time going backwards).
@@ -50,23 +53,14 @@ fn ops(refunds: bool) -> impl Strategy<Value = Vec<Op>> {
     prop::collection::vec(op(refunds), 1..60)
 }
 
-fn band() -> impl Strategy<Value = Bandwidth> {
-    (1u64..=4, 1u64..=3, 1u64..=12, any::<bool>()).prop_map(|(c, r, p, interval)| {
-        if interval {
-            Bandwidth::interval(c, r, Nanos(p)).unwrap()
-        } else {
-            Bandwidth::greedy(c, r, Nanos(p)).unwrap()
-        }
-    })
-}
-
 fn small() -> impl Strategy<Value = (u64, u64)> {
     (1u64..=4, 1u64..=12)
 }
 
 fn limiter() -> impl Strategy<Value = AnyLimiter> {
     prop_oneof![
-        prop::collection::vec(band(), 1..=3).prop_map(|b| AnyLimiter::token_bucket(&b).unwrap()),
+        prop::collection::vec(band(4, 3), 1..=3)
+            .prop_map(|b| AnyLimiter::token_bucket(&b).unwrap()),
         small().prop_map(|(n, p)| Gcra::new(n, Nanos(p)).unwrap().into()),
         small().prop_map(|(n, p)| LeakyBucket::new(n, Nanos(p)).unwrap().into()),
         small().prop_map(|(n, p)| SlidingWindowLog::new(n, Nanos(p)).unwrap().into()),
@@ -461,8 +455,8 @@ fn same_kind_pair() -> impl Strategy<Value = (AnyLimiter, AnyLimiter)> {
     prop_oneof![
         (1usize..=3)
             .prop_flat_map(|n| (
-                prop::collection::vec(band(), n),
-                prop::collection::vec(band(), n)
+                prop::collection::vec(band(4, 3), n),
+                prop::collection::vec(band(4, 3), n)
             ))
             .prop_map(|(a, b)| (
                 AnyLimiter::token_bucket(&a).unwrap(),
@@ -586,7 +580,7 @@ proptest! {
 
     #[test]
     fn every_answer_is_exact_for_buckets_starting_short(
-        bands in prop::collection::vec((band(), 0u64..=4), 1..=3),
+        bands in prop::collection::vec((band(4, 3), 0u64..=4), 1..=3),
         ops in ops(true),
     ) {
         let bands: Vec<Bandwidth> = bands.into_iter().map(|(b, i)| b.with_initial_tokens(i.min(b.capacity())).unwrap()).collect();
