@@ -136,7 +136,8 @@ export declare function restore(handle: number, bytes: Uint8Array): void
  * The scratch, as a `Float64Array` of [`slot::LEN`] numbers: every copy
  * of the JS layer on a thread gets the same memory (JS runs one operation
  * at a time, each writing its arguments and reading its answer around one
- * call), and fetches it again once its view was detached.
+ * call). In [`Mode::Copied`], a call after JS's array was detached makes a
+ * new one.
  */
 export declare function scratch(): Float64Array
 
