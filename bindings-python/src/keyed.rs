@@ -77,7 +77,7 @@ impl Core for AnyKeyed {
     }
 
     fn gives_back_anywhere(&self) -> bool {
-        self.prototype().refunds_any_booking()
+        self.refunds_any_booking()
     }
 
     fn to_owned(key: &[u8]) -> Box<[u8]> {

@@ -96,7 +96,7 @@ impl Core for PolicyCore {
     }
 
     fn gives_back_anywhere(&self) -> bool {
-        (0..self.policy.len()).all(|i| self.policy.limiter(i).refunds_any_booking())
+        self.policy.refunds_any_booking()
     }
 
     fn to_owned(request: &Request) -> Request {

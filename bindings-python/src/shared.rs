@@ -688,6 +688,14 @@ macro_rules! limiter_methods {
                 $crate::shared::rebook(slf, expected, &cancels, &requests)
             }
 
+            /// Whether a booking given back may stand anywhere among later
+            /// ones (a window algorithm's, see ``Core::gives_back_anywhere``):
+            /// else only the latest is, and ``acquire_async`` moves waiters up.
+            fn _gives_back_anywhere(slf: &Bound<'_, Self>) -> bool {
+                let shared = <Self as $crate::shared::Subject>::shared(slf.get());
+                $crate::shared::Core::gives_back_anywhere(&*shared.lock(slf.py()))
+            }
+
             /// The bookings, reconfigures and restores made so far (for
             /// ``acquire_async``, with ``Reservation._seq``).
             fn _events(&self) -> u64 {

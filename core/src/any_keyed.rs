@@ -72,6 +72,15 @@ macro_rules! each {
 }
 
 impl AnyKeyed {
+    /// [`AnyLimiter::refunds_any_booking`] of its keys' limiter, without
+    /// the copy [`AnyKeyed::prototype`] makes.
+    pub fn refunds_any_booking(&self) -> bool {
+        match &self.0 {
+            Store::Gcra(_) | Store::TokenBucket(_) => false,
+            Store::Any(s) => s.prototype().refunds_any_booking(),
+        }
+    }
+
     /// A store in which every key starts as a fresh `prototype`: its
     /// configuration, never called, whatever `prototype` has seen.
     #[cfg_attr(ratekeeper_size, optimize(size))]

@@ -166,6 +166,15 @@ impl Policy {
         })
     }
 
+    /// Whether every limit's refund gives a booking back wherever it stands
+    /// among later ones ([`AnyLimiter::refunds_any_booking`]): a policy with
+    /// a bucket among its limits gives back exactly only its latest.
+    pub fn refunds_any_booking(&self) -> bool {
+        self.limits
+            .iter()
+            .all(|limit| limit.store.refunds_any_booking())
+    }
+
     /// The configuration of limit `index`. Panics when out of range.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn limiter(&self, index: usize) -> AnyLimiter {

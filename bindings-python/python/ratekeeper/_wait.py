@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 
 
-# The algorithms whose waiters behind a cancelled one move up. A bucket keeps
-# no record of single bookings and gives back exactly only its latest: a
+# Moving up: the waiters behind a cancelled one move up on a limiter (or a key
+# of a keyed limiter) whose booking may not be given back from the middle
+# (``_gives_back_anywhere()`` false, the core's ``refunds_any_booking``). A
+# bucket keeps no record of single bookings and gives back exactly only its latest: a
 # booking given back from the middle of the queue would let the next one
 # share a slot with a later waiter (two units at once from a burst of one).
 # So the waiters booked after it, in the same queue (the limiter, or the key
@@ -45,8 +47,7 @@ _R = TypeVar("_R")
 # order, as the JS acquire does on abort. A window algorithm keeps each booking
 # where it was counted (the log at its instant, the counters per window),
 # so a cancelled booking is given back as its refund does (see the README)
-# and nobody moves; so is a policy's.
-_MOVES_UP = frozenset({"token_bucket", "gcra", "leaky_bucket"})
+# and nobody moves; nor do a policy's waiters.
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count
 # in whole milliseconds from a time cached at the start of each iteration.
@@ -111,11 +112,11 @@ _DEFERRED = threading.local()
 
 def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
     """What a waiter of ``subject`` queues behind: ``None`` when nobody
-    moves up (see ``_MOVES_UP``), else the same object for the same queue."""
+    moves up (see "Moving up" above), else the same object for the same queue."""
     # Here, not at the top: the native module imports this one.
-    from ratekeeper._ratekeeper import KeyedLimiter
+    from ratekeeper._ratekeeper import KeyedLimiter, Policy
 
-    if getattr(subject, "algorithm", None) not in _MOVES_UP:
+    if isinstance(subject, Policy) or subject._gives_back_anywhere():
         return None
     # A keyed limiter's args are (key, cost): a queue per key, named as the
     # store names it (42, "42" and b"42" are one key).
@@ -141,7 +142,7 @@ def _wake(waiter: _Waiter) -> None:
 
 def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
     """Gives ``waiter``'s booking back, and moves up those booked after it
-    in its queue (see ``_MOVES_UP``).
+    in its queue (see "Moving up" above).
 
     One that starts while another is under way on this thread (a collection
     during a booking closed an abandoned acquire_async) runs after it: the
@@ -193,8 +194,8 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         # Nobody moves: the booking is given back as its refund does; but
         # a policy with a bucket among its limits (what ratekeeper.limit
         # makes of two rates) gives it back only while it is the latest
-        # booking (see _MOVES_UP), else its slot goes unused.
-        if _holds_a_bucket(subject):
+        # booking (see "Moving up" above), else its slot goes unused.
+        if not booker._gives_back_anywhere():
             try:
                 booker._rebook(waiter.reservation._seq, [(waiter.reservation, waiter.args)], [])
             except Exception as error:
@@ -251,13 +252,6 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     _leave(subject, queue, gone)
 
 
-def _holds_a_bucket(subject: _Subject) -> bool:
-    """Whether ``subject``, a policy, has a limit of an algorithm of ``_MOVES_UP``."""
-    from ratekeeper._ratekeeper import Policy, guarantee
-
-    return isinstance(subject, Policy) and any(limit.algorithm in _MOVES_UP for limit in guarantee(subject).limits)
-
-
 def _events_allowed(booker: Any, waiter: _Waiter) -> int:
     """The most events (``booker._events()``) under which nobody but the
     waiters booked after ``waiter``: a thread's ``acquire``, a ``reserve()``
@@ -292,7 +286,7 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     never awaited books nothing. Any exception during the sleep (above all
     ``asyncio.CancelledError``) gives the booking back before propagating;
     the ``acquire_async`` calls of a bucket booked after it move up into
-    the slots it left (see ``_MOVES_UP``).
+    the slots it left (see "Moving up" at the top of this module).
     """
     import asyncio
 
