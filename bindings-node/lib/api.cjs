@@ -112,6 +112,8 @@ const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
  * lib/paced-fetch.cjs, a module of its own, reads too).
  */
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
+/** A limiter's method answering whether the bookings behind one given back move up (read by pacedFetch too). */
+const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 
 function createApi(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
@@ -411,6 +413,11 @@ function createApi(B) {
       return this.#bookings;
     }
 
+    /** Whether the bookings behind one given back move up (for pacedFetch; see movesUp). */
+    [MOVES_UP]() {
+      return movesUp(this);
+    }
+
     refund(cost, takenAtMs) {
       if (typeof cost !== 'number') badType('cost', 'a number');
       let takenAt = takenAtMs;
@@ -442,7 +449,7 @@ function createApi(B) {
           read: () => this.#read(),
           owner: this,
           label: this.#name,
-          queue: MOVES_UP.has(this.algorithm) ? '' : null,
+          queue: movesUp(this) ? '' : null,
         },
         cost,
         options,
@@ -553,7 +560,7 @@ function createApi(B) {
   }
 
   /**
-   * The algorithms whose waiters behind an aborted one move up. A bucket
+   * Whether the waiters of `limiter` behind an aborted one move up. A bucket
    * keeps no record of single bookings, and gives back exactly only the
    * latest: a booking given back from the middle of the queue would let the
    * next one share a slot with a later waiter (two units at once from a
@@ -562,9 +569,10 @@ function createApi(B) {
    * first, and book again in order. A window algorithm keeps each booking
    * where it was counted (the log at its instant, the counters per window),
    * so an aborted booking is given back as its refund does (see the
-   * README) and nobody moves; so is a policy's.
+   * README) and nobody moves; so is a policy's. Which algorithms keep their
+   * bookings is the core's to say (`refundsAnyBooking` in the configuration).
    */
-  const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
+  const movesUp = (limiter) => !configOf(limiter).refundsAnyBooking;
 
   /**
    * Counts a booking of a slot to come (or a reconfigure, a restore) that no
@@ -576,7 +584,7 @@ function createApi(B) {
     if (w !== undefined) w.foreign++;
   }
 
-  /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see MOVES_UP). */
+  /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see movesUp). */
   function withdraw(w, waiter) {
     const i = w.list.indexOf(waiter);
     if (i < 0) return;
@@ -908,7 +916,7 @@ function createApi(B) {
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
           // The store reads a lone surrogate as U+FFFD: one key, one queue.
-          queue: MOVES_UP.has(this.#prototype.algorithm) ? wellFormed(k) : null,
+          queue: movesUp(this.#prototype) ? wellFormed(k) : null,
         },
         cost,
         options,
@@ -1232,13 +1240,14 @@ function createApi(B) {
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
       let calendar = false;
-      // Each limit: its name, its calendar ('' for none), its algorithm, its number of fields, then the fields.
+      // Each limit: its name, its calendar ('' for none), which bookings it gives
+      // back ('any', or only the 'latest': a bucket's), its number of fields, then the fields.
       let buckets = 0;
       for (let i = 0; i < limits.length; ) {
         const count = Number(limits[i + 3]);
         this.#limits.push({ name: limits[i], by: limits.slice(i + 4, i + 4 + count) });
         calendar ||= limits[i + 1] !== '';
-        if (MOVES_UP.has(limits[i + 2])) buckets++;
+        if (limits[i + 2] === 'latest') buckets++;
         i += 4 + count;
       }
       this.#buckets = buckets === 0 ? 'none' : buckets === this.#limits.length ? 'all' : 'some';
@@ -1364,7 +1373,7 @@ function createApi(B) {
           owner: this,
           label: 'policy',
           // A bucket gives back exactly only its latest booking (see
-          // MOVES_UP): a policy of buckets only moves the waiters behind an
+          // movesUp): a policy of buckets only moves the waiters behind an
           // aborted one up, as a limiter does (one queue: those of other keys
           // too, which share its global limits); one of windows only gives
           // each booking back where it was counted; a mix gives back only

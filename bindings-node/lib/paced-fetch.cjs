@@ -20,13 +20,15 @@
 // exactly only its latest booking, so a booking given back when another
 // booked after it would let two units go at once: then pacedFetch gives
 // nothing back (the slot goes unused) and moves nobody up, as `acquire` does.
-// It knows from the count a ratekeeper limiter keeps (BOOKINGS).
+// It knows from the count a ratekeeper limiter keeps (BOOKINGS), and asks
+// the limiter whether it is a bucket (MOVES_UP).
 
 const RETRY_STATUSES = new Set([429, 503]);
-// The algorithms whose bookings behind an aborted one move up into the slots
-// it left (see lib/api.cjs, MOVES_UP): a window algorithm gives each booking
-// back where it was counted, and books again only after every other.
-const MOVES_UP = new Set(['token_bucket', 'gcra', 'leaky_bucket']);
+// A ratekeeper limiter's answer to whether the bookings behind an aborted one
+// move up into the slots it left (see lib/api.cjs, movesUp): a window
+// algorithm gives each booking back where it was counted, and books again
+// only after every other.
+const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 // A ratekeeper limiter's count of bookings of a slot to come, reconfigures
 // and restores, by anyone (lib/api.cjs).
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
@@ -277,7 +279,8 @@ function pace(RateLimited, fetch, limiter, options) {
   let pausedUntil = -Infinity; // on `clock`
   // Whether those behind an aborted booking move up; and the bookings others
   // made (see BOOKINGS): the limiter's count, less this queue's own.
-  const movesUp = limiter.algorithm === undefined || MOVES_UP.has(limiter.algorithm);
+  // Another limiter is taken for a bucket (its refund gives back the latest booking).
+  const movesUp = typeof limiter[MOVES_UP] === 'function' ? limiter[MOVES_UP]() : true;
   let mine = 0;
   const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
   let timer = null;

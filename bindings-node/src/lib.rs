@@ -346,6 +346,7 @@ fn fields_to_js<'env>(
         match field {
             Field::Number(n) => object.set_named_property(key, n)?,
             Field::Str(s) => object.set_named_property(key, s)?,
+            Field::Bool(b) => object.set_named_property(key, b)?,
             Field::Bandwidths(bands) => {
                 let array = bands.into_iter().map(|band| fields_to_js(env, band));
                 object.set_named_property(key, array.collect::<napi::Result<Vec<_>>>()?)?;

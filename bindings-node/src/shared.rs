@@ -397,6 +397,8 @@ pub enum Field {
     Number(f64),
     /// A string (the algorithm, a refill mode).
     Str(&'static str),
+    /// A flag.
+    Bool(bool),
     /// A token bucket's bandwidths, each as fields.
     Bandwidths(Vec<Vec<(&'static str, Field)>>),
 }
@@ -414,13 +416,16 @@ fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
 
 /// The configuration of `l` under its JS getter names: `algorithm`, `limit`,
 /// `windowMs`, then the algorithm's own (a bucket's `bandwidths`, a GCRA's
-/// `burst` and `emissionIntervalMs`, a queue's `capacity` and `intervalMs`).
+/// `burst` and `emissionIntervalMs`, a queue's `capacity` and `intervalMs`),
+/// and `refundsAnyBooking` for the JS layer's waiters (no getter shows it;
+/// see [`AnyLimiter::refunds_any_booking`]).
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn config(l: &AnyLimiter) -> Vec<(&'static str, Field)> {
     let mut fields = vec![
         ("algorithm", Field::Str(l.algorithm())),
         ("limit", Field::Number(l.limit() as f64)),
         ("windowMs", Field::Number(ms(l.window()))),
+        ("refundsAnyBooking", Field::Bool(l.refunds_any_booking())),
     ];
     let bands =
         |bands: &[Bandwidth]| Field::Bandwidths(bands.iter().map(bandwidth_fields).collect());
@@ -990,9 +995,10 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// For each limit: its name, its calendar's name (empty for none), its
-/// algorithm, the number of fields it is keyed by (in decimal), then those
-/// fields. (Fields joined by a separator could not be told apart from fields
+/// For each limit: its name, its calendar's name (empty for none), which
+/// bookings it gives back exactly (`any`, or only the `latest`: see
+/// [`AnyLimiter::refunds_any_booking`]), the number of fields it is keyed by
+/// (in decimal), then those fields. (Fields joined by a separator could not be told apart from fields
 /// containing it.)
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(p: &Policy) -> Vec<String> {
@@ -1001,7 +1007,12 @@ pub fn policy_limits(p: &Policy) -> Vec<String> {
         out.push(p.name(i).to_owned());
         let limiter = p.limiter(i);
         out.push(limiter.calendar().map_or("", |c| c.name()).to_owned());
-        out.push(limiter.algorithm().to_owned());
+        let refunds = if limiter.refunds_any_booking() {
+            "any"
+        } else {
+            "latest"
+        };
+        out.push(refunds.to_owned());
         out.push(p.keyed_by(i).count().to_string());
         out.extend(p.keyed_by(i).map(str::to_owned));
     }

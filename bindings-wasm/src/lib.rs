@@ -274,6 +274,7 @@ fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
         let value: JsValue = match field {
             Field::Number(n) => n.into(),
             Field::Str(s) => s.into(),
+            Field::Bool(b) => b.into(),
             Field::Bandwidths(bands) => {
                 let array = Array::new();
                 for band in bands {
