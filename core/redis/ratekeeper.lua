@@ -623,24 +623,26 @@ pos = pos + m + 1
 -- in a script held up by a loaded machine (seen in the differential tests).
 -- A refund only ever makes a state fresher, so the key's expiry, set by the
 -- call that wrote it, stays safe: it is kept (KEEPTTL; a sorted set's
--- commands keep it), and the key is deleted only when its state is fresh as
--- of its own latest time. A refund's `now` may be the server's clock while
--- the key was written on the callers' (the clients send no time with a
--- refund), where the state judged at the server's time looked fresh and the
--- key was deleted, every unit taken forgotten.
+-- commands keep it). A refund's `now` may be the server's clock while the
+-- key was written on the callers' (the clients send no time with a refund),
+-- where the state judged at the server's time looked fresh and the key was
+-- deleted, every unit taken forgotten. A state fresh as of its own latest
+-- time is kept a second at most (PEXPIRE ... LT), as save() keeps a fresh
+-- key on the callers' clock, which a refund cannot tell from the server's:
+-- deleted, it would forget that latest time, and a caller whose clock
+-- stepped back would be decided in the past, admitting what it would not.
 local function save_refund()
   for i, l in ipairs(limits) do
     if l.dirty then
       local s = l.state
       local _, _, _, reset = l.algorithm.decide(l.cfg, s, s.latest or s.updated, 0)
       local key = KEYS[i]
-      if reset == 0 then
-        redis.call('UNLINK', key)
-      elseif l.algorithm.write then
+      if l.algorithm.write then
         l.algorithm.write(key, s)
       else
         redis.call('SET', key, l.algorithm.dump(s), 'KEEPTTL')
       end
+      if reset == 0 then redis.call('PEXPIRE', key, 1000, 'LT') end
     end
   end
 end

@@ -39,3 +39,23 @@ def test_a_refund_keeps_the_state_taken_at_a_callers_time(client: redis.Redis, a
         expected = core.try_acquire(1, now=start)
         got = remote.try_acquire("k", 1, now=start)
         assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining)
+
+
+@pytest.mark.parametrize("algorithm", LIMITERS)
+@pytest.mark.parametrize("start", [1000, 1_600_000_000])
+def test_a_refund_leaving_a_key_fresh_keeps_its_latest_time(client: redis.Redis, algorithm: str, start: int) -> None:
+    # Deleted, the key forgot `start`: a caller whose clock stepped back
+    # 100 s then took the whole limit back then, and more again at `start`.
+    core = LIMITERS[algorithm]()
+    remote = RedisLimiter(client, LIMITERS[algorithm](), prefix="refund-fresh:")
+    assert core.try_acquire(1, now=start).allowed
+    assert remote.try_acquire("k", 1, now=start).allowed
+    core.refund(1, taken_at=start)
+    remote.refund("k", 1, taken_at=start)
+    keys = client.keys("refund-fresh:*")
+    assert len(keys) == 1
+    assert 0 < client.pttl(keys[0]) <= 1000, "kept a second at most, as a fresh key written on the callers' clock is"
+    for now in [start - 100] * 6 + [start + 0.1] * 2:
+        expected = core.try_acquire(1, now=now)
+        got = remote.try_acquire("k", 1, now=now)
+        assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining), now

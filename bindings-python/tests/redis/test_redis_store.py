@@ -187,11 +187,13 @@ def test_keys_expire_exactly_when_fresh(client: redis.Redis) -> None:
     assert client.keys("*") == []
     fresh = limiter.peek("k", 0)
     assert (fresh.remaining, fresh.reset_after) == (4, 0.0)
-    # A cost of 0, or a refund back to full, leaves nothing stored.
+    # A cost of 0 leaves nothing stored; a refund back to full keeps the key
+    # a second at most, with its latest time (a refund cannot tell the
+    # server's clock from the callers', on which that time is kept).
     assert limiter.try_acquire("k", 0) and client.keys("*") == []
     limiter.try_acquire("k", 1)
     limiter.refund("k", 1)
-    assert client.keys("*") == []
+    assert 0 < client.pttl(key.decode()) <= 1000
 
 
 def test_policy_keys_share_a_hash_tag(client: redis.Redis) -> None:
