@@ -169,6 +169,13 @@ impl Gcra {
         self.latest.saturating_add(self.used)
     }
 
+    /// The part of the tolerance in use: 0 for a full limiter.
+    #[cfg(feature = "alloc")]
+    #[inline]
+    pub(crate) fn used(&self) -> u64 {
+        self.used
+    }
+
     /// This configuration with theoretical arrival time `tat`, having seen
     /// time up to `latest`. A TAT of [`Nanos::MAX`] may stand for a later
     /// one, clipped by [`Gcra::tat`]: read as used without end, so that

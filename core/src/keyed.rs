@@ -47,7 +47,17 @@ impl Keyed for crate::Gcra {
     fn with_state<R>(&self, tat: &mut u64, latest: Nanos, f: impl FnOnce(&mut Self) -> R) -> R {
         let mut limiter = self.with_tat(*tat, latest.0);
         let result = f(&mut limiter);
-        *tat = limiter.tat();
+        // A full limiter's TAT is any time up to `latest`: the one kept
+        // stays, where `limiter.tat()` would be `latest` itself. `latest`
+        // may be ahead of the store's time (a call that failed, which
+        // leaves the store's time as it was), and a TAT moved there would
+        // hold the key to a use it never had, as seen from a caller whose
+        // clock lags.
+        *tat = if limiter.used() == 0 {
+            (*tat).min(limiter.tat())
+        } else {
+            limiter.tat()
+        };
         result
     }
 

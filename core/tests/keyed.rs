@@ -330,6 +330,29 @@ fn a_failed_call_does_not_move_the_stores_time() {
 }
 
 #[test]
+fn a_failed_call_leaves_a_keyed_gcras_state_as_it_was() {
+    // A GCRA key is its TAT alone: a cost above the burst at t = 1000 moved
+    // the TAT of a full key there, though the store's time stayed at 0,
+    // and a caller whose clock lags found the key used until 1000 (850 ns
+    // of a 100 ns burst at 150), and a full store found no key fresh.
+    let gcra = Gcra::new(1, Nanos(100)).unwrap();
+    let mut store = KeyedLimiter::new(gcra.clone())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed); // full again at 100
+    let refused = store.try_acquire(&1u8, Nanos(1_000), 5).unwrap_err();
+    assert_eq!(refused.code(), "cost_exceeds_limit");
+    assert!(store.peek(&1u8, Nanos(150), 1).unwrap().allowed);
+    assert!(store.peek(&2u8, Nanos(150), 1).unwrap().allowed);
+    assert!(store.try_acquire(&2u8, Nanos(150), 1).unwrap().allowed);
+    // A refund of a held key down to full is full at the store's time.
+    let mut store = KeyedLimiter::new(gcra);
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed);
+    store.refund(&1u8, Nanos(0), 1);
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed);
+}
+
+#[test]
 fn time_is_kept_per_store() {
     // A window full at t = 250 must not reopen for a key dropped as fresh
     // and then seen at an earlier time.
