@@ -107,7 +107,9 @@ keyed_by_clone!(
 #[non_exhaustive]
 pub enum Eviction {
     /// Forget the keys nearest to fresh (the smallest `reset_after`),
-    /// `max_keys / 16` of them (at least one) at a time. A forgotten key
+    /// `max_keys / 16` of them (at least one, and at least as many as
+    /// bring a store bounded while it held more keys down to its bound)
+    /// at a time. A forgotten key
     /// starts fresh when it returns, so it may be admitted early by what its
     /// state still held: the least of any key's, but with reservations
     /// booked ahead that may be more than one limit's worth (a key that
@@ -782,7 +784,10 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
                 max_keys: max_keys as u64,
             }),
             Eviction::NearestFresh => {
-                self.evict_nearest_fresh(now, (max_keys / 16).max(1));
+                // Down to the bound too, for a store bounded once it held
+                // more keys (`with_max_keys` on a store in use).
+                let over = self.states.len() + 1 - max_keys;
+                self.evict_nearest_fresh(now, (max_keys / 16).max(over));
                 Ok(())
             }
         }

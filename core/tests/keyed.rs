@@ -196,6 +196,27 @@ fn max_keys_bounds_the_store_under_either_rule() {
 }
 
 #[test]
+fn a_store_bounded_once_it_holds_keys_comes_down_to_its_bound() {
+    // Bounded after it took 100 keys, the store evicted one key per new
+    // key, max_keys / 16 at least one, and held 100 keys for good.
+    let gcra = Gcra::new(1, Nanos(1_000_000)).unwrap();
+    let mut store = KeyedLimiter::new(gcra);
+    for key in 0..100u64 {
+        assert!(store.try_acquire(&key, Nanos(key), 1).unwrap().allowed);
+    }
+    let mut store = store.with_max_keys(10, Eviction::NearestFresh).unwrap();
+    assert!(store.try_acquire(&100u64, Nanos(100), 1).unwrap().allowed);
+    assert_eq!(store.len(), 10);
+    // The newest keys are nearest to full: kept, and still held to their use.
+    for key in 91..=100u64 {
+        assert!(
+            !store.peek(&key, Nanos(100), 1).unwrap().allowed,
+            "key {key}"
+        );
+    }
+}
+
+#[test]
 fn a_full_refusing_store_admits_a_new_key_once_one_is_fresh_or_refunded() {
     // Refusing skips the sweep until a key may be fresh: the answers must
     // be those of a store that swept on every refused key.
