@@ -29,7 +29,8 @@ pub(crate) const MAX_LEN: usize = u32::MAX as usize;
 type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
 
 /// Keys and their values, in arrival order, found by hash (see the module).
-/// Removing a key moves the last entry into its place.
+/// Removing keys keeps the others in their order: those after a removed
+/// one move down.
 ///
 /// A panic in a key's `Hash` or in a `retain` predicate leaves the table
 /// whole: positions are renumbered on the way out.

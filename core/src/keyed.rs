@@ -142,8 +142,8 @@ impl Eviction {
 
 /// One limiter per key, sharing one configuration, in a hash table.
 ///
-/// The states lie in the order their keys first arrived (a removed key's
-/// place goes to the last one), found through a small table of positions
+/// The states lie in the order their keys first arrived (removing keys
+/// keeps the others in that order), found through a small table of positions
 /// (4 bytes and a control byte per slot): calls that go round many keys
 /// read memory in order, and a lookup in a random order misses the CPU's
 /// caches on the state itself (and on its position too, past about a
