@@ -362,8 +362,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// the server's half of client-side batching of a hot key.
     ///
     /// Fails, deciding nothing, when `out` is shorter than `costs`; a cost
-    /// above the limit fails only its own entry. No costs, no call: the key
-    /// is not inserted, and the store's time does not move to `now`.
+    /// above the limit fails only its own entry. No costs, or none within
+    /// the limit, no call: the key is not inserted, and the store's time
+    /// does not move to `now`.
     pub fn try_acquire_batch<Q>(
         &mut self,
         key: &Q,
@@ -392,6 +393,19 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     {
         if costs.is_empty() {
             return Ok(());
+        }
+        let limit = self.prototype.limit();
+        if costs.iter().all(|&cost| cost > limit) {
+            // Every entry fails, as its `try_acquire` would, and like those
+            // calls the batch changes nothing: the store's time stays (a
+            // caller whose clock lags is judged at the time before, not at
+            // this `now`), and no key goes in. A fresh limiter fills `out`
+            // (or refuses one too short) as the key's own would.
+            let mut fresh = self.prototype.new_state();
+            let latest = Nanos(self.latest);
+            return self
+                .prototype
+                .with_state(&mut fresh, latest, |l| l.try_acquire_batch(now, costs, out));
         }
         let ((), lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
             l.try_acquire_batch(now, costs, out)

@@ -374,6 +374,45 @@ fn a_failed_call_leaves_a_keyed_gcras_state_as_it_was() {
 }
 
 #[test]
+fn a_batch_whose_every_cost_fails_is_no_call() {
+    // Every cost above the limit: each entry fails as its try_acquire
+    // would, and like those calls the batch leaves the store as it was.
+    // It moved the store's time to 1000, where key 1 is full again, and a
+    // caller whose clock lags was then admitted at 50, where it is not;
+    // a store that keeps its new keys (they start short) held the key.
+    let undecided = || {
+        Ok(ratekeeper::Decision {
+            allowed: false,
+            remaining: 0,
+            limit: 0,
+            retry_after: Nanos::ZERO,
+            reset_after: Nanos::ZERO,
+        })
+    };
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(100)).unwrap());
+    assert!(store.try_acquire(&1u8, Nanos(0), 1).unwrap().allowed);
+    let mut out = [undecided(), undecided()];
+    store
+        .try_acquire_batch(&2u8, Nanos(1_000), &[5, 2], &mut out)
+        .unwrap();
+    for entry in &out {
+        assert_eq!(entry.unwrap_err().code(), "cost_exceeds_limit");
+    }
+    let lagging = store.try_acquire(&1u8, Nanos(50), 1).unwrap();
+    assert_eq!((lagging.allowed, lagging.retry_after), (false, Nanos(50)));
+    let short = TokenBucket::with_initial_tokens(3, 1, Nanos(100), 0).unwrap();
+    let mut store = AnyKeyed::new(short.into());
+    let mut out = [undecided()];
+    store
+        .try_acquire_batch(b"k", Nanos(0), &[4], &mut out)
+        .unwrap();
+    assert_eq!(store.len(), 0);
+    // Too short an answer fails as before, deciding nothing.
+    let err = store.try_acquire_batch(b"k", Nanos(0), &[4, 4], &mut out);
+    assert_eq!(err.unwrap_err().code(), "too_large");
+}
+
+#[test]
 fn time_is_kept_per_store() {
     // A window full at t = 250 must not reopen for a key dropped as fresh
     // and then seen at an earlier time.
