@@ -171,8 +171,29 @@ impl AnyLimiter {
     }
 
     /// This configuration, never called (a full bucket, an empty window or
-    /// queue), whatever this limiter has seen.
+    /// queue), whatever this limiter has seen. A log's ring is allocated
+    /// whole, as [`SlidingWindowLog::new`](crate::SlidingWindowLog::new)
+    /// allocates it, so that no decision allocates.
+    ///
+    /// ```
+    /// use ratekeeper::{AnyLimiter, Nanos, SlidingWindowLog};
+    ///
+    /// let log = AnyLimiter::from(SlidingWindowLog::new(100, Nanos::from_secs(1)).unwrap());
+    /// assert_eq!(log.fresh().heap_bytes(), log.heap_bytes());
+    /// ```
     pub fn fresh(&self) -> AnyLimiter {
+        #[cfg_attr(not(feature = "alloc"), allow(unused_mut))]
+        let mut fresh = self.configuration();
+        #[cfg(feature = "alloc")]
+        if let AnyLimiter::SlidingWindowLog(log) = &mut fresh {
+            log.allocate();
+        }
+        fresh
+    }
+
+    /// [`AnyLimiter::fresh`] without a log's ring: a keyed store's
+    /// prototype, which never decides (each key's log grows its own).
+    pub(crate) fn configuration(&self) -> AnyLimiter {
         match self {
             AnyLimiter::TokenBucket(l) => AnyLimiter::TokenBucket(l.fresh()),
             AnyLimiter::TokenBucket2(l) => AnyLimiter::TokenBucket2(Box::new(l.fresh())),

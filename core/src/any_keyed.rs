@@ -85,7 +85,7 @@ impl AnyKeyed {
     /// configuration, never called, whatever `prototype` has seen.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
-        AnyKeyed(match prototype.fresh() {
+        AnyKeyed(match prototype.configuration() {
             AnyLimiter::Gcra(gcra) => {
                 Store::Gcra(KeyedLimiter::with_hasher(gcra, Hasher::random()))
             }

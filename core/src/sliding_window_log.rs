@@ -116,7 +116,7 @@ impl SlidingWindowLog {
 
     /// Allocates the whole ring of an empty log, unless it is whole already
     /// (a log restored in place), so that no decision allocates.
-    fn allocate(&mut self) {
+    pub(crate) fn allocate(&mut self) {
         debug_assert_eq!(self.len, 0);
         if self.ring.len() < self.room() {
             self.ring = vec![Entry::default(); self.room()];
