@@ -349,7 +349,8 @@ impl Guarantee {
 
     /// The waits of a client that has just spent everything, as the limiter
     /// itself answers them: for a bucket, every bandwidth empty; for a queue,
-    /// the queue full; for a window, the whole limit taken as its window opens.
+    /// the queue full; for a window, the whole limit taken as its window opens
+    /// (for calendar months, the longest month followed by another as long).
     pub fn lockout(&self) -> Lockout {
         let answer =
             |limiter: &AnyLimiter, at: Nanos| -> Option<Decision> { limiter.peek(at, 1).ok() };
@@ -360,16 +361,21 @@ impl Guarantee {
             AnyLimiter::TokenBucket4(l) => empty(l.bandwidths()),
             other => {
                 let mut spent = other.clone();
-                // A window that opens at `at`: the epoch, or for weeks the
-                // first Monday (1970-01-05).
-                let week = matches!(
-                    other,
-                    AnyLimiter::FixedWindow(l) if l.calendar() == Some(Calendar::Week)
-                ) || matches!(
-                    other,
-                    AnyLimiter::SlidingWindowCounter(l) if l.calendar() == Some(Calendar::Week)
-                );
-                let at = Nanos(if week { 4 * DAY } else { 0 });
+                // A window that opens at `at`: the epoch; for weeks the first
+                // Monday (1970-01-05); for months 1970-07-01, a 31-day month
+                // followed by another, since a counter's wait reaches into the
+                // next window and grows with both lengths (from January, with
+                // February next, it fell short by up to 3 days).
+                let calendar = match other {
+                    AnyLimiter::FixedWindow(l) => l.calendar(),
+                    AnyLimiter::SlidingWindowCounter(l) => l.calendar(),
+                    _ => None,
+                };
+                let at = Nanos(match calendar {
+                    Some(Calendar::Week) => 4 * DAY,
+                    Some(Calendar::Month) => 181 * DAY,
+                    _ => 0,
+                });
                 let limit = spent.limit();
                 match spent.try_acquire(at, limit) {
                     Ok(_) => answer(&spent, at),

@@ -372,6 +372,41 @@ fn lockout_waits_are_the_limiters_own() {
     assert_eq!((queue.retry_after, queue.reset_after), (s(4), s(4)));
 }
 
+/// A client locked out by a calendar-month window waits, in the worst case,
+/// as long as the limiter answers after the whole limit is taken as any
+/// month opens: a counter's wait reaches into the next month, so January
+/// (31 days, then February) is not the worst start, July (then August) is.
+#[test]
+fn calendar_month_lockouts_are_the_longest_of_every_month() {
+    let starts = month_starts();
+    for limit in [1, 7, 10, 1_000] {
+        let limiters: [AnyLimiter; 2] = [
+            FixedWindow::with_calendar(limit, Calendar::Month)
+                .unwrap()
+                .into(),
+            SlidingWindowCounter::with_calendar(limit, Calendar::Month)
+                .unwrap()
+                .into(),
+        ];
+        for limiter in limiters {
+            let (mut retry, mut reset) = (Nanos::ZERO, Nanos::ZERO);
+            // The first 30 years: every pair of month lengths, leap Februaries too.
+            for &start in [0].iter().chain(&starts[..360]) {
+                let mut l = limiter.clone();
+                assert!(l.try_acquire(Nanos(start), limit).unwrap().allowed);
+                let d = l.peek(Nanos(start), 1).unwrap();
+                (retry, reset) = (retry.max(d.retry_after), reset.max(d.reset_after));
+            }
+            let g = Guarantee::of(&limiter).lockout();
+            assert_eq!(
+                (g.retry_after, g.reset_after),
+                (retry, reset),
+                "{limiter:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn strict_windows_and_excess() {
     let s = Nanos::from_secs;
