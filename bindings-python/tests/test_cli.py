@@ -556,3 +556,11 @@ def test_the_readme_shows_what_the_command_prints(argv: list[str], shown: str, t
     speed = re.compile(r" in [0-9.]+ s \([0-9,]+ events/s\)")
     printed = speed.sub("", out).replace(str(tmp_path / "plot.png"), "docs/simulate.png")
     assert printed == speed.sub("", shown)
+
+
+def test_a_csv_header_after_blank_lines_is_a_header_on_every_path(tmp_path: Path) -> None:
+    # A cost written "2.0" takes the line-by-line path, which took the header for
+    # data when blank lines came before it (the quick path skipped it).
+    (tmp_path / "t.csv").write_text("\n\ntimestamp,key,cost\n0,a,1\n0.5,a,2.0\n")
+    trace = read_trace(str(tmp_path / "t.csv"))
+    assert (trace.times, trace.keys, trace.costs) == ([0.0, 0.5], ["a", "a"], [1, 2])

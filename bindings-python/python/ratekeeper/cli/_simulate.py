@@ -114,10 +114,13 @@ def _read_csv(text: str, path: str) -> Trace:
         pass
     trace = Trace()
     times, keys, costs = trace.times, trace.keys, trace.costs
+    first = True
     for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not "".join(row).strip():
             continue
-        if number == 1 and row[0].strip().lower() in ("timestamp", "time", "t", "ts"):
+        # The header, as above: on the first line that is not blank.
+        header, first = first, False
+        if header and row[0].strip().lower() in ("timestamp", "time", "t", "ts"):
             continue
         try:
             times.append(float(row[0]))
