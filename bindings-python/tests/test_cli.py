@@ -564,3 +564,13 @@ def test_a_csv_header_after_blank_lines_is_a_header_on_every_path(tmp_path: Path
     (tmp_path / "t.csv").write_text("\n\ntimestamp,key,cost\n0,a,1\n0.5,a,2.0\n")
     trace = read_trace(str(tmp_path / "t.csv"))
     assert (trace.times, trace.keys, trace.costs) == ([0.0, 0.5], ["a", "a"], [1, 2])
+
+
+def test_a_json_line_holding_two_values_is_named_not_read_as_two_events(tmp_path: Path) -> None:
+    # Joined into one array, the second value on line 1 became an event of its own
+    # (read quickly) or shifted every later line by one, the last one dropped.
+    two = '{"timestamp": 1}, {"timestamp": 2}\n'
+    for text in (two + '{"timestamp": 3}\n', two + '{"timestamp": "3"}\n'):
+        (tmp_path / "t.jsonl").write_text(text)
+        status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+        assert status == 2 and "t.jsonl line 1: not JSON" in err, (text, err)

@@ -71,6 +71,10 @@ def _read_json_lines(text: str, path: str) -> Trace:
         # One parse of the whole file in C; line by line only to name a bad line.
         rows = json.loads("[" + ",".join(line for _, line in lines) + "]")
     except json.JSONDecodeError:
+        rows = None
+    # As many values as lines, else a line holds two (`{...}, {...}`), which the
+    # joined parse read as two events, shifting every later line.
+    if rows is None or len(rows) != len(lines):
         for number, line in lines:
             try:
                 json.loads(line)
