@@ -574,3 +574,15 @@ def test_a_json_line_holding_two_values_is_named_not_read_as_two_events(tmp_path
         (tmp_path / "t.jsonl").write_text(text)
         status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
         assert status == 2 and "t.jsonl line 1: not JSON" in err, (text, err)
+
+
+def test_a_timestamp_beyond_a_float_is_named_not_a_traceback(tmp_path: Path) -> None:
+    big = '{"timestamp": 1%s}\n' % ("0" * 400)  # 1e400 as a JSON int: no float holds it
+    for text in (big, '{"timestamp": 0}\n{"timestamp": "1"}\n' + big):
+        (tmp_path / "t.jsonl").write_text(text)
+        status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+        assert status == 2 and "argument --trace" in err and "line" in err and "not finite" in err, err
+    # Past Python's 4,300 digits, json.loads itself refuses the number (a ValueError).
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0}\n{"timestamp": 1%s}\n' % ("0" * 5000))
+    status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+    assert status == 2 and "t.jsonl line 2: not JSON" in err, err

@@ -57,7 +57,10 @@ def _json_value(row: Any, name: str, default: Optional[float], where: Callable[[
         raise CliError(f"argument --trace: {where()}: {name} {json.dumps(value)} is not a number")
     if not isinstance(value, (int, float)):
         return _number(str(value), name, where())
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int of more than 308 digits
+        raise CliError(f"argument --trace: {where()}: {name} is not finite as a float ({len(str(value))} digits)") from None
 
 
 def _key(value: Any) -> str:
@@ -70,7 +73,7 @@ def _read_json_lines(text: str, path: str) -> Trace:
     try:
         # One parse of the whole file in C; line by line only to name a bad line.
         rows = json.loads("[" + ",".join(line for _, line in lines) + "]")
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or an int of more digits than Python converts
         rows = None
     # As many values as lines, else a line holds two (`{...}, {...}`), which the
     # joined parse read as two events, shifting every later line.
@@ -78,7 +81,7 @@ def _read_json_lines(text: str, path: str) -> Trace:
         for number, line in lines:
             try:
                 json.loads(line)
-            except json.JSONDecodeError as err:
+            except ValueError as err:
                 raise CliError(f"argument --trace: {path} line {number}: not JSON: {err}") from None
         raise CliError(f"argument --trace: {path}: not JSON lines") from None
     try:
@@ -90,7 +93,7 @@ def _read_json_lines(text: str, path: str) -> Trace:
         # Numbers only (a bool is an int to Python, not to JSON).
         if all(type(t) is float or type(t) is int for t in stamps) and all(type(c) is int and c >= 0 for c in costs):
             return Trace([float(t) for t in stamps], keys, costs)
-    except (TypeError, KeyError, ValueError, AttributeError):
+    except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
         pass
     trace = Trace()
     for (number, _), row in zip(lines, rows):
