@@ -586,3 +586,11 @@ def test_a_timestamp_beyond_a_float_is_named_not_a_traceback(tmp_path: Path) -> 
     (tmp_path / "t.jsonl").write_text('{"timestamp": 0}\n{"timestamp": 1%s}\n' % ("0" * 5000))
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
     assert status == 2 and "t.jsonl line 2: not JSON" in err, err
+
+
+@pytest.mark.parametrize("text", ["timestamp,key\n1,a\n0.5,b\n", '{"timestamp": 1, "key": "a"}\n{"timestamp": 0.5, "key": "b"}\n'])
+def test_a_trace_starting_with_a_byte_order_mark_is_read(tmp_path: Path, text: str) -> None:
+    # As spreadsheets and PowerShell write UTF-8: the mark is not part of the first field.
+    (tmp_path / "t.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    trace = read_trace(str(tmp_path / "t.txt"))
+    assert (trace.times, trace.keys) == ([0.5, 1.0], ["b", "a"])

@@ -148,7 +148,9 @@ def read_trace(path: str) -> Trace:
     JSON-lines (``{"timestamp": ..., "key": ..., "cost": ...}``) trace, in time order;
     ``-`` reads standard input."""
     try:
-        text = sys.stdin.buffer.read().decode("utf-8") if path == "-" else Path(path).read_text(encoding="utf-8")
+        # utf-8-sig: without the byte order mark that spreadsheets and PowerShell write
+        # first, which would otherwise be part of the first timestamp (or hide the `{`).
+        text = sys.stdin.buffer.read().decode("utf-8-sig") if path == "-" else Path(path).read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as err:
         raise CliError(f"argument --trace: cannot read {path}: {err}") from None
     json_lines = text.lstrip().startswith("{")
