@@ -1,0 +1,211 @@
+'use strict';
+// Hostile arguments to the public API, on the napi addon or the wasm build
+// (RATEKEEPER_IMPL=wasm): every refusal is a RangeError or TypeError carrying
+// one of the core's stable codes, with a message naming the argument, and
+// changes nothing (the next decision is a twin's that never saw the call);
+// corrupt state bytes are refused the same way. Deterministic (fixed seeds).
+const assert = require('node:assert/strict');
+const { test } = require('node:test');
+const R = require('./impl.cjs');
+
+const CODES = new Set([
+  'zero_value',
+  'too_large',
+  'overflow',
+  'cost_exceeds_limit',
+  'invalid_value',
+  'invalid_type',
+  'invalid_syntax',
+  'store_full',
+  'state_truncated',
+  'state_corrupt',
+  'state_version',
+  'state_mismatch',
+  'invalid_config',
+]);
+
+/** Asserts `error` is a refusal as documented, naming `argument` (its JS spelling). */
+function refusal(error, argument, context) {
+  assert.ok(error instanceof RangeError || error instanceof TypeError, `${context}: a RangeError or TypeError, not ${error?.constructor?.name}: ${error?.message}`);
+  assert.ok(CODES.has(error.code), `${context}: a stable code, not ${error.code} (${error.message})`);
+  // TypeError exactly for the wrong type (or a configuration of the wrong shape).
+  assert.equal(error instanceof TypeError, error.code === 'invalid_type' || error.code === 'invalid_config', `${context}: ${error.constructor.name} with ${error.code}`);
+  if (argument !== undefined) assert.ok(error.message.includes(`\`${argument}\``), `${context}: the message names \`${argument}\`: ${error.message}`);
+}
+
+/** Seeded, so that a failure reproduces. */
+function rng(seed) {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+const HOSTILE = [
+  NaN,
+  Infinity,
+  -Infinity,
+  -1,
+  0.5,
+  2 ** 53,
+  2 ** 64,
+  1e308,
+  10n,
+  '5',
+  '',
+  true,
+  Symbol('s'),
+  {},
+  [],
+  [5],
+  new Number(5),
+  { valueOf: () => 5 },
+  () => 5,
+  new Proxy({}, {}),
+];
+
+const LIMITERS = {
+  TokenBucket: () => new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 }),
+  Gcra: () => new R.Gcra({ burst: 5, emissionIntervalMs: 100 }),
+  LeakyBucket: () => new R.LeakyBucket({ capacity: 5, intervalMs: 100 }),
+  SlidingWindowLog: () => new R.SlidingWindowLog({ limit: 5, windowMs: 1000 }),
+  SlidingWindowCounter: () => new R.SlidingWindowCounter({ limit: 5, windowMs: 1000 }),
+  FixedWindow: () => new R.FixedWindow({ limit: 5, windowMs: 1000 }),
+};
+
+// Each method's arguments after the key (a KeyedLimiter's) or the request (a Policy's): [JS name, valid value].
+const ARGS = {
+  tryAcquire: [['cost', 1], ['nowMs', 10]],
+  peek: [['cost', 1], ['nowMs', 10]],
+  reserve: [['cost', 1], ['maxWaitMs', 1000], ['nowMs', 10]],
+  refund: [['cost', 1], ['takenAtMs', 10]],
+};
+
+/** Calls `make()[method](...lead, ...args)` with one argument hostile, on a limiter and a twin that never sees it. */
+function hostileCalls(label, make, lead, state) {
+  for (const [method, params] of Object.entries(ARGS)) {
+    params.forEach(([name], at) => {
+      for (const value of [...HOSTILE, 6]) {
+        const args = params.map(([, valid]) => valid);
+        args[at] = value;
+        const limiter = make();
+        const twin = make();
+        limiter.tryAcquire(...lead, 2, 0);
+        twin.tryAcquire(...lead, 2, 0);
+        let error;
+        try {
+          limiter[method](...lead, ...args);
+        } catch (e) {
+          error = e;
+        }
+        const context = `${label}.${method}(${name} = ${typeof value === 'symbol' ? 'a symbol' : String(value)})`;
+        if (error === undefined) continue;
+        // 6 exceeds every limit here: refused as a cost, whatever the argument.
+        refusal(error, value === 6 ? 'cost' : name, context);
+        assert.deepEqual(state(limiter), state(twin), `${context}: the refused call changed nothing`);
+      }
+    });
+  }
+}
+
+test('every method of every limiter refuses hostile arguments naming them, and changes nothing', () => {
+  for (const [label, make] of Object.entries(LIMITERS)) {
+    hostileCalls(label, make, [], (l) => [l.peek(1, 500), l.peek(5, 5000), [...l.toBytes()]]);
+  }
+});
+
+test('a KeyedLimiter and a Policy refuse hostile arguments naming them, and change nothing', () => {
+  const keyed = () => new R.KeyedLimiter(LIMITERS.Gcra(), { maxKeys: 4 });
+  hostileCalls('KeyedLimiter', keyed, ['a'], (k) => [k.size, k.peek('a', 1, 500), k.peek('a', 5, 5000)]);
+  const policy = () => new R.Policy({ limits: [{ name: 'all', rate: '10/second' }, { name: 'user', rate: '5/second', by: ['user'] }] });
+  hostileCalls('Policy', policy, [{ user: 'a' }], (p) => [p.peek({ user: 'a' }, 1, 500), p.peek({ user: 'a' }, 5, 5000)]);
+  for (const key of [1.5, NaN, 10n, Symbol('k'), null, {}, ['a'], new String('a')]) {
+    const k = keyed();
+    assert.throws(() => k.tryAcquire(key, 1, 0), (e) => (refusal(e, 'key', `key ${typeof key}`), true));
+    assert.equal(k.size, 0);
+  }
+  for (const request of ['user', 5, { user: 1.5 }, { user: null }, { user: 10n }, {}]) {
+    const p = policy();
+    assert.throws(() => p.tryAcquire(request, 1, 0), (e) => (refusal(e, undefined, `request ${JSON.stringify(request, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}`), true));
+    assert.deepEqual(p.peek({ user: 'a' }, 5, 0).allowed, true);
+  }
+});
+
+test('constructors refuse hostile option values naming the option', () => {
+  const bases = {
+    TokenBucket: [R.TokenBucket, { capacity: 5, refillTokens: 1, refillPeriodMs: 1000 }],
+    Gcra: [R.Gcra, { burst: 5, emissionIntervalMs: 100 }],
+    LeakyBucket: [R.LeakyBucket, { capacity: 5, intervalMs: 100 }],
+    SlidingWindowLog: [R.SlidingWindowLog, { limit: 5, windowMs: 1000 }],
+    SlidingWindowCounter: [R.SlidingWindowCounter, { limit: 5, windowMs: 1000 }],
+    FixedWindow: [R.FixedWindow, { limit: 5, windowMs: 1000 }],
+  };
+  for (const [label, [Class, base]] of Object.entries(bases)) {
+    for (const option of [...Object.keys(base), 'name', 'clock']) {
+      for (const value of HOSTILE) {
+        let error;
+        try {
+          new Class({ ...base, [option]: value });
+        } catch (e) {
+          error = e;
+        }
+        if (error === undefined) {
+          // Taken: a value of the option's type (a fraction of a millisecond, a name, a clock); a Number object is none.
+          const type = option === 'name' ? 'string' : option === 'clock' ? 'function' : 'number';
+          assert.equal(typeof value, type, `${label} took ${option} = ${String(typeof value === 'symbol' ? 'a symbol' : value)}`);
+          continue;
+        }
+        // An overflow names the product's duration, not the count that made it.
+        if (error.code !== 'overflow') refusal(error, option, `${label}.${option}`);
+        else refusal(error, undefined, `${label}.${option}`);
+      }
+    }
+  }
+});
+
+test('state bytes: every prefix, random bit flips and another algorithm\'s are refused as state errors, changing nothing', () => {
+  const random = rng(0x5eed);
+  for (const [label, make] of Object.entries(LIMITERS)) {
+    const source = make();
+    source.tryAcquire(2, 500);
+    source.reserve(3, Infinity, 600);
+    const bytes = source.toBytes();
+    const candidates = [];
+    for (let n = 0; n < bytes.length; n++) candidates.push(bytes.slice(0, n));
+    candidates.push(Uint8Array.from([...bytes, 0]));
+    for (let i = 0; i < 150; i++) {
+      const flipped = bytes.slice();
+      for (let f = 1 + Math.floor(random() * 3); f > 0; f--) {
+        const bit = Math.floor(random() * flipped.length * 8);
+        flipped[bit >> 3] ^= 1 << (bit & 7);
+      }
+      candidates.push(flipped);
+    }
+    for (const [other, makeOther] of Object.entries(LIMITERS)) if (other !== label) candidates.push(makeOther().toBytes());
+    for (const candidate of candidates) {
+      const limiter = make();
+      const twin = make();
+      let error;
+      try {
+        limiter.restore(candidate);
+      } catch (e) {
+        error = e;
+      }
+      const context = `${label}.restore([${candidate}])`;
+      if (error !== undefined) {
+        refusal(error, 'bytes', context);
+        assert.match(error.code, /^state_/, context);
+        assert.deepEqual([...limiter.toBytes()], [...twin.toBytes()], `${context}: changed nothing`);
+        continue;
+      }
+      // Taken: the state is one the limiter can go on from, without a failure.
+      for (const now of [1000, 1e9]) {
+        limiter.tryAcquire(1, now);
+        limiter.peek(5, now);
+        limiter.reserve(5, Infinity, now).cancel();
+      }
+      assert.ok(limiter.toBytes().length > 0);
+    }
+  }
+});
