@@ -926,10 +926,11 @@ function createApi(B) {
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
       const k = keyOf(key);
-      if (!Array.isArray(costs) || !everyIs(costs, 'number')) badType('costs', 'an array of numbers');
-      const flat = B.keyedTryAcquireBatch(this.#h, k, costs, nowFrom(this.#clock, nowMs));
-      const decisions = new Array(costs.length);
-      for (let i = 0; i < costs.length; i++) decisions[i] = fromFlat(flat, 5 * i);
+      const units = plainArray(costs);
+      if (!Array.isArray(units) || !everyIs(units, 'number')) badType('costs', 'an array of numbers');
+      const flat = B.keyedTryAcquireBatch(this.#h, k, units, nowFrom(this.#clock, nowMs));
+      const decisions = new Array(units.length);
+      for (let i = 0; i < units.length; i++) decisions[i] = fromFlat(flat, 5 * i);
       return decisions;
     }
 
@@ -1158,7 +1159,8 @@ function createApi(B) {
           const message = `policy configuration: limits[${i}]: unknown field \`${unknown}\`, expected ${expected}`;
           throw Object.assign(new TypeError(message), { code: 'invalid_config' });
         }
-        const { name, by = [] } = limit;
+        const { name } = limit;
+        const by = plainArray(limit.by === undefined ? [] : limit.by);
         let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
         if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
@@ -1211,8 +1213,8 @@ function createApi(B) {
           algorithm = options.algorithm;
         }
         if (options.by !== undefined) {
-          if (!Array.isArray(options.by) || !everyIs(options.by, 'string')) badType('by', 'an array of strings');
-          by = options.by;
+          by = plainArray(options.by);
+          if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
         }
         if (options.clock !== undefined) {
           if (typeof options.clock !== 'function') badType('clock', 'a function');
@@ -1421,6 +1423,22 @@ function createApi(B) {
     }
   }
 
+  /**
+   * A plain array of the elements of the array `value` (of its first `most`
+   * only, the rest left holes), each read once; anything else as it is. What
+   * the backend reads is then what was checked here (an element's getter
+   * may answer otherwise the second time), and an array that is a Proxy,
+   * an array to Array.isArray and to wasm-bindgen, is one to Node-API too,
+   * which reads no Proxy as an array.
+   */
+  function plainArray(value, most = Infinity) {
+    if (!Array.isArray(value)) return value;
+    const n = value.length;
+    const copy = new Array(n);
+    for (let i = 0; i < Math.min(n, most); i++) copy[i] = value[i];
+    return copy;
+  }
+
   /** Whether every element of `array` has type `type`; a hole has none (`every` would skip it). */
   function everyIs(array, type) {
     for (let i = 0; i < array.length; i++) if (typeof array[i] !== type) return false;
@@ -1446,8 +1464,10 @@ function createApi(B) {
     static fromBandwidths(bandwidths, options) {
       if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
       known(options, 'fromBandwidths');
-      if (Array.isArray(bandwidths)) for (const bandwidth of bandwidths) known(bandwidth, 'bandwidth');
-      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bandwidths), options));
+      // The backend reads no more than one past the most it takes (4), and names the length.
+      const bands = plainArray(bandwidths, 5);
+      if (Array.isArray(bands)) for (let i = 0; i < Math.min(bands.length, 5); i++) known(bands[i], 'bandwidth');
+      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bands), options));
     }
 
     /**

@@ -209,3 +209,37 @@ test('state bytes: every prefix, random bit flips and another algorithm\'s are r
     }
   }
 });
+
+test('an array that is a Proxy, or whose elements answer otherwise when read again, is read once as a plain array', () => {
+  // Array.isArray takes a Proxy of an array, and so did the wasm build, where
+  // the napi build threw napi-rs's uncoded `Failed to get Array length`.
+  const bucket = () => new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 });
+  const band = { capacity: 5, refillTokens: 1, refillPeriodMs: 1000 };
+  assert.equal(new R.KeyedLimiter(bucket()).tryAcquireBatch('a', new Proxy([1, 1], {}), 0).length, 2);
+  assert.deepEqual(new R.Policy('10/second', { by: new Proxy(['user'], {}) }).limits, [{ name: '10/second', by: ['user'] }]);
+  assert.deepEqual(new R.Policy({ limits: [{ name: 'a', limiter: bucket(), by: new Proxy(['user'], {}) }] }).limits, [{ name: 'a', by: ['user'] }]);
+  assert.equal(R.TokenBucket.fromBandwidths(new Proxy([band], {})).limit, 5);
+
+  // A cost checked as a number, then read again as a string: napi-rs threw
+  // its uncoded `NumberExpected`, the wasm build a RangeError (NaN).
+  let reads = 0;
+  const costs = [];
+  Object.defineProperty(costs, 0, { get: () => (reads++ === 0 ? 1 : 'x'), enumerable: true });
+  assert.equal(new R.KeyedLimiter(bucket()).tryAcquireBatch('a', costs, 0)[0].remaining, 4);
+  assert.equal(reads, 1);
+  // The same for the fields of `by`.
+  reads = 0;
+  const by = [];
+  Object.defineProperty(by, 0, { get: () => (reads++ === 0 ? 'user' : 5), enumerable: true });
+  assert.deepEqual(new R.Policy('10/second', { by }).limits, [{ name: '10/second', by: ['user'] }]);
+  assert.equal(reads, 1);
+  // A bandwidth checked for unknown options, then read again with one: taken unchecked.
+  reads = 0;
+  const bands = [];
+  Object.defineProperty(bands, 0, { get: () => (reads++ === 0 ? band : { ...band, capacity: 7, intialTokens: 0 }), enumerable: true });
+  assert.equal(R.TokenBucket.fromBandwidths(bands).limit, 5);
+  assert.equal(reads, 1);
+  // Still refused as before: a hole, and too many bandwidths (with the length given).
+  assert.throws(() => R.TokenBucket.fromBandwidths([band, , band]), { name: 'TypeError', code: 'invalid_type', message: '`bandwidths` must be an array of objects' });
+  assert.throws(() => R.TokenBucket.fromBandwidths(new Array(1000).fill(band)), { name: 'RangeError', code: 'too_large', message: '`bandwidths` must be at most 4 (got 1000)' });
+});
