@@ -1078,12 +1078,18 @@ function createApi(B) {
    */
   function jsonValues() {
     const places = new WeakMap();
+    // The object holding each object on the way down: its ancestors, for a cycle.
+    const parents = new WeakMap();
     return function jsonValue(key, raw) {
       const value = unboxed(raw);
       const holder = places.get(this) ?? '';
       const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
-      if (value !== null && typeof value === 'object') places.set(value, place);
-      else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
+      if (value !== null && typeof value === 'object') {
+        // JSON.stringify's own error for a cycle has no code, and names no place.
+        for (let up = this; up !== undefined; up = parents.get(up)) if (up === value) notJson(place, 'a circular reference');
+        places.set(value, place);
+        parents.set(value, this);
+      } else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
       else if (typeof value === 'function' || typeof value === 'symbol') notJson(place, `a ${typeof value}`);
       else if (typeof value === 'bigint') {
         return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;

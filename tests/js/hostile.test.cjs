@@ -243,3 +243,18 @@ test('an array that is a Proxy, or whose elements answer otherwise when read aga
   assert.throws(() => R.TokenBucket.fromBandwidths([band, , band]), { name: 'TypeError', code: 'invalid_type', message: '`bandwidths` must be an array of objects' });
   assert.throws(() => R.TokenBucket.fromBandwidths(new Array(1000).fill(band)), { name: 'RangeError', code: 'too_large', message: '`bandwidths` must be at most 4 (got 1000)' });
 });
+
+test("a policy configuration that contains itself is refused as invalid_config, naming the place", () => {
+  // JSON.stringify's own TypeError had no code.
+  const config = { limits: [{ name: 'a', rate: '1/second' }] };
+  config.limits[0].by = [config];
+  assert.throws(() => new R.Policy(config), {
+    name: 'TypeError',
+    code: 'invalid_config',
+    message: 'policy configuration: limits[0].by[0]: expected JSON data, found a circular reference',
+  });
+  // An object met twice, not within itself, is no cycle.
+  const by = ['user'];
+  const shared = new R.Policy({ limits: [{ name: 'a', rate: '1/second', by }, { name: 'b', rate: '2/second', by }] });
+  assert.deepEqual(shared.limits, [{ name: 'a', by: ['user'] }, { name: 'b', by: ['user'] }]);
+});
