@@ -247,7 +247,8 @@ function pace(RateLimited, fetch, limiter, options) {
     throw typeError('`limiter` must be an in-process limiter (a TokenBucket, Gcra...), not a keyed, Redis or policy one: pace each destination with a limiter of its own');
   }
   if (options !== undefined && options !== null) {
-    if (typeof options !== 'object') throw typeError('`options` must be an object');
+    // An array's indices would read as no option at all: refused, as the limiters refuse one.
+    if (typeof options !== 'object' || Array.isArray(options)) throw typeError('`options` must be an object');
     for (const option of Object.keys(options)) {
       if (!OPTIONS.includes(option)) throw typeError(`\`${option}\` is not an option of pacedFetch, which takes ${OPTIONS.join(', ')}`);
     }
@@ -266,7 +267,18 @@ function pace(RateLimited, fetch, limiter, options) {
   if (typeof cost !== 'number' && typeof cost !== 'function') throw typeError('`cost` must be a number or a function');
   const counts = [['maxWaitMs', maxWaitMs], ['maxWaiting', maxWaiting], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]];
   for (const [name, value] of counts) {
-    if (typeof value !== 'number' || !(value >= 0)) throw rangeError(`\`${name}\` must be a number >= 0, not ${value}`);
+    // A value of another type is a TypeError, as the limiters' own ('1' is not 1).
+    if (typeof value !== 'number') throw typeError(`\`${name}\` must be a number, not ${value === null ? 'null' : typeof value}`);
+    if (!(value >= 0)) throw rangeError(`\`${name}\` must be a number >= 0, not ${value}`);
+  }
+  // Checked here, not at the first call that uses one: each call would
+  // reject with the engine's uncoded TypeError (`clock is not a function`),
+  // and an `onEvent` that is none would be reported on every event.
+  for (const [name, value] of [['clock', clock], ['wallClock', wallClock], ['onEvent', onEvent]]) {
+    if (value !== undefined && typeof value !== 'function') throw typeError(`\`${name}\` must be a function`);
+  }
+  if (timers === null || typeof timers !== 'object' || typeof timers.setTimeout !== 'function' || typeof timers.clearTimeout !== 'function') {
+    throw typeError('`timers` must be an object with the functions setTimeout and clearTimeout');
   }
   if (!Number.isInteger(retries)) throw rangeError(`\`retries\` must be a whole number, not ${retries}`);
   if (!Number.isInteger(maxWaiting) && maxWaiting !== Infinity) {

@@ -621,6 +621,32 @@ test('bad arguments and misspelt options throw with a code, naming them', () => 
   assert.throws(() => pacedFetch(fetch, gcra, { maxWaitMs: -1 }), { name: 'RangeError', code: 'invalid_value', message: '`maxWaitMs` must be a number >= 0, not -1' });
 });
 
+test('options of the wrong type throw a TypeError naming them when pacedFetch is made, not at each call', () => {
+  const time = fakeTime();
+  const gcra = tenPerSecond(time.clock);
+  // Each was taken, and then every call rejected with the engine's uncoded
+  // TypeError (`clock is not a function`), or an onEvent that is none was
+  // reported on every event; a count of another type was a RangeError
+  // reading `not 1` for the string '1'.
+  const refused = [
+    [{ clock: 5 }, '`clock` must be a function'],
+    [{ clock: null }, '`clock` must be a function'],
+    [{ wallClock: 'now' }, '`wallClock` must be a function'],
+    [{ onEvent: 5 }, '`onEvent` must be a function'],
+    [{ onEvent: null }, '`onEvent` must be a function'],
+    [{ timers: null }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
+    [{ timers: {} }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
+    [{ timers: { setTimeout } }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
+    [{ maxWaitMs: '1' }, '`maxWaitMs` must be a number, not string'],
+    [{ retries: 1n }, '`retries` must be a number, not bigint'],
+    [{ maxRetryAfterMs: null }, '`maxRetryAfterMs` must be a number, not null'],
+    [[], '`options` must be an object'],
+  ];
+  for (const [options, message] of refused) {
+    assert.throws(() => pacedFetch(fetch, gcra, options), { name: 'TypeError', code: 'invalid_type', message }, message);
+  }
+});
+
 test('a fetch that resolves to no Response rejects its call, naming `fetch`', async () => {
   const time = fakeTime();
   for (const answer of [undefined, null, 'ok', { status: 200 }]) {
@@ -647,9 +673,11 @@ test('retries is a whole number, maxWaiting a whole number or Infinity', () => {
   const time = fakeTime();
   assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { retries: 1.5 }), { name: 'RangeError', message: /retries/ });
   assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { retries: Infinity }), { name: 'RangeError', message: /retries/ });
-  for (const maxWaiting of [-1, 0.5, NaN, '3']) {
+  for (const maxWaiting of [-1, 0.5, NaN]) {
     assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { maxWaiting }), { name: 'RangeError', message: /maxWaiting/ });
   }
+  // A value of another type is a TypeError, as the limiters' own.
+  assert.throws(() => pacedFetch(fetch, tenPerSecond(time.clock), { maxWaiting: '3' }), { name: 'TypeError', code: 'invalid_type', message: '`maxWaiting` must be a number, not string' });
   pacedFetch(fetch, tenPerSecond(time.clock), { maxWaiting: Infinity });
 });
 
