@@ -382,7 +382,7 @@ export interface LimitConfig {
   rate: string
   /** The burst (bucket capacity); default (or `null`) the rate's amount. */
   burst?: number | null
-  /** Calendar windows (UTC) for `fixed_window` and `sliding_window_counter`; `null`: none. */
+  /** Calendar windows (UTC) for `fixed_window` and `sliding_window_counter`, with a `rate` per its period (`'N/day'`, `'N/7 days'`, `'N/month'`); `null`: none. */
   calendar?: 'day' | 'week' | 'month' | null
   /** The request fields the limit is keyed by; none: global. */
   by?: string[]

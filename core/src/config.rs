@@ -44,8 +44,9 @@ pub enum Algorithm {
 ///   several), a GCRA's burst, a leaky bucket's queue; by default the rate's
 ///   count.
 /// - `calendar`: for the window algorithms, calendar windows in UTC
-///   (`day`, `week` from Monday, `month` from the 1st) instead of the rate's
-///   period; the rate's count is the limit.
+///   (`day`, `week` from Monday, `month` from the 1st); the rate's count is
+///   the limit, and its period must be the calendar's nominal one (`/day`,
+///   `/7 days`, `/month`): `10/second` with `day` would read as 10 a day.
 /// - `by`: the request fields the limit is keyed by; none for a global limit.
 /// - `max_keys` and `eviction`: a bound on the keys held (see
 ///   [`KeyedLimiter::with_max_keys`](crate::KeyedLimiter::with_max_keys));
@@ -144,6 +145,15 @@ impl LimitConfig {
                 name: "calendar",
                 reason: "applies to the window algorithms only",
             });
+        }
+        if let Some(calendar) = self.calendar {
+            if rates.iter().any(|rate| rate.period.0 != calendar.nominal()) {
+                return Err(Error::InvalidValue {
+                    name: "rate",
+                    reason: "must be per the calendar's period (`N/day`, `N/7 days` \
+                             or `N/month`): its count is each calendar window's limit",
+                });
+            }
         }
         // Ignored, a burst would read as a bound the limit does not keep.
         let window = matches!(

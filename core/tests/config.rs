@@ -121,6 +121,33 @@ fn bad_configurations_name_their_argument() {
         ),
         ("invalid_value", Some("calendar"))
     );
+    // A calendar's windows take a rate of its own period: 10/second would
+    // read as 10 a day.
+    for (rate, calendar) in [
+        ("10/second", "day"),
+        ("10/day", "week"),
+        ("10/30 days", "day"),
+    ] {
+        for algorithm in ["fixed_window", "sliding_window_counter"] {
+            assert_eq!(
+                code(&format!(
+                    r#"{{"limits": [{{"name": "a", "algorithm": "{algorithm}", "rate": "{rate}", "calendar": "{calendar}"}}]}}"#
+                )),
+                ("invalid_value", Some("rate")),
+                "{rate} {calendar}"
+            );
+        }
+    }
+    for (rate, calendar) in [
+        ("10/day", "day"),
+        ("10 per 7 days", "week"),
+        ("10/month", "month"),
+    ] {
+        let config = format!(
+            r#"{{"limits": [{{"name": "a", "algorithm": "fixed_window", "rate": "{rate}", "calendar": "{calendar}"}}]}}"#
+        );
+        assert!(parse(&config).policy().is_ok(), "{rate} {calendar}");
+    }
     assert_eq!(
         code(
             r#"{"limits": [{"name": "a", "rate": "1/second"}, {"name": "a", "rate": "2/second"}]}"#
