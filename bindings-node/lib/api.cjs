@@ -235,15 +235,28 @@ function createApi(B) {
     'the server helpers': ['limiter', 'key', 'fields', 'cost'],
   };
 
-  /** `options`, having only options `what` takes (see OPTIONS); anything not an object passes, for the caller to refuse. */
+  /**
+   * `options`, having only options `what` takes (see OPTIONS), as a copy of
+   * its own properties, each read once, without a prototype: an option
+   * inherited (a polluted `Object.prototype.initialTokens`) is no option,
+   * as a policy configuration reads only its own fields. Anything not an
+   * object passes, for the caller to refuse.
+   */
   function known(options, what) {
     if (Array.isArray(options)) {
       // An array's indices would read as no option at all: refused, as a misspelt option is.
       if (what === 'bandwidth') badType('bandwidths', 'an array of objects');
       badType('options', 'an object');
     }
-    if (options !== null && typeof options === 'object') onlyKnown(options, OPTIONS[what], what);
-    return options;
+    if (options === null || typeof options !== 'object') return options;
+    onlyKnown(options, OPTIONS[what], what);
+    return Object.assign(Object.create(null), options);
+  }
+
+  /** The `Built` of a limiter `make` builds from `options` (as `known` to `what`). */
+  function builtBy(make, options, what) {
+    const own = known(options, what);
+    return new Built(make(own), own);
   }
 
   /** A number argument, `fallback` for undefined or null. */
@@ -367,7 +380,8 @@ function createApi(B) {
     }
 
     static {
-      configOf = (limiter) => (limiter.#config ??= B.config(limiter.#h));
+      // Without a prototype: a field it lacks (`calendar`) is none, whatever Object.prototype holds.
+      configOf = (limiter) => (limiter.#config ??= Object.assign(Object.create(null), B.config(limiter.#h)));
       internalsOf = (limiter) => ({ handle: limiter.#h, name: limiter.#name, clock: limiter.#clock });
     }
 
@@ -694,7 +708,7 @@ function createApi(B) {
     let timeoutMs = Infinity;
     if (options !== undefined && options !== null) {
       if (typeof options !== 'object') badType('options', 'an object');
-      known(options, 'acquire');
+      options = known(options, 'acquire');
       signal = options.signal ?? undefined;
       if (signal !== undefined && !isSignal(signal)) badType('signal', 'an AbortSignal');
       timeoutMs = number(options.timeoutMs, Infinity, 'timeout');
@@ -853,7 +867,7 @@ function createApi(B) {
       let eviction;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
-        known(options, 'KeyedLimiter');
+        options = known(options, 'KeyedLimiter');
         if (options.maxKeys !== undefined && options.maxKeys !== null) {
           if (typeof options.maxKeys !== 'number') badType('max_keys', 'a number');
           maxKeys = options.maxKeys;
@@ -1213,7 +1227,7 @@ function createApi(B) {
       let clock;
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
-        known(options, 'Policy');
+        options = known(options, 'Policy');
         if (options.algorithm !== undefined) {
           if (typeof options.algorithm !== 'string') badType('algorithm', 'a string');
           algorithm = options.algorithm;
@@ -1463,17 +1477,17 @@ function createApi(B) {
   /** A token bucket: `capacity` tokens, `refillTokens` more every `refillPeriodMs`. */
   class TokenBucket extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.tokenBucket(known(options, 'TokenBucket')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.tokenBucket(own), options, 'TokenBucket'));
     }
 
     /** A bucket enforcing every one of `bandwidths` (1 to 4) at once. */
     static fromBandwidths(bandwidths, options) {
       if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
-      known(options, 'fromBandwidths');
+      const own = known(options, 'fromBandwidths');
       // The backend reads no more than one past the most it takes (4), and names the length.
       const bands = plainArray(bandwidths, 5);
-      if (Array.isArray(bands)) for (let i = 0; i < Math.min(bands.length, 5); i++) known(bands[i], 'bandwidth');
-      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bands), options));
+      if (Array.isArray(bands)) for (let i = 0; i < Math.min(bands.length, 5); i++) bands[i] = known(bands[i], 'bandwidth');
+      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bands), own));
     }
 
     /**
@@ -1517,12 +1531,12 @@ function createApi(B) {
   /** The generic cell rate algorithm: `burst` at once, then one unit every `emissionIntervalMs`. */
   class Gcra extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.gcra(known(options, 'Gcra')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.gcra(own), options, 'Gcra'));
     }
 
     /** `burst` at once, `tokens` every `periodMs` (one every periodMs / tokens, a whole number of ns). */
     static perPeriod(options) {
-      return new Gcra(undefined, new Built(B.gcraPerPeriod(known(options, 'Gcra.perPeriod')), options));
+      return new Gcra(undefined, builtBy((own) => B.gcraPerPeriod(own), options, 'Gcra.perPeriod'));
     }
 
     get burst() {
@@ -1537,7 +1551,7 @@ function createApi(B) {
   /** A queue: units leave `intervalMs` apart, first come first served, at most `capacity` queued. */
   class LeakyBucket extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.leakyBucket(known(options, 'LeakyBucket')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.leakyBucket(own), options, 'LeakyBucket'));
     }
 
     get capacity() {
@@ -1552,21 +1566,21 @@ function createApi(B) {
   /** At most `limit` units in any window of `windowMs`, exactly. */
   class SlidingWindowLog extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.slidingWindowLog(known(options, 'SlidingWindowLog')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.slidingWindowLog(own), options, 'SlidingWindowLog'));
     }
   }
 
   /** About `limit` units per sliding window of `windowMs`, from O(1) state. */
   class SlidingWindowCounter extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.slidingWindowCounter(known(options, 'SlidingWindowCounter')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.slidingWindowCounter(own), options, 'SlidingWindowCounter'));
     }
   }
 
   /** At most `limit` units per aligned window of `windowMs`. */
   class FixedWindow extends Limiter {
     constructor(options, built) {
-      super(built instanceof Built ? built : new Built(B.fixedWindow(known(options, 'FixedWindow')), options));
+      super(built instanceof Built ? built : builtBy((own) => B.fixedWindow(own), options, 'FixedWindow'));
     }
   }
 

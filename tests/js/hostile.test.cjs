@@ -258,3 +258,27 @@ test("a policy configuration that contains itself is refused as invalid_config, 
   const shared = new R.Policy({ limits: [{ name: 'a', rate: '1/second', by }, { name: 'b', rate: '2/second', by }] });
   assert.deepEqual(shared.limits, [{ name: 'a', by: ['user'] }, { name: 'b', by: ['user'] }]);
 });
+
+test('options inherited from a polluted Object.prototype are no options: only own ones are read', async () => {
+  const polluted = { initialTokens: 0, calendar: 'day', timeoutMs: 0, maxKeys: 1, eviction: 'refuse', clock: () => 0, name: 'polluted' };
+  for (const [name, value] of Object.entries(polluted)) Object.prototype[name] = value;
+  try {
+    const bucket = new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 });
+    assert.equal(bucket.initialTokens, 5);
+    assert.equal(bucket.name, 'default');
+    assert.equal(bucket.tryAcquire(5, 0).allowed, true, 'starts full');
+    const fromBands = R.TokenBucket.fromBandwidths([{ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }]);
+    assert.equal(fromBands.initialTokens, 3);
+    const window = new R.FixedWindow({ limit: 1, windowMs: 1000 });
+    assert.deepEqual([window.calendar, window.windowMs], [null, 1000]);
+    const keyed = new R.KeyedLimiter(new R.Gcra({ burst: 1, emissionIntervalMs: 1000 }), {});
+    assert.equal(keyed.maxKeys, null);
+    assert.ok(keyed.tryAcquire('a', 1, 0).allowed && keyed.tryAcquire('b', 1, 0).allowed, 'no bound of one key');
+    const gcra = new R.Gcra({ burst: 1, emissionIntervalMs: 10 });
+    gcra.tryAcquire();
+    // An inherited timeoutMs of 0 would refuse the wait at once.
+    assert.equal(await gcra.acquire(1, {}), undefined);
+  } finally {
+    for (const name of Object.keys(polluted)) delete Object.prototype[name];
+  }
+});
