@@ -530,6 +530,52 @@ def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.R
     assert out == {"first": True, "second": True}
 
 
+def test_an_interruption_while_redis_is_down_stays_in_its_own_thread(client: redis.Redis) -> None:
+    # Redis down: the thread whose round trip failed decided the fallback for
+    # every caller queued behind it, and an interruption of that thread
+    # meanwhile (Ctrl-C) was caught as that caller's error: raised in the
+    # other thread, and never in the interrupted one, which went on.
+    fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(100, 0.01))
+    limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01), on_error=fallback, prefix=f"rk-py-down:{uuid.uuid4().hex}:")
+
+    def down(keys: list[bytes], args: list[Any]) -> Any:
+        time.sleep(0.3)  # the other caller queues behind this round trip
+        raise redis.ConnectionError("down")
+
+    decide = limiter._core.fallback
+    main_calls = [0]
+
+    def interrupted(target: Any, cost: int, now: Any, peek: bool) -> RedisDecision:
+        if threading.current_thread() is threading.main_thread():
+            main_calls[0] += 1
+            if main_calls[0] > 1:  # this thread's own decision is the first
+                raise KeyboardInterrupt  # as Ctrl-C landing in another caller's decision
+        return decide(target, cost, now, peek)
+
+    limiter._call = down  # type: ignore[method-assign]
+    limiter._core.fallback = interrupted  # type: ignore[method-assign]
+    out: dict[str, object] = {}
+
+    def worker() -> None:
+        try:
+            out["other"] = limiter.try_acquire("k")
+        except BaseException as error:
+            out["other"] = error
+
+    other = threading.Timer(0.1, worker)
+    other.start()
+    try:
+        out["main"] = limiter.try_acquire("k")
+    except KeyboardInterrupt as error:
+        out["main"] = error
+    other.join(10)
+    answer = out["other"]
+    assert isinstance(answer, RedisDecision) and answer.allowed and not answer.from_store, answer
+    # This thread was answered, or raised its own interruption: never
+    # another's, and never an interruption swallowed.
+    assert isinstance(out["main"], KeyboardInterrupt) == (main_calls[0] > 1)
+
+
 @pytest.mark.parametrize("answered", [False, True])
 def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch, answered: bool

@@ -33,7 +33,7 @@ from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
 class _Slot:
     """One caller's place in a thread batch."""
 
-    __slots__ = ("cost", "error", "event", "gone", "lead", "result", "taken_at", "target")
+    __slots__ = ("cost", "down", "error", "event", "gone", "lead", "result", "taken_at", "target")
 
     def __init__(self, cost: int, target: Any) -> None:
         self.cost = cost
@@ -46,6 +46,8 @@ class _Slot:
         self.lead: Optional[list[_Slot]] = None
         # Interrupted while its batch was under way: whoever answers gives back.
         self.gone = False
+        # Queued behind a round trip Redis did not answer: it asks the fallback itself.
+        self.down = False
 
 
 class _Sync:
@@ -112,6 +114,10 @@ class _Sync:
             if slot.lead is None:
                 if slot.error is not None:
                     raise slot.error
+                if slot.down:
+                    # In this thread: an error of the fallback's for this
+                    # request, or an interruption meanwhile, is this caller's.
+                    return self._core.fallback(target, cost, None, False)
                 assert slot.result is not None
                 return slot.result
             batch = slot.lead
@@ -150,12 +156,16 @@ class _Sync:
     def _hand_on(self, queue_key: tuple[bytes, ...], down: bool = False) -> None:
         """Hands the batch gathered meanwhile to the first of its callers, who
         sends it; or ends the queue when nobody waits. When Redis did not
-        answer (``down``), the fallback decides for every caller gathered, at
-        once, rather than each batch waiting for its own round trip to fail."""
+        answer (``down``), every caller gathered asks the fallback at once, each
+        in its own thread, rather than each batch waiting for its own round
+        trip to fail. (Decided here, an interruption of this thread, Ctrl-C,
+        was caught as another caller's error, raised in that caller's thread.)"""
         with self._lock:
             following = self._queues[queue_key]
             if down:
                 del self._queues[queue_key]
+                for s in following:
+                    s.down = True
             elif following:
                 self._queues[queue_key] = following[MAX_BATCH:]
                 following = following[:MAX_BATCH]
@@ -164,10 +174,6 @@ class _Sync:
                 del self._queues[queue_key]
         if down:
             for s in following:
-                try:
-                    self._deliver(list(queue_key), [s], [self._core.fallback(s.target, s.cost, None, False)], None)
-                except BaseException as error:
-                    s.error = error
                 s.event.set()
         elif following:
             following[0].event.set()
