@@ -14,7 +14,7 @@ from redis.exceptions import ResponseError
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
-from ratekeeper.redis._faults import _FAULTS, _script_errors
+from ratekeeper.redis._faults import _FAULTS, _script_errors, ScriptError
 from ratekeeper.redis._values import (
     _instant,
     _is_asyncio_client,
@@ -133,12 +133,14 @@ class _Sync:
         except _Fallbacks as mixed:
             self._deliver(keys, batch, mixed.outcomes, None)
             down = True
-        except Exception as error:
+        except ScriptError as error:
+            # The script refused the call: every request of the batch alike.
             for s in batch:
                 s.error = error
         except BaseException:
-            # This thread was interrupted (Ctrl-C) during its round trip: it
-            # leaves, and the others' requests go on, sent by the next of
+            # This thread was interrupted during its round trip (Ctrl-C, or a
+            # signal handler's exception, of any type: a SIGALRM timeout's):
+            # it leaves, and the others' requests go on, sent by the next of
             # them (what Redis may have taken meanwhile stays taken: never
             # more admitted), rather than each raising its interruption.
             slot.lead = batch
