@@ -875,7 +875,8 @@ class RedisLimits {
   async refund(target, cost, takenAtMs) {
     const keys = this._keys(target);
     if (typeof cost !== 'number') throw typeError('cost', 'a number');
-    await this.#store.refund(keys, checkCost(cost, this.#store.limit), takenAtMs);
+    // Any number of units, as in-process: a refund gives back at most what was taken.
+    await this.#store.refund(keys, checkCost(cost, Infinity), takenAtMs);
   }
 
   /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */

@@ -54,10 +54,10 @@ for (const library of Object.keys(CLIENTS)) {
       assert.ok(decidedAt >= before - 1 && decidedAt <= after + 1, `${before} <= ${decidedAt} <= ${after}`);
       // A state a refund leaves fresh is kept a second at most, with its
       // latest time: a token bucket given back what it took.
-      const bucket = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000 }), { prefix: p });
-      const bob = `${p}{3:bob}:26:token_bucket/1/3/1/1000000:3:bob`;
+      const bucket = new RedisLimiter(client, new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 10_000 }), { prefix: p });
+      const bob = `${p}{3:bob}:27:token_bucket/1/3/1/10000000:3:bob`;
       await bucket.tryAcquire('bob', 1);
-      assert.ok(Number(await raw(client, 'PTTL', bob)) > 1000);
+      assert.ok(Number(await raw(client, 'PTTL', bob)) > 9000);
       await bucket.refund('bob', 1);
       const ttl = Number(await raw(client, 'PTTL', bob));
       assert.ok(ttl > 0 && ttl <= 1000, `${ttl}`);
@@ -846,3 +846,21 @@ test("a reply that is not the script's is refused, not answered by onError", asy
   await assert.rejects(limiter.tryAcquire('k'), { code: 'invalid_reply' });
   await assert.rejects(limiter.peek('k'), { code: 'invalid_reply' });
 });
+
+test('a refund above the limit gives back what was taken, as in-process (not cost_exceeds_limit)', () =>
+  withClient('ioredis', async (client) => {
+    const make = () => new rk.Gcra({ burst: 5, emissionIntervalMs: 1000 });
+    const local = make();
+    const remote = new RedisLimiter(client, make(), { prefix: prefix('refund-over') });
+    for (let i = 0; i < 3; i++) {
+      assert.equal(local.tryAcquire(1, T0).allowed, true);
+      assert.equal((await remote.tryAcquire('k', 1, T0)).allowed, true);
+    }
+    local.refund(100, T0);
+    await remote.refund('k', 100, T0);
+    for (let i = 0; i < 6; i++) {
+      const want = local.tryAcquire(1, T0);
+      const got = await remote.tryAcquire('k', 1, T0);
+      assert.deepEqual([got.allowed, got.remaining], [want.allowed, want.remaining]);
+    }
+  }));

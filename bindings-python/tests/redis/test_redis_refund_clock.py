@@ -59,3 +59,18 @@ def test_a_refund_leaving_a_key_fresh_keeps_its_latest_time(client: redis.Redis,
         expected = core.try_acquire(1, now=now)
         got = remote.try_acquire("k", 1, now=now)
         assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining), now
+
+
+@pytest.mark.parametrize("algorithm", LIMITERS)
+def test_a_refund_above_the_limit_gives_back_what_was_taken_as_in_process(client: redis.Redis, algorithm: str) -> None:
+    core = LIMITERS[algorithm]()
+    remote = RedisLimiter(client, LIMITERS[algorithm](), prefix="refund-over:")
+    for _ in range(3):
+        assert core.try_acquire(1, now=1000).allowed
+        assert remote.try_acquire("k", 1, now=1000).allowed
+    core.refund(100, taken_at=1000)
+    remote.refund("k", 100, taken_at=1000)
+    for _ in range(6):
+        expected = core.try_acquire(1, now=1000)
+        got = remote.try_acquire("k", 1, now=1000)
+        assert (got.allowed, got.remaining) == (expected.allowed, expected.remaining)

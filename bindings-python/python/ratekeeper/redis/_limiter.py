@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
 from ratekeeper import Decision, Limiter
-from ratekeeper.redis._values import _cost, _costs, _Key, _KeyFallback, _Seconds
+from ratekeeper.redis._values import _cost, _refunded, _costs, _Key, _KeyFallback, _Seconds
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision, RedisReservation
 from ratekeeper.redis._limits import _one_limit
 from ratekeeper.redis._core import _Core, _LimiterCore
@@ -96,7 +96,7 @@ class RedisLimiter(_LimiterMixin, _Sync):
 
     def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
-        self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+        self._refund(self._keys(key), _refunded(cost), taken_at)
 
     def reserve(
         self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
@@ -132,7 +132,7 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
 
     async def refund(self, key: _Key, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
         """Give back ``cost`` units taken at ``taken_at`` (seconds since the epoch; default now)."""
-        await self._refund(self._keys(key), _cost(cost, self.limit), taken_at)
+        await self._refund(self._keys(key), _refunded(cost), taken_at)
 
     async def reserve(
         self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None

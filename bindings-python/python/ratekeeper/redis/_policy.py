@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from ratekeeper import Decision, Limiter
-from ratekeeper.redis._values import _cost, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
+from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limit, _policy_limits
 from ratekeeper.redis._core import _Core, _PolicyCore
@@ -120,7 +120,7 @@ class RedisPolicy(_PolicyMixin, _Sync):
 
     def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
-        self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+        self._refund(self._keys(request), _refunded(cost), taken_at)
 
     def reserve(
         self,
@@ -168,7 +168,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
 
     async def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
-        await self._refund(self._keys(request), _cost(cost, self._core.limit), taken_at)
+        await self._refund(self._keys(request), _refunded(cost), taken_at)
 
     async def reserve(
         self,

@@ -169,6 +169,12 @@ def _costs(costs: object, limit: int) -> list[int]:
     return [_cost(c, limit) for c in costs]
 
 
+def _refunded(cost: object) -> int:
+    """A refund's cost: any number of units, as in-process (a refund gives
+    back at most what was taken), not only up to the limit."""
+    return _cost(cost, 2**64 - 1)
+
+
 def _cost(cost: object, limit: int) -> int:
     cost = _integer(cost, "cost", "an int")
     if cost < 0:
