@@ -2,7 +2,7 @@
 // pacedFetch: a `fetch` that sends its requests at a limiter's rate, first come
 // first served. Written once for every build of the `ratekeeper` package: Node
 // requires this file; the package's browser and worker entries import
-// lib/paced-fetch.mjs, the same file wrapped as an ES module by
+// lib/paced-fetch.mjs, the same file bundled as an ES module by
 // scripts/package.sh. It needs only the limiter's public API (`reserve`, and
 // a reservation's `cancel()`), so it works with the napi and the wasm build alike.
 //

@@ -1,0 +1,169 @@
+'use strict';
+// KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
+const { inspected, inspectSymbol, plainArray, everyIs } = require('./values.cjs');
+
+module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, movesUp }) {
+  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf } = shared;
+  const { keyedHandles, reservation, takenAt, fromFlat, wellFormed } = shared;
+
+  /**
+   * One limiter per key, every key configured as `limiter` (a configured
+   * limiter of any class; its state is not copied: every key starts fresh).
+   * Keys are strings, or numbers standing for their decimal string. Keys back
+   * to fresh are dropped lazily; `maxKeys` bounds the store (`eviction`:
+   * 'nearest_fresh' forgets the keys nearest to fresh, 'refuse' throws
+   * `store_full`).
+   */
+  class KeyedLimiter {
+    #h;
+    #prototype;
+    #clock;
+    #maxKeys = null;
+    #eviction = 'nearest_fresh';
+
+    constructor(limiter, options) {
+      if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
+      let maxKeys;
+      let eviction;
+      if (options !== undefined && options !== null) {
+        if (typeof options !== 'object') badType('options', 'an object');
+        options = known(options, 'KeyedLimiter');
+        if (options.maxKeys !== undefined && options.maxKeys !== null) {
+          if (typeof options.maxKeys !== 'number') badType('max_keys', 'a number');
+          maxKeys = options.maxKeys;
+        }
+        if (options.eviction !== undefined && options.eviction !== null) {
+          if (typeof options.eviction !== 'string') badType('eviction', 'a string');
+          eviction = options.eviction;
+        }
+      }
+      const { handle, name, clock } = internalsOf(limiter);
+      this.#h = B.keyedNew(handle, maxKeys, eviction);
+      if (keyedHandles !== null) keyedHandles.register(this, this.#h);
+      // The configuration every key has, for headers and getters.
+      this.#prototype = new Limiter(new Built(B.keyedPrototype(this.#h), { name, clock }));
+      this.#clock = clock;
+      if (maxKeys !== undefined) this.#maxKeys = maxKeys;
+      if (eviction !== undefined) this.#eviction = eviction;
+    }
+
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
+    tryAcquire(key, cost, nowMs) {
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 1)));
+    }
+
+    peek(key, cost, nowMs) {
+      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 0)));
+    }
+
+    reserve(key, cost, maxWaitMs, nowMs) {
+      const k = keyOf(key);
+      const units = number(cost, 1, 'cost');
+      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+      const now = nowFrom(this.#clock, nowMs);
+      // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
+      const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
+      const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
+      if (booked && out()[0] > 0) untracked(this);
+      return reservation(booked, units, now, decision, give);
+    }
+
+    refund(key, cost, takenAtMs) {
+      const k = keyOf(key);
+      if (typeof cost !== 'number') badType('cost', 'a number');
+      B.keyedRefund(this.#h, k, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
+    }
+
+    acquire(key, cost, options) {
+      let k;
+      try {
+        k = keyOf(key);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
+          refund: (units, high, low) => B.keyedRefund(h, k, units, [NaN, high, low]),
+          read: () => readClock(this.#clock),
+          owner: this,
+          label: `${this.#prototype.name} [${k}]`,
+          // The store reads a lone surrogate as U+FFFD: one key, one queue.
+          queue: movesUp(this.#prototype) ? wellFormed(k) : null,
+        },
+        cost,
+        options,
+      );
+    }
+
+    /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
+    tryAcquireBatch(key, costs, nowMs) {
+      const k = keyOf(key);
+      const units = plainArray(costs);
+      if (!Array.isArray(units) || !everyIs(units, 'number')) badType('costs', 'an array of numbers');
+      const flat = B.keyedTryAcquireBatch(this.#h, k, units, nowFrom(this.#clock, nowMs));
+      const decisions = new Array(units.length);
+      for (let i = 0; i < units.length; i++) decisions[i] = fromFlat(flat, 5 * i);
+      return decisions;
+    }
+
+    headers(decision) {
+      return this.#prototype.headers(decision);
+    }
+
+    /** Drops the keys back to fresh (calls do it lazily anyway). */
+    reclaim(nowMs) {
+      B.keyedReclaim(this.#h, nowFrom(this.#clock, nowMs));
+    }
+
+    /** How many keys the store holds. */
+    get size() {
+      return B.keyedLen(this.#h);
+    }
+
+    get limit() {
+      return this.#prototype.limit;
+    }
+
+    get windowMs() {
+      return this.#prototype.windowMs;
+    }
+
+    get algorithm() {
+      return this.#prototype.algorithm;
+    }
+
+    get name() {
+      return this.#prototype.name;
+    }
+
+    /** The most keys held, or null: no bound. */
+    get maxKeys() {
+      return this.#maxKeys;
+    }
+
+    /** What happens at `maxKeys`: 'nearest_fresh' or 'refuse'. */
+    get eviction() {
+      return this.#eviction;
+    }
+
+    /** A fresh limiter of every key's configuration (its class, name and clock). */
+    get limiter() {
+      const { name, clock } = internalsOf(this.#prototype);
+      const Class = classOf[this.#prototype.algorithm];
+      return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
+    }
+
+    /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
+    [inspectSymbol](depth, options, inspect) {
+      const shown = { limiter: this.#prototype };
+      if (this.#maxKeys !== null) shown.maxKeys = this.#maxKeys;
+      if (this.#eviction !== 'nearest_fresh') shown.eviction = this.#eviction;
+      shown.size = this.size;
+      return inspected('KeyedLimiter', shown, depth, options, inspect);
+    }
+  }
+
+  return { KeyedLimiter };
+};

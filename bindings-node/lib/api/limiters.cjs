@@ -1,0 +1,388 @@
+'use strict';
+// The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
+// offers, and a class per algorithm.
+const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray } = require('./values.cjs');
+
+module.exports = function limiters(shared, { acquireSlot, untracked }) {
+  const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, stateBytes, badType, known, number } = shared;
+  const { defaultClock, handles, readClock, hotNow, toUint8Array, decisionFields, reservation, takenAt } = shared;
+
+  // Module-private: lets the constructors below hand a built handle to Limiter,
+  // and the subclasses reach what Limiter keeps private.
+  class Built {
+    constructor(handle, options) {
+      this.handle = handle;
+      this.options = options;
+    }
+  }
+
+  /** The `Built` of a limiter `make` builds from `options` (as `known` to `what`). */
+  function builtBy(make, options, what) {
+    const own = known(options, what);
+    return new Built(make(own), own);
+  }
+
+  let configOf;
+  let internalsOf;
+
+  /**
+   * A limiter's configuration as the options that build it, as its
+   * constructor takes them: what a default would give is left out.
+   */
+  function shownOptions(limiter) {
+    const config = configOf(limiter);
+    let shown;
+    switch (config.algorithm) {
+      case 'token_bucket': {
+        const bands = config.bandwidths.map(({ capacity, refillTokens, refillPeriodMs, initialTokens, refill }) => ({
+          capacity,
+          refillTokens,
+          refillPeriodMs,
+          ...(initialTokens !== capacity && { initialTokens }),
+          ...(refill !== 'greedy' && { refill }),
+        }));
+        shown = bands.length === 1 ? bands[0] : { bandwidths: bands };
+        break;
+      }
+      case 'gcra':
+        shown = { burst: config.burst, emissionIntervalMs: config.emissionIntervalMs };
+        break;
+      case 'leaky_bucket':
+        shown = { capacity: config.capacity, intervalMs: config.intervalMs };
+        break;
+      default:
+        shown = config.calendar != null ? { limit: config.limit, calendar: config.calendar } : { limit: config.limit, windowMs: config.windowMs };
+    }
+    if (limiter.name !== 'default') shown.name = limiter.name;
+    return shown;
+  }
+
+  /**
+   * What every limiter offers. Not constructible itself: build a TokenBucket,
+   * Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter or FixedWindow.
+   */
+  class Limiter {
+    #h;
+    #name;
+    #clock;
+    #config = null;
+    // Bookings of a slot to come, reconfigures and restores, by anyone: how
+    // pacedFetch tells whether others booked after it (see BOOKINGS).
+    #bookings = 0;
+
+    constructor(built) {
+      if (!(built instanceof Built)) throw abstract('build one of its subclasses');
+      const { options } = built;
+      let name;
+      let clock;
+      try {
+        // Read inside: a getter that throws (options are the caller's) must not strand the native limiter.
+        name = options == null ? undefined : options.name;
+        clock = options == null ? undefined : options.clock;
+        if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
+        if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
+      } catch (error) {
+        // The native limiter is built, and nothing will hold it.
+        if (typeof B.free === 'function') B.free(built.handle);
+        throw error;
+      }
+      this.#h = built.handle;
+      if (handles !== null) handles.register(this, built.handle);
+      this.#name = name === undefined ? 'default' : name;
+      // A calendar's windows are UTC days, weeks and months: such a limiter
+      // reads the epoch clock by default (through the global each time, as
+      // fake timers replace it), as a Policy and the Python binding do.
+      // The built limiter's calendar, not the option's: a limiter that has
+      // none ignores a `calendar` option and keeps the monotonic clock.
+      const calendar = options != null && options.calendar != null && configOf(this).calendar != null;
+      this.#clock = clock === undefined ? (calendar ? () => Date.now() : defaultClock) : clock;
+    }
+
+    static {
+      // Without a prototype: a field it lacks (`calendar`) is none, whatever Object.prototype holds.
+      configOf = (limiter) => (limiter.#config ??= Object.assign(Object.create(null), B.config(limiter.#h)));
+      internalsOf = (limiter) => ({ handle: limiter.#h, name: limiter.#name, clock: limiter.#clock });
+    }
+
+    /** The time now on this limiter's clock, in milliseconds. */
+    #read() {
+      return readClock(this.#clock);
+    }
+
+    #now(nowMs) {
+      if (typeof nowMs === 'number') return nowMs;
+      if (nowMs === undefined || nowMs === null) return this.#read();
+      return badType('now', 'a number');
+    }
+
+    tryAcquire(cost, nowMs) {
+      return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+    }
+
+    peek(cost, nowMs) {
+      return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+    }
+
+    reserve(cost, maxWaitMs, nowMs) {
+      const units = number(cost, 1, 'cost');
+      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+      const now = this.#now(nowMs);
+      // Reads the handle through `this`, so that a reservation keeps its
+      // limiter alive: the napi build reuses a collected limiter's handle.
+      const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
+      const booked = yes(reserveOp(this.#h, units, maxWait, now));
+      if (booked && out()[0] > 0) this.#untracked();
+      return reservation(booked, units, now, decision, give);
+    }
+
+    /** Counts a booking of a slot to come (or a reconfigure, a restore) that no acquire waiter holds: for the waiters (see untracked) and pacedFetch. */
+    #untracked() {
+      untracked(this);
+      this.#bookings++;
+    }
+
+    /** The bookings of a slot to come, reconfigures and restores so far (for pacedFetch). */
+    [BOOKINGS]() {
+      return this.#bookings;
+    }
+
+    /** Whether the bookings behind one given back move up (for pacedFetch; see movesUp). */
+    [MOVES_UP]() {
+      return movesUp(this);
+    }
+
+    refund(cost, takenAtMs) {
+      if (typeof cost !== 'number') badType('cost', 'a number');
+      let takenAt = takenAtMs;
+      if (takenAt === undefined || takenAt === null) takenAt = this.#read();
+      else if (typeof takenAt !== 'number') badType('taken_at', 'a number');
+      B.refund(this.#h, cost, [takenAt, NaN, NaN]);
+    }
+
+    reconfigure(other, nowMs) {
+      if (!(other instanceof Limiter)) badType('other', 'a limiter');
+      if (this.#clock === defaultClock && other.calendar !== null) {
+        invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
+      }
+      B.reconfigure(this.#h, other.#h, this.#now(nowMs));
+      this.#untracked();
+      this.#config = null;
+    }
+
+    acquire(cost, options) {
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => {
+            const booked = yes(reserveOp(h, units, maxWait, now));
+            if (booked && out()[0] > 0) this.#bookings++;
+            return booked;
+          },
+          refund: (units, high, low) => B.refund(h, units, [NaN, high, low]),
+          read: () => this.#read(),
+          owner: this,
+          label: this.#name,
+          queue: movesUp(this) ? '' : null,
+        },
+        cost,
+        options,
+      );
+    }
+
+    /** The state of this limiter as bytes (versioned, tied to its configuration): see `fromBytes`. */
+    toBytes() {
+      return toUint8Array(B.toBytes(this.#h));
+    }
+
+    /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
+    restore(bytes) {
+      B.restore(this.#h, stateBytes(bytes));
+      this.#untracked();
+    }
+
+    /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
+    static fromBytes(bytes, options) {
+      if (this === Limiter) throw abstract('call fromBytes on one of its subclasses');
+      stateBytes(bytes);
+      const limiter = new this(options);
+      limiter.restore(bytes);
+      return limiter;
+    }
+
+    headers(decision) {
+      const [allowed, remaining, limit, retryAfterMs, resetAfterMs] = decisionFields(decision, 'decision');
+      const values = B.headers(this.#h, this.#name, allowed, remaining, limit, retryAfterMs, resetAfterMs).split('\n');
+      const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
+      if (values.length > 2) headers['Retry-After'] = values[2];
+      return headers;
+    }
+
+    get limit() {
+      return configOf(this).limit;
+    }
+
+    get windowMs() {
+      return configOf(this).windowMs;
+    }
+
+    get algorithm() {
+      return configOf(this).algorithm;
+    }
+
+    /** A window algorithm's calendar ('day', 'week' or 'month', UTC), or null. */
+    get calendar() {
+      return configOf(this).calendar ?? null;
+    }
+
+    get name() {
+      return this.#name;
+    }
+
+    /** Takes what tryAcquire takes into native code and does nothing: the floor of a call (benchmarks). */
+    _noop(cost, nowMs) {
+      return noopOp(this.#h, cost, nowMs);
+    }
+
+    /** `TokenBucket { capacity: 10, refillTokens: 1, refillPeriodMs: 1000 }` in console.log. */
+    [inspectSymbol](depth, options, inspect) {
+      return inspected(classOf[this.algorithm].name, shownOptions(this), depth, options, inspect);
+    }
+  }
+
+  /**
+   * Whether the waiters of `limiter` behind an aborted one move up. A bucket
+   * keeps no record of single bookings, and gives back exactly only the
+   * latest: a booking given back from the middle of the queue would let the
+   * next one share a slot with a later waiter (two units at once from a
+   * burst of one). So the waiters booked after it, in the same queue (the
+   * limiter, or the key of a keyed limiter), give theirs back too, newest
+   * first, and book again in order. A window algorithm keeps each booking
+   * where it was counted (the log at its instant, the counters per window),
+   * so an aborted booking is given back as its refund does (see the
+   * README) and nobody moves; so is a policy's. Which algorithms keep their
+   * bookings is the core's to say (`refundsAnyBooking` in the configuration).
+   */
+  const movesUp = (limiter) => !configOf(limiter).refundsAnyBooking;
+
+  /** A token bucket: `capacity` tokens, `refillTokens` more every `refillPeriodMs`. */
+  class TokenBucket extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.tokenBucket(own), options, 'TokenBucket'));
+    }
+
+    /** A bucket enforcing every one of `bandwidths` (1 to 4) at once. */
+    static fromBandwidths(bandwidths, options) {
+      if (options !== undefined && options !== null && typeof options !== 'object') badType('options', 'an object');
+      const own = known(options, 'fromBandwidths');
+      // The backend reads no more than one past the most it takes (4), and names the length.
+      const bands = plainArray(bandwidths, 5);
+      if (Array.isArray(bands)) for (let i = 0; i < Math.min(bands.length, 5); i++) bands[i] = known(bands[i], 'bandwidth');
+      return new TokenBucket(undefined, new Built(B.tokenBucketFromBandwidths(bands), own));
+    }
+
+    /**
+     * A bucket holding the state `bytes`: `options` as the constructor takes
+     * them, or an array of bandwidths as `fromBandwidths` (then `common` holds
+     * `name` and `clock`).
+     */
+    static fromBytes(bytes, options, common) {
+      if (!Array.isArray(options)) return super.fromBytes(bytes, options);
+      stateBytes(bytes);
+      const bucket = TokenBucket.fromBandwidths(options, common);
+      bucket.restore(bytes);
+      return bucket;
+    }
+
+    get bandwidths() {
+      return configOf(this).bandwidths.map((band) => ({ ...band }));
+    }
+
+    get capacity() {
+      return configOf(this).bandwidths[0].capacity;
+    }
+
+    get refillTokens() {
+      return configOf(this).bandwidths[0].refillTokens;
+    }
+
+    get refillPeriodMs() {
+      return configOf(this).bandwidths[0].refillPeriodMs;
+    }
+
+    get initialTokens() {
+      return configOf(this).bandwidths[0].initialTokens;
+    }
+
+    get refill() {
+      return configOf(this).bandwidths[0].refill;
+    }
+  }
+
+  /** The generic cell rate algorithm: `burst` at once, then one unit every `emissionIntervalMs`. */
+  class Gcra extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.gcra(own), options, 'Gcra'));
+    }
+
+    /** `burst` at once, `tokens` every `periodMs` (one every periodMs / tokens, a whole number of ns). */
+    static perPeriod(options) {
+      return new Gcra(undefined, builtBy((own) => B.gcraPerPeriod(own), options, 'Gcra.perPeriod'));
+    }
+
+    get burst() {
+      return configOf(this).burst;
+    }
+
+    get emissionIntervalMs() {
+      return configOf(this).emissionIntervalMs;
+    }
+  }
+
+  /** A queue: units leave `intervalMs` apart, first come first served, at most `capacity` queued. */
+  class LeakyBucket extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.leakyBucket(own), options, 'LeakyBucket'));
+    }
+
+    get capacity() {
+      return configOf(this).capacity;
+    }
+
+    get intervalMs() {
+      return configOf(this).intervalMs;
+    }
+  }
+
+  /** At most `limit` units in any window of `windowMs`, exactly. */
+  class SlidingWindowLog extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.slidingWindowLog(own), options, 'SlidingWindowLog'));
+    }
+  }
+
+  /** About `limit` units per sliding window of `windowMs`, from O(1) state. */
+  class SlidingWindowCounter extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.slidingWindowCounter(own), options, 'SlidingWindowCounter'));
+    }
+  }
+
+  /** At most `limit` units per aligned window of `windowMs`. */
+  class FixedWindow extends Limiter {
+    constructor(options, built) {
+      super(built instanceof Built ? built : builtBy((own) => B.fixedWindow(own), options, 'FixedWindow'));
+    }
+  }
+
+  /** Each algorithm's class, by the name its limiters' `algorithm` gives. */
+  const classOf = {
+    token_bucket: TokenBucket,
+    gcra: Gcra,
+    leaky_bucket: LeakyBucket,
+    sliding_window_log: SlidingWindowLog,
+    sliding_window_counter: SlidingWindowCounter,
+    fixed_window: FixedWindow,
+  };
+
+  return { Built, configOf, internalsOf, movesUp, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
+};

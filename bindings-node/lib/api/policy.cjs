@@ -1,0 +1,373 @@
+'use strict';
+// Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
+// declarative configuration, rate strings or configured limiters.
+const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArray, everyIs } = require('./values.cjs');
+
+module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, internalsOf }, { KeyedLimiter }) {
+  const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
+  const { policyHandles, typeName, decisionFields, takenAt, reservation } = shared;
+
+  /**
+   * A JSON.stringify replacer for a policy's configuration that refuses what
+   * JSON cannot carry, with the `invalid_config` error the reader gives,
+   * naming the place (`limits[0].burst`). JSON would write NaN and the
+   * infinities as null, read as "not given", and drop a function or a
+   * Symbol, so that the field took its default: a limit other than asked.
+   * A BigInt that is a safe integer goes as that number; a larger one as a
+   * string, which the reader refuses as it refuses any string for a number.
+   */
+  function jsonValues() {
+    const places = new WeakMap();
+    // The object holding each object on the way down: its ancestors, for a cycle.
+    const parents = new WeakMap();
+    return function jsonValue(key, raw) {
+      const value = unboxed(raw);
+      const holder = places.get(this) ?? '';
+      const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
+      if (value !== null && typeof value === 'object') {
+        // JSON.stringify's own error for a cycle has no code, and names no place.
+        for (let up = this; up !== undefined; up = parents.get(up)) if (up === value) notJson(place, 'a circular reference');
+        places.set(value, place);
+        parents.set(value, this);
+      } else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
+      else if (typeof value === 'function' || typeof value === 'symbol') notJson(place, `a ${typeof value}`);
+      else if (typeof value === 'bigint') {
+        return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;
+      }
+      return value;
+    };
+  }
+
+  /**
+   * A boxed number or BigInt's value, as JSON writes it (by its internal
+   * slot, so from any realm: `instanceof Number` misses a `vm` context's);
+   * anything else as it is.
+   */
+  function unboxed(raw) {
+    if (raw === null || typeof raw !== 'object') return raw;
+    for (const valueOf of UNBOXERS) {
+      try {
+        return valueOf.call(raw);
+      } catch {
+        // Not that kind of box.
+      }
+    }
+    return raw;
+  }
+  const UNBOXERS = [Number.prototype.valueOf, BigInt.prototype.valueOf];
+
+  function notJson(place, found) {
+    throw Object.assign(new TypeError(`policy configuration: ${place || 'config'}: expected JSON data, found ${found}`), { code: 'invalid_config' });
+  }
+
+  /**
+   * A policy's configuration as the backend reads it: plain data, as
+   * `JSON.parse` makes it (src/policy_config.rs), each object without a
+   * prototype, so that only its own fields are read. JSON text is parsed
+   * here, by the engine's own parser (a repeated key: the last one counts);
+   * an object goes through JSON and back (see `jsonValues`), so that only
+   * its own enumerable fields count, and getters and `toJSON` as in JSON text.
+   */
+  function configData(config) {
+    let text = config;
+    if (typeof config !== 'string') {
+      text = JSON.stringify(config, jsonValues());
+      // A toJSON that answers undefined.
+      if (text === undefined) badType('config', 'an object or a string');
+    }
+    try {
+      return JSON.parse(text, ownFields);
+    } catch (error) {
+      throw Object.assign(new TypeError(`policy configuration: config is not JSON (${error.message})`), { code: 'invalid_config' });
+    }
+  }
+
+  function ownFields(_key, value) {
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.assign(Object.create(null), value) : value;
+  }
+
+  const LIMITER_FIELDS = new Set(['name', 'by', 'limiter', 'maxKeys', 'eviction']);
+
+  /**
+   * A policy of configured limiters: `[{ name, by?, limiter, maxKeys?,
+   * eviction? }]`, each limit keyed by copies of its limiter; a KeyedLimiter
+   * brings its configuration and its bound (as Python's `Policy.add`).
+   */
+  function fromLimiters(limits) {
+    const h = B.policyNew();
+    try {
+      for (const [i, limit] of limits.entries()) {
+        if (limit === null || typeof limit !== 'object') badType('config', 'an object or a string');
+        // A misspelt field (max_keys here) would be dropped without a word.
+        const unknown = Object.keys(limit).find((field) => !LIMITER_FIELDS.has(field));
+        if (unknown !== undefined) {
+          const expected = '`name`, `by`, `limiter`, `maxKeys` or `eviction`';
+          const message = `policy configuration: limits[${i}]: unknown field \`${unknown}\`, expected ${expected}`;
+          throw Object.assign(new TypeError(message), { code: 'invalid_config' });
+        }
+        const { name } = limit;
+        const by = plainArray(limit.by === undefined ? [] : limit.by);
+        let { limiter, maxKeys, eviction } = limit;
+        if (typeof name !== 'string') badType('name', 'a string');
+        if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+        if (limiter instanceof KeyedLimiter) {
+          if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
+          ({ maxKeys, eviction } = limiter);
+          limiter = limiter.limiter;
+        }
+        if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
+        if (maxKeys != null && typeof maxKeys !== 'number') badType('max_keys', 'a number');
+        if (eviction != null && typeof eviction !== 'string') badType('eviction', 'a string');
+        B.policyAdd(h, name, by, internalsOf(limiter).handle, maxKeys ?? undefined, eviction ?? undefined);
+      }
+    } catch (error) {
+      if (typeof B.freePolicy === 'function') B.freePolicy(h);
+      throw error;
+    }
+    return h;
+  }
+
+  /**
+   * All-or-nothing limits over requests. A request is a plain object of
+   * fields (`{ user: 'alice', route: '/a' }`), values strings or numbers
+   * (numbers as their decimal string); each limit is keyed by some of its
+   * fields (none: global). A request is admitted only if every limit admits
+   * it, and then consumes in every limit; else nothing is consumed.
+   *
+   * `config`: `{ limits: [{ name, rate, algorithm?, burst?, calendar?, by?, maxKeys... }] }`
+   * (the core's declarative configuration, snake_case keys), its JSON text,
+   * `{ limits: [{ name, by?, limiter }] }` with configured limiters, or a rate string such as '10/second;100/day' (then `options.algorithm` and `options.by`).
+   */
+  class Policy {
+    #h;
+    #limits;
+    #clock;
+    /** Each field a limit is keyed by, once, with the first such limit's name. */
+    #needs = [];
+    /** How an aborted waiter's booking is given back: see `acquire`. */
+    #buckets = 'none';
+
+    constructor(config, options) {
+      let algorithm;
+      let by;
+      let clock;
+      if (options !== undefined && options !== null) {
+        if (typeof options !== 'object') badType('options', 'an object');
+        options = known(options, 'Policy');
+        if (options.algorithm !== undefined) {
+          if (typeof options.algorithm !== 'string') badType('algorithm', 'a string');
+          algorithm = options.algorithm;
+        }
+        if (options.by !== undefined) {
+          by = plainArray(options.by);
+          if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+        }
+        if (options.clock !== undefined) {
+          if (typeof options.clock !== 'function') badType('clock', 'a function');
+          clock = options.clock;
+        }
+      }
+      const rates = typeof config === 'string' && !config.trimStart().startsWith('{');
+      // As in Python: silently dropped, `by` would leave one global limit
+      // where the caller asked for one per user.
+      if (!rates && (algorithm !== undefined || by !== undefined)) {
+        invalidValue("`algorithm` and `by` apply only to a rate string; a configuration names each limit's");
+      }
+      if (rates) {
+        this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);
+      } else if (typeof config === 'string') {
+        this.#h = B.policyFromConfig(configData(config));
+      } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
+        this.#h = fromLimiters(config.limits);
+      } else if (config !== null && typeof config === 'object') {
+        this.#h = B.policyFromConfig(configData(config));
+      } else {
+        badType('config', 'an object or a string');
+      }
+      if (policyHandles !== null) policyHandles.register(this, this.#h);
+      const limits = B.policyLimits(this.#h);
+      this.#limits = [];
+      let calendar = false;
+      // Each limit: its name, its calendar ('' for none), which bookings it gives
+      // back ('any', or only the 'latest': a bucket's), its number of fields, then the fields.
+      let buckets = 0;
+      for (let i = 0; i < limits.length; ) {
+        const count = Number(limits[i + 3]);
+        this.#limits.push({ name: limits[i], by: limits.slice(i + 4, i + 4 + count) });
+        calendar ||= limits[i + 1] !== '';
+        if (limits[i + 2] === 'latest') buckets++;
+        i += 4 + count;
+      }
+      this.#buckets = buckets === 0 ? 'none' : buckets === this.#limits.length ? 'all' : 'some';
+      for (const { name, by } of this.#limits) {
+        for (const field of by) if (!this.#needs.some(([known]) => known === field)) this.#needs.push([field, name]);
+      }
+      // A calendar's windows are UTC days, weeks and months: by default such
+      // a policy reads the epoch clock (read through the global each time, as
+      // fake timers replace it), as the Python binding does.
+      this.#clock = clock ?? (calendar ? () => Date.now() : defaultClock);
+      // policyOp answers in an array the backend sizes.
+      fitPolicy(this.#limits.length);
+    }
+
+    /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
+    static fromRates(rates, options) {
+      if (typeof rates !== 'string') badType('rates', 'a string');
+      // Rates only, as in Python: JSON text is fromConfig's, and the rate
+      // parser refuses it, naming the place.
+      if (rates.trimStart().startsWith('{')) B.policyFromRates(rates, 'token_bucket', []);
+      return new Policy(rates, options);
+    }
+
+    /** A policy from its declarative configuration (an object or JSON text). */
+    static fromConfig(config, options) {
+      return new Policy(config, options);
+    }
+
+    #fields(request) {
+      const fields = [];
+      const given = request !== undefined && request !== null;
+      if (given && typeof request !== 'object') badType('request', 'an object');
+      for (const name of given ? Object.keys(request) : []) {
+        const value = request[name];
+        // A bad value is named by its field (`request.user`), as the Redis
+        // policy names it (Python: `request['user']`).
+        if (typeof value === 'string') fields.push(name, value);
+        else if (typeof value === 'number') fields.push(name, numberKey(value, `request.${name}`));
+        else invalidType(`\`request.${name}\` must be a string or a number, not ${typeName(value)}`);
+      }
+      // Named here, as the Redis policy names it: the core knows no field names.
+      for (const [field, limit] of this.#needs) {
+        if (!given || !Object.hasOwn(request, field)) {
+          invalidValue(`\`request\` lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit)} is keyed by`);
+        }
+      }
+      return fields;
+    }
+
+    #decision(flat, allowed) {
+      // flat: [status, deniedBy, then five numbers per limit]
+      const s = out();
+      const limits = new Array(this.#limits.length);
+      for (let i = 0; i < limits.length; i++) {
+        const at = 2 + 5 * i;
+        // Written out, not spread from fromFlat: a spread copies property by property.
+        limits[i] = {
+          name: this.#limits[i].name,
+          allowed: flat[at] === 1,
+          remaining: flat[at + 1],
+          limit: flat[at + 2],
+          retryAfterMs: flat[at + 3],
+          resetAfterMs: flat[at + 4],
+        };
+      }
+      return {
+        allowed,
+        remaining: s[0],
+        limit: s[1],
+        retryAfterMs: s[2],
+        resetAfterMs: s[3],
+        deniedBy: flat[1] < 0 ? null : this.#limits[flat[1]].name,
+        limits,
+      };
+    }
+
+    tryAcquire(request, cost, nowMs) {
+      return this.#decide(request, cost, nowMs, true);
+    }
+
+    peek(request, cost, nowMs) {
+      return this.#decide(request, cost, nowMs, false);
+    }
+
+    // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
+    #decide(request, cost, nowMs, consume) {
+      const flat = policyOp(this.#h, this.#fields(request), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), consume ? 1 : 0);
+      return this.#decision(flat, flat[0] === 1);
+    }
+
+    reserve(request, cost, maxWaitMs, nowMs) {
+      const fields = this.#fields(request);
+      const units = number(cost, 1, 'cost');
+      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+      const now = nowFrom(this.#clock, nowMs);
+      const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
+      // A booking of a slot to come that no waiter holds (see untracked).
+      if (flat[0] === 1 && out()[0] > 0) untracked(this);
+      // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
+      const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
+      return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
+    }
+
+    refund(request, cost, takenAtMs) {
+      const fields = this.#fields(request);
+      if (typeof cost !== 'number') badType('cost', 'a number');
+      B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
+    }
+
+    acquire(request, cost, options) {
+      let fields;
+      try {
+        fields = this.#fields(request);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      const h = this.#h;
+      return acquireSlot(
+        {
+          reserve: (units, maxWait, now) => policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
+          refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low]),
+          read: () => readClock(this.#clock),
+          owner: this,
+          label: 'policy',
+          // A bucket gives back exactly only its latest booking (see
+          // movesUp): a policy of buckets only moves the waiters behind an
+          // aborted one up, as a limiter does (one queue: those of other keys
+          // too, which share its global limits); one of windows only gives
+          // each booking back where it was counted; a mix gives back only
+          // the latest booking.
+          queue: this.#buckets === 'all' ? '' : null,
+          latestOnly: this.#buckets === 'some',
+        },
+        cost,
+        options,
+      );
+    }
+
+    /**
+     * RateLimit-Policy and RateLimit listing every limit (comma-separated
+     * items, in the policy's order), and Retry-After when denied.
+     */
+    headers(decision) {
+      const flat = decisionFields(decision, 'decision');
+      if (!Array.isArray(decision.limits) || decision.limits.length !== this.#limits.length) {
+        invalidType(`\`decision.limits\` must be an array of ${this.#limits.length} decisions, one per limit of the policy`);
+      }
+      decision.limits.forEach((d, i) => flat.push(...decisionFields(d, `decision.limits[${i}]`)));
+      for (let i = 0; i < flat.length; i += 5) flat[i] = flat[i] ? 1 : 0;
+      const values = B.policyHeaders(this.#h, flat).split('\n');
+      // A policy without limits has none to announce.
+      if (values[0] === '') return {};
+      const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
+      if (values.length > 2) headers['Retry-After'] = values[2];
+      return headers;
+    }
+
+    /** Drops every limit's keys back to fresh. */
+    reclaim(nowMs) {
+      B.policyReclaim(this.#h, nowFrom(this.#clock, nowMs));
+    }
+
+    /** The limits, in order: `{ name, by }`. */
+    get limits() {
+      return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
+    }
+
+    /** `Policy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
+    [inspectSymbol](depth, options, inspect) {
+      return inspected('Policy', { limits: this.limits }, depth, options, inspect);
+    }
+  }
+
+  return { Policy };
+};

@@ -1,0 +1,162 @@
+'use strict';
+// The server helpers (see lib/api.cjs): Express-style middleware and a
+// Fastify hook that decide each request through a KeyedLimiter or a Policy
+// and answer 429 with the RateLimit headers.
+const { invalidType } = require('./values.cjs');
+
+module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy }) {
+  // --- Server helpers ----------------------------------------------------------
+  // The decision for one request: `limiter` is a KeyedLimiter (keyed by
+  // `key(request)`) or a Policy (its request is `fields(request)`, a plain
+  // object of fields); `cost(request)` defaults to 1. Each function may
+  // return a promise (a key looked up in a session store, say): the
+  // decision is then a promise too, taken once the key and then the cost
+  // are known, so that requests are decided in the order their keys come.
+  function handlerOptions(options) {
+    if (options === null || typeof options !== 'object') badType('options', 'an object');
+    const { limiter, key, fields, cost } = known(options, 'the server helpers');
+    if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
+    let inputOf;
+    // Each mistake below would fail every request (a 500 each), or quietly
+    // limit otherwise than asked: refused here instead.
+    if (limiter instanceof KeyedLimiter) {
+      if (typeof key !== 'function') badType('key', 'a function');
+      if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
+      inputOf = key;
+    } else if (limiter instanceof Policy) {
+      if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
+      if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
+      if (fields === undefined) {
+        const keyed = limiter.limits.find(({ by }) => by.length > 0);
+        if (keyed !== undefined) {
+          invalidType(`\`fields\` must be given: limit "${keyed.name}" of \`limiter\` is keyed by "${keyed.by[0]}"`);
+        }
+      }
+      inputOf = fields === undefined ? () => ({}) : fields;
+    } else {
+      badType('limiter', 'a KeyedLimiter or a Policy');
+    }
+    const costOf = cost === undefined ? () => 1 : cost;
+    const decide = (input, units) => {
+      const d = limiter.tryAcquire(input, units);
+      return { decision: d, headers: limiter.headers(d) };
+    };
+    return (request) => after(inputOf(request), (input) => after(costOf(request), (units) => decide(input, units)));
+  }
+
+  /** `then(value)`, or a promise of it once `value` settles when it is a promise. */
+  function after(value, then) {
+    return isThenable(value) ? Promise.resolve(value).then(then) : then(value);
+  }
+
+  function isThenable(value) {
+    return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function';
+  }
+
+  const TOO_MANY = 'Too Many Requests\n';
+  const UNAVAILABLE = 'Service Unavailable\n';
+
+  /** `value` as a message shows it; one that cannot be shown (a null-prototype object), as such. */
+  function shown(value) {
+    try {
+      return String(value);
+    } catch {
+      return 'a value that cannot be shown';
+    }
+  }
+
+  /**
+   * Answers a request with `decide(request)` once it is known: `respond`
+   * writes the answer and says whether the request goes on, then `pass()`
+   * runs. `respond` gets null when a store made with eviction 'refuse' is
+   * full and refuses the request's new key (answered 503, without RateLimit
+   * headers: there is no decision, and no wait to promise). `fail` gets any
+   * other error, one thrown by `respond` included (headers already sent).
+   */
+  function outcomeOf(decide, request, respond, pass, failWith) {
+    // Always an Error: Express and Fastify read next(undefined) or
+    // done(null) as "go on", and next('route') as "skip the route", so a
+    // key function that threw such a value let the request through unlimited.
+    const fail = (error) => failWith(error instanceof Error ? error : new Error(`ratekeeper: the request's key, fields or cost failed: ${shown(error)}`, { cause: error }));
+    const settle = (outcome) => {
+      let proceed;
+      try {
+        proceed = respond(outcome);
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      // Outside the try: an error thrown further down the chain is not this one's.
+      if (proceed) pass();
+    };
+    const settleError = (error) => (error?.code === 'store_full' ? settle(null) : fail(error));
+    let outcome;
+    try {
+      outcome = decide(request);
+    } catch (error) {
+      settleError(error);
+      return;
+    }
+    if (isThenable(outcome)) {
+      // Settled outside the promise, so that an error thrown by `pass` or
+      // `fail` is the runtime's to report, as from any callback, rather than
+      // a rejection nobody handles.
+      outcome.then(
+        (value) => queueMicrotask(() => settle(value)),
+        (error) => queueMicrotask(() => settleError(error)),
+      );
+    } else {
+      settle(outcome);
+    }
+  }
+
+  /**
+   * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
+   * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally (each may
+   * return a promise); every response carries RateLimit-Policy and RateLimit,
+   * and a denied request gets 429 with Retry-After. A full store that refuses
+   * new keys answers 503; other errors go to `next(error)`, those of writing
+   * the answer included (headers already sent, say).
+   */
+  function middleware(options) {
+    const decide = handlerOptions(options);
+    return function ratekeeper(req, res, next) {
+      const respond = (outcome) => {
+        if (outcome === null) {
+          res.statusCode = 503;
+          res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+          res.end(UNAVAILABLE);
+          return false;
+        }
+        for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+        if (outcome.decision.allowed) return true;
+        res.statusCode = 429;
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        res.end(TOO_MANY);
+        return false;
+      };
+      outcomeOf(decide, req, respond, () => next(), next);
+    };
+  }
+
+  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`. */
+  function fastifyHook(options) {
+    const decide = handlerOptions(options);
+    return function ratekeeper(request, reply, done) {
+      const respond = (outcome) => {
+        if (outcome === null) {
+          reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
+          return false;
+        }
+        reply.headers(outcome.headers);
+        if (outcome.decision.allowed) return true;
+        // Answering from the hook: Fastify then skips the handler; done() is not called.
+        reply.code(429).type('text/plain; charset=utf-8').send(TOO_MANY);
+        return false;
+      };
+      outcomeOf(decide, request, respond, () => done(), done);
+    };
+  }
+
+  return { middleware, fastifyHook };
+};

@@ -1,0 +1,149 @@
+'use strict';
+// Plain helpers of the JS layer (lib/api.cjs) on values: its errors, keys and
+// requests written as bytes for the backend, option checks, how objects print
+// in Node, and arrays. They hold no state and know no backend; lib/redis.cjs
+// uses some too.
+
+/** Throws a TypeError (code `invalid_type`) with `message`, which names the argument. */
+function invalidType(message) {
+  throw Object.assign(new TypeError(message), { code: 'invalid_type' });
+}
+
+/** Throws a RangeError (code `invalid_value`) with `message`, which names the argument. */
+function invalidValue(message) {
+  throw Object.assign(new RangeError(message), { code: 'invalid_value' });
+}
+
+/**
+ * A number as a key: its decimal string, all digits for a whole number
+ * (1e21 is '1000000000000000000000', as Python spells the int, not String's
+ * '1e+21'), so that the bindings and the Redis clients (lib/redis.cjs) agree.
+ */
+function numberKey(n, name) {
+  if (!Number.isInteger(n)) {
+    // As Python refuses a float: 1.5 or NaN names no whole number.
+    invalidValue(`\`${name}\` must be a whole number or a string, not ${n}`);
+  }
+  return Number.isSafeInteger(n) ? String(n) : BigInt(n).toString();
+}
+
+/**
+ * Writes `key` into `bytes` when it is ASCII and fits, and returns its
+ * length; else -1. How the hot keyed operations pass a short key through
+ * memory shared with the native half: a string argument costs more to read.
+ * The caller reads `bytes` before any other keyed operation can write them
+ * (no user code runs in between, short of a String.prototype.charCodeAt
+ * replaced with one that makes keyed calls itself).
+ */
+function asciiInto(bytes, key) {
+  const n = key.length;
+  if (n > bytes.length) return -1;
+  for (let i = 0; i < n; i++) {
+    const c = key.charCodeAt(i);
+    if (c > 0x7f) return -1;
+    bytes[i] = c;
+  }
+  return n;
+}
+
+/**
+ * Writes a policy's request (`fields`: names and values alternating, as
+ * strings) into `bytes`, each string as its length in one byte, then its
+ * characters; returns the bytes written, or -1 when a string is not ASCII
+ * or longer than 255 characters, or the whole does not fit (the request
+ * then goes as strings). Reading strings through the engine's API took
+ * most of a policy's call (src/shared.rs with_request_bytes reads these).
+ */
+function fieldsInto(bytes, fields) {
+  let at = 0;
+  for (const text of fields) {
+    const n = text.length;
+    if (n > 255 || at + 1 + n > bytes.length) return -1;
+    bytes[at++] = n;
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      if (c > 0x7f) return -1;
+      bytes[at++] = c;
+    }
+  }
+  return at;
+}
+
+/**
+ * Throws a TypeError (code `invalid_type`) naming the first key of `options`
+ * not in `known`, and listing those `what` takes: a misspelt option would
+ * otherwise be ignored (`intialTokens`: a bucket starting full).
+ */
+function onlyKnown(options, known, what) {
+  for (const option of Object.keys(options)) {
+    if (!known.includes(option)) invalidType(`\`${option}\` is not an option of ${what}, which takes ${known.join(', ')}`);
+  }
+}
+
+/**
+ * How Node's console.log and util.inspect show an object of `kind`: its
+ * class and `shown`, a plain object (as `Map(2) { ... }` shows a Map's
+ * entries). Browsers ignore the symbol; their consoles list the getters.
+ */
+function inspected(kind, shown, depth, options, inspect) {
+  if (typeof inspect !== 'function') return `[${kind}]`;
+  if (depth < 0) return options.stylize(`[${kind}]`, 'special');
+  // `shown` stands for the object's own properties: the depth left is its.
+  return `${kind} ${inspect(shown, { ...options, depth })}`;
+}
+const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
+/**
+ * A limiter's method counting bookings of a slot to come, reconfigures and
+ * restores, by anyone (a symbol of the global registry, which
+ * lib/paced-fetch.cjs, a module of its own, reads too).
+ */
+const BOOKINGS = Symbol.for('ratekeeper.bookings');
+/** A limiter's method answering whether the bookings behind one given back move up (read by pacedFetch too). */
+const MOVES_UP = Symbol.for('ratekeeper.movesUp');
+
+/**
+ * A plain array of the elements of the array `value` (of its first `most`
+ * only, the rest left holes), each read once; anything else as it is. What
+ * the backend reads is then what was checked here (an element's getter
+ * may answer otherwise the second time), and an array that is a Proxy,
+ * an array to Array.isArray and to wasm-bindgen, is one to Node-API too,
+ * which reads no Proxy as an array.
+ */
+function plainArray(value, most = Infinity) {
+  if (!Array.isArray(value)) return value;
+  const n = value.length;
+  const copy = new Array(n);
+  for (let i = 0; i < Math.min(n, most); i++) copy[i] = value[i];
+  return copy;
+}
+
+/** Whether every element of `array` has type `type`; a hole has none (`every` would skip it). */
+function everyIs(array, type) {
+  for (let i = 0; i < array.length; i++) if (typeof array[i] !== type) return false;
+  return true;
+}
+
+function isSignal(value) {
+  return (
+    typeof value === 'object' &&
+    typeof value.aborted === 'boolean' &&
+    typeof value.addEventListener === 'function' &&
+    typeof value.removeEventListener === 'function'
+  );
+}
+
+module.exports = {
+  invalidType,
+  invalidValue,
+  numberKey,
+  asciiInto,
+  fieldsInto,
+  onlyKnown,
+  inspected,
+  inspectSymbol,
+  BOOKINGS,
+  MOVES_UP,
+  plainArray,
+  everyIs,
+  isSignal,
+};
