@@ -3,8 +3,9 @@
 
 The models share no code with the Rust core: exact Fractions and plain lists.
 Files in this folder are run by every runner (Rust, Python, Node, wasm); files
-in core-only/ by the Rust runner alone, until the bindings expose what they
-test. Each folder has an index.json with every file's scenario count.
+in core-only/ too, but for the scenarios at the edges of u64 that no JS number
+holds, which the JS runner recognises and does not run. Each folder has an
+index.json with every file's scenario count.
 
     python3 tests/vectors/generate.py          # rewrite what changed
     python3 tests/vectors/generate.py --check  # fail if a committed file is stale
