@@ -146,8 +146,8 @@ export interface WindowOptions extends CommonOptions {
 /**
  * Options of `FixedWindow` and `SlidingWindowCounter` on calendar periods in
  * UTC instead of a fixed length: `nowMs` is then milliseconds since the Unix
- * epoch (give a `clock` such as `Date.now`), and `windowMs` reads the nominal
- * length (a month: 30 days).
+ * epoch (the default clock is then `Date.now`), and `windowMs` reads the
+ * nominal length (a month: 30 days).
  */
 export interface CalendarWindowOptions extends CommonOptions {
   limit: number
