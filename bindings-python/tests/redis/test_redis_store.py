@@ -1496,3 +1496,27 @@ def test_a_cancelled_async_try_acquire_gives_back_what_redis_took(url: str) -> N
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_an_async_acquire_cancelled_while_it_sleeps_raises_its_cancellation_whatever_the_give_back_meets(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A give-back that fails (Redis gone meanwhile) must not replace the
+    # CancelledError the caller's task expects.
+    async def failing_cancel(self: Any) -> None:
+        raise redis.exceptions.ConnectionError("gone")
+
+    monkeypatch.setattr(ratekeeper.redis.AsyncRedisReservation, "cancel", failing_cancel)
+
+    async def main() -> None:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=f"cancel-sleep:{uuid.uuid4().hex}:")
+        assert (await limiter.try_acquire("k")).allowed
+        task = asyncio.ensure_future(limiter.acquire("k"))
+        await asyncio.sleep(0.2)  # booked: sleeping until its slot, a minute on
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await client.aclose()
+
+    asyncio.run(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
@@ -273,7 +274,10 @@ class _Async:
                 try:
                     await asyncio.sleep(reservation.wait)
                 except BaseException:
-                    await asyncio.shield(reservation.cancel())
+                    # As above: the cancellation is what is raised, whatever
+                    # the give-back meets (Redis gone meanwhile).
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(reservation.cancel())
                     raise
                 return
             if reservation.decision.from_store or reservation.wait > left:
