@@ -175,11 +175,14 @@ impl AnyLimiter {
     /// whole, as [`SlidingWindowLog::new`](crate::SlidingWindowLog::new)
     /// allocates it, so that no decision allocates.
     ///
+    /// A keyed store's new key takes none: its log grows as it needs.
+    ///
     /// ```
-    /// use ratekeeper::{AnyLimiter, Nanos, SlidingWindowLog};
+    /// use ratekeeper::{AnyLimiter, Keyed, Nanos, SlidingWindowLog};
     ///
     /// let log = AnyLimiter::from(SlidingWindowLog::new(100, Nanos::from_secs(1)).unwrap());
     /// assert_eq!(log.fresh().heap_bytes(), log.heap_bytes());
+    /// assert_eq!(log.new_state().heap_bytes(), 0);
     /// ```
     pub fn fresh(&self) -> AnyLimiter {
         #[cfg_attr(not(feature = "alloc"), allow(unused_mut))]

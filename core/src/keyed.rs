@@ -67,15 +67,17 @@ impl Keyed for crate::Gcra {
     }
 }
 
-/// `Keyed` for limiters whose per-key state is the whole limiter.
+/// `Keyed` for limiters whose per-key state is the whole limiter, each new
+/// key's made by `$fresh`: never a log's whole ring, which each key grows as
+/// it needs ([`AnyLimiter::fresh`](crate::AnyLimiter::fresh) allocates it).
 macro_rules! keyed_by_clone {
-    ($($ty:ty),* $(,)?) => {$(
+    ($($ty:ty => $fresh:ident),* $(,)?) => {$(
         impl Keyed for $ty {
             /// The whole limiter.
             type State = $ty;
 
             fn new_state(&self) -> $ty {
-                self.fresh()
+                self.$fresh()
             }
 
             #[inline]
@@ -92,11 +94,11 @@ macro_rules! keyed_by_clone {
 }
 
 keyed_by_clone!(
-    crate::LeakyBucket,
-    crate::SlidingWindowCounter,
-    crate::FixedWindow,
-    crate::SlidingWindowLog,
-    crate::AnyLimiter,
+    crate::LeakyBucket => fresh,
+    crate::SlidingWindowCounter => fresh,
+    crate::FixedWindow => fresh,
+    crate::SlidingWindowLog => fresh,
+    crate::AnyLimiter => configuration,
 );
 
 /// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
