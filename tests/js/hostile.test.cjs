@@ -260,7 +260,7 @@ test("a policy configuration that contains itself is refused as invalid_config, 
 });
 
 test('options inherited from a polluted Object.prototype are no options: only own ones are read', async () => {
-  const polluted = { initialTokens: 0, calendar: 'day', timeoutMs: 0, maxKeys: 1, eviction: 'refuse', clock: () => 0, name: 'polluted' };
+  const polluted = { initialTokens: 0, calendar: 'day', timeoutMs: 0, maxKeys: 1, eviction: 'refuse', by: ['polluted'], clock: () => 0, name: 'polluted' };
   for (const [name, value] of Object.entries(polluted)) Object.prototype[name] = value;
   try {
     const bucket = new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 });
@@ -274,6 +274,11 @@ test('options inherited from a polluted Object.prototype are no options: only ow
     const keyed = new R.KeyedLimiter(new R.Gcra({ burst: 1, emissionIntervalMs: 1000 }), {});
     assert.equal(keyed.maxKeys, null);
     assert.ok(keyed.tryAcquire('a', 1, 0).allowed && keyed.tryAcquire('b', 1, 0).allowed, 'no bound of one key');
+    // A policy's limits given as limiters: their fields are own ones too.
+    const policy = new R.Policy({ limits: [{ name: 'a', limiter: new R.Gcra({ burst: 1, emissionIntervalMs: 1000 }) }] });
+    assert.deepEqual(policy.limits, [{ name: 'a', by: [] }]);
+    const byUser = new R.Policy({ limits: [{ name: 'a', by: ['user'], limiter: new R.Gcra({ burst: 1, emissionIntervalMs: 1000 }) }] });
+    assert.ok(['u1', 'u2', 'u3'].every((user) => byUser.tryAcquire({ user }, 1, 0).allowed), 'no bound of one key');
     const gcra = new R.Gcra({ burst: 1, emissionIntervalMs: 10 });
     gcra.tryAcquire();
     // An inherited timeoutMs of 0 would refuse the wait at once.
