@@ -50,7 +50,7 @@ const fieldBytes = new Uint8Array(scratch.buffer, 22 * Float64Array.BYTES_PER_EL
 
 // The runtime's own performance.now, which the addon reads natively for the
 // default clock (src/clock.rs) while no fake timers or mock replace it:
-// lib/api.cjs checks at each call (runtimeClock).
+// lib/api/shared.cjs checks at each call (runtimeClock).
 const { performance: runtimePerformance } = require('node:perf_hooks');
 const nativeNow = Object.getPrototypeOf(runtimePerformance).now;
 native.useClock(() => nativeNow.call(runtimePerformance));

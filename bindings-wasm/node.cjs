@@ -1,6 +1,6 @@
 'use strict';
 // Node entry of the WebAssembly build: the same API as the napi addon, from the
-// same JS layer (pkg/api.cjs, a copy of bindings-node/lib/api.cjs) over the
+// same JS layer (pkg/api.cjs, bindings-node/lib/api.cjs and lib/api/ bundled) over the
 // wasm-bindgen output. pkg/ is not committed: `bash scripts/wasm.sh build` makes it.
 let wasm;
 let createApi;

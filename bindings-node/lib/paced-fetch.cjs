@@ -25,12 +25,12 @@
 
 const RETRY_STATUSES = new Set([429, 503]);
 // A ratekeeper limiter's answer to whether the bookings behind an aborted one
-// move up into the slots it left (see lib/api.cjs, movesUp): a window
+// move up into the slots it left (see lib/api/limiters.cjs, movesUp): a window
 // algorithm gives each booking back where it was counted, and books again
 // only after every other.
 const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 // A ratekeeper limiter's count of bookings of a slot to come, reconfigures
-// and restores, by anyone (lib/api.cjs).
+// and restores, by anyone (lib/api/limiters.cjs).
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
 // A 503 may come after the server did some of the work: only these are sent
 // again after one (a 429 says the request was refused, so any is).

@@ -876,7 +876,9 @@ class RedisLimits {
     const keys = this._keys(target);
     if (typeof cost !== 'number') throw typeError('cost', 'a number');
     // Any number of units, as in-process: a refund gives back at most what was taken.
-    await this.#store.refund(keys, checkCost(cost, Infinity), takenAtMs);
+    const units = checkCost(cost, Infinity);
+    if (!Number.isSafeInteger(units)) throw rangeError('cost', 'must be a safe integer (at most 2^53 - 1)');
+    await this.#store.refund(keys, units, takenAtMs);
   }
 
   /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */

@@ -858,6 +858,9 @@ test('a refund above the limit gives back what was taken, as in-process (not cos
     }
     local.refund(100, T0);
     await remote.refund('k', 100, T0);
+    // Beyond a safe integer: refused as in-process, with the same code.
+    assert.throws(() => local.refund(2 ** 53, T0), { name: 'RangeError', code: 'invalid_value' });
+    await assert.rejects(remote.refund('k', 2 ** 53, T0), { name: 'RangeError', code: 'invalid_value' });
     for (let i = 0; i < 6; i++) {
       const want = local.tryAcquire(1, T0);
       const got = await remote.tryAcquire('k', 1, T0);

@@ -6,13 +6,7 @@
 const { isSignal } = require('./values.cjs');
 
 module.exports = function waiting({ B, out, number, known, badType, cancelOnce, RateLimited }) {
-  /**
-   * The one `acquire`, for limiters, keyed limiters and policies: books a slot
-   * through `slot.reserve(units, maxWaitMs, nowMs)` (true when booked, the
-   * scratch holding [waitMs, atMs, slotHigh, slotLow], else the decision),
-   * then waits for it on one timer; an abort gives the booking back through
-   * `slot.refund(units, slotHigh, slotLow)`.
-   */
+  /** The longest delay timers take (about 24.8 days; see timerDelay). */
   const MAX_TIMER_MS = 2 ** 31 - 1;
 
   /**
@@ -151,6 +145,13 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     arm(w);
   }
 
+  /**
+   * The one `acquire`, for limiters, keyed limiters and policies: books a slot
+   * through `slot.reserve(units, maxWaitMs, nowMs)` (true when booked, the
+   * scratch holding [waitMs, atMs, slotHigh, slotLow], else the decision),
+   * then waits for it on one timer; an abort gives the booking back through
+   * `slot.refund(units, slotHigh, slotLow)`.
+   */
   function acquireSlot(slot, cost, options) {
     try {
       return acquireUnits(slot, number(cost, 1, 'cost'), options);

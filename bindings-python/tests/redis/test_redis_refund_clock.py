@@ -70,6 +70,13 @@ def test_a_refund_above_the_limit_gives_back_what_was_taken_as_in_process(client
         assert remote.try_acquire("k", 1, now=1000).allowed
     core.refund(100, taken_at=1000)
     remote.refund("k", 100, taken_at=1000)
+    # Beyond 64 bits: refused as in-process, with the same code.
+    with pytest.raises(ratekeeper.RateLimitError) as refused:
+        core.refund(2**64, taken_at=1000)
+    assert refused.value.code == "invalid_value"
+    with pytest.raises(ratekeeper.RateLimitError) as refused:
+        remote.refund("k", 2**64, taken_at=1000)
+    assert refused.value.code == "invalid_value"
     for _ in range(6):
         expected = core.try_acquire(1, now=1000)
         got = remote.try_acquire("k", 1, now=1000)

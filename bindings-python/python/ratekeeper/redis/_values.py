@@ -172,7 +172,10 @@ def _costs(costs: object, limit: int) -> list[int]:
 def _refunded(cost: object) -> int:
     """A refund's cost: any number of units, as in-process (a refund gives
     back at most what was taken), not only up to the limit."""
-    return _cost(cost, 2**64 - 1)
+    cost = _integer(cost, "cost", "an int")
+    if cost > 2**64 - 1:
+        raise _error("cost must be at most 2^64 - 1")
+    return _cost(cost, cost)
 
 
 def _cost(cost: object, limit: int) -> int:
