@@ -111,11 +111,11 @@ pub enum Eviction {
     /// Forget the keys nearest to fresh (the smallest `reset_after`),
     /// `max_keys / 16` of them (at least one, and at least as many as
     /// bring a store bounded while it held more keys down to its bound)
-    /// at a time. A forgotten key
-    /// starts fresh when it returns, so it may be admitted early by what its
-    /// state still held: the least of any key's, but with reservations
-    /// booked ahead that may be more than one limit's worth (a key that
-    /// booked ten limits' worth and was forgotten may book ten more).
+    /// at a time. A forgotten key starts fresh when it returns, so it may
+    /// be admitted early by what its state still held: the least of any
+    /// key's, but with reservations booked ahead that may be more than one
+    /// limit's worth (a key that booked ten limits' worth and was forgotten
+    /// may book ten more).
     #[default]
     NearestFresh,
     /// Keep every key and fail the request with [`Error::StoreFull`].
