@@ -45,7 +45,6 @@ function bundle(entry, format, names) {
     'function __require(id) {',
     '  if (!__exports.has(id)) {',
     '    const module = { exports: {} };',
-    '    __exports.set(id, module.exports);',
     '    __factories.get(id)(module, module.exports);',
     '    __exports.set(id, module.exports);',
     '  }',

@@ -1,7 +1,7 @@
 'use strict';
 // The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
 // offers, and a class per algorithm.
-const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray } = require('./values.cjs');
+const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, stateBytes, badType, known, number } = shared;
@@ -100,7 +100,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
 
     static {
       // Without a prototype: a field it lacks (`calendar`) is none, whatever Object.prototype holds.
-      configOf = (limiter) => (limiter.#config ??= Object.assign(Object.create(null), B.config(limiter.#h)));
+      configOf = (limiter) => (limiter.#config ??= ownCopy(B.config(limiter.#h)));
       internalsOf = (limiter) => ({ handle: limiter.#h, name: limiter.#name, clock: limiter.#clock });
     }
 

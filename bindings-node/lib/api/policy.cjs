@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArray, everyIs } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArray, everyIs, ownCopy } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, internalsOf }, { KeyedLimiter }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -83,7 +83,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
   }
 
   function ownFields(_key, value) {
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.assign(Object.create(null), value) : value;
+    return value !== null && typeof value === 'object' && !Array.isArray(value) ? ownCopy(value) : value;
   }
 
   const LIMITER_FIELDS = new Set(['name', 'by', 'limiter', 'maxKeys', 'eviction']);
@@ -102,7 +102,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
         const unknown = Object.keys(limit).find((field) => !LIMITER_FIELDS.has(field));
         // Its own fields, each read once, as options are (see known): an
         // inherited `maxKeys`, `eviction` or `by` (a polluted Object.prototype) is none.
-        limit = Object.assign(Object.create(null), limit);
+        limit = ownCopy(limit);
         if (unknown !== undefined) {
           const expected = '`name`, `by`, `limiter`, `maxKeys` or `eviction`';
           const message = `policy configuration: limits[${i}]: unknown field \`${unknown}\`, expected ${expected}`;

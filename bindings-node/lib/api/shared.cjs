@@ -3,7 +3,7 @@
 // lib/api.cjs): its hot operations and the scratch their answers are read
 // from, the decision built from it, argument checks, clocks, the registries
 // that free native handles, and reservations.
-const { invalidType, invalidValue, numberKey, asciiInto, fieldsInto, onlyKnown } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, asciiInto, fieldsInto, onlyKnown, ownCopy } = require('./values.cjs');
 
 module.exports = function shared(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
@@ -140,7 +140,7 @@ module.exports = function shared(B) {
     }
     if (options === null || typeof options !== 'object') return options;
     onlyKnown(options, OPTIONS[what], what);
-    return Object.assign(Object.create(null), options);
+    return ownCopy(options);
   }
 
   /** A number argument, `fallback` for undefined or null. */

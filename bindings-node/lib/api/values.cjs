@@ -132,7 +132,17 @@ function isSignal(value) {
   );
 }
 
+/**
+ * The own enumerable properties of `value`, each read once, in an object
+ * without a prototype: one inherited (a polluted `Object.prototype.maxKeys`)
+ * is none.
+ */
+function ownCopy(value) {
+  return Object.assign(Object.create(null), value);
+}
+
 module.exports = {
+  ownCopy,
   invalidType,
   invalidValue,
   numberKey,

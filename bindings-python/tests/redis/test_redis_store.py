@@ -494,9 +494,16 @@ def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: 
         admin.close()
 
 
-def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.Redis) -> None:
+class Alarm(Exception):
+    """What a signal handler may raise (a SIGALRM timeout's, say): not only a BaseException."""
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, Alarm])
+def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.Redis, interruption: type[BaseException]) -> None:
     # Its KeyboardInterrupt was copied to every caller of its batch: each
-    # other thread raised the main thread's interruption.
+    # other thread raised the main thread's interruption. So was any
+    # exception of a signal handler landing there, as if the script had
+    # refused them all.
     limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01), prefix=f"rk-py-lead:{uuid.uuid4().hex}:")
     assert limiter.peek("k", 0).from_store  # the script is loaded
     call = limiter._call
@@ -504,7 +511,7 @@ def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.R
     def slow(keys: list[bytes], args: list[Any]) -> Any:
         time.sleep(0.3)  # the other callers queue behind this round trip
         if threading.current_thread() is threading.main_thread():
-            raise KeyboardInterrupt
+            raise interruption
         return call(keys, args)
 
     limiter._call = slow  # type: ignore[method-assign]
@@ -523,47 +530,7 @@ def test_a_leader_interrupted_during_its_round_trip_raises_alone(client: redis.R
     # thread leads the batch of both once 'first''s round trip is over.
     second = threading.Timer(0.1, worker, args=("second",))
     second.start()
-    with pytest.raises(KeyboardInterrupt):
-        limiter.try_acquire("k")
-    first.join(10)
-    second.join(10)
-    assert out == {"first": True, "second": True}
-
-
-def test_a_leader_interrupted_by_a_signal_handlers_exception_raises_it_alone(client: redis.Redis) -> None:
-    # A signal handler may raise any exception (a SIGALRM timeout's, say),
-    # not only a BaseException: landing in the main thread while it sent a
-    # batch, it was copied to every caller of that batch, as if the script
-    # had refused them all.
-    class Alarm(Exception):
-        pass
-
-    limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01), prefix=f"rk-py-alarm:{uuid.uuid4().hex}:")
-    assert limiter.peek("k", 0).from_store  # the script is loaded
-    call = limiter._call
-
-    def slow(keys: list[bytes], args: list[Any]) -> Any:
-        time.sleep(0.3)  # the other callers queue behind this round trip
-        if threading.current_thread() is threading.main_thread():
-            raise Alarm
-        return call(keys, args)
-
-    limiter._call = slow  # type: ignore[method-assign]
-    out: dict[str, object] = {}
-
-    def worker(name: str) -> None:
-        try:
-            out[name] = limiter.try_acquire("k").allowed
-        except BaseException as error:
-            out[name] = type(error).__name__
-
-    first = threading.Thread(target=worker, args=("first",))
-    first.start()
-    time.sleep(0.1)
-    # As in the test above: this thread leads the batch of itself and 'second'.
-    second = threading.Timer(0.1, worker, args=("second",))
-    second.start()
-    with pytest.raises(Alarm):
+    with pytest.raises(interruption):
         limiter.try_acquire("k")
     first.join(10)
     second.join(10)

@@ -169,19 +169,25 @@ def _costs(costs: object, limit: int) -> list[int]:
     return [_cost(c, limit) for c in costs]
 
 
+def _units(cost: object) -> int:
+    """``cost`` as a whole number of units, at least 0."""
+    units = _integer(cost, "cost", "an int")
+    if units < 0:
+        raise _error("cost must not be negative")
+    return units
+
+
 def _refunded(cost: object) -> int:
     """A refund's cost: any number of units, as in-process (a refund gives
     back at most what was taken), not only up to the limit."""
-    cost = _integer(cost, "cost", "an int")
+    cost = _units(cost)
     if cost > 2**64 - 1:
         raise _error("cost must be at most 2^64 - 1")
-    return _cost(cost, cost)
+    return cost
 
 
 def _cost(cost: object, limit: int) -> int:
-    cost = _integer(cost, "cost", "an int")
-    if cost < 0:
-        raise _error("cost must not be negative")
+    cost = _units(cost)
     if cost > limit:
         raise _error(f"cost: {cost} is more than the limit {limit}", "cost_exceeds_limit")
     return cost
