@@ -140,6 +140,16 @@ def test_explain_text_names_every_figure() -> None:
     assert 'limit "10/second" (token_bucket, per user, path)' in out
 
 
+def test_explain_sustains_calendar_months_per_average_month() -> None:
+    # 4,800 months in the Gregorian 400 years, not one every 30 days.
+    status, out, _ = run("explain", "1000/month", "--algorithm", "fixed_window", "--calendar", "month", "--json")
+    assert status == 0
+    rate = json.loads(out)["limits"][0]["sustained"]
+    assert (rate["units"], rate["per_ns"]) == (4_800_000, 146_097 * 86_400 * 10**9)
+    status, out, _ = run("explain", "1000/month", "--algorithm", "fixed_window", "--calendar", "month")
+    assert "sustained rate     1,000 per calendar month on average (30.436875 days)" in out
+
+
 @pytest.mark.parametrize(
     ("algorithm", "most", "words"),
     [

@@ -32,10 +32,14 @@ use crate::{
 /// Nanoseconds per day.
 const DAY: u64 = 86_400_000_000_000;
 
+/// The Gregorian calendar repeats every 400 years: 4,800 months in 146,097
+/// days, the long run of calendar months.
+const GREGORIAN: (u128, u128) = (4_800, 146_097 * DAY as u128);
+
 /// A sustained rate as an exact fraction: `units` every `per` ns, over the
 /// algorithm's own period (a window's, a 2-window cycle's, a bucket's refill
-/// in lowest terms), so that each further `per` of a long window adds
-/// exactly `units`.
+/// in lowest terms; for calendar months, the Gregorian 400 years), so that
+/// each further `per` of a long window adds exactly `units`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sustained {
     /// Units admitted every `per`, in the long run.
@@ -330,6 +334,28 @@ impl Guarantee {
                 units: 1,
                 per: interval as u128,
             },
+            // Calendar months: per month on average, not per nominal 30 days.
+            Shape::Fixed {
+                limit,
+                months: true,
+                ..
+            } => Sustained {
+                units: limit as u128 * GREGORIAN.0,
+                per: GREGORIAN.1,
+            },
+            // Counted with the longest month, which lets through the most
+            // (the same counts as any month's below 2.4e15 units a month).
+            Shape::Counter {
+                limit,
+                months: true,
+                ..
+            } => {
+                let (a, b) = counter_cycle(limit, 31 * DAY);
+                Sustained {
+                    units: (a as u128 + b as u128) * (GREGORIAN.0 / 2),
+                    per: GREGORIAN.1,
+                }
+            }
             Shape::Log { limit, window } | Shape::Fixed { limit, window, .. } => Sustained {
                 units: limit as u128,
                 per: window as u128,

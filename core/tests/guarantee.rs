@@ -372,6 +372,59 @@ fn lockout_waits_are_the_limiters_own() {
     assert_eq!((queue.retry_after, queue.reset_after), (s(4), s(4)));
 }
 
+/// Calendar months are sustained per month on average (4,800 in the
+/// Gregorian 400 years of 146,097 days), not per a nominal 30 days: a greedy
+/// client over those 400 years takes exactly the sustained units.
+#[test]
+fn calendar_months_are_sustained_per_gregorian_month() {
+    const DAY: u64 = 86_400_000_000_000;
+    let cycle = 146_097 * DAY;
+    let starts = month_starts();
+    assert_eq!(starts[4_799], cycle);
+    for limit in [1, 2, 7, 1_000] {
+        let fixed = Guarantee::of(
+            &FixedWindow::with_calendar(limit, Calendar::Month)
+                .unwrap()
+                .into(),
+        );
+        let rate = fixed.sustained();
+        assert_eq!(
+            (rate.units, rate.per),
+            (4_800 * limit as u128, cycle as u128)
+        );
+        assert_eq!(greedy_months(limit, 0, cycle), rate.units);
+
+        // The counter after its first month: at each month's last ns, all it
+        // admits then (the least weight of the month before).
+        let mut counter = SlidingWindowCounter::with_calendar(limit, Calendar::Month).unwrap();
+        assert!(
+            counter
+                .try_acquire(Nanos(starts[0] - 1), limit)
+                .unwrap()
+                .allowed
+        );
+        let mut admitted = 0u128;
+        for &end in &starts[1..=4_800] {
+            let d = counter.peek(Nanos(end - 1), 1).unwrap();
+            let room = if d.allowed { d.remaining + 1 } else { 0 };
+            if room > 0 {
+                assert!(counter.try_acquire(Nanos(end - 1), room).unwrap().allowed);
+            }
+            admitted += room as u128;
+        }
+        let g = Guarantee::of(
+            &SlidingWindowCounter::with_calendar(limit, Calendar::Month)
+                .unwrap()
+                .into(),
+        );
+        assert_eq!(
+            (g.sustained().units, g.sustained().per),
+            (admitted, cycle as u128),
+            "limit {limit}"
+        );
+    }
+}
+
 /// A client locked out by a calendar-month window waits, in the worst case,
 /// as long as the limiter answers after the whole limit is taken as any
 /// month opens: a counter's wait reaches into the next month, so January

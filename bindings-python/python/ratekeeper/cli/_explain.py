@@ -90,6 +90,10 @@ def difference(g: Guarantee, window: float, most: int) -> str:
     return f"{head}{more}: {why}"
 
 
+# The Gregorian calendar's 400 years (146,097 days), over which calendar months are sustained.
+_GREGORIAN_NS = 146_097 * 86_400 * 10**9
+
+
 def _round_period(units: int, per_ns: int) -> tuple[int, int]:
     """The same rate over the first of 1 s, 1 min, 1 h, 1 day that is a whole number of
     periods (10 per 1 s rather than 1 per 100 ms); else as it is."""
@@ -137,10 +141,13 @@ def _print_figures(fig: dict[str, Any], out: TextIO, indent: str = "  ") -> None
     print(f"{indent}largest burst      {fig['burst']:,} at one instant{bound}", file=out)
     if rate is not None:
         units, per = _round_period(rate["units"], rate["per_ns"])
-        print(
-            f"{indent}sustained rate     {units:,} per {fmt_seconds(per / 1e9)} ({rate['per_second']:,.6g}/s)",
-            file=out,
-        )
+        if per == _GREGORIAN_NS and units % 4_800 == 0:
+            # Calendar months: 4,800 months in 400 Gregorian years.
+            period = "calendar month on average (30.436875 days)"
+            units //= 4_800
+        else:
+            period = fmt_seconds(per / 1e9)
+        print(f"{indent}sustained rate     {units:,} per {period} ({rate['per_second']:,.6g}/s)", file=out)
     for row in fig["max_in_window"]:
         print(f"{indent}most in any {fmt_seconds(row['window']):<6} {row['max']:,}{bound}", file=out)
     lock = fig["lockout"]
