@@ -374,6 +374,25 @@ def test_simulate_global_limit_counts_every_key_together(tmp_path: Path) -> None
     assert data["overall"]["admitted"] == 2 and data["keys"]["c"]["denied"] == 1
 
 
+def test_simulate_report_shows_long_keys_whole_up_to_a_bound(tmp_path: Path) -> None:
+    # Cut to 16 characters, these two keys were one.
+    long = "x" * 60
+    (tmp_path / "trace.csv").write_text(f"0,user-000000000001\n0,user-000000000002\n0,{long}\n")
+    status, out, _ = run("simulate", "1/second", "--by", "user", "--trace", str(tmp_path / "trace.csv"), "--quiet")
+    assert status == 0
+    assert re.search(r"^user-000000000001 +1 +1 +0 ", out, re.M)
+    assert re.search(r"^user-000000000002 +1 +1 +0 ", out, re.M)
+    assert re.search(r"^x{46}\u2026 +1 +1 +0 ", out, re.M)
+
+
+def test_simulate_names_a_refused_event_by_its_time(tmp_path: Path) -> None:
+    # The trace is replayed in time order: "event 1" was the file's third line.
+    (tmp_path / "trace.csv").write_text("t,key,cost\n2,b,1\n1.5,a,500\n")
+    status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "trace.csv"))
+    assert status == 2
+    assert "argument --trace: the event at 1.5 (key 'a', cost 500): `cost` 500 exceeds the limit 10" in err
+
+
 def test_generators_are_seeded_and_shaped() -> None:
     steady = generate("steady", 10, 3, 2, 0)
     assert len(steady) == 30 and steady.times[:3] == [0.0, 0.1, 0.2] and steady.keys[:3] == ["k0", "k1", "k0"]

@@ -318,7 +318,8 @@ def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5, recor
                     names.append(d.denied_by)
             progress.update(stop - start)
     except RateLimitError as err:
-        raise CliError(f"argument --trace: event {i + 1} (key {keys[i]!r}, cost {costs[i]}): {err}") from None
+        # Named by its time, not a number: the trace was put in time order.
+        raise CliError(f"argument --trace: the event at {times[i]!r} (key {keys[i]!r}, cost {costs[i]}): {err}") from None
     finally:
         progress.close()
     elapsed = time.perf_counter() - started
@@ -378,6 +379,10 @@ def report(trace: Trace, result: Replay) -> dict[str, Any]:
     }
 
 
+# The widest key column of the text report, in characters.
+_KEY_WIDTH = 48
+
+
 def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None:
     """``simulate``'s text form."""
     from ratekeeper.cli._explain import fmt_seconds
@@ -390,18 +395,22 @@ def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None
         file=out,
     )
     print(file=out)
-    header = f"{'key':<16}{'offered':>12}{'admitted':>12}{'denied':>12}{'denied %':>10}  longest wait"
+    keys = sorted(data["keys"].items(), key=lambda kv: (-kv[1]["denied"], kv[0]))
+    # As wide as the keys shown, up to a bound: a longer key ends in an ellipsis.
+    width = min(max([16] + [len(name) + 1 for name, _ in keys[:show_keys]]), _KEY_WIDTH)
+    header = f"{'key':<{width}}{'offered':>12}{'admitted':>12}{'denied':>12}{'denied %':>10}  longest wait"
     print(header, file=out)
 
     def line(name: str, row: dict[str, Any]) -> None:
         share = 100.0 * row["denied"] / row["offered"] if row["offered"] else 0.0
         wait = fmt_seconds(row["longest_wait"], up=True) if row["denied"] else "-"
+        if len(name) >= width:
+            name = name[: width - 2] + "\u2026"
         print(
-            f"{name[:16]:<16}{row['offered']:>12,}{row['admitted']:>12,}{row['denied']:>12,}{share:>9.1f}%  {wait}",
+            f"{name:<{width}}{row['offered']:>12,}{row['admitted']:>12,}{row['denied']:>12,}{share:>9.1f}%  {wait}",
             file=out,
         )
 
-    keys = sorted(data["keys"].items(), key=lambda kv: (-kv[1]["denied"], kv[0]))
     for name, row in keys[:show_keys]:
         line(name, row)
     if len(keys) > show_keys:
