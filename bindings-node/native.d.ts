@@ -26,6 +26,12 @@ export declare function checkMillis(value: number, name: string): void
 /** The configuration behind the getters (see [`shared::config`]). */
 export declare function config(handle: number): Record<string, any>
 
+/**
+ * The bytes of native memory V8 was told of (see [`report`]), this
+ * addon's and others': for tests.
+ */
+export declare function externalMemory(): number
+
 /** `new FixedWindow(options)`. */
 export declare function fixedWindow(options: unknown): number
 

@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.NoopFloor = nativeBinding.NoopFloor
 module.exports.checkMillis = nativeBinding.checkMillis
 module.exports.config = nativeBinding.config
+module.exports.externalMemory = nativeBinding.externalMemory
 module.exports.fixedWindow = nativeBinding.fixedWindow
 module.exports.free = nativeBinding.free
 module.exports.freeKeyed = nativeBinding.freeKeyed

@@ -19,6 +19,7 @@
 //! so that none unwinds into Node, and reports every failure as the same
 //! exception the rest of the binding throws ([`crate::errors`]).
 
+use std::cell::Cell;
 use std::ffi::{c_char, CStr};
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -31,7 +32,7 @@ use ratekeeper::{AnyKeyed, AnyLimiter, Error, Policy};
 use crate::clock;
 use crate::errors::throw;
 use crate::shared::{self, Answer, Now};
-use crate::{slot, with_scratch, write_into, KEYED, LIMITERS, POLICIES};
+use crate::{slot, with_scratch, write_into, HeapBytes, Tls, KEYED, LIMITERS, POLICIES};
 
 /// Keys up to this many UTF-8 bytes are read into the stack.
 const INLINE_KEY: usize = 128;
@@ -159,12 +160,36 @@ fn on_limiter(slot: usize, f: impl FnOnce(&mut AnyLimiter) -> Answer) -> Answer 
     })
 }
 
+thread_local! {
+    // How the heap of keyed stores and policies changed in the running
+    // callback, told to V8 once the scratch is no longer borrowed ([`flush`]).
+    static UNREPORTED: Cell<i64> = const { Cell::new(0) };
+}
+
+/// Runs `f` on the entry `slot` of `table`, noting how its heap changed.
+fn on_sized<T: HeapBytes>(
+    table: &'static Tls<T>,
+    slot: usize,
+    missing: impl FnOnce() -> Error,
+    f: impl FnOnce(&mut T) -> Answer,
+) -> Answer {
+    match table.with_borrow_mut(|t| t.on(slot, f)) {
+        Some((answer, delta)) => {
+            UNREPORTED.set(UNREPORTED.get() + delta);
+            answer
+        }
+        None => Err(missing()),
+    }
+}
+
+/// Tells V8 how the heap changed in this callback (see [`UNREPORTED`]).
+fn flush(env: napi_env) {
+    crate::report(&Env::from_raw(env), UNREPORTED.take());
+}
+
 /// Runs `f` on the keyed limiter `slot` of this thread.
 fn on_keyed(slot: usize, f: impl FnOnce(&mut AnyKeyed) -> Answer) -> Answer {
-    KEYED.with_borrow_mut(|t| match t.slots.get_mut(slot) {
-        Some(Some(store)) => f(store),
-        _ => Err(bad_handle()),
-    })
+    on_sized(&KEYED, slot, bad_handle, f)
 }
 
 /// The bytes `index.js` wrote into the slots `area` of the scratch `s`, as
@@ -192,10 +217,12 @@ fn take_scratch_key(s: &mut [f64]) -> Result<&[u8], Error> {
 
 /// Runs `f` on the policy `slot` of this thread.
 fn on_policy(slot: usize, f: impl FnOnce(&mut Policy) -> Answer) -> Answer {
-    POLICIES.with_borrow_mut(|t| match t.slots.get_mut(slot) {
-        Some(Some(policy)) => f(policy),
-        _ => Err(shared::type_error("handle", "a policy")),
-    })
+    on_sized(
+        &POLICIES,
+        slot,
+        || shared::type_error("handle", "a policy"),
+        f,
+    )
 }
 
 /// The body of every callback: runs `decide` on the arguments in the
@@ -258,20 +285,24 @@ unsafe extern "C" fn reserve(env: napi_env, _: napi_callback_info) -> napi_value
 /// [`shared::keyed_op`]).
 unsafe extern "C" fn keyed_op(env: napi_env, info: napi_callback_info) -> napi_value {
     let key = first_arg(env, info);
-    answer(env, |h, a, s| {
+    let done = answer(env, |h, a, s| {
         let (max_wait, op) = (Args::max_wait(s), Args::op(s));
         with_key(env, key, |key| keyed(h, &a, (max_wait, op), key))
-    })
+    });
+    flush(env);
+    done
 }
 
 /// `keyedOpScratch()`: [`keyed_op`] for the ASCII key `index.js` wrote into
 /// the scratch ([`slot::KEY`]), since reading a string argument through
 /// Node-API costs more than a keyed decision.
 unsafe extern "C" fn keyed_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
-    answer(env, |h, a, s| {
+    let done = answer(env, |h, a, s| {
         let (max_wait, op) = (Args::max_wait(s), Args::op(s));
         keyed(h, &a, (max_wait, op), take_scratch_key(s)?)
-    })
+    });
+    flush(env);
+    done
 }
 
 /// The keyed operation `op` on `key` of the keyed limiter `h`.
@@ -306,6 +337,7 @@ unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> 
         Ok(answer) => drop(crate::policy_status(&Env::from_raw(env), answer)),
         Err(_) => internal_error(env),
     }
+    flush(env);
     ptr::null_mut()
 }
 

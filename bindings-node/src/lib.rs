@@ -44,8 +44,8 @@ use shared::{Failure, Field, JsValueIn, Kind, Out};
 pub struct Table<T> {
     pub(crate) slots: Vec<Option<T>>,
     free: Vec<u32>,
-    /// The heap bytes each slot's limiter was reported to V8 with (see
-    /// [`Table::insert`]), given back when it is freed.
+    /// The heap bytes each slot's entry was last reported to V8 with (see
+    /// [`Table::insert_sized`], [`Table::on`]), given back when it is freed.
     bytes: Vec<i64>,
 }
 
@@ -59,11 +59,55 @@ impl<T> Default for Table<T> {
     }
 }
 
-impl<T> Table<T> {
-    fn insert(&mut self, limiter: T) -> u32 {
-        self.insert_sized(limiter, 0)
-    }
+/// What holds native memory that V8 is told of (see [`Table::insert_sized`]).
+pub trait HeapBytes {
+    /// The bytes held on the heap beside the value itself.
+    fn heap_bytes(&self) -> usize;
+}
 
+impl HeapBytes for AnyLimiter {
+    fn heap_bytes(&self) -> usize {
+        AnyLimiter::heap_bytes(self)
+    }
+}
+
+impl HeapBytes for AnyKeyed {
+    fn heap_bytes(&self) -> usize {
+        AnyKeyed::heap_bytes(self)
+    }
+}
+
+impl HeapBytes for Policy {
+    fn heap_bytes(&self) -> usize {
+        Policy::heap_bytes(self)
+    }
+}
+
+impl<T: HeapBytes> Table<T> {
+    /// Runs `f` on the entry `slot`, if there is one, and answers with the
+    /// change of its heap bytes since they were last reported, which V8 is
+    /// to be told of ([`report`]): a keyed store grows and shrinks with its
+    /// keys, a log's ring is made anew by a reconfigure.
+    pub(crate) fn on<R>(&mut self, slot: usize, f: impl FnOnce(&mut T) -> R) -> Option<(R, i64)> {
+        let entry = self.slots.get_mut(slot)?.as_mut()?;
+        let answer = f(entry);
+        let bytes = i64::try_from(entry.heap_bytes()).unwrap_or(i64::MAX);
+        Some((
+            answer,
+            bytes - std::mem::replace(&mut self.bytes[slot], bytes),
+        ))
+    }
+}
+
+/// Tells V8 that native memory grew by `delta` bytes (shrank, below zero).
+pub(crate) fn report(env: &Env, delta: i64) {
+    if delta != 0 {
+        // Only a hint to the collector: a failure changes no answer.
+        let _ = env.adjust_external_memory(delta);
+    }
+}
+
+impl<T> Table<T> {
     /// Inserts `limiter`, which holds `bytes` on the heap, counted as native
     /// memory V8 should know of: else it collects the JS object of a limiter
     /// holding a large ring (a log of 2^20 units: 32 MiB) no sooner than any
@@ -89,7 +133,7 @@ thread_local! {
     // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
     pub(crate) static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
     pub(crate) static KEYED: RefCell<Table<AnyKeyed>> = RefCell::new(Table::default());
-    static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
+    pub(crate) static POLICIES: RefCell<Table<Policy>> = RefCell::new(Table::default());
 }
 
 /// The scratch's slots beyond the answer's four ([`Out`]): the status of a
@@ -204,29 +248,34 @@ fn handle(env: &Env, built: Built) -> napi::Result<u32> {
 
 /// `limiter`'s new handle, its heap told to V8 (see [`Table::insert_sized`]).
 fn keep(env: &Env, limiter: AnyLimiter) -> u32 {
-    let bytes = limiter.heap_bytes();
-    if bytes > 0 {
-        // Only a hint to the collector: a failure changes no answer.
-        let _ = env.adjust_external_memory(bytes as i64);
-    }
-    LIMITERS.with_borrow_mut(|limiters| limiters.insert_sized(limiter, bytes))
+    keep_in(env, &LIMITERS, limiter)
 }
 
-type Tls<T> = LocalKey<RefCell<Table<T>>>;
+/// [`keep`] in `table`.
+fn keep_in<T: HeapBytes>(env: &Env, table: &'static Tls<T>, value: T) -> u32 {
+    let bytes = value.heap_bytes();
+    report(env, i64::try_from(bytes).unwrap_or(i64::MAX));
+    table.with_borrow_mut(|t| t.insert_sized(value, bytes))
+}
 
-/// Runs `f` on the entry of `handle` in `table`.
-fn with_in<T, R>(
+pub(crate) type Tls<T> = LocalKey<RefCell<Table<T>>>;
+
+/// Runs `f` on the entry of `handle` in `table`, telling V8 how its heap changed.
+fn with_in<T: HeapBytes, R>(
     table: &'static Tls<T>,
     env: &Env,
     handle: u32,
     f: impl FnOnce(&mut T) -> R,
 ) -> napi::Result<R> {
-    table.with_borrow_mut(|t| match t.slots.get_mut(handle as usize) {
-        Some(Some(entry)) => Ok(f(entry)),
+    match table.with_borrow_mut(|t| t.on(handle as usize, f)) {
+        Some((answer, delta)) => {
+            report(env, delta);
+            Ok(answer)
+        }
         // Only a caller of native.js itself can get here: the JS layer frees
         // a handle once no object holds it.
-        _ => Err(throw(env, shared::type_error("handle", "a limiter"))),
-    })
+        None => Err(throw(env, shared::type_error("handle", "a limiter"))),
+    }
 }
 
 /// Runs `f` on the limiter of `handle`.
@@ -243,9 +292,16 @@ fn free_in<T>(env: &Env, table: &'static Tls<T>, handle: u32) {
         t.free.push(handle);
         Some(std::mem::take(&mut t.bytes[handle as usize]))
     });
-    if let Some(bytes @ 1..) = bytes {
-        let _ = env.adjust_external_memory(-bytes);
+    if let Some(bytes) = bytes {
+        report(env, -bytes);
     }
+}
+
+/// The bytes of native memory V8 was told of (see [`report`]), this
+/// addon's and others': for tests.
+#[napi]
+pub fn external_memory(env: Env) -> napi::Result<f64> {
+    Ok(env.adjust_external_memory(0)? as f64)
 }
 
 /// Gives back the slot of `handle` (the JS layer calls it from a
@@ -300,24 +356,8 @@ pub fn refund(env: Env, handle: u32, cost: f64, taken: Vec<f64>) -> napi::Result
 #[napi]
 pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
     let new = with(&env, other, |l| l.clone())?;
-    let done = with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?;
-    // A log's ring is made anew at the new limit: V8 is told of the change.
-    resized(&env, handle);
-    done.or_throw(&env)
-}
-
-/// Tells V8 how the heap bytes of the limiter `handle` changed since they
-/// were last reported (see [`Table::insert_sized`]).
-fn resized(env: &Env, handle: u32) {
-    let delta = LIMITERS.with_borrow_mut(|t| {
-        let bytes = t.slots.get(handle as usize)?.as_ref()?.heap_bytes();
-        let now = i64::try_from(bytes).unwrap_or(i64::MAX);
-        let before = std::mem::replace(&mut t.bytes[handle as usize], now);
-        Some(now - before)
-    });
-    if let Some(delta @ (..=-1 | 1..)) = delta {
-        let _ = env.adjust_external_memory(delta);
-    }
+    // A log's ring is made anew at the new limit: `with` tells V8.
+    with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?.or_throw(&env)
 }
 
 /// The header values of a decision, one per line (see [`shared::headers`]).
@@ -400,7 +440,7 @@ pub fn keyed_new(
     let mut store = shared::keyed(prototype, max_keys, eviction.as_deref()).or_throw(&env)?;
     let (shared, bits) = hash_seed::host_seed();
     store.seed_hashes(shared, bits);
-    Ok(KEYED.with_borrow_mut(|t| t.insert(store)))
+    Ok(keep_in(&env, &KEYED, store))
 }
 
 /// The configuration of a keyed limiter's keys, as a new limiter handle.
@@ -460,7 +500,7 @@ fn policy_handle(env: &Env, built: Result<Policy, Failure<napi::Error>>) -> napi
     let mut policy = built.or_throw(env)?;
     let (shared, bits) = hash_seed::host_seed();
     policy.seed_hashes(shared, bits);
-    Ok(POLICIES.with_borrow_mut(|t| t.insert(policy)))
+    Ok(keep_in(env, &POLICIES, policy))
 }
 
 /// `new Policy(config)`, the config as plain data (see [`policy_config`]).

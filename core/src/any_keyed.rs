@@ -196,6 +196,15 @@ impl AnyKeyed {
         self.len() == 0
     }
 
+    /// The bytes the store's table holds on the heap (see
+    /// [`KeyedLimiter::allocation_size`]), for hosts whose collector must be
+    /// told of native memory. Computed in a few steps, without visiting the
+    /// keys: what keys of more than 22 bytes and the keys' logs hold beside
+    /// it is not counted.
+    pub fn heap_bytes(&self) -> usize {
+        each!(&self.0, s => s.allocation_size())
+    }
+
     /// See [`KeyedLimiter::try_acquire`].
     // Inlined into its caller, which then reads the decision from registers:
     // returned through memory, written a field at a time and read back wider,

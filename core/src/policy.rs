@@ -125,6 +125,12 @@ impl Policy {
         self.limits.is_empty()
     }
 
+    /// The bytes its limits' stores hold on the heap (see
+    /// [`AnyKeyed::heap_bytes`]).
+    pub fn heap_bytes(&self) -> usize {
+        self.limits.iter().map(|l| l.store.heap_bytes()).sum()
+    }
+
     /// The number of keys its limits hold, all together: none when every
     /// limit is as fresh as when it was added.
     pub fn keys_held(&self) -> usize {

@@ -250,3 +250,43 @@ if (napi) {
     });
   });
 }
+
+if (napi) {
+  describe('native memory V8 is told of, for keyed stores and policies', () => {
+    // What V8 was told (napi_adjust_external_memory): the tables of keys grow
+    // and shrink on the hot path, which must tell it too, or V8 collects a
+    // dropped store holding megabytes no sooner than any small object.
+    const { externalMemory } = require('../../bindings-node/native.js');
+    const KEYS = 50_000;
+    // Other native memory (array buffers) may move a little meanwhile.
+    const SLACK = 256 * 1024;
+
+    for (const [name, make, decide, reclaim] of [
+      [
+        'a keyed store',
+        (api) => new api.KeyedLimiter(new api.Gcra({ burst: 5, emissionIntervalMs: 1_000 })),
+        (store, i) => store.tryAcquire(`client-${i}`, 1, 0),
+        (store) => store.reclaim(1e9),
+      ],
+      [
+        'a policy',
+        (api) => new api.Policy('10/second;100/minute', { by: ['user'] }),
+        (policy, i) => policy.tryAcquire({ user: `client-${i}` }, 1, 0),
+        (policy) => policy.reclaim(1e9),
+      ],
+    ]) {
+      it(`${name}: its keys' table as it grows, and as reclaim shrinks it`, () => {
+        const api = freshApi(); // where the addon copies the scratch, it reads the newest copy's
+        const before = externalMemory();
+        const store = make(api);
+        for (let i = 0; i < KEYS; i++) decide(store, i);
+        // At least a 4-byte position and a 16-byte state per key, per limit.
+        const grown = externalMemory() - before;
+        assert.ok(grown >= KEYS * 20, `V8 was told of ${grown} bytes for ${KEYS} keys`);
+        reclaim(store);
+        const left = externalMemory() - before;
+        assert.ok(Math.abs(left) < SLACK, `V8 still counts ${left} bytes once every key is gone`);
+      });
+    }
+  });
+}
