@@ -56,5 +56,5 @@ function createApi(B) {
   };
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal } = values;
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal };

@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -753,9 +753,9 @@ class Store {
       if (typeof options !== 'object') throw typeError('options', 'an object');
       onlyKnown(options, ['signal', 'timeoutMs'], 'acquire');
       signal = options.signal ?? undefined;
-      if (signal !== undefined && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
-        throw typeError('signal', 'an AbortSignal');
-      }
+      // Listened to as the in-process acquire listens (checked as it checks):
+      // found wanting only once the booking was made, the unit stayed booked.
+      if (signal !== undefined && !isSignal(signal)) throw typeError('signal', 'an AbortSignal');
       if (options.timeoutMs !== undefined && options.timeoutMs !== null) {
         if (typeof options.timeoutMs !== 'number') throw typeError('timeoutMs', 'a number');
         if (!(options.timeoutMs >= 0)) throw rangeError('timeoutMs', `must be at least 0, not ${options.timeoutMs}`);

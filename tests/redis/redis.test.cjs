@@ -867,3 +867,16 @@ test('a refund above the limit gives back what was taken, as in-process (not cos
       assert.deepEqual([got.allowed, got.remaining], [want.allowed, want.remaining]);
     }
   }));
+
+test('acquire refuses a signal that is not an AbortSignal before booking, as in-process', () =>
+  withClient('ioredis', async (client) => {
+    // `{ aborted: false }` passed the check, the booking went to Redis, and
+    // the wait failed on `signal.addEventListener` (a TypeError without a
+    // code): the unit stayed booked, given back to nobody.
+    const make = () => new rk.FixedWindow({ limit: 2, windowMs: HOUR });
+    const limiter = new RedisLimiter(client, make(), { prefix: prefix('bad-signal') });
+    const signal = { aborted: false };
+    await assert.rejects(new rk.KeyedLimiter(make()).acquire('k', 1, { signal }), { name: 'TypeError', code: 'invalid_type', message: /signal/ });
+    await assert.rejects(limiter.acquire('k', 1, { signal }), { name: 'TypeError', code: 'invalid_type', message: /signal/ });
+    assert.equal((await limiter.peek('k', 0)).remaining, 2);
+  }));
