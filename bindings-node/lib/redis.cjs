@@ -866,7 +866,13 @@ class RedisLimits {
   async tryAcquireBatch(target, costs, nowMs) {
     const keys = this._keys(target);
     if (!Array.isArray(costs)) throw typeError('costs', 'an array of numbers');
-    const checked = costs.map((c) => checkCost(c, this.#store.limit));
+    // Every element a number, as in-process: checkCost reads a missing cost
+    // as 1, and map skips a hole (sent as 'undefined').
+    const checked = new Array(costs.length);
+    for (let i = 0; i < costs.length; i++) {
+      if (typeof costs[i] !== 'number') throw typeError('costs', 'an array of numbers');
+      checked[i] = checkCost(costs[i], this.#store.limit);
+    }
     if (checked.length === 0) return [];
     return this.#store.decide(checked.map(() => target ?? {}), keys, 'acquire', checked, nowMs);
   }

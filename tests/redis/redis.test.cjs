@@ -880,3 +880,17 @@ test('acquire refuses a signal that is not an AbortSignal before booking, as in-
     await assert.rejects(limiter.acquire('k', 1, { signal }), { name: 'TypeError', code: 'invalid_type', message: /signal/ });
     assert.equal((await limiter.peek('k', 0)).remaining, 2);
   }));
+
+test('a batch refuses a cost that is not a number (null, undefined, a hole), as in-process, taking nothing', () =>
+  withClient('ioredis', async (client) => {
+    // Each was read as the default cost, 1 (a hole reached the script as
+    // 'undefined' and failed there, uncoded).
+    const make = () => new rk.FixedWindow({ limit: 3, windowMs: HOUR });
+    const local = new rk.KeyedLimiter(make());
+    const limiter = new RedisLimiter(client, make(), { prefix: prefix('batch-costs') });
+    for (const costs of [[1, undefined], [1, null], [1, , 1]]) {
+      assert.throws(() => local.tryAcquireBatch('k', costs), { name: 'TypeError', code: 'invalid_type', message: /costs/ });
+      await assert.rejects(limiter.tryAcquireBatch('k', costs), { name: 'TypeError', code: 'invalid_type', message: /costs/ });
+    }
+    assert.equal((await limiter.peek('k', 0)).remaining, 3);
+  }));
