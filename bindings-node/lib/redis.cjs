@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, configData } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -188,11 +188,15 @@ function policyLimits(config, algorithm, by) {
   let limiters;
   if (typeof config === 'string' && !config.trimStart().startsWith('{')) {
     limiters = config.split(/[;,|]/).map((rate) => limiterOfRate(algorithm ?? 'token_bucket', rate, undefined));
+  } else if (typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
+    // Configured limiters (each its own field, as Policy reads them). A
+    // KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`.
+    limiters = config.limits.map(({ limiter }) => (limiter instanceof KeyedLimiter ? limiter.limiter : limiter));
   } else {
-    const data = typeof config === 'string' ? JSON.parse(config) : config;
-    limiters = data.limits.map((item) => {
-      // A KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`.
-      if (item.limiter !== undefined) return item.limiter instanceof KeyedLimiter ? item.limiter.limiter : item.limiter;
+    // The data Policy read (its own fields, through JSON: a BigInt or boxed
+    // number as the number, a toJSON's answer), not the object as it is,
+    // whose inherited fields Policy never saw.
+    limiters = configData(config).limits.map((item) => {
       if (item.calendar != null) throw rangeError('calendar', 'calendar windows are not supported on Redis');
       return limiterOfRate(item.algorithm ?? 'token_bucket', item.rate, item.burst);
     });

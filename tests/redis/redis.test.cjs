@@ -894,3 +894,29 @@ test('a batch refuses a cost that is not a number (null, undefined, a hole), as 
     }
     assert.equal((await limiter.peek('k', 0)).remaining, 3);
   }));
+
+test("a policy's configuration is read as Policy reads it: own fields, through JSON", () =>
+  withClient('ioredis', async (client) => {
+    // The limits were read from the object as it is: an inherited `burst`
+    // set Redis's capacity (the in-process policy, whose headers are sent,
+    // reads own fields only); a BigInt or boxed `burst`, or a toJSON, which
+    // Policy reads through JSON, were refused (`capacity`) or threw uncoded.
+    const item = (fields, proto = {}) => Object.assign(Object.create(proto), { name: 'a', rate: '4/hour', ...fields });
+    const configs = {
+      'an inherited burst': { limits: [item({}, { burst: 1 })] },
+      'a BigInt burst': { limits: [item({ burst: 2n })] },
+      'a boxed burst': { limits: [item({ burst: Object(2) })] },
+      'a toJSON': { toJSON: () => ({ limits: [{ name: 'a', rate: '2/hour' }] }) },
+    };
+    for (const [what, config] of Object.entries(configs)) {
+      const local = new rk.Policy(config);
+      const remote = new RedisPolicy(client, config, { prefix: prefix('config-read') });
+      const want = [];
+      const got = [];
+      for (let i = 0; i < 5; i++) {
+        want.push(local.tryAcquire({}, 1, T0).allowed);
+        got.push((await remote.tryAcquire({}, 1, T0)).allowed);
+      }
+      assert.deepEqual(got, want, what);
+    }
+  }));

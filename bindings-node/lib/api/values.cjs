@@ -70,6 +70,83 @@ function fieldsInto(bytes, fields) {
 }
 
 /**
+ * A JSON.stringify replacer for a policy's configuration that refuses what
+ * JSON cannot carry, with the `invalid_config` error the reader gives,
+ * naming the place (`limits[0].burst`). JSON would write NaN and the
+ * infinities as null, read as "not given", and drop a function or a
+ * Symbol, so that the field took its default: a limit other than asked.
+ * A BigInt that is a safe integer goes as that number; a larger one as a
+ * string, which the reader refuses as it refuses any string for a number.
+ */
+function jsonValues() {
+  const places = new WeakMap();
+  // The object holding each object on the way down: its ancestors, for a cycle.
+  const parents = new WeakMap();
+  return function jsonValue(key, raw) {
+    const value = unboxed(raw);
+    const holder = places.get(this) ?? '';
+    const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
+    if (value !== null && typeof value === 'object') {
+      // JSON.stringify's own error for a cycle has no code, and names no place.
+      for (let up = this; up !== undefined; up = parents.get(up)) if (up === value) notJson(place, 'a circular reference');
+      places.set(value, place);
+      parents.set(value, this);
+    } else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
+    else if (typeof value === 'function' || typeof value === 'symbol') notJson(place, `a ${typeof value}`);
+    else if (typeof value === 'bigint') {
+      return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : `${value}n`;
+    }
+    return value;
+  };
+}
+
+/**
+ * A boxed number or BigInt's value, as JSON writes it (by its internal
+ * slot, so from any realm: `instanceof Number` misses a `vm` context's);
+ * anything else as it is.
+ */
+function unboxed(raw) {
+  if (raw === null || typeof raw !== 'object') return raw;
+  for (const valueOf of UNBOXERS) {
+    try {
+      return valueOf.call(raw);
+    } catch {
+      // Not that kind of box.
+    }
+  }
+  return raw;
+}
+const UNBOXERS = [Number.prototype.valueOf, BigInt.prototype.valueOf];
+
+function notJson(place, found) {
+  throw Object.assign(new TypeError(`policy configuration: ${place || 'config'}: expected JSON data, found ${found}`), { code: 'invalid_config' });
+}
+
+/**
+ * A policy's configuration as the backend reads it: plain data, as
+ * `JSON.parse` makes it (src/policy_config.rs), each object without a
+ * prototype, so that only its own fields are read. JSON text is parsed
+ * here, by the engine's own parser (a repeated key: the last one counts);
+ * an object goes through JSON and back (see `jsonValues`), so that only
+ * its own enumerable fields count, and getters and `toJSON` as in JSON text.
+ * Undefined for an object whose toJSON answers undefined. What `Policy`
+ * reads, and lib/redis.cjs too, for the limits of a RedisPolicy.
+ */
+function configData(config) {
+  const text = typeof config === 'string' ? config : JSON.stringify(config, jsonValues());
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text, ownFields);
+  } catch (error) {
+    throw Object.assign(new TypeError(`policy configuration: config is not JSON (${error.message})`), { code: 'invalid_config' });
+  }
+}
+
+function ownFields(_key, value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? ownCopy(value) : value;
+}
+
+/**
  * Throws a TypeError (code `invalid_type`) naming the first key of `options`
  * not in `known`, and listing those `what` takes: a misspelt option would
  * otherwise be ignored (`intialTokens`: a bucket starting full).
@@ -143,6 +220,7 @@ function ownCopy(value) {
 
 module.exports = {
   ownCopy,
+  configData,
   invalidType,
   invalidValue,
   numberKey,
