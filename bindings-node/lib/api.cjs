@@ -56,5 +56,5 @@ function createApi(B) {
   };
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy } = values;
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy };

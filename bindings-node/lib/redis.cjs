@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, configData } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -464,6 +464,17 @@ class Store {
     return this.limits.map((l, i) => `${this.prefix}{${tag}}:${this.names[i]}:${l.by.map((f) => values.get(f)).join('')}`);
   }
 
+  /**
+   * What `onError` decides for: the key, or the request's fields as they
+   * are now. A fallback Policy reads them only once Redis has failed, after
+   * the caller may have changed the request (one object reused for the next
+   * call): as in-process, the fields are the call's.
+   */
+  target(target) {
+    if (this.kind === 'limiter') return target;
+    return this.onError instanceof Policy && target !== undefined && target !== null ? ownCopy(target) : target ?? {};
+  }
+
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
   wireNow(nowMs, name = 'nowMs') {
     let now = nowMs;
@@ -857,13 +868,13 @@ class RedisLimits {
   /** Takes `cost` units for `target` if every limit has them, and says what happened. */
   async tryAcquire(target, cost, nowMs) {
     const keys = this._keys(target);
-    return this.#store.acquireOne(target ?? {}, keys, checkCost(cost, this.#store.limit), nowMs);
+    return this.#store.acquireOne(this.#store.target(target), keys, checkCost(cost, this.#store.limit), nowMs);
   }
 
   /** The decision `tryAcquire` would give, consuming nothing. */
   async peek(target, cost, nowMs) {
     const keys = this._keys(target);
-    return (await this.#store.decide([target ?? {}], keys, 'peek', [checkCost(cost, this.#store.limit)], nowMs))[0];
+    return (await this.#store.decide([this.#store.target(target)], keys, 'peek', [checkCost(cost, this.#store.limit)], nowMs))[0];
   }
 
   /** Decides each of `costs` for `target` in turn, in one round trip. */
@@ -878,7 +889,8 @@ class RedisLimits {
       checked[i] = checkCost(costs[i], this.#store.limit);
     }
     if (checked.length === 0) return [];
-    return this.#store.decide(checked.map(() => target ?? {}), keys, 'acquire', checked, nowMs);
+    const t = this.#store.target(target);
+    return this.#store.decide(checked.map(() => t), keys, 'acquire', checked, nowMs);
   }
 
   /** Gives back `cost` units taken at `takenAtMs` (caller time; default now) in every limit. */
@@ -894,7 +906,7 @@ class RedisLimits {
   /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */
   async reserve(target, cost, maxWaitMs, nowMs) {
     const keys = this._keys(target);
-    return this.#store.reserve(target ?? {}, keys, checkCost(cost, this.#store.limit), maxWaitMs, nowMs);
+    return this.#store.reserve(this.#store.target(target), keys, checkCost(cost, this.#store.limit), maxWaitMs, nowMs);
   }
 
   /**
@@ -906,7 +918,7 @@ class RedisLimits {
   async acquire(target, cost, options) {
     const keys = this._keys(target);
     const units = checkCost(cost, this.#store.limit);
-    const t = target ?? {};
+    const t = this.#store.target(target);
     await this.#store.wait(
       (left) => this.#store.reserve(t, keys, units, left, undefined),
       (r) => this.#store.release(t, keys, r),

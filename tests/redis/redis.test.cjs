@@ -920,3 +920,24 @@ test("a policy's configuration is read as Policy reads it: own fields, through J
       assert.deepEqual(got, want, what);
     }
   }));
+
+test("a fallback Policy decides for the request's fields at the call, as in-process, though the caller changes it after", async () => {
+  // The fallback read the request object when Redis had failed, a round
+  // trip later: a caller reusing one object for the next call had the
+  // first call decided (and counted) for the next one's user.
+  const down = { sendCommand: () => Promise.reject(new Error('The client is closed')) };
+  const local = new rk.Policy('1/hour', { by: ['user'] });
+  const fallback = new rk.Policy('1/hour', { by: ['user'] });
+  const policy = new RedisPolicy(down, '10/hour', { by: ['user'], onError: fallback });
+  const want = [];
+  const calls = [];
+  const request = { user: 'a' };
+  for (const user of ['a', 'b']) {
+    request.user = user;
+    want.push(local.tryAcquire(request).allowed);
+    calls.push(policy.tryAcquire(request));
+  }
+  const got = await Promise.all(calls);
+  assert.deepEqual(got.map((d) => [d.allowed, d.fromStore]), want.map((allowed) => [allowed, false]));
+  assert.deepEqual([fallback.peek({ user: 'a' }, 0).remaining, fallback.peek({ user: 'b' }, 0).remaining], [0, 0]);
+});
