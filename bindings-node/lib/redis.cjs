@@ -56,11 +56,13 @@ function rangeError(name, message, code = 'invalid_value') {
 /**
  * A limiter's duration in milliseconds as whole microseconds, at least 1.
  * `ms * 1000` may miss a whole number by its rounding (1.1 ms: 1100.0000000000002),
- * by far less than 2^-40 of it; anything further is a fraction of a microsecond.
+ * by some 2^-52 of it; anything further, beyond 10^-4 µs per 1000 s (the
+ * Python client's bound), is a fraction of a microsecond. (2^-40 of it, the
+ * bound before, let half a microsecond through from a window of a week.)
  */
 function micros(ms, name) {
   const us = Math.round(ms * 1000);
-  if (!(us >= 1) || Math.abs(ms * 1000 - us) > us * 2 ** -40) {
+  if (!(us >= 1) || Math.abs(ms * 1000 - us) > 1e-4 * Math.max(1, ms * 1e-6)) {
     throw rangeError(name, `must be a whole number of microseconds on Redis, not ${ms} ms`);
   }
   return us;

@@ -941,3 +941,19 @@ test("a fallback Policy decides for the request's fields at the call, as in-proc
   assert.deepEqual(got.map((d) => [d.allowed, d.fromStore]), want.map((allowed) => [allowed, false]));
   assert.deepEqual([fallback.peek({ user: 'a' }, 0).remaining, fallback.peek({ user: 'b' }, 0).remaining], [0, 0]);
 });
+
+test('a duration of a week or more and a fraction of a microsecond is refused, as the Python client refuses it', () => {
+  // The bound on ms * 1000's rounding grew with the duration (2^-40 of it):
+  // half a microsecond passed from a week on, and Redis decided on a window
+  // rounded to whole µs, another than the in-process limiter's.
+  const client = { call() {}, evalsha() {} };
+  const week = 7 * 86_400_000;
+  for (const ms of [week + 0.0005, 30 * 86_400_000 + 0.0004]) {
+    const refused = (limiter, name) => assert.throws(() => new RedisLimiter(client, limiter), { name: 'RangeError', code: 'invalid_value', message: new RegExp(`^${name}:`) }, `${name} ${ms}`);
+    refused(new rk.FixedWindow({ limit: 2, windowMs: ms }), 'windowMs');
+    refused(new rk.Gcra({ burst: 2, emissionIntervalMs: ms }), 'emissionIntervalMs');
+    refused(new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: ms }), 'refillPeriodMs');
+  }
+  // Whole microseconds pass, however long, whatever the float's rounding.
+  for (const ms of [week, 30 * 86_400_000 + 0.001, 2 ** 50 / 1000, 1.1, 0.001]) new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: ms }));
+});
