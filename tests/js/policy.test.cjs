@@ -616,6 +616,25 @@ describe('Policy', () => {
     assertLimiterError(() => new Policy({ limits: [{ name: 'g', by: ['a', , 'b'], limiter: gcra }] }), 'invalid_type', 'by');
     assertLimiterError(() => new KeyedLimiter(gcra).tryAcquireBatch('k', [1, , 1]), 'invalid_type', 'costs');
   });
+
+  it('a field name with a lone surrogate is refused by name, as in Python (UTF-8 would key the limit by another field)', () => {
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 10 });
+    const config = { limits: [{ name: 'x', rate: '1/second', by: ['user\ud800'] }] };
+    for (const make of [
+      () => new Policy('1/second', { by: ['user\ud800'] }),
+      () => new Policy(config),
+      () => new Policy(JSON.stringify(config)),
+      () => new Policy({ limits: [{ name: 'g', by: ['\udc00'], limiter: gcra }] }),
+    ]) {
+      assertLimiterError(make, 'invalid_value', 'by');
+    }
+    // A pair is one character: a field like any other.
+    const policy = new Policy('1/second', { by: ['user\ud83d\ude00'] });
+    assert.deepStrictEqual(
+      [{ 'user\ud83d\ude00': 'a' }, { 'user\ud83d\ude00': 'a' }].map((request) => policy.tryAcquire(request, 1, 0).allowed),
+      [true, false],
+    );
+  });
 });
 
 describe('portable state', () => {

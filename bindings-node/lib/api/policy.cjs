@@ -5,13 +5,27 @@ const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArr
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, internalsOf }, { KeyedLimiter }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
-  const { policyHandles, typeName, decisionFields, takenAt, reservation } = shared;
+  const { policyHandles, typeName, decisionFields, takenAt, reservation, wellFormed } = shared;
 
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {
     const data = configData(config);
     if (data === undefined) badType('config', 'an object or a string');
+    for (const limit of Array.isArray(data?.limits) ? data.limits : []) {
+      if (Array.isArray(limit?.by)) wellFormedFields(limit.by);
+    }
     return data;
+  }
+
+  /**
+   * Refuses, as Python does, a field name with a lone surrogate: UTF-8
+   * carries it as U+FFFD, so the limit would be keyed by another field,
+   * which no request has.
+   */
+  function wellFormedFields(by) {
+    for (const field of by) {
+      if (typeof field === 'string' && wellFormed(field) !== field) invalidValue('`by` must be valid Unicode text (no lone surrogates)');
+    }
   }
 
   const LIMITER_FIELDS = new Set(['name', 'by', 'limiter', 'maxKeys', 'eviction']);
@@ -41,6 +55,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
         let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
         if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+        wellFormedFields(by);
         if (limiter instanceof KeyedLimiter) {
           if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
           ({ maxKeys, eviction } = limiter);
@@ -92,6 +107,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
         if (options.by !== undefined) {
           by = plainArray(options.by);
           if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+          wellFormedFields(by);
         }
         if (options.clock !== undefined) {
           if (typeof options.clock !== 'function') badType('clock', 'a function');
