@@ -425,8 +425,9 @@ impl PyDecision {
     }
 }
 
-/// How a reservation gives its booking back: `refund(slot, cost)`.
-pub type Refund = Box<dyn Fn(&Bound<'_, PyAny>, Nanos, u64) + Send + Sync>;
+/// How a reservation gives its booking back: `refund(owner, slot, cost,
+/// extent)` (see `Core::refund_booking`).
+pub type Refund = Box<dyn Fn(&Bound<'_, PyAny>, Nanos, u64, usize) + Send + Sync>;
 
 /// A booking made by ``reserve()``: proceed after ``wait`` seconds.
 ///
@@ -454,16 +455,20 @@ pub struct PyReservation {
     /// The limiter's count of bookings with this one (see `Shared::event`),
     /// when `acquire_async` booked it; else 0.
     seq: u64,
+    /// What the booking reached (a policy's limits then: `Core::extent`).
+    extent: usize,
 }
 
 impl PyReservation {
-    /// A booking `booked` at `now`: `Ok(wait)`, or the refusal.
+    /// A booking `booked` at `now`: `Ok(wait)`, or the refusal; reaching
+    /// `extent` (see `Core::extent`).
     pub fn new(
         owner: Py<PyAny>,
         refund: Refund,
         cost: u64,
         now: Nanos,
         booked: Result<Nanos, Py<PyDecision>>,
+        extent: usize,
     ) -> Self {
         let cancelled = AtomicBool::new(false);
         PyReservation {
@@ -474,15 +479,17 @@ impl PyReservation {
             booked,
             cancelled,
             seq: 0,
+            extent,
         }
     }
 
-    /// The booked slot and cost, taken out for `owner` to give back itself
-    /// (as `cancel()` would, once): `None` when `owner` did not book it,
-    /// nothing was booked, or it was given back already.
-    pub fn take_for(&self, owner: &Bound<'_, PyAny>) -> Option<(Nanos, u64)> {
+    /// The booked slot, cost and extent, taken out for `owner` to give
+    /// back itself (as `cancel()` would, once): `None` when `owner` did not
+    /// book it, nothing was booked, or it was given back already.
+    pub fn take_for(&self, owner: &Bound<'_, PyAny>) -> Option<(Nanos, u64, usize)> {
         let slot = self.slot().filter(|_| self.owner.is(owner))?;
-        (!self.cancelled.swap(true, Ordering::AcqRel)).then_some((slot, self.cost))
+        let taken = (slot, self.cost, self.extent);
+        (!self.cancelled.swap(true, Ordering::AcqRel)).then_some(taken)
     }
 
     /// This reservation, the `seq`-th booking of its limiter.
@@ -575,7 +582,7 @@ impl PyReservation {
     fn cancel(&self, py: Python<'_>) {
         if let Some(slot) = self.slot() {
             if !self.cancelled.swap(true, Ordering::AcqRel) {
-                (self.refund)(self.owner.bind(py), slot, self.cost);
+                (self.refund)(self.owner.bind(py), slot, self.cost, self.extent);
             }
         }
     }

@@ -82,6 +82,24 @@ impl Core for PolicyCore {
         request.with_fields(|fields| self.policy.refund(fields, taken_at, cost))
     }
 
+    /// The limits a booking made now is booked in: those the policy has.
+    fn extent(&self) -> usize {
+        self.policy.len()
+    }
+
+    /// Gives a booking back in the limits it was booked in only: a limit
+    /// added since never held it (giving it back there would admit more
+    /// than that limit allows), nor needs the request to hold its fields.
+    fn refund_booking(
+        &mut self,
+        request: &Request,
+        taken_at: Nanos,
+        cost: u64,
+        extent: usize,
+    ) -> Result<(), Error> {
+        request.with_fields(|fields| self.policy.refund_limits(fields, taken_at, cost, extent))
+    }
+
     fn explain(&self, error: &Error, request: &Request) -> Option<String> {
         if error.code() != "invalid_value" || error.argument() != Some("request") {
             return None;

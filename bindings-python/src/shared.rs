@@ -50,6 +50,22 @@ pub trait Core: Send + 'static {
         max_wait: Nanos,
     ) -> Result<Result<Nanos, Self::Answer>, Error>;
     fn refund(&mut self, target: &Self::Target, taken_at: Nanos, cost: u64) -> Result<(), Error>;
+    /// What a booking made now reaches, for [`Core::refund_booking`]: a
+    /// policy's number of limits (a limit added later never held it).
+    fn extent(&self) -> usize {
+        0
+    }
+    /// `refund` of a booking made when [`Core::extent`] was `extent`.
+    fn refund_booking(
+        &mut self,
+        target: &Self::Target,
+        taken_at: Nanos,
+        cost: u64,
+        extent: usize,
+    ) -> Result<(), Error> {
+        let _ = extent;
+        self.refund(target, taken_at, cost)
+    }
     /// Whether a booking may be given back wherever it stands in the queue
     /// (a window algorithm keeps each where it was counted). A bucket keeps
     /// no record of single bookings: one given back from the middle of the
@@ -258,26 +274,28 @@ pub fn answered(
 /// subject that booked it (`PyReservation::owner`).
 fn refund_of<S: Subject>(target: &Target<S>) -> Refund {
     let owned = S::Core::to_owned(target);
-    Box::new(move |owner, slot, cost| {
+    Box::new(move |owner, slot, cost, extent| {
         // The owner is always an `S`: see `reserve` and `book_reservation`.
         if let Ok(subject) = owner.cast::<S>() {
             let mut core = subject.get().shared().lock(owner.py());
             // A refund only fails for a request that could not be booked.
-            let _ = core.refund(S::Core::borrow(&owned), slot, cost);
+            let _ = core.refund_booking(S::Core::borrow(&owned), slot, cost, extent);
         }
     })
 }
 
-/// A reservation of `target` that `slf` booked (`booked`) at `now`.
+/// A reservation of `target` that `slf` booked (`booked`) at `now`, when
+/// its core's [`Core::extent`] was `extent`.
 fn reservation<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
     cost: u64,
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
+    extent: usize,
 ) -> PyReservation {
     let owner = slf.clone().into_any().unbind();
-    PyReservation::new(owner, refund_of::<S>(target), cost, now, booked)
+    PyReservation::new(owner, refund_of::<S>(target), cost, now, booked, extent)
 }
 
 /// Counts `booked` as an event of `shared` when it booked a slot to come
@@ -300,20 +318,22 @@ pub fn reserve<S: Subject>(
 ) -> PyResult<PyReservation> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
-    let booked = {
+    let (booked, extent) = {
         let mut core = shared.lock(py);
+        let extent = core.extent();
         let booked = core.reserve(target, at, cost, max_wait);
         count_booking(shared, &booked);
-        match booked {
+        let booked = match booked {
             Ok(booked) => Ok(booked.map_err(|denied| S::settle(slf, &core, denied))),
             Err(err) => Err(explained(&*core, err, target)),
-        }
+        };
+        (booked, extent)
     };
     let booked = match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(denied.answer(slf)?, now)?.unbind()),
     };
-    Ok(reservation(slf, target, cost, at, booked))
+    Ok(reservation(slf, target, cost, at, booked, extent))
 }
 
 /// `refund`: gives back `cost` taken at `taken_at` (default now).
@@ -333,22 +353,37 @@ pub fn refund<S: Subject>(
     refunded.map_err(|err| err.raise(py))
 }
 
+/// A booking `book` made: when, the wait, the subject's count of events
+/// with it (see [`count_booking`]) and its core's [`Core::extent`] then.
+struct Booking {
+    now: Nanos,
+    wait: Nanos,
+    seq: u64,
+    extent: usize,
+}
+
 /// Books `cost` for `target` now if the wait is at most `timeout`; returns
-/// `(now, wait)`, or raises `RateLimited`.
+/// the booking, or raises `RateLimited`.
 fn book<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(Nanos, Nanos, u64)> {
+) -> PyResult<Booking> {
     let (this, py) = (slf.get(), slf.py());
     let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
     let now = this.shared().now(py, None)?;
-    let (booked, seq) = {
+    let (booked, seq, extent) = {
         let mut core = this.shared().lock(py);
         book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait)
     };
-    Ok((now, booked_wait(this, py, booked)?, seq))
+    let wait = booked_wait(this, py, booked)?;
+    Ok(Booking {
+        now,
+        wait,
+        seq,
+        extent,
+    })
 }
 
 /// A booking's outcome, made with the core locked: the wait, a refusal's
@@ -356,7 +391,8 @@ fn book<S: Subject>(
 type Booked<S> = Result<Result<Nanos, Answer<S>>, Explained>;
 
 /// Books `cost` for `target` at `now` within `max_wait` in `core` (locked),
-/// counting the booking (see [`count_booking`]): its outcome and the count.
+/// counting the booking (see [`count_booking`]): its outcome, the count
+/// and the core's [`Core::extent`].
 fn book_locked<S: Subject>(
     shared: &Shared<S::Core>,
     core: &mut S::Core,
@@ -364,10 +400,15 @@ fn book_locked<S: Subject>(
     now: Nanos,
     cost: u64,
     max_wait: Nanos,
-) -> (Booked<S>, u64) {
+) -> (Booked<S>, u64, usize) {
+    let extent = core.extent();
     let booked = core.reserve(target, now, cost, max_wait);
     let seq = count_booking(shared, &booked);
-    (booked.map_err(|err| explained(&*core, err, target)), seq)
+    (
+        booked.map_err(|err| explained(&*core, err, target)),
+        seq,
+        extent,
+    )
 }
 
 /// The wait `booked` gives, once the core is unlocked; else `RateLimited`
@@ -386,8 +427,9 @@ pub fn book_reservation<S: Subject>(
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyReservation> {
-    let (now, wait, seq) = book(slf, target, cost, timeout)?;
-    Ok(reservation(slf, target, cost, now, Ok(wait)).with_seq(seq))
+    let booking = book(slf, target, cost, timeout)?;
+    let (now, wait) = (booking.now, booking.wait);
+    Ok(reservation(slf, target, cost, now, Ok(wait), booking.extent).with_seq(booking.seq))
 }
 
 /// `_rebook`: gives back `cancels` (each booking and what it was booked
@@ -412,9 +454,9 @@ pub fn rebook<'py, S: Subject>(
             return Ok(None);
         }
         for (reservation, target) in cancels {
-            if let Some((slot, cost)) = reservation.get().take_for(owner) {
+            if let Some((slot, cost, extent)) = reservation.get().take_for(owner) {
                 // A refund only fails for a request that could not be booked.
-                let _ = core.refund(target, slot, cost);
+                let _ = core.refund_booking(target, slot, cost, extent);
             }
         }
         requests
@@ -425,10 +467,10 @@ pub fn rebook<'py, S: Subject>(
             .collect()
     };
     let mut answers = Vec::with_capacity(requests.len());
-    for ((target, cost), (booked, seq)) in requests.iter().zip(booked) {
+    for ((target, cost), (booked, seq, extent)) in requests.iter().zip(booked) {
         answers.push(match booked_wait(this, py, booked) {
             Ok(wait) => {
-                let booking = reservation(slf, target, *cost, now, Ok(wait)).with_seq(seq);
+                let booking = reservation(slf, target, *cost, now, Ok(wait), extent).with_seq(seq);
                 Bound::new(py, booking)?.into_any()
             }
             Err(error) => error.into_value(py).into_bound(py).into_any(),
@@ -447,7 +489,12 @@ pub fn acquire<S: Subject>(
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let py = slf.py();
-    let (now, wait, seq) = book(slf, target, cost, timeout)?;
+    let Booking {
+        now,
+        wait,
+        seq,
+        extent,
+    } = book(slf, target, cost, timeout)?;
     if wait == Nanos::ZERO {
         return Ok(());
     }
@@ -463,7 +510,7 @@ pub fn acquire<S: Subject>(
         // it): from the middle of the queue it would free the slot of the
         // last waiter, still asleep, for the next caller. Else it goes unused.
         if core.gives_back_anywhere() || shared.events() == seq {
-            let _ = core.refund(target, slot, cost);
+            let _ = core.refund_booking(target, slot, cost, extent);
         }
     })
 }

@@ -475,6 +475,85 @@ def test_policy_reserve_counts_every_limit_where_the_request_proceeds() -> None:
     assert fast(1) == 2
 
 
+def give_back_after_adding(policy: Policy, request: dict[str, Any], how: str, add: Callable[[], None]) -> None:
+    """Books ``request`` for a slot to come, then calls ``add`` (which adds a
+    limit) while it waits, then gives the booking back: ``cancel()`` of a
+    reservation, a ``KeyboardInterrupt`` in ``acquire``'s sleep, or the
+    cancelled task of ``acquire_async``."""
+    if how == "cancel":
+        reservation = policy.reserve(request)
+        assert reservation.wait > 0
+        add()
+        reservation.cancel()
+    elif how == "acquire":
+
+        def interrupted(seconds: float) -> None:
+            add()
+            raise KeyboardInterrupt
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(time, "sleep", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                policy.acquire(request)
+    else:
+
+        async def main() -> None:
+            slept = asyncio.Event()
+
+            async def sleep(seconds: float) -> None:
+                slept.set()
+                await asyncio.Event().wait()  # until cancelled
+
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(asyncio, "sleep", sleep)
+                task = asyncio.ensure_future(policy.acquire_async(request))
+                await slept.wait()
+                add()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+
+        asyncio.run(main())
+
+
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+def test_a_booking_gives_nothing_back_to_a_limit_added_after_it(how: str) -> None:
+    clock = FakeClock(0.0)
+    policy = Policy(clock=clock)
+    policy.add("per-user", TokenBucket(1, 1, 60), by=["user"])
+    assert policy.try_acquire({"user": 1})
+
+    def add_a_global_limit_and_spend_it() -> None:
+        policy.add("global", FixedWindow(1, 1000))
+        assert policy.try_acquire({"user": 2})
+
+    give_back_after_adding(policy, {"user": 1}, how, add_a_global_limit_and_spend_it)
+    # "global" never held user 1's booking: giving it back there admitted a
+    # second request in a window of one.
+    denied = policy.try_acquire({"user": 3})
+    assert (denied.allowed, denied.denied_by) == (False, "global")
+    # "per-user" got it back: user 1 waits only for its refill, as it did before.
+    assert policy.peek({"user": 1}).limits[0][1].retry_after == 60.0
+
+
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+def test_a_booking_is_given_back_though_a_limit_added_after_it_needs_another_field(how: str) -> None:
+    clock = FakeClock(0.0)
+    policy = Policy(clock=clock)
+    policy.add("global", FixedWindow(1, 60))
+    assert policy.try_acquire(None)
+
+    def add_a_limit_by_user() -> None:
+        policy.add("per-user", FixedWindow(5, 60), by=["user"])
+
+    # Booked for the next window, at 60 s; the request has no "user" field.
+    give_back_after_adding(policy, {}, how, add_a_limit_by_user)
+    clock.now = 60.0
+    # Its unit is back in "global" (it was given back nowhere, the refund
+    # failing on the field the booking never needed).
+    assert policy.try_acquire({"user": "a"})
+
+
 def test_policy_waiting_acquire(clock: FakeClock) -> None:
     policy = Policy(clock=clock)
     policy.add("per-user", Gcra(1, 0.5), by=["user"])

@@ -323,8 +323,24 @@ impl Policy {
         taken_at: Nanos,
         cost: u64,
     ) -> Result<(), Error> {
-        self.build_keys(request)?;
-        for (i, limit) in self.limits.iter_mut().enumerate() {
+        self.refund_limits(request, taken_at, cost, self.limits.len())
+    }
+
+    /// [`Policy::refund`] in the first `limits` limits only: those the
+    /// policy had when the units were taken (see [`Policy::len`]). A limit
+    /// added since never held them, and giving them back there would admit
+    /// more than it allows; nor does the request need its fields.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn refund_limits(
+        &mut self,
+        request: &[(&str, &[u8])],
+        taken_at: Nanos,
+        cost: u64,
+        limits: usize,
+    ) -> Result<(), Error> {
+        let limits = limits.min(self.limits.len());
+        self.build_keys_of(request, limits)?;
+        for (i, limit) in self.limits[..limits].iter_mut().enumerate() {
             limit
                 .store
                 .refund(key_of(&self.keys, &self.ends, i), taken_at, cost);
@@ -401,9 +417,14 @@ impl Policy {
     /// Each limit's key: its fields' values, each preceded by its length so
     /// that no two requests share a key by accident of concatenation.
     fn build_keys(&mut self, request: &[(&str, &[u8])]) -> Result<(), Error> {
+        self.build_keys_of(request, self.limits.len())
+    }
+
+    /// [`Policy::build_keys`] for the first `limits` limits.
+    fn build_keys_of(&mut self, request: &[(&str, &[u8])], limits: usize) -> Result<(), Error> {
         self.keys.clear();
         self.ends.clear();
-        for limit in &self.limits {
+        for limit in &self.limits[..limits] {
             for field in &limit.by {
                 let value = request
                     .iter()
@@ -486,5 +507,32 @@ mod tests {
         let seeded = hashes(&first);
         assert!(seeded[0] != seeded[1] && seeded[1] != seeded[2] && seeded[0] != seeded[2]);
         assert!(hashes(&never).iter().all(|h| !seeded.contains(h)));
+    }
+
+    #[test]
+    fn a_refund_of_the_first_limits_leaves_the_later_ones_and_their_fields() {
+        let one = || AnyLimiter::from(crate::FixedWindow::new(1, Nanos(1_000)).unwrap());
+        let allowed = |policy: &mut Policy, request: &[(&str, &[u8])], at: u64| {
+            policy
+                .try_acquire(request, Nanos(at), 1)
+                .unwrap()
+                .decision
+                .allowed
+        };
+        let mut policy = Policy::new();
+        policy.add("global", &[], one()).unwrap();
+        assert!(allowed(&mut policy, &[], 0));
+        policy.add("per-user", &["user"], one()).unwrap();
+        let user: &[(&str, &[u8])] = &[("user", b"a")];
+        // "global" alone: the request needs no "user" field.
+        policy.refund_limits(&[], Nanos(0), 1, 1).unwrap();
+        assert!(allowed(&mut policy, user, 1));
+        policy.refund_limits(user, Nanos(1), 1, 1).unwrap();
+        // "per-user" kept the unit it took; "global" got its own back.
+        assert!(!allowed(&mut policy, user, 2));
+        assert!(policy.decisions()[0].allowed && !policy.decisions()[1].allowed);
+        // Beyond the policy's limits: all of them.
+        policy.refund_limits(user, Nanos(2), 1, 9).unwrap();
+        assert!(allowed(&mut policy, user, 3));
     }
 }
