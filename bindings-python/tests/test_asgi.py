@@ -263,6 +263,9 @@ def test_a_policy_keyed_by_fields_the_default_request_lacks_is_refused_at_once()
         (True, RateLimitTypeError, "invalid_type"),
         (-1, RateLimitError, "invalid_value"),
         (3, RateLimitError, "cost_exceeds_limit"),
+        # No call takes it (as a call says it), whatever the limit: an empty
+        # policy, which has none, took it here and failed every request.
+        (2**64, RateLimitError, "invalid_value"),
     ],
 )
 def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[RateLimitError], code: str) -> None:
@@ -270,7 +273,10 @@ def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[RateLimitError], c
         pass
 
     policy = Policy({"limits": [{"name": "a", "algorithm": "fixed_window", "rate": "2/second"}]})
-    for limiter in (FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1)), policy):
+    limiters: list[Any] = [FixedWindow(2, 1), KeyedLimiter(FixedWindow(2, 1)), policy]
+    if code != "cost_exceeds_limit":
+        limiters.append(Policy())  # no limits: any cost a call takes is within them
+    for limiter in limiters:
         with pytest.raises(error, match="`cost`") as raised:
             RateLimitMiddleware(app, limiter, cost=cost)
         assert raised.value.code == code

@@ -665,6 +665,10 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         with pytest.raises(RateLimitError, match="`cost` 9 exceeds the limit") as raised:
             ratekeeper.limit(subject, cost=9)
         assert raised.value.code == "cost_exceeds_limit"
+        # Past 64 bits, as a call says it: no limit is that large.
+        with pytest.raises(RateLimitError, match="`cost` must be at most 2\\^64 - 1") as raised:
+            ratekeeper.limit(subject, cost=2**64)
+        assert raised.value.code == "invalid_value"
     with pytest.raises(RateLimitTypeError, match="`cost` must be an int, not float"):
         ratekeeper.limit("1/second", cost=1.5)  # type: ignore[arg-type]
 

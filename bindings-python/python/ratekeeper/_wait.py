@@ -454,6 +454,10 @@ class Acquiring:
         return functools.wraps(func)(wrapper)
 
 
+# The largest count a call takes (a u64).
+_MAX_COUNT = 2**64 - 1
+
+
 def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> int:
     """``cost``, the cost of every call to come, checked once against
     ``subject``: an int from 0 to its limit (a policy's: its tightest
@@ -469,6 +473,10 @@ def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> in
         raise RateLimitTypeError(f"`cost` must be an int, not {type(cost).__name__}", "invalid_type") from None
     if units < 0:
         raise RateLimitError("`cost` must not be negative", "invalid_value")
+    # What no call takes, whatever the limit (an empty policy has none): as a
+    # call refuses it, not once per call.
+    if units > _MAX_COUNT:
+        raise RateLimitError("`cost` must be at most 2^64 - 1", "invalid_value")
     limit = guarantee(subject).burst if isinstance(subject, Policy) else subject.limit
     if units > limit:
         raise RateLimitError(
