@@ -4,7 +4,7 @@
 //! carries that argument's name, so the name reaches the error message.
 //! Every failure is a core [`Error`] raised through [`crate::errors::to_py`].
 
-use pyo3::exceptions::PyUnicodeEncodeError;
+use pyo3::exceptions::{PyUnicodeEncodeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -25,6 +25,8 @@ const SECONDS: &str = "a number of seconds (an int, a float, a Decimal or a Frac
 const SECONDS_NOT_BOOL: &str = "a number of seconds, not a bool";
 const TOO_LARGE: &str = "is too large (the limit is 2^64 nanoseconds, about 584 years)";
 const NOT_TEXT: &str = "must be valid Unicode text (no lone surrogates)";
+const TOO_MANY_DIGITS: &str = "has more digits than Python writes as text (an int key is its \
+                               decimal digits; see sys.set_int_max_str_digits)";
 
 fn invalid_type(name: &'static str, expected: &'static str) -> Error {
     Error::InvalidType { name, expected }
@@ -548,7 +550,12 @@ impl<'a> Key<'a> {
                     let digits = obj
                         .py()
                         .get_type::<PyInt>()
-                        .call_method1(intern!(obj.py(), "__str__"), (&int,))?;
+                        .call_method1(intern!(obj.py(), "__str__"), (&int,))
+                        .map_err(|err| match err.is_instance_of::<PyValueError>(obj.py()) {
+                            // More digits than Python writes: no key to read.
+                            true => raise(invalid_value(name, TOO_MANY_DIGITS)),
+                            false => err,
+                        })?;
                     Key::new(utf8_raising(
                         &digits.cast_into::<PyString>()?,
                         name,

@@ -4,6 +4,7 @@ policies (across threads too), and the ratekeeper.limit decorator."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from typing import Any, Callable, Mapping
@@ -84,6 +85,20 @@ def test_keys_are_str_bytes_or_int_and_ints_are_their_digits() -> None:
         store.try_acquire("\ud800", now=0)
     assert refused.value.code == "invalid_value"
     assert store.peek("k", now=0).remaining == 2, "the failure left the store working"
+    if sys.version_info >= (3, 11):
+        # An int of more digits than Python writes as text has no key
+        # either: a bad value naming the argument, not Python's bare ValueError.
+        digits = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(640)  # the least Python takes
+        try:
+            with pytest.raises(RateLimitError, match="^`key` has more digits than Python writes") as refused:
+                store.try_acquire(10**700, now=0)
+            assert refused.value.code == "invalid_value"
+            with pytest.raises(RateLimitError, match=r"^`request\['user'\]` has more digits") as refused:
+                Policy("1/second", by=["user"]).try_acquire({"user": 10**700}, now=0)
+            assert refused.value.code == "invalid_value"
+        finally:
+            sys.set_int_max_str_digits(digits)
     for bad in (True, 1.5, None, ["a"]):
         with pytest.raises(RateLimitTypeError, match="`key` must be a str, bytes or int") as raised:
             store.try_acquire(bad, now=0)  # type: ignore[arg-type]
