@@ -58,9 +58,18 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
   retries?: number
   /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long (and never more than a year, whatever this says). Default 60000. */
   maxRetryAfterMs?: number
-  /** The limiter's clock, in milliseconds (pass the same `clock` as to the limiter). Default `performance.now()`. */
+  /**
+   * The limiter's clock, in milliseconds (pass the same `clock` as to the
+   * limiter). Default `performance.now()`. A read that throws or is no finite
+   * number (a `RangeError` or `TypeError` naming `clock`) rejects the call
+   * that made it; when the queue's timer makes it, every queued request.
+   */
   clock?: () => number
-  /** Wall-clock milliseconds, for a `Retry-After` given as an HTTP date. Default `Date.now()`. */
+  /**
+   * Wall-clock milliseconds, for a `Retry-After` given as an HTTP date (read
+   * only then). Default `Date.now()`. A read that throws or is no finite
+   * number rejects the request whose answer it was read for.
+   */
   wallClock?: () => number
   /** Timer functions (tests, simulation). Default the global `setTimeout` / `clearTimeout`. */
   timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void }

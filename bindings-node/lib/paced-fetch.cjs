@@ -90,6 +90,19 @@ function shownMs(ms) {
   return Math.round(ms * 1e6) / 1e6;
 }
 
+/**
+ * What the clock `name` (`clock`, `wallClock`) reads: a finite number of
+ * milliseconds, else a TypeError or RangeError naming it, as a limiter's
+ * clock is checked. NaN would leave every request undue (a pause ending at
+ * NaN never ends), behind a timer armed again and again.
+ */
+function readMs(name, read) {
+  const ms = read();
+  if (typeof ms !== 'number') throw typeError(`\`${name}\` must return a number of milliseconds, not ${ms === null ? 'null' : typeof ms}`);
+  if (!Number.isFinite(ms)) throw rangeError(`\`${name}\` must return a finite number of milliseconds, not ${ms}`);
+  return ms;
+}
+
 /** A TimeoutError carrying the wait that was needed, as acquire's does. */
 function timeoutError(message, retryAfterMs) {
   return Object.assign(new DOMException(message, 'TimeoutError'), { retryAfterMs });
@@ -98,14 +111,18 @@ function timeoutError(message, retryAfterMs) {
 /**
  * Milliseconds to wait from a `Retry-After` value (delay-seconds or an
  * HTTP-date, RFC 9110), or null for anything else ("1.5", "-1", "5 May"),
- * which is ignored.
+ * which is ignored. `wallNow`: the wall clock's milliseconds, or a function
+ * reading them, called only for a date; a date against a time that is no
+ * finite number reads as none (its NaN paused the queue for ever).
  */
 function parseRetryAfter(value, wallNow) {
   if (value === null || value === undefined) return null;
   const text = String(value).trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const date = httpDate(text, wallNow);
-  return date === null ? null : Math.max(0, date - wallNow);
+  const now = typeof wallNow === 'function' ? wallNow() : wallNow;
+  if (!Number.isFinite(now)) return null;
+  const date = httpDate(text, now);
+  return date === null ? null : Math.max(0, date - now);
 }
 
 // The three forms of an HTTP-date (RFC 9110, section 5.6.7), all GMT and
@@ -303,10 +320,14 @@ function pace(RateLimited, fetch, limiter, options) {
   const timersInPlace = options?.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
   let armedBy;
   let nextId = 0;
+  // The clocks, checked at each read (see readMs). A read that fails in the
+  // timer fails the queued requests; in a call, that call.
+  const readClock = () => readMs('clock', clock);
+  const readWall = () => readMs('wallClock', wallClock);
   const emit = (event) => {
     if (onEvent === undefined) return;
     try {
-      onEvent({ ...event, atMs: clock(), waiting: queue.length, pausedUntilMs: pausedUntil });
+      onEvent({ ...event, atMs: readClock(), waiting: queue.length, pausedUntilMs: pausedUntil });
     } catch (error) {
       report(error);
     }
@@ -323,14 +344,31 @@ function pace(RateLimited, fetch, limiter, options) {
     if (timer !== null) timers.clearTimeout(timer);
     timerAt = due;
     armedBy = timersInPlace();
+    let left;
+    try {
+      left = due - readClock();
+    } catch {
+      left = 0; // the timer's read fails the same way, and fails the requests
+    }
     // At most what timers take (2^31 - 1 ms; a longer delay fires at once):
     // a longer wait takes several timers.
-    timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(due - clock())), MAX_TIMER_MS));
+    timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(left)), MAX_TIMER_MS));
   }
 
   function fire() {
     timer = null;
-    const now = clock();
+    let now;
+    try {
+      now = readClock();
+    } catch (error) {
+      // Thrown from the timer, it would end a Node process and leave the
+      // queue waiting for ever: the requests fail with it, their bookings
+      // given back.
+      releaseAll();
+      for (const entry of queue.splice(0)) fail(entry, error);
+      arm();
+      return;
+    }
     bookAfterPause(now);
     // Timers may fire a little early on this clock: whoever is not due waits for the next one.
     while (queue.length > 0 && queue[0].reservation !== null && queue[0].atMs <= now && pausedUntil <= now) send(queue.shift());
@@ -395,7 +433,7 @@ function pace(RateLimited, fetch, limiter, options) {
    * maxWaitMs: so that nobody queued keeps a slot that an earlier booking
    * given back moved, and two requests never share one.
    */
-  function rebook(from, again, now = clock()) {
+  function rebook(from, again, now) {
     for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
     queue.length = from;
     for (const entry of again) {
@@ -422,14 +460,9 @@ function pace(RateLimited, fetch, limiter, options) {
    * reject now.
    */
   function pause(ms, first) {
-    const now = clock();
+    const now = readClock();
     pausedUntil = Math.max(pausedUntil, now + Math.min(ms, MAX_PAUSE_MS));
-    const booked = queue.filter((entry) => entry.reservation !== null);
-    const keep = booked.length > 0 && movesUp && bookedByOthersSince(booked[0]);
-    for (const entry of booked.reverse()) {
-      if (!keep) giveBack(entry);
-      entry.reservation = null;
-    }
+    releaseAll();
     if (first !== undefined) {
       first.reservation = null; // spent on its first answer
       queue.unshift(first);
@@ -445,6 +478,16 @@ function pace(RateLimited, fetch, limiter, options) {
     }
     emit({ type: 'paused', untilMs: pausedUntil });
     arm();
+  }
+
+  /** Gives back every queued booking, newest first (kept, unused, when others booked after the first: see BOOKINGS); the requests stay queued, unbooked. */
+  function releaseAll() {
+    const booked = queue.filter((entry) => entry.reservation !== null);
+    const keep = booked.length > 0 && movesUp && bookedByOthersSince(booked[0]);
+    for (const entry of booked.reverse()) {
+      if (!keep) giveBack(entry);
+      entry.reservation = null;
+    }
   }
 
   /** Gives `entry`'s booking back, if it has one: exactly at its slot (`cancel()`), or at `atMs` for a limiter without it. */
@@ -488,7 +531,7 @@ function pace(RateLimited, fetch, limiter, options) {
     }
     emit({ type: 'response', id: entry.id, status: response.status });
     const headers = response.headers;
-    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), wallClock()) : null;
+    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall) : null;
     if (retryAfter !== null) {
       const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
       const retry = again && entry.attempt < retries && retryAfter <= Math.min(maxRetryAfterMs, MAX_PAUSE_MS) && !(entry.signal && entry.signal.aborted);
@@ -527,7 +570,7 @@ function pace(RateLimited, fetch, limiter, options) {
       // A full queue books nothing: the caller may try again once its head has left.
       const full = queue.length >= maxWaiting;
       if (full && queue.length > 0) {
-        reject(new RateLimited(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - clock())));
+        reject(new RateLimited(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - readClock())));
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
@@ -535,7 +578,7 @@ function pace(RateLimited, fetch, limiter, options) {
       // A stream body can be sent once: no retry.
       const body = init != null ? init.body : undefined;
       const replayable = !(body != null && typeof body.getReader === 'function');
-      const now = clock();
+      const now = readClock();
       const entry = {
         id: nextId++,
         input,
@@ -558,7 +601,17 @@ function pace(RateLimited, fetch, limiter, options) {
       entry.onAbort = () => {
         const at = queue.indexOf(entry);
         if (at < 0) return;
-        if (entry.reservation === null || !movesUp || bookedByOthersSince(entry)) {
+        // Read first: a clock that fails here must not throw from the
+        // listener (Node would end the process); nobody moves then.
+        let moveAt = null;
+        if (entry.reservation !== null && movesUp && !bookedByOthersSince(entry)) {
+          try {
+            moveAt = readClock();
+          } catch {
+            // the timer's read fails the same way, and fails the requests
+          }
+        }
+        if (moveAt === null) {
           // Unbooked (in a pause), a window's booking (given back where it
           // was counted), or one that others booked after (kept, unused):
           // nobody moves.
@@ -566,7 +619,7 @@ function pace(RateLimited, fetch, limiter, options) {
           if (entry.reservation !== null && !movesUp) giveBack(entry);
         } else {
           // Those behind move up into the slots it and they leave, in order.
-          rebook(at, queue.slice(at + 1));
+          rebook(at, queue.slice(at + 1), moveAt);
         }
         emit({ type: 'aborted', id: entry.id });
         arm();
@@ -591,7 +644,7 @@ function pace(RateLimited, fetch, limiter, options) {
         }
       }
       // maxWaiting 0, and an empty queue: only a request due now may go.
-      const wait = Math.max(entry.atMs, pausedUntil) - clock();
+      const wait = Math.max(entry.atMs, pausedUntil) - now;
       if (full && wait > 0) {
         giveBack(entry);
         reject(new RateLimited(`the request would wait ${shownMs(wait)} ms, and maxWaiting is 0`, wait));
@@ -601,7 +654,7 @@ function pace(RateLimited, fetch, limiter, options) {
       queue.push(entry);
       emit({ type: 'queued', id: entry.id, slotMs: entry.atMs });
       // Due now and nobody ahead: no timer round trip.
-      if (queue.length === 1 && entry.atMs <= clock() && pausedUntil <= clock()) fire();
+      if (queue.length === 1 && entry.atMs <= now && pausedUntil <= now) fire();
       else arm();
     });
   }

@@ -50,6 +50,9 @@ function fakeTime() {
     get most() {
       return most;
     },
+    get pending() {
+      return pending.size;
+    },
     async advance(ms) {
       const end = now + ms;
       for (;;) {
@@ -771,4 +774,94 @@ test('messages show milliseconds to the nanosecond, not a float sum', async () =
   await assert.rejects(paced('/b'), rateLimited({ message: 'the request would wait 0.2 ms, and maxWaiting is 0' }));
   await time.advance(1);
   await first;
+});
+
+/** What `promise` settled to so far: ['ok', value], ['rejected', error] or ['pending']. */
+async function settled(promise) {
+  const pending = new Promise((resolve) => setImmediate(() => resolve(['pending'])));
+  return Promise.race([promise.then((value) => ['ok', value], (error) => ['rejected', error]), pending]);
+}
+
+test('a clock or wallClock that fails or reads NaN fails the requests it concerns: nothing stalls, nothing throws from the timer', async () => {
+  // A wallClock reading NaN made an HTTP-date Retry-After NaN, and the pause
+  // ended at NaN: nothing was ever sent again, behind a timer armed again and
+  // again (every millisecond on real timers). A clock failing in the timer
+  // threw from it (a Node process ended) and stranded the queue; one reading
+  // NaN when a pause began paused it for ever.
+  const date = 'Wed, 01 Jan 2025 12:00:01 GMT';
+  {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url) => (url === '/a' ? { status: 429, headers: { 'Retry-After': date } } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, wallClock: () => NaN });
+    const a = assert.rejects(paced('/a'), { name: 'RangeError', code: 'invalid_value', message: '`wallClock` must return a finite number of milliseconds, not NaN' });
+    const b = paced('/b');
+    await time.advance(1000);
+    await a;
+    assert.equal(paced.pausedUntilMs, -Infinity, 'no pause');
+    assert.equal((await b).status, 200);
+    assert.deepEqual(log, [['/a', 0], ['/b', 100]]);
+    assert.equal(time.pending, 0, 'no timer left armed');
+  }
+  for (const [broken, error] of [
+    [() => { throw new Error('no clock'); }, { message: 'no clock' }],
+    [() => NaN, { name: 'RangeError', code: 'invalid_value', message: '`clock` must return a finite number of milliseconds, not NaN' }],
+  ]) {
+    const time = fakeTime();
+    let failing = false;
+    const clock = () => (failing ? broken() : time.clock());
+    const { fetch, log } = fakeFetch(time);
+    const gcra = tenPerSecond(time.clock);
+    const paced = pacedFetch(fetch, gcra, { clock, timers: time.timers });
+    const a = paced('/a');
+    const failed = [paced('/b'), paced('/c')].map((call) => assert.rejects(call, error));
+    failing = true;
+    await time.advance(100); // the timer reads the clock
+    assert.deepEqual((await settled(Promise.all(failed)))[0], 'ok', 'both rejected');
+    await a;
+    assert.equal(paced.waiting, 0);
+    assert.equal(time.pending, 0, 'no timer left armed');
+    assert.equal(gcra.peek(1, 100).allowed, true, 'their bookings were given back');
+    // A clock that reads again takes calls again.
+    failing = false;
+    assert.equal((await paced('/d')).status, 200);
+    assert.deepEqual(log, [['/a', 0], ['/d', 100]]);
+  }
+  {
+    // A clock failing when a request aborts: the listener threw (Node ended
+    // the process). It leaves, and the timer fails those behind.
+    const time = fakeTime();
+    let failing = false;
+    const clock = () => (failing ? assert.fail('no clock') : time.clock());
+    const paced = pacedFetch(fakeFetch(time).fetch, tenPerSecond(time.clock), { clock, timers: time.timers });
+    const controller = new AbortController();
+    const a = paced('/a');
+    const b = assert.rejects(paced('/b', { signal: controller.signal }), { name: 'AbortError' });
+    const c = assert.rejects(paced('/c'), { message: 'no clock' });
+    failing = true;
+    controller.abort();
+    await b;
+    await time.advance(200);
+    await Promise.all([a, c]);
+    assert.equal(time.pending, 0);
+  }
+  {
+    // NaN when an answer pauses the queue: that call fails, the queue goes on.
+    const time = fakeTime();
+    let nan = false;
+    const clock = () => (nan ? NaN : time.clock());
+    let answer;
+    const { fetch, log } = fakeFetch(time);
+    const held = (url) => (url === '/a' ? new Promise((resolve) => (answer = resolve)) : fetch(url));
+    const paced = pacedFetch(held, tenPerSecond(time.clock), { clock, timers: time.timers, retries: 0 });
+    const a = assert.rejects(paced('/a'), { name: 'RangeError', message: /^`clock` must return a finite number/ });
+    const b = paced('/b');
+    nan = true;
+    answer(new Response('', { status: 429, headers: { 'Retry-After': '1' } }));
+    await a;
+    nan = false;
+    assert.equal(paced.pausedUntilMs, -Infinity);
+    await time.advance(1000);
+    assert.equal((await settled(b))[0], 'ok');
+    assert.deepEqual(log, [['/b', 100]]);
+  }
 });
