@@ -49,11 +49,12 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
   maxWaiting?: number
   /**
    * How many times one request is sent again after a 429 or 503 answer with
-   * `Retry-After` (after the pause it asks for, ahead of the queue). Default
-   * 1; 0 returns such answers as they are (the queue still pauses). After a
-   * 503 only an idempotent method (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) is
-   * sent again, and never a request whose body is a stream (sent once); a
-   * `Request` with a body goes as a copy while a retry may follow.
+   * `Retry-After` (after the pause it asks for, in call order: ahead of the
+   * requests called after it). Default 1; 0 returns such answers as they
+   * are (the queue still pauses). After a 503 only an idempotent method
+   * (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) is sent again, and never a
+   * request whose body is a stream (sent once); a `Request` with a body goes
+   * as a copy while a retry may follow.
    */
   retries?: number
   /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long (and never more than a year, whatever this says). Default 60000. */

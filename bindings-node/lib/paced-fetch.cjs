@@ -455,9 +455,9 @@ function pace(RateLimited, fetch, limiter, options) {
   /**
    * The server asked for a pause: every queued booking is given back (kept,
    * unused, when others booked after the first: see BOOKINGS), and the
-   * requests wait unbooked, in order, `first` (a request to send again)
-   * ahead, to be booked when it ends; those whose maxWaitMs it exceeds
-   * reject now.
+   * requests wait unbooked, in call order (`first`, a request to send
+   * again, among them), to be booked when it ends; those whose maxWaitMs it
+   * exceeds reject now.
    */
   function pause(ms, first) {
     const now = readClock();
@@ -465,7 +465,11 @@ function pace(RateLimited, fetch, limiter, options) {
     releaseAll();
     if (first !== undefined) {
       first.reservation = null; // spent on its first answer
-      queue.unshift(first);
+      // In call order: ahead of those called after it, behind a request
+      // called before it and sent again already (two 429s in a row).
+      let at = 0;
+      while (at < queue.length && queue[at].id < first.id) at++;
+      queue.splice(at, 0, first);
     }
     for (const entry of queue.splice(0)) {
       const error = pauseExceeds(now, entry.deadline - now, true);

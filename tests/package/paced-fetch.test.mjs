@@ -865,3 +865,16 @@ test('a clock or wallClock that fails or reads NaN fails the requests it concern
     assert.deepEqual(log, [['/b', 100]]);
   }
 });
+
+test('requests sent again after 429s go again in call order', async () => {
+  // Each went to the head of the queue: the second 429 to arrive put its
+  // request ahead of the first's, and /b went before /a.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url, count) => (count === 1 && url !== '/c' ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
+  const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.clock });
+  const paced = pacedFetch(fetch, bucket, { clock: time.clock, timers: time.timers });
+  const calls = [paced('/a'), paced('/b'), paced('/c')];
+  await time.advance(5000);
+  assert.deepEqual((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
+  assert.deepEqual(log, [['/a', 0], ['/b', 0], ['/a', 1000], ['/b', 1000], ['/c', 1100]]);
+});
