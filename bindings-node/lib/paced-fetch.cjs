@@ -503,6 +503,11 @@ function pace(RateLimited, fetch, limiter, options) {
     entry.reservation = null;
   }
 
+  /** Whether `entry`'s signal is aborted (its listener may not have run yet). */
+  function isAborted(entry) {
+    return entry.signal !== undefined && entry.signal.aborted;
+  }
+
   function fail(entry, error) {
     if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
     entry.reject(error);
@@ -615,6 +620,7 @@ function pace(RateLimited, fetch, limiter, options) {
             // the timer's read fails the same way, and fails the requests
           }
         }
+        let alsoAborted = [];
         if (moveAt === null) {
           // Unbooked (in a pause), a window's booking (given back where it
           // was counted), or one that others booked after (kept, unused):
@@ -623,11 +629,21 @@ function pace(RateLimited, fetch, limiter, options) {
           if (entry.reservation !== null && !movesUp) giveBack(entry);
         } else {
           // Those behind move up into the slots it and they leave, in order.
-          rebook(at, queue.slice(at + 1), moveAt);
+          // Those aborted too (one signal over many requests, whose
+          // listeners run one after another) leave with it, booked no more:
+          // each booked again by every listener before its own was
+          // quadratic work (4,000 requests: 5.9 s).
+          const behind = queue.slice(at + 1);
+          alsoAborted = behind.filter(isAborted);
+          rebook(at, behind.filter((other) => !isAborted(other)), moveAt);
         }
         emit({ type: 'aborted', id: entry.id });
         arm();
         reject(signal.reason);
+        for (const other of alsoAborted) {
+          fail(other, other.signal.reason);
+          emit({ type: 'aborted', id: other.id });
+        }
       };
       // A pause over: those it left are booked first (after this, every
       // queued request is booked unless a pause lasts).

@@ -878,3 +878,30 @@ test('requests sent again after 429s go again in call order', async () => {
   assert.deepEqual((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
   assert.deepEqual(log, [['/a', 0], ['/b', 0], ['/a', 1000], ['/b', 1000], ['/c', 1100]]);
 });
+
+test('one signal aborting many queued requests books none of them again', async () => {
+  // Each abort listener gave back and booked again every request behind
+  // its own, those aborted too included: quadratic in the queue (4,000
+  // requests on one signal: 5.9 s of work, the page frozen meanwhile).
+  const time = fakeTime();
+  const gcra = tenPerSecond(time.clock);
+  let reserves = 0;
+  // A limiter of another kind (taken for a bucket): its reserve calls counted.
+  const counted = { reserve: (...args) => (reserves++, gcra.reserve(...args)), refund: (...args) => gcra.refund(...args) };
+  const events = [];
+  const paced = pacedFetch(fakeFetch(time).fetch, counted, { clock: time.clock, timers: time.timers, onEvent: (e) => e.type === 'aborted' && events.push(e.id) });
+  const first = paced('/first');
+  const controller = new AbortController();
+  const n = 300;
+  const calls = Array.from({ length: n }, (_, i) => assert.rejects(paced(`/${i}`, { signal: controller.signal }), { name: 'AbortError' }));
+  const last = paced('/last');
+  assert.equal(reserves, n + 2);
+  controller.abort();
+  await Promise.all(calls);
+  assert.equal(reserves, n + 3, 'only /last booked again, into the slot after /first');
+  assert.deepEqual(events.sort((a, b) => a - b), Array.from({ length: n }, (_, i) => i + 1), 'each aborted once');
+  assert.equal(paced.waiting, 1);
+  await time.advance(100);
+  assert.deepEqual([(await first).status, (await last).status], [200, 200]);
+  assert.equal(time.pending, 0);
+});
