@@ -145,14 +145,17 @@ function httpDate(text, wallNow) {
     fields = [year, month, day, ...time];
   } else if ((match = RFC850_DATE.exec(text))) {
     const [, day, month, yy, ...time] = match;
-    // A date more than 50 years ahead is in the latest past year ending so.
+    // A date more than 50 years ahead is in the latest past year ending so
+    // (RFC 9110): the latest year ending so, from the next century down,
+    // not more than 50 years ahead. Not this century's alone: on 31 Dec
+    // 2099, 01-Jan-00 is tomorrow (2100), not a century ago.
     const now = new Date(wallNow);
-    const year = now.getUTCFullYear() - (now.getUTCFullYear() % 100) + Number(yy);
     const limit = new Date(wallNow);
     limit.setUTCFullYear(now.getUTCFullYear() + 50);
     const [h, m, s] = time.map(Number);
-    const ahead = Date.UTC(year, MONTHS.indexOf(month), Number(day), h, m, s) > limit.getTime();
-    fields = [ahead ? year - 100 : year, month, day, ...time];
+    let year = now.getUTCFullYear() - (now.getUTCFullYear() % 100) + 100 + Number(yy);
+    while (Date.UTC(year, MONTHS.indexOf(month), Number(day), h, m, s) > limit.getTime()) year -= 100;
+    fields = [year, month, day, ...time];
   } else if ((match = ASCTIME_DATE.exec(text))) {
     const [, month, day, hour, minute, second, year] = match;
     fields = [year, month, day, hour, minute, second];

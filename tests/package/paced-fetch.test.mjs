@@ -237,6 +237,11 @@ test('the header parsers', () => {
   }
   assert.equal(parseRetryAfter('Sunday, 06-Nov-94 08:49:37 GMT', noon), 0, 'a two-digit year more than 50 years ahead is past');
   assert.equal(parseRetryAfter('Wednesday, 01-Jan-75 12:00:30 GMT', noon), 0, '50 years and 30 s ahead: 1975');
+  // Across a century: the year ending so that is nearest ahead, within 50
+  // years (this century's alone read tomorrow as a century ago: a retry at once).
+  assert.equal(parseRetryAfter('Friday, 01-Jan-00 00:00:10 GMT', Date.UTC(2099, 11, 31, 23, 59, 50)), 20_000, '2100');
+  assert.equal(parseRetryAfter('Saturday, 01-Jan-00 00:00:10 GMT', Date.UTC(1999, 11, 31, 23, 59, 50)), 20_000, '2000');
+  assert.equal(parseRetryAfter('Friday, 31-Dec-99 23:59:59 GMT', Date.UTC(2100, 0, 1)), 0, '2099: past');
   for (const junk of ['5 May', 'Wed, 31 Feb 2025 12:00:30 GMT', 'wed, 01 Jan 2025 12:00:30 GMT', 'Wed, 01 Jan 2025 12:00:30 UTC', 'Wed, 01 Jan 0099 12:00:30 GMT']) {
     assert.equal(parseRetryAfter(junk, noon), null, junk);
   }
