@@ -26,7 +26,12 @@ export interface PacedFetchEvent {
 
 /** Options of `pacedFetch`. */
 export interface PacedFetchOptions<Input = Request | string | URL, Init = RequestInit> {
-  /** Units a request takes from the limiter: a number or a function of the call's arguments. Default 1. */
+  /**
+   * Units a request takes from the limiter: a whole number (else a
+   * `RangeError` when pacedFetch is made), or a function of the call's
+   * arguments (a call whose function returns no number rejects with a
+   * `TypeError` naming `cost`, booking nothing). Default 1.
+   */
   cost?: number | ((input: Input, init?: Init) => number)
   /**
    * The longest a request may wait for its slot; a call whose slot is further

@@ -285,6 +285,10 @@ function pace(RateLimited, fetch, limiter, options) {
     onEvent,
   } = options ?? {};
   if (typeof cost !== 'number' && typeof cost !== 'function') throw typeError('`cost` must be a number or a function');
+  // Checked here, as the counts below, not at each call (each rejected with the limiter's error).
+  if (typeof cost === 'number' && !(Number.isSafeInteger(cost) && cost >= 0)) {
+    throw rangeError(`\`cost\` must be a whole number from 0 to 2^53 - 1, not ${cost}`);
+  }
   const counts = [['maxWaitMs', maxWaitMs], ['maxWaiting', maxWaiting], ['retries', retries], ['maxRetryAfterMs', maxRetryAfterMs]];
   for (const [name, value] of counts) {
     // A value of another type is a TypeError, as the limiters' own ('1' is not 1).
@@ -586,6 +590,12 @@ function pace(RateLimited, fetch, limiter, options) {
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
+      // The limiter takes a missing cost for 1: a function that returned
+      // nothing (a forgotten `return`) would book 1 for every request.
+      if (typeof units !== 'number') {
+        reject(typeError(`\`cost\` must return a number, not ${units === null ? 'null' : typeof units}`));
+        return;
+      }
       const method = String((init != null && init.method) || (isRequest(input) ? input.method : 'GET')).toUpperCase();
       // A stream body can be sent once: no retry.
       const body = init != null ? init.body : undefined;

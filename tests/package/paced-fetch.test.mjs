@@ -910,3 +910,21 @@ test('one signal aborting many queued requests books none of them again', async 
   assert.deepEqual([(await first).status, (await last).status], [200, 200]);
   assert.equal(time.pending, 0);
 });
+
+test('a cost that is no whole number is refused when pacedFetch is made; a cost function returning no number rejects the call', async () => {
+  // A numeric cost was taken, and every call then rejected with the
+  // limiter's error; a function returning undefined (a forgotten `return`)
+  // booked 1 for each request, the limiter's default.
+  const time = fakeTime();
+  const gcra = tenPerSecond(time.clock);
+  for (const cost of [-1, NaN, Infinity, 1.5, 2 ** 53]) {
+    assert.throws(() => pacedFetch(fetch, gcra, { cost }), { name: 'RangeError', code: 'invalid_value', message: `\`cost\` must be a whole number from 0 to 2^53 - 1, not ${cost}` });
+  }
+  for (const [returned, shown] of [[undefined, 'undefined'], [null, 'null'], ['2', 'string']]) {
+    const paced = pacedFetch(fakeFetch(time).fetch, gcra, { clock: time.clock, timers: time.timers, cost: () => returned });
+    await assert.rejects(paced('/a'), { name: 'TypeError', code: 'invalid_type', message: `\`cost\` must return a number, not ${shown}` });
+  }
+  assert.equal(gcra.peek(1, 0).allowed, true, 'nothing was booked');
+  const paced = pacedFetch(fakeFetch(time).fetch, gcra, { clock: time.clock, timers: time.timers, cost: 0 });
+  assert.equal((await paced('/free')).status, 200);
+});
