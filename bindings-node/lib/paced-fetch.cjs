@@ -515,13 +515,27 @@ function pace(RateLimited, fetch, limiter, options) {
     return entry.signal !== undefined && entry.signal.aborted;
   }
 
+  /**
+   * Stops listening to `entry`'s signal. Run from the timer, a signal whose
+   * removeEventListener throws must not throw there (a Node process would
+   * end, and those queued behind never go): its listener then stays, and
+   * finds the request gone from the queue.
+   */
+  function unlisten(entry) {
+    try {
+      if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
+    } catch {
+      // kept listening: see above
+    }
+  }
+
   function fail(entry, error) {
-    if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
+    unlisten(entry);
     entry.reject(error);
   }
 
   function send(entry) {
-    if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
+    unlisten(entry);
     emit({ type: 'sent', id: entry.id, slotMs: entry.atMs, attempt: entry.attempt });
     // A Request with a body can be read once: a copy goes, while a retry may follow.
     const input = entry.replayable && isRequest(entry.input) && entry.input.body != null && entry.attempt < retries ? entry.input.clone() : entry.input;

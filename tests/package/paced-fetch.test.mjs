@@ -928,3 +928,26 @@ test('a cost that is no whole number is refused when pacedFetch is made; a cost 
   const paced = pacedFetch(fakeFetch(time).fetch, gcra, { clock: time.clock, timers: time.timers, cost: 0 });
   assert.equal((await paced('/free')).status, 200);
 });
+
+test('a signal whose removeEventListener throws strands nobody, and throws nothing from the timer', async () => {
+  // Sending it, the timer threw (a Node process ended) and /c never went.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const listeners = [];
+  const signal = {
+    aborted: false,
+    addEventListener: (type, listener) => listeners.push(listener),
+    removeEventListener() {
+      throw new Error('cannot remove');
+    },
+  };
+  const calls = [paced('/a'), paced('/b', { signal }), paced('/c')];
+  await time.advance(200);
+  assert.deepEqual((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
+  assert.deepEqual(log, [['/a', 0], ['/b', 100], ['/c', 200]]);
+  // Its listener, left in place, finds the request gone.
+  signal.aborted = true;
+  for (const listener of listeners) listener();
+  assert.equal(paced.waiting, 0);
+});
