@@ -1030,6 +1030,42 @@ def test_a_batch_falls_back_for_each_callers_own_request() -> None:
     assert [d.allowed for d in decisions] == [True] * 8
 
 
+def test_a_fallback_policy_decides_for_the_fields_the_request_had_at_the_call() -> None:
+    # The fallback read the request once Redis had failed, a round trip
+    # later: a request reused meanwhile (another thread's, another task's)
+    # had user a's call decided and counted as b's.
+    request = {"user": "a"}
+
+    class Client(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            request["user"] = "b"
+            raise redis.ConnectionError("down")
+
+    class AsyncClient(redis.asyncio.Redis):
+        async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            request["user"] = "b"
+            raise redis.ConnectionError("down")
+
+    def counted(fallback: ratekeeper.Policy) -> list[bool]:
+        return [fallback.peek({"user": u}).allowed for u in ("a", "b")]
+
+    for batching in (True, False):
+        request["user"] = "a"
+        fallback = ratekeeper.Policy("1/minute", by=["user"])
+        policy = RedisPolicy(Client(port=1), "5/minute", by=["user"], on_error=fallback, batching=batching)
+        assert policy.try_acquire(request).allowed
+        assert counted(fallback) == [False, True], f"batching={batching}"
+
+    async def main() -> list[bool]:
+        request["user"] = "a"
+        fallback = ratekeeper.Policy("1/minute", by=["user"])
+        policy = AsyncRedisPolicy(AsyncClient(port=1), "5/minute", by=["user"], on_error=fallback)
+        assert (await policy.try_acquire(request)).allowed
+        return counted(fallback)
+
+    assert asyncio.run(main()) == [False, True]
+
+
 class RefusingClient(redis.Redis):
     """A client whose script answers as a script that disagrees with it would."""
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
-from ratekeeper import Decision, Limiter
+from ratekeeper import Decision, Limiter, Policy
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limit, _policy_limits
@@ -39,6 +39,16 @@ class _PolicyMixin:
         if request is not None and not isinstance(request, Mapping):
             raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
         return self._core.keys(request or {})
+
+    def _asked(self, request: _Request) -> tuple[_Request, list[bytes]]:
+        """What ``on_error`` decides for, and the request's keys. A fallback
+        ``Policy`` reads the fields once Redis has failed, a round trip later,
+        when another thread or task may have changed a request it reuses: it
+        gets them as they were at the call, as an in-process policy reads them."""
+        keys = self._keys(request)
+        if request is not None and isinstance(self._core.on_error, Policy):
+            return dict(request), keys
+        return request, keys
 
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, every limit listed."""
@@ -104,7 +114,7 @@ class RedisPolicy(_PolicyMixin, _Sync):
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
         """Take ``cost`` units from every limit if each has them, and say what happened."""
-        d = self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        d = self._acquire(*self._asked(request), _cost(cost, self._core.limit), now)
         return d  # type: ignore[return-value]
 
     def try_acquire_batch(
@@ -112,11 +122,11 @@ class RedisPolicy(_PolicyMixin, _Sync):
     ) -> list[RedisPolicyDecision]:
         """Decide each of ``costs`` for ``request``, in order, in one round trip."""
         checked = _costs(costs, self._core.limit)
-        return self._decide(request, self._keys(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
+        return self._decide(*self._asked(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
 
     def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""
-        return self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)[0]  # type: ignore[return-value]
+        return self._decide(*self._asked(request), "peek", [_cost(cost, self._core.limit)], now)[0]  # type: ignore[return-value]
 
     def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
@@ -131,13 +141,13 @@ class RedisPolicy(_PolicyMixin, _Sync):
         now: Optional[_Seconds] = None,
     ) -> RedisReservation:
         """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
-        return self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+        return self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
-        keys = self._keys(request)
+        target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
-        self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+        self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
 
 
 class AsyncRedisPolicy(_PolicyMixin, _Async):
@@ -147,7 +157,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
     ) -> RedisPolicyDecision:
         """Take ``cost`` units from every limit if each has them, and say what happened."""
-        d = await self._acquire(request, self._keys(request), _cost(cost, self._core.limit), now)
+        d = await self._acquire(*self._asked(request), _cost(cost, self._core.limit), now)
         return d  # type: ignore[return-value]
 
     async def try_acquire_batch(
@@ -157,13 +167,13 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         checked = _costs(costs, self._core.limit)
         if not checked:
             return []
-        return await self._take(request, self._keys(request), checked, now)  # type: ignore[return-value]
+        return await self._take(*self._asked(request), checked, now)  # type: ignore[return-value]
 
     async def peek(
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
     ) -> RedisPolicyDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""
-        d = await self._decide(request, self._keys(request), "peek", [_cost(cost, self._core.limit)], now)
+        d = await self._decide(*self._asked(request), "peek", [_cost(cost, self._core.limit)], now)
         return d[0]  # type: ignore[return-value]
 
     async def refund(self, request: _Request, cost: int, *, taken_at: Optional[_Seconds] = None) -> None:
@@ -179,12 +189,12 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         now: Optional[_Seconds] = None,
     ) -> AsyncRedisReservation:
         """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
-        return await self._reserve(request, self._keys(request), _cost(cost, self._core.limit), max_wait, now)
+        return await self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
-        keys = self._keys(request)
+        target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
-        await self._wait(lambda left: self._reserve(request, keys, cost, left, None), timeout)
+        await self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
 
     acquire_async = acquire
