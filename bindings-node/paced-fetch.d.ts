@@ -4,8 +4,13 @@ import type { Limiter } from './index'
 
 /** What `onEvent` is told, for progress displays and logs. */
 export interface PacedFetchEvent {
-  /** `queued` (booked), `sent` (handed to fetch), `response`, `paused` (a server asked to wait), `aborted` (left the queue). */
-  type: 'queued' | 'sent' | 'response' | 'paused' | 'aborted'
+  /**
+   * `queued` (booked), `sent` (handed to fetch), `response`, `paused` (a
+   * server asked to wait), `aborted` (its signal took it out of the queue),
+   * `rejected` (taken out of the queue, its call rejected: a pause beyond its
+   * `maxWaitMs`, or its booking refused when booked again).
+   */
+  type: 'queued' | 'sent' | 'response' | 'paused' | 'aborted' | 'rejected'
   /** The request's number, from 0 in call order (not for `paused`). */
   id?: number
   /** The request's slot on `clock` (`queued`, `sent`); queued while a pause lasts, the pause's end, when it is booked. */

@@ -455,7 +455,7 @@ function pace(RateLimited, fetch, limiter, options) {
         error = thrown;
       }
       if (error === null) queue.push(entry);
-      else fail(entry, error);
+      else drop(entry, error);
     }
   }
 
@@ -481,7 +481,7 @@ function pace(RateLimited, fetch, limiter, options) {
     for (const entry of queue.splice(0)) {
       const error = pauseExceeds(now, entry.deadline - now, true);
       if (error !== null) {
-        fail(entry, error);
+        drop(entry, error);
       } else {
         entry.atMs = pausedUntil;
         queue.push(entry);
@@ -532,6 +532,12 @@ function pace(RateLimited, fetch, limiter, options) {
   function fail(entry, error) {
     unlisten(entry);
     entry.reject(error);
+  }
+
+  /** Fails a queued `entry` that leaves the queue (a pause beyond its maxWaitMs, its booking refused), and tells onEvent. */
+  function drop(entry, error) {
+    fail(entry, error);
+    emit({ type: 'rejected', id: entry.id });
   }
 
   function send(entry) {

@@ -331,13 +331,17 @@ test("a request moved by a pause is refused naming what is left of its maxWaitMs
           answerA = () => resolve(new Response('busy', { status: 429, headers: { 'Retry-After': '2' } }));
         })
       : Promise.resolve(new Response('ok'));
-  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxWaitMs: 1000, retries: 0 });
+  const events = [];
+  const onEvent = ({ type, id, waiting }) => events.push([type, id, waiting]);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxWaitMs: 1000, retries: 0, onEvent });
   const a = paced('/a');
   const b = paced('/b'); // booked at 100.1, its deadline 1000.1
   await time.advance(0.2);
   answerA(); // at 0.3: a pause of 2 s, past what is left of b's 1000 ms (999.8000000000001 as a float)
   await assert.rejects(b, { name: 'TimeoutError', message: 'the pause (2000 ms) would exceed what is left of maxWaitMs (999.8 ms)' });
   assert.equal((await a).status, 429);
+  // onEvent hears of every change of the queue: b leaving it too.
+  assert.deepEqual(events.slice(-3), [['response', 0, 1], ['rejected', 1, 0], ['paused', undefined, 0]]);
 });
 
 test('aborting a request in the middle of the queue moves those behind up: no two share a slot', async () => {
