@@ -599,20 +599,28 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
         time.sleep(0.3)  # taken; the others queue (then wait) meanwhile
         return reply
 
-    class Interrupted(threading.Event):
+    class Interrupted:
+        """A caller's wake-up, as the client made it, that interrupts the main thread."""
+
+        def __init__(self, wake: Any) -> None:
+            self.wake = wake
+
         def wait(self, timeout: Optional[float] = None) -> bool:
             if threading.current_thread() is not threading.main_thread():
-                return super().wait(timeout)
+                return self.wake.wait(timeout)  # type: ignore[no-any-return]
             if answered:
-                super().wait()
+                self.wake.wait()
             else:
                 time.sleep(0.2)  # in the batch 'second' sends, under way
             raise KeyboardInterrupt
 
+        def set(self) -> None:
+            self.wake.set()
+
     class Slot(ratekeeper.redis._sync._Slot):
         def __init__(self, cost: int, target: Any) -> None:
             super().__init__(cost, target)
-            self.event = Interrupted()
+            self.event = Interrupted(self.event)  # type: ignore[assignment]
 
     monkeypatch.setattr(ratekeeper.redis._sync, "_Slot", Slot)
     limiter._call = slow  # type: ignore[method-assign]
@@ -631,6 +639,187 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     assert out == [True, True]
     used = 100 - limiter.peek("k", 0).remaining
     assert used == 2, "the interrupted caller's unit was given back"
+
+
+class MainSends:
+    """Callers of the key "k" of ``limiter``: 'first', in a thread, sends
+    alone, its round trip held until the main thread, then 'second', wait
+    behind it; the main thread then sends the batch of both. What a test
+    makes of each caller's wake-up (as the client made it), and of the main
+    thread's round trips, it overrides: ``wait``, ``set``, ``sends``."""
+
+    def __init__(self, limiter: RedisLimiter, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.limiter = limiter
+        self.out: dict[str, object] = {}
+        self.threads: list[threading.Thread] = []
+        self.queued = threading.Semaphore(0)  # a caller waits, for the first time
+        self.main_calls: list[list[Any]] = []  # the main thread's round trips
+        test = self
+
+        class Wake:
+            def __init__(self, wake: Any) -> None:
+                self.wake = wake
+                self.seen = False
+
+            def wait(self, timeout: Optional[float] = None) -> bool:
+                if not self.seen:
+                    self.seen = True
+                    test.queued.release()
+                return test.wait(self.wake, timeout)
+
+            def set(self) -> None:
+                test.set(self.wake)
+
+        class Slot(ratekeeper.redis._sync._Slot):
+            def __init__(self, cost: int, target: Any) -> None:
+                super().__init__(cost, target)
+                self.event = Wake(self.event)  # type: ignore[assignment]
+
+        monkeypatch.setattr(ratekeeper.redis._sync, "_Slot", Slot)
+
+    def wait(self, wake: Any, timeout: Optional[float]) -> bool:
+        return wake.wait(timeout)  # type: ignore[no-any-return]
+
+    def set(self, wake: Any) -> None:
+        wake.set()
+
+    def sends(self, args: list[Any]) -> None:
+        """Before each round trip of the main thread's."""
+
+    def worker(self, name: str) -> threading.Thread:
+        def run() -> None:
+            try:
+                self.out[name] = self.limiter.try_acquire("k").allowed
+            except BaseException as error:
+                self.out[name] = type(error).__name__
+
+        thread = threading.Thread(target=run, name=name, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+        return thread
+
+    def run(self) -> None:
+        """Calls from the main thread, as above (raising what it raises),
+        then waits for the other callers."""
+        sending, release = threading.Event(), threading.Event()
+        call = self.limiter._call
+
+        def held(keys: list[bytes], args: list[Any]) -> Any:
+            if threading.current_thread().name == "first":
+                sending.set()
+                release.wait(5)
+            elif threading.current_thread() is threading.main_thread():
+                self.main_calls.append(args)
+                self.sends(args)
+            return call(keys, args)
+
+        def queue_second() -> None:
+            self.queued.acquire(timeout=5)  # the main thread waits behind 'first'
+            self.worker("second")
+            self.queued.acquire(timeout=5)
+            release.set()
+
+        self.limiter._call = held  # type: ignore[method-assign]
+        self.worker("first")
+        assert sending.wait(5)
+        threading.Thread(target=queue_second, daemon=True).start()
+        try:
+            self.limiter.try_acquire("k")
+        finally:
+            for t in list(self.threads):
+                t.join(5)
+            assert not any(t.is_alive() for t in self.threads), f"a caller waits for ever: {self.out}"
+
+
+@pytest.mark.parametrize("where", ["waking", "handed", "leaving"])
+def test_an_interrupted_hand_on_leaves_no_caller_waiting(client: redis.Redis, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    # The main thread interrupted (Ctrl-C, a signal handler's exception)
+    # where it hands on: as it wakes the others once its batch is answered
+    # ("waking": its callers, and the first of the batch gathered meanwhile,
+    # were never woken, and every later caller of the key queued for ever);
+    # handed a batch to send, interrupted as it waits, then again as it wakes
+    # the next of that batch to send it instead ("handed"); interrupted
+    # during its round trip, then again as it leaves ("leaving").
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-hand-on:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    interrupt: set[str] = set()  # where the main thread is interrupted next
+
+    def interrupted(at: str) -> None:
+        if threading.current_thread() is threading.main_thread() and at in interrupt:
+            interrupt.remove(at)
+            raise KeyboardInterrupt
+
+    class Callers(MainSends):
+        def wait(self, wake: Any, timeout: Optional[float]) -> bool:
+            woken = super().wait(wake, timeout)
+            if woken and where == "handed" and threading.current_thread() is threading.main_thread():
+                interrupt.add("set")
+                raise KeyboardInterrupt  # woken to send its batch
+            return woken
+
+        def set(self, wake: Any) -> None:
+            interrupted("set")
+            super().set(wake)
+
+        def sends(self, args: list[Any]) -> None:
+            if len(self.main_calls) == 1 and where == "waking":
+                self.worker("third")  # queues behind this round trip
+                self.queued.acquire(timeout=5)
+                interrupt.add("set")
+            elif len(self.main_calls) == 1 and where == "leaving":
+                interrupt.add("lock")
+                raise KeyboardInterrupt
+
+    class Lock:
+        def __init__(self, lock: Any) -> None:
+            self.lock = lock
+
+        def __enter__(self) -> Any:
+            interrupted("lock")
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            return self.lock.__exit__(*exc)
+
+    limiter._lock = Lock(limiter._lock)  # type: ignore[assignment]
+    callers = Callers(limiter, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        callers.run()
+    assert callers.out == {"first": True, "second": True, **({"third": True} if where == "waking" else {})}
+    # What Redis took for this thread, answered but interrupted, went back.
+    assert 100 - limiter.peek("k", 0).remaining == len(callers.out)
+    callers.worker("later").join(5)
+    assert callers.out["later"] is True, "the key's queue is stuck"
+
+
+def test_a_sender_interrupted_as_it_gives_back_raises_its_interruption(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The give-back for a caller that left (its refund's round trip)
+    # suppressed any Exception: a signal handler's (a SIGALRM timeout's)
+    # landing there was swallowed, and the sender went on as if never
+    # interrupted.
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-give:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    leave = threading.Event()
+
+    class Callers(MainSends):
+        def wait(self, wake: Any, timeout: Optional[float]) -> bool:
+            if threading.current_thread().name == "second":
+                leave.wait(5)
+                raise KeyboardInterrupt  # as if its own
+            return super().wait(wake, timeout)
+
+        def sends(self, args: list[Any]) -> None:
+            if len(self.main_calls) == 1:  # this thread sends 'second' and itself
+                leave.set()
+                self.threads[1].join(5)  # 'second' left
+            elif len(self.main_calls) == 2:  # it gives back what Redis took for 'second'
+                raise Alarm
+
+    callers = Callers(limiter, monkeypatch)
+    with pytest.raises(Alarm):
+        callers.run()
+    assert callers.out == {"first": True, "second": "KeyboardInterrupt"}
+    assert [args[1] for args in callers.main_calls] == ["acquire", "refund", "refund"]
 
 
 def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None:

@@ -30,24 +30,83 @@ from ratekeeper.redis._decisions import RedisDecision, RedisReservation
 from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
 
 
+# How often a waiting caller looks again whether its turn came without a
+# word: a wake-up is lost when the thread setting it is interrupted (Ctrl-C,
+# a signal handler's exception: Python runs those between any two bytecodes
+# of the main thread), and a sender may leave before answering. A safety
+# net for those alone, not a poll for the rate.
+_RECHECK = 0.1
+
+
+class _Wake:
+    """A caller's wake-up, as ``threading.Event`` but with no Python code
+    between its steps: an Event's wait is a Condition's, which an
+    interruption breaks midway (raising "release unlocked lock" instead);
+    a lock's acquire and release are one C call each."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:
+            pass  # set already
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Waits until set (at most ``timeout`` seconds), and unsets."""
+        return self._lock.acquire(timeout=-1 if timeout is None else timeout)
+
+
 class _Slot:
     """One caller's place in a thread batch."""
 
-    __slots__ = ("cost", "down", "error", "event", "gone", "lead", "result", "taken_at", "target")
+    __slots__ = ("batch", "cost", "event", "gone", "held", "target")
 
     def __init__(self, cost: int, target: Any) -> None:
         self.cost = cost
         self.target = target
-        self.event = threading.Event()
-        self.result: Optional[RedisDecision] = None
-        # The instant Redis took the units at (None: the fallback decided).
-        self.taken_at: Optional[Fraction] = None
-        self.error: Optional[BaseException] = None
-        self.lead: Optional[list[_Slot]] = None
-        # Interrupted while its batch was under way: whoever answers gives back.
+        self.event = _Wake()
+        # Held by the caller's thread for as long as it is in the call: a
+        # `with` releases it however the call ends, so the others can tell
+        # a caller that left even when it was interrupted before saying so.
+        self.held = threading.Lock()
+        # Left (interrupted), said under the lock: whoever answers gives back.
         self.gone = False
-        # Queued behind a round trip Redis did not answer: it asks the fallback itself.
-        self.down = False
+        self.batch: Optional[_Batch] = None
+
+
+def _here(slot: _Slot) -> bool:
+    """Whether ``slot``'s caller is still in its call."""
+    return not slot.gone and slot.held.locked()
+
+
+class _Batch:
+    """Callers sent in one round trip, by the first of them still there."""
+
+    __slots__ = ("outcome", "sender", "sent", "slots")
+
+    def __init__(self) -> None:
+        self.slots: list[_Slot] = []
+        self.sent: list[_Slot] = []
+        self.sender: Optional[_Slot] = None
+        # Set in one step, under the lock: each sent caller's answer (or
+        # error), and the instant Redis took at (None: the fallback decided).
+        # A caller missing from the answers asks the fallback itself.
+        self.outcome: Optional[tuple[dict[_Slot, Union[RedisDecision, Exception]], Optional[Fraction]]] = None
+
+
+class _Queue:
+    """A key's batches: the one under way, those gathered behind it."""
+
+    __slots__ = ("sending", "waiting")
+
+    def __init__(self) -> None:
+        self.sending: Optional[_Batch] = None
+        self.waiting: list[_Batch] = []
 
 
 class _Sync:
@@ -64,7 +123,7 @@ class _Sync:
         self._core = core
         self._script = client.register_script(REDIS_SCRIPT)
         self._lock = threading.Lock()
-        self._queues: dict[tuple[bytes, ...], list[_Slot]] = {}
+        self._queues: dict[tuple[bytes, ...], _Queue] = {}
 
     def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
@@ -97,104 +156,116 @@ class _Sync:
             return self._decide(target, keys, "acquire", [cost], now)[0]
         queue_key = tuple(keys)
         slot = _Slot(cost, target)
-        with self._lock:
-            queue = self._queues.get(queue_key)
-            if queue is None:
-                self._queues[queue_key] = []
-                batch: Optional[list[_Slot]] = [slot]
-            else:
-                queue.append(slot)
-                batch = None
-        if batch is None:
+        with slot.held:
+            with self._lock:
+                self._join(queue_key, slot)
             try:
-                slot.event.wait()
+                answer = self._answer(keys, queue_key, slot)
             except BaseException:
-                self._abandon(queue_key, slot)
+                self._leave(keys, queue_key, slot)
                 raise
-            if slot.lead is None:
-                if slot.error is not None:
-                    raise slot.error
-                if slot.down:
-                    # In this thread: an error of the fallback's for this
-                    # request, or an interruption meanwhile, is this caller's.
-                    return self._core.fallback(target, cost, None, False)
-                assert slot.result is not None
-                return slot.result
-            batch = slot.lead
-        # This thread leads: it sends its batch, answers every caller in it,
-        # and hands the batch gathered meanwhile to the first of its callers.
+        if answer is None:
+            # Queued behind a round trip Redis did not answer. In this
+            # thread: an error of the fallback's for this request, or an
+            # interruption meanwhile, is this caller's.
+            return self._core.fallback(target, cost, None, False)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _join(self, queue_key: tuple[bytes, ...], slot: _Slot) -> None:
+        """Under the lock: ``slot`` joins the last batch gathered for its key."""
+        queue = self._queues.get(queue_key)
+        if queue is None:
+            queue = self._queues[queue_key] = _Queue()
+        if not queue.waiting or len(queue.waiting[-1].slots) >= MAX_BATCH:
+            queue.waiting.append(_Batch())
+        slot.batch = queue.waiting[-1]
+        slot.batch.slots.append(slot)
+
+    def _answer(self, keys: list[bytes], queue_key: tuple[bytes, ...], slot: _Slot) -> Union[RedisDecision, Exception, None]:
+        """Waits for ``slot``'s answer, and sends its batch when its turn comes."""
+        batch = slot.batch
+        assert batch is not None
+        while batch.outcome is None:
+            with self._lock:
+                turn = batch.outcome is None and self._next(queue_key) is slot
+                if turn:
+                    queue = self._queues[queue_key]
+                    batch.sender = slot
+                    queue.sending = batch
+                    del queue.waiting[0]
+                    batch.sent = [s for s in batch.slots if _here(s)]
+            if turn:
+                self._send(keys, queue_key, batch)
+            else:
+                # Looked at again now and then, not only when woken (see _RECHECK).
+                slot.event.wait(_RECHECK)
+        return batch.outcome[0].get(slot)
+
+    def _next(self, queue_key: tuple[bytes, ...]) -> Optional[_Slot]:
+        """Under the lock: the caller whose turn it is to send its batch (the
+        first still there of the first batch), or ``None`` while one is under
+        way or when nobody waits (the queue ends). Each change is a state the
+        others can go on from, should this thread be interrupted midway."""
+        queue = self._queues.get(queue_key)
+        if queue is None:
+            return None
+        sending = queue.sending
+        if sending is not None and sending.outcome is None:
+            assert sending.sender is not None
+            if _here(sending.sender):
+                return None
+            if sending not in queue.waiting:
+                # Its sender left before answering (interrupted): its callers
+                # are sent again, first (what Redis may have taken meanwhile
+                # stays taken: never more admitted).
+                queue.waiting.insert(0, sending)
+        queue.sending = None
+        waiting = queue.waiting
+        # Answered already (Redis down), or every caller left: nobody to send.
+        while waiting and (waiting[0].outcome is not None or not any(map(_here, waiting[0].slots))):
+            del waiting[0]
+        if not waiting:
+            del self._queues[queue_key]
+            return None
+        return next(s for s in waiting[0].slots if _here(s))
+
+    def _send(self, keys: list[bytes], queue_key: tuple[bytes, ...], batch: _Batch) -> None:
+        """Sends ``batch`` in one round trip, answers its callers (what was
+        taken for one that left is given back), and wakes the next sender.
+        When Redis did not answer, every caller gathered meanwhile asks the
+        fallback at once, each in its own thread, rather than each batch
+        waiting for its own round trip to fail. (Decided here, an
+        interruption of this thread, Ctrl-C, was caught as another caller's
+        error, and raised in that caller's thread.)"""
+        sent = batch.sent
+        answers: Sequence[Union[RedisDecision, Exception]]
         down = False
         try:
             answers, taken_at = self._decide_taken(
-                target, keys, "acquire", [s.cost for s in batch], None, [s.target for s in batch]
+                sent[0].target, keys, "acquire", [s.cost for s in sent], None, [s.target for s in sent]
             )
-            self._deliver(keys, batch, answers, taken_at)
             down = taken_at is None
         except _Fallbacks as mixed:
-            self._deliver(keys, batch, mixed.outcomes, None)
-            down = True
+            answers, taken_at, down = mixed.outcomes, None, True
         except ScriptError as error:
             # The script refused the call: every request of the batch alike.
-            for s in batch:
-                s.error = error
-        except BaseException:
-            # This thread was interrupted during its round trip (Ctrl-C, or a
-            # signal handler's exception, of any type: a SIGALRM timeout's):
-            # it leaves, and the others' requests go on, sent by the next of
-            # them (what Redis may have taken meanwhile stays taken: never
-            # more admitted), rather than each raising its interruption.
-            slot.lead = batch
-            self._abandon(queue_key, slot)
-            raise
-        self._hand_on(queue_key, down)
-        for s in batch:
-            if s is not slot:
-                s.event.set()
-        if slot.error is not None:
-            raise slot.error
-        assert slot.result is not None
-        return slot.result
-
-    def _hand_on(self, queue_key: tuple[bytes, ...], down: bool = False) -> None:
-        """Hands the batch gathered meanwhile to the first of its callers, who
-        sends it; or ends the queue when nobody waits. When Redis did not
-        answer (``down``), every caller gathered asks the fallback at once, each
-        in its own thread, rather than each batch waiting for its own round
-        trip to fail. (Decided here, an interruption of this thread, Ctrl-C,
-        was caught as another caller's error, raised in that caller's thread.)"""
+            answers, taken_at = [error] * len(sent), None
         with self._lock:
-            following = self._queues[queue_key]
+            batch.outcome = (dict(zip(sent, answers)), taken_at)
+            gone = [(s.target, s.cost, a) for s, a in zip(sent, answers) if isinstance(a, RedisDecision) and not _here(s)]
+            wake = sent[1:]  # (sent[0] is this thread's)
             if down:
-                del self._queues[queue_key]
-                for s in following:
-                    s.down = True
-            elif following:
-                self._queues[queue_key] = following[MAX_BATCH:]
-                following = following[:MAX_BATCH]
-                following[0].lead = following
-            else:
-                del self._queues[queue_key]
-        if down:
-            for s in following:
+                for waiting in self._queues[queue_key].waiting:
+                    waiting.outcome = ({}, None)
+                    wake += waiting.slots
+            following = self._next(queue_key)
+        # Woken after the answers are set: should this thread be interrupted
+        # here, the others find them when they look again.
+        for s in [*wake, following]:
+            if s is not None:
                 s.event.set()
-        elif following:
-            following[0].event.set()
-
-    def _deliver(
-        self, keys: list[bytes], batch: list[_Slot], answers: Sequence[Union[RedisDecision, Exception]], taken_at: Optional[Fraction]
-    ) -> None:
-        """Answers each caller of ``batch`` (a decision, or its own error);
-        what was taken for one that left meanwhile (interrupted, see
-        ``_abandon``) is given back."""
-        gone = []
-        with self._lock:
-            for s, answer in zip(batch, answers):
-                if isinstance(answer, Exception):
-                    s.error = answer
-                    continue
-                s.result, s.taken_at = answer, taken_at
-                if s.gone:
-                    gone.append((s.target, s.cost, answer))
         self._give_back(keys, gone, taken_at)
 
     def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
@@ -202,35 +273,27 @@ class _Sync:
         answer)`` each: to Redis at ``taken_at``, or (``None``) to the fallback."""
         given = _give_back_fallback(self._core, taken, taken_at)
         if given:
-            with contextlib.suppress(Exception):
+            # The script refusing (a key of another type): nobody to tell.
+            # Not any Exception: a signal handler's is this thread's to raise.
+            with contextlib.suppress(ScriptError):
                 self._refund(keys, given, taken_at)
 
-    def _abandon(self, queue_key: tuple[bytes, ...], slot: _Slot) -> None:
-        """A waiting caller interrupted (Ctrl-C, a signal handler's exception)
-        leaves its place: out of the queue, or, when it was handed a batch to
-        send, the batch goes on to the next caller in it, so that nobody
-        behind waits for a sender that left."""
+    def _leave(self, keys: list[bytes], queue_key: tuple[bytes, ...], slot: _Slot) -> None:
+        """A caller interrupted (Ctrl-C, a signal handler's exception) leaves:
+        its batch goes on without it, sent by the next of its callers when
+        it was this caller's to send; what Redis took for it is given back,
+        here when the answer came already, else by whoever answers."""
         with self._lock:
-            queue = self._queues.get(queue_key)
-            if queue is not None and slot in queue:
-                queue.remove(slot)
-                return
-            lead, slot.lead = slot.lead, None
-            # In a batch another caller sends: that caller gives back what
-            # Redis takes for this one, unless the answer came already.
-            slot.gone = lead is None and slot.result is None
-            answered = lead is None and slot.result is not None
-        if answered:
-            assert slot.result is not None
-            self._give_back(list(queue_key), [(slot.target, slot.cost, slot.result)], slot.taken_at)
-        if lead is None:
-            return
-        others = [s for s in lead if s is not slot]
-        if others:
-            others[0].lead = others
-            others[0].event.set()
-        else:
-            self._hand_on(queue_key)
+            slot.gone = True
+            assert slot.batch is not None
+            outcome = slot.batch.outcome
+            following = self._next(queue_key)
+        if following is not None:
+            following.event.set()
+        answer = None if outcome is None else outcome[0].get(slot)
+        if isinstance(answer, RedisDecision):
+            assert outcome is not None
+            self._give_back(keys, [(slot.target, slot.cost, answer)], outcome[1])
 
     def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
