@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
@@ -109,6 +109,17 @@ class _Queue:
         self.waiting: list[_Batch] = []
 
 
+def _close_idle(client: Any) -> None:
+    """Closes ``client``'s idle connections (they connect again when next used)."""
+    if getattr(client, "connection", None) is not None:
+        client.connection.disconnect()  # a single-connection client's
+    nodes = client.get_nodes() if hasattr(client, "get_nodes") else []  # a RedisCluster's
+    for each in [client, *(node.redis_connection for node in nodes)]:
+        pool = getattr(each, "connection_pool", None)
+        if pool is not None:
+            pool.disconnect(inuse_connections=False)
+
+
 class _Sync:
     """The sync client's calls: EVALSHA with a NOSCRIPT fallback, faults, batching."""
 
@@ -130,6 +141,17 @@ class _Sync:
             reply: _Reply = self._script(keys=keys, args=args)
         except ResponseError as error:
             _script_errors(error)
+            raise
+        except (RedisError, RedisClusterException):
+            raise
+        except BaseException:
+            # Interrupted (Ctrl-C, a signal handler's exception) between
+            # sending the script and reading its reply, redis-py (8.1) puts
+            # the connection back in its pool with the reply unread and hands
+            # it out as it is: the next command reads that reply as its own,
+            # and each later one the reply before its own. Which connection
+            # is not known: the idle ones go.
+            _close_idle(self._client)
             raise
         return reply
 
