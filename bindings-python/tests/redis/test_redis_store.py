@@ -848,6 +848,43 @@ def test_an_interruption_between_sending_the_script_and_reading_its_reply_leaves
     client.close()
 
 
+def test_an_async_cancel_cancelled_before_its_refund_went_still_gives_the_booking_back(url: str) -> None:
+    # cancel() forgot the booking, then awaited the refund in the caller's
+    # task: cancelled before the refund was sent (a timeout's, while it
+    # waited for a connection), the booking stayed, and a second cancel()
+    # did nothing.
+    async def main() -> float:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=f"rk-py-uncancel:{uuid.uuid4().hex}:")
+        assert (await limiter.try_acquire("k")).allowed
+        reservation = await limiter.reserve("k")  # the next slot, a minute on
+        assert reservation.ok
+        real = limiter._call
+        waiting, gate = asyncio.Event(), asyncio.Event()
+
+        async def held(keys: list[bytes], args: list[Any]) -> Any:
+            waiting.set()
+            await gate.wait()
+            return await real(keys, args)
+
+        limiter._call = held  # type: ignore[method-assign]
+        task = asyncio.ensure_future(reservation.cancel())
+        await waiting.wait()  # the refund waits at the gate
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        gate.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            retry = (await limiter.peek("k")).retry_after
+            if retry <= 60:
+                break
+        await client.aclose()
+        return retry
+
+    assert asyncio.run(main()) <= 60
+
+
 def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None:
     # The loop's end cancelled the batch's task, which went on to spawn the
     # next one on the dying loop: the key's queue stayed, and every later

@@ -249,7 +249,12 @@ class _Async:
             if slot is None:
                 self._core.unfallback(target, cost)
             else:
-                await self._refund(keys, cost, slot)
+                # In a task of its own: a cancel() cancelled (a timeout's)
+                # before the refund went still gives the booking back, as a
+                # second cancel() does nothing (the refund may have gone).
+                refund = asyncio.ensure_future(self._refund(keys, cost, slot))
+                _keep(refund)
+                await asyncio.shield(refund)
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
 
