@@ -304,7 +304,8 @@ impl Codec for FixedWindow {
         // window not yet reached).
         self.index = r.at_most(self.windows.index(self.latest.max(self.floor)))?;
         self.used = r.at_most(self.limit)?;
-        self.counted_from = r.optional_at_most(self.latest.max(self.floor).saturating_add(1))?;
+        self.counted_from =
+            r.refund_bound_at_most(self.latest.max(self.floor).saturating_add(1))?;
         Ok(())
     }
 }

@@ -289,7 +289,7 @@ impl Codec for LeakyBucket {
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.latest = r.varint()?;
         self.backlog = r.varint()?;
-        self.counted_from = r.optional_at_most(self.latest.saturating_add(self.backlog))?;
+        self.counted_from = r.refund_bound_at_most(self.latest.saturating_add(self.backlog))?;
         Ok(())
     }
 }

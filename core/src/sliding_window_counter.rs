@@ -406,7 +406,8 @@ impl Codec for SlidingWindowCounter {
         self.index = r.at_most(current)?;
         self.cur = r.at_most(self.limit)?;
         self.prev = r.at_most(self.limit)?;
-        self.counted_from = r.optional_at_most(self.latest.max(self.floor).saturating_add(1))?;
+        self.counted_from =
+            r.refund_bound_at_most(self.latest.max(self.floor).saturating_add(1))?;
         Ok(())
     }
 }

@@ -118,6 +118,7 @@ pub trait Portable: codec::Codec + Clone {
         }
         let mut r = codec::Reader {
             bytes: &bytes[HEADER..],
+            version: bytes[2],
         };
         let mut next = self.clone();
         next.read_state(&mut r)?;
@@ -185,9 +186,10 @@ pub(crate) mod codec {
         }
     }
 
-    /// Reads from a slice.
+    /// Reads from a slice the fields of a state of format `version`.
     pub struct Reader<'a> {
         pub(super) bytes: &'a [u8],
+        pub(super) version: u8,
     }
 
     impl Reader<'_> {
@@ -208,11 +210,16 @@ pub(crate) mod codec {
             Err(corrupt("a number does not fit in 64 bits"))
         }
 
-        /// A last, optional varint that must be at most `max`: 0 when the
-        /// bytes end here (state written before the field existed, or
-        /// without it when it is 0).
-        pub fn optional_at_most(&mut self, max: u64) -> Result<u64, Error> {
-            if self.bytes.is_empty() {
+        /// The refund bound a reconfigure sets, at most `max`: a last
+        /// varint that a version-2 state holds and a version-1 state does
+        /// not (read as 0, no bound). Told apart by the version, not by
+        /// where the bytes end, so that a version-2 state cut before its
+        /// bound is refused as truncated, rather than read as a state never
+        /// reconfigured (whose refunds would give back units the counts
+        /// carried over no longer hold), and a version-1 state followed by
+        /// a bound is refused for the bytes after its last field.
+        pub fn refund_bound_at_most(&mut self, max: u64) -> Result<u64, Error> {
+            if self.version < 2 {
                 return Ok(0);
             }
             self.at_most(max)

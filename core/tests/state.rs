@@ -136,6 +136,69 @@ proptest! {
     }
 }
 
+/// Another configuration of `subject`'s algorithm (and, for a window,
+/// of its kind of windows), to reconfigure to.
+fn other(subject: &Subject) -> Subject {
+    match subject {
+        Subject::Gcra(_) => Subject::Gcra(Gcra::new(2, Nanos(70)).unwrap()),
+        Subject::Bucket(_) => Subject::Bucket(TokenBucket::new(5, 1, Nanos(40)).unwrap()),
+        Subject::Buckets(_) => Subject::Buckets(
+            TokenBucket::from_bandwidths([
+                Bandwidth::interval(2, 1, Nanos(90)).unwrap(),
+                Bandwidth::greedy(4, 3, Nanos(500)).unwrap(),
+            ])
+            .unwrap(),
+        ),
+        Subject::Leaky(_) => Subject::Leaky(LeakyBucket::new(2, Nanos(230)).unwrap()),
+        Subject::Log(_) => Subject::Log(SlidingWindowLog::new(2, Nanos(400)).unwrap()),
+        Subject::Fixed(l) if l.calendar().is_some() => {
+            Subject::Fixed(FixedWindow::with_calendar(2, Calendar::Week).unwrap())
+        }
+        Subject::Fixed(_) => Subject::Fixed(FixedWindow::new(2, Nanos(400)).unwrap()),
+        Subject::Counter(l) if l.calendar().is_some() => {
+            Subject::Counter(SlidingWindowCounter::with_calendar(2, Calendar::Day).unwrap())
+        }
+        Subject::Counter(_) => Subject::Counter(SlidingWindowCounter::new(2, Nanos(400)).unwrap()),
+    }
+}
+
+proptest! {
+    /// The state a reconfigure leaves (a window's or a queue's refund
+    /// bound, written as version 2, included) round trips, and every strict
+    /// prefix is refused as truncated: a prefix without the bound read as a
+    /// state never reconfigured, whose refunds give back units the counts
+    /// carried over no longer hold. Read as the other version, the bytes are
+    /// refused or mean the same state.
+    #[test]
+    fn reconfigured_state_round_trips(before in ops(), gap in 0u64..300, after in ops()) {
+        for make in limiters().iter_mut() {
+            let mut original = make();
+            drive(&mut original, &before, 0);
+            let now = before.iter().map(|op| op.0).sum::<u64>() + gap;
+            let target = other(&original);
+            reconfigure(&mut original, Nanos(now), target.clone());
+            drive(&mut original, &after, now);
+            let bytes = on!(&original, l => l.to_bytes());
+            let mut restored = target.clone();
+            on!(&mut restored, l => l.restore(&bytes)).unwrap();
+            prop_assert_eq!(&restored, &original);
+            for cut in 0..bytes.len() {
+                let mut into = target.clone();
+                let result = on!(&mut into, l => l.restore(&bytes[..cut]));
+                prop_assert_eq!(result.map_err(|e| e.code()), Err("state_truncated"), "{} of {:?}", cut, bytes);
+                prop_assert_eq!(&into, &target);
+            }
+            let mut flipped = bytes.clone();
+            flipped[2] = 3 - flipped[2];
+            let mut into = target.clone();
+            match on!(&mut into, l => l.restore(&flipped)) {
+                Ok(()) => prop_assert_eq!(&into, &original),
+                Err(_) => prop_assert_eq!(&into, &target),
+            }
+        }
+    }
+}
+
 proptest! {
     /// `reconfigure` takes only the configuration of the limiter it is
     /// given: a used one, or the limiter itself, leaves the same state as a
@@ -274,4 +337,33 @@ fn headers_are_checked() {
     let mut overlong = good[..8].to_vec();
     overlong.extend([0xff; 10]);
     assert_eq!(code(&overlong), "state_corrupt");
+}
+
+/// A fixed window reconfigured to a lower limit holds a refund bound; its
+/// state cut before the bound was restored as one never reconfigured, and a
+/// refund of a unit taken before the reconfigure then admitted a third unit
+/// under a limit of 2.
+#[test]
+fn a_state_cut_before_its_refund_bound_is_truncated() {
+    let mut l = FixedWindow::new(4, Nanos(100)).unwrap();
+    assert!(l.try_acquire(Nanos(10), 2).unwrap().allowed);
+    assert!(l.try_acquire(Nanos(20), 1).unwrap().allowed);
+    l.reconfigure(Nanos(20), FixedWindow::new(2, Nanos(100)).unwrap());
+    let bytes = l.to_bytes();
+    assert_eq!(bytes[2], 2);
+    let fresh = FixedWindow::new(2, Nanos(100)).unwrap();
+    let mut restored = fresh.clone();
+    let cut = &bytes[..bytes.len() - 1];
+    assert_eq!(restored.restore(cut).unwrap_err().code(), "state_truncated");
+    assert_eq!(restored, fresh);
+    restored.restore(&bytes).unwrap();
+    restored.refund(Nanos(20), 1);
+    assert!(!restored.try_acquire(Nanos(30), 1).unwrap().allowed);
+    // A version-1 header followed by a bound is not a version-1 state.
+    let mut v1 = bytes.clone();
+    v1[2] = 1;
+    assert_eq!(
+        fresh.clone().restore(&v1).unwrap_err().code(),
+        "state_corrupt"
+    );
 }
