@@ -2,7 +2,7 @@
 
 use crate::aligned::{self, Booking, Windows};
 use crate::limiter::check_cost;
-use crate::nanos::since;
+use crate::nanos::{refundable, since};
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
@@ -51,7 +51,8 @@ pub struct FixedWindow {
     index: u64,
     used: u64,
     /// Units counted before this instant are not refunded (0 until a
-    /// reconfigure, which folds the count into the new window: see there).
+    /// reconfigure, which folds the count into the new window: see there;
+    /// [`Nanos::MAX`]: none, see `nanos::refundable`).
     counted_from: u64,
 }
 
@@ -258,7 +259,7 @@ impl Limiter for FixedWindow {
     /// and while a booking is pending the current one is no longer counted.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
-        if taken_at.0 >= self.counted_from && self.windows.index(taken_at.0) == self.index {
+        if refundable(taken_at, self.counted_from) && self.windows.index(taken_at.0) == self.index {
             self.used -= cost.min(self.used);
         }
     }

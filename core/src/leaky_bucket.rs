@@ -1,6 +1,7 @@
 //! The leaky bucket as a queue: traffic shaped to a fixed rate.
 
 use crate::limiter::check_cost;
+use crate::nanos::refundable;
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
@@ -62,7 +63,8 @@ pub struct LeakyBucket {
     /// [`Nanos::MAX`]; at most `capacity * interval` except after a reconfigure.
     backlog: u64,
     /// Units whose slot is before this instant are not refunded: where the
-    /// queue ended at the latest reconfigure (0 until one; see there).
+    /// queue ended at the latest reconfigure (0 until one; see there;
+    /// [`Nanos::MAX`]: none, see `nanos::refundable`).
     counted_from: u64,
 }
 
@@ -248,7 +250,7 @@ impl Limiter for LeakyBucket {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
         let end = taken_at.0 as u128 + cost as u128 * self.interval as u128;
-        let counted = taken_at.0 >= self.counted_from;
+        let counted = refundable(taken_at, self.counted_from);
         if cost > 0 && counted && end == self.latest as u128 + self.backlog as u128 {
             self.backlog = taken_at.0.saturating_sub(self.latest);
         }

@@ -71,6 +71,17 @@ pub(crate) fn booking_slot(
     (cost > 0 && slot as u128 >= fits_at).then_some(slot)
 }
 
+/// Whether units taken at `taken_at` may be refunded under the bound a
+/// reconfigure set, `counted_from` (0 until one): units taken from it on.
+/// The bound is the instant after the latest one counted (or a queue's
+/// end), which saturates at [`Nanos::MAX`]; so that bound stands for any
+/// later one, and nothing is refunded under it (units taken at that last
+/// instant after the reconfigure included, which errs on the strict side):
+/// otherwise units taken there before the reconfigure came back too.
+pub(crate) fn refundable(taken_at: Nanos, counted_from: u64) -> bool {
+    taken_at.0 >= counted_from && counted_from != u64::MAX
+}
+
 impl From<u64> for Nanos {
     fn from(ns: u64) -> Nanos {
         Nanos(ns)

@@ -2,7 +2,7 @@
 
 use crate::aligned::{self, Booking, Windows};
 use crate::limiter::check_cost;
-use crate::nanos::since;
+use crate::nanos::{refundable, since};
 use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
 use crate::{Calendar, Decision, Error, Limiter, Nanos};
 
@@ -100,7 +100,8 @@ pub struct SlidingWindowCounter {
     cur: u64,
     prev: u64,
     /// Units counted before this instant are not refunded (0 until a
-    /// reconfigure, which folds the counts into the new window: see there).
+    /// reconfigure, which folds the counts into the new window: see there;
+    /// [`Nanos::MAX`]: none, see `nanos::refundable`).
     counted_from: u64,
 }
 
@@ -354,7 +355,7 @@ impl Limiter for SlidingWindowCounter {
     /// the one before. Units of other windows stay.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn refund(&mut self, taken_at: Nanos, cost: u64) {
-        if taken_at.0 < self.counted_from {
+        if !refundable(taken_at, self.counted_from) {
             return;
         }
         let count = match self.index.checked_sub(self.windows.index(taken_at.0)) {

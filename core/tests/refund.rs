@@ -99,6 +99,37 @@ fn leaky_bucket_refund_after_reconfigure_keeps_the_spacing() {
     assert_eq!(l.reserve(Nanos(0), 1, Nanos(100)).unwrap(), Ok(Nanos(40)));
 }
 
+/// At the end of time a reconfigure's bound on refunds, the instant after
+/// the latest one (or a queue's end), saturated at 2^64 - 1 ns: units taken
+/// there before the reconfigure were given back again, from a count cut to
+/// the new limit or from the stretch of a queue.
+#[test]
+fn refunds_after_a_reconfigure_at_the_end_of_time_create_no_permits() {
+    let end = Nanos::MAX;
+    let mut fixed = FixedWindow::new(4, Nanos(100)).unwrap();
+    assert!(fixed.try_acquire(end, 3).unwrap().allowed);
+    fixed.reconfigure(end, FixedWindow::new(2, Nanos(100)).unwrap());
+    fixed.refund(end, 1);
+    assert!(!fixed.try_acquire(end, 1).unwrap().allowed);
+
+    let mut counter = SlidingWindowCounter::new(4, Nanos(100)).unwrap();
+    assert!(counter.try_acquire(end, 3).unwrap().allowed);
+    counter.reconfigure(end, SlidingWindowCounter::new(2, Nanos(100)).unwrap());
+    counter.refund(end, 1);
+    assert!(!counter.try_acquire(end, 1).unwrap().allowed);
+
+    // Units at 2^64 - 11 and 2^64 - 1 ns; from a reconfigure to 30 ns,
+    // the next leaves 30 ns after the second, past the end of time.
+    let mut queue = LeakyBucket::new(3, Nanos(10)).unwrap();
+    let at = Nanos(u64::MAX - 10);
+    assert_eq!(queue.reserve(at, 1, Nanos(100)).unwrap(), Ok(Nanos(0)));
+    assert_eq!(queue.reserve(at, 1, Nanos(100)).unwrap(), Ok(Nanos(10)));
+    queue.reconfigure(at, LeakyBucket::new(3, Nanos(30)).unwrap());
+    queue.refund(end, 1);
+    // It was booked 10 ns after the unit before.
+    assert_eq!(queue.reserve(at, 1, Nanos(100)).unwrap(), Ok(Nanos(40)));
+}
+
 /// The field a reconfigure sets goes through the state's bytes (and only
 /// then: a queue never reconfigured keeps the bytes it had).
 #[test]
@@ -146,7 +177,10 @@ proptest! {
 
     /// Two copies see the same calls, but one also takes a request `A`
     /// (acquired or reserved) and, after an optional reconfigure of both,
-    /// refunds it at the time it was counted.
+    /// refunds it at the time it was counted. Times start at 1 us, or 100
+    /// ns before the end of time, where they stop (at 2^64 - 1 ns a
+    /// reconfigure's bound on refunds, the instant after the latest one,
+    /// saturated, and units taken before it were given back).
     #[test]
     fn a_refund_never_leaves_a_limiter_looser_than_never_taking(
         (kind, n, p) in (0u8..6, 1u64..=4, 1u64..=40),
@@ -157,6 +191,7 @@ proptest! {
         (gap, cost, reserve, max_wait) in (0u64..30, 1u64..=3, any::<bool>(), 0u64..80),
         reconfigure in prop::option::of(0u64..60),
         probes in prop::collection::vec((0u64..120, 0u64..=3), 1..10),
+        end_of_time in any::<bool>(),
     ) {
         // A bucket keeps no history: a unit refunded after a reconfigure to
         // a larger burst may have refilled already (documented: the bound
@@ -169,17 +204,21 @@ proptest! {
         let bands2 = if bands2.len() == bands.len() { bands2 } else { bands.clone() };
         let mut two = make(kind, n, p, &bands);
         let target = make(kind, n2, p2, &bands2);
-        let mut now = 1_000u64;
+        let mut now = if end_of_time { u64::MAX - 100 } else { 1_000 };
         for (step, c) in prefix {
-            now += step;
+            now = now.saturating_add(step);
             two.try_acquire(Nanos(now), c.min(two.limit())).unwrap();
         }
         let mut one = two.clone();
-        now += gap;
+        now = now.saturating_add(gap);
         let cost = cost.min(one.limit());
         let taken_at = if reserve {
             match one.reserve(Nanos(now), cost, Nanos(max_wait)).unwrap() {
-                Ok(wait) => now + wait.0,
+                // A queue books past 2^64 - 1 ns: no time to refund at.
+                Ok(wait) => match now.checked_add(wait.0) {
+                    Some(slot) => slot,
+                    None => return Ok(()),
+                },
                 Err(_) => return Ok(()),
             }
         } else if one.try_acquire(Nanos(now), cost).unwrap().allowed {
@@ -188,13 +227,13 @@ proptest! {
             return Ok(());
         };
         if let Some(step) = reconfigure {
-            now += step;
+            now = now.saturating_add(step);
             one.reconfigure(Nanos(now), target.fresh()).unwrap();
             two.reconfigure(Nanos(now), target.fresh()).unwrap();
         }
         one.refund(Nanos(taken_at), cost);
         for (step, c) in probes {
-            let t = Nanos(now + step);
+            let t = Nanos(now.saturating_add(step));
             let c = c.min(one.limit());
             let (a, b) = (one.peek(t, c).unwrap(), two.peek(t, c).unwrap());
             prop_assert!(!a.allowed || b.allowed, "at {t:?}, cost {c}: {one:?} admits, {two:?} does not");
