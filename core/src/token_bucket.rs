@@ -4,7 +4,7 @@ use crate::bandwidth::Band;
 #[cfg(feature = "alloc")]
 use crate::keyed::Keyed;
 use crate::limiter::check_cost;
-use crate::state::codec::{Codec, Fingerprint, Reader, Writer};
+use crate::state::codec::{corrupt, Codec, Fingerprint, Reader, Writer};
 use crate::{Bandwidth, Decision, Error, Limiter, Nanos};
 
 /// A token bucket that refills lazily, with exact integer arithmetic, under
@@ -557,6 +557,10 @@ impl<const N: usize> Codec for TokenBucket<N> {
         }
     }
 
+    /// A bucket never called holds each band as it starts (its initial
+    /// tokens, nothing owed): only a call changes a band, and a refund or a
+    /// reconfigure reads a bucket never called as new, so a state never
+    /// called yet spent or owing would lose its debt to them.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
         self.updated = match r.at_most(1)? {
@@ -565,6 +569,11 @@ impl<const N: usize> Codec for TokenBucket<N> {
         };
         for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
             *band = Band::read(rule, r)?;
+            if self.updated.is_none() && *band != Band::new(rule) {
+                return Err(corrupt(
+                    "a bucket never called holds other than its initial tokens",
+                ));
+            }
         }
         Ok(())
     }

@@ -367,3 +367,35 @@ fn a_state_cut_before_its_refund_bound_is_truncated() {
         "state_corrupt"
     );
 }
+
+/// A token bucket's state says whether it has been called; one never called
+/// holds its initial tokens, none spent and none owed. A state never called
+/// yet spent was restored, then read as never called where that matters: a
+/// refund gave nothing back to it, and a reconfigure, even to the same
+/// configuration, replaced it with a full bucket, forgetting its debt.
+#[test]
+fn a_bucket_never_called_yet_spent_is_corrupt() {
+    let fresh = TokenBucket::new(3, 1, Nanos(100)).unwrap();
+    let header = fresh.to_bytes()[..8].to_vec();
+    // Never called; bands: (tokens, owed, carry).
+    for band in [[0, 5, 0], [1, 0, 0], [3, 0, 0]] {
+        let bytes = [header.clone(), vec![0], band.to_vec()].concat();
+        let mut restored = fresh.clone();
+        let result = restored.restore(&bytes).map_err(|e| e.code());
+        if band == [3, 0, 0] {
+            // A new bucket: its initial tokens, the capacity.
+            assert_eq!(result, Ok(()));
+        } else {
+            assert_eq!(result, Err("state_corrupt"), "{band:?}");
+        }
+        assert_eq!(restored, fresh);
+    }
+    // Starting short: only its initial tokens.
+    let short = TokenBucket::with_initial_tokens(3, 1, Nanos(100), 1).unwrap();
+    let header = short.to_bytes()[..8].to_vec();
+    for (tokens, ok) in [(0, false), (1, true), (3, false)] {
+        let bytes = [header.clone(), vec![0, tokens, 0, 0]].concat();
+        let result = short.clone().restore(&bytes).map_err(|e| e.code());
+        assert_eq!(result.is_ok(), ok, "{tokens} tokens: {result:?}");
+    }
+}
