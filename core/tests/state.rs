@@ -200,6 +200,60 @@ proptest! {
 }
 
 proptest! {
+    /// A valid encoding (of a state reconfigured or not) with bytes
+    /// replaced, inserted or removed never panics to restore: it is refused,
+    /// leaving the limiter as it was, or read as a state that decides,
+    /// reconfigures and refunds without panicking and encodes to bytes that
+    /// restore to it again.
+    #[test]
+    fn mutated_encodings_never_panic(
+        before in ops(),
+        reconfigured in any::<bool>(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 1..4),
+        after in ops(),
+    ) {
+        for make in limiters().iter_mut() {
+            let mut original = make();
+            drive(&mut original, &before, 0);
+            let now = before.iter().map(|op| op.0).sum::<u64>();
+            let blank = if reconfigured { other(&original) } else { make() };
+            if reconfigured {
+                reconfigure(&mut original, Nanos(now), blank.clone());
+            }
+            let mut bytes = on!(&original, l => l.to_bytes());
+            for &(at, byte, edit) in &edits {
+                let i = at.index(bytes.len() + 1);
+                match edit {
+                    0 if i < bytes.len() => bytes[i] = byte,
+                    1 => bytes.insert(i, byte),
+                    _ if i < bytes.len() => drop(bytes.remove(i)),
+                    _ => {}
+                }
+            }
+            let mut subject = blank.clone();
+            if on!(&mut subject, l => l.restore(&bytes)).is_err() {
+                prop_assert_eq!(&subject, &blank);
+                continue;
+            }
+            let encoded = on!(&subject, l => l.to_bytes());
+            let mut again = blank.clone();
+            on!(&mut again, l => l.restore(&encoded)).unwrap();
+            prop_assert_eq!(&again, &subject);
+            for at in [Nanos(now), Nanos::MAX] {
+                let mut copy = subject.clone();
+                on!(&mut copy, l => {
+                    let _ = l.try_acquire(at, 1);
+                    let _ = l.reserve(at, 2, Nanos::MAX);
+                    l.refund(at, 1);
+                });
+                reconfigure(&mut copy, at, blank.clone());
+                drive(&mut copy, &after, at.0.min(now));
+            }
+        }
+    }
+}
+
+proptest! {
     /// `reconfigure` takes only the configuration of the limiter it is
     /// given: a used one, or the limiter itself, leaves the same state as a
     /// new one.
