@@ -90,10 +90,13 @@ pub trait Portable: codec::Codec + Clone {
     /// Replaces this limiter's state with the one `bytes` hold.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn restore(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        if bytes.len() < HEADER {
+        // Short input that is not the start of a state (`{}`, a JSON text
+        // read by mistake) is corrupt, not merely cut short.
+        let magic = bytes.iter().zip(MAGIC).all(|(b, m)| *b == m);
+        if bytes.len() < HEADER && magic {
             return Err(Error::StateTruncated);
         }
-        if bytes[..2] != MAGIC {
+        if !magic {
             return Err(Error::StateCorrupt {
                 reason: "it does not start with ratekeeper's magic bytes",
             });

@@ -453,3 +453,20 @@ fn a_bucket_never_called_yet_spent_is_corrupt() {
         assert_eq!(result.is_ok(), ok, "{tokens} tokens: {result:?}");
     }
 }
+
+/// Input shorter than a header is truncated only when it starts as a state
+/// does; anything else (a JSON text read by mistake) is corrupt.
+#[test]
+fn short_input_that_is_no_state_is_corrupt() {
+    let mut l = Gcra::new(3, Nanos(100)).unwrap();
+    for (bytes, code) in [
+        (&b""[..], "state_truncated"),
+        (b"r", "state_truncated"),
+        (b"rk\x01", "state_truncated"),
+        (b"{}", "state_corrupt"),
+        (b"x", "state_corrupt"),
+        (b"rx\x01\x02", "state_corrupt"),
+    ] {
+        assert_eq!(l.restore(bytes).unwrap_err().code(), code, "{bytes:?}");
+    }
+}
