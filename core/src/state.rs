@@ -207,6 +207,11 @@ pub(crate) mod codec {
                 }
                 value |= bits << (7 * i);
                 if b & 0x80 == 0 {
+                    // The shortest form only (`80 00` is 0 spelt long), so
+                    // that bytes a state was read from are the bytes it writes.
+                    if b == 0 && i > 0 {
+                        return Err(corrupt("a number is not in its shortest form"));
+                    }
                     return Ok(value);
                 }
             }

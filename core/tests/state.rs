@@ -470,3 +470,21 @@ fn short_input_that_is_no_state_is_corrupt() {
         assert_eq!(l.restore(bytes).unwrap_err().code(), code, "{bytes:?}");
     }
 }
+
+/// A number spelt longer than it needs (`80 00` for 0) is corrupt: the bytes
+/// a state is read from are the bytes it writes back.
+#[test]
+fn numbers_in_a_longer_form_than_needed_are_corrupt() {
+    let mut l = Gcra::new(3, Nanos(100)).unwrap();
+    l.try_acquire(Nanos(1_000), 1).unwrap();
+    let bytes = l.to_bytes();
+    let mut fresh = Gcra::new(3, Nanos(100)).unwrap();
+    fresh.restore(&bytes).unwrap();
+    assert_eq!(fresh.to_bytes(), bytes);
+    // The last field (a small number, one byte) spelt in two.
+    let last = *bytes.last().unwrap();
+    assert!(last < 0x80);
+    let mut long = bytes[..bytes.len() - 1].to_vec();
+    long.extend([last | 0x80, 0x00]);
+    assert_eq!(fresh.restore(&long).unwrap_err().code(), "state_corrupt");
+}
