@@ -484,7 +484,7 @@ export type HandlerOptions<Request> =
       limiter: KeyedLimiter
       /** The client a request counts against. */
       key: (request: Request) => Key | PromiseLike<Key>
-      /** The cost of a request. Default 1. */
+      /** The cost of a request (a number: `undefined` or `null` goes to `next(error)`). Default 1. */
       cost?: (request: Request) => number | PromiseLike<number>
       /** A Policy's option: refused here. */
       fields?: never

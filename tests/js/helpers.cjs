@@ -111,4 +111,4 @@ async function flush() {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 }
 
-module.exports = { assertLimiterError, assertLimiterRejects, fakeTime, flush };
+module.exports = { assertLimiterError, assertLimiterRejects, checkLimiterError, fakeTime, flush };

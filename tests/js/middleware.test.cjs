@@ -9,7 +9,7 @@ const express = require('express');
 const Fastify = require('fastify');
 
 const { middleware, fastifyHook, FixedWindow, KeyedLimiter, Policy } = require('./impl.cjs');
-const { assertLimiterError } = require('./helpers.cjs');
+const { assertLimiterError, checkLimiterError } = require('./helpers.cjs');
 
 // Two requests per client per minute, the client named by a header; POST costs 2.
 const options = () => ({
@@ -297,5 +297,27 @@ describe('the helpers check their options', () => {
     middleware({ limiter, key: () => ({}) })({}, res, (e) => errors.push(e));
     assert.deepStrictEqual(errors.map((e) => [e.name, e.code]), [['TypeError', 'invalid_type']]);
     assert.match(errors[0].message, /`key`/);
+  });
+});
+
+describe('a cost function that returns no number', () => {
+  it('goes to next(error) / done(error) naming `cost`, charging nothing: it was read as a cost of 1', async () => {
+    // tryAcquire reads an undefined or null cost as its default: such a
+    // request was charged 1, whatever the function meant to charge.
+    const res = { setHeader() {}, end() {} };
+    const reply = { headers() {}, code: () => reply, type: () => reply, send() {} };
+    for (const answer of [undefined, null, '2']) {
+      for (const [what, cost] of [['sync', () => answer], ['async', async () => answer]]) {
+        const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+        const [viaExpress, viaFastify] = await Promise.all([
+          new Promise((resolve) => middleware({ limiter, key: () => 'k', cost })({}, res, resolve)),
+          new Promise((resolve) => fastifyHook({ limiter, key: () => 'k', cost })({}, reply, resolve)),
+        ]);
+        for (const error of [viaExpress, viaFastify]) {
+          checkLimiterError(error, 'invalid_type', 'cost', `${what} ${answer}`);
+        }
+        assert.equal(limiter.peek('k', 0).remaining, 5, `${what} ${answer}: nothing charged`);
+      }
+    }
   });
 });

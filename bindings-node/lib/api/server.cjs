@@ -38,6 +38,12 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     }
     const costOf = cost === undefined ? () => 1 : cost;
     const decide = (input, units) => {
+      // tryAcquire reads an undefined or null cost as its default, 1: a cost
+      // function that returned nothing would charge its request 1 unit,
+      // whatever it meant to charge. Refused instead, as a cost of another type is.
+      if (typeof units !== 'number') {
+        invalidType(`\`cost\` must return a number, not ${units === null ? 'null' : typeof units}`);
+      }
       const d = limiter.tryAcquire(input, units);
       return { decision: d, headers: limiter.headers(d) };
     };
