@@ -505,12 +505,16 @@ export type HandlerOptions<Request> =
 export interface ResponseLike {
   statusCode: number
   setHeader(name: string, value: string): unknown
+  /** Where given, RateLimit items an earlier helper set are kept, ours added after them. */
+  getHeader?(name: string): unknown
   end(body?: string): unknown
 }
 
 /** What `fastifyHook` needs of a Fastify reply. */
 export interface ReplyLike {
   headers(values: Record<string, string>): unknown
+  /** Where given, RateLimit items an earlier hook set are kept, ours added after them. */
+  getHeader?(name: string): unknown
   code(status: number): ReplyLike
   type(contentType: string): ReplyLike
   send(body?: string): unknown
@@ -518,7 +522,8 @@ export interface ReplyLike {
 
 /**
  * An Express-style middleware `(req, res, next)`: sets `RateLimit-Policy` and
- * `RateLimit` on every response; answers a denied request with 429, `Retry-After`
+ * `RateLimit` on every response (after the items of an earlier helper: another
+ * limiter's, which also limits the request); answers a denied request with 429, `Retry-After`
  * and a plain-text body, without calling `next`. A full store made with eviction
  * `'refuse'` refuses a new key with 503 (no RateLimit headers); any other error
  * goes to `next(error)`, one of writing the answer included (headers already sent).

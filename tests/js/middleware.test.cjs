@@ -158,10 +158,10 @@ describe('fastifyHook with async key and cost functions, in a real Fastify app',
   scenario(server);
 });
 
-/** An Express app on 127.0.0.1 behind `middleware(options)`, answering "hello". */
+/** An Express app on 127.0.0.1 behind `middleware(options)` (each in turn, for an array), answering "hello". */
 async function expressServer(server, options) {
   const app = express();
-  app.use(middleware(options));
+  for (const each of [options].flat()) app.use(middleware(each));
   app.all('/', (req, res) => res.type('text/plain').send('hello'));
   // Quiet error handler: answers 500 without printing the stack.
   app.use((error, req, res, next) => res.status(500).send(String(error.message)));
@@ -174,7 +174,7 @@ async function expressServer(server, options) {
 /** The same with Fastify and `fastifyHook(options)`. */
 async function fastifyServer(server, options) {
   const app = Fastify({ logger: false });
-  app.addHook('onRequest', fastifyHook(options));
+  for (const each of [options].flat()) app.addHook('onRequest', fastifyHook(each));
   app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
   server.app = app;
   await app.listen({ port: 0, host: '127.0.0.1' });
@@ -209,10 +209,12 @@ const fullStores = {
   }),
 };
 
-for (const [framework, serve, close] of [
+const frameworks = [
   ['middleware', expressServer, (server) => new Promise((resolve) => server.http.close(resolve))],
   ['fastifyHook', fastifyServer, (server) => server.app.close()],
-]) {
+];
+
+for (const [framework, serve, close] of frameworks) {
   for (const [what, make] of Object.entries(fullStores)) {
     describe(`${framework}: a full ${what} store that refuses new keys`, () => {
       const server = {};
@@ -321,3 +323,32 @@ describe('a cost function that returns no number', () => {
     }
   });
 });
+
+// Two helpers in a row, as an app limits every route and then one of them:
+// a response is limited by both, and lists both limits, as two stacked ASGI
+// middlewares list theirs. The second helper's headers replaced the first's.
+const stacked = () => [
+  { limiter: new KeyedLimiter(new FixedWindow({ limit: 100, windowMs: 60_000, name: 'global' })), key: () => 'everyone' },
+  { limiter: new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'login' })), key: (request) => request.headers['x-client'] },
+];
+
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: two in a row`, () => {
+    const server = {};
+    before(() => serve(server, stacked()));
+    after(() => close(server));
+    it("each response lists both limiters' items, the 429 too", async () => {
+      const first = await get(server.url, 'alice');
+      assert.equal(first.status, 200);
+      assert.equal(first.policy, '"global";q=100;w=60, "login";q=1;w=60');
+      assert.match(first.rateLimit, /^"global";r=99;t=\d+, "login";r=0;t=\d+$/);
+      assert.equal(first.retryAfter, null);
+      const denied = await get(server.url, 'alice');
+      assert.equal(denied.status, 429);
+      assert.equal(denied.policy, '"global";q=100;w=60, "login";q=1;w=60');
+      assert.match(denied.rateLimit, /^"global";r=98;t=\d+, "login";r=0;t=\d+$/);
+      const retry = Number(denied.retryAfter);
+      assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `Retry-After ${denied.retryAfter}`);
+    });
+  });
+}

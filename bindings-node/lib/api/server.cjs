@@ -59,6 +59,19 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof value.then === 'function';
   }
 
+  /**
+   * The value to set for header `name`, given the one already set (`had`):
+   * RateLimit-Policy and RateLimit are lists, one item per limit, so an
+   * earlier helper's items (another limiter's: one for every route, then
+   * one for this route) stay, ours after them, as stacked ASGI middlewares
+   * send both; setting ours alone dropped the earlier limits from the
+   * answer. Retry-After is one value: this denial's.
+   */
+  function listed(name, had, value) {
+    if (name === 'Retry-After' || had === undefined || had === null || had === '') return value;
+    return `${Array.isArray(had) ? had.join(', ') : had}, ${value}`;
+  }
+
   const TOO_MANY = 'Too Many Requests\n';
   const UNAVAILABLE = 'Service Unavailable\n';
 
@@ -119,8 +132,9 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
    * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally (each may
-   * return a promise); every response carries RateLimit-Policy and RateLimit,
-   * and a denied request gets 429 with Retry-After. A full store that refuses
+   * return a promise); every response carries RateLimit-Policy and RateLimit
+   * (after an earlier helper's items: see listed), and a denied request gets
+   * 429 with Retry-After. A full store that refuses
    * new keys answers 503; other errors go to `next(error)`, those of writing
    * the answer included (headers already sent, say).
    */
@@ -134,7 +148,7 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
           res.end(UNAVAILABLE);
           return false;
         }
-        for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+        for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, listed(name, res.getHeader?.(name), value));
         if (outcome.decision.allowed) return true;
         res.statusCode = 429;
         res.setHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -154,7 +168,9 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
           reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
           return false;
         }
-        reply.headers(outcome.headers);
+        const headers = {};
+        for (const [name, value] of Object.entries(outcome.headers)) headers[name] = listed(name, reply.getHeader?.(name), value);
+        reply.headers(headers);
         if (outcome.decision.allowed) return true;
         // Answering from the hook: Fastify then skips the handler; done() is not called.
         reply.code(429).type('text/plain; charset=utf-8').send(TOO_MANY);
