@@ -885,6 +885,32 @@ def test_an_async_cancel_cancelled_before_its_refund_went_still_gives_the_bookin
     assert asyncio.run(main()) <= 60
 
 
+def test_an_interrupted_round_trip_raises_its_interruption_on_a_pool_of_redis_py_before_7(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The package takes redis-py 4.6 on, whose BlockingConnectionPool (to
+    # 6.4) has disconnect(self), no inuse_connections: closing the idle
+    # connections after an interruption raised a TypeError in its place (a
+    # Ctrl-C, a SIGALRM timeout's exception, turned into "unexpected keyword
+    # argument"). This pool has that signature, as those versions' has.
+    class Pool(redis.BlockingConnectionPool):
+        def disconnect(self) -> None:  # type: ignore[override]
+            super().disconnect()
+
+    client = redis.Redis(connection_pool=Pool.from_url(url))
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-old-pool:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.undo()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(client, "parse_response", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.try_acquire("k")
+    client.close()
+
+
 def test_an_async_limiter_outlives_a_loop_that_ended_mid_batch(url: str) -> None:
     # The loop's end cancelled the batch's task, which went on to spawn the
     # next one on the dying loop: the key's queue stayed, and every later

@@ -117,7 +117,14 @@ def _close_idle(client: Any) -> None:
     for each in [client, *(node.redis_connection for node in nodes)]:
         pool = getattr(each, "connection_pool", None)
         if pool is not None:
-            pool.disconnect(inuse_connections=False)
+            try:
+                pool.disconnect(inuse_connections=False)
+            except TypeError:
+                # redis-py before 7: a BlockingConnectionPool's disconnect()
+                # takes no argument (and closes the connections in use too).
+                # Those versions check a connection for unread data as they
+                # hand it out, and connect again: nothing to close.
+                pass
 
 
 class _Sync:
