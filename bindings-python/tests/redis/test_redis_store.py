@@ -8,7 +8,9 @@ import enum
 import gc
 import math
 import multiprocessing
+import re
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -1157,6 +1159,34 @@ def test_an_integer_of_any_kind_is_its_digits_as_a_key_and_counts_as_a_cost(clie
         limiter.try_acquire(True)
     with pytest.raises(ratekeeper.RateLimitTypeError, match="cost"):
         limiter.try_acquire("7", True)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="sys.set_int_max_str_digits is 3.11's")
+def test_an_int_key_of_more_digits_than_python_writes_is_refused_as_in_process() -> None:
+    # An int key is its decimal digits, and past sys.get_int_max_str_digits()
+    # Python refuses to write them: the clients raised its bare ValueError (no
+    # RateLimitError, no code, no argument named), where the in-process
+    # KeyedLimiter and Policy say invalid_value naming the key. Refused
+    # before anything is sent (the clients are never connected).
+    limiter = RedisLimiter(redis.Redis(port=1), ratekeeper.FixedWindow(10, 3600))
+    policy = RedisPolicy(redis.Redis(port=1), "1/second", by=["user"])
+    async_limiter = AsyncRedisLimiter(redis.asyncio.Redis(port=1), ratekeeper.FixedWindow(10, 3600))
+    digits = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)  # the least Python takes
+    try:
+        calls: list[tuple[str, Callable[[], object]]] = [
+            ("key", lambda: limiter.try_acquire(10**700)),
+            ("key", lambda: limiter.peek(10**700)),
+            ("request['user']", lambda: policy.try_acquire({"user": 10**700})),
+            ("key", lambda: asyncio.run(async_limiter.try_acquire(10**700))),
+        ]
+        for name, call in calls:
+            with pytest.raises(ratekeeper.RateLimitError, match=f"^{re.escape(name)} has more digits than Python writes") as refused:
+                call()
+            assert refused.value.code == "invalid_value"
+        assert limiter._keys(10**600)[0].endswith(b":601:1" + b"0" * 600)  # fewer digits: the key as before
+    finally:
+        sys.set_int_max_str_digits(digits)
 
 
 def test_an_in_process_fallback_never_raises_in_an_outage_for_a_call_redis_takes(client: redis.Redis) -> None:

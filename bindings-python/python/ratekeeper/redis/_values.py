@@ -149,7 +149,14 @@ def _key_part(value: object, name: str) -> bytes:
         return _utf8(value, name)
     if isinstance(value, bytes):
         return value
-    return b"%d" % _integer(value, name, "str, bytes or int")
+    number = _integer(value, name, "str, bytes or int")
+    try:
+        return b"%d" % number
+    except ValueError:
+        # Past sys.get_int_max_str_digits(): Python's bare ValueError, as in-process.
+        raise _error(
+            f"{name} has more digits than Python writes as text (an int key is its decimal digits; see sys.set_int_max_str_digits)"
+        ) from None
 
 
 def _integer(value: object, name: str, expected: str) -> int:
