@@ -327,6 +327,8 @@ function pace(RateLimited, fetch, limiter, options) {
   const timersInPlace = options?.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
   let armedBy;
   let nextId = 0;
+  // The ids of requests taken out of the queue meanwhile, while `whole` runs (else null).
+  let held = null;
   // The clocks, checked at each read (see readMs). A read that fails in the
   // timer fails the queued requests; in a call, that call.
   const readClock = () => readMs('clock', clock);
@@ -441,22 +443,24 @@ function pace(RateLimited, fetch, limiter, options) {
    * given back moved, and two requests never share one.
    */
   function rebook(from, again, now) {
-    for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
-    queue.length = from;
-    for (const entry of again) {
-      let error;
-      try {
-        // A timer that fired late may leave less than nothing of it: then
-        // only a slot free at once will do.
-        error = book(entry, now, Math.max(0, entry.deadline - now), true);
-      } catch (thrown) {
-        // The limiter refused the arguments (a clock out of its range, say):
-        // this request fails, and the others are still booked.
-        error = thrown;
+    whole(() => {
+      for (let i = queue.length - 1; i >= from; i--) giveBack(queue[i]);
+      queue.length = from;
+      for (const entry of again) {
+        let error;
+        try {
+          // A timer that fired late may leave less than nothing of it: then
+          // only a slot free at once will do.
+          error = book(entry, now, Math.max(0, entry.deadline - now), true);
+        } catch (thrown) {
+          // The limiter refused the arguments (a clock out of its range, say):
+          // this request fails, and the others are still booked.
+          error = thrown;
+        }
+        if (error === null) queue.push(entry);
+        else drop(entry, error);
       }
-      if (error === null) queue.push(entry);
-      else drop(entry, error);
-    }
+    });
   }
 
   /**
@@ -478,15 +482,17 @@ function pace(RateLimited, fetch, limiter, options) {
       while (at < queue.length && queue[at].id < first.id) at++;
       queue.splice(at, 0, first);
     }
-    for (const entry of queue.splice(0)) {
-      const error = pauseExceeds(now, entry.deadline - now, true);
-      if (error !== null) {
-        drop(entry, error);
-      } else {
-        entry.atMs = pausedUntil;
-        queue.push(entry);
+    whole(() => {
+      for (const entry of queue.splice(0)) {
+        const error = pauseExceeds(now, entry.deadline - now, true);
+        if (error !== null) {
+          drop(entry, error);
+        } else {
+          entry.atMs = pausedUntil;
+          queue.push(entry);
+        }
       }
-    }
+    });
     emit({ type: 'paused', untilMs: pausedUntil });
     arm();
   }
@@ -534,10 +540,30 @@ function pace(RateLimited, fetch, limiter, options) {
     entry.reject(error);
   }
 
-  /** Fails a queued `entry` that leaves the queue (a pause beyond its maxWaitMs, its booking refused), and tells onEvent. */
+  /** Fails a queued `entry` that leaves the queue (a pause beyond its maxWaitMs, its booking refused), and tells onEvent (see `whole`). */
   function drop(entry, error) {
     fail(entry, error);
-    emit({ type: 'rejected', id: entry.id });
+    if (held !== null) held.push(entry.id);
+    else emit({ type: 'rejected', id: entry.id });
+  }
+
+  /**
+   * Runs `change`, which takes requests out of the queue and puts others
+   * back, telling onEvent of those it took out ('rejected') once it is
+   * done: told as each left, a call onEvent made went into the queue ahead
+   * of those not yet put back, and ahead of the call under way (its
+   * booking then came first: first come first served no more).
+   */
+  function whole(change) {
+    if (held !== null) return change();
+    held = [];
+    try {
+      return change();
+    } finally {
+      const ids = held;
+      held = null;
+      for (const id of ids) emit({ type: 'rejected', id });
+    }
   }
 
   function send(entry) {
@@ -590,7 +616,9 @@ function pace(RateLimited, fetch, limiter, options) {
   }
 
   function paced(input, init) {
-    return new Promise((resolve, reject) => {
+    // A call's bookings after a pause (bookAfterPause) may take requests
+    // out: told once this one is queued (see `whole`).
+    return new Promise((resolve, reject) => whole(() => {
       // fetch takes init's signal over the Request's own, null included
       // (which detaches the request from its own).
       const own = init != null && init.signal !== undefined ? init.signal : isRequest(input) ? input.signal : null;
@@ -709,7 +737,7 @@ function pace(RateLimited, fetch, limiter, options) {
       // Due now and nobody ahead: no timer round trip.
       if (queue.length === 1 && entry.atMs <= now && pausedUntil <= now) fire();
       else arm();
-    });
+    }));
   }
 
   Object.defineProperty(paced, 'waiting', { get: () => queue.length, enumerable: true });

@@ -955,3 +955,35 @@ test('a signal whose removeEventListener throws strands nobody, and throws nothi
   for (const listener of listeners) listener();
   assert.equal(paced.waiting, 0);
 });
+
+test("a call made from onEvent as a request leaves the queue goes behind those called before it", async () => {
+  // A pause past b's maxWaitMs takes b out ('rejected'), and onEvent heard
+  // of it while the queue was being rebuilt: d, called from onEvent, went
+  // in ahead of c (called before it, not yet put back), was booked first
+  // when the pause ended, and pushed c past its own maxWaitMs.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 200, headers: { 'RateLimit-Remaining': '0', 'RateLimit-Reset': '0.7' } } : { status: 200 },
+  );
+  const twoPerSecond = Gcra.perPeriod({ burst: 1, tokens: 2, periodMs: 1000, clock: time.clock });
+  let answerA;
+  const held = (url) => (url === '/a' ? new Promise((resolve) => (answerA = () => resolve(fetch(url)))) : fetch(url));
+  // Each call's status, or the name of its error.
+  const outcome = (call) => call.then((response) => response.status, (error) => error.name);
+  let d;
+  const onEvent = ({ type }) => {
+    if (type === 'rejected' && d === undefined) d = outcome(paced('/d'));
+  };
+  const paced = pacedFetch(held, twoPerSecond, { clock: time.clock, timers: time.timers, maxWaitMs: 1000, onEvent });
+  const a = outcome(paced('/a')); // sent at 0
+  const b = outcome(paced('/b')); // its slot at 500, its deadline 1000
+  await time.advance(400);
+  const c = outcome(paced('/c')); // its slot at 1000, its deadline 1400
+  await time.advance(50);
+  answerA(); // at 450: a pause of 700 ms, to 1150: past b's deadline, within c's
+  assert.equal(await b, 'TimeoutError');
+  assert.ok(d !== undefined, 'onEvent heard of b');
+  await time.advance(2000);
+  assert.deepEqual([await a, await c, await d], [200, 200, 'TimeoutError'], "c, called before d, goes first when the pause ends; d's slot after it lies past its maxWaitMs");
+  assert.deepEqual(log, [['/a', 450], ['/c', 1150]]);
+});
