@@ -148,6 +148,12 @@ def test_explain_sustains_calendar_months_per_average_month() -> None:
     assert (rate["units"], rate["per_ns"]) == (4_800_000, 146_097 * 86_400 * 10**9)
     status, out, _ = run("explain", "1000/month", "--algorithm", "fixed_window", "--calendar", "month")
     assert "sustained rate     1,000 per calendar month on average (30.436875 days)" in out
+    # A window counter's cycle is two windows (1 per 2 days, for 1/day): its
+    # odd count over two months read "2,400 per 146097 days".
+    status, out, _ = run("explain", "1/month", "--algorithm", "sliding_window_counter", "--calendar", "month")
+    assert "sustained rate     1 per 2 calendar months on average (60.87375 days)" in out
+    status, out, _ = run("explain", "7/month", "--algorithm", "sliding_window_counter", "--calendar", "month")
+    assert "sustained rate     6 per calendar month on average (30.436875 days)" in out
 
 
 @pytest.mark.parametrize(

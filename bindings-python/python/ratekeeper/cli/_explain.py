@@ -141,10 +141,12 @@ def _print_figures(fig: dict[str, Any], out: TextIO, indent: str = "  ") -> None
     print(f"{indent}largest burst      {fig['burst']:,} at one instant{bound}", file=out)
     if rate is not None:
         units, per = _round_period(rate["units"], rate["per_ns"])
-        if per == _GREGORIAN_NS and units % 4_800 == 0:
-            # Calendar months: 4,800 months in 400 Gregorian years.
-            period = "calendar month on average (30.436875 days)"
-            units //= 4_800
+        if per == _GREGORIAN_NS and units % 2_400 == 0:
+            # Calendar months: 4,800 months in 400 Gregorian years. A window
+            # counter's cycle is two windows: an odd count per two months.
+            months = 1 if units % 4_800 == 0 else 2
+            units = units * months // 4_800
+            period = "calendar month on average (30.436875 days)" if months == 1 else "2 calendar months on average (60.87375 days)"
         else:
             period = fmt_seconds(per / 1e9)
         print(f"{indent}sustained rate     {units:,} per {period} ({rate['per_second']:,.6g}/s)", file=out)
