@@ -296,6 +296,21 @@ function within(promise, ms) {
 /** The longest delay timers take (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/**
+ * Stops listening to `signal`, never throwing: a signal whose
+ * removeEventListener throws (a polyfill's, another realm's) passes
+ * isSignal, and would throw from a timer (ending a Node process) or leave
+ * a wait unsettled. Its listener then stays, and finds the wait settled,
+ * as the in-process acquire's and pacedFetch's do.
+ */
+function unlisten(signal, onAbort) {
+  try {
+    signal.removeEventListener('abort', onAbort);
+  } catch {
+    // kept listening: see above
+  }
+}
+
 /** Resolves after `ms`, in timers of at most MAX_TIMER_MS; rejects with `signal`'s reason when it aborts. */
 function sleep(ms, signal) {
   return new Promise((resolve, reject) => {
@@ -312,7 +327,7 @@ function sleep(ms, signal) {
     const wait = (left) => {
       timer = setTimeout(() => {
         if (left > MAX_TIMER_MS) return wait(left - MAX_TIMER_MS);
-        if (signal !== undefined) signal.removeEventListener('abort', onAbort);
+        if (signal !== undefined) unlisten(signal, onAbort);
         resolve();
       }, Math.min(left, MAX_TIMER_MS));
     };
@@ -339,7 +354,7 @@ function abortable(promise, signal, late) {
     signal.addEventListener('abort', onAbort, { once: true });
     promise.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
+        unlisten(signal, onAbort);
         if (done) return;
         done = true;
         // Aborted with no event (an already-aborted signal's reason read late).
@@ -349,7 +364,7 @@ function abortable(promise, signal, late) {
         } else resolve(value);
       },
       (error) => {
-        signal.removeEventListener('abort', onAbort);
+        unlisten(signal, onAbort);
         if (done) return;
         done = true;
         reject(error);

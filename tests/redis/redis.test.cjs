@@ -957,3 +957,26 @@ test('a duration of a week or more and a fraction of a microsecond is refused, a
   // Whole microseconds pass, however long, whatever the float's rounding.
   for (const ms of [week, 30 * 86_400_000 + 0.001, 2 ** 50 / 1000, 1.1, 0.001]) new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: ms }));
 });
+
+test('acquire with a signal whose removeEventListener throws waits and resolves, as in-process', () =>
+  withClient('ioredis', async (client) => {
+    // The signal passes the check (its functions are there), and the wait
+    // stopped listening unguarded: from the booking's round trip's answer
+    // (abortable: the acquire never settled, its rejection unhandled), and
+    // from the sleep's timer (an uncaught exception, ending a Node
+    // process). The in-process acquire and pacedFetch guard both.
+    const make = () => new rk.Gcra({ burst: 1, emissionIntervalMs: 50 });
+    const limiter = new RedisLimiter(client, make(), { prefix: prefix('unlisten') });
+    const signal = {
+      aborted: false,
+      addEventListener() {},
+      removeEventListener() {
+        throw new Error('removeEventListener of another realm');
+      },
+    };
+    const local = new rk.KeyedLimiter(make());
+    await local.acquire('k', 1, { signal });
+    await local.acquire('k', 1, { signal }); // waits for its slot
+    await limiter.acquire('k', 1, { signal });
+    await limiter.acquire('k', 1, { signal }); // waits for its slot
+  }));
