@@ -354,7 +354,7 @@ export declare class KeyedLimiter {
   reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Reservation
   refund(key: Key, cost: number, takenAtMs?: number): void
   acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
-  /** Decides each of `costs` in turn for `key` at one instant. A cost above the limit fails the whole call, deciding nothing. */
+  /** Decides each of `costs` in turn for `key` at one instant. A cost above the limit fails the whole call (`cost_exceeds_limit`, naming the first such cost), deciding nothing. */
   tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Decision[]
   headers(decision: Decision): RateLimitHeaders
   /** Drops the keys back to their fresh state. */

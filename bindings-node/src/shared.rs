@@ -753,9 +753,7 @@ pub fn keyed_try_acquire_batch(
         .iter()
         .map(|&c| count(c, "cost"))
         .collect::<Result<Vec<u64>, Error>>()?;
-    for &cost in &costs {
-        s.peek(key, now, cost)?;
-    }
+    s.check_batch(key, now, &costs)?;
     let mut out = vec![Err(Error::StateTruncated); costs.len()];
     s.try_acquire_batch(key, now, &costs, &mut out)?;
     let mut flat = Vec::with_capacity(5 * out.len());

@@ -174,8 +174,9 @@ limiter_methods!(
         /// a list of Decisions.
         ///
         /// The server's half of batching a hot key. A cost above ``limit``
-        /// raises ``RateLimitError`` (``cost_exceeds_limit``) before anything is
-        /// decided.
+        /// raises ``RateLimitError`` (``cost_exceeds_limit``, naming the first
+        /// such cost) before anything is decided, and before a full store's
+        /// ``store_full``.
         #[pyo3(signature = (key, costs, now = None))]
         fn try_acquire_batch<'py>(
             slf: &Bound<'py, Self>,
@@ -194,10 +195,9 @@ limiter_methods!(
             let mut decided = vec![Err(undecided); costs.len()];
             let batch = {
                 let mut store = shared.lock(py);
-                // The core fails only an entry whose cost exceeds the limit;
-                // ask it about the largest first, so that nothing is decided.
-                let largest = costs.iter().max().copied().unwrap_or(0);
-                store.peek(key.as_ref(), at, largest).and_then(|_| {
+                // The core fails only an entry whose cost exceeds the limit:
+                // checked first, so that nothing is decided.
+                store.check_batch(key.as_ref(), at, &costs).and_then(|()| {
                     store.try_acquire_batch(key.as_ref(), at, &costs, &mut decided)
                 })
             };

@@ -153,6 +153,22 @@ def test_batches_decide_as_one_by_one() -> None:
         batch.try_acquire_batch("hot", 3, now=1)  # type: ignore[arg-type]
 
 
+def test_a_batch_names_its_first_cost_above_the_limit_before_a_full_store() -> None:
+    # As the JS bindings do (found by tests/differential): the first cost
+    # above the limit, not the largest, and before the refusal of a new key.
+    store = KeyedLimiter(TokenBucket(5, 1, 1), max_keys=1, eviction="refuse")
+    with pytest.raises(RateLimitError, match="`cost` 6 exceeds the limit 5"):
+        store.try_acquire_batch("a", [4, 6, 2**53 - 1], now=0)
+    store.try_acquire("a", 1, now=0)
+    with pytest.raises(RateLimitError) as raised:
+        store.try_acquire_batch("new", [0, 1, 7], now=0)
+    assert raised.value.code == "cost_exceeds_limit"
+    with pytest.raises(RateLimitError) as raised:
+        store.try_acquire_batch("new", [0, 1], now=0)
+    assert raised.value.code == "store_full"
+    assert store.try_acquire_batch("new", [0, 0], now=0) == [store.peek("new", 0, now=0)] * 2
+
+
 @pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
 def test_reclaim_drops_fresh_keys_and_keeps_every_answer(make: Make) -> None:
     store = KeyedLimiter(make())

@@ -230,6 +230,24 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.try_acquire_batch_with(&Query(key), own, now, costs, out))
     }
 
+    /// The error a binding's batch raises before deciding anything, if
+    /// any: [`Error::CostExceedsLimit`] for the first of `costs` above the
+    /// limit, else what `peek` of the largest raises for `key` at `now`
+    /// ([`Error::StoreFull`] for a new key a full store refuses). The core's
+    /// [`Self::try_acquire_batch`] fails only the entry of a cost above the
+    /// limit; a binding that fails the whole call instead checks this
+    /// first, so that a failed batch changes nothing and every binding
+    /// names the same cost.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn check_batch(&self, key: &[u8], now: Nanos, costs: &[u64]) -> Result<(), Error> {
+        let limit = self.limit();
+        let over = costs.iter().copied().find(|&cost| cost > limit);
+        match over.or_else(|| costs.iter().copied().max()) {
+            Some(cost) => self.peek(key, now, cost).map(drop),
+            None => Ok(()),
+        }
+    }
+
     /// See [`KeyedLimiter::peek`].
     pub fn peek(&self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
         each!(&self.0, s => s.peek(&Query(key), now, cost))

@@ -172,6 +172,17 @@ describe('KeyedLimiter', () => {
     assertLimiterError(() => keyed.tryAcquireBatch('other', [1, '2'], 0), 'invalid_type', 'costs');
   });
 
+  it('tryAcquireBatch names its first cost above the limit, before a full store refuses', () => {
+    // As Python does (found by tests/differential): a cost above the limit
+    // fails the call before anything is decided, a new key's refusal included.
+    const full = new KeyedLimiter(new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: SECOND }), { maxKeys: 1, eviction: 'refuse' });
+    assert.throws(() => full.tryAcquireBatch('a', [4, 6, 2 ** 53 - 1], 0), /`cost` 6 exceeds the limit 5/);
+    full.tryAcquire('a', 1, 0);
+    assertLimiterError(() => full.tryAcquireBatch('new', [0, 1, 7], 0), 'cost_exceeds_limit', 'cost');
+    assert.throws(() => full.tryAcquireBatch('new', [0, 1], 0), { code: 'store_full' });
+    assert.deepStrictEqual(full.tryAcquireBatch('new', [0, 0], 0), [full.peek('new', 0, 0), full.peek('new', 0, 0)]);
+  });
+
   it('reserve books per key, refund gives it back, acquire waits on one timer', async () => {
     const keyed = new KeyedLimiter(new LeakyBucket({ capacity: 2, intervalMs: 100 }));
     const r = keyed.reserve('q', 1, Infinity, 0);
