@@ -6,7 +6,9 @@
 #               tests/browser and tests/js
 #   build       build the .wasm, run wasm-bindgen for Node (pkg/nodejs) and the web (pkg/web),
 #               and copy in the JS layer and typings shared with bindings-node
-#   test        build, run the shared JS suite on the wasm build, then the real-browser test
+#   test        build, run the shared JS suite on the wasm build, the real-browser test, then the
+#               cross-binding differential test (tests/differential: this build, the napi addon
+#               and the Python package, each built first where missing)
 #   check-core  build the core crate for wasm32 without std (no features, then `alloc`)
 #   toolchain   print how wasm32 is built here: rustup, debian, or nothing
 #
@@ -148,6 +150,16 @@ cmd_test() {
     [ -d tests/browser/node_modules/playwright-core ] || die "tests/browser has no node_modules: run \`bash scripts/wasm.sh setup\`"
     (cd tests/browser && npx --no-install tsc -p tsconfig.json)
     RATEKEEPER_CHROMIUM="$(chromium_path)" bash scripts/node-test.sh tests/browser/*.test.mjs
+    differential
+}
+
+# Generated scenarios through this build, the napi addon and the Python package, compared
+# exactly (tests/differential/README.md). scripts/test.sh builds the other two first (its
+# python and node suites); run alone, this builds whichever is missing.
+differential() {
+    [ -x .venv/bin/python ] && .venv/bin/python -c 'import ratekeeper' 2>/dev/null || bash scripts/python.sh build
+    compgen -G 'bindings-node/*.node' >/dev/null || bash scripts/node.sh build
+    bash scripts/node-test.sh tests/differential/differential.test.cjs
 }
 
 cmd_check_core() {

@@ -4,6 +4,7 @@
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { random } = require('../random.cjs');
 
 const URL_ = process.env.RATEKEEPER_REDIS_URL;
 assert.ok(
@@ -62,23 +63,6 @@ function redisSh(...args) {
   const script = process.env.RATEKEEPER_REDIS_SERVER_SCRIPT || path.join(ROOT, 'scripts/redis.sh');
   const port = new URL(URL_).port || '6379';
   execFileSync('bash', [script, ...args], { env: { ...process.env, RATEKEEPER_REDIS_PORT: port }, stdio: 'inherit' });
-}
-
-/** Seeded random numbers (mulberry32). */
-function random(seed) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return {
-    next,
-    int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
-    pick: (items) => items[Math.floor(next() * items.length)],
-  };
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
