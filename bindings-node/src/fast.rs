@@ -173,7 +173,7 @@ fn on_sized<T: HeapBytes>(
     missing: impl FnOnce() -> Error,
     f: impl FnOnce(&mut T) -> Answer,
 ) -> Answer {
-    match table.with_borrow_mut(|t| t.on(slot, f)) {
+    match table.with_borrow_mut(|t| t.on(slot, true, f)) {
         Some((answer, delta)) => {
             UNREPORTED.set(UNREPORTED.get() + delta);
             answer
