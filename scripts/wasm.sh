@@ -9,7 +9,9 @@
 #   test        build, run the shared JS suite on the wasm build, the real-browser test, then the
 #               cross-binding differential test (tests/differential: this build, the napi addon
 #               and the Python package, each built first where missing)
-#   check-core  build the core crate for wasm32 without std (no features, then `alloc`)
+#   check-core  build the core crate for wasm32 without std (no features, then `alloc`), and for
+#               a microcontroller without 64-bit atomics (thumbv7em-none-eabihf: no features,
+#               then `serde`, so `alloc`)
 #   toolchain   print how wasm32 is built here: rustup, debian, or nothing
 #
 # wasm32 toolchain: a real `wasm32-unknown-unknown` target when one is installed
@@ -36,10 +38,15 @@ toolchain() {
     if libdir=$(rustc --print target-libdir --target "$TARGET" 2>/dev/null) &&
         [ -d "$libdir" ] && [ -n "$(ls -A "$libdir")" ]; then
         echo rustup
-    elif [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] &&
-        [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+    elif debian_std_source; then
         echo debian
     fi
+}
+
+# Whether Debian's rustc, with the std source to build any target's core from, is here.
+debian_std_source() {
+    [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] &&
+        [ -d "$(/usr/bin/rustc --print sysroot)/lib/rustlib/src/rust/library" ]
 }
 
 require_toolchain() {
@@ -168,6 +175,35 @@ cmd_check_core() {
     wasm_cargo core -p ratekeeper --no-default-features
     wasm_cargo core,alloc -p ratekeeper --no-default-features --features alloc
     echo "wasm.sh: the core builds for $TARGET (no default features; alloc)"
+    check_embedded
+}
+
+# A Cortex-M4F: 32-bit atomics only (no `AtomicU64`), as on most microcontrollers
+# an embedded user gives an allocator to. wasm32 has 64-bit atomics, so it does
+# not show what such a target lacks.
+readonly EMBEDDED=thumbv7em-none-eabihf
+
+check_embedded() {
+    local libdir route
+    if libdir=$(rustc --print target-libdir --target "$EMBEDDED" 2>/dev/null) &&
+        [ -d "$libdir" ] && [ -n "$(ls -A "$libdir")" ]; then
+        route=rustup
+    elif debian_std_source; then
+        route=debian
+    else
+        echo "wasm.sh: skipped $EMBEDDED (rustup target add $EMBEDDED to check it)"
+        return
+    fi
+    local features
+    for features in "" serde; do
+        if [ "$route" = rustup ]; then
+            cargo build --target "$EMBEDDED" -p ratekeeper --no-default-features --features "$features"
+        else
+            RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --target "$EMBEDDED" \
+                -Zbuild-std=core,alloc -p ratekeeper --no-default-features --features "$features"
+        fi
+    done
+    echo "wasm.sh: the core builds for $EMBEDDED (no default features; serde, so alloc)"
 }
 
 case "${1:-}" in

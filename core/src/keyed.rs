@@ -2,7 +2,6 @@
 
 use core::borrow::Borrow;
 use core::hash::{BuildHasher, Hash};
-use core::sync::atomic::{AtomicU64, Ordering};
 
 use alloc::borrow::ToOwned;
 use alloc::vec::Vec;
@@ -210,30 +209,58 @@ pub struct KeyedLimiter<K, L: Keyed, S = DefaultHashBuilder> {
     recent: usize,
 }
 
-/// [`KeyedLimiter::next_fresh`]: atomic, so that a `peek` (which takes
-/// `&self`) can keep what its pass over the keys found, and the store stays
-/// `Sync`.
+/// [`KeyedLimiter::next_fresh`]. Written through `&mut self`, but for what a
+/// `peek` (which takes `&self`) found in its pass over the keys: kept
+/// atomically where the target has 64-bit atomics, so that the store stays
+/// `Sync`; forgotten elsewhere (32-bit microcontrollers, which have no
+/// `AtomicU64`), where the next call that needs it makes the pass again.
+/// Forgetting it is safe: the value is only ever too early, never too late.
 #[derive(Debug, Default)]
-struct NextFresh(AtomicU64);
+struct NextFresh(
+    #[cfg(target_has_atomic = "64")] core::sync::atomic::AtomicU64,
+    #[cfg(not(target_has_atomic = "64"))] u64,
+);
 
 impl NextFresh {
     fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        #[cfg(target_has_atomic = "64")]
+        return self.0.load(core::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(target_has_atomic = "64"))]
+        return self.0;
     }
 
-    fn set(&self, at: u64) {
-        self.0.store(at, Ordering::Relaxed);
+    fn value_mut(&mut self) -> &mut u64 {
+        #[cfg(target_has_atomic = "64")]
+        return self.0.get_mut();
+        #[cfg(not(target_has_atomic = "64"))]
+        return &mut self.0;
+    }
+
+    fn set(&mut self, at: u64) {
+        *self.value_mut() = at;
     }
 
     /// Lowers it to `at`, if that is sooner.
-    fn lower(&self, at: u64) {
-        self.0.fetch_min(at, Ordering::Relaxed);
+    fn lower(&mut self, at: u64) {
+        let value = self.value_mut();
+        *value = (*value).min(at);
+    }
+
+    /// Raises it to `at`, what a pass through `&self` found, where the
+    /// target can keep it (see above).
+    fn remember(&self, at: u64) {
+        #[cfg(target_has_atomic = "64")]
+        self.0.store(at, core::sync::atomic::Ordering::Relaxed);
+        #[cfg(not(target_has_atomic = "64"))]
+        let _ = at;
     }
 }
 
 impl Clone for NextFresh {
     fn clone(&self) -> Self {
-        NextFresh(AtomicU64::new(self.get()))
+        let mut next = NextFresh::default();
+        next.set(self.get());
+        next
     }
 }
 
@@ -540,7 +567,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             if soonest == 0 {
                 return Ok(());
             }
-            self.next_fresh.set(now.0.saturating_add(soonest));
+            self.next_fresh.remember(now.0.saturating_add(soonest));
         }
         Err(Error::StoreFull {
             max_keys: max_keys as u64,
