@@ -40,7 +40,7 @@ const GREGORIAN: (u128, u128) = (4_800, 146_097 * DAY as u128);
 /// algorithm's own period (a window's, a 2-window cycle's, a bucket's refill
 /// in lowest terms; for calendar months, the Gregorian 400 years), so that
 /// each further `per` of a long window adds exactly `units`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sustained {
     /// Units admitted every `per`, in the long run.
     pub units: u128,
@@ -74,7 +74,7 @@ impl Sustained {
 }
 
 /// How long a client that has just spent everything waits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Lockout {
     /// Until one more unit is admitted.
     pub retry_after: Nanos,

@@ -63,7 +63,7 @@ struct Limit {
 }
 
 /// The answer of a [`Policy`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PolicyDecision {
     /// The combined decision (see [`Policy`]).
     pub decision: Decision,
