@@ -36,7 +36,7 @@ PYTHON_ARGUMENT = {
     name: name
     for name in (
         "capacity refill_tokens refill_period initial_tokens bandwidths burst emission_interval "
-        "tokens period interval limit window cost now max_wait name request key costs max_keys calendar"
+        "tokens period interval limit window cost now max_wait name request key costs max_keys calendar by"
     ).split()
 }
 PYTHON_ARGUMENT["state"] = "data"  # encoded state is `restore(data)` in Python

@@ -87,7 +87,8 @@ impl Policy {
     /// for one limiter shared by every request), each key starting as a
     /// fresh `limiter`.
     ///
-    /// Fails with [`Error::InvalidValue`] when `name` is already taken.
+    /// Fails with [`Error::InvalidValue`] when `name` is empty or already
+    /// taken, or when `by` names a field twice.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add(&mut self, name: &str, by: &[&str], limiter: AnyLimiter) -> Result<(), Error> {
         self.add_store(name, by, AnyKeyed::new(limiter))
@@ -98,10 +99,25 @@ impl Policy {
     /// seeded as the limits before it were.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add_store(&mut self, name: &str, by: &[&str], mut store: AnyKeyed) -> Result<(), Error> {
+        // A limit is told by its name (a denial's, the headers'): an empty
+        // one names nothing.
+        if name.is_empty() {
+            return Err(Error::InvalidValue {
+                name: "name",
+                reason: "must not be empty",
+            });
+        }
         if self.limits.iter().any(|l| l.name == name) {
             return Err(Error::InvalidValue {
                 name: "name",
                 reason: "is already the name of a limit in this policy",
+            });
+        }
+        // Keyed by one field twice is keyed by it once: a typo for another.
+        if by.iter().enumerate().any(|(i, f)| by[..i].contains(f)) {
+            return Err(Error::InvalidValue {
+                name: "by",
+                reason: "names a field twice",
             });
         }
         if let Some((shared, entropy)) = self.seed {

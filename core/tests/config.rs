@@ -254,3 +254,23 @@ fn a_burst_beside_a_window_algorithm_is_refused() {
         }
     }
 }
+
+/// A limit's name tells it in denials and headers, and its fields key it:
+/// an empty name, or a field named twice (a typo for another), is refused.
+#[test]
+fn an_empty_name_or_a_field_named_twice_is_refused() {
+    let limiter = || AnyLimiter::from(Gcra::new(1, Nanos(10)).unwrap());
+    let mut policy = Policy::new();
+    let empty = policy.add("", &[], limiter()).unwrap_err();
+    assert_eq!(
+        (empty.code(), empty.argument()),
+        ("invalid_value", Some("name"))
+    );
+    let twice = policy.add("a", &["user", "user"], limiter()).unwrap_err();
+    assert_eq!(
+        (twice.code(), twice.argument()),
+        ("invalid_value", Some("by"))
+    );
+    assert!(policy.is_empty());
+    policy.add("a", &["user", "route"], limiter()).unwrap();
+}

@@ -27,8 +27,10 @@ class NaivePolicy:
     def __init__(self, config: dict):
         self.limits = config["limits"]
         names = [limit["name"] for limit in self.limits]
-        if len(set(names)) != len(names):
+        if len(set(names)) != len(names) or "" in names:
             raise VectorError("invalid_value", "name")
+        if any(len(set(limit.get("by", []))) != len(limit.get("by", [])) for limit in self.limits):
+            raise VectorError("invalid_value", "by")
         for limit in self.limits:
             MODELS[limit["algorithm"]](limit["config"])  # configuration errors surface here
         self.models: dict = {}
@@ -137,6 +139,8 @@ def policies():
         policy("a request without a field a limit is keyed by", [per_user, global_],
                [("acquire", 0, 1, {"route": "/a"}), ("acquire", 0, 1, alice)]),
         policy("two limits with one name", [per_user, {**global_, "name": "per-user"}], []),
+        policy("a limit with an empty name", [{**global_, "name": ""}], []),
+        policy("a limit keyed by one field twice", [{**per_user, "by": ["user", "user"]}], []),
         policy("no limits: everything is allowed", [], [("acquire", 0, 5, alice)]),
         policy("a bad limit configuration", [limit("bad", "gcra", {"burst": 0, "emission_interval_ns": 1})], []),
     ]
