@@ -109,6 +109,11 @@ pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use headers::Headers;
 // For the language bindings, which take numbers as doubles.
+/// `hashbrown`'s items in [`KeyedLimiter`]'s signatures (its default hasher,
+/// the bound on a lookup's key), so that naming them takes no dependency on
+/// the same version of `hashbrown`.
+#[cfg(feature = "alloc")]
+pub use hashbrown::{DefaultHashBuilder, Equivalent};
 #[doc(hidden)]
 pub use host::{count_from_f64, u64_to_f64};
 #[cfg(feature = "alloc")]

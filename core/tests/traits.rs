@@ -77,3 +77,23 @@ fn alloc_values_are_copy_eq_and_hash() {
     value::<Sustained>();
     value::<Lockout>();
 }
+
+/// hashbrown's items in a keyed store's signatures are named through this
+/// crate: a user needs no dependency on the same hashbrown.
+#[cfg(feature = "alloc")]
+#[test]
+fn a_keyed_stores_hasher_and_lookup_bound_are_named_here() {
+    use ratekeeper::{DefaultHashBuilder, Equivalent, KeyedLimiter, Nanos};
+
+    fn held<Q: ?Sized + core::hash::Hash + Equivalent<String>>(
+        store: &KeyedLimiter<String, Gcra, DefaultHashBuilder>,
+        key: &Q,
+    ) -> bool {
+        store.peek(key, Nanos::ZERO, 1).unwrap().allowed
+    }
+    let mut store: KeyedLimiter<String, Gcra, DefaultHashBuilder> =
+        KeyedLimiter::new(Gcra::new(1, Nanos(10)).unwrap());
+    assert!(held(&store, "a"));
+    assert!(store.try_acquire("a", Nanos::ZERO, 1).unwrap().allowed);
+    assert!(!held(&store, "a"));
+}
