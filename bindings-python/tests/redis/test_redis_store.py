@@ -302,6 +302,35 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     assert error.value.code == "overflow"
 
 
+def test_a_batch_checks_its_key_or_request_before_its_costs(client: redis.Redis, url: str) -> None:
+    # As in-process batches, and the Node client: a bad key or request is
+    # the error even beside a cost above the limit, or with no cost at all
+    # (the costs were checked first, and an empty batch answered [] for any key).
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 0.5))
+    policy = RedisPolicy(client, POLICY)
+    local = ratekeeper.KeyedLimiter(ratekeeper.Gcra(2, 0.5))
+    for costs in ([3], []):
+        for batch in (local.try_acquire_batch, limiter.try_acquire_batch):
+            with pytest.raises(ratekeeper.RateLimitTypeError, match="key"):
+                batch(1.5, costs)  # type: ignore[arg-type]
+        with pytest.raises(ratekeeper.RateLimitError, match="lacks the field") as error:
+            policy.try_acquire_batch({"user": "u"}, [*costs, 50])
+        assert error.value.code == "invalid_value"
+
+    async def main() -> None:
+        r = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(r, ratekeeper.Gcra(2, 0.5))
+        policy = AsyncRedisPolicy(r, POLICY)
+        for costs in ([3], []):
+            with pytest.raises(ratekeeper.RateLimitTypeError, match="key"):
+                await limiter.try_acquire_batch(1.5, costs)  # type: ignore[arg-type]
+            with pytest.raises(ratekeeper.RateLimitError, match="lacks the field"):
+                await policy.try_acquire_batch({"user": "u"}, [*costs, 50])
+        await r.aclose()
+
+    asyncio.run(main())
+
+
 def test_waiting_acquire(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(1, 0.05))
     start = time.monotonic()

@@ -87,8 +87,10 @@ class RedisLimiter(_LimiterMixin, _Sync):
 
     def try_acquire_batch(self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None) -> list[RedisDecision]:
         """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        # The key first, then the costs, as in-process (an empty batch too).
+        keys = self._keys(key)
         checked = _costs(costs, self.limit)
-        return self._decide(key, self._keys(key), "acquire", checked, now) if checked else []
+        return self._decide(key, keys, "acquire", checked, now) if checked else []
 
     def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""
@@ -123,8 +125,10 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         self, key: _Key, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisDecision]:
         """Decide each of ``costs`` for ``key``, in order, in one round trip."""
+        # The key first, then the costs, as in-process (an empty batch too).
+        keys = self._keys(key)
         checked = _costs(costs, self.limit)
-        return await self._take(key, self._keys(key), checked, now) if checked else []
+        return await self._take(key, keys, checked, now) if checked else []
 
     async def peek(self, key: _Key, cost: int = 1, now: Optional[_Seconds] = None) -> RedisDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""

@@ -121,8 +121,10 @@ class RedisPolicy(_PolicyMixin, _Sync):
         self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisPolicyDecision]:
         """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        # The request first, then the costs, as in-process (an empty batch too).
+        asked = self._asked(request)
         checked = _costs(costs, self._core.limit)
-        return self._decide(*self._asked(request), "acquire", checked, now) if checked else []  # type: ignore[return-value]
+        return self._decide(*asked, "acquire", checked, now) if checked else []  # type: ignore[return-value]
 
     def peek(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
         """The decision ``try_acquire`` would give, consuming nothing."""
@@ -164,10 +166,12 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         self, request: _Request, costs: Iterable[int], now: Optional[_Seconds] = None
     ) -> list[RedisPolicyDecision]:
         """Decide each of ``costs`` for ``request``, in order, in one round trip."""
+        # The request first, then the costs, as in-process (an empty batch too).
+        asked = self._asked(request)
         checked = _costs(costs, self._core.limit)
         if not checked:
             return []
-        return await self._take(*self._asked(request), checked, now)  # type: ignore[return-value]
+        return await self._take(*asked, checked, now)  # type: ignore[return-value]
 
     async def peek(
         self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None
