@@ -302,6 +302,19 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     assert error.value.code == "overflow"
 
 
+def test_a_listed_keyed_limiter_is_its_limiters_configuration(client: redis.Redis) -> None:
+    # Policy.add takes a KeyedLimiter (its limiter's configuration, keyed by
+    # the limit's fields), and so does the Node client's list of limits; the
+    # list form, "the limits an in-process Policy takes one by one", refused it.
+    keyed = ratekeeper.KeyedLimiter(ratekeeper.TokenBucket(2, 1, 60, name="inner"), max_keys=10)
+    policy = RedisPolicy(client, [("per-user", keyed, ["user"])], prefix="listed-keyed:")
+    plain = RedisPolicy(client, [("per-user", ratekeeper.TokenBucket(2, 1, 60), ["user"])], prefix="listed-keyed:")
+    assert policy.names == ("per-user",)
+    assert [policy.try_acquire({"user": 1}, now=1000).allowed for _ in range(3)] == [True, True, False]
+    # The same limit, under the same keys.
+    assert plain.peek({"user": 1}, 1, now=1000).remaining == 0
+
+
 def test_a_batch_checks_its_key_or_request_before_its_costs(client: redis.Redis, url: str) -> None:
     # As in-process batches, and the Node client: a bad key or request is
     # the error even beside a cost above the limit, or with no cost at all

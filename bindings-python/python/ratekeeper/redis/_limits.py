@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ratekeeper import FixedWindow, Gcra, Limiter, Policy, SlidingWindowCounter, SlidingWindowLog, TokenBucket
+from ratekeeper import FixedWindow, Gcra, KeyedLimiter, Limiter, Policy, SlidingWindowCounter, SlidingWindowLog, TokenBucket
 from ratekeeper.redis._values import _duration, _error, _exact, _type_error, _utf8, MAX_SPAN
 
 
@@ -160,4 +160,9 @@ def _listed_limit(entry: object) -> _Limit:
     fields = tuple(by)
     if not all(isinstance(field, str) for field in fields):
         raise _type_error("by", "a list of str", by)
+    if isinstance(limiter, KeyedLimiter):
+        # As Policy.add takes it (and the Node client): its limiter's
+        # configuration, keyed by this limit's fields (max_keys bounds
+        # nothing in Redis).
+        limiter = limiter.limiter
     return _Limit(name, fields, limiter)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
-from ratekeeper import Decision, Limiter, Policy
+from ratekeeper import Decision, KeyedLimiter, Limiter, Policy
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limit, _policy_limits
@@ -24,7 +24,7 @@ class _PolicyMixin:
     def __init__(
         self,
         client: Any,
-        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+        config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Union[Limiter, KeyedLimiter], Iterable[str]]]],
         *,
         algorithm: Optional[str] = None,
         by: Optional[Iterable[str]] = None,
@@ -79,7 +79,7 @@ class _PolicyMixin:
 
 
 def _policy_core(
-    config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Limiter, Iterable[str]]]],
+    config: Union[None, str, Mapping[str, Any], Sequence[tuple[str, Union[Limiter, KeyedLimiter], Iterable[str]]]],
     algorithm: Optional[str],
     by: Optional[Iterable[str]],
     prefix: str,
