@@ -68,6 +68,31 @@ function micros(ms, name) {
   return us;
 }
 
+/**
+ * Milliseconds (an instant or a wait) as the nearest whole µs, halves up, to
+ * the float's own value, as the core reads a float and the Python client
+ * reads one: `Math.round(ms * 1000)` rounds the product first (to a quarter
+ * of a µs at epoch milliseconds), and sent 1790000990486.8064 ms as ...807
+ * µs, not ...806. Only a product within its rounding of a half can round
+ * otherwise than the exact value: that one is computed exactly.
+ */
+function wholeMicros(ms) {
+  const scaled = ms * 1000;
+  const nearest = Math.round(scaled);
+  if (Math.abs(Math.abs(scaled - nearest) - 0.5) > Math.abs(scaled) * 2 ** -52) return nearest;
+  // ms = mantissa * 2^exponent exactly; µs = floor(mantissa * 1000 * 2^exponent + 1/2).
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, ms);
+  const bits = view.getBigUint64(0);
+  const biased = Number((bits >> 52n) & 0x7ffn);
+  const mantissa = (bits & ((1n << 52n) - 1n)) | (biased === 0 ? 0n : 1n << 52n);
+  const exponent = (biased === 0 ? 1 : biased) - 1075;
+  const units = mantissa * 1000n;
+  if (exponent >= 0) return Number(units << BigInt(exponent));
+  const half = 1n << BigInt(-exponent - 1);
+  return Number((units + half) >> BigInt(-exponent));
+}
+
 function exact(value, name, what, max = MAX_EXACT) {
   if (value > max) {
     throw rangeError(name, `${what} is ${value}, above 2^${Math.log2(max)} (the limit of exact arithmetic on Redis)`, 'overflow');
@@ -503,7 +528,7 @@ class Store {
     }
     if (typeof now !== 'number') throw typeError(name, 'a number');
     if (!Number.isFinite(now) || now < 0) throw rangeError(name, `must be a finite number of milliseconds, at least 0, not ${now}`);
-    const us = Math.round(now * 1000);
+    const us = wholeMicros(now);
     if (us > MAX_NOW) throw rangeError(name, 'is more than 2^52 µs', 'overflow');
     return String(us);
   }
@@ -757,7 +782,7 @@ class Store {
     if (maxWaitMs !== undefined && maxWaitMs !== null && maxWaitMs !== Infinity) {
       if (typeof maxWaitMs !== 'number') throw typeError('maxWaitMs', 'a number');
       if (!(maxWaitMs >= 0)) throw rangeError('maxWaitMs', `must be at least 0, not ${maxWaitMs}`);
-      maxWait = Math.min(Math.round(maxWaitMs * 1000), MAX_SPAN);
+      maxWait = Math.min(wholeMicros(maxWaitMs), MAX_SPAN);
     }
     const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait];
     const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null);

@@ -536,6 +536,25 @@ test('unnamed limiters of different configurations never share a key', () =>
     assert.equal((await again.tryAcquire('alice')).remaining, 8, 'the same configuration shares its keys');
   }));
 
+test("a caller's milliseconds go as the nearest µs to the float's own value, as Python's seconds do", () =>
+  withClient('ioredis', async (client) => {
+    // Math.round(ms * 1000) rounded the product first (to a quarter of a µs
+    // at epoch ms): 1790000990486.8064 ms went as ...807 µs, where its
+    // exact value (and the Python client, for the same instant in seconds,
+    // 1790000990.4868064) is ...806. A booking of nothing answers the µs sent.
+    const clock = { ms: 0 };
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: prefix('float-now'), clock: () => clock.ms });
+    for (const [ms, us] of [
+      [1790000990486.8064, 1790000990486806],
+      [1795420534626.1506, 1795420534626151],
+      [0.0025, 3],
+    ]) {
+      assert.equal((await limiter.reserve('k', 0, undefined, ms)).atMs, us / 1000, `${ms} ms`);
+      clock.ms = ms;
+      assert.equal((await limiter.reserve('k', 0)).atMs, us / 1000, `${ms} ms by the clock`);
+    }
+  }));
+
 test('a caller clock of any origin keeps keys until fresh; an empty prefix is refused', () =>
   withClient('ioredis', async (client) => {
     const p = prefix('mono');

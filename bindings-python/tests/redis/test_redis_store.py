@@ -131,6 +131,21 @@ def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
     assert not limiter.peek("k", 2, now=fake[0] + 0.5)
 
 
+def test_a_float_instant_is_its_own_value_to_the_nearest_microsecond(client: redis.Redis) -> None:
+    # As a Fraction of the same float (and as the core reads a float): the
+    # nearest µs, halves up. round(x * 1e6) rounded the product first (to a
+    # quarter of a µs at epoch seconds) and took a half to the even µs:
+    # 1795420534.6261506 went as ...150 where its Fraction, and the Node
+    # client's 1795420534626.1506 ms, go as ...151; 2.5e-06 as 2, not 3.
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="float-now:")
+    for now in (2.5e-06, 1795420534.6261506, 1790000990.3389206, 1700000000.25):
+        micros = math.floor(Fraction(now) * 10**6 + Fraction(1, 2))
+        for given in (now, Fraction(now)):
+            assert limiter.reserve("k", 0, now=given).at == micros / 10**6, (now, given)
+            assert limiter.reserve("k", 0, max_wait=given, now=0).wait == 0  # accepted alike
+    assert micros == 1700000000250000
+
+
 def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
     start = time.time() + 10  # Unix time, ahead of the server's
     limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 1), name="log", clock=lambda: start)

@@ -64,7 +64,7 @@ def _is_asyncio_client(client: object) -> Optional[bool]:
 
 
 def _micros(seconds: object, name: str) -> int:
-    """Seconds as whole microseconds: exact for int, Fraction and Decimal, rounded for float."""
+    """Seconds as whole microseconds, the nearest (halves up) to the exact value (a float's own too)."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float, Decimal, Fraction)):
         raise _type_error(name, "a number of seconds (int, float, Decimal or Fraction)", seconds)
     # A float or a Decimal may be NaN or infinite; an int or a Fraction not.
@@ -74,9 +74,18 @@ def _micros(seconds: object, name: str) -> int:
         finite = not isinstance(seconds, float) or math.isfinite(seconds)
     if not finite:
         raise _error(f"{name} must be a finite number")
+    micros: Optional[int] = None
     if isinstance(seconds, float):
-        micros = round(seconds * 1_000_000)
-    else:
+        # The float's own value to the nearest µs, halves up, as an exact
+        # type's (and as the core reads a float): the product rounds first,
+        # to a quarter of a µs at epoch seconds, and round() takes a half to
+        # the even µs. Only a product within its rounding of a half can
+        # round otherwise than the exact value: that one is read exactly.
+        scaled = seconds * 1_000_000
+        nearest = round(scaled)
+        if abs(abs(scaled - nearest) - 0.5) > abs(scaled) * 2**-52:
+            micros = nearest
+    if micros is None:
         exact = Fraction(seconds) * 1_000_000
         micros = math.floor(exact + Fraction(1, 2))
     if micros < 0:
