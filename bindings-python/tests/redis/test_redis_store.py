@@ -330,6 +330,21 @@ def test_a_listed_keyed_limiter_is_its_limiters_configuration(client: redis.Redi
     assert plain.peek({"user": 1}, 1, now=1000).remaining == 0
 
 
+def test_a_list_of_limits_is_checked_as_policy_checks_it_before_what_redis_runs(client: redis.Redis) -> None:
+    # As a dict configuration and the Node client: a name taken twice is the
+    # error, even where an earlier limit is one Redis does not run (its
+    # refill was named first, the list being read limit by limit for Redis).
+    interval = ratekeeper.TokenBucket(5, 1, 1, refill="interval")
+    gcra = ratekeeper.Gcra(1, 1.0)
+    with pytest.raises(ratekeeper.RateLimitError, match="same name") as error:
+        RedisPolicy(client, [("a", interval, []), ("a", gcra, [])])
+    assert error.value.code == "invalid_value"
+    with pytest.raises(ratekeeper.RateLimitError, match="refill"):
+        RedisPolicy(client, [("a", interval, []), ("b", gcra, [])])
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="limiter must be a Gcra"):
+        RedisPolicy(client, [("a", interval, []), ("b", "gcra", [])])  # type: ignore[list-item]
+
+
 def test_a_batch_checks_its_key_or_request_before_its_costs(client: redis.Redis, url: str) -> None:
     # As in-process batches, and the Node client: a bad key or request is
     # the error even beside a cost above the limit, or with no cost at all

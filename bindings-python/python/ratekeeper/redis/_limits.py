@@ -12,6 +12,10 @@ from ratekeeper import FixedWindow, Gcra, KeyedLimiter, Limiter, Policy, Sliding
 from ratekeeper.redis._values import _duration, _error, _exact, _type_error, _utf8, MAX_SPAN
 
 
+# The limiters Redis runs, as the errors name them.
+_LIMITERS = "a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog"
+
+
 class _Limit:
     """One limit as the script takes it: its name, fields, ARGV and window,
     and the name its Redis keys carry (``key``: the name, or for a limiter
@@ -56,9 +60,7 @@ class _Limit:
         elif isinstance(limiter, Limiter):
             raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
         else:
-            raise _type_error(
-                "limiter", "a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog", limiter
-            )
+            raise _type_error("limiter", _LIMITERS, limiter)
         self.limit: int = limiter.limit
         self.window: float = limiter.window
 
@@ -146,23 +148,33 @@ def _one_limit(limiter: object, name: Optional[str]) -> list[_Limit]:
     return [limit]
 
 
-def _listed_limit(entry: object) -> _Limit:
-    """One ``(name, limiter, by)`` of a policy given as a list, checked as
-    ``Policy.add`` checks its arguments."""
-    if not isinstance(entry, (list, tuple)) or len(entry) != 3:
-        raise _type_error("config", "a list of (name, limiter, by)", entry)
-    name, limiter, by = entry
-    if not isinstance(name, str):
-        raise _type_error("name", "a str", name)
-    # A str is iterable, and would be keyed by its letters.
-    if isinstance(by, (str, bytes)) or not isinstance(by, Iterable):
-        raise _type_error("by", "a list of str", by)
-    fields = tuple(by)
-    if not all(isinstance(field, str) for field in fields):
-        raise _type_error("by", "a list of str", by)
-    if isinstance(limiter, KeyedLimiter):
-        # As Policy.add takes it (and the Node client): its limiter's
-        # configuration, keyed by this limit's fields (max_keys bounds
-        # nothing in Redis).
-        limiter = limiter.limiter
-    return _Limit(name, fields, limiter)
+def _listed_limits(config: Iterable[object]) -> list[_Limit]:
+    """The limits of a policy given as a list of ``(name, limiter, by)``,
+    checked first as an in-process ``Policy`` checks them, one after the
+    other (as ``Policy.add`` would, a name taken twice included), then for
+    what Redis runs: a configuration with both faults names the first, as
+    a dict configuration and the Node client do."""
+    listed: list[tuple[str, tuple[str, ...], object]] = []
+    for entry in config:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise _type_error("config", "a list of (name, limiter, by)", entry)
+        name, limiter, by = entry
+        if not isinstance(name, str):
+            raise _type_error("name", "a str", name)
+        # A str is iterable, and would be keyed by its letters.
+        if isinstance(by, (str, bytes)) or not isinstance(by, Iterable):
+            raise _type_error("by", "a list of str", by)
+        fields = tuple(by)
+        if not all(isinstance(field, str) for field in fields):
+            raise _type_error("by", "a list of str", by)
+        if isinstance(limiter, KeyedLimiter):
+            # As Policy.add takes it (and the Node client): its limiter's
+            # configuration, keyed by this limit's fields (max_keys bounds
+            # nothing in Redis).
+            limiter = limiter.limiter
+        elif not isinstance(limiter, Limiter):
+            raise _type_error("limiter", _LIMITERS, limiter)
+        if any(name == other for other, _, _ in listed):
+            raise _error("name: two limits have the same name")
+        listed.append((name, fields, limiter))
+    return [_Limit(name, fields, limiter) for name, fields, limiter in listed]

@@ -9,7 +9,7 @@ from typing import Any, Callable, Optional, Union
 from ratekeeper import Decision, KeyedLimiter, Limiter, Policy
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
-from ratekeeper.redis._limits import _listed_limit, _policy_limits
+from ratekeeper.redis._limits import _listed_limits, _policy_limits
 from ratekeeper.redis._core import _Core, _PolicyCore
 from ratekeeper.redis._sync import _Sync
 from ratekeeper.redis._async import _Async
@@ -92,9 +92,7 @@ def _policy_core(
         for name, value in (("by", by), ("algorithm", algorithm)):
             if value is not None:
                 raise _error(f"`{name}` applies only to rate strings; a list of limits gives each its own")
-        limits = [_listed_limit(entry) for entry in config]
-        if len({limit.name for limit in limits}) != len(limits):
-            raise _error("name: two limits have the same name")
+        limits = _listed_limits(config)
     else:
         limits = _policy_limits(config, algorithm, by)  # type: ignore[arg-type]
     if not limits:
