@@ -343,6 +343,11 @@ def test_a_list_of_limits_is_checked_as_policy_checks_it_before_what_redis_runs(
         RedisPolicy(client, [("a", interval, []), ("b", gcra, [])])
     with pytest.raises(ratekeeper.RateLimitTypeError, match="limiter must be a Gcra"):
         RedisPolicy(client, [("a", interval, []), ("b", "gcra", [])])  # type: ignore[list-item]
+    # An empty name, a field named twice: refused as Policy.add refuses them.
+    with pytest.raises(ratekeeper.RateLimitError, match="`name` must not be empty"):
+        RedisPolicy(client, [("", gcra, [])])
+    with pytest.raises(ratekeeper.RateLimitError, match="`by` names a field twice"):
+        RedisPolicy(client, [("a", gcra, ["user", "user"])])
 
 
 def test_a_batch_checks_its_key_or_request_before_its_costs(client: redis.Redis, url: str) -> None:

@@ -174,7 +174,12 @@ def _listed_limits(config: Iterable[object]) -> list[_Limit]:
             limiter = limiter.limiter
         elif not isinstance(limiter, Limiter):
             raise _type_error("limiter", _LIMITERS, limiter)
+        # As Policy.add refuses them (core Policy::add_store).
+        if not name:
+            raise _error("`name` must not be empty")
         if any(name == other for other, _, _ in listed):
             raise _error("name: two limits have the same name")
+        if len(set(fields)) != len(fields):
+            raise _error("`by` names a field twice")
         listed.append((name, fields, limiter))
     return [_Limit(name, fields, limiter) for name, fields, limiter in listed]
