@@ -479,6 +479,20 @@ describe('acquire', () => {
     await assertLimiterRejects(bucket.acquire(1, { timeoutMs: NaN }), 'invalid_value', 'timeoutMs');
     assert.equal(bucket.peek(2).allowed, true, 'nothing was booked');
   });
+
+  it('a signal whose addEventListener throws rejects with its error, and the booking is given back', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    const refusing = { aborted: false, addEventListener() { throw new Error('no listeners here'); }, removeEventListener() {} };
+    await assert.rejects(bucket.acquire(1, { signal: refusing }), { message: 'no listeners here' });
+    // The slot at 100 ms it booked is free again: the next waiter gets it.
+    const next = bucket.acquire(1);
+    await time.advance(100);
+    await next;
+    assert.equal(bucket.peek().allowed, false, 'the next waiter took the slot at 100 ms');
+    assert.equal(bucket.peek().retryAfterMs, 100);
+  });
 });
 
 describe('reservations', () => {

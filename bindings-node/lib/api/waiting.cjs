@@ -249,7 +249,19 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         }
       };
       wait(w, waiter);
-      if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+      if (signal === undefined) return;
+      try {
+        signal.addEventListener('abort', onAbort, { once: true });
+      } catch (error) {
+        // Never listened to: the waiter leaves as an aborted one does, its
+        // booking given back, rather than hold a slot nobody takes.
+        settled = true;
+        try {
+          withdraw(w, waiter);
+        } finally {
+          reject(error);
+        }
+      }
     });
   }
 
