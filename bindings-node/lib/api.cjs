@@ -56,5 +56,5 @@ function createApi(B) {
   };
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy } = values;
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy };

@@ -23,6 +23,8 @@
 // It knows from the count a ratekeeper limiter keeps (BOOKINGS), and asks
 // the limiter whether it is a bucket (MOVES_UP).
 
+const { isSignal, unlisten } = require('./api/values.cjs');
+
 const RETRY_STATUSES = new Set([429, 503]);
 // A ratekeeper limiter's answer to whether the bookings behind an aborted one
 // move up into the slots it left (see lib/api/limiters.cjs, movesUp): a window
@@ -56,17 +58,6 @@ function report(error) {
   } catch {
     // Reporting failed (String() of an object whose toString throws): nothing more to do.
   }
-}
-
-/** Whether `value` is an AbortSignal (duck-typed, as `fetch` takes any realm's). */
-function isSignal(value) {
-  return (
-    value !== null &&
-    typeof value === 'object' &&
-    typeof value.aborted === 'boolean' &&
-    typeof value.addEventListener === 'function' &&
-    typeof value.removeEventListener === 'function'
-  );
 }
 
 /** A TypeError (code `invalid_type`), as the limiters' own. */
@@ -521,22 +512,13 @@ function pace(RateLimited, fetch, limiter, options) {
     return entry.signal !== undefined && entry.signal.aborted;
   }
 
-  /**
-   * Stops listening to `entry`'s signal. Run from the timer, a signal whose
-   * removeEventListener throws must not throw there (a Node process would
-   * end, and those queued behind never go): its listener then stays, and
-   * finds the request gone from the queue.
-   */
-  function unlisten(entry) {
-    try {
-      if (entry.signal !== undefined) entry.signal.removeEventListener('abort', entry.onAbort);
-    } catch {
-      // kept listening: see above
-    }
+  /** Stops listening to `entry`'s signal, from the timer too (see unlisten). */
+  function stopListening(entry) {
+    if (entry.signal !== undefined) unlisten(entry.signal, entry.onAbort);
   }
 
   function fail(entry, error) {
-    unlisten(entry);
+    stopListening(entry);
     entry.reject(error);
   }
 
@@ -567,7 +549,7 @@ function pace(RateLimited, fetch, limiter, options) {
   }
 
   function send(entry) {
-    unlisten(entry);
+    stopListening(entry);
     emit({ type: 'sent', id: entry.id, slotMs: entry.atMs, attempt: entry.attempt });
     // A Request with a body can be read once: a copy goes, while a retry may follow.
     const input = entry.replayable && isRequest(entry.input) && entry.input.body != null && entry.attempt < retries ? entry.input.clone() : entry.input;

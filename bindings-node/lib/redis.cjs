@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, configData, ownCopy } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -320,21 +320,6 @@ function within(promise, ms) {
 
 /** The longest delay timers take (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/**
- * Stops listening to `signal`, never throwing: a signal whose
- * removeEventListener throws (a polyfill's, another realm's) passes
- * isSignal, and would throw from a timer (ending a Node process) or leave
- * a wait unsettled. Its listener then stays, and finds the wait settled,
- * as the in-process acquire's and pacedFetch's do.
- */
-function unlisten(signal, onAbort) {
-  try {
-    signal.removeEventListener('abort', onAbort);
-  } catch {
-    // kept listening: see above
-  }
-}
 
 /** Resolves after `ms`, in timers of at most MAX_TIMER_MS; rejects with `signal`'s reason when it aborts. */
 function sleep(ms, signal) {

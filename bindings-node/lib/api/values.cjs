@@ -200,13 +200,30 @@ function everyIs(array, type) {
   return true;
 }
 
+/** Whether `value` is an AbortSignal (duck-typed, as `fetch` takes any realm's). */
 function isSignal(value) {
   return (
+    value !== null &&
     typeof value === 'object' &&
     typeof value.aborted === 'boolean' &&
     typeof value.addEventListener === 'function' &&
     typeof value.removeEventListener === 'function'
   );
+}
+
+/**
+ * Stops `listener` listening to `signal`'s abort, never throwing: a signal
+ * whose removeEventListener throws (a polyfill's) passes isSignal, and its
+ * callers run in timers, where a throw would end a Node process and leave
+ * the waits behind unsettled. Such a listener stays, and finds its wait
+ * settled.
+ */
+function unlisten(signal, listener) {
+  try {
+    signal.removeEventListener('abort', listener);
+  } catch {
+    // kept listening: see above
+  }
 }
 
 /**
@@ -234,4 +251,5 @@ module.exports = {
   plainArray,
   everyIs,
   isSignal,
+  unlisten,
 };

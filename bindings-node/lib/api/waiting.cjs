@@ -3,7 +3,7 @@
 // lib/api.cjs): each books its slot at once, then waits behind one timer per
 // limiter, first come first served; an abort or a timeout gives the booking
 // back.
-const { isSignal } = require('./values.cjs');
+const { isSignal, unlisten } = require('./values.cjs');
 
 module.exports = function waiting({ B, out, number, known, badType, cancelOnce, RateLimited }) {
   /** The longest delay timers take (about 24.8 days; see timerDelay). */
@@ -193,18 +193,11 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     const give = (high, low) => slot.refund(units, high, low);
     return new Promise((resolve, reject) => {
       let settled = false;
-      // Settles once. `done` and `fail` run in the waiters' timer, so a
-      // signal whose removeEventListener throws must not throw there (the
-      // process would end, and the waiters behind would never wake);
-      // its listener then stays, and finds the waiter settled.
+      // Settles once. `done` and `fail` run in the waiters' timer: see unlisten.
       const settle = () => {
         if (settled) return false;
         settled = true;
-        try {
-          if (signal !== undefined) signal.removeEventListener('abort', onAbort);
-        } catch {
-          // kept listening: see above
-        }
+        if (signal !== undefined) unlisten(signal, onAbort);
         return true;
       };
       const waiter = {
