@@ -583,7 +583,18 @@ function pace(RateLimited, fetch, limiter, options) {
         entry.attempt += 1;
         // The answer is dropped: free its connection.
         if (response.body && typeof response.body.cancel === 'function') response.body.cancel().catch(() => {});
-        if (entry.signal !== undefined) entry.signal.addEventListener('abort', entry.onAbort, { once: true });
+        if (entry.signal !== undefined) {
+          try {
+            entry.signal.addEventListener('abort', entry.onAbort, { once: true });
+          } catch (error) {
+            // Never listened to (a polyfill's signal), it would wait
+            // unabortable: it rejects with that error, not retried, and
+            // the queue still pauses as the server asked.
+            pause(Math.min(retryAfter, maxRetryAfterMs));
+            entry.reject(error);
+            return;
+          }
+        }
         // Its wait is bounded by maxRetryAfterMs now, not by maxWaitMs.
         entry.deadline = Infinity;
         pause(retryAfter, entry);
@@ -713,7 +724,18 @@ function pace(RateLimited, fetch, limiter, options) {
         reject(new RateLimited(`the request would wait ${shownMs(wait)} ms, and maxWaiting is 0`, wait));
         return;
       }
-      if (signal !== undefined) signal.addEventListener('abort', entry.onAbort, { once: true });
+      if (signal !== undefined) {
+        try {
+          signal.addEventListener('abort', entry.onAbort, { once: true });
+        } catch (error) {
+          // Never listened to (a polyfill's signal): the call rejects with
+          // that error, its booking given back (as acquire's waiter), rather
+          // than hold a slot that every call after it waits behind.
+          giveBack(entry);
+          reject(error);
+          return;
+        }
+      }
       queue.push(entry);
       emit({ type: 'queued', id: entry.id, slotMs: entry.atMs });
       // Due now and nobody ahead: no timer round trip.

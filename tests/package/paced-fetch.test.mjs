@@ -987,3 +987,54 @@ test("a call made from onEvent as a request leaves the queue goes behind those c
   assert.deepEqual([await a, await c, await d], [200, 200, 'TimeoutError'], "c, called before d, goes first when the pause ends; d's slot after it lies past its maxWaitMs");
   assert.deepEqual(log, [['/a', 450], ['/c', 1150]]);
 });
+
+test('a signal whose addEventListener throws rejects its call with that error, its booking given back', async () => {
+  // Its booking was kept: the call rejected, and /c waited behind a slot
+  // nobody took.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const events = [];
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, onEvent: ({ type, id }) => events.push(`${type} ${id}`) });
+  const signal = {
+    aborted: false,
+    addEventListener() {
+      throw new Error('cannot listen');
+    },
+    removeEventListener() {},
+  };
+  const a = paced('/a');
+  await assert.rejects(paced('/b', { signal }), { message: 'cannot listen' });
+  assert.equal(paced.waiting, 0);
+  const c = paced('/c');
+  await time.advance(500);
+  assert.deepEqual([(await a).status, (await c).status], [200, 200]);
+  assert.deepEqual(log, [['/a', 0], ['/c', 100]], "/b's slot was given back");
+  assert.deepEqual(events.filter((event) => event.endsWith(' 1')), [], '/b never queued');
+  assert.equal(time.pending, 0);
+});
+
+test('a signal whose addEventListener throws when its request is to be retried rejects it, and the queue still pauses', async () => {
+  // The call rejected, and the server's Retry-After was dropped with it:
+  // /b went at once, into the 429s the server asked to spare it.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  let listens = 0;
+  const signal = {
+    aborted: false,
+    addEventListener() {
+      if (++listens > 1) throw new Error('cannot listen again');
+    },
+    removeEventListener() {},
+  };
+  const a = assert.rejects(paced('/a', { signal }), { message: 'cannot listen again' });
+  const b = paced('/b');
+  await time.advance(50); // /a's 429 arrives
+  await a;
+  assert.equal(paced.pausedUntilMs, 1000);
+  await time.advance(2000);
+  assert.equal((await b).status, 200);
+  assert.deepEqual(log, [['/a', 0], ['/b', 1000]]);
+  assert.equal(time.pending, 0);
+});
