@@ -8,7 +8,8 @@ export interface PacedFetchEvent {
    * `queued` (booked), `sent` (handed to fetch), `response`, `paused` (a
    * server asked to wait), `aborted` (its signal took it out of the queue),
    * `rejected` (taken out of the queue, its call rejected: a pause beyond its
-   * `maxWaitMs`, or its booking refused when booked again).
+   * `maxWaitMs`, its booking refused when booked again, or `clock` failing
+   * in the queue's timer).
    */
   type: 'queued' | 'sent' | 'response' | 'paused' | 'aborted' | 'rejected'
   /** The request's number, from 0 in call order (not for `paused`). */
@@ -21,7 +22,7 @@ export interface PacedFetchEvent {
   status?: number
   /** When the pause ends, on `clock` (`paused`). */
   untilMs?: number
-  /** When the event happened, on `clock`. */
+  /** When the event happened, on `clock` (`NaN` when `clock` fails to read then). */
   atMs: number
   /** Requests waiting in the queue after the event. */
   waiting: number
@@ -73,7 +74,8 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * The limiter's clock, in milliseconds (pass the same `clock` as to the
    * limiter). Default `performance.now()`. A read that throws or is no finite
    * number (a `RangeError` or `TypeError` naming `clock`) rejects the call
-   * that made it; when the queue's timer makes it, every queued request.
+   * that made it; when the queue's timer makes it, every queued request
+   * (each told `rejected`).
    */
   clock?: () => number
   /**

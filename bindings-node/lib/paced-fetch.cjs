@@ -326,8 +326,16 @@ function pace(RateLimited, fetch, limiter, options) {
   const readWall = () => readMs('wallClock', wallClock);
   const emit = (event) => {
     if (onEvent === undefined) return;
+    // A clock failing now (it fails the requests concerned) leaves the
+    // event told, at NaN: lost, it would leave them queued to onEvent.
+    let atMs;
     try {
-      onEvent({ ...event, atMs: readClock(), waiting: queue.length, pausedUntilMs: pausedUntil });
+      atMs = readClock();
+    } catch {
+      atMs = NaN;
+    }
+    try {
+      onEvent({ ...event, atMs, waiting: queue.length, pausedUntilMs: pausedUntil });
     } catch (error) {
       report(error);
     }
@@ -363,9 +371,11 @@ function pace(RateLimited, fetch, limiter, options) {
     } catch (error) {
       // Thrown from the timer, it would end a Node process and leave the
       // queue waiting for ever: the requests fail with it, their bookings
-      // given back.
+      // given back, each told 'rejected'.
       releaseAll();
-      for (const entry of queue.splice(0)) fail(entry, error);
+      whole(() => {
+        for (const entry of queue.splice(0)) drop(entry, error);
+      });
       arm();
       return;
     }

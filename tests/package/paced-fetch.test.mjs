@@ -1038,3 +1038,35 @@ test('a signal whose addEventListener throws when its request is to be retried r
   assert.deepEqual(log, [['/a', 0], ['/b', 1000]]);
   assert.equal(time.pending, 0);
 });
+
+test("a clock failing in the timer tells onEvent 'rejected' for each request it takes out", async () => {
+  // They were rejected untold: a display counting queued requests kept
+  // them for ever. The event reads the clock too: its atMs is NaN then,
+  // where the event was lost (a warning).
+  for (const broken of [() => { throw new Error('no clock'); }, () => NaN]) {
+    const time = fakeTime();
+    let failing = false;
+    const clock = () => (failing ? broken() : time.clock());
+    const events = [];
+    const onEvent = ({ type, id, atMs, waiting }) => events.push([type, id, atMs, waiting]);
+    let answer;
+    const held = (url) => new Promise((resolve) => (answer = () => resolve(fakeFetch(time).fetch(url))));
+    const paced = pacedFetch(held, tenPerSecond(time.clock), { clock, timers: time.timers, onEvent });
+    const a = paced('/a');
+    const failed = [paced('/b'), paced('/c')].map((call) => assert.rejects(call));
+    failing = true;
+    await time.advance(100); // the timer reads the clock
+    await Promise.all(failed);
+    assert.deepEqual(events, [
+      ['queued', 0, 0, 1],
+      ['sent', 0, 0, 0],
+      ['queued', 1, 0, 1],
+      ['queued', 2, 0, 2],
+      ['rejected', 1, NaN, 0],
+      ['rejected', 2, NaN, 0],
+    ]);
+    failing = false;
+    answer();
+    assert.equal((await a).status, 200);
+  }
+});
