@@ -127,8 +127,11 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * arguments, and options it does not take, throw a `TypeError`
  * (`invalid_type`) or `RangeError` (`invalid_value`) naming them; so does a
  * `KeyedLimiter`, `Policy` or Redis limiter given as `limiter` (their
- * `reserve` takes a key first), and a call whose `fetch` resolves to
- * something without `headers.get` rejects with a `TypeError` naming `fetch`.
+ * `reserve` takes a key first); a call whose `fetch` resolves to
+ * something without `headers.get` rejects with a `TypeError` naming `fetch`,
+ * and one whose `limiter.reserve` returns a Promise (an async limiter's: no
+ * decision, and pacedFetch books each call as it is made) with a
+ * `TypeError` naming `limiter.reserve`.
  * @example
  * const get = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 }))
  * const pages = await Promise.all(urls.map((url) => get(url)))  // 5 per second

@@ -60,6 +60,19 @@ function report(error) {
   }
 }
 
+/**
+ * `value`, the answer of the limiter's method `name`, else (a thenable: an
+ * async limiter's) a TypeError naming it: a Promise is no decision, and
+ * pacedFetch books each request as it is called, to keep the order. A
+ * rejection it may bring is handled here: unhandled, it would end a Node
+ * process.
+ */
+function decided(name, value, what = 'a value') {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function') || typeof value.then !== 'function') return value;
+  Promise.resolve(value).catch(() => {});
+  throw typeError(`\`${name}\` must return ${what}, not a Promise: pacedFetch needs a limiter that decides at once`);
+}
+
 /** A TypeError (code `invalid_type`), as the limiters' own. */
 function typeError(message) {
   return Object.assign(new TypeError(message), { code: 'invalid_type' });
@@ -307,8 +320,10 @@ function pace(RateLimited, fetch, limiter, options) {
   // Whether those behind an aborted booking move up; and the bookings others
   // made (see BOOKINGS): the limiter's count, less this queue's own.
   // Another limiter is taken for a bucket (its refund gives back the latest booking).
-  const movesUp = typeof limiter[MOVES_UP] === 'function' ? limiter[MOVES_UP]() : true;
+  const movesUp = typeof limiter[MOVES_UP] === 'function' ? decided("limiter[Symbol.for('ratekeeper.movesUp')]", limiter[MOVES_UP]()) : true;
   let mine = 0;
+  // Read once here to be checked: later reads are in listeners and timers, where nothing may throw.
+  if (typeof limiter[BOOKINGS] === 'function') decided("limiter[Symbol.for('ratekeeper.bookings')]", limiter[BOOKINGS]());
   const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
   let timer = null;
   let timerAt = NaN;
@@ -412,7 +427,7 @@ function pace(RateLimited, fetch, limiter, options) {
    * what is left of it); null, or the error to reject it with.
    */
   function book(entry, now, maxWait, again = false) {
-    const r = limiter.reserve(entry.cost, maxWait, now);
+    const r = decided('limiter.reserve', limiter.reserve(entry.cost, maxWait, now), 'a reservation');
     // Beyond what any pause reaches, the limiter counts on another clock
     // (Date.now() where pacedFetch reads performance.now()): each request
     // would wait for decades.

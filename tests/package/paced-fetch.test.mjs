@@ -1070,3 +1070,33 @@ test("a clock failing in the timer tells onEvent 'rejected' for each request it 
     assert.equal((await a).status, 200);
   }
 });
+
+test("a limiter answering with a Promise is refused with a TypeError naming the method, not read as a decision", async () => {
+  // reserve's Promise read as a refusal (it has no `ok`): the call rejected
+  // with a RateLimited to "retry in undefined ms". A rejected one also went
+  // unhandled (a Node process ends on one).
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const refund = (...args) => gcra.refund(...args);
+  const options = { clock: time.clock, timers: time.timers };
+  for (const answer of [() => Promise.resolve({ ok: true, atMs: 0, waitMs: 0 }), () => Promise.reject(new Error('store down')), () => ({ then() {} })]) {
+    const paced = pacedFetch(fetch, { reserve: answer, refund }, options);
+    await assert.rejects(paced('/a'), {
+      name: 'TypeError',
+      code: 'invalid_type',
+      message: '`limiter.reserve` must return a reservation, not a Promise: pacedFetch needs a limiter that decides at once',
+    });
+    assert.equal(paced.waiting, 0);
+  }
+  for (const name of ['ratekeeper.movesUp', 'ratekeeper.bookings']) {
+    const limiter = { reserve: (...args) => gcra.reserve(...args), refund, [Symbol.for(name)]: async () => 0 };
+    assert.throws(() => pacedFetch(fetch, limiter, options), {
+      name: 'TypeError',
+      code: 'invalid_type',
+      message: `\`limiter[Symbol.for('${name}')]\` must return a value, not a Promise: pacedFetch needs a limiter that decides at once`,
+    });
+  }
+  assert.deepEqual(log, [], 'nothing sent');
+  assert.equal(time.pending, 0);
+});
