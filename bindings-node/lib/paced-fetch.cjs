@@ -180,11 +180,36 @@ function httpDate(text, wallNow) {
 }
 
 /**
+ * `text` cut at each `separator` outside a quoted string (where `\` escapes
+ * the next character), as Structured Fields (RFC 9651) read a list and an
+ * item's parameters: a `,` or `;` in a policy's name or in an unknown
+ * parameter's value (`note="x;r=0"`) cuts nothing. A string left open runs
+ * to the end, and that member reads as no item.
+ */
+function splitOutsideStrings(text, separator) {
+  const parts = [];
+  let start = 0;
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    if (quoted && text[i] === '\\') i++;
+    else if (text[i] === '"') quoted = !quoted;
+    else if (text[i] === separator && !quoted) {
+      parts.push(text.slice(start, i));
+      start = i + 1;
+    }
+  }
+  parts.push(text.slice(start));
+  return parts;
+}
+
+/**
  * Milliseconds until the server allows requests again, from its RateLimit
  * headers, when it says nothing is left (else null). Understands the IETF
- * draft's structured `RateLimit: "name";r=0;t=30` (several policies: the
- * longest exhausted one wins), its older `RateLimit: limit=10, remaining=0,
- * reset=30`, and separate `RateLimit-Remaining` / `RateLimit-Reset`.
+ * draft's structured `RateLimit: "name";r=0;t=30` (a list: several
+ * policies, the longest exhausted one wins; other parameters ignored), its
+ * older `RateLimit: limit=10, remaining=0, reset=30`, and separate
+ * `RateLimit-Remaining` / `RateLimit-Reset`. Malformed members are
+ * ignored, never thrown on.
  *
  * `t` is when the quota is whole again, which for a bucket may be long after
  * its next unit: with the same policy's `RateLimit-Policy: "name";q=5;w=5`,
@@ -200,32 +225,31 @@ function parseRateLimit(headers) {
   const exhausted = (remaining, reset) => {
     if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
   };
-  // Each structured item: its name (the quoted or bare token before the
-  // first `;`) and its parameters.
-  const items = (value) =>
-    value.split(',').map((item) => {
-      const [name, ...parts] = item.split(';');
+  // Each member of a structured list: its name (the quoted string or bare
+  // token before the first `;`; for the older draft, a `key=value`) and its
+  // parameters, by key.
+  const members = (value) =>
+    splitOutsideStrings(value, ',').map((member) => {
+      const [name, ...parts] = splitOutsideStrings(member, ';');
       const params = {};
       for (const part of parts) {
-        const [key, raw] = part.split('=').map((s) => s.trim());
-        if (raw !== undefined) params[key.toLowerCase()] = count(raw);
+        const at = part.indexOf('=');
+        if (at >= 0) params[part.slice(0, at).trim().toLowerCase()] = count(part.slice(at + 1));
       }
       return { name: name.trim(), params };
     });
   const policies = new Map();
   const policy = headers.get('ratelimit-policy');
-  if (policy !== null) for (const { name, params } of items(policy)) policies.set(name, params);
+  if (policy !== null) for (const { name, params } of members(policy)) policies.set(name, params);
   const value = headers.get('ratelimit');
   if (value !== null) {
+    // The older draft's dictionary (`remaining=0, reset=30`): its members'
+    // own values, not an item's parameters (`"a";r=5;remaining=0`).
     const flat = {};
-    for (const item of value.split(',')) {
-      for (const part of item.split(';')) {
-        const [key, raw] = part.split('=').map((s) => s.trim());
-        if (raw !== undefined) flat[key.toLowerCase()] = count(raw);
-      }
-    }
-    for (const { name, params } of items(value)) {
-      if (!('r' in params)) continue;
+    for (const { name, params } of members(value)) {
+      const at = name.startsWith('"') ? -1 : name.indexOf('=');
+      if (at >= 0) flat[name.slice(0, at).trim().toLowerCase()] = count(name.slice(at + 1));
+      if (at >= 0 || !('r' in params)) continue;
       const { q, w } = policies.get(name) ?? {};
       const share = q > 0 && w >= 0 ? w / q : Infinity;
       exhausted(params.r, Math.min(params.t, share));

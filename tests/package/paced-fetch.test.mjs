@@ -1100,3 +1100,43 @@ test("a limiter answering with a Promise is refused with a TypeError naming the 
   assert.deepEqual(log, [], 'nothing sent');
   assert.equal(time.pending, 0);
 });
+
+test('RateLimit fields as structured lists: several policies, strings holding , and ;, unknown parameters, garbage ignored', () => {
+  // Cut at every `,` and `;`, strings included: an unknown parameter's
+  // string (`note="x;r=1"`) overwrote a policy's r, one holding a `,` cut
+  // its item in two, an item's parameters were read as the older draft's
+  // dictionary (`remaining=0` beside `r=5`), and a string left open still
+  // gave its parameters.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  // Several policies: the longest exhausted one governs; one with some left pauses nothing.
+  assert.equal(pause({ RateLimit: '"default";r=50;t=30, "burst";r=0;t=1' }), 1000);
+  assert.equal(pause({ RateLimit: '"day";r=0;t=3600,"burst";r=0;t=1' }), 3_600_000);
+  assert.equal(pause({ RateLimit: '"default";r=50;t=30, "burst";r=3;t=1' }), null);
+  // Whitespace after `;` and around `,`, and the draft's other parameters (pk's bytes hold `=`, qu is a string).
+  assert.equal(pause({ RateLimit: '  "a";  r=0;  t=2;pk=:cHJvamVjdC0xMjM=:  ,  "b";r=9;t=9  ' }), 2000);
+  assert.equal(pause({ 'RateLimit-Policy': '"a";q=10;qu="requests";w=10;pk=:cHJvamVjdC0xMjM=:', RateLimit: '"a";r=0;t=5' }), 1000);
+  // Strings holding `,` and `;`, in names (matched between the two fields) and in unknown parameters.
+  assert.equal(pause({ RateLimit: '"a";r=0;t=5;note="x;r=1"' }), 5000);
+  assert.equal(pause({ RateLimit: '"a";r=5;t=60;note="x;r=0;y"' }), null);
+  assert.equal(pause({ RateLimit: '"a";r=0;note="wait, t=9";t=2' }), 2000);
+  assert.equal(pause({ RateLimit: '"a";r=0;t=2;note="say \\"hi\\"; r=1, \\\\"' }), 2000);
+  assert.equal(pause({ 'RateLimit-Policy': '"free, tier";q=10;w=10, "b";q=1;w=60', RateLimit: '"free, tier";r=0;t=5' }), 1000);
+  assert.equal(pause({ 'RateLimit-Policy': '"a;b";q=10;w=10', RateLimit: '"a;b";r=0;t=5' }), 1000);
+  // An item's parameters are no dictionary: only the older draft's own members are.
+  assert.equal(pause({ RateLimit: '"a";r=5;t=1;remaining=0;reset=30' }), null);
+  assert.equal(pause({ RateLimit: 'limit=10, remaining=0, reset=30' }), 30_000);
+  // Garbage: ignored, never thrown on. A string left open runs to the end (a parse error).
+  assert.equal(pause({ RateLimit: '"open;r=0;t=5' }), null);
+  assert.equal(pause({ RateLimit: '"a";r=0;t=5, garbage, ;;, =, "b";r=x;t=1, "c";r=0;t=-1, "d";r=0' }), 5000);
+  let seed = 38;
+  const alphabet = ['"', '\\', ';', ',', '=', ' ', ':', 'r', 't', 'q', 'w', '0', '5', 'a', 'remaining', 'reset'];
+  for (let i = 0; i < 2000; i++) {
+    let text = '';
+    for (let n = 0; n < 12; n++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      text += alphabet[seed % alphabet.length];
+    }
+    const got = pause({ RateLimit: text, 'RateLimit-Policy': text });
+    assert.ok(got === null || (Number.isFinite(got) && got >= 0), `${text}: ${got}`);
+  }
+});
