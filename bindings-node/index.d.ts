@@ -482,7 +482,10 @@ export declare class Policy {
 export type HandlerOptions<Request> =
   | {
       limiter: KeyedLimiter
-      /** The client a request counts against. */
+      /**
+       * The client a request counts against (`undefined` or `null` goes to
+       * `next(error)`: a request that cannot be keyed is never let through unlimited).
+       */
       key: (request: Request) => Key | PromiseLike<Key>
       /** The cost of a request (a number: `undefined` or `null` goes to `next(error)`). Default 1. */
       cost?: (request: Request) => number | PromiseLike<number>
@@ -493,7 +496,8 @@ export type HandlerOptions<Request> =
       limiter: Policy
       /**
        * The request's fields (default: none, which only a policy of global
-       * limits takes: a keyed one is refused).
+       * limits takes: a keyed one is refused). `undefined` or `null` goes to
+       * `next(error)`, as for `key`.
        */
       fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
       cost?: (request: Request) => number | PromiseLike<number>

@@ -30,11 +30,12 @@ def make_app(limiter: Any, **options: Any) -> Starlette:
     return Starlette(routes=[Route("/", hello), Route("/health", hello)], middleware=middleware)
 
 
-def get_all(app: Starlette, requests: list[dict[str, Any]]) -> list[httpx.Response]:
-    """Sends the requests in order through one client; returns the responses."""
+def get_all(app: Starlette, requests: list[dict[str, Any]], *, raise_errors: bool = True) -> list[httpx.Response]:
+    """Sends the requests in order through one client; returns the responses
+    (with ``raise_errors=False``, a request that failed is Starlette's 500)."""
 
     async def main() -> list[httpx.Response]:
-        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 1234))
+        transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 1234), raise_app_exceptions=raise_errors)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
             return [await client.get(r.get("path", "/"), headers=r.get("headers")) for r in requests]
 
@@ -98,10 +99,37 @@ def test_one_limiter_per_key() -> None:
     store = KeyedLimiter(TokenBucket(1, 1, 3600))
     app = make_app(store, key=by_api_key)
     alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
-    codes = [r.status_code for r in get_all(app, [alice, bob, alice, bob, {}, {}])]
-    assert codes == [200, 200, 429, 429, 200, 200]  # no key: not limited
-    assert "ratelimit" not in get_all(app, [{}])[0].headers
+    codes = [r.status_code for r in get_all(app, [alice, bob, alice, bob])]
+    assert codes == [200, 200, 429, 429]
     assert len(store) == 2
+
+
+def test_a_request_that_cannot_be_keyed_fails_and_is_charged_nothing() -> None:
+    """``key`` returning None (a header the client left out) failed nothing:
+    the request went through unlimited, so any client could skip the limit
+    by leaving the header out. Now it is a server error, as in the JS
+    helpers, and nothing is charged."""
+    store = KeyedLimiter(FixedWindow(5, 3600, name="per-key"))
+    policy = Policy()
+    policy.add("global", FixedWindow(5, 3600))
+
+    def fields(scope: Scope) -> Optional[dict[str, str]]:
+        key = by_api_key(scope)
+        return None if key is None else {"api_key": key}
+
+    alice = {"headers": {"x-api-key": "alice"}}
+    cases: list[tuple[Any, Any, str]] = [(store, by_api_key, "per-key"), (policy, fields, "global")]
+    for limiter, key, name in cases:
+        app = make_app(limiter, key=key)
+        refused, allowed = get_all(app, [{}, alice], raise_errors=False)
+        assert refused.status_code == 500
+        assert "ratelimit" not in refused.headers
+        assert calls == ["/"]  # the app never saw the refused request
+        assert allowed.headers["ratelimit"].startswith(f'"{name}";r=4;t=')  # nothing charged
+        middleware = RateLimitMiddleware(app, limiter, key=key)
+        with pytest.raises(RateLimitTypeError, match="^`key` returned None: a request that cannot be keyed") as raised:
+            middleware.decide({"type": "http", "headers": []})
+        assert raised.value.code == "invalid_type"
 
 
 def test_the_default_key_is_the_client_address() -> None:
@@ -164,8 +192,8 @@ def test_a_policy_with_its_own_fields() -> None:
         return None if key is None else {"api_key": key}
 
     app = make_app(policy, key=fields, cost=1)
-    alice = {"headers": {"x-api-key": "alice"}}
-    codes = [r.status_code for r in get_all(app, [alice, alice, {}])]
+    alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
+    codes = [r.status_code for r in get_all(app, [alice, alice, bob])]
     assert codes == [200, 429, 200]
 
 

@@ -233,6 +233,45 @@ for (const [framework, serve, close] of frameworks) {
   }
 }
 
+// A request that cannot be keyed: its key read from a header the client left
+// out. Let through unlimited, any client could skip the limit by leaving the
+// header out: refused (500) instead, and charged nothing. A Policy read
+// nothing as {} and counted the request under its global limits only.
+const unkeyable = {
+  key: () => ({
+    limiter: new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000, name: 'per-client' })),
+    key: (request) => request.headers['x-client'],
+  }),
+  fields: () => ({
+    limiter: new Policy({ limits: [{ name: 'per-client', algorithm: 'fixed_window', rate: '5/minute' }] }),
+    fields: (request) => (request.headers['x-client'] === undefined ? null : { client: request.headers['x-client'] }),
+  }),
+};
+
+for (const [framework, serve, close] of frameworks) {
+  for (const [option, make] of Object.entries(unkeyable)) {
+    for (const [how, wrap] of [['sync', (f) => f], ['async', (f) => async (request) => f(request)]]) {
+      describe(`${framework}: \`${option}\` returning nothing (${how})`, () => {
+        const server = {};
+        before(() => {
+          const options = make();
+          return serve(server, { ...options, [option]: wrap(options[option]) });
+        });
+        after(() => close(server));
+        it('fails the request (500, naming the option), never lets it through, and charges nothing', async () => {
+          const refused = await get(server.url, undefined);
+          assert.equal(refused.status, 500);
+          assert.match(refused.body, new RegExp(`\`${option}\` returned (undefined|null): a request that cannot be keyed is refused`));
+          assert.deepStrictEqual([refused.policy, refused.rateLimit], [null, null]);
+          const keyed = await get(server.url, 'alice');
+          assert.equal(keyed.status, 200);
+          assert.match(keyed.rateLimit, /^"per-client";r=4;t=\d+$/);
+        });
+      });
+    }
+  }
+}
+
 describe('the helpers check their options', () => {
   for (const helper of [middleware, fastifyHook]) {
     it(`${helper.name}: a KeyedLimiter or a Policy, and functions`, () => {

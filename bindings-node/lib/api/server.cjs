@@ -17,12 +17,14 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     const { limiter, key, fields, cost } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
     let inputOf;
+    let inputName;
     // Each mistake below would fail every request (a 500 each), or quietly
     // limit otherwise than asked: refused here instead.
     if (limiter instanceof KeyedLimiter) {
       if (typeof key !== 'function') badType('key', 'a function');
       if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
       inputOf = key;
+      inputName = 'key';
     } else if (limiter instanceof Policy) {
       if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
@@ -33,6 +35,7 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
         }
       }
       inputOf = fields === undefined ? () => ({}) : fields;
+      inputName = 'fields';
     } else {
       badType('limiter', 'a KeyedLimiter or a Policy');
     }
@@ -47,7 +50,18 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
       const d = limiter.tryAcquire(input, units);
       return { decision: d, headers: limiter.headers(d) };
     };
-    return (request) => after(inputOf(request), (input) => after(costOf(request), (units) => decide(input, units)));
+    // A request that cannot be keyed fails (a 500) rather than pass
+    // unlimited: a key read from a header or a session is missing exactly
+    // when a client leaves it out, so passing it would let any client skip
+    // the limit. (A Policy read nothing as {}, counting the request under its
+    // global limits only.) Requests to exempt are routed around the helper.
+    const withInput = (request, input) => {
+      if (input === undefined || input === null) {
+        invalidType(`\`${inputName}\` returned ${input}: a request that cannot be keyed is refused, not let through unlimited`);
+      }
+      return after(costOf(request), (units) => decide(input, units));
+    };
+    return (request) => after(inputOf(request), (input) => withInput(request, input));
   }
 
   /** `then(value)`, or a promise of it once `value` settles when it is a promise. */

@@ -76,12 +76,18 @@ class RateLimitMiddleware:
       ``path``), and every limit of the policy must allow the request;
     - a limiter: one limiter for every request (then ``key`` is not taken).
 
-    A ``key`` that returns ``None`` lets the request through unlimited
-    (health checks, say). A denied request is answered ``429 Too Many
-    Requests`` with the ``RateLimit-Policy``, ``RateLimit`` and
-    ``Retry-After`` headers (a policy lists every limit), and the app never
-    sees it. An allowed response gets ``RateLimit-Policy`` and ``RateLimit``.
-    Lifespan and WebSocket scopes pass through untouched.
+    A ``key`` that returns ``None`` fails the request with
+    ``RateLimitTypeError`` naming ``key`` (the server answers 500), charging
+    nothing: a key read from a header or a session is missing exactly when
+    a client leaves it out, so letting such a request through unlimited
+    would let any client skip the limit. To exempt requests (health checks,
+    say), route them around the middleware: the limited routes in a
+    ``Mount`` of their own, with the middleware. A
+    denied request is answered ``429 Too Many Requests`` with the
+    ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers (a
+    policy lists every limit), and the app never sees it. An allowed
+    response gets ``RateLimit-Policy`` and ``RateLimit``. Lifespan and
+    WebSocket scopes pass through untouched.
 
     A keyed store (or a policy's) made with ``eviction="refuse"`` that is
     full refuses a new key with ``RateLimitError`` (``store_full``): the
@@ -129,16 +135,19 @@ class RateLimitMiddleware:
         self._cost = checked_cost(limiter, cost)
         self._key: Optional[Callable[[Scope], Any]] = key
 
-    def decide(self, scope: Scope) -> Optional[Decision]:
+    def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
-        a policy), or ``None`` when ``key`` lets it through unlimited."""
+        a policy). Raises ``RateLimitTypeError`` when ``key`` returns ``None``."""
         limiter = self.limiter
         if isinstance(limiter, Limiter):
             return limiter.try_acquire(self._cost)
         assert self._key is not None
         key = self._key(scope)
         if key is None:
-            return None
+            raise RateLimitTypeError(
+                "`key` returned None: a request that cannot be keyed is refused, not let through unlimited",
+                "invalid_type",
+            )
         if isinstance(limiter, KeyedLimiter):
             return limiter.try_acquire(key, self._cost)
         return limiter.try_acquire(key, self._cost)
