@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any, Optional
 
 import httpx
@@ -214,6 +215,33 @@ def test_a_full_store_that_refuses_new_keys_answers_503(as_policy: bool) -> None
     assert refused.headers["content-type"] == "text/plain; charset=utf-8"
     assert "ratelimit" not in refused.headers and "retry-after" not in refused.headers
     assert calls == ["/", "/"]  # the app never saw the refused request
+
+
+def test_stacked_middlewares_list_every_item_the_outer_one_first() -> None:
+    """Two in a row, as an app limits every route and then one of them: each
+    response lists both limits in the order the request meets them, outer
+    first, as the JS helpers do and a policy lists its own. The outer one's
+    items came after the inner one's."""
+    outer = KeyedLimiter(FixedWindow(100, 60, name="global"))
+    inner = KeyedLimiter(FixedWindow(1, 60, name="login"))
+    app = Starlette(
+        routes=[Route("/", hello)],
+        middleware=[
+            Middleware(RateLimitMiddleware, limiter=outer, key=lambda scope: "everyone"),
+            Middleware(RateLimitMiddleware, limiter=inner, key=by_api_key),
+        ],
+    )
+    alice = {"headers": {"x-api-key": "alice"}}
+    first, denied = get_all(app, [alice, alice])
+    assert first.status_code == 200
+    assert first.headers["ratelimit-policy"] == '"global";q=100;w=60, "login";q=1;w=60'
+    assert re.fullmatch(r'"global";r=99;t=\d+, "login";r=0;t=\d+', first.headers["ratelimit"])
+    assert "retry-after" not in first.headers
+    assert denied.status_code == 429
+    assert denied.headers["ratelimit-policy"] == '"global";q=100;w=60, "login";q=1;w=60'
+    assert re.fullmatch(r'"global";r=98;t=\d+, "login";r=0;t=\d+', denied.headers["ratelimit"])
+    assert 0 < int(denied.headers["retry-after"]) <= 60
+    assert len(denied.headers.get_list("retry-after")) == 1
 
 
 def test_other_errors_of_the_limiter_propagate() -> None:

@@ -16,7 +16,7 @@ directly.
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Mapping, MutableMapping, Optional, Union
+from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Sequence, Union
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
 from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
@@ -86,7 +86,9 @@ class RateLimitMiddleware:
     denied request is answered ``429 Too Many Requests`` with the
     ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers (a
     policy lists every limit), and the app never sees it. An allowed
-    response gets ``RateLimit-Policy`` and ``RateLimit``. Lifespan and
+    response gets ``RateLimit-Policy`` and ``RateLimit``. Middlewares in a
+    row each add their items, the outer one's first: the order the request
+    meets the limits, as a policy lists its own in its order. Lifespan and
     WebSocket scopes pass through untouched.
 
     A keyed store (or a policy's) made with ``eviction="refuse"`` that is
@@ -174,10 +176,24 @@ class RateLimitMiddleware:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = [*message.get("headers", ()), *headers]
+                message["headers"] = _outer_first(message.get("headers", ()), headers)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _outer_first(
+    had: Iterable[Sequence[bytes]], ours: list[tuple[bytes, bytes]]
+) -> list[Sequence[bytes]]:
+    """``had`` with ``ours`` added, each before the first header of its name
+    already there (an inner middleware's items, or the app's): the items are
+    listed in the order the request meets the limits, outer first, as the
+    JS helpers list theirs and a policy its own."""
+    merged = list(had)
+    for name, value in ours:
+        at = next((i for i, header in enumerate(merged) if bytes(header[0]).lower() == name), len(merged))
+        merged.insert(at, (name, value))
+    return merged
 
 
 async def _answer(scope: Scope, send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
