@@ -272,6 +272,34 @@ for (const [framework, serve, close] of frameworks) {
   }
 }
 
+// A HEAD request gets the fields GET would (RFC 9110), Content-Length too,
+// as the ASGI middleware sends it: Express's answer to HEAD had none.
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: a HEAD request it answers itself`, () => {
+    const server = {};
+    // One request per client, and one client: bob's is refused (503).
+    before(() => serve(server, {
+      limiter: new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000 }), { maxKeys: 1, eviction: 'refuse' }),
+      key: (request) => request.headers['x-client'],
+    }));
+    after(() => close(server));
+    it("carries GET's Content-Length and no content, for 429 and 503", async () => {
+      const lengths = async (client, status) => {
+        const answers = [];
+        for (const method of ['HEAD', 'GET']) {
+          const response = await fetch(server.url, { method, headers: { 'x-client': client } });
+          assert.equal(response.status, status);
+          answers.push([response.headers.get('content-length'), await response.text()]);
+        }
+        return answers;
+      };
+      assert.equal((await get(server.url, 'alice')).status, 200);
+      assert.deepStrictEqual(await lengths('alice', 429), [['18', ''], ['18', 'Too Many Requests\n']]);
+      assert.deepStrictEqual(await lengths('bob', 503), [['20', ''], ['20', 'Service Unavailable\n']]);
+    });
+  });
+}
+
 describe('the helpers check their options', () => {
   for (const helper of [middleware, fastifyHook]) {
     it(`${helper.name}: a KeyedLimiter or a Policy, and functions`, () => {

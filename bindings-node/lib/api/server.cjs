@@ -155,19 +155,21 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
   function middleware(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(req, res, next) {
+      const answer = (status, body) => {
+        res.statusCode = status;
+        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
+        // Set here, as Fastify and the ASGI middleware do: Node's own
+        // ServerResponse drops the body of a HEAD answer and its length with
+        // it, where a HEAD response should carry GET's fields (RFC 9110).
+        res.setHeader('Content-Length', String(body.length));
+        res.end(body);
+        return false;
+      };
       const respond = (outcome) => {
-        if (outcome === null) {
-          res.statusCode = 503;
-          res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-          res.end(UNAVAILABLE);
-          return false;
-        }
+        if (outcome === null) return answer(503, UNAVAILABLE);
         for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, listed(name, res.getHeader?.(name), value));
         if (outcome.decision.allowed) return true;
-        res.statusCode = 429;
-        res.setHeader('Content-Type', 'text/plain; charset=utf-8');
-        res.end(TOO_MANY);
-        return false;
+        return answer(429, TOO_MANY);
       };
       outcomeOf(decide, req, respond, () => next(), next);
     };
