@@ -9,8 +9,8 @@ use crate::state::codec::{corrupt, Codec, Fingerprint, Reader, Writer};
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// The largest `limit` a [`SlidingWindowLog`] accepts. The log keeps up to
-/// `2 * limit` 16-byte entries (the current window and one window of
-/// reservations); larger limits belong to a token bucket.
+/// `2 * limit` 16-byte entries, one per instant with events (the current
+/// window's and its reservations'); larger limits belong to a token bucket.
 pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 
 /// An exact sliding window: a log of the admitted events of the last `window`.
@@ -31,9 +31,11 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// keeps per key start empty and grow as their events arrive (doubling),
 /// so that a key costs memory in proportion to its events, not to the
 /// limit. [`reserve`](Limiter::reserve) books an event at the future
-/// instant it fits, at most one window of bookings ahead; until a booked
-/// slot, no request is admitted (first come, first served) and `remaining`
-/// is 0.
+/// instant it fits while the ring has room: `2 * limit` instants, the
+/// window's and the bookings' (one window ahead with bookings of one unit,
+/// each at an instant of its own; further with bookings of several units,
+/// or several at one instant). Until a booked slot, no request is admitted
+/// (first come, first served) and `remaining` is 0.
 ///
 /// ```
 /// use ratekeeper::{Limiter, Nanos, SlidingWindowLog};
@@ -43,6 +45,15 @@ pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 /// let denied = log.try_acquire(Nanos(999_999_999), 1).unwrap();
 /// assert_eq!(denied.retry_after, Nanos(1));
 /// assert!(log.try_acquire(Nanos::from_secs(1), 1).unwrap().allowed);
+///
+/// // The ring holds 2 * 3 instants: bookings of 3 units each take one,
+/// // so they reach five windows ahead before `reserve` refuses.
+/// let mut log = SlidingWindowLog::new(3, Nanos::from_secs(1)).unwrap();
+/// for window in 0..6 {
+///     let booked = log.reserve(Nanos::ZERO, 3, Nanos::MAX).unwrap();
+///     assert_eq!(booked, Ok(Nanos::from_secs(window)));
+/// }
+/// assert!(log.reserve(Nanos::ZERO, 3, Nanos::MAX).unwrap().is_err());
 /// ```
 #[derive(Clone, Debug)]
 pub struct SlidingWindowLog {
