@@ -275,6 +275,10 @@ test("the repository's Node examples run against the package, and show what they
   for (const example of [firstExample(readme, '## Node and WebAssembly'), firstExample(binding, '## Quick start')]) {
     node(['--input-type=module', '-e', example]);
   }
+  // CommonJS, as written; `nowMs` is the reader's clock.
+  for (const heading of ['## Keyed limiters', '## Policies']) {
+    node(['--input-type=commonjs', '-e', `const nowMs = performance.now();\n${firstExample(binding, heading)}`]);
+  }
   // The headers example ends with an expression and, in a comment, its value.
   const lines = firstExample(binding, '## Headers').trimEnd().split('\n');
   const [expression, shown] = [lines.at(-2).replace(/\/\/.*$/, ''), lines.at(-1).replace(/^\/\/ /, '')];
