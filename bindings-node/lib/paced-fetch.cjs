@@ -207,7 +207,7 @@ function splitOutsideStrings(text, separator) {
  * headers, when it says nothing is left (else null). Understands the IETF
  * draft's structured `RateLimit: "name";r=0;t=30` (a list: several
  * policies, the longest exhausted one wins; other parameters ignored), its
- * older `RateLimit: limit=10, remaining=0, reset=30`, and separate
+ * older `RateLimit: limit=10, remaining=0, reset=30` (or cut at `;`), and separate
  * `RateLimit-Remaining` / `RateLimit-Reset`. Malformed members are
  * ignored, never thrown on.
  *
@@ -244,11 +244,16 @@ function parseRateLimit(headers) {
   const value = headers.get('ratelimit');
   if (value !== null) {
     // The older draft's dictionary (`remaining=0, reset=30`): its members'
-    // own values, not an item's parameters (`"a";r=5;remaining=0`).
+    // own values, and their parameters too, since servers cut its members
+    // at `;` as well (`limit=100; remaining=0; reset=30`, api.close.com's).
+    // An item's parameters only stand for it without `r`
+    // (`"default"; remaining=0; reset=30`): the newer draft's `r` and `t`
+    // govern theirs (`"a";r=5;remaining=0`).
     const flat = {};
     for (const { name, params } of members(value)) {
       const at = name.startsWith('"') ? -1 : name.indexOf('=');
-      if (at >= 0) flat[name.slice(0, at).trim().toLowerCase()] = count(name.slice(at + 1));
+      if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: count(name.slice(at + 1)) }, params);
+      else if (!('r' in params) && 'remaining' in params) exhausted(params.remaining, params.reset);
       if (at >= 0 || !('r' in params)) continue;
       const { q, w } = policies.get(name) ?? {};
       const share = q > 0 && w >= 0 ? w / q : Infinity;

@@ -1140,3 +1140,17 @@ test('RateLimit fields as structured lists: several policies, strings holding , 
     assert.ok(got === null || (Number.isFinite(got) && got >= 0), `${text}: ${got}`);
   }
 });
+
+test("the older draft's RateLimit with `;` between its members, and its names as an item's parameters, still pause", () => {
+  // Read as one structured item, `limit=100; remaining=0; reset=30` (as
+  // api.close.com sends it) and `"default"; remaining=0; reset=30` paused
+  // nothing: the queue went on into the server's 429s.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  assert.equal(pause({ RateLimit: 'limit=100; remaining=0; reset=30' }), 30_000);
+  assert.equal(pause({ RateLimit: 'limit=100;remaining=0;reset=1.5' }), 1500);
+  assert.equal(pause({ RateLimit: 'limit=100; remaining=3; reset=30' }), null);
+  assert.equal(pause({ RateLimit: '"default"; limit=100; remaining=0; reset=30' }), 30_000);
+  assert.equal(pause({ RateLimit: '"a";remaining=0;reset=30, "b";remaining=5;reset=1' }), 30_000, 'each item its own');
+  // An item of the structured draft is read by its own `r` and `t` alone.
+  assert.equal(pause({ RateLimit: '"a";r=5;t=1;remaining=0;reset=30' }), null);
+});
