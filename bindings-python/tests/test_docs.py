@@ -203,7 +203,7 @@ def test_the_readme_examples_run() -> None:
     # The README's examples, in order, in one namespace (a later one uses
     # what an earlier one made), as one coroutine's body (they `await`).
     # Names the text leaves to the reader are given here; the Redis example
-    # needs a server at its default address and is left to the Redis suite.
+    # needs a server: tests/redis/test_redis_store.py runs it.
     import ast
     import asyncio
     import pickle

@@ -1908,3 +1908,34 @@ def test_an_async_acquire_cancelled_while_it_sleeps_raises_its_cancellation_what
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_the_readme_redis_example_runs(url: str) -> None:
+    # The Python README's Redis example as written, its clients pointed at
+    # the test server (it names none: localhost:6379).
+    import ast
+    import inspect
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
+    [block] = [b for b in blocks if "ratekeeper.redis" in b]
+    source = block.replace("redis.Redis(socket", "redis.Redis.from_url(URL, socket").replace(
+        "redis.asyncio.Redis()", "ASYNC_CLIENT"
+    )
+    assert "from_url(URL" in source and "ASYNC_CLIENT" in source
+    code = compile(source, "README.md, the Redis example", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    names: dict[str, Any] = {"URL": url}
+
+    async def run() -> None:
+        names["ASYNC_CLIENT"] = redis.asyncio.Redis.from_url(url)
+        try:
+            result = eval(code, names)
+            if inspect.iscoroutine(result):
+                await result
+        finally:
+            await names["ASYNC_CLIENT"].aclose()
+            names["r"].close()
+
+    asyncio.run(run())
+    assert names["d"].from_store and names["d"].allowed
