@@ -479,12 +479,13 @@ export declare class Policy {
  * looked up in a session store): the request is then decided once it settles,
  * and a rejection goes to `next(error)` / `done(error)`.
  */
-export type HandlerOptions<Request> =
+export type HandlerOptions<Request> = (
   | {
       limiter: KeyedLimiter
       /**
        * The client a request counts against (`undefined` or `null` goes to
-       * `next(error)`: a request that cannot be keyed is never let through unlimited).
+       * `next(error)`: a request that cannot be keyed is never let through
+       * unlimited; exempt requests with `skip`).
        */
       key: (request: Request) => Key | PromiseLike<Key>
       /** The cost of a request (a number: `undefined` or `null` goes to `next(error)`). Default 1. */
@@ -504,6 +505,14 @@ export type HandlerOptions<Request> =
       /** A KeyedLimiter's option: refused here. */
       key?: never
     }
+) & {
+  /**
+   * Whether to let `request` through undecided: no RateLimit headers, nothing
+   * charged (health checks, say). Called first, before `key`/`fields`; a
+   * value other than a boolean goes to `next(error)`. Default: none is skipped.
+   */
+  skip?: (request: Request) => boolean | PromiseLike<boolean>
+}
 
 /** What `middleware` needs of a response (Express's, or Node's own `ServerResponse`). */
 export interface ResponseLike {

@@ -161,6 +161,7 @@ fn static_name(name: &str) -> &'static str {
         "eviction",
         "max_keys",
         "bandwidths",
+        "skip",
     ];
     NAMES
         .iter()

@@ -133,6 +133,35 @@ def test_a_request_that_cannot_be_keyed_fails_and_is_charged_nothing() -> None:
         assert raised.value.code == "invalid_type"
 
 
+def test_skip_lets_a_request_through_undecided_and_uncharged() -> None:
+    """``skip`` exempts requests (health checks), now that a key of None is
+    refused: the app gets them without RateLimit headers, charged nothing,
+    as the JS helpers' ``skip`` does."""
+    store = KeyedLimiter(FixedWindow(1, 3600, name="per-key"))
+    app = make_app(store, key=by_api_key, skip=lambda scope: scope["path"] == "/health")
+    alice = {"headers": {"x-api-key": "alice"}}
+    health = {"path": "/health", "headers": {"x-api-key": "alice"}}
+    responses = get_all(app, [health, health, {"path": "/health"}, alice, alice])
+    assert [r.status_code for r in responses] == [200, 200, 200, 200, 429]
+    assert all("ratelimit" not in r.headers for r in responses[:3])
+    assert responses[3].headers["ratelimit"].startswith('"per-key";r=0;t=')  # alice's one request was left
+    assert calls == ["/health", "/health", "/health", "/"]
+
+
+def test_skip_must_be_a_function_answering_a_bool() -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        raise AssertionError("not reached")
+
+    store = KeyedLimiter(FixedWindow(1, 3600))
+    with pytest.raises(RateLimitTypeError, match="^`skip` must be a function, not bool"):
+        RateLimitMiddleware(app, store, skip=True)  # type: ignore[arg-type]
+    middleware = RateLimitMiddleware(app, store, skip=lambda scope: "yes")  # type: ignore[arg-type,return-value]
+    with pytest.raises(RateLimitTypeError, match="^`skip` must return a bool, not str") as raised:
+        asyncio.run(middleware({"type": "http", "path": "/", "headers": []}, None, None))  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_type"
+    assert len(store) == 0
+
+
 def test_the_default_key_is_the_client_address() -> None:
     assert client_host({"type": "http", "client": ("198.51.100.1", 80)}) == "198.51.100.1"
     assert client_host({"type": "http"}) == ""

@@ -272,6 +272,47 @@ for (const [framework, serve, close] of frameworks) {
   }
 }
 
+// `skip`: how requests are exempted (health checks), since a key of nothing
+// is refused. A skipped request goes on undecided: no headers, no charge.
+for (const [framework, serve, close] of frameworks) {
+  for (const [how, wrap] of [['sync', (f) => f], ['async', (f) => async (request) => f(request)]]) {
+    describe(`${framework}: \`skip\` (${how})`, () => {
+      const server = {};
+      before(() => serve(server, {
+        limiter: new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'per-client' })),
+        key: (request) => request.headers['x-client'],
+        skip: wrap((request) => {
+          if (request.headers['x-skip'] === 'odd') return 'yes';
+          return request.headers['x-skip'] === 'true' || request.headers['x-client'] === undefined;
+        }),
+      }));
+      after(() => close(server));
+      it('lets a skipped request through without headers, charging nothing', async () => {
+        const skipped = { 'x-client': 'alice', 'x-skip': 'true' };
+        for (let i = 0; i < 3; i++) {
+          const response = await fetch(server.url, { headers: skipped });
+          assert.equal(response.status, 200);
+          assert.deepStrictEqual([response.headers.get('ratelimit'), response.headers.get('ratelimit-policy')], [null, null]);
+          assert.equal(await response.text(), 'hello');
+        }
+        // No key, skipped: not refused as unkeyable.
+        assert.equal((await get(server.url, undefined)).status, 200);
+        // Alice's one request is still hers: nothing was charged.
+        const first = await get(server.url, 'alice');
+        assert.equal(first.status, 200);
+        assert.match(first.rateLimit, /^"per-client";r=0;t=\d+$/);
+        assert.equal((await get(server.url, 'alice')).status, 429);
+      });
+      it('fails a request whose skip answers no boolean (500, naming skip)', async () => {
+        const response = await fetch(server.url, { headers: { 'x-client': 'bob', 'x-skip': 'odd' } });
+        assert.equal(response.status, 500);
+        assert.match(await response.text(), /`skip` must return a boolean, not string/);
+        assert.equal((await get(server.url, 'bob')).status, 200);
+      });
+    });
+  }
+}
+
 // A HEAD request gets the fields GET would (RFC 9110), Content-Length too,
 // as the ASGI middleware sends it: Express's answer to HEAD had none.
 for (const [framework, serve, close] of frameworks) {
@@ -309,6 +350,7 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ limiter: new FixedWindow({ limit: 1, windowMs: 1 }), key: () => 'k' }), 'invalid_type', 'limiter');
       assertLimiterError(() => helper({ limiter }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', cost: 2 }), 'invalid_type', 'cost');
+      assertLimiterError(() => helper({ limiter, key: () => 'k', skip: true }), 'invalid_type', 'skip');
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), fields: 1 }), 'invalid_type', 'fields');
       // An option of the other kind of limiter would be ignored: refused.
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), key: () => 'k' }), 'invalid_type', 'key');

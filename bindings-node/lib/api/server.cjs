@@ -8,14 +8,16 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`) or a Policy (its request is `fields(request)`, a plain
-  // object of fields); `cost(request)` defaults to 1. Each function may
+  // object of fields); `cost(request)` defaults to 1. A request for which
+  // `skip(request)` is true is not decided (SKIPPED). Each function may
   // return a promise (a key looked up in a session store, say): the
   // decision is then a promise too, taken once the key and then the cost
   // are known, so that requests are decided in the order their keys come.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
-    const { limiter, key, fields, cost } = known(options, 'the server helpers');
+    const { limiter, key, fields, cost, skip } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
+    if (skip !== undefined && typeof skip !== 'function') badType('skip', 'a function');
     let inputOf;
     let inputName;
     // Each mistake below would fail every request (a 500 each), or quietly
@@ -54,15 +56,25 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     // unlimited: a key read from a header or a session is missing exactly
     // when a client leaves it out, so passing it would let any client skip
     // the limit. (A Policy read nothing as {}, counting the request under its
-    // global limits only.) Requests to exempt are routed around the helper.
+    // global limits only.) Requests to exempt are named by `skip`.
     const withInput = (request, input) => {
       if (input === undefined || input === null) {
         invalidType(`\`${inputName}\` returned ${input}: a request that cannot be keyed is refused, not let through unlimited`);
       }
       return after(costOf(request), (units) => decide(input, units));
     };
-    return (request) => after(inputOf(request), (input) => withInput(request, input));
+    const decideRequest = (request) => after(inputOf(request), (input) => withInput(request, input));
+    if (skip === undefined) return decideRequest;
+    // The way to exempt requests (health checks, say): a key of nothing is refused, not read as "exempt".
+    return (request) =>
+      after(skip(request), (skipped) => {
+        if (typeof skipped !== 'boolean') invalidType(`\`skip\` must return a boolean, not ${skipped === null ? 'null' : typeof skipped}`);
+        return skipped ? SKIPPED : decideRequest(request);
+      });
   }
+
+  /** The outcome of a request `skip` exempts: it goes on, without RateLimit headers, charged nothing. */
+  const SKIPPED = Object.freeze({ skipped: true });
 
   /** `then(value)`, or a promise of it once `value` settles when it is a promise. */
   function after(value, then) {
@@ -166,6 +178,7 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
         return false;
       };
       const respond = (outcome) => {
+        if (outcome === SKIPPED) return true;
         if (outcome === null) return answer(503, UNAVAILABLE);
         for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, listed(name, res.getHeader?.(name), value));
         if (outcome.decision.allowed) return true;
@@ -180,6 +193,7 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     const decide = handlerOptions(options);
     return function ratekeeper(request, reply, done) {
       const respond = (outcome) => {
+        if (outcome === SKIPPED) return true;
         if (outcome === null) {
           reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
           return false;

@@ -122,7 +122,7 @@ module.exports = function shared(B) {
     KeyedLimiter: ['maxKeys', 'eviction'],
     Policy: ['algorithm', 'by', 'clock'],
     acquire: ['signal', 'timeoutMs'],
-    'the server helpers': ['limiter', 'key', 'fields', 'cost'],
+    'the server helpers': ['limiter', 'key', 'fields', 'cost', 'skip'],
   };
 
   /**

@@ -81,8 +81,10 @@ class RateLimitMiddleware:
     nothing: a key read from a header or a session is missing exactly when
     a client leaves it out, so letting such a request through unlimited
     would let any client skip the limit. To exempt requests (health checks,
-    say), route them around the middleware: the limited routes in a
-    ``Mount`` of their own, with the middleware. A
+    say), pass ``skip(scope)``: a request it answers ``True`` for goes to
+    the app undecided, without RateLimit headers, charged nothing (it is
+    called first, for HTTP requests; an answer other than a ``bool`` raises
+    ``RateLimitTypeError`` naming ``skip``). A
     denied request is answered ``429 Too Many Requests`` with the
     ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers (a
     policy lists every limit), and the app never sees it. An allowed
@@ -106,9 +108,13 @@ class RateLimitMiddleware:
         *,
         key: Optional[Callable[[Scope], Any]] = None,
         cost: int = 1,
+        skip: Optional[Callable[[Scope], bool]] = None,
     ) -> None:
         self.app = app
         self.limiter = limiter
+        if skip is not None and not callable(skip):
+            raise RateLimitTypeError(f"`skip` must be a function, not {type(skip).__name__}", "invalid_type")
+        self._skip = skip
         # Checked here, as is what follows: each mistake would fail every
         # request (a 500 each).
         if isinstance(limiter, Limiter):
@@ -154,7 +160,19 @@ class RateLimitMiddleware:
             return limiter.try_acquire(key, self._cost)
         return limiter.try_acquire(key, self._cost)
 
+    def skips(self, scope: Scope) -> bool:
+        """Whether ``skip`` exempts the request of ``scope`` (``False`` without ``skip``)."""
+        if self._skip is None:
+            return False
+        skipped = self._skip(scope)
+        if not isinstance(skipped, bool):
+            raise RateLimitTypeError(f"`skip` must return a bool, not {type(skipped).__name__}", "invalid_type")
+        return skipped
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.skips(scope):
+            await self.app(scope, receive, send)
+            return
         try:
             decision = self.decide(scope) if scope["type"] == "http" else None
         except RateLimitError as error:

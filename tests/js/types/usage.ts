@@ -97,6 +97,7 @@ const policy = new Policy({
 });
 export const hook = fastifyHook<Req>({ limiter: policy, fields: (request) => ({ ip: request.ip }) });
 export const asyncHandler = middleware<Req>({ limiter: perIp, key: async (req) => req.ip, cost: async () => 1 });
+export const skipping = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip: r.ip }), skip: (r) => r.method === 'OPTIONS' });
 
 // Keyed limiters, policies, portable state.
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
@@ -180,6 +181,8 @@ middleware<Req>({ limiter: bucket, key: (req) => req.ip });
 middleware<Req>({ limiter: policy, key: (req) => req.ip });
 // @ts-expect-error: a KeyedLimiter takes `key`, not `fields`
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, fields: (req) => ({ ip: req.ip }) });
+// @ts-expect-error: skip answers a boolean
+middleware<Req>({ limiter: perIp, key: (req) => req.ip, skip: (req) => req.ip });
 // @ts-expect-error: keys are strings or numbers
 perIp.tryAcquire({});
 // @ts-expect-error: a calendar is 'day', 'week' or 'month'
