@@ -9,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{
-    PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple, PyType,
+    PyBool, PyBytes, PyDict, PyFloat, PyInt, PyMemoryView, PyModule, PyString, PyType,
 };
 use ratekeeper::{Algorithm, Calendar, Decision, Error, Eviction, Nanos, Refill};
 use smallvec::SmallVec;
@@ -482,10 +482,29 @@ pub fn data(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if obj.is_instance_of::<PyString>() {
         return Err(to_py(obj.py(), invalid_type("data", "bytes, not a str")));
     }
-    obj.extract::<Vec<u8>>()
-        .ok()
-        .filter(|_| !obj.is_instance_of::<PyList>() && !obj.is_instance_of::<PyTuple>())
-        .ok_or_else(|| to_py(obj.py(), invalid_type("data", "bytes")))
+    // A buffer's bytes, as CPython copies them. Not read as a sequence of
+    // ints: pyo3 sized that copy by `len(obj)` before reading an item, and
+    // a `__len__` that lied aborted the interpreter (an allocation of 2^63
+    // bytes that failed).
+    let view =
+        PyMemoryView::from(obj).map_err(|_| to_py(obj.py(), invalid_type("data", "bytes")))?;
+    let bytes = view.call_method0(intern!(obj.py(), "tobytes"))?;
+    Ok(bytes.cast::<PyBytes>()?.as_bytes().to_vec())
+}
+
+/// The items of the iterable `obj`, each extracted as a `T`, read one at a
+/// time. pyo3's `Vec<T>` sized its copy by `len(obj)` before reading an
+/// item: a `__len__` that lied panicked (a capacity overflow) or aborted
+/// the interpreter (an allocation that failed).
+pub fn items<'py, T>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<T>>
+where
+    T: pyo3::conversion::FromPyObjectOwned<'py>,
+{
+    let mut items = Vec::new();
+    for item in obj.try_iter()? {
+        items.push(item?.extract::<T>().map_err(Into::into)?);
+    }
+    Ok(items)
 }
 
 /// A key of a keyed limiter or a value of a policy's request, as bytes:

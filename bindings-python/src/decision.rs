@@ -332,9 +332,10 @@ impl PyDecision {
         cls: &Bound<'py, PyType>,
         numbers: pickle::Numbers,
         now: f64,
-        limits: Vec<pickle::Limit>,
+        limits: &Bound<'py, PyAny>,
         denied_by: Option<usize>,
     ) -> PyResult<Bound<'py, PyDecision>> {
+        let limits = convert::items::<pickle::Limit>(limits)?;
         pickle::unpickle(cls, numbers, now, limits, denied_by)
     }
 

@@ -711,9 +711,12 @@ macro_rules! limiter_methods {
             fn _rebook<'py>(
                 slf: &Bound<'py, Self>,
                 expected: u64,
-                cancels: Vec<(Bound<'py, $crate::decision::PyReservation>, Bound<'py, ::pyo3::types::PyTuple>)>,
-                requests: Vec<Bound<'py, ::pyo3::types::PyTuple>>,
+                cancels: &Bound<'py, PyAny>,
+                requests: &Bound<'py, PyAny>,
             ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+                let cancels: Vec<(Bound<'py, $crate::decision::PyReservation>, Bound<'py, ::pyo3::types::PyTuple>)> =
+                    $crate::convert::items(cancels)?;
+                let requests: Vec<Bound<'py, ::pyo3::types::PyTuple>> = $crate::convert::items(requests)?;
                 // Each request's target object and cost, then the targets read
                 // from them (a key borrows its object's text).
                 let split = |args: &Bound<'py, ::pyo3::types::PyTuple>| -> PyResult<(Bound<'py, PyAny>, u64)> {

@@ -1,0 +1,94 @@
+"""Hostile and odd arguments: objects whose protocols lie, raise or re-enter.
+
+Each must end in the package's own error (``RateLimitError`` or
+``RateLimitTypeError``, naming the argument) or in the right answer: never
+a crash of the interpreter, a bare Python error raised by the binding's own
+arithmetic, or an answer silently wrong. A call that once aborted the
+interpreter runs in a child process, so that the suite reports it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import ratekeeper
+from ratekeeper import Gcra, RateLimitTypeError
+
+
+def run_child(*code: str) -> str:
+    """Runs the pieces of ``code`` in a fresh interpreter and returns what it
+    printed; a crash (an abort, a segfault) fails the test with what it said."""
+    source = "\n".join(textwrap.dedent(piece) for piece in code)
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"the interpreter died ({done.returncode}): {done.stderr[-2000:]}"
+    return done.stdout
+
+
+# A sequence whose __len__ says sys.maxsize (or 2^40) and that holds nothing.
+LYING = """
+import sys
+import ratekeeper
+
+class Lying:
+    def __init__(self, length):
+        self.length = length
+    def __len__(self):
+        return self.length
+    def __getitem__(self, index):
+        raise IndexError(index)
+"""
+
+
+def test_data_whose_len_lies_is_refused_not_an_abort() -> None:
+    # Read as a sequence of ints, `data` was copied into a buffer of len(data)
+    # bytes before any item was read: a length that lied was an allocation of
+    # 2^63 bytes, which failed and aborted the interpreter.
+    printed = run_child(
+        LYING,
+        """
+        for length in (sys.maxsize, 2**40):
+            for call in (lambda d: ratekeeper.Gcra(1, 1).restore(d), lambda d: ratekeeper.Gcra.from_bytes(d, 1, 1)):
+                try:
+                    call(Lying(length))
+                except ratekeeper.RateLimitTypeError as error:
+                    print(error.code, error)
+        """
+    )
+    assert printed.splitlines() == ["invalid_type `data` must be bytes"] * 4
+
+
+def test_listed_arguments_whose_len_lies_are_read_item_by_item() -> None:
+    # The same copy sized by __len__ in `Decision._unpickle`'s limits (what
+    # a pickle holds) and `_rebook`'s lists: a capacity overflow (a panic)
+    # at sys.maxsize, an abort at 2^40.
+    printed = run_child(
+        LYING,
+        """
+        numbers = (True, 0, 1, 0, 0)
+        for length in (sys.maxsize, 2**40):
+            decision = ratekeeper.Decision._unpickle(numbers, float("nan"), Lying(length), None)
+            print(decision.headers())
+            limiter = ratekeeper.Gcra(1, 1)
+            print(limiter._rebook(limiter._events(), Lying(length), Lying(length)))
+        """
+    )
+    assert printed.splitlines() == ["{}", "[]"] * 2
+
+
+def test_a_buffer_is_read_as_its_bytes() -> None:
+    limiter = Gcra(3, 1)
+    limiter.try_acquire(2, now=10)
+    data = limiter.to_bytes()
+    for buffer in (bytearray(data), memoryview(data), memoryview(b"--" + data)[2:]):
+        restored = Gcra(3, 1)
+        restored.restore(buffer)
+        assert restored.peek(now=10) == limiter.peek(now=10)
+    with pytest.raises(RateLimitTypeError, match="`data` must be bytes"):
+        Gcra(3, 1).restore(list(data))  # type: ignore[arg-type]
+    with pytest.raises(RateLimitTypeError, match="`data` must be bytes"):
+        Gcra(3, 1).restore(range(3))  # type: ignore[arg-type]
+    assert ratekeeper.Gcra.from_bytes(bytearray(data), 3, 1).peek(now=10) == limiter.peek(now=10)
