@@ -118,7 +118,9 @@ fn seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
 /// the core could only call zero. Zero itself is left to the core's check.
 fn positive_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> {
     let nanos = seconds(obj, name)?;
-    if nanos != Nanos::ZERO || !obj.gt(0)? {
+    // Positive or not only picks the words: a number that cannot say (one
+    // without comparisons) gets the core's, for a zero.
+    if nanos != Nanos::ZERO || !obj.gt(0).unwrap_or(false) {
         return Ok(nanos);
     }
     // `zero_value`, the code a zero gets, since that is what it became.
@@ -175,6 +177,16 @@ fn exact_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nanos> 
     let (numerator, denominator) = ratio
         .extract::<(Bound<'_, PyInt>, Bound<'_, PyInt>)>()
         .map_err(|_| to_py(py, invalid_type(name, SECONDS)))?;
+    // Fraction's and Decimal's denominators are positive; another number's
+    // sign is both terms', and a zero denominator is no number (the
+    // division below raised ZeroDivisionError).
+    let (numerator, denominator) = match denominator.lt(0)? {
+        true => (numerator.neg()?, denominator.neg()?),
+        false => (numerator.into_any(), denominator.into_any()),
+    };
+    if denominator.eq(0)? {
+        return Err(fail("must be a finite number"));
+    }
     if numerator.lt(0)? {
         return Err(fail("must not be negative"));
     }

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 import ratekeeper
-from ratekeeper import Gcra, RateLimitTypeError
+from ratekeeper import Gcra, RateLimitError, RateLimitTypeError
 
 
 def run_child(*code: str) -> str:
@@ -92,3 +92,41 @@ def test_a_buffer_is_read_as_its_bytes() -> None:
     with pytest.raises(RateLimitTypeError, match="`data` must be bytes"):
         Gcra(3, 1).restore(range(3))  # type: ignore[arg-type]
     assert ratekeeper.Gcra.from_bytes(bytearray(data), 3, 1).peek(now=10) == limiter.peek(now=10)
+
+
+class Ratio:
+    """A number of seconds known only by its ``as_integer_ratio()``."""
+
+    def __init__(self, numerator: int, denominator: int) -> None:
+        self.ratio = (numerator, denominator)
+
+    def as_integer_ratio(self) -> tuple[int, int]:
+        return self.ratio
+
+
+def test_a_ratio_is_read_by_the_sign_of_both_terms() -> None:
+    # The binding's division assumed the positive denominator Fraction and
+    # Decimal give: -1/-2 was refused as negative, 1/-2 as too large.
+    assert Gcra(1, Ratio(-1, -2)).emission_interval == 0.5  # type: ignore[arg-type]
+    with pytest.raises(RateLimitError) as raised:
+        Gcra(1, 1).try_acquire(now=Ratio(1, -2))  # type: ignore[arg-type]
+    assert (raised.value.code, str(raised.value)) == ("invalid_value", "`now` must not be negative")
+
+
+def test_a_ratio_of_zero_denominator_is_no_number() -> None:
+    # Was the ZeroDivisionError of the binding's own division.
+    with pytest.raises(RateLimitError) as raised:
+        Gcra(1, 1).try_acquire(now=Ratio(1, 0))  # type: ignore[arg-type]
+    assert (raised.value.code, str(raised.value)) == ("invalid_value", "`now` must be a finite number")
+    with pytest.raises(RateLimitError, match="`emission_interval` must be a finite number"):
+        Gcra(1, Ratio(1, 0))  # type: ignore[arg-type]
+
+
+def test_a_zero_that_cannot_be_compared_is_a_zero() -> None:
+    # A duration of 0 ns is asked whether it was positive, for the words of
+    # the error: one without comparisons raised TypeError from its `>`.
+    for zero in (Ratio(0, 5), Ratio(1, 10**12)):
+        with pytest.raises(RateLimitError) as raised:
+            Gcra(1, zero)  # type: ignore[arg-type]
+        assert raised.value.code == "zero_value"
+        assert "`emission_interval`" in str(raised.value)
