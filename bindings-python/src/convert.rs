@@ -814,11 +814,14 @@ impl Request {
         let items: SmallVec<[_; FIELDS]> = match obj.cast::<PyDict>() {
             Ok(dict) => dict.iter().collect(),
             Err(_) => match obj.cast::<pyo3::types::PyMapping>() {
+                // Another mapping's items() may hold anything: what is not
+                // pairs is no request, in our words (not pyo3's bare error).
                 Ok(mapping) => mapping
                     .items()?
                     .iter()
                     .map(|item| item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>())
-                    .collect::<PyResult<_>>()?,
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| wrong_type())?,
                 Err(_) => return Err(wrong_type()),
             },
         };

@@ -12,6 +12,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 
@@ -130,3 +132,33 @@ def test_a_zero_that_cannot_be_compared_is_a_zero() -> None:
             Gcra(1, zero)  # type: ignore[arg-type]
         assert raised.value.code == "zero_value"
         assert "`emission_interval`" in str(raised.value)
+
+
+class Pairs(Mapping[str, str]):
+    """A mapping whose ``items()`` gives ``pairs``, whatever they are."""
+
+    def __init__(self, pairs: list[Any]) -> None:
+        self.pairs = pairs
+
+    def __getitem__(self, field: str) -> str:
+        raise KeyError(field)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def items(self) -> Any:
+        return self.pairs
+
+
+def test_a_mapping_whose_items_are_not_pairs_is_no_request() -> None:
+    # Each item was read as a pair by pyo3, whose errors went out as they
+    # were: a bare ValueError (a tuple of 3) or TypeError (a str).
+    policy = ratekeeper.Policy.from_rates("2/second", by=["u"])
+    for pairs in ([("u", "a", "b")], ["ua"], [("u",)]):
+        with pytest.raises(RateLimitTypeError, match="^`request` must be a mapping of str field names") as raised:
+            policy.try_acquire(Pairs(pairs), now=0)
+        assert raised.value.code == "invalid_type"
+    assert policy.try_acquire(Pairs([("u", "a")]), now=0).allowed
