@@ -523,6 +523,51 @@ def test_a_key_written_another_way_is_the_same_queue(monkeypatch: pytest.MonkeyP
     assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
+class OwnEncoding(str):
+    """A str key that encodes itself otherwise: the store reads its text."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"not " + super().encode(encoding, errors)
+
+
+class NeverEqual(bytes):
+    """A bytes key unequal to everything, itself too: the store reads its bytes."""
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("odd", [OwnEncoding("42"), NeverEqual(b"42")], ids=["str encoding otherwise", "bytes never equal"])
+def test_a_key_of_a_subclass_is_the_queue_of_its_value(odd: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The queue was named by the key's own encode() or compared with its own
+    # __eq__: the waiter behind a cancelled one, in another queue, kept its
+    # slot while the one after it moved up into the same slot (two units at
+    # once from a burst of one).
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        store = ratekeeper.KeyedLimiter(Gcra(1, 1.0, clock=timeline))
+        store.try_acquire("42")
+        done: dict[str, float] = {}
+
+        async def waiter(label: str, key: object) -> None:
+            await store.acquire_async(key)  # type: ignore[arg-type]
+            done[label] = timeline.now
+
+        tasks = [asyncio.ensure_future(waiter(label, key)) for label, key in (("a", "42"), ("b", odd), ("c", "42"))]
+        await timeline.settle()
+        tasks[0].cancel()
+        await timeline.settle()
+        await timeline.run_out(*tasks[1:], await timeline.start(waiter("d", "42")))
+        return done
+
+    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+
+
 @BUCKETS
 @pytest.mark.parametrize("between", ["cancelled", "of another key"])
 def test_waiters_that_left_after_it_are_no_bookings_of_others(

@@ -125,11 +125,15 @@ def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
 
 def _key_bytes(key: object) -> bytes:
     """A key as the store reads it: a str's UTF-8, bytes as they are, an
-    int's decimal digits (the store has already accepted it)."""
+    int's decimal digits (the store has already accepted it).
+
+    A subclass's text or bytes are read by ``str`` and ``bytes`` themselves,
+    as an exact ``bytes``, as the store reads them: its own ``encode()`` or
+    ``__eq__`` put a waiter in another queue than its key's."""
     if isinstance(key, str):
-        return key.encode()
+        return str.encode(key)
     if isinstance(key, bytes):
-        return key
+        return bytes.__getitem__(key, slice(None))
     return str(operator.index(key)).encode()  # type: ignore[arg-type]
 
 
