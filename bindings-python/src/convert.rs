@@ -57,9 +57,16 @@ fn int_to_u64(
 
 /// `obj.__index__()` for an integer that is not an `int` (a NumPy integer,
 /// say), as `operator.index` reads one; `None` for anything else.
+///
+/// By its class's `__index__`, as `operator.index`: one looked up on the
+/// object took an instance's own attribute, which `acquire_async` (reading
+/// keys with `operator.index`) then refused, after booking.
 fn index_of<'py>(obj: &Bound<'py, PyAny>) -> Option<Bound<'py, PyInt>> {
-    let index = obj.call_method0(intern!(obj.py(), "__index__")).ok()?;
-    index.cast_into::<PyInt>().ok()
+    // SAFETY: `obj` is a live object, the GIL is held (a `Bound`), and
+    // `PyNumber_Index` returns a new reference or NULL with an exception set.
+    let index =
+        unsafe { Bound::from_owned_ptr_or_err(obj.py(), pyo3::ffi::PyNumber_Index(obj.as_ptr())) };
+    index.ok()?.cast_into::<PyInt>().ok()
 }
 
 /// A count (`cost`, `capacity`...): a Python `int` (not `bool`), or an

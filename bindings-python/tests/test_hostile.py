@@ -9,9 +9,12 @@ interpreter runs in a child process, so that the suite reports it.
 
 from __future__ import annotations
 
+import asyncio
+import operator
 import subprocess
 import sys
 import textwrap
+import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -162,3 +165,47 @@ def test_a_mapping_whose_items_are_not_pairs_is_no_request() -> None:
             policy.try_acquire(Pairs(pairs), now=0)
         assert raised.value.code == "invalid_type"
     assert policy.try_acquire(Pairs([("u", "a")]), now=0).allowed
+
+
+def test_an_index_only_of_the_instance_is_no_integer() -> None:
+    # `__index__` set on an instance, not its class, is no integer to
+    # operator.index, which acquire_async's queues read keys with: the store
+    # took it, then acquire_async raised a bare TypeError after booking, and
+    # the booking was never given back (the next caller waited twice as long).
+    def three() -> int:
+        return 3
+
+    odd = types.SimpleNamespace(__index__=three)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        operator.index(odd)
+    with pytest.raises(RateLimitTypeError, match="^`cost` must be an int$"):
+        Gcra(5, 1).try_acquire(odd, now=0)  # type: ignore[arg-type]
+    with pytest.raises(RateLimitTypeError, match="^`now` must be a number of seconds"):
+        Gcra(5, 1).try_acquire(now=odd)  # type: ignore[arg-type]
+    store = ratekeeper.KeyedLimiter(Gcra(1, 10.0, clock=lambda: 0.0))
+    store.try_acquire(3)
+    before = store.peek(3)
+
+    async def wait() -> None:
+        await store.acquire_async(odd)  # type: ignore[arg-type]
+
+    with pytest.raises(RateLimitTypeError, match="^`key` must be a str, bytes or int$"):
+        asyncio.run(wait())
+    assert store.peek(3) == before
+
+
+def test_an_index_of_the_class_is_read_as_operator_index_reads_it() -> None:
+    class Index:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        def __index__(self) -> Any:
+            return self.value
+
+    store = ratekeeper.KeyedLimiter(Gcra(1, 10.0))
+    assert store.try_acquire(Index(42), now=0).allowed  # type: ignore[arg-type]
+    assert not store.try_acquire("42", now=0).allowed
+    assert Gcra(5, 1).try_acquire(Index(3), now=0).remaining == 2  # type: ignore[arg-type]
+    assert Gcra(5, Index(2)).emission_interval == 2.0  # type: ignore[arg-type]
+    with pytest.raises(RateLimitTypeError, match="^`cost` must be an int$"):
+        Gcra(5, 1).try_acquire(Index(1.5), now=0)  # type: ignore[arg-type]
