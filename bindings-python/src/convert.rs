@@ -130,12 +130,16 @@ fn positive_seconds(obj: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Nano
     if nanos != Nanos::ZERO || !obj.gt(0).unwrap_or(false) {
         return Ok(nanos);
     }
-    // `zero_value`, the code a zero gets, since that is what it became.
-    let words = format!(
-        "`{name}` must be at least 1 ns; {} s rounds to 0",
-        obj.str()?
-    );
-    Err(to_py_with(obj.py(), Error::ZeroValue { name }, words))
+    // `zero_value`, the code a zero gets, since that is what it became; in
+    // the core's words for one that cannot be written (its str() raised).
+    let zero = Error::ZeroValue { name };
+    Err(match obj.str() {
+        Ok(text) => {
+            let words = format!("`{name}` must be at least 1 ns; {text} s rounds to 0");
+            to_py_with(obj.py(), zero, words)
+        }
+        Err(_) => to_py(obj.py(), zero),
+    })
 }
 
 /// Whole seconds, `int` (or `__index__`) as they are, in nanoseconds.

@@ -209,3 +209,20 @@ def test_an_index_of_the_class_is_read_as_operator_index_reads_it() -> None:
     assert Gcra(5, Index(2)).emission_interval == 2.0  # type: ignore[arg-type]
     with pytest.raises(RateLimitTypeError, match="^`cost` must be an int$"):
         Gcra(5, 1).try_acquire(Index(1.5), now=0)  # type: ignore[arg-type]
+
+
+class Unwritable(float):
+    """A float whose ``str()`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no words")
+
+
+def test_a_duration_rounding_to_zero_that_cannot_be_written_is_still_a_zero() -> None:
+    # Its str() was read for the words of the error, and its RuntimeError
+    # went out instead of the binding's.
+    with pytest.raises(RateLimitError) as raised:
+        Gcra(1, Unwritable(1e-10))
+    assert raised.value.code == "zero_value"
+    assert "`emission_interval`" in str(raised.value)
+    assert Gcra(1, Unwritable(0.5)).emission_interval == 0.5
