@@ -491,9 +491,29 @@ pub fn seconds_object(py: Python<'_>, nanos: Nanos) -> PyResult<Bound<'_, PyAny>
     if Nanos::from_secs_f64(float, "seconds") == Ok(nanos) {
         return Ok(PyFloat::new(py, float).into_any());
     }
+    fraction(py, nanos)
+}
+
+/// `nanos` as an exact `Fraction` of seconds.
+fn fraction(py: Python<'_>, nanos: Nanos) -> PyResult<Bound<'_, PyAny>> {
     static FRACTION: PyOnceLock<Py<PyType>> = PyOnceLock::new();
     let fraction = FRACTION.import(py, "fractions", "Fraction")?;
     fraction.call1((nanos.0, NANOS_PER_SEC))
+}
+
+/// Whether the seconds `obj` are more than `nanos`, what [`seconds`] read
+/// them as to the nearest nanosecond. A float is the whole nanoseconds
+/// whose float it is (`2e-9` is 2 ns); an exact number is compared exactly,
+/// with a `Fraction` (through the float of its value, the third of a ns in
+/// 10^9 s and a third was lost). `false` for a number that cannot be compared.
+pub fn exceeds(obj: &Bound<'_, PyAny>, nanos: Nanos) -> PyResult<bool> {
+    if let Ok(float) = obj.cast::<PyFloat>() {
+        return Ok(nanos.as_secs_f64() < float.value());
+    }
+    if obj.is_instance_of::<PyInt>() {
+        return Ok(false); // whole seconds
+    }
+    Ok(obj.gt(fraction(obj.py(), nanos)?).unwrap_or(false))
 }
 
 /// Encoded state for `restore` and `from_bytes`: `bytes` (or any buffer

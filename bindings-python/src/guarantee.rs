@@ -61,10 +61,7 @@ impl PyGuarantee {
     fn max_in_window(&self, window: &Bound<'_, PyAny>) -> PyResult<u128> {
         let mut nanos = convert::span(window)?;
         // Read to the nearest ns: round up what that rounded down.
-        if window
-            .extract::<f64>()
-            .is_ok_and(|secs| nanos.as_secs_f64() < secs)
-        {
+        if convert::exceeds(window, nanos)? {
             nanos = Nanos(nanos.0.saturating_add(1));
         }
         let window = nanos;

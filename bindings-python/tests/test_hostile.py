@@ -16,6 +16,8 @@ import sys
 import textwrap
 import types
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -226,3 +228,35 @@ def test_a_duration_rounding_to_zero_that_cannot_be_written_is_still_a_zero() ->
     assert raised.value.code == "zero_value"
     assert "`emission_interval`" in str(raised.value)
     assert Gcra(1, Unwritable(0.5)).emission_interval == 0.5
+
+
+class NoComparisons(float):
+    """A float whose comparisons raise."""
+
+    def __gt__(self, other: object) -> bool:
+        raise RuntimeError("no comparisons")
+
+    def __lt__(self, other: object) -> bool:
+        raise RuntimeError("no comparisons")
+
+
+def test_max_in_window_counts_an_exact_part_of_a_nanosecond() -> None:
+    # Rounded to the nearest ns, then up when the float of that was below
+    # the float of the window: the part of a nanosecond that a Fraction or a
+    # Decimal of 10^9 s holds was lost to the float, and the instant it
+    # reaches was not counted. A float is the whole ns whose float it is.
+    guarantee = ratekeeper.guarantee(ratekeeper.FixedWindow(1, 1e-9))  # one unit each ns
+    cases: list[tuple[Any, int]] = [
+        (Fraction(3 * 10**18 + 1, 3 * 10**9), 10**18 + 1),  # 10^9 s and a third of a ns
+        (Decimal("1000000000.0000000004"), 10**18 + 1),
+        (1e9 + 2**-23, 10**18 + 119),  # the float of 10^9 s and 119 ns
+        (2e-9, 2),
+        (NoComparisons(2.4e-9), 3),
+        (Fraction(7, 3 * 10**9), 3),
+        (Decimal("1e-40"), 1),
+        (Decimal("0e-40"), 0),
+        (5, 5 * 10**9),
+        (2.4e-9, 3),
+    ]
+    for window, most in cases:
+        assert guarantee.max_in_window(window) == most, window
