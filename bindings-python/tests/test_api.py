@@ -496,6 +496,7 @@ def test_a_given_decisions_seconds_are_exact_as_a_limiters_are() -> None:
         # Zero itself is still the core's word for it.
         (lambda: TokenBucket(10, 1, 0.0), "`refill_period` must be greater than zero"),
         (lambda: SlidingWindowLog(3, 0), "`window` must be greater than zero"),
+        (lambda: TokenBucket.from_bandwidths([]), "`bandwidths` must hold at least one bandwidth"),
     ],
 )
 def test_a_positive_duration_that_rounds_to_zero_says_so(call: Callable[[], object], message: str) -> None:

@@ -154,6 +154,10 @@ impl Error {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
         match self {
+            // A list, not a number: "greater than zero" read oddly for `[]`.
+            Error::ZeroValue { name: "bandwidths" } => {
+                write!(f, "`{name}` must hold at least one bandwidth")
+            }
             Error::ZeroValue { .. } => write!(f, "`{name}` must be greater than zero"),
             Error::TooLarge { value, max, .. } => {
                 write!(f, "`{name}` must be at most {max} (got {value})")

@@ -544,6 +544,7 @@ describe('a positive duration below half a nanosecond', () => {
     }
     // Zero itself keeps the core's words; half a nanosecond rounds to one.
     assert.match(assertLimiterError(() => new Gcra({ burst: 1, emissionIntervalMs: 0 }), 'zero_value', 'emissionIntervalMs').message, /greater than zero$/);
+    assert.match(assertLimiterError(() => TokenBucket.fromBandwidths([]), 'zero_value', 'bandwidths').message, /^`bandwidths` must hold at least one bandwidth$/);
     assert.equal(new TokenBucket({ ...bucketOptions(), refillPeriodMs: 6e-7 }).refillPeriodMs, 1e-6);
   });
 });
