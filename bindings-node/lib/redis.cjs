@@ -341,8 +341,11 @@ function sleep(ms, signal) {
         resolve();
       }, Math.min(left, MAX_TIMER_MS));
     };
-    wait(ms);
+    // Listened to first: a signal whose addEventListener throws (a
+    // polyfill's) rejects with its error, leaving no timer to hold the
+    // process for the rest of the wait.
     if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+    wait(ms);
   });
 }
 
@@ -361,7 +364,17 @@ function abortable(promise, signal, late) {
       reject(signal.reason);
     };
     if (signal.aborted) return onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      signal.addEventListener('abort', onAbort, { once: true });
+    } catch (error) {
+      // Never listened to (a polyfill's signal): rejects with its error, as
+      // the in-process acquire does, and the booking, when it comes, goes
+      // back rather than stay booked for nobody.
+      done = true;
+      promise.then(late, () => undefined);
+      reject(error);
+      return;
+    }
     promise.then(
       (value) => {
         unlisten(signal, onAbort);

@@ -999,3 +999,48 @@ test('acquire with a signal whose removeEventListener throws waits and resolves,
     await limiter.acquire('k', 1, { signal });
     await limiter.acquire('k', 1, { signal }); // waits for its slot
   }));
+
+test('acquire with a signal whose addEventListener throws rejects with its error and gives the booking back, as in-process', () =>
+  withClient('ioredis', async (client) => {
+    // The signal passes the check, the booking goes to Redis, and listening
+    // during its round trip threw: the acquire rejected, and the booking,
+    // when it came, was dropped, a slot booked for nobody (the next unit a
+    // minute later than it should be). Listening for the sleep threw after
+    // its timer was armed, which then held the process for the whole wait.
+    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('add-listener') });
+    await minute.tryAcquire('k');
+    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
+    await minute.refund('k', 1, slot);
+    const unhandled = [];
+    const onUnhandled = (reason) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // Throwing at once: during the booking's round trip.
+      const refusing = { aborted: false, addEventListener() { throw new Error('no listeners here'); }, removeEventListener() {} };
+      await assert.rejects(minute.acquire('k', 1, { signal: refusing }), { message: 'no listeners here' });
+      await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+      assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
+      await minute.refund('k', 1, slot);
+      // Throwing from its second listener on: the sleep's.
+      let listeners = 0;
+      const flaky = {
+        aborted: false,
+        addEventListener() {
+          listeners += 1;
+          if (listeners > 1) throw new Error('one listener only');
+        },
+        removeEventListener() {},
+      };
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+      const before = timers();
+      await assert.rejects(minute.acquire('k', 1, { signal: flaky }), { message: 'one listener only' });
+      assert.equal(listeners, 2);
+      await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+      // (The give-back's round trip answered, its timer is gone too.)
+      assert.equal(timers(), before, 'no timer left for the wait');
+      assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  }));
