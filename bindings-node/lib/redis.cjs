@@ -400,6 +400,9 @@ function checkCost(cost, limit) {
   if (cost === undefined || cost === null) return 1;
   if (typeof cost !== 'number') throw typeError('cost', 'a number');
   if (!Number.isInteger(cost) || cost < 0) throw rangeError('cost', `must be a whole number of units, at least 0, not ${cost}`);
+  // Checked before any limit, as every in-process method checks it: a cost
+  // no JS number holds exactly is invalid_value there, not cost_exceeds_limit.
+  if (!Number.isSafeInteger(cost)) throw rangeError('cost', 'must be a safe integer (at most 2^53 - 1)');
   if (cost > limit) throw rangeError('cost', `${cost} is more than the limit ${limit}`, 'cost_exceeds_limit');
   return cost;
 }
@@ -939,7 +942,6 @@ class RedisLimits {
     if (typeof cost !== 'number') throw typeError('cost', 'a number');
     // Any number of units, as in-process: a refund gives back at most what was taken.
     const units = checkCost(cost, Infinity);
-    if (!Number.isSafeInteger(units)) throw rangeError('cost', 'must be a safe integer (at most 2^53 - 1)');
     await this.#store.refund(keys, units, takenAtMs);
   }
 

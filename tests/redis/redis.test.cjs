@@ -887,6 +887,33 @@ test('a refund above the limit gives back what was taken, as in-process (not cos
     }
   }));
 
+test('a cost past a safe integer is invalid_value in every method, as in-process and as refund, not cost_exceeds_limit', () =>
+  withClient('ioredis', async (client) => {
+    // tryAcquire, peek, reserve, acquire and batches compared such a cost
+    // with the limit first, where the in-process classes, and refund, refuse
+    // it as no count a JS number holds exactly.
+    const make = () => new rk.Gcra({ burst: 5, emissionIntervalMs: 1000 });
+    const local = new rk.KeyedLimiter(make());
+    const localPolicy = new rk.Policy('5/second');
+    const limiter = new RedisLimiter(client, make(), { prefix: prefix('big-cost') });
+    const policy = new RedisPolicy(client, '5/second', { prefix: prefix('big-cost') });
+    for (const [big, code] of [[2 ** 53, 'invalid_value'], [2 ** 60, 'invalid_value'], [2 ** 53 - 1, 'cost_exceeds_limit']]) {
+      const calls = {
+        tryAcquire: [() => local.tryAcquire('k', big), () => limiter.tryAcquire('k', big)],
+        peek: [() => local.peek('k', big), () => limiter.peek('k', big)],
+        reserve: [() => local.reserve('k', big), () => limiter.reserve('k', big)],
+        acquire: [() => local.acquire('k', big), () => limiter.acquire('k', big)],
+        tryAcquireBatch: [() => local.tryAcquireBatch('k', [big]), () => limiter.tryAcquireBatch('k', [big])],
+        policy: [() => localPolicy.tryAcquire({}, big), () => policy.tryAcquire({}, big)],
+      };
+      for (const [name, [inProcess, remote]] of Object.entries(calls)) {
+        await assert.rejects(async () => inProcess(), { name: 'RangeError', code, message: /cost/ }, `${name} ${big} in-process`);
+        await assert.rejects(remote(), { name: 'RangeError', code, message: /cost/ }, `${name} ${big}`);
+      }
+    }
+    await assert.rejects(limiter.refund('k', 2 ** 53), { name: 'RangeError', code: 'invalid_value', message: /cost/ });
+  }));
+
 test('acquire refuses a signal that is not an AbortSignal before booking, as in-process', () =>
   withClient('ioredis', async (client) => {
     // `{ aborted: false }` passed the check, the booking went to Redis, and

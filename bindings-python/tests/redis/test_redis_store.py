@@ -317,6 +317,56 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     assert error.value.code == "overflow"
 
 
+def test_a_cost_past_64_bits_is_invalid_value_in_every_method_as_in_process(url: str) -> None:
+    # acquire, peek, reserve and batches compared such a cost with the limit
+    # (cost_exceeds_limit), where the in-process classes, and the client's
+    # own refund, refuse it as no count first (invalid_value).
+    client = redis.Redis.from_url(url)
+
+    def gcra() -> ratekeeper.Gcra:
+        return ratekeeper.Gcra(5, 1.0)
+
+    local, local_policy = ratekeeper.KeyedLimiter(gcra()), ratekeeper.Policy.from_rates("5/second")
+    prefix = f"rk-py-big-cost:{uuid.uuid4().hex}:"
+    limiter, policy = RedisLimiter(client, gcra(), prefix=prefix), RedisPolicy(client, "5/second", prefix=prefix)
+    for big, code in [(2**64, "invalid_value"), (2**64 - 1, "cost_exceeds_limit")]:
+        calls: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {
+            "try_acquire": (lambda: local.try_acquire("k", big), lambda: limiter.try_acquire("k", big)),
+            "peek": (lambda: local.peek("k", big), lambda: limiter.peek("k", big)),
+            "reserve": (lambda: local.reserve("k", big), lambda: limiter.reserve("k", big)),
+            "acquire": (lambda: local.acquire("k", big), lambda: limiter.acquire("k", big)),
+            "try_acquire_batch": (lambda: local.try_acquire_batch("k", [big]), lambda: limiter.try_acquire_batch("k", [big])),
+            "policy": (lambda: local_policy.try_acquire({}, big), lambda: policy.try_acquire({}, big)),
+        }
+        for name, (in_process, remote) in calls.items():
+            codes = []
+            for call in (in_process, remote):
+                with pytest.raises(ratekeeper.RateLimitError, match="cost") as refused:
+                    call()
+                codes.append(refused.value.code)
+            assert codes == [code, code], (name, big)
+
+    async def main() -> list[str]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        alimiter = AsyncRedisLimiter(aclient, gcra(), prefix=prefix)
+        codes = []
+        for call in (alimiter.try_acquire("k", 2**64), alimiter.reserve("k", 2**64), alimiter.acquire("k", 2**64)):
+            with pytest.raises(ratekeeper.RateLimitError, match="cost") as refused:
+                await call
+            codes.append(refused.value.code)
+        await aclient.aclose()
+        return codes
+
+    assert asyncio.run(main()) == ["invalid_value"] * 3
+    # A refund takes any cost up to 2^64 - 1, as in-process: what the script
+    # reads inexactly past 2^53 gives back all it holds all the same.
+    for _ in range(5):
+        assert local.try_acquire("k").allowed and limiter.try_acquire("k").allowed
+    local.refund("k", 2**64 - 1)
+    limiter.refund("k", 2**64 - 1)
+    assert limiter.peek("k", 0).remaining == local.peek("k", 0).remaining == 5
+    client.close()
+
 def test_a_listed_keyed_limiter_is_its_limiters_configuration(client: redis.Redis) -> None:
     # Policy.add takes a KeyedLimiter (its limiter's configuration, keyed by
     # the limit's fields), and so does the Node client's list of limits; the

@@ -186,20 +186,23 @@ def _costs(costs: object, limit: int) -> list[int]:
 
 
 def _units(cost: object) -> int:
-    """``cost`` as a whole number of units, at least 0."""
+    """``cost`` as a whole number of units, from 0 to 2^64 - 1: the in-process
+    classes' bound, which every method checks before any limit (so a cost
+    beyond it is ``invalid_value`` there, not ``cost_exceeds_limit``)."""
     units = _integer(cost, "cost", "an int")
     if units < 0:
         raise _error("cost must not be negative")
+    if units > 2**64 - 1:
+        raise _error("cost must be at most 2^64 - 1")
     return units
 
 
 def _refunded(cost: object) -> int:
     """A refund's cost: any number of units, as in-process (a refund gives
-    back at most what was taken), not only up to the limit."""
-    cost = _units(cost)
-    if cost > 2**64 - 1:
-        raise _error("cost must be at most 2^64 - 1")
-    return cost
+    back at most what was taken), not only up to the limit. The script
+    reads one past 2^53 inexactly, which changes nothing: every algorithm
+    gives back at most what it holds, and it holds less than 2^52."""
+    return _units(cost)
 
 
 def _cost(cost: object, limit: int) -> int:
