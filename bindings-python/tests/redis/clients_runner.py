@@ -223,9 +223,9 @@ class Runner:
                     "wait": micros(r.wait),
                     "at": micros(r.at),
                     "cost": r.cost,
-                    "from_store": r.decision.from_store,
+                    "from_store": r.from_store,
                 }
-                if not r.ok:
+                if r.decision is not None:
                     rec["decision"] = decision_record(r.decision)
                 if op["cancel"] and r.ok and r.cost > 0:
                     self.wait(r.cancel())

@@ -113,7 +113,8 @@ def run_trace(client: redis.Redis, seed: int, limits: list[tuple[str, Maker, lis
                 booked.ok,
                 round(booked.wait * 10**9),
             ), context
-            if booked.decision is not None:
+            assert (remote_booked.decision is None) == (booked.decision is None), context
+            if booked.decision is not None and remote_booked.decision is not None:
                 assert numbers(remote_booked.decision, 10**6) == numbers(booked.decision, 10**9), context
             compared += 1
             if not booked.ok and round(booked.wait * 10**9) <= max_wait:

@@ -450,11 +450,43 @@ def test_reserve_books_first_come_first_served(client: redis.Redis) -> None:
     assert (first.ok, first.wait, second.wait) == (True, 1.0, 2.0)
     assert second.at == pytest.approx(start + 2, abs=1e-6)
     refused = limiter.reserve("k", max_wait=2.5)
-    assert not refused and refused.wait == 3.0 and not refused.decision.allowed
+    assert not refused and refused.wait == 3.0 and refused.decision is not None and not refused.decision.allowed
     # A plain try_acquire never jumps ahead of a booking.
     assert not limiter.try_acquire("k", now=start + 1.5)
     second.cancel()
     assert limiter.reserve("k", max_wait=10).wait == 2.0
+
+
+def test_a_booked_reservation_has_no_decision_as_in_process(url: str) -> None:
+    # decision was the decision at `now` whether booked or not, where the
+    # in-process Reservation's (and the Node client's) is None once booked:
+    # code reading `r.decision is None` as "booked" read every Redis booking
+    # as a refusal. Whether Redis decided is the reservation's from_store.
+    client = redis.Redis.from_url(url)
+    prefix = f"rk-py-booked:{uuid.uuid4().hex}:"
+    local = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 1.0))
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=prefix)
+    for max_wait in [0, 10, 0]:  # booked now, booked a second on, refused
+        expected = local.reserve("k", max_wait=max_wait, now=1000)
+        got = limiter.reserve("k", max_wait=max_wait, now=1000)
+        assert (got.ok, got.decision is None) == (expected.ok, expected.decision is None), max_wait
+        assert got.from_store
+    assert got.decision is not None and not got.decision.allowed and got.decision.from_store
+    # The fallback's booking: no decision either, and not from the store.
+    down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    fallback = RedisLimiter(down, ratekeeper.Gcra(1, 1.0), on_error=ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 1.0)))
+    booked = fallback.reserve("k")
+    assert (booked.ok, booked.decision, booked.from_store) == (True, None, False)
+
+    async def main() -> tuple[bool, Optional[RedisDecision], bool]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=prefix + "async:")
+        r = await alimiter.reserve("k", now=1000)
+        await aclient.aclose()
+        return r.ok, r.decision, r.from_store
+
+    assert asyncio.run(main()) == (True, None, True)
+    client.close()
 
 
 def test_async_classes(url: str) -> None:
@@ -1754,7 +1786,7 @@ def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
     limiter.refund("k", 1)
     limiter.refund("k", 1, taken_at=time.time())
     reservation = limiter.reserve("k")
-    assert reservation.ok and reservation.decision is not None and not reservation.decision.from_store
+    assert reservation.ok and reservation.decision is None and not reservation.from_store
     reservation.cancel()
 
     # A booking the in-process fallback made is cancelled there.

@@ -285,7 +285,7 @@ class _Async:
                         await asyncio.shield(reservation.cancel())
                     raise
                 return
-            if reservation.decision.from_store or reservation.wait > left:
+            if reservation.from_store or reservation.wait > left:
                 raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
             await asyncio.sleep(reservation.wait)
 

@@ -35,7 +35,7 @@ class RedisPolicyDecision(RedisDecision):
 class _Reservation:
     """What both kinds of reservation hold; ``cancel`` is each one's own."""
 
-    __slots__ = ("_cancel", "at", "cost", "decision", "ok", "wait")
+    __slots__ = ("_cancel", "at", "cost", "decision", "from_store", "ok", "wait")
 
     def __init__(
         self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
@@ -46,7 +46,9 @@ class _Reservation:
         self.wait: float = wait
         self.at: float = at
         self.cost: int = cost
-        self.decision: RedisDecision = decision
+        # As in-process: the decision only says why nothing was booked.
+        self.decision: Optional[RedisDecision] = None if ok else decision
+        self.from_store: bool = decision.from_store
         self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
 
     def __bool__(self) -> bool:
@@ -61,8 +63,11 @@ class RedisReservation(_Reservation):
 
     ``ok``: ``cost`` units are booked for the slot ``at`` (seconds since the
     Unix epoch, on the clock that decided); later requests, from any process,
-    are served after it. Not ``ok``: nothing was booked; ``decision`` says
-    why and ``wait`` is the wait that was needed. ``cancel()`` gives an unused
+    are served after it, and ``decision`` is ``None``. Not ``ok``: nothing
+    was booked; ``decision`` (a denied ``RedisDecision``) says why and
+    ``wait`` is the wait that was needed. ``from_store`` is ``False`` when
+    Redis could not be reached and ``on_error`` decided (a booking then held
+    by the in-process fallback, or nothing). ``cancel()`` gives an unused
     booking back.
     """
 

@@ -367,6 +367,6 @@ class _Sync:
                         reservation.cancel()
                     raise
                 return
-            if reservation.decision.from_store or reservation.wait > left:
+            if reservation.from_store or reservation.wait > left:
                 raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
             time.sleep(reservation.wait)
