@@ -21,6 +21,7 @@ from ratekeeper.redis._values import (
     _is_asyncio_client,
     _Reply,
     _Seconds,
+    _T,
     _taken_at,
     _TEXT,
     _timeout,
@@ -252,9 +253,7 @@ class _Async:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
-                refund = asyncio.ensure_future(self._refund(keys, cost, slot))
-                _keep(refund)
-                await asyncio.shield(refund)
+                await _shielded(self._refund(keys, cost, slot))
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
 
@@ -271,7 +270,7 @@ class _Async:
                 # Cancelled while the script runs: it may book all the same.
                 # Whatever the give-back meets, the cancellation is what is raised.
                 try:
-                    await asyncio.shield(_give_back(booking))
+                    await _shielded(_give_back(booking))
                 except Exception:
                     pass
                 raise
@@ -282,7 +281,7 @@ class _Async:
                     # As above: the cancellation is what is raised, whatever
                     # the give-back meets (Redis gone meanwhile).
                     with contextlib.suppress(Exception):
-                        await asyncio.shield(reservation.cancel())
+                        await _shielded(reservation.cancel())
                     raise
                 return
             if reservation.from_store or reservation.wait > left:
@@ -299,11 +298,29 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
     await reservation.cancel()
 
 
-# The batch tasks in flight, kept referenced until they finish.
-_TASKS: set[asyncio.Future[None]] = set()
+# The tasks in flight that no caller may be left to await (batches,
+# give-backs), kept referenced until they finish.
+_TASKS: set[asyncio.Future[Any]] = set()
 
 
-def _keep(task: asyncio.Future[None]) -> None:
+def _keep(task: asyncio.Future[Any]) -> None:
     """Holds ``task`` until it is done: the loop keeps only a weak reference."""
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
+
+
+def _shielded(work: Awaitable[_T]) -> asyncio.Future[_T]:
+    """``work`` in a task of its own, kept until done, shielded from its
+    caller's cancellation; its error reaches a caller still waiting. Once the
+    caller is cancelled nobody waits for it: its error (a ScriptError) is
+    retrieved all the same, which asyncio would otherwise log as "Task
+    exception was never retrieved"."""
+    task = asyncio.ensure_future(work)
+    _keep(task)
+    task.add_done_callback(_retrieved)
+    return asyncio.shield(task)
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

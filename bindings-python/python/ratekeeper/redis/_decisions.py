@@ -92,7 +92,9 @@ class AsyncRedisReservation(_Reservation):
 
     async def cancel(self) -> None:
         """Gives the booking back at its slot, once (later calls do nothing). When
-        Redis cannot be reached, the booking stays (it expires with its key)."""
+        Redis cannot be reached, the booking stays (it expires with its key).
+        Cancelled, it gives back all the same (the refund runs on in a task
+        of its own), and a ``ScriptError`` it meets then has nobody to go to."""
         cancel, self._cancel = self._cancel, None
         if cancel is not None:
             try:
