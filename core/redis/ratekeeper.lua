@@ -15,6 +15,19 @@ local function ceil_div(a, b)
   return q
 end
 local function since(now, at) return max(at - now, 0) end
+-- Every number this script writes is below 2^53 (PROTOCOL.md): one at or
+-- above it was written by something else, and is not even exact here.
+local EXACT = 2 ^ 53
+
+-- Raised where a key holds what this script never writes, from wherever it
+-- is read: a `ratekeeper:` error, which the clients raise as the script's
+-- own. Decided on, a number past 2^53 made a TTL Redis refused ("value is
+-- not an integer"), which the clients took for Redis out of reach (and
+-- on_error answered), or a reply past 2^63, which came out negative.
+local limit_of_key = {}
+local function refuse(key, value)
+  error({ err = 'ratekeeper: the key of limit ' .. limit_of_key[key] .. " holds a value this script did not write: '" .. string.sub(value, 1, 64) .. "'" })
+end
 
 -- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
 -- the stored string (or read(key) and write(key, state, expire_ms) for
@@ -334,9 +347,11 @@ algorithms.sliding_window_counter = {
 -- `over` in place of the stored ones (0: removed), then `tail`, entries
 -- added since (never before a stored entry still in the view). `key` is
 -- false for a key that held nothing.
-local function log_entry(member)
+local function log_entry(key, member)
   local at, cost = string.match(member, '^(%d+):(%d+)$')
-  return tonumber(at), tonumber(cost)
+  at, cost = tonumber(at), tonumber(cost)
+  if not at or at >= EXACT or cost >= EXACT then refuse(key, member) end
+  return at, cost
 end
 
 local function log_copy(s)
@@ -365,7 +380,7 @@ local function log_stored(s, lo, hi, count, visit, rev)
     end
     local at, cost
     for _, member in ipairs(got) do
-      at, cost = log_entry(member)
+      at, cost = log_entry(s.key, member)
       local now_cost = s.over[at]
       if now_cost == nil then now_cost = cost end
       if now_cost > 0 and visit(at, now_cost) then return true end
@@ -417,7 +432,11 @@ algorithms.sliding_window_log = {
     local special = redis.call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
     if #special == 0 then return nil end
     local score = tonumber(special[2])
-    local s = { key = key, latest = tonumber(string.match(special[1], '^latest:(%d+)$')), used = 0, cut = -1, over = {}, tail = {} }
+    local latest = tonumber(string.match(special[1], '^latest:(%d+)$'))
+    if not latest or latest >= EXACT or -2 - score >= EXACT then
+      refuse(key, special[1] .. ' ' .. special[2])
+    end
+    local s = { key = key, latest = latest, used = 0, cut = -1, over = {}, tail = {} }
     if score <= -2 then
       s.used = -2 - score
     else
@@ -569,6 +588,7 @@ for i = 2, n do
 end
 local pos = 5
 local limits = {}
+for i = 1, n do limit_of_key[KEYS[i]] = i end
 for i = 1, n do
   local name = ARGV[pos]
   local algorithm = algorithms[name]
@@ -591,10 +611,9 @@ for i = 1, n do
       -- written by it, and is refused rather than decided on.
       local f = {}
       for word in string.gmatch(stored, '%S+') do
-        if not string.match(word, '^%-?%d+$') then
-          return redis.error_reply('ratekeeper: the key of limit ' .. i .. " holds a value this script did not write: '" .. string.sub(stored, 1, 64) .. "'")
-        end
-        f[#f + 1] = tonumber(word)
+        local x = string.match(word, '^%-?%d+$') and tonumber(word)
+        if not x or x >= EXACT or x <= -EXACT then refuse(KEYS[i], stored) end
+        f[#f + 1] = x
       end
       -- A state of another shape (the limit's algorithm changed under the
       -- same name) is none: the key starts fresh.

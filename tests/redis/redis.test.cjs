@@ -582,6 +582,19 @@ test('the script refuses two limits naming one key (each would decide on the sam
     assert.equal(await client.exists(key), 0, 'nothing written');
   }));
 
+test('a stored number past 2^53 rejects as the script\'s error, never answered by onError as an outage', () =>
+  withClient('ioredis', async (client) => {
+    // Read as 1e23, it made a TTL Redis refused ("value is not an integer or
+    // out of range"), which read as Redis out of reach: onError 'open' let
+    // every request through.
+    const p = prefix('huge');
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1000 }), { prefix: p, onError: 'open' });
+    assert.equal((await limiter.tryAcquire('k', 1, T0)).allowed, true);
+    const [key] = await client.keys(`${p}*`);
+    await client.set(key, '99999999999999999999999 0');
+    await assert.rejects(limiter.tryAcquire('k', 1, T0 + 1), { message: /^ratekeeper: the key of limit 1 holds a value this script did not write/ });
+  }));
+
 test("the script's own errors reject, never answered by onError (as in Python)", async () => {
   // A client and script that disagree (a bug), not a fault of the store.
   const refusing = { sendCommand: async () => Promise.reject(new Error('ratekeeper: protocol version 2 is not 1')) };

@@ -5,6 +5,8 @@ wrote."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 import redis
 from redis_fixtures import client, url
@@ -69,3 +71,54 @@ def test_a_window_whose_limit_was_lowered_never_answers_a_negative_remaining(cli
     assert not denied.allowed and denied.from_store
     assert denied.remaining == 0
     assert new.peek("k", 0, now=1001).remaining == 0
+
+
+STRING_LIMITERS: dict[str, Callable[[], ratekeeper.Limiter]] = {
+    "gcra": lambda: ratekeeper.Gcra(10, 0.001),
+    "token_bucket": lambda: ratekeeper.TokenBucket(10, 10, 1.0),
+    "fixed_window": lambda: ratekeeper.FixedWindow(10, 60),
+    "sliding_window_counter": lambda: ratekeeper.SlidingWindowCounter(10, 60),
+}
+
+
+@pytest.mark.parametrize("algorithm", STRING_LIMITERS)
+@pytest.mark.parametrize("number", [b"9007199254740992", b"99999999999999999999999", b"1" + b"0" * 400])
+def test_a_number_past_2_53_the_script_did_not_write_is_its_error_not_an_outage(
+    client: redis.Redis, algorithm: str, number: bytes
+) -> None:
+    # Read as a double, 1e23 (or inf) made a TTL Redis refused: "value is not
+    # an integer", an error the clients took for Redis out of reach, and
+    # on_error="open" admitted everything. Below that, a time past 2^53 was
+    # decided on inexactly.
+    limiter = RedisLimiter(client, STRING_LIMITERS[algorithm](), name="api", prefix="huge:", on_error="open")
+    assert limiter.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("huge:*")
+    stored = client.get(key)
+    assert stored is not None
+    fields = stored.split()
+    client.set(key, b" ".join([number, *fields[1:]]))
+    with pytest.raises(ScriptError, match="did not write"):
+        limiter.try_acquire("k", 1, now=1001)
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        {b"latest:1000000000": -3, b"99999999999999999999:1": 1e20},
+        {b"latest:99999999999999999999": -3, b"1000000000:1": 1e9},
+        {b"latest:1000000000": -1e300, b"1000000000:1": 1e9},
+        {b"latest:1000000000": -3, b"1000000000:9007199254740992": 1e9},
+        {b"latest:1000000000": -3, b"1000000000:x": 1e9},
+        {b"latest:x": -3},
+    ],
+)
+def test_a_log_entry_the_script_did_not_write_is_its_error(client: redis.Redis, members: dict[bytes, float]) -> None:
+    # A huge instant came back as a negative wait (past 2^63), which the
+    # client refused as `retry_after must not be negative`; a word Lua failed on.
+    limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(10, 60), name="log", prefix="huge-log:", on_error="open")
+    assert limiter.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("huge-log:*")
+    client.delete(key)
+    client.zadd(key, members)
+    with pytest.raises(ScriptError, match="did not write"):
+        limiter.try_acquire("k", 1, now=1001)
