@@ -29,6 +29,17 @@ local function refuse(key, value)
   error({ err = 'ratekeeper: the key of limit ' .. limit_of_key[key] .. " holds a value this script did not write: '" .. string.sub(value, 1, 64) .. "'" })
 end
 
+-- Whether no field is negative: only a token bucket's bands are written
+-- negative (a debt), so a negative elsewhere is another algorithm's state
+-- (a bucket's of the same shape) or nothing of this one's, and the key
+-- starts fresh. Decided on, a negative use or count left room without end.
+local function naturals(f)
+  for _, x in ipairs(f) do
+    if x < 0 then return false end
+  end
+  return true
+end
+
 -- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
 -- the stored string (or read(key) and write(key, state, expire_ms) for
 -- another type of key); decide(cfg, st, now, cost) -> allowed, remaining,
@@ -45,7 +56,7 @@ algorithms.gcra = {
   config = function(a) return { burst = a[1], interval = a[2], tolerance = a[1] * a[2] } end,
   fresh = function(c) return { latest = 0, used = 0 } end,
   load = function(f)
-    if #f ~= 2 then return nil end
+    if #f ~= 2 or not naturals(f) then return nil end
     return { latest = f[1], used = f[2] }
   end,
   dump = function(s) return fmt(s.latest) .. ' ' .. fmt(s.used) end,
@@ -149,7 +160,7 @@ algorithms.token_bucket = {
   -- starts full, one no longer configured is dropped, and tokens at or
   -- above its capacity make a full band).
   load = function(f, c)
-    if #f % 2 ~= 1 then return nil end
+    if #f % 2 ~= 1 or f[1] < 0 then return nil end
     local s = { updated = f[1] }
     for i, b in ipairs(c.bands) do
       local at = 2 * i
@@ -221,7 +232,8 @@ algorithms.fixed_window = {
   config = function(a) return { limit = a[1], window = a[2] } end,
   fresh = function(c) return { latest = 0, index = 0, used = 0, floor = 0 } end,
   load = function(f)
-    if #f ~= 3 and #f ~= 4 then return nil end -- (states written before the floor lack it)
+    -- (States written before the floor lack it.)
+    if (#f ~= 3 and #f ~= 4) or not naturals(f) then return nil end
     return { latest = f[1], index = f[2], used = f[3], floor = f[4] or 0 }
   end,
   dump = function(s)
@@ -283,7 +295,8 @@ algorithms.sliding_window_counter = {
   config = function(a) return { limit = a[1], window = a[2] } end,
   fresh = function(c) return { latest = 0, index = 0, cur = 0, prev = 0, floor = 0 } end,
   load = function(f)
-    if #f ~= 4 and #f ~= 5 then return nil end -- (states written before the floor lack it)
+    -- (States written before the floor lack it.)
+    if (#f ~= 4 and #f ~= 5) or not naturals(f) then return nil end
     return { latest = f[1], index = f[2], cur = f[3], prev = f[4], floor = f[5] or 0 }
   end,
   dump = function(s)

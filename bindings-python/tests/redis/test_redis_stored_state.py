@@ -122,3 +122,27 @@ def test_a_log_entry_the_script_did_not_write_is_its_error(client: redis.Redis, 
     client.zadd(key, members)
     with pytest.raises(ScriptError, match="did not write"):
         limiter.try_acquire("k", 1, now=1001)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "value"),
+    [
+        # Its latest time ahead, a negative use left room without end.
+        ("gcra", b"2000000000 -500000000"),
+        ("fixed_window", b"1001000000 16 -50 0"),
+        ("sliding_window_counter", b"1001000000 16 -50 0 0"),
+        ("sliding_window_counter", b"1001000000 16 0 -50 0"),
+    ],
+)
+def test_a_negative_number_where_the_script_writes_none_starts_the_key_fresh(
+    client: redis.Redis, algorithm: str, value: bytes
+) -> None:
+    limiter = RedisLimiter(client, STRING_LIMITERS[algorithm](), name="api", prefix="negative:")
+    assert limiter.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("negative:*")
+    client.set(key, value)
+    decisions = [limiter.try_acquire("k", 1, now=1001) for _ in range(30)]
+    # A fresh limit's 10: a negative use or count admitted all 30, a
+    # negative previous count denied all.
+    assert sum(d.allowed for d in decisions) == 10
+    assert all(d.from_store for d in decisions)
