@@ -633,8 +633,9 @@ for i = 1, n do
       state = algorithm.load(f, cfg)
     end
   end
-  if state == nil then state = algorithm.fresh(cfg) end
-  limits[i] = { algorithm = algorithm, cfg = cfg, state = state, dirty = false }
+  local loaded = state ~= nil
+  if not loaded then state = algorithm.fresh(cfg) end
+  limits[i] = { algorithm = algorithm, cfg = cfg, state = state, loaded = loaded, dirty = false }
 end
 local m = tonumber(ARGV[pos])
 local costs = {}
@@ -720,8 +721,11 @@ end
 if mode == 'refund' then
   local taken_at = now
   if ARGV[pos] ~= nil and ARGV[pos] ~= '' then taken_at = tonumber(ARGV[pos]) end
-  for i, l in ipairs(limits) do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
+  -- Only a state read from its key holds anything to give back: an absent
+  -- key, or one of another algorithm's shape, is fresh (and a fresh bucket
+  -- has no time of its own to write).
+  for _, l in ipairs(limits) do
+    if l.loaded then
       for _, cost in ipairs(costs) do
         l.state = l.algorithm.refund(l.cfg, l.state, now, taken_at, cost)
       end

@@ -146,3 +146,16 @@ def test_a_negative_number_where_the_script_writes_none_starts_the_key_fresh(
     # negative previous count denied all.
     assert sum(d.allowed for d in decisions) == 10
     assert all(d.from_store for d in decisions)
+
+
+def test_a_refund_to_a_bucket_whose_key_holds_another_algorithms_state_gives_nothing_back(client: redis.Redis) -> None:
+    # The state of another shape is none, a fresh bucket, which has no time:
+    # writing it failed the script (`format` of nil), raised as ScriptError.
+    gcra = RedisLimiter(client, ratekeeper.Gcra(5, 1.0), name="api", prefix="reshaped:")
+    assert gcra.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("reshaped:*")
+    written = client.get(key)
+    bucket = RedisLimiter(client, ratekeeper.TokenBucket(5, 1, 1.0), name="api", prefix="reshaped:")
+    bucket.refund("k", 1, taken_at=1000)
+    assert client.get(key) == written
+    assert [bucket.try_acquire("k", 1, now=1001).allowed for _ in range(6)] == [True] * 5 + [False]
