@@ -718,6 +718,27 @@ local function save()
   end
 end
 
+-- A key's expiry is set by the call that writes its state, for the limit's
+-- configuration then. After a change to a slower refill or a longer window
+-- under the same name (a deploy), the state lasts longer than that, and a
+-- call that writes no state (a denial) left the key to expire early: a
+-- caller denied all along found it gone a second later, fresh, and was
+-- admitted a whole limit again where the state admits nothing for a day.
+-- Such a call lengthens the expiry (GT: never shortens it) to when the state
+-- held, `reset` from now, is fresh, as save() sets it: under an unchanged
+-- configuration that is the expiry the key has, and nothing changes (nor is
+-- replicated). On the callers' clock the relative expiry needs `reset` (a
+-- second short of save()'s, so that a few ms of latency between two calls
+-- lengthen nothing) and, when lengthened, gets save()'s second: the next
+-- denial finds it long enough.
+local function lengthen(key, reset)
+  if reset == 0 then return end
+  if caller_time and redis.call('PEXPIRE', key, fmt(ceil_div(reset, 1000)), 'GT') == 1 then
+    redis.call('PEXPIRE', key, fmt(ceil_div(reset, 1000) + 1000))
+  end
+  redis.call('PEXPIREAT', key, fmt(ceil_div(now + reset, 1000)), 'GT')
+end
+
 if mode == 'refund' then
   local taken_at = now
   if ARGV[pos] ~= nil and ARGV[pos] ~= '' then taken_at = tonumber(ARGV[pos]) end
@@ -834,6 +855,10 @@ if mode == 'reserve' then
       save()
     end
   end
+  if not booked then
+    -- (Each answer is its limit's state as it stays: a denial's, or one for a cost of 0.)
+    for i = 1, n do lengthen(KEYS[i], answers[i][4]) end
+  end
   local reply = { now, 0, wait }
   if booked then reply[2] = 1 end
   if all then reply[3] = 0 end
@@ -868,12 +893,16 @@ if n == 1 then
   -- server time.
   local format, line, k = string.format, ' %d %d %d %d %d %d', 1
   if as_text then reply[1] = format('%d', now) end
+  -- A denial's reset_after: its state's, which it leaves as it is.
+  local kept = 0
   for j = 1, m do
     local allowed, remaining, retry, reset, after = decide(cfg, state, now, costs[j])
     local yes = 0
     if allowed then
       yes = 1
       if consume then state, l.dirty = after, true end
+    else
+      kept = reset
     end
     if as_text then
       reply[j + 1] = format(line, yes, 1 - yes, remaining, limit, retry, reset)
@@ -885,15 +914,25 @@ if n == 1 then
   end
   l.state = state
   if consume then save() end
+  if consume and not l.dirty then lengthen(KEYS[1], kept) end
   if as_text then return table.concat(reply) end
   return reply
 end
+local last
 for _, cost in ipairs(costs) do
   local answers, all = decide_all(cost)
   if all and mode == 'acquire' then
     for i, l in ipairs(limits) do l.state, l.dirty = answers[i][5], true end
   end
   append(reply, answers, all)
+  last = answers
 end
-if mode == 'acquire' then save() end
+if mode == 'acquire' then
+  save()
+  -- Every cost denied (one allowed writes every limit): each answer is its
+  -- limit's state as it stays.
+  if last and not limits[1].dirty then
+    for i = 1, n do lengthen(KEYS[i], last[i][4]) end
+  end
+end
 return answer(reply, 6 + 5 * n)

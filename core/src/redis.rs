@@ -40,9 +40,10 @@
 //!   `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
 //!   wait`, then the decision at `now` as above.
 //!
-//! A request is allowed only if every limit allows it; a denial writes
-//! nothing anywhere, and a limit that would have allowed reports its answer
-//! for a cost of 0. Clients validate configurations so that every product
+//! A request is allowed only if every limit allows it; a denial writes no
+//! state anywhere (it may lengthen a key's expiry, to when the state it
+//! holds is fresh: see PROTOCOL.md, Memory), and a limit that would have
+//! allowed reports its answer for a cost of 0. Clients validate configurations so that every product
 //! stays below 2^53: the rules are in `core/redis/PROTOCOL.md`.
 
 /// The Lua script that decides a request against every limit of a policy in

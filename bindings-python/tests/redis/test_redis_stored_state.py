@@ -5,14 +5,14 @@ wrote."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 import redis
 from redis_fixtures import client, url
 
 import ratekeeper
-from ratekeeper.redis import RedisLimiter, ScriptError
+from ratekeeper.redis import RedisLimiter, RedisPolicy, ScriptError
 
 
 def test_a_bucket_that_gained_a_band_keeps_its_bands_and_starts_the_new_one_full(client: redis.Redis) -> None:
@@ -159,3 +159,98 @@ def test_a_refund_to_a_bucket_whose_key_holds_another_algorithms_state_gives_not
     bucket.refund("k", 1, taken_at=1000)
     assert client.get(key) == written
     assert [bucket.try_acquire("k", 1, now=1001).allowed for _ in range(6)] == [True] * 5 + [False]
+
+
+def _writes(client: redis.Redis) -> int:
+    """How many writes the server has made (every command that changed anything)."""
+    return int(client.info("persistence")["rdb_changes_since_last_save"])
+
+
+STRICTER: dict[str, tuple[Callable[[], ratekeeper.Limiter], Callable[[], ratekeeper.Limiter]]] = {
+    # Refilled a day's worth slower; a window a day long.
+    "token_bucket": (lambda: ratekeeper.TokenBucket(10, 10, 1.0), lambda: ratekeeper.TokenBucket(10, 10, 86400.0)),
+    "sliding_window_log": (lambda: ratekeeper.SlidingWindowLog(10, 1.0), lambda: ratekeeper.SlidingWindowLog(10, 86400.0)),
+}
+DENIALS: dict[str, Callable[[RedisLimiter, Optional[float]], bool]] = {
+    "try_acquire": lambda limiter, now: limiter.try_acquire("k", 1, now=now).allowed,
+    "try_acquire_batch": lambda limiter, now: any(d.allowed for d in limiter.try_acquire_batch("k", [1, 1], now=now)),
+    "reserve": lambda limiter, now: limiter.reserve("k", 1, max_wait=0, now=now).ok,
+}
+
+
+@pytest.mark.parametrize("algorithm", STRICTER)
+@pytest.mark.parametrize("denial", DENIALS)
+@pytest.mark.parametrize("start", [None, 1000])  # the server's clock; a caller's of another origin
+def test_a_denial_under_a_stricter_configuration_keeps_the_key_until_its_state_is_fresh(
+    client: redis.Redis, algorithm: str, denial: str, start: Optional[int]
+) -> None:
+    # The key's expiry was the old configuration's, a second or two away. A
+    # denial wrote nothing, so a caller denied all along found the key gone
+    # then, fresh, and was admitted a whole limit again, where the state
+    # it held (the core's, carried over by a reconfigure) admits nothing for a day.
+    old, new = STRICTER[algorithm]
+    before = RedisLimiter(client, old(), name="api", prefix="stricter:")
+    for _ in range(10):
+        assert before.try_acquire("k", 1, now=start).allowed
+    (key,) = client.keys("stricter:*")
+    assert client.pttl(key) <= 2000
+    after = RedisLimiter(client, new(), name="api", prefix="stricter:")
+    now = None if start is None else start + 0.5
+    assert not DENIALS[denial](after, now)
+    assert client.pttl(key) > 3600_000, "kept until the state is fresh (a day), not the old configuration's second"
+    # Lengthened once, with the margin a write on the callers' clock has:
+    # the next denial writes nothing, as a denial under an unchanged one.
+    writes = _writes(client)
+    assert not DENIALS[denial](after, now)
+    assert _writes(client) == writes
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_policys_denial_under_a_stricter_limit_keeps_its_keys_until_their_states_are_fresh(
+    client: redis.Redis, batch: bool
+) -> None:
+    # As a lone limit's, each limit's key, the one that would allow too.
+    def policy(period: float) -> RedisPolicy:
+        limits = [("api", ratekeeper.TokenBucket(10, 10, period), ["user"]), ("day", ratekeeper.FixedWindow(1000, 86400), ["user"])]
+        return RedisPolicy(client, limits, prefix="stricter-policy:")
+
+    before = policy(1.0)
+    for _ in range(10):
+        assert before.try_acquire({"user": "u"}, 1).allowed
+    (bucket,) = client.keys("stricter-policy:*api*")
+    (window,) = client.keys("stricter-policy:*day*")
+    assert client.pttl(bucket) <= 1000
+    after = policy(86400.0)
+    if batch:
+        assert not any(d.allowed for d in after.try_acquire_batch({"user": "u"}, [1, 1]))
+    else:
+        assert not after.try_acquire({"user": "u"}, 1).allowed
+    assert client.pttl(bucket) > 3600_000
+    assert 0 < client.pttl(window) <= 86400_000
+    writes = _writes(client)
+    assert not after.try_acquire({"user": "u"}, 1).allowed
+    assert _writes(client) == writes
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"])
+@pytest.mark.parametrize("start", [None, 1000, 1_600_000_000, 2_000_000_000])
+def test_a_denial_under_an_unchanged_configuration_writes_nothing(
+    client: redis.Redis, algorithm: str, start: Optional[int]
+) -> None:
+    # The expiry it would lengthen to is the one the key has: no write (nor
+    # replication) for a denial, the hot path of a limited caller.
+    limiters: dict[str, Callable[[], ratekeeper.Limiter]] = {
+        # A day: on the server's clock the calls do not straddle a window's end.
+        "gcra": lambda: ratekeeper.Gcra(10, 8640.0),
+        "token_bucket": lambda: ratekeeper.TokenBucket(10, 10, 86400.0),
+        "fixed_window": lambda: ratekeeper.FixedWindow(10, 86400),
+        "sliding_window_counter": lambda: ratekeeper.SlidingWindowCounter(10, 86400),
+        "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(10, 86400),
+    }
+    limiter = RedisLimiter(client, limiters[algorithm](), name="api", prefix="unchanged:")
+    for _ in range(10):
+        assert limiter.try_acquire("k", 1, now=start).allowed
+    writes = _writes(client)
+    for denial in DENIALS.values():
+        assert not denial(limiter, start)
+    assert _writes(client) == writes
