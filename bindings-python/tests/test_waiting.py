@@ -499,28 +499,36 @@ def test_a_task_that_once_caught_a_cancellation_still_moves_up(monkeypatch: pyte
     assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
-def test_a_key_written_another_way_is_the_same_queue(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 42, "42" and b"42" are one key of the store, so one queue of waiters.
+def times_behind_a_cancelled_waiter(keys: tuple[object, object, object], monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
+    """When waiters a, b and c (of ``keys``, each one key of the store,
+    which admits one per second) and then d (of the first key) go, a
+    cancelled before its slot: b, c and d each a second apart, b moved up
+    into a's slot, when the three keys are one queue."""
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
 
     async def main() -> dict[str, float]:
         store = ratekeeper.KeyedLimiter(Gcra(1, 1.0, clock=timeline))
-        store.try_acquire(42)
+        store.try_acquire(keys[0])  # type: ignore[arg-type]
         done: dict[str, float] = {}
 
         async def waiter(label: str, key: object) -> None:
             await store.acquire_async(key)  # type: ignore[arg-type]
             done[label] = timeline.now
 
-        tasks = [asyncio.ensure_future(waiter(label, key)) for label, key in (("a", 42), ("b", "42"), ("c", b"42"))]
+        tasks = [asyncio.ensure_future(waiter(label, key)) for label, key in zip("abc", keys)]
         await timeline.settle()
         tasks[0].cancel()
         await timeline.settle()
-        await timeline.run_out(*tasks[1:], await timeline.start(waiter("d", "42")))
+        await timeline.run_out(*tasks[1:], await timeline.start(waiter("d", keys[0])))
         return done
 
-    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+    return asyncio.run(main())
+
+
+def test_a_key_written_another_way_is_the_same_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 42, "42" and b"42" are one key of the store, so one queue of waiters.
+    assert times_behind_a_cancelled_waiter((42, "42", b"42"), monkeypatch) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
 class OwnEncoding(str):
@@ -546,26 +554,7 @@ def test_a_key_of_a_subclass_is_the_queue_of_its_value(odd: object, monkeypatch:
     # __eq__: the waiter behind a cancelled one, in another queue, kept its
     # slot while the one after it moved up into the same slot (two units at
     # once from a burst of one).
-    timeline = Timeline()
-    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
-
-    async def main() -> dict[str, float]:
-        store = ratekeeper.KeyedLimiter(Gcra(1, 1.0, clock=timeline))
-        store.try_acquire("42")
-        done: dict[str, float] = {}
-
-        async def waiter(label: str, key: object) -> None:
-            await store.acquire_async(key)  # type: ignore[arg-type]
-            done[label] = timeline.now
-
-        tasks = [asyncio.ensure_future(waiter(label, key)) for label, key in (("a", "42"), ("b", odd), ("c", "42"))]
-        await timeline.settle()
-        tasks[0].cancel()
-        await timeline.settle()
-        await timeline.run_out(*tasks[1:], await timeline.start(waiter("d", "42")))
-        return done
-
-    assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
+    assert times_behind_a_cancelled_waiter(("42", odd, "42"), monkeypatch) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
 @BUCKETS
