@@ -287,3 +287,38 @@ test('options inherited from a polluted Object.prototype are no options: only ow
     for (const name of Object.keys(polluted)) delete Object.prototype[name];
   }
 });
+
+test('state bytes are read by the Uint8Array itself: a lying own length, another realm, a Proxy', () => {
+  const vm = require('node:vm');
+  const options = { burst: 5, emissionIntervalMs: 100 };
+  const source = new R.Gcra(options);
+  source.tryAcquire(3, 0);
+  const bytes = source.toBytes();
+  // wasm-bindgen's glue sized its copy by `length`, then wrote every byte,
+  // past the copy into the module's heap (other limiters' state); a
+  // `byteLength` of 0 read as no bytes.
+  for (const [property, value] of [['length', 2], ['length', 1e6], ['byteLength', 0]]) {
+    const lying = Uint8Array.from(bytes);
+    Object.defineProperty(lying, property, { value });
+    const limiter = new R.Gcra(options);
+    limiter.restore(lying);
+    assert.deepEqual([...limiter.toBytes()], [...bytes], `an own ${property} of ${value}`);
+    assert.deepEqual([...R.Gcra.fromBytes(lying, options).toBytes()], [...bytes], `fromBytes, an own ${property} of ${value}`);
+  }
+  // A Uint8Array of another realm (a `vm` context; Jest's Buffer) is one.
+  const foreign = vm.runInNewContext('Uint8Array').from(bytes);
+  assert.deepEqual([...R.Gcra.fromBytes(foreign, options).toBytes()], [...bytes]);
+  // A view of shared memory, at an offset.
+  const shared = new Uint8Array(new SharedArrayBuffer(bytes.length + 3), 3);
+  shared.set(bytes);
+  assert.deepEqual([...R.Gcra.fromBytes(shared, options).toBytes()], [...bytes]);
+  // A Proxy of one and an object inheriting from Uint8Array.prototype pass
+  // `instanceof`, and their getters threw an uncoded TypeError.
+  for (const fake of [new Proxy(bytes, {}), Object.create(Uint8Array.prototype), new DataView(bytes.buffer), bytes.buffer, [...bytes]]) {
+    const limiter = new R.Gcra(options);
+    const before = [...limiter.toBytes()];
+    assert.throws(() => limiter.restore(fake), (e) => (refusal(e, 'bytes', 'restore'), true));
+    assert.throws(() => R.Gcra.fromBytes(fake, options), (e) => (refusal(e, 'bytes', 'fromBytes'), true));
+    assert.deepEqual([...limiter.toBytes()], before);
+  }
+});

@@ -203,9 +203,10 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
     static fromBytes(bytes, options) {
       if (this === Limiter) throw abstract('call fromBytes on one of its subclasses');
-      stateBytes(bytes);
+      // The bytes as given now: reading the options runs the caller's getters.
+      const state = stateBytes(bytes);
       const limiter = new this(options);
-      limiter.restore(bytes);
+      limiter.restore(state);
       return limiter;
     }
 
@@ -287,9 +288,9 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
      */
     static fromBytes(bytes, options, common) {
       if (!Array.isArray(options)) return super.fromBytes(bytes, options);
-      stateBytes(bytes);
+      const state = stateBytes(bytes);
       const bucket = TokenBucket.fromBandwidths(options, common);
-      bucket.restore(bytes);
+      bucket.restore(state);
       return bucket;
     }
 

@@ -88,15 +88,28 @@ module.exports = function shared(B) {
   }
 
   /**
-   * `bytes` of encoded state, checked. An empty array is passed on as a new
-   * one: a detached one is empty too, and each backend reads that its own
-   * way (wasm-bindgen's glue throws an uncoded TypeError), where this way
-   * both answer `state_truncated`.
+   * `bytes` of encoded state, checked, as a copy the backend reads. A
+   * Uint8Array by its internal slots, not `instanceof` and its own
+   * properties: one of another realm (a `vm` context, Jest's Buffer) is
+   * one, and a Proxy of one or an object inheriting from
+   * Uint8Array.prototype is none (their getters threw an uncoded
+   * TypeError). Copied, so that wasm-bindgen's glue, which sizes its copy
+   * by the `length` property (an own one may lie) and then writes every
+   * byte, cannot write past it into the module's heap, and so that a
+   * SharedArrayBuffer another thread writes meanwhile is read as one
+   * snapshot. An empty one (a detached one is empty too) is passed on as
+   * new, which each backend reads as `state_truncated`.
    */
   function stateBytes(bytes) {
-    if (!(bytes instanceof Uint8Array)) badType('state', 'a Uint8Array');
-    return bytes.byteLength === 0 ? new Uint8Array(0) : bytes;
+    if (typedArrayTag.call(bytes) !== 'Uint8Array') badType('state', 'a Uint8Array');
+    return typedArrayByteLength.call(bytes) === 0 ? new Uint8Array(0) : new Uint8Array(bytes);
   }
+  // %TypedArray%.prototype's own getters, as found at load: each reads the
+  // internal slots of any realm's typed array (the tag is undefined for
+  // anything else, never a throw).
+  const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+  const typedArrayTag = Object.getOwnPropertyDescriptor(TypedArrayPrototype, Symbol.toStringTag).get;
+  const typedArrayByteLength = Object.getOwnPropertyDescriptor(TypedArrayPrototype, 'byteLength').get;
 
   /** Throws the binding's TypeError (code `invalid_type`) for argument `name` (its Rust spelling). */
   function badType(name, expected) {
