@@ -142,8 +142,8 @@ impl JsValueIn for In {
             Kind::Number(number)
         } else if let Some(string) = value.as_string() {
             Kind::String(string)
-        } else if Array::is_array(value) {
-            Kind::Array(value.unchecked_ref::<Array>().length())
+        } else if let Some(len) = array_length(value) {
+            Kind::Array(len)
         } else if value.is_object() {
             Kind::Object
         } else {
@@ -173,6 +173,31 @@ impl JsValueIn for In {
             .filter_map(|key| key.as_string())
             .collect())
     }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Array.isArray(value)`, which throws for a revoked Proxy.
+    #[wasm_bindgen(catch, js_namespace = Array, js_name = isArray)]
+    fn is_array(value: &JsValue) -> Result<bool, JsValue>;
+}
+
+/// The length of `value` if it is an array, read without letting a JS
+/// exception unwind through this module: an import that throws (a revoked
+/// Proxy, a Proxy of an array whose `length` trap throws) leaves the frames
+/// it skips on the shadow stack, and some thousand such calls left the
+/// module trapping on every call. Such a value is no array, as Node-API's
+/// `IsArray` finds no Proxy one.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn array_length(value: &JsValue) -> Option<u32> {
+    if !is_array(value).unwrap_or(false) {
+        return None;
+    }
+    let len = Reflect::get(value, &JsValue::from_str("length"))
+        .ok()?
+        .as_f64()?;
+    // An array's length is a whole number below 2^32; a Proxy's trap may answer anything.
+    (len >= 0.0 && len <= f64::from(u32::MAX) && len.fract() == 0.0).then_some(len as u32)
 }
 
 /// Defines one constructor function per algorithm: options in, handle out.

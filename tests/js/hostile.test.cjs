@@ -322,3 +322,33 @@ test('state bytes are read by the Uint8Array itself: a lying own length, another
     assert.deepEqual([...limiter.toBytes()], before);
   }
 });
+
+test('an option that is a revoked Proxy, or a Proxy of an array whose trap throws, is a wrong type, again and again', () => {
+  // The wasm build let the exception unwind through the module, leaking
+  // its shadow stack: after about a thousand, every call trapped
+  // ("memory access out of bounds"). Node-API reads no Proxy as an array.
+  const { proxy: revoked, revoke } = Proxy.revocable([], {});
+  revoke();
+  const trapped = new Proxy([], {
+    get() {
+      throw new Error('trap');
+    },
+  });
+  const base = { capacity: 5, refillTokens: 1, refillPeriodMs: 1000 };
+  const limiter = new R.Gcra({ burst: 5, emissionIntervalMs: 100 });
+  const cases = [['refillPeriodMs', revoked], ['capacity', trapped], ['refill', revoked]];
+  const errors = new Map();
+  for (let i = 0; i < 3000; i++) {
+    for (const [option, value] of cases) {
+      try {
+        new R.TokenBucket({ ...base, [option]: value });
+      } catch (e) {
+        errors.set(option, e);
+      }
+    }
+  }
+  assert.equal(limiter.tryAcquire(1, 0).remaining, 4);
+  assert.equal(new R.TokenBucket(base).capacity, 5);
+  for (const [option] of cases) refusal(errors.get(option), option, option);
+  assert.throws(() => new R.FixedWindow({ limit: 1, calendar: revoked }), (e) => (refusal(e, 'calendar', 'calendar'), true));
+});
