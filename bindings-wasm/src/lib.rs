@@ -52,8 +52,9 @@ thread_local! {
     // `policyDetails`; sized by `fitPolicy`, and counted each time it moves.
     static DETAILS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static DETAILS_MOVED: Cell<u32> = const { Cell::new(0) };
-    // The error of the last operation that returned `FAILED`.
-    static ERROR: RefCell<Option<JsValue>> = const { RefCell::new(None) };
+    // The error of the last operation that returned `FAILED`, made a JS
+    // error only by `take_error` (see `settled`).
+    static ERROR: Cell<Option<ratekeeper::Error>> = const { Cell::new(None) };
 }
 
 /// What `tryAcquire`, `peek` and `reserve` return when they fail: the error
@@ -70,7 +71,7 @@ fn status(answer: shared::Answer) -> u32 {
             yes.into()
         }
         Err(error) => {
-            ERROR.with_borrow_mut(|slot| *slot = Some(to_js(error)));
+            ERROR.set(Some(error));
             FAILED
         }
     }
@@ -80,9 +81,16 @@ fn status(answer: shared::Answer) -> u32 {
 #[wasm_bindgen(js_name = takeError)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn take_error() -> JsValue {
-    ERROR
-        .with_borrow_mut(Option::take)
-        .unwrap_or(JsValue::UNDEFINED)
+    ERROR.take().map_or(JsValue::UNDEFINED, to_js)
+}
+
+/// `result` with its error made a JS error, which the caller does once it
+/// holds no handle borrowed: making one sets its `code`, which runs any
+/// setter a script put on `Object.prototype`, and one that calls back into
+/// the same handle found it borrowed, a panic (`unreachable` in JS).
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn settled<T>(result: Result<T, ratekeeper::Error>) -> Result<T, JsValue> {
+    result.map_err(to_js)
 }
 
 /// A `Float64Array` over the four numbers each operation writes. It is
@@ -265,7 +273,8 @@ pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32
 #[wasm_bindgen]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn refund(handle: &Handle, cost: f64, taken: Vec<f64>) -> Result<(), JsValue> {
-    shared::refund(&mut handle.0.borrow_mut(), cost, &taken).map_err(to_js)
+    let refunded = shared::refund(&mut handle.0.borrow_mut(), cost, &taken);
+    settled(refunded)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
@@ -273,7 +282,8 @@ pub fn refund(handle: &Handle, cost: f64, taken: Vec<f64>) -> Result<(), JsValue
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn reconfigure(handle: &Handle, other: &Handle, now_ms: f64) -> Result<(), JsValue> {
     let new = other.0.borrow().clone();
-    shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms).map_err(to_js)
+    let reconfigured = shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms);
+    settled(reconfigured)
 }
 
 /// The header values of a decision, joined by `\n`.
@@ -289,7 +299,8 @@ pub fn headers(
     reset_after_ms: f64,
 ) -> Result<String, JsValue> {
     let fields = [remaining, limit, retry_after_ms, reset_after_ms];
-    shared::headers(&handle.0.borrow(), name, allowed, fields).map_err(to_js)
+    let headers = shared::headers(&handle.0.borrow(), name, allowed, fields);
+    settled(headers)
 }
 
 #[cfg_attr(ratekeeper_size, optimize(size))]
@@ -317,7 +328,9 @@ fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
 #[wasm_bindgen]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn config(handle: &Handle) -> Result<Object, JsValue> {
-    fields_to_js(shared::config(&handle.0.borrow()))
+    // Borrowed only to read: fields_to_js sets fields (see `settled`).
+    let fields = shared::config(&handle.0.borrow());
+    fields_to_js(fields)
 }
 
 /// Throws the `invalid_type` error for an argument the JS layer checked.
@@ -345,7 +358,8 @@ pub fn to_bytes(handle: &Handle) -> Vec<u8> {
 #[wasm_bindgen]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn restore(handle: &Handle, bytes: &[u8]) -> Result<(), JsValue> {
-    shared::restore(&mut handle.0.borrow_mut(), bytes).map_err(to_js)
+    let restored = shared::restore(&mut handle.0.borrow_mut(), bytes);
+    settled(restored)
 }
 
 /// A keyed limiter: a core [`AnyKeyed`], and whether its hashes are seeded
@@ -520,8 +534,10 @@ pub fn keyed_refund(
     cost: f64,
     taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    let store = &mut seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
-    shared::keyed_refund(store, key.as_bytes(), cost, &taken).map_err(to_js)
+    let mut store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
+    let refunded = shared::keyed_refund(&mut store, key.as_bytes(), cost, &taken);
+    drop(store);
+    settled(refunded)
 }
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)`.
@@ -533,8 +549,10 @@ pub fn keyed_try_acquire_batch(
     costs: Vec<f64>,
     now_ms: f64,
 ) -> Result<Vec<f64>, JsValue> {
-    let store = &mut seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
-    shared::keyed_try_acquire_batch(store, key.as_bytes(), &costs, now_ms).map_err(to_js)
+    let mut store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
+    let decided = shared::keyed_try_acquire_batch(&mut store, key.as_bytes(), &costs, now_ms);
+    drop(store);
+    settled(decided)
 }
 
 /// `keyed.size`.
@@ -547,7 +565,8 @@ pub fn keyed_len(handle: &KeyedHandle) -> u32 {
 #[wasm_bindgen(js_name = keyedReclaim)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_reclaim(handle: &KeyedHandle, now_ms: f64) -> Result<(), JsValue> {
-    shared::keyed_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
+    let reclaimed = shared::keyed_reclaim(&mut handle.0.borrow_mut(), now_ms);
+    settled(reclaimed)
 }
 
 /// A policy: a core [`Policy`], and whether its stores' hashes are seeded
@@ -586,15 +605,16 @@ pub fn policy_add(
     let mut policy = handle.0.borrow_mut();
     // Its new store is seeded, with the others again, at the next operation.
     handle.1.set(false);
-    shared::policy_add(
+    let added = shared::policy_add(
         &mut policy,
         name,
         &by,
         limiter,
         max_keys,
         eviction.as_deref(),
-    )
-    .map_err(to_js)
+    );
+    drop(policy);
+    settled(added)
 }
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
@@ -719,15 +739,18 @@ pub fn policy_refund(
     cost: f64,
     taken: Vec<f64>,
 ) -> Result<(), JsValue> {
-    let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    shared::policy_refund(policy, &fields, cost, &taken).map_err(to_js)
+    let mut policy = seeded(&handle.0, &handle.1, Policy::seed_hashes);
+    let refunded = shared::policy_refund(&mut policy, &fields, cost, &taken);
+    drop(policy);
+    settled(refunded)
 }
 
 /// `policy.reclaim(nowMs)`.
 #[wasm_bindgen(js_name = policyReclaim)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_reclaim(handle: &PolicyHandle, now_ms: f64) -> Result<(), JsValue> {
-    shared::policy_reclaim(&mut handle.0.borrow_mut(), now_ms).map_err(to_js)
+    let reclaimed = shared::policy_reclaim(&mut handle.0.borrow_mut(), now_ms);
+    settled(reclaimed)
 }
 
 /// Each limit's name and its fields (see `shared::policy_limits`).
@@ -741,7 +764,8 @@ pub fn policy_limits(handle: &PolicyHandle) -> Vec<String> {
 #[wasm_bindgen(js_name = policyHeaders)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_headers(handle: &PolicyHandle, decision: Vec<f64>) -> Result<String, JsValue> {
-    shared::policy_headers(&handle.0.borrow(), &decision).map_err(to_js)
+    let headers = shared::policy_headers(&handle.0.borrow(), &decision);
+    settled(headers)
 }
 
 /// Takes what `tryAcquire` takes and does nothing: the floor of a call.

@@ -352,3 +352,70 @@ test('an option that is a revoked Proxy, or a Proxy of an array whose trap throw
   for (const [option] of cases) refusal(errors.get(option), option, option);
   assert.throws(() => new R.FixedWindow({ limit: 1, calendar: revoked }), (e) => (refusal(e, 'calendar', 'calendar'), true));
 });
+
+test('a setter on Object.prototype that calls back into the limiter while its error is made finds it free', () => {
+  // The wasm build made the error (setting its `code`) while it still held
+  // the limiter borrowed, or its last error: the call back panicked, and the
+  // caller got a RuntimeError ("unreachable") from the module.
+  const gcra = new R.Gcra({ burst: 5, emissionIntervalMs: 100 });
+  const keyed = new R.KeyedLimiter(gcra);
+  const policy = new R.Policy('5/second', { by: ['user'] });
+  let callBack = () => {};
+  const seen = [];
+  const bad = { allowed: false, remaining: -1, limit: 5, retryAfterMs: 0, resetAfterMs: 0 };
+  const calls = [
+    [gcra, () => gcra.tryAcquire(NaN, 0), () => gcra.tryAcquire(1, 0).remaining],
+    [gcra, () => gcra.reserve(1, -1, 0), () => gcra.peek(1, 0).remaining],
+    [gcra, () => gcra.refund(NaN, 0), () => gcra.tryAcquire(1, 0).remaining],
+    [gcra, () => gcra.reconfigure(new R.Gcra({ burst: 5, emissionIntervalMs: 100 }), NaN), () => gcra.tryAcquire(1, 0).remaining],
+    [gcra, () => gcra.headers(bad), () => gcra.tryAcquire(1, 0).remaining],
+    [gcra, () => gcra.restore(new Uint8Array([1, 2, 3])), () => gcra.tryAcquire(1, 0).remaining],
+    [keyed, () => keyed.tryAcquire('a', NaN, 0), () => keyed.tryAcquire('a', 1, 0).remaining],
+    [keyed, () => keyed.refund('a', NaN, 0), () => keyed.tryAcquire('a', 1, 0).remaining],
+    [keyed, () => keyed.tryAcquireBatch('a', [NaN], 0), () => keyed.tryAcquire('a', 1, 0).remaining],
+    [keyed, () => keyed.reclaim(NaN), () => keyed.tryAcquire('a', 1, 0).remaining],
+    [policy, () => policy.tryAcquire({ user: 'a' }, NaN, 0), () => policy.tryAcquire({ user: 'a' }, 1, 0).remaining],
+    [policy, () => policy.refund({ user: 'a' }, NaN, 0), () => policy.tryAcquire({ user: 'a' }, 1, 0).remaining],
+    [policy, () => policy.reclaim(NaN), () => policy.tryAcquire({ user: 'a' }, 1, 0).remaining],
+    [policy, () => policy.headers({ ...bad, deniedBy: null, limits: [bad] }), () => policy.tryAcquire({ user: 'a' }, 1, 0).remaining],
+  ];
+  Object.defineProperty(Object.prototype, 'code', {
+    configurable: true,
+    set(value) {
+      Object.defineProperty(this, 'code', { value, writable: true, enumerable: true, configurable: true });
+      const again = callBack;
+      callBack = () => {};
+      try {
+        seen.push(again());
+      } catch (e) {
+        seen.push(e);
+      }
+    },
+  });
+  try {
+    for (const [, call, back] of calls) {
+      callBack = back;
+      seen.length = 0;
+      assert.throws(call, (e) => (refusal(e, undefined, String(call)), true));
+      assert.ok(seen.length === 1 && typeof seen[0] === 'number', `${call}: called back, ${seen[0]}`);
+    }
+  } finally {
+    delete Object.prototype.code;
+  }
+  // The configuration, read into an object whose fields a setter may watch.
+  const fresh = new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 });
+  let answer;
+  Object.defineProperty(Object.prototype, 'limit', {
+    configurable: true,
+    set(value) {
+      Object.defineProperty(this, 'limit', { value, writable: true, enumerable: true, configurable: true });
+      if (answer === undefined) answer = fresh.tryAcquire(1, 0).remaining;
+    },
+  });
+  try {
+    assert.equal(fresh.capacity, 5);
+  } finally {
+    delete Object.prototype.limit;
+  }
+  assert.equal(answer, 4);
+});
