@@ -419,3 +419,65 @@ test('a setter on Object.prototype that calls back into the limiter while its er
   }
   assert.equal(answer, 4);
 });
+
+/** A signal-like (`fetch` takes any such) whose `aborted` reads `aborted()`, and which announces an abort only on `fire()`. */
+function signalLike(aborted) {
+  const listeners = new Set();
+  const signal = {
+    get aborted() {
+      return aborted();
+    },
+    reason: new Error('aborted'),
+    addEventListener: (_, listener) => listeners.add(listener),
+    removeEventListener: (_, listener) => listeners.delete(listener),
+  };
+  return { signal, fire: () => [...listeners].forEach((listener) => listener()), listeners };
+}
+
+test('a signal whose `aborted` throws, or turns true unannounced, leaves the waiters behind an abort booked, and settles', async () => {
+  // Read while a waiter ahead was withdrawn: the throw escaped the abort
+  // listener (an uncaught exception) after the waiters behind had given
+  // their bookings back and before they booked again, so that they went on
+  // waiting, and were let through, holding none; and a waiter whose signal
+  // said aborted without announcing it was given back and left pending forever.
+  let now = 0;
+  const limiter = new R.Gcra({ burst: 1, emissionIntervalMs: 1000, clock: () => now });
+  limiter.tryAcquire();
+  let armed = false;
+  const first = signalLike(() => armed);
+  const throwing = signalLike(() => {
+    if (armed) throw new Error('aborted getter');
+    return false;
+  });
+  const unannounced = signalLike(() => armed);
+  const last = new AbortController();
+  const settled = [];
+  const track = (name, promise) => promise.then(() => settled.push(`${name} ok`), (e) => settled.push(`${name} ${e.message}`));
+  const waits = [
+    track('first', limiter.acquire(1, { signal: first.signal })), // at 1000
+    track('throwing', limiter.acquire(1, { signal: throwing.signal })), // at 2000
+    track('unannounced', limiter.acquire(1, { signal: unannounced.signal })), // at 3000
+    track('last', limiter.acquire(1, { signal: last.signal })), // at 4000
+  ];
+  try {
+    armed = true;
+    assert.doesNotThrow(() => first.fire());
+    // The waiter whose `aborted` threw, and the last one, moved up and hold 1000 and 2000.
+    assert.equal(limiter.peek(1, 1000).allowed, false);
+    assert.equal(limiter.peek(1, 2000).allowed, false);
+    assert.equal(limiter.peek(1, 3000).allowed, true);
+    await Promise.resolve();
+    await Promise.resolve();
+    assert.deepEqual(settled.sort(), ['first aborted', 'unannounced aborted']);
+    assert.equal(unannounced.listeners.size, 0, 'no longer listened to');
+  } finally {
+    // Every waiter leaves, so that no timer is left behind.
+    armed = false;
+    throwing.fire();
+    unannounced.fire();
+    last.abort(new Error('done'));
+    await Promise.all(waits);
+  }
+  assert.deepEqual(settled.sort(), ['first aborted', 'last done', 'throwing aborted', 'unannounced aborted']);
+  assert.equal(limiter.peek(1, 1000).allowed, true, 'every booking given back');
+});

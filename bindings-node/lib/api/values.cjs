@@ -227,6 +227,29 @@ function unlisten(signal, listener) {
 }
 
 /**
+ * Whether `signal` is aborted now, never throwing: a waiter's is read
+ * while another one is withdrawn, in an abort listener, where a throw
+ * would leave the waiters behind given back and not yet booked again
+ * (see unlisten). A getter that throws says not aborted.
+ */
+function abortedNow(signal) {
+  try {
+    return signal.aborted === true;
+  } catch {
+    return false;
+  }
+}
+
+/** `signal.reason`, or what reading it threw: what an aborted wait rejects with. */
+function reasonOf(signal) {
+  try {
+    return signal.reason;
+  } catch (error) {
+    return error;
+  }
+}
+
+/**
  * The own enumerable properties of `value`, each read once, in an object
  * without a prototype: one inherited (a polluted `Object.prototype.maxKeys`)
  * is none.
@@ -252,4 +275,6 @@ module.exports = {
   everyIs,
   isSignal,
   unlisten,
+  abortedNow,
+  reasonOf,
 };

@@ -3,7 +3,7 @@
 // lib/api.cjs): each books its slot at once, then waits behind one timer per
 // limiter, first come first served; an abort or a timeout gives the booking
 // back.
-const { isSignal, unlisten } = require('./values.cjs');
+const { isSignal, unlisten, abortedNow, reasonOf } = require('./values.cjs');
 
 module.exports = function waiting({ B, out, number, known, badType, cancelOnce, RateLimited }) {
   /** The longest delay timers take (about 24.8 days; see timerDelay). */
@@ -80,11 +80,13 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       waiter.giveBack();
     } finally {
       // Aborted too (a signal shared by many waiters): given back above, and
-      // taken out now, so that its own listener finds nothing left to do.
+      // taken out and settled now, so that its own listener finds nothing
+      // left to do (a signal-like may never announce it).
       const gone = new Set();
       for (const other of later.reverse()) {
         if (other.aborted()) {
           gone.add(other);
+          other.leave();
           continue;
         }
         const error = other.rebook();
@@ -206,7 +208,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         foreign: w.foreign,
         queue: slot.queue,
         latestOnly: slot.latestOnly === true,
-        aborted: () => signal !== undefined && signal.aborted,
+        aborted: () => signal !== undefined && abortedNow(signal),
         giveBack: cancelOnce(give, high, low),
         /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
         rebook() {
@@ -231,6 +233,10 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           waiter.giveBack();
           reject(error);
         },
+        /** Rejects it as aborted, its booking given back and taken out by withdraw. */
+        leave() {
+          if (settle()) reject(reasonOf(signal));
+        },
       };
       const onAbort = () => {
         if (settled) return;
@@ -238,7 +244,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         try {
           withdraw(w, waiter);
         } finally {
-          reject(signal.reason);
+          reject(reasonOf(signal));
         }
       };
       wait(w, waiter);
