@@ -36,9 +36,11 @@ function createApi(B) {
   const common = shared(B);
   const waits = waiting(common);
   const classes = limiters(common, waits);
-  const { KeyedLimiter } = keyed(common, waits, classes);
-  const { Policy } = policy(common, waits, classes, { KeyedLimiter });
-  const { middleware, fastifyHook } = server(common, { KeyedLimiter }, { Policy });
+  const keyedParts = keyed(common, waits, classes);
+  const policyParts = policy(common, waits, classes, keyedParts);
+  const { middleware, fastifyHook } = server(common, keyedParts, policyParts);
+  const { KeyedLimiter } = keyedParts;
+  const { Policy } = policyParts;
   const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow } = classes;
   return {
     Limiter,

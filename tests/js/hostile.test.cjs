@@ -481,3 +481,33 @@ test('a signal whose `aborted` throws, or turns true unannounced, leaves the wai
   assert.deepEqual(settled.sort(), ['first aborted', 'last done', 'throwing aborted', 'unannounced aborted']);
   assert.equal(limiter.peek(1, 1000).allowed, true, 'every booking given back');
 });
+
+test('a Proxy of a limiter, a keyed limiter or a policy (a reactive wrapper), or an object inheriting from one, is refused by name', () => {
+  // `instanceof` took them, and their private fields then threw an uncoded
+  // TypeError: when given, or at each request of a middleware.
+  const gcra = new R.Gcra({ burst: 5, emissionIntervalMs: 100 });
+  const keyed = new R.KeyedLimiter(gcra);
+  const policy = new R.Policy('5/second');
+  const wrapped = (value) => [new Proxy(value, {}), Object.create(value)];
+  for (const other of wrapped(gcra)) {
+    const limiter = new R.Gcra({ burst: 5, emissionIntervalMs: 100 });
+    assert.throws(() => limiter.reconfigure(other, 0), (e) => (refusal(e, 'other', 'reconfigure'), true));
+    assert.throws(() => new R.KeyedLimiter(other), (e) => (refusal(e, 'limiter', 'KeyedLimiter'), true));
+    assert.throws(() => new R.Policy({ limits: [{ name: 'a', limiter: other }] }), (e) => (refusal(e, 'limiter', 'Policy'), true));
+    assert.deepEqual(limiter.tryAcquire(1, 0).remaining, 4);
+  }
+  for (const other of wrapped(keyed)) {
+    assert.throws(() => new R.Policy({ limits: [{ name: 'a', limiter: other }] }), (e) => (refusal(e, 'limiter', 'Policy'), true));
+    assert.throws(() => R.middleware({ limiter: other, key: () => 'a' }), (e) => (refusal(e, 'limiter', 'middleware'), true));
+  }
+  for (const other of wrapped(policy)) {
+    assert.throws(() => R.middleware({ limiter: other }), (e) => (refusal(e, 'limiter', 'middleware'), true));
+    assert.throws(() => R.fastifyHook({ limiter: other }), (e) => (refusal(e, 'limiter', 'fastifyHook'), true));
+  }
+  // A subclass's instances are limiters.
+  class Mine extends R.Gcra {}
+  const mine = new Mine({ burst: 2, emissionIntervalMs: 100 });
+  assert.equal(new R.KeyedLimiter(mine).limit, 2);
+  gcra.reconfigure(mine, 0);
+  assert.equal(gcra.limit, 2);
+});

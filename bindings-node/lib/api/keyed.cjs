@@ -2,9 +2,10 @@
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
 const { inspected, inspectSymbol, plainArray, everyIs } = require('./values.cjs');
 
-module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, movesUp }) {
+module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat, wellFormed } = shared;
+  let isKeyed;
 
   /**
    * One limiter per key, every key configured as `limiter` (a configured
@@ -22,7 +23,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     #eviction = 'nearest_fresh';
 
     constructor(limiter, options) {
-      if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter');
+      if (!isLimiter(limiter)) badType('limiter', 'a limiter');
       let maxKeys;
       let eviction;
       if (options !== undefined && options !== null) {
@@ -155,6 +156,11 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
       return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
     }
 
+    static {
+      // A brand check (see isLimiter).
+      isKeyed = (value) => value !== null && typeof value === 'object' && #h in value;
+    }
+
     /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
     [inspectSymbol](depth, options, inspect) {
       const shown = { limiter: this.#prototype };
@@ -165,5 +171,5 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     }
   }
 
-  return { KeyedLimiter };
+  return { KeyedLimiter, isKeyed };
 };

@@ -24,6 +24,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
 
   let configOf;
   let internalsOf;
+  let isLimiter;
 
   /**
    * A limiter's configuration as the options that build it, as its
@@ -102,6 +103,10 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
       // Without a prototype: a field it lacks (`calendar`) is none, whatever Object.prototype holds.
       configOf = (limiter) => (limiter.#config ??= ownCopy(B.config(limiter.#h)));
       internalsOf = (limiter) => ({ handle: limiter.#h, name: limiter.#name, clock: limiter.#clock });
+      // A brand check, where `instanceof` takes a Proxy of a limiter (a
+      // framework's reactive wrapper) or an object inheriting from one,
+      // whose private fields then threw an uncoded TypeError.
+      isLimiter = (value) => value !== null && typeof value === 'object' && #h in value;
     }
 
     /** The time now on this limiter's clock, in milliseconds. */
@@ -160,7 +165,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     reconfigure(other, nowMs) {
-      if (!(other instanceof Limiter)) badType('other', 'a limiter');
+      if (!isLimiter(other)) badType('other', 'a limiter');
       if (this.#clock === defaultClock && other.calendar !== null) {
         invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
       }
@@ -385,5 +390,5 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     fixed_window: FixedWindow,
   };
 
-  return { Built, configOf, internalsOf, movesUp, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
+  return { Built, configOf, internalsOf, isLimiter, movesUp, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
 };

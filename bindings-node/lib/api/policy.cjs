@@ -3,9 +3,10 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArray, everyIs, ownCopy, configData } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, internalsOf }, { KeyedLimiter }) {
+module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, wellFormed } = shared;
+  let isPolicy;
 
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {
@@ -56,12 +57,12 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
         if (typeof name !== 'string') badType('name', 'a string');
         if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
         wellFormedFields(by);
-        if (limiter instanceof KeyedLimiter) {
+        if (isKeyed(limiter)) {
           if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
           ({ maxKeys, eviction } = limiter);
           limiter = limiter.limiter;
         }
-        if (!(limiter instanceof Limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
+        if (!isLimiter(limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
         if (maxKeys != null && typeof maxKeys !== 'number') badType('max_keys', 'a number');
         if (eviction != null && typeof eviction !== 'string') badType('eviction', 'a string');
         B.policyAdd(h, name, by, internalsOf(limiter).handle, maxKeys ?? undefined, eviction ?? undefined);
@@ -310,11 +311,16 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { Limiter, 
       return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
     }
 
+    static {
+      // A brand check (see isLimiter).
+      isPolicy = (value) => value !== null && typeof value === 'object' && #h in value;
+    }
+
     /** `Policy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
       return inspected('Policy', { limits: this.limits }, depth, options, inspect);
     }
   }
 
-  return { Policy };
+  return { Policy, isPolicy };
 };

@@ -4,7 +4,7 @@
 // and answer 429 with the RateLimit headers.
 const { invalidType } = require('./values.cjs');
 
-module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy }) {
+module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) {
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`) or a Policy (its request is `fields(request)`, a plain
@@ -22,12 +22,12 @@ module.exports = function server({ badType, known }, { KeyedLimiter }, { Policy 
     let inputName;
     // Each mistake below would fail every request (a 500 each), or quietly
     // limit otherwise than asked: refused here instead.
-    if (limiter instanceof KeyedLimiter) {
+    if (isKeyed(limiter)) {
       if (typeof key !== 'function') badType('key', 'a function');
       if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
       inputOf = key;
       inputName = 'key';
-    } else if (limiter instanceof Policy) {
+    } else if (isPolicy(limiter)) {
       if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
       if (fields === undefined) {
