@@ -511,3 +511,18 @@ test('a Proxy of a limiter, a keyed limiter or a policy (a reactive wrapper), or
   gcra.reconfigure(mine, 0);
   assert.equal(gcra.limit, 2);
 });
+
+test("a policy's headers read the decision's limits once", () => {
+  // Read three times: a getter answering otherwise the third time made
+  // `forEach` throw an uncoded TypeError.
+  const policy = new R.Policy('5/second');
+  const decision = policy.tryAcquire({}, 1, 0);
+  const expected = policy.headers(decision);
+  let reads = 0;
+  const limits = decision.limits;
+  Object.defineProperty(decision, 'limits', { get: () => (reads++ < 2 ? limits : 5) });
+  assert.deepEqual(policy.headers(decision), expected);
+  assert.equal(reads, 1);
+  // An array holding more than it says (a Proxy) is read as long as it said.
+  assert.deepEqual(policy.headers({ ...decision, limits: new Proxy(limits, {}) }), expected);
+});

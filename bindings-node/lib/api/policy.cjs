@@ -288,10 +288,12 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
      */
     headers(decision) {
       const flat = decisionFields(decision, 'decision');
-      if (!Array.isArray(decision.limits) || decision.limits.length !== this.#limits.length) {
+      // Read once, as decisionFields reads the rest: a getter may answer otherwise the next time.
+      const limits = decision.limits;
+      if (!Array.isArray(limits) || limits.length !== this.#limits.length) {
         invalidType(`\`decision.limits\` must be an array of ${this.#limits.length} decisions, one per limit of the policy`);
       }
-      decision.limits.forEach((d, i) => flat.push(...decisionFields(d, `decision.limits[${i}]`)));
+      for (let i = 0; i < this.#limits.length; i++) flat.push(...decisionFields(limits[i], `decision.limits[${i}]`));
       for (let i = 0; i < flat.length; i += 5) flat[i] = flat[i] ? 1 : 0;
       const values = B.policyHeaders(this.#h, flat).split('\n');
       // A policy without limits has none to announce.
