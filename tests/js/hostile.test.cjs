@@ -526,3 +526,26 @@ test("a policy's headers read the decision's limits once", () => {
   // An array holding more than it says (a Proxy) is read as long as it said.
   assert.deepEqual(policy.headers({ ...decision, limits: new Proxy(limits, {}) }), expected);
 });
+
+test('options are listed once: the keys checked for unknown ones are those copied', () => {
+  // The keys were checked on one listing and the options copied from
+  // another: a Proxy adding a misspelt option the second time passed unnoticed.
+  const listed = (target, extra) => {
+    const proxy = new Proxy(target, {
+      ownKeys: (t) => (proxy.listings++ === 0 ? Reflect.ownKeys(t) : [...Reflect.ownKeys(t), extra]),
+      getOwnPropertyDescriptor: (t, key) => (key === extra ? { value: 0, enumerable: true, configurable: true } : Reflect.getOwnPropertyDescriptor(t, key)),
+      get: (t, key) => (key === extra ? 0 : key === 'listings' ? t.listings : t[key]),
+      set: (t, key, value) => ((t[key] = value), true),
+    });
+    Object.defineProperty(target, 'listings', { value: 0, writable: true, enumerable: false });
+    return proxy;
+  };
+  const options = listed({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 }, 'intialTokens');
+  assert.equal(new R.TokenBucket(options).initialTokens, 5);
+  assert.equal(options.listings, 1);
+  const limit = listed({ name: 'a', limiter: new R.Gcra({ burst: 1, emissionIntervalMs: 10 }) }, 'max_keys');
+  assert.deepEqual(new R.Policy({ limits: [limit] }).limits, [{ name: 'a', by: [] }]);
+  assert.equal(limit.listings, 1);
+  // A misspelt option in that listing is refused, as ever.
+  assert.throws(() => new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000, intialTokens: 0 }), { name: 'TypeError', code: 'invalid_type' });
+});

@@ -41,11 +41,11 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     try {
       for (let [i, limit] of limits.entries()) {
         if (limit === null || typeof limit !== 'object') badType('config', 'an object or a string');
-        // A misspelt field (max_keys here) would be dropped without a word.
-        const unknown = Object.keys(limit).find((field) => !LIMITER_FIELDS.has(field));
         // Its own fields, each read once, as options are (see known): an
         // inherited `maxKeys`, `eviction` or `by` (a polluted Object.prototype) is none.
         limit = ownCopy(limit);
+        // A misspelt field (max_keys here) would be dropped without a word.
+        const unknown = Object.keys(limit).find((field) => !LIMITER_FIELDS.has(field));
         if (unknown !== undefined) {
           const expected = '`name`, `by`, `limiter`, `maxKeys` or `eviction`';
           const message = `policy configuration: limits[${i}]: unknown field \`${unknown}\`, expected ${expected}`;

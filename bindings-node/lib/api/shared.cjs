@@ -152,8 +152,10 @@ module.exports = function shared(B) {
       badType('options', 'an object');
     }
     if (options === null || typeof options !== 'object') return options;
-    onlyKnown(options, OPTIONS[what], what);
-    return ownCopy(options);
+    // The copy is checked, not `options`: a Proxy may list other keys each time.
+    const own = ownCopy(options);
+    onlyKnown(own, OPTIONS[what], what);
+    return own;
   }
 
   /** A number argument, `fallback` for undefined or null. */
