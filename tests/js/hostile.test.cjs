@@ -549,3 +549,24 @@ test('options are listed once: the keys checked for unknown ones are those copie
   // A misspelt option in that listing is refused, as ever.
   assert.throws(() => new R.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000, intialTokens: 0 }), { name: 'TypeError', code: 'invalid_type' });
 });
+
+test('an array of costs or fields is read up to its first element of another type', () => {
+  // Copied whole before the check: an array of length 2^32 - 1 holding
+  // nothing took minutes to refuse.
+  let reads = 0;
+  const costs = [1, 'x'];
+  Object.defineProperty(costs, 2, { get: () => (reads++, 1), enumerable: true });
+  const keyed = new R.KeyedLimiter(new R.Gcra({ burst: 5, emissionIntervalMs: 100 }));
+  assert.throws(() => keyed.tryAcquireBatch('a', costs, 0), (e) => (refusal(e, 'costs', 'costs'), true));
+  const by = ['user', 5];
+  Object.defineProperty(by, 2, { get: () => (reads++, 'route'), enumerable: true });
+  assert.throws(() => new R.Policy('5/second', { by }), (e) => (refusal(e, 'by', 'by'), true));
+  assert.throws(() => new R.Policy({ limits: [{ name: 'a', by, limiter: new R.Gcra({ burst: 1, emissionIntervalMs: 10 }) }] }), (e) => (refusal(e, 'by', 'by'), true));
+  assert.equal(reads, 0);
+  const empty = [];
+  empty.length = 2 ** 32 - 1;
+  assert.throws(() => keyed.tryAcquireBatch('a', empty, 0), (e) => (refusal(e, 'costs', 'costs'), true));
+  assert.throws(() => new R.Policy('5/second', { by: empty }), (e) => (refusal(e, 'by', 'by'), true));
+  assert.equal(keyed.size, 0);
+  assert.deepEqual(keyed.tryAcquireBatch('a', [1, -0, 2], 0).map((d) => d.remaining), [4, 4, 2]);
+});

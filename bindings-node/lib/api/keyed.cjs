@@ -1,6 +1,6 @@
 'use strict';
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
-const { inspected, inspectSymbol, plainArray, everyIs } = require('./values.cjs');
+const { inspected, inspectSymbol, arrayOf } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf } = shared;
@@ -101,8 +101,8 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
       const k = keyOf(key);
-      const units = plainArray(costs);
-      if (!Array.isArray(units) || !everyIs(units, 'number')) badType('costs', 'an array of numbers');
+      const units = arrayOf(costs, 'number');
+      if (units === undefined) badType('costs', 'an array of numbers');
       const flat = B.keyedTryAcquireBatch(this.#h, k, units, nowFrom(this.#clock, nowMs));
       const decisions = new Array(units.length);
       for (let i = 0; i < units.length; i++) decisions[i] = fromFlat(flat, 5 * i);

@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, plainArray, everyIs, ownCopy, configData } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf, ownCopy, configData } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -52,10 +52,10 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
           throw Object.assign(new TypeError(message), { code: 'invalid_config' });
         }
         const { name } = limit;
-        const by = plainArray(limit.by === undefined ? [] : limit.by);
+        const by = arrayOf(limit.by === undefined ? [] : limit.by, 'string');
         let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
-        if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+        if (by === undefined) badType('by', 'an array of strings');
         wellFormedFields(by);
         if (isKeyed(limiter)) {
           if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
@@ -106,8 +106,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
           algorithm = options.algorithm;
         }
         if (options.by !== undefined) {
-          by = plainArray(options.by);
-          if (!Array.isArray(by) || !everyIs(by, 'string')) badType('by', 'an array of strings');
+          by = arrayOf(options.by, 'string');
+          if (by === undefined) badType('by', 'an array of strings');
           wellFormedFields(by);
         }
         if (options.clock !== undefined) {

@@ -194,10 +194,22 @@ function plainArray(value, most = Infinity) {
   return copy;
 }
 
-/** Whether every element of `array` has type `type`; a hole has none (`every` would skip it). */
-function everyIs(array, type) {
-  for (let i = 0; i < array.length; i++) if (typeof array[i] !== type) return false;
-  return true;
+/**
+ * `plainArray(value)` when `value` is an array whose every element has
+ * type `type` (a hole has none), else undefined: read up to the first
+ * that has not, so that an array of length 2^32 - 1 with a hole at the
+ * start is refused at once, where copying it first took minutes.
+ */
+function arrayOf(value, type) {
+  if (!Array.isArray(value)) return undefined;
+  const n = value.length;
+  const copy = [];
+  for (let i = 0; i < n; i++) {
+    const element = value[i];
+    if (typeof element !== type) return undefined;
+    copy.push(element);
+  }
+  return copy;
 }
 
 /** Whether `value` is an AbortSignal (duck-typed, as `fetch` takes any realm's). */
@@ -272,7 +284,7 @@ module.exports = {
   BOOKINGS,
   MOVES_UP,
   plainArray,
-  everyIs,
+  arrayOf,
   isSignal,
   unlisten,
   abortedNow,
