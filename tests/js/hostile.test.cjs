@@ -570,3 +570,28 @@ test('an array of costs or fields is read up to its first element of another typ
   assert.equal(keyed.size, 0);
   assert.deepEqual(keyed.tryAcquireBatch('a', [1, -0, 2], 0).map((d) => d.remaining), [4, 4, 2]);
 });
+
+test("a policy's configuration reads its limits once, and up to its first hole", () => {
+  // Read three times: a getter answering otherwise the third time made
+  // `entries` throw an uncoded TypeError.
+  let reads = 0;
+  const given = [{ name: 'a', limiter: new R.Gcra({ burst: 1, emissionIntervalMs: 10 }) }];
+  const config = {
+    get limits() {
+      return reads++ < 2 ? given : 5;
+    },
+  };
+  assert.deepEqual(new R.Policy(config).limits, [{ name: 'a', by: [] }]);
+  assert.equal(reads, 1);
+  // Holes: JSON wrote each as null, refused once all were written (an
+  // array of length 2^32 - 1 holding nothing took minutes), and looking for
+  // a limiter among them took as long.
+  const holes = (...first) => Object.assign([...first], { length: 2 ** 32 - 1 });
+  const refused = (e, place) => e instanceof TypeError && e.code === 'invalid_config' && e.message.includes(place);
+  assert.throws(() => new R.Policy({ limits: holes() }), (e) => refused(e, 'limits[0]: expected JSON data, found a hole'));
+  assert.throws(() => new R.Policy({ limits: holes({ name: 'a', rate: '1/second' }) }), (e) => refused(e, 'limits[1]'));
+  assert.throws(() => new R.Policy({ limits: [{ name: 'a', rate: '1/second', by: holes('user') }] }), (e) => refused(e, 'limits[0].by[1]'));
+  assert.throws(() => new R.Policy({ limits: holes(given[0]) }), (e) => (refusal(e, 'config', 'a hole after a limiter'), true));
+  // A hole is refused where null would be, with the same code.
+  assert.throws(() => new R.Policy({ limits: [{ name: 'a', rate: '1/second' }, , { name: 'b', rate: '1/second' }] }), (e) => refused(e, 'limits[1]'));
+});

@@ -29,6 +29,17 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     }
   }
 
+  /**
+   * Whether a policy's `limits` is an array giving any limit as a limiter,
+   * read up to its first hole, which both readings refuse (`some` took
+   * minutes over an array of length 2^32 - 1 holding nothing).
+   */
+  function ofLimiters(limits) {
+    if (!Array.isArray(limits)) return false;
+    for (let i = 0; i < limits.length && i in limits; i++) if (limits[i]?.limiter !== undefined) return true;
+    return false;
+  }
+
   const LIMITER_FIELDS = new Set(['name', 'by', 'limiter', 'maxKeys', 'eviction']);
 
   /**
@@ -116,6 +127,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         }
       }
       const rates = typeof config === 'string' && !config.trimStart().startsWith('{');
+      // Read once (a getter may answer otherwise the next time), if a configuration's.
+      let listed;
       // As in Python: silently dropped, `by` would leave one global limit
       // where the caller asked for one per user.
       if (!rates && (algorithm !== undefined || by !== undefined)) {
@@ -125,8 +138,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);
       } else if (typeof config === 'string') {
         this.#h = B.policyFromConfig(policyData(config));
-      } else if (config !== null && typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
-        this.#h = fromLimiters(config.limits);
+      } else if (config !== null && typeof config === 'object' && ofLimiters((listed = config.limits))) {
+        this.#h = fromLimiters(listed);
       } else if (config !== null && typeof config === 'object') {
         this.#h = B.policyFromConfig(policyData(config));
       } else {

@@ -87,6 +87,7 @@ function jsonValues() {
     const holder = places.get(this) ?? '';
     const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
     if (value !== null && typeof value === 'object') {
+      if (Array.isArray(value)) holes(value, place);
       // JSON.stringify's own error for a cycle has no code, and names no place.
       for (let up = this; up !== undefined; up = parents.get(up)) if (up === value) notJson(place, 'a circular reference');
       places.set(value, place);
@@ -98,6 +99,21 @@ function jsonValues() {
     }
     return value;
   };
+}
+
+/**
+ * Refuses the array `value` (at `place`) if it has a hole, naming the
+ * first: JSON would write null for it, which no field takes, once it had
+ * written all the rest (an array of length 2^32 - 1 holding nothing took
+ * minutes, or ended in V8's uncoded "Invalid string length"). Counted by
+ * its keys, which a sparse array lists without its holes.
+ */
+function holes(value, place) {
+  const present = Object.keys(value).length;
+  if (present >= value.length) return;
+  let at = 0;
+  while (at < present && at in value) at++;
+  notJson(`${place}[${at}]`, 'a hole');
 }
 
 /**
