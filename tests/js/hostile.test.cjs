@@ -595,3 +595,17 @@ test("a policy's configuration reads its limits once, and up to its first hole",
   // A hole is refused where null would be, with the same code.
   assert.throws(() => new R.Policy({ limits: [{ name: 'a', rate: '1/second' }, , { name: 'b', rate: '1/second' }] }), (e) => refused(e, 'limits[1]'));
 });
+
+test("a policy's configuration nested deeper than the engine's stack is refused as invalid_config", () => {
+  // JSON.stringify's own RangeError ("Maximum call stack size exceeded"), uncoded.
+  let by = 'user';
+  for (let i = 0; i < 5000; i++) by = [by];
+  assert.throws(() => new R.Policy({ limits: [{ name: 'a', rate: '1/second', by }] }), {
+    name: 'TypeError',
+    code: 'invalid_config',
+    message: /^policy configuration: limits\[0\]\.by(\[0\])+: expected JSON data, found data nested more than 64 deep$/,
+  });
+  let nested = {};
+  for (let i = 0; i < 5000; i++) nested = { limits: nested };
+  assert.throws(() => new R.Policy(nested), { name: 'TypeError', code: 'invalid_config' });
+});

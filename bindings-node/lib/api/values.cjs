@@ -69,6 +69,9 @@ function fieldsInto(bytes, fields) {
   return at;
 }
 
+/** The deepest a policy's configuration nests (it needs five: limits[0].by[0]). */
+const MAX_DEPTH = 64;
+
 /**
  * A JSON.stringify replacer for a policy's configuration that refuses what
  * JSON cannot carry, with the `invalid_config` error the reader gives,
@@ -88,8 +91,12 @@ function jsonValues() {
     const place = Array.isArray(this) ? `${holder}[${key}]` : holder === '' ? key : `${holder}.${key}`;
     if (value !== null && typeof value === 'object') {
       if (Array.isArray(value)) holes(value, place);
-      // JSON.stringify's own error for a cycle has no code, and names no place.
-      for (let up = this; up !== undefined; up = parents.get(up)) if (up === value) notJson(place, 'a circular reference');
+      // JSON.stringify's own errors for a cycle, and for nesting deeper than
+      // the engine's stack (V8's "Maximum call stack size exceeded", at
+      // about 3000), have no code, and name no place.
+      let depth = 0;
+      for (let up = this; up !== undefined; up = parents.get(up), depth++) if (up === value) notJson(place, 'a circular reference');
+      if (depth > MAX_DEPTH) notJson(place, `data nested more than ${MAX_DEPTH} deep`);
       places.set(value, place);
       parents.set(value, this);
     } else if (typeof value === 'number' && !Number.isFinite(value)) notJson(place, String(value));
