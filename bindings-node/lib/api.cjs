@@ -58,5 +58,5 @@ function createApi(B) {
   };
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy } = values;
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy };

@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, configData, ownCopy } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy } = require('./api.cjs');
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -332,7 +332,8 @@ function sleep(ms, signal) {
     let timer;
     const onAbort = () => {
       clearTimeout(timer);
-      reject(signal.reason);
+      // A getter's throw escaped the listener, leaving the wait pending for ever.
+      reject(reasonOf(signal));
     };
     const wait = (left) => {
       timer = setTimeout(() => {
@@ -361,9 +362,13 @@ function abortable(promise, signal, late) {
       if (done) return;
       done = true;
       promise.then(late, () => undefined);
-      reject(signal.reason);
+      reject(reasonOf(signal));
     };
-    if (signal.aborted) return onAbort();
+    // Read without throwing (a throw reads as not aborted, as the in-process
+    // waiters read it): a getter that threw here dropped the booking under
+    // way, and on its reply escaped as an unhandled rejection, the acquire
+    // pending for ever. The sleep that follows reads it again, and fails.
+    if (abortedNow(signal)) return onAbort();
     try {
       signal.addEventListener('abort', onAbort, { once: true });
     } catch (error) {
@@ -381,9 +386,9 @@ function abortable(promise, signal, late) {
         if (done) return;
         done = true;
         // Aborted with no event (an already-aborted signal's reason read late).
-        if (signal.aborted) {
+        if (abortedNow(signal)) {
           late(value);
-          reject(signal.reason);
+          reject(reasonOf(signal));
         } else resolve(value);
       },
       (error) => {

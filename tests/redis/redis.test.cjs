@@ -1084,3 +1084,85 @@ test('acquire with a signal whose addEventListener throws rejects with its error
       process.off('unhandledRejection', onUnhandled);
     }
   }));
+
+test('acquire with a signal whose `aborted` getter throws rejects with its error and gives the booking back, as in-process', () =>
+  withClient('ioredis', async (client) => {
+    // Read while the booking's round trip runs, the throw escaped: on the
+    // reply, from a callback of its own, as an unhandled rejection (which
+    // ends a Node process), the acquire pending for ever and the slot booked
+    // for nobody; before it, the acquire rejected and the booking, when it
+    // came, was dropped. A throw reads as not aborted, as the in-process
+    // waiters read one; the sleep's read then fails the acquire.
+    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('aborted-getter') });
+    await minute.tryAcquire('k');
+    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
+    await minute.refund('k', 1, slot);
+    const unhandled = [];
+    const onUnhandled = (reason) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // Reads 1 and 2 check the signal before booking; 3 is as the round trip starts, 4 on its reply.
+      for (const throwFrom of [3, 4]) {
+        let reads = 0;
+        const signal = {
+          get aborted() {
+            reads += 1;
+            if (reads >= throwFrom) throw new Error('aborted getter');
+            return false;
+          },
+          reason: new Error('aborted'),
+          addEventListener() {},
+          removeEventListener() {},
+        };
+        let outcome;
+        minute.acquire('k', 1, { signal }).then(
+          () => (outcome = 'resolved'),
+          (error) => (outcome = error.message),
+        );
+        await until(() => outcome !== undefined, 15_000, () => `acquire settles (getter throwing from read ${throwFrom})`);
+        assert.equal(outcome, 'aborted getter', `read ${throwFrom}`);
+        await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+        assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot, `given back (read ${throwFrom})`);
+        await minute.refund('k', 1, slot);
+      }
+      assert.deepEqual(unhandled, []);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  }));
+
+test('acquire aborted while it sleeps by a signal whose `reason` getter throws rejects with that error and gives the booking back', () =>
+  withClient('ioredis', async (client) => {
+    // The abort listener read `reason` as it rejected: the throw escaped
+    // the listener, its timer already cleared, and the acquire stayed
+    // pending for ever, its slot booked for nobody.
+    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('reason-getter') });
+    await minute.tryAcquire('k');
+    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
+    await minute.refund('k', 1, slot);
+    const listeners = new Set();
+    let aborted = false;
+    const signal = {
+      get aborted() {
+        return aborted;
+      },
+      get reason() {
+        throw new Error('reason getter');
+      },
+      addEventListener: (_, listener) => listeners.add(listener),
+      removeEventListener: (_, listener) => listeners.delete(listener),
+    };
+    let outcome;
+    minute.acquire('k', 1, { signal }).then(
+      () => (outcome = 'resolved'),
+      (error) => (outcome = error.message),
+    );
+    // Booked, and sleeping until the slot: listened to by the sleep.
+    await until(async () => (await minute.peek('k')).retryAfterMs > 60_000 && listeners.size === 1);
+    aborted = true;
+    assert.doesNotThrow(() => [...listeners].forEach((listener) => listener()));
+    await until(() => outcome !== undefined, 15_000, () => 'acquire settles');
+    assert.equal(outcome, 'reason getter');
+    await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+    assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
+  }));
