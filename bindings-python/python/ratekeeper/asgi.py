@@ -81,7 +81,8 @@ class RateLimitMiddleware:
     nothing: a key read from a header or a session is missing exactly when
     a client leaves it out, so letting such a request through unlimited
     would let any client skip the limit. To exempt requests (health checks,
-    say), pass ``skip(scope)``: a request it answers ``True`` for goes to
+    say), pass ``skip(scope)`` (a plain function, not a coroutine, as
+    ``key`` is): a request it answers ``True`` for goes to
     the app undecided, without RateLimit headers, charged nothing (it is
     called first, for HTTP requests; an answer other than a ``bool`` raises
     ``RateLimitTypeError`` naming ``skip``). A
@@ -170,7 +171,7 @@ class RateLimitMiddleware:
         return skipped
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self.skips(scope):
+        if self._skip is not None and scope["type"] == "http" and self.skips(scope):
             await self.app(scope, receive, send)
             return
         try:
