@@ -1040,6 +1040,33 @@ test('acquire with a signal whose removeEventListener throws waits and resolves,
     await limiter.acquire('k', 1, { signal }); // waits for its slot
   }));
 
+/**
+ * A limiter of one per minute whose next slot is known: `given back()`
+ * waits until the slot is free again (a booking of it given back) and
+ * checks it is that slot. `unhandled` collects unhandled rejections while
+ * `body` runs, and must stay empty.
+ */
+async function withBookedMinute(client, name, body) {
+  const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix(name) });
+  await minute.tryAcquire('k');
+  const slot = (await minute.reserve('k', 1, 120_000)).atMs;
+  await minute.refund('k', 1, slot);
+  const givenBack = async (what) => {
+    await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
+    assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot, what);
+    await minute.refund('k', 1, slot);
+  };
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await body(minute, givenBack);
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+}
+
 test('acquire with a signal whose addEventListener throws rejects with its error and gives the booking back, as in-process', () =>
   withClient('ioredis', async (client) => {
     // The signal passes the check, the booking goes to Redis, and listening
@@ -1047,20 +1074,11 @@ test('acquire with a signal whose addEventListener throws rejects with its error
     // when it came, was dropped, a slot booked for nobody (the next unit a
     // minute later than it should be). Listening for the sleep threw after
     // its timer was armed, which then held the process for the whole wait.
-    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('add-listener') });
-    await minute.tryAcquire('k');
-    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
-    await minute.refund('k', 1, slot);
-    const unhandled = [];
-    const onUnhandled = (reason) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
+    return withBookedMinute(client, 'add-listener', async (minute, givenBack) => {
       // Throwing at once: during the booking's round trip.
       const refusing = { aborted: false, addEventListener() { throw new Error('no listeners here'); }, removeEventListener() {} };
       await assert.rejects(minute.acquire('k', 1, { signal: refusing }), { message: 'no listeners here' });
-      await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
-      assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
-      await minute.refund('k', 1, slot);
+      await givenBack('during the round trip');
       // Throwing from its second listener on: the sleep's.
       let listeners = 0;
       const flaky = {
@@ -1078,11 +1096,8 @@ test('acquire with a signal whose addEventListener throws rejects with its error
       await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
       // (The give-back's round trip answered, its timer is gone too.)
       assert.equal(timers(), before, 'no timer left for the wait');
-      assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
-      assert.deepEqual(unhandled, []);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+      await givenBack('for the sleep');
+    });
   }));
 
 test('acquire with a signal whose `aborted` getter throws rejects with its error and gives the booking back, as in-process', () =>
@@ -1093,14 +1108,7 @@ test('acquire with a signal whose `aborted` getter throws rejects with its error
     // for nobody; before it, the acquire rejected and the booking, when it
     // came, was dropped. A throw reads as not aborted, as the in-process
     // waiters read one; the sleep's read then fails the acquire.
-    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('aborted-getter') });
-    await minute.tryAcquire('k');
-    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
-    await minute.refund('k', 1, slot);
-    const unhandled = [];
-    const onUnhandled = (reason) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
+    return withBookedMinute(client, 'aborted-getter', async (minute, givenBack) => {
       // Reads 1 and 2 check the signal before booking; 3 is as the round trip starts, 4 on its reply.
       for (const throwFrom of [3, 4]) {
         let reads = 0;
@@ -1121,14 +1129,9 @@ test('acquire with a signal whose `aborted` getter throws rejects with its error
         );
         await until(() => outcome !== undefined, 15_000, () => `acquire settles (getter throwing from read ${throwFrom})`);
         assert.equal(outcome, 'aborted getter', `read ${throwFrom}`);
-        await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
-        assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot, `given back (read ${throwFrom})`);
-        await minute.refund('k', 1, slot);
+        await givenBack(`given back (read ${throwFrom})`);
       }
-      assert.deepEqual(unhandled, []);
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+    });
   }));
 
 test('acquire aborted while it sleeps by a signal whose `reason` getter throws rejects with that error and gives the booking back', () =>
@@ -1136,33 +1139,30 @@ test('acquire aborted while it sleeps by a signal whose `reason` getter throws r
     // The abort listener read `reason` as it rejected: the throw escaped
     // the listener, its timer already cleared, and the acquire stayed
     // pending for ever, its slot booked for nobody.
-    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('reason-getter') });
-    await minute.tryAcquire('k');
-    const slot = (await minute.reserve('k', 1, 120_000)).atMs;
-    await minute.refund('k', 1, slot);
-    const listeners = new Set();
-    let aborted = false;
-    const signal = {
-      get aborted() {
-        return aborted;
-      },
-      get reason() {
-        throw new Error('reason getter');
-      },
-      addEventListener: (_, listener) => listeners.add(listener),
-      removeEventListener: (_, listener) => listeners.delete(listener),
-    };
-    let outcome;
-    minute.acquire('k', 1, { signal }).then(
-      () => (outcome = 'resolved'),
-      (error) => (outcome = error.message),
-    );
-    // Booked, and sleeping until the slot: listened to by the sleep.
-    await until(async () => (await minute.peek('k')).retryAfterMs > 60_000 && listeners.size === 1);
-    aborted = true;
-    assert.doesNotThrow(() => [...listeners].forEach((listener) => listener()));
-    await until(() => outcome !== undefined, 15_000, () => 'acquire settles');
-    assert.equal(outcome, 'reason getter');
-    await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
-    assert.equal((await minute.reserve('k', 1, 120_000)).atMs, slot);
+    return withBookedMinute(client, 'reason-getter', async (minute, givenBack) => {
+      const listeners = new Set();
+      let aborted = false;
+      const signal = {
+        get aborted() {
+          return aborted;
+        },
+        get reason() {
+          throw new Error('reason getter');
+        },
+        addEventListener: (_, listener) => listeners.add(listener),
+        removeEventListener: (_, listener) => listeners.delete(listener),
+      };
+      let outcome;
+      minute.acquire('k', 1, { signal }).then(
+        () => (outcome = 'resolved'),
+        (error) => (outcome = error.message),
+      );
+      // Booked, and sleeping until the slot: listened to by the sleep.
+      await until(async () => (await minute.peek('k')).retryAfterMs > 60_000 && listeners.size === 1);
+      aborted = true;
+      assert.doesNotThrow(() => [...listeners].forEach((listener) => listener()));
+      await until(() => outcome !== undefined, 15_000, () => 'acquire settles');
+      assert.equal(outcome, 'reason getter');
+      await givenBack('after the abort');
+    });
   }));
