@@ -358,12 +358,14 @@ function abortable(promise, signal, late) {
   if (signal === undefined) return promise;
   return new Promise((resolve, reject) => {
     let done = false;
-    const onAbort = () => {
+    // Rejects with `reason` at once; the answer, when it comes, goes to `late`.
+    const giveUp = (reason) => {
       if (done) return;
       done = true;
       promise.then(late, () => undefined);
-      reject(reasonOf(signal));
+      reject(reason);
     };
+    const onAbort = () => giveUp(reasonOf(signal));
     // Read without throwing (a throw reads as not aborted, as the in-process
     // waiters read it): a getter that threw here dropped the booking under
     // way, and on its reply escaped as an unhandled rejection, the acquire
@@ -375,9 +377,7 @@ function abortable(promise, signal, late) {
       // Never listened to (a polyfill's signal): rejects with its error, as
       // the in-process acquire does, and the booking, when it comes, goes
       // back rather than stay booked for nobody.
-      done = true;
-      promise.then(late, () => undefined);
-      reject(error);
+      giveUp(error);
       return;
     }
     promise.then(
