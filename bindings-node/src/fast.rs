@@ -122,17 +122,17 @@ fn bad_handle() -> Error {
 ///
 /// # Safety
 /// `value` belongs to the running callback's `env`.
-unsafe fn with_key<R>(
+unsafe fn with_key<R, E: From<Error>>(
     env: napi_env,
     value: napi_value,
-    f: impl FnOnce(&[u8]) -> Result<R, Error>,
-) -> Result<R, Error> {
+    f: impl FnOnce(&[u8]) -> Result<R, E>,
+) -> Result<R, E> {
     let not_a_string = || shared::type_error("key", "a string");
     let mut inline = [0u8; INLINE_KEY];
     let mut len = 0usize;
     let buf = inline.as_mut_ptr().cast::<c_char>();
     if sys::napi_get_value_string_utf8(env, value, buf, INLINE_KEY, &mut len) != Status::napi_ok {
-        return Err(not_a_string());
+        return Err(not_a_string().into());
     }
     // Node copies whole characters only, and leaves room for a NUL: a copy
     // shorter than the buffer by more than one 4-byte character is the whole
@@ -142,12 +142,12 @@ unsafe fn with_key<R>(
     }
     if sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut len) != Status::napi_ok
     {
-        return Err(not_a_string());
+        return Err(not_a_string().into());
     }
     let mut heap = vec![0u8; len + 1];
     let buf = heap.as_mut_ptr().cast::<c_char>();
     if sys::napi_get_value_string_utf8(env, value, buf, len + 1, &mut len) != Status::napi_ok {
-        return Err(not_a_string());
+        return Err(not_a_string().into());
     }
     f(&heap[..len])
 }
@@ -156,7 +156,7 @@ unsafe fn with_key<R>(
 fn on_limiter(slot: usize, f: impl FnOnce(&mut AnyLimiter) -> Answer) -> Answer {
     LIMITERS.with_borrow_mut(|t| match t.slots.get_mut(slot) {
         Some(Some(limiter)) => f(limiter),
-        _ => Err(bad_handle()),
+        _ => Err(bad_handle().into()),
     })
 }
 
@@ -178,7 +178,7 @@ fn on_sized<T: HeapBytes>(
             UNREPORTED.set(UNREPORTED.get() + delta);
             answer
         }
-        None => Err(missing()),
+        None => Err(missing().into()),
     }
 }
 
@@ -238,7 +238,7 @@ unsafe fn answer(
     // The scratch is borrowed once for the whole call (each borrow of a
     // thread-local costs a lookup).
     let decided = catch_unwind(AssertUnwindSafe(|| {
-        with_scratch(env, |s| {
+        with_scratch(env, |s| -> Result<(), Box<Error>> {
             let (handle, args) = inputs(s).ok_or_else(bad_handle)?;
             let (yes, out) = decide(handle, args, s)?;
             write_into(s, &out);
@@ -252,7 +252,7 @@ unsafe fn answer(
         Ok(Ok(())) => {}
         Ok(Err(error)) => {
             // The exception is pending once `throw` returns; its napi error is not needed.
-            let _ = throw(&Env::from_raw(env), error);
+            let _ = throw(&Env::from_raw(env), *error);
         }
         Err(_) => internal_error(env),
     }
@@ -318,7 +318,7 @@ fn keyed(h: usize, a: &Args, (max_wait, op): (f64, u32), key: &[u8]) -> Answer {
 /// [`shared::with_request_bytes`]); the answer as `policyOp` leaves it.
 unsafe extern "C" fn policy_op_scratch(env: napi_env, _: napi_callback_info) -> napi_value {
     let decided = catch_unwind(AssertUnwindSafe(|| {
-        with_scratch(env, |s| {
+        with_scratch(env, |s| -> Answer {
             let (h, a) = inputs(s).ok_or_else(|| shared::type_error("handle", "a policy"))?;
             let now_ms = match a.now {
                 Now::Millis(ms) => ms,

@@ -151,6 +151,14 @@ impl<T> Table<T> {
     }
 }
 
+/// The error of a [`shared::Answer`], boxed: unboxed, its small fields
+/// shared the first word with the answer's `bool`, and each move of an
+/// answer out of a thread-local's closure copied those 7 bytes as two
+/// overlapping 4-byte moves, twice; the second read spanned two stores and
+/// waited for both (a failed store forwarding): a sixth of a `tryAcquire`.
+/// The wasm build, without thread-locals, keeps it unboxed.
+pub(crate) type Failed = Box<ratekeeper::Error>;
+
 thread_local! {
     // Each JS thread (main or worker) has its own addon instance, limiters and scratch.
     pub(crate) static LIMITERS: RefCell<Table<AnyLimiter>> = RefCell::new(Table::default());
@@ -570,7 +578,7 @@ pub fn policy_from_rates(
 /// Reports a policy operation: the combined decision in the scratch (the
 /// status and the details are in [`memory::policy_details`]'s already).
 pub(crate) fn policy_status(env: &Env, answer: shared::Answer) -> napi::Result<()> {
-    let (_, out) = answer.or_throw(env)?;
+    let (_, out) = answer.map_err(|error| *error).or_throw(env)?;
     write(env, &out);
     Ok(())
 }

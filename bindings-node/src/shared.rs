@@ -271,8 +271,9 @@ fn policy_decision_out(d: &Decision, now: Now) -> Out {
 }
 
 /// What `tryAcquire`, `peek` and `reserve` answer: yes or no, and the numbers
-/// for the scratch.
-pub type Answer = Result<(bool, Out), Error>;
+/// for the scratch; the error as each build keeps it (`Failed`: boxed in
+/// the napi build, see there).
+pub type Answer = Result<(bool, Out), crate::Failed>;
 
 /// The time of a decision: `nowMs` from JS, or a reading of the native
 /// clock (the napi build's default clock, see `bindings-node/src/clock.rs`).
@@ -838,10 +839,10 @@ const INLINE_FIELDS: usize = 8;
 /// (`fieldsInto` in lib/api.cjs): names and values alternating, each its
 /// length in one byte, then its ASCII characters. Reading strings through
 /// the engine's API (napi's, wasm-bindgen's) took most of a policy's call.
-pub fn with_request_bytes<R>(
+pub fn with_request_bytes<R, E: From<Error>>(
     bytes: &[u8],
-    f: impl FnOnce(&[(&str, &[u8])]) -> Result<R, Error>,
-) -> Result<R, Error> {
+    f: impl FnOnce(&[(&str, &[u8])]) -> Result<R, E>,
+) -> Result<R, E> {
     let malformed = || Error::InvalidValue {
         name: "request",
         reason: "was written malformed into the scratch",
@@ -927,10 +928,13 @@ pub fn policy_op(
     details: &mut [f64],
 ) -> Answer {
     if details.len() < 2 + 5 * p.len() {
+        // `Failed` is `Error` itself in the wasm build.
+        #[allow(clippy::useless_conversion)]
         return Err(Error::InvalidValue {
             name: "details",
             reason: "has no room for every limit of this policy",
-        });
+        }
+        .into());
     }
     if op == RESERVE {
         return policy_reserve(p, request, cost, max_wait_ms, now_ms, details);

@@ -57,6 +57,10 @@ thread_local! {
     static ERROR: Cell<Option<ratekeeper::Error>> = const { Cell::new(None) };
 }
 
+/// The error of a [`shared::Answer`]: unboxed here (the napi build boxes
+/// it, see its `Failed`).
+type Failed = ratekeeper::Error;
+
 /// What `tryAcquire`, `peek` and `reserve` return when they fail: the error
 /// waits in [`take_error`]. Returning a `Result` instead would make
 /// wasm-bindgen build an array for every call, which cost more than the decision.
