@@ -537,7 +537,8 @@ export interface ReplyLike {
  * An Express-style middleware `(req, res, next)`: sets `RateLimit-Policy` and
  * `RateLimit` on every response (after the items of an earlier helper: another
  * limiter's, which also limits the request); answers a denied request with 429, `Retry-After`
- * and a plain-text body, without calling `next`. A full store made with eviction
+ * and the body `Too Many Requests` (text/plain; charset=utf-8, as the ASGI
+ * middleware's), without calling `next`. A full store made with eviction
  * `'refuse'` refuses a new key with 503 (no RateLimit headers); any other error
  * goes to `next(error)`, one of writing the answer included (headers already sent).
  */

@@ -52,7 +52,8 @@ def test_allowed_responses_carry_ratelimit_headers_and_denials_get_429() -> None
     assert "retry-after" not in first.headers
     assert second.headers["ratelimit"].startswith('"hourly";r=0;t=')
     assert third.status_code == 429
-    assert third.text == "Too Many Requests"
+    # Byte for byte what the JS helpers answer (middleware.test.cjs): the reason phrase alone.
+    assert (third.content, third.headers["content-length"]) == (b"Too Many Requests", "17")
     assert third.headers["ratelimit-policy"] == '"hourly";q=2;w=3600'
     assert third.headers["ratelimit"].startswith('"hourly";r=0;t=')
     assert 0 < int(third.headers["retry-after"]) <= 3600
@@ -240,7 +241,8 @@ def test_a_full_store_that_refuses_new_keys_answers_503(as_policy: bool) -> None
     alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
     held, refused, again = get_all(app, [alice, bob, alice])
     assert (held.status_code, again.status_code) == (200, 200)
-    assert (refused.status_code, refused.text) == (503, "Service Unavailable")
+    assert (refused.status_code, refused.content) == (503, b"Service Unavailable")
+    assert refused.headers["content-length"] == "19"
     assert refused.headers["content-type"] == "text/plain; charset=utf-8"
     assert "ratelimit" not in refused.headers and "retry-after" not in refused.headers
     assert calls == ["/", "/"]  # the app never saw the refused request

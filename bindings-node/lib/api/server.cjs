@@ -98,8 +98,12 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
     return `${Array.isArray(had) ? had.join(', ') : had}, ${value}`;
   }
 
-  const TOO_MANY = 'Too Many Requests\n';
-  const UNAVAILABLE = 'Service Unavailable\n';
+  // The reason phrase alone, as text/plain; charset=utf-8: byte for byte what
+  // the ASGI middleware sends, and what Express's res.sendStatus and
+  // Starlette's HTTPException answer, so that a client (or a test) sees one
+  // answer whichever binding serves it.
+  const TOO_MANY = 'Too Many Requests';
+  const UNAVAILABLE = 'Service Unavailable';
 
   /** `value` as a message shows it; one that cannot be shown (a null-prototype object), as such. */
   function shown(value) {
