@@ -488,8 +488,13 @@ export type HandlerOptions<Request> = (
        * unlimited; exempt requests with `skip`).
        */
       key: (request: Request) => Key | PromiseLike<Key>
-      /** The cost of a request (a number: `undefined` or `null` goes to `next(error)`). Default 1. */
-      cost?: (request: Request) => number | PromiseLike<number>
+      /**
+       * The cost of every request, or a function answering a request's (a
+       * number: `undefined` or `null` goes to `next(error)`). Default 1. A
+       * number the limiter would refuse (above its limit, negative, not
+       * whole) throws its RangeError or TypeError naming `cost` at once.
+       */
+      cost?: number | ((request: Request) => number | PromiseLike<number>)
       /** A Policy's option: refused here. */
       fields?: never
     }
@@ -501,7 +506,8 @@ export type HandlerOptions<Request> = (
        * `next(error)`, as for `key`.
        */
       fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
-      cost?: (request: Request) => number | PromiseLike<number>
+      /** As for a KeyedLimiter. */
+      cost?: number | ((request: Request) => number | PromiseLike<number>)
       /** A KeyedLimiter's option: refused here. */
       key?: never
     }

@@ -353,7 +353,7 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ key: () => 'k' }), 'invalid_type', 'limiter');
       assertLimiterError(() => helper({ limiter: new FixedWindow({ limit: 1, windowMs: 1 }), key: () => 'k' }), 'invalid_type', 'limiter');
       assertLimiterError(() => helper({ limiter }), 'invalid_type', 'key');
-      assertLimiterError(() => helper({ limiter, key: () => 'k', cost: 2 }), 'invalid_type', 'cost');
+      assertLimiterError(() => helper({ limiter, key: () => 'k', cost: '2' }), 'invalid_type', 'cost');
       assertLimiterError(() => helper({ limiter, key: () => 'k', skip: true }), 'invalid_type', 'skip');
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), fields: 1 }), 'invalid_type', 'fields');
       // An option of the other kind of limiter would be ignored: refused.
@@ -413,6 +413,61 @@ describe('the helpers check their options', () => {
     assert.deepStrictEqual(errors.map((e) => [e.name, e.code]), [['TypeError', 'invalid_type']]);
     assert.match(errors[0].message, /`key`/);
   });
+});
+
+// A fixed cost, as the ASGI middleware takes an int: charged to every
+// request. Only a function was taken (a number was a TypeError).
+for (const [framework, serve, close] of frameworks) {
+  for (const [what, make] of Object.entries({
+    keyed: () => ({ limiter: new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000, name: 'per-client' })), key: (request) => request.headers['x-client'] }),
+    policy: () => ({ limiter: Policy.fromConfig({ limits: [{ name: 'per-client', algorithm: 'fixed_window', rate: '5/minute', by: ['client'] }] }), fields: (request) => ({ client: request.headers['x-client'] }) }),
+  })) {
+    describe(`${framework}: a fixed cost (${what})`, () => {
+      const server = {};
+      before(() => serve(server, { ...make(), cost: 2 }));
+      after(() => close(server));
+      it('charges every request that many units', async () => {
+        const first = await get(server.url, 'alice');
+        assert.equal(first.status, 200);
+        assert.match(first.rateLimit, /^"per-client";r=3;t=\d+$/);
+        assert.match((await get(server.url, 'alice')).rateLimit, /^"per-client";r=1;t=\d+$/);
+        const denied = await get(server.url, 'alice');
+        assert.equal(denied.status, 429);
+        assert.match(denied.rateLimit, /^"per-client";r=1;t=\d+$/);
+      });
+    });
+  }
+}
+
+describe('a fixed cost is checked when the helper is made, as the ASGI middleware checks its own', () => {
+  for (const helper of [middleware, fastifyHook]) {
+    it(`${helper.name}: tryAcquire's errors, naming \`cost\`, and nothing charged`, () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 60_000 }));
+      const policy = Policy.fromRates('2/minute', { by: ['user'] });
+      for (const [options, cost, code] of [
+        [{ limiter, key: () => 'k' }, 3, 'cost_exceeds_limit'],
+        [{ limiter: policy, fields: () => ({ user: 'u' }) }, 3, 'cost_exceeds_limit'],
+        [{ limiter, key: () => 'k' }, -1, 'invalid_value'],
+        [{ limiter, key: () => 'k' }, 1.5, 'invalid_value'],
+        [{ limiter, key: () => 'k' }, NaN, 'invalid_value'],
+        [{ limiter: policy, fields: () => ({ user: 'u' }) }, Infinity, 'invalid_value'],
+        [{ limiter, key: () => 'k' }, 2n, 'invalid_type'],
+      ]) {
+        assertLimiterError(() => helper({ ...options, cost }), code, 'cost', String(cost));
+      }
+      assert.equal(limiter.size, 0);
+      assert.equal(policy.peek({ user: 'u' }, 1).remaining, 1);
+      // Within the limit: taken, with a cost of 0 too. A store too full for
+      // a new key refuses no cost: taken.
+      helper({ limiter, key: () => 'k', cost: 2 });
+      helper({ limiter, key: () => 'k', cost: 0 });
+      const full = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 60_000 }), { maxKeys: 1, eviction: 'refuse' });
+      full.tryAcquire('held');
+      helper({ limiter: full, key: () => 'k', cost: 2 });
+      assertLimiterError(() => helper({ limiter: full, key: () => 'k', cost: 3 }), 'cost_exceeds_limit', 'cost');
+      assert.equal(full.size, 1);
+    });
+  }
 });
 
 describe('a cost function that returns no number', () => {

@@ -8,15 +8,18 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`) or a Policy (its request is `fields(request)`, a plain
-  // object of fields); `cost(request)` defaults to 1. A request for which
-  // `skip(request)` is true is not decided (SKIPPED). Each function may
+  // object of fields); `cost` is a number or `cost(request)`, default 1. A
+  // request for which `skip(request)` is true is not decided (SKIPPED). Each function may
   // return a promise (a key looked up in a session store, say): the
   // decision is then a promise too, taken once the key and then the cost
   // are known, so that requests are decided in the order their keys come.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
     const { limiter, key, fields, cost, skip } = known(options, 'the server helpers');
-    if (cost !== undefined && typeof cost !== 'function') badType('cost', 'a function');
+    if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
+      // Not badType, whose message each backend spells from a fixed list (src/shared.rs) without this one.
+      invalidType('`cost` must be a number or a function');
+    }
     if (skip !== undefined && typeof skip !== 'function') badType('skip', 'a function');
     let inputOf;
     let inputName;
@@ -41,7 +44,9 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
     } else {
       badType('limiter', 'a KeyedLimiter or a Policy');
     }
-    const costOf = cost === undefined ? () => 1 : cost;
+    if (typeof cost === 'number') fixedCost(limiter, cost);
+    const fixed = cost ?? 1;
+    const costOf = typeof cost === 'function' ? cost : () => fixed;
     const decide = (input, units) => {
       // tryAcquire reads an undefined or null cost as its default, 1: a cost
       // function that returned nothing would charge its request 1 unit,
@@ -71,6 +76,22 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
         if (typeof skipped !== 'boolean') invalidType(`\`skip\` must return a boolean, not ${skipped === null ? 'null' : typeof skipped}`);
         return skipped ? SKIPPED : decideRequest(request);
       });
+  }
+
+  /**
+   * Refuses a fixed `cost` that `limiter` would refuse, with tryAcquire's own
+   * error, now rather than at every request (a 500 each), as the ASGI
+   * middleware checks its own. Asked of a peek, which consumes nothing and
+   * adds no key, for a request of every field the limiter reads; a full
+   * store's refusal of that request's key is no fault of the cost.
+   */
+  function fixedCost(limiter, cost) {
+    try {
+      if (isKeyed(limiter)) limiter.peek('', cost);
+      else limiter.peek(Object.fromEntries(limiter.limits.flatMap(({ by }) => by.map((field) => [field, '']))), cost);
+    } catch (error) {
+      if (error?.code !== 'store_full') throw error;
+    }
   }
 
   /** The outcome of a request `skip` exempts: it goes on, without RateLimit headers, charged nothing. */
@@ -161,9 +182,9 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
-   * or `{ limiter: Policy, fields(req) }`, and `cost(req)` optionally (each may
-   * return a promise); every response carries RateLimit-Policy and RateLimit
-   * (after an earlier helper's items: see listed), and a denied request gets
+   * or `{ limiter: Policy, fields(req) }`, and `cost` optionally: a number, or
+   * `cost(req)` (each function may return a promise); every response carries
+   * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses
    * new keys answers 503; other errors go to `next(error)`, those of writing
    * the answer included (headers already sent, say).

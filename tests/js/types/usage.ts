@@ -97,6 +97,7 @@ const policy = new Policy({
 });
 export const hook = fastifyHook<Req>({ limiter: policy, fields: (request) => ({ ip: request.ip }) });
 export const asyncHandler = middleware<Req>({ limiter: perIp, key: async (req) => req.ip, cost: async () => 1 });
+export const fixedCost = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip: r.ip }), cost: 2 });
 export const skipping = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip: r.ip }), skip: (r) => r.method === 'OPTIONS' });
 
 // Keyed limiters, policies, portable state.
@@ -181,6 +182,8 @@ middleware<Req>({ limiter: bucket, key: (req) => req.ip });
 middleware<Req>({ limiter: policy, key: (req) => req.ip });
 // @ts-expect-error: a KeyedLimiter takes `key`, not `fields`
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, fields: (req) => ({ ip: req.ip }) });
+// @ts-expect-error: `cost` is a number or a function answering one
+middleware<Req>({ limiter: perIp, key: (req) => req.ip, cost: '2' });
 // @ts-expect-error: skip answers a boolean
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, skip: (req) => req.ip });
 // @ts-expect-error: keys are strings or numbers
