@@ -28,7 +28,8 @@ async def hello(request: Request) -> PlainTextResponse:
 def make_app(limiter: Any, **options: Any) -> Starlette:
     calls.clear()
     middleware = [Middleware(RateLimitMiddleware, limiter=limiter, **options)]
-    return Starlette(routes=[Route("/", hello), Route("/health", hello)], middleware=middleware)
+    routes = [Route("/", hello, methods=["GET", "POST"]), Route("/health", hello)]
+    return Starlette(routes=routes, middleware=middleware)
 
 
 def get_all(app: Starlette, requests: list[dict[str, Any]], *, raise_errors: bool = True) -> list[httpx.Response]:
@@ -38,7 +39,10 @@ def get_all(app: Starlette, requests: list[dict[str, Any]], *, raise_errors: boo
     async def main() -> list[httpx.Response]:
         transport = httpx.ASGITransport(app=app, client=("203.0.113.7", 1234), raise_app_exceptions=raise_errors)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            return [await client.get(r.get("path", "/"), headers=r.get("headers")) for r in requests]
+            return [
+                await client.request(r.get("method", "GET"), r.get("path", "/"), headers=r.get("headers"))
+                for r in requests
+            ]
 
     return asyncio.run(main())
 
@@ -367,6 +371,75 @@ def test_a_bad_cost_is_refused_at_once(cost: Any, error: type[RateLimitError], c
         with pytest.raises(error, match="`cost`") as raised:
             RateLimitMiddleware(app, limiter, cost=cost)
         assert raised.value.code == code
+
+
+def by_method(scope: Scope) -> int:
+    return 2 if scope["method"] == "POST" else 1
+
+
+@pytest.mark.parametrize("kind", ["keyed", "policy", "limiter"])
+def test_a_cost_function_charges_each_request_its_cost(kind: str) -> None:
+    """``cost`` may be a function of the scope, as the JS helpers' ``cost(request)``:
+    it was an int only, the same for every request."""
+    options: dict[str, Any] = {"cost": by_method}
+    limiter: Any
+    if kind == "keyed":
+        limiter = KeyedLimiter(FixedWindow(3, 3600, name="per-key"))
+        options["key"] = by_api_key
+    elif kind == "policy":
+        limiter = Policy()
+        limiter.add("per-key", FixedWindow(3, 3600), by=["api_key"])
+        options["key"] = lambda scope: {"api_key": by_api_key(scope) or ""}
+    else:
+        limiter = FixedWindow(3, 3600, name="per-key")
+    app = make_app(limiter, **options)
+    post, get = {"method": "POST", "headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "alice"}}
+    responses = get_all(app, [post, get, post, get])
+    assert [r.status_code for r in responses] == [200, 200, 429, 429]
+    assert responses[0].headers["ratelimit"].startswith('"per-key";r=1;t=')
+    assert responses[1].headers["ratelimit"].startswith('"per-key";r=0;t=')
+    assert calls == ["/", "/"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "code", "message"),
+    [
+        (None, RateLimitTypeError, "invalid_type", "`cost` must return an int, not NoneType"),
+        ("2", RateLimitTypeError, "invalid_type", "`cost` must return an int, not str"),
+        (1.0, RateLimitTypeError, "invalid_type", "`cost` must return an int, not float"),
+        (True, RateLimitTypeError, "invalid_type", "`cost` must return an int, not bool"),
+        (-1, RateLimitError, "invalid_value", "`cost` must not be negative"),
+        (6, RateLimitError, "cost_exceeds_limit", "`cost` 6 exceeds the limit 5"),
+    ],
+)
+def test_a_cost_function_answering_no_cost_fails_the_request_and_charges_nothing(
+    answer: Any, error: type[RateLimitError], code: str, message: str
+) -> None:
+    """As the JS helpers refuse a cost function's bad answer (a 500, naming
+    ``cost``): ``None`` is no default 1, and nothing is charged."""
+    store = KeyedLimiter(FixedWindow(5, 3600, name="per-key"))
+    app = make_app(store, key=by_api_key, cost=lambda scope: answer if scope["method"] == "POST" else 1)
+    alice = {"headers": {"x-api-key": "alice"}}
+    refused, allowed = get_all(app, [{**alice, "method": "POST"}, alice], raise_errors=False)
+    assert refused.status_code == 500
+    assert "ratelimit" not in refused.headers
+    assert allowed.headers["ratelimit"].startswith('"per-key";r=4;t=')  # nothing charged
+    assert calls == ["/"]
+    middleware = RateLimitMiddleware(app, store, key=by_api_key, cost=lambda scope: answer)
+    with pytest.raises(error, match=f"^{re.escape(message)}") as raised:
+        middleware.decide({"type": "http", "method": "POST", "headers": [(b"x-api-key", b"bob")]})
+    assert raised.value.code == code
+    assert store.peek("bob", 0).remaining == 5
+
+
+def test_a_cost_is_an_int_or_a_function() -> None:
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    for cost in ("1", 1.0, None):
+        refused = f"^`cost` must be an int or a function, not {type(cost).__name__}"
+        with pytest.raises(RateLimitTypeError, match=refused):
+            RateLimitMiddleware(app, FixedWindow(2, 1), cost=cost)  # type: ignore[arg-type]
 
 
 def test_a_cost_may_be_any_int_of_index() -> None:

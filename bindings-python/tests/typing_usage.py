@@ -132,6 +132,7 @@ def middleware() -> RateLimitMiddleware:
     policy = Policy()
     policy.add("per-client", TokenBucket(10, 1, 1), by=["client"])
     RateLimitMiddleware(app, policy, key=fields)
+    RateLimitMiddleware(app, policy, key=fields, cost=lambda scope: 2 if scope.get("method") == "POST" else 1)
     return RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), key=by_user, cost=2)
 
 

@@ -16,6 +16,7 @@ directly.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Sequence, Union
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
@@ -76,6 +77,14 @@ class RateLimitMiddleware:
       ``path``), and every limit of the policy must allow the request;
     - a limiter: one limiter for every request (then ``key`` is not taken).
 
+    ``cost`` is an int, the cost of every request (checked at once against
+    the limiter), or ``cost(scope)``, a function returning a request's,
+    called after ``key``, as the JS helpers take a number or
+    ``cost(request)``: an answer other than an ``int`` raises
+    ``RateLimitTypeError`` naming ``cost``, one the limiter refuses its
+    ``RateLimitError`` naming ``cost`` (the server answers 500, charging
+    nothing).
+
     A ``key`` that returns ``None`` fails the request with
     ``RateLimitTypeError`` naming ``key`` (the server answers 500), charging
     nothing: a key read from a header or a session is missing exactly when
@@ -108,7 +117,7 @@ class RateLimitMiddleware:
         limiter: Union[KeyedLimiter, Policy, Limiter],
         *,
         key: Optional[Callable[[Scope], Any]] = None,
-        cost: int = 1,
+        cost: Union[int, Callable[[Scope], int]] = 1,
         skip: Optional[Callable[[Scope], bool]] = None,
     ) -> None:
         self.app = app
@@ -141,15 +150,23 @@ class RateLimitMiddleware:
                         )
         else:
             raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
-        self._cost = checked_cost(limiter, cost)
+        self._cost_of: Optional[Callable[[Scope], Any]] = None
+        self._cost = 1
+        if callable(cost):
+            self._cost_of = cost
+        elif isinstance(cost, bool) or not hasattr(type(cost), "__index__"):
+            raise RateLimitTypeError(f"`cost` must be an int or a function, not {type(cost).__name__}", "invalid_type")
+        else:
+            self._cost = checked_cost(limiter, cost)
         self._key: Optional[Callable[[Scope], Any]] = key
 
     def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
-        a policy). Raises ``RateLimitTypeError`` when ``key`` returns ``None``."""
+        a policy). Raises ``RateLimitTypeError`` when ``key`` returns ``None``
+        or ``cost`` no int."""
         limiter = self.limiter
         if isinstance(limiter, Limiter):
-            return limiter.try_acquire(self._cost)
+            return limiter.try_acquire(self._units(scope))
         assert self._key is not None
         key = self._key(scope)
         if key is None:
@@ -158,8 +175,14 @@ class RateLimitMiddleware:
                 "invalid_type",
             )
         if isinstance(limiter, KeyedLimiter):
-            return limiter.try_acquire(key, self._cost)
-        return limiter.try_acquire(key, self._cost)
+            return limiter.try_acquire(key, self._units(scope))
+        return limiter.try_acquire(key, self._units(scope))
+
+    def _units(self, scope: Scope) -> int:
+        """The cost of the request of ``scope``."""
+        if self._cost_of is None:
+            return self._cost
+        return _returned_cost(self._cost_of(scope))
 
     def skips(self, scope: Scope) -> bool:
         """Whether ``skip`` exempts the request of ``scope`` (``False`` without ``skip``)."""
@@ -199,6 +222,20 @@ class RateLimitMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _returned_cost(units: Any) -> int:
+    """What a ``cost`` function returned, as an int. Another answer fails the
+    request (``None`` included, which the JS helpers refuse too rather than
+    charge a default 1); the limiter checks the int's value, naming ``cost``."""
+    if type(units) is int:
+        return units
+    if not isinstance(units, bool):
+        try:
+            return operator.index(units)  # an int, or one such as numpy's
+        except TypeError:
+            pass
+    raise RateLimitTypeError(f"`cost` must return an int, not {type(units).__name__}", "invalid_type")
 
 
 def _outer_first(
