@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import re
-from typing import Any, Optional
+import warnings
+from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar
 
 import httpx
 import pytest
@@ -18,6 +20,7 @@ from ratekeeper import FixedWindow, KeyedLimiter, Policy, RateLimitError, RateLi
 from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
 
 calls: list[str] = []
+T = TypeVar("T")
 
 
 async def hello(request: Request) -> PlainTextResponse:
@@ -451,3 +454,151 @@ def test_a_cost_may_be_any_int_of_index() -> None:
         pass
 
     assert RateLimitMiddleware(app, FixedWindow(2, 1), cost=Int())._cost == 2  # type: ignore[arg-type]
+
+
+class Ready:
+    """An awaitable that is no coroutine (as a Future or a Task is not),
+    suspending once before its value, as a lookup in a store would."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        yield from asyncio.sleep(0).__await__()
+        return self.value
+
+
+def as_coroutine_function(function: Callable[[Scope], T]) -> Callable[[Scope], Awaitable[T]]:
+    async def answer(scope: Scope) -> T:
+        await asyncio.sleep(0)  # a real suspension, as a session lookup's
+        return function(scope)
+
+    return answer
+
+
+def as_awaitable(function: Callable[[Scope], T]) -> Callable[[Scope], Awaitable[T]]:
+    return lambda scope: Ready(function(scope))
+
+
+def as_is(function: Callable[[Scope], T]) -> Callable[[Scope], T]:
+    return function
+
+
+WRAPS = {"sync": as_is, "async def": as_coroutine_function, "awaitable": as_awaitable}
+
+
+@pytest.mark.parametrize("how", list(WRAPS))
+@pytest.mark.parametrize("kind", ["keyed", "policy"])
+def test_key_fields_skip_and_cost_may_answer_through_awaitables(kind: str, how: str) -> None:
+    """As the JS helpers' functions may return promises, the middleware's may
+    be coroutine functions or return awaitables (a key looked up in a session
+    store): each answer is awaited, then decided as a plain one. A coroutine
+    was taken for the key itself (a TypeError, the server's 500)."""
+    wrap = WRAPS[how]
+    limiter: Any
+    if kind == "keyed":
+        limiter = KeyedLimiter(FixedWindow(3, 3600, name="per-key"))
+        key: Callable[[Scope], Any] = by_api_key
+    else:
+        limiter = Policy()
+        limiter.add("per-key", FixedWindow(3, 3600), by=["api_key"])
+
+        def key(scope: Scope) -> Optional[dict[str, str]]:
+            api_key = by_api_key(scope)
+            return None if api_key is None else {"api_key": api_key}
+
+    app = make_app(
+        limiter,
+        key=wrap(key),
+        cost=wrap(by_method),
+        skip=wrap(lambda scope: scope["path"] == "/health"),
+    )
+    alice = {"headers": {"x-api-key": "alice"}}
+    post = {**alice, "method": "POST"}
+    health = {"path": "/health"}
+    responses = get_all(app, [health, post, alice, post, alice, {}, health], raise_errors=False)
+    assert [r.status_code for r in responses] == [200, 200, 200, 429, 429, 500, 200]
+    assert "ratelimit" not in responses[0].headers  # skipped, no key asked
+    assert responses[1].headers["ratelimit"].startswith('"per-key";r=1;t=')  # POST costs 2
+    assert responses[2].headers["ratelimit"].startswith('"per-key";r=0;t=')
+    assert "ratelimit" not in responses[5].headers  # no key: refused, not let through
+    assert calls == ["/health", "/", "/", "/health"]
+
+
+@pytest.mark.parametrize("how", ["async def", "awaitable"])
+@pytest.mark.parametrize(
+    ("option", "answer", "message"),
+    [
+        ("key", None, "`key` returned None: a request that cannot be keyed is refused"),
+        ("skip", "yes", "`skip` must return a bool, not str"),
+        ("cost", None, "`cost` must return an int, not NoneType"),
+        ("cost", "2", "`cost` must return an int, not str"),
+    ],
+)
+def test_an_awaited_answer_is_checked_as_a_plain_one(option: str, answer: Any, message: str, how: str) -> None:
+    """The request fails (500, RateLimitTypeError naming the function),
+    charging nothing, as for the same answer given at once."""
+    store = KeyedLimiter(FixedWindow(5, 3600, name="per-key"))
+    options: dict[str, Any] = {"key": by_api_key, option: WRAPS[how](lambda scope: answer)}
+    app = make_app(store, **options)
+    refused = get_all(app, [{"headers": {"x-api-key": "alice"}}], raise_errors=False)[0]
+    assert refused.status_code == 500
+    assert "ratelimit" not in refused.headers
+    assert calls == []
+    assert store.peek("alice", 0).remaining == 5  # nothing charged
+    middleware = RateLimitMiddleware(app, store, **options)
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"x-api-key", b"alice")]}
+    with pytest.raises(RateLimitTypeError, match=f"^{re.escape(message)}") as raised:
+        asyncio.run(middleware(scope, None, None))  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_type"
+    assert store.peek("alice", 0).remaining == 5
+
+
+def test_decide_async_awaits_what_decide_cannot() -> None:
+    """``decide`` is sync: an awaitable key or cost is refused, naming it, and
+    closed (no "never awaited" warning); ``decide_async`` awaits it."""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    store = KeyedLimiter(FixedWindow(5, 3600))
+    scope = {"type": "http", "method": "POST", "headers": [(b"x-api-key", b"alice")]}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"key": as_coroutine_function(by_api_key)}, "key"),
+        ({"key": by_api_key, "cost": as_coroutine_function(by_method)}, "cost"),
+    ]
+    for options, name in cases:
+        middleware = RateLimitMiddleware(app, store, **options)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            refused = f"^`{name}` returned an awaitable, which decide\\(\\) cannot await"
+            with pytest.raises(RateLimitTypeError, match=refused):
+                middleware.decide(scope)
+            gc.collect()
+        assert [str(w.message) for w in caught] == []
+        assert store.peek("alice", 0).remaining == 5
+    assert asyncio.run(middleware.decide_async(scope)).remaining == 3
+    skipping = RateLimitMiddleware(app, store, key=by_api_key, skip=as_coroutine_function(lambda scope: True))
+    with pytest.raises(RateLimitTypeError, match="^`skip` returned an awaitable, which skips\\(\\) cannot await"):
+        skipping.skips(scope)
+
+
+def test_sync_functions_decide_without_suspending() -> None:
+    """Plain functions keep the request free of awaits: the middleware runs
+    to the app's answer in one step of its coroutine."""
+    sent: list[Any] = []
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    async def send(message: Any) -> None:
+        sent.append(message["type"])
+
+    store = KeyedLimiter(FixedWindow(5, 3600, name="per-key"))
+    middleware = RateLimitMiddleware(app, store, key=by_api_key, cost=by_method, skip=lambda scope: False)
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": [(b"x-api-key", b"a")]}
+    running = middleware(scope, None, send)  # type: ignore[arg-type]
+    with pytest.raises(StopIteration):
+        running.send(None)
+    assert sent == ["http.response.start"]
+    assert store.peek("a", 0).remaining == 4

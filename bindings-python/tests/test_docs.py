@@ -70,6 +70,7 @@ PUBLIC = [
     RateLimited,
     RateLimitMiddleware,
     RateLimitMiddleware.decide,
+    RateLimitMiddleware.decide_async,
     ratekeeper.asgi.client_host,
     ratekeeper.asgi.request_fields,
 ]

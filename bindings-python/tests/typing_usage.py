@@ -133,6 +133,18 @@ def middleware() -> RateLimitMiddleware:
     policy.add("per-client", TokenBucket(10, 1, 1), by=["client"])
     RateLimitMiddleware(app, policy, key=fields)
     RateLimitMiddleware(app, policy, key=fields, cost=lambda scope: 2 if scope.get("method") == "POST" else 1)
+
+    # Each function may be async (a key looked up in a session store).
+    async def by_session(scope: Scope) -> Optional[str]:
+        return by_user(scope)
+
+    async def is_health_check(scope: Scope) -> bool:
+        return scope.get("path") == "/health"
+
+    async def by_plan(scope: Scope) -> int:
+        return 2
+
+    RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), key=by_session, skip=is_health_check, cost=by_plan)
     return RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), key=by_user, cost=2)
 
 

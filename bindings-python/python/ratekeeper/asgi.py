@@ -16,6 +16,7 @@ directly.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Sequence, Union
 
@@ -90,11 +91,17 @@ class RateLimitMiddleware:
     nothing: a key read from a header or a session is missing exactly when
     a client leaves it out, so letting such a request through unlimited
     would let any client skip the limit. To exempt requests (health checks,
-    say), pass ``skip(scope)`` (a plain function, not a coroutine, as
-    ``key`` is): a request it answers ``True`` for goes to
+    say), pass ``skip(scope)``: a request it answers ``True`` for goes to
     the app undecided, without RateLimit headers, charged nothing (it is
     called first, for HTTP requests; an answer other than a ``bool`` raises
-    ``RateLimitTypeError`` naming ``skip``). A
+    ``RateLimitTypeError`` naming ``skip``).
+
+    ``key``, ``skip`` and a ``cost`` function may each be a coroutine
+    function (``async def``: a key looked up in a session store, say) or
+    return any awaitable, as the JS helpers' functions may return promises:
+    the middleware awaits the answer, then checks it as a plain one (the
+    key first, then the cost). A request whose functions all answer at
+    once is decided without an ``await``. A
     denied request is answered ``429 Too Many Requests`` with the
     ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers (a
     policy lists every limit), and the app never sees it. An allowed
@@ -117,8 +124,8 @@ class RateLimitMiddleware:
         limiter: Union[KeyedLimiter, Policy, Limiter],
         *,
         key: Optional[Callable[[Scope], Any]] = None,
-        cost: Union[int, Callable[[Scope], int]] = 1,
-        skip: Optional[Callable[[Scope], bool]] = None,
+        cost: Union[int, Callable[[Scope], Union[int, Awaitable[int]]]] = 1,
+        skip: Optional[Callable[[Scope], Union[bool, Awaitable[bool]]]] = None,
     ) -> None:
         self.app = app
         self.limiter = limiter
@@ -163,42 +170,96 @@ class RateLimitMiddleware:
     def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
         a policy). Raises ``RateLimitTypeError`` when ``key`` returns ``None``
-        or ``cost`` no int."""
-        limiter = self.limiter
-        if isinstance(limiter, Limiter):
-            return limiter.try_acquire(self._units(scope))
-        assert self._key is not None
-        key = self._key(scope)
-        if key is None:
-            raise RateLimitTypeError(
-                "`key` returned None: a request that cannot be keyed is refused, not let through unlimited",
-                "invalid_type",
-            )
-        if isinstance(limiter, KeyedLimiter):
-            return limiter.try_acquire(key, self._units(scope))
-        return limiter.try_acquire(key, self._units(scope))
+        or ``cost`` no int, or when either answers with an awaitable (closed
+        unawaited): ``decide_async`` awaits it."""
+        key = None
+        if self._key is not None:
+            key = _checked_key(_answer_now(self._key(scope), "key", "decide"))
+        cost_of = self._cost_of
+        units = self._cost if cost_of is None else _returned_cost(_answer_now(cost_of(scope), "cost", "decide"))
+        return self._try_acquire(key, units)
 
-    def _units(self, scope: Scope) -> int:
-        """The cost of the request of ``scope``."""
-        if self._cost_of is None:
-            return self._cost
-        return _returned_cost(self._cost_of(scope))
+    async def decide_async(self, scope: Scope) -> Decision:
+        """``decide``, awaiting ``key`` and ``cost`` where they answer with an
+        awaitable (coroutine functions)."""
+        decision = self._decision(scope)
+        return decision if isinstance(decision, Decision) else await decision
 
     def skips(self, scope: Scope) -> bool:
-        """Whether ``skip`` exempts the request of ``scope`` (``False`` without ``skip``)."""
+        """Whether ``skip`` exempts the request of ``scope`` (``False`` without
+        ``skip``). An awaitable answer is refused as ``decide`` refuses one."""
         if self._skip is None:
             return False
-        skipped = self._skip(scope)
-        if not isinstance(skipped, bool):
-            raise RateLimitTypeError(f"`skip` must return a bool, not {type(skipped).__name__}", "invalid_type")
-        return skipped
+        return _checked_skip(_answer_now(self._skip(scope), "skip", "skips"))
+
+    # How the middleware decides a request: the steps of `skips` and then
+    # `decide`, in plain calls until a function answers with an awaitable,
+    # then in a coroutine that awaits it and takes the steps left (as the JS
+    # helpers go on once a promise settles). A request of sync functions
+    # meets no await, nor a coroutine made for it.
+
+    def _outcome(self, scope: Scope) -> Union[Decision, None, Awaitable[Optional[Decision]]]:
+        """The request's Decision, or None when ``skip`` exempts it; or an
+        awaitable of either."""
+        skip = self._skip
+        if skip is not None:
+            skipped = skip(scope)
+            if type(skipped) is not bool and _is_awaitable(skipped):
+                return self._outcome_after(scope, skipped)
+            if _checked_skip(skipped):
+                return None
+        return self._decision(scope)
+
+    async def _outcome_after(self, scope: Scope, skipped: Awaitable[Any]) -> Optional[Decision]:
+        if _checked_skip(await skipped):
+            return None
+        return await self.decide_async(scope)
+
+    def _decision(self, scope: Scope) -> Union[Decision, Awaitable[Decision]]:
+        key: Any = None
+        if self._key is not None:
+            key = self._key(scope)
+            if type(key) not in _PLAIN and inspect.isawaitable(key):
+                return self._decision_after(scope, key)
+            _checked_key(key)
+        cost_of = self._cost_of
+        if cost_of is None:
+            units = self._cost
+        else:
+            units = cost_of(scope)
+            if type(units) is not int:
+                if inspect.isawaitable(units):
+                    return self._try_acquire_after(key, units)
+                units = _returned_cost(units)
+        return self._try_acquire(key, units)
+
+    async def _decision_after(self, scope: Scope, key: Awaitable[Any]) -> Decision:
+        checked = _checked_key(await key)
+        cost_of = self._cost_of
+        if cost_of is None:
+            return self._try_acquire(checked, self._cost)
+        units = cost_of(scope)
+        if type(units) is not int and _is_awaitable(units):
+            units = await units
+        return self._try_acquire(checked, _returned_cost(units))
+
+    async def _try_acquire_after(self, key: Any, units: Awaitable[Any]) -> Decision:
+        return self._try_acquire(key, _returned_cost(await units))
+
+    def _try_acquire(self, key: Any, units: int) -> Decision:
+        limiter = self.limiter
+        if isinstance(limiter, Limiter):
+            return limiter.try_acquire(units)
+        return limiter.try_acquire(key, units)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._skip is not None and scope["type"] == "http" and self.skips(scope):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         try:
-            decision = self.decide(scope) if scope["type"] == "http" else None
+            decision = self._decision(scope) if self._skip is None else self._outcome(scope)
+            if decision is not None and not isinstance(decision, Decision):
+                decision = await decision
         except RateLimitError as error:
             if error.code != "store_full":
                 raise
@@ -222,6 +283,48 @@ class RateLimitMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+#: What a sync key, fields, skip or cost function answers, told from an
+#: awaitable by its type alone: inspect.isawaitable's checks (an ABC's among
+#: them) cost some 190 ns a call, for each function of every request.
+_PLAIN = frozenset({str, bytes, int, bool, dict, type(None)})
+
+
+def _is_awaitable(answer: Any) -> bool:
+    return type(answer) not in _PLAIN and inspect.isawaitable(answer)
+
+
+def _answer_now(answer: Any, name: str, caller: str) -> Any:
+    """The answer of function ``name`` to ``caller`` (``decide``, ``skips``),
+    which cannot await it: an awaitable is closed (a coroutine left unawaited
+    warns) and refused."""
+    if _is_awaitable(answer):
+        close = getattr(answer, "close", None)
+        if callable(close):
+            close()
+        raise RateLimitTypeError(
+            f"`{name}` returned an awaitable, which {caller}() cannot await"
+            + (": use `await decide_async(scope)`" if caller == "decide" else " (the middleware awaits it)"),
+            "invalid_type",
+        )
+    return answer
+
+
+def _checked_key(key: Any) -> Any:
+    """``key``, the answer of ``key``: ``None`` fails the request."""
+    if key is None:
+        raise RateLimitTypeError(
+            "`key` returned None: a request that cannot be keyed is refused, not let through unlimited",
+            "invalid_type",
+        )
+    return key
+
+
+def _checked_skip(skipped: Any) -> bool:
+    if type(skipped) is not bool:
+        raise RateLimitTypeError(f"`skip` must return a bool, not {type(skipped).__name__}", "invalid_type")
+    return skipped
 
 
 def _returned_cost(units: Any) -> int:
