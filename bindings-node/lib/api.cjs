@@ -39,10 +39,10 @@ function createApi(B) {
   const keyedParts = keyed(common, waits, classes);
   const policyParts = policy(common, waits, classes, keyedParts);
   const { middleware, fastifyHook } = server(common, keyedParts, policyParts);
-  const { KeyedLimiter } = keyedParts;
-  const { Policy } = policyParts;
-  const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow } = classes;
-  return {
+  const { KeyedLimiter, isKeyed } = keyedParts;
+  const { Policy, isPolicy } = policyParts;
+  const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, isLimiter } = classes;
+  const api = {
     Limiter,
     TokenBucket,
     Gcra,
@@ -56,7 +56,11 @@ function createApi(B) {
     middleware,
     fastifyHook,
   };
+  // For lib/redis.cjs, which takes this API's classes as its in-process
+  // ones: brand checks, as the classes check each other (see isLimiter).
+  Object.defineProperty(api, values.BRANDS, { value: { isLimiter, isKeyed, isPolicy } });
+  return api;
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS } = values;
+module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS };

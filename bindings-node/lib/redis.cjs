@@ -15,9 +15,16 @@
 // open TCP connections to Redis).
 
 const { createHash } = require('node:crypto');
-const { Limiter, TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require('../index.js');
+const api = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS } = require('./api.cjs');
+
+const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
+// What an argument is, by the classes' brand checks (as they check each
+// other), never `instanceof`: that takes a Proxy of a limiter (a reactive
+// wrapper) or an object inheriting from one, whose getters and methods then
+// threw an uncoded TypeError (a private field read through `this`).
+const { isLimiter, isKeyed, isPolicy } = api[BRANDS];
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -105,22 +112,32 @@ function gcd(a, b) {
 }
 
 /**
- * Throws, naming `name`, when `value` is a limiter, keyed limiter or policy
- * of the other build: under the `browser` condition (Jest with jsdom, say),
- * 'ratekeeper' is the WebAssembly build, and this module always the native one.
+ * Throws, naming `name`, when `value` looks like a limiter, keyed limiter or
+ * policy but is none of this module's: one of the other build (under the
+ * `browser` condition, Jest with jsdom say, 'ratekeeper' is the WebAssembly
+ * build, and this module always the native one), of another copy of the
+ * package, or a Proxy of one.
  */
 function nativeOnly(value, name) {
-  const kind = value?.constructor?.name;
-  const ours = value instanceof Limiter || value instanceof KeyedLimiter || value instanceof Policy;
-  if (!ours && typeof value?.tryAcquire === 'function' && RATEKEEPER_CLASSES.includes(kind)) {
-    throw typeError(name, `a ${kind} of the native build this module decides with: build it with the classes 'ratekeeper/redis' exports (under the \`browser\` condition, 'ratekeeper' is the WebAssembly build)`);
+  if (isLimiter(value) || isKeyed(value) || isPolicy(value)) return;
+  let kind;
+  try {
+    kind = typeof value?.tryAcquire === 'function' ? value.constructor?.name : undefined;
+  } catch {
+    return; // a revoked Proxy, say: refused as what it is not, by the caller
+  }
+  if (RATEKEEPER_CLASSES.includes(kind)) {
+    throw typeError(
+      name,
+      `a ${kind} of the native build this module decides with, itself (not a Proxy of one): build it with the classes 'ratekeeper/redis' exports (under the \`browser\` condition, 'ratekeeper' is the WebAssembly build)`,
+    );
   }
 }
 const RATEKEEPER_CLASSES = ['Gcra', 'TokenBucket', 'LeakyBucket', 'FixedWindow', 'SlidingWindowCounter', 'SlidingWindowLog', 'KeyedLimiter', 'Policy'];
 
 /** The script's configuration of one in-process limiter: `{ args, limit, limiter }`. */
 function limitOf(limiter) {
-  if (!(limiter instanceof Limiter)) {
+  if (!isLimiter(limiter)) {
     nativeOnly(limiter, 'limiter');
     throw typeError('limiter', 'a Gcra, TokenBucket, FixedWindow, SlidingWindowCounter or SlidingWindowLog');
   }
@@ -218,7 +235,7 @@ function policyLimits(config, algorithm, by) {
   } else if (typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
     // Configured limiters (each its own field, as Policy reads them). A
     // KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`.
-    limiters = config.limits.map(({ limiter }) => (limiter instanceof KeyedLimiter ? limiter.limiter : limiter));
+    limiters = config.limits.map(({ limiter }) => (isKeyed(limiter) ? limiter.limiter : limiter));
   } else {
     // The data Policy read (its own fields, through JSON: a BigInt or boxed
     // number as the number, a toJSON's answer), not the object as it is,
@@ -451,10 +468,10 @@ class Store {
         const f = options.onError;
         // Besides a plain Limiter, the in-process class that decides for the
         // same target: a key (RedisLimiter), or a request (RedisPolicy).
-        const Keyed = kind === 'policy' ? Policy : KeyedLimiter;
+        const [keyed, Keyed] = kind === 'policy' ? [isPolicy, 'Policy'] : [isKeyed, 'KeyedLimiter'];
         nativeOnly(f, 'onError');
-        if (!(f === 'open' || f === 'closed' || f instanceof Limiter || f instanceof Keyed)) {
-          throw typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed.name}`);
+        if (!(f === 'open' || f === 'closed' || isLimiter(f) || keyed(f))) {
+          throw typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed}`);
         }
         onError = f;
       }
@@ -477,7 +494,7 @@ class Store {
     // The fields a fallback Policy's limits are keyed by ([field, limit]):
     // every request must have them too, so that one lacking them fails at
     // once, not only while Redis is down (as in Python).
-    this.fallbackFields = onError instanceof Policy ? onError.limits.flatMap(({ name, by }) => by.map((field) => [field, name])) : [];
+    this.fallbackFields = isPolicy(onError) ? onError.limits.flatMap(({ name, by }) => by.map((field) => [field, name])) : [];
     this.batching = batching;
     this.commandTimeoutMs = commandTimeoutMs;
     this.limit = Math.min(...limits.map((l) => l.limit));
@@ -520,7 +537,7 @@ class Store {
    */
   target(target) {
     if (this.kind === 'limiter') return target;
-    return this.onError instanceof Policy && target !== undefined && target !== null ? ownCopy(target) : target ?? {};
+    return isPolicy(this.onError) && target !== undefined && target !== null ? ownCopy(target) : target ?? {};
   }
 
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
@@ -670,7 +687,7 @@ class Store {
     let closed = false;
     if (f !== 'open' && f !== 'closed') {
       try {
-        d = f instanceof Limiter ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
+        d = isLimiter(f) ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
       } catch (error) {
         // A cost above the fallback's limit (a stricter limit for an
         // outage, say), which it never admits: denied as 'closed' denies,
@@ -877,7 +894,7 @@ class Store {
     const f = this.onError;
     if (f === 'open' || f === 'closed') return;
     try {
-      if (f instanceof Limiter) f.refund(r.cost);
+      if (isLimiter(f)) f.refund(r.cost);
       else f.refund(target, r.cost);
     } catch {
       // The arguments were the fallback's own a moment ago; nothing to report.
@@ -988,7 +1005,9 @@ class RedisLimiter extends RedisLimits {
   #lastKeys;
 
   constructor(client, limiter, options) {
-    const limit = { name: limiter?.name, by: ['key'], ...limitOf(limiter) };
+    // Checked first: the name is a limiter's getter.
+    const config = limitOf(limiter);
+    const limit = { name: limiter.name, by: ['key'], ...config };
     // A limiter left unnamed is keyed by its configuration (`gcra/10/100000`:
     // algorithm and ARGV), as the Python client keys it: two unnamed limiters
     // of different configurations must not read each other's state.

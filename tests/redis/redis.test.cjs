@@ -182,6 +182,57 @@ test('what Redis cannot do is refused, naming the argument', () =>
     await assert.rejects(new RedisPolicy(client, '1/second', { by: ['user'] }).tryAcquire({}), { name: 'RangeError', message: /request/ });
   }));
 
+/** The package loaded again (a fresh module registry, require.cache cleared): classes of their own. */
+function anotherCopy() {
+  const dir = require('node:path').join(__dirname, '../../bindings-node') + require('node:path').sep;
+  const kept = Object.keys(require.cache)
+    .filter((file) => file.startsWith(dir))
+    .map((file) => [file, require.cache[file]]);
+  for (const [file] of kept) delete require.cache[file];
+  try {
+    return require(`${dir}index.js`);
+  } finally {
+    for (const [file, module] of kept) require.cache[file] = module;
+  }
+}
+
+test("a Proxy of a limiter, keyed limiter or policy, one inheriting from it, or another copy's, is refused by name, as in-process", async () => {
+  // `instanceof` took a Proxy (a reactive wrapper) and an object inheriting
+  // from one: its getters then threw an uncoded TypeError (a private field
+  // read through `this`), or, as onError, its first fallback did.
+  const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
+  const gcra = new rk.Gcra({ burst: 2, emissionIntervalMs: 10 });
+  const keyed = new rk.KeyedLimiter(gcra);
+  const policy = new rk.Policy('5/second');
+  const other = anotherCopy();
+  assert.notEqual(other.Gcra, rk.Gcra);
+  const refused = (make, name) =>
+    assert.throws(make, (e) => e instanceof TypeError && e.code === 'invalid_type' && e.message.startsWith(`${name} must be`), `${name}: ${make}`);
+  const wrapped = (value) => [new Proxy(value, {}), Object.create(value)];
+  for (const fake of [...wrapped(gcra), new other.Gcra({ burst: 2, emissionIntervalMs: 10 })]) {
+    refused(() => new RedisLimiter(down, fake), 'limiter');
+    refused(() => new RedisLimiter(down, gcra, { onError: fake }), 'onError');
+    refused(() => new RedisPolicy(down, '5/second', { onError: fake }), 'onError');
+    refused(() => new RedisPolicy(down, { limits: [{ name: 'a', limiter: fake }] }), 'limits[0].limiter');
+  }
+  for (const fake of [...wrapped(keyed), new other.KeyedLimiter(new other.Gcra({ burst: 2, emissionIntervalMs: 10 }))]) {
+    refused(() => new RedisLimiter(down, gcra, { onError: fake }), 'onError');
+    refused(() => new RedisPolicy(down, { limits: [{ name: 'a', limiter: fake }] }), 'limits[0].limiter');
+  }
+  for (const fake of [...wrapped(policy), new other.Policy('5/second')]) refused(() => new RedisPolicy(down, '5/second', { onError: fake }), 'onError');
+  // A revoked Proxy, whose every trap throws, is no limiter either.
+  const { proxy: revoked, revoke } = Proxy.revocable(gcra, {});
+  revoke();
+  refused(() => new RedisLimiter(down, revoked), 'limiter');
+  refused(() => new RedisLimiter(down, gcra, { onError: revoked }), 'onError');
+  // The classes themselves, and a subclass's instances, still decide while Redis is down.
+  class Mine extends rk.Gcra {}
+  const mine = new Mine({ burst: 2, emissionIntervalMs: 10, clock: () => 0 });
+  assert.equal((await new RedisLimiter(down, mine, { onError: keyed }).tryAcquire('k')).remaining, 1);
+  assert.equal((await new RedisLimiter(down, gcra, { onError: mine }).tryAcquire('k')).remaining, 1);
+  assert.equal((await new RedisPolicy(down, { limits: [{ name: 'a', limiter: keyed }] }, { onError: policy }).tryAcquire({})).remaining, 4);
+});
+
 test('decisions carry the in-process headers; peek consumes nothing; batches decide in order', () =>
   withClient('node-redis', async (client) => {
     const local = new rk.KeyedLimiter(new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000, name: 'api' }));

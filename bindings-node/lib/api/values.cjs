@@ -200,6 +200,12 @@ const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
 /** A limiter's method answering whether the bookings behind one given back move up (read by pacedFetch too). */
 const MOVES_UP = Symbol.for('ratekeeper.movesUp');
+/**
+ * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`, for
+ * lib/redis.cjs: a symbol of this module's own, under a property that is
+ * not enumerable, so that they are not part of the public API.
+ */
+const BRANDS = Symbol('ratekeeper.brands');
 
 /**
  * A plain array of the elements of the array `value` (of its first `most`
@@ -306,6 +312,7 @@ module.exports = {
   inspectSymbol,
   BOOKINGS,
   MOVES_UP,
+  BRANDS,
   plainArray,
   arrayOf,
   isSignal,
