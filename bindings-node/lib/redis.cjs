@@ -918,6 +918,9 @@ class Store {
   }
 }
 
+/** Throws (each method rejects) unless `self` is a RedisLimiter or a RedisPolicy. */
+let ownStore;
+
 /**
  * What RedisLimiter and RedisPolicy offer, for a target: a key (RedisLimiter)
  * or a request (RedisPolicy). Every method returns a promise; argument errors
@@ -930,20 +933,31 @@ class RedisLimits {
     this.#store = store;
   }
 
+  static {
+    // A brand check: a method called detached, or on another object, read
+    // the private fields of no RedisLimits (V8's uncoded TypeError).
+    ownStore = (self) => {
+      if (self === null || typeof self !== 'object' || !(#store in self)) throw typeError('`this`', 'a RedisLimiter or a RedisPolicy');
+    };
+  }
+
   /** Takes `cost` units for `target` if every limit has them, and says what happened. */
   async tryAcquire(target, cost, nowMs) {
+    ownStore(this);
     const keys = this._keys(target);
     return this.#store.acquireOne(this.#store.target(target), keys, checkCost(cost, this.#store.limit), nowMs);
   }
 
   /** The decision `tryAcquire` would give, consuming nothing. */
   async peek(target, cost, nowMs) {
+    ownStore(this);
     const keys = this._keys(target);
     return (await this.#store.decide([this.#store.target(target)], keys, 'peek', [checkCost(cost, this.#store.limit)], nowMs))[0];
   }
 
   /** Decides each of `costs` for `target` in turn, in one round trip. */
   async tryAcquireBatch(target, costs, nowMs) {
+    ownStore(this);
     const keys = this._keys(target);
     if (!Array.isArray(costs)) throw typeError('costs', 'an array of numbers');
     // Every element a number, as in-process: checkCost reads a missing cost
@@ -960,6 +974,7 @@ class RedisLimits {
 
   /** Gives back `cost` units taken at `takenAtMs` (caller time; default now) in every limit. */
   async refund(target, cost, takenAtMs) {
+    ownStore(this);
     const keys = this._keys(target);
     if (typeof cost !== 'number') throw typeError('cost', 'a number');
     // Any number of units, as in-process: a refund gives back at most what was taken.
@@ -969,6 +984,7 @@ class RedisLimits {
 
   /** Books `cost` units for the earliest moment within `maxWaitMs` (first come, first served across processes). */
   async reserve(target, cost, maxWaitMs, nowMs) {
+    ownStore(this);
     const keys = this._keys(target);
     return this.#store.reserve(this.#store.target(target), keys, checkCost(cost, this.#store.limit), maxWaitMs, nowMs);
   }
@@ -980,6 +996,7 @@ class RedisLimits {
    * given back), with RateLimited when nothing can be booked.
    */
   async acquire(target, cost, options) {
+    ownStore(this);
     const keys = this._keys(target);
     const units = checkCost(cost, this.#store.limit);
     const t = this.#store.target(target);
@@ -991,6 +1008,9 @@ class RedisLimits {
     );
   }
 }
+
+/** Throws unless `self` is a RedisLimiter. */
+let ownLimiter;
 
 /**
  * One limiter per key, kept in Redis: `KeyedLimiter`'s methods, each a
@@ -1018,6 +1038,13 @@ class RedisLimiter extends RedisLimits {
     this.#limiter = limiter;
   }
 
+  static {
+    // A brand check (see RedisLimits).
+    ownLimiter = (self) => {
+      if (self === null || typeof self !== 'object' || !(#limiter in self)) throw typeError('`this`', 'a RedisLimiter');
+    };
+  }
+
   _keys(key) {
     // A hot key comes again and again: its keys are built once.
     if (key === this.#lastKey && key !== undefined) return this.#lastKeys;
@@ -1029,30 +1056,39 @@ class RedisLimiter extends RedisLimits {
 
   /** The RateLimit header values of a decision (the in-process limiter's). */
   headers(decision) {
+    ownLimiter(this);
     return this.#limiter.headers(decision);
   }
 
   get limit() {
+    ownLimiter(this);
     return this.#limiter.limit;
   }
 
   get windowMs() {
+    ownLimiter(this);
     return this.#limiter.windowMs;
   }
 
   get algorithm() {
+    ownLimiter(this);
     return this.#limiter.algorithm;
   }
 
   get name() {
+    ownLimiter(this);
     return this.#limiter.name;
   }
 
   /** `RedisLimiter { limiter: Gcra { ... } }` in console.log. */
   [inspectSymbol](depth, options, inspect) {
+    ownLimiter(this);
     return inspected('RedisLimiter', { limiter: this.#limiter }, depth, options, inspect);
   }
 }
+
+/** Throws unless `self` is a RedisPolicy. */
+let ownPolicy;
 
 /**
  * Several limits decided together, all or nothing, in Redis: `Policy`'s
@@ -1073,6 +1109,13 @@ class RedisPolicy extends RedisLimits {
     this.#local = local;
   }
 
+  static {
+    // A brand check (see RedisLimits).
+    ownPolicy = (self) => {
+      if (self === null || typeof self !== 'object' || !(#local in self)) throw typeError('`this`', 'a RedisPolicy');
+    };
+  }
+
   _keys(request) {
     if (request === undefined || request === null) return this.#store.keys({});
     if (typeof request !== 'object') throw typeError('request', 'an object');
@@ -1081,16 +1124,19 @@ class RedisPolicy extends RedisLimits {
 
   /** RateLimit-Policy and RateLimit listing every limit, and Retry-After when denied. */
   headers(decision) {
+    ownPolicy(this);
     return this.#local.headers(decision);
   }
 
   /** The limits, in order: `{ name, by }`. */
   get limits() {
+    ownPolicy(this);
     return this.#local.limits;
   }
 
   /** `RedisPolicy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
   [inspectSymbol](depth, options, inspect) {
+    ownPolicy(this);
     return inspected('RedisPolicy', { limits: this.limits }, depth, options, inspect);
   }
 }

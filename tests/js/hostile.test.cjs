@@ -7,6 +7,7 @@
 const assert = require('node:assert/strict');
 const { test } = require('node:test');
 const R = require('./impl.cjs');
+const { assertLimiterError, checkLimiterError } = require('./helpers.cjs');
 
 const CODES = new Set([
   'zero_value',
@@ -510,6 +511,71 @@ test('a Proxy of a limiter, a keyed limiter or a policy (a reactive wrapper), or
   assert.equal(new R.KeyedLimiter(mine).limit, 2);
   gcra.reconfigure(mine, 0);
   assert.equal(gcra.limit, 2);
+});
+
+test('a method or getter called detached, or on an object that is not of its class, throws the TypeError naming `this`', async () => {
+  // Reading a private field of such a `this` threw V8's uncoded TypeError
+  // ("Cannot read private member #h from an object whose class did not declare it").
+  const gcra = new R.Gcra({ burst: 5, emissionIntervalMs: 100 });
+  const keyed = new R.KeyedLimiter(gcra);
+  const policy = new R.Policy('5/second');
+  const instances = { ...Object.fromEntries(Object.entries(LIMITERS).map(([name, make]) => [name, make()])), KeyedLimiter: keyed, Policy: policy };
+  const wrapped = (value) => [new Proxy(value, {}), Object.create(value)];
+  let checked = 0;
+  for (const [name, instance] of Object.entries(instances)) {
+    // Each class's own methods and getters, and those it inherits (Limiter's), by the class that defines them.
+    for (let proto = Object.getPrototypeOf(instance); proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+      const kind = `a ${proto.constructor.name}`;
+      for (const key of Reflect.ownKeys(proto)) {
+        if (key === 'constructor') continue;
+        const { value, get } = Object.getOwnPropertyDescriptor(proto, key);
+        const member = value ?? get;
+        // Not of its class: anything else, a wrapper of an instance, an instance of another class.
+        const others = [undefined, null, 5, {}, ...wrapped(instance)];
+        others.push(name === 'Policy' ? keyed : policy, proto === R.Limiter.prototype ? keyed : name === 'Gcra' ? instances.TokenBucket : gcra);
+        for (const self of others) {
+          const label = `${name}: ${String(key)} on ${self === null ? 'null' : typeof self}`;
+          let error;
+          try {
+            // acquire rejects (it never throws); the rest throw.
+            await member.call(self);
+          } catch (e) {
+            error = e;
+          }
+          assert.ok(error !== undefined, `${label}: no error`);
+          checkLimiterError(error, 'invalid_type', 'this', label);
+          assert.equal(error.message, `\`this\` must be ${kind}`, label);
+          checked++;
+        }
+        // On an instance of its class, `this` passes (the arguments may not).
+        if (key === 'acquire') continue;
+        try {
+          member.call(instance, ...(name === 'KeyedLimiter' ? ['k'] : name === 'Policy' ? [{}] : []));
+        } catch (e) {
+          assert.ok(!e.message.startsWith('`this`'), `${name}: ${String(key)} on an instance: ${e.message}`);
+        }
+      }
+    }
+  }
+  assert.ok(checked > 300, `only ${checked} calls checked`);
+  // A class's static builder detached: fromBytes needs its class.
+  const { fromBytes } = R.Gcra;
+  const bytes = gcra.toBytes();
+  for (const make of [() => fromBytes(bytes, { burst: 5, emissionIntervalMs: 100 }), () => R.TokenBucket.fromBytes.call({}, bytes, {})]) {
+    const error = assertLimiterError(make, 'invalid_type', 'this');
+    assert.equal(error.message, '`this` must be a subclass of Limiter');
+  }
+  // The others name their class themselves, and a reservation's cancel is its own.
+  const { fromBandwidths } = R.TokenBucket;
+  const { perPeriod } = R.Gcra;
+  const { fromRates, fromConfig } = R.Policy;
+  assert.equal(fromBandwidths([{ capacity: 2, refillTokens: 1, refillPeriodMs: 10 }]).capacity, 2);
+  assert.equal(perPeriod({ burst: 2, tokens: 1, periodMs: 10 }).burst, 2);
+  assert.equal(fromRates('1/second').limits.length, fromConfig({ limits: [{ name: 'a', rate: '1/second' }] }).limits.length);
+  const { cancel } = gcra.reserve(5, Infinity, 0);
+  assert.equal(gcra.peek(1, 0).allowed, false);
+  cancel();
+  assert.equal(gcra.peek(1, 0).remaining, 4);
 });
 
 test("a policy's headers read the decision's limits once", () => {

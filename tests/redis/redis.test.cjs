@@ -233,6 +233,36 @@ test("a Proxy of a limiter, keyed limiter or policy, one inheriting from it, or 
   assert.equal((await new RedisPolicy(down, { limits: [{ name: 'a', limiter: keyed }] }, { onError: policy }).tryAcquire({})).remaining, 4);
 });
 
+test('a method or getter of RedisLimiter or RedisPolicy called detached, or on another object, fails naming `this`', async () => {
+  // Reading a private field of such a `this` threw (or rejected with) V8's
+  // uncoded TypeError, or another for `this._keys` of undefined.
+  const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
+  const limiter = new RedisLimiter(down, new rk.Gcra({ burst: 2, emissionIntervalMs: 10 }));
+  const policy = new RedisPolicy(down, '5/second');
+  const shared = Object.getPrototypeOf(RedisLimiter.prototype);
+  let checked = 0;
+  for (const [instance, kind, other] of [[limiter, 'a RedisLimiter', policy], [policy, 'a RedisPolicy', limiter]]) {
+    for (let proto = Object.getPrototypeOf(instance); proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+      for (const key of Reflect.ownKeys(proto)) {
+        if (key === 'constructor' || key === '_keys') continue;
+        const { value, get } = Object.getOwnPropertyDescriptor(proto, key);
+        const expected = `\`this\` must be ${proto === shared ? 'a RedisLimiter or a RedisPolicy' : kind}`;
+        for (const self of [undefined, {}, new Proxy(instance, {}), Object.create(instance), proto === shared ? new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }) : other]) {
+          // Through an async function: the shared methods reject (each returns a promise), getters and headers throw.
+          await assert.rejects(
+            async () => (value ?? get).call(self, 'k'),
+            (e) => e instanceof TypeError && e.code === 'invalid_type' && e.message === expected,
+            `${kind}: ${String(key)}`,
+          );
+          checked++;
+        }
+      }
+    }
+  }
+  assert.ok(checked > 60, `only ${checked} calls checked`);
+  assert.equal((await limiter.tryAcquire('k')).fromStore, false);
+});
+
 test('decisions carry the in-process headers; peek consumes nothing; batches decide in order', () =>
   withClient('node-redis', async (client) => {
     const local = new rk.KeyedLimiter(new rk.TokenBucket({ capacity: 3, refillTokens: 1, refillPeriodMs: 1000, name: 'api' }));

@@ -3,9 +3,17 @@
 const { inspected, inspectSymbol, arrayOf } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
-  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf } = shared;
+  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, notThis, thisError } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat, wellFormed } = shared;
   let isKeyed;
+
+  /** Throws unless `self` is a KeyedLimiter: the first line of a method that is not hot (see notThis). */
+  function ownKeyed(self) {
+    if (!isKeyed(self)) throw notThis('a KeyedLimiter');
+  }
+
+  /** What a hot method of KeyedLimiter throws once it threw `error` on `self` (see thisError). */
+  const keyedError = (self, error) => thisError(self, isKeyed, 'a KeyedLimiter', error);
 
   /**
    * One limiter per key, every key configured as `limiter` (a configured
@@ -50,26 +58,39 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native keyedOp).
     tryAcquire(key, cost, nowMs) {
-      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 1)));
+      try {
+        return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 1)));
+      } catch (error) {
+        throw keyedError(this, error);
+      }
     }
 
     peek(key, cost, nowMs) {
-      return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 0)));
+      try {
+        return decision(yes(keyedOp(this.#h, keyOf(key), number(cost, 1, 'cost'), 0, hotNow(this.#clock, nowMs), 0)));
+      } catch (error) {
+        throw keyedError(this, error);
+      }
     }
 
     reserve(key, cost, maxWaitMs, nowMs) {
-      const k = keyOf(key);
-      const units = number(cost, 1, 'cost');
-      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
-      const now = nowFrom(this.#clock, nowMs);
-      // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-      const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
-      const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
-      if (booked && out()[0] > 0) untracked(this);
-      return reservation(booked, units, now, decision, give);
+      try {
+        const k = keyOf(key);
+        const units = number(cost, 1, 'cost');
+        const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+        const now = nowFrom(this.#clock, nowMs);
+        // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
+        const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
+        const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
+        if (booked && out()[0] > 0) untracked(this);
+        return reservation(booked, units, now, decision, give);
+      } catch (error) {
+        throw keyedError(this, error);
+      }
     }
 
     refund(key, cost, takenAtMs) {
+      ownKeyed(this);
       const k = keyOf(key);
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.keyedRefund(this.#h, k, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
@@ -78,6 +99,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     acquire(key, cost, options) {
       let k;
       try {
+        ownKeyed(this);
         k = keyOf(key);
       } catch (error) {
         return Promise.reject(error);
@@ -100,6 +122,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
+      ownKeyed(this);
       const k = keyOf(key);
       const units = arrayOf(costs, 'number');
       if (units === undefined) badType('costs', 'an array of numbers');
@@ -110,47 +133,57 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     }
 
     headers(decision) {
+      ownKeyed(this);
       return this.#prototype.headers(decision);
     }
 
     /** Drops the keys back to fresh (calls do it lazily anyway). */
     reclaim(nowMs) {
+      ownKeyed(this);
       B.keyedReclaim(this.#h, nowFrom(this.#clock, nowMs));
     }
 
     /** How many keys the store holds. */
     get size() {
+      ownKeyed(this);
       return B.keyedLen(this.#h);
     }
 
     get limit() {
+      ownKeyed(this);
       return this.#prototype.limit;
     }
 
     get windowMs() {
+      ownKeyed(this);
       return this.#prototype.windowMs;
     }
 
     get algorithm() {
+      ownKeyed(this);
       return this.#prototype.algorithm;
     }
 
     get name() {
+      ownKeyed(this);
       return this.#prototype.name;
     }
 
     /** The most keys held, or null: no bound. */
     get maxKeys() {
+      ownKeyed(this);
       return this.#maxKeys;
     }
 
     /** What happens at `maxKeys`: 'nearest_fresh' or 'refuse'. */
     get eviction() {
+      ownKeyed(this);
       return this.#eviction;
     }
 
     /** A fresh limiter of every key's configuration (its class, name and clock). */
     get limiter() {
+      ownKeyed(this);
       const { name, clock } = internalsOf(this.#prototype);
       const Class = classOf[this.#prototype.algorithm];
       return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
@@ -163,6 +196,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
     [inspectSymbol](depth, options, inspect) {
+      ownKeyed(this);
       const shown = { limiter: this.#prototype };
       if (this.#maxKeys !== null) shown.maxKeys = this.#maxKeys;
       if (this.#eviction !== 'nearest_fresh') shown.eviction = this.#eviction;

@@ -4,7 +4,7 @@
 const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
-  const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, stateBytes, badType, known, number } = shared;
+  const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisError, stateBytes, badType, known, number } = shared;
   const { defaultClock, handles, readClock, hotNow, toUint8Array, decisionFields, reservation, takenAt } = shared;
 
   // Module-private: lets the constructors below hand a built handle to Limiter,
@@ -25,6 +25,25 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
   let configOf;
   let internalsOf;
   let isLimiter;
+
+  /** Throws unless `self` is a limiter: the first line of a method that is not hot (see notThis). */
+  function ownLimiter(self) {
+    if (!isLimiter(self)) throw notThis('a Limiter');
+  }
+
+  /** What a hot method of Limiter throws once it threw `error` on `self` (see thisError). */
+  const limiterError = (self, error) => thisError(self, isLimiter, 'a Limiter', error);
+
+  /**
+   * The configuration of `self` as the getters of the class `kind` of
+   * `algorithm` read it: a limiter of another class (a Gcra as `this` of a
+   * TokenBucket getter) is no more one of them than an object is.
+   */
+  function configAs(self, algorithm, kind) {
+    const config = isLimiter(self) ? configOf(self) : null;
+    if (config === null || config.algorithm !== algorithm) throw notThis(kind);
+    return config;
+  }
 
   /**
    * A limiter's configuration as the options that build it, as its
@@ -121,23 +140,35 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     tryAcquire(cost, nowMs) {
-      return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+      try {
+        return decision(yes(tryAcquireOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+      } catch (error) {
+        throw limiterError(this, error);
+      }
     }
 
     peek(cost, nowMs) {
-      return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+      try {
+        return decision(yes(peekOp(this.#h, number(cost, 1, 'cost'), hotNow(this.#clock, nowMs))));
+      } catch (error) {
+        throw limiterError(this, error);
+      }
     }
 
     reserve(cost, maxWaitMs, nowMs) {
-      const units = number(cost, 1, 'cost');
-      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
-      const now = this.#now(nowMs);
-      // Reads the handle through `this`, so that a reservation keeps its
-      // limiter alive: the napi build reuses a collected limiter's handle.
-      const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
-      const booked = yes(reserveOp(this.#h, units, maxWait, now));
-      if (booked && out()[0] > 0) this.#untracked();
-      return reservation(booked, units, now, decision, give);
+      try {
+        const units = number(cost, 1, 'cost');
+        const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+        const now = this.#now(nowMs);
+        // Reads the handle through `this`, so that a reservation keeps its
+        // limiter alive: the napi build reuses a collected limiter's handle.
+        const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
+        const booked = yes(reserveOp(this.#h, units, maxWait, now));
+        if (booked && out()[0] > 0) this.#untracked();
+        return reservation(booked, units, now, decision, give);
+      } catch (error) {
+        throw limiterError(this, error);
+      }
     }
 
     /** Counts a booking of a slot to come (or a reconfigure, a restore) that no acquire waiter holds: for the waiters (see untracked) and pacedFetch. */
@@ -148,15 +179,18 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
 
     /** The bookings of a slot to come, reconfigures and restores so far (for pacedFetch). */
     [BOOKINGS]() {
+      ownLimiter(this);
       return this.#bookings;
     }
 
     /** Whether the bookings behind one given back move up (for pacedFetch; see movesUp). */
     [MOVES_UP]() {
+      ownLimiter(this);
       return movesUp(this);
     }
 
     refund(cost, takenAtMs) {
+      ownLimiter(this);
       if (typeof cost !== 'number') badType('cost', 'a number');
       let takenAt = takenAtMs;
       if (takenAt === undefined || takenAt === null) takenAt = this.#read();
@@ -165,6 +199,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     reconfigure(other, nowMs) {
+      ownLimiter(this);
       if (!isLimiter(other)) badType('other', 'a limiter');
       if (this.#clock === defaultClock && other.calendar !== null) {
         invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
@@ -175,6 +210,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     acquire(cost, options) {
+      // Rejects, as for a bad argument: acquire never throws.
+      if (!isLimiter(this)) return Promise.reject(notThis('a Limiter'));
       const h = this.#h;
       return acquireSlot(
         {
@@ -196,11 +233,13 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
 
     /** The state of this limiter as bytes (versioned, tied to its configuration): see `fromBytes`. */
     toBytes() {
+      ownLimiter(this);
       return toUint8Array(B.toBytes(this.#h));
     }
 
     /** Replaces this limiter's state by `bytes` from `toBytes()` of a limiter of the same configuration. */
     restore(bytes) {
+      ownLimiter(this);
       B.restore(this.#h, stateBytes(bytes));
       this.#untracked();
     }
@@ -208,6 +247,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     /** A limiter built from `options` (as its constructor takes them) holding the state `bytes`. */
     static fromBytes(bytes, options) {
       if (this === Limiter) throw abstract('call fromBytes on one of its subclasses');
+      // Detached (`const { fromBytes } = Gcra`), `this` is no class to build.
+      if (typeof this !== 'function' || !Object.prototype.isPrototypeOf.call(Limiter, this)) throw notThis('a subclass of Limiter');
       // The bytes as given now: reading the options runs the caller's getters.
       const state = stateBytes(bytes);
       const limiter = new this(options);
@@ -216,6 +257,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     headers(decision) {
+      ownLimiter(this);
       const [allowed, remaining, limit, retryAfterMs, resetAfterMs] = decisionFields(decision, 'decision');
       const values = B.headers(this.#h, this.#name, allowed, remaining, limit, retryAfterMs, resetAfterMs).split('\n');
       const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
@@ -224,33 +266,44 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     get limit() {
+      ownLimiter(this);
       return configOf(this).limit;
     }
 
     get windowMs() {
+      ownLimiter(this);
       return configOf(this).windowMs;
     }
 
     get algorithm() {
+      ownLimiter(this);
       return configOf(this).algorithm;
     }
 
     /** A window algorithm's calendar ('day', 'week' or 'month', UTC), or null. */
     get calendar() {
+      ownLimiter(this);
       return configOf(this).calendar ?? null;
     }
 
     get name() {
+      ownLimiter(this);
       return this.#name;
     }
 
     /** Takes what tryAcquire takes into native code and does nothing: the floor of a call (benchmarks). */
     _noop(cost, nowMs) {
-      return noopOp(this.#h, cost, nowMs);
+      // As tryAcquire (the same path, for the benchmark's floor).
+      try {
+        return noopOp(this.#h, cost, nowMs);
+      } catch (error) {
+        throw limiterError(this, error);
+      }
     }
 
     /** `TokenBucket { capacity: 10, refillTokens: 1, refillPeriodMs: 1000 }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
+      ownLimiter(this);
       return inspected(classOf[this.algorithm].name, shownOptions(this), depth, options, inspect);
     }
   }
@@ -269,6 +322,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
    * bookings is the core's to say (`refundsAnyBooking` in the configuration).
    */
   const movesUp = (limiter) => !configOf(limiter).refundsAnyBooking;
+
+  const bucketConfig = (self) => configAs(self, 'token_bucket', 'a TokenBucket');
 
   /** A token bucket: `capacity` tokens, `refillTokens` more every `refillPeriodMs`. */
   class TokenBucket extends Limiter {
@@ -300,27 +355,27 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     get bandwidths() {
-      return configOf(this).bandwidths.map((band) => ({ ...band }));
+      return bucketConfig(this).bandwidths.map((band) => ({ ...band }));
     }
 
     get capacity() {
-      return configOf(this).bandwidths[0].capacity;
+      return bucketConfig(this).bandwidths[0].capacity;
     }
 
     get refillTokens() {
-      return configOf(this).bandwidths[0].refillTokens;
+      return bucketConfig(this).bandwidths[0].refillTokens;
     }
 
     get refillPeriodMs() {
-      return configOf(this).bandwidths[0].refillPeriodMs;
+      return bucketConfig(this).bandwidths[0].refillPeriodMs;
     }
 
     get initialTokens() {
-      return configOf(this).bandwidths[0].initialTokens;
+      return bucketConfig(this).bandwidths[0].initialTokens;
     }
 
     get refill() {
-      return configOf(this).bandwidths[0].refill;
+      return bucketConfig(this).bandwidths[0].refill;
     }
   }
 
@@ -336,11 +391,11 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     get burst() {
-      return configOf(this).burst;
+      return configAs(this, 'gcra', 'a Gcra').burst;
     }
 
     get emissionIntervalMs() {
-      return configOf(this).emissionIntervalMs;
+      return configAs(this, 'gcra', 'a Gcra').emissionIntervalMs;
     }
   }
 
@@ -351,11 +406,11 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     }
 
     get capacity() {
-      return configOf(this).capacity;
+      return configAs(this, 'leaky_bucket', 'a LeakyBucket').capacity;
     }
 
     get intervalMs() {
-      return configOf(this).intervalMs;
+      return configAs(this, 'leaky_bucket', 'a LeakyBucket').intervalMs;
     }
   }
 

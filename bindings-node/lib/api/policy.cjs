@@ -5,8 +5,16 @@ const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf,
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
-  const { policyHandles, typeName, decisionFields, takenAt, reservation, wellFormed } = shared;
+  const { policyHandles, typeName, decisionFields, takenAt, reservation, wellFormed, notThis, thisError } = shared;
   let isPolicy;
+
+  /** Throws unless `self` is a Policy: the first line of a method that is not hot (see notThis). */
+  function ownPolicy(self) {
+    if (!isPolicy(self)) throw notThis('a Policy');
+  }
+
+  /** What a hot method of Policy throws once it threw `error` on `self` (see thisError). */
+  const policyError = (self, error) => thisError(self, isPolicy, 'a Policy', error);
 
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {
@@ -234,11 +242,19 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     }
 
     tryAcquire(request, cost, nowMs) {
-      return this.#decide(request, cost, nowMs, true);
+      try {
+        return this.#decide(request, cost, nowMs, true);
+      } catch (error) {
+        throw policyError(this, error);
+      }
     }
 
     peek(request, cost, nowMs) {
-      return this.#decide(request, cost, nowMs, false);
+      try {
+        return this.#decide(request, cost, nowMs, false);
+      } catch (error) {
+        throw policyError(this, error);
+      }
     }
 
     // op: 0 peek, 1 tryAcquire, 2 reserve (as the native policyOp).
@@ -248,19 +264,24 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     }
 
     reserve(request, cost, maxWaitMs, nowMs) {
-      const fields = this.#fields(request);
-      const units = number(cost, 1, 'cost');
-      const maxWait = number(maxWaitMs, Infinity, 'max_wait');
-      const now = nowFrom(this.#clock, nowMs);
-      const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
-      // A booking of a slot to come that no waiter holds (see untracked).
-      if (flat[0] === 1 && out()[0] > 0) untracked(this);
-      // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-      const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
-      return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
+      try {
+        const fields = this.#fields(request);
+        const units = number(cost, 1, 'cost');
+        const maxWait = number(maxWaitMs, Infinity, 'max_wait');
+        const now = nowFrom(this.#clock, nowMs);
+        const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
+        // A booking of a slot to come that no waiter holds (see untracked).
+        if (flat[0] === 1 && out()[0] > 0) untracked(this);
+        // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
+        const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
+        return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
+      } catch (error) {
+        throw policyError(this, error);
+      }
     }
 
     refund(request, cost, takenAtMs) {
+      ownPolicy(this);
       const fields = this.#fields(request);
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
@@ -269,6 +290,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     acquire(request, cost, options) {
       let fields;
       try {
+        ownPolicy(this);
         fields = this.#fields(request);
       } catch (error) {
         return Promise.reject(error);
@@ -300,6 +322,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
      * items, in the policy's order), and Retry-After when denied.
      */
     headers(decision) {
+      ownPolicy(this);
       const flat = decisionFields(decision, 'decision');
       // Read once, as decisionFields reads the rest: a getter may answer otherwise the next time.
       const limits = decision.limits;
@@ -318,11 +341,13 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     /** Drops every limit's keys back to fresh. */
     reclaim(nowMs) {
+      ownPolicy(this);
       B.policyReclaim(this.#h, nowFrom(this.#clock, nowMs));
     }
 
     /** The limits, in order: `{ name, by }`. */
     get limits() {
+      ownPolicy(this);
       return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
     }
 
@@ -333,6 +358,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     /** `Policy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
+      ownPolicy(this);
       return inspected('Policy', { limits: this.limits }, depth, options, inspect);
     }
   }

@@ -82,6 +82,26 @@ module.exports = function shared(B) {
     return { allowed, remaining: s[0], limit: s[1], retryAfterMs: s[2], resetAfterMs: s[3] };
   }
 
+  /**
+   * The TypeError (code `invalid_type`) of a method called on a `this` that
+   * is not `kind` ('a Limiter'): detached (`const f = limiter.tryAcquire;
+   * f()`), or called on another object (a Proxy of one), where reading its
+   * private fields threw V8's uncoded TypeError. One wording for every class.
+   */
+  function notThis(kind) {
+    return Object.assign(new TypeError(`\`this\` must be ${kind}`), { code: 'invalid_type' });
+  }
+
+  /**
+   * What a hot method of `kind` throws once it threw `error` on `self`:
+   * `error` when `self` is one (`is`, a brand check), else `notThis(kind)`.
+   * Asked only on the way out of a failed call, so that a decision pays no
+   * check (its first private field read throws anyway).
+   */
+  function thisError(self, is, kind, error) {
+    return is(self) ? error : notThis(kind);
+  }
+
   /** The TypeError (code `invalid_type`) of using the abstract `Limiter` itself. */
   function abstract(instead) {
     return Object.assign(new TypeError(`Limiter is abstract: ${instead}`), { code: 'invalid_type' });
@@ -339,6 +359,8 @@ module.exports = function shared(B) {
     fitPolicy,
     decision,
     abstract,
+    notThis,
+    thisError,
     stateBytes,
     badType,
     known,
