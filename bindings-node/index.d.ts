@@ -324,7 +324,7 @@ export declare class RateLimited extends Error {
   readonly retryAfterMs: number
 }
 
-/** A key of a `KeyedLimiter`: a string (UTF-8), or a whole number standing for its decimal string (`42` and `'42'` are one key; `1.5` or `NaN`: a `RangeError`, `invalid_value`). */
+/** A key of a `KeyedLimiter`: a string (UTF-8; one with a lone surrogate, `'\uD800'`: a `RangeError`, `invalid_value`), or a whole number standing for its decimal string (`42` and `'42'` are one key; `1.5` or `NaN`: a `RangeError`, `invalid_value`). */
 export type Key = string | number
 
 /** Options of `KeyedLimiter`. */

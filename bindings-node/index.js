@@ -60,7 +60,7 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // returned, would cost a call of its own. A `nowMs` of undefined asks the
 // addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, policyOpScratch, noop } = native;
-const { createApi, asciiInto, fieldsInto } = require('./lib/api.cjs');
+const { createApi, asciiInto, fieldsInto, textOf, requestText } = require('./lib/api.cjs');
 // A policy's details (see policyOp below) and the generation of them seen.
 let details = native.policyDetails(0);
 let seen = scratch[11];
@@ -101,7 +101,8 @@ const hot = {
     return scratch[4];
   },
   // A short ASCII key goes through the scratch: reading a string argument
-  // through Node-API cost more than the keyed decision.
+  // through Node-API cost more than the keyed decision. Another is first
+  // checked for lone surrogates, which Node-API would read as U+FFFD.
   keyedOp(handle, key, cost, maxWaitMs, nowMs, op) {
     put(handle, cost, maxWaitMs, nowMs, op);
     const n = asciiInto(keyBytes, key);
@@ -109,14 +110,15 @@ const hot = {
       scratch[12] = n;
       keyedOpScratch();
     } else {
-      keyedOp(key);
+      keyedOp(textOf(key, 'key'));
     }
     return scratch[4];
   },
   // A policy's details arrive in an array of their own (src/memory.rs
   // policy_details), grown by fitPolicy before a policy with more limits
   // is used; it is read before the next policy operation. A request of
-  // short ASCII fields goes through the scratch, as a key does.
+  // short ASCII fields goes through the scratch, as a key does (another is
+  // checked for lone surrogates, as a key is).
   policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
     put(handle, cost, maxWaitMs, nowMs, op);
     const n = fieldsInto(fieldBytes, fields);
@@ -126,7 +128,7 @@ const hot = {
     } else {
       // napi-rs's policyOp takes a number: the clock is read here instead.
       const now = nowMs === undefined ? nativeNow.call(runtimePerformance) : nowMs;
-      native.policyOp(handle, fields, cost, maxWaitMs, now, op);
+      native.policyOp(handle, requestText(fields), cost, maxWaitMs, now, op);
     }
     // What wrote the request (a replaced charCodeAt) may have had another
     // copy grow the details meanwhile.

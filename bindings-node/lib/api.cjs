@@ -62,5 +62,22 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS } = values;
-module.exports = { createApi, numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS };
+const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
+module.exports = {
+  createApi,
+  numberKey,
+  asciiInto,
+  fieldsInto,
+  inspected,
+  inspectSymbol,
+  onlyKnown,
+  isSignal,
+  unlisten,
+  abortedNow,
+  reasonOf,
+  configData,
+  ownCopy,
+  BRANDS,
+  textOf,
+  requestText,
+};

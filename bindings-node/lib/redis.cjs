@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS } = require('./api.cjs');
+const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
 // What an argument is, by the classes' brand checks (as they check each
@@ -255,9 +255,13 @@ function counted(part) {
   return `${Buffer.byteLength(part)}:${part}`;
 }
 
-/** A key part: a string, or a number standing for its decimal string (as in-process). */
+/**
+ * A key part: a string, or a number standing for its decimal string (as
+ * in-process). A string with a lone surrogate is refused, as in-process (see
+ * textOf): the client would send U+FFFD in its place, two keys as one.
+ */
 function keyPart(value, name) {
-  if (typeof value === 'string') return value;
+  if (typeof value === 'string') return textOf(value, name);
   if (typeof value === 'number') return numberKey(value, name);
   throw typeError(name, 'a string or a number');
 }
@@ -458,7 +462,7 @@ class Store {
         // A policy with a global limit is tagged by its prefix, and Redis
         // reads an empty tag, {}, as none: its keys would span slots.
         if (options.prefix === '') throw rangeError('prefix', 'must not be empty (it is the hash tag of a policy with a global limit)');
-        prefix = options.prefix;
+        prefix = textOf(options.prefix, 'prefix');
       }
       if (options.clock !== undefined && options.clock !== null) {
         if (typeof options.clock !== 'function') throw typeError('clock', 'a function');

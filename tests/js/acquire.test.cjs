@@ -279,20 +279,16 @@ describe('acquire', () => {
     assert.deepStrictEqual(at, { x1: 1_000, y1: 1_100, x2: 1_100, y2: 1_200, x3: 1_200 });
   });
 
-  it('two spellings of one stored key wait in one queue', async () => {
-    // The store reads a lone surrogate as U+FFFD.
+  it('a key with a lone surrogate is refused at once, never queued with the key U+FFFD', async () => {
+    // The store read it as U+FFFD: it waited in that key's queue, for its slots.
     const { time, settled, track } = setup();
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
-    const controller = new AbortController();
-    keyed.tryAcquire('\ud800');
-    track('a', keyed.acquire('\ud800', 1, { signal: controller.signal }));
-    track('b', keyed.acquire('\ufffd'));
-    track('c', keyed.acquire('\ud800'));
-    controller.abort();
-    track('d', keyed.acquire('\ufffd'));
+    keyed.tryAcquire('\ufffd');
+    const refused = keyed.acquire('\ud800');
+    track('a', keyed.acquire('\ufffd'));
     await time.advance(1_000);
-    const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
-    assert.deepStrictEqual(at, { a: 1_000, b: 1_100, c: 1_200, d: 1_300 });
+    await assertLimiterRejects(refused, 'invalid_value', 'key');
+    assert.deepStrictEqual(settled.map(([label, when]) => [label, when]), [['a', 1_100]]);
   });
 
   it('a custom abort reason is what it rejects with', async () => {

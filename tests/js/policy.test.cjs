@@ -78,14 +78,40 @@ describe('KeyedLimiter', () => {
     const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
     const keys = [];
     for (const length of [0, 1, 22, 23, 62, 63, 64, 65, 120, 123, 124, 125, 126, 127, 128, 129, 1000]) {
-      for (const tail of ['a', 'b', 'é', '€', '😀', '\ud800']) keys.push('k'.repeat(length) + tail);
+      for (const tail of ['a', 'b', 'é', '€', '😀', '\ufffd']) keys.push('k'.repeat(length) + tail);
     }
     keys.push('😀'.repeat(31) + 'a', '😀'.repeat(31) + 'b', '€'.repeat(41) + 'a', '€'.repeat(41) + 'b');
     for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, true, `first call for a key of ${key.length}`);
-    // A lone surrogate is stored as U+FFFD, as Node writes any string into UTF-8.
-    const distinct = new Set(keys.map((key) => Buffer.from(key).toString())).size;
-    assert.equal(keyed.size, distinct);
+    assert.equal(keyed.size, keys.length);
     for (const key of keys) assert.equal(keyed.tryAcquire(key, 1, 0).allowed, false, `second call for a key of ${key.length}`);
+  });
+
+  it('a key with a lone surrogate is refused by name in every method, as in Python, storing nothing', async () => {
+    // Node-API and wasm-bindgen wrote it with U+FFFD in its place: '\ud800',
+    // '\udfff' and '\ufffd' were one key, sharing one limit.
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
+    const keys = [];
+    for (const length of [0, 1, 63, 64, 65, 127, 128, 1000]) {
+      for (const lone of ['\ud800', '\udfff', '\ude00\ud83d', '\ud83d\ud83d\ude00']) keys.push('k'.repeat(length) + lone, lone + 'k'.repeat(length));
+    }
+    const message = '`key` must be valid Unicode text (no lone surrogates)';
+    for (const key of keys) {
+      for (const call of [
+        () => keyed.tryAcquire(key, 1, 0),
+        () => keyed.peek(key, 1, 0),
+        () => keyed.reserve(key, 1, Infinity, 0),
+        () => keyed.refund(key, 1, 0),
+        () => keyed.tryAcquireBatch(key, [1], 0),
+      ]) {
+        assert.equal(assertLimiterError(call, 'invalid_value', 'key', `a key of ${key.length}`).message, message);
+      }
+      assert.equal((await assertLimiterRejects(keyed.acquire(key), 'invalid_value', 'key')).message, message);
+    }
+    assert.equal(keyed.size, 0);
+    // A pair is one character, and U+FFFD a key like any other.
+    for (const key of ['\ud83d\ude00', '\ufffd', 'a\ud83d\ude00'.repeat(40)]) {
+      assert.deepStrictEqual([keyed.tryAcquire(key, 1, 0).allowed, keyed.tryAcquire(key, 1, 0).allowed], [true, false], `a key of ${key.length}`);
+    }
   });
 
   // The wasm memory grows, detaching the JS layer's views of it: keys must
@@ -645,6 +671,51 @@ describe('Policy', () => {
       [{ 'user\ud83d\ude00': 'a' }, { 'user\ud83d\ude00': 'a' }].map((request) => policy.tryAcquire(request, 1, 0).allowed),
       [true, false],
     );
+  });
+
+  it("a request's field name or value with a lone surrogate is refused by name in every method, as in Python, taking nothing", async () => {
+    // Written with U+FFFD in its place: users '\ud800' and '\udc00' shared one limit.
+    const policy = new Policy({ limits: [{ name: 'per-user', rate: '1/second', by: ['user'] }] });
+    const text = (name) => `\`${name}\` must be valid Unicode text (no lone surrogates)`;
+    const requests = [
+      [{ user: '\ud800' }, 'request.user'],
+      [{ user: 'a'.repeat(300) + '\udc00' }, 'request.user'],
+      [{ user: 'a', 'x\ud800': 'b' }, 'request'],
+      [{ '\udfff': 'b', user: 'a' }, 'request'],
+    ];
+    for (const [request, name] of requests) {
+      for (const call of [
+        () => policy.tryAcquire(request, 1, 0),
+        () => policy.peek(request, 1, 0),
+        () => policy.reserve(request, 1, Infinity, 0),
+        () => policy.refund(request, 1, 0),
+      ]) {
+        assert.equal(assertLimiterError(call, 'invalid_value', name).message, text(name));
+      }
+      assert.equal((await assertLimiterRejects(policy.acquire(request), 'invalid_value', name)).message, text(name));
+    }
+    assert.equal(policy.tryAcquire({ user: '\ufffd' }, 1, 0).allowed, true, 'nothing taken from the user U+FFFD');
+    assert.equal(policy.tryAcquire({ user: '\ud83d\ude00' }, 1, 0).allowed, true, 'a pair is a user of its own');
+  });
+
+  it("a limit's or a limiter's name with a lone surrogate is refused by name, as in Python (two names would be one)", () => {
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 10 });
+    const config = { limits: [{ name: 'a\ud800', rate: '1/second' }] };
+    for (const make of [
+      () => new Policy(config),
+      // JSON escapes a lone surrogate, and reads it back as one.
+      () => new Policy(JSON.stringify(config)),
+      () => Policy.fromConfig({ limits: [{ name: 'ok', rate: '1/second' }, { name: '\udc00', rate: '2/second' }] }),
+      () => new Policy({ limits: [{ name: 'g\ud800', limiter: gcra }] }),
+      () => new Gcra({ burst: 1, emissionIntervalMs: 10, name: '\ud800' }),
+      () => Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 10, name: 'x\udfff' }),
+      () => TokenBucket.fromBandwidths([{ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }], { name: '\ud800' }),
+      () => new FixedWindow({ limit: 1, windowMs: 10, name: '\ud800' }),
+    ]) {
+      assert.equal(assertLimiterError(make, 'invalid_value', 'name').message, '`name` must be valid Unicode text (no lone surrogates)');
+    }
+    assert.equal(new Gcra({ burst: 1, emissionIntervalMs: 10, name: 'caf\u00e9 \ud83d\ude00' }).name, 'caf\u00e9 \ud83d\ude00');
+    assert.deepStrictEqual(new Policy({ limits: [{ name: '\ud83d\ude00', rate: '1/second' }] }).limits, [{ name: '\ud83d\ude00', by: [] }]);
   });
 });
 

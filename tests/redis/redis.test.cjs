@@ -501,6 +501,32 @@ test('RedisLimiter keys are the Python client\'s: prefix{len:key}:name:len:key',
     assert.equal((await client.keys(`${p}*`)).length, 4, 'nothing written');
   }));
 
+test('a key, a request value or a prefix with a lone surrogate is refused by name, as in-process and in Python, writing nothing', () =>
+  withClient('ioredis', async (client) => {
+    // The client wrote it as UTF-8, with U+FFFD in its place: keys '\ud800'
+    // and '\udc00' were one key, sharing one limit.
+    const p = prefix('surrogates');
+    const text = (name) => `\`${name}\` must be valid Unicode text (no lone surrogates)`;
+    const refused = (name) => (e) => e instanceof RangeError && e.code === 'invalid_value' && e.message === text(name);
+    const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 1, windowMs: HOUR }), { prefix: p });
+    for (const key of ['\ud800', 'a'.repeat(100) + '\udfff', '\ude00\ud83d']) {
+      await assert.rejects(limiter.tryAcquire(key, 1), refused('key'));
+      await assert.rejects(limiter.peek(key, 1), refused('key'));
+      await assert.rejects(limiter.tryAcquireBatch(key, [1]), refused('key'));
+      await assert.rejects(limiter.reserve(key, 1), refused('key'));
+      await assert.rejects(limiter.refund(key, 1), refused('key'));
+      await assert.rejects(limiter.acquire(key, 1), refused('key'));
+    }
+    const policy = new RedisPolicy(client, '1/hour', { by: ['user'], prefix: p });
+    await assert.rejects(policy.tryAcquire({ user: 'x\ud800' }, 1), refused('request.user'));
+    assert.throws(() => new RedisPolicy(client, '1/hour', { prefix: `${p}\ud800` }), refused('prefix'));
+    assert.deepEqual(await client.keys(`${p}*`), [], 'nothing written');
+    // U+FFFD itself, and a pair, are keys of their own.
+    assert.equal((await limiter.tryAcquire('\ufffd', 1)).allowed, true);
+    assert.equal((await limiter.tryAcquire('\ud83d\ude00', 1)).allowed, true);
+    assert.equal((await policy.tryAcquire({ user: '\ufffd' }, 1)).allowed, true);
+  }));
+
 test('a fallback Policy of other limits answers each limit by name, and its headers are made', async () => {
   const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
   const local = rk.Policy.fromRates('100/minute;10/second', { by: ['user'], clock: () => 5_000 });

@@ -3,8 +3,8 @@
 const { inspected, inspectSymbol, arrayOf } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
-  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, notThis, thisError } = shared;
-  const { keyedHandles, reservation, takenAt, fromFlat, wellFormed } = shared;
+  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, notThis, thisError } = shared;
+  const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
 
   /** Throws unless `self` is a KeyedLimiter: the first line of a method that is not hot (see notThis). */
@@ -91,7 +91,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     refund(key, cost, takenAtMs) {
       ownKeyed(this);
-      const k = keyOf(key);
+      const k = textKey(key);
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.keyedRefund(this.#h, k, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
     }
@@ -100,7 +100,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
       let k;
       try {
         ownKeyed(this);
-        k = keyOf(key);
+        k = textKey(key);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -112,8 +112,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
-          // The store reads a lone surrogate as U+FFFD: one key, one queue.
-          queue: movesUp(this.#prototype) ? wellFormed(k) : null,
+          queue: movesUp(this.#prototype) ? k : null,
         },
         cost,
         options,
@@ -123,7 +122,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
       ownKeyed(this);
-      const k = keyOf(key);
+      const k = textKey(key);
       const units = arrayOf(costs, 'number');
       if (units === undefined) badType('costs', 'an array of numbers');
       const flat = B.keyedTryAcquireBatch(this.#h, k, units, nowFrom(this.#clock, nowMs));

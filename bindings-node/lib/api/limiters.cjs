@@ -1,7 +1,7 @@
 'use strict';
 // The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
 // offers, and a class per algorithm.
-const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy } = require('./values.cjs');
+const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisError, stateBytes, badType, known, number } = shared;
@@ -100,6 +100,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
         name = options == null ? undefined : options.name;
         clock = options == null ? undefined : options.clock;
         if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
+        // Refused as Python refuses it: the native half would read U+FFFD in its place (see textOf).
+        if (name !== undefined) textOf(name, 'name');
         if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
       } catch (error) {
         // The native limiter is built, and nothing will hold it.

@@ -1,11 +1,11 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf, ownCopy, configData } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
-  const { policyHandles, typeName, decisionFields, takenAt, reservation, wellFormed, notThis, thisError } = shared;
+  const { policyHandles, typeName, decisionFields, takenAt, reservation, notThis, thisError } = shared;
   let isPolicy;
 
   /** Throws unless `self` is a Policy: the first line of a method that is not hot (see notThis). */
@@ -21,6 +21,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     const data = configData(config);
     if (data === undefined) badType('config', 'an object or a string');
     for (const limit of Array.isArray(data?.limits) ? data.limits : []) {
+      if (typeof limit?.name === 'string') textOf(limit.name, 'name');
       if (Array.isArray(limit?.by)) wellFormedFields(limit.by);
     }
     return data;
@@ -29,12 +30,11 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
   /**
    * Refuses, as Python does, a field name with a lone surrogate: UTF-8
    * carries it as U+FFFD, so the limit would be keyed by another field,
-   * which no request has.
+   * which no request has. (A limit's name is refused likewise: two names
+   * would be one.)
    */
   function wellFormedFields(by) {
-    for (const field of by) {
-      if (typeof field === 'string' && wellFormed(field) !== field) invalidValue('`by` must be valid Unicode text (no lone surrogates)');
-    }
+    for (const field of by) if (typeof field === 'string') textOf(field, 'by');
   }
 
   /**
@@ -74,6 +74,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         const by = arrayOf(limit.by === undefined ? [] : limit.by, 'string');
         let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
+        textOf(name, 'name');
         if (by === undefined) badType('by', 'an array of strings');
         wellFormedFields(by);
         if (isKeyed(limiter)) {
@@ -282,7 +283,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     refund(request, cost, takenAtMs) {
       ownPolicy(this);
-      const fields = this.#fields(request);
+      // As strings: see requestText.
+      const fields = requestText(this.#fields(request));
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
     }
@@ -291,7 +293,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
       let fields;
       try {
         ownPolicy(this);
-        fields = this.#fields(request);
+        fields = requestText(this.#fields(request));
       } catch (error) {
         return Promise.reject(error);
       }

@@ -3,7 +3,7 @@
 // lib/api.cjs): its hot operations and the scratch their answers are read
 // from, the decision built from it, argument checks, clocks, the registries
 // that free native handles, and reservations.
-const { invalidType, invalidValue, numberKey, asciiInto, fieldsInto, onlyKnown, ownCopy } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, asciiInto, fieldsInto, onlyKnown, ownCopy, textOf, requestText } = require('./values.cjs');
 
 module.exports = function shared(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
@@ -30,7 +30,9 @@ module.exports = function shared(B) {
   // A keyed operation. The wasm build takes a short ASCII key through a
   // buffer in its memory (keyScratch, detached when the memory grows), since
   // passing a string costs wasm-bindgen an allocation and a free per call,
-  // more than the decision; the napi build does the same in index.js.
+  // more than the decision; the napi build does the same in index.js. A key
+  // passed as a string is first checked for lone surrogates (see textOf),
+  // which wasm-bindgen would write as U+FFFD: an ASCII one holds none.
   const keyedOp =
     B.keyScratch === undefined
       ? keyedOpString
@@ -40,7 +42,7 @@ module.exports = function shared(B) {
           return (h, key, cost, maxWait, now, op) => {
             if (bytes.length === 0) bytes = B.keyScratch();
             const n = asciiInto(bytes, key);
-            return n >= 0 ? keyedOpScratch(h, n, cost, maxWait, now, op) : keyedOpString(h, key, cost, maxWait, now, op);
+            return n >= 0 ? keyedOpScratch(h, n, cost, maxWait, now, op) : keyedOpString(h, textOf(key, 'key'), cost, maxWait, now, op);
           };
         })();
 
@@ -49,8 +51,8 @@ module.exports = function shared(B) {
   // wasm build takes a request of short ASCII fields through a buffer in its
   // memory (fieldScratch), as it does keys, and answers in another
   // (policyDetails: detached when the memory grows, moved by fitPolicy), and
-  // returns a status of 2 instead of throwing; the napi build does the same
-  // in index.js.
+  // returns a status of 2 instead of throwing (a request passed as strings
+  // is checked as a key is); the napi build does the same in index.js.
   const { policyOp, fitPolicy } =
     B.fieldScratch === undefined
       ? B
@@ -65,7 +67,7 @@ module.exports = function shared(B) {
               const n = fieldsInto(bytes, fields);
               // The status in the low two bits; above them, how often the
               // details moved (another copy of the JS layer may have moved them).
-              const answer = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, fields, cost, maxWait, now, op);
+              const answer = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, requestText(fields), cost, maxWait, now, op);
               if ((answer & 3) === 2) throw B.takeError();
               if (details.length === 0 || answer >>> 2 !== moved) {
                 details = B.policyDetails();
@@ -219,16 +221,20 @@ module.exports = function shared(B) {
     return Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes);
   }
 
-  /** `text` as UTF-8 reads it, each lone surrogate a U+FFFD. */
-  function wellFormed(text) {
-    return typeof text.toWellFormed === 'function' ? text.toWellFormed() : text;
-  }
-
   /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
   function keyOf(key) {
     if (typeof key === 'string') return key;
     if (typeof key === 'number') return numberKey(key, 'key');
     return badType('key', 'a string or a number');
+  }
+
+  /**
+   * keyOf, refusing a lone surrogate (see textOf): for the keyed methods
+   * that pass their key on as a string. (The hot ones check it on their
+   * string path only: see keyedOp.)
+   */
+  function textKey(key) {
+    return textOf(keyOf(key), 'key');
   }
 
   /** Reads `clock()` as a number of milliseconds, naming the clock for what it returns. */
@@ -370,8 +376,8 @@ module.exports = function shared(B) {
     keyedHandles,
     policyHandles,
     toUint8Array,
-    wellFormed,
     keyOf,
+    textKey,
     readClock,
     hotNow,
     nowFrom,

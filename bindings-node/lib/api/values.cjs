@@ -15,6 +15,39 @@ function invalidValue(message) {
 }
 
 /**
+ * Whether `text` is valid Unicode text: one with a lone surrogate ('\uD800')
+ * has no UTF-8 form, and Node-API and wasm-bindgen (as TextEncoder) write
+ * U+FFFD in its place, so that '\uD800' and '\uDC00' were one key. (A
+ * runtime without isWellFormed, an older browser, asks a regular expression:
+ * in `u` mode, a pair is one code point, and only a lone surrogate is Cs.)
+ */
+const isText = typeof String.prototype.isWellFormed === 'function' ? (text) => text.isWellFormed() : (text) => !LONE_SURROGATE.test(text);
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * `text`, refused with a RangeError (code `invalid_value`) naming `name`
+ * when it is not valid Unicode text (see isText), as Python refuses it.
+ */
+function textOf(text, name) {
+  if (!isText(text)) invalidValue(`\`${name}\` must be valid Unicode text (no lone surrogates)`);
+  return text;
+}
+
+/**
+ * Refuses a policy's request (`fields`: names and values alternating, as
+ * strings) holding a string that is not valid Unicode text (see textOf): a
+ * field's name names `request`, a value its field (`request.user`). For
+ * the paths that pass strings, not ASCII bytes, which cannot hold one.
+ */
+function requestText(fields) {
+  for (let i = 0; i < fields.length; i += 2) {
+    textOf(fields[i], 'request');
+    textOf(fields[i + 1], `request.${fields[i]}`);
+  }
+  return fields;
+}
+
+/**
  * A number as a key: its decimal string, all digits for a whole number
  * (1e21 is '1000000000000000000000', as Python spells the int, not String's
  * '1e+21'), so that the bindings and the Redis clients (lib/redis.cjs) agree.
@@ -300,6 +333,8 @@ function ownCopy(value) {
 }
 
 module.exports = {
+  textOf,
+  requestText,
   ownCopy,
   configData,
   invalidType,
