@@ -127,7 +127,9 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * arguments, and options it does not take, throw a `TypeError`
  * (`invalid_type`) or `RangeError` (`invalid_value`) naming them; so does a
  * `KeyedLimiter`, `Policy` or Redis limiter given as `limiter` (their
- * `reserve` takes a key first); a call whose `fetch` resolves to
+ * `reserve` takes a key first), and a Proxy of a limiter (a reactive
+ * wrapper's) or an object inheriting from one (the limiter's methods refuse
+ * it as `this`: pass the limiter itself); a call whose `fetch` resolves to
  * something without `headers.get` rejects with a `TypeError` naming `fetch`,
  * and one whose `limiter.reserve` returns a Promise (an async limiter's: no
  * decision, and pacedFetch books each call as it is made) with a

@@ -73,6 +73,29 @@ function decided(name, value, what = 'a value') {
   throw typeError(`\`${name}\` must return ${what}, not a Promise: pacedFetch needs a limiter that decides at once`);
 }
 
+/**
+ * The answer of `limiter`'s method `symbol` (MOVES_UP, BOOKINGS), named
+ * `name`. A ratekeeper limiter's own method, of either build, refuses a
+ * `this` that is not of its class (its brand check, TypeError
+ * `invalid_type`): a Proxy of a limiter (a framework's reactive wrapper) or
+ * an object inheriting from one has the limiter's methods, but each of them
+ * refuses it. Refused here, naming `limiter`: the error named `this`, a
+ * value the caller never passed. Asked of the method rather than checked by
+ * class, since pacedFetch is shared by the builds, each with classes of its
+ * own, and takes a limiter of another kind too.
+ */
+function ask(limiter, symbol, name) {
+  let answer;
+  try {
+    answer = limiter[symbol]();
+  } catch (error) {
+    if (error?.code !== 'invalid_type') throw error;
+    const message = '`limiter` must be a limiter itself, not a Proxy of one (a reactive wrapper) or an object inheriting from one: its methods refuse it as `this`';
+    throw Object.assign(new TypeError(message, { cause: error }), { code: 'invalid_type' });
+  }
+  return decided(name, answer);
+}
+
 /** A TypeError (code `invalid_type`), as the limiters' own. */
 function typeError(message) {
   return Object.assign(new TypeError(message), { code: 'invalid_type' });
@@ -299,6 +322,11 @@ function pace(RateLimited, fetch, limiter, options) {
   if ('maxKeys' in limiter || 'limits' in limiter || typeof limiter.tryAcquireBatch === 'function') {
     throw typeError('`limiter` must be an in-process limiter (a TokenBucket, Gcra...), not a keyed, Redis or policy one: pace each destination with a limiter of its own');
   }
+  // Whether those behind an aborted booking move up. Another limiter is
+  // taken for a bucket (its refund gives back the latest booking).
+  const movesUp = typeof limiter[MOVES_UP] === 'function' ? ask(limiter, MOVES_UP, "limiter[Symbol.for('ratekeeper.movesUp')]") : true;
+  // Read once here to be checked: later reads are in listeners and timers, where nothing may throw.
+  if (typeof limiter[BOOKINGS] === 'function') ask(limiter, BOOKINGS, "limiter[Symbol.for('ratekeeper.bookings')]");
   if (options !== undefined && options !== null) {
     // An array's indices would read as no option at all: refused, as the limiters refuse one.
     if (typeof options !== 'object' || Array.isArray(options)) throw typeError('`options` must be an object');
@@ -346,13 +374,8 @@ function pace(RateLimited, fetch, limiter, options) {
   // a pause lasts, and until it is over) none, to be booked when it ends.
   const queue = [];
   let pausedUntil = -Infinity; // on `clock`
-  // Whether those behind an aborted booking move up; and the bookings others
-  // made (see BOOKINGS): the limiter's count, less this queue's own.
-  // Another limiter is taken for a bucket (its refund gives back the latest booking).
-  const movesUp = typeof limiter[MOVES_UP] === 'function' ? decided("limiter[Symbol.for('ratekeeper.movesUp')]", limiter[MOVES_UP]()) : true;
+  // The bookings others made (see BOOKINGS): the limiter's count, less this queue's own.
   let mine = 0;
-  // Read once here to be checked: later reads are in listeners and timers, where nothing may throw.
-  if (typeof limiter[BOOKINGS] === 'function') decided("limiter[Symbol.for('ratekeeper.bookings')]", limiter[BOOKINGS]());
   const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
   let timer = null;
   let timerAt = NaN;

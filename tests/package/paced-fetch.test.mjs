@@ -633,6 +633,43 @@ test('bad arguments and misspelt options throw with a code, naming them', () => 
   assert.throws(() => pacedFetch(fetch, gcra, { maxWaitMs: -1 }), { name: 'RangeError', code: 'invalid_value', message: '`maxWaitMs` must be a number >= 0, not -1' });
 });
 
+test('a Proxy of a limiter, or an object inheriting from one, is refused naming `limiter`; a limiter of the other build, or of another kind, paces', async () => {
+  // Taken for a limiter by its methods, each refused when made with the
+  // limiter's own error, "`this` must be a Limiter", naming no argument.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const options = { clock: time.clock, timers: time.timers };
+  const gcra = tenPerSecond(time.clock);
+  const windowed = new FixedWindow({ limit: 1, windowMs: 100, clock: time.clock });
+  for (const [what, wrapped] of [['a Proxy', new Proxy(gcra, {})], ['a Proxy of a window', new Proxy(windowed, {})], ['an heir', Object.create(gcra)]]) {
+    assert.throws(() => pacedFetch(fetch, wrapped, options), (error) => {
+      assert.equal(error.name, 'TypeError', what);
+      assert.equal(error.code, 'invalid_type', what);
+      assert.match(error.message, /^`limiter` must be a limiter itself, not a Proxy of one /, what);
+      assert.equal(error.cause?.message, '`this` must be a Limiter', what);
+      return true;
+    });
+  }
+  assert.equal(gcra.reserve(1, Infinity, 0).atMs, 0, 'nothing booked');
+  // pacedFetch is shared by the builds, each with classes of its own: the
+  // other build's limiter paces, and a Proxy of it is refused alike.
+  const other = require(process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-node/index.js' : '../../bindings-wasm/node.cjs');
+  assert.notEqual(other.Gcra, Gcra);
+  const foreign = other.Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock: time.clock });
+  assert.throws(() => pacedFetch(fetch, new Proxy(foreign, {}), options), { name: 'TypeError', code: 'invalid_type', message: /^`limiter` must be a limiter itself/ });
+  // A limiter of another kind (here one forwarding to a ratekeeper limiter) is taken, as documented.
+  const forwarding = { reserve: (...args) => foreign.reserve(...args) };
+  for (const limiter of [foreign, forwarding]) {
+    log.length = 0;
+    const start = time.clock();
+    const paced = pacedFetch(fetch, limiter, options);
+    const done = [paced('/a'), paced('/b')];
+    await time.advance(1000);
+    await Promise.all(done);
+    assert.deepEqual(log.map(([, at]) => at - start), [0, 100]);
+  }
+});
+
 test('options of the wrong type throw a TypeError naming them when pacedFetch is made, not at each call', () => {
   const time = fakeTime();
   const gcra = tenPerSecond(time.clock);
