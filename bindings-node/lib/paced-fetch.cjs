@@ -278,8 +278,10 @@ function parseRateLimit(headers) {
       if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: count(name.slice(at + 1)) }, params);
       else if (!('r' in params) && 'remaining' in params) exhausted(params.remaining, params.reset);
       if (at >= 0 || !('r' in params)) continue;
+      // A window of 0 seconds is malformed (`w` is a non-zero Integer),
+      // and bounds nothing: as 0 it cut the item's pause to none.
       const { q, w } = policies.get(name) ?? {};
-      const share = q > 0 && w >= 0 ? w / q : Infinity;
+      const share = q > 0 && w > 0 ? w / q : Infinity;
       exhausted(params.r, Math.min(params.t, share));
     }
     if ('remaining' in flat) exhausted(flat.remaining, flat.reset);

@@ -253,6 +253,8 @@ test('the header parsers', () => {
   const bucket = { 'RateLimit-Policy': '"api";q=5;w=5', RateLimit: '"api";r=0;t=5' };
   assert.equal(parseRateLimit(h(bucket)), 1000);
   assert.equal(parseRateLimit(h({ 'RateLimit-Policy': '"other";q=5;w=5', RateLimit: '"api";r=0;t=5' })), 5000);
+  // A window of 0 is malformed (w is a non-zero Integer) and bounds nothing: it cut the pause to none.
+  assert.equal(parseRateLimit(h({ 'RateLimit-Policy': '"api";q=5;w=0', RateLimit: '"api";r=0;t=5' })), 5000);
   // Each policy its own share (0.6 s and 0.1 s); the longest wins.
   assert.equal(parseRateLimit(h({ 'RateLimit-Policy': '"a";q=100;w=60, "b";q=10;w=1', RateLimit: '"a";r=0;t=30, "b";r=0;t=1' })), 600);
   assert.equal(parseRateLimit(h({ RateLimit: 'limit=10, remaining=0, reset=7' })), 7000);
