@@ -119,6 +119,9 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
  * most `w / q` seconds, the time a bucket takes to earn a unit back (a window
  * not reset by then answers 429 with `Retry-After`, which pauses again).
+ * `t` is optional: an item with `r=0` and none pauses as if `t` were that
+ * policy's `w` (so `w / q` seconds, or `w` for `q=0`), and is ignored when
+ * no such policy gives a window; a malformed `t` (`t=-1`) is ignored.
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
  * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter

@@ -239,6 +239,18 @@ function splitOutsideStrings(text, separator) {
  * the pause is at most one unit's share of its window (w / q seconds), as
  * long as a bucket takes to earn a unit back. A window that has not reset by
  * then answers the next request 429 with its Retry-After, which pauses again.
+ *
+ * `t` is optional (draft-ietf-httpapi-ratelimit-headers, section 4.1),
+ * and the draft gives its absence no meaning beyond an example of a quota
+ * "that has no time window". With `r=0` and no `t`, the same policy's
+ * window `w` stands for it: the policy grants `q` units per `w` seconds, so
+ * its whole quota is back within `w`, and the pause is again at most one
+ * unit's share (`w` itself for `q=0`). Without such a window nothing says
+ * how long, and the item is ignored: a 429 with Retry-After will say.
+ * A `t` that is there but malformed (`t=-1`, `t="5"`, a bare `t`) makes the
+ * item malformed, and ignored (section 7: malformed fields MUST be
+ * ignored), never read as absent; so is a policy without its required `q`,
+ * or with a window of 0 (`w` is a non-zero Integer): it bounds nothing.
  */
 function parseRateLimit(headers) {
   // A number as the headers write one; NaN (ignored) for anything else,
@@ -256,8 +268,10 @@ function parseRateLimit(headers) {
       const [name, ...parts] = splitOutsideStrings(member, ';');
       const params = {};
       for (const part of parts) {
+        // A parameter without a value is a Boolean (RFC 9651): no count, but there.
         const at = part.indexOf('=');
         if (at >= 0) params[part.slice(0, at).trim().toLowerCase()] = count(part.slice(at + 1));
+        else params[part.trim().toLowerCase()] = NaN;
       }
       return { name: name.trim(), params };
     });
@@ -278,11 +292,12 @@ function parseRateLimit(headers) {
       if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: count(name.slice(at + 1)) }, params);
       else if (!('r' in params) && 'remaining' in params) exhausted(params.remaining, params.reset);
       if (at >= 0 || !('r' in params)) continue;
-      // A window of 0 seconds is malformed (`w` is a non-zero Integer),
-      // and bounds nothing: as 0 it cut the item's pause to none.
+      // The same policy's window, from a well-formed item (see above).
       const { q, w } = policies.get(name) ?? {};
-      const share = q > 0 && w > 0 ? w / q : Infinity;
-      exhausted(params.r, Math.min(params.t, share));
+      const window = q >= 0 && w > 0 ? w : NaN;
+      // One unit's share of it; for q = 0, none to share, the window itself.
+      const share = window > 0 ? window / q : Infinity;
+      exhausted(params.r, Math.min('t' in params ? params.t : window, share));
     }
     if ('remaining' in flat) exhausted(flat.remaining, flat.reset);
   }

@@ -1180,6 +1180,35 @@ test('RateLimit fields as structured lists: several policies, strings holding , 
   }
 });
 
+test("a RateLimit item with nothing left and no `t` pauses by its policy's window; a malformed `t` is no missing one", async () => {
+  // `t` is optional: `"api";r=0` was ignored whatever its policy said, and
+  // the queue went on into the server's 429s.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  // q units per w seconds: the whole quota is back within w; a unit, within w / q.
+  assert.equal(pause({ 'RateLimit-Policy': '"api";q=10;w=60', RateLimit: '"api";r=0' }), 6000);
+  assert.equal(pause({ 'RateLimit-Policy': '"api";q=0;w=60', RateLimit: '"api";r=0' }), 60_000, 'q=0: the window');
+  assert.equal(pause({ 'RateLimit-Policy': '"a";q=1;w=5, "b";q=2;w=60', RateLimit: '"a";r=0, "b";r=0;t=1' }), 5000, 'the longest of several');
+  // Nothing says how long: no policy of that name, or one without a window, without q, or with w=0.
+  for (const policy of [undefined, '"other";q=10;w=60', '"api";q=10', '"api";w=60', '"api";q=10;w=0']) {
+    assert.equal(pause({ ...(policy && { 'RateLimit-Policy': policy }), RateLimit: '"api";r=0' }), null, String(policy));
+  }
+  // A `t` that is there but malformed makes the item malformed: ignored, not read as absent.
+  for (const t of ['t=-1', 't="5"', 't', 't=?1', 't=']) {
+    assert.equal(pause({ 'RateLimit-Policy': '"api";q=10;w=60', RateLimit: `"api";r=0;${t}` }), null, t);
+  }
+  assert.equal(pause({ 'RateLimit-Policy': '"api";q=10;w=60', RateLimit: '"api";r=1' }), null, 'some left');
+  // A paced client behind such a server: the queue pauses a unit's share of the window.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 200, headers: { 'RateLimit-Policy': '"api";q=2;w=4', RateLimit: '"api";r=0' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const sent = [paced('/a'), paced('/b')];
+  await time.advance(5000);
+  await Promise.all(sent);
+  assert.deepEqual(log, [['/a', 0], ['/b', 2000]]);
+});
+
 test("the older draft's RateLimit with `;` between its members, and its names as an item's parameters, still pause", () => {
   // Read as one structured item, `limit=100; remaining=0; reset=30` (as
   // api.close.com sends it) and `"default"; remaining=0; reset=30` paused
