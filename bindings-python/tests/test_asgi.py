@@ -127,17 +127,54 @@ def test_a_request_that_cannot_be_keyed_fails_and_is_charged_nothing() -> None:
         return None if key is None else {"api_key": key}
 
     alice = {"headers": {"x-api-key": "alice"}}
-    cases: list[tuple[Any, Any, str]] = [(store, by_api_key, "per-key"), (policy, fields, "global")]
-    for limiter, key, name in cases:
-        app = make_app(limiter, key=key)
+    cases: list[tuple[Any, str, Any, str]] = [
+        (store, "key", by_api_key, "per-key"),
+        (policy, "fields", fields, "global"),
+    ]
+    for limiter, option, function, name in cases:
+        app = make_app(limiter, **{option: function})
         refused, allowed = get_all(app, [{}, alice], raise_errors=False)
         assert refused.status_code == 500
         assert "ratelimit" not in refused.headers
         assert calls == ["/"]  # the app never saw the refused request
         assert allowed.headers["ratelimit"].startswith(f'"{name}";r=4;t=')  # nothing charged
-        middleware = RateLimitMiddleware(app, limiter, key=key)
-        with pytest.raises(RateLimitTypeError, match="^`key` returned None: a request that cannot be keyed") as raised:
+        middleware = RateLimitMiddleware(app, limiter, **{option: function})
+        refusal = f"^`{option}` returned None: a request that cannot be keyed"
+        with pytest.raises(RateLimitTypeError, match=refusal) as raised:
             middleware.decide({"type": "http", "headers": []})
+        assert raised.value.code == "invalid_type"
+
+
+@pytest.mark.parametrize("kind", ["keyed", "policy"])
+def test_a_client_of_unknown_address_is_refused_by_the_defaults(kind: str) -> None:
+    """The default ``key`` and ``fields`` read the client's address: where the
+    server gives none (a Unix socket's client), the request is refused as
+    for a ``key`` returning None, as the JS helpers refuse it, charged
+    nothing. It was counted under the key "" that all such requests shared."""
+    limiter: Any = KeyedLimiter(FixedWindow(5, 3600)) if kind == "keyed" else Policy("5/hour", by=["client"])
+    option = "key" if kind == "keyed" else "fields"
+
+    async def main() -> httpx.Response:
+        app = make_app(limiter)
+        transport = httpx.ASGITransport(app=app, client=None, raise_app_exceptions=False)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.get("/")
+
+    refused = asyncio.run(main())
+    assert refused.status_code == 500
+    assert "ratelimit" not in refused.headers
+    assert calls == []
+    if kind == "keyed":
+        assert len(limiter) == 0
+    else:
+        assert limiter.peek({"client": ""}, 0).remaining == 5
+    middleware = RateLimitMiddleware(make_app(limiter), limiter)
+    for scope in ({"type": "http", "method": "GET", "path": "/"}, {"type": "http", "client": ("", 0)}):
+        with pytest.raises(RateLimitTypeError) as raised:
+            middleware.decide(scope)
+        assert str(raised.value) == (
+            f"`{option}` returned None: a request that cannot be keyed is refused, not let through unlimited"
+        )
         assert raised.value.code == "invalid_type"
 
 
@@ -172,7 +209,8 @@ def test_skip_must_be_a_function_answering_a_bool() -> None:
 
 def test_the_default_key_is_the_client_address() -> None:
     assert client_host({"type": "http", "client": ("198.51.100.1", 80)}) == "198.51.100.1"
-    assert client_host({"type": "http"}) == ""
+    assert client_host({"type": "http"}) is None
+    assert client_host({"type": "http", "client": None}) is None
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         await PlainTextResponse("ok")(scope, receive, send)
@@ -229,10 +267,27 @@ def test_a_policy_with_its_own_fields() -> None:
         key = by_api_key(scope)
         return None if key is None else {"api_key": key}
 
-    app = make_app(policy, key=fields, cost=1)
+    app = make_app(policy, fields=fields, cost=1)
     alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
     codes = [r.status_code for r in get_all(app, [alice, alice, bob])]
     assert codes == [200, 429, 200]
+
+
+def test_fields_lacking_a_field_the_policy_is_keyed_by_fail_with_try_acquires_error() -> None:
+    """The error ``policy.try_acquire(request)`` raises for such a request, a
+    RateLimitError (``invalid_value``), as the JS helpers fail it with
+    tryAcquire's RangeError (``invalid_value``): the server answers 500."""
+    policy = Policy("5/hour", by=["user"])
+    with pytest.raises(RateLimitError) as in_process:
+        policy.try_acquire({"client": "203.0.113.7"})
+    app = make_app(policy, fields=lambda scope: {"client": client_host(scope)})
+    with pytest.raises(RateLimitError) as raised:
+        get_all(app, [{}])
+    assert type(raised.value) is type(in_process.value) is RateLimitError
+    assert raised.value.code == in_process.value.code == "invalid_value"
+    assert str(raised.value) == str(in_process.value)
+    assert str(raised.value) == "`request` lacks the field 'user' that limit '5/hour' is keyed by"
+    assert calls == []
 
 
 @pytest.mark.parametrize("as_policy", [False, True])
@@ -243,7 +298,7 @@ def test_a_full_store_that_refuses_new_keys_answers_503(as_policy: bool) -> None
     if as_policy:
         limiter = Policy()
         limiter.add("per-key", store, by=["key"])
-        options = {"key": lambda scope: {"key": by_api_key(scope) or ""}}
+        options = {"fields": lambda scope: {"key": by_api_key(scope) or ""}}
     app = make_app(limiter, **options)
     alice, bob = {"headers": {"x-api-key": "alice"}}, {"headers": {"x-api-key": "bob"}}
     held, refused, again = get_all(app, [alice, bob, alice])
@@ -289,8 +344,12 @@ def test_other_errors_of_the_limiter_propagate() -> None:
 
 
 def test_request_fields() -> None:
-    scope = {"type": "http", "client": ("198.51.100.1", 80), "method": "GET", "path": "/a"}
-    assert request_fields(scope) == {"client": "198.51.100.1", "method": "GET", "path": "/a"}
+    """The JS helpers' default fields are the same (middleware.test.cjs): the
+    path as the scope has it, percent-decoded and without its query."""
+    scope = {"type": "http", "client": ("198.51.100.1", 80), "method": "GET", "path": "/café", "query_string": b"a=1"}
+    assert request_fields(scope) == {"client": "198.51.100.1", "method": "GET", "path": "/café"}
+    # No address: no request, refused as the default key refuses it.
+    assert request_fields({"type": "http", "method": "GET", "path": "/a"}) is None
 
 
 def test_one_shared_limiter_and_its_cost() -> None:
@@ -320,33 +379,57 @@ def test_lifespan_and_other_scopes_pass_through() -> None:
     assert seen == ["lifespan", "websocket", "lifespan"]
 
 
+SHARED = (
+    "one limiter that every request shares takes neither `key` nor `fields` "
+    "(pass KeyedLimiter(limiter) for one per key)"
+)
+
+
 @pytest.mark.parametrize(
     ("limiter", "options", "message"),
     [
-        (FixedWindow(1, 1), {"key": client_host}, "`key` needs `limiter` to be a KeyedLimiter or a Policy"),
         (42, {}, "`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter"),
         (lambda: FixedWindow(1, 1), {}, "`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter"),
+        # An option of another kind of limiter would be ignored, or read
+        # otherwise than meant: refused, with the JS helpers' messages.
+        (FixedWindow(1, 1), {"key": client_host}, f"`key` is for a KeyedLimiter: {SHARED}"),
+        (FixedWindow(1, 1), {"fields": request_fields}, f"`fields` is for a Policy: {SHARED}"),
+        # 0.1 read a policy's request from `key`.
+        (Policy("1/second"), {"key": request_fields}, "`key` is for a KeyedLimiter: a Policy takes `fields`"),
+        (KeyedLimiter(FixedWindow(1, 1)), {"fields": request_fields}, "`fields` is for a Policy: a KeyedLimiter takes `key`"),
+        (Policy("1/second"), {"key": "x-api-key"}, "`key` is for a KeyedLimiter: a Policy takes `fields`"),
+        (KeyedLimiter(FixedWindow(1, 1)), {"key": "x-api-key"}, "`key` must be a function, not str"),
+        (Policy("1/second"), {"fields": {"client": "c"}}, "`fields` must be a function, not dict"),
     ],
 )
 def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         pass
 
-    with pytest.raises(RateLimitTypeError, match=message) as raised:
+    with pytest.raises(RateLimitTypeError) as raised:
         RateLimitMiddleware(app, limiter, **options)
+    assert str(raised.value) == message
     assert raised.value.code == "invalid_type"
 
 
 def test_a_policy_keyed_by_fields_the_default_request_lacks_is_refused_at_once() -> None:
+    """With the error each request's ``try_acquire`` would raise (a
+    RateLimitError, ``invalid_value``), naming ``fields``, as the JS helpers
+    throw tryAcquire's RangeError (``invalid_value``)."""
+
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         pass
 
     policy = Policy("1/second", by=["user"])
-    with pytest.raises(RateLimitError, match="limit '1/second' of `limiter` is keyed by 'user'") as raised:
+    with pytest.raises(RateLimitError) as raised:
         RateLimitMiddleware(app, policy)
-    assert raised.value.code == "invalid_value"
-    # With a key of its own, the request's fields are the caller's business.
-    RateLimitMiddleware(app, policy, key=lambda scope: {"user": "u"})
+    assert str(raised.value) == (
+        "`fields` must be given: limit '1/second' of `limiter` is keyed by 'user', "
+        "which the default fields (client, method, path) lack"
+    )
+    assert type(raised.value) is RateLimitError and raised.value.code == "invalid_value"
+    # With fields of its own, the request's fields are the caller's business.
+    RateLimitMiddleware(app, policy, fields=lambda scope: {"user": "u"})
     RateLimitMiddleware(app, Policy("1/second", by=["client", "path"]))
 
 
@@ -392,7 +475,7 @@ def test_a_cost_function_charges_each_request_its_cost(kind: str) -> None:
     elif kind == "policy":
         limiter = Policy()
         limiter.add("per-key", FixedWindow(3, 3600), by=["api_key"])
-        options["key"] = lambda scope: {"api_key": by_api_key(scope) or ""}
+        options["fields"] = lambda scope: {"api_key": by_api_key(scope) or ""}
     else:
         limiter = FixedWindow(3, 3600, name="per-key")
     app = make_app(limiter, **options)
@@ -496,6 +579,7 @@ def test_key_fields_skip_and_cost_may_answer_through_awaitables(kind: str, how: 
     was taken for the key itself (a TypeError, the server's 500)."""
     wrap = WRAPS[how]
     limiter: Any
+    option = "key" if kind == "keyed" else "fields"
     if kind == "keyed":
         limiter = KeyedLimiter(FixedWindow(3, 3600, name="per-key"))
         key: Callable[[Scope], Any] = by_api_key
@@ -509,7 +593,7 @@ def test_key_fields_skip_and_cost_may_answer_through_awaitables(kind: str, how: 
 
     app = make_app(
         limiter,
-        key=wrap(key),
+        **{option: wrap(key)},
         cost=wrap(by_method),
         skip=wrap(lambda scope: scope["path"] == "/health"),
     )

@@ -124,15 +124,18 @@ def middleware() -> RateLimitMiddleware:
         user = scope.get("user")
         return None if user is None else str(user)
 
-    def fields(scope: Scope) -> dict[str, str | bytes | int]:
-        return {**request_fields(scope), "tenant": 7}
+    def fields(scope: Scope) -> Optional[dict[str, str | bytes | int]]:
+        default = request_fields(scope)  # None: the client's address is unknown
+        return None if default is None else {**default, "tenant": 7}
 
-    assert_type(client_host({"type": "http"}), str)
+    assert_type(client_host({"type": "http"}), Optional[str])
     RateLimitMiddleware(app, FixedWindow(100, 60))
+    RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)))
     policy = Policy()
     policy.add("per-client", TokenBucket(10, 1, 1), by=["client"])
-    RateLimitMiddleware(app, policy, key=fields)
-    RateLimitMiddleware(app, policy, key=fields, cost=lambda scope: 2 if scope.get("method") == "POST" else 1)
+    RateLimitMiddleware(app, policy)
+    RateLimitMiddleware(app, policy, fields=fields)
+    RateLimitMiddleware(app, policy, fields=fields, cost=lambda scope: 2 if scope.get("method") == "POST" else 1)
 
     # Each function may be async (a key looked up in a session store).
     async def by_session(scope: Scope) -> Optional[str]:

@@ -38,26 +38,41 @@ _TOO_MANY = b"Too Many Requests"
 _UNAVAILABLE = b"Service Unavailable"
 
 
-def client_host(scope: Scope) -> str:
-    """The default key of a ``KeyedLimiter``: the client's address from the ASGI
-    scope ("" if the server gives none).
+def client_host(scope: Scope) -> Optional[str]:
+    """The default ``key`` of a ``KeyedLimiter``: the client's address from the
+    ASGI scope, as the JS helpers' default is ``request.ip``.
 
-    Behind a proxy every request comes from the proxy: pass a ``key`` that
-    reads the forwarded address, an API key or a user id instead.
+    ``None`` where the server gives none (a Unix socket's client, say): the
+    middleware then refuses the request as it refuses any ``key`` returning
+    ``None`` (all such requests would otherwise share one key, and limit
+    each other). In 0.1 it was ``""``.
+
+    Behind a proxy every request comes from the proxy: run the server with
+    its proxy-headers option (uvicorn's ``--proxy-headers``), or pass a
+    ``key`` that reads the forwarded address, an API key or a user id.
     """
     client = scope.get("client")
-    return str(client[0]) if client else ""
+    host = client[0] if client else None
+    return str(host) if host else None
 
 
-def request_fields(scope: Scope) -> dict[str, Key]:
-    """The default request of a ``Policy``: the fields ``client`` (as
-    ``client_host``), ``method`` and ``path`` of the ASGI scope.
+def request_fields(scope: Scope) -> Optional[dict[str, Key]]:
+    """The default ``fields`` of a ``Policy``: ``client`` (as ``client_host``),
+    ``method`` and ``path`` (without the query, percent-decoded, as the ASGI
+    scope has it) of the request: the fields and values of the JS helpers'
+    default too.
+
+    ``None`` where the client's address is unknown, as ``client_host``: the
+    middleware refuses such a request.
 
     A policy's limits are keyed by some of them: ``by=["client"]`` per
     client, ``by=["client", "path"]`` per client and route, none for a
     limit on the whole app.
     """
-    return {"client": client_host(scope), "method": scope.get("method", ""), "path": scope.get("path", "")}
+    client = client_host(scope)
+    if client is None:
+        return None
+    return {"client": client, "method": scope.get("method", ""), "path": scope.get("path", "")}
 
 
 #: The fields of ``request_fields``.
@@ -68,15 +83,25 @@ class RateLimitMiddleware:
     """Rate-limit the HTTP requests of an ASGI app.
 
     ``limiter`` decides each request, with ``try_acquire`` (no waiting) at a
-    cost of ``cost`` units:
+    cost of ``cost`` units, with the options, defaults and errors of the JS
+    helpers (``middleware``, ``fastifyHook``):
 
     - a ``KeyedLimiter``: one limiter per key; ``key(scope)`` maps a
       request's ASGI scope to its key (``str``, ``bytes`` or ``int``;
       default ``client_host``, the client's address);
-    - a ``Policy``: ``key(scope)`` maps the scope to the request's fields,
-      a mapping (default ``request_fields``: ``client``, ``method`` and
-      ``path``), and every limit of the policy must allow the request;
-    - a limiter: one limiter for every request (then ``key`` is not taken).
+    - a ``Policy``: ``fields(scope)`` maps the scope to the request's
+      fields, a mapping (default ``request_fields``: ``client``, ``method``
+      and ``path``), and every limit of the policy must allow the request.
+      A limit keyed by a field the default lacks, without ``fields``,
+      raises ``RateLimitError`` (``invalid_value``) naming ``fields`` at
+      once, as each request's ``try_acquire`` would; a ``fields`` answer
+      that lacks one raises that ``try_acquire`` error (the server answers
+      500);
+    - a limiter: one limiter for every request.
+
+    ``key`` is for a ``KeyedLimiter`` and ``fields`` for a ``Policy``: given
+    for another limiter (``key`` with a ``Policy``, as 0.1 took it, say),
+    or not callable, it raises ``RateLimitTypeError`` (``invalid_type``).
 
     ``cost`` is an int, the cost of every request (checked at once against
     the limiter), or ``cost(scope)``, a function returning a request's,
@@ -86,21 +111,22 @@ class RateLimitMiddleware:
     ``RateLimitError`` naming ``cost`` (the server answers 500, charging
     nothing).
 
-    A ``key`` that returns ``None`` fails the request with
-    ``RateLimitTypeError`` naming ``key`` (the server answers 500), charging
-    nothing: a key read from a header or a session is missing exactly when
-    a client leaves it out, so letting such a request through unlimited
-    would let any client skip the limit. To exempt requests (health checks,
+    A ``key`` or ``fields`` that returns ``None`` fails the request with
+    ``RateLimitTypeError`` naming it (the server answers 500), charging
+    nothing, and so does a default one for a client of unknown address: a
+    key read from a header or a session is missing exactly when a client
+    leaves it out, so letting such a request through unlimited would let
+    any client skip the limit. To exempt requests (health checks,
     say), pass ``skip(scope)``: a request it answers ``True`` for goes to
     the app undecided, without RateLimit headers, charged nothing (it is
     called first, for HTTP requests; an answer other than a ``bool`` raises
     ``RateLimitTypeError`` naming ``skip``).
 
-    ``key``, ``skip`` and a ``cost`` function may each be a coroutine
+    ``key``, ``fields``, ``skip`` and a ``cost`` function may each be a coroutine
     function (``async def``: a key looked up in a session store, say) or
     return any awaitable, as the JS helpers' functions may return promises:
     the middleware awaits the answer, then checks it as a plain one (the
-    key first, then the cost). A request whose functions all answer at
+    key or fields first, then the cost). A request whose functions all answer at
     once is decided without an ``await``. A
     denied request is answered ``429 Too Many Requests`` with the
     ``RateLimit-Policy``, ``RateLimit`` and ``Retry-After`` headers (a
@@ -124,6 +150,7 @@ class RateLimitMiddleware:
         limiter: Union[KeyedLimiter, Policy, Limiter],
         *,
         key: Optional[Callable[[Scope], Any]] = None,
+        fields: Optional[Callable[[Scope], Any]] = None,
         cost: Union[int, Callable[[Scope], Union[int, Awaitable[int]]]] = 1,
         skip: Optional[Callable[[Scope], Union[bool, Awaitable[bool]]]] = None,
     ) -> None:
@@ -133,30 +160,30 @@ class RateLimitMiddleware:
             raise RateLimitTypeError(f"`skip` must be a function, not {type(skip).__name__}", "invalid_type")
         self._skip = skip
         # Checked here, as is what follows: each mistake would fail every
-        # request (a 500 each).
+        # request (a 500 each), or quietly limit otherwise than asked. The
+        # JS helpers refuse the same mistakes with the same errors.
+        input_of: Optional[Callable[[Scope], Any]] = None
         if isinstance(limiter, Limiter):
-            if key is not None:
-                raise RateLimitTypeError(
-                    "`key` needs `limiter` to be a KeyedLimiter or a Policy, not one limiter "
-                    "that every request shares: pass KeyedLimiter(limiter) for one per key",
-                    "invalid_type",
-                )
+            for option, function, kind in (("key", key, "KeyedLimiter"), ("fields", fields, "Policy")):
+                if function is not None:
+                    raise RateLimitTypeError(
+                        f"`{option}` is for a {kind}: one limiter that every request shares takes neither "
+                        "`key` nor `fields` (pass KeyedLimiter(limiter) for one per key)",
+                        "invalid_type",
+                    )
         elif isinstance(limiter, KeyedLimiter):
-            key = key or client_host
+            if fields is not None:
+                raise RateLimitTypeError("`fields` is for a Policy: a KeyedLimiter takes `key`", "invalid_type")
+            input_of = _function("key", key) or client_host
         elif isinstance(limiter, Policy):
-            if key is None:
-                key = request_fields
-                for name in limiter.names:
-                    missing = [field for field in limiter.keyed_by(name) if field not in REQUEST_FIELDS]
-                    if missing:
-                        raise RateLimitError(
-                            f"limit {name!r} of `limiter` is keyed by {missing[0]!r}, which the default "
-                            f"request (fields {', '.join(REQUEST_FIELDS)}) lacks: pass a `key` "
-                            "returning the request's fields",
-                            "invalid_value",
-                        )
+            if key is not None:
+                raise RateLimitTypeError("`key` is for a KeyedLimiter: a Policy takes `fields`", "invalid_type")
+            if fields is None:
+                _default_fields_suffice(limiter)
+            input_of = _function("fields", fields) or request_fields
         else:
             raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
+        self._input_name = "fields" if isinstance(limiter, Policy) else "key"
         self._cost_of: Optional[Callable[[Scope], Any]] = None
         self._cost = 1
         if callable(cost):
@@ -165,23 +192,25 @@ class RateLimitMiddleware:
             raise RateLimitTypeError(f"`cost` must be an int or a function, not {type(cost).__name__}", "invalid_type")
         else:
             self._cost = checked_cost(limiter, cost)
-        self._key: Optional[Callable[[Scope], Any]] = key
+        # `key` or `fields`, whichever the limiter reads (None: it reads neither).
+        self._key = input_of
 
     def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
-        a policy). Raises ``RateLimitTypeError`` when ``key`` returns ``None``
-        or ``cost`` no int, or when either answers with an awaitable (closed
-        unawaited): ``decide_async`` awaits it."""
+        a policy). Raises ``RateLimitTypeError`` when ``key`` or ``fields``
+        returns ``None`` or ``cost`` no int, or when one answers with an
+        awaitable (closed unawaited): ``decide_async`` awaits it."""
         key = None
         if self._key is not None:
-            key = _checked_key(_answer_now(self._key(scope), "key", "decide"))
+            name = self._input_name
+            key = _checked_key(_answer_now(self._key(scope), name, "decide"), name)
         cost_of = self._cost_of
         units = self._cost if cost_of is None else _returned_cost(_answer_now(cost_of(scope), "cost", "decide"))
         return self._try_acquire(key, units)
 
     async def decide_async(self, scope: Scope) -> Decision:
-        """``decide``, awaiting ``key`` and ``cost`` where they answer with an
-        awaitable (coroutine functions)."""
+        """``decide``, awaiting ``key`` (or ``fields``) and ``cost`` where they
+        answer with an awaitable (coroutine functions)."""
         decision = self._decision(scope)
         return decision if isinstance(decision, Decision) else await decision
 
@@ -221,7 +250,7 @@ class RateLimitMiddleware:
             key = self._key(scope)
             if type(key) not in _PLAIN and inspect.isawaitable(key):
                 return self._decision_after(scope, key)
-            _checked_key(key)
+            _checked_key(key, self._input_name)
         cost_of = self._cost_of
         if cost_of is None:
             units = self._cost
@@ -234,7 +263,7 @@ class RateLimitMiddleware:
         return self._try_acquire(key, units)
 
     async def _decision_after(self, scope: Scope, key: Awaitable[Any]) -> Decision:
-        checked = _checked_key(await key)
+        checked = _checked_key(await key, self._input_name)
         cost_of = self._cost_of
         if cost_of is None:
             return self._try_acquire(checked, self._cost)
@@ -311,14 +340,35 @@ def _answer_now(answer: Any, name: str, caller: str) -> Any:
     return answer
 
 
-def _checked_key(key: Any) -> Any:
-    """``key``, the answer of ``key``: ``None`` fails the request."""
+def _checked_key(key: Any, name: str) -> Any:
+    """``key``, the answer of function ``name`` (``key`` or ``fields``):
+    ``None`` fails the request."""
     if key is None:
         raise RateLimitTypeError(
-            "`key` returned None: a request that cannot be keyed is refused, not let through unlimited",
+            f"`{name}` returned None: a request that cannot be keyed is refused, not let through unlimited",
             "invalid_type",
         )
     return key
+
+
+def _function(name: str, function: Optional[Callable[[Scope], Any]]) -> Optional[Callable[[Scope], Any]]:
+    """Option ``name``, ``function``, checked: ``None`` or a function."""
+    if function is not None and not callable(function):
+        raise RateLimitTypeError(f"`{name}` must be a function, not {type(function).__name__}", "invalid_type")
+    return function
+
+
+def _default_fields_suffice(policy: Policy) -> None:
+    """Refuses a policy keyed by a field ``request_fields`` lacks: every
+    request would fail with try_acquire's error, raised here instead."""
+    for name in policy.names:
+        missing = [field for field in policy.keyed_by(name) if field not in REQUEST_FIELDS]
+        if missing:
+            raise RateLimitError(
+                f"`fields` must be given: limit {name!r} of `limiter` is keyed by {missing[0]!r}, "
+                f"which the default fields ({', '.join(REQUEST_FIELDS)}) lack",
+                "invalid_value",
+            )
 
 
 def _checked_skip(skipped: Any) -> bool:
