@@ -475,19 +475,25 @@ export declare class Policy {
 
 /**
  * Options of the server helpers: a `KeyedLimiter` and the key of a request, or
- * a `Policy` and its fields. Each function may answer through a promise (a key
- * looked up in a session store): the request is then decided once it settles,
- * and a rejection goes to `next(error)` / `done(error)`.
+ * a `Policy` and its fields. Each function
+ * may answer through a promise (a key looked up in a session store): the
+ * request is then decided once it settles, and a rejection goes to
+ * `next(error)` / `done(error)`. The same options, with the same defaults and
+ * errors, as the Python ASGI middleware's.
  */
 export type HandlerOptions<Request> = (
   | {
       limiter: KeyedLimiter
       /**
-       * The client a request counts against (`undefined` or `null` goes to
-       * `next(error)`: a request that cannot be keyed is never let through
-       * unlimited; exempt requests with `skip`).
+       * The client a request counts against. Default: the client's address,
+       * `request.ip` (Express's `req.ip` and Fastify's `request.ip`, which
+       * follow their trust proxy settings: behind a proxy, set those, or read
+       * an API key or a user id here). `undefined` or `null` (an unknown
+       * address included: a Unix socket's) goes to `next(error)`: a request
+       * that cannot be keyed is never let through unlimited; exempt requests
+       * with `skip`. Not a function: a `TypeError` (`invalid_type`).
        */
-      key: (request: Request) => Key | PromiseLike<Key>
+      key?: (request: Request) => Key | PromiseLike<Key>
       /**
        * The cost of every request, or a function answering a request's (a
        * number: `undefined` or `null` goes to `next(error)`). Default 1. A
@@ -495,20 +501,25 @@ export type HandlerOptions<Request> = (
        * whole) throws its RangeError or TypeError naming `cost` at once.
        */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
-      /** A Policy's option: refused here. */
+      /** A Policy's option: a `TypeError` (`invalid_type`) here. */
       fields?: never
     }
   | {
       limiter: Policy
       /**
-       * The request's fields (default: none, which only a policy of global
-       * limits takes: a keyed one is refused). `undefined` or `null` goes to
-       * `next(error)`, as for `key`.
+       * The request's fields. Default: `client` (the client's address, as
+       * `key`'s default), `method` and `path` (the URL's path, without its
+       * query, percent-decoded): the ASGI middleware's `request_fields`. A
+       * policy with a limit keyed by another field and no `fields` is a
+       * `RangeError` (`invalid_value`) naming `fields`, as each request's
+       * `tryAcquire` would throw; so is, at the request, a `fields` answer
+       * that lacks one (it goes to `next(error)`). `undefined` or `null` (an
+       * unknown address, by default) goes to `next(error)`, as for `key`.
        */
       fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
       /** As for a KeyedLimiter. */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
-      /** A KeyedLimiter's option: refused here. */
+      /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here. */
       key?: never
     }
 ) & {
@@ -552,7 +563,7 @@ export declare function middleware<Request = unknown>(
   options: HandlerOptions<Request>,
 ): (req: Request, res: ResponseLike, next: (error?: unknown) => void) => void
 
-/** The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`. */
+/** The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`, the default key `request.ip`. */
 export declare function fastifyHook<Request = unknown>(
   options: HandlerOptions<Request>,
 ): (request: Request, reply: ReplyLike, done: (error?: Error) => void) => void

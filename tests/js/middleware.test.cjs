@@ -4,6 +4,10 @@
 
 const { describe, it, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const http = require('node:http');
+const { rmSync } = require('node:fs');
+const { tmpdir } = require('node:os');
+const { join } = require('node:path');
 
 const express = require('express');
 const Fastify = require('fastify');
@@ -161,25 +165,36 @@ describe('fastifyHook with async key and cost functions, in a real Fastify app',
   scenario(server);
 });
 
-/** An Express app on 127.0.0.1 behind `middleware(options)` (each in turn, for an array), answering "hello". */
-async function expressServer(server, options) {
+/**
+ * An Express app on 127.0.0.1 behind `middleware(options)` (each in turn, for
+ * an array), answering "hello"; on the Unix socket `socketPath` if given.
+ */
+async function expressServer(server, options, socketPath) {
   const app = express();
   for (const each of [options].flat()) app.use(middleware(each));
   app.all('/', (req, res) => res.type('text/plain').send('hello'));
   // Quiet error handler: answers 500 without printing the stack.
-  app.use((error, req, res, next) => res.status(500).send(String(error.message)));
+  app.use((error, req, res, next) => res.status(500).send(failure(error)));
   await new Promise((resolve) => {
-    server.http = app.listen(0, '127.0.0.1', resolve);
+    server.http = socketPath === undefined ? app.listen(0, '127.0.0.1', resolve) : app.listen(socketPath, resolve);
   });
-  server.url = `http://127.0.0.1:${server.http.address().port}/`;
+  server.url = socketPath === undefined ? `http://127.0.0.1:${server.http.address().port}/` : undefined;
 }
 
+/** A 500's body: the error's class, code and message. */
+const failure = (error) => `${error.name} (${error.code}): ${error.message}`;
+
 /** The same with Fastify and `fastifyHook(options)`. */
-async function fastifyServer(server, options) {
+async function fastifyServer(server, options, socketPath) {
   const app = Fastify({ logger: false });
   for (const each of [options].flat()) app.addHook('onRequest', fastifyHook(each));
   app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
+  app.setErrorHandler((error, request, reply) => reply.code(500).type('text/plain').send(failure(error)));
   server.app = app;
+  if (socketPath !== undefined) {
+    await app.listen({ path: socketPath });
+    return;
+  }
   await app.listen({ port: 0, host: '127.0.0.1' });
   server.url = `http://127.0.0.1:${app.server.address().port}/`;
 }
@@ -352,20 +367,30 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper(), 'invalid_type', 'options');
       assertLimiterError(() => helper({ key: () => 'k' }), 'invalid_type', 'limiter');
       assertLimiterError(() => helper({ limiter: new FixedWindow({ limit: 1, windowMs: 1 }), key: () => 'k' }), 'invalid_type', 'limiter');
-      assertLimiterError(() => helper({ limiter }), 'invalid_type', 'key');
+      assertLimiterError(() => helper({ limiter, key: 'k' }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', cost: '2' }), 'invalid_type', 'cost');
       assertLimiterError(() => helper({ limiter, key: () => 'k', skip: true }), 'invalid_type', 'skip');
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), fields: 1 }), 'invalid_type', 'fields');
       // An option of the other kind of limiter would be ignored: refused.
       assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second'), key: () => 'k' }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', fields: () => ({}) }), 'invalid_type', 'fields');
-      // A keyed policy without `fields` would fail every request.
+      // The same errors as the ASGI middleware's (test_asgi.py), whose messages these are.
+      assert.throws(() => helper({ limiter: Policy.fromRates('1/second'), key: () => 'k' }), /^TypeError: `key` is for a KeyedLimiter: a Policy takes `fields`$/);
+      assert.throws(() => helper({ limiter, fields: () => ({}) }), /^TypeError: `fields` is for a Policy: a KeyedLimiter takes `key`$/);
+      // A policy keyed by a field the default fields lack would fail every
+      // request with tryAcquire's RangeError: thrown at once instead.
       const keyed = Policy.fromRates('1/second', { by: ['ip'] });
-      assertLimiterError(() => helper({ limiter: keyed }), 'invalid_type', 'fields');
-      assert.throws(() => helper({ limiter: keyed }), /`fields` must be given: limit "1\/second" of `limiter` is keyed by "ip"/);
+      assertLimiterError(() => helper({ limiter: keyed }), 'invalid_value', 'fields');
+      assert.throws(() => helper({ limiter: keyed }), /^RangeError: `fields` must be given: limit "1\/second" of `limiter` is keyed by "ip", which the default fields \(client, method, path\) lack$/);
       helper({ limiter: keyed, fields: (req) => ({ ip: req.ip }) });
       helper({ limiter: Policy.fromRates('1/second') });
+      // Defaults: a KeyedLimiter's key is the client's address, a Policy's
+      // fields client, method and path. A key was required, and a keyed
+      // Policy's fields.
+      helper({ limiter });
+      helper({ limiter: Policy.fromRates('1/second', { by: ['client', 'method', 'path'] }) });
     });
+
   }
 
   it('an answer that cannot be written goes to next(error), as does a rejected key', async () => {
@@ -517,6 +542,122 @@ for (const [framework, serve, close] of frameworks) {
       assert.match(denied.rateLimit, /^"global";r=98;t=\d+, "login";r=0;t=\d+$/);
       const retry = Number(denied.retryAfter);
       assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `Retry-After ${denied.retryAfter}`);
+    });
+  });
+}
+
+/** A request made with node:http (`options`: a socketPath, a path fetch would not send as is): status, body and RateLimit. */
+function rawGet(options) {
+  return new Promise((resolve, reject) => {
+    // No keep-alive agent: its pooled sockets outlive the servers here.
+    http.get({ agent: false, ...options }, (response) => {
+      let body = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode, body, rateLimit: response.headers.ratelimit ?? null }));
+    }).on('error', reject);
+  });
+}
+
+// Without `key` or `fields`, the helpers limit by the client's address (and
+// for a Policy its method and path too), as the ASGI middleware and
+// express-rate-limit do. A KeyedLimiter needed a `key`, and a Policy read
+// the request as {}, so that a keyed one needed `fields`.
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: the default key, the client's address`, () => {
+    const server = {};
+    const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'per-client' }));
+    before(() => serve(server, { limiter }));
+    after(() => close(server));
+    it('limits each address', async () => {
+      const first = await get(server.url, 'alice');
+      assert.equal(first.status, 200);
+      assert.match(first.rateLimit, /^"per-client";r=0;t=\d+$/);
+      // Another header, the same address: the same key.
+      assert.equal((await get(server.url, 'bob')).status, 429);
+      assert.equal(limiter.size, 1);
+      assert.equal(limiter.peek('127.0.0.1', 0).remaining, 0);
+    });
+  });
+
+  describe(`${framework}: a Policy's default fields, client, method and path`, () => {
+    const server = {};
+    const policy = new Policy({
+      limits: [{ name: 'per-route', algorithm: 'fixed_window', rate: '1/minute', by: ['client', 'method', 'path'] }],
+    });
+    before(() => serve(server, { limiter: policy }));
+    after(() => close(server));
+    it("are the ASGI middleware's request_fields: the path without its query, percent-decoded", async () => {
+      const url = new URL(server.url);
+      // The app answers 404 here: the helper decided the request first.
+      const first = await get(new URL('/caf%C3%A9?page=1', url));
+      assert.match(first.rateLimit, /^"per-route";r=0;t=\d+$/);
+      assert.equal((await get(new URL('/caf%C3%A9?page=2', url))).status, 429);
+      // An absolute-form target names the same path: no new key per host named.
+      const absolute = await rawGet({ host: '127.0.0.1', port: url.port, path: 'http://elsewhere.example/caf%C3%A9' });
+      assert.equal(absolute.status, 429);
+      assert.equal((await get(new URL('/caf%C3%A9', url), undefined, 'POST')).status, 404);
+      assert.equal((await get(new URL('/tea', url))).status, 404);
+      const request = { client: '127.0.0.1', method: 'GET', path: '/café' };
+      assert.equal(policy.peek(request, 0).remaining, 0);
+      assert.equal(policy.peek({ ...request, method: 'POST' }, 0).remaining, 0);
+      assert.equal(policy.peek({ ...request, path: '/tea' }, 0).remaining, 0);
+      assert.equal(policy.peek({ ...request, path: '/caf%C3%A9' }, 0).remaining, 1);
+      assert.equal(policy.peek({ ...request, method: 'HEAD' }, 0).remaining, 1);
+    });
+  });
+}
+
+// A client whose address is unknown (a Unix socket's, here) cannot be
+// keyed by it: refused, as for a `key` that returns nothing, not counted
+// under one key that every such request would share.
+for (const [framework, serve, close] of frameworks) {
+  for (const [what, limiter, option] of [
+    ['KeyedLimiter', () => new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 })), 'key'],
+    ['Policy', () => Policy.fromRates('5/minute', { by: ['client'] }), 'fields'],
+  ]) {
+    describe(`${framework}: a ${what} with the default ${option}, for a client of unknown address`, () => {
+      const server = {};
+      const socketPath = join(tmpdir(), `ratekeeper-middleware-${process.pid}-${framework}-${what}.sock`);
+      const made = limiter();
+      before(() => {
+        rmSync(socketPath, { force: true });
+        return serve(server, { limiter: made }, socketPath);
+      });
+      after(async () => {
+        await close(server);
+        rmSync(socketPath, { force: true });
+      });
+      it(`fails the request (500, naming \`${option}\`) and charges nothing`, async () => {
+        const refused = await rawGet({ socketPath, path: '/' });
+        assert.equal(refused.status, 500);
+        assert.equal(refused.body, `TypeError (invalid_type): \`${option}\` returned undefined: a request that cannot be keyed is refused, not let through unlimited`);
+        assert.equal(refused.rateLimit, null);
+        if (what === 'KeyedLimiter') assert.equal(made.size, 0);
+        else assert.equal(made.peek({ client: '' }, 0).remaining, 5);
+      });
+    });
+  }
+}
+
+// A request whose fields lack one a limit is keyed by fails with the error
+// the Policy's own tryAcquire(request) throws for it, a RangeError
+// (invalid_value), as the ASGI middleware raises the RateLimitError
+// (invalid_value) of try_acquire.
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: \`fields\` lacking a field the Policy is keyed by`, () => {
+    const server = {};
+    const policy = Policy.fromRates('5/minute', { by: ['user'] });
+    before(() => serve(server, { limiter: policy, fields: (request) => ({ client: request.ip }) }));
+    after(() => close(server));
+    it("fails the request with tryAcquire's RangeError", async () => {
+      let inProcess;
+      assert.throws(() => policy.tryAcquire({ client: '127.0.0.1' }), (error) => (inProcess = error) instanceof RangeError);
+      const refused = await get(server.url, 'alice');
+      assert.equal(refused.status, 500);
+      assert.equal(refused.body, `RangeError (invalid_value): ${inProcess.message}`);
+      assert.equal(inProcess.message, '`request` lacks the field "user" that limit "5/minute" is keyed by');
+      assert.equal(refused.rateLimit, null);
     });
   });
 }

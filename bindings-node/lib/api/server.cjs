@@ -2,13 +2,14 @@
 // The server helpers (see lib/api.cjs): Express-style middleware and a
 // Fastify hook that decide each request through a KeyedLimiter or a Policy
 // and answer 429 with the RateLimit headers.
-const { invalidType } = require('./values.cjs');
+const { invalidType, invalidValue } = require('./values.cjs');
 
 module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) {
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
-  // `key(request)`) or a Policy (its request is `fields(request)`, a plain
-  // object of fields); `cost` is a number or `cost(request)`, default 1. A
+  // `key(request)`, default the client's address), a Policy (its request is
+  // `fields(request)`, a plain object of fields, default requestFields);
+  // `cost` is a number or `cost(request)`, default 1. A
   // request for which `skip(request)` is true is not decided (SKIPPED). Each function may
   // return a promise (a key looked up in a session store, say): the
   // decision is then a promise too, taken once the key and then the cost
@@ -24,22 +25,18 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
     let inputOf;
     let inputName;
     // Each mistake below would fail every request (a 500 each), or quietly
-    // limit otherwise than asked: refused here instead.
+    // limit otherwise than asked: refused here instead, with the ASGI
+    // middleware's errors for the same mistakes.
     if (isKeyed(limiter)) {
-      if (typeof key !== 'function') badType('key', 'a function');
+      if (key !== undefined && typeof key !== 'function') badType('key', 'a function');
       if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
-      inputOf = key;
+      inputOf = key ?? clientAddress;
       inputName = 'key';
     } else if (isPolicy(limiter)) {
       if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
-      if (fields === undefined) {
-        const keyed = limiter.limits.find(({ by }) => by.length > 0);
-        if (keyed !== undefined) {
-          invalidType(`\`fields\` must be given: limit "${keyed.name}" of \`limiter\` is keyed by "${keyed.by[0]}"`);
-        }
-      }
-      inputOf = fields === undefined ? () => ({}) : fields;
+      if (fields === undefined) defaultFieldsSuffice(limiter);
+      inputOf = fields ?? requestFields;
       inputName = 'fields';
     } else {
       badType('limiter', 'a KeyedLimiter or a Policy');
@@ -92,6 +89,71 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
     } catch (error) {
       if (error?.code !== 'store_full') throw error;
     }
+  }
+
+  /**
+   * The default `key`: the client's address, Express's `req.ip` and
+   * Fastify's `request.ip` (which follow their trust proxy settings), as the
+   * ASGI middleware's default is the scope's client host. A request whose
+   * address is unknown (its socket closed, or a Unix socket's) gets
+   * undefined, and is refused as a `key` returning nothing is: sharing one
+   * key, all such requests would limit each other.
+   */
+  function clientAddress(request) {
+    const ip = request.ip;
+    return ip === '' || ip === null ? undefined : ip;
+  }
+
+  /** The fields of requestFields. */
+  const REQUEST_FIELDS = ['client', 'method', 'path'];
+
+  /**
+   * The default `fields`, the ASGI middleware's `request_fields`: `client`
+   * (the default key; unknown, the request is refused), `method` and
+   * `path` (the URL's path: no query, percent-decoded, as an ASGI scope's).
+   */
+  function requestFields(request) {
+    const client = clientAddress(request);
+    if (client === undefined) return undefined;
+    return { client, method: request.method ?? '', path: pathOf(request) };
+  }
+
+  /** Refuses a Policy keyed by a field requestFields lacks: every request would fail with tryAcquire's error, now thrown here. */
+  function defaultFieldsSuffice(limiter) {
+    for (const { name, by } of limiter.limits) {
+      const missing = by.find((field) => !REQUEST_FIELDS.includes(field));
+      if (missing !== undefined) {
+        invalidValue(`\`fields\` must be given: limit "${name}" of \`limiter\` is keyed by "${missing}", which the default fields (${REQUEST_FIELDS.join(', ')}) lack`);
+      }
+    }
+  }
+
+  /**
+   * The path of the request's URL. The original URL: Express's `req.url`
+   * is relative to where the middleware is mounted. An absolute-form
+   * target (`GET http://host/login`, which Express and Fastify route as
+   * `/login`) loses its scheme and host, or each host named would be a path
+   * of its own: a new key, a fresh limit.
+   */
+  function pathOf(request) {
+    const target = request.originalUrl ?? request.url;
+    if (typeof target !== 'string') return '';
+    const query = target.indexOf('?');
+    return unquoted((query === -1 ? target : target.slice(0, query)).replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/, ''));
+  }
+
+  // Kept: Python's unquote keeps a BOM, which TextDecoder drops by default.
+  const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+
+  /**
+   * `path` percent-decoded as ASGI servers decode a scope's path (Python's
+   * `urllib.parse.unquote`): each run of `%XX` as UTF-8 bytes, an invalid
+   * sequence U+FFFD; a `%` without two hex digits stays. decodeURIComponent
+   * throws on both, on a path any client may send.
+   */
+  function unquoted(path) {
+    if (!path.includes('%')) return path;
+    return path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => utf8.decode(Uint8Array.from(run.slice(1).split('%'), (hex) => parseInt(hex, 16))));
   }
 
   /** The outcome of a request `skip` exempts: it goes on, without RateLimit headers, charged nothing. */
@@ -182,7 +244,8 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
-   * or `{ limiter: Policy, fields(req) }`, and `cost` optionally: a number, or
+   * (default `req.ip`), `{ limiter: Policy, fields(req) }` (default client,
+   * method and path: requestFields), and `cost` optionally: a number, or
    * `cost(req)` (each function may return a promise); every response carries
    * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses
@@ -213,7 +276,7 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
     };
   }
 
-  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`. */
+  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))` (default key `request.ip`). */
   function fastifyHook(options) {
     const decide = handlerOptions(options);
     return function ratekeeper(request, reply, done) {

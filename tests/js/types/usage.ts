@@ -99,6 +99,9 @@ export const hook = fastifyHook<Req>({ limiter: policy, fields: (request) => ({ 
 export const asyncHandler = middleware<Req>({ limiter: perIp, key: async (req) => req.ip, cost: async () => 1 });
 export const fixedCost = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip: r.ip }), cost: 2 });
 export const skipping = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip: r.ip }), skip: (r) => r.method === 'OPTIONS' });
+// Defaults: the key is the client's address; a Policy's fields are client, method and path.
+export const byAddress = middleware<Req>({ limiter: perIp });
+export const byRoute = fastifyHook<Req>({ limiter: Policy.fromRates('10/second', { by: ['client', 'path'] }), cost: 2 });
 
 // Keyed limiters, policies, portable state.
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
