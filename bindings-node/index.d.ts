@@ -474,8 +474,8 @@ export declare class Policy {
 }
 
 /**
- * Options of the server helpers: a `KeyedLimiter` and the key of a request, or
- * a `Policy` and its fields. Each function
+ * Options of the server helpers: a `KeyedLimiter` and the key of a request, a
+ * `Policy` and its fields, or one limiter every request shares. Each function
  * may answer through a promise (a key looked up in a session store): the
  * request is then decided once it settles, and a rejection goes to
  * `next(error)` / `done(error)`. The same options, with the same defaults and
@@ -521,6 +521,16 @@ export type HandlerOptions<Request> = (
       cost?: number | ((request: Request) => number | PromiseLike<number>)
       /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here. */
       key?: never
+    }
+  | {
+      /** One limiter that every request counts against, whoever sends it. */
+      limiter: Limiter
+      /** As for a KeyedLimiter. */
+      cost?: number | ((request: Request) => number | PromiseLike<number>)
+      /** Not taken (a `TypeError`, `invalid_type`): pass `new KeyedLimiter(limiter)` for one per key. */
+      key?: never
+      /** Not taken (a `TypeError`, `invalid_type`). */
+      fields?: never
     }
 ) & {
   /**

@@ -38,7 +38,7 @@ function createApi(B) {
   const classes = limiters(common, waits);
   const keyedParts = keyed(common, waits, classes);
   const policyParts = policy(common, waits, classes, keyedParts);
-  const { middleware, fastifyHook } = server(common, keyedParts, policyParts);
+  const { middleware, fastifyHook } = server(common, classes, keyedParts, policyParts);
   const { KeyedLimiter, isKeyed } = keyedParts;
   const { Policy, isPolicy } = policyParts;
   const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, isLimiter } = classes;

@@ -362,11 +362,12 @@ for (const [framework, serve, close] of frameworks) {
 
 describe('the helpers check their options', () => {
   for (const helper of [middleware, fastifyHook]) {
-    it(`${helper.name}: a KeyedLimiter or a Policy, and functions`, () => {
+    it(`${helper.name}: a KeyedLimiter, a Policy or a limiter, and functions`, () => {
       const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 }));
       assertLimiterError(() => helper(), 'invalid_type', 'options');
       assertLimiterError(() => helper({ key: () => 'k' }), 'invalid_type', 'limiter');
-      assertLimiterError(() => helper({ limiter: new FixedWindow({ limit: 1, windowMs: 1 }), key: () => 'k' }), 'invalid_type', 'limiter');
+      assertLimiterError(() => helper({ limiter: 42 }), 'invalid_type', 'limiter');
+      assert.throws(() => helper({ limiter: {} }), /^TypeError: `limiter` must be a ratekeeper KeyedLimiter, Policy or limiter$/);
       assertLimiterError(() => helper({ limiter, key: 'k' }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', cost: '2' }), 'invalid_type', 'cost');
       assertLimiterError(() => helper({ limiter, key: () => 'k', skip: true }), 'invalid_type', 'skip');
@@ -391,6 +392,20 @@ describe('the helpers check their options', () => {
       helper({ limiter: Policy.fromRates('1/second', { by: ['client', 'method', 'path'] }) });
     });
 
+    it(`${helper.name}: one limiter every request shares, which takes neither \`key\` nor \`fields\``, () => {
+      // It was refused ("a KeyedLimiter or a Policy"), where the ASGI middleware takes it.
+      const shared = new FixedWindow({ limit: 1, windowMs: 1000 });
+      helper({ limiter: shared });
+      helper({ limiter: shared, cost: (req) => 1, skip: () => false });
+      assertLimiterError(() => helper({ limiter: shared, key: () => 'k' }), 'invalid_type', 'key');
+      assertLimiterError(() => helper({ limiter: shared, fields: () => ({}) }), 'invalid_type', 'fields');
+      assert.throws(
+        () => helper({ limiter: shared, key: () => 'k' }),
+        /^TypeError: `key` is for a KeyedLimiter: one limiter that every request shares takes neither `key` nor `fields` \(pass new KeyedLimiter\(limiter\) for one per key\)$/,
+      );
+      assertLimiterError(() => helper({ limiter: shared, cost: 2 }), 'cost_exceeds_limit', 'cost');
+      assert.equal(shared.peek(0).remaining, 1);
+    });
   }
 
   it('an answer that cannot be written goes to next(error), as does a rejected key', async () => {
@@ -638,6 +653,29 @@ for (const [framework, serve, close] of frameworks) {
       });
     });
   }
+}
+
+// One limiter that every request shares, as the ASGI middleware takes one:
+// it was refused ("a KeyedLimiter or a Policy").
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: one limiter every request shares`, () => {
+    const server = {};
+    const shared = new FixedWindow({ limit: 3, windowMs: 60_000, name: 'everyone' });
+    before(() => serve(server, { limiter: shared, cost: (request) => (request.method === 'POST' ? 2 : 1) }));
+    after(() => close(server));
+    it('counts every request against it, whoever sends it', async () => {
+      const first = await get(server.url, 'alice', 'POST');
+      assert.equal(first.status, 200);
+      assert.equal(first.policy, '"everyone";q=3;w=60');
+      assert.match(first.rateLimit, /^"everyone";r=1;t=\d+$/);
+      assert.equal((await get(server.url, 'bob')).status, 200);
+      const denied = await get(server.url, 'carol');
+      assert.equal(denied.status, 429);
+      assert.match(denied.rateLimit, /^"everyone";r=0;t=\d+$/);
+      assert.ok(Number(denied.retryAfter) >= 1);
+      assert.equal(shared.peek(0).remaining, 0);
+    });
+  });
 }
 
 // A request whose fields lack one a limit is keyed by fails with the error

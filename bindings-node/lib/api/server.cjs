@@ -1,15 +1,16 @@
 'use strict';
 // The server helpers (see lib/api.cjs): Express-style middleware and a
-// Fastify hook that decide each request through a KeyedLimiter or a Policy
-// and answer 429 with the RateLimit headers.
+// Fastify hook that decide each request through a KeyedLimiter, a Policy or
+// one limiter every request shares, and answer 429 with the RateLimit headers.
 const { invalidType, invalidValue } = require('./values.cjs');
 
-module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) {
+module.exports = function server({ badType, known }, { isLimiter }, { isKeyed }, { isPolicy }) {
   // --- Server helpers ----------------------------------------------------------
   // The decision for one request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`, default the client's address), a Policy (its request is
-  // `fields(request)`, a plain object of fields, default requestFields);
-  // `cost` is a number or `cost(request)`, default 1. A
+  // `fields(request)`, a plain object of fields, default requestFields) or
+  // one limiter every request shares (neither); `cost` is a number or
+  // `cost(request)`, default 1. A
   // request for which `skip(request)` is true is not decided (SKIPPED). Each function may
   // return a promise (a key looked up in a session store, say): the
   // decision is then a promise too, taken once the key and then the cost
@@ -38,8 +39,12 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
       if (fields === undefined) defaultFieldsSuffice(limiter);
       inputOf = fields ?? requestFields;
       inputName = 'fields';
+    } else if (isLimiter(limiter)) {
+      if (key !== undefined) invalidType(`\`key\` is for a KeyedLimiter: ${SHARED}`);
+      if (fields !== undefined) invalidType(`\`fields\` is for a Policy: ${SHARED}`);
     } else {
-      badType('limiter', 'a KeyedLimiter or a Policy');
+      // Not badType, whose list (src/shared.rs) lacks this one.
+      invalidType('`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter');
     }
     if (typeof cost === 'number') fixedCost(limiter, cost);
     const fixed = cost ?? 1;
@@ -51,7 +56,7 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
       if (typeof units !== 'number') {
         invalidType(`\`cost\` must return a number, not ${units === null ? 'null' : typeof units}`);
       }
-      const d = limiter.tryAcquire(input, units);
+      const d = inputOf === undefined ? limiter.tryAcquire(units) : limiter.tryAcquire(input, units);
       return { decision: d, headers: limiter.headers(d) };
     };
     // A request that cannot be keyed fails (a 500) rather than pass
@@ -65,7 +70,10 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
       }
       return after(costOf(request), (units) => decide(input, units));
     };
-    const decideRequest = (request) => after(inputOf(request), (input) => withInput(request, input));
+    const decideRequest =
+      inputOf === undefined
+        ? (request) => after(costOf(request), (units) => decide(undefined, units))
+        : (request) => after(inputOf(request), (input) => withInput(request, input));
     if (skip === undefined) return decideRequest;
     // The way to exempt requests (health checks, say): a key of nothing is refused, not read as "exempt".
     return (request) =>
@@ -85,11 +93,14 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
   function fixedCost(limiter, cost) {
     try {
       if (isKeyed(limiter)) limiter.peek('', cost);
+      else if (isLimiter(limiter)) limiter.peek(cost);
       else limiter.peek(Object.fromEntries(limiter.limits.flatMap(({ by }) => by.map((field) => [field, '']))), cost);
     } catch (error) {
       if (error?.code !== 'store_full') throw error;
     }
   }
+
+  const SHARED = 'one limiter that every request shares takes neither `key` nor `fields` (pass new KeyedLimiter(limiter) for one per key)';
 
   /**
    * The default `key`: the client's address, Express's `req.ip` and
@@ -245,7 +256,8 @@ module.exports = function server({ badType, known }, { isKeyed }, { isPolicy }) 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
    * (default `req.ip`), `{ limiter: Policy, fields(req) }` (default client,
-   * method and path: requestFields), and `cost` optionally: a number, or
+   * method and path: requestFields) or `{ limiter }` for one limiter every
+   * request shares, and `cost` optionally: a number, or
    * `cost(req)` (each function may return a promise); every response carries
    * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses

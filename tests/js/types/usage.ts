@@ -102,6 +102,8 @@ export const skipping = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip
 // Defaults: the key is the client's address; a Policy's fields are client, method and path.
 export const byAddress = middleware<Req>({ limiter: perIp });
 export const byRoute = fastifyHook<Req>({ limiter: Policy.fromRates('10/second', { by: ['client', 'path'] }), cost: 2 });
+// One limiter every request shares.
+export const shared = middleware<Req>({ limiter: bucket, cost: (req) => (req.method === 'POST' ? 2 : 1), skip: () => false });
 
 // Keyed limiters, policies, portable state.
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
@@ -179,8 +181,12 @@ bucket.acquire(1, 500);
 decisions[0]?.retryAfter;
 // @ts-expect-error: the key is a string or a number
 middleware<Req>({ limiter: perIp, key: (req) => req });
-// @ts-expect-error: the helpers take a KeyedLimiter or a Policy, not a limiter
+// @ts-expect-error: one limiter every request shares takes no `key`
 middleware<Req>({ limiter: bucket, key: (req) => req.ip });
+// @ts-expect-error: one limiter every request shares takes no `fields`
+fastifyHook<Req>({ limiter: bucket, fields: (req) => ({ ip: req.ip }) });
+// @ts-expect-error: the helpers take a KeyedLimiter, a Policy or a limiter
+middleware<Req>({ limiter: { tryAcquire: () => ({}) } });
 // @ts-expect-error: a Policy takes `fields`, not `key`
 middleware<Req>({ limiter: policy, key: (req) => req.ip });
 // @ts-expect-error: a KeyedLimiter takes `key`, not `fields`
