@@ -155,7 +155,8 @@ impl<T> Table<T> {
 /// shared the first word with the answer's `bool`, and each move of an
 /// answer out of a thread-local's closure copied those 7 bytes as two
 /// overlapping 4-byte moves, twice; the second read spanned two stores and
-/// waited for both (a failed store forwarding): a sixth of a `tryAcquire`.
+/// waited for both (a failed store forwarding, where `perf` put a sixth of
+/// a `tryAcquire`'s samples).
 /// The wasm build, without thread-locals, keeps it unboxed.
 pub(crate) type Failed = Box<ratekeeper::Error>;
 
