@@ -611,6 +611,15 @@ for (const [framework, serve, close] of frameworks) {
       // An absolute-form target names the same path: no new key per host named.
       const absolute = await rawGet({ host: '127.0.0.1', port: url.port, path: 'http://elsewhere.example/caf%C3%A9' });
       assert.equal(absolute.status, 429);
+      // A fragment (never sent by browsers, but by any raw client) is no part
+      // of the path Express and Fastify route by: it made a new key per
+      // fragment, a fresh limit for a route each time.
+      for (const target of ['/caf%C3%A9#1', '/caf%C3%A9#2?page=3']) {
+        assert.equal((await rawGet({ host: '127.0.0.1', port: url.port, path: target })).status, 429, target);
+      }
+      // An encoded '#' is a character of the path, as in the ASGI scope: another path.
+      assert.equal((await get(new URL('/caf%C3%A9%231', url))).status, 404);
+      assert.equal(policy.peek({ client: '127.0.0.1', method: 'GET', path: '/café#1' }, 0).remaining, 0);
       assert.equal((await get(new URL('/caf%C3%A9', url), undefined, 'POST')).status, 404);
       assert.equal((await get(new URL('/tea', url))).status, 404);
       const request = { client: '127.0.0.1', method: 'GET', path: '/café' };

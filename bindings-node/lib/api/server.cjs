@@ -144,13 +144,15 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * is relative to where the middleware is mounted. An absolute-form
    * target (`GET http://host/login`, which Express and Fastify route as
    * `/login`) loses its scheme and host, or each host named would be a path
-   * of its own: a new key, a fresh limit.
+   * of its own: a new key, a fresh limit. So does a fragment (`/login#1`,
+   * which Node passes on and both route as `/login`), cut before decoding:
+   * an encoded `%23` is part of the path.
    */
   function pathOf(request) {
     const target = request.originalUrl ?? request.url;
     if (typeof target !== 'string') return '';
-    const query = target.indexOf('?');
-    return unquoted((query === -1 ? target : target.slice(0, query)).replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/, ''));
+    const end = target.search(/[?#]/);
+    return unquoted((end === -1 ? target : target.slice(0, end)).replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/, ''));
   }
 
   // Kept: Python's unquote keeps a BOM, which TextDecoder drops by default.
