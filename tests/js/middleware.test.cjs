@@ -617,6 +617,11 @@ for (const [framework, serve, close] of frameworks) {
       for (const target of ['/caf%C3%A9#1', '/caf%C3%A9#2?page=3']) {
         assert.equal((await rawGet({ host: '127.0.0.1', port: url.port, path: target })).status, 429, target);
       }
+      // An absolute-form target without a path names "/", as both route it: it was a path "" of its own.
+      assert.equal((await get(new URL('/', url))).status, 200);
+      for (const target of ['http://elsewhere.example', 'http://elsewhere.example?page=2']) {
+        assert.equal((await rawGet({ host: '127.0.0.1', port: url.port, path: target })).status, 429, target);
+      }
       // An encoded '#' is a character of the path, as in the ASGI scope: another path.
       assert.equal((await get(new URL('/caf%C3%A9%231', url))).status, 404);
       assert.equal(policy.peek({ client: '127.0.0.1', method: 'GET', path: '/café#1' }, 0).remaining, 0);

@@ -152,7 +152,11 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     const target = request.originalUrl ?? request.url;
     if (typeof target !== 'string') return '';
     const end = target.search(/[?#]/);
-    return unquoted((end === -1 ? target : target.slice(0, end)).replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/, ''));
+    const path = (end === -1 ? target : target.slice(0, end)).replace(/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/]*/, '');
+    // An absolute-form target without a path (`GET http://host`) names "/"
+    // (RFC 9112, 3.2.2), as both route it: "" was a key of its own, a second
+    // limit for "/".
+    return path === '' ? '/' : unquoted(path);
   }
 
   // Kept: Python's unquote keeps a BOM, which TextDecoder drops by default.
