@@ -488,7 +488,8 @@ export type HandlerOptions<Request> = (
        * The client a request counts against. Default: the client's address,
        * `request.ip` (Express's `req.ip` and Fastify's `request.ip`, which
        * follow their trust proxy settings: behind a proxy, set those, or read
-       * an API key or a user id here). `undefined` or `null` (an unknown
+       * an API key or a user id here; without `request.ip`, as on a plain
+       * `http` server, the socket's peer address). `undefined` or `null` (an unknown
        * address included: a Unix socket's) goes to `next(error)`: a request
        * that cannot be keyed is never let through unlimited; exempt requests
        * with `skip`. Not a function: a `TypeError` (`invalid_type`).
@@ -512,9 +513,13 @@ export type HandlerOptions<Request> = (
        * query, percent-decoded): the ASGI middleware's `request_fields`. A
        * policy with a limit keyed by another field and no `fields` is a
        * `RangeError` (`invalid_value`) naming `fields`, as each request's
-       * `tryAcquire` would throw; so is, at the request, a `fields` answer
-       * that lacks one (it goes to `next(error)`). `undefined` or `null` (an
-       * unknown address, by default) goes to `next(error)`, as for `key`.
+       * `tryAcquire` would throw; a `fields` answer that lacks one gets
+       * that `tryAcquire` error at the request (naming `request`; it goes
+       * to `next(error)`). `undefined` or `null` (an unknown address, by
+       * default) goes to `next(error)`, as for `key`. Express routes
+       * without regard to case or a trailing slash by default: `/LOGIN`
+       * and `/login/` have paths (and limits by `path`) of their own unless
+       * its `case sensitive routing` and `strict routing` are set.
        */
       fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
       /** As for a KeyedLimiter. */

@@ -637,6 +637,32 @@ for (const [framework, serve, close] of frameworks) {
   });
 }
 
+// A server without `request.ip` (plain node:http, Connect, Polka): the
+// default key is the socket's peer address. It was undefined, and every
+// request failed (500).
+describe('middleware on a plain node:http server: the default key, the peer address', () => {
+  const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'per-peer' }));
+  const handle = middleware({ limiter });
+  let server;
+  before(async () => {
+    server = http.createServer((req, res) => handle(req, res, (error) => {
+      res.statusCode = error === undefined ? 200 : 500;
+      res.end(error === undefined ? 'hello' : failure(error));
+    }));
+    await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  after(() => new Promise((resolve) => server.close(resolve)));
+  it('limits each peer address', async () => {
+    const url = `http://127.0.0.1:${server.address().port}/`;
+    const first = await get(url);
+    assert.equal(first.status, 200, first.body);
+    assert.match(first.rateLimit, /^"per-peer";r=0;t=\d+$/);
+    assert.equal((await get(url)).status, 429);
+    assert.equal(limiter.size, 1);
+    assert.equal(limiter.peek('127.0.0.1', 0).remaining, 0);
+  });
+});
+
 // A client whose address is unknown (a Unix socket's, here) cannot be
 // keyed by it: refused, as for a `key` that returns nothing, not counted
 // under one key that every such request would share.

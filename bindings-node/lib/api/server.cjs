@@ -104,14 +104,15 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   /**
    * The default `key`: the client's address, Express's `req.ip` and
-   * Fastify's `request.ip` (which follow their trust proxy settings), as the
-   * ASGI middleware's default is the scope's client host. A request whose
-   * address is unknown (its socket closed, or a Unix socket's) gets
+   * Fastify's `request.ip` (which follow their trust proxy settings), else
+   * the socket's peer (a plain `http` server, Connect, Polka: no `ip`), as
+   * the ASGI middleware's default is the scope's client host. A request
+   * whose address is unknown (its socket closed, or a Unix socket's) gets
    * undefined, and is refused as a `key` returning nothing is: sharing one
    * key, all such requests would limit each other.
    */
   function clientAddress(request) {
-    const ip = request.ip;
+    const ip = request.ip === undefined ? request.socket?.remoteAddress : request.ip;
     return ip === '' || ip === null ? undefined : ip;
   }
 

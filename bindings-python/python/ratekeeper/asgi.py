@@ -47,9 +47,11 @@ def client_host(scope: Scope) -> Optional[str]:
     ``None`` (all such requests would otherwise share one key, and limit
     each other). In 0.1 it was ``""``.
 
-    Behind a proxy every request comes from the proxy: run the server with
-    its proxy-headers option (uvicorn's ``--proxy-headers``), or pass a
-    ``key`` that reads the forwarded address, an API key or a user id.
+    Behind a proxy every request comes from the proxy: let the server trust
+    the proxy's forwarded address (uvicorn reads ``X-Forwarded-For`` from
+    the addresses in ``--forwarded-allow-ips``, by default only 127.0.0.1),
+    or pass a ``key`` that reads the forwarded address, an API key or a
+    user id.
     """
     client = scope.get("client")
     host = client[0] if client else None
