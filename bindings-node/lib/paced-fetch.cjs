@@ -91,14 +91,14 @@ function ask(limiter, symbol, name) {
   } catch (error) {
     if (error?.code !== 'invalid_type') throw error;
     const message = '`limiter` must be a limiter itself, not a Proxy of one (a reactive wrapper) or an object inheriting from one: its methods refuse it as `this`';
-    throw Object.assign(new TypeError(message, { cause: error }), { code: 'invalid_type' });
+    throw typeError(message, { cause: error });
   }
   return decided(name, answer);
 }
 
-/** A TypeError (code `invalid_type`), as the limiters' own. */
-function typeError(message) {
-  return Object.assign(new TypeError(message), { code: 'invalid_type' });
+/** A TypeError (code `invalid_type`), as the limiters' own; `options` as the TypeError constructor takes them (`cause`). */
+function typeError(message, options) {
+  return Object.assign(new TypeError(message, options), { code: 'invalid_type' });
 }
 
 /** A RangeError (code `invalid_value`), as the limiters' own. */

@@ -3,17 +3,12 @@
 const { inspected, inspectSymbol, arrayOf } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
-  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, notThis, thisError } = shared;
+  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
 
-  /** Throws unless `self` is a KeyedLimiter: the first line of a method that is not hot (see notThis). */
-  function ownKeyed(self) {
-    if (!isKeyed(self)) throw notThis('a KeyedLimiter');
-  }
-
-  /** What a hot method of KeyedLimiter throws once it threw `error` on `self` (see thisError). */
-  const keyedError = (self, error) => thisError(self, isKeyed, 'a KeyedLimiter', error);
+  // The checks of `this` (see thisChecks); `isKeyed` is set below, by the class.
+  const { own: ownKeyed, failed: keyedError } = thisChecks((self) => isKeyed(self), 'a KeyedLimiter');
 
   /**
    * One limiter per key, every key configured as `limiter` (a configured

@@ -4,7 +4,7 @@
 const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
-  const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisError, stateBytes, badType, known, number } = shared;
+  const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisChecks, stateBytes, badType, known, number } = shared;
   const { defaultClock, handles, readClock, hotNow, toUint8Array, decisionFields, reservation, takenAt } = shared;
 
   // Module-private: lets the constructors below hand a built handle to Limiter,
@@ -26,13 +26,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
   let internalsOf;
   let isLimiter;
 
-  /** Throws unless `self` is a limiter: the first line of a method that is not hot (see notThis). */
-  function ownLimiter(self) {
-    if (!isLimiter(self)) throw notThis('a Limiter');
-  }
-
-  /** What a hot method of Limiter throws once it threw `error` on `self` (see thisError). */
-  const limiterError = (self, error) => thisError(self, isLimiter, 'a Limiter', error);
+  // The checks of `this` (see thisChecks); `isLimiter` is set below, by the class.
+  const { own: ownLimiter, failed: limiterError } = thisChecks((self) => isLimiter(self), 'a Limiter');
 
   /**
    * The configuration of `self` as the getters of the class `kind` of

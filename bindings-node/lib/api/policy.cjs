@@ -5,16 +5,11 @@ const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf,
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
-  const { policyHandles, typeName, decisionFields, takenAt, reservation, notThis, thisError } = shared;
+  const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
 
-  /** Throws unless `self` is a Policy: the first line of a method that is not hot (see notThis). */
-  function ownPolicy(self) {
-    if (!isPolicy(self)) throw notThis('a Policy');
-  }
-
-  /** What a hot method of Policy throws once it threw `error` on `self` (see thisError). */
-  const policyError = (self, error) => thisError(self, isPolicy, 'a Policy', error);
+  // The checks of `this` (see thisChecks); `isPolicy` is set below, by the class.
+  const { own: ownPolicy, failed: policyError } = thisChecks((self) => isPolicy(self), 'a Policy');
 
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {

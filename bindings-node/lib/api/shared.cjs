@@ -95,13 +95,22 @@ module.exports = function shared(B) {
   }
 
   /**
-   * What a hot method of `kind` throws once it threw `error` on `self`:
-   * `error` when `self` is one (`is`, a brand check), else `notThis(kind)`.
-   * Asked only on the way out of a failed call, so that a decision pays no
-   * check (its first private field read throws anyway).
+   * The checks of `this` for the class `kind` ('a Limiter') whose brand
+   * check is `is`: `own(self)`, the first line of a method that is not hot,
+   * throws notThis(kind) unless `self` is one; `failed(self, error)` is
+   * what a hot method throws once it threw `error` on `self` (`error` when
+   * `self` is one), asked only on the way out of a failed call, so that a
+   * decision pays no check (its first private field read throws anyway).
    */
-  function thisError(self, is, kind, error) {
-    return is(self) ? error : notThis(kind);
+  function thisChecks(is, kind) {
+    return {
+      own(self) {
+        if (!is(self)) throw notThis(kind);
+      },
+      failed(self, error) {
+        return is(self) ? error : notThis(kind);
+      },
+    };
   }
 
   /** The TypeError (code `invalid_type`) of using the abstract `Limiter` itself. */
@@ -366,7 +375,7 @@ module.exports = function shared(B) {
     decision,
     abstract,
     notThis,
-    thisError,
+    thisChecks,
     stateBytes,
     badType,
     known,
