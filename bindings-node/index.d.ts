@@ -566,6 +566,42 @@ export interface ReplyLike {
 }
 
 /**
+ * What the handlers made by `middleware` and `fastifyHook` also offer: the
+ * steps they take for each request, without answering it (an app that
+ * answers its own 429, logs, or tests its `key` function), as the ASGI
+ * middleware's `decide` and `skips`. Closures: `const { decide } = handler` works.
+ *
+ * Each answers the value itself when the functions it calls (`key` or
+ * `fields`, then `cost`; `skip`) answer at once, and a promise of it when one
+ * answers with a promise, as the handler decides: `await` takes both. The
+ * errors are the handler's, thrown (or the promise rejects): a `key` or
+ * `fields` returning `undefined` or `null`, a `cost` returning no number, a
+ * `skip` answering no boolean (`TypeError`, `invalid_type`, naming it), a full
+ * store's `RangeError` `store_full` (which the handler answers 503); an error
+ * of one of those functions comes as it was thrown.
+ */
+export interface RequestDecider<Request, D extends Decision = Decision> {
+  /**
+   * Decides `request` as the handler would, consuming its cost: its
+   * `Decision` (a `PolicyDecision` for a Policy), whatever `skip` says (ask
+   * `skips` first). `limiter.headers(decision)` are the headers the handler sets.
+   */
+  decide(request: Request): D | Promise<D>
+  /** Whether `skip` exempts `request` (`false` without `skip`); decides nothing. */
+  skips(request: Request): boolean | Promise<boolean>
+}
+
+/** What `middleware` returns: the middleware, with `decide` and `skips`. */
+export interface RateLimitMiddleware<Request, D extends Decision = Decision> extends RequestDecider<Request, D> {
+  (req: Request, res: ResponseLike, next: (error?: unknown) => void): void
+}
+
+/** What `fastifyHook` returns: the hook, with `decide` and `skips`. */
+export interface RateLimitHook<Request, D extends Decision = Decision> extends RequestDecider<Request, D> {
+  (request: Request, reply: ReplyLike, done: (error?: Error) => void): void
+}
+
+/**
  * An Express-style middleware `(req, res, next)`: sets `RateLimit-Policy` and
  * `RateLimit` on every response (after the items of an earlier helper: another
  * limiter's, which also limits the request); answers a denied request with 429, `Retry-After`
@@ -573,12 +609,18 @@ export interface ReplyLike {
  * middleware's), without calling `next`. A full store made with eviction
  * `'refuse'` refuses a new key with 503 (no RateLimit headers); any other error
  * goes to `next(error)`, one of writing the answer included (headers already sent).
+ * It has `decide(req)` and `skips(req)` (see `RequestDecider`).
  */
 export declare function middleware<Request = unknown>(
-  options: HandlerOptions<Request>,
-): (req: Request, res: ResponseLike, next: (error?: unknown) => void) => void
+  options: HandlerOptions<Request> & { limiter: Policy },
+): RateLimitMiddleware<Request, PolicyDecision>
+export declare function middleware<Request = unknown>(options: HandlerOptions<Request>): RateLimitMiddleware<Request>
 
-/** The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`, the default key `request.ip`. */
+/**
+ * The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`,
+ * the default key `request.ip`; with `decide(request)` and `skips(request)` (see `RequestDecider`).
+ */
 export declare function fastifyHook<Request = unknown>(
-  options: HandlerOptions<Request>,
-): (request: Request, reply: ReplyLike, done: (error?: Error) => void) => void
+  options: HandlerOptions<Request> & { limiter: Policy },
+): RateLimitHook<Request, PolicyDecision>
+export declare function fastifyHook<Request = unknown>(options: HandlerOptions<Request>): RateLimitHook<Request>

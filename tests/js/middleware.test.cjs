@@ -739,3 +739,164 @@ for (const [framework, serve, close] of frameworks) {
     });
   });
 }
+
+// `decide(request)` and `skips(request)` on what the helpers return: the
+// decision for a request without answering it (an app that answers its own
+// 429, logs, or tests its key function), as the ASGI middleware's `decide`
+// and `skips`. The helpers offered no way to it but a response to inspect.
+describe('decide and skips: the decision alone, as the ASGI middleware has them', () => {
+  const byClient = (request) => request.headers['x-client'];
+  for (const helper of [middleware, fastifyHook]) {
+    it(`${helper.name}: plain functions answer the Decision itself, consumed as the handler consumes it`, () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: 60_000, name: 'per-client' }));
+      const handler = helper({ limiter, key: byClient, cost: (request) => (request.method === 'POST' ? 2 : 1) });
+      assert.equal(typeof handler, 'function');
+      const alice = { method: 'POST', headers: { 'x-client': 'alice' } };
+      const decision = handler.decide(alice);
+      assert.equal(typeof decision?.then, 'undefined', 'no promise for plain functions');
+      assert.deepStrictEqual([decision.allowed, decision.remaining, decision.limit], [true, 1, 3]);
+      assert.equal(limiter.peek('alice', 0).remaining, 1);
+      // A detached method decides the same: closures, not `this`.
+      const { decide, skips } = handler;
+      const denied = decide(alice);
+      assert.deepStrictEqual([denied.allowed, denied.remaining], [false, 1]);
+      assert.ok(denied.retryAfterMs > 0);
+      assert.equal(limiter.headers(denied).RateLimit.startsWith('"per-client";r=1;t='), true);
+      // Without `skip`, nothing is skipped.
+      assert.equal(skips(alice), false);
+      // The handler counts against the same limiter.
+      const res = { headers: {}, setHeader(name, value) { this.headers[name] = value; }, getHeader() {}, end() {} };
+      const reply = { headers(values) { res.headers = values; }, code: () => reply, type: () => reply, send() {} };
+      const passed = [];
+      const request = { method: 'GET', headers: { 'x-client': 'alice' } };
+      if (helper === middleware) handler(request, res, (error) => passed.push(error));
+      else handler(request, reply, (error) => passed.push(error));
+      assert.deepStrictEqual(passed, [undefined]);
+      assert.match(res.headers.RateLimit, /^"per-client";r=0;t=\d+$/);
+      assert.equal(decide(request).allowed, false);
+    });
+
+    it(`${helper.name}: a Policy's decide answers its PolicyDecision, with the default fields`, () => {
+      const policy = Policy.fromRates('1/minute', { by: ['client', 'path'] });
+      const handler = helper({ limiter: policy });
+      const request = { ip: '10.0.0.1', method: 'GET', url: '/caf%C3%A9?page=1', headers: {} };
+      const first = handler.decide(request);
+      assert.deepStrictEqual([first.allowed, first.deniedBy, first.limits.map((limit) => limit.name)], [true, null, ['1/minute']]);
+      assert.equal(policy.peek({ client: '10.0.0.1', path: '/café' }, 0).remaining, 0);
+      assert.equal(handler.decide(request).deniedBy, '1/minute');
+    });
+
+    it(`${helper.name}: \`skips\` answers \`skip\`'s answer, and \`decide\` decides whatever \`skip\` says`, () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+      const handler = helper({ limiter, key: byClient, skip: (request) => request.headers['x-skip'] === 'yes' });
+      const skipped = { headers: { 'x-client': 'alice', 'x-skip': 'yes' } };
+      assert.equal(handler.skips(skipped), true);
+      assert.equal(handler.skips({ headers: { 'x-client': 'alice' } }), false);
+      assert.equal(limiter.size, 0, 'skips decides nothing');
+      // As Python's decide: the decision alone; whether to skip is skips'.
+      assert.equal(handler.decide(skipped).remaining, 4);
+    });
+
+    it(`${helper.name}: a function answering a promise makes the answer a promise`, async () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+      const request = { method: 'POST', headers: { 'x-client': 'alice' } };
+      for (const options of [
+        { key: async (r) => byClient(r) },
+        { key: byClient, cost: async () => 2 },
+      ]) {
+        const handler = helper({ limiter, cost: 2, ...options, skip: async () => false });
+        const decision = handler.decide(request);
+        assert.ok(decision instanceof Promise);
+        assert.equal((await decision).allowed, true);
+        const skips = handler.skips(request);
+        assert.ok(skips instanceof Promise);
+        assert.equal(await skips, false);
+      }
+      assert.equal(limiter.peek('alice', 0).remaining, 1);
+    });
+
+    it(`${helper.name}: the handler's errors, thrown, or rejected for a promise`, async () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+      const anonymous = { headers: {} };
+      const refusal = /^TypeError: `key` returned undefined: a request that cannot be keyed is refused, not let through unlimited$/;
+      const handler = helper({ limiter, key: byClient, skip: (request) => request.headers['x-skip'] });
+      assertLimiterError(() => handler.decide(anonymous), 'invalid_type', 'key');
+      assert.throws(() => handler.decide(anonymous), refusal);
+      assert.throws(() => handler.skips(anonymous), /^TypeError: `skip` must return a boolean, not undefined$/);
+      assertLimiterError(() => handler.skips(anonymous), 'invalid_type', 'skip');
+      const later = helper({ limiter, key: async (request) => byClient(request), skip: async (request) => request.headers['x-skip'] });
+      await assert.rejects(later.decide(anonymous), refusal);
+      await assert.rejects(later.skips(anonymous), /^TypeError: `skip` must return a boolean, not undefined$/);
+      // The default key: a request of no known address is refused.
+      assertLimiterError(() => helper({ limiter }).decide({ socket: {} }), 'invalid_type', 'key');
+      assertLimiterError(() => helper({ limiter: Policy.fromRates('1/second') }).decide({}), 'invalid_type', 'fields');
+      for (const answer of [undefined, null]) {
+        const costless = helper({ limiter, key: byClient, cost: () => answer });
+        assertLimiterError(() => costless.decide({ headers: { 'x-client': 'alice' } }), 'invalid_type', 'cost', String(answer));
+      }
+      // The key function's own error, as it was thrown.
+      const thrown = Symbol('no session');
+      assert.throws(() => helper({ limiter, key: () => { throw thrown; } }).decide(anonymous), (error) => error === thrown);
+      assert.equal(limiter.size, 0, 'nothing charged');
+      // A full store's refusal, which the handler answers 503: thrown, as Python's decide raises it.
+      const full = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }), { maxKeys: 1, eviction: 'refuse' });
+      const bounded = helper({ limiter: full, key: byClient });
+      assert.equal(bounded.decide({ headers: { 'x-client': 'alice' } }).allowed, true);
+      assert.throws(() => bounded.decide({ headers: { 'x-client': 'bob' } }), (error) => error instanceof RangeError && error.code === 'store_full');
+      assert.equal(full.size, 1);
+    });
+  }
+});
+
+// An app answering its own 429 (a JSON body) from `decide`, on real requests:
+// the default key reads Express's req.ip and Fastify's request.ip.
+for (const [framework, serve] of [
+  ['middleware', async (server, limiter) => {
+    const { decide } = middleware({ limiter });
+    const app = express();
+    app.get('/', async (req, res, next) => {
+      try {
+        const decision = await decide(req);
+        res.set(limiter.headers(decision));
+        if (decision.allowed) res.json({ hello: 'world' });
+        else res.status(429).json({ retryAfterMs: decision.retryAfterMs });
+      } catch (error) {
+        next(error);
+      }
+    });
+    await new Promise((resolve) => (server.http = app.listen(0, '127.0.0.1', resolve)));
+    server.url = `http://127.0.0.1:${server.http.address().port}/`;
+    server.close = () => new Promise((resolve) => server.http.close(resolve));
+  }],
+  ['fastifyHook', async (server, limiter) => {
+    const hook = fastifyHook({ limiter });
+    const app = Fastify({ logger: false });
+    app.get('/', async (request, reply) => {
+      const decision = await hook.decide(request);
+      reply.headers(limiter.headers(decision));
+      if (decision.allowed) return { hello: 'world' };
+      return reply.code(429).send({ retryAfterMs: decision.retryAfterMs });
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    server.url = `http://127.0.0.1:${app.server.address().port}/`;
+    server.close = () => app.close();
+  }],
+]) {
+  describe(`${framework}: an app answering its own 429 from \`decide\``, () => {
+    const server = {};
+    const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'per-client' }));
+    before(() => serve(server, limiter));
+    after(() => server.close());
+    it('decides each request by its client address', async () => {
+      const first = await fetch(server.url);
+      assert.equal(first.status, 200);
+      assert.deepStrictEqual(await first.json(), { hello: 'world' });
+      assert.match(first.headers.get('ratelimit'), /^"per-client";r=0;t=\d+$/);
+      const denied = await fetch(server.url);
+      assert.equal(denied.status, 429);
+      assert.ok((await denied.json()).retryAfterMs > 0);
+      assert.ok(Number(denied.headers.get('retry-after')) >= 1);
+      assert.equal(limiter.peek('127.0.0.1', 0).remaining, 0);
+    });
+  });
+}

@@ -6,15 +6,19 @@ const { invalidType, invalidValue } = require('./values.cjs');
 
 module.exports = function server({ badType, known }, { isLimiter }, { isKeyed }, { isPolicy }) {
   // --- Server helpers ----------------------------------------------------------
-  // The decision for one request: `limiter` is a KeyedLimiter (keyed by
+  // How the helpers decide a request: `limiter` is a KeyedLimiter (keyed by
   // `key(request)`, default the client's address), a Policy (its request is
   // `fields(request)`, a plain object of fields, default requestFields) or
   // one limiter every request shares (neither); `cost` is a number or
-  // `cost(request)`, default 1. A
-  // request for which `skip(request)` is true is not decided (SKIPPED). Each function may
-  // return a promise (a key looked up in a session store, say): the
-  // decision is then a promise too, taken once the key and then the cost
-  // are known, so that requests are decided in the order their keys come.
+  // `cost(request)`, default 1. Answers `{ limiter, outcome, decide, skips }`:
+  // `outcome(request)` is what a handler answers by, the request's Decision,
+  // or SKIPPED for one that `skip(request)` exempts; `decide` and `skips` are
+  // the two steps alone, the handlers' public methods (the ASGI middleware's
+  // decide and skips). Each function may return a promise (a key looked up
+  // in a session store, say): the answer is then a promise too, taken once
+  // the key and then the cost are known, so that requests are decided in the
+  // order their keys come; otherwise it is the value itself, as a handler
+  // decides a request of plain functions without waiting for a microtask.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
     const { limiter, key, fields, cost, skip } = known(options, 'the server helpers');
@@ -56,8 +60,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       if (typeof units !== 'number') {
         invalidType(`\`cost\` must return a number, not ${units === null ? 'null' : typeof units}`);
       }
-      const d = inputOf === undefined ? limiter.tryAcquire(units) : limiter.tryAcquire(input, units);
-      return { decision: d, headers: limiter.headers(d) };
+      return inputOf === undefined ? limiter.tryAcquire(units) : limiter.tryAcquire(input, units);
     };
     // A request that cannot be keyed fails (a 500) rather than pass
     // unlimited: a key read from a header or a session is missing exactly
@@ -74,13 +77,18 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       inputOf === undefined
         ? (request) => after(costOf(request), (units) => decide(undefined, units))
         : (request) => after(inputOf(request), (input) => withInput(request, input));
-    if (skip === undefined) return decideRequest;
+    if (skip === undefined) return { limiter, outcome: decideRequest, decide: decideRequest, skips: () => false };
     // The way to exempt requests (health checks, say): a key of nothing is refused, not read as "exempt".
-    return (request) =>
-      after(skip(request), (skipped) => {
-        if (typeof skipped !== 'boolean') invalidType(`\`skip\` must return a boolean, not ${skipped === null ? 'null' : typeof skipped}`);
-        return skipped ? SKIPPED : decideRequest(request);
-      });
+    const skipped = (answer) => {
+      if (typeof answer !== 'boolean') invalidType(`\`skip\` must return a boolean, not ${answer === null ? 'null' : typeof answer}`);
+      return answer;
+    };
+    return {
+      limiter,
+      outcome: (request) => after(skip(request), (answer) => (skipped(answer) ? SKIPPED : decideRequest(request))),
+      decide: decideRequest,
+      skips: (request) => after(skip(request), skipped),
+    };
   }
 
   /**
@@ -269,11 +277,12 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses
    * new keys answers 503; other errors go to `next(error)`, those of writing
-   * the answer included (headers already sent, say).
+   * the answer included (headers already sent, say). The middleware
+   * also has `decide(req)` and `skips(req)`: see withSteps.
    */
   function middleware(options) {
-    const decide = handlerOptions(options);
-    return function ratekeeper(req, res, next) {
+    const { limiter, outcome: decide, ...steps } = handlerOptions(options);
+    return withSteps(function ratekeeper(req, res, next) {
       const answer = (status, body) => {
         res.statusCode = status;
         res.setHeader('Content-Type', 'text/plain; charset=utf-8');
@@ -284,37 +293,61 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
         res.end(body);
         return false;
       };
-      const respond = (outcome) => {
-        if (outcome === SKIPPED) return true;
-        if (outcome === null) return answer(503, UNAVAILABLE);
-        for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, listed(name, res.getHeader?.(name), value));
-        if (outcome.decision.allowed) return true;
+      const respond = (decision) => {
+        if (decision === SKIPPED) return true;
+        if (decision === null) return answer(503, UNAVAILABLE);
+        for (const [name, value] of Object.entries(limiter.headers(decision))) res.setHeader(name, listed(name, res.getHeader?.(name), value));
+        if (decision.allowed) return true;
         return answer(429, TOO_MANY);
       };
       outcomeOf(decide, req, respond, () => next(), next);
-    };
+    }, steps);
   }
 
-  /** The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))` (default key `request.ip`). */
+  /**
+   * The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`
+   * (default key `request.ip`), with `decide(request)` and `skips(request)`.
+   */
   function fastifyHook(options) {
-    const decide = handlerOptions(options);
-    return function ratekeeper(request, reply, done) {
-      const respond = (outcome) => {
-        if (outcome === SKIPPED) return true;
-        if (outcome === null) {
+    const { limiter, outcome: decide, ...steps } = handlerOptions(options);
+    return withSteps(function ratekeeper(request, reply, done) {
+      const respond = (decision) => {
+        if (decision === SKIPPED) return true;
+        if (decision === null) {
           reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
           return false;
         }
         const headers = {};
-        for (const [name, value] of Object.entries(outcome.headers)) headers[name] = listed(name, reply.getHeader?.(name), value);
+        for (const [name, value] of Object.entries(limiter.headers(decision))) headers[name] = listed(name, reply.getHeader?.(name), value);
         reply.headers(headers);
-        if (outcome.decision.allowed) return true;
+        if (decision.allowed) return true;
         // Answering from the hook: Fastify then skips the handler; done() is not called.
         reply.code(429).type('text/plain; charset=utf-8').send(TOO_MANY);
         return false;
       };
       outcomeOf(decide, request, respond, () => done(), done);
-    };
+    }, steps);
+  }
+
+  /**
+   * `handler` with the steps it takes for each request as methods of its
+   * own, the ASGI middleware's decide and skips, for an app that answers
+   * the request itself (its own 429 page), logs, or tests its `key`:
+   * `decide(request)` is the request's Decision (a PolicyDecision for a
+   * Policy), consumed as the handler would consume it, whatever `skip`
+   * says; `skips(request)` is whether `skip` exempts the request (false
+   * without `skip`). Each answers the value itself when the functions it
+   * calls do, a promise of it when one answers with a promise (as the
+   * handler decides), where Python's `decide` refuses an awaitable for
+   * `decide_async`: `await` takes both. Their errors are the handler's
+   * (thrown, or the promise rejects), a full store's `store_full` among
+   * them (the handler answers 503 for it); an error of the user's own
+   * `key`, `fields`, `cost` or `skip` comes as it was thrown. Properties
+   * of the handler, set once: no cost to a request; and closures, so that
+   * `const { decide } = handler` works too.
+   */
+  function withSteps(handler, { decide, skips }) {
+    return Object.assign(handler, { decide, skips });
   }
 
   return { middleware, fastifyHook };

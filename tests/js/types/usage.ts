@@ -23,6 +23,11 @@ import {
   type PolicyDecision,
   type PolicyReservation,
   type RateLimitHeaders,
+  type RateLimitHook,
+  type RateLimitMiddleware,
+  type ReplyLike,
+  type RequestDecider,
+  type ResponseLike,
   type Reservation,
   type TokenBucketOptions,
   type WindowOptions,
@@ -104,6 +109,30 @@ export const byAddress = middleware<Req>({ limiter: perIp });
 export const byRoute = fastifyHook<Req>({ limiter: Policy.fromRates('10/second', { by: ['client', 'path'] }), cost: 2 });
 // One limiter every request shares.
 export const shared = middleware<Req>({ limiter: bucket, cost: (req) => (req.method === 'POST' ? 2 : 1), skip: () => false });
+// The decision alone (an app answering its own 429): a promise where a function
+// answers one, so awaited; a Policy's is a PolicyDecision. Still handlers.
+export async function deciding(req: Req): Promise<unknown[]> {
+  const decision: Decision = await handler.decide(req);
+  const policyDecision: PolicyDecision = await hook.decide(req);
+  const { decide, skips } = skipping;
+  const skipped: boolean = await skips(req);
+  const either: Decision | Promise<Decision> = byAddress.decide(req);
+  const headers: RateLimitHeaders = perIp.headers(decision);
+  // @ts-expect-error: a KeyedLimiter's decision is no PolicyDecision
+  const notPolicy: PolicyDecision = await handler.decide(req);
+  return [policyDecision.deniedBy, await decide(req), skipped, either, headers, notPolicy, shared.skips(req)];
+}
+export const stillHandlers: [
+  (req: Req, res: ResponseLike, next: (error?: unknown) => void) => void,
+  (request: Req, reply: ReplyLike, done: (error?: Error) => void) => void,
+  RateLimitMiddleware<Req>,
+  RateLimitHook<Req, PolicyDecision>,
+  RequestDecider<Req>,
+] = [handler, hook, byAddress, byRoute, hook];
+// @ts-expect-error: decide may answer a promise: await it
+handler.decide({ ip: '1.2.3.4', method: 'GET' }).allowed;
+// @ts-expect-error: decide takes the handler's request
+handler.decide(42);
 
 // Keyed limiters, policies, portable state.
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
