@@ -1050,6 +1050,9 @@ class RedisLimiter extends RedisLimits {
   }
 
   _keys(key) {
+    // Reachable on the prototype as the public methods are: called on
+    // another object, it read a private field of none (V8's uncoded TypeError).
+    ownLimiter(this);
     // A hot key comes again and again: its keys are built once.
     if (key === this.#lastKey && key !== undefined) return this.#lastKeys;
     const keys = this.#store.keys({ key: keyPart(key, 'key') });
@@ -1121,6 +1124,8 @@ class RedisPolicy extends RedisLimits {
   }
 
   _keys(request) {
+    // See RedisLimiter's _keys.
+    ownPolicy(this);
     if (request === undefined || request === null) return this.#store.keys({});
     if (typeof request !== 'object') throw typeError('request', 'an object');
     return this.#store.keys(request);
