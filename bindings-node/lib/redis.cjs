@@ -392,18 +392,21 @@ function abortable(promise, signal, late) {
     // way, and on its reply escaped as an unhandled rejection, the acquire
     // pending for ever. The sleep that follows reads it again, and fails.
     if (abortedNow(signal)) return onAbort();
+    let listening = true;
     try {
       signal.addEventListener('abort', onAbort, { once: true });
-    } catch (error) {
-      // Never listened to (a polyfill's signal): rejects with its error, as
-      // the in-process acquire does, and the booking, when it comes, goes
-      // back rather than stay booked for nobody.
-      giveUp(error);
-      return;
+    } catch {
+      // Never listened to (a polyfill's signal): the round trip goes on
+      // unlistened, as the in-process acquire, which books at once, listens
+      // only to wait for its slot. Rejecting here failed an acquire whose
+      // units were granted at once, and in-process resolves; the sleep, when
+      // a wait is needed, listens again and fails as in-process fails (its
+      // booking given back). An abort meanwhile is read on the reply.
+      listening = false;
     }
     promise.then(
       (value) => {
-        unlisten(signal, onAbort);
+        if (listening) unlisten(signal, onAbort);
         if (done) return;
         done = true;
         // Aborted with no event (an already-aborted signal's reason read late).
@@ -413,7 +416,7 @@ function abortable(promise, signal, late) {
         } else resolve(value);
       },
       (error) => {
-        unlisten(signal, onAbort);
+        if (listening) unlisten(signal, onAbort);
         if (done) return;
         done = true;
         reject(error);

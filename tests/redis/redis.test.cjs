@@ -1183,10 +1183,25 @@ test('acquire with a signal whose addEventListener throws rejects with its error
     // minute later than it should be). Listening for the sleep threw after
     // its timer was armed, which then held the process for the whole wait.
     return withBookedMinute(client, 'add-listener', async (minute, givenBack) => {
-      // Throwing at once: during the booking's round trip.
-      const refusing = { aborted: false, addEventListener() { throw new Error('no listeners here'); }, removeEventListener() {} };
+      // Throwing every time: the round trip goes unlistened, the sleep's listening fails.
+      let refused = 0;
+      const refusing = {
+        aborted: false,
+        addEventListener() {
+          refused += 1;
+          throw new Error('no listeners here');
+        },
+        removeEventListener() {},
+      };
       await assert.rejects(minute.acquire('k', 1, { signal: refusing }), { message: 'no listeners here' });
-      await givenBack('during the round trip');
+      assert.equal(refused, 2);
+      await givenBack('for the sleep, never listened to');
+      // Aborted during the unlistened round trip: read on its reply.
+      const unheard = { ...refusing, reason: new Error('aborted unheard') };
+      const pending = minute.acquire('k', 1, { signal: unheard });
+      unheard.aborted = true;
+      await assert.rejects(pending, { message: 'aborted unheard' });
+      await givenBack('aborted during the round trip');
       // Throwing from its second listener on: the sleep's.
       let listeners = 0;
       const flaky = {
@@ -1206,6 +1221,27 @@ test('acquire with a signal whose addEventListener throws rejects with its error
       assert.equal(timers(), before, 'no timer left for the wait');
       await givenBack('for the sleep');
     });
+  }));
+
+test('acquire granted at once resolves though its signal cannot be listened to, as in-process, the units kept', () =>
+  withClient('ioredis', async (client) => {
+    // Listening during the booking's round trip threw, and the acquire
+    // rejected with that error, though Redis had granted the units at once
+    // (given back on the reply): the in-process acquire listens only to
+    // wait for a slot, and resolves.
+    const refusing = { aborted: false, addEventListener() { throw new Error('no listeners here'); }, removeEventListener() {} };
+    const local = new rk.KeyedLimiter(new rk.FixedWindow({ limit: 2, windowMs: HOUR }));
+    const localPolicy = new rk.Policy('2/hour', { algorithm: 'fixed_window' });
+    const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: HOUR }), { prefix: prefix('refusing-now') });
+    const policy = new RedisPolicy(client, '2/hour', { algorithm: 'fixed_window', prefix: prefix('refusing-now') });
+    await local.acquire('k', 1, { signal: refusing });
+    await localPolicy.acquire({}, 1, { signal: refusing });
+    await limiter.acquire('k', 1, { signal: refusing });
+    await policy.acquire({}, 1, { signal: refusing });
+    assert.deepEqual(
+      [local.peek('k', 0).remaining, localPolicy.peek({}, 0).remaining, (await limiter.peek('k', 0)).remaining, (await policy.peek({}, 0)).remaining],
+      [1, 1, 1, 1],
+    );
   }));
 
 test('acquire with a signal whose `aborted` getter throws rejects with its error and gives the booking back, as in-process', () =>
