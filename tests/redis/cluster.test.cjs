@@ -10,15 +10,38 @@ const { rk, rkRedis, prefix } = require('./helpers.cjs');
 
 const CLUSTER_URL = process.env.RATEKEEPER_REDIS_CLUSTER_URL;
 
-/** A connected cluster client, and every master node's own client (to flush its scripts). */
+/**
+ * A cluster client, not yet connected: `connect()` resolves to every master
+ * node's own client (to flush its scripts), `close()` closes every socket it
+ * opened. Made before connecting, so that the test closes it in every path:
+ * connected outside the test's `try`, a client whose masters could not be
+ * reached was dropped unclosed, its sockets left open (the test process
+ * never ending), and an ioredis Cluster that never got ready was waited for
+ * for ever, reconnecting.
+ */
 const CLUSTERS = {
-  'ioredis Cluster': async (hostname, port) => {
+  'ioredis Cluster': (hostname, port) => {
     const { Cluster } = require('ioredis');
-    const cluster = new Cluster([{ host: hostname, port }], { enableOfflineQueue: true });
+    // lazyConnect: connect() rejects when no startup node answers, where
+    // waiting for 'ready' waited for ever.
+    const cluster = new Cluster([{ host: hostname, port }], { enableOfflineQueue: true, lazyConnect: true });
     cluster.on('error', () => {});
-    // Its nodes are known once it is ready.
-    await new Promise((resolve) => cluster.once('ready', resolve));
-    return { cluster, masters: cluster.nodes('master'), close: () => cluster.quit() };
+    return {
+      cluster,
+      // Its nodes are known once it is ready.
+      connect: async () => {
+        await cluster.connect();
+        return cluster.nodes('master');
+      },
+      close: async () => {
+        // quit resolves on the nodes' replies, before their sockets close
+        // (the server closes them): each node's 'end' says its socket is
+        // closed for good.
+        const ended = cluster.nodes().filter((node) => node.status !== 'end').map((node) => new Promise((resolve) => node.once('end', resolve)));
+        await cluster.quit();
+        await Promise.all(ended);
+      },
+    };
   },
   ...Object.fromEntries(
     [
@@ -27,24 +50,34 @@ const CLUSTERS = {
       ['node-redis 5 createCluster', 'redis5'],
     ].map(([name, module]) => [
       name,
-      async (hostname, port) => {
+      (hostname, port) => {
         const { createCluster } = require(module);
         const cluster = createCluster({ rootNodes: [{ url: `redis://${hostname}:${port}` }] });
         cluster.on('error', () => {});
-        await cluster.connect();
-        const masters = await Promise.all(cluster.masters.map((node) => cluster.nodeClient(node)));
-        return { cluster, masters: masters.map((m) => ({ script: (sub) => m.sendCommand(['SCRIPT', sub]) })), close: () => cluster.quit() };
+        return {
+          cluster,
+          connect: async () => {
+            await cluster.connect();
+            const masters = await Promise.all(cluster.masters.map((node) => cluster.nodeClient(node)));
+            return masters.map((m) => ({ script: (sub) => m.sendCommand(['SCRIPT', sub]) }));
+          },
+          // A connect that failed closed what it opened itself.
+          close: async () => {
+            if (cluster.isOpen) await cluster.quit();
+          },
+        };
       },
     ]),
   ),
 };
 
-for (const [name, connect] of Object.entries(CLUSTERS)) {
+for (const [name, client] of Object.entries(CLUSTERS)) {
   test(`${name}: policies and hot keys on a 3-node cluster`, async () => {
     assert.ok(CLUSTER_URL, 'RATEKEEPER_REDIS_CLUSTER_URL is not set (bash scripts/redis.sh cluster start; redis://127.0.0.1:7391/0)');
     const { hostname, port } = new URL(CLUSTER_URL);
-    const { cluster, masters, close } = await connect(hostname, Number(port));
+    const { cluster, connect, close } = client(hostname, Number(port));
     try {
+      const masters = await connect();
       assert.equal(masters.length, 3);
       // Flush the scripts of every node: each call must load the script where its slot lives.
       await Promise.all(masters.map((node) => node.script('FLUSH')));
