@@ -85,9 +85,8 @@ export type RedisLimiterConfig = Gcra | TokenBucket | FixedWindow | SlidingWindo
 
 /**
  * A booking (`reserve`): the in-process Reservation's fields. `atMs` is the
- * slot in Unix ms on the clock that decided (give an unused booking made by
- * Redis, `fromStore: true`, back with `refund(..., cost, atMs)`); `decision`
- * says why when not `ok`.
+ * slot in Unix ms on the clock that decided; `decision` says why when not
+ * `ok`; `fromStore` is false when `onError` decided.
  */
 export interface RedisReservation<D extends RedisDecision = RedisDecision> {
   ok: boolean
@@ -96,6 +95,13 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
   cost: number
   decision: D | null
   fromStore: boolean
+  /**
+   * Gives an unused booking back, once (later calls do nothing): to Redis at
+   * its slot, or to the `onError` limiter that admitted it. Resolves when
+   * Redis cannot be reached too (the booking then expires with its key);
+   * rejects only with the script's own errors (NOPERM, a key of another type).
+   */
+  cancel(): Promise<void>
 }
 
 /** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */

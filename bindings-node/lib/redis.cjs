@@ -440,6 +440,33 @@ function checkCost(cost, limit) {
  * What RedisLimiter and RedisPolicy share: keys, arguments, replies, the
  * fault policy, hot-key batching. `kind` is 'limiter' or 'policy'.
  */
+/**
+ * A booking of `reserve`: the in-process Reservation's fields (`ok`,
+ * `waitMs`, `atMs`, `cost`, `decision`) plus `fromStore`, and `cancel()`,
+ * as Python's RedisReservation has.
+ */
+class RedisReservation {
+  #cancel;
+
+  constructor(fields, cancel) {
+    Object.assign(this, fields);
+    this.#cancel = cancel;
+  }
+
+  /**
+   * Gives an unused booking back, once (later calls do nothing): to Redis
+   * at its slot, or to the `onError` limiter that admitted it. Resolves
+   * when done; when Redis cannot be reached the booking stays (it expires
+   * with its key) and the promise still resolves. Rejects only with the
+   * script's own errors (a key of another type, NOPERM).
+   */
+  cancel() {
+    const cancel = this.#cancel;
+    this.#cancel = null;
+    return cancel === null ? Promise.resolve() : cancel();
+  }
+}
+
 class Store {
   constructor(client, limits, options, kind) {
     this.send = commandSender(client);
@@ -820,12 +847,16 @@ class Store {
     if (numbers === null) {
       const d = this.fallback(target, cost, false);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
-      return { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
+      const fields = { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
+      return new RedisReservation(fields, d.allowed && cost > 0 ? async () => this.unfallback(target, cost) : null);
     }
     const ok = numbers[1] === 1;
     // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
     const [decision] = this.decisions(numbers.slice(2), 1);
-    return { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
+    // The slot in the script's own µs, where `cancel` gives back.
+    const slot = String(numbers[0] + numbers[2]);
+    const fields = { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
+    return new RedisReservation(fields, ok && cost > 0 ? async () => this.refundAt(keys, cost, slot) : null);
   }
 
   /**
@@ -884,25 +915,21 @@ class Store {
 
   /**
    * Gives back a booking `reserve` made for an acquire that does not go
-   * ahead: to Redis at its slot, or to the in-process `onError` limiter
-   * that admitted it. Never throws.
+   * ahead (its `cancel`). Never throws.
    */
-  release(target, keys, r) {
-    if (r.fromStore) {
-      try {
-        // Never rejecting unhandled: a script error (a key of another
-        // type, NOPERM) has nobody to go to, the caller being answered.
-        this.refund(keys, r.cost, r.atMs).catch(() => {});
-      } catch {
-        // A slot the clock cannot name (past 2^52 µs) or a clock that throws.
-      }
-      return;
-    }
+  release(r) {
+    // Never rejecting unhandled: a script error (a key of another type,
+    // NOPERM) has nobody to go to, the caller being answered.
+    r.cancel().catch(() => {});
+  }
+
+  /** Gives `cost` back to the in-process `onError` limiter that admitted it (nothing for 'open' or 'closed'). */
+  unfallback(target, cost) {
     const f = this.onError;
     if (f === 'open' || f === 'closed') return;
     try {
-      if (isLimiter(f)) f.refund(r.cost);
-      else f.refund(target, r.cost);
+      if (isLimiter(f)) f.refund(cost);
+      else f.refund(target, cost);
     } catch {
       // The arguments were the fallback's own a moment ago; nothing to report.
     }
@@ -1009,7 +1036,7 @@ class RedisLimits {
     const t = this.#store.target(target);
     await this.#store.wait(
       (left) => this.#store.reserve(t, keys, units, left, undefined),
-      (r) => this.#store.release(t, keys, r),
+      (r) => this.#store.release(r),
       this.constructor.name,
       options,
     );

@@ -863,6 +863,38 @@ test('an in-process fallback never throws for a cost the store takes, one caller
   assert.equal((await policy.tryAcquire({ user: 'u', ip: '1.2.3.4' })).fromStore, false);
 });
 
+test("a reservation's cancel() gives its booking back once, to Redis at its slot or to the onError limiter, as Python's", () =>
+  withClient('ioredis', async (client) => {
+    const at = T0;
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: prefix('cancel') });
+    const policy = new RedisPolicy(client, '1/second', { by: ['user'], prefix: prefix('cancel-policy') });
+    for (const [store, target] of [[limiter, 'k'], [policy, { user: 'u' }]]) {
+      await store.tryAcquire(target, 1, at);
+      const booked = await store.reserve(target, 1, 5000, at);
+      assert.deepEqual([booked.ok, booked.fromStore, booked.waitMs], [true, true, 1000]);
+      const next = await store.reserve(target, 1, 5000, at);
+      assert.equal(next.waitMs, 2000);
+      await next.cancel();
+      await next.cancel(); // once: this one must not give back `again` below
+      const again = await store.reserve(target, 1, 5000, at);
+      assert.equal(again.waitMs, 2000, 'the cancelled slot is booked again');
+      assert.equal((await store.reserve(target, 1, 5000, at)).waitMs, 3000, 'the second cancel gave nothing back');
+      const refused = await store.reserve(target, 1, 0, at);
+      assert.equal(refused.ok, false);
+      await refused.cancel(); // nothing booked, nothing given back
+      assert.equal((await store.peek(target, 1, at)).retryAfterMs, 4000);
+    }
+    // Decided by onError while Redis does not answer: cancel gives it back there.
+    const down = { sendCommand: () => new Promise(() => {}) };
+    const fallback = new rk.KeyedLimiter(new rk.Gcra({ burst: 2, emissionIntervalMs: 60_000 }));
+    const offline = new RedisLimiter(down, new rk.Gcra({ burst: 10, emissionIntervalMs: 1000 }), { onError: fallback, commandTimeoutMs: 20 });
+    const local = await offline.reserve('a', 1);
+    assert.deepEqual([local.ok, local.fromStore], [true, false]);
+    assert.equal(fallback.peek('a', 0).remaining, 1);
+    await local.cancel();
+    assert.equal(fallback.peek('a', 0).remaining, 2);
+  }));
+
 test('an aborted acquire whose give-back the script refuses leaves no rejection unhandled', () =>
   withClient('ioredis', async (client) => {
     const unhandled = [];

@@ -143,11 +143,9 @@ async function runOp(store, op, clock) {
         const r = await store.reserve(op.target, op.cost, ms(op.max_wait), nowMs);
         const rec = { ok: r.ok, wait: us(r.waitMs), at: us(r.atMs), cost: r.cost, from_store: r.fromStore };
         if (!r.ok) rec.decision = decisionRecord(r.decision, headers);
-        // A Redis reservation has no cancel(): a booking goes back with a
-        // refund at its slot (README), as Python's cancel() gives it (a
-        // booking of nothing has nothing to give).
+        // As Python's cancel() (a booking of nothing has nothing to give).
         if (op.cancel && r.ok && r.cost > 0) {
-          await store.refund(op.target, r.cost, r.atMs);
+          await r.cancel();
           rec.cancelled = true;
         }
         return rec;

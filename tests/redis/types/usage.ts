@@ -17,7 +17,8 @@ async function main(): Promise<void> {
   new RedisPolicy(client, '1/second', { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })) })
   new RedisPolicy(client, '1/second', { onError: new Policy('1/second') })
   const r = await l.reserve('k', 1, 100)
-  if (r.ok) await l.refund('k', 1, r.atMs)
+  if (r.ok) await r.cancel()
   else console.log(r.decision?.retryAfterMs)
+  await l.refund('k', 1, Date.now())
 }
 void main()
