@@ -121,7 +121,8 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * not reset by then answers 429 with `Retry-After`, which pauses again).
  * `t` is optional: an item with `r=0` and none pauses as if `t` were that
  * policy's `w` (so `w / q` seconds, or `w` for `q=0`), and is ignored when
- * no such policy gives a window; a malformed `t` (`t=-1`) is ignored.
+ * no such policy gives a window; a malformed `t` (`t=-1`, or a decimal
+ * `t=1.5`: `r`, `t`, `q` and `w` are Integers) is ignored.
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
  * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter

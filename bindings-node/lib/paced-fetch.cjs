@@ -247,15 +247,22 @@ function splitOutsideStrings(text, separator) {
  * its whole quota is back within `w`, and the pause is again at most one
  * unit's share (`w` itself for `q=0`). Without such a window nothing says
  * how long, and the item is ignored: a 429 with Retry-After will say.
- * A `t` that is there but malformed (`t=-1`, `t="5"`, a bare `t`) makes the
+ * A `t` that is there but malformed (`t=-1`, `t="5"`, a bare `t`, or a
+ * Decimal, `t=1.5`: `t` is a non-negative Integer, section 4.1.2) makes the
  * item malformed, and ignored (section 7: malformed fields MUST be
- * ignored), never read as absent; so is a policy without its required `q`,
- * or with a window of 0 (`w` is a non-zero Integer): it bounds nothing.
+ * ignored), never read as absent, and so does a malformed `r`; so is a
+ * policy without its required `q`, or with a window of 0 (`w` is a
+ * non-zero Integer) or a `q` or `w` that is no Integer: it bounds nothing.
+ * The older draft's `remaining` and `reset` may have decimals.
  */
 function parseRateLimit(headers) {
   // A number as the headers write one; NaN (ignored) for anything else,
   // where Number() would read a blank value as 0, "nothing remaining".
   const count = (text) => (text !== null && /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : NaN);
+  // The newer draft's `r`, `t`, `q` and `w`: each a non-negative Integer
+  // (RFC 9651: at most 15 digits). A Decimal (`t=1.5`) is another type,
+  // so the item (or policy) is malformed, as with `t=-1`: ignored, not rounded.
+  const integer = (text) => (text !== null && /^\s*\d{1,15}\s*$/.test(text) ? Number(text) : NaN);
   let pause = null;
   const exhausted = (remaining, reset) => {
     if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
@@ -268,10 +275,11 @@ function parseRateLimit(headers) {
       const [name, ...parts] = splitOutsideStrings(member, ';');
       const params = {};
       for (const part of parts) {
-        // A parameter without a value is a Boolean (RFC 9651): no count, but there.
+        // Its text, read as a number where used (the drafts differ). A
+        // parameter without a value is a Boolean (RFC 9651): no number, but there.
         const at = part.indexOf('=');
-        if (at >= 0) params[part.slice(0, at).trim().toLowerCase()] = count(part.slice(at + 1));
-        else params[part.trim().toLowerCase()] = NaN;
+        if (at >= 0) params[part.slice(0, at).trim().toLowerCase()] = part.slice(at + 1);
+        else params[part.trim().toLowerCase()] = null;
       }
       return { name: name.trim(), params };
     });
@@ -289,17 +297,17 @@ function parseRateLimit(headers) {
     const flat = {};
     for (const { name, params } of members(value)) {
       const at = name.startsWith('"') ? -1 : name.indexOf('=');
-      if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: count(name.slice(at + 1)) }, params);
-      else if (!('r' in params) && 'remaining' in params) exhausted(params.remaining, params.reset);
+      if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: name.slice(at + 1) }, params);
+      else if (!('r' in params) && 'remaining' in params) exhausted(count(params.remaining), count(params.reset ?? null));
       if (at >= 0 || !('r' in params)) continue;
       // The same policy's window, from a well-formed item (see above).
-      const { q, w } = policies.get(name) ?? {};
-      const window = q >= 0 && w > 0 ? w : NaN;
+      const { q = null, w = null } = policies.get(name) ?? {};
+      const window = integer(q) >= 0 && integer(w) > 0 ? integer(w) : NaN;
       // One unit's share of it; for q = 0, none to share, the window itself.
-      const share = window > 0 ? window / q : Infinity;
-      exhausted(params.r, Math.min('t' in params ? params.t : window, share));
+      const share = window > 0 ? window / integer(q) : Infinity;
+      exhausted(integer(params.r), Math.min('t' in params ? integer(params.t) : window, share));
     }
-    if ('remaining' in flat) exhausted(flat.remaining, flat.reset);
+    if ('remaining' in flat) exhausted(count(flat.remaining), count(flat.reset ?? null));
   }
   const remaining = headers.get('ratelimit-remaining');
   if (remaining !== null) exhausted(count(remaining), count(headers.get('ratelimit-reset')));

@@ -1209,6 +1209,29 @@ test("a RateLimit item with nothing left and no `t` pauses by its policy's windo
   assert.deepEqual(log, [['/a', 0], ['/b', 2000]]);
 });
 
+test('a RateLimit item or policy whose `r`, `t`, `q` or `w` is a Decimal is malformed, and ignored, as `w=0` is', () => {
+  // `t=1.5` paused 1.5 s: the draft makes each of them a non-negative
+  // Integer, and a Decimal is another structured type (RFC 9651).
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  for (const item of ['"api";r=0;t=1.5', '"api";r=0;t=2.0', '"api";r=0.0;t=2', '"api";r=0;t=1234567890123456']) {
+    assert.equal(pause({ RateLimit: item }), null, item);
+    // Nor is a malformed `t` read as absent (the policy's window standing for it).
+    assert.equal(pause({ 'RateLimit-Policy': '"api";q=10;w=60', RateLimit: item }), null, `${item}, with a policy`);
+  }
+  // Another item of the field still counts.
+  assert.equal(pause({ RateLimit: '"a";r=0;t=1.5, "b";r=0;t=2' }), 2000);
+  // A policy whose `q` or `w` is a Decimal bounds nothing, as one with `w=0`: `t` alone governs.
+  for (const policy of ['"api";q=5;w=5.0', '"api";q=5.0;w=5', '"api";q=5;w=0']) {
+    assert.equal(pause({ 'RateLimit-Policy': policy, RateLimit: '"api";r=0;t=5' }), 5000, policy);
+    assert.equal(pause({ 'RateLimit-Policy': policy, RateLimit: '"api";r=0' }), null, `${policy}, no t`);
+  }
+  // Well-formed: at most 15 digits, leading zeros allowed.
+  assert.equal(pause({ RateLimit: '"api";r=0;t=007' }), 7000);
+  // The older draft's values keep their decimals.
+  assert.equal(pause({ RateLimit: 'limit=10, remaining=0, reset=1.5' }), 1500);
+  assert.equal(pause({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '2.5' }), 2500);
+});
+
 test("the older draft's RateLimit with `;` between its members, and its names as an item's parameters, still pause", () => {
   // Read as one structured item, `limit=100; remaining=0; reset=30` (as
   // api.close.com sends it) and `"default"; remaining=0; reset=30` paused
