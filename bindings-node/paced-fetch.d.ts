@@ -123,6 +123,11 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * policy's `w` (so `w / q` seconds, or `w` for `q=0`), and is ignored when
  * no such policy gives a window; a malformed `t` (`t=-1`, or a decimal
  * `t=1.5`: `r`, `t`, `q` and `w` are Integers) is ignored.
+ * A response from a cache (an `Age` header above 0, RFC 9111) tells of the
+ * server as it was when it was made: its RateLimit fields are ignored (the
+ * draft's section 7.3), and its `Retry-After` delay-seconds count from
+ * then (`Retry-After: 5` with `Age: 3` pauses 2 s; an HTTP date is kept).
+ * A cache that adds no `Age` goes unnoticed.
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
  * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter

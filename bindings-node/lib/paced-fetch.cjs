@@ -141,11 +141,13 @@ function timeoutError(message, retryAfterMs) {
  * which is ignored. `wallNow`: the wall clock's milliseconds, or a function
  * reading them, called only for a date; a date against a time that is no
  * finite number reads as none (its NaN paused the queue for ever).
+ * `ageSeconds`: how long ago the response was made (see ageOf), spent
+ * already of delay-seconds, which count from then; a date is a date.
  */
-function parseRetryAfter(value, wallNow) {
+function parseRetryAfter(value, wallNow, ageSeconds = 0) {
   if (value === null || value === undefined) return null;
   const text = String(value).trim();
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (/^\d+$/.test(text)) return Math.max(0, Number(text) - ageSeconds) * 1000;
   const now = typeof wallNow === 'function' ? wallNow() : wallNow;
   if (!Number.isFinite(now)) return null;
   const date = httpDate(text, now);
@@ -200,6 +202,19 @@ function httpDate(text, wallNow) {
     back.getUTCMinutes() === minute &&
     back.getUTCSeconds() === second;
   return real ? at : null;
+}
+
+/**
+ * Seconds since the response of `headers` was made, by the `Age` a cache
+ * adds to a response it serves (RFC 9111, section 5.1): 0 without one. As
+ * that section tells caches, a list counts by its first member, and an
+ * invalid value (not a non-negative integer) is ignored.
+ */
+function ageOf(headers) {
+  const value = headers.get('age');
+  if (value === null) return 0;
+  const first = value.split(',')[0].trim();
+  return /^\d+$/.test(first) ? Number(first) : 0;
 }
 
 /**
@@ -677,7 +692,13 @@ function pace(RateLimited, fetch, limiter, options) {
     }
     emit({ type: 'response', id: entry.id, status: response.status });
     const headers = response.headers;
-    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall) : null;
+    // A cache's answer (an `Age` above 0) tells of the server as it was
+    // then: its Retry-After seconds count from then, and its RateLimit
+    // fields are ignored (the draft's section 7.3: they SHOULD be, on a
+    // response from a cache), or each reuse of a response saying `r=0`
+    // would pause the queue again, long after the quota came back.
+    const age = ageOf(headers);
+    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall, age) : null;
     if (retryAfter !== null) {
       const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
       const retry = again && entry.attempt < retries && retryAfter <= Math.min(maxRetryAfterMs, MAX_PAUSE_MS) && !(entry.signal && entry.signal.aborted);
@@ -703,7 +724,7 @@ function pace(RateLimited, fetch, limiter, options) {
         return;
       }
       pause(Math.min(retryAfter, maxRetryAfterMs));
-    } else {
+    } else if (age === 0) {
       const wait = parseRateLimit(headers);
       if (wait !== null && wait > 0) pause(Math.min(wait, maxRetryAfterMs));
     }

@@ -153,6 +153,39 @@ test('a 429 with Retry-After pauses the queue, then retries once', async () => {
   assert.equal(paced.pausedUntilMs, 2000);
 });
 
+test("a cache's answer (`Age` above 0): its RateLimit is ignored, and its Retry-After seconds count from when it was made", async () => {
+  // A response served again by a cache paused the queue by its RateLimit
+  // (`r=0` as it was long ago) at each reuse, and for the whole of its
+  // Retry-After seconds, counted again from its reuse.
+  const run = async (headers, status = 200) => {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status, headers } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+    const sent = [paced('/a'), paced('/b')];
+    await time.advance(20_000);
+    await Promise.all(sent);
+    return log;
+  };
+  const exhausted = { RateLimit: '"api";r=0;t=5' };
+  assert.deepEqual(await run(exhausted), [['/a', 0], ['/b', 5000]], 'from the server: paused');
+  assert.deepEqual(await run({ ...exhausted, Age: '0' }), [['/a', 0], ['/b', 5000]], 'Age 0: fresh from the server');
+  assert.deepEqual(await run({ ...exhausted, Age: '30' }), [['/a', 0], ['/b', 100]], 'from a cache: ignored');
+  assert.deepEqual(await run({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '5', Age: '1' }), [['/a', 0], ['/b', 100]], 'the older fields too');
+  // RFC 9111, 5.1: a list counts by its first member; an invalid Age is ignored.
+  assert.deepEqual(await run({ ...exhausted, Age: '3, 0' }), [['/a', 0], ['/b', 100]], 'a list');
+  for (const age of ['-1', '1.5', 'soon', '']) {
+    assert.deepEqual(await run({ ...exhausted, Age: age }), [['/a', 0], ['/b', 5000]], `Age ${JSON.stringify(age)}: ignored`);
+  }
+  // Retry-After seconds count from when the response was made: what is left of them.
+  assert.deepEqual(await run({ 'Retry-After': '5', Age: '3' }, 429), [['/a', 0], ['/a', 2000], ['/b', 2100]], 'Retry-After less Age');
+  assert.deepEqual(await run({ 'Retry-After': '5', Age: '9' }, 503), [['/a', 0], ['/a', 100], ['/b', 200]], 'all spent: no pause');
+  // A date is the same instant whenever it is read.
+  const noon = Date.UTC(2025, 0, 1, 12);
+  assert.equal(parseRetryAfter('Wed, 01 Jan 2025 12:00:30 GMT', noon, 20), 30_000);
+  assert.equal(parseRetryAfter('30', noon, 20), 10_000);
+  assert.equal(parseRetryAfter('30', noon, 40), 0);
+});
+
 test('retries: 0 returns the 429, and the queue still pauses', async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time, (url) =>
