@@ -62,13 +62,14 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
+const { numberKey, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
 module.exports = {
   createApi,
   numberKey,
   asciiInto,
   fieldsInto,
   inspected,
+  inspectedOther,
   inspectSymbol,
   onlyKnown,
   isSignal,

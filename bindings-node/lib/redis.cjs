@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
+const { numberKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
 // What an argument is, by the classes' brand checks (as they check each
@@ -1119,7 +1119,7 @@ class RedisLimiter extends RedisLimits {
 
   /** `RedisLimiter { limiter: Gcra { ... } }` in console.log. */
   [inspectSymbol](depth, options, inspect) {
-    ownLimiter(this);
+    if (this === null || typeof this !== 'object' || !(#limiter in this)) return inspectedOther(this, 'RedisLimiter', depth, options, inspect);
     return inspected('RedisLimiter', { limiter: this.#limiter }, depth, options, inspect);
   }
 }
@@ -1175,7 +1175,7 @@ class RedisPolicy extends RedisLimits {
 
   /** `RedisPolicy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
   [inspectSymbol](depth, options, inspect) {
-    ownPolicy(this);
+    if (this === null || typeof this !== 'object' || !(#local in this)) return inspectedOther(this, 'RedisPolicy', depth, options, inspect);
     return inspected('RedisPolicy', { limits: this.limits }, depth, options, inspect);
   }
 }

@@ -513,6 +513,35 @@ test('a Proxy of a limiter, a keyed limiter or a policy (a reactive wrapper), or
   assert.equal(gcra.limit, 2);
 });
 
+test('util.inspect (console.log) of a Proxy of a limiter, a keyed limiter or a policy, or of an object inheriting from one, shows it, never throws', () => {
+  // Node asks the target's custom inspection to show a Proxy, with the
+  // Proxy as `this`: its brand check threw the TypeError naming `this`
+  // (console.log of a reactive wrapper's limiter threw).
+  const { inspect } = require('node:util');
+  const shown = (value, options) => inspect(value, { breakLength: Infinity, ...options });
+  const instances = [...Object.values(LIMITERS).map((make) => make()), new R.KeyedLimiter(LIMITERS.Gcra()), new R.Policy('5/second')];
+  for (const instance of instances) {
+    // As a Proxy's target, a level deeper (inspect's default depth is 2).
+    const own = shown(instance, { depth: 1 });
+    const kind = instance.constructor.name;
+    // A Proxy as with showProxy, its target by its own inspection, and no trap run.
+    const traps = { get: () => assert.fail('a trap ran'), getPrototypeOf: () => assert.fail('a trap ran'), ownKeys: () => assert.fail('a trap ran') };
+    assert.equal(shown(new Proxy(instance, {})), `Proxy [ ${own}, {} ]`, kind);
+    assert.match(shown(new Proxy(instance, traps)), new RegExp(`^Proxy \\[ ${kind} \\{`), kind);
+    // Deeper than asked: as Node shows any Proxy there with showProxy.
+    assert.equal(shown({ a: new Proxy(instance, {}) }, { depth: 0 }), shown({ a: new Proxy({}, {}) }, { depth: 0, showProxy: true }), kind);
+    // Any other object inheriting from one: as Node shows an object without a custom inspection.
+    assert.equal(shown(Object.create(instance)), `${kind} {}`, kind);
+    assert.equal(shown(new Proxy(Object.create(instance), {})), `Proxy [ ${kind} {}, {} ]`, kind);
+    assert.equal(shown(Object.assign(Object.create(instance), { note: 1 })), `${kind} { note: 1 }`, kind);
+    // Called by hand on no object at all: the class's name, as without Node's inspect.
+    for (const self of [undefined, null, 5, {}]) {
+      const text = instance[Symbol.for('nodejs.util.inspect.custom')].call(self, 2, {});
+      assert.equal(typeof text, 'string', `${kind} on ${self === null ? 'null' : typeof self}`);
+    }
+  }
+});
+
 test('a method or getter called detached, or on an object that is not of its class, throws the TypeError naming `this`', async () => {
   // Reading a private field of such a `this` threw V8's uncoded TypeError
   // ("Cannot read private member #h from an object whose class did not declare it").
@@ -527,7 +556,8 @@ test('a method or getter called detached, or on an object that is not of its cla
     for (let proto = Object.getPrototypeOf(instance); proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
       const kind = `a ${proto.constructor.name}`;
       for (const key of Reflect.ownKeys(proto)) {
-        if (key === 'constructor') continue;
+        // The custom inspection shows any `this` (see the test below): console.log must not throw.
+        if (key === 'constructor' || key === Symbol.for('nodejs.util.inspect.custom')) continue;
         const { value, get } = Object.getOwnPropertyDescriptor(proto, key);
         const member = value ?? get;
         // Not of its class: anything else, a wrapper of an instance, an instance of another class.

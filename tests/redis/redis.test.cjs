@@ -245,7 +245,8 @@ test('a method or getter of RedisLimiter or RedisPolicy called detached, or on a
   for (const [instance, kind, other] of [[limiter, 'a RedisLimiter', policy], [policy, 'a RedisPolicy', limiter]]) {
     for (let proto = Object.getPrototypeOf(instance); proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
       for (const key of Reflect.ownKeys(proto)) {
-        if (key === 'constructor') continue;
+        // The custom inspection shows any `this` (console.log must not throw): tested below.
+        if (key === 'constructor' || key === Symbol.for('nodejs.util.inspect.custom')) continue;
         const { value, get } = Object.getOwnPropertyDescriptor(proto, key);
         const expected = `\`this\` must be ${proto === shared ? 'a RedisLimiter or a RedisPolicy' : kind}`;
         for (const self of [undefined, {}, new Proxy(instance, {}), Object.create(instance), proto === shared ? new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }) : other]) {
@@ -838,6 +839,19 @@ test('acquire waits out a slot further than timers reach (2^31 - 1 ms) in severa
       globalThis.setTimeout = realSetTimeout;
     }
   }));
+
+test('util.inspect of a Proxy of a Redis limiter or policy, or of an object inheriting from one, shows it, never throws', () => {
+  // Node asks the target's custom inspection with the Proxy as `this`: its brand check threw.
+  const { inspect } = require('node:util');
+  const client = { call() {}, evalsha() {} };
+  const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1000, name: 'api' }));
+  const policy = new RedisPolicy(client, '10/second');
+  for (const [instance, kind] of [[limiter, 'RedisLimiter'], [policy, 'RedisPolicy']]) {
+    const shown = (value) => inspect(value, { breakLength: Infinity, depth: 4 });
+    assert.equal(shown(new Proxy(instance, {})), `Proxy [ ${inspect(instance, { breakLength: Infinity, depth: 3 })}, {} ]`);
+    assert.equal(shown(Object.create(instance)), `${kind} {}`);
+  }
+});
 
 test('commandTimeoutMs past what timers take is refused, not a timeout of 1 ms', () => {
   const client = { call() {}, evalsha() {} };

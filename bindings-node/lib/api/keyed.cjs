@@ -1,6 +1,6 @@
 'use strict';
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
-const { inspected, inspectSymbol, arrayOf } = require('./values.cjs');
+const { inspected, inspectedOther, inspectSymbol, arrayOf } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, thisChecks } = shared;
@@ -190,7 +190,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
     [inspectSymbol](depth, options, inspect) {
-      ownKeyed(this);
+      if (!isKeyed(this)) return inspectedOther(this, 'KeyedLimiter', depth, options, inspect);
       const shown = { limiter: this.#prototype };
       if (this.#maxKeys !== null) shown.maxKeys = this.#maxKeys;
       if (this.#eviction !== 'nearest_fresh') shown.eviction = this.#eviction;

@@ -1,7 +1,7 @@
 'use strict';
 // The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
 // offers, and a class per algorithm.
-const { invalidValue, inspected, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
+const { invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisChecks, stateBytes, badType, known, number } = shared;
@@ -300,7 +300,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
 
     /** `TokenBucket { capacity: 10, refillTokens: 1, refillPeriodMs: 1000 }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
-      ownLimiter(this);
+      if (!isLimiter(this)) return inspectedOther(this, 'Limiter', depth, options, inspect);
       return inspected(classOf[this.algorithm].name, shownOptions(this), depth, options, inspect);
     }
   }

@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, inspected, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -355,7 +355,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     /** `Policy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
-      ownPolicy(this);
+      if (!isPolicy(this)) return inspectedOther(this, 'Policy', depth, options, inspect);
       return inspected('Policy', { limits: this.limits }, depth, options, inspect);
     }
   }

@@ -225,6 +225,30 @@ function inspected(kind, shown, depth, options, inspect) {
   return `${kind} ${inspect(shown, { ...options, depth })}`;
 }
 const inspectSymbol = Symbol.for('nodejs.util.inspect.custom');
+
+/**
+ * How Node's console.log and util.inspect show `self`, a `this` that the
+ * custom inspection of a class `kind` refuses (its getters would throw): a
+ * Proxy of one of its objects (a reactive wrapper's), which util.inspect
+ * asks the target's inspection to show, or an object inheriting from one.
+ * Showing a value must never throw. A Proxy is shown as with util.inspect's
+ * `showProxy`, `Proxy [ <target>, <handler> ]` (read without running a
+ * trap), its target by the class's own inspection; anything else, asked
+ * again for it (the set of those under way), as Node shows an object
+ * without one.
+ */
+function inspectedOther(self, kind, depth, options, inspect) {
+  if (typeof inspect !== 'function' || self === null || typeof self !== 'object') return `[${kind}]`;
+  // Returned as itself, util.inspect shows it by its own properties.
+  if (othersShown.has(self)) return self;
+  othersShown.add(self);
+  try {
+    return inspect(self, { ...options, depth, showProxy: true });
+  } finally {
+    othersShown.delete(self);
+  }
+}
+const othersShown = new WeakSet();
 /**
  * A limiter's method counting bookings of a slot to come, reconfigures and
  * restores, by anyone (a symbol of the global registry, which
@@ -344,6 +368,7 @@ module.exports = {
   fieldsInto,
   onlyKnown,
   inspected,
+  inspectedOther,
   inspectSymbol,
   BOOKINGS,
   MOVES_UP,
