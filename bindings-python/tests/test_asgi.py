@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import re
+import socket
+import threading
+import time
 import warnings
 from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar
+from urllib.parse import unquote
 
 import httpx
 import pytest
+import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -350,6 +356,105 @@ def test_request_fields() -> None:
     assert request_fields(scope) == {"client": "198.51.100.1", "method": "GET", "path": "/café"}
     # No address: no request, refused as the default key refuses it.
     assert request_fields({"type": "http", "method": "GET", "path": "/a"}) is None
+
+
+def _path_field(raw_path: Optional[bytes], path: str, **scope: Any) -> Any:
+    fields = request_fields({"type": "http", "client": ("198.51.100.1", 80), "method": "GET", "path": path, "raw_path": raw_path, **scope})
+    assert fields is not None
+    return fields["path"]
+
+
+def test_request_fields_path_is_the_js_helpers_path_of_the_target() -> None:
+    """As uvicorn's h11 parser builds a scope (``raw_path``: the target up to
+    its ``?``; ``path``: that, percent-decoded), ``path`` kept a fragment and
+    the scheme and host of an absolute-form target: each a new key, a fresh
+    limit, where the JS helpers (server.cjs, ``pathOf``) and Starlette's
+    routing see one path."""
+    cases = {
+        "/caf%C3%A9": "/café",
+        "/caf%C3%A9#1": "/café",
+        "/caf%C3%A9#x%23": "/café",
+        "http://elsewhere.example/caf%C3%A9": "/café",
+        "HTTP://h.example:80/p%20q": "/p q",
+        "http://elsewhere.example": "/",
+        "http://elsewhere.example#top": "/",
+        # An encoded '#' is a character of the path; a scheme that is encoded is no scheme.
+        "/caf%C3%A9%231": "/café#1",
+        "http%3A//host/a": "http://host/a",
+        "/a/http://b/c": "/a/http://b/c",
+        "*": "*",
+        "/%ff": "/\ufffd",
+    }
+    for raw, expected in cases.items():
+        assert _path_field(raw.encode(), unquote(raw)) == expected, raw
+    # uvicorn's root_path is in front of both, and stays.
+    assert _path_field(b"/api/a#b", "/api/a#b", root_path="/api") == "/api/a"
+    # A path an outer middleware rewrote (its raw_path stale), or no raw_path: the scope's path.
+    assert _path_field(b"/v1/a#b", "/a#b") == "/a#b"
+    assert _path_field(None, "/a") == "/a"
+    assert _path_field(None, "") == ""
+
+
+@contextlib.contextmanager
+def _uvicorn(app: Any, http: str) -> Generator[int, None, None]:
+    """A real uvicorn server with the ``http`` parser on a free port of 127.0.0.1, in a thread."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, http=http, lifespan="off", log_level="critical"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(1000):
+            if server.started:
+                break
+            time.sleep(0.01)
+        assert server.started
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _raw_get(port: int, target: str) -> int:
+    """The status of ``GET target`` sent as it is (httpx would resolve an
+    absolute-form target, and never sends a fragment)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"GET " + target.encode() + b" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+def test_request_fields_path_under_uvicorn_is_the_routed_path(http: str) -> None:
+    """The JS helpers' test of the same name (middleware.test.cjs), under a
+    real uvicorn: with h11, a fragment or an absolute-form target made a new
+    key per fragment or host named, a fresh limit for a route each time."""
+    policy = Policy.from_rates("1/minute", by=["client", "method", "path"])
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 404, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    with _uvicorn(RateLimitMiddleware(app, limiter=policy), http) as port:
+        assert _raw_get(port, "/caf%C3%A9?page=1") == 404
+        assert _raw_get(port, "/caf%C3%A9?page=2") == 429
+        for target in ["http://elsewhere.example/caf%C3%A9", "/caf%C3%A9#1", "/caf%C3%A9#2?page=3"]:
+            assert _raw_get(port, target) == 429, target
+        assert _raw_get(port, "/") == 404
+        for target in ["http://elsewhere.example", "http://elsewhere.example?page=2"]:
+            # httptools refuses an absolute-form target without a path itself.
+            assert _raw_get(port, target) == (429 if http == "h11" else 400), target
+        # An encoded '#' is a character of the path: another path.
+        assert _raw_get(port, "/caf%C3%A9%231") == 404
+    request = {"client": "127.0.0.1", "method": "GET", "path": "/café"}
+    # The keys taken: the paths routed, and no other.
+    for held in ["/café", "/", "/café#1"]:
+        assert not policy.peek({**request, "path": held}).allowed, held
+    for stray in ["/café#2", "http://elsewhere.example/café", "http://elsewhere.example", ""]:
+        assert policy.peek({**request, "path": stray}).allowed, stray
 
 
 def test_one_shared_limiter_and_its_cost() -> None:

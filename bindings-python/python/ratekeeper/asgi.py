@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import inspect
 import operator
+import re
 from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Sequence, Union
+from urllib.parse import unquote
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
 from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
@@ -60,9 +62,19 @@ def client_host(scope: Scope) -> Optional[str]:
 
 def request_fields(scope: Scope) -> Optional[dict[str, Key]]:
     """The default ``fields`` of a ``Policy``: ``client`` (as ``client_host``),
-    ``method`` and ``path`` (without the query, percent-decoded, as the ASGI
-    scope has it) of the request: the fields and values of the JS helpers'
-    default too.
+    ``method`` and ``path`` of the request: the fields and values of the JS
+    helpers' default too.
+
+    ``path`` is the request target's path as the JS helpers read it, and as
+    Starlette routes it: without the query or a fragment (``/login#1`` is
+    ``/login``), an absolute-form target without its scheme and host
+    (``GET http://host/login`` is ``/login``; ``http://host`` is ``/``),
+    percent-decoded as the scope's ``path`` (an encoded ``%23`` stays a
+    ``#`` of the path). It is read from the scope's ``raw_path`` where that
+    is what ``path`` was decoded from (uvicorn's h11 parser keeps a fragment
+    and the scheme and host of an absolute-form target in both; each would
+    be a path of its own, a fresh limit), else it is the scope's ``path``
+    (no ``raw_path``, or a ``path`` an outer middleware rewrote).
 
     ``None`` where the client's address is unknown, as ``client_host``: the
     middleware refuses such a request.
@@ -74,7 +86,32 @@ def request_fields(scope: Scope) -> Optional[dict[str, Key]]:
     client = client_host(scope)
     if client is None:
         return None
-    return {"client": client, "method": scope.get("method", ""), "path": scope.get("path", "")}
+    return {"client": client, "method": scope.get("method", ""), "path": _path(scope)}
+
+
+# An absolute-form target's scheme and host (RFC 9112, 3.2.2), as the JS helpers' pathOf cuts them.
+_SCHEME_AND_HOST = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/]*")
+
+
+def _path(scope: Scope) -> str:
+    """The ``path`` field of ``request_fields`` (see there): the JS helpers' ``pathOf``."""
+    path: str = scope.get("path", "")
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes) or not isinstance(path, str):
+        return path
+    # Latin-1, as Node reads a request line: every byte a character.
+    target = raw.decode("latin-1")
+    # uvicorn puts root_path in front of both: the target follows it.
+    root = scope.get("root_path", "")
+    root = root if isinstance(root, str) and root and target.startswith(root) and path.startswith(root) else ""
+    target = target[len(root) :]
+    if unquote(root + target) != path:
+        return path
+    target = re.split(r"[?#]", target, maxsplit=1)[0]
+    scheme_and_host = _SCHEME_AND_HOST.match(target)
+    if scheme_and_host is not None:
+        target = target[scheme_and_host.end() :]
+    return root + (unquote(target) if target else "/")
 
 
 #: The fields of ``request_fields``.
