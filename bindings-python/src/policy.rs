@@ -324,7 +324,7 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
         Err(strict) => {
             let value: Value = serde_json::from_str(json)
                 .map_err(|err| fail(format!("`config` is not valid JSON: {err}")))?;
-            return Err(fail(match policy_config(value) {
+            return Err(fail(match policy_config(value, json) {
                 Err(placed) => format!("`config` {placed}"),
                 Ok(_) => format!("`config` {strict}"),
             }));
@@ -341,8 +341,9 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
 /// bindings' reader does, rather than a line and column of JSON text the
 /// caller may never have written (a mapping is dumped to JSON first). The
 /// fields, their defaults and what `null` means are serde's reading of
-/// `LimitConfig`: each field is deserialized on its own.
-fn policy_config(value: Value) -> Result<PolicyConfig, String> {
+/// `LimitConfig`: each field is deserialized on its own. `json` is the
+/// text `value` was read from.
+fn policy_config(value: Value, json: &str) -> Result<PolicyConfig, String> {
     let mut top = object(value, "config", &["limits"])?;
     let limits = match top.remove("limits") {
         Some(Value::Array(limits)) => limits,
@@ -374,19 +375,68 @@ fn policy_config(value: Value) -> Result<PolicyConfig, String> {
                     None => return Err(format!("{place}: missing field `{}`", $name)),
                 }
             };
+            ($name:literal, count) => {
+                match fields.remove($name) {
+                    Some(value) => count(value, json, i, $name)
+                        .map_err(|err| format!("{place}.{}: {err}", $name))?,
+                    None => None,
+                }
+            };
         }
         read.push(LimitConfig {
             name: field!("name", required),
             algorithm: field!("algorithm"),
             rate: field!("rate", required),
-            burst: field!("burst"),
+            burst: field!("burst", count),
             calendar: field!("calendar"),
             by: field!("by"),
-            max_keys: field!("max_keys"),
+            max_keys: field!("max_keys", count),
             eviction: field!("eviction"),
         });
     }
     Ok(PolicyConfig { limits: read })
+}
+
+/// A count field (`burst`, `max_keys`) of limit `i`, as serde reads it,
+/// but for an int out of range, said as every count's is ("must not be
+/// negative", "must be at most 2^64 - 1"): serde_json reads an integer
+/// beyond 64 bits as a float, which serde then called a float of the wrong
+/// type, and a mapping's ints reach it so (dumped to JSON).
+fn count(value: Value, json: &str, i: usize, name: &str) -> Result<Option<u64>, String> {
+    if let Value::Number(n) = &value {
+        // A float 0 is JSON's `-0`, which serde_json reads as a float: not
+        // negative, nor out of range.
+        let beyond = n.is_f64() && n.as_f64() != Some(0.0) && written_as_integer(json, i, name);
+        if (n.is_i64() && !n.is_u64()) || beyond {
+            let negative = n.as_f64().is_some_and(|v| v < 0.0);
+            let reason = if negative {
+                "must not be negative"
+            } else {
+                "must be at most 2^64 - 1"
+            };
+            return Err(reason.into());
+        }
+    }
+    serde_json::from_value(value).map_err(|err| err.to_string())
+}
+
+/// Whether field `name` of limit `i` is written in `json` as an integer
+/// (digits, not a fraction or an exponent): what a float read from it
+/// cannot say. Read again only on this error's path.
+fn written_as_integer(json: &str, i: usize, name: &str) -> bool {
+    use serde_json::value::RawValue;
+    use std::collections::HashMap;
+    // As `Value` reads them: of a key given twice, the last.
+    let text = || -> Option<&str> {
+        let top: HashMap<String, &RawValue> = serde_json::from_str(json).ok()?;
+        let limits: Vec<&RawValue> = serde_json::from_str(top.get("limits")?.get()).ok()?;
+        let limit: HashMap<String, &RawValue> = serde_json::from_str(limits.get(i)?.get()).ok()?;
+        Some(limit.get(name)?.get())
+    };
+    text().is_some_and(|text| {
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// The fields of `value`, an object at `place` whose fields are among `known`.

@@ -857,6 +857,34 @@ def json_text(config: Any) -> str:
     return json.dumps(config)
 
 
+def test_a_configurations_int_out_of_range_is_named_with_its_bound() -> None:
+    # JSON reading makes an int beyond 64 bits a float: it was said to be a
+    # float of the wrong type, not an int out of range, as a count's.
+    base = {"name": "a", "rate": "1/second", "by": ["user"]}
+    out_of_range: list[tuple[int, str]] = [
+        (2**64, "must be at most 2\\^64 - 1"),
+        (10**30, "must be at most 2\\^64 - 1"),
+        (-1, "must not be negative"),
+        (-(2**63) - 1, "must not be negative"),
+        (-(10**30), "must not be negative"),
+    ]
+    for field in ("burst", "max_keys"):
+        for value, words in out_of_range:
+            config = {"limits": [{**base, field: value}]}
+            for given in (config, json_text(config)):
+                with pytest.raises(RateLimitError, match=rf"^`config` limits\[0\]\.{field}: {words}$") as raised:
+                    Policy(given)
+                assert raised.value.code == "invalid_config"
+    text = '{"limits": [{"name": "a", "rate": "1/second", "burst": 18446744073709551616}]}'
+    with pytest.raises(RateLimitError, match=r"^`config` limits\[0\]\.burst: must be at most 2\^64 - 1$"):
+        Policy.from_config(text)
+    # A float is still one, however large, and so is -0 (JSON's "-0" a float to serde).
+    for written in ("1e20", "-1e30", "18446744073709551616.0", "-1.5", "-0"):
+        text = f'{{"limits": [{{"name": "a", "rate": "1/second", "burst": {written}}}]}}'
+        with pytest.raises(RateLimitError, match=r"^`config` limits\[0\]\.burst: invalid type: floating point"):
+            Policy.from_config(text)
+
+
 def test_calendar_windows() -> None:
     daily = FixedWindow.with_calendar(3, "day", name="daily")
     assert (daily.calendar, daily.window, daily.limit) == ("day", 86400.0, 3)
