@@ -689,6 +689,11 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
             pass
     with pytest.raises(TypeError, match="`timeout` applies only with wait=True"):
         ratekeeper.limit(FixedWindow(1, 1), wait=False, timeout=1)
+    # A bool, not any value with a truth: wait="no" was truthy, and waited.
+    for not_bool in ("no", "", 0, 1, None):
+        with pytest.raises(RateLimitTypeError, match=f"^`wait` must be a bool, not {type(not_bool).__name__}$") as refused:
+            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)  # type: ignore[arg-type]
+        assert refused.value.code == "invalid_type"
     with pytest.raises(TypeError, match="`rates` must be a rate string"):
         ratekeeper.limit(5)  # type: ignore[arg-type]
     # A cost no call could pay is refused where it is given, not on every call.

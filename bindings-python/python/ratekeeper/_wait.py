@@ -511,12 +511,17 @@ def limit(
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds
     (default ``None``: no bound); ``wait=False`` raises ``RateLimited`` at
-    once instead of waiting. Each call costs ``cost`` units (a cost above
+    once instead of waiting (a value that is not a bool raises
+    ``RateLimitTypeError``). Each call costs ``cost`` units (a cost above
     the limit is refused here, as no call could ever pay it). The result is
     also a context manager (``with ratekeeper.limit(...):``).
     """
     from ratekeeper._ratekeeper import Limiter, Policy
 
+    # A bool, as every flag of the library: "no" or 0 there is more likely a
+    # mistake than a truth value meant.
+    if not isinstance(wait, bool):
+        raise RateLimitTypeError(f"`wait` must be a bool, not {type(wait).__name__}", "invalid_type")
     if not wait and timeout is not None:
         raise RateLimitTypeError("`timeout` applies only with wait=True", "invalid_type")
     subject: Union[Limiter, Policy]
