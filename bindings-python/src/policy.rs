@@ -516,6 +516,15 @@ fn from_config(config: &Bound<'_, PyAny>) -> PyResult<Policy> {
 
 limiter_methods!(
     #[pymethods] PyPolicy, "every limit", [request = None: Option<Request> = convert::request],
+    answer = "PolicyDecision",
+    try_acquire = ["Take ``cost`` units from every limit if each has them, and say what happened.",
+        "", "Returns a PolicyDecision: ``allowed`` (then every limit consumed the",
+        "cost), ``denied_by`` (the limit that denied, ``None`` when allowed) and",
+        "``limits`` (each limit's own Decision), with the tightest limit's",
+        "``remaining`` and ``limit`` and the longest ``retry_after`` and",
+        "``reset_after``. A denial consumes nothing anywhere and is not an",
+        "exception. A ``cost`` above a limit's ``limit`` raises ``RateLimitError``",
+        "(code ``cost_exceeds_limit``), since it could never be allowed."],
     reserve = "($self, /, request=None, cost=1, *, max_wait=None, now=None)",
     reclaim = "Drop the keys of every limit that are back to fresh at ``now`` (default: the clock's reading). Answers do not change." {
         #[new]

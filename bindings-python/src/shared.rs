@@ -593,17 +593,36 @@ pub(crate) use named_subject;
 macro_rules! limiter_methods {
     // The entry: the methods written once for every class, then the pairs of
     // methods that share one template (`@decide`, `@wait`), then the impl.
+    // A class answering with a Decision says so in these words; another
+    // (a policy) gives its answer's class and `try_acquire`'s docstring.
     (
         $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
         reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
         $(, headers = $headers:literal)? { $($extra:tt)* }
     ) => {
+        limiter_methods!($hash $pymethods $class, $what, $spec, answer = "Decision",
+            try_acquire = [concat!("Take ``cost`` units from ", $what, " if it has them, and say what happened."),
+                "", "Returns a Decision: ``allowed`` (then the cost is consumed),",
+                "``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A",
+                "denial consumes nothing and is not an exception. A ``cost`` above",
+                "``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),",
+                "since it could never be allowed."],
+            reserve = $reserve_signature $(, reclaim = $reclaim)? $(, headers = $headers)? { $($extra)* });
+    };
+    (
+        $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
+        answer = $answer:literal, try_acquire = [$($try_doc:expr),*],
+        reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
+        $(, headers = $headers:literal)? { $($extra:tt)* }
+    ) => {
         limiter_methods!(@methods $hash $pymethods $class, $what, $spec, $spec,
+            answer = $answer, try_acquire = [$($try_doc),*],
             reserve = $reserve_signature $(, reclaim = $reclaim)? $(, headers = $headers)? { $($extra)* });
     };
     (
         @methods $hash:tt $pymethods:tt $class:ty, $what:literal, $spec:tt,
         [$($target:ident $(= $default:ident)?: $tty:ty = $convert:path)?],
+        answer = $answer:literal, try_acquire = [$($try_doc:expr),*],
         reserve = $reserve_signature:literal $(, reclaim = $reclaim:literal)?
         $(, headers = $headers:literal)? { $($extra:tt)* }
     ) => {
@@ -627,8 +646,8 @@ macro_rules! limiter_methods {
             /// (``now + reservation.wait``): proceed then. Bookings are served first
             /// come, first served, and a later ``try_acquire`` never jumps ahead of
             /// one. Otherwise nothing was booked and ``reservation.decision`` says
-            /// why. ``reservation.cancel()`` gives an unused booking back.
-            /// ``acquire`` is this plus the wait.
+            #[doc = concat!("why (a denied ", $answer, "). ``reservation.cancel()`` gives an unused")]
+            /// booking back. ``acquire`` is this plus the wait.
             #[pyo3(
                 signature = ($($target $(= $default)?,)? cost = 1, *, max_wait = ::ratekeeper::Nanos::MAX, now = None),
                 text_signature = $reserve_signature
@@ -814,13 +833,8 @@ macro_rules! limiter_methods {
 
             $($extra)*
         ],
-            decide(try_acquire, [concat!("Take ``cost`` units from ", $what, " if it has them, and say what happened."),
-                "", "Returns a Decision: ``allowed`` (then the cost is consumed),",
-                "``remaining``, ``limit``, ``retry_after`` and ``reset_after``. A",
-                "denial consumes nothing and is not an exception. A ``cost`` above",
-                "``limit`` raises ``RateLimitError`` (code ``cost_exceeds_limit``),",
-                "since it could never be allowed."])
-            decide(peek, ["The Decision ``try_acquire`` would give, consuming nothing."])
+            decide(try_acquire, [$($try_doc),*])
+            decide(peek, [concat!("The ", $answer, " ``try_acquire`` would give, consuming nothing.")])
             wait(acquire_async, "acquire_async", ["``acquire`` for asyncio: ``await acquire_async(...)``.",
                 "", "Books when first awaited and sleeps with ``asyncio.sleep``, so the",
                 "event loop keeps running; waiters are served in booking order. A",

@@ -129,6 +129,22 @@ def test_keyed_and_policy_signatures_take_their_target_first() -> None:
     assert str(inspect.signature(Limiter.acquire)) == "(self, /, cost=1, timeout=None)"
 
 
+def test_the_answers_are_named_by_their_class() -> None:
+    # The docstrings shared with the limiters said a Policy returns a
+    # Decision, with no word of what a PolicyDecision adds.
+    answered = [Policy.try_acquire.__doc__, Policy.peek.__doc__, Policy.reserve.__doc__]
+    try_acquire, peek, reserve = (doc or "" for doc in answered)
+    assert try_acquire.startswith("Take ``cost`` units from every limit if each has them")
+    assert "Returns a PolicyDecision: " in try_acquire
+    assert "``denied_by``" in try_acquire and "``limits``" in try_acquire
+    assert peek.startswith("The PolicyDecision ``try_acquire`` would give")
+    assert "a denied PolicyDecision" in reserve
+    for cls in (Limiter, KeyedLimiter):
+        assert "Returns a Decision: " in (cls.try_acquire.__doc__ or "")
+        assert (cls.peek.__doc__ or "").startswith("The Decision ``try_acquire`` would give")
+        assert "a denied Decision" in (cls.reserve.__doc__ or "")
+
+
 def test_help_shows_method_signatures_and_docs(capsys: pytest.CaptureFixture[str]) -> None:
     help(TokenBucket)
     text = capsys.readouterr().out
