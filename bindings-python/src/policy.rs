@@ -344,7 +344,8 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
 /// `LimitConfig`: each field is deserialized on its own. `json` is the
 /// text `value` was read from.
 fn policy_config(value: Value, json: &str) -> Result<PolicyConfig, String> {
-    let mut top = object(value, "config", &["limits"])?;
+    // The top level unplaced: the error says "`config` " first.
+    let mut top = object(value, "", &["limits"])?;
     let limits = match top.remove("limits") {
         Some(Value::Array(limits)) => limits,
         Some(other) => {
@@ -439,15 +440,21 @@ fn written_as_integer(json: &str, i: usize, name: &str) -> bool {
     })
 }
 
-/// The fields of `value`, an object at `place` whose fields are among `known`.
+/// The fields of `value`, an object at `place` (empty: the top level)
+/// whose fields are among `known`.
 fn object(
     value: Value,
     place: &str,
     known: &[&str],
 ) -> Result<serde_json::Map<String, Value>, String> {
+    let at = if place.is_empty() {
+        String::new()
+    } else {
+        format!("{place}: ")
+    };
     let Value::Object(fields) = value else {
         return Err(format!(
-            "{place}: invalid type: {}, expected an object",
+            "{at}invalid type: {}, expected an object",
             kind(&value)
         ));
     };
@@ -460,7 +467,7 @@ fn object(
                 _ => quoted.concat(),
             };
             Err(format!(
-                "{place}: unknown field `{unknown}`, expected {expected}"
+                "{at}unknown field `{unknown}`, expected {expected}"
             ))
         }
         None => Ok(fields),

@@ -826,7 +826,9 @@ def test_policies_from_configurations() -> None:
         ({"limits": [{"name": "a", "rate": "1/second", "brust": 2}]}, r"limits\[0\]: unknown field `brust`", RateLimitError),
         ({"limits": {"name": "a"}}, r"limits: invalid type: map, expected an array", RateLimitError),
         ({"limits": ["a"]}, r'limits\[0\]: invalid type: string "a", expected an object', RateLimitError),
-        ({"limit": []}, r"config: unknown field `limit`", RateLimitError),
+        # The top level named once, not "`config` config: ...".
+        ({"limit": []}, r"^`config` unknown field `limit`, expected `limits`$", RateLimitError),
+        ("[1]", r"^`config` invalid type: sequence, expected an object$", RateLimitError),
         ({"limits": [{"name": "a", "rate": "1/second", "burst": float("nan")}]}, "not JSON: Out of range float", RateLimitError),
         ('{"limits": [{"name": "a",\n "rate": 5}]}', r"limits\[0\]\.rate: invalid type: integer `5`", RateLimitError),
         # A field given twice in JSON text (a mapping cannot), refused as serde refuses it.
