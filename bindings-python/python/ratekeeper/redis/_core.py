@@ -62,11 +62,11 @@ class _Core:
         if "{" in prefix or "}" in prefix:
             # Keys carry a hash tag, {...}, so that a request's keys share a
             # Cluster slot: a brace in the prefix would be the tag instead.
-            raise _error(f"prefix must not contain '{{' or '}}' (keys carry their own hash tag): {prefix!r}")
+            raise _error(f"`prefix` must not contain '{{' or '}}' (keys carry their own hash tag): {prefix!r}")
         if not prefix:
             # A policy with a global limit is tagged by its prefix, and Redis
             # reads an empty tag, {}, as none: its keys would span slots.
-            raise _error("prefix must not be empty (it is the hash tag of a policy with a global limit)")
+            raise _error("`prefix` must not be empty (it is the hash tag of a policy with a global limit)")
         if not isinstance(batching, bool):
             raise _type_error("batching", "a bool", batching)
         if clock is not None and not callable(clock):
@@ -74,7 +74,7 @@ class _Core:
         if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
             expected = f"'open', 'closed' or an in-process Limiter or {self.KEYED_FALLBACK.__name__}"
             if isinstance(on_error, str):
-                raise _error(f"on_error must be {expected}, not {on_error!r}")
+                raise _error(f"`on_error` must be {expected}, not {on_error!r}")
             raise _type_error("on_error", expected, on_error)
         self.limits = limits
         # Names are written as values are, `<length>:<name>`, so that no name
@@ -106,13 +106,13 @@ class _Core:
         request stands for that one argument (a limiter's ``key``)."""
         for field, name in self.fallback_fields.items():
             if field not in request:
-                raise _error(f"request: lacks the field {field!r} that on_error's limit {name!r} is keyed by")
+                raise _error(f"`request` lacks the field {field!r} that on_error's limit {name!r} is keyed by")
         values: dict[str, bytes] = {}
         for limit in self.limits:
             for field in limit.by:
                 if field not in values:
                     if field not in request:
-                        raise _error(f"request: lacks the field {field!r} that limit {limit.name!r} is keyed by")
+                        raise _error(f"`request` lacks the field {field!r} that limit {limit.name!r} is keyed by")
                     part = _key_part(request[field], argument or f"request[{field!r}]")
                     values[field] = _counted(part)
         # No field in common (a global limit): the whole policy on the slot of its prefix.

@@ -35,9 +35,9 @@ class _Limit:
             self.args = ["token_bucket", len(limiter.bandwidths)]
             for band in limiter.bandwidths:
                 if band.refill != "greedy":
-                    raise _error("refill: only greedy token buckets are supported on Redis")
+                    raise _error("`refill`: only greedy token buckets are supported on Redis")
                 if band.initial_tokens != band.capacity:
-                    raise _error("initial_tokens: token buckets on Redis start full")
+                    raise _error("`initial_tokens`: token buckets on Redis start full")
                 period = _duration(band.refill_period, "refill_period")
                 step = period // math.gcd(band.refill_tokens, period)
                 _exact(band.capacity * step, "capacity", "the time to refill the capacity (1/refill_tokens µs)")
@@ -45,7 +45,7 @@ class _Limit:
                 self.args += [band.capacity, band.refill_tokens, period]
         elif isinstance(limiter, (FixedWindow, SlidingWindowCounter)):
             if limiter.calendar is not None:
-                raise _error("calendar: calendar windows are not supported on Redis")
+                raise _error("`calendar`: calendar windows are not supported on Redis")
             window = _duration(limiter.window, "window")
             _exact(window, "window", "the window (µs)", MAX_SPAN)
             # Counts, like times, are numbers in the script.
@@ -58,7 +58,7 @@ class _Limit:
             _exact(window, "window", "the window (µs)", MAX_SPAN)
             self.args = ["sliding_window_log", limiter.limit, window]
         elif isinstance(limiter, Limiter):
-            raise _error(f"algorithm: {limiter.algorithm} is not supported on Redis")
+            raise _error(f"`algorithm`: {limiter.algorithm} is not supported on Redis")
         else:
             raise _type_error("limiter", _LIMITERS, limiter)
         self.limit: int = limiter.limit
@@ -75,11 +75,11 @@ def _rates(text: str) -> list[tuple[int, int]]:
     for item in re.split(r"[;,|]", text):
         match = _RATE.fullmatch(item)
         if match is None:
-            raise _error(f"rate: cannot read {item!r}", "invalid_syntax")
+            raise _error(f"`rate`: cannot read {item!r}", "invalid_syntax")
         word = match.group(3).lower()
         unit = _UNITS.get(word) or _UNITS.get(word[:-1] if word.endswith("s") else word)
         if unit is None:
-            raise _error(f"rate: unknown unit in {item!r}", "invalid_syntax")
+            raise _error(f"`rate`: unknown unit in {item!r}", "invalid_syntax")
         out.append((int(match.group(1)), int(match.group(2) or 1) * unit))
     return out
 
@@ -101,7 +101,7 @@ def _limiter(algorithm: str, rate: str, burst: Optional[int]) -> object:
         return SlidingWindowCounter(amount, period)
     if algorithm == "sliding_window_log":
         return SlidingWindowLog(amount, period)
-    raise _error(f"algorithm: {algorithm} is not supported on Redis")
+    raise _error(f"`algorithm`: {algorithm} is not supported on Redis")
 
 
 def _policy_limits(
@@ -125,7 +125,7 @@ def _policy_limits(
     limits = []
     for item in data["limits"]:
         if item.get("calendar") is not None:
-            raise _error("calendar: calendar windows are not supported on Redis")
+            raise _error("`calendar`: calendar windows are not supported on Redis")
         limiter = _limiter(item.get("algorithm", "token_bucket"), item["rate"], item.get("burst"))
         limits.append(_Limit(item["name"], local.keyed_by(item["name"]), limiter))
     return limits
@@ -178,7 +178,7 @@ def _listed_limits(config: Iterable[object]) -> list[_Limit]:
         if not name:
             raise _error("`name` must not be empty")
         if any(name == other for other, _, _ in listed):
-            raise _error("name: two limits have the same name")
+            raise _error("`name`: two limits have the same name")
         if len(set(fields)) != len(fields):
             raise _error("`by` names a field twice")
         listed.append((name, fields, limiter))

@@ -64,7 +64,7 @@ class _PolicyMixin:
         for limit in self._core.limits:
             if limit.name == name:
                 return limit.by
-        raise _error(f"name: no limit is called {name!r}")
+        raise _error(f"`name`: no limit is called {name!r}")
 
     def __len__(self) -> int:
         return len(self._core.limits)
@@ -96,7 +96,7 @@ def _policy_core(
     else:
         limits = _policy_limits(config, algorithm, by)  # type: ignore[arg-type]
     if not limits:
-        raise _error("config: a policy on Redis needs at least one limit", "zero_value")
+        raise _error("`config`: a policy on Redis needs at least one limit", "zero_value")
     return _PolicyCore(limits, prefix, clock, on_error, batching)
 
 

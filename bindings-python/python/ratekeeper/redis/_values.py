@@ -50,7 +50,7 @@ def _error(message: str, code: str = "invalid_value") -> RateLimitError:
 
 
 def _type_error(name: str, expected: str, value: object) -> RateLimitTypeError:
-    return RateLimitTypeError(f"{name} must be {expected}, not {type(value).__name__}", "invalid_type")
+    return RateLimitTypeError(f"`{name}` must be {expected}, not {type(value).__name__}", "invalid_type")
 
 
 def _is_asyncio_client(client: object) -> Optional[bool]:
@@ -73,7 +73,7 @@ def _micros(seconds: object, name: str) -> int:
     else:
         finite = not isinstance(seconds, float) or math.isfinite(seconds)
     if not finite:
-        raise _error(f"{name} must be a finite number")
+        raise _error(f"`{name}` must be a finite number")
     micros: Optional[int] = None
     if isinstance(seconds, float):
         # The float's own value to the nearest µs, halves up, as an exact
@@ -89,7 +89,7 @@ def _micros(seconds: object, name: str) -> int:
         exact = Fraction(seconds) * 1_000_000
         micros = math.floor(exact + Fraction(1, 2))
     if micros < 0:
-        raise _error(f"{name} must not be negative")
+        raise _error(f"`{name}` must not be negative")
     return micros
 
 
@@ -114,14 +114,14 @@ def _duration(seconds: float, name: str) -> int:
     """A limiter's duration (a float of whole nanoseconds) as whole microseconds, at least 1."""
     micros = round(seconds * 1_000_000)
     if micros < 1 or abs(seconds * 1_000_000 - micros) > 1e-4 * max(1, seconds * 1e-3):
-        raise _error(f"{name} must be a whole number of microseconds on Redis, not {seconds!r} s")
+        raise _error(f"`{name}` must be a whole number of microseconds on Redis, not {seconds!r} s")
     return micros
 
 
 def _exact(value: int, name: str, what: str, bound: int = MAX_EXACT) -> None:
     if value > bound:
         power = bound.bit_length() - 1
-        raise _error(f"{name}: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
+        raise _error(f"`{name}`: {what} is {value}, above 2^{power} (the limit of exact arithmetic on Redis)", "overflow")
 
 
 def _ceil_micros(seconds: float) -> int:
@@ -133,7 +133,7 @@ def _instant(value: _Seconds, name: str) -> str:
     """ARGV's form of the instant ``value`` (seconds): whole µs, at most ``MAX_NOW``."""
     micros = _micros(value, name)
     if micros > MAX_NOW:
-        raise _error(f"{name}: more than 2^52 µs after the Unix epoch", "overflow")
+        raise _error(f"`{name}`: more than 2^52 µs after the Unix epoch", "overflow")
     return str(micros)
 
 
@@ -142,7 +142,7 @@ def _utf8(text: str, name: str) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:
-        raise _error(f"{name} must be valid Unicode text (no lone surrogates)") from None
+        raise _error(f"`{name}` must be valid Unicode text (no lone surrogates)") from None
 
 
 def _counted(part: bytes) -> bytes:
@@ -158,13 +158,13 @@ def _key_part(value: object, name: str) -> bytes:
         return _utf8(value, name)
     if isinstance(value, bytes):
         return value
-    number = _integer(value, name, "str, bytes or int")
+    number = _integer(value, name, "a str, bytes or int")
     try:
         return b"%d" % number
     except ValueError:
         # Past sys.get_int_max_str_digits(): Python's bare ValueError, as in-process.
         raise _error(
-            f"{name} has more digits than Python writes as text (an int key is its decimal digits; see sys.set_int_max_str_digits)"
+            f"`{name}` has more digits than Python writes as text (an int key is its decimal digits; see sys.set_int_max_str_digits)"
         ) from None
 
 
@@ -191,9 +191,9 @@ def _units(cost: object) -> int:
     beyond it is ``invalid_value`` there, not ``cost_exceeds_limit``)."""
     units = _integer(cost, "cost", "an int")
     if units < 0:
-        raise _error("cost must not be negative")
+        raise _error("`cost` must not be negative")
     if units > 2**64 - 1:
-        raise _error("cost must be at most 2^64 - 1")
+        raise _error("`cost` must be at most 2^64 - 1")
     return units
 
 
@@ -208,5 +208,5 @@ def _refunded(cost: object) -> int:
 def _cost(cost: object, limit: int) -> int:
     cost = _units(cost)
     if cost > limit:
-        raise _error(f"cost: {cost} is more than the limit {limit}", "cost_exceeds_limit")
+        raise _error(f"`cost`: {cost} is more than the limit {limit}", "cost_exceeds_limit")
     return cost
