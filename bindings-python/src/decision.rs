@@ -625,6 +625,10 @@ impl PyReservation {
 /// longest wait), ``None`` when allowed; ``limits`` lists ``(name,
 /// Decision)`` for every limit, in the policy's order. ``headers()`` lists
 /// every limit.
+///
+/// Made by a ``Policy`` (or copied from one), not subclassable: a ``RedisPolicy``'s
+/// answer, ``ratekeeper.redis.RedisPolicyDecision``, is a ``Decision`` with
+/// the same ``denied_by`` and ``limits``, but not a ``PolicyDecision``.
 #[pyclass(frozen, extends = PyDecision, name = "PolicyDecision", module = "ratekeeper")]
 pub struct PyPolicyDecision;
 

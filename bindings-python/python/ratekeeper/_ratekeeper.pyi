@@ -96,7 +96,11 @@ class Decision:
 
 @final
 class PolicyDecision(Decision):
-    """The outcome of one request against a ``Policy``."""
+    """The outcome of one request against a ``Policy``.
+
+    Made by a ``Policy`` (or copied from one), not subclassable: a ``RedisPolicy``'s
+    answer, ``ratekeeper.redis.RedisPolicyDecision``, is a ``Decision``
+    with the same ``denied_by`` and ``limits``, but not a ``PolicyDecision``."""
 
     @property
     def denied_by(self) -> Optional[str]:

@@ -239,6 +239,33 @@ def test_policy_is_all_or_nothing(client: redis.Redis) -> None:
     assert policy.keyed_by("per-endpoint") == ("user", "endpoint")
 
 
+def test_a_redis_policy_decision_says_what_it_is_and_holds(client: redis.Redis) -> None:
+    # A RedisDecision with a PolicyDecision's denied_by and limits, not a
+    # PolicyDecision (that native class cannot be subclassed); its repr said
+    # `Decision(...)`, with neither its class nor which limit denied.
+    start = time.time() + 5
+    policy = RedisPolicy(client, POLICY, clock=lambda: start)
+    request = {"user": "carol", "endpoint": "/x"}
+    allowed = policy.try_acquire(request)
+    for _ in range(3):
+        denied = policy.try_acquire(request)
+    assert isinstance(denied, RedisDecision) and isinstance(denied, ratekeeper.Decision)
+    assert not isinstance(denied, ratekeeper.PolicyDecision)
+    assert (allowed.denied_by, denied.denied_by) == (None, "per-user")
+    for decision, denied_by in ((allowed, "None"), (denied, "'per-user'")):
+        numbers = ratekeeper.Decision.__repr__(decision)[len("Decision(") : -1]
+        assert repr(decision) == f"RedisPolicyDecision({numbers}, denied_by={denied_by}, from_store=True)"
+    # As an in-process PolicyDecision shows them, the same numbers.
+    local = ratekeeper.Policy(POLICY, clock=lambda: start)
+    for _ in range(4):
+        local_denied = local.try_acquire(request)
+    assert repr(local_denied).startswith("PolicyDecision(allowed=False, ")
+    assert repr(local_denied).endswith(", denied_by='per-user')")
+    one = RedisLimiter(client, ratekeeper.Gcra(2, 0.5), clock=lambda: start).try_acquire("k")
+    numbers = ratekeeper.Decision.__repr__(one)[len("Decision(") : -1]
+    assert repr(one) == f"RedisDecision({numbers}, from_store=True)"
+
+
 def test_rate_strings_as_policy_takes_them(client: redis.Redis) -> None:
     start = time.time() + 5  # caller time: three calls within 0.5 s on any machine
     policy = RedisPolicy(client, "2/second;3/minute", by=["user"], clock=lambda: start)

@@ -8,6 +8,11 @@ from ratekeeper import Decision
 from ratekeeper.redis._faults import _FAULTS
 
 
+def _numbers(decision: Decision) -> str:
+    """The five numbers as ``Decision``'s repr writes them."""
+    return Decision.__repr__(decision)[len("Decision(") : -1]
+
+
 class RedisDecision(Decision):
     """A ``Decision`` made by a Redis-backed limiter.
 
@@ -18,18 +23,30 @@ class RedisDecision(Decision):
     from_store: bool
 
     def __repr__(self) -> str:
-        return f"{super().__repr__()[:-1]}, from_store={self.from_store})"
+        return f"{type(self).__name__}({_numbers(self)}, from_store={self.from_store})"
 
 
 class RedisPolicyDecision(RedisDecision):
-    """A ``RedisPolicy``'s answer: the combined decision, like ``PolicyDecision``.
+    """A ``RedisPolicy``'s answer: a ``RedisDecision`` (so a ``Decision``)
+    combining every limit's, with ``denied_by`` and ``limits`` as a
+    ``PolicyDecision`` has them.
 
-    ``denied_by`` names the limit that denied (the one with the longest
-    wait), ``limits`` lists ``(name, Decision)`` for every limit.
+    It is not a ``PolicyDecision``: ``isinstance(d, ratekeeper.PolicyDecision)``
+    is ``False``, since that class is native and cannot be subclassed (only a
+    ``Policy`` makes one). Test for ``Decision`` (or this class), or read
+    ``denied_by``. ``allowed`` only if every limit allowed; ``remaining``
+    and ``limit`` are the tightest limit's, ``retry_after`` and
+    ``reset_after`` the longest. ``denied_by`` names the limit that denied
+    (the one with the longest wait), ``None`` when allowed; ``limits`` lists
+    ``(name, Decision)`` for every limit, in the policy's order.
     """
 
     denied_by: Optional[str]
     limits: list[tuple[str, Decision]]
+
+    def __repr__(self) -> str:
+        # As a PolicyDecision's: which limit denied, not every limit's answer.
+        return f"{type(self).__name__}({_numbers(self)}, denied_by={self.denied_by!r}, from_store={self.from_store})"
 
 
 class _Reservation:
