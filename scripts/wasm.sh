@@ -158,15 +158,16 @@ cmd_build() {
 
 # binaryen's -Os over wasm-bindgen's output (after it: run before, it saved 0.4 KB
 # gzipped, wasm-bindgen's own sections being gone by then): 88.9 to 86.0 KB
-# gzipped, decisions as fast (bindings-wasm/README.md). $1: the web output's
-# .wasm; $2: the Node output's, the same module, optimised once for both.
+# gzipped, decisions as fast (bindings-wasm/README.md). The target_features
+# section goes too: wasm-bindgen, which reads it, has run. $1: the web
+# output's .wasm; $2: the Node output's, the same module, optimised once for both.
 wasm_opt() {
-    local web=$1 node=$2
-    "$WASM_OPT" -Os "$web" -o "$web.opt"
+    local web=$1 node=$2 flags=(-Os --strip-target-features)
+    "$WASM_OPT" "${flags[@]}" "$web" -o "$web.opt"
     if cmp -s "$web" "$node"; then
         cp "$web.opt" "$node"
     else
-        "$WASM_OPT" -Os "$node" -o "$node"
+        "$WASM_OPT" "${flags[@]}" "$node" -o "$node"
     fi
     mv "$web.opt" "$web"
 }
