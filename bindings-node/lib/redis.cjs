@@ -48,14 +48,17 @@ const DEFAULT_COMMAND_TIMEOUT_MS = 1000;
 /** The options both Redis classes take (checked by onlyKnown: `onErorr` is refused). */
 const STORE_OPTIONS = ['prefix', 'clock', 'onError', 'batching', 'commandTimeoutMs'];
 
+// Messages name the argument in backticks, as the in-process classes and
+// the Python client write them: "`cost` must be ...", "`calendar`: ...".
 function typeError(name, expected) {
-  const error = new TypeError(`${name} must be ${expected}`);
+  const error = new TypeError(`\`${name}\` must be ${expected}`);
   error.code = 'invalid_type';
   return error;
 }
 
 function rangeError(name, message, code = 'invalid_value') {
-  const error = new RangeError(`${name}: ${message}`);
+  const joined = /^(must|lacks|is) /.test(message) ? ' ' : ': ';
+  const error = new RangeError(`\`${name}\`${joined}${message}`);
   error.code = code;
   return error;
 }
@@ -971,7 +974,7 @@ class RedisLimits {
     // A brand check: a method called detached, or on another object, read
     // the private fields of no RedisLimits (V8's uncoded TypeError).
     ownStore = (self) => {
-      if (self === null || typeof self !== 'object' || !(#store in self)) throw typeError('`this`', 'a RedisLimiter or a RedisPolicy');
+      if (self === null || typeof self !== 'object' || !(#store in self)) throw typeError('this', 'a RedisLimiter or a RedisPolicy');
     };
   }
 
@@ -1075,7 +1078,7 @@ class RedisLimiter extends RedisLimits {
   static {
     // A brand check (see RedisLimits).
     ownLimiter = (self) => {
-      if (self === null || typeof self !== 'object' || !(#limiter in self)) throw typeError('`this`', 'a RedisLimiter');
+      if (self === null || typeof self !== 'object' || !(#limiter in self)) throw typeError('this', 'a RedisLimiter');
     };
   }
 
@@ -1149,7 +1152,7 @@ class RedisPolicy extends RedisLimits {
   static {
     // A brand check (see RedisLimits).
     ownPolicy = (self) => {
-      if (self === null || typeof self !== 'object' || !(#local in self)) throw typeError('`this`', 'a RedisPolicy');
+      if (self === null || typeof self !== 'object' || !(#local in self)) throw typeError('this', 'a RedisPolicy');
     };
   }
 
