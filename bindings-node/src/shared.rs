@@ -657,12 +657,8 @@ fn window_options<V: JsValueIn>(options: &V) -> Result<(u64, Windows), Failure<V
             }
             .into()),
         },
-        // As the core's vectors: a calendar of another type is a bad value.
-        _ => Err(Error::InvalidValue {
-            name: "calendar",
-            reason: "must be \"day\", \"week\" or \"month\"",
-        }
-        .into()),
+        // A calendar of another type is a bad type, as `refill` of one is.
+        _ => Err(invalid_type("calendar", "a string").into()),
     }
 }
 

@@ -1000,15 +1000,14 @@ pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<Algorithm> {
 }
 
 /// A window algorithm's `calendar`: `"day"`, `"week"` or `"month"` (UTC, in
-/// any case), by the core's own names. Anything else, of any type, is a bad
-/// value, as the core's configuration says it.
+/// any case), by the core's own names. Another str is a bad value; anything
+/// but a str, a bad type, as for `refill` and `algorithm`.
 pub fn calendar(obj: &Bound<'_, PyAny>) -> PyResult<Calendar> {
+    let expected = "a str, 'day', 'week' or 'month'";
     let name = obj
         .cast::<PyString>()
-        .ok()
-        .map(|name| text(name, "calendar"))
-        .transpose()?;
-    let calendar = name.and_then(Calendar::from_name);
+        .map_err(|_| to_py(obj.py(), invalid_type("calendar", expected)))?;
+    let calendar = Calendar::from_name(text(name, "calendar")?);
     let reason = "must be 'day', 'week' or 'month'";
     calendar.ok_or_else(|| to_py(obj.py(), invalid_value("calendar", reason)))
 }

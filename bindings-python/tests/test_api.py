@@ -407,6 +407,11 @@ CONSTRUCTION_ERRORS: list[tuple[Callable[[], object], str, str]] = [
     (lambda: SlidingWindowCounter(3, 0), "zero_value", "window"),
     (lambda: FixedWindow(0, 1), "zero_value", "limit"),
     (lambda: FixedWindow(3, "1"), "invalid_type", "window"),  # type: ignore[arg-type]
+    # A calendar that is not a str is of the wrong type, as `refill=5` is.
+    (lambda: FixedWindow.with_calendar(5, 5), "invalid_type", "calendar"),  # type: ignore[arg-type]
+    (lambda: FixedWindow.with_calendar(5, None), "invalid_type", "calendar"),  # type: ignore[arg-type]
+    (lambda: SlidingWindowCounter.with_calendar(5, b"day"), "invalid_type", "calendar"),  # type: ignore[arg-type]
+    (lambda: SlidingWindowCounter.with_calendar(5, "fortnight"), "invalid_value", "calendar"),  # type: ignore[arg-type]
     (lambda: Gcra(0, 1), "zero_value", "burst"),
     (lambda: Gcra(3, 0), "zero_value", "emission_interval"),
     (lambda: Gcra(2**63, 2e-9), "overflow", "emission_interval"),

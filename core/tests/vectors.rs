@@ -58,14 +58,22 @@ fn window<L>(
     new: fn(u64, Nanos) -> Result<L, Error>,
     with_calendar: fn(u64, Calendar) -> Result<L, Error>,
 ) -> Result<L, Error> {
+    // As the bindings read it: a name of another type is a type error, an
+    // unknown name a bad value.
     let calendar = match c.get("calendar") {
         None => None,
-        Some(name) => Some(name.as_str().and_then(Calendar::from_name).ok_or(
-            Error::InvalidValue {
+        Some(Value::String(name)) => {
+            Some(Calendar::from_name(name).ok_or(Error::InvalidValue {
                 name: "calendar",
                 reason: "must be day, week or month",
-            },
-        )?),
+            })?)
+        }
+        Some(_) => {
+            return Err(Error::InvalidType {
+                name: "calendar",
+                expected: "a string",
+            })
+        }
     };
     let limit = count(&c["limit"], "limit")?;
     match calendar {

@@ -480,6 +480,14 @@ const BAD_DURATION = [
   ['missing', undefined, 'invalid_type'],
 ];
 
+// A calendar: a string naming one, as `refill` is (a number is of the wrong type, not a bad name).
+const BAD_CALENDAR = [
+  ['unknown', 'fortnight', 'invalid_value'],
+  ['a number', 5, 'invalid_type'],
+  ['a boolean', true, 'invalid_type'],
+  ['an object', {}, 'invalid_type'],
+];
+
 const BAD_OPTIONS = [
   ['missing', undefined],
   ['null', null],
@@ -503,8 +511,8 @@ const CONSTRUCTORS = [
   ['SlidingWindowLog', (o) => new SlidingWindowLog(o), windowOptions, {
     limit: [...BAD_POSITIVE_COUNT, ['above 2^20', 2 ** 20 + 1, 'too_large']], windowMs: BAD_DURATION,
   }],
-  ['SlidingWindowCounter', (o) => new SlidingWindowCounter(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION }],
-  ['FixedWindow', (o) => new FixedWindow(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION }],
+  ['SlidingWindowCounter', (o) => new SlidingWindowCounter(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION, calendar: BAD_CALENDAR }],
+  ['FixedWindow', (o) => new FixedWindow(o), windowOptions, { limit: BAD_POSITIVE_COUNT, windowMs: BAD_DURATION, calendar: BAD_CALENDAR }],
 ];
 
 for (const [label, build, valid, bad] of CONSTRUCTORS) {

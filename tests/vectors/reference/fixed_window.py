@@ -63,7 +63,9 @@ def windows(config: dict) -> tuple[int, Windows]:
     {"limit", "calendar"}), checked in the order the core checks them."""
     calendar = config.get("calendar")
     if calendar is not None:
-        if not (isinstance(calendar, str) and calendar.isascii() and calendar.lower() in CALENDARS):
+        if not isinstance(calendar, str):  # as `refill` of another type: the bindings' type error
+            raise VectorError("invalid_type", "calendar")
+        if not (calendar.isascii() and calendar.lower() in CALENDARS):
             raise VectorError("invalid_value", "calendar")
         calendar = calendar.lower()
     limit = count(config["limit"], "limit")
