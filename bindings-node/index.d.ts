@@ -72,7 +72,11 @@ export interface RateLimitHeaders {
 
 /** Options every limiter takes besides its own. */
 export interface CommonOptions {
-  /** The name in the `RateLimit-Policy` / `RateLimit` headers. Default `'default'`. */
+  /**
+   * The name in the `RateLimit-Policy` / `RateLimit` headers. Default
+   * `'default'`. A structured-field string there: printable ASCII (space to
+   * `~`) and not empty, else a `RangeError` (`invalid_value`).
+   */
   name?: string
   /**
    * The clock that `nowMs` defaults to, returning milliseconds (default:
@@ -375,6 +379,7 @@ export declare class KeyedLimiter {
 
 /** One limit of a policy's declarative configuration (the core's `LimitConfig`, snake_case keys). */
 export interface LimitConfig {
+  /** Unique in the policy; printable ASCII and not empty, as a limiter's `name`. */
   name: string
   /** Default `'token_bucket'`. */
   algorithm?: 'token_bucket' | 'gcra' | 'leaky_bucket' | 'sliding_window_log' | 'sliding_window_counter' | 'fixed_window'
@@ -398,6 +403,7 @@ export interface LimitConfig {
  * `KeyedOptions` has them. Another field is a `TypeError` (`invalid_config`).
  */
 export interface LimiterLimit {
+  /** Unique in the policy; printable ASCII and not empty, as a limiter's `name`. */
   name: string
   by?: string[]
   limiter: Limiter
@@ -407,6 +413,7 @@ export interface LimiterLimit {
 
 /** A limit whose keys follow a `KeyedLimiter`: its configuration and its bound. */
 export interface KeyedLimiterLimit {
+  /** Unique in the policy; printable ASCII and not empty, as a limiter's `name`. */
   name: string
   by?: string[]
   limiter: KeyedLimiter

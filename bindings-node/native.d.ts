@@ -23,6 +23,12 @@ export declare class NoopFloor {
 /** Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`). */
 export declare function checkMillis(value: number, name: string): void
 
+/**
+ * Throws the `RangeError` for a limiter's `name` the headers cannot carry
+ * (see [`shared::check_name`]).
+ */
+export declare function checkName(name: string): void
+
 /** The configuration behind the getters (see [`shared::config`]). */
 export declare function config(handle: number): Record<string, any>
 

@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NoopFloor = nativeBinding.NoopFloor
 module.exports.checkMillis = nativeBinding.checkMillis
+module.exports.checkName = nativeBinding.checkName
 module.exports.config = nativeBinding.config
 module.exports.externalMemory = nativeBinding.externalMemory
 module.exports.fixedWindow = nativeBinding.fixedWindow

@@ -8,8 +8,8 @@
 // under the same names in both: one constructor function per algorithm
 // returning a handle (a core AnyLimiter), then tryAcquire / peek / reserve /
 // refund / reconfigure / headers / config / noop on a handle, typeError /
-// checkMillis / takeError, and scratch() — and returns the public classes and
-// helpers.
+// checkName / checkMillis / takeError, and scratch() — and returns the public
+// classes and helpers.
 //
 // Speed: an operation returns `allowed` and writes its numbers into a shared
 // Float64Array (`scratch()`), from which the JS layer builds the decision as a

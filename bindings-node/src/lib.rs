@@ -441,6 +441,13 @@ pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> 
     Err(throw(&env, shared::type_error(&name, &expected)))
 }
 
+/// Throws the `RangeError` for a limiter's `name` the headers cannot carry
+/// (see [`shared::check_name`]).
+#[napi]
+pub fn check_name(env: Env, name: String) -> napi::Result<()> {
+    shared::check_name(&name).or_throw(&env)
+}
+
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
 #[napi]
 pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {

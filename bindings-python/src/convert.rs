@@ -346,7 +346,7 @@ pub fn limits(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, Nanos, Dec
                 .map_err(|_| wrong_type())?;
             let name = name.cast::<PyString>().map_err(|_| wrong_type())?;
             let decision = decision.cast::<PyDecision>().map_err(|_| wrong_type())?;
-            let name = text(name, "limits")?.to_owned();
+            let name = limit_name(obj.py(), text(name, "limits")?)?.to_owned();
             limits.push((name, span(&window)?, decision.get().decision()));
         }
         Ok(limits)
@@ -364,17 +364,25 @@ pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
 }
 
 /// A limiter's `name`, as used in its RateLimit headers: a `str` of text
-/// (`Some` always; the `Option` is for the argument's default, `None`:
-/// "default").
+/// that is a limit's name ([`limit_name`]) (`Some` always; the `Option` is
+/// for the argument's default, `None`: "default").
 pub fn name(obj: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyString>>> {
     match obj.cast::<PyString>() {
         Ok(text) => {
             // Refused here, not when the headers, `repr` or pickling spell it.
-            self::text(text, "name")?;
+            limit_name(obj.py(), self::text(text, "name")?)?;
             Ok(Some(text.clone().unbind()))
         }
         Err(_) => Err(to_py(obj.py(), invalid_type("name", "a str"))),
     }
+}
+
+/// `name`, if it is a limit's name as the core's one rule has it
+/// ([`Headers::check_name`](ratekeeper::Headers::check_name): printable
+/// ASCII, not empty), the rule a policy's limits follow too.
+pub fn limit_name<'a>(py: Python<'_>, name: &'a str) -> PyResult<&'a str> {
+    ratekeeper::Headers::check_name(name).map_err(|err| to_py(py, err))?;
+    Ok(name)
 }
 
 /// A limiter's `clock`: `None` (`time.monotonic`) or a callable returning seconds.

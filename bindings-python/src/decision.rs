@@ -302,8 +302,12 @@ impl PyDecision {
         #[pyo3(from_py_with = convert::span)] window: Nanos,
         #[pyo3(from_py_with = convert::limits)] limits: Option<Vec<(String, Nanos, Decision)>>,
     ) -> PyResult<Self> {
-        // Read as text, so that a lone surrogate is the binding's error.
-        let name = name.map_or(Ok("default"), |name| convert::string(name, "name"))?;
+        // Read as text, so that a lone surrogate is the binding's error; and
+        // a name as a limiter's, which the headers can carry.
+        let name = match name {
+            Some(name) => convert::limit_name(name.py(), convert::string(name, "name")?)?,
+            None => "default",
+        };
         let decision = Decision {
             allowed,
             remaining,

@@ -694,15 +694,56 @@ NAMED: list[Callable[[str], Limiter]] = [
 ]
 
 
+# A name is a header's structured-field string: printable ASCII, not empty.
+PRINTABLE_ASCII = "must be printable ASCII (space to ~), as the RateLimit headers carry it"
+BAD_NAMES = [
+    ("", "must not be empty"),
+    ("caf\u00e9-api", PRINTABLE_ASCII),
+    ("\U0001f600", PRINTABLE_ASCII),
+    ("a\r\nRetry-After: 0", PRINTABLE_ASCII),
+    ("tab\there", PRINTABLE_ASCII),
+    ("del\x7f", PRINTABLE_ASCII),
+]
+
+
+def check_bad_name(call: Callable[[], object], reason: str, argument: str = "name") -> None:
+    with pytest.raises(RateLimitError) as raised:
+        call()
+    assert type(raised.value) is RateLimitError, "a bad value, not a bad type"
+    check_error(raised.value, "invalid_value", argument)
+    assert str(raised.value).endswith(f"`{argument}` {reason}")
+
+
 @pytest.mark.parametrize("named", NAMED, ids=range(len(NAMED)))
 def test_a_name_that_is_not_text_is_refused_at_construction(named: Callable[[str], Limiter]) -> None:
     check_not_text(lambda: named(LONE_SURROGATE), "name")
     check_not_text(lambda: named("\ud800"), "name")
-    limiter = named("caf\u00e9 \U0001f600")  # text outside ASCII is fine
-    assert limiter.name == "caf\u00e9 \U0001f600"
+
+
+@pytest.mark.parametrize("named", NAMED, ids=range(len(NAMED)))
+def test_a_name_is_printable_ascii_as_the_headers_carry_it(named: Callable[[str], Limiter]) -> None:
+    # It was taken, then written as '""' or with '?' for each other
+    # character: "caf?-api", which names no limit.
+    for bad, reason in BAD_NAMES:
+        check_bad_name(lambda: named(bad), reason)
+    limiter = named(' say "hi" \\ ~')
+    assert limiter.name == ' say "hi" \\ ~'
     assert pickle.loads(pickle.dumps(limiter)).name == limiter.name
-    assert "caf\u00e9" in repr(limiter)
-    assert limiter.headers(limiter.peek())["RateLimit"].startswith('"caf')  # headers spell it in ASCII
+    assert limiter.headers(limiter.peek())["RateLimit"].startswith('" say \\"hi\\" \\\\ ~";')
+
+
+def test_policy_limit_names_follow_the_rule_of_limiter_names() -> None:
+    for bad, reason in BAD_NAMES:
+        policy = ratekeeper.Policy()
+        check_bad_name(lambda: policy.add(bad, FixedWindow(1, 60)), reason)
+        check_bad_name(lambda: policy.add(bad, ratekeeper.KeyedLimiter(FixedWindow(1, 60))), reason)
+        assert len(policy) == 0
+        config = {"limits": [{"name": bad, "rate": "1/second"}]}
+        check_bad_name(lambda: ratekeeper.Policy(config), reason)
+        check_bad_name(lambda: ratekeeper.Policy.from_config(config), reason)
+        # A decision given by a store names its limits as limiters do.
+        check_bad_name(lambda: Decision(True, 1, 1, 0, 0, name=bad), reason)
+        check_bad_name(lambda: Decision(True, 1, 1, 0, 0, limits=[(bad, 1, Decision(True, 1, 1, 0, 0))]), reason)
 
 
 def test_keys_that_are_not_text_are_refused_leaving_the_store_working() -> None:

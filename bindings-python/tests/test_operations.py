@@ -297,9 +297,9 @@ def test_headers_use_each_algorithms_window() -> None:
 
 
 def test_header_names_are_quoted_and_escaped() -> None:
-    limiter = FixedWindow(1, 1, name='say "hi" \\ é')
+    limiter = FixedWindow(1, 1, name='say "hi" \\ ~')
     policy = limiter.headers(limiter.peek(now=0))["RateLimit-Policy"]
-    assert policy == '"say \\"hi\\" \\\\ ?";q=1;w=1'
+    assert policy == '"say \\"hi\\" \\\\ ~";q=1;w=1'
 
 
 def test_headers_needs_a_decision() -> None:

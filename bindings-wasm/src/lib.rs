@@ -351,6 +351,14 @@ pub fn type_error(name: &str, expected: &str) -> Result<(), JsValue> {
     Err(to_js(shared::type_error(name, expected)))
 }
 
+/// Throws the `RangeError` for a limiter's `name` the headers cannot carry
+/// (see `shared::check_name`).
+#[wasm_bindgen(js_name = checkName)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn check_name(name: &str) -> Result<(), JsValue> {
+    shared::check_name(name).map_err(to_js)
+}
+
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
 #[wasm_bindgen(js_name = checkMillis)]
 #[cfg_attr(ratekeeper_size, optimize(size))]

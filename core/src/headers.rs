@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::{Decision, Nanos};
+use crate::{Decision, Error, Nanos};
 
 /// The header values a server sends with a [`Decision`], following
 /// draft-ietf-httpapi-ratelimit-headers (the `RateLimit-Policy` and
@@ -68,6 +68,39 @@ impl<'a> Headers<'a> {
     pub fn retry_after(&self) -> Option<u64> {
         (!self.decision.allowed).then(|| ceil_secs(self.decision.retry_after))
     }
+
+    /// Checks `name` as the name of a limit: the one rule for the names of
+    /// limiters and of a `Policy`'s limits alike, which the
+    /// bindings apply wherever a name is given.
+    ///
+    /// The headers carry a name as a structured-field string (RFC 9651,
+    /// section 3.3.3), which holds printable ASCII only, space to `~`: a
+    /// name with anything else (a control, a line break, `é`) would go out
+    /// with `?` in its place, naming no limit, and an empty one names none
+    /// at all. Fails with [`Error::InvalidValue`] naming `name`.
+    ///
+    /// ```
+    /// use ratekeeper::Headers;
+    ///
+    /// assert!(Headers::check_name(r#"per-user "a\b" ~"#).is_ok());
+    /// assert!(Headers::check_name("").is_err());
+    /// assert!(Headers::check_name("café").is_err());
+    /// assert!(Headers::check_name("a\r\nb").is_err());
+    /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn check_name(name: &str) -> Result<(), Error> {
+        let reason = if name.is_empty() {
+            "must not be empty"
+        } else if name.bytes().any(|b| !(b' '..=b'~').contains(&b)) {
+            "must be printable ASCII (space to ~), as the RateLimit headers carry it"
+        } else {
+            return Ok(());
+        };
+        Err(Error::InvalidValue {
+            name: "name",
+            reason,
+        })
+    }
 }
 
 /// The largest integer of a structured field (RFC 9651, section 3.3.1).
@@ -91,7 +124,9 @@ impl fmt::Display for Item<'_> {
 }
 
 /// A structured-field string: quoted, with `"` and `\` escaped, and any
-/// character the syntax does not allow (controls, non-ASCII) written as `?`.
+/// character the syntax does not allow (controls, non-ASCII) written as `?`
+/// (for a name given to [`Headers::new`] unchecked: one that passes
+/// [`Headers::check_name`] has none).
 struct Quoted<'a>(&'a str);
 
 impl fmt::Display for Quoted<'_> {
@@ -129,6 +164,29 @@ mod tests {
         assert_eq!(headers.retry_after(), Some(2));
         assert_eq!(headers.policy().to_string(), r#""a \"b\"\\?";q=5;w=2"#);
         assert_eq!(headers.rate_limit().to_string(), r#""a \"b\"\\?";r=0;t=5"#);
+    }
+
+    #[test]
+    fn names_are_printable_ascii_and_not_empty() {
+        let printable: std::string::String = (' '..='~').collect();
+        assert_eq!(Headers::check_name(&printable), Ok(()));
+        let empty = Error::InvalidValue {
+            name: "name",
+            reason: "must not be empty",
+        };
+        assert_eq!(Headers::check_name(""), Err(empty));
+        for bad in ["caf\u{e9}", "a\r\nb", "\t", "\u{7f}", "\u{0}", "\u{1f600}"] {
+            let error = Headers::check_name(bad).unwrap_err();
+            assert_eq!(
+                (error.code(), error.argument()),
+                ("invalid_value", Some("name")),
+                "{bad:?}"
+            );
+            assert_eq!(
+                error.to_string(),
+                "`name` must be printable ASCII (space to ~), as the RateLimit headers carry it"
+            );
+        }
     }
 
     #[test]

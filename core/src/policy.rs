@@ -87,8 +87,10 @@ impl Policy {
     /// for one limiter shared by every request), each key starting as a
     /// fresh `limiter`.
     ///
-    /// Fails with [`Error::InvalidValue`] when `name` is empty or already
-    /// taken, or when `by` names a field twice.
+    /// Fails with [`Error::InvalidValue`] when `name` is not a limit's name
+    /// ([`Headers::check_name`](crate::Headers::check_name): printable
+    /// ASCII, not empty) or is already taken, or when `by` names a field
+    /// twice.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add(&mut self, name: &str, by: &[&str], limiter: AnyLimiter) -> Result<(), Error> {
         self.add_store(name, by, AnyKeyed::new(limiter))
@@ -99,14 +101,9 @@ impl Policy {
     /// seeded as the limits before it were.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn add_store(&mut self, name: &str, by: &[&str], mut store: AnyKeyed) -> Result<(), Error> {
-        // A limit is told by its name (a denial's, the headers'): an empty
-        // one names nothing.
-        if name.is_empty() {
-            return Err(Error::InvalidValue {
-                name: "name",
-                reason: "must not be empty",
-            });
-        }
+        // A limit is told by its name (a denial's, the headers'): one the
+        // headers cannot carry names nothing.
+        crate::Headers::check_name(name)?;
         if self.limits.iter().any(|l| l.name == name) {
             return Err(Error::InvalidValue {
                 name: "name",

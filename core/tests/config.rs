@@ -1,7 +1,8 @@
 //! Declarative configuration: JSON in, the same policy as built by hand out.
 
 use ratekeeper::{
-    AnyLimiter, Calendar, FixedWindow, Gcra, Limiter, Nanos, Policy, PolicyConfig, TokenBucket,
+    AnyLimiter, Calendar, FixedWindow, Gcra, Headers, LimitConfig, Limiter, Nanos, Policy,
+    PolicyConfig, TokenBucket,
 };
 
 fn parse(json: &str) -> PolicyConfig {
@@ -273,4 +274,37 @@ fn an_empty_name_or_a_field_named_twice_is_refused() {
     );
     assert!(policy.is_empty());
     policy.add("a", &["user", "route"], limiter()).unwrap();
+}
+
+/// A limit's name is what the headers carry, a structured-field string:
+/// printable ASCII, as a limiter's name must be. Another went out with `?`
+/// in place of each other character ("caf?-api"), naming no limit.
+#[test]
+fn a_name_the_headers_cannot_carry_is_refused_in_code_and_in_a_configuration() {
+    let limiter = || AnyLimiter::from(Gcra::new(1, Nanos(10)).unwrap());
+    for bad in [
+        "caf\u{e9}-api",
+        "a\r\nRetry-After: 0",
+        "tab\there",
+        "\u{7f}",
+    ] {
+        let mut policy = Policy::new();
+        let refused = policy.add(bad, &[], limiter()).unwrap_err();
+        assert_eq!(refused, Headers::check_name(bad).unwrap_err(), "{bad:?}");
+        assert_eq!(
+            (refused.code(), refused.argument()),
+            ("invalid_value", Some("name"))
+        );
+        assert!(policy.is_empty());
+        let config = PolicyConfig {
+            limits: vec![LimitConfig {
+                name: bad.into(),
+                rate: "1/second".into(),
+                ..LimitConfig::default()
+            }],
+        };
+        assert_eq!(config.policy_or_fault().unwrap_err(), (0, refused));
+    }
+    let mut policy = Policy::new();
+    policy.add(r#" say "hi" \ ~"#, &[], limiter()).unwrap();
 }

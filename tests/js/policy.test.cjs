@@ -714,8 +714,42 @@ describe('Policy', () => {
     ]) {
       assert.equal(assertLimiterError(make, 'invalid_value', 'name').message, '`name` must be valid Unicode text (no lone surrogates)');
     }
-    assert.equal(new Gcra({ burst: 1, emissionIntervalMs: 10, name: 'caf\u00e9 \ud83d\ude00' }).name, 'caf\u00e9 \ud83d\ude00');
-    assert.deepStrictEqual(new Policy({ limits: [{ name: '\ud83d\ude00', rate: '1/second' }] }).limits, [{ name: '\ud83d\ude00', by: [] }]);
+  });
+
+  it("a limit's or a limiter's name is printable ASCII, as the RateLimit headers carry it, and not empty", () => {
+    // Each was taken, then written as '""' or with '?' for each other
+    // character ('caf?-api', naming no limit), where a policy refused only ''.
+    const printable = '`name` must be printable ASCII (space to ~), as the RateLimit headers carry it';
+    const bad = [
+      ['', '`name` must not be empty'],
+      ['caf\u00e9-api', printable],
+      ['\ud83d\ude00', printable],
+      ['a\r\nRetry-After: 0', printable],
+      ['tab\there', printable],
+      ['del\x7f', printable],
+    ];
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 10 });
+    for (const [name, message] of bad) {
+      for (const make of [
+        () => new Gcra({ burst: 1, emissionIntervalMs: 10, name }),
+        () => Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 10, name }),
+        () => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 10, name }),
+        () => TokenBucket.fromBandwidths([{ capacity: 1, refillTokens: 1, refillPeriodMs: 10 }], { name }),
+        () => new FixedWindow({ limit: 1, windowMs: 10, name }),
+        () => new FixedWindow({ limit: 1, calendar: 'day', name }),
+        () => new SlidingWindowLog({ limit: 1, windowMs: 10, name }),
+        () => new Policy({ limits: [{ name, limiter: gcra }] }),
+        () => new Policy({ limits: [{ name, limiter: new KeyedLimiter(gcra) }] }),
+      ]) {
+        assert.equal(assertLimiterError(make, 'invalid_value', 'name', JSON.stringify(name)).message, message);
+      }
+      // A configuration's limit names where in it the name is.
+      for (const make of [() => new Policy({ limits: [{ name, rate: '1/second' }] }), () => Policy.fromConfig(JSON.stringify({ limits: [{ name, rate: '1/second' }] }))]) {
+        assert.equal(assertLimiterError(make, 'invalid_value', 'name', JSON.stringify(name)).message, `policy configuration: limits[0]: ${message}`);
+      }
+    }
+    const named = new Gcra({ burst: 1, emissionIntervalMs: 10, name: ' say "hi" \\ ~' });
+    assert.equal(named.headers(named.peek(0, 0)).RateLimit, '" say \\"hi\\" \\\\ ~";r=1;t=0');
   });
 });
 

@@ -48,7 +48,10 @@ _Algorithm: TypeAlias = Literal[
 
 @disjoint_base
 class Decision:
-    """The outcome of one request."""
+    """The outcome of one request.
+
+    Built from Python (a store's answer), ``name`` and each name of
+    ``limits`` follow the rule of limiters' names: printable ASCII, not empty."""
 
     def __new__(
         cls,
@@ -208,7 +211,11 @@ class Limiter:
 
     @property
     def name(self) -> str:
-        """The limiter's name, as its RateLimit headers spell it."""
+        """The limiter's name, as its RateLimit headers spell it.
+
+        A name is a structured-field string in the headers: printable ASCII
+        (space to ``~``) and not empty, or the constructor raises
+        ``RateLimitError`` (``invalid_value``)."""
 
 @final
 class Bandwidth:
@@ -488,6 +495,10 @@ class Policy:
 
     def add(self, name: str, limiter: Union[Limiter, KeyedLimiter], *, by: Optional[Iterable[str]] = None) -> None:
         """Add a limit called ``name``, keyed by the request fields ``by``.
+
+        ``name`` is unique in the policy and follows the rule of limiters'
+        names (printable ASCII, not empty), or ``RateLimitError``
+        (``invalid_value``) is raised.
 
         A calendar limit added to a policy without a clock of its own that
         holds state on ``time.monotonic`` raises ``RateLimitError``."""

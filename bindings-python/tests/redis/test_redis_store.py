@@ -436,6 +436,24 @@ def test_a_list_of_limits_is_checked_as_policy_checks_it_before_what_redis_runs(
         RedisPolicy(client, [("a", gcra, ["user", "user"])])
 
 
+def test_a_name_is_checked_as_in_process_where_it_is_given(client: redis.Redis) -> None:
+    # A name the headers cannot carry was taken (a limiter's name given to
+    # RedisLimiter, a listed limit's), then went out as "caf?" or '""'.
+    gcra = ratekeeper.Gcra(1, 1.0)
+    unused = redis.asyncio.Redis(port=1)  # building one sends nothing
+    for bad in ("", "caf\u00e9", "a\r\nb"):
+        for make in (
+            lambda: RedisLimiter(client, gcra, name=bad),
+            lambda: AsyncRedisLimiter(unused, gcra, name=bad),
+            lambda: RedisPolicy(client, [(bad, gcra, [])]),
+        ):
+            with pytest.raises(ratekeeper.RateLimitError) as error:
+                make()
+            with pytest.raises(ratekeeper.RateLimitError) as in_process:
+                ratekeeper.Policy().add(bad, gcra)
+            assert (error.value.code, str(error.value)) == ("invalid_value", str(in_process.value))
+
+
 def test_a_batch_checks_its_key_or_request_before_its_costs(client: redis.Redis, url: str) -> None:
     # As in-process batches, and the Node client: a bad key or request is
     # the error even beside a cost above the limit, or with no cost at all

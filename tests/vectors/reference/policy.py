@@ -27,7 +27,9 @@ class NaivePolicy:
     def __init__(self, config: dict):
         self.limits = config["limits"]
         names = [limit["name"] for limit in self.limits]
-        if len(set(names)) != len(names) or "" in names:
+        # A name is a structured-field string in the headers: printable ASCII, not empty.
+        printable = all(name and all(" " <= c <= "~" for c in name) for name in names)
+        if len(set(names)) != len(names) or not printable:
             raise VectorError("invalid_value", "name")
         if any(len(set(limit.get("by", []))) != len(limit.get("by", [])) for limit in self.limits):
             raise VectorError("invalid_value", "by")
@@ -140,6 +142,11 @@ def policies():
                [("acquire", 0, 1, {"route": "/a"}), ("acquire", 0, 1, alice)]),
         policy("two limits with one name", [per_user, {**global_, "name": "per-user"}], []),
         policy("a limit with an empty name", [{**global_, "name": ""}], []),
+        policy("a limit whose name is not ASCII", [{**global_, "name": "caf\u00e9"}], []),
+        policy("a limit whose name holds a line break", [{**global_, "name": "a\r\nb"}], []),
+        policy("a limit whose name holds a control character", [{**global_, "name": "tab\there"}], []),
+        policy("a limit named in printable ASCII, quotes and backslashes included", [{**global_, "name": ' "a\\b" ~'}],
+               [("acquire", 0, 1, alice)]),
         policy("a limit keyed by one field twice", [{**per_user, "by": ["user", "user"]}], []),
         policy("no limits: everything is allowed", [], [("acquire", 0, 5, alice)]),
         policy("a bad limit configuration", [limit("bad", "gcra", {"burst": 0, "emission_interval_ns": 1})], []),

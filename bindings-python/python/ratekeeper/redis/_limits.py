@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-from ratekeeper import FixedWindow, Gcra, KeyedLimiter, Limiter, Policy, SlidingWindowCounter, SlidingWindowLog, TokenBucket
+from ratekeeper import Decision, FixedWindow, Gcra, KeyedLimiter, Limiter, Policy, SlidingWindowCounter, SlidingWindowLog, TokenBucket
 from ratekeeper.redis._values import _duration, _error, _exact, _type_error, _utf8, MAX_SPAN
 
 
@@ -131,6 +131,13 @@ def _policy_limits(
     return limits
 
 
+def _check_name(name: str) -> None:
+    """Refuses ``name`` as an in-process limiter or policy refuses it (the
+    core's one rule: printable ASCII, not empty), by the same code: the
+    store's decisions carry it into their headers."""
+    Decision(True, 0, 0, 0, 0, name=name)
+
+
 def _one_limit(limiter: object, name: Optional[str]) -> list[_Limit]:
     """The limit of a ``RedisLimiter``: named ``name``, else by the limiter.
 
@@ -141,6 +148,8 @@ def _one_limit(limiter: object, name: Optional[str]) -> list[_Limit]:
     """
     if name is not None and not isinstance(name, str):
         raise _type_error("name", "a str", name)
+    if name is not None:
+        _check_name(name)
     own = getattr(limiter, "name", "default") if name is None else name
     limit = _Limit(own, ("key",), limiter)
     if name is None and own == "default":
@@ -177,6 +186,7 @@ def _listed_limits(config: Iterable[object]) -> list[_Limit]:
         # As Policy.add refuses them (core Policy::add_store).
         if not name:
             raise _error("`name` must not be empty")
+        _check_name(name)
         if any(name == other for other, _, _ in listed):
             raise _error("`name`: two limits have the same name")
         if len(set(fields)) != len(fields):
