@@ -223,8 +223,12 @@ export declare abstract class Limiter {
    * and rejects with `signal.reason`.
    */
   acquire(cost?: number, options?: AcquireOptions): Promise<void>
-  /** The header values of `decision` (made by this limiter), under its `name` and window. */
-  headers(decision: Decision): RateLimitHeaders
+  /**
+   * The header values of `decision` (made by this limiter), under its `name`
+   * and window. A policy's decision (one with `limits`) is a `TypeError`
+   * (`invalid_type`): `policy.headers` takes it.
+   */
+  headers(decision: LimiterDecision): RateLimitHeaders
   /** The most units admitted at once (capacity, burst or limit). */
   readonly limit: number
   /** The `w` of `RateLimit-Policy`: the window, or the time to refill (drain) from empty (full). */
@@ -360,7 +364,8 @@ export declare class KeyedLimiter {
   acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
   /** Decides each of `costs` in turn for `key` at one instant. A cost above the limit fails the whole call (`cost_exceeds_limit`, naming the first such cost), deciding nothing. */
   tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Decision[]
-  headers(decision: Decision): RateLimitHeaders
+  /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
+  headers(decision: LimiterDecision): RateLimitHeaders
   /** Drops the keys back to their fresh state. */
   reclaim(nowMs?: number): void
   /** How many keys are held. */
@@ -442,6 +447,9 @@ export interface PolicyOptions {
 export type PolicyRequest = Record<string, string | number>
 
 /** A policy's answer: the combined decision (tightest remaining, longest waits), who denied, and each limit's own. */
+/** A decision a limiter's `headers` takes: any but a policy's (which has `limits`). */
+export type LimiterDecision = Decision & { limits?: undefined }
+
 export interface PolicyDecision extends Decision {
   /** The limit that denied (the longest wait), or `null` when allowed. */
   deniedBy: string | null

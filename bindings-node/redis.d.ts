@@ -9,6 +9,7 @@ import type {
   Gcra,
   KeyedLimiter,
   Limiter,
+  LimiterDecision,
   Policy,
   PolicyConfig,
   PolicyDecision,
@@ -116,7 +117,8 @@ export declare class RedisLimiter {
   reserve(key: string | number, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
   /** Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise). */
   acquire(key: string | number, cost?: number, options?: AcquireOptions): Promise<void>
-  headers(decision: Decision): RateLimitHeaders
+  /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
+  headers(decision: LimiterDecision): RateLimitHeaders
   readonly limit: number
   readonly windowMs: number
   readonly algorithm: string

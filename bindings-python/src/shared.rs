@@ -827,6 +827,16 @@ macro_rules! limiter_methods {
                     let wrong = ::ratekeeper::Error::InvalidType { name: "decision", expected: "a Decision" };
                     $crate::errors::to_py(py, wrong)
                 })?;
+                // A policy's decision has several limits' numbers: put under
+                // this one's name and window, they made up headers, where
+                // the policy refuses a limiter's decision.
+                if decision.is_instance_of::<$crate::decision::PyPolicyDecision>() {
+                    let wrong = ::ratekeeper::Error::InvalidType {
+                        name: "decision",
+                        expected: "a limiter's Decision, not a PolicyDecision (policy.headers takes that)",
+                    };
+                    return Err($crate::errors::to_py(py, wrong));
+                }
                 self.headers_of(py, &decision.get().decision())
             }
             )?

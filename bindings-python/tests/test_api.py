@@ -811,6 +811,27 @@ def test_arguments_of_the_wrong_type_are_the_bindings_type_error() -> None:
     assert raised.value.code == "invalid_type"
 
 
+def test_a_limiter_refuses_a_policys_decision_as_a_policy_refuses_a_limiters() -> None:
+    # It made headers up: the policy's tightest limit under the limiter's
+    # name and window ('"default";q=1;w=3').
+    policy = ratekeeper.Policy("1/second;5/minute")
+    decision = policy.try_acquire({}, now=0)
+    fixed = FixedWindow(5, 3)
+    for limiter in (fixed, ratekeeper.KeyedLimiter(fixed)):
+        with pytest.raises(RateLimitTypeError) as raised:
+            limiter.headers(decision)
+        check_error(raised.value, "invalid_type", "decision")
+        assert str(raised.value) == "`decision` must be a limiter's Decision, not a PolicyDecision (policy.headers takes that)"
+        # Unpickled, it is still a policy's.
+        with pytest.raises(RateLimitTypeError):
+            limiter.headers(pickle.loads(pickle.dumps(decision)))
+    with pytest.raises(RateLimitTypeError) as raised:
+        policy.headers(fixed.peek(now=0))  # type: ignore[arg-type]
+    check_error(raised.value, "invalid_type", "decision")
+    # One limit's own decision within the policy's is a limiter's.
+    assert fixed.headers(decision.limits[0][1])["RateLimit-Policy"] == '"default";q=1;w=3'
+
+
 def test_choices_that_are_not_text_are_bad_values() -> None:
     check_not_text(lambda: TokenBucket(1, 1, 1, refill=LONE_SURROGATE), "refill")  # type: ignore[arg-type]
     check_not_text(lambda: FixedWindow.with_calendar(1, LONE_SURROGATE), "calendar")  # type: ignore[arg-type]

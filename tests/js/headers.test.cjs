@@ -5,7 +5,7 @@
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 
-const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, Policy } = require('./impl.cjs');
+const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, Policy, KeyedLimiter } = require('./impl.cjs');
 const { assertLimiterError } = require('./helpers.cjs');
 
 describe('headers', () => {
@@ -85,5 +85,22 @@ describe('headers', () => {
     assertLimiterError(() => policy.headers(limit(0, { allowed: 'yes' })), 'invalid_type', 'decision.limits[0].allowed');
     assertLimiterError(() => policy.headers(limit(1, { remaining: -1 })), 'invalid_value', 'decision.limits[].remaining');
     assertLimiterError(() => policy.headers({ ...made, retryAfterMs: -1 }), 'invalid_value', 'decision.retryAfterMs');
+  });
+
+  it("a limiter refuses a policy's decision, as a policy refuses a limiter's", () => {
+    // It made headers up: the policy's tightest limit under the limiter's
+    // name and window ('"default";q=1;w=3').
+    const policy = Policy.fromRates('1/second;5/minute');
+    const made = policy.tryAcquire({}, 1, 0);
+    const fixed = new FixedWindow({ limit: 5, windowMs: 3_000 });
+    for (const limiter of [fixed, new KeyedLimiter(fixed)]) {
+      const error = assertLimiterError(() => limiter.headers(made), 'invalid_type', 'decision');
+      assert.equal(error.message, "`decision` must be a limiter's decision, not a policy's (policy.headers takes that)");
+      assert.throws(() => limiter.headers({ ...made, limits: [] }), { code: 'invalid_type' });
+    }
+    assertLimiterError(() => policy.headers(fixed.peek(1, 0)), 'invalid_type', 'decision.limits');
+    // A limiter's decision with a `limits` of undefined is still one.
+    const own = fixed.peek(1, 0);
+    assert.deepStrictEqual(fixed.headers({ ...own, limits: undefined }), fixed.headers(own));
   });
 });

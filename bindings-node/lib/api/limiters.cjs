@@ -1,7 +1,7 @@
 'use strict';
 // The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
 // offers, and a class per algorithm.
-const { invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
+const { invalidType, invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisChecks, stateBytes, badType, known, number } = shared;
@@ -258,6 +258,10 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     headers(decision) {
       ownLimiter(this);
       const [allowed, remaining, limit, retryAfterMs, resetAfterMs] = decisionFields(decision, 'decision');
+      // A policy's decision (every limit's, in `limits`) put under this
+      // limiter's name and window made headers up, where the policy refuses
+      // a limiter's decision.
+      if (decision.limits !== undefined) invalidType("`decision` must be a limiter's decision, not a policy's (policy.headers takes that)");
       const values = B.headers(this.#h, this.#name, allowed, remaining, limit, retryAfterMs, resetAfterMs).split('\n');
       const headers = { 'RateLimit-Policy': values[0], RateLimit: values[1] };
       if (values.length > 2) headers['Retry-After'] = values[2];

@@ -183,7 +183,10 @@ class Limiter:
     ) -> Optional[list[Union[Reservation, BaseException]]]: ...
     def _noop(self, cost: object = None, now: object = None) -> None: ...
     def headers(self, decision: Decision) -> dict[str, str]:
-        """The HTTP RateLimit header values of ``decision``, as a dict."""
+        """The HTTP RateLimit header values of ``decision``, as a dict.
+
+        A ``PolicyDecision`` raises ``RateLimitTypeError`` (``invalid_type``):
+        ``policy.headers`` takes it."""
 
     def to_bytes(self) -> bytes:
         """The limiter's state as bytes, for ``restore`` and ``from_bytes``."""
@@ -430,7 +433,10 @@ class KeyedLimiter:
         """Decide each of ``costs`` for ``key``, in order, with one lookup."""
 
     def headers(self, decision: Decision) -> dict[str, str]:
-        """The HTTP RateLimit header values of ``decision``, as a dict."""
+        """The HTTP RateLimit header values of ``decision``, as a dict.
+
+        A ``PolicyDecision`` raises ``RateLimitTypeError`` (``invalid_type``):
+        ``policy.headers`` takes it."""
 
     def reclaim(self, now: Optional[_Seconds] = None) -> None:
         """Drop every key back to fresh at ``now``."""

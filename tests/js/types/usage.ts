@@ -162,6 +162,10 @@ const pr: PolicyReservation = Policy.fromRates('10/second;100/day', { algorithm:
 pr.cancel();
 // A policy of no limits answers {}: the type says so, and a field still reads as a string.
 const policyHeaders: RateLimitHeaders | Record<string, never> = policy.headers(pd);
+// @ts-expect-error: a limiter's headers are not a policy decision's (a TypeError)
+bucket.headers(pd);
+// @ts-expect-error: nor a keyed limiter's
+perIp.headers(pd);
 const policyLine: string = policyHeaders['RateLimit-Policy'];
 // @ts-expect-error not every policy's headers are a RateLimitHeaders
 const assumed: RateLimitHeaders = policy.headers(pd);
