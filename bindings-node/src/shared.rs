@@ -796,16 +796,17 @@ const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// `policy`, if JS numbers carry its counts exactly: every limit at most
 /// 2^53 - 1, as the limiters' own options are. A rate string or a
 /// configuration could name more, whose decisions (and so their headers)
-/// JS could not hold.
+/// JS could not hold. Refused as a limiter's count past 2^53 - 1 is, with
+/// the code of a number past what the binding holds exactly (Python's for
+/// its own bound, 2^64 - 1), `invalid_value`.
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn counted_in_js(policy: Policy) -> Result<Policy, Error> {
     for i in 0..policy.len() {
         let limit = policy.limiter(i).limit();
         if limit > MAX_SAFE_INTEGER {
-            return Err(Error::TooLarge {
+            return Err(Error::InvalidValue {
                 name: "limit",
-                value: limit,
-                max: MAX_SAFE_INTEGER,
+                reason: "must be a safe integer (at most 2^53 - 1)",
             });
         }
     }

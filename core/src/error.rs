@@ -15,7 +15,8 @@ pub enum Error {
         /// The argument's name.
         name: &'static str,
     },
-    /// A value was above its maximum.
+    /// A value was above a maximum the core sets (`initial_tokens` above
+    /// `capacity`, more than 4 bandwidths, a log's limit above 2^20).
     TooLarge {
         /// The argument's name.
         name: &'static str,
@@ -39,7 +40,10 @@ pub enum Error {
         limit: u64,
     },
     /// A host-language number that is not a valid value here (NaN, infinite,
-    /// negative, fractional where a count is needed).
+    /// negative, fractional where a count is needed, or past what the
+    /// binding holds exactly: 2^53 - 1 in JS, 2^64 - 1 in Python), or another
+    /// value the argument cannot take. [`Error::TooLarge`] is for bounds the
+    /// core sets.
     InvalidValue {
         /// The argument's name.
         name: &'static str,

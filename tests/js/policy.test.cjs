@@ -630,8 +630,16 @@ describe('Policy', () => {
   });
 
   it('refuses a limit a JS number cannot carry exactly, so that every decision has its headers', () => {
-    assertLimiterError(() => Policy.fromRates('9007199254740992/day'), 'too_large', 'limit');
-    assertLimiterError(() => new Policy({ limits: [{ name: 'big', rate: '9007199254740993/day' }] }), 'too_large', 'limit');
+    // One code for a number past what a JS number holds exactly, as for a
+    // limiter's options (and Python's for its own bound, 2^64 - 1): it was
+    // `too_large` here and `invalid_value` there.
+    const unsafe = '`limit` must be a safe integer (at most 2^53 - 1)';
+    assert.equal(assertLimiterError(() => Policy.fromRates('9007199254740992/day'), 'invalid_value', 'limit').message, unsafe);
+    assert.equal(assertLimiterError(() => new Policy('9007199254740993/second'), 'invalid_value', 'limit').message, unsafe);
+    assert.equal(assertLimiterError(() => new Policy({ limits: [{ name: 'big', rate: '9007199254740993/day' }] }), 'invalid_value', 'limit').message, unsafe);
+    assert.equal(assertLimiterError(() => new Policy({ limits: [{ name: 'big', rate: '9007199254740991/second', burst: 2 ** 53 }] }), 'invalid_value', 'limit').message, unsafe);
+    const options = { capacity: 2 ** 53, refillTokens: 1, refillPeriodMs: 1000 };
+    assert.equal(assertLimiterError(() => new TokenBucket(options), 'invalid_value', 'capacity').message, unsafe.replace('limit', 'capacity'));
     const most = Policy.fromRates('9007199254740991/day');
     const d = most.tryAcquire({}, 1, 0);
     assert.deepStrictEqual([d.remaining, d.limit], [9007199254740990, 9007199254740991]);
