@@ -508,7 +508,7 @@ class Store {
         const [keyed, Keyed] = kind === 'policy' ? [isPolicy, 'Policy'] : [isKeyed, 'KeyedLimiter'];
         nativeOnly(f, 'onError');
         if (!(f === 'open' || f === 'closed' || isLimiter(f) || keyed(f))) {
-          throw typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed}`);
+          throw typeof f === 'string' ? rangeError('onError', `must be 'open', 'closed' or an in-process Limiter or ${Keyed}, not ${JSON.stringify(f)}`) : typeError('onError', `'open', 'closed' or an in-process Limiter or ${Keyed}`);
         }
         onError = f;
       }

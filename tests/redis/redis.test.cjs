@@ -153,7 +153,12 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisPolicy(client, { limits: [{ name: 'd', rate: '1/day', algorithm: 'fixed_window', calendar: 'day' }] }), 'calendar');
     refuse(() => new RedisPolicy(client, '1/second', { algorithm: 'leaky_bucket' }), 'algorithm');
     refuse(() => new RedisPolicy(client, { limits: [{ name: 'q', rate: '1/second', algorithm: 'leaky_bucket' }] }), 'algorithm');
-    refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }), { onError: 'maybe' }), 'onError', TypeError);
+    // A string naming no fallback is a bad value, as `eviction: 'lru'` is (and as in Python); another type, a bad type.
+    for (const Store of [RedisLimiter, RedisPolicy]) {
+      const target = Store === RedisLimiter ? new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }) : '1/second';
+      assert.throws(() => new Store(client, target, { onError: 'maybe' }), { name: 'RangeError', code: 'invalid_value', message: /^onError: must be 'open', 'closed' or .*, not "maybe"$/ });
+      assert.throws(() => new Store(client, target, { onError: 5 }), { name: 'TypeError', code: 'invalid_type', message: /^onError must be / });
+    }
     refuse(() => new RedisPolicy(client, '1/second', { prefix: 'app{x}:' }), 'prefix');
     // A fraction of a microsecond, however long the duration (Python refuses the same).
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, windowMs: 1000.0005 })), 'windowMs');
