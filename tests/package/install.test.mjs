@@ -275,6 +275,11 @@ test("the repository's Node examples run against the package, and show what they
   for (const example of [firstExample(readme, '## Node and WebAssembly'), firstExample(binding, '## Quick start')]) {
     node(['--input-type=module', '-e', example]);
   }
+  // The quick start's `bucket` stays on its clock: five seconds on, it is
+  // full again. (It was given an explicit 12_500 ms, which held it there, and
+  // calls on performance.now() got no refill for the next 12 s.)
+  const onItsClock = "if (!bucket.peek(5, performance.now() + 5000).allowed) throw new Error('the bucket is held ahead of its clock');";
+  node(['--input-type=module', '-e', `${firstExample(binding, '## Quick start')}\n${onItsClock}`]);
   // CommonJS, as written; `nowMs` is the reader's clock.
   for (const heading of ['## Keyed limiters', '## Policies']) {
     node(['--input-type=commonjs', '-e', `const nowMs = performance.now();\n${firstExample(binding, heading)}`]);
