@@ -156,8 +156,8 @@ test('what Redis cannot do is refused, naming the argument', () =>
     // A string naming no fallback is a bad value, as `eviction: 'lru'` is (and as in Python); another type, a bad type.
     for (const Store of [RedisLimiter, RedisPolicy]) {
       const target = Store === RedisLimiter ? new rk.Gcra({ burst: 1, emissionIntervalMs: 1 }) : '1/second';
-      assert.throws(() => new Store(client, target, { onError: 'maybe' }), { name: 'RangeError', code: 'invalid_value', message: /^onError: must be 'open', 'closed' or .*, not "maybe"$/ });
-      assert.throws(() => new Store(client, target, { onError: 5 }), { name: 'TypeError', code: 'invalid_type', message: /^onError must be / });
+      assert.throws(() => new Store(client, target, { onError: 'maybe' }), { name: 'RangeError', code: 'invalid_value', message: /^`onError` must be 'open', 'closed' or .*, not "maybe"$/ });
+      assert.throws(() => new Store(client, target, { onError: 5 }), { name: 'TypeError', code: 'invalid_type', message: /^`onError` must be / });
     }
     refuse(() => new RedisPolicy(client, '1/second', { prefix: 'app{x}:' }), 'prefix');
     // A fraction of a microsecond, however long the duration (Python refuses the same).
