@@ -446,10 +446,10 @@ export interface PolicyOptions {
 /** A request's fields: values strings or whole numbers (numbers as their decimal string). */
 export type PolicyRequest = Record<string, string | number>
 
-/** A policy's answer: the combined decision (tightest remaining, longest waits), who denied, and each limit's own. */
 /** A decision a limiter's `headers` takes: any but a policy's (which has `limits`). */
 export type LimiterDecision = Decision & { limits?: undefined }
 
+/** A policy's answer: the combined decision (tightest remaining, longest waits), who denied, and each limit's own. */
 export interface PolicyDecision extends Decision {
   /** The limit that denied (the longest wait), or `null` when allowed. */
   deniedBy: string | null

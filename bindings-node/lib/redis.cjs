@@ -440,10 +440,6 @@ function checkCost(cost, limit) {
 }
 
 /**
- * What RedisLimiter and RedisPolicy share: keys, arguments, replies, the
- * fault policy, hot-key batching. `kind` is 'limiter' or 'policy'.
- */
-/**
  * A booking of `reserve`: the in-process Reservation's fields (`ok`,
  * `waitMs`, `atMs`, `cost`, `decision`) plus `fromStore`, and `cancel()`,
  * as Python's RedisReservation has.
@@ -470,6 +466,10 @@ class RedisReservation {
   }
 }
 
+/**
+ * What RedisLimiter and RedisPolicy share: keys, arguments, replies, the
+ * fault policy, hot-key batching. `kind` is 'limiter' or 'policy'.
+ */
 class Store {
   constructor(client, limits, options, kind) {
     this.send = commandSender(client);

@@ -829,11 +829,14 @@ macro_rules! limiter_methods {
                 })?;
                 // A policy's decision has several limits' numbers: put under
                 // this one's name and window, they made up headers, where
-                // the policy refuses a limiter's decision.
-                if decision.is_instance_of::<$crate::decision::PyPolicyDecision>() {
+                // the policy refuses a limiter's decision. A RedisPolicy's is
+                // a Decision made in Python: told, as in JS, by what it holds.
+                let policys = decision.is_instance_of::<$crate::decision::PyPolicyDecision>()
+                    || decision.hasattr(::pyo3::intern!(py, "denied_by"))?;
+                if policys {
                     let wrong = ::ratekeeper::Error::InvalidType {
                         name: "decision",
-                        expected: "a limiter's Decision, not a PolicyDecision (policy.headers takes that)",
+                        expected: "a limiter's Decision, not a policy's (policy.headers takes that)",
                     };
                     return Err($crate::errors::to_py(py, wrong));
                 }

@@ -817,14 +817,23 @@ def test_a_limiter_refuses_a_policys_decision_as_a_policy_refuses_a_limiters() -
     policy = ratekeeper.Policy("1/second;5/minute")
     decision = policy.try_acquire({}, now=0)
     fixed = FixedWindow(5, 3)
+    from ratekeeper.redis import RedisPolicyDecision
+
+    one = ratekeeper.Decision(False, 0, 1, 1.0, 3.0, name="1/second", window=1.0)
+    redis_policy_decision = RedisPolicyDecision(False, 0, 1, 1.0, 3.0, limits=[("1/second", 1.0, one)])
+    redis_policy_decision.denied_by = "1/second"
+    redis_policy_decision.from_store = True
     for limiter in (fixed, ratekeeper.KeyedLimiter(fixed)):
         with pytest.raises(RateLimitTypeError) as raised:
             limiter.headers(decision)
         check_error(raised.value, "invalid_type", "decision")
-        assert str(raised.value) == "`decision` must be a limiter's Decision, not a PolicyDecision (policy.headers takes that)"
-        # Unpickled, it is still a policy's.
+        assert str(raised.value) == "`decision` must be a limiter's Decision, not a policy's (policy.headers takes that)"
+        # Unpickled, it is still a policy's; so is a RedisPolicy's (a
+        # Decision made in Python, holding denied_by and limits).
         with pytest.raises(RateLimitTypeError):
             limiter.headers(pickle.loads(pickle.dumps(decision)))
+        with pytest.raises(RateLimitTypeError):
+            limiter.headers(redis_policy_decision)
     with pytest.raises(RateLimitTypeError) as raised:
         policy.headers(fixed.peek(now=0))  # type: ignore[arg-type]
     check_error(raised.value, "invalid_type", "decision")

@@ -185,8 +185,9 @@ class Limiter:
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, as a dict.
 
-        A ``PolicyDecision`` raises ``RateLimitTypeError`` (``invalid_type``):
-        ``policy.headers`` takes it."""
+        A policy's decision (a ``PolicyDecision``, a ``RedisPolicyDecision``)
+        raises ``RateLimitTypeError`` (``invalid_type``): ``policy.headers``
+        takes it."""
 
     def to_bytes(self) -> bytes:
         """The limiter's state as bytes, for ``restore`` and ``from_bytes``."""
@@ -435,8 +436,9 @@ class KeyedLimiter:
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, as a dict.
 
-        A ``PolicyDecision`` raises ``RateLimitTypeError`` (``invalid_type``):
-        ``policy.headers`` takes it."""
+        A policy's decision (a ``PolicyDecision``, a ``RedisPolicyDecision``)
+        raises ``RateLimitTypeError`` (``invalid_type``): ``policy.headers``
+        takes it."""
 
     def reclaim(self, now: Optional[_Seconds] = None) -> None:
         """Drop every key back to fresh at ``now``."""

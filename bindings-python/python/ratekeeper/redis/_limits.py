@@ -184,8 +184,6 @@ def _listed_limits(config: Iterable[object]) -> list[_Limit]:
         elif not isinstance(limiter, Limiter):
             raise _type_error("limiter", _LIMITERS, limiter)
         # As Policy.add refuses them (core Policy::add_store).
-        if not name:
-            raise _error("`name` must not be empty")
         _check_name(name)
         if any(name == other for other, _, _ in listed):
             raise _error("`name`: two limits have the same name")
