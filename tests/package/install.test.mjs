@@ -201,7 +201,7 @@ test('under the browser condition in Node, ratekeeper/redis takes the native lim
   const refusals = out.slice(0, 3).map((line) => JSON.parse(line));
   assert.deepEqual(refusals.map((r) => r.name), ['TypeError', 'TypeError', 'TypeError']);
   for (const [refused, name] of refusals.map((r, i) => [r, ['limiter', 'onError', 'limits[0].limiter'][i]])) {
-    assert.match(refused.message, new RegExp(`^${name.replace(/[[\]]/g, '\\$&')} must be a Gcra of the native build .* the classes 'ratekeeper/redis' exports`));
+    assert.match(refused.message, new RegExp(`^\`${name.replace(/[[\]]/g, '\\$&')}\` must be a Gcra of the native build .* the classes 'ratekeeper/redis' exports`));
   }
   assert.equal(out[3], 'gcra');
 });
