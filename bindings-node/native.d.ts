@@ -24,8 +24,9 @@ export declare class NoopFloor {
 export declare function checkMillis(value: number, name: string): void
 
 /**
- * Throws the `RangeError` for a limiter's `name` the headers cannot carry
- * (see [`shared::check_name`]).
+ * Throws the `RangeError` for a limiter's `name` the headers cannot carry:
+ * the rule the core holds a policy's limit names to (the JS layer keeps a
+ * limiter's name itself).
  */
 export declare function checkName(name: string): void
 

@@ -441,11 +441,12 @@ pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> 
     Err(throw(&env, shared::type_error(&name, &expected)))
 }
 
-/// Throws the `RangeError` for a limiter's `name` the headers cannot carry
-/// (see [`shared::check_name`]).
+/// Throws the `RangeError` for a limiter's `name` the headers cannot carry:
+/// the rule the core holds a policy's limit names to (the JS layer keeps a
+/// limiter's name itself).
 #[napi]
 pub fn check_name(env: Env, name: String) -> napi::Result<()> {
-    shared::check_name(&name).or_throw(&env)
+    ratekeeper::Headers::check_name(&name).or_throw(&env)
 }
 
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).

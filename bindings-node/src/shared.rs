@@ -207,13 +207,6 @@ pub fn check_millis(value: f64, name: &str) -> Result<(), Error> {
     millis(value, static_name(name)).map(drop)
 }
 
-/// Checks a limiter's `name`, which the JS layer keeps, by the rule the core
-/// holds a policy's limit names to ([`Headers::check_name`]).
-#[cfg_attr(ratekeeper_size, optimize(size))]
-pub fn check_name(name: &str) -> Result<(), Error> {
-    Headers::check_name(name)
-}
-
 /// A count (cost, capacity...) from a JS number: a whole number from 0 to 2^53 - 1.
 pub fn count(value: f64, name: &'static str) -> Result<u64, Error> {
     count_from_f64(value, name)

@@ -351,12 +351,13 @@ pub fn type_error(name: &str, expected: &str) -> Result<(), JsValue> {
     Err(to_js(shared::type_error(name, expected)))
 }
 
-/// Throws the `RangeError` for a limiter's `name` the headers cannot carry
-/// (see `shared::check_name`).
+/// Throws the `RangeError` for a limiter's `name` the headers cannot carry:
+/// the rule the core holds a policy's limit names to (the JS layer keeps a
+/// limiter's name itself).
 #[wasm_bindgen(js_name = checkName)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn check_name(name: &str) -> Result<(), JsValue> {
-    shared::check_name(name).map_err(to_js)
+    ratekeeper::Headers::check_name(name).map_err(to_js)
 }
 
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).

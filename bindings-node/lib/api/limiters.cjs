@@ -95,10 +95,12 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
         name = options == null ? undefined : options.name;
         clock = options == null ? undefined : options.clock;
         if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
-        // Refused as Python refuses it: the native half would read U+FFFD in its place (see textOf).
-        if (name !== undefined) textOf(name, 'name');
-        // And as the core refuses a policy limit's name: one the headers cannot carry.
-        if (name !== undefined) B.checkName(name);
+        if (name !== undefined) {
+          // Refused as Python refuses it: the native half would read U+FFFD in its place (see textOf).
+          textOf(name, 'name');
+          // And as the core refuses a policy limit's name: one the headers cannot carry.
+          B.checkName(name);
+        }
         if (clock !== undefined && typeof clock !== 'function') badType('clock', 'a function');
       } catch (error) {
         // The native limiter is built, and nothing will hold it.
