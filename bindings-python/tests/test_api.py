@@ -43,6 +43,7 @@ def test_package_exports() -> None:
         "FixedWindow",
         "Gcra",
         "Guarantee",
+        "KeyedAcquiring",
         "KeyedLimiter",
         "LeakyBucket",
         "Limiter",
@@ -807,7 +808,7 @@ def test_arguments_of_the_wrong_type_are_the_bindings_type_error() -> None:
             call()
         check_error(raised.value, "invalid_type", argument)
     with pytest.raises(RateLimitTypeError) as raised:
-        ratekeeper.limit(5)  # type: ignore[arg-type]
+        ratekeeper.limit(5)  # type: ignore[call-overload]
     assert raised.value.code == "invalid_type"
 
 

@@ -692,10 +692,10 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
     # A bool, not any value with a truth: wait="no" was truthy, and waited.
     for not_bool in ("no", "", 0, 1, None):
         with pytest.raises(RateLimitTypeError, match=f"^`wait` must be a bool, not {type(not_bool).__name__}$") as refused:
-            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)  # type: ignore[arg-type]
+            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)  # type: ignore[call-overload]
         assert refused.value.code == "invalid_type"
     with pytest.raises(TypeError, match="`rates` must be a rate string"):
-        ratekeeper.limit(5)  # type: ignore[arg-type]
+        ratekeeper.limit(5)  # type: ignore[call-overload]
     # A cost no call could pay is refused where it is given, not on every call.
     for subject in ("1/second", FixedWindow(2, 1), per_user_and_global(5, 1, clock=clock)):
         with pytest.raises(RateLimitError, match="`cost` 9 exceeds the limit") as raised:
@@ -706,7 +706,7 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
             ratekeeper.limit(subject, cost=2**64)
         assert raised.value.code == "invalid_value"
     with pytest.raises(RateLimitTypeError, match="`cost` must be an int, not float"):
-        ratekeeper.limit("1/second", cost=1.5)  # type: ignore[arg-type]
+        ratekeeper.limit("1/second", cost=1.5)  # type: ignore[call-overload]
 
 
 def test_limit_takes_rate_strings(clock: FakeClock) -> None:
@@ -738,7 +738,7 @@ def test_limit_of_one_rate_waits_on_that_limiter() -> None:
         ("10/minute", "leaky_bucket", ratekeeper.LeakyBucket),
         ("2/hour", "sliding_window_log", ratekeeper.SlidingWindowLog),
     ):
-        subject = ratekeeper.limit(rates, algorithm=algorithm)._subject  # type: ignore[arg-type]
+        subject = ratekeeper.limit(rates, algorithm=algorithm)._subject  # type: ignore[call-overload]
         assert type(subject) is kind and subject.name == rates
         reference = Policy.from_rates(rates, algorithm=algorithm)  # type: ignore[arg-type]
         for now in (0.0, 0.1, 0.2, 0.3, 0.35, 5.0, 7.2):
@@ -766,6 +766,236 @@ def test_limit_of_one_rate_moves_waiters_up() -> None:
         return time.monotonic() - start
 
     assert 0.4 < asyncio.run(main()) < 0.8
+
+
+# --- ratekeeper.limit(..., key=) ------------------------------------------
+
+
+def first_argument(user: Any, *args: Any, **kwargs: Any) -> Any:
+    return user
+
+
+def per_key_subjects(clock: FakeClock) -> list[tuple[str, Any, Callable[..., Any]]]:
+    """What ``limit`` takes with ``key``, each admitting 2 calls per key in
+    the test's span, and the key function it takes."""
+    as_request: Callable[..., Any] = lambda user, *a, **k: {"user": user}
+    return [
+        ("one rate", "2/minute", first_argument),
+        ("rates", "2/minute;3/hour", first_argument),
+        ("limiter", TokenBucket(2, 1, 60, clock=clock), first_argument),
+        ("keyed limiter", KeyedLimiter(FixedWindow(2, 60, clock=clock)), first_argument),
+        ("policy", per_user_and_global(2, 100, clock=clock), as_request),
+    ]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_limit_with_key_limits_each_key_apart(clock: FakeClock, asynchronous: bool) -> None:
+    for name, subject, key in per_key_subjects(clock):
+
+        def call(user: Any) -> Any:
+            return user
+
+        async def call_async(user: Any) -> Any:
+            return user
+
+        if asynchronous:
+            limited = ratekeeper.limit(subject, key=key, wait=False)(call_async)
+
+            def run(user: Any) -> Any:
+                return asyncio.run(limited(user))
+
+        else:
+            run = ratekeeper.limit(subject, key=key, wait=False)(call)
+        assert [run("alice"), run("alice")] == ["alice", "alice"], name
+        with pytest.raises(RateLimited):
+            run("alice")
+        # Alice's calls took nothing of Bob's (nor of 42's, an int key).
+        assert [run("bob"), run("bob"), run(42)] == ["bob", "bob", 42], name
+        with pytest.raises(RateLimited):
+            run("bob")
+
+
+def test_limit_with_key_takes_cost_per_key_and_shares_a_keyed_limiter(clock: FakeClock) -> None:
+    store = KeyedLimiter(FixedWindow(5, 60, clock=clock))
+
+    @ratekeeper.limit(store, key=lambda user, *a, **k: user, cost=2, wait=False)
+    def call(user: str, extra: int = 0, *, label: str = "") -> tuple[str, int, str]:
+        return (user, extra, label)
+
+    assert call("alice", 1, label="x") == ("alice", 1, "x")
+    assert call("alice") == ("alice", 0, "")
+    # The store given is the one decided on: its other users see the units taken.
+    assert store.peek("alice", 0).remaining == 1
+    assert store.peek("bob", 0).remaining == 5
+    with pytest.raises(RateLimited):
+        call("alice")
+    for refused in (9, 2**64):
+        with pytest.raises(RateLimitError):
+            ratekeeper.limit(store, key=first_argument, cost=refused)
+
+
+def test_limit_with_key_reads_the_arguments_as_the_function_takes_them(clock: FakeClock) -> None:
+    seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def key(*args: Any, **kwargs: Any) -> str:
+        seen.append((args, kwargs))
+        return "k"
+
+    class Client:
+        @ratekeeper.limit(FixedWindow(9, 60, clock=clock), key=key)
+        def fetch(self, url: str, *, retries: int = 0) -> str:
+            return url
+
+        @ratekeeper.limit(FixedWindow(9, 60, clock=clock), key=key)
+        @staticmethod
+        def ping(host: str) -> str:
+            return host
+
+    client = Client()
+    assert client.fetch("/a", retries=2) == "/a"
+    assert Client.ping("h") == "h"
+    assert seen == [((client, "/a"), {"retries": 2}), (("h",), {})]
+
+
+def test_limit_with_key_reads_a_generators_key_at_its_first_iteration(clock: FakeClock) -> None:
+    store = KeyedLimiter(FixedWindow(1, 60, clock=clock))
+    keys: list[str] = []
+
+    def key(user: str) -> str:
+        keys.append(user)
+        return user
+
+    @ratekeeper.limit(store, key=key, wait=False)
+    def numbers(user: str) -> Any:
+        yield user
+
+    @ratekeeper.limit(store, key=key, wait=False)
+    async def async_numbers(user: str) -> Any:
+        yield user
+
+    async def first(user: str) -> Any:
+        async for item in async_numbers(user):
+            return item
+
+    never = numbers("alice")
+    assert (keys, len(store)) == ([], 0)
+    assert list(numbers("alice")) == ["alice"]
+    assert asyncio.run(first("bob")) == "bob"
+    assert keys == ["alice", "bob"]
+    with pytest.raises(RateLimited):
+        next(never)
+
+
+class KeyFailed(Exception):
+    pass
+
+
+def test_limit_with_key_lets_the_key_functions_error_through_taking_nothing(clock: FakeClock) -> None:
+    failure = KeyFailed("no user")
+
+    def key(*args: Any, **kwargs: Any) -> str:
+        raise failure
+
+    for subject in ("1/second", "1/second;9/minute", FixedWindow(1, 60, clock=clock), KeyedLimiter(Gcra(1, 1, clock=clock))):
+
+        @ratekeeper.limit(subject, key=key)
+        def call() -> None:
+            return None
+
+        @ratekeeper.limit(subject, key=key)
+        async def call_async() -> None:
+            return None
+
+        with pytest.raises(KeyFailed) as raised:
+            call()
+        assert raised.value is failure
+        with pytest.raises(KeyFailed) as raised:
+            asyncio.run(call_async())
+        assert raised.value is failure
+    store = KeyedLimiter(FixedWindow(1, 60, clock=clock))
+    with pytest.raises(KeyFailed):
+        ratekeeper.limit(store, key=key)(lambda: None)()
+    assert len(store) == 0
+
+
+def test_limit_with_key_refuses_a_key_of_a_wrong_type_as_the_limiter_does(clock: FakeClock) -> None:
+    store = KeyedLimiter(FixedWindow(1, 60, clock=clock))
+    with pytest.raises(RateLimitTypeError) as expected:
+        store.try_acquire(1.5)  # type: ignore[arg-type]
+    for subject in ("1/second", FixedWindow(1, 60, clock=clock), store):
+        for wrong in (1.5, None, True, ["a"]):
+            limited = ratekeeper.limit(subject, key=lambda *a, w=wrong, **k: w)
+
+            @limited
+            async def call_async() -> None:
+                return None
+
+            with pytest.raises(RateLimitTypeError) as raised:
+                limited(lambda: None)()
+            assert (str(raised.value), raised.value.code) == (str(expected.value), "invalid_type")
+            with pytest.raises(RateLimitTypeError) as raised:
+                asyncio.run(call_async())
+            assert (str(raised.value), raised.value.code) == (str(expected.value), "invalid_type")
+    assert len(store) == 0
+    # Several rates are a policy keyed by the field "key", which says so.
+    with pytest.raises(RateLimitTypeError, match=r"^`request\['key'\]` must be a str, bytes or int, not float$"):
+        ratekeeper.limit("1/second;9/minute", key=lambda: 1.5)(lambda: None)()  # type: ignore[arg-type, return-value]
+    # A policy's key gives a request.
+    with pytest.raises(RateLimitTypeError, match="^`request` must be a mapping"):
+        ratekeeper.limit(per_user_and_global(1, 1, clock=clock), key=lambda: "alice")(lambda: None)()  # type: ignore[arg-type, return-value]
+
+
+def test_limit_with_key_refuses_what_has_no_key(clock: FakeClock) -> None:
+    store = KeyedLimiter(FixedWindow(1, 60, clock=clock))
+    with pytest.raises(RateLimitTypeError, match="^a KeyedLimiter needs `key`") as raised:
+        ratekeeper.limit(store)  # type: ignore[call-overload]
+    assert raised.value.code == "invalid_type"
+    with pytest.raises(RateLimitTypeError, match="^`key` must be a callable, not str$"):
+        ratekeeper.limit(store, key="user")  # type: ignore[call-overload]
+    # No context manager: a block has no arguments to read a key from.
+    with pytest.raises(TypeError):
+        with ratekeeper.limit(store, key=first_argument):  # type: ignore[attr-defined]
+            pass
+
+
+def test_limit_with_key_waits_per_key_on_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock standing still: every call books at once, and the sleeps are
+    # the waits booked. One key's waiters queue behind that key's only.
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+
+    @ratekeeper.limit(TokenBucket(1, 1, 1, clock=lambda: 7.0), key=first_argument)
+    async def call(user: str) -> str:
+        return user
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(call(user) for user in ("alice", "alice", "alice", "bob", "bob")))
+
+    assert asyncio.run(main()) == ["alice", "alice", "alice", "bob", "bob"]
+    assert sorted(sleeps) == [1.0, 1.0, 2.0]
+
+
+def test_limit_with_key_waits_per_key_on_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    sleeps: list[float] = []
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+
+    @ratekeeper.limit(Gcra(1, 1, clock=lambda: 7.0), key=first_argument)
+    def call(user: str) -> str:
+        return user
+
+    users = ["alice", "alice", "alice", "bob", "bob", 3, 3]
+    answers: list[str] = []
+    threads = [threading.Thread(target=lambda user=user: answers.append(call(user))) for user in users]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(map(str, answers)) == sorted(map(str, users))
+    assert sorted(sleeps) == [1.0, 1.0, 1.0, 2.0]
 
 
 def test_policies_from_rate_strings() -> None:

@@ -15,6 +15,7 @@ from ratekeeper import (
     Decision,
     FixedWindow,
     Gcra,
+    KeyedAcquiring,
     KeyedLimiter,
     LeakyBucket,
     Limiter,
@@ -226,6 +227,28 @@ def decorators(clock: Callable[[], float]) -> None:
 
     assert_type(fetch("a"), bytes)
     assert asyncio.run(afetch("b")) == b"b"
+
+    # Per key: the key function takes the call's arguments.
+    @ratekeeper.limit("5/second", key=lambda user, *a, **k: user)
+    def per_user(user: str, page: int = 0) -> list[int]:
+        return [page]
+
+    @ratekeeper.limit(KeyedLimiter(Gcra(5, 0.2, clock=clock)), key=lambda user: user, wait=False, cost=2)
+    async def aper_user(user: bytes) -> bytes:
+        return user
+
+    policy = Policy(clock=clock)
+    policy.add("per-user", TokenBucket(5, 5, 1), by=["user"])
+
+    @ratekeeper.limit(policy, key=lambda user, route: {"user": user, "route": route}, timeout=1.0)
+    def by_request(user: int, route: str) -> str:
+        return route
+
+    keyed = ratekeeper.limit(TokenBucket(5, 5, 1, clock=clock), key=lambda *a, **k: 1)
+    assert_type(keyed, KeyedAcquiring)
+    assert_type(per_user("a", 2), list[int])
+    assert asyncio.run(aper_user(b"b")) == b"b"
+    assert_type(by_request(1, "/"), str)
 
 
 def state() -> None:

@@ -21,7 +21,7 @@ portable state (``to_bytes``, ``restore``, ``from_bytes``, pickling).
 ``Policy`` decides several limits, each keyed by fields of the request, all
 or nothing, answering ``PolicyDecision``s. Both take the key or request
 first and otherwise answer the same methods. ``ratekeeper.limit`` is a
-decorator for sync and async functions.
+decorator for sync and async functions (per key with ``key=``).
 
 Durations and ``now`` are seconds (int or float; Decimal or Fraction for
 exact values); ``now`` defaults to the limiter's clock, ``time.monotonic()``.
@@ -50,7 +50,7 @@ from ratekeeper._ratekeeper import (
     __version__,
     guarantee,
 )
-from ratekeeper._wait import Acquiring, limit
+from ratekeeper._wait import Acquiring, KeyedAcquiring, limit
 
 __all__ = [
     "Acquiring",
@@ -59,6 +59,7 @@ __all__ = [
     "FixedWindow",
     "Gcra",
     "Guarantee",
+    "KeyedAcquiring",
     "KeyedLimiter",
     "LeakyBucket",
     "Limiter",

@@ -16,7 +16,7 @@ import sys
 import threading
 import weakref
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union, overload
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import ParamSpec
 
-    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Algorithm, _Seconds
+    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Algorithm, _Key, _Request, _Seconds
 
     _P = ParamSpec("_P")
     _Subject = Union[Limiter, KeyedLimiter, Policy]
@@ -394,68 +394,121 @@ class Acquiring:
         """Decorate ``func`` so that every call first acquires (a generator's
         or async generator's: its first iteration). A ``staticmethod`` or
         ``classmethod`` stays one, its function decorated."""
-        if isinstance(func, (staticmethod, classmethod)):
-            # Not callable as such before Python 3.10, and never a coroutine
-            # function to inspect: its function is.
-            method: Any = type(func)(self(func.__func__))
-            return method  # type: ignore[no-any-return]
-        guarded: Any = func  # the kinds below are told apart at run time
+        return _decorate(func, lambda args, kwargs: self)
 
-        async def acquire_then_await(*args: Any, **kwargs: Any) -> Any:
-            async with self:
-                return await guarded(*args, **kwargs)
 
-        def acquire_then_call(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return guarded(*args, **kwargs)
+class KeyedAcquiring:
+    """``ratekeeper.limit(..., key=key)``: a decorator that acquires before
+    every call, from the key ``key(*args, **kwargs)`` gives for that call's
+    arguments (for a ``Policy``: the request it gives).
 
-        def acquire_then_yield_from(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-            inner = guarded(*args, **kwargs)  # runs nothing yet
-            with self:
-                pass
-            return (yield from inner)
+    It waits, raises and treats generators as ``Acquiring`` does; the key is
+    read when the call acquires (a generator's: at its first iteration). No
+    context manager: a ``with`` block has no arguments to read a key from.
+    """
 
-        async def acquire_then_async_yield_from(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-            inner = guarded(*args, **kwargs)  # runs nothing yet
-            async with self:
-                pass
-            # `yield from` for async generators, which have none: each value
-            # sent, exception thrown (but closing's) and closing is passed on.
-            try:
-                value = await inner.__anext__()
-                while True:
-                    try:
-                        sent = yield value
-                    except GeneratorExit:
-                        raise  # closes `inner` below
-                    except BaseException as thrown:
-                        value = await inner.athrow(thrown)
-                    else:
-                        value = await inner.asend(sent)
-            except StopAsyncIteration:
-                return
-            finally:
-                await inner.aclose()  # at once when it has already finished
+    __slots__ = ("_cost", "_field", "_key", "_subject", "_timeout")
 
-        import inspect
+    def __init__(
+        self,
+        subject: Union[KeyedLimiter, Policy],
+        key: Callable[..., Any],
+        field: Optional[str],
+        cost: int,
+        timeout: Optional[_Seconds],
+    ) -> None:
+        self._subject = subject
+        self._key = key
+        # The request field the key goes in (a policy made from rates for
+        # ``key``), or None: the key (or request) goes as it is.
+        self._field = field
+        self._cost = cost
+        self._timeout = timeout
 
-        # An object is what its class's __call__ is (`async def __call__`).
-        plain = inspect.isfunction(func) or inspect.ismethod(func) or isinstance(func, functools.partial)
-        call = None if plain else getattr(type(func), "__call__", None)
+    def __repr__(self) -> str:
+        return f"KeyedAcquiring({self._subject!r}, key={self._key!r}, cost={self._cost!r}, timeout={self._timeout!r})"
 
-        def kind(test: Callable[[Any], bool]) -> bool:
-            return test(func) or (call is not None and test(call))
+    def _entering(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Acquiring:
+        """What the call with ``args`` and ``kwargs`` acquires."""
+        key = self._key(*args, **kwargs)
+        if self._field is not None:
+            key = {self._field: key}
+        return Acquiring(self._subject, (key, self._cost), self._timeout)
 
-        wrapper: Callable[..., Any]
-        if kind(inspect.isasyncgenfunction):
-            wrapper = acquire_then_async_yield_from
-        elif kind(inspect.isgeneratorfunction):
-            wrapper = acquire_then_yield_from
-        elif kind(inspect.iscoroutinefunction):
-            wrapper = acquire_then_await
-        else:
-            wrapper = acquire_then_call
-        return functools.wraps(func)(wrapper)
+    def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
+        """Decorate ``func`` so that every call first acquires for its key (a
+        generator's or async generator's: at its first iteration). A
+        ``staticmethod`` or ``classmethod`` stays one, its function decorated."""
+        return _decorate(func, self._entering)
+
+
+def _decorate(
+    func: Callable[_P, _R], entering: Callable[[tuple[Any, ...], dict[str, Any]], Acquiring]
+) -> Callable[_P, _R]:
+    """``func`` wrapped to enter ``entering(args, kwargs)`` before each call
+    with ``args`` and ``kwargs`` (see ``Acquiring.__call__``)."""
+    if isinstance(func, (staticmethod, classmethod)):
+        # Not callable as such before Python 3.10, and never a coroutine
+        # function to inspect: its function is.
+        method: Any = type(func)(_decorate(func.__func__, entering))
+        return method  # type: ignore[no-any-return]
+    guarded: Any = func  # the kinds below are told apart at run time
+
+    async def acquire_then_await(*args: Any, **kwargs: Any) -> Any:
+        async with entering(args, kwargs):
+            return await guarded(*args, **kwargs)
+
+    def acquire_then_call(*args: Any, **kwargs: Any) -> Any:
+        with entering(args, kwargs):
+            return guarded(*args, **kwargs)
+
+    def acquire_then_yield_from(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        inner = guarded(*args, **kwargs)  # runs nothing yet
+        with entering(args, kwargs):
+            pass
+        return (yield from inner)
+
+    async def acquire_then_async_yield_from(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        inner = guarded(*args, **kwargs)  # runs nothing yet
+        async with entering(args, kwargs):
+            pass
+        # `yield from` for async generators, which have none: each value
+        # sent, exception thrown (but closing's) and closing is passed on.
+        try:
+            value = await inner.__anext__()
+            while True:
+                try:
+                    sent = yield value
+                except GeneratorExit:
+                    raise  # closes `inner` below
+                except BaseException as thrown:
+                    value = await inner.athrow(thrown)
+                else:
+                    value = await inner.asend(sent)
+        except StopAsyncIteration:
+            return
+        finally:
+            await inner.aclose()  # at once when it has already finished
+
+    import inspect
+
+    # An object is what its class's __call__ is (`async def __call__`).
+    plain = inspect.isfunction(func) or inspect.ismethod(func) or isinstance(func, functools.partial)
+    call = None if plain else getattr(type(func), "__call__", None)
+
+    def kind(test: Callable[[Any], bool]) -> bool:
+        return test(func) or (call is not None and test(call))
+
+    wrapper: Callable[..., Any]
+    if kind(inspect.isasyncgenfunction):
+        wrapper = acquire_then_async_yield_from
+    elif kind(inspect.isgeneratorfunction):
+        wrapper = acquire_then_yield_from
+    elif kind(inspect.iscoroutinefunction):
+        wrapper = acquire_then_await
+    else:
+        wrapper = acquire_then_call
+    return functools.wraps(func)(wrapper)
 
 
 # The largest count a call takes (a u64).
@@ -489,14 +542,51 @@ def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> in
     return units
 
 
+@overload
 def limit(
     rates: Union[str, Limiter, Policy],
+    *,
+    algorithm: _Algorithm = ...,
+    wait: bool = ...,
+    timeout: Optional[_Seconds] = ...,
+    cost: int = ...,
+    key: None = ...,
+) -> Acquiring: ...
+
+
+@overload
+def limit(
+    rates: Union[str, Limiter, KeyedLimiter],
+    *,
+    algorithm: _Algorithm = ...,
+    wait: bool = ...,
+    timeout: Optional[_Seconds] = ...,
+    cost: int = ...,
+    key: Callable[..., _Key],
+) -> KeyedAcquiring: ...
+
+
+@overload
+def limit(
+    rates: Policy,
+    *,
+    algorithm: _Algorithm = ...,
+    wait: bool = ...,
+    timeout: Optional[_Seconds] = ...,
+    cost: int = ...,
+    key: Callable[..., _Request],
+) -> KeyedAcquiring: ...
+
+
+def limit(
+    rates: Union[str, Limiter, KeyedLimiter, Policy],
     *,
     algorithm: _Algorithm = "token_bucket",
     wait: bool = True,
     timeout: Optional[_Seconds] = None,
     cost: int = 1,
-) -> Acquiring:
+    key: Optional[Callable[..., Any]] = None,
+) -> Union[Acquiring, KeyedAcquiring]:
     """A decorator limiting how often the decorated function runs.
 
     ``@ratekeeper.limit("5/second")`` admits calls at that rate, across every
@@ -508,15 +598,31 @@ def limit(
     on generator and async generator functions, which stay generators and
     acquire at their first iteration, not when called (see ``Acquiring``).
 
+    ``key``, a function of the call's arguments (``key(*args, **kwargs)``,
+    a method's ``self`` included), limits each key apart: ``@limit("5/second",
+    key=lambda user, *a, **k: user)`` admits 5 calls a second per user, one
+    user's calls taking nothing from another's. The key is a ``str``,
+    ``bytes`` or ``int``, as a ``KeyedLimiter`` takes it, and the limits are
+    one: a rate string's are kept per key (a ``KeyedLimiter`` of its limiter;
+    several rates, a policy keyed by the field ``"key"``); a limiter is the
+    configuration of every key's own (``KeyedLimiter(limiter)``: its state
+    is not used); a ``KeyedLimiter`` is used as it is. With a ``Policy``,
+    ``key`` gives the call's request instead (``lambda user, *a, **k:
+    {"user": user}``). What ``key`` raises propagates, and a key of a wrong
+    type raises the limiter's ``RateLimitTypeError``, on the call. The
+    result is then a ``KeyedAcquiring``, a decorator only. A
+    ``KeyedLimiter`` without ``key`` raises ``RateLimitTypeError``.
+
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds
     (default ``None``: no bound); ``wait=False`` raises ``RateLimited`` at
     once instead of waiting (a value that is not a bool raises
     ``RateLimitTypeError``). Each call costs ``cost`` units (a cost above
-    the limit is refused here, as no call could ever pay it). The result is
-    also a context manager (``with ratekeeper.limit(...):``).
+    the limit is refused here, as no call could ever pay it). Without
+    ``key``, the result is also a context manager (``with
+    ratekeeper.limit(...):``).
     """
-    from ratekeeper._ratekeeper import Limiter, Policy
+    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy
 
     # A bool, as every flag of the library: "no" or 0 there is more likely a
     # mistake than a truth value meant.
@@ -524,20 +630,38 @@ def limit(
         raise RateLimitTypeError(f"`wait` must be a bool, not {type(wait).__name__}", "invalid_type")
     if not wait and timeout is not None:
         raise RateLimitTypeError("`timeout` applies only with wait=True", "invalid_type")
-    subject: Union[Limiter, Policy]
-    if isinstance(rates, (Limiter, Policy)):
+    if key is not None and not callable(key):
+        raise RateLimitTypeError(f"`key` must be a callable, not {type(key).__name__}", "invalid_type")
+    subject: Union[Limiter, KeyedLimiter, Policy]
+    field: Optional[str] = None
+    if isinstance(rates, (Limiter, Policy, KeyedLimiter)):
         subject = rates
     elif isinstance(rates, str):
         policy = Policy.from_rates(rates, algorithm=algorithm)
         # One rate: its own limiter, whose waiters move up into a cancelled
         # one's slot (a policy's keep theirs, and the slot goes unused).
         single = policy._single()
-        subject = policy if single is None else single
+        if single is not None:
+            subject = single
+        elif key is None:
+            subject = policy
+        else:
+            # Several per key: every limit keyed by the field the key goes in.
+            subject, field = Policy.from_rates(rates, algorithm=algorithm, by=("key",)), "key"
     else:
         raise RateLimitTypeError(
-            f"`rates` must be a rate string, a limiter or a Policy, not {type(rates).__name__}", "invalid_type"
+            f"`rates` must be a rate string, a limiter, a KeyedLimiter or a Policy, not {type(rates).__name__}",
+            "invalid_type",
         )
-    cost = checked_cost(subject, cost)
-    if isinstance(subject, Policy):
-        return subject.acquiring(None, cost, timeout if wait else 0)
-    return subject.acquiring(cost, timeout if wait else 0)
+    if key is None:
+        if isinstance(subject, KeyedLimiter):
+            raise RateLimitTypeError(
+                "a KeyedLimiter needs `key`, a function of the call's arguments giving its key", "invalid_type"
+            )
+        cost = checked_cost(subject, cost)
+        if isinstance(subject, Policy):
+            return subject.acquiring(None, cost, timeout if wait else 0)
+        return subject.acquiring(cost, timeout if wait else 0)
+    if isinstance(subject, Limiter):
+        subject = KeyedLimiter(subject)
+    return KeyedAcquiring(subject, key, field, checked_cost(subject, cost), timeout if wait else 0)
