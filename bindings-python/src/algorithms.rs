@@ -354,6 +354,40 @@ impl PyTokenBucket {
         )
     }
 
+    /// A bucket holding the state ``data`` (from ``to_bytes``), made by
+    /// ``TokenBucket(*args, **kwargs)``, or by ``from_bandwidths`` when the
+    /// one argument after ``data`` is an iterable (of ``Bandwidth``) or is
+    /// given as ``bandwidths=``, with ``name`` and ``clock`` as keywords:
+    /// ``TokenBucket.from_bytes(data, bucket.bandwidths)`` rebuilds any
+    /// bucket, of one bandwidth or several.
+    #[classmethod]
+    #[pyo3(signature = (data, *args, **kwargs))]
+    fn from_bytes<'py>(
+        cls: &Bound<'py, PyType>,
+        #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        // The constructor's first argument is an int, never iterable: the
+        // state alone does not say the configuration (only its fingerprint),
+        // so a bucket of several bandwidths needs them given, as in JS.
+        let bandwidths = match args.len() {
+            1 => args.get_item(0)?.try_iter().is_ok(),
+            0 => match kwargs {
+                Some(kwargs) => kwargs.contains(pyo3::intern!(cls.py(), "bandwidths"))?,
+                None => false,
+            },
+            _ => false,
+        };
+        let made = if bandwidths {
+            cls.getattr(pyo3::intern!(cls.py(), "from_bandwidths"))?
+                .call(args, kwargs)?
+        } else {
+            cls.call(args, kwargs)?
+        };
+        PyLimiter::holding(made, &data)
+    }
+
     /// Every bandwidth the bucket enforces, as a tuple of ``Bandwidth``.
     #[getter]
     fn bandwidths<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

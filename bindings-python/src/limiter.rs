@@ -37,9 +37,10 @@ use crate::shared::{self, limiter_methods, Core, Shared};
 /// ``TypeError``), with a ``.code`` and a message naming the argument.
 ///
 /// State: ``to_bytes()`` writes the limiter's state, ``restore(data)`` and
-/// ``<Class>.from_bytes(data, *constructor arguments)`` read it back into a
-/// limiter configured the same way, and limiters pickle (configuration and
-/// state; a ``clock`` must then be picklable).
+/// ``<Class>.from_bytes(data, *constructor arguments)`` (a ``TokenBucket``'s
+/// also ``from_bytes(data, bandwidths)``) read it back into a limiter
+/// configured the same way, and limiters pickle (configuration and state; a
+/// ``clock`` must then be picklable).
 #[pyclass(frozen, subclass, name = "Limiter", module = "ratekeeper")]
 pub struct PyLimiter {
     shared: Shared<AnyLimiter>,
@@ -127,6 +128,14 @@ impl PyLimiter {
             recycler: Recycler::default(),
         };
         Ok(PyClassInitializer::from(base).add_subclass(class))
+    }
+
+    /// `made`, a limiter just built by `from_bytes`, holding the state `data`.
+    pub fn holding<'py>(made: Bound<'py, PyAny>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+        let limiter = made.cast::<PyLimiter>()?.get();
+        let restored = limiter.lock(made.py()).restore(data);
+        restored.map_err(|err| to_py(made.py(), err))?;
+        Ok(made)
     }
 
     /// The core limiter, locked (no Python code may run until the guard drops).
@@ -261,11 +270,7 @@ limiter_methods!(
             args: &Bound<'py, PyTuple>,
             kwargs: Option<&Bound<'py, PyDict>>,
         ) -> PyResult<Bound<'py, PyAny>> {
-            let made = cls.call(args, kwargs)?;
-            let limiter = made.cast::<PyLimiter>()?.get();
-            let restored = limiter.lock(cls.py()).restore(&data);
-            restored.map_err(|err| to_py(cls.py(), err))?;
-            Ok(made)
+            PyLimiter::holding(cls.call(args, kwargs)?, &data)
         }
 
         /// Pickling: the constructor call of the configuration, then the state.

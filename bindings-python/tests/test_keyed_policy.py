@@ -14,6 +14,7 @@ from limiters import ALL, FakeClock, Make
 
 import ratekeeper
 from ratekeeper import (
+    Bandwidth,
     Decision,
     FixedWindow,
     Gcra,
@@ -1215,13 +1216,52 @@ def test_pickling_and_bytes_round_trips_preserve_decisions(name: str) -> None:
 
 def from_bytes(limiter: Any) -> Any:
     """``<Class>.from_bytes(data, *constructor arguments)`` (a token bucket of
-    several bandwidths has no constructor of them: it restores into one)."""
-    kwargs = kwargs_of(limiter)
-    if "bandwidths" in kwargs:
-        copy = TokenBucket.from_bandwidths(kwargs["bandwidths"])
-        copy.restore(limiter.to_bytes())
-        return copy
-    return type(limiter).from_bytes(limiter.to_bytes(), **kwargs)
+    several bandwidths: ``from_bytes(data, bandwidths)``)."""
+    return type(limiter).from_bytes(limiter.to_bytes(), **kwargs_of(limiter))
+
+
+BANDS = [
+    Bandwidth(5, 5, 1),
+    Bandwidth(20, 10, 60, refill="interval"),
+    Bandwidth(100, 100, 3600, initial_tokens=50),
+    Bandwidth(1000, 1000, 86400),
+]
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, len(BANDS)])
+def test_token_bucket_from_bytes_rebuilds_a_bucket_of_any_bandwidths(count: int) -> None:
+    import pickle
+
+    # The state holds a fingerprint of the configuration, not the
+    # configuration: from_bytes takes the bandwidths, as from_bandwidths does.
+    bucket = TokenBucket.from_bandwidths(BANDS[:count], name="banded", clock=time.monotonic)
+    bucket.try_acquire(4, now=0)
+    bucket.try_acquire(1, now=0.5)
+    data = bucket.to_bytes()
+    copies = [
+        TokenBucket.from_bytes(data, bucket.bandwidths, name="banded", clock=time.monotonic),
+        TokenBucket.from_bytes(bytearray(data), bandwidths=iter(BANDS[:count]), name="banded"),
+        pickle.loads(pickle.dumps(bucket)),
+    ]
+    for copy in copies:
+        assert (repr(copy), copy.bandwidths, copy.to_bytes()) == (repr(bucket), bucket.bandwidths, data)
+        for now in (0.6, 1.0, 61.0):
+            assert copy.peek(2, now=now) == bucket.peek(2, now=now)
+    if count > 1:
+        with pytest.raises(RateLimitError) as raised:
+            TokenBucket.from_bytes(data, BANDS[: count - 1])
+        assert raised.value.code == "state_mismatch"
+    # The constructor's arguments are read as before, in any form.
+    single = TokenBucket(5, 5, 1)
+    single.try_acquire(2, now=0)
+    for copy in (
+        TokenBucket.from_bytes(single.to_bytes(), 5, 5, 1),
+        TokenBucket.from_bytes(single.to_bytes(), 5, refill_tokens=5, refill_period=1),
+        TokenBucket.from_bytes(single.to_bytes(), capacity=5, refill_tokens=5, refill_period=1),
+    ):
+        assert copy.to_bytes() == single.to_bytes()
+    with pytest.raises(RateLimitTypeError, match="^`bandwidths` must be an iterable of Bandwidth$"):
+        TokenBucket.from_bytes(data, [5])  # type: ignore[list-item]
 
 
 def kwargs_of(limiter: Any) -> dict[str, Any]:

@@ -263,6 +263,10 @@ def state() -> None:
         copy.restore(b"rk")
     except RateLimitError as error:
         assert error.code == "state_truncated"
+    banded = TokenBucket.from_bandwidths([Bandwidth(5, 5, 1), Bandwidth(50, 50, 60)], name="banded")
+    bucket_copy = TokenBucket.from_bytes(banded.to_bytes(), banded.bandwidths, name="banded")
+    assert_type(bucket_copy, TokenBucket)
+    assert_type(TokenBucket.from_bytes(TokenBucket(5, 5, 1).to_bytes(), 5, 5, 1, refill="greedy"), TokenBucket)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union, final
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union, final, overload
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
@@ -279,6 +279,28 @@ class TokenBucket(Limiter):
         bandwidths: Iterable[Bandwidth], *, name: str = "default", clock: Optional[_Clock] = None
     ) -> TokenBucket:
         """A token bucket enforcing every one of ``bandwidths`` (1 to 4)."""
+
+    @overload
+    @classmethod
+    def from_bytes(
+        cls,
+        data: _Data,
+        capacity: int,
+        refill_tokens: int,
+        refill_period: _Seconds,
+        *,
+        initial_tokens: Optional[int] = None,
+        refill: _Refill = "greedy",
+        name: str = "default",
+        clock: Optional[_Clock] = None,
+    ) -> TokenBucket: ...
+    @overload
+    @classmethod
+    def from_bytes(
+        cls, data: _Data, bandwidths: Iterable[Bandwidth], *, name: str = "default", clock: Optional[_Clock] = None
+    ) -> TokenBucket:
+        """A bucket holding the state ``data``, made as the constructor or
+        ``from_bandwidths`` makes it: ``TokenBucket.from_bytes(data, bucket.bandwidths)``."""
 
     @property
     def bandwidths(self) -> tuple[Bandwidth, ...]:
