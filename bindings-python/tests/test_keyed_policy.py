@@ -697,6 +697,14 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         assert refused.value.code == "invalid_type"
     with pytest.raises(TypeError, match="`rates` must be a rate string"):
         ratekeeper.limit(5)  # type: ignore[call-overload]
+    # NumPy's bool is a flag, as a Decision's `allowed` takes it (no int to NumPy either).
+    numpy = pytest.importorskip("numpy")
+    for flag in (numpy.bool_(True), numpy.bool_(False)):
+        assert ratekeeper.limit(FixedWindow(1, 1), wait=flag)._timeout == (None if flag else 0)
+        assert Decision(allowed=flag, remaining=0, limit=1, retry_after=0, reset_after=1).allowed is bool(flag)
+    for not_bool in (numpy.int64(1), numpy.float64(0), numpy.array([True])):
+        with pytest.raises(RateLimitTypeError, match="^`wait` must be a bool"):
+            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)
     # A cost no call could pay is refused where it is given, not on every call.
     for subject in ("1/second", FixedWindow(2, 1), per_user_and_global(5, 1, clock=clock)):
         with pytest.raises(RateLimitError, match="`cost` 9 exceeds the limit") as raised:

@@ -542,6 +542,19 @@ def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> in
     return units
 
 
+def _flag(value: object) -> Optional[bool]:
+    """``value`` as a flag, or ``None`` when it is none: a ``bool``, or
+    NumPy's (``numpy.bool_``, no int to NumPy either), told as the native
+    module tells one (pyo3's rule: a ``Decision``'s ``allowed``), so that
+    one rule holds for every flag. Any other value with a truth is not one."""
+    if isinstance(value, bool):
+        return value
+    kind = type(value)
+    if getattr(kind, "__module__", None) == "numpy" and kind.__name__ in ("bool_", "bool"):
+        return bool(value)
+    return None
+
+
 @overload
 def limit(
     rates: Union[str, Limiter, Policy],
@@ -616,8 +629,8 @@ def limit(
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds
     (default ``None``: no bound); ``wait=False`` raises ``RateLimited`` at
-    once instead of waiting (a value that is not a bool raises
-    ``RateLimitTypeError``). Each call costs ``cost`` units (a cost above
+    once instead of waiting (a value that is not a bool, nor NumPy's,
+    raises ``RateLimitTypeError``). Each call costs ``cost`` units (a cost above
     the limit is refused here, as no call could ever pay it). Without
     ``key``, the result is also a context manager (``with
     ratekeeper.limit(...):``).
@@ -626,8 +639,10 @@ def limit(
 
     # A bool, as every flag of the library: "no" or 0 there is more likely a
     # mistake than a truth value meant.
-    if not isinstance(wait, bool):
+    flag = _flag(wait)
+    if flag is None:
         raise RateLimitTypeError(f"`wait` must be a bool, not {type(wait).__name__}", "invalid_type")
+    wait = flag
     if not wait and timeout is not None:
         raise RateLimitTypeError("`timeout` applies only with wait=True", "invalid_type")
     if key is not None and not callable(key):
