@@ -199,6 +199,17 @@ def test_skip_lets_a_request_through_undecided_and_uncharged() -> None:
     assert calls == ["/health", "/health", "/health", "/"]
 
 
+def test_skip_may_answer_numpy_bool() -> None:
+    """NumPy's bool is a bool to ``skip``, as to every flag of the library."""
+    numpy = pytest.importorskip("numpy")
+    store = KeyedLimiter(FixedWindow(1, 3600, name="per-key"))
+    app = make_app(store, key=by_api_key, skip=lambda scope: numpy.bool_(scope["path"] == "/health"))
+    alice = {"headers": {"x-api-key": "alice"}}
+    health = {"path": "/health", "headers": {"x-api-key": "alice"}}
+    responses = get_all(app, [health, health, alice, alice])
+    assert [r.status_code for r in responses] == [200, 200, 200, 429]
+
+
 def test_skip_must_be_a_function_answering_a_bool() -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         raise AssertionError("not reached")

@@ -542,7 +542,7 @@ def checked_cost(subject: Union[Limiter, KeyedLimiter, Policy], cost: Any) -> in
     return units
 
 
-def _flag(value: object) -> Optional[bool]:
+def flag(value: object) -> Optional[bool]:
     """``value`` as a flag, or ``None`` when it is none: a ``bool``, or
     NumPy's (``numpy.bool_``, no int to NumPy either), told as the native
     module tells one (pyo3's rule: a ``Decision``'s ``allowed``), so that
@@ -639,10 +639,10 @@ def limit(
 
     # A bool, as every flag of the library: "no" or 0 there is more likely a
     # mistake than a truth value meant.
-    flag = _flag(wait)
-    if flag is None:
+    waits = flag(wait)
+    if waits is None:
         raise RateLimitTypeError(f"`wait` must be a bool, not {type(wait).__name__}", "invalid_type")
-    wait = flag
+    wait = waits
     if not wait and timeout is not None:
         raise RateLimitTypeError("`timeout` applies only with wait=True", "invalid_type")
     if key is not None and not callable(key):

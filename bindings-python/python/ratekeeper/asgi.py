@@ -24,7 +24,7 @@ from urllib.parse import unquote
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
 from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
-from ratekeeper._wait import checked_cost
+from ratekeeper._wait import checked_cost, flag
 
 __all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
 
@@ -411,9 +411,10 @@ def _default_fields_suffice(policy: Policy) -> None:
 
 
 def _checked_skip(skipped: Any) -> bool:
-    if type(skipped) is not bool:
+    checked = flag(skipped)
+    if checked is None:
         raise RateLimitTypeError(f"`skip` must return a bool, not {type(skipped).__name__}", "invalid_type")
-    return skipped
+    return checked
 
 
 def _returned_cost(units: Any) -> int:

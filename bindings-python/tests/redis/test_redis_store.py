@@ -329,6 +329,12 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         RedisPolicy(client, [("a", gcra)])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="^`batching` must be a bool, not str$"):
         RedisLimiter(client, gcra, batching="no")  # type: ignore[arg-type]
+    try:
+        import numpy
+    except ImportError:
+        pass
+    else:  # NumPy's bool is a bool, as to every flag of the library
+        assert RedisLimiter(client, gcra, batching=numpy.bool_(True))._core.batching is True  # type: ignore[arg-type]
     # A count past 2^51 is as inexact in the script as a time: refused (it
     # admitted a second unit past a limit of 2^53 + 2).
     with pytest.raises(ratekeeper.RateLimitError, match="^`limit`: limit is ") as error:

@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
 from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, RateLimitError
+from ratekeeper._wait import flag
 from ratekeeper.redis._values import (
     _ceil_micros,
     _counted,
@@ -67,8 +68,9 @@ class _Core:
             # A policy with a global limit is tagged by its prefix, and Redis
             # reads an empty tag, {}, as none: its keys would span slots.
             raise _error("`prefix` must not be empty (it is the hash tag of a policy with a global limit)")
-        if not isinstance(batching, bool):
+        if flag(batching) is None:
             raise _type_error("batching", "a bool", batching)
+        batching = bool(batching)
         if clock is not None and not callable(clock):
             raise _type_error("clock", "a callable or None", clock)
         if not (on_error in ("open", "closed") or isinstance(on_error, (Limiter, self.KEYED_FALLBACK))):
