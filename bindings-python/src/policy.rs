@@ -633,26 +633,27 @@ limiter_methods!(
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }
             };
-            // A calendar's windows follow the UTC calendar: a policy without
-            // a clock of its own reads `time.time` from now on, as the
-            // limiter's `with_calendar` does; unless its limits already hold
-            // state on `time.monotonic`, which such a jump would wipe out.
-            let calendar = store.prototype().calendar().is_some() && self.shared.clock().is_none();
+            // A policy without a clock of its own reads `time.monotonic` until
+            // a calendar limit moves it to `time.time`, as the limiter's
+            // `with_calendar` reads it (see `Policy::add_store_on`).
+            let monotonic = self.shared.clock().is_none();
             let added = {
                 let mut core = self.shared.lock(py);
-                if calendar && core.policy.keys_held() > 0 {
-                    let reason = "follows a calendar, which needs time.time, and the policy has \
-                                  decided on time.monotonic: give it clock=time.time";
-                    Err(Error::InvalidValue { name: "limiter", reason })
-                } else {
-                    let added = core.policy.add_store(name, &by, store);
-                    if added.is_ok() {
-                        core.windows.push(window);
-                    }
-                    added
+                let added = core.policy.add_store_on(name, &by, store, monotonic);
+                if added.is_ok() {
+                    core.windows.push(window);
                 }
+                added
             };
-            added.map_err(|err| to_py(py, err))?;
+            let calendar = added.map_err(|err| match err.argument() {
+                // The core's words, in this binding's clocks.
+                Some("limiter") => {
+                    let message = "`limiter` follows a calendar, which needs time.time, and the \
+                                   policy has decided on time.monotonic: give it clock=time.time";
+                    to_py_with(py, err, message.into())
+                }
+                _ => to_py(py, err),
+            })?;
             if calendar {
                 self.shared.default_clock(convert::wall_clock(py)?);
             }

@@ -128,6 +128,35 @@ impl Policy {
         Ok(())
     }
 
+    /// [`Policy::add_store`] for a binding's policy that reads the host's
+    /// monotonic clock by default (`monotonic`: no clock was given to it,
+    /// and no limit has moved it to an epoch clock yet). A limit that
+    /// follows a calendar needs an epoch clock (its windows are UTC days,
+    /// weeks and months), so such a policy reads one from now on, and
+    /// `Ok(true)` says so; unless its limits already hold state read on the
+    /// monotonic clock, which that jump would wipe out: then
+    /// [`Error::InvalidValue`] naming `limiter`, and nothing is added (each
+    /// binding words it in its own clocks' names).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn add_store_on(
+        &mut self,
+        name: &str,
+        by: &[&str],
+        store: AnyKeyed,
+        monotonic: bool,
+    ) -> Result<bool, Error> {
+        let calendar = monotonic && store.prototype().calendar().is_some();
+        if calendar && self.keys_held() > 0 {
+            return Err(Error::InvalidValue {
+                name: "limiter",
+                reason: "follows a calendar, which needs an epoch clock, and the policy has \
+                         decided on a monotonic clock: give it an epoch clock",
+            });
+        }
+        self.add_store(name, by, store)?;
+        Ok(calendar)
+    }
+
     /// The number of limits.
     pub fn len(&self) -> usize {
         self.limits.len()
@@ -520,6 +549,37 @@ mod tests {
         let seeded = hashes(&first);
         assert!(seeded[0] != seeded[1] && seeded[1] != seeded[2] && seeded[0] != seeded[2]);
         assert!(hashes(&never).iter().all(|h| !seeded.contains(h)));
+    }
+
+    #[test]
+    fn a_calendar_limit_moves_a_monotonic_policy_to_an_epoch_clock_while_it_holds_nothing() {
+        use crate::{Calendar, FixedWindow};
+        let daily = || AnyKeyed::new(FixedWindow::with_calendar(5, Calendar::Day).unwrap().into());
+        let minute = || AnyKeyed::new(FixedWindow::new(1, Nanos::from_secs(60)).unwrap().into());
+        let user: &[(&str, &[u8])] = &[("user", b"a")];
+        let allowed = |policy: &mut Policy, at: u64| {
+            let decided = policy.try_acquire(user, Nanos::from_secs(at), 1);
+            decided.unwrap().decision.allowed
+        };
+        let mut fresh = Policy::new();
+        assert_eq!(fresh.add_store_on("m", &[], minute(), true), Ok(false));
+        assert_eq!(fresh.add_store_on("daily", &[], daily(), true), Ok(true));
+        // A clock of its own (or an epoch clock already): nothing to move.
+        assert_eq!(fresh.add_store_on("other", &[], daily(), false), Ok(false));
+        assert!(allowed(&mut fresh, 0));
+
+        let mut busy = Policy::new();
+        busy.add_store_on("m", &["user"], minute(), true).unwrap();
+        assert!(allowed(&mut busy, 0));
+        let refused = busy.add_store_on("daily", &[], daily(), true).unwrap_err();
+        assert_eq!(refused.argument(), Some("limiter"));
+        assert_eq!(busy.len(), 1);
+        // Its keys dropped back to fresh, it holds nothing the jump could lose.
+        busy.reclaim(Nanos::from_secs(60));
+        assert_eq!(busy.add_store_on("daily", &[], daily(), true), Ok(true));
+        // A clock of its own: the limit joins whatever the policy holds.
+        assert!(allowed(&mut busy, 60));
+        assert_eq!(busy.add_store_on("other", &[], daily(), false), Ok(false));
     }
 
     #[test]
