@@ -443,6 +443,14 @@ export interface PolicyOptions {
   clock?: () => number
 }
 
+/**
+ * Options of `policy.add`: the request fields the limit is keyed by (none,
+ * `[]` or null: one limiter every request shares).
+ */
+export interface PolicyAddOptions {
+  by?: string[] | null
+}
+
 /** A request's fields: values strings or whole numbers (numbers as their decimal string). */
 export type PolicyRequest = Record<string, string | number>
 
@@ -467,11 +475,28 @@ export interface PolicyReservation extends Omit<Reservation, 'decision'> {
  * it, and then consumes in every one; otherwise in none.
  */
 export declare class Policy {
-  /** `config`: a configuration object, its JSON text, or a rate string such as `'10/second;100/day'`. */
-  constructor(config: PolicyConfig | string, options?: PolicyOptions)
+  /**
+   * `config`: a configuration object, its JSON text, or a rate string such
+   * as `'10/second;100/day'`; none (undefined or null): an empty policy,
+   * which admits everything until `add` adds limits (Python's `Policy()`).
+   */
+  constructor(config?: PolicyConfig | string | null, options?: PolicyOptions)
   /** One limit per rate, each named by its rate. */
   static fromRates(rates: string, options?: PolicyOptions): Policy
   static fromConfig(config: PolicyConfig | string, options?: PolicyOptions): Policy
+  /**
+   * Adds a limit called `name`, keyed by the request fields `options.by`,
+   * each key starting as a fresh copy of `limiter`'s configuration (not its
+   * state nor its name); a `KeyedLimiter` brings its `maxKeys` and
+   * `eviction` too, not its keys (Python's `policy.add(name, limiter, by=...)`).
+   * A name taken already, empty or not printable ASCII, or `by` naming a
+   * field twice: a `RangeError` (`invalid_value`). A calendar limit moves a
+   * policy without a `clock` of its own to `Date.now()`, or is a
+   * `RangeError` (`invalid_value`) once its limits hold state read on the
+   * monotonic clock. A booking made before gives nothing back to the new
+   * limit, and a decision made before has the headers of the limits it lists.
+   */
+  add(name: string, limiter: Limiter | KeyedLimiter, options?: PolicyAddOptions): void
   tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
   peek(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
   /** Books in every limit for the earliest moment all fit, or in none. */
@@ -484,8 +509,17 @@ export declare class Policy {
    */
   headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
   reclaim(nowMs?: number): void
-  /** The limits, in order. */
+  /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */
   readonly limits: Array<{ name: string; by: string[] }>
+  /** The limits' names, in order. */
+  readonly names: string[]
+  /** The number of limits, as a `Map`'s `size` (Python: `len(policy)`). */
+  readonly size: number
+  /**
+   * The fields limit `name` is keyed by (`[]` for a global limit); a
+   * `RangeError` (`invalid_value`) for a name no limit has (Python: `KeyError`).
+   */
+  keyedBy(name: string): string[]
 }
 
 /**

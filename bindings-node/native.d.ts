@@ -86,9 +86,11 @@ export declare function leakyBucket(options: unknown): number
 
 /**
  * Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
- * configuration, at most `max_keys` keys held (`eviction` at the bound).
+ * configuration, at most `max_keys` keys held (`eviction` at the bound), to
+ * a policy on the default monotonic clock (`monotonic`) or not: `true`
+ * when it reads `Date.now()` from now on (see [`shared::policy_add`]).
  */
-export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): void
+export declare function policyAdd(handle: number, name: string, by: Array<string>, limiter: number, maxKeys: number | undefined | null, eviction: string | undefined | null, monotonic: boolean): boolean
 
 /**
  * The array policy operations answer into (status, deniedBy, five numbers
@@ -123,8 +125,12 @@ export declare function policyOp(handle: number, fields: Array<string>, cost: nu
 /** `policy.reclaim(nowMs)`. */
 export declare function policyReclaim(handle: number, nowMs: number): void
 
-/** `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]). */
-export declare function policyRefund(handle: number, fields: Array<string>, cost: number, taken: Array<number>): void
+/**
+ * `policy.refund(request, cost, takenAtMs)`, or a policy reservation's
+ * `cancel()` (see [`refund`]), in the first `limits` limits: those the
+ * policy had when the units were taken.
+ */
+export declare function policyRefund(handle: number, fields: Array<string>, cost: number, taken: Array<number>, limits: number): void
 
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void

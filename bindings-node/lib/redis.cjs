@@ -228,6 +228,9 @@ function limiterOfRate(algorithm, rate, burst) {
 
 /** Every limit of what `Policy` takes, `{ name, by, args, limit }`, and the in-process policy (headers, checks). */
 function policyLimits(config, algorithm, by) {
+  // Refused as before `new Policy()` became the empty policy, which has
+  // nothing to keep in Redis.
+  if (config === undefined || config === null) throw typeError('config', 'an object or a string');
   if (config !== null && typeof config === 'object' && Array.isArray(config.limits)) {
     config.limits.forEach((item, i) => nativeOnly(item?.limiter, `limits[${i}].limiter`));
   }

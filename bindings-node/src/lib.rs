@@ -555,8 +555,11 @@ pub fn policy_new(env: Env) -> napi::Result<u32> {
 }
 
 /// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
-/// configuration, at most `max_keys` keys held (`eviction` at the bound).
+/// configuration, at most `max_keys` keys held (`eviction` at the bound), to
+/// a policy on the default monotonic clock (`monotonic`) or not: `true`
+/// when it reads `Date.now()` from now on (see [`shared::policy_add`]).
 #[napi]
+#[allow(clippy::too_many_arguments)]
 pub fn policy_add(
     env: Env,
     handle: u32,
@@ -565,10 +568,12 @@ pub fn policy_add(
     limiter: u32,
     max_keys: Option<f64>,
     eviction: Option<String>,
-) -> napi::Result<()> {
+    monotonic: bool,
+) -> napi::Result<bool> {
     let limiter = with(&env, limiter, |l| l.clone())?;
     with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_add(p, &name, &by, limiter, max_keys, eviction.as_deref())
+        let bound = (max_keys, eviction.as_deref());
+        shared::policy_add(p, &name, &by, limiter, bound, monotonic)
     })?
     .or_throw(&env)
 }
@@ -624,7 +629,9 @@ pub fn policy_op(
     policy_status(&env, answer)
 }
 
-/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
+/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's
+/// `cancel()` (see [`refund`]), in the first `limits` limits: those the
+/// policy had when the units were taken.
 #[napi]
 pub fn policy_refund(
     env: Env,
@@ -632,9 +639,10 @@ pub fn policy_refund(
     fields: Vec<String>,
     cost: f64,
     taken: Vec<f64>,
+    limits: u32,
 ) -> napi::Result<()> {
     with_in(&POLICIES, &env, handle, |p| {
-        shared::policy_refund(p, &fields, cost, &taken)
+        shared::policy_refund(p, &fields, cost, &taken, limits as usize)
     })?
     .or_throw(&env)
 }

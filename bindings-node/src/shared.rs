@@ -806,18 +806,31 @@ pub fn counted_in_js(policy: Policy) -> Result<Policy, Error> {
     Ok(policy)
 }
 
-/// `{ name, by, limiter }`: a limit of copies of `limiter`'s configuration.
+/// `{ name, by, limiter }` or `policy.add(name, limiter, { by })`: a limit
+/// of copies of `limiter`'s configuration, to a policy that reads the
+/// default monotonic clock (`monotonic`, see [`Policy::add_store_on`]) or
+/// not. `true`: it reads `Date.now()` from now on.
 #[cfg_attr(ratekeeper_size, optimize(size))]
-pub fn policy_add(
+pub fn policy_add<J>(
     p: &mut Policy,
     name: &str,
     by: &[String],
     limiter: AnyLimiter,
-    max_keys: Option<f64>,
-    eviction: Option<&str>,
-) -> Result<(), Error> {
+    (max_keys, eviction): (Option<f64>, Option<&str>),
+    monotonic: bool,
+) -> Result<bool, Failure<J>> {
     let by: Vec<&str> = by.iter().map(String::as_str).collect();
-    p.add_store(name, &by, keyed(limiter, max_keys, eviction)?)
+    let store = keyed(limiter, max_keys, eviction)?;
+    p.add_store_on(name, &by, store, monotonic)
+        .map_err(|error| match error.argument() {
+            // The core's words, in this binding's clocks (as Python's name its own).
+            Some("limiter") => {
+                let message = "`limiter` follows a calendar, which needs Date.now, and the policy \
+                               has decided on performance.now: give it clock: Date.now";
+                Failure::Worded(error, message.into())
+            }
+            _ => error.into(),
+        })
 }
 
 /// A request from JS: field names and values, alternating.
@@ -976,16 +989,19 @@ fn policy_reserve(
     })
 }
 
-/// `policy.refund(request, cost, takenAtMs)`.
+/// `policy.refund(request, cost, takenAtMs)`, or the giving back of a
+/// booking, in the first `limits` limits only: those the policy had when
+/// the units were taken (see [`Policy::refund_limits`]).
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_refund(
     p: &mut Policy,
     fields: &[String],
     cost: f64,
     taken: &[f64],
+    limits: usize,
 ) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
-    p.refund(&request(fields), taken_at(taken)?, cost)
+    p.refund_limits(&request(fields), taken_at(taken)?, cost, limits)
 }
 
 /// `policy.reclaim(nowMs)`.
@@ -1023,10 +1039,12 @@ pub fn policy_limits(p: &Policy) -> Vec<String> {
 /// and `RateLimit` as comma-separated items, then `Retry-After` (the
 /// combined retry) when denied; joined by `\n`. `decision` holds five numbers
 /// per limit, as [`policy_details`] wrote them, after five numbers for the
-/// combined decision.
+/// combined decision: for every limit, or for the first ones only (a
+/// decision made before `add` added the others), as Python's `headers`
+/// lists the limits a decision has.
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
-    if decision.len() != 5 * (p.len() + 1) {
+    if !decision.len().is_multiple_of(5) || !(5..=5 * (p.len() + 1)).contains(&decision.len()) {
         return Err(invalid_type("decision", "a decision"));
     }
     let (c, limits) = decision.split_at(5);

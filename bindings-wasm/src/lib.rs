@@ -610,7 +610,9 @@ pub fn policy_new() -> PolicyHandle {
 }
 
 /// Adds a limit called `name`, keyed by `by`, each key a copy of `limiter`'s
-/// configuration, at most `max_keys` keys held (`eviction` at the bound).
+/// configuration, at most `max_keys` keys held (`eviction` at the bound), to
+/// a policy on the default monotonic clock (`monotonic`) or not: `true`
+/// when it reads `Date.now()` from now on (see `shared::policy_add`).
 #[wasm_bindgen(js_name = policyAdd)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_add(
@@ -620,21 +622,16 @@ pub fn policy_add(
     limiter: &Handle,
     max_keys: Option<f64>,
     eviction: Option<String>,
-) -> Result<(), JsValue> {
+    monotonic: bool,
+) -> Result<bool, JsValue> {
     let limiter = limiter.0.borrow().clone();
     let mut policy = handle.0.borrow_mut();
     // Its new store is seeded, with the others again, at the next operation.
     handle.1.set(false);
-    let added = shared::policy_add(
-        &mut policy,
-        name,
-        &by,
-        limiter,
-        max_keys,
-        eviction.as_deref(),
-    );
+    let bound = (max_keys, eviction.as_deref());
+    let added = shared::policy_add(&mut policy, name, &by, limiter, bound, monotonic);
     drop(policy);
-    settled(added)
+    added.map_err(failure_to_js)
 }
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
@@ -750,7 +747,9 @@ pub fn policy_op_scratch(
     }))
 }
 
-/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's `cancel()` (see [`refund`]).
+/// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's
+/// `cancel()` (see [`refund`]), in the first `limits` limits: those the
+/// policy had when the units were taken.
 #[wasm_bindgen(js_name = policyRefund)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_refund(
@@ -758,9 +757,10 @@ pub fn policy_refund(
     fields: Vec<String>,
     cost: f64,
     taken: Vec<f64>,
+    limits: usize,
 ) -> Result<(), JsValue> {
     let mut policy = seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    let refunded = shared::policy_refund(&mut policy, &fields, cost, &taken);
+    let refunded = shared::policy_refund(&mut policy, &fields, cost, &taken, limits);
     drop(policy);
     settled(refunded)
 }

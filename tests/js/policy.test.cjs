@@ -761,6 +761,204 @@ describe('Policy', () => {
   });
 });
 
+describe('Policy grown in code: new Policy() and add, as in Python', () => {
+  const window = (limit, windowMs = 1e9) => new FixedWindow({ limit, windowMs });
+  const perUserAndGlobal = (userLimit, globalLimit, options) => {
+    const policy = new Policy(undefined, options);
+    policy.add('per-user', window(userLimit), { by: ['user'] });
+    policy.add('global', window(globalLimit));
+    return policy;
+  };
+
+  it('starts empty, admitting everything, and lists what add adds: limits, names, keyedBy, size', () => {
+    for (const empty of [new Policy(), new Policy(null), new Policy(undefined, { clock: () => 0 })]) {
+      assert.deepStrictEqual([empty.size, empty.names, empty.limits], [0, [], []]);
+      const d = empty.tryAcquire({}, 1, 0);
+      assert.deepStrictEqual([d.allowed, d.remaining, d.limits], [true, Infinity, []]);
+    }
+    const policy = perUserAndGlobal(2, 3);
+    assert.deepStrictEqual(
+      [policy.size, policy.names, policy.keyedBy('per-user'), policy.keyedBy('global')],
+      [2, ['per-user', 'global'], ['user'], []],
+    );
+    assert.deepStrictEqual(policy.limits, [{ name: 'per-user', by: ['user'] }, { name: 'global', by: [] }]);
+    // Copies: changing one changes nothing in the policy.
+    policy.names.push('x');
+    policy.keyedBy('per-user').push('x');
+    assert.deepStrictEqual([policy.names, policy.keyedBy('per-user')], [['per-user', 'global'], ['user']]);
+    const first = policy.tryAcquire({ user: 'alice' }, 2, 0);
+    assert.deepStrictEqual([first.allowed, first.remaining, first.limit, first.deniedBy], [true, 0, 2, null]);
+    assert.deepStrictEqual(first.limits.map((l) => [l.name, l.remaining]), [['per-user', 0], ['global', 1]]);
+    const denied = policy.tryAcquire({ user: 'alice' }, 1, 0);
+    assert.deepStrictEqual([denied.allowed, denied.deniedBy], [false, 'per-user']);
+    assert.equal(policy.tryAcquire({ user: 'bob' }, 1, 0).allowed, true, 'the denial took nothing from global');
+    assert.equal(policy.tryAcquire({ user: 'carol' }, 1, 0).deniedBy, 'global');
+    assert.deepStrictEqual(policy.headers(denied), {
+      'RateLimit-Policy': '"per-user";q=2;w=1000000, "global";q=3;w=1000000',
+      RateLimit: '"per-user";r=0;t=1000000, "global";r=1;t=1000000',
+      'Retry-After': '1000000',
+    });
+    assertLimiterError(() => policy.tryAcquire({}, 1, 0), 'invalid_value', 'request');
+  });
+
+  it('copies the configuration only; a KeyedLimiter brings its bound, not its keys', () => {
+    const used = new Gcra({ burst: 2, emissionIntervalMs: 1000, name: 'ignored' });
+    used.tryAcquire(2, 0);
+    const keyed = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000 }), { maxKeys: 1, eviction: 'refuse' });
+    keyed.tryAcquire('a', 1, 0);
+    const policy = new Policy();
+    policy.add('burst', used, { by: ['user'] });
+    policy.add('per-user', keyed, { by: ['user'] });
+    assert.deepStrictEqual(policy.names, ['burst', 'per-user']);
+    assert.equal(policy.tryAcquire({ user: 'a' }, 1, 0).allowed, true, "neither the limiter's nor the store's state");
+    assert.equal(policy.peek({ user: 'a' }, 0, 0).limits[0].remaining, 1, 'a fresh burst of 2, less one');
+    assert.throws(() => policy.tryAcquire({ user: 'b' }, 1, 0), (e) => e instanceof RangeError && e.code === 'store_full');
+    assert.equal(used.peek(0, 0).remaining, 0, 'the limiter given is left as it was');
+  });
+
+  it('refuses what Python refuses, with its codes, adding nothing', () => {
+    const policy = new Policy();
+    policy.add('a', new Gcra({ burst: 1, emissionIntervalMs: 1000 }));
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 1000 });
+    const taken = assertLimiterError(() => policy.add('a', gcra), 'invalid_value', 'name');
+    assert.equal(taken.message, '`name` is already the name of a limit in this policy');
+    assertLimiterError(() => policy.add('', gcra), 'invalid_value', 'name');
+    assertLimiterError(() => policy.add('caf\u00e9', gcra), 'invalid_value', 'name');
+    assertLimiterError(() => policy.add('bad\ud800', gcra), 'invalid_value', 'name');
+    assertLimiterError(() => policy.add('b', gcra, { by: ['user', 'user'] }), 'invalid_value', 'by');
+    assertLimiterError(() => policy.add(5, gcra), 'invalid_type', 'name');
+    assertLimiterError(() => policy.add('b', 5), 'invalid_type', 'limiter');
+    assertLimiterError(() => policy.add('b', Policy.fromRates('1/second')), 'invalid_type', 'limiter');
+    assertLimiterError(() => policy.add('b', gcra, { by: 'user' }), 'invalid_type', 'by');
+    assertLimiterError(() => policy.add('b', gcra, { by: ['user', 5] }), 'invalid_type', 'by');
+    assertLimiterError(() => policy.add('b', gcra, { by: ['us\udc00er'] }), 'invalid_value', 'by');
+    assertLimiterError(() => policy.add('b', gcra, 'user'), 'invalid_type', 'options');
+    assertLimiterError(() => policy.add('b', gcra, { maxKeys: 5 }), 'invalid_type', 'maxKeys');
+    assertLimiterError(() => Policy.prototype.add.call({}, 'b', gcra), 'invalid_type', 'this');
+    assert.deepStrictEqual(policy.names, ['a']);
+    // `by` of null is none, as Python's by=None.
+    policy.add('b', gcra, { by: null });
+    assert.deepStrictEqual(policy.limits, [{ name: 'a', by: [] }, { name: 'b', by: [] }]);
+  });
+
+  it('keyedBy names an unknown limit; algorithm and by need a rate string, and fromConfig a configuration', () => {
+    const policy = Policy.fromRates('1/second;5/minute', { by: ['user'] });
+    assert.deepStrictEqual(policy.keyedBy('5/minute'), ['user']);
+    const unknown = assertLimiterError(() => policy.keyedBy('nope'), 'invalid_value', 'name');
+    assert.equal(unknown.message, '`name` is not the name of a limit in this policy: "nope"');
+    assertLimiterError(() => policy.keyedBy(5), 'invalid_type', 'name');
+    assertLimiterError(() => policy.keyedBy('x\ud800'), 'invalid_value', 'name');
+    const none = assertLimiterError(() => new Policy(undefined, { by: ['user'] }), 'invalid_value', 'algorithm');
+    assert.equal(none.message, '`algorithm` and `by` apply only to a rate string, and none was given');
+    assertLimiterError(() => Policy.fromConfig(), 'invalid_type', 'config');
+    assertLimiterError(() => Policy.fromConfig(null), 'invalid_type', 'config');
+  });
+
+  it('a calendar limit moves a policy without a clock to Date.now(), unless it holds state on the monotonic clock', () => {
+    const DAY = 86_400_000;
+    const daily = () => new FixedWindow({ limit: 1000, calendar: 'day' });
+    const leftOfTheDay = (policy) => {
+      for (;;) {
+        const day = Math.floor(Date.now() / DAY);
+        const reset = policy.tryAcquire({ user: 1 }).resetAfterMs;
+        const expected = (day + 1) * DAY - Date.now();
+        if (Math.floor(Date.now() / DAY) === day) return Math.abs(reset - expected);
+      }
+    };
+    const added = new Policy();
+    added.add('daily', daily(), { by: ['user'] });
+    assert.ok(leftOfTheDay(added) < 60_000);
+    // Decided on the monotonic clock: the jump to the epoch would make its limits forget what they hold.
+    const busy = new Policy();
+    busy.add('per-minute', new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 60_000 }), { by: ['user'] });
+    assert.equal(busy.tryAcquire({ user: 1 }).allowed, true);
+    const refused = assertLimiterError(() => busy.add('daily', daily(), { by: ['user'] }), 'invalid_value', 'limiter');
+    assert.equal(
+      refused.message,
+      '`limiter` follows a calendar, which needs Date.now, and the policy has decided on performance.now: give it clock: Date.now',
+    );
+    assert.deepStrictEqual(busy.names, ['per-minute']);
+    assert.equal(busy.tryAcquire({ user: 1 }).deniedBy, 'per-minute', 'still on its monotonic clock');
+    // A clock given stays, whatever the policy holds.
+    const given = new Policy(undefined, { clock: () => 100 * DAY + 3_600_000 });
+    given.add('per-minute', new FixedWindow({ limit: 5, windowMs: 60_000 }));
+    assert.equal(given.tryAcquire({}).allowed, true);
+    given.add('daily', daily());
+    assert.equal(given.tryAcquire({}).limits[1].resetAfterMs, DAY - 3_600_000);
+  });
+
+  it('a decision made before add has the headers of the limits it lists', () => {
+    const policy = new Policy();
+    policy.add('global', window(3));
+    const before = policy.tryAcquire({}, 1, 0);
+    policy.add('per-user', window(2), { by: ['user'] });
+    assert.deepStrictEqual(policy.headers(before), { 'RateLimit-Policy': '"global";q=3;w=1000000', RateLimit: '"global";r=2;t=1000000' });
+    const after = policy.tryAcquire({ user: 'a' }, 1, 0);
+    assert.equal(policy.headers(after).RateLimit, '"global";r=1;t=1000000, "per-user";r=1;t=1000000');
+    assertLimiterError(() => policy.headers({ ...after, limits: [...after.limits, after.limits[0]] }), 'invalid_type', 'decision.limits');
+    // Fewer limits are those of an earlier decision only, told by their names.
+    assertLimiterError(() => policy.headers({ ...after, limits: after.limits.slice(1) }), 'invalid_type', 'decision.limits');
+    const unnamed = { ...before, limits: before.limits.map(({ name, ...numbers }) => numbers) };
+    assertLimiterError(() => policy.headers(unnamed), 'invalid_type', 'decision.limits');
+  });
+
+  // Books `request` for a slot to come, calls `add` while it waits, then gives
+  // the booking back: cancel() of a reservation, or an abort of acquire.
+  async function giveBackAfterAdding(policy, time, request, how, add) {
+    if (how === 'cancel') {
+      const reservation = policy.reserve(request);
+      assert.ok(reservation.ok && reservation.waitMs > 0);
+      add();
+      reservation.cancel();
+      return;
+    }
+    const controller = new AbortController();
+    const waiting = policy.acquire(request, 1, { signal: controller.signal });
+    await time.advance(1);
+    add();
+    controller.abort();
+    await assert.rejects(waiting, (e) => e.name === 'AbortError');
+  }
+
+  for (const how of ['cancel', 'acquire']) {
+    it(`${how}: a booking gives nothing back to a limit added after it`, async () => {
+      const time = fakeTime({ start: 0 }).install();
+      try {
+        const policy = new Policy(undefined, { clock: time.now });
+        policy.add('per-user', new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 60_000 }), { by: ['user'] });
+        assert.equal(policy.tryAcquire({ user: 1 }).allowed, true);
+        await giveBackAfterAdding(policy, time, { user: 1 }, how, () => {
+          policy.add('global', new FixedWindow({ limit: 1, windowMs: 1_000_000 }));
+          assert.equal(policy.tryAcquire({ user: 2 }).allowed, true);
+        });
+        // 'global' never held user 1's booking: giving it back there admitted
+        // a second request in a window of one.
+        const denied = policy.tryAcquire({ user: 3 });
+        assert.deepStrictEqual([denied.allowed, denied.deniedBy], [false, 'global']);
+        // 'per-user' got it back: user 1 waits only for its refill.
+        assert.equal(policy.peek({ user: 1 }).limits[0].retryAfterMs, 60_000 - time.now());
+      } finally {
+        time.uninstall();
+      }
+    });
+
+    it(`${how}: a booking is given back though a limit added after it needs another field`, async () => {
+      const time = fakeTime({ start: 0 }).install();
+      try {
+        const policy = new Policy(undefined, { clock: time.now });
+        policy.add('global', new FixedWindow({ limit: 1, windowMs: 60_000 }));
+        assert.equal(policy.tryAcquire(undefined).allowed, true);
+        // Booked for the next window, at 60 s; the request has no "user" field.
+        await giveBackAfterAdding(policy, time, {}, how, () => policy.add('per-user', new FixedWindow({ limit: 5, windowMs: 60_000 }), { by: ['user'] }));
+        await time.advance(60_000);
+        assert.equal(policy.tryAcquire({ user: 'a' }).allowed, true, "its unit is back in 'global'");
+      } finally {
+        time.uninstall();
+      }
+    });
+  }
+});
+
 describe('portable state', () => {
   const bucket = { capacity: 3, refillTokens: 1, refillPeriodMs: 100 };
   const portable = [

@@ -735,6 +735,15 @@ test('a misspelt option is refused, naming it, as the in-process classes refuse 
   });
 });
 
+test('a RedisPolicy needs a configuration: none is refused by name, not taken as an empty policy', () => {
+  // `new Policy()` is an empty in-process policy; a RedisPolicy of none threw
+  // an uncoded TypeError reading its limits.
+  const client = { sendCommand: async () => Promise.reject(new Error('unused')) };
+  for (const none of [undefined, null]) {
+    assert.throws(() => new RedisPolicy(client, none), { name: 'TypeError', code: 'invalid_type', message: '`config` must be an object or a string' });
+  }
+});
+
 test('errors no retry mends reject too: NOPERM, WRONGTYPE, a value the script cannot read (as in Python)', async () => {
   // A misconfiguration looked like an outage: onError 'open' allowed every
   // request, for ever, with nothing but fromStore to tell.

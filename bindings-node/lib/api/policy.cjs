@@ -11,6 +11,10 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
   // The checks of `this` (see thisChecks); `isPolicy` is set below, by the class.
   const { own: ownPolicy, failed: policyError } = thisChecks((self) => isPolicy(self), 'a Policy');
 
+  // The default clock of a policy that holds a calendar limit: the epoch,
+  // read through the global each time, as fake timers replace it.
+  const epochClock = () => Date.now();
+
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {
     const data = configData(config);
@@ -80,7 +84,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         if (!isLimiter(limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
         if (maxKeys != null && typeof maxKeys !== 'number') badType('max_keys', 'a number');
         if (eviction != null && typeof eviction !== 'string') badType('eviction', 'a string');
-        B.policyAdd(h, name, by, internalsOf(limiter).handle, maxKeys ?? undefined, eviction ?? undefined);
+        // Not on a monotonic clock yet: the constructor chooses the clock once every limit is in.
+        B.policyAdd(h, name, by, internalsOf(limiter).handle, maxKeys ?? undefined, eviction ?? undefined, false);
       }
     } catch (error) {
       if (typeof B.freePolicy === 'function') B.freePolicy(h);
@@ -98,7 +103,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
    *
    * `config`: `{ limits: [{ name, rate, algorithm?, burst?, calendar?, by?, maxKeys... }] }`
    * (the core's declarative configuration, snake_case keys), its JSON text,
-   * `{ limits: [{ name, by?, limiter }] }` with configured limiters, or a rate string such as '10/second;100/day' (then `options.algorithm` and `options.by`).
+   * `{ limits: [{ name, by?, limiter }] }` with configured limiters, or a rate string such as '10/second;100/day' (then `options.algorithm` and `options.by`);
+   * none (undefined or null): an empty policy, which admits everything until `add` adds limits.
    */
   class Policy {
     #h;
@@ -131,14 +137,18 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         }
       }
       const rates = typeof config === 'string' && !config.trimStart().startsWith('{');
+      const none = config === undefined || config === null;
       // Read once (a getter may answer otherwise the next time), if a configuration's.
       let listed;
       // As in Python: silently dropped, `by` would leave one global limit
       // where the caller asked for one per user.
       if (!rates && (algorithm !== undefined || by !== undefined)) {
-        invalidValue("`algorithm` and `by` apply only to a rate string; a configuration names each limit's");
+        const which = none ? ', and none was given' : "; a configuration names each limit's";
+        invalidValue(`\`algorithm\` and \`by\` apply only to a rate string${which}`);
       }
-      if (rates) {
+      if (none) {
+        this.#h = B.policyNew();
+      } else if (rates) {
         this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);
       } else if (typeof config === 'string') {
         this.#h = B.policyFromConfig(policyData(config));
@@ -150,6 +160,18 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         badType('config', 'an object or a string');
       }
       if (policyHandles !== null) policyHandles.register(this, this.#h);
+      const calendar = this.#readLimits();
+      // A calendar's windows are UTC days, weeks and months: by default such
+      // a policy reads the epoch clock, as the Python binding does.
+      this.#clock = clock ?? (calendar ? epochClock : defaultClock);
+    }
+
+    /**
+     * Reads the limits from the backend, with what follows from them (the
+     * fields requests need, which bookings are given back, room for the
+     * answers); whether one follows a calendar.
+     */
+    #readLimits() {
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
       let calendar = false;
@@ -164,15 +186,52 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         i += 4 + count;
       }
       this.#buckets = buckets === 0 ? 'none' : buckets === this.#limits.length ? 'all' : 'some';
+      this.#needs = [];
       for (const { name, by } of this.#limits) {
         for (const field of by) if (!this.#needs.some(([known]) => known === field)) this.#needs.push([field, name]);
       }
-      // A calendar's windows are UTC days, weeks and months: by default such
-      // a policy reads the epoch clock (read through the global each time, as
-      // fake timers replace it), as the Python binding does.
-      this.#clock = clock ?? (calendar ? () => Date.now() : defaultClock);
       // policyOp answers in an array the backend sizes.
       fitPolicy(this.#limits.length);
+      return calendar;
+    }
+
+    /**
+     * Adds a limit called `name`, keyed by the request fields `options.by`
+     * (none: one limiter every request shares), each key starting as a fresh
+     * copy of `limiter`'s configuration (not its state nor its name); a
+     * KeyedLimiter brings its `maxKeys` and `eviction` too, not its keys. As
+     * Python's `Policy.add`: a name taken already, empty or not printable
+     * ASCII, or `by` naming a field twice, is a RangeError `invalid_value`;
+     * so is a calendar limit added to a policy without a clock of its own
+     * that holds state read on the monotonic clock (else such a policy reads
+     * `Date.now()` from then on).
+     */
+    add(name, limiter, options) {
+      ownPolicy(this);
+      let by = [];
+      if (options !== undefined && options !== null) {
+        if (typeof options !== 'object') badType('options', 'an object');
+        options = known(options, 'Policy.add');
+        if (options.by !== undefined && options.by !== null) {
+          by = arrayOf(options.by, 'string');
+          if (by === undefined) badType('by', 'an array of strings');
+          wellFormedFields(by);
+        }
+      }
+      if (typeof name !== 'string') badType('name', 'a string');
+      textOf(name, 'name');
+      let maxKeys;
+      let eviction;
+      if (isKeyed(limiter)) {
+        ({ maxKeys, eviction } = limiter);
+        limiter = limiter.limiter;
+      } else if (!isLimiter(limiter)) {
+        badType('limiter', 'a limiter or a KeyedLimiter');
+      }
+      const { handle } = internalsOf(limiter);
+      const epoch = B.policyAdd(this.#h, name, by, handle, maxKeys ?? undefined, eviction ?? undefined, this.#clock === defaultClock);
+      if (epoch) this.#clock = epochClock;
+      this.#readLimits();
     }
 
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
@@ -186,6 +245,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     /** A policy from its declarative configuration (an object or JSON text). */
     static fromConfig(config, options) {
+      // A configuration, not none: `new Policy()` is the empty policy.
+      if (config === undefined || config === null) badType('config', 'an object or a string');
       return new Policy(config, options);
     }
 
@@ -268,8 +329,12 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
         // A booking of a slot to come that no waiter holds (see untracked).
         if (flat[0] === 1 && out()[0] > 0) untracked(this);
+        // Given back in the limits it was booked in only: one added since
+        // never held it, and giving it back there would admit more than that
+        // limit allows (nor does the request need that limit's fields).
+        const limits = this.#limits.length;
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low]);
+        const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low], limits);
         return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
       } catch (error) {
         throw policyError(this, error);
@@ -281,7 +346,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
       // As strings: see requestText.
       const fields = requestText(this.#fields(request));
       if (typeof cost !== 'number') badType('cost', 'a number');
-      B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
+      B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN], this.#limits.length);
     }
 
     acquire(request, cost, options) {
@@ -293,10 +358,16 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         return Promise.reject(error);
       }
       const h = this.#h;
+      // The limits the latest booking was made in (see reserve): a booking
+      // is given back before it is made again.
+      let limits = 0;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => policyOp(h, fields, units, maxWait, now, 2)[0] === 1,
-          refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low]),
+          reserve: (units, maxWait, now) => {
+            limits = this.#limits.length;
+            return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
+          },
+          refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low], limits),
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',
@@ -323,10 +394,19 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
       const flat = decisionFields(decision, 'decision');
       // Read once, as decisionFields reads the rest: a getter may answer otherwise the next time.
       const limits = decision.limits;
-      if (!Array.isArray(limits) || limits.length !== this.#limits.length) {
-        invalidType(`\`decision.limits\` must be an array of ${this.#limits.length} decisions, one per limit of the policy`);
+      const listed = [];
+      if (Array.isArray(limits)) for (let i = 0; i < limits.length && i <= this.#limits.length; i++) listed.push(limits[i]);
+      // Fewer: a decision made before `add` added the others, whose headers
+      // list the limits it has (as in Python), told by their names: a
+      // decision missing some other limit would have its numbers sent under
+      // another limit's name.
+      const first = listed.length < this.#limits.length && listed.every((d, i) => d?.name === this.#limits[i].name);
+      if (!Array.isArray(limits) || (limits.length !== this.#limits.length && !first)) {
+        invalidType(
+          `\`decision.limits\` must be an array of ${this.#limits.length} decisions, one per limit of the policy (of a decision made before \`add\`: of its first limits, named as they are)`,
+        );
       }
-      for (let i = 0; i < this.#limits.length; i++) flat.push(...decisionFields(limits[i], `decision.limits[${i}]`));
+      for (let i = 0; i < listed.length; i++) flat.push(...decisionFields(listed[i], `decision.limits[${i}]`));
       for (let i = 0; i < flat.length; i += 5) flat[i] = flat[i] ? 1 : 0;
       const values = B.policyHeaders(this.#h, flat).split('\n');
       // A policy without limits has none to announce.
@@ -346,6 +426,31 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
     get limits() {
       ownPolicy(this);
       return this.#limits.map(({ name, by }) => ({ name, by: [...by] }));
+    }
+
+    /** The limits' names, in order. */
+    get names() {
+      ownPolicy(this);
+      return this.#limits.map(({ name }) => name);
+    }
+
+    /** The number of limits (Python: `len(policy)`). */
+    get size() {
+      ownPolicy(this);
+      return this.#limits.length;
+    }
+
+    /**
+     * The fields limit `name` is keyed by (empty for a global limit); a
+     * RangeError `invalid_value` for a name no limit has (Python: KeyError).
+     */
+    keyedBy(name) {
+      ownPolicy(this);
+      if (typeof name !== 'string') badType('name', 'a string');
+      textOf(name, 'name');
+      const limit = this.#limits.find((l) => l.name === name);
+      if (limit === undefined) invalidValue(`\`name\` is not the name of a limit in this policy: ${JSON.stringify(name)}`);
+      return [...limit.by];
     }
 
     static {

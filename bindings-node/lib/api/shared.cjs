@@ -165,6 +165,7 @@ module.exports = function shared(B) {
     FixedWindow: ['limit', 'windowMs', 'calendar', ...COMMON],
     KeyedLimiter: ['maxKeys', 'eviction'],
     Policy: ['algorithm', 'by', 'clock'],
+    'Policy.add': ['by'],
     acquire: ['signal', 'timeoutMs'],
     'the server helpers': ['limiter', 'key', 'fields', 'cost', 'skip'],
   };

@@ -180,7 +180,23 @@ export async function waitingKeyed(): Promise<void> {
   await perIp.acquire('k', 1, { timeoutMs: 100 });
   await policy.acquire({ ip: 'x' }, 1, { timeoutMs: 100 });
 }
+// Grown in code, as Python's Policy() and add: a limiter or a KeyedLimiter, keyed by `by`.
+const grown = new Policy();
+grown.add('per-ip', perIpCopy, { by: ['ip'] });
+grown.add('global', monthly);
+grown.add('per-user', bucket, { by: null });
+// @ts-expect-error: `by` is an option, as Python's keyword
+grown.add('x', bucket, ['ip']);
+// @ts-expect-error: a policy is no limit of another
+grown.add('y', exact);
+const grownNames: string[] = grown.names;
+const grownSize: number = grown.size;
+const grownBy: string[] = grown.keyedBy('per-ip');
+const grownLimits: Array<{ name: string; by: string[] }> = grown.limits;
+// @ts-expect-error: read-only, as a Map's size
+grown.size = 3;
 export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
+export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, grownLimits, new Policy(null, { clock: Date.now })];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
 
