@@ -3,7 +3,8 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 use ratekeeper::{
     Algorithm, Decision, Error, LimitConfig, Nanos, Policy, PolicyConfig, PolicyDecision,
 };
@@ -149,8 +150,9 @@ impl Core for PolicyCore {
 /// ``time.monotonic``.
 ///
 /// Every method takes the request first, then the limiter's arguments, and
-/// answers a ``PolicyDecision``; ``headers`` lists every limit. Safe to
-/// share between threads.
+/// answers a ``PolicyDecision``; ``headers`` lists every limit. ``len(policy)``,
+/// ``names``, ``keyed_by(name)`` and ``limits`` (``PolicyLimit``s) describe
+/// its limits. Safe to share between threads.
 #[pyclass(frozen, name = "Policy", module = "ratekeeper")]
 pub struct PyPolicy {
     shared: Shared<PolicyCore>,
@@ -282,12 +284,12 @@ impl PyPolicy {
         headers_dict(py, [(name.as_str(), *window, decision)], decision)
     }
 
-    /// Each limit's name and the fields it is keyed by.
     /// The guarantee of each limit and of all of them (`ratekeeper.guarantee`).
     pub fn guarantees(&self, py: Python<'_>) -> ratekeeper::guarantee::Guarantees {
         self.shared.lock(py).policy.guarantees()
     }
 
+    /// Each limit's name and the fields it is keyed by.
     fn keyed(&self, py: Python<'_>) -> Vec<(String, Vec<String>)> {
         let core = self.shared.lock(py);
         let policy = &core.policy;
@@ -696,6 +698,21 @@ limiter_methods!(
         #[getter]
         fn names<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
             PyTuple::new(py, self.keyed(py).into_iter().map(|(name, _)| name))
+        }
+
+        /// The limits, in order, each a ``PolicyLimit``: a named tuple of its
+        /// ``name`` and the fields it is keyed by (``by``, a tuple, empty for a
+        /// global limit), as JS's ``policy.limits`` lists ``{ name, by }``.
+        #[getter(limits)]
+        fn limit_tuples<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+            static POLICY_LIMIT: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+            let class = POLICY_LIMIT.import(py, "ratekeeper._policy", "PolicyLimit")?;
+            let limits = self
+                .keyed(py)
+                .into_iter()
+                .map(|(name, by)| class.call1((name, PyTuple::new(py, by)?)))
+                .collect::<PyResult<Vec<_>>>()?;
+            PyTuple::new(py, limits)
         }
 
         /// The fields limit ``name`` is keyed by, as a tuple (empty for a

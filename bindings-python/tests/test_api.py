@@ -49,6 +49,7 @@ def test_package_exports() -> None:
         "Limiter",
         "Policy",
         "PolicyDecision",
+        "PolicyLimit",
         "RateLimitError",
         "RateLimitTypeError",
         "RateLimited",

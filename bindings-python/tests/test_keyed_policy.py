@@ -4,6 +4,7 @@ policies (across threads too), and the ratekeeper.limit decorator."""
 from __future__ import annotations
 
 import asyncio
+import pickle
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from ratekeeper import (
     LeakyBucket,
     Policy,
     PolicyDecision,
+    PolicyLimit,
     RateLimited,
     RateLimitError,
     RateLimitTypeError,
@@ -302,6 +304,24 @@ def test_policy_decisions_combine_every_limit() -> None:
     assert own.headers() == {"RateLimit-Policy": '"global";q=3;w=1000000', "RateLimit": '"global";r=1;t=1000000'}
     with pytest.raises(KeyError):
         policy.keyed_by("nope")
+
+
+def test_policy_limits_list_each_limit_as_js_does() -> None:
+    # JS lists `{ name, by }`; Python had only names and keyed_by(name).
+    policy = per_user_and_global(2, 3)
+    assert policy.limits == (PolicyLimit("per-user", ("user",)), PolicyLimit("global", ()))
+    assert [(limit.name, limit.by) for limit in policy.limits] == [("per-user", ("user",)), ("global", ())]
+    name, by = policy.limits[0]
+    assert (name, by) == ("per-user", ("user",))
+    assert repr(policy.limits[1]) == "PolicyLimit(name='global', by=())"
+    assert pickle.loads(pickle.dumps(policy.limits)) == policy.limits
+    assert tuple(limit.name for limit in policy.limits) == policy.names
+    assert all(policy.keyed_by(limit.name) == limit.by for limit in policy.limits)
+    assert Policy().limits == ()
+    rates = Policy.from_rates("2/second;3/minute", by=["user", "route"])
+    assert rates.limits == (("2/second", ("user", "route")), ("3/minute", ("user", "route")))
+    policy.add("per-route", FixedWindow(1, 60), by=("route",))
+    assert policy.limits[-1] == ("per-route", ("route",)) and len(policy.limits) == len(policy) == 3
 
 
 def test_a_policy_decision_kept_never_changes() -> None:

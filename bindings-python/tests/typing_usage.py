@@ -21,6 +21,7 @@ from ratekeeper import (
     Limiter,
     Policy,
     PolicyDecision,
+    PolicyLimit,
     RateLimited,
     RateLimitError,
     RateLimitTypeError,
@@ -192,6 +193,12 @@ def policies(clock: Callable[[], float]) -> None:
     policy.acquire({"user": "2", "route": "/a"}, 0, timeout=0)
     assert_type(policy.names, tuple[str, ...])
     assert_type(policy.keyed_by("per-user"), tuple[str, ...])
+    assert_type(len(policy), int)
+    assert_type(policy.limits, tuple[PolicyLimit, ...])
+    name, by = policy.limits[0]
+    assert_type(name, str)
+    assert_type(by, tuple[str, ...])
+    assert_type(policy.limits[0].by, tuple[str, ...])
     policy.reclaim()
     empty = Policy()
     assert empty.try_acquire()

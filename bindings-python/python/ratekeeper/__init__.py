@@ -19,7 +19,8 @@ portable state (``to_bytes``, ``restore``, ``from_bytes``, pickling).
 
 ``KeyedLimiter`` keeps one limiter per key (``str``, ``bytes`` or ``int``);
 ``Policy`` decides several limits, each keyed by fields of the request, all
-or nothing, answering ``PolicyDecision``s. Both take the key or request
+or nothing, answering ``PolicyDecision``s (its ``limits`` are
+``PolicyLimit``s). Both take the key or request
 first and otherwise answer the same methods. ``ratekeeper.limit`` is a
 decorator for sync and async functions (per key with ``key=``).
 
@@ -32,6 +33,7 @@ admits in the worst case; ``python -m ratekeeper explain|simulate`` (also the
 """
 
 from ratekeeper._errors import RateLimited, RateLimitError, RateLimitTypeError
+from ratekeeper._policy import PolicyLimit
 from ratekeeper._ratekeeper import (
     Bandwidth,
     Decision,
@@ -65,6 +67,7 @@ __all__ = [
     "Limiter",
     "Policy",
     "PolicyDecision",
+    "PolicyLimit",
     "RateLimitError",
     "RateLimitTypeError",
     "RateLimited",

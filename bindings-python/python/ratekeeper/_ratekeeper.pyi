@@ -6,6 +6,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union, f
 
 from typing_extensions import Self, TypeAlias, disjoint_base
 
+from ratekeeper._policy import PolicyLimit
 from ratekeeper._wait import Acquiring
 
 __all__ = [
@@ -526,8 +527,11 @@ class Policy:
     def add(self, name: str, limiter: Union[Limiter, KeyedLimiter], *, by: Optional[Iterable[str]] = None) -> None:
         """Add a limit called ``name``, keyed by the request fields ``by``.
 
-        ``name`` is unique in the policy and follows the rule of limiters'
-        names (printable ASCII, not empty), or ``RateLimitError``
+        Each key starts as a fresh copy of ``limiter``'s configuration (not
+        its state nor its name); a ``KeyedLimiter`` brings its ``max_keys``
+        and ``eviction`` too, not its keys. ``name`` is unique in the policy
+        and follows the rule of limiters' names (printable ASCII, not empty),
+        and ``by`` names no field twice, or ``RateLimitError``
         (``invalid_value``) is raised.
 
         A calendar limit added to a policy without a clock of its own that
@@ -574,12 +578,18 @@ class Policy:
         """Drop the keys of every limit that are back to fresh at ``now``."""
 
     def keyed_by(self, name: str) -> tuple[str, ...]:
-        """The fields limit ``name`` is keyed by."""
+        """The fields limit ``name`` is keyed by (empty for a global limit); ``KeyError`` for an unknown name."""
 
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        """The number of limits (JS: ``policy.size``)."""
+
     @property
     def names(self) -> tuple[str, ...]:
         """The limits' names, in order."""
+
+    @property
+    def limits(self) -> tuple[PolicyLimit, ...]:
+        """The limits, in order: each a ``PolicyLimit`` ``(name, by)``, as JS's ``policy.limits`` lists ``{ name, by }``."""
 
 @final
 class Guarantee:
