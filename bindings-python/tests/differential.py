@@ -113,12 +113,27 @@ def subject(scenario: dict[str, Any]) -> Subject:
     # Every limiter built before the first is added, as the JS runner must.
     limiters = [limiter(limit["limiter"]) for limit in s["limits"]]
     for limit, one in zip(s["limits"], limiters):
-        added: Union[Limiter, KeyedLimiter] = one
-        if "max_keys" in limit or "eviction" in limit:
-            options = {name: limit[name] for name in ("max_keys", "eviction") if name in limit}
-            added = KeyedLimiter(one, **options)
-        policy.add(limit["name"], added, by=limit["by"])
+        add(policy, limit, one)
     return policy
+
+
+def add(policy: Policy, limit: dict[str, Any], built: Limiter) -> None:
+    """``policy.add`` of the limit spec ``limit``, of ``built`` (in a KeyedLimiter for a bound)."""
+    added: Union[Limiter, KeyedLimiter] = built
+    if "max_keys" in limit or "eviction" in limit:
+        options = {name: limit[name] for name in ("max_keys", "eviction") if name in limit}
+        added = KeyedLimiter(built, **options)
+    policy.add(limit["name"], added, by=limit["by"])
+
+
+def members(policy: Policy) -> Record:
+    """What a policy says of its limits, in the JS runner's words."""
+    return {
+        "limits": [{"name": limit.name, "by": list(limit.by)} for limit in policy.limits],
+        "names": list(policy.names),
+        "size": len(policy),
+        "keyedBy": [list(policy.keyed_by(name)) for name in policy.names],
+    }
 
 
 def error(e: ratekeeper.RateLimitError) -> Record:
@@ -210,6 +225,9 @@ class Runner:
         if name == "reclaim":
             t.reclaim(now=at("now"))
             return {}
+        if name == "add":
+            add(t, op["limit"], limiter(op["limit"]["limiter"]))
+            return {}
         if name == "reconfigure":
             to = self.scenario["alternatives"][op["to"]]
             t.reconfigure(limiter(to), now=at("now"))
@@ -243,6 +261,8 @@ class Runner:
             record = {"op": op["op"], **error(e)}
             if op["op"] == "reserve":
                 self.reservations.append(None)
+        if op["op"] == "add":
+            record["members"] = members(self.target)  # type: ignore[arg-type]
         if self.kind == "limiter":
             state: bytes = self.target.to_bytes()  # type: ignore[union-attr]
             record["state"] = state.hex()
@@ -257,7 +277,8 @@ def run_scenario(scenario: dict[str, Any]) -> list[Record]:
     except ratekeeper.RateLimitError as e:
         return [{"op": "build", **error(e)}]
     runner = Runner(scenario, target)
-    return [{"op": "build"}] + [runner.record(i, op) for i, op in enumerate(scenario["ops"])]
+    built: Record = {"op": "build", "members": members(target)} if isinstance(target, Policy) else {"op": "build"}
+    return [built] + [runner.record(i, op) for i, op in enumerate(scenario["ops"])]
 
 
 def main() -> None:

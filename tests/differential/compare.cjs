@@ -195,6 +195,7 @@ function compareRecord(js, py, op, decided) {
   }
   if (js.state !== py.state) problems.push(`state ${js.state} (JS) vs ${py.state} (Python)`);
   if (js.size !== py.size) problems.push(`size ${js.size} (JS) vs ${py.size} (Python)`);
+  if (!isDeepStrictEqual(js.members, py.members)) problems.push(`members ${JSON.stringify(js.members)} (JS) vs ${JSON.stringify(py.members)} (Python)`);
   return { problems, known };
 }
 

@@ -12,7 +12,8 @@
 // A scenario (JSON; nanoseconds as decimal strings, counts as numbers):
 //   { id, kind: 'limiter' | 'keyed' | 'policy', subject, alternatives, ops }
 // subject: a limiter spec { algorithm, ... }, { keyed: spec, max_keys?, eviction? }
-// or { limits: [{ name, by, limiter: spec, max_keys?, eviction? }] };
+// or { limits: [{ name, by, limiter: spec, max_keys?, eviction? }], added } (added:
+// JS builds it empty and adds each limit, else from the configuration);
 // alternatives: specs `reconfigure` switches to. Operations: see run-js.cjs.
 //
 //   node tests/differential/generate.cjs [seed] [count]   prints the scenarios
@@ -239,15 +240,21 @@ function subjectOf(r, kind, algorithm) {
   const limits = [];
   const count = r.int(1, 4);
   for (let i = 0; i < count; i++) {
-    const by = FIELDS.filter(() => r.chance(0.35));
-    const limit = { name: r.chance(0.05) && i > 0 ? limits[0].name : `limit-${i}`, by, limiter: limiterSpec(r, i === 0 ? algorithm : r.pick(ALGORITHMS)) };
-    if (by.length > 0 && r.chance(0.2)) {
-      limit.max_keys = r.int(1, 3);
-      if (r.chance(0.5)) limit.eviction = r.pick(['refuse', 'nearest_fresh']);
-    }
-    limits.push(limit);
+    limits.push(limitSpec(r, (taken) => (taken && i > 0 ? limits[0].name : `limit-${i}`), i === 0 ? algorithm : r.pick(ALGORITHMS)));
   }
-  return { limits };
+  // JS builds half the policies as Python builds each: empty, then `add`.
+  return { limits, added: r.chance(0.5) };
+}
+
+/** A policy's limit `{ name, by, limiter, max_keys?, eviction? }`: `name(taken)` names it, taken: a name in use, sometimes. */
+function limitSpec(r, name, algorithm) {
+  const by = FIELDS.filter(() => r.chance(0.35));
+  const limit = { name: name(r.chance(0.05)), by, limiter: limiterSpec(r, algorithm) };
+  if (by.length > 0 && r.chance(0.2)) {
+    limit.max_keys = r.int(1, 3);
+    if (r.chance(0.5)) limit.eviction = r.pick(['refuse', 'nearest_fresh']);
+  }
+  return limit;
 }
 
 function shapeOf(spec) {
@@ -272,6 +279,7 @@ function scenario(seed, index) {
   const nows = [t];
   let reservations = 0;
   let decisions = 0;
+  let added = 0;
   const ops = [];
   const opCount = r.int(5, 45);
   const target = () => {
@@ -318,11 +326,13 @@ function scenario(seed, index) {
       [decisions > 0 ? 6 : 0, () => ({ op: 'headers', decision: r.int(0, decisions - 1) })],
       [kind === 'keyed' ? 5 : 0, () => ({ op: 'batch', now, costs: Array.from({ length: r.int(0, 5) }, () => cost(r, limits)), ...target() })],
       [kind === 'limiter' ? 0 : 2, () => ({ op: 'reclaim', now })],
+      [kind === 'policy' ? 3 : 0, () => ({ op: 'add', limit: limitSpec(r, (taken) => (taken ? 'limit-0' : `added-${added}`), r.pick(ALGORITHMS)) })],
       [alternatives.length > 0 ? 5 : 0, () => ({ op: 'reconfigure', now, to: r.int(0, alternatives.length - 1) })],
       [kind === 'limiter' ? 6 : 0, () => ({ op: 'roundtrip', how: r.pick(['from_bytes', 'restore']) })],
       [kind === 'limiter' ? 3 : 0, () => ({ op: 'restore_broken', how: r.pick(['truncate', 'flip', 'extend', 'other']), at: r.int(0, 40) })],
     ]);
     if (op.op === 'reserve') reservations++;
+    if (op.op === 'add') added++;
     if (op.op === 'try_acquire' || op.op === 'peek') decisions++;
     ops.push(op);
   }

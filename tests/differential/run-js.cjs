@@ -14,11 +14,13 @@
 //   headers {decision}                      headers() of the decision-th decision, again
 //   batch {now, costs}                      a keyed store's tryAcquireBatch
 //   reclaim {now}                           a keyed store's or policy's reclaim
+//   add {limit}                             a policy's add(name, limiter, { by }), then its members
 //   reconfigure {now, to}                   reconfigure(a limiter of alternatives[to])
 //   roundtrip {how}                         toBytes(), then fromBytes or restore into a fresh limiter, which replaces it
 //   restore_broken {how, at}                restore bytes cut short, changed, extended or of another configuration
 // keyed ops carry `key`, policy ops `request`. After every operation a
-// limiter's state (toBytes) and a keyed store's size are recorded.
+// limiter's state (toBytes) and a keyed store's size are recorded; a
+// policy's members (limits, names, size, keyedBy) once built and after add.
 
 const { msOf } = require('./units.cjs');
 
@@ -83,6 +85,13 @@ function subject(api, scenario) {
     if (s.eviction !== undefined) options.eviction = s.eviction;
     return new api.KeyedLimiter(limiter(api, s.keyed), options);
   }
+  if (s.added) {
+    // Every limiter built before the first is added, as Python does.
+    const limiters = s.limits.map((l) => limiter(api, l.limiter));
+    const policy = new api.Policy();
+    s.limits.forEach((l, i) => add(api, policy, l, limiters[i]));
+    return policy;
+  }
   return new api.Policy({
     limits: s.limits.map((l) => {
       const limit = { name: l.name, by: l.by, limiter: limiter(api, l.limiter) };
@@ -91,6 +100,23 @@ function subject(api, scenario) {
       return limit;
     }),
   });
+}
+
+/** `policy.add` of the limit spec `l`, of the limiter `built` (a KeyedLimiter around it for a bound). */
+function add(api, policy, l, built) {
+  let given = built;
+  if (l.max_keys !== undefined || l.eviction !== undefined) {
+    const options = {};
+    if (l.max_keys !== undefined) options.maxKeys = l.max_keys;
+    if (l.eviction !== undefined) options.eviction = l.eviction;
+    given = new api.KeyedLimiter(built, options);
+  }
+  policy.add(l.name, given, { by: l.by });
+}
+
+/** What a policy says of its limits. */
+function members(policy) {
+  return { limits: policy.limits, names: policy.names, size: policy.size, keyedBy: policy.names.map((name) => policy.keyedBy(name)) };
 }
 
 function error(e) {
@@ -107,7 +133,7 @@ function runScenario(api, scenario) {
   let target;
   try {
     target = subject(api, scenario);
-    records.push({ op: 'build' });
+    records.push(scenario.kind === 'policy' ? { op: 'build', members: members(target) } : { op: 'build' });
   } catch (e) {
     records.push({ op: 'build', ...error(e) });
     return records;
@@ -125,6 +151,7 @@ function runScenario(api, scenario) {
       if (op.op === 'reserve') reservations.push(null);
     }
     record = { op: op.op, ...record };
+    if (op.op === 'add') record.members = members(target);
     if (kind === 'limiter') record.state = hex(target.toBytes());
     if (kind === 'keyed') record.size = target.size;
     records.push(record);
@@ -163,6 +190,9 @@ function perform(api, scenario, target, op, key, reservations, decisions, replac
       return { decisions: target.tryAcquireBatch(...key, op.costs, ms(op.now)) };
     case 'reclaim':
       target.reclaim(ms(op.now));
+      return {};
+    case 'add':
+      add(api, target, op.limit, limiter(api, op.limit.limiter));
       return {};
     case 'reconfigure':
       target.reconfigure(limiter(api, scenario.alternatives[op.to]), ms(op.now));
