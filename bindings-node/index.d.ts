@@ -332,8 +332,19 @@ export declare class RateLimited extends Error {
   readonly retryAfterMs: number
 }
 
-/** A key of a `KeyedLimiter`: a string (UTF-8; one with a lone surrogate, `'\uD800'`: a `RangeError`, `invalid_value`), or a whole number standing for its decimal string (`42` and `'42'` are one key; `1.5` or `NaN`: a `RangeError`, `invalid_value`). */
-export type Key = string | number
+/**
+ * A key of a `KeyedLimiter`: a string (UTF-8; one with a lone surrogate,
+ * `'\uD800'`: a `RangeError`, `invalid_value`), a whole number standing for
+ * its decimal string (`42` and `'42'` are one key; `1.5` or `NaN`: a
+ * `RangeError`, `invalid_value`), or a `Uint8Array` (a Node `Buffer` too)
+ * standing for its bytes, as Python's `bytes`: the same key as the string
+ * whose UTF-8 they are (`Buffer.from('a')` and `'a'` are one key; an empty
+ * one is the key `''`), and bytes that are not UTF-8 a key of their own. Only
+ * the view's bytes count (not the rest of its buffer), read at the call.
+ * Anything else (a `DataView`, an `ArrayBuffer`, another typed array) is a
+ * `TypeError`, `invalid_type`.
+ */
+export type Key = string | number | Uint8Array
 
 /** Options of `KeyedLimiter`. */
 export interface KeyedOptions {
@@ -451,8 +462,8 @@ export interface PolicyAddOptions {
   by?: string[] | null
 }
 
-/** A request's fields: values strings or whole numbers (numbers as their decimal string). */
-export type PolicyRequest = Record<string, string | number>
+/** A request's fields: each value a `Key` (a string, a whole number as its decimal string, or a `Uint8Array` as its bytes). */
+export type PolicyRequest = Record<string, Key>
 
 /** A decision a limiter's `headers` takes: any but a policy's (which has `limits`). */
 export type LimiterDecision = Decision & { limits?: undefined }

@@ -60,7 +60,7 @@ native.useClock(() => nativeNow.call(runtimePerformance));
 // returned, would cost a call of its own. A `nowMs` of undefined asks the
 // addon to read the clock.
 const { tryAcquire, peek, reserve, keyedOp, keyedOpScratch, policyOpScratch, noop } = native;
-const { createApi, asciiInto, fieldsInto, textOf, requestText } = require('./lib/api.cjs');
+const { createApi, asciiInto, fieldsInto, keyArg, requestText } = require('./lib/api.cjs');
 // A policy's details (see policyOp below) and the generation of them seen.
 let details = native.policyDetails(0);
 let seen = scratch[11];
@@ -102,7 +102,8 @@ const hot = {
   },
   // A short ASCII key goes through the scratch: reading a string argument
   // through Node-API cost more than the keyed decision. Another is first
-  // checked for lone surrogates, which Node-API would read as U+FFFD.
+  // checked for lone surrogates, which Node-API would read as U+FFFD; a
+  // ByteKey goes as its bytes (see keyArg).
   keyedOp(handle, key, cost, maxWaitMs, nowMs, op) {
     put(handle, cost, maxWaitMs, nowMs, op);
     const n = asciiInto(keyBytes, key);
@@ -110,7 +111,7 @@ const hot = {
       scratch[12] = n;
       keyedOpScratch();
     } else {
-      keyedOp(textOf(key, 'key'));
+      keyedOp(keyArg(key, 'key'));
     }
     return scratch[4];
   },

@@ -7,6 +7,7 @@ import type {
   Decision,
   FixedWindow,
   Gcra,
+  Key,
   KeyedLimiter,
   Limiter,
   LimiterDecision,
@@ -108,15 +109,15 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
 /** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */
 export declare class RedisLimiter {
   constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions<LimiterOnError>)
-  tryAcquire(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
-  peek(key: string | number, cost?: number, nowMs?: number): Promise<RedisDecision>
-  tryAcquireBatch(key: string | number, costs: number[], nowMs?: number): Promise<RedisDecision[]>
+  tryAcquire(key: Key, cost?: number, nowMs?: number): Promise<RedisDecision>
+  peek(key: Key, cost?: number, nowMs?: number): Promise<RedisDecision>
+  tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Promise<RedisDecision[]>
   /** Gives back units Redis gave (`fromStore: true`), taken at `takenAtMs` (default now). */
-  refund(key: string | number, cost: number, takenAtMs?: number): Promise<void>
+  refund(key: Key, cost: number, takenAtMs?: number): Promise<void>
   /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
-  reserve(key: string | number, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
+  reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
   /** Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise). */
-  acquire(key: string | number, cost?: number, options?: AcquireOptions): Promise<void>
+  acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
   headers(decision: LimiterDecision): RateLimitHeaders
   readonly limit: number

@@ -62,10 +62,14 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
+const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
 module.exports = {
   createApi,
   numberKey,
+  isUint8Array,
+  bytesCopy,
+  bytesKey,
+  keyArg,
   asciiInto,
   fieldsInto,
   inspected,

@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
+const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
 // What an argument is, by the classes' brand checks (as they check each
@@ -256,24 +256,53 @@ function policyLimits(config, algorithm, by) {
   return { local, limits };
 }
 
-/** `part` as a key writes it: `<length in UTF-8 bytes>:<part>`, so that parts side by side read back one way. */
+/**
+ * `part` (a string, or a Buffer of bytes that are not UTF-8) as a key writes
+ * it: `<length in UTF-8 bytes>:<part>`, so that parts side by side read back one way.
+ */
 function counted(part) {
-  return `${Buffer.byteLength(part)}:${part}`;
+  if (typeof part === 'string') return `${Buffer.byteLength(part)}:${part}`;
+  return Buffer.concat([Buffer.from(`${part.length}:`), part]);
 }
 
 /**
- * A key part: a string, or a number standing for its decimal string (as
- * in-process). A string with a lone surrogate is refused, as in-process (see
- * textOf): the client would send U+FFFD in its place, two keys as one.
+ * A key part: a string, a number standing for its decimal string, or a
+ * Uint8Array standing for the string whose UTF-8 it is (as in-process, and
+ * as Python's bytes), a Buffer of its bytes when they are not UTF-8. A
+ * string with a lone surrogate is refused, as in-process (see textOf): the
+ * client would send U+FFFD in its place, two keys as one.
  */
 function keyPart(value, name) {
   if (typeof value === 'string') return textOf(value, name);
   if (typeof value === 'number') return numberKey(value, name);
-  throw typeError(name, 'a string or a number');
+  if (isUint8Array(value)) {
+    const key = bytesKey(value);
+    return typeof key === 'string' ? key : Buffer.from(key.bytes.buffer, key.bytes.byteOffset, key.bytes.byteLength);
+  }
+  throw typeError(name, 'a string, a number or a Uint8Array');
 }
 
 /**
- * Sends a command (an array of strings) with the user's client: ioredis or
+ * `parts` (strings and Buffers) as one key: a string when every part is
+ * one, else a Buffer (a key holding bytes that are not UTF-8).
+ */
+function joined(parts) {
+  if (parts.every((part) => typeof part === 'string')) return parts.join('');
+  return Buffer.concat(parts.map((part) => (typeof part === 'string' ? Buffer.from(part) : part)));
+}
+
+/**
+ * What finds the hot-key queue of `key` (see acquireOne): the key itself,
+ * or a Buffer's bytes, as Latin-1, behind a lone surrogate, which no string
+ * key holds (see textOf): one queue per key, never one for two keys.
+ */
+function keyId(key) {
+  return typeof key === 'string' ? key : `\uDC00${key.toString('latin1')}`;
+}
+
+/**
+ * Sends a command (an array of strings, and Buffers for keys of bytes that
+ * are not UTF-8) with the user's client: ioredis or
  * node-redis. `key` is the command's first key, which a node-redis cluster
  * routes by (ioredis's Cluster finds it in the command itself).
  */
@@ -554,6 +583,7 @@ class Store {
       if (!Object.hasOwn(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
     }
     const values = new Map();
+    let bytes = false;
     for (const limit of this.limits) {
       for (const field of limit.by) {
         if (values.has(field)) continue;
@@ -561,8 +591,14 @@ class Store {
           throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
         }
         const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
+        if (typeof part !== 'string') bytes = true;
         values.set(field, counted(part));
       }
+    }
+    if (bytes) {
+      // A value of bytes that are not UTF-8: the keys as Buffers, as the Python client sends bytes.
+      const tag = this.common.length > 0 ? joined(this.common.map((f) => values.get(f))) : this.prefix;
+      return this.limits.map((l, i) => joined([this.prefix, '{', tag, '}:', this.names[i], ':', ...l.by.map((f) => values.get(f))]));
     }
     // No field in common (a global limit): the whole policy on the slot of its prefix.
     const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
@@ -576,8 +612,14 @@ class Store {
    * call): as in-process, the fields are the call's.
    */
   target(target) {
-    if (this.kind === 'limiter') return target;
-    return isPolicy(this.onError) && target !== undefined && target !== null ? ownCopy(target) : target ?? {};
+    // A key that is an object is a Uint8Array (keys() refused any other), which the caller may write into meanwhile.
+    if (this.kind === 'limiter') return typeof target === 'object' ? bytesCopy(target) : target;
+    if (!isPolicy(this.onError) || target === undefined || target === null) return target ?? {};
+    const fields = ownCopy(target);
+    for (const field in fields) {
+      if (typeof fields[field] === 'object' && isUint8Array(fields[field])) fields[field] = bytesCopy(fields[field]);
+    }
+    return fields;
   }
 
   /** ARGV's `now`: the caller's, in µs, or '' for the server's clock. */
@@ -777,7 +819,7 @@ class Store {
     if (!this.batching || (nowMs !== undefined && nowMs !== null)) {
       return this.decide([target], keys, 'acquire', [cost], nowMs).then((d) => d[0]);
     }
-    const id = keys.length === 1 ? keys[0] : keys.join('\n');
+    const id = keys.length === 1 ? keyId(keys[0]) : keys.map(keyId).join('\n');
     return new Promise((resolve, reject) => {
       const entry = { target, cost, resolve, reject };
       let hot = this.queues.get(id);
@@ -1092,7 +1134,8 @@ class RedisLimiter extends RedisLimits {
     // A hot key comes again and again: its keys are built once.
     if (key === this.#lastKey && key !== undefined) return this.#lastKeys;
     const keys = this.#store.keys({ key: keyPart(key, 'key') });
-    this.#lastKey = key;
+    // Not a Uint8Array, which may hold other bytes the next time.
+    this.#lastKey = typeof key === 'object' ? undefined : key;
     this.#lastKeys = keys;
     return keys;
   }

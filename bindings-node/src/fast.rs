@@ -10,7 +10,7 @@
 //! [`crate::slot`]) and their status leaves there, because reading each
 //! argument or making the return value is one more Node-API call. A short
 //! ASCII key is written there too (`keyedOpScratch`); another key is passed
-//! as an argument (`keyedOp`). So is a policy's request of short ASCII
+//! as an argument (`keyedOp`: a string, or the bytes of one that is not UTF-8). So is a policy's request of short ASCII
 //! fields (`policyOpScratch`); another goes to napi-rs's `policyOp`. They are added to the exports at load
 //! ([`register`]), so `native.d.ts` (generated from `#[napi]` items) does not
 //! list them; `index.js` is their only caller.
@@ -118,7 +118,9 @@ fn bad_handle() -> Error {
 }
 
 /// Calls `f` with the UTF-8 bytes of the string `value` (the key), from the
-/// stack when it is short.
+/// stack when it is short; or with the bytes of the `Uint8Array` `value`
+/// (a key of bytes that are not UTF-8: the JS layer's copy of them), asked
+/// only once `value` is no string.
 ///
 /// # Safety
 /// `value` belongs to the running callback's `env`.
@@ -131,8 +133,15 @@ unsafe fn with_key<R, E: From<Error>>(
     let mut inline = [0u8; INLINE_KEY];
     let mut len = 0usize;
     let buf = inline.as_mut_ptr().cast::<c_char>();
-    if sys::napi_get_value_string_utf8(env, value, buf, INLINE_KEY, &mut len) != Status::napi_ok {
-        return Err(not_a_string().into());
+    match sys::napi_get_value_string_utf8(env, value, buf, INLINE_KEY, &mut len) {
+        Status::napi_ok => {}
+        Status::napi_string_expected => {
+            return match uint8_array(env, value) {
+                Some(bytes) => f(bytes),
+                None => Err(not_a_string().into()),
+            }
+        }
+        _ => return Err(not_a_string().into()),
     }
     // Node copies whole characters only, and leaves room for a NUL: a copy
     // shorter than the buffer by more than one 4-byte character is the whole
@@ -150,6 +159,36 @@ unsafe fn with_key<R, E: From<Error>>(
         return Err(not_a_string().into());
     }
     f(&heap[..len])
+}
+
+/// The bytes of `value` when it is a `Uint8Array`, borrowed for the running
+/// callback (which runs no JS that could detach or resize its buffer).
+///
+/// # Safety
+/// `value` belongs to the running callback's `env`.
+unsafe fn uint8_array<'a>(env: napi_env, value: napi_value) -> Option<&'a [u8]> {
+    let mut kind = 0;
+    let mut len = 0usize;
+    let mut data = ptr::null_mut();
+    // Fails, without an exception pending, for anything but a typed array.
+    let status = sys::napi_get_typedarray_info(
+        env,
+        value,
+        &mut kind,
+        &mut len,
+        &mut data,
+        ptr::null_mut(),
+        ptr::null_mut(),
+    );
+    if status != Status::napi_ok || kind != sys::TypedarrayType::uint8_array {
+        return None;
+    }
+    if len == 0 || data.is_null() {
+        return Some(&[]);
+    }
+    // SAFETY: Node gives the view's own bytes (`data` is past its byte
+    // offset), `len` of them for a Uint8Array, alive while `value` is.
+    Some(std::slice::from_raw_parts(data.cast::<u8>(), len))
 }
 
 /// Runs `f` on the limiter `slot` of this thread.

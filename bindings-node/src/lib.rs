@@ -28,7 +28,7 @@ mod shared;
 use std::cell::RefCell;
 use std::thread::LocalKey;
 
-use napi::bindgen_prelude::{Function, JsObjectValue, Object, Uint8Array, Unknown};
+use napi::bindgen_prelude::{Either, Function, JsObjectValue, Object, Uint8Array, Unknown};
 use napi::{Env, JsValue, ValueType};
 use napi_derive::napi;
 use ratekeeper::{AnyKeyed, AnyLimiter, Policy};
@@ -37,7 +37,7 @@ use errors::{throw, OrThrow};
 pub(crate) use memory::with_scratch;
 // Public, as every `#[napi]` item is here (the test build registers none).
 pub use memory::{policy_details, scratch};
-use shared::{Failure, Field, JsValueIn, Kind, Out};
+use shared::{Failure, Field, JsValueIn, Kind, Out, Part};
 
 /// The limiters (keyed stores, policies) of one JS thread, by handle. A freed
 /// slot is reused; no JS runs while the table is borrowed, so a borrow never fails.
@@ -489,17 +489,36 @@ pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     Ok(keep(&env, prototype))
 }
 
+/// A key, or a field's name or value of a policy's request, as the JS layer
+/// passes it: a string, or the bytes of one that is not UTF-8. (Spelt out
+/// in each signature: napi-rs would name an alias in `native.d.ts`.)
+impl shared::Part for Either<String, Uint8Array> {
+    fn text(&self) -> Option<&str> {
+        match self {
+            Either::A(text) => Some(text),
+            Either::B(_) => None,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Either::A(text) => text.as_bytes(),
+            Either::B(bytes) => bytes,
+        }
+    }
+}
+
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
 #[napi]
 pub fn keyed_refund(
     env: Env,
     handle: u32,
-    key: String,
+    key: Either<String, Uint8Array>,
     cost: f64,
     taken: Vec<f64>,
 ) -> napi::Result<()> {
     with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_refund(s, key.as_bytes(), cost, &taken)
+        shared::keyed_refund(s, key.bytes(), cost, &taken)
     })?
     .or_throw(&env)
 }
@@ -509,12 +528,12 @@ pub fn keyed_refund(
 pub fn keyed_try_acquire_batch(
     env: Env,
     handle: u32,
-    key: String,
+    key: Either<String, Uint8Array>,
     costs: Vec<f64>,
     now_ms: f64,
 ) -> napi::Result<Vec<f64>> {
     with_in(&KEYED, &env, handle, |s| {
-        shared::keyed_try_acquire_batch(s, key.as_bytes(), &costs, now_ms)
+        shared::keyed_try_acquire_batch(s, key.bytes(), &costs, now_ms)
     })?
     .or_throw(&env)
 }
@@ -616,13 +635,13 @@ pub(crate) fn policy_decide(
 pub fn policy_op(
     env: Env,
     handle: u32,
-    fields: Vec<String>,
+    fields: Vec<Either<String, Uint8Array>>,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
 ) -> napi::Result<()> {
-    let request = shared::request(&fields);
+    let request = shared::request(&fields).or_throw(&env)?;
     let answer = with_in(&POLICIES, &env, handle, |p| {
         policy_decide(env.raw(), p, &request, (cost, max_wait_ms, now_ms, op))
     })?;
@@ -636,7 +655,7 @@ pub fn policy_op(
 pub fn policy_refund(
     env: Env,
     handle: u32,
-    fields: Vec<String>,
+    fields: Vec<Either<String, Uint8Array>>,
     cost: f64,
     taken: Vec<f64>,
     limits: u32,

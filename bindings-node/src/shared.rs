@@ -183,7 +183,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "a limiter",
         "a limiter or a KeyedLimiter",
         "a decision",
-        "a string or a number",
+        "a string, a number or a Uint8Array",
         "a function returning a limiter",
         "a Uint8Array",
         "an array of numbers",
@@ -833,11 +833,35 @@ pub fn policy_add<J>(
         })
 }
 
-/// A request from JS: field names and values, alternating.
-pub fn request(fields: &[String]) -> Vec<(&str, &[u8])> {
+/// A key, or a field's name or value of a policy's request, as a build
+/// receives it from the JS layer outside the scratch: a string, or (a key
+/// or a value) the bytes of one that is not UTF-8.
+pub trait Part {
+    /// The string, when it is one (a field's name always is).
+    fn text(&self) -> Option<&str>;
+    /// Its bytes: a string's UTF-8, or the bytes themselves.
+    fn bytes(&self) -> &[u8];
+}
+
+impl Part for String {
+    fn text(&self) -> Option<&str> {
+        Some(self)
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+/// A request from JS: field names and values, alternating. A name of
+/// bytes (never passed by the JS layer) is refused.
+pub fn request<P: Part>(fields: &[P]) -> Result<Vec<(&str, &[u8])>, Error> {
     fields
         .chunks_exact(2)
-        .map(|pair| (pair[0].as_str(), pair[1].as_bytes()))
+        .map(|pair| match pair[0].text() {
+            Some(name) => Ok((name, pair[1].bytes())),
+            None => Err(type_error("request", "an object of strings and numbers")),
+        })
         .collect()
 }
 
@@ -993,15 +1017,15 @@ fn policy_reserve(
 /// booking, in the first `limits` limits only: those the policy had when
 /// the units were taken (see [`Policy::refund_limits`]).
 #[cfg_attr(ratekeeper_size, optimize(size))]
-pub fn policy_refund(
+pub fn policy_refund<P: Part>(
     p: &mut Policy,
-    fields: &[String],
+    fields: &[P],
     cost: f64,
     taken: &[f64],
     limits: usize,
 ) -> Result<(), Error> {
     let cost = count(cost, "cost")?;
-    p.refund_limits(&request(fields), taken_at(taken)?, cost, limits)
+    p.refund_limits(&request(fields)?, taken_at(taken)?, cost, limits)
 }
 
 /// `policy.reclaim(nowMs)`.

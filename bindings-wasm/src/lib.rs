@@ -489,6 +489,58 @@ pub fn keyed_op(
     keyed(handle, key.as_bytes(), cost, max_wait_ms, now_ms, op)
 }
 
+/// [`keyed_op`] for a key of bytes that are not UTF-8 (the JS layer's
+/// `ByteKey`): no string is that key.
+#[wasm_bindgen(js_name = keyedOpBytes)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn keyed_op_bytes(
+    handle: &KeyedHandle,
+    key: &[u8],
+    cost: f64,
+    max_wait_ms: f64,
+    now_ms: f64,
+    op: u32,
+) -> u32 {
+    keyed(handle, key, cost, max_wait_ms, now_ms, op)
+}
+
+/// A key, or a field's name or value of a policy's request, as the JS layer
+/// passes it outside the scratch: a string, or a `Uint8Array` (the bytes of
+/// one that is not UTF-8); see [`part`].
+enum Part {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl shared::Part for Part {
+    fn text(&self) -> Option<&str> {
+        match self {
+            Part::Text(text) => Some(text),
+            Part::Bytes(_) => None,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Part::Text(text) => text.as_bytes(),
+            Part::Bytes(bytes) => bytes,
+        }
+    }
+}
+
+/// `value` as a [`Part`]; anything else (never passed so by the JS layer)
+/// is refused, naming the argument `name`.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn part(value: &JsValue, name: &'static str) -> Result<Part, ratekeeper::Error> {
+    if let Some(text) = value.as_string() {
+        return Ok(Part::Text(text));
+    }
+    match value.dyn_ref::<Uint8Array>() {
+        Some(bytes) => Ok(Part::Bytes(bytes.to_vec())),
+        None => Err(shared::type_error(name, "a string")),
+    }
+}
+
 /// The keyed operation `op` on `key` (see [`keyed_op`]).
 fn keyed(
     handle: &KeyedHandle,
@@ -550,12 +602,13 @@ fn written<'a, const N: usize>(
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_refund(
     handle: &KeyedHandle,
-    key: &str,
+    key: JsValue,
     cost: f64,
     taken: Vec<f64>,
 ) -> Result<(), JsValue> {
+    let key = settled(part(&key, "key"))?;
     let mut store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
-    let refunded = shared::keyed_refund(&mut store, key.as_bytes(), cost, &taken);
+    let refunded = shared::keyed_refund(&mut store, shared::Part::bytes(&key), cost, &taken);
     drop(store);
     settled(refunded)
 }
@@ -565,12 +618,14 @@ pub fn keyed_refund(
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_try_acquire_batch(
     handle: &KeyedHandle,
-    key: &str,
+    key: JsValue,
     costs: Vec<f64>,
     now_ms: f64,
 ) -> Result<Vec<f64>, JsValue> {
+    let key = settled(part(&key, "key"))?;
     let mut store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
-    let decided = shared::keyed_try_acquire_batch(&mut store, key.as_bytes(), &costs, now_ms);
+    let decided =
+        shared::keyed_try_acquire_batch(&mut store, shared::Part::bytes(&key), &costs, now_ms);
     drop(store);
     settled(decided)
 }
@@ -709,19 +764,33 @@ fn policy_decide(
 #[wasm_bindgen(js_name = policyOp)]
 pub fn policy_op(
     handle: &PolicyHandle,
-    fields: Vec<String>,
+    fields: Vec<JsValue>,
     cost: f64,
     max_wait_ms: f64,
     now_ms: f64,
     op: u32,
 ) -> u32 {
+    let request = match request_parts(&fields) {
+        Ok(parts) => parts,
+        Err(error) => return policy_answer(Err(error)),
+    };
+    let request = match shared::request(&request) {
+        Ok(request) => request,
+        Err(error) => return policy_answer(Err(error)),
+    };
     let policy = &mut seeded(&handle.0, &handle.1, Policy::seed_hashes);
-    let request = shared::request(&fields);
     policy_answer(policy_decide(
         policy,
         &request,
         (cost, max_wait_ms, now_ms, op),
     ))
+}
+
+/// A policy's request as the JS layer passes it (names and values
+/// alternating), each a [`Part`].
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn request_parts(fields: &[JsValue]) -> Result<Vec<Part>, ratekeeper::Error> {
+    fields.iter().map(|field| part(field, "request")).collect()
 }
 
 /// [`policy_op`] for the request of `len` bytes that the JS layer wrote
@@ -754,11 +823,12 @@ pub fn policy_op_scratch(
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_refund(
     handle: &PolicyHandle,
-    fields: Vec<String>,
+    fields: Vec<JsValue>,
     cost: f64,
     taken: Vec<f64>,
     limits: usize,
 ) -> Result<(), JsValue> {
+    let fields = settled(request_parts(&fields))?;
     let mut policy = seeded(&handle.0, &handle.1, Policy::seed_hashes);
     let refunded = shared::policy_refund(&mut policy, &fields, cost, &taken, limits);
     drop(policy);

@@ -279,6 +279,27 @@ describe('acquire', () => {
     assert.deepStrictEqual(at, { x1: 1_000, y1: 1_100, x2: 1_100, y2: 1_200, x3: 1_200 });
   });
 
+  it('waiters of one key given as bytes queue as one: with its string, or, not UTF-8, with the same bytes', async () => {
+    // Each call's key is a new Uint8Array: queued by the key, not the object.
+    const { time, settled, track } = setup();
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+    const x = () => new Uint8Array([0xff, 0x78]);
+    const y = () => Buffer.from('y');
+    const controller = new AbortController();
+    keyed.tryAcquire(x());
+    keyed.tryAcquire('y');
+    track('x1', keyed.acquire(x(), 1, { signal: controller.signal }));
+    track('y1', keyed.acquire(y(), 1, { signal: controller.signal }));
+    track('x2', keyed.acquire(x()));
+    track('y2', keyed.acquire('y'));
+    track('y3', keyed.acquire(y()));
+    controller.abort();
+    track('x3', keyed.acquire(x()));
+    await time.advance(1_000);
+    const at = Object.fromEntries(settled.map(([label, when]) => [label, when]));
+    assert.deepStrictEqual(at, { x1: 1_000, y1: 1_000, x2: 1_100, y2: 1_100, y3: 1_200, x3: 1_200 });
+  });
+
   it('a key with a lone surrogate is refused at once, never queued with the key U+FFFD', async () => {
     // The store read it as U+FFFD: it waited in that key's queue, for its slots.
     const { time, settled, track } = setup();

@@ -445,13 +445,28 @@ describe('the helpers check their options', () => {
     }
   });
 
-  it('a key that is not a string or number goes to next(error)', () => {
+  it('a key that is not a string, a number or a Uint8Array goes to next(error)', () => {
     const errors = [];
     const res = { setHeader() {}, end() {} };
     const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 1000 }));
     middleware({ limiter, key: () => ({}) })({}, res, (e) => errors.push(e));
-    assert.deepStrictEqual(errors.map((e) => [e.name, e.code]), [['TypeError', 'invalid_type']]);
-    assert.match(errors[0].message, /`key`/);
+    middleware({ limiter, key: () => new DataView(new ArrayBuffer(1)) })({}, res, (e) => errors.push(e));
+    assert.deepStrictEqual(errors.map((e) => [e.name, e.code, e.message]), Array(2).fill(['TypeError', 'invalid_type', '`key` must be a string, a number or a Uint8Array']));
+  });
+
+  it("a key or a request's field answered as bytes counts as the string of its UTF-8; other bytes as their own", async () => {
+    for (const helper of [middleware, fastifyHook]) {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000 }));
+      const byKey = helper({ limiter, key: async (request) => request.key });
+      assert.equal((await byKey.decide({ key: Buffer.from('alice') })).allowed, true, helper.name);
+      assert.equal((await byKey.decide({ key: 'alice' })).allowed, false, `${helper.name}: the same key`);
+      assert.equal((await byKey.decide({ key: new Uint8Array([0xff]) })).allowed, true, `${helper.name}: bytes of their own`);
+      assert.equal((await byKey.decide({ key: Buffer.from([0xff]) })).allowed, false, `${helper.name}: the same bytes`);
+      const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new FixedWindow({ limit: 1, windowMs: 60_000 }) }] });
+      const byFields = helper({ limiter: policy, fields: (request) => ({ user: request.key }) });
+      assert.equal(byFields.decide({ key: new TextEncoder().encode('bob') }).allowed, true, helper.name);
+      assert.equal(byFields.decide({ key: 'bob' }).allowed, false, `${helper.name}: the same field`);
+    }
   });
 });
 

@@ -47,7 +47,7 @@ describe('KeyedLimiter', () => {
     }
     for (const [bad, kind] of [[null, 'null'], [true, 'boolean'], [{}, 'object']]) {
       const error = assertLimiterError(() => policy.tryAcquire({ user: bad }, 1, 0), 'invalid_type', 'request.user');
-      assert.equal(error.message, `\`request.user\` must be a string or a number, not ${kind}`);
+      assert.equal(error.message, `\`request.user\` must be a string, a number or a Uint8Array, not ${kind}`);
     }
     assert.equal(keyed.size, 0, 'nothing taken');
     assert.equal(keyed.tryAcquire(-0, 1, 0).allowed, true, '-0 is the key 0');
@@ -957,6 +957,166 @@ describe('Policy grown in code: new Policy() and add, as in Python', () => {
       }
     });
   }
+});
+
+describe('keys as bytes, as Python takes bytes', () => {
+  // Every way a keyed limiter takes its key, each checked to reach the key's
+  // state: consumes one unit of a limit of 1 (or gives it back, for refund).
+  const takes = {
+    tryAcquire: (keyed, key) => keyed.tryAcquire(key, 1, 0).allowed,
+    reserve: (keyed, key) => keyed.reserve(key, 1, 0, 0).ok,
+    tryAcquireBatch: (keyed, key) => keyed.tryAcquireBatch(key, [1], 0)[0].allowed,
+  };
+  const oneUnit = () => new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: SECOND }));
+
+  /** Asserts that `a` and `b` are one key in every method, and that `other` is another. */
+  function oneKey(a, b, other, what) {
+    for (const [name, take] of Object.entries(takes)) {
+      for (const [first, second] of [[a, b], [b, a]]) {
+        const keyed = oneUnit();
+        assert.equal(keyed.peek(second, 1, 0).allowed, true, `${what}: ${name}: peek before`);
+        assert.equal(take(keyed, first), true, `${what}: ${name}: the first`);
+        assert.equal(keyed.peek(second, 1, 0).allowed, false, `${what}: ${name}: peek of the other spelling`);
+        assert.equal(take(keyed, second), false, `${what}: ${name}: the other spelling is denied`);
+        assert.equal(take(keyed, other), true, `${what}: ${name}: another key`);
+        keyed.refund(second, 1, 0);
+        assert.equal(take(keyed, first), true, `${what}: ${name}: given back through the other spelling`);
+        assert.equal(keyed.size, 2, `${what}: ${name}: two keys`);
+      }
+    }
+  }
+
+  it('a Uint8Array or a Buffer is the key of the string whose UTF-8 it is, in every method', () => {
+    // Past the 64 bytes the scratch takes and the 128 the addon reads on its stack too.
+    const texts = ['a', 'é€😀', '42', 'x'.repeat(64), 'y'.repeat(65), 'é'.repeat(70), 'z'.repeat(1000)];
+    for (const text of texts) {
+      const encoded = new TextEncoder().encode(text);
+      oneKey(encoded, text, `${text}!`, `${text.length} characters as a Uint8Array`);
+      oneKey(Buffer.from(text), text, Buffer.from(`${text}?`), `${text.length} characters as a Buffer`);
+    }
+    // 42 and '42' are one key: so is its UTF-8.
+    oneKey(Buffer.from('42'), 42, 43, 'a number');
+    // A leading U+FEFF is a character of the key, not a mark to drop.
+    oneKey(Buffer.from([0xef, 0xbb, 0xbf, 0x61]), '\ufeffa', 'a', 'a byte order mark');
+  });
+
+  it('an empty Uint8Array is the empty key, as the empty string is', () => {
+    oneKey(new Uint8Array(0), '', 'a', 'empty');
+    oneKey(Buffer.alloc(0), new Uint8Array(0), new Uint8Array([0]), 'an empty Buffer');
+  });
+
+  it('bytes that are not UTF-8 are a key of their own, in every method', () => {
+    const keys = [
+      [0xff],
+      [0xfe],
+      [0x80],
+      [0xc3], // the start of 'é' alone
+      [0xed, 0xa0, 0x80], // a surrogate's UTF-8 (U+D800): not UTF-8
+      [0x61, 0xff],
+      [0xff, 0x61],
+      [0x00, 0xff],
+      Array(64).fill(0xff),
+      Array(65).fill(0xff),
+      [...Array(200).fill(0x61), 0xff],
+    ].map((bytes) => new Uint8Array(bytes));
+    // Nor any string, of those bytes read otherwise: Latin-1, U+FFFD for each.
+    const strings = ['\u00ff', '\ufffd', 'a\ufffd', '\ufffda', '\u00ffa', 'a'];
+    for (const [name, take] of Object.entries(takes)) {
+      const keyed = oneUnit();
+      for (const key of keys) assert.equal(take(keyed, key), true, `${name}: ${key.length} bytes`);
+      for (const key of keys) assert.equal(take(keyed, new Uint8Array(key)), false, `${name}: ${key.length} bytes again, in a copy`);
+      assert.equal(keyed.size, keys.length);
+      for (const text of strings) assert.equal(keyed.tryAcquire(text, 1, 0).allowed, true, `${name}: ${JSON.stringify(text)}`);
+      keyed.refund(Buffer.from([0xff]), 1, 0);
+      assert.equal(keyed.peek(new Uint8Array([0xff]), 1, 0).allowed, true, `${name}: given back`);
+      const r = keyed.reserve(new Uint8Array([0xff]), 1, 0, 0);
+      assert.equal(r.ok, true);
+      assert.equal(keyed.peek(new Uint8Array([0xff]), 1, 0).allowed, false);
+      r.cancel();
+      assert.equal(keyed.peek(new Uint8Array([0xff]), 1, 0).allowed, true, `${name}: cancelled`);
+    }
+  });
+
+  it('a view reads its own bytes only, at the call: not the rest of its buffer, nor what is written after', () => {
+    const keyed = oneUnit();
+    const buffer = new Uint8Array([0x78, 0x61, 0x62, 0x63, 0x79]).buffer;
+    assert.equal(keyed.tryAcquire(new Uint8Array(buffer, 1, 3), 1, 0).allowed, true);
+    assert.equal(keyed.tryAcquire('abc', 1, 0).allowed, false);
+    assert.equal(keyed.tryAcquire('xabcy', 1, 0).allowed, true);
+    const odd = new Uint8Array([0x78, 0xff, 0xfe, 0x79]);
+    assert.equal(keyed.tryAcquire(odd.subarray(1, 3), 1, 0).allowed, true);
+    assert.equal(keyed.tryAcquire(new Uint8Array([0xff, 0xfe]), 1, 0).allowed, false);
+    assert.equal(keyed.size, 3);
+    // A reservation, and an acquire's booking, are given back to the key they were made for.
+    for (const bytes of [[0x71], [0xf1]]) {
+      const key = new Uint8Array(bytes);
+      const r = keyed.reserve(key, 1, 0, 0);
+      key[0] += 1;
+      r.cancel();
+      key[0] -= 1;
+      assert.equal(keyed.peek(key, 1, 0).allowed, true, `${bytes}: given back to its own key`);
+    }
+  });
+
+  it('a DataView, an ArrayBuffer, another typed array or a look-alike is refused with the TypeError that lists Uint8Array', async () => {
+    const keyed = oneUnit();
+    const message = '`key` must be a string, a number or a Uint8Array';
+    const bytes = new Uint8Array([0x61]);
+    const refused = [
+      new DataView(bytes.buffer),
+      bytes.buffer,
+      new Uint8ClampedArray([0x61]),
+      new Int8Array([0x61]),
+      new Uint16Array([0x61]),
+      new Proxy(bytes, {}),
+      Object.create(Uint8Array.prototype),
+      [0x61],
+      { length: 1, 0: 0x61 },
+      null,
+      undefined,
+      true,
+      1n,
+      Symbol('k'),
+    ];
+    for (const key of refused) {
+      for (const call of [
+        () => keyed.tryAcquire(key, 1, 0),
+        () => keyed.peek(key, 1, 0),
+        () => keyed.reserve(key, 1, Infinity, 0),
+        () => keyed.refund(key, 1, 0),
+        () => keyed.tryAcquireBatch(key, [1], 0),
+      ]) {
+        assert.equal(assertLimiterError(call, 'invalid_type', 'key').message, message);
+      }
+      assert.equal((await assertLimiterRejects(keyed.acquire(key), 'invalid_type', 'key')).message, message);
+    }
+    assert.equal(keyed.size, 0, 'nothing taken');
+  });
+
+  it("a policy's request value may be bytes: a Uint8Array is the value of its UTF-8 string, and other bytes their own", async () => {
+    const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new FixedWindow({ limit: 1, windowMs: SECOND }) }] });
+    assert.equal(policy.tryAcquire({ user: Buffer.from('é'.repeat(40)) }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: 'é'.repeat(40) }, 1, 0).allowed, false);
+    assert.equal(policy.tryAcquire({ user: new Uint8Array(0) }, 1, 0).allowed, true);
+    assert.equal(policy.peek({ user: '' }, 1, 0).allowed, false);
+    for (const bytes of [[0xff], Array(300).fill(0xfe)]) {
+      const user = new Uint8Array(bytes);
+      assert.equal(policy.peek({ user }, 1, 0).allowed, true, `${bytes.length} bytes`);
+      assert.equal(policy.tryAcquire({ user }, 1, 0).allowed, true);
+      assert.equal(policy.tryAcquire({ user: new Uint8Array(bytes) }, 1, 0).allowed, false);
+      policy.refund({ user }, 1, 0);
+      const r = policy.reserve({ user }, 1, 0, 0);
+      assert.equal(r.ok, true, 'given back by refund');
+      r.cancel();
+      await policy.acquire({ user });
+      assert.equal(policy.peek({ user }, 1, 0).allowed, false, 'cancelled, then taken by acquire');
+    }
+    assert.equal(policy.tryAcquire({ user: '\ufffd' }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: '\u00ff' }, 1, 0).allowed, true);
+    const message = '`request.user` must be a string, a number or a Uint8Array, not object';
+    const error = assertLimiterError(() => policy.tryAcquire({ user: new DataView(new ArrayBuffer(1)) }, 1, 0), 'invalid_type', 'request.user');
+    assert.equal(error.message, message);
+  });
 });
 
 describe('portable state', () => {

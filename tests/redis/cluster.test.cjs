@@ -90,7 +90,9 @@ for (const [name, client] of Object.entries(CLUSTERS)) {
       const policy = new rkRedis.RedisPolicy(cluster, config, { prefix: prefix('cluster') });
       const local = new rk.Policy(config);
       const T0 = 2_000_000_000_000;
-      for (const user of ['u1', 'u2', 'u3', 'u4', 'u5']) {
+      // Users of bytes that are not UTF-8 too: keys (and hash tags) of raw bytes, on the nodes of their slots.
+      const bytes = Array.from({ length: 5 }, (_, i) => new Uint8Array([0xff, 0x80 + i]));
+      for (const user of ['u1', 'u2', 'u3', 'u4', 'u5', ...bytes]) {
         for (const route of ['/a', '/a', '/a', '/b']) {
           const { fromStore, ...d } = await policy.tryAcquire({ user, route }, 1, T0);
           assert.equal(fromStore, true);
@@ -107,7 +109,9 @@ for (const [name, client] of Object.entries(CLUSTERS)) {
       ]);
       assert.equal(globals.filter((d) => d.allowed).length, 5);
       assert.equal(hot.filter((d) => d.allowed).length, 50);
-      assert.ok([...globals, ...hot].every((d) => d.fromStore));
+      const hotBytes = await Promise.all(Array.from({ length: 128 }, () => limiter.tryAcquire(new Uint8Array([0xfe, 0x68]))));
+      assert.equal(hotBytes.filter((d) => d.allowed).length, 50, 'one hot key of bytes');
+      assert.ok([...globals, ...hot, ...hotBytes].every((d) => d.fromStore));
     } finally {
       await close();
     }

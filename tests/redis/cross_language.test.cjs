@@ -40,3 +40,29 @@ test('2 Node and 2 Python processes on one key admit exactly the bound', async (
   assert.equal(admitted, LIMIT, JSON.stringify(results));
   assert.ok(results.every((r) => r.admitted > 0), `every process got some: ${JSON.stringify(results)}`);
 });
+
+test('a key of bytes is one key for the Node and the Python client: bytes as bytes, UTF-8 as its string', async () => {
+  const { rk, rkRedis, ioredis, close } = require('./helpers.cjs');
+  const keyPrefix = prefix('cross-bytes');
+  // Python takes b'\xff\x00' and b'\xc3\xa9' (the UTF-8 of 'é'), each from a limit of 1 per hour.
+  const python = [
+    'import json, sys, redis, ratekeeper',
+    'from ratekeeper.redis import RedisLimiter',
+    'client = redis.Redis.from_url(sys.argv[1])',
+    'limiter = RedisLimiter(client, ratekeeper.FixedWindow(1, 3600, name="w"), prefix=sys.argv[2])',
+    'print(json.dumps([limiter.try_acquire(k).allowed for k in (b"\\xff\\x00", b"\\xc3\\xa9", b"\\xff\\x00")]))',
+    'client.close()',
+  ].join('\n');
+  assert.deepEqual(await run(PYTHON, ['-c', python, URL, keyPrefix]), [true, true, false]);
+  const client = await ioredis();
+  try {
+    const limiter = new rkRedis.RedisLimiter(client, new rk.FixedWindow({ limit: 1, windowMs: 3_600_000, name: 'w' }), { prefix: keyPrefix });
+    const spent = async (key) => !(await limiter.peek(key)).allowed;
+    assert.deepEqual(
+      [await spent(new Uint8Array([0xff, 0x00])), await spent(Buffer.from('é')), await spent('é'), await spent(new Uint8Array([0xff])), await spent('\u00ff\u0000')],
+      [true, true, true, false, false],
+    );
+  } finally {
+    await close(client);
+  }
+});

@@ -534,6 +534,79 @@ test('a key, a request value or a prefix with a lone surrogate is refused by nam
     assert.equal((await policy.tryAcquire({ user: '\ufffd' }, 1)).allowed, true);
   }));
 
+for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: a key or a request value as bytes is the key of its UTF-8 string, and other bytes their own, in every method`, () =>
+    withClient(library, async (client) => {
+      const p = prefix('bytes');
+      const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 1, windowMs: HOUR }), { prefix: p, clock: () => T0 });
+      const odd = () => new Uint8Array([0xff, 0x00, 0x61]);
+      for (const [a, b] of [[Buffer.from('é€'), 'é€'], ['x'.repeat(100), new TextEncoder().encode('x'.repeat(100))], [new Uint8Array(0), ''], [odd(), odd()]]) {
+        assert.equal((await limiter.peek(b, 1)).allowed, true);
+        assert.equal((await limiter.tryAcquire(a, 1)).allowed, true);
+        assert.equal((await limiter.peek(b, 1)).allowed, false, 'one key');
+        assert.equal((await limiter.tryAcquire(b, 1)).allowed, false);
+        assert.deepEqual((await limiter.tryAcquireBatch(b, [1])).map((d) => d.allowed), [false]);
+        assert.equal((await limiter.reserve(b, 1, 0)).ok, false);
+        await limiter.refund(b, 1);
+        const r = await limiter.reserve(b, 1, 0);
+        assert.equal(r.ok, true, 'given back through the other spelling');
+        await r.cancel();
+        await limiter.acquire(b, 1);
+        assert.equal((await limiter.peek(a, 1)).allowed, false, 'cancelled, then taken by acquire');
+      }
+      // Nor the same as a string read from those bytes otherwise.
+      for (const text of ['\u00ff\u0000a', '\ufffd\u0000a']) assert.equal((await limiter.tryAcquire(text, 1)).allowed, true);
+      const policy = new RedisPolicy(client, '1/hour', { by: ['user'], prefix: p, clock: () => T0 });
+      assert.equal((await policy.tryAcquire({ user: odd() }, 1)).allowed, true);
+      assert.equal((await policy.tryAcquire({ user: odd() }, 1)).allowed, false);
+      assert.equal((await policy.tryAcquire({ user: Buffer.from('bob') }, 1)).allowed, true);
+      assert.equal((await policy.tryAcquire({ user: 'bob' }, 1)).allowed, false);
+      // Concurrent calls of one request go as one batch: two users of bytes are two requests.
+      const two = new RedisPolicy(client, '1/hour;2/hour', { by: ['user'], prefix: p, clock: () => T0 });
+      const users = [[0xff], [0xfe], [0xff], [0xc3]].map((bytes) => ({ user: new Uint8Array(bytes) }));
+      assert.deepEqual((await Promise.all(users.map((request) => two.tryAcquire(request)))).map((d) => d.allowed), [true, true, false, true]);
+      // Refused as in-process, naming the argument, writing nothing.
+      const before = (await raw(client, 'KEYS', `${p}*`)).length;
+      const typeError = (name, tail = '') => (e) => e instanceof TypeError && e.code === 'invalid_type' && e.message === `\`${name}\` must be a string, a number or a Uint8Array${tail}`;
+      for (const key of [new DataView(new ArrayBuffer(1)), new ArrayBuffer(1), new Int8Array(1), {}]) {
+        await assert.rejects(limiter.tryAcquire(key, 1), typeError('key'));
+        await assert.rejects(limiter.acquire(key, 1), typeError('key'));
+        await assert.rejects(policy.tryAcquire({ user: key }, 1), typeError('request.user'));
+      }
+      assert.equal((await raw(client, 'KEYS', `${p}*`)).length, before, 'nothing written');
+    }));
+}
+
+test("a key of bytes is written as those bytes, as the Python client writes bytes; a buffer written after is another key", () =>
+  withClient('ioredis', async (client) => {
+    const p = prefix('bytes-keys');
+    const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 1, windowMs: HOUR, name: 'w' }), { prefix: p });
+    const key = new Uint8Array([0xff, 0x00]);
+    assert.equal((await limiter.tryAcquire(key, 1, T0)).allowed, true);
+    // The same array, written to between calls: the key of its bytes at each call.
+    key[0] = 0xfe;
+    assert.equal((await limiter.tryAcquire(key, 1, T0)).allowed, true, 'the new bytes are a new key');
+    key[0] = 0xff;
+    assert.equal((await limiter.tryAcquire(key, 1, T0)).allowed, false);
+    await limiter.tryAcquire(Buffer.from('é'), 1, T0);
+    const keys = (await client.keysBuffer(`${p}*`)).map((k) => k.toString('hex')).sort();
+    const of = (bytes) => Buffer.concat([Buffer.from(`${p}{2:`), Buffer.from(bytes), Buffer.from('}:1:w:2:'), Buffer.from(bytes)]);
+    const expected = [of([0xff, 0]), of([0xfe, 0]), Buffer.from(`${p}{2:é}:1:w:2:é`)];
+    assert.deepEqual(keys, expected.map((k) => k.toString('hex')).sort());
+  }));
+
+test('a fallback KeyedLimiter decides for the key bytes of the call, though the caller writes to them after', async () => {
+  const down = { sendCommand: () => Promise.reject(new Error('The client is closed')) };
+  const fallback = new rk.KeyedLimiter(new rk.FixedWindow({ limit: 1, windowMs: HOUR }));
+  const limiter = new RedisLimiter(down, new rk.FixedWindow({ limit: 1, windowMs: HOUR }), { onError: fallback });
+  const key = new Uint8Array([0xff]);
+  const decided = limiter.tryAcquire(key, 1);
+  key[0] = 0xfe;
+  const d = await decided;
+  assert.deepEqual([d.allowed, d.fromStore], [true, false]);
+  assert.deepEqual([fallback.peek(new Uint8Array([0xff]), 1).allowed, fallback.peek(new Uint8Array([0xfe]), 1).allowed], [false, true]);
+});
+
 test('a fallback Policy of other limits answers each limit by name, and its headers are made', async () => {
   const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
   const local = rk.Policy.fromRates('100/minute;10/second', { by: ['user'], clock: () => 5_000 });

@@ -1,6 +1,6 @@
 'use strict';
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
-const { inspected, inspectedOther, inspectSymbol, arrayOf } = require('./values.cjs');
+const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, thisChecks } = shared;
@@ -13,7 +13,8 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
   /**
    * One limiter per key, every key configured as `limiter` (a configured
    * limiter of any class; its state is not copied: every key starts fresh).
-   * Keys are strings, or numbers standing for their decimal string. Keys back
+   * Keys are strings, numbers standing for their decimal string, or
+   * Uint8Arrays standing for the string whose UTF-8 they are. Keys back
    * to fresh are dropped lazily; `maxKeys` bounds the store (`eviction`:
    * 'nearest_fresh' forgets the keys nearest to fresh, 'refuse' throws
    * `store_full`).
@@ -75,7 +76,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-        const give = (high, low) => B.keyedRefund(this.#h, k, units, [NaN, high, low]);
+        const give = (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]);
         const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
         if (booked && out()[0] > 0) untracked(this);
         return reservation(booked, units, now, decision, give);
@@ -93,9 +94,11 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     acquire(key, cost, options) {
       let k;
+      let arg;
       try {
         ownKeyed(this);
-        k = textKey(key);
+        k = keyOf(key);
+        arg = keyArg(k, 'key');
       } catch (error) {
         return Promise.reject(error);
       }
@@ -103,11 +106,12 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
-          refund: (units, high, low) => B.keyedRefund(h, k, units, [NaN, high, low]),
+          refund: (units, high, low) => B.keyedRefund(h, arg, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
-          queue: movesUp(this.#prototype) ? k : null,
+          // One queue per key: a ByteKey is a new object each call.
+          queue: movesUp(this.#prototype) ? (typeof k === 'string' ? k : k.id) : null,
         },
         cost,
         options,

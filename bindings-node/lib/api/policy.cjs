@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -96,8 +96,9 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
   /**
    * All-or-nothing limits over requests. A request is a plain object of
-   * fields (`{ user: 'alice', route: '/a' }`), values strings or numbers
-   * (numbers as their decimal string); each limit is keyed by some of its
+   * fields (`{ user: 'alice', route: '/a' }`), values strings, numbers
+   * (as their decimal string) or Uint8Arrays (as the string whose UTF-8
+   * they are, as a key: see keyOf); each limit is keyed by some of its
    * fields (none: global). A request is admitted only if every limit admits
    * it, and then consumes in every limit; else nothing is consumed.
    *
@@ -260,7 +261,8 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         // policy names it (Python: `request['user']`).
         if (typeof value === 'string') fields.push(name, value);
         else if (typeof value === 'number') fields.push(name, numberKey(value, `request.${name}`));
-        else invalidType(`\`request.${name}\` must be a string or a number, not ${typeName(value)}`);
+        else if (isUint8Array(value)) fields.push(name, bytesKey(value));
+        else invalidType(`\`request.${name}\` must be a string, a number or a Uint8Array, not ${typeName(value)}`);
       }
       // Named here, as the Redis policy names it: the core knows no field names.
       for (const [field, limit] of this.#needs) {
@@ -334,7 +336,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
         // limit allows (nor does the request need that limit's fields).
         const limits = this.#limits.length;
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const give = (high, low) => B.policyRefund(this.#h, fields, units, [NaN, high, low], limits);
+        const give = (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits);
         return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
       } catch (error) {
         throw policyError(this, error);
@@ -351,9 +353,11 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
 
     acquire(request, cost, options) {
       let fields;
+      let args;
       try {
         ownPolicy(this);
-        fields = requestText(this.#fields(request));
+        fields = this.#fields(request);
+        args = requestText(fields);
       } catch (error) {
         return Promise.reject(error);
       }
@@ -367,7 +371,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
             limits = this.#limits.length;
             return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
           },
-          refund: (units, high, low) => B.policyRefund(h, fields, units, [NaN, high, low], limits),
+          refund: (units, high, low) => B.policyRefund(h, args, units, [NaN, high, low], limits),
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',

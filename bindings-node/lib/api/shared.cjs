@@ -3,7 +3,7 @@
 // lib/api.cjs): its hot operations and the scratch their answers are read
 // from, the decision built from it, argument checks, clocks, the registries
 // that free native handles, and reservations.
-const { invalidType, invalidValue, numberKey, asciiInto, fieldsInto, onlyKnown, ownCopy, textOf, requestText } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, onlyKnown, ownCopy, textOf, requestText } = require('./values.cjs');
 
 module.exports = function shared(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
@@ -32,17 +32,19 @@ module.exports = function shared(B) {
   // passing a string costs wasm-bindgen an allocation and a free per call,
   // more than the decision; the napi build does the same in index.js. A key
   // passed as a string is first checked for lone surrogates (see textOf),
-  // which wasm-bindgen would write as U+FFFD: an ASCII one holds none.
+  // which wasm-bindgen would write as U+FFFD: an ASCII one holds none. A
+  // ByteKey (see keyOf) goes as its bytes.
   const keyedOp =
     B.keyScratch === undefined
       ? keyedOpString
       : (() => {
-          const { keyedOpScratch } = B;
+          const { keyedOpScratch, keyedOpBytes } = B;
           let bytes = new Uint8Array(0);
           return (h, key, cost, maxWait, now, op) => {
             if (bytes.length === 0) bytes = B.keyScratch();
             const n = asciiInto(bytes, key);
-            return n >= 0 ? keyedOpScratch(h, n, cost, maxWait, now, op) : keyedOpString(h, textOf(key, 'key'), cost, maxWait, now, op);
+            if (n >= 0) return keyedOpScratch(h, n, cost, maxWait, now, op);
+            return typeof key === 'string' ? keyedOpString(h, textOf(key, 'key'), cost, maxWait, now, op) : keyedOpBytes(h, key.bytes, cost, maxWait, now, op);
           };
         })();
 
@@ -119,28 +121,15 @@ module.exports = function shared(B) {
   }
 
   /**
-   * `bytes` of encoded state, checked, as a copy the backend reads. A
-   * Uint8Array by its internal slots, not `instanceof` and its own
-   * properties: one of another realm (a `vm` context, Jest's Buffer) is
-   * one, and a Proxy of one or an object inheriting from
-   * Uint8Array.prototype is none (their getters threw an uncoded
-   * TypeError). Copied, so that wasm-bindgen's glue, which sizes its copy
-   * by the `length` property (an own one may lie) and then writes every
-   * byte, cannot write past it into the module's heap, and so that a
-   * SharedArrayBuffer another thread writes meanwhile is read as one
-   * snapshot. An empty one (a detached one is empty too) is passed on as
-   * new, which each backend reads as `state_truncated`.
+   * `bytes` of encoded state, checked (see isUint8Array), as a copy the
+   * backend reads (see bytesCopy): wasm-bindgen's glue cannot write past
+   * it into the module's heap. An empty one is read by each backend as
+   * `state_truncated`.
    */
   function stateBytes(bytes) {
-    if (typedArrayTag.call(bytes) !== 'Uint8Array') badType('state', 'a Uint8Array');
-    return typedArrayByteLength.call(bytes) === 0 ? new Uint8Array(0) : new Uint8Array(bytes);
+    if (!isUint8Array(bytes)) badType('state', 'a Uint8Array');
+    return bytesCopy(bytes);
   }
-  // %TypedArray%.prototype's own getters, as found at load: each reads the
-  // internal slots of any realm's typed array (the tag is undefined for
-  // anything else, never a throw).
-  const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
-  const typedArrayTag = Object.getOwnPropertyDescriptor(TypedArrayPrototype, Symbol.toStringTag).get;
-  const typedArrayByteLength = Object.getOwnPropertyDescriptor(TypedArrayPrototype, 'byteLength').get;
 
   /** Throws the binding's TypeError (code `invalid_type`) for argument `name` (its Rust spelling). */
   function badType(name, expected) {
@@ -231,20 +220,26 @@ module.exports = function shared(B) {
     return Object.getPrototypeOf(bytes) === Uint8Array.prototype ? bytes : new Uint8Array(bytes);
   }
 
-  /** A key: a string, or a number standing for its decimal string (42 and '42' are one key). */
+  /**
+   * A key: a string, a number standing for its decimal string (42 and '42'
+   * are one key), or a Uint8Array standing for the string whose UTF-8 it
+   * is (see bytesKey: a ByteKey when it is not UTF-8), as Python takes str,
+   * int and bytes. A string is asked first, and alone: the hot path.
+   */
   function keyOf(key) {
     if (typeof key === 'string') return key;
     if (typeof key === 'number') return numberKey(key, 'key');
-    return badType('key', 'a string or a number');
+    if (isUint8Array(key)) return bytesKey(key);
+    return badType('key', 'a string, a number or a Uint8Array');
   }
 
   /**
-   * keyOf, refusing a lone surrogate (see textOf): for the keyed methods
-   * that pass their key on as a string. (The hot ones check it on their
-   * string path only: see keyedOp.)
+   * keyOf, as the backend takes it outside the scratch (see keyArg): for
+   * the keyed methods that pass their key on as an argument. (The hot ones
+   * check it on their string path only: see keyedOp.)
    */
   function textKey(key) {
-    return textOf(keyOf(key), 'key');
+    return keyArg(keyOf(key), 'key');
   }
 
   /** Reads `clock()` as a number of milliseconds, naming the clock for what it returns. */

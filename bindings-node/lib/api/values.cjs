@@ -34,17 +34,110 @@ function textOf(text, name) {
 }
 
 /**
- * Refuses a policy's request (`fields`: names and values alternating, as
- * strings) holding a string that is not valid Unicode text (see textOf): a
- * field's name names `request`, a value its field (`request.user`). For
- * the paths that pass strings, not ASCII bytes, which cannot hold one.
+ * A policy's request (`fields`: names and values alternating, as strings,
+ * a value maybe a ByteKey) as the backend takes it outside the scratch:
+ * refused when a string is not valid Unicode text (see textOf), a field's
+ * name naming `request`, a value its field (`request.user`); `fields`
+ * itself, or a copy with each ByteKey's bytes in its place. For the paths
+ * that pass strings, not ASCII bytes, which cannot hold one.
  */
 function requestText(fields) {
+  let args = fields;
   for (let i = 0; i < fields.length; i += 2) {
     textOf(fields[i], 'request');
-    textOf(fields[i + 1], `request.${fields[i]}`);
+    const value = fields[i + 1];
+    if (typeof value === 'string') {
+      textOf(value, `request.${fields[i]}`);
+    } else {
+      if (args === fields) args = fields.slice();
+      args[i + 1] = value.bytes;
+    }
   }
-  return fields;
+  return args;
+}
+
+// %TypedArray%.prototype's own getters, as found at load: each reads the
+// internal slots of any realm's typed array (the tag is undefined for
+// anything else, never a throw).
+const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+const typedArrayTag = Object.getOwnPropertyDescriptor(TypedArrayPrototype, Symbol.toStringTag).get;
+const typedArrayByteLength = Object.getOwnPropertyDescriptor(TypedArrayPrototype, 'byteLength').get;
+
+/**
+ * Whether `value` is a Uint8Array (a Node Buffer is one), by its internal
+ * slots, not `instanceof` and its own properties: one of another realm (a
+ * `vm` context, Jest's Buffer) is one, and a Proxy of one or an object
+ * inheriting from Uint8Array.prototype is none (their getters threw an
+ * uncoded TypeError).
+ */
+function isUint8Array(value) {
+  return typedArrayTag.call(value) === 'Uint8Array';
+}
+
+/**
+ * A copy of the Uint8Array `bytes` (see isUint8Array), made from its
+ * internal slots: wasm-bindgen's glue sizes its copy by the `length`
+ * property (an own one may lie) and then writes every byte, and a
+ * SharedArrayBuffer another thread writes meanwhile is read as one
+ * snapshot. An empty one (a detached one is empty too, and copying it
+ * would throw) is a new empty one.
+ */
+function bytesCopy(bytes) {
+  return typedArrayByteLength.call(bytes) === 0 ? new Uint8Array(0) : new Uint8Array(bytes);
+}
+
+/** Reads UTF-8 as a key's string: a leading U+FEFF is kept, bytes that are not UTF-8 throw. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * A key given as bytes that are not UTF-8, so that no string is the same
+ * key: a copy of them, which the backend takes outside the scratch (see
+ * keyArg). Its `length` is Infinity so that asciiInto and fieldsInto, which
+ * write short ASCII strings into the scratch, pass it over by the test of
+ * length they make of every string: a string's path makes no test of type.
+ */
+class ByteKey {
+  constructor(bytes) {
+    this.bytes = bytes;
+    this.length = Infinity;
+  }
+
+  /**
+   * A string no other key has, for what compares keys (the waiting
+   * acquires of one key queue together): its bytes in hex behind a lone
+   * surrogate, which no string key holds (see textOf).
+   */
+  get id() {
+    return `\uDC00${this}`;
+  }
+
+  /** Its bytes in hex, `<ff 00 61>`, for messages. */
+  toString() {
+    return `<${Array.from(this.bytes, (b) => b.toString(16).padStart(2, '0')).join(' ')}>`;
+  }
+}
+
+/**
+ * The key `bytes` (a Uint8Array, see isUint8Array), as Python takes
+ * `bytes`: the string whose UTF-8 they are (the same key; '' for none),
+ * or a ByteKey when they are not UTF-8. Read from a copy (see bytesCopy).
+ */
+function bytesKey(bytes) {
+  const copy = bytesCopy(bytes);
+  try {
+    return UTF8.decode(copy);
+  } catch {
+    return new ByteKey(copy);
+  }
+}
+
+/**
+ * A key (a string, or a ByteKey: see keyOf) as the backend takes it
+ * outside the scratch: a string, refused when it is not valid Unicode
+ * text (see textOf), or a ByteKey's bytes.
+ */
+function keyArg(key, name) {
+  return typeof key === 'string' ? textOf(key, name) : key.bytes;
 }
 
 /**
@@ -62,8 +155,9 @@ function numberKey(n, name) {
 
 /**
  * Writes `key` into `bytes` when it is ASCII and fits, and returns its
- * length; else -1. How the hot keyed operations pass a short key through
- * memory shared with the native half: a string argument costs more to read.
+ * length; else -1 (for a ByteKey too). How the hot keyed operations pass a
+ * short key through memory shared with the native half: a string argument
+ * costs more to read.
  * The caller reads `bytes` before any other keyed operation can write them
  * (no user code runs in between, short of a String.prototype.charCodeAt
  * replaced with one that makes keyed calls itself).
@@ -83,9 +177,10 @@ function asciiInto(bytes, key) {
  * Writes a policy's request (`fields`: names and values alternating, as
  * strings) into `bytes`, each string as its length in one byte, then its
  * characters; returns the bytes written, or -1 when a string is not ASCII
- * or longer than 255 characters, or the whole does not fit (the request
- * then goes as strings). Reading strings through the engine's API took
- * most of a policy's call (src/shared.rs with_request_bytes reads these).
+ * or longer than 255 characters, a value is a ByteKey, or the whole does
+ * not fit (the request then goes as strings). Reading strings through the
+ * engine's API took most of a policy's call (src/shared.rs
+ * with_request_bytes reads these).
  */
 function fieldsInto(bytes, fields) {
   let at = 0;
@@ -364,6 +459,10 @@ module.exports = {
   invalidType,
   invalidValue,
   numberKey,
+  isUint8Array,
+  bytesCopy,
+  bytesKey,
+  keyArg,
   asciiInto,
   fieldsInto,
   onlyKnown,

@@ -20,7 +20,9 @@ import {
   type AcquireTimeoutError,
   type Bandwidth,
   type Decision,
+  type Key,
   type PolicyDecision,
+  type PolicyRequest,
   type PolicyReservation,
   type RateLimitHeaders,
   type RateLimitHook,
@@ -138,6 +140,18 @@ handler.decide(42);
 const keyedDecisions: Decision[] = [perIp.tryAcquire('1.2.3.4'), perIp.peek(42, 1, 0), ...perIp.tryAcquireBatch('k', [1, 2], 0)];
 const keyedReservation: Reservation = perIp.reserve('k', 1, 100);
 perIp.refund('k', keyedReservation.cost, keyedReservation.atMs);
+// Keys as bytes, as Python's bytes: a Uint8Array (a Buffer is one), in every method.
+const byteKey = new TextEncoder().encode('k');
+const byteDecisions: Decision[] = [perIp.tryAcquire(byteKey), perIp.peek(new Uint8Array([0xff]), 1, 0), ...perIp.tryAcquireBatch(new Uint8Array(0), [1])];
+perIp.refund(byteKey, perIp.reserve(byteKey).cost);
+const byteWait: Promise<void> = perIp.acquire(byteKey.subarray(1));
+const byteField: PolicyRequest = { ip: byteKey, port: 443 };
+const keys: Key[] = ['k', 42, byteKey, new Uint8Array(0)];
+middleware<Req>({ limiter: perIp, key: () => byteKey });
+// @ts-expect-error: a DataView is no key (nor an ArrayBuffer)
+perIp.tryAcquire(new DataView(byteKey.buffer));
+// @ts-expect-error: nor another typed array
+perIp.peek(new Int8Array(1));
 perIp.reclaim();
 const size: number = perIp.size;
 const bound: [number | null, 'nearest_fresh' | 'refuse'] = [perIp.maxKeys, perIp.eviction];
@@ -195,7 +209,7 @@ const grownBy: string[] = grown.keyedBy('per-ip');
 const grownLimits: Array<{ name: string; by: string[] }> = grown.limits;
 // @ts-expect-error: read-only, as a Map's size
 grown.size = 3;
-export const more: unknown[] = [keyedDecisions, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
+export const more: unknown[] = [keyedDecisions, byteDecisions, byteWait, byteField, keys, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
 export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, grownLimits, new Policy(null, { clock: Date.now })];
 
 export const summaries: unknown[] = [decisions, retryAfter, config];
@@ -228,7 +242,7 @@ bucket.reconfigure(new Gcra({ burst: 1, emissionIntervalMs: 1 }));
 bucket.acquire(1, 500);
 // @ts-expect-error: a decision has no `retryAfter` (it is `retryAfterMs`)
 decisions[0]?.retryAfter;
-// @ts-expect-error: the key is a string or a number
+// @ts-expect-error: the key is a string, a number or a Uint8Array
 middleware<Req>({ limiter: perIp, key: (req) => req });
 // @ts-expect-error: one limiter every request shares takes no `key`
 middleware<Req>({ limiter: bucket, key: (req) => req.ip });
@@ -244,11 +258,11 @@ middleware<Req>({ limiter: perIp, key: (req) => req.ip, fields: (req) => ({ ip: 
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, cost: '2' });
 // @ts-expect-error: skip answers a boolean
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, skip: (req) => req.ip });
-// @ts-expect-error: keys are strings or numbers
+// @ts-expect-error: keys are strings, numbers or Uint8Arrays
 perIp.tryAcquire({});
 // @ts-expect-error: a calendar is 'day', 'week' or 'month'
 new FixedWindow({ limit: 1, calendar: 'year' });
-// @ts-expect-error: a request's values are strings or numbers
+// @ts-expect-error: a request's values are strings, numbers or Uint8Arrays
 policy.tryAcquire({ ip: true });
 // @ts-expect-error: restore takes bytes
 monthly.restore('state');

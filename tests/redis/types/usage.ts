@@ -20,5 +20,13 @@ async function main(): Promise<void> {
   if (r.ok) await r.cancel()
   else console.log(r.decision?.retryAfterMs)
   await l.refund('k', 1, Date.now())
+  // Keys and request values as bytes, as Python's bytes: a Uint8Array (a Buffer is one).
+  const bytes = new Uint8Array([0xff])
+  const bd: RedisDecision[] = [await l.tryAcquire(bytes), await l.peek(bytes), ...(await l.tryAcquireBatch(bytes, [1]))]
+  await l.refund(bytes, 1)
+  await l.acquire(bytes)
+  console.log(bd, (await l.reserve(bytes)).ok, (await p.tryAcquire({ user: bytes })).allowed)
+  // @ts-expect-error a DataView is no key
+  await l.tryAcquire(new DataView(bytes.buffer))
 }
 void main()
