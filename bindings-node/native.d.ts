@@ -76,10 +76,10 @@ export declare function keyedPrototype(handle: number): number
 export declare function keyedReclaim(handle: number, nowMs: number): void
 
 /** `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]). */
-export declare function keyedRefund(handle: number, key: string, cost: number, taken: Array<number>): void
+export declare function keyedRefund(handle: number, key: string | Uint8Array, cost: number, taken: Array<number>): void
 
 /** `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]). */
-export declare function keyedTryAcquireBatch(handle: number, key: string, costs: Array<number>, nowMs: number): Array<number>
+export declare function keyedTryAcquireBatch(handle: number, key: string | Uint8Array, costs: Array<number>, nowMs: number): Array<number>
 
 /** `new LeakyBucket(options)`. */
 export declare function leakyBucket(options: unknown): number
@@ -120,7 +120,7 @@ export declare function policyNew(): number
  * `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
  * `fields` alternates names and values (see [`shared::policy_op`]).
  */
-export declare function policyOp(handle: number, fields: Array<string>, cost: number, maxWaitMs: number, nowMs: number, op: number): void
+export declare function policyOp(handle: number, fields: Array<string | Uint8Array>, cost: number, maxWaitMs: number, nowMs: number, op: number): void
 
 /** `policy.reclaim(nowMs)`. */
 export declare function policyReclaim(handle: number, nowMs: number): void
@@ -130,7 +130,7 @@ export declare function policyReclaim(handle: number, nowMs: number): void
  * `cancel()` (see [`refund`]), in the first `limits` limits: those the
  * policy had when the units were taken.
  */
-export declare function policyRefund(handle: number, fields: Array<string>, cost: number, taken: Array<number>, limits: number): void
+export declare function policyRefund(handle: number, fields: Array<string | Uint8Array>, cost: number, taken: Array<number>, limits: number): void
 
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void
