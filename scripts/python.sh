@@ -58,7 +58,11 @@ sdist() {
         grep -q "^ratekeeper-[^/]*/$file\$" <<<"$listing" || { echo "python.sh: $file is not in the sdist" >&2; exit 1; }
     done
     # pip's own route (maturin's PEP 517 backend, from .venv: offline, no build isolation);
-    # the build's target directory kept across runs.
+    # the build's target directory kept across runs for the dependencies, not
+    # for our crates: the sdist dates every file 2006 (reproducible), older
+    # than any build, so cargo would call a stale core fresh and build the
+    # binding of this sdist against the core of an older one.
+    rm -rf "$out/target"/*/.fingerprint/ratekeeper-*
     PATH="$VENV/bin:$PATH" CARGO_TARGET_DIR="$out/target" "$PY" -m pip wheel --quiet --disable-pip-version-check \
         --no-build-isolation --no-deps --wheel-dir "$out/dist" "${sdists[0]}"
     "$PY" -m venv "$out/venv"
