@@ -63,7 +63,10 @@ export interface RedisOptions<F extends OnError = OnError> {
    * When Redis cannot answer (down, unreachable, slower than
    * `commandTimeoutMs`): `'closed'` (the default) denies, `'open'` allows,
    * an in-process limiter, keyed limiter or policy decides instead. Such
-   * decisions have `fromStore: false`.
+   * decisions have `fromStore: false`. A fallback `Policy`'s fields are
+   * asked of every request, Redis up or down, as its limits are at the call
+   * (one `add`ed later too): a request lacking one is a `RangeError`
+   * (`invalid_value`), as the `Policy` refuses it.
    */
   onError?: F
   /** Hot keys: calls for a key while its round trip is in flight go as one batch. Default `true`. */

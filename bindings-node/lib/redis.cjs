@@ -562,8 +562,10 @@ class Store {
     this.onError = onError;
     // The fields a fallback Policy's limits are keyed by ([field, limit]):
     // every request must have them too, so that one lacking them fails at
-    // once, not only while Redis is down (as in Python).
-    this.fallbackFields = isPolicy(onError) ? onError.limits.flatMap(({ name, by }) => by.map((field) => [field, name])) : [];
+    // once, not only while Redis is down (as in Python). Read again by
+    // fallbackFieldsNow() once the Policy has had limits added.
+    this.fallbackFields = [];
+    this.fallbackSize = 0;
     this.batching = batching;
     this.commandTimeoutMs = commandTimeoutMs;
     this.limit = Math.min(...limits.map((l) => l.limit));
@@ -579,7 +581,7 @@ class Store {
    * and each value of the key written `<length>:<bytes>` (as the Python client builds them).
    */
   keys(request) {
-    for (const [field, name] of this.fallbackFields) {
+    for (const [field, name] of this.fallbackFieldsNow()) {
       if (!Object.hasOwn(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
     }
     const values = new Map();
@@ -603,6 +605,21 @@ class Store {
     // No field in common (a global limit): the whole policy on the slot of its prefix.
     const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
     return this.limits.map((l, i) => `${this.prefix}{${tag}}:${this.names[i]}:${l.by.map((f) => values.get(f)).join('')}`);
+  }
+
+  /**
+   * `fallbackFields` of the fallback Policy's limits as they are now: one
+   * `add`ed after construction keys it by fields too. A Policy only ever
+   * gains limits, so its size tells when to read them again.
+   */
+  fallbackFieldsNow() {
+    const f = this.onError;
+    if (isPolicy(f) && f.size !== this.fallbackSize) {
+      const limits = f.limits;
+      this.fallbackFields = limits.flatMap(({ name, by }) => by.map((field) => [field, name]));
+      this.fallbackSize = limits.length;
+    }
+    return this.fallbackFields;
   }
 
   /**

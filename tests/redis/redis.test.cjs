@@ -817,6 +817,35 @@ test('a RedisPolicy needs a configuration: none is refused by name, not taken as
   }
 });
 
+test("a fallback Policy's fields are its limits' at the call: one added after construction is asked of every request, Redis up or down", async () => {
+  // They were read once, at construction: a limit `add`ed to the fallback
+  // later was never asked for, and while Redis was down the fallback
+  // refused the request as its own (Redis up, it was admitted).
+  let sent = 0;
+  const down = { sendCommand: () => (sent++, Promise.reject(new Error('connect ECONNREFUSED'))) };
+  const fallback = new rk.Policy('10/second', { by: ['user'], clock: () => 5_000 });
+  const policy = new RedisPolicy(down, '10/second', { by: ['user'], onError: fallback, prefix: prefix('added') });
+  assert.equal((await policy.tryAcquire({ user: 'u' })).fromStore, false);
+  sent = 0;
+  fallback.add('per-ip', new rk.Gcra({ burst: 5, emissionIntervalMs: 100 }), { by: ['ip'] });
+  // As the in-process policy refuses it, naming the field and the fallback's limit, before any round trip.
+  assert.throws(() => fallback.tryAcquire({ user: 'u' }), { name: 'RangeError', code: 'invalid_value', message: /lacks the field "ip"/ });
+  const lacking = { name: 'RangeError', code: 'invalid_value', message: '`request` lacks the field "ip" that onError\'s limit "per-ip" is keyed by' };
+  for (const call of [() => policy.tryAcquire({ user: 'u' }), () => policy.peek({ user: 'u' }), () => policy.reserve({ user: 'u' }), () => policy.tryAcquireBatch({ user: 'u' }, [1])]) {
+    await assert.rejects(call(), lacking);
+  }
+  assert.equal(sent, 0, 'refused before Redis is asked');
+  const d = await policy.tryAcquire({ user: 'u', ip: '1.2.3.4' });
+  assert.deepEqual([d.allowed, d.fromStore], [true, false]);
+  assert.equal(fallback.peek({ user: 'u', ip: '1.2.3.4' }).limits[1].remaining, 3, 'the added limit took one: one more leaves 3 of 5');
+  await withClient('ioredis', async (client) => {
+    const up = new RedisPolicy(client, '10/second', { by: ['user'], onError: fallback, prefix: prefix('added') });
+    fallback.add('per-route', new rk.Gcra({ burst: 5, emissionIntervalMs: 100 }), { by: ['route'] });
+    await assert.rejects(up.tryAcquire({ user: 'u', ip: '1.2.3.4' }), { ...lacking, message: '`request` lacks the field "route" that onError\'s limit "per-route" is keyed by' });
+    assert.equal((await up.tryAcquire({ user: 'u', ip: '1.2.3.4', route: '/a' })).fromStore, true);
+  });
+});
+
 test('errors no retry mends reject too: NOPERM, WRONGTYPE, a value the script cannot read (as in Python)', async () => {
   // A misconfiguration looked like an outage: onError 'open' allowed every
   // request, for ever, with nothing but fromStore to tell.

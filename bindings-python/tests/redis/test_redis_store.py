@@ -1522,6 +1522,51 @@ def test_an_in_process_fallback_never_raises_in_an_outage_for_a_call_redis_takes
         assert by_ip.try_acquire({"user": "u", "ip": "1.2.3.4"}).allowed
 
 
+def test_a_fallback_policy_asks_for_the_fields_of_a_limit_added_after_construction(url: str) -> None:
+    # Its fields were read once, at construction: a limit added to the
+    # fallback later was never asked for, so a request lacking its field was
+    # admitted while Redis was up and refused by the fallback itself, as its
+    # own request, while Redis was down.
+    lacking = "^`request` lacks the field 'ip' that on_error's limit 'per-ip' is keyed by$"
+    prefix = f"rk-py-added:{uuid.uuid4().hex}:"
+
+    def fallback() -> ratekeeper.Policy:
+        return ratekeeper.Policy("10/second", by=["user"], clock=lambda: 5.0)
+
+    def add_per_ip(local: ratekeeper.Policy) -> None:
+        local.add("per-ip", ratekeeper.Gcra(5, 0.1), by=["ip"])
+        with pytest.raises(ratekeeper.RateLimitError, match="lacks the field 'ip'") as refused:
+            local.try_acquire({"user": "u"})
+        assert refused.value.code == "invalid_value"
+
+    for client in (redis.Redis(port=1, retry=NO_RETRY), redis.Redis.from_url(url)):
+        local = fallback()
+        policy = RedisPolicy(client, "10/second", by=["user"], on_error=local, prefix=prefix)
+        assert policy.try_acquire({"user": "u"}).allowed
+        add_per_ip(local)
+        for call in (policy.try_acquire, policy.peek, policy.reserve, lambda r: policy.try_acquire_batch(r, [1])):
+            with pytest.raises(ratekeeper.RateLimitError, match=lacking) as error:
+                call({"user": "u"})
+            assert error.value.code == "invalid_value"
+        assert policy.try_acquire({"user": "u", "ip": "1.2.3.4"}).allowed
+        client.close()
+
+    async def main() -> None:
+        for client in (redis.asyncio.Redis(port=1, retry=ASYNC_NO_RETRY), redis.asyncio.Redis.from_url(url)):
+            local = fallback()
+            policy = AsyncRedisPolicy(client, "10/second", by=["user"], on_error=local, prefix=prefix)
+            assert (await policy.try_acquire({"user": "u"})).allowed
+            add_per_ip(local)
+            with pytest.raises(ratekeeper.RateLimitError, match=lacking):
+                await policy.try_acquire({"user": "u"})
+            with pytest.raises(ratekeeper.RateLimitError, match=lacking):
+                await policy.acquire({"user": "u"})
+            assert (await policy.try_acquire({"user": "u", "ip": "1.2.3.4"})).allowed
+            await client.aclose()
+
+    asyncio.run(main())
+
+
 def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
     # A server that does not answer (writes paused): the first round trip
     # times out; the callers that queued behind it are decided by on_error

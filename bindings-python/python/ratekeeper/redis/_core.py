@@ -89,24 +89,37 @@ class _Core:
         self.limit = min(limit.limit for limit in limits)
         # The fields a fallback Policy's limits are keyed by, beside the
         # store's: every request must have them too, so that one lacking
-        # them fails at once, not only while Redis is down.
-        self.fallback_fields: dict[str, str] = {}
-        if isinstance(on_error, Policy):
-            for name in on_error.names:
-                for field in on_error.keyed_by(name):
-                    self.fallback_fields.setdefault(field, name)
+        # them fails at once, not only while Redis is down. Read again by
+        # keys() once the Policy has had limits added: (its size, fields).
+        self.fallback_fields: tuple[int, dict[str, str]] = (0, {})
         # Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
         self.common = [f for f in limits[0].by if all(f in limit.by for limit in limits)]
         self.config: list[Union[str, int]] = [len(limits)]
         for limit in limits:
             self.config += limit.args
 
+    def _fallback_fields(self) -> dict[str, str]:
+        """Each field a fallback ``Policy``'s limits are keyed by, with the
+        first such limit's name, as its limits are now: one ``add``-ed after
+        construction keys it by fields too. A Policy only ever gains limits,
+        so its size tells when to read them again (one tuple, replaced whole,
+        as threads may read it meanwhile)."""
+        size, fields = self.fallback_fields
+        if isinstance(self.on_error, Policy) and len(self.on_error) != size:
+            limits = self.on_error.limits
+            fields = {}
+            for name, by in limits:
+                for field in by:
+                    fields.setdefault(field, name)
+            self.fallback_fields = (len(limits), fields)
+        return fields
+
     def keys(self, request: Mapping[str, _Key], argument: Optional[str] = None) -> list[bytes]:
         """Each limit's key: ``prefix{tag}:name:key``, the tag shared by all,
         the name and each value of the key written ``<length>:<bytes>``.
         A bad value's error names ``request[field]``, or ``argument`` when the
         request stands for that one argument (a limiter's ``key``)."""
-        for field, name in self.fallback_fields.items():
+        for field, name in self._fallback_fields().items():
             if field not in request:
                 raise _error(f"`request` lacks the field {field!r} that on_error's limit {name!r} is keyed by")
         values: dict[str, bytes] = {}

@@ -107,7 +107,9 @@ class RedisPolicy(_PolicyMixin, _Sync):
     [...]}``, its JSON, or rate strings with ``algorithm`` and ``by``), or a
     list of ``(name, limiter, by)``. Every request's keys share the hash tag
     of the fields all limits are keyed by (the whole policy shares one slot
-    when some limit is global).
+    when some limit is global). A fallback ``Policy`` (``on_error``) asks
+    every request for the fields its limits are keyed by, Redis up or down,
+    as they are at the call (one added later too).
     """
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
