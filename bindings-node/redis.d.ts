@@ -129,7 +129,11 @@ export declare class RedisLimiter {
   readonly name: string
 }
 
-/** All-or-nothing limits kept in Redis: Policy's methods as promises. */
+/**
+ * All-or-nothing limits kept in Redis: Policy's methods as promises, and its
+ * members that describe the limits. No `add`: the limits are fixed at
+ * construction.
+ */
 export declare class RedisPolicy {
   constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions<PolicyOnError> & Omit<PolicyOptions, 'clock'>)
   tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
@@ -140,7 +144,17 @@ export declare class RedisPolicy {
   reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
+  /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */
   readonly limits: Array<{ name: string; by: string[] }>
+  /** The limits' names, in order. */
+  readonly names: string[]
+  /** The number of limits, as a `Map`'s `size` (Python: `len(policy)`). */
+  readonly size: number
+  /**
+   * The fields limit `name` is keyed by (`[]` for a global limit); a
+   * `RangeError` (`invalid_value`) for a name no limit has (Python: `KeyError`).
+   */
+  keyedBy(name: string): string[]
 }
 
 /** The server-side script (protocol 1), the same bytes every binding ships. */

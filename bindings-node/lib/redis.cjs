@@ -1197,7 +1197,9 @@ let ownPolicy;
  * Several limits decided together, all or nothing, in Redis: `Policy`'s
  * methods, each a promise. `config` is what `Policy` takes (`{ limits: [...] }`,
  * its JSON, configured limiters, or rate strings with `options.algorithm` and
- * `options.by`), within what Redis supports.
+ * `options.by`), within what Redis supports. `limits`, `names`, `size` and
+ * `keyedBy` describe the limits as `Policy`'s do; there is no `add`: the
+ * limits are fixed at construction.
  */
 class RedisPolicy extends RedisLimits {
   #store;
@@ -1237,6 +1239,27 @@ class RedisPolicy extends RedisLimits {
   get limits() {
     ownPolicy(this);
     return this.#local.limits;
+  }
+
+  /** The limits' names, in order. */
+  get names() {
+    ownPolicy(this);
+    return this.#local.names;
+  }
+
+  /** The number of limits (Python: `len(policy)`). */
+  get size() {
+    ownPolicy(this);
+    return this.#local.size;
+  }
+
+  /**
+   * The fields limit `name` is keyed by (empty for a global limit); a
+   * RangeError `invalid_value` for a name no limit has (Python: KeyError).
+   */
+  keyedBy(name) {
+    ownPolicy(this);
+    return this.#local.keyedBy(name);
   }
 
   /** `RedisPolicy { limits: [ { name: '10/second', by: [] } ] }` in console.log. */

@@ -817,6 +817,35 @@ test('a RedisPolicy needs a configuration: none is refused by name, not taken as
   }
 });
 
+test("a RedisPolicy's limits, names, size and keyedBy are the in-process Policy's, errors and all; it has no add", () => {
+  // It had only `limits`: `names`, `size` and `keyedBy`, Python's `names`,
+  // `len` and `keyed_by`, were undefined.
+  const client = { sendCommand: async () => Promise.reject(new Error('unused')) };
+  const config = { limits: [{ name: 'per-user', rate: '5/second', by: ['user'] }, { name: 'global', rate: '100/minute' }, { name: 'route', rate: '2/second', by: ['user', 'route'] }] };
+  const policy = new RedisPolicy(client, config);
+  const local = new rk.Policy(config);
+  assert.deepEqual(policy.limits, local.limits);
+  assert.deepEqual(policy.names, ['per-user', 'global', 'route']);
+  assert.equal(policy.size, 3);
+  assert.deepEqual(policy.keyedBy('route'), ['user', 'route']);
+  assert.deepEqual(policy.keyedBy('global'), []);
+  // Copies: the caller's changes stay the caller's.
+  policy.names.push('x');
+  policy.keyedBy('route').push('x');
+  assert.deepEqual([policy.names, policy.keyedBy('route')], [local.names, local.keyedBy('route')]);
+  for (const name of ['nope', 5]) {
+    let expected;
+    assert.throws(() => local.keyedBy(name), (e) => (expected = e) instanceof Error);
+    assert.throws(() => policy.keyedBy(name), { name: expected.name, code: expected.code, message: expected.message });
+  }
+  assert.throws(() => policy.keyedBy('nope'), { name: 'RangeError', code: 'invalid_value' });
+  assert.equal('add' in policy, false);
+  // Detached, as the other members: `this` named.
+  for (const read of [() => Object.getOwnPropertyDescriptor(RedisPolicy.prototype, 'names').get.call({}), () => Object.getOwnPropertyDescriptor(RedisPolicy.prototype, 'size').get.call({}), () => policy.keyedBy.call({}, 'route')]) {
+    assert.throws(read, { name: 'TypeError', code: 'invalid_type', message: /^`this` must be a RedisPolicy/ });
+  }
+});
+
 test("a fallback Policy's fields are its limits' at the call: one added after construction is asked of every request, Redis up or down", async () => {
   // They were read once, at construction: a limit `add`ed to the fallback
   // later was never asked for, and while Redis was down the fallback

@@ -16,7 +16,7 @@ import time
 import uuid
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import pytest
 import redis
@@ -266,6 +266,58 @@ def test_a_redis_policy_decision_says_what_it_is_and_holds(client: redis.Redis) 
     assert repr(one) == f"RedisDecision({numbers}, from_store=True)"
 
 
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_redis_policy_describes_its_limits_as_policy_does(asynchronous: bool) -> None:
+    # It had `names`, `keyed_by` and `len` but no `limits`, and `keyed_by`
+    # raised RateLimitError (a ValueError) for an unknown name where
+    # Policy.keyed_by raises KeyError, and matched a non-str name to none.
+    make: Callable[[Any], Union[RedisPolicy, AsyncRedisPolicy]]
+    if asynchronous:
+        make = lambda config: AsyncRedisPolicy(redis.asyncio.Redis(port=1), config)  # never asked
+    else:
+        make = lambda config: RedisPolicy(redis.Redis(port=1), config)
+    local = ratekeeper.Policy(POLICY)
+    listed = [(name, ratekeeper.Gcra(5, 0.1), list(by)) for name, by in local.limits]
+    for policy in (make(POLICY), make(listed)):
+        limits: tuple[ratekeeper.PolicyLimit, ...] = policy.limits
+        assert limits == local.limits
+        assert all(type(limit) is ratekeeper.PolicyLimit for limit in limits)
+        name, by = limits[1]
+        assert (name, by) == ("per-endpoint", ("user", "endpoint"))
+        assert policy.names == local.names
+        assert len(policy) == len(local) == 3
+        assert policy.keyed_by("per-endpoint") == local.keyed_by("per-endpoint") == ("user", "endpoint")
+        for unknown in ("nope", "PER-USER"):
+            with pytest.raises(KeyError) as expected:
+                local.keyed_by(unknown)
+            with pytest.raises(KeyError) as error:
+                policy.keyed_by(unknown)
+            assert error.value.args == expected.value.args == (unknown,)
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$") as type_error:
+            policy.keyed_by(1)  # type: ignore[arg-type]
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$"):
+            local.keyed_by(1)  # type: ignore[arg-type]
+        assert type_error.value.code == "invalid_type"
+        # Its limits are fixed at construction.
+        assert not hasattr(policy, "add")
+    # None is the empty Policy, which `add` fills: refused, as no limits in
+    # any form are, since a policy on Redis has no `add`.
+    assert len(ratekeeper.Policy(None)) == len(ratekeeper.Policy({"limits": []})) == 0
+    empty: Any
+    for empty in (None, {"limits": []}, []):
+        with pytest.raises(ratekeeper.RateLimitError, match="^`config`: a policy on Redis needs at least one limit$") as zero:
+            make(empty)
+        assert zero.value.code == "zero_value"
+    # What Policy refuses, refused as it refuses it.
+    bad: Any
+    for bad in ({}, ""):
+        with pytest.raises(ratekeeper.RateLimitError) as local_error:
+            ratekeeper.Policy(bad)
+        with pytest.raises(type(local_error.value), match=f"^{re.escape(str(local_error.value))}$") as redis_error:
+            make(bad)
+        assert redis_error.value.code == local_error.value.code
+
+
 def test_rate_strings_as_policy_takes_them(client: redis.Redis) -> None:
     start = time.time() + 5  # caller time: three calls within 0.5 s on any machine
     policy = RedisPolicy(client, "2/second;3/minute", by=["user"], clock=lambda: start)
@@ -305,8 +357,6 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     with pytest.raises(ratekeeper.RateLimitError, match="^`config`: a policy on Redis needs at least one limit$") as error:
         RedisPolicy(client, None)
     assert error.value.code == "zero_value"
-    with pytest.raises(ratekeeper.RateLimitError, match="^`name`: no limit is called 'nope'$"):
-        RedisPolicy(client, POLICY).keyed_by("nope")
     # A list gives each limit its own `by` and algorithm: either beside it is refused, as Policy refuses them.
     for extra in ({"by": ["user"]}, {"algorithm": "fixed_window"}):
         with pytest.raises(ratekeeper.RateLimitError, match="applies only to rate strings"):

@@ -10,6 +10,12 @@ async function main(): Promise<void> {
   const pd = await p.tryAcquire({ user: 'u' })
   console.log(h, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
   await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  // Policy's members that describe the limits, the same shapes; no `add` (the limits are fixed).
+  const described: [Array<{ name: string; by: string[] }>, string[], number, string[]] = [p.limits, p.names, p.size, p.keyedBy('10/second')]
+  const local: Pick<Policy, 'limits' | 'names' | 'size' | 'keyedBy'> = p
+  console.log(described, local)
+  // @ts-expect-error a RedisPolicy's limits are fixed at construction
+  p.add('more', new Gcra({ burst: 1, emissionIntervalMs: 1 }))
   // Each class takes the fallback that decides its own target (the runtime refuses the other).
   // @ts-expect-error a Policy decides for a request, not a key
   new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new Policy('1/second') })

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
-from ratekeeper import Decision, KeyedLimiter, Limiter, Policy
+from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyLimit, RateLimitTypeError
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limits, _policy_limits
@@ -59,14 +59,23 @@ class _PolicyMixin:
         """The limits' names, in order."""
         return tuple(limit.name for limit in self._core.limits)
 
+    @property
+    def limits(self) -> tuple[PolicyLimit, ...]:
+        """The limits, in order: each a ``PolicyLimit`` ``(name, by)``, as ``Policy.limits``."""
+        return tuple(PolicyLimit(limit.name, limit.by) for limit in self._core.limits)
+
     def keyed_by(self, name: str) -> tuple[str, ...]:
-        """The fields limit ``name`` is keyed by."""
+        """The fields limit ``name`` is keyed by (empty for a global limit); ``KeyError`` for an unknown name."""
+        if not isinstance(name, str):
+            # In Policy.keyed_by's words.
+            raise RateLimitTypeError("`name` must be a str", "invalid_type")
         for limit in self._core.limits:
             if limit.name == name:
                 return limit.by
-        raise _error(f"`name`: no limit is called {name!r}")
+        raise KeyError(name)
 
     def __len__(self) -> int:
+        """The number of limits (JS: ``policy.size``)."""
         return len(self._core.limits)
 
     def __repr__(self) -> str:
@@ -107,7 +116,11 @@ class RedisPolicy(_PolicyMixin, _Sync):
     [...]}``, its JSON, or rate strings with ``algorithm`` and ``by``), or a
     list of ``(name, limiter, by)``. Every request's keys share the hash tag
     of the fields all limits are keyed by (the whole policy shares one slot
-    when some limit is global). A fallback ``Policy`` (``on_error``) asks
+    when some limit is global).
+
+    ``names``, ``limits``, ``keyed_by(name)`` and ``len(policy)`` describe
+    the limits as ``Policy``'s do; there is no ``add``: the limits are fixed
+    at construction. A fallback ``Policy`` (``on_error``) asks
     every request for the fields its limits are keyed by, Redis up or down,
     as they are at the call (one added later too).
     """
