@@ -135,6 +135,11 @@ export declare class RedisLimiter {
  * construction.
  */
 export declare class RedisPolicy {
+  /**
+   * `config`: what `Policy` takes, of at least one limit: none (undefined
+   * or null), which `Policy` reads as the empty policy that `add` fills, or
+   * `{ limits: [] }`, is a `RangeError` (`zero_value`), as in Python.
+   */
   constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions<PolicyOnError> & Omit<PolicyOptions, 'clock'>)
   tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
   peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>

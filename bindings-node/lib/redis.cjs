@@ -228,9 +228,11 @@ function limiterOfRate(algorithm, rate, burst) {
 
 /** Every limit of what `Policy` takes, `{ name, by, args, limit }`, and the in-process policy (headers, checks). */
 function policyLimits(config, algorithm, by) {
-  // Refused as before `new Policy()` became the empty policy, which has
-  // nothing to keep in Redis.
-  if (config === undefined || config === null) throw typeError('config', 'an object or a string');
+  // None is the in-process empty policy, to which `add` adds limits; a
+  // RedisPolicy has no `add` (its limits are the script's arguments, fixed
+  // here), so it would admit everything for ever: refused as `{ limits: [] }`
+  // is, and as Python refuses `None`.
+  if (config === undefined || config === null) throw rangeError('config', 'a policy on Redis needs at least one limit', 'zero_value');
   if (config !== null && typeof config === 'object' && Array.isArray(config.limits)) {
     config.limits.forEach((item, i) => nativeOnly(item?.limiter, `limits[${i}].limiter`));
   }
@@ -1197,9 +1199,10 @@ let ownPolicy;
  * Several limits decided together, all or nothing, in Redis: `Policy`'s
  * methods, each a promise. `config` is what `Policy` takes (`{ limits: [...] }`,
  * its JSON, configured limiters, or rate strings with `options.algorithm` and
- * `options.by`), within what Redis supports. `limits`, `names`, `size` and
- * `keyedBy` describe the limits as `Policy`'s do; there is no `add`: the
- * limits are fixed at construction.
+ * `options.by`), within what Redis supports, of at least one limit (none,
+ * `undefined` or `null`, is a RangeError `zero_value`). `limits`, `names`,
+ * `size` and `keyedBy` describe the limits as `Policy`'s do; there is no
+ * `add`: the limits are fixed at construction.
  */
 class RedisPolicy extends RedisLimits {
   #store;

@@ -809,11 +809,22 @@ test('a misspelt option is refused, naming it, as the in-process classes refuse 
 });
 
 test('a RedisPolicy needs a configuration: none is refused by name, not taken as an empty policy', () => {
-  // `new Policy()` is an empty in-process policy; a RedisPolicy of none threw
-  // an uncoded TypeError reading its limits.
+  // `new Policy()` is an empty in-process policy, which `add` fills; a
+  // RedisPolicy has no `add`, so one of no limits is refused, and none was a
+  // TypeError `invalid_type` where `{ limits: [] }` (and Python's None) is a
+  // RangeError `zero_value`.
   const client = { sendCommand: async () => Promise.reject(new Error('unused')) };
-  for (const none of [undefined, null]) {
-    assert.throws(() => new RedisPolicy(client, none), { name: 'TypeError', code: 'invalid_type', message: '`config` must be an object or a string' });
+  const noLimits = { name: 'RangeError', code: 'zero_value', message: '`config`: a policy on Redis needs at least one limit' };
+  for (const none of [undefined, null, { limits: [] }]) {
+    assert.equal(new rk.Policy(none).size, 0);
+    assert.throws(() => new RedisPolicy(client, none), noLimits);
+  }
+  assert.throws(() => new RedisPolicy(client), noLimits);
+  // What the in-process Policy refuses, refused as it refuses it.
+  for (const bad of [[], {}, '']) {
+    let local;
+    assert.throws(() => new rk.Policy(bad), (e) => (local = e) instanceof Error);
+    assert.throws(() => new RedisPolicy(client, bad), { name: local.name, code: local.code, message: local.message });
   }
 });
 

@@ -114,15 +114,17 @@ class RedisPolicy(_PolicyMixin, _Sync):
 
     ``config`` is what ``ratekeeper.Policy`` takes (a dict ``{"limits":
     [...]}``, its JSON, or rate strings with ``algorithm`` and ``by``), or a
-    list of ``(name, limiter, by)``. Every request's keys share the hash tag
-    of the fields all limits are keyed by (the whole policy shares one slot
-    when some limit is global).
+    list of ``(name, limiter, by)``, of at least one limit: ``None``, which
+    ``Policy`` reads as the empty policy that ``add`` fills, ``[]`` or
+    ``{"limits": []}`` raises ``RateLimitError`` (``zero_value``). Every
+    request's keys share the hash tag of the fields all limits are keyed by
+    (the whole policy shares one slot when some limit is global).
 
     ``names``, ``limits``, ``keyed_by(name)`` and ``len(policy)`` describe
     the limits as ``Policy``'s do; there is no ``add``: the limits are fixed
-    at construction. A fallback ``Policy`` (``on_error``) asks
-    every request for the fields its limits are keyed by, Redis up or down,
-    as they are at the call (one added later too).
+    at construction. A fallback ``Policy`` (``on_error``) asks every request
+    for the fields its limits are keyed by, Redis up or down, as they are at
+    the call (one added later too).
     """
 
     def try_acquire(self, request: _Request = None, cost: int = 1, now: Optional[_Seconds] = None) -> RedisPolicyDecision:
