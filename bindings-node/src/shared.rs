@@ -740,18 +740,14 @@ pub fn keyed_reclaim(s: &mut AnyKeyed, now_ms: f64) -> Result<(), Error> {
 /// failed call changes nothing: a cost that would fail its own entry (above
 /// the limit) fails the whole call before anything is decided.
 #[cfg_attr(ratekeeper_size, optimize(size))]
+#[allow(dead_code)] // the wasm crate decides a batch through its keyed operation
 pub fn keyed_try_acquire_batch(
     s: &mut AnyKeyed,
     key: Key,
     costs: &[f64],
     now_ms: f64,
 ) -> Result<Vec<f64>, Error> {
-    let now = millis(now_ms, "now")?;
-    let costs = costs
-        .iter()
-        .map(|&c| count(c, "cost"))
-        .collect::<Result<Vec<u64>, Error>>()?;
-    s.check_batch(key, now, &costs)?;
+    let (now, costs) = check_keyed_batch(s, key, costs, now_ms)?;
     let mut out = vec![Err(Error::StateTruncated); costs.len()];
     s.try_acquire_batch(key, now, &costs, &mut out)?;
     let mut flat = Vec::with_capacity(5 * out.len());
@@ -761,6 +757,25 @@ pub fn keyed_try_acquire_batch(
         flat.extend_from_slice(&decision_out(&d, Now::Millis(now_ms)));
     }
     Ok(flat)
+}
+
+/// The checks of [`keyed_try_acquire_batch`], made before anything is
+/// decided: `nowMs` and each cost read, then [`AnyKeyed::check_batch`].
+/// Answers the time and the costs.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn check_keyed_batch(
+    s: &AnyKeyed,
+    key: Key,
+    costs: &[f64],
+    now_ms: f64,
+) -> Result<(Nanos, Vec<u64>), Error> {
+    let now = millis(now_ms, "now")?;
+    let costs = costs
+        .iter()
+        .map(|&c| count(c, "cost"))
+        .collect::<Result<Vec<u64>, Error>>()?;
+    s.check_batch(key, now, &costs)?;
+    Ok((now, costs))
 }
 
 // ---- Policies -------------------------------------------------------------
