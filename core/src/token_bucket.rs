@@ -241,56 +241,23 @@ impl<const N: usize> TokenBucket<N> {
             *self = new.fresh();
             return;
         }
-        let level = exact(self.level_at::<Exact>(now));
-        for ((band, now), rule) in self.bands.iter_mut().zip(level.bands).zip(&new.rules) {
-            *band = now.reconfigured(rule);
-        }
+        let at = reconfigured(&self.rules, &mut self.bands, self.updated, now, &new.rules);
         self.rules = new.rules;
-        self.updated = Some(level.at);
+        self.updated = Some(at);
     }
 
-    /// The bucket as of `now`, or `None` where `A` declines.
-    #[inline(always)]
-    fn level_at<A: Arithmetic>(&self, now: Nanos) -> Option<Level<N>> {
-        for (band, rule) in self.bands.iter().zip(&self.rules) {
-            if !A::computes(band, rule) {
-                return None;
-            }
+    /// The bucket as of `now` in exact arithmetic, which always answers:
+    /// through one copy of it for every number of bandwidths
+    /// ([`level_exact`]).
+    fn level_exact(&self, now: Nanos) -> Level<N> {
+        let mut bands = self.bands;
+        let Moment { at, lag, moved } = level_exact(&self.rules, &mut bands, self.updated, now);
+        Level {
+            bands,
+            at,
+            lag,
+            moved,
         }
-        Some(match self.updated {
-            Some(updated) if now <= updated => {
-                if !A::LAGS && now < updated {
-                    return None;
-                }
-                Level {
-                    bands: self.bands,
-                    at: updated,
-                    // Spelled out as zero otherwise, so that every wait's
-                    // addition of it folds away.
-                    lag: if A::LAGS { updated.0 - now.0 } else { 0 },
-                    moved: false,
-                }
-            }
-            Some(updated) => {
-                let elapsed = now.0 - updated.0;
-                let mut bands = self.bands;
-                for (band, rule) in bands.iter_mut().zip(&self.rules) {
-                    *band = A::advanced(*band, rule, elapsed)?;
-                }
-                Level {
-                    bands,
-                    at: now,
-                    lag: 0,
-                    moved: true,
-                }
-            }
-            None => Level {
-                bands: self.bands,
-                at: now,
-                lag: 0,
-                moved: true,
-            },
-        })
     }
 
     /// Stores `level` as the bucket's state, unless it is the state already.
@@ -320,47 +287,19 @@ impl<const N: usize> TokenBucket<N> {
         }
     }
 
-    /// The longest wait, over all bands, until each holds `target` tokens
-    /// (`None` for full), plus `lag`, saturating at [`Nanos::MAX`].
-    #[inline(always)]
-    fn wait<A: Arithmetic>(&self, level: &Level<N>, target: Option<u64>) -> Nanos {
-        let mut longest = 0;
-        for (band, rule) in level.bands.iter().zip(&self.rules) {
-            longest = longest.max(A::wait_for(band, rule, target.unwrap_or(rule.capacity())));
-        }
-        // No wait stays no wait, whatever the lag.
-        let lag = if longest == 0 { 0 } else { level.lag };
-        Nanos(longest.saturating_add(lag))
-    }
-
     /// The decision for `cost` at `now`, which the caller has checked
     /// against the limit, and the bucket's state after it; `None` where `A`
     /// declines.
     #[inline(always)]
     fn decide_with<A: Arithmetic>(&self, now: Nanos, cost: u64) -> Option<(Decision, Level<N>)> {
-        let mut level = self.level_at::<A>(now)?;
-        let allowed = level.bands.iter().all(|band| A::holds(band, cost));
-        if allowed {
-            for band in level.bands.iter_mut() {
-                *band = band.taken(cost);
-            }
-        }
-        let retry_after = if allowed {
-            Nanos::ZERO
-        } else {
-            self.wait::<A>(&level, Some(cost))
-        };
-        let decision = Decision {
-            allowed,
-            remaining: level
-                .bands
-                .iter()
-                .map(|band| band.tokens)
-                .min()
-                .unwrap_or(0),
-            limit: self.limit(),
-            retry_after,
-            reset_after: self.wait::<A>(&level, None),
+        let mut bands = self.bands;
+        let (decision, Moment { at, lag, moved }) =
+            decide_in::<A>(&self.rules, &mut bands, self.updated, now, cost)?;
+        let level = Level {
+            bands,
+            at,
+            lag,
+            moved,
         };
         Some((decision, level))
     }
@@ -401,6 +340,125 @@ impl<const N: usize> TokenBucket<N> {
             (allowed, remaining, limit, retry_after, reset_after),
         )
     }
+}
+
+/// When a level of the bands stands (see [`Level`]): computed over slices
+/// of the bands, whatever their number.
+struct Moment {
+    at: Nanos,
+    lag: u64,
+    moved: bool,
+}
+
+/// The bucket of `rules`, whose bands were `bands` at `updated`, as of
+/// `now`, or `None` where `A` declines: `bands` then holds the level's
+/// bands (on `None`, anything: the caller's are a copy).
+#[inline(always)]
+fn level_in<A: Arithmetic>(
+    rules: &[Bandwidth],
+    bands: &mut [Band],
+    updated: Option<Nanos>,
+    now: Nanos,
+) -> Option<Moment> {
+    for (band, rule) in bands.iter().zip(rules) {
+        if !A::computes(band, rule) {
+            return None;
+        }
+    }
+    Some(match updated {
+        Some(updated) if now <= updated => {
+            if !A::LAGS && now < updated {
+                return None;
+            }
+            Moment {
+                at: updated,
+                // Spelled out as zero otherwise, so that every wait's
+                // addition of it folds away.
+                lag: if A::LAGS { updated.0 - now.0 } else { 0 },
+                moved: false,
+            }
+        }
+        Some(updated) => {
+            let elapsed = now.0 - updated.0;
+            for (band, rule) in bands.iter_mut().zip(rules) {
+                *band = A::advanced(*band, rule, elapsed)?;
+            }
+            Moment {
+                at: now,
+                lag: 0,
+                moved: true,
+            }
+        }
+        None => Moment {
+            at: now,
+            lag: 0,
+            moved: true,
+        },
+    })
+}
+
+/// The longest wait, over all bands, until each holds `target` tokens
+/// (`None` for full), plus `lag`, saturating at [`Nanos::MAX`].
+#[inline(always)]
+fn wait_in<A: Arithmetic>(
+    rules: &[Bandwidth],
+    bands: &[Band],
+    lag: u64,
+    target: Option<u64>,
+) -> Nanos {
+    let mut longest = 0;
+    for (band, rule) in bands.iter().zip(rules) {
+        longest = longest.max(A::wait_for(band, rule, target.unwrap_or(rule.capacity())));
+    }
+    // No wait stays no wait, whatever the lag.
+    let lag = if longest == 0 { 0 } else { lag };
+    Nanos(longest.saturating_add(lag))
+}
+
+/// The decision for `cost` at `now` (see [`TokenBucket::decide_with`]),
+/// `bands` becoming the level's as in [`level_in`]; `None` where `A`
+/// declines.
+#[inline(always)]
+fn decide_in<A: Arithmetic>(
+    rules: &[Bandwidth],
+    bands: &mut [Band],
+    updated: Option<Nanos>,
+    now: Nanos,
+    cost: u64,
+) -> Option<(Decision, Moment)> {
+    let moment = level_in::<A>(rules, bands, updated, now)?;
+    let allowed = bands.iter().all(|band| A::holds(band, cost));
+    if allowed {
+        for band in bands.iter_mut() {
+            *band = band.taken(cost);
+        }
+    }
+    let retry_after = if allowed {
+        Nanos::ZERO
+    } else {
+        wait_in::<A>(rules, bands, moment.lag, Some(cost))
+    };
+    let decision = Decision {
+        allowed,
+        remaining: bands.iter().map(|band| band.tokens).min().unwrap_or(0),
+        limit: rules.iter().map(|rule| rule.capacity()).min().unwrap_or(0),
+        retry_after,
+        reset_after: wait_in::<A>(rules, bands, moment.lag, None),
+    };
+    Some((decision, moment))
+}
+
+/// [`level_in`] in exact arithmetic, compiled once for every number of
+/// bandwidths.
+#[inline(never)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn level_exact(
+    rules: &[Bandwidth],
+    bands: &mut [Band],
+    updated: Option<Nanos>,
+    now: Nanos,
+) -> Moment {
+    exact(level_in::<Exact>(rules, bands, updated, now))
 }
 
 /// What a [`KeyedLimiter`](crate::KeyedLimiter) keeps per key of a token
@@ -506,7 +564,7 @@ impl<const N: usize> Limiter for TokenBucket<N> {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         check_cost(cost, self.limit())?;
-        let mut level = exact(self.level_at::<Exact>(now));
+        let mut level = self.level_exact(now);
         self.commit(&level, false);
         if cost == 0 {
             return Ok(true);
@@ -548,49 +606,88 @@ impl<const N: usize> Codec for TokenBucket<N> {
         1
     }
 
-    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn config(&self, fingerprint: &mut Fingerprint) {
-        fingerprint.word(N as u64);
-        for rule in &self.rules {
-            rule.fingerprint(fingerprint);
-        }
+        config_of(&self.rules, fingerprint);
     }
 
-    /// Whether the bucket has been called (and when), then each band.
-    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn write_state(&self, w: &mut Writer<'_>) {
-        match self.updated {
-            None => w.varint(0),
-            Some(at) => {
-                w.varint(1);
-                w.varint(at.0);
-            }
-        }
-        for band in &self.bands {
-            band.write(w);
-        }
+        write_state_of(&self.bands, self.updated, w);
     }
 
-    /// A bucket never called holds each band as it starts (its initial
-    /// tokens, nothing owed): only a call changes a band, and a refund or a
-    /// reconfigure reads a bucket never called as new, so a state never
-    /// called yet spent or owing would lose its debt to them.
-    #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
-        self.updated = match r.at_most(1)? {
-            0 => None,
-            _ => Some(Nanos(r.varint()?)),
-        };
-        for (band, rule) in self.bands.iter_mut().zip(&self.rules) {
-            *band = Band::read(rule, r)?;
-            if self.updated.is_none() && *band != Band::new(rule) {
-                return Err(corrupt(
-                    "a bucket never called holds other than its initial tokens",
-                ));
-            }
-        }
-        Ok(())
+        read_state_of(&self.rules, &mut self.bands, &mut self.updated, r)
     }
+}
+
+// The state codec and `reconfigure` over slices of the bands, compiled once
+// for every number of bandwidths (each number its own copy before, in the
+// wasm build).
+
+/// The number of bandwidths, then each one's configuration.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn config_of(rules: &[Bandwidth], fingerprint: &mut Fingerprint) {
+    fingerprint.word(rules.len() as u64);
+    for rule in rules {
+        rule.fingerprint(fingerprint);
+    }
+}
+
+/// Whether the bucket has been called (and when), then each band.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn write_state_of(bands: &[Band], updated: Option<Nanos>, w: &mut Writer<'_>) {
+    match updated {
+        None => w.varint(0),
+        Some(at) => {
+            w.varint(1);
+            w.varint(at.0);
+        }
+    }
+    for band in bands {
+        band.write(w);
+    }
+}
+
+/// A bucket never called holds each band as it starts (its initial
+/// tokens, nothing owed): only a call changes a band, and a refund or a
+/// reconfigure reads a bucket never called as new, so a state never
+/// called yet spent or owing would lose its debt to them.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn read_state_of(
+    rules: &[Bandwidth],
+    bands: &mut [Band],
+    updated: &mut Option<Nanos>,
+    r: &mut Reader<'_>,
+) -> Result<(), Error> {
+    *updated = match r.at_most(1)? {
+        0 => None,
+        _ => Some(Nanos(r.varint()?)),
+    };
+    for (band, rule) in bands.iter_mut().zip(rules) {
+        *band = Band::read(rule, r)?;
+        if updated.is_none() && *band != Band::new(rule) {
+            return Err(corrupt(
+                "a bucket never called holds other than its initial tokens",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// [`TokenBucket::reconfigure`] of a bucket called before (at `updated`):
+/// `bands` become the bands under `new` as of `now`, at the time answered.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn reconfigured(
+    rules: &[Bandwidth],
+    bands: &mut [Band],
+    updated: Option<Nanos>,
+    now: Nanos,
+    new: &[Bandwidth],
+) -> Nanos {
+    let Moment { at, .. } = level_exact(rules, bands, updated, now);
+    for (band, rule) in bands.iter_mut().zip(new) {
+        *band = band.reconfigured(rule);
+    }
+    at
 }
 
 #[cfg(test)]
