@@ -634,14 +634,7 @@ pub fn keyed_try_acquire_batch(
     // the checks none fails.
     let mut flat = Vec::with_capacity(5 * costs.len());
     for &cost in &costs {
-        let status = keyed(
-            handle,
-            key,
-            cost,
-            0.0,
-            now_ms,
-            shared::TRY_ACQUIRE,
-        );
+        let status = keyed(handle, key, cost, 0.0, now_ms, shared::TRY_ACQUIRE);
         if status == FAILED {
             return Err(take_error());
         }
