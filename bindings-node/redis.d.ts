@@ -28,13 +28,15 @@ import type {
  * `createClient` (detected by `sendCommand`) or `createCluster` (detected by
  * `sendCommand` and `getSlotRandomNode`). Recommended: ioredis with
  * `enableOfflineQueue: false`, node-redis with `disableOfflineQueue: true`,
- * and an `'error'` listener on either (see the README).
+ * and an `'error'` listener on either (see the README). A key of bytes that
+ * are not UTF-8 goes to it as a `Buffer` (a `Uint8Array`), as ioredis and
+ * node-redis send bytes: what it is called with may hold one.
  */
 export type RedisClient =
-  | { call(command: string, ...args: Array<string | number>): Promise<unknown>; evalsha(...args: any[]): Promise<unknown> }
-  | { sendCommand(args: string[]): Promise<unknown> }
+  | { call(command: string, ...args: Array<string | number | Uint8Array>): Promise<unknown>; evalsha(...args: any[]): Promise<unknown> }
+  | { sendCommand(args: Array<string | Uint8Array>): Promise<unknown> }
   | {
-      sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[]): Promise<unknown>
+      sendCommand(firstKey: string | Uint8Array | undefined, isReadonly: boolean | undefined, args: Array<string | Uint8Array>): Promise<unknown>
       getSlotRandomNode(slot: number): unknown
     }
 

@@ -1,6 +1,6 @@
 // tsc --noEmit over ratekeeper/redis (bindings-node/redis.d.ts): tsc -p tests/redis/types/tsconfig.json
 import { Gcra, KeyedLimiter, Policy } from 'ratekeeper'
-import { RedisLimiter, RedisPolicy, type RedisDecision } from 'ratekeeper/redis'
+import { RedisLimiter, RedisPolicy, type RedisClient, type RedisDecision } from 'ratekeeper/redis'
 declare const client: { call(c: string, ...a: Array<string | number>): Promise<unknown>; evalsha(...a: any[]): Promise<unknown> }
 async function main(): Promise<void> {
   const l = new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })), commandTimeoutMs: 100 })
@@ -34,5 +34,10 @@ async function main(): Promise<void> {
   console.log(bd, (await l.reserve(bytes)).ok, (await p.tryAcquire({ user: bytes })).allowed)
   // @ts-expect-error a DataView is no key
   await l.tryAcquire(new DataView(bytes.buffer))
+  // Such a key goes to the client as bytes: each client shape takes them.
+  const sent = client as RedisClient
+  if ('getSlotRandomNode' in sent) await sent.sendCommand(bytes, false, ['GET', bytes])
+  else if ('sendCommand' in sent) await sent.sendCommand(['GET', bytes])
+  else await sent.call('GET', bytes)
 }
 void main()
