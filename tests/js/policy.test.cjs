@@ -334,8 +334,11 @@ describe('Policy', () => {
   it('refuses algorithm and by beside a configuration, and JSON text in fromRates, as Python does', () => {
     // Dropped silently, `by` left one global limit where one per user was asked.
     const config = { limits: [{ name: 'api', rate: '2/second' }] };
-    assertLimiterError(() => new Policy(config, { by: ['user'] }), 'invalid_value', 'algorithm');
+    // Each error names the option given, in Python's words (`algorithm` when both are).
+    const byGiven = assertLimiterError(() => new Policy(config, { by: ['user'] }), 'invalid_value', 'by');
+    assert.equal(byGiven.message, "`by` applies only to a rate string; a configuration names each limit's");
     assertLimiterError(() => new Policy(JSON.stringify(config), { algorithm: 'gcra' }), 'invalid_value', 'algorithm');
+    assertLimiterError(() => new Policy(config, { algorithm: 'gcra', by: ['user'] }), 'invalid_value', 'algorithm');
     assertLimiterError(() => Policy.fromRates(JSON.stringify(config)), 'invalid_syntax', 'rates');
     assert.deepEqual(new Policy('2/second', { by: ['user'] }).limits, [{ name: '2/second', by: ['user'] }]);
     assert.deepEqual(new Policy(config, { clock: () => 0 }).limits, [{ name: 'api', by: [] }]);
@@ -848,8 +851,9 @@ describe('Policy grown in code: new Policy() and add, as in Python', () => {
     assert.equal(unknown.message, '`name` is not the name of a limit in this policy: "nope"');
     assertLimiterError(() => policy.keyedBy(5), 'invalid_type', 'name');
     assertLimiterError(() => policy.keyedBy('x\ud800'), 'invalid_value', 'name');
-    const none = assertLimiterError(() => new Policy(undefined, { by: ['user'] }), 'invalid_value', 'algorithm');
-    assert.equal(none.message, '`algorithm` and `by` apply only to a rate string, and none was given');
+    const none = assertLimiterError(() => new Policy(undefined, { by: ['user'] }), 'invalid_value', 'by');
+    assert.equal(none.message, '`by` applies only to a rate string, and none was given');
+    assertLimiterError(() => new Policy(null, { algorithm: 'gcra' }), 'invalid_value', 'algorithm');
     assertLimiterError(() => Policy.fromConfig(), 'invalid_type', 'config');
     assertLimiterError(() => Policy.fromConfig(null), 'invalid_type', 'config');
   });

@@ -144,8 +144,9 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
       // As in Python: silently dropped, `by` would leave one global limit
       // where the caller asked for one per user.
       if (!rates && (algorithm !== undefined || by !== undefined)) {
+        // The one given named, as Python names it (`algorithm` when both are).
         const which = none ? ', and none was given' : "; a configuration names each limit's";
-        invalidValue(`\`algorithm\` and \`by\` apply only to a rate string${which}`);
+        invalidValue(`\`${algorithm !== undefined ? 'algorithm' : 'by'}\` applies only to a rate string${which}`);
       }
       if (none) {
         this.#h = B.policyNew();
