@@ -606,6 +606,33 @@ describe('Policy', () => {
     }
   });
 
+  it('aborting a waiter booked before an add moves nobody up: those behind keep their slots, as after a reconfigure', async () => {
+    // Moving up books again in every limit, the one added since too, which
+    // the waiters' request may lack the fields of: they were rejected
+    // ("`request` lacks a field"), though their slots were theirs.
+    const time = fakeTime({ start: 0 }).install();
+    try {
+      const policy = new Policy('1/second', { clock: time.now });
+      const at = {};
+      const go = (name, signal) =>
+        policy.acquire({ user: name }, 1, { signal }).then(
+          () => (at[name] = time.now()),
+          (error) => (at[name] = error.name),
+        );
+      go('a');
+      const controller = new AbortController();
+      go('b', controller.signal);
+      go('c');
+      await time.advance(10);
+      policy.add('per-ip', new FixedWindow({ limit: 10, windowMs: SECOND }), { by: ['ip'] });
+      controller.abort();
+      await time.advance(10 * SECOND);
+      assert.deepStrictEqual(at, { a: 0, b: 'AbortError', c: 2 * SECOND }, 'c keeps its slot; b\'s goes unused');
+    } finally {
+      time.uninstall();
+    }
+  });
+
   it('reserve books every limit at the policy\'s slot, and cancel() gives it back in every one', () => {
     const log = (limit, windowMs) => new SlidingWindowLog({ limit, windowMs });
     const policy = new Policy({ limits: [{ name: 'fast', limiter: log(2, 100) }, { name: 'slow', limiter: log(1, SECOND) }] });

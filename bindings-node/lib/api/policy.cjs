@@ -3,7 +3,7 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked }, { internalsOf, isLimiter }, { isKeyed }) {
+module.exports = function policy(shared, { acquireSlot, untracked, grew }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
@@ -234,6 +234,7 @@ module.exports = function policy(shared, { acquireSlot, untracked }, { internals
       const epoch = B.policyAdd(this.#h, name, by, handle, maxKeys ?? undefined, eviction ?? undefined, this.#clock === defaultClock);
       if (epoch) this.#clock = epochClock;
       this.#readLimits();
+      grew(this);
     }
 
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */

@@ -22,9 +22,10 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     let w = waitersOf.get(owner);
     if (w === undefined) {
       // booked: waiters' bookings so far (each waiter's `seq`); foreign:
-      // bookings no waiter holds, reconfigures and restores (see untracked).
+      // bookings no waiter holds, reconfigures and restores (see untracked);
+      // grown: limits added to a policy (see grew).
       // cancel: the clearTimeout of the setTimeout that armed the timer.
-      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, booked: 0, foreign: 0 };
+      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, booked: 0, foreign: 0, grown: 0 };
       waitersOf.set(owner, w);
     }
     return w;
@@ -46,6 +47,16 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   function untracked(owner) {
     const w = waitersOf.get(owner);
     if (w !== undefined) w.foreign++;
+  }
+
+  /**
+   * Counts a limit added to the policy `owner`: waiters booked before it
+   * must not move up, as that books again in every limit, the new one too,
+   * whose fields their requests may lack (see withdraw).
+   */
+  function grew(owner) {
+    const w = waitersOf.get(owner);
+    if (w !== undefined) w.grown++;
   }
 
   /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see movesUp). */
@@ -75,6 +86,13 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       waiter.queue === null
         ? []
         : w.list.filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
+    // Behind it, one booked before a limit was added: nobody moves (see
+    // grew), and nothing is given back, as above. With nobody behind, the
+    // booking is given back, in the limits it was booked in.
+    if (later.some((other) => other.grown < w.grown)) {
+      arm(w);
+      return;
+    }
     try {
       for (const other of later) other.giveBack();
       waiter.giveBack();
@@ -206,6 +224,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         atMs,
         seq: w.booked++,
         foreign: w.foreign,
+        grown: w.grown,
         queue: slot.queue,
         latestOnly: slot.latestOnly === true,
         aborted: () => signal !== undefined && abortedNow(signal),
@@ -273,5 +292,5 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     return Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
-  return { acquireSlot, untracked };
+  return { acquireSlot, untracked, grew };
 };
