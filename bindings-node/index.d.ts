@@ -515,8 +515,9 @@ export declare class Policy {
   refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): void
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   /**
-   * Every limit in `RateLimit-Policy` and `RateLimit` (comma-separated items);
-   * `Retry-After` when denied. A policy of no limits has none: it answers `{}`.
+   * Every limit the decision lists (those the policy had when it decided)
+   * in `RateLimit-Policy` and `RateLimit` (comma-separated items);
+   * `Retry-After` when denied. A decision of no limits answers `{}`.
    */
   headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
   reclaim(nowMs?: number): void

@@ -190,7 +190,7 @@ pub fn type_error(name: &str, expected: &str) -> Error {
         "an array of strings",
         "a KeyedLimiter or a Policy",
         "an object or a string",
-        "an object of strings and numbers",
+        "an object of strings, numbers and Uint8Arrays",
         "an array of objects",
     ];
     let expected = EXPECTED
@@ -875,7 +875,10 @@ pub fn request<P: Part>(fields: &[P]) -> Result<Vec<(&str, &[u8])>, Error> {
         .chunks_exact(2)
         .map(|pair| match pair[0].text() {
             Some(name) => Ok((name, pair[1].bytes())),
-            None => Err(type_error("request", "an object of strings and numbers")),
+            None => Err(type_error(
+                "request",
+                "an object of strings, numbers and Uint8Arrays",
+            )),
         })
         .collect()
 }

@@ -150,9 +150,9 @@ impl Core for PolicyCore {
 /// ``time.monotonic``.
 ///
 /// Every method takes the request first, then the limiter's arguments, and
-/// answers a ``PolicyDecision``; ``headers`` lists every limit. ``len(policy)``,
-/// ``names``, ``keyed_by(name)`` and ``limits`` (``PolicyLimit``s) describe
-/// its limits. Safe to share between threads.
+/// answers a ``PolicyDecision``; ``headers`` lists every limit it decided.
+/// ``len(policy)``, ``names``, ``keyed_by(name)`` and ``limits``
+/// (``PolicyLimit``s) describe its limits. Safe to share between threads.
 #[pyclass(frozen, name = "Policy", module = "ratekeeper")]
 pub struct PyPolicy {
     shared: Shared<PolicyCore>,
@@ -630,7 +630,13 @@ limiter_methods!(
             let (store, window) = match limiter.cast::<PyKeyedLimiter>() {
                 Ok(keyed) => (keyed.get().empty_store(py)?, keyed.get().window_nanos()),
                 Err(_) => {
-                    let prototype = convert::limiter(limiter)?.get().snapshot(py);
+                    let Ok(limiter) = limiter.cast::<crate::limiter::PyLimiter>() else {
+                        // Both kinds named, as JS's `add` names them.
+                        let expected = "a ratekeeper limiter (TokenBucket, Gcra, LeakyBucket, \
+                                        ...) or a KeyedLimiter";
+                        return Err(to_py(py, Error::InvalidType { name: "limiter", expected }));
+                    };
+                    let prototype = limiter.get().snapshot(py);
                     let window = prototype.window();
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }
@@ -663,7 +669,8 @@ limiter_methods!(
         }
 
         /// The HTTP RateLimit header values of a PolicyDecision, as a dict:
-        /// ``RateLimit-Policy`` and ``RateLimit`` list every limit, as
+        /// ``RateLimit-Policy`` and ``RateLimit`` list every limit the
+        /// decision lists (those the policy had when it decided), as
         /// comma-separated items (``"per-user";q=10;w=1, "global";q=100;w=60``),
         /// and ``Retry-After`` (whole seconds, rounded up) is the combined wait
         /// when denied. A policy without limits has none but ``Retry-After``.

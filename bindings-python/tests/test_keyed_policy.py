@@ -471,7 +471,7 @@ def test_policy_construction_errors() -> None:
         policy.add("b", Gcra(1, 1), by="user")
     with pytest.raises(RateLimitTypeError, match="`by` must be an iterable of str field names$"):
         policy.add("b", Gcra(1, 1), by=["user", 5])  # type: ignore[list-item]
-    with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
+    with pytest.raises(RateLimitTypeError, match=r"^`limiter` must be a ratekeeper limiter \(TokenBucket, Gcra, LeakyBucket, \.\.\.\) or a KeyedLimiter$"):
         policy.add("b", 5)  # type: ignore[arg-type]
     with pytest.raises(RateLimitError, match="`algorithm` applies only to a rate string; a configuration"):
         Policy({"limits": []}, algorithm="gcra")
@@ -717,14 +717,6 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         assert refused.value.code == "invalid_type"
     with pytest.raises(TypeError, match="`rates` must be a rate string"):
         ratekeeper.limit(5)  # type: ignore[call-overload]
-    # NumPy's bool is a flag, as a Decision's `allowed` takes it (no int to NumPy either).
-    numpy = pytest.importorskip("numpy")
-    for flag in (numpy.bool_(True), numpy.bool_(False)):
-        assert ratekeeper.limit(FixedWindow(1, 1), wait=flag)._timeout == (None if flag else 0)
-        assert Decision(allowed=flag, remaining=0, limit=1, retry_after=0, reset_after=1).allowed is bool(flag)
-    for not_bool in (numpy.int64(1), numpy.float64(0), numpy.array([True])):
-        with pytest.raises(RateLimitTypeError, match="^`wait` must be a bool"):
-            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)
     # A cost no call could pay is refused where it is given, not on every call.
     for subject in ("1/second", FixedWindow(2, 1), per_user_and_global(5, 1, clock=clock)):
         with pytest.raises(RateLimitError, match="`cost` 9 exceeds the limit") as raised:
@@ -736,6 +728,18 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         assert raised.value.code == "invalid_value"
     with pytest.raises(RateLimitTypeError, match="`cost` must be an int, not float"):
         ratekeeper.limit("1/second", cost=1.5)  # type: ignore[call-overload]
+
+
+def test_limit_waits_on_numpys_bool() -> None:
+    """NumPy's bool is a flag, as a Decision's ``allowed`` takes it (no int
+    to NumPy either)."""
+    numpy = pytest.importorskip("numpy")
+    for flag in (numpy.bool_(True), numpy.bool_(False)):
+        assert ratekeeper.limit(FixedWindow(1, 1), wait=flag)._timeout == (None if flag else 0)
+        assert Decision(allowed=flag, remaining=0, limit=1, retry_after=0, reset_after=1).allowed is bool(flag)
+    for not_bool in (numpy.int64(1), numpy.float64(0), numpy.array([True])):
+        with pytest.raises(RateLimitTypeError, match="^`wait` must be a bool"):
+            ratekeeper.limit(FixedWindow(1, 1), wait=not_bool)
 
 
 def test_limit_takes_rate_strings(clock: FakeClock) -> None:
@@ -966,9 +970,12 @@ def test_limit_with_key_refuses_a_key_of_a_wrong_type_as_the_limiter_does(clock:
                 asyncio.run(call_async())
             assert (str(raised.value), raised.value.code) == (str(expected.value), "invalid_type")
     assert len(store) == 0
-    # Several rates are a policy keyed by the field "key", which says so.
-    with pytest.raises(RateLimitTypeError, match=r"^`request\['key'\]` must be a str, bytes or int, not float$"):
-        ratekeeper.limit("1/second;9/minute", key=lambda: 1.5)(lambda: None)()  # type: ignore[arg-type, return-value]
+    # Several rates are a policy keyed by the field "key": the same words,
+    # naming `key`, not a request the caller never wrote.
+    for wrong in (1.5, None, True, ["a"]):
+        with pytest.raises(RateLimitTypeError) as raised:
+            ratekeeper.limit("1/second;9/minute", key=lambda w=wrong: w)(lambda: None)()
+        assert (str(raised.value), raised.value.code) == (str(expected.value), "invalid_type")
     # A policy's key gives a request.
     with pytest.raises(RateLimitTypeError, match="^`request` must be a mapping"):
         ratekeeper.limit(per_user_and_global(1, 1, clock=clock), key=lambda: "alice")(lambda: None)()  # type: ignore[arg-type, return-value]

@@ -694,9 +694,9 @@ pub fn policy_add(
     monotonic: bool,
 ) -> Result<bool, JsValue> {
     let limiter = limiter.0.borrow().clone();
+    // A policy seeded already seeds the store added as its others (see
+    // `Policy::add_store`); one not yet is seeded whole at its next operation.
     let mut policy = handle.0.borrow_mut();
-    // Its new store is seeded, with the others again, at the next operation.
-    handle.1.set(false);
     let bound = (max_keys, eviction.as_deref());
     let added = shared::policy_add(&mut policy, name, &by, limiter, bound, monotonic);
     drop(policy);

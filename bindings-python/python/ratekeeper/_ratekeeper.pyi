@@ -572,7 +572,7 @@ class Policy:
     def _single(self) -> Optional[Limiter]: ...
     def _noop(self, request: object = None, cost: object = None, now: object = None) -> None: ...
     def headers(self, decision: PolicyDecision) -> dict[str, str]:
-        """The HTTP RateLimit header values of ``decision``, every limit listed."""
+        """The HTTP RateLimit header values of ``decision``, every limit it lists."""
 
     def reclaim(self, now: Optional[_Seconds] = None) -> None:
         """Drop the keys of every limit that are back to fresh at ``now``."""

@@ -432,6 +432,10 @@ class KeyedAcquiring:
         """What the call with ``args`` and ``kwargs`` acquires."""
         key = self._key(*args, **kwargs)
         if self._field is not None:
+            # Refused as a KeyedLimiter refuses it, as with one rate: the
+            # request this makes is none the caller wrote.
+            if isinstance(key, bool) or not isinstance(key, (str, bytes, int)):
+                raise RateLimitTypeError("`key` must be a str, bytes or int", "invalid_type")
             key = {self._field: key}
         return Acquiring(self._subject, (key, self._cost), self._timeout)
 
