@@ -371,13 +371,15 @@ impl PyTokenBucket {
         // The constructor's first argument is an int, never iterable: the
         // state alone does not say the configuration (only its fingerprint),
         // so a bucket of several bandwidths needs them given, as in JS.
-        let bandwidths = match args.len() {
-            1 => args.get_item(0)?.try_iter().is_ok(),
-            0 => match kwargs {
+        // More arguments after an iterable go to `from_bandwidths` too, whose
+        // error says what it takes (the constructor's named a missing
+        // `refill_period`).
+        let bandwidths = match args.get_item(0) {
+            Ok(first) => first.try_iter().is_ok(),
+            Err(_) => match kwargs {
                 Some(kwargs) => kwargs.contains(pyo3::intern!(cls.py(), "bandwidths"))?,
                 None => false,
             },
-            _ => false,
         };
         let made = if bandwidths {
             cls.getattr(pyo3::intern!(cls.py(), "from_bandwidths"))?

@@ -1297,6 +1297,10 @@ def test_token_bucket_from_bytes_rebuilds_a_bucket_of_any_bandwidths(count: int)
         assert copy.to_bytes() == single.to_bytes()
     with pytest.raises(RateLimitTypeError, match="^`bandwidths` must be an iterable of Bandwidth$"):
         TokenBucket.from_bytes(data, [5])  # type: ignore[list-item]
+    # Bandwidths and more positional arguments: from_bandwidths's own words
+    # (the constructor's named a missing refill_period).
+    with pytest.raises(TypeError, match="from_bandwidths.* positional argument"):
+        TokenBucket.from_bytes(data, bucket.bandwidths, 5)  # type: ignore[call-overload]
 
 
 def kwargs_of(limiter: Any) -> dict[str, Any]:
