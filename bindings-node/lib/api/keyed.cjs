@@ -3,7 +3,7 @@
 const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
-  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, textKey, thisChecks } = shared;
+  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
 
@@ -87,7 +87,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     refund(key, cost, takenAtMs) {
       ownKeyed(this);
-      const k = textKey(key);
+      const k = keyArgOf(key);
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.keyedRefund(this.#h, k, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN]);
     }
@@ -121,7 +121,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     /** Decides each of `costs` in turn for `key` at one instant: one decision per cost. */
     tryAcquireBatch(key, costs, nowMs) {
       ownKeyed(this);
-      const k = textKey(key);
+      const k = keyArgOf(key);
       const units = arrayOf(costs, 'number');
       if (units === undefined) badType('costs', 'an array of numbers');
       const flat = B.keyedTryAcquireBatch(this.#h, k, units, nowFrom(this.#clock, nowMs));

@@ -238,7 +238,7 @@ module.exports = function shared(B) {
    * the keyed methods that pass their key on as an argument. (The hot ones
    * check it on their string path only: see keyedOp.)
    */
-  function textKey(key) {
+  function keyArgOf(key) {
     return keyArg(keyOf(key), 'key');
   }
 
@@ -382,7 +382,7 @@ module.exports = function shared(B) {
     policyHandles,
     toUint8Array,
     keyOf,
-    textKey,
+    keyArgOf,
     readClock,
     hotNow,
     nowFrom,
