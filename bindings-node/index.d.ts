@@ -60,8 +60,13 @@ export interface Reservation {
   cancel(): void
 }
 
-/** The IETF RateLimit header values of a decision (`Retry-After` only when denied). */
-export interface RateLimitHeaders {
+/**
+ * The IETF RateLimit header values of a decision (`Retry-After` only when
+ * denied). A type, not an interface, so that it is a `Record<string, string>`
+ * to TypeScript: `new Response(body, { headers })`, `new Headers(headers)` and
+ * Node's `res.writeHead(429, headers)` take it.
+ */
+export type RateLimitHeaders = {
   /** `"name";q=<limit>;w=<window seconds>` */
   'RateLimit-Policy': string
   /** `"name";r=<remaining>;t=<reset seconds>` */

@@ -63,6 +63,9 @@ bucket.refund(1);
 bucket.reconfigure(new TokenBucket({ capacity: 20, refillTokens: 2, refillPeriodMs: 100 }), waitMs);
 const headers: RateLimitHeaders = bucket.headers(bucket.tryAcquire());
 const retryAfter: string | undefined = headers['Retry-After'];
+// A Record<string, string> to what takes headers: fetch's Response and Headers, Node's writeHead.
+const headersRecord: Record<string, string> = headers;
+export const asResponse = new Response(null, { status: 429, headers: bucket.headers(bucket.tryAcquire()) });
 const config: [number, number, string, string, Bandwidth[], number, 'greedy' | 'interval'] = [
   bucket.limit, bucket.windowMs, bucket.algorithm, bucket.name, both.bandwidths, bucket.capacity, bucket.refill,
 ];
@@ -181,6 +184,7 @@ bucket.headers(pd);
 // @ts-expect-error: nor a keyed limiter's
 perIp.headers(pd);
 const policyLine: string = policyHeaders['RateLimit-Policy'];
+export const policyHeadersObject = new Headers(policy.headers(pd));
 // @ts-expect-error not every policy's headers are a RateLimitHeaders
 const assumed: RateLimitHeaders = policy.headers(pd);
 const exact = new Policy({ limits: [{ name: 'exact', by: ['user'], limiter: new Gcra({ burst: 2, emissionIntervalMs: 100 }) }] });
@@ -212,7 +216,7 @@ grown.size = 3;
 export const more: unknown[] = [keyedDecisions, byteDecisions, byteWait, byteField, keys, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
 export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, grownLimits, new Policy(null, { clock: Date.now })];
 
-export const summaries: unknown[] = [decisions, retryAfter, config];
+export const summaries: unknown[] = [decisions, retryAfter, headersRecord, config];
 
 // @ts-expect-error: `refillPeriodMs` is required
 new TokenBucket({ capacity: 10, refillTokens: 1 });
