@@ -555,12 +555,13 @@ export type HandlerOptions<Request> = (
        * `request.ip` (Express's `req.ip` and Fastify's `request.ip`, which
        * follow their trust proxy settings: behind a proxy, set those, or read
        * an API key or a user id here; without `request.ip`, as on a plain
-       * `http` server, the socket's peer address). `undefined` or `null` (an unknown
-       * address included: a Unix socket's) goes to `next(error)`: a request
+       * `http` server, the socket's peer address). `undefined` or `null` (a
+       * header the client left out, as `(req) => req.get('x-api-key')` answers;
+       * an unknown address: a Unix socket's) goes to `next(error)`: a request
        * that cannot be keyed is never let through unlimited; exempt requests
        * with `skip`. Not a function: a `TypeError` (`invalid_type`).
        */
-      key?: (request: Request) => Key | PromiseLike<Key>
+      key?: (request: Request) => Key | null | undefined | PromiseLike<Key | null | undefined>
       /**
        * The cost of every request, or a function answering a request's (a
        * number: `undefined` or `null` goes to `next(error)`). Default 1. A
@@ -587,7 +588,7 @@ export type HandlerOptions<Request> = (
        * and `/login/` have paths (and limits by `path`) of their own unless
        * its `case sensitive routing` and `strict routing` are set.
        */
-      fields?: (request: Request) => PolicyRequest | PromiseLike<PolicyRequest>
+      fields?: (request: Request) => PolicyRequest | null | undefined | PromiseLike<PolicyRequest | null | undefined>
       /** As for a KeyedLimiter. */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
       /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here. */
@@ -685,6 +686,8 @@ export declare function middleware<Request = unknown>(options: HandlerOptions<Re
 /**
  * The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`,
  * the default key `request.ip`; with `decide(request)` and `skips(request)` (see `RequestDecider`).
+ * Fastify's `addHook` gives a hook made in its call no request type (its
+ * functions would read `unknown`): name it, `fastifyHook<FastifyRequest>({ ... })`.
  */
 export declare function fastifyHook<Request = unknown>(
   options: HandlerOptions<Request> & { limiter: Policy },

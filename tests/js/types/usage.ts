@@ -151,6 +151,12 @@ const byteWait: Promise<void> = perIp.acquire(byteKey.subarray(1));
 const byteField: PolicyRequest = { ip: byteKey, port: 443 };
 const keys: Key[] = ['k', 42, byteKey, new Uint8Array(0)];
 middleware<Req>({ limiter: perIp, key: () => byteKey });
+// A key or fields read from a header the client may leave out: nothing goes to next(error), never unlimited.
+interface HeaderReq {
+  get(name: string): string | undefined;
+}
+middleware<HeaderReq>({ limiter: perIp, key: (req) => req.get('x-api-key') });
+fastifyHook<HeaderReq>({ limiter: policy, fields: async (req) => { const ip = req.get('x-ip'); return ip === undefined ? null : { ip }; } });
 // @ts-expect-error: a DataView is no key (nor an ArrayBuffer)
 perIp.tryAcquire(new DataView(byteKey.buffer));
 // @ts-expect-error: nor another typed array
