@@ -62,7 +62,7 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
+const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
 module.exports = {
   createApi,
   numberKey,
@@ -77,6 +77,7 @@ module.exports = {
   inspectSymbol,
   onlyKnown,
   isSignal,
+  listen,
   unlisten,
   abortedNow,
   reasonOf,

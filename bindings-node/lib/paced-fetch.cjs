@@ -23,7 +23,7 @@
 // It knows from the count a ratekeeper limiter keeps (BOOKINGS), and asks
 // the limiter whether it is a bucket (MOVES_UP).
 
-const { isSignal, unlisten } = require('./api/values.cjs');
+const { isSignal, listen, unlisten } = require('./api/values.cjs');
 
 const RETRY_STATUSES = new Set([429, 503]);
 // A ratekeeper limiter's answer to whether the bookings behind an aborted one
@@ -708,7 +708,7 @@ function pace(RateLimited, fetch, limiter, options) {
         if (response.body && typeof response.body.cancel === 'function') response.body.cancel().catch(() => {});
         if (entry.signal !== undefined) {
           try {
-            entry.signal.addEventListener('abort', entry.onAbort, { once: true });
+            listen(entry.signal, entry.onAbort);
           } catch (error) {
             // Never listened to (a polyfill's signal), it would wait
             // unabortable: it rejects with that error, not retried, and
@@ -849,7 +849,7 @@ function pace(RateLimited, fetch, limiter, options) {
       }
       if (signal !== undefined) {
         try {
-          signal.addEventListener('abort', entry.onAbort, { once: true });
+          listen(signal, entry.onAbort);
         } catch (error) {
           // Never listened to (a polyfill's signal): the call rejects with
           // that error, its booking given back (as acquire's waiter), rather

@@ -17,7 +17,7 @@
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
 const { REDIS_SCRIPT } = require('../native.js');
-const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
+const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
 // What an argument is, by the classes' brand checks (as they check each
@@ -403,7 +403,7 @@ function sleep(ms, signal) {
     // Listened to first: a signal whose addEventListener throws (a
     // polyfill's) rejects with its error, leaving no timer to hold the
     // process for the rest of the wait.
-    if (signal !== undefined) signal.addEventListener('abort', onAbort, { once: true });
+    if (signal !== undefined) listen(signal, onAbort);
     wait(ms);
   });
 }
@@ -431,7 +431,7 @@ function abortable(promise, signal, late) {
     if (abortedNow(signal)) return onAbort();
     let listening = true;
     try {
-      signal.addEventListener('abort', onAbort, { once: true });
+      listen(signal, onAbort);
     } catch {
       // Never listened to (a polyfill's signal): the round trip goes on
       // unlistened, as the in-process acquire, which books at once, listens

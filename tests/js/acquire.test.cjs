@@ -262,6 +262,64 @@ describe('acquire', () => {
     assert.equal(time.pending(), 0);
   });
 
+  it('one signal shared by many waiters is listened to once, and let go when the last settles', async () => {
+    const { time } = setup();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
+    gcra.tryAcquire();
+    // A signal that counts its listeners, around a real one.
+    const controller = new AbortController();
+    const live = new Set();
+    let most = 0;
+    const signal = {
+      get aborted() {
+        return controller.signal.aborted;
+      },
+      get reason() {
+        return controller.signal.reason;
+      },
+      addEventListener(type, listener, options) {
+        live.add(listener);
+        most = Math.max(most, live.size);
+        controller.signal.addEventListener(type, listener, options);
+      },
+      removeEventListener(type, listener) {
+        live.delete(listener);
+        controller.signal.removeEventListener(type, listener);
+      },
+    };
+    const served = Array.from({ length: 20 }, () => gcra.acquire(1, { signal }));
+    assert.equal(most, 1, 'one listener for 20 waiters');
+    await time.advance(100 * 20);
+    await Promise.all(served);
+    assert.equal(live.size, 0, 'let go once every waiter went');
+    const aborted = Array.from({ length: 20 }, () => gcra.acquire(1, { signal }).then(() => 'resolved', (error) => error.name));
+    assert.equal(most, 1);
+    controller.abort();
+    assert.deepStrictEqual(new Set(await Promise.all(aborted)), new Set(['AbortError']));
+    assert.equal(live.size, 0);
+    assert.equal(time.pending(), 0);
+  });
+
+  it('many waiters sharing a real signal raise no MaxListenersExceededWarning', async () => {
+    const { time } = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    bucket.tryAcquire();
+    const warnings = [];
+    const onWarning = (warning) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const controller = new AbortController();
+      const waiting = Array.from({ length: 30 }, () => bucket.acquire(1, { signal: controller.signal }).catch((error) => error.name));
+      controller.abort();
+      assert.deepStrictEqual(new Set(await Promise.all(waiting)), new Set(['AbortError']));
+      // Node emits its warnings on a later turn.
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepStrictEqual(warnings, []);
+  });
+
   it('aborting a keyed waiter moves up the later waiters of its key, and leaves the others where they were', async () => {
     const { time, settled, track } = setup();
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));

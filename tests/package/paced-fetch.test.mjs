@@ -987,6 +987,45 @@ test('one signal aborting many queued requests books none of them again', async 
   assert.equal(time.pending, 0);
 });
 
+test('one signal shared by many queued requests is listened to once, and let go when the last leaves the queue', async () => {
+  // A listener each: Node warned (MaxListenersExceededWarning) past ten.
+  const time = fakeTime();
+  const paced = pacedFetch(fakeFetch(time).fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const controller = new AbortController();
+  const live = new Set();
+  let most = 0;
+  const signal = {
+    get aborted() {
+      return controller.signal.aborted;
+    },
+    get reason() {
+      return controller.signal.reason;
+    },
+    addEventListener(type, listener, options) {
+      live.add(listener);
+      most = Math.max(most, live.size);
+      controller.signal.addEventListener(type, listener, options);
+    },
+    removeEventListener(type, listener) {
+      live.delete(listener);
+      controller.signal.removeEventListener(type, listener);
+    },
+  };
+  const sent = Array.from({ length: 20 }, (_, i) => paced(`/${i}`, { signal }));
+  assert.equal(most, 1, 'one listener for 20 requests');
+  await time.advance(2000);
+  assert.deepEqual(new Set((await Promise.all(sent)).map((r) => r.status)), new Set([200]));
+  assert.equal(live.size, 0, 'let go once every request went');
+  const ahead = paced('/ahead'); // goes at once: those behind it wait
+  const aborted = Array.from({ length: 20 }, (_, i) => paced(`/x${i}`, { signal }).catch((error) => error.name));
+  controller.abort();
+  assert.deepEqual(new Set(await Promise.all(aborted)), new Set(['AbortError']));
+  assert.equal((await ahead).status, 200);
+  assert.equal(most, 1);
+  assert.equal(live.size, 0);
+  assert.equal(paced.waiting, 0);
+});
+
 test('a cost that is no whole number is refused when pacedFetch is made; a cost function returning no number rejects the call', async () => {
   // A numeric cost was taken, and every call then rejected with the
   // limiter's error; a function returning undefined (a forgotten `return`)

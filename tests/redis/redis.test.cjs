@@ -288,6 +288,39 @@ test('decisions carry the in-process headers; peek consumes nothing; batches dec
     assert.equal(remote.algorithm, 'token_bucket');
   }));
 
+test('acquires sharing one signal listen to it once at a time, each aborting', () =>
+  withClient('ioredis', async (client) => {
+    // A listener each: Node warned (MaxListenersExceededWarning) past ten.
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('shared-signal') });
+    await limiter.tryAcquire('k');
+    const controller = new AbortController();
+    const live = new Set();
+    let most = 0;
+    const signal = {
+      get aborted() {
+        return controller.signal.aborted;
+      },
+      get reason() {
+        return controller.signal.reason;
+      },
+      addEventListener(type, listener, options) {
+        live.add(listener);
+        most = Math.max(most, live.size);
+        controller.signal.addEventListener(type, listener, options);
+      },
+      removeEventListener(type, listener) {
+        live.delete(listener);
+        controller.signal.removeEventListener(type, listener);
+      },
+    };
+    const waiting = Array.from({ length: 20 }, () => limiter.acquire('k', 1, { signal }).catch((error) => error.name));
+    // Every booking's round trip done: each waits for its slot, a minute or more away.
+    await until(async () => (await limiter.peek('k')).retryAfterMs > 20 * 60_000);
+    controller.abort();
+    assert.deepEqual(new Set(await Promise.all(waiting)), new Set(['AbortError']));
+    assert.equal(most, 1);
+  }));
+
 test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
   withClient('ioredis', async (client) => {
     const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 150 }), { prefix: prefix('acquire') });

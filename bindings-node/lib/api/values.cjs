@@ -404,6 +404,47 @@ function isSignal(value) {
   );
 }
 
+// The listeners of each signal a wait listens to, behind one listener of
+// the signal's own: Node warns (MaxListenersExceededWarning) once more than
+// ten listen to one signal, and one signal (a server's shutdown signal, a
+// request's) passed to many waits is the common case, not a leak.
+const listening = new WeakMap();
+
+/**
+ * Calls `listener` once when `signal` aborts, as `addEventListener('abort',
+ * listener, { once: true })` does (a listener added twice is called once,
+ * one removed while the abort is dispatched is not called), through one
+ * listener per signal. Throws what the signal's addEventListener throws (a
+ * polyfill's), `listener` then not listening.
+ */
+function listen(signal, listener) {
+  let listeners = listening.get(signal);
+  if (listeners === undefined) {
+    const own = new Set();
+    const dispatch = () => {
+      const called = [...own];
+      let failed = false;
+      let failure;
+      for (const each of called) {
+        if (!own.has(each)) continue;
+        own.delete(each);
+        try {
+          each();
+        } catch (error) {
+          // The others are still called, as the signal calls its listeners.
+          if (!failed) [failed, failure] = [true, error];
+        }
+      }
+      if (listening.get(signal) === listeners) listening.delete(signal);
+      if (failed) throw failure;
+    };
+    signal.addEventListener('abort', dispatch, { once: true });
+    listeners = { own, dispatch };
+    listening.set(signal, listeners);
+  }
+  listeners.own.add(listener);
+}
+
 /**
  * Stops `listener` listening to `signal`'s abort, never throwing: a signal
  * whose removeEventListener throws (a polyfill's) passes isSignal, and its
@@ -412,8 +453,11 @@ function isSignal(value) {
  * settled.
  */
 function unlisten(signal, listener) {
+  const listeners = listening.get(signal);
+  if (listeners === undefined || !listeners.own.delete(listener) || listeners.own.size > 0) return;
+  listening.delete(signal);
   try {
-    signal.removeEventListener('abort', listener);
+    signal.removeEventListener('abort', listeners.dispatch);
   } catch {
     // kept listening: see above
   }
@@ -475,6 +519,7 @@ module.exports = {
   plainArray,
   arrayOf,
   isSignal,
+  listen,
   unlisten,
   abortedNow,
   reasonOf,

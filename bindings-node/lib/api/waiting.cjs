@@ -3,7 +3,7 @@
 // lib/api.cjs): each books its slot at once, then waits behind one timer per
 // limiter, first come first served; an abort or a timeout gives the booking
 // back.
-const { isSignal, unlisten, abortedNow, reasonOf } = require('./values.cjs');
+const { isSignal, listen, unlisten, abortedNow, reasonOf } = require('./values.cjs');
 
 module.exports = function waiting({ B, out, number, known, badType, cancelOnce, RateLimited }) {
   /** The longest delay timers take (about 24.8 days; see timerDelay). */
@@ -269,7 +269,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       wait(w, waiter);
       if (signal === undefined) return;
       try {
-        signal.addEventListener('abort', onAbort, { once: true });
+        listen(signal, onAbort);
       } catch (error) {
         // Never listened to: the waiter leaves as an aborted one does, its
         // booking given back, rather than hold a slot nobody takes.
