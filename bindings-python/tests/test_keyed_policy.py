@@ -867,6 +867,24 @@ def test_limit_with_key_takes_cost_per_key_and_shares_a_keyed_limiter(clock: Fak
             ratekeeper.limit(store, key=first_argument, cost=refused)
 
 
+def test_limit_with_key_refuses_a_bad_timeout_where_it_is_given(clock: FakeClock) -> None:
+    # As without `key`: a bad timeout would otherwise fail every call.
+    for name, subject, key in per_key_subjects(clock):
+        for timeout, error, words in (
+            (-1, RateLimitError, "^`timeout` must not be negative$"),
+            (float("nan"), RateLimitError, "^`timeout` must be a number, not NaN$"),
+            ("1", RateLimitTypeError, "^`timeout` must be a number of seconds"),
+            (True, RateLimitTypeError, "^`timeout` must be a number of seconds, not a bool$"),
+        ):
+            with pytest.raises(error, match=words):
+                ratekeeper.limit(subject, key=key, timeout=timeout)  # type: ignore[arg-type]
+                pytest.fail(f"{name}: timeout={timeout!r} taken")
+        ratekeeper.limit(subject, key=key, timeout=0.5)
+        if isinstance(subject, KeyedLimiter):
+            # What stood in for the keys booked nothing.
+            assert len(subject) == 0
+
+
 def test_limit_with_key_reads_the_arguments_as_the_function_takes_them(clock: FakeClock) -> None:
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 

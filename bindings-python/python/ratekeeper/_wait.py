@@ -683,4 +683,11 @@ def limit(
         return subject.acquiring(cost, timeout if wait else 0)
     if isinstance(subject, Limiter):
         subject = KeyedLimiter(subject)
-    return KeyedAcquiring(subject, key, field, checked_cost(subject, cost), timeout if wait else 0)
+    cost = checked_cost(subject, cost)
+    # `timeout` checked here by `acquiring`, as it is without `key`, rather
+    # than by every call. A target it always takes stands in for the keys.
+    if isinstance(subject, Policy):
+        subject.acquiring(None, cost, timeout if wait else 0)
+    else:
+        subject.acquiring(0, cost, timeout if wait else 0)
+    return KeyedAcquiring(subject, key, field, cost, timeout if wait else 0)
