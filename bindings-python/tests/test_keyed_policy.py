@@ -705,9 +705,21 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
     with pytest.raises(RateLimited):
         asyncio.run(raises())
     policy = per_user_and_global(5, 1, clock=clock)
+    # Without `key` no call has a request, which a keyed limit refuses: as a
+    # KeyedLimiter without `key`, refused where it is given, not on every call.
+    for limited in (policy, Policy.from_rates("1/second;5/minute", by=["user"])):
+        with pytest.raises(RateLimitError) as refused:
+            ratekeeper.limit(limited)
+        assert refused.value.code == "invalid_value"
+    assert str(refused.value) == (
+        "`key` must be given: limit '1/second' of `rates` is keyed by 'user', and without `key` no call has a request"
+    )
     with pytest.raises(RateLimitError, match="lacks the field"):
-        with ratekeeper.limit(policy):
+        with policy.acquiring():
             pass
+    # An unkeyed policy needs no key.
+    with ratekeeper.limit(Policy.from_rates("1/second;5/minute")):
+        pass
     with pytest.raises(TypeError, match="`timeout` applies only with wait=True"):
         ratekeeper.limit(FixedWindow(1, 1), wait=False, timeout=1)
     # A bool, not any value with a truth: wait="no" was truthy, and waited.

@@ -628,7 +628,9 @@ def limit(
     {"user": user}``). What ``key`` raises propagates, and a key of a wrong
     type raises the limiter's ``RateLimitTypeError``, on the call. The
     result is then a ``KeyedAcquiring``, a decorator only. A
-    ``KeyedLimiter`` without ``key`` raises ``RateLimitTypeError``.
+    ``KeyedLimiter`` without ``key`` raises ``RateLimitTypeError``, and a
+    ``Policy`` with a limit keyed by a field ``RateLimitError``
+    (``invalid_value``): without ``key`` no call has a request.
 
     ``wait=True`` (default) makes a call wait for its slot, and raise
     ``RateLimited`` when that would take longer than ``timeout`` seconds
@@ -679,6 +681,15 @@ def limit(
             )
         cost = checked_cost(subject, cost)
         if isinstance(subject, Policy):
+            # Every call's request would be None, which such a limit refuses.
+            for name in subject.names:
+                by = subject.keyed_by(name)
+                if by:
+                    raise RateLimitError(
+                        f"`key` must be given: limit {name!r} of `rates` is keyed by {by[0]!r}, "
+                        "and without `key` no call has a request",
+                        "invalid_value",
+                    )
             return subject.acquiring(None, cost, timeout if wait else 0)
         return subject.acquiring(cost, timeout if wait else 0)
     if isinstance(subject, Limiter):
