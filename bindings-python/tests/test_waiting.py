@@ -20,7 +20,18 @@ from limiters import ALL, FakeClock, Make
 
 import ratekeeper
 from ratekeeper import _wait
-from ratekeeper import Acquiring, FixedWindow, Gcra, LeakyBucket, RateLimited, SlidingWindowLog, TokenBucket
+from ratekeeper import (
+    Acquiring,
+    FixedWindow,
+    Gcra,
+    KeyedLimiter,
+    LeakyBucket,
+    Policy,
+    RateLimited,
+    RateLimitError,
+    SlidingWindowLog,
+    TokenBucket,
+)
 
 
 # --- acquire on a fake clock ----------------------------------------------
@@ -914,6 +925,22 @@ def test_acquiring_decorates_sync_and_async_functions(clock: FakeClock) -> None:
         asyncio.run(work_async(1))
     clock.now += 1
     assert asyncio.run(work_async(4)) == 8
+
+
+def test_acquiring_refuses_a_cost_above_the_limit_when_it_decorates(clock: FakeClock) -> None:
+    # As ratekeeper.limit refuses it: else every call of the function raised.
+    store = KeyedLimiter(TokenBucket(2, 1, 1, clock=clock))
+    policy = Policy(clock=clock)
+    policy.add("per-user", TokenBucket(2, 1, 1), by=["user"])
+    for guard in (
+        TokenBucket(2, 1, 1, clock=clock).acquiring(3),
+        store.acquiring("alice", 3),
+        policy.acquiring({"user": "alice"}, 3),
+    ):
+        with pytest.raises(RateLimitError, match="^`cost` 3 exceeds the limit 2, so it could never be allowed$") as raised:
+            guard(lambda: None)
+        assert raised.value.code == "cost_exceeds_limit"
+    assert len(store) == 0
 
 
 def test_an_object_with_an_async_call_is_decorated_as_a_coroutine_function(clock: FakeClock) -> None:

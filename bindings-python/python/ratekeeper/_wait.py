@@ -393,7 +393,10 @@ class Acquiring:
     def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
         """Decorate ``func`` so that every call first acquires (a generator's
         or async generator's: its first iteration). A ``staticmethod`` or
-        ``classmethod`` stays one, its function decorated."""
+        ``classmethod`` stays one, its function decorated. A cost above the
+        limit raises here, as ``ratekeeper.limit`` refuses it: no call could
+        pay it."""
+        checked_cost(self._subject, self._args[-1])
         return _decorate(func, lambda args, kwargs: self)
 
 
