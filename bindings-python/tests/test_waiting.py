@@ -29,6 +29,7 @@ from ratekeeper import (
     Policy,
     RateLimited,
     RateLimitError,
+    RateLimitTypeError,
     SlidingWindowLog,
     TokenBucket,
 )
@@ -941,6 +942,18 @@ def test_acquiring_refuses_a_cost_above_the_limit_when_it_decorates(clock: FakeC
             guard(lambda: None)
         assert raised.value.code == "cost_exceeds_limit"
     assert len(store) == 0
+
+
+def test_what_is_not_callable_is_refused_when_decorated(clock: FakeClock) -> None:
+    # Else each call took its units, then failed: a property decorated from
+    # outside (the decorators in the wrong order) is one.
+    bucket = TokenBucket(5, 1, 1, clock=clock)
+    for decorator in (bucket.acquiring(), ratekeeper.limit(bucket, key=lambda: "k")):
+        for not_callable in (property(lambda self: 1), None, 42):
+            with pytest.raises(RateLimitTypeError, match=f"^`func` must be callable, not {type(not_callable).__name__}$") as raised:
+                decorator(not_callable)  # type: ignore[arg-type]
+            assert raised.value.code == "invalid_type"
+    assert bucket.peek(0).remaining == 5
 
 
 def test_an_object_with_an_async_call_is_decorated_as_a_coroutine_function(clock: FakeClock) -> None:

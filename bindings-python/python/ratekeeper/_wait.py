@@ -395,7 +395,7 @@ class Acquiring:
         or async generator's: its first iteration). A ``staticmethod`` or
         ``classmethod`` stays one, its function decorated. A cost above the
         limit raises here, as ``ratekeeper.limit`` refuses it: no call could
-        pay it."""
+        pay it; so does an object that is not callable (``RateLimitTypeError``)."""
         checked_cost(self._subject, self._args[-1])
         return _decorate(func, lambda args, kwargs: self)
 
@@ -445,7 +445,8 @@ class KeyedAcquiring:
     def __call__(self, func: Callable[_P, _R]) -> Callable[_P, _R]:
         """Decorate ``func`` so that every call first acquires for its key (a
         generator's or async generator's: at its first iteration). A
-        ``staticmethod`` or ``classmethod`` stays one, its function decorated."""
+        ``staticmethod`` or ``classmethod`` stays one, its function decorated;
+        an object that is not callable raises ``RateLimitTypeError``."""
         return _decorate(func, self._entering)
 
 
@@ -459,6 +460,10 @@ def _decorate(
         # function to inspect: its function is.
         method: Any = type(func)(_decorate(func.__func__, entering))
         return method  # type: ignore[no-any-return]
+    if not callable(func):
+        # Else every call would take its units, then fail (a `property`
+        # decorated from outside, say).
+        raise RateLimitTypeError(f"`func` must be callable, not {type(func).__name__}", "invalid_type")
     guarded: Any = func  # the kinds below are told apart at run time
 
     async def acquire_then_await(*args: Any, **kwargs: Any) -> Any:
