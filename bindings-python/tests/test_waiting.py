@@ -280,6 +280,21 @@ def test_acquire_async_waits_on_the_limiters_clock_when_timers_fire_early(monkey
     asyncio.run(main())
 
 
+def test_acquire_async_raises_what_a_replaced_sleep_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test's asyncio.sleep that fails (an assertion in it, say) fails the
+    # call: its error went unheard, and the call returned as if it had slept.
+    async def failing_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds}")
+
+    monkeypatch.setattr(asyncio, "sleep", failing_sleep)
+    bucket = Gcra(1, 0.25, clock=lambda: 50.0)
+    bucket.try_acquire()
+    with pytest.raises(AssertionError, match="^slept 0.25$"):
+        asyncio.run(bucket.acquire_async())
+    # Its booking was given back, as for any error during the wait.
+    assert bucket.peek().retry_after == 0.25
+
+
 def test_acquire_async_on_a_clock_standing_still_returns_after_its_sleep() -> None:
     # Sleeping again until the limiter's clock reaches the slot never ends
     # when that clock does not move.

@@ -323,6 +323,11 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                     # collected): nothing left to cancel there, and the
                     # withdrawal below still runs.
                     pass
+            # A replaced asyncio.sleep (a test's) that failed: its error,
+            # not a wait taken as slept.
+            failed = sleeping.exception() if sleeping.done() and not sleeping.cancelled() else None
+            if failed is not None:
+                raise failed
             if moved.done():
                 if waiter.error is not None:
                     raise waiter.error
