@@ -853,7 +853,9 @@ macro_rules! limiter_methods {
                 "event loop keeps running; waiters are served in booking order. A",
                 "wait longer than ``timeout`` raises ``RateLimited`` at once, booking",
                 "nothing. Cancelling the task (or any exception during the wait)",
-                "gives the booking back. Arguments are checked when called."])
+                "gives the booking back. Arguments' types and ranges are checked",
+                "when called; a cost above the limit is found by the booking, when",
+                "awaited (a policy's limits depend on the request)."])
             wait(acquiring, "Acquiring", ["``acquire`` as a context manager and decorator, for sync and async code.",
                 "", "``with x.acquiring(...):`` and ``async with x.acquiring(...):``",
                 "acquire before the block; ``@x.acquiring(...)`` acquires before",
