@@ -2,7 +2,7 @@
 //! core's `guarantee` module computes it.
 
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyString, PyTuple};
 use ratekeeper::guarantee::Lockout;
 use ratekeeper::guarantee::{Guarantee, Guarantees, Sustained};
 use ratekeeper::{Error, Nanos};
@@ -161,14 +161,16 @@ impl PyGuarantee {
         PyTuple::new(py, limits)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Guarantee(name={:?}, algorithm={:?}, burst={}, exact={})",
-            self.name,
+    /// As Python writes the values (the name by `repr`, as other reprs
+    /// here: Rust's `{:?}` quoted it otherwise).
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "Guarantee(name={}, algorithm='{}', burst={}, exact={})",
+            PyString::new(py, &self.name).repr()?,
             self.algorithm(),
             self.burst(),
             if self.exact() { "True" } else { "False" }
-        )
+        ))
     }
 
     /// Refuses: the core has no encoding of a guarantee, which is quick to

@@ -18,7 +18,10 @@ def test_token_bucket() -> None:
     assert (g.burst, g.sustained, g.per_second) == (10, (1, 100_000_000), 10.0)
     assert (g.retry_after, g.reset_after) == (0.1, 1.0)
     assert (g.strict, g.excess, g.limits) == ((10, 1.0), 9, ())
-    assert repr(g) == 'Guarantee(name="api", algorithm="token_bucket", burst=10, exact=True)'
+    assert repr(g) == "Guarantee(name='api', algorithm='token_bucket', burst=10, exact=True)"
+    # The name as Python writes it, as every repr here: Rust's quoting differed.
+    name = 'say "hi"'
+    assert repr(guarantee(TokenBucket(1, 1, 1, name=name))).startswith(f"Guarantee(name={name!r}, ")
 
 
 def test_windows_and_calendars() -> None:
