@@ -248,7 +248,7 @@ fn main() {
     let ours_memory = bytes_per_key(
         || std::cell::RefCell::new(ours()),
         |s, k| {
-            s.borrow_mut().try_acquire(&k, Nanos(0), 1).unwrap();
+            let _ = s.borrow_mut().try_acquire(&k, Nanos(0), 1).unwrap();
         },
     );
     let governor_memory = bytes_per_key(

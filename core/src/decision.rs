@@ -7,6 +7,21 @@ use crate::Nanos;
 /// A denial is a value, not an error: `allowed` is `false` and `retry_after`
 /// says exactly when the same request would succeed if nothing else consumed
 /// in the meantime (and 1 ns earlier it would not).
+///
+/// So an `Ok` is not a permission, and dropping the decision is a bug: a
+/// decision left unused is warned about (`#[must_use]`), as here, where
+/// `?` only passes on errors and every denied request would proceed.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// use ratekeeper::{Error, Limiter, Nanos, TokenBucket};
+///
+/// fn handle(bucket: &mut TokenBucket, now: Nanos) -> Result<(), Error> {
+///     bucket.try_acquire(now, 1)?;
+///     Ok(())
+/// }
+/// ```
+#[must_use = "a denial is an `Ok` too: read `allowed`"]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// Whether the request was admitted (and its cost consumed).

@@ -324,7 +324,7 @@ mod tests {
     fn a_state_whose_window_is_ahead_of_its_time_is_refused() {
         use crate::Portable;
         let mut limiter = FixedWindow::new(2, Nanos(100)).unwrap();
-        acquire(&mut limiter, 150, 2);
+        let _ = acquire(&mut limiter, 150, 2);
         let mut bytes = limiter.to_bytes();
         let index_at = bytes.len() - 2; // latest 150 (2 bytes), floor 0, index 1, used 2
         assert_eq!(bytes[index_at], 1);

@@ -62,8 +62,20 @@ struct Limit {
     store: AnyKeyed,
 }
 
-/// The answer of a [`Policy`].
+/// The answer of a [`Policy`]; like a [`Decision`], warned about when
+/// dropped, since a denial is an `Ok` too.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// use ratekeeper::{Error, Nanos, Policy};
+///
+/// fn handle(policy: &mut Policy, now: Nanos) -> Result<(), Error> {
+///     policy.try_acquire(&[("user", b"42")], now, 1)?;
+///     Ok(())
+/// }
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a denial is an `Ok` too: read `decision.allowed`"]
 pub struct PolicyDecision {
     /// The combined decision (see [`Policy`]).
     pub decision: Decision,

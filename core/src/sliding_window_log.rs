@@ -486,7 +486,7 @@ mod tests {
         assert_eq!(key.ring.capacity(), 0);
         for t in 0..5 {
             assert!(key.try_acquire(Nanos(t), 1).unwrap().allowed);
-            built.try_acquire(Nanos(t), 1).unwrap();
+            let _ = built.try_acquire(Nanos(t), 1).unwrap();
         }
         assert_eq!(key.ring.len(), 8);
         assert_eq!(key, built);
@@ -508,7 +508,7 @@ mod tests {
         let mut grown = whole.new_state();
         for t in [0, 1, 2, 3, 12, 13, 14, 15, 16, 17, 18, 30] {
             for log in [&mut whole, &mut grown] {
-                log.try_acquire(Nanos(t), 1).unwrap();
+                let _ = log.try_acquire(Nanos(t), 1).unwrap();
                 log.refund(Nanos(t - t % 7), 1);
                 log.reserve(Nanos(t), 2, Nanos(5)).unwrap().ok();
             }

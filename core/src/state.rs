@@ -40,7 +40,7 @@ const HEADER: usize = 8;
 /// use ratekeeper::{Gcra, Limiter, Nanos, Portable};
 ///
 /// let mut gcra = Gcra::new(3, Nanos::from_secs(1)).unwrap();
-/// gcra.try_acquire(Nanos::from_secs(10), 2).unwrap();
+/// assert!(gcra.try_acquire(Nanos::from_secs(10), 2).unwrap().allowed);
 /// let bytes = gcra.to_bytes();
 /// assert_eq!(bytes.len(), 8 + 5 + 5); // header, latest time, used tolerance
 ///

@@ -151,7 +151,7 @@ fn run<L: Limiter + Clone>(
         }
         match op {
             Op::Peek => {
-                limiter.peek(Nanos(now), cost).unwrap();
+                let _ = limiter.peek(Nanos(now), cost).unwrap();
             }
             Op::Acquire => {
                 let before = limiter.clone();
@@ -186,7 +186,7 @@ fn assert_exact<L: Limiter + Clone>(before: &L, now: u64, cost: u64, d: &Decisio
         );
     }
     let mut after = before.clone();
-    after.try_acquire(Nanos(now), cost).unwrap();
+    let _ = after.try_acquire(Nanos(now), cost).unwrap();
     let fresh = |t: u64| after.peek(Nanos(t), 0).unwrap().remaining == after.limit();
     if let Some(at) = now.checked_add(d.reset_after.0) {
         assert!(fresh(at), "not fresh at now + reset_after");

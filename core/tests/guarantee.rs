@@ -36,7 +36,7 @@ fn worst_bucket(limiter: &AnyLimiter, phases: u64, window: u64) -> u128 {
     (0..phases.max(1))
         .map(|offset| {
             let mut l = limiter.clone();
-            l.try_acquire(Nanos(BASE), 0).unwrap();
+            let _ = l.try_acquire(Nanos(BASE), 0).unwrap();
             greedy(&mut l, BASE + offset, window)
         })
         .max()
@@ -182,7 +182,7 @@ proptest! {
                 // (a keyed store keeps no fresh key, so a cost of 0 would
                 // not); by the window every limit is full again.
                 let mut p = policy.clone();
-                p.try_acquire(&[], Nanos(BASE * 12 - 27_720), 1).unwrap();
+                let _ = p.try_acquire(&[], Nanos(BASE * 12 - 27_720), 1).unwrap();
                 let mut admitted = 0u128;
                 for t in BASE * 12 + offset..BASE * 12 + offset + window {
                     while p.try_acquire(&[], Nanos(t), 1).unwrap().decision.allowed {
@@ -301,7 +301,7 @@ fn month_starts() -> Vec<u64> {
     let mut probe = FixedWindow::with_calendar(1, Calendar::Month).unwrap();
     let (mut t, mut starts) = (0u64, Vec::new());
     loop {
-        probe.try_acquire(Nanos(t), 1).unwrap();
+        let _ = probe.try_acquire(Nanos(t), 1).unwrap();
         match t.checked_add(probe.peek(Nanos(t), 1).unwrap().retry_after.0) {
             Some(next) => {
                 starts.push(next);

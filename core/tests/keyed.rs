@@ -145,7 +145,7 @@ fn a_fresh_copy_is_the_configuration_never_called() {
     all.push(AnyLimiter::token_bucket(&[Bandwidth::greedy(3, 1, Nanos(10)).unwrap(); 2]).unwrap());
     for new in all {
         let mut used = new.clone();
-        used.try_acquire(Nanos(1_000), 2).unwrap();
+        let _ = used.try_acquire(Nanos(1_000), 2).unwrap();
         assert_ne!(used, new);
         assert_eq!(used.fresh(), new);
     }
@@ -155,10 +155,10 @@ fn a_fresh_copy_is_the_configuration_never_called() {
 fn fresh_keys_are_not_kept() {
     let mut store = KeyedLimiter::new(Gcra::new(2, Nanos(10)).unwrap());
     // Cost 0 changes nothing: no key.
-    store.try_acquire(&7u64, Nanos(0), 0).unwrap();
+    let _ = store.try_acquire(&7u64, Nanos(0), 0).unwrap();
     assert_eq!(store.len(), 0);
     for key in 0..1_000u64 {
-        store.try_acquire(&key, Nanos(key), 1).unwrap();
+        let _ = store.try_acquire(&key, Nanos(key), 1).unwrap();
     }
     // Each key is fresh 10 ns after its call: sweeps keep the map small.
     assert!(store.len() < 200, "{} keys held", store.len());
@@ -187,8 +187,8 @@ fn max_keys_bounds_the_store_under_either_rule() {
     let mut refusing = KeyedLimiter::new(gcra)
         .with_max_keys(2, Eviction::Refuse)
         .unwrap();
-    refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
-    refusing.try_acquire(&2u64, Nanos(0), 1).unwrap();
+    let _ = refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
+    let _ = refusing.try_acquire(&2u64, Nanos(0), 1).unwrap();
     let err = refusing.try_acquire(&3u64, Nanos(0), 1).unwrap_err();
     assert_eq!(err.code(), "store_full");
     // Known keys are still decided.
@@ -224,8 +224,8 @@ fn a_full_refusing_store_admits_a_new_key_once_one_is_fresh_or_refunded() {
     let mut refusing = KeyedLimiter::new(gcra)
         .with_max_keys(2, Eviction::Refuse)
         .unwrap();
-    refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
-    refusing.try_acquire(&2u64, Nanos(500), 1).unwrap();
+    let _ = refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
+    let _ = refusing.try_acquire(&2u64, Nanos(500), 1).unwrap();
     for now in [500, 600, 999] {
         // peek answers as try_acquire then does.
         let peeked = refusing.peek(&3u64, Nanos(now), 1).unwrap_err();
@@ -272,7 +272,7 @@ fn a_key_inserted_after_a_sweep_counts_for_when_a_full_store_may_sweep() {
             .unwrap();
         store.reclaim(Nanos(0));
         for key in 0..max_keys as u64 {
-            store.try_acquire(&key, Nanos(0), 1).unwrap();
+            let _ = store.try_acquire(&key, Nanos(0), 1).unwrap();
         }
         let new = max_keys as u64;
         assert_eq!(
@@ -294,13 +294,13 @@ fn a_key_inserted_after_a_sweep_counts_for_when_a_full_store_may_sweep() {
 fn a_store_built_from_a_used_limiter_starts_every_key_fresh() {
     // The bindings build stores from fresh copies; a Rust caller may not.
     let mut window = FixedWindow::new(2, Nanos(1_000)).unwrap();
-    window.try_acquire(Nanos(0), 2).unwrap();
+    let _ = window.try_acquire(Nanos(0), 2).unwrap();
     let mut gcra = Gcra::new(2, Nanos(1_000)).unwrap();
-    gcra.try_acquire(Nanos(0), 2).unwrap();
+    let _ = gcra.try_acquire(Nanos(0), 2).unwrap();
     let mut log = SlidingWindowLog::new(2, Nanos(1_000)).unwrap();
-    log.try_acquire(Nanos(0), 2).unwrap();
+    let _ = log.try_acquire(Nanos(0), 2).unwrap();
     let mut bucket = TokenBucket::new(2, 1, Nanos(1_000)).unwrap();
-    bucket.try_acquire(Nanos(0), 2).unwrap();
+    let _ = bucket.try_acquire(Nanos(0), 2).unwrap();
     fn check<L: ratekeeper::Keyed>(used: L) {
         let mut store = KeyedLimiter::new(used);
         let peeked = store.peek("k", Nanos(10), 2).unwrap();
@@ -317,7 +317,7 @@ fn a_store_built_from_a_used_limiter_starts_every_key_fresh() {
 fn a_sweep_that_empties_most_of_a_store_gives_memory_back() {
     let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(10)).unwrap());
     for key in 0..10_000u64 {
-        store.try_acquire(&key, Nanos(0), 1).unwrap();
+        let _ = store.try_acquire(&key, Nanos(0), 1).unwrap();
     }
     let full = store.allocation_size();
     store.reclaim(Nanos(5));
@@ -474,7 +474,7 @@ fn keys_of_a_bucket_that_starts_short_are_kept_when_full() {
     // sweep must not put it back to empty.
     let bucket = TokenBucket::with_initial_tokens(5, 1, Nanos(1_000), 0).unwrap();
     let mut store = AnyKeyed::new(bucket.into());
-    store.try_acquire(b"a", Nanos(0), 0).unwrap();
+    let _ = store.try_acquire(b"a", Nanos(0), 0).unwrap();
     let before = store.peek(b"a", Nanos(100_000), 1).unwrap();
     assert_eq!((before.allowed, before.remaining), (true, 4));
     store.reclaim(Nanos(100_000));
@@ -488,10 +488,10 @@ fn keys_of_a_bucket_that_starts_short_are_kept_when_full() {
         Gcra::new(5, Nanos(1_000)).unwrap().into(),
     ] {
         let mut used = used;
-        used.try_acquire(Nanos(0), 5).unwrap();
+        let _ = used.try_acquire(Nanos(0), 5).unwrap();
         let mut store = AnyKeyed::new(used.clone());
         for k in 0..100u8 {
-            store.try_acquire(&[k], Nanos(10), 1).unwrap();
+            let _ = store.try_acquire(&[k], Nanos(10), 1).unwrap();
         }
         store.reclaim(Nanos(1_000_000));
         assert_eq!(store.len(), 0);
@@ -514,7 +514,7 @@ fn a_request_of_cost_zero_fails_before_a_store_that_keeps_every_key_is_full() {
         .with_max_keys(1, Eviction::Refuse)
         .unwrap();
     policy.add_store("bounded", &["user"], bounded).unwrap();
-    policy.try_acquire(&[("user", b"x")], Nanos(0), 0).unwrap();
+    let _ = policy.try_acquire(&[("user", b"x")], Nanos(0), 0).unwrap();
     let held = policy.keys_held();
     let full = policy
         .try_acquire(&[("user", b"y")], Nanos(0), 0)

@@ -246,7 +246,7 @@ proptest! {
             latest = latest.max(now);
             match op {
                 Op::Reserve(w) => { let _ = queue.reserve(Nanos(now), c.min(capacity), Nanos(w)); }
-                _ => { queue.try_acquire(Nanos(now), c.min(capacity)).unwrap(); }
+                _ => { let _ = queue.try_acquire(Nanos(now), c.min(capacity)).unwrap(); }
             }
         }
         let earlier = latest - back.min(latest);

@@ -248,7 +248,7 @@ proptest! {
         let mut bucket = TokenBucket::from_bandwidths([rule((c, r, p, interval, c))]).unwrap();
         // Interval boundaries count from the first call: make that trace[0].
         let anchor = trace[0].0;
-        bucket.try_acquire(Nanos(anchor), 0).unwrap();
+        let _ = bucket.try_acquire(Nanos(anchor), 0).unwrap();
         let (mut grants, refunds) = drive(&mut bucket, anchor, &trace, &ops);
         grants.sort();
         for (i, &(x, _)) in grants.iter().enumerate() {
@@ -292,7 +292,7 @@ proptest! {
         let (mut latest, mut events) = (0, vec![]);
         for &(now, cost) in &trace {
             latest = latest.max(now);
-            bucket.try_acquire(Nanos(now), cost.min(bucket.limit())).unwrap();
+            let _ = bucket.try_acquire(Nanos(now), cost.min(bucket.limit())).unwrap();
             if log.try_acquire(Nanos(now), cost.min(log.limit())).unwrap().allowed {
                 events.push((latest, cost.min(limits.0)));
             }

@@ -145,7 +145,7 @@ proptest! {
         if let Ok(wait) = policy.reserve(&[], Nanos(now), 1, Nanos(max_wait)).unwrap() {
             policy.refund(&[], Nanos(now + wait.0), 1).unwrap();
             // Both at the same time seen, then asked the same questions.
-            untouched.peek(&[], Nanos(now), 0).unwrap();
+            let _ = untouched.peek(&[], Nanos(now), 0).unwrap();
             for t in now..now + 60 {
                 for cost in 1..=smallest {
                     prop_assert_eq!(

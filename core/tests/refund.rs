@@ -148,7 +148,7 @@ fn the_refund_bound_of_a_reconfigure_round_trips() {
     assert_eq!((plain[2], l.to_bytes()[2]), (1, 2));
 
     let mut w = FixedWindow::new(4, Nanos(100)).unwrap();
-    w.try_acquire(Nanos(10), 2).unwrap();
+    let _ = w.try_acquire(Nanos(10), 2).unwrap();
     w.reconfigure(Nanos(20), FixedWindow::new(2, Nanos(100)).unwrap());
     let mut back = FixedWindow::new(2, Nanos(100)).unwrap();
     back.restore(&w.to_bytes()).unwrap();
@@ -207,7 +207,7 @@ proptest! {
         let mut now = if end_of_time { u64::MAX - 100 } else { 1_000 };
         for (step, c) in prefix {
             now = now.saturating_add(step);
-            two.try_acquire(Nanos(now), c.min(two.limit())).unwrap();
+            let _ = two.try_acquire(Nanos(now), c.min(two.limit())).unwrap();
         }
         let mut one = two.clone();
         now = now.saturating_add(gap);

@@ -476,7 +476,7 @@ fn short_input_that_is_no_state_is_corrupt() {
 #[test]
 fn numbers_in_a_longer_form_than_needed_are_corrupt() {
     let mut l = Gcra::new(3, Nanos(100)).unwrap();
-    l.try_acquire(Nanos(1_000), 1).unwrap();
+    let _ = l.try_acquire(Nanos(1_000), 1).unwrap();
     let bytes = l.to_bytes();
     let mut fresh = Gcra::new(3, Nanos(100)).unwrap();
     fresh.restore(&bytes).unwrap();
