@@ -32,7 +32,7 @@ const DAY: u128 = 86_400_000_000_000;
 /// assert_eq!(monthly.window(), Nanos::from_secs(30 * 86_400));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Calendar {

@@ -11,7 +11,7 @@ use crate::{
 
 /// An algorithm, as configuration spells it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -33,7 +33,8 @@ pub enum Algorithm {
 /// One limit of a policy, as data.
 ///
 /// With the `serde` feature it deserializes from, for instance,
-/// `{"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]}`.
+/// `{"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]}`,
+/// and serializes back to that (the fields left at their default left out).
 ///
 /// - `rate`: a rate string ([`Rate`]): the refill of a bucket (several,
 ///   separated by `;`, make a token bucket of several bandwidths, each as
@@ -54,7 +55,7 @@ pub enum Algorithm {
 ///   bound never refuses a key); `nearest_fresh`, what such a store does
 ///   anyway, is accepted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct LimitConfig {
     /// The limit's name, unique in its policy.
@@ -67,25 +68,40 @@ pub struct LimitConfig {
     /// The burst, capacity or queue length of a bucket (token bucket,
     /// GCRA, leaky bucket; default: the rate's count); refused beside a
     /// window algorithm, whose limit is the rate's count.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub burst: Option<u64>,
     /// Calendar windows instead of the rate's period.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub calendar: Option<Calendar>,
     /// The request fields the limit is keyed by.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub by: Vec<String>,
     /// The most keys held.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub max_keys: Option<u64>,
     /// What happens at `max_keys`.
-    #[cfg_attr(feature = "serde", serde(default))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub eviction: Option<Eviction>,
 }
 
 /// A policy, as data: `{"limits": [...]}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct PolicyConfig {
     /// The limits, decided all or nothing.

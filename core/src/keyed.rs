@@ -103,7 +103,7 @@ keyed_by_clone!(
 /// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
 /// arrives and no key is back to fresh.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Deserialize))]
+#[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Eviction {

@@ -46,8 +46,8 @@
 //!   stores, on `hashbrown`), `Policy` (several limits, all or nothing),
 //!   `Vec`-returning `to_bytes`, and `guarantee` (`Guarantee::of`: the
 //!   exact most-in-window, burst, sustained rate and lockout waits).
-//! - `serde` (implies `alloc`): `Deserialize` for `PolicyConfig` and
-//!   `LimitConfig`, policies from JSON or TOML.
+//! - `serde` (implies `alloc`): `Deserialize` and `Serialize` for
+//!   `PolicyConfig` and `LimitConfig`, policies from JSON or TOML.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // The wasm build (scripts/wasm.sh, nightly rustc) compiles cold operations

@@ -192,7 +192,7 @@ fn bad_configurations_name_their_argument() {
 /// Each of `all` is read back from its name by `from_name` and by serde.
 fn names_read_back<T>(all: &[T], name: fn(T) -> &'static str, from_name: fn(&str) -> Option<T>)
 where
-    T: Copy + PartialEq + std::fmt::Debug + serde::de::DeserializeOwned,
+    T: Copy + PartialEq + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
 {
     for &value in all {
         let name = name(value);
@@ -201,7 +201,24 @@ where
             serde_json::from_str::<T>(&format!("\"{name}\"")).unwrap(),
             value
         );
+        assert_eq!(
+            serde_json::to_string(&value).unwrap(),
+            format!("\"{name}\"")
+        );
     }
+}
+
+/// A configuration written out (to log the one in force, or to generate
+/// one) reads back as itself, and says only what differs from the defaults,
+/// as one written by hand does.
+#[test]
+fn a_configuration_written_out_reads_back_as_itself() {
+    let json = r#"{"limits":[{"name":"api-per-second","algorithm":"token_bucket","rate":"10/second","burst":20,"by":["user"]},{"name":"global","algorithm":"gcra","rate":"100/second"},{"name":"daily","algorithm":"fixed_window","rate":"1000/day","calendar":"day","by":["user","endpoint"],"max_keys":10000,"eviction":"refuse"}]}"#;
+    let config = parse(json);
+    let written = serde_json::to_string(&config).unwrap();
+    assert_eq!(written, json);
+    assert_eq!(parse(&written), config);
+    assert!(config.policy().is_ok());
 }
 
 /// The names `from_name` reads (what the JS bindings read a configuration
