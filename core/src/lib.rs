@@ -32,6 +32,15 @@
 //! assert_eq!(denied.retry_after, Nanos::from_secs(1));
 //! ```
 //!
+//! Beyond one decision: [`Limiter::reserve`] books a future slot for a
+//! caller that would rather wait than be denied, and
+//! [`refund`](Limiter::refund) gives back what was not used; [`Portable`]
+//! writes a limiter's state to bytes and restores it (another process, a
+//! file, a cache); with `alloc`, `KeyedLimiter` and `AnyKeyed` keep one
+//! limiter per key (user, IP address) and `Policy` decides several keyed
+//! limits at once, from code, rate strings or (`serde`) a configuration
+//! file. Each has its example on its page.
+//!
 //! # Time
 //! `now` is any monotonic reading in nanoseconds; only differences matter.
 //! Time that goes backwards counts as zero elapsed: the limiter keeps the

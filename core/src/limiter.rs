@@ -39,6 +39,26 @@ pub trait Limiter {
     ///
     /// A request allowed at once is taken as `try_acquire` takes it;
     /// otherwise it is booked `retry_after` later with `reserve_after`.
+    ///
+    /// ```
+    /// use ratekeeper::{Gcra, Limiter, Nanos};
+    ///
+    /// let mut gcra = Gcra::new(1, Nanos::from_secs(1)).unwrap(); // 1 per second
+    /// let now = Nanos::ZERO;
+    /// assert_eq!(gcra.reserve(now, 1, Nanos::from_secs(5)).unwrap(), Ok(Nanos::ZERO));
+    /// // The next second is booked for whoever reserves it first...
+    /// let wait = gcra.reserve(now, 1, Nanos::from_secs(5)).unwrap().unwrap();
+    /// assert_eq!(wait, Nanos::from_secs(1));
+    /// let slot = now.saturating_add(wait); // sleep until then, then proceed
+    /// // ...and a plain `try_acquire` does not jump ahead of that booking.
+    /// assert!(!gcra.try_acquire(now, 1).unwrap().allowed);
+    /// // Too long a wait books nothing, and says what it would have been.
+    /// let refused = gcra.reserve(now, 1, Nanos::from_millis(500)).unwrap().unwrap_err();
+    /// assert_eq!(refused.retry_after, Nanos::from_secs(2));
+    /// // A waiter that gives up hands its slot back.
+    /// gcra.refund(slot, 1);
+    /// assert!(gcra.try_acquire(slot, 1).unwrap().allowed);
+    /// ```
     fn reserve(
         &mut self,
         now: Nanos,
