@@ -61,6 +61,10 @@ pub trait Portable: codec::Codec + Clone {
 
     /// Writes the state into `out`, returning the length written, or
     /// `Err(needed)` (writing nothing useful) when `out` is too short.
+    ///
+    /// A state is 8 bytes of header and 1 to 10 bytes per field, so a
+    /// buffer sized once holds any state of a type: 28 bytes for a
+    /// [`Gcra`](crate::Gcra) (two fields).
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn encode(&self, out: &mut [u8]) -> Result<usize, usize> {
         let mut w = codec::Writer { out, len: 0 };

@@ -488,3 +488,26 @@ fn numbers_in_a_longer_form_than_needed_are_corrupt() {
     long.extend([last | 0x80, 0x00]);
     assert_eq!(fresh.restore(&long).unwrap_err().code(), "state_corrupt");
 }
+
+/// A GCRA's state is its header (8 bytes) and two varints of 1 to 10 bytes
+/// each: a buffer of 28 bytes holds any, which `encode` into a buffer of
+/// the caller's (no allocation) needs to know. Unix-epoch times alone take
+/// 9 bytes from 2^56 ns (2.3 years) on, so 21 bytes do not hold every
+/// state of today.
+#[test]
+fn a_gcra_state_takes_10_to_28_bytes() {
+    let fresh = Gcra::new(3, Nanos::from_secs(1)).unwrap();
+    assert_eq!(fresh.encoded_len(), 10);
+    let mut today = Gcra::new(86_400, Nanos::from_secs(1)).unwrap();
+    let _ = today
+        .try_acquire(Nanos(1_700_000_000_000_000_000), 86_400)
+        .unwrap();
+    assert_eq!(today.encoded_len(), 8 + 9 + 7);
+    let far = Nanos(1 << 63);
+    let mut largest = Gcra::new(1, far).unwrap();
+    let _ = largest.try_acquire(far, 1).unwrap();
+    assert_eq!(largest.encoded_len(), 28);
+    let mut buffer = [0u8; 28];
+    assert_eq!(largest.encode(&mut buffer), Ok(28));
+    assert_eq!(largest.encode(&mut buffer[..21]), Err(28));
+}
