@@ -799,3 +799,155 @@ proptest! {
         }
     }
 }
+
+/// One call on a store, for the model below: key, time step (negative:
+/// time going backwards), cost, and what to do.
+#[derive(Clone, Debug)]
+enum Call {
+    Acquire,
+    Peek,
+    Reserve(u64),
+    /// Gives back units at one of the recent times the trace used.
+    Refund(usize),
+    Reclaim,
+}
+
+fn calls() -> impl Strategy<Value = Vec<(u8, i64, u64, Call)>> {
+    let call = prop_oneof![
+        4 => Just(Call::Acquire),
+        1 => Just(Call::Peek),
+        3 => (0u64..600).prop_map(Call::Reserve),
+        2 => (0usize..4).prop_map(Call::Refund),
+        1 => Just(Call::Reclaim),
+    ];
+    let step = prop_oneof![5 => 0i64..400, 2 => Just(0i64), 2 => -400i64..0];
+    prop::collection::vec((0u8..4, step, 0u64..4, call), 1..200)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With time going backwards, reservations, refunds and sweeps too, a
+    /// store answers as one limiter per key that has seen every time the
+    /// store has (its latest call's or sweep's, for any key) and handles a
+    /// lagging `now` on its own: the store adds nothing to what the limiter
+    /// alone promises, and a key dropped as fresh comes back as it left.
+    #[test]
+    fn a_store_answers_like_one_limiter_per_key_that_saw_the_stores_time(calls in calls()) {
+        let mut prototypes = prototypes();
+        prototypes.push(LeakyBucket::new(3, Nanos(120)).unwrap().into());
+        prototypes.push(SlidingWindowCounter::new(3, Nanos(250)).unwrap().into());
+        for prototype in prototypes {
+            let mut store = AnyKeyed::new(prototype.clone());
+            let mut model: HashMap<u8, AnyLimiter> = HashMap::new();
+            let (mut t, mut store_latest) = (10_000i64, 0u64);
+            let mut recent = vec![10_000u64];
+            for (key, step, cost, call) in &calls {
+                t = (t + step).max(0);
+                let now = t as u64;
+                recent.push(now);
+                let own = model.entry(*key).or_insert_with(|| prototype.clone());
+                // The store's time reaches the key's limiter in a call to it
+                // (on a copy, kept if the call changes the key: a peek, or a
+                // call that fails, does not start a bucket that starts short).
+                let mut seen = own.clone();
+                if now < store_latest {
+                    seen.try_acquire(Nanos(store_latest), 0).unwrap();
+                }
+                let k = [*key];
+                match call {
+                    Call::Acquire => {
+                        let got = store.try_acquire(&k, Nanos(now), *cost);
+                        prop_assert_eq!(got, seen.try_acquire(Nanos(now), *cost), "acquire {} at {}", cost, now);
+                        if got.is_ok() {
+                            (*own, store_latest) = (seen, store_latest.max(now));
+                        }
+                    }
+                    Call::Peek => {
+                        prop_assert_eq!(store.peek(&k, Nanos(now), *cost), seen.peek(Nanos(now), *cost), "peek {} at {}", cost, now);
+                    }
+                    Call::Reserve(max_wait) => {
+                        let got = store.reserve(&k, Nanos(now), *cost, Nanos(*max_wait));
+                        prop_assert_eq!(got, seen.reserve(Nanos(now), *cost, Nanos(*max_wait)), "reserve {} at {} within {}", cost, now, max_wait);
+                        if got.is_ok() {
+                            (*own, store_latest) = (seen, store_latest.max(now));
+                        }
+                    }
+                    Call::Refund(back) => {
+                        let taken_at = recent[recent.len().saturating_sub(1 + back)];
+                        store.refund(&k, Nanos(taken_at), *cost);
+                        own.refund(Nanos(taken_at), *cost);
+                    }
+                    Call::Reclaim => {
+                        store.reclaim(Nanos(now));
+                        store_latest = store_latest.max(now);
+                    }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// With time going backwards too, a policy admits a request only when
+    /// every limit would admit it alone, then consumes it from each, and a
+    /// denial writes nothing, not even the time: against one limiter per
+    /// key and limit that has seen the latest time its limit admitted at.
+    #[test]
+    fn a_policy_is_all_or_nothing_when_time_goes_backwards(calls in calls()) {
+        let limits: Vec<(&str, &[&str], AnyLimiter)> = vec![
+            ("per-user", &["user"], Gcra::new(3, Nanos(100)).unwrap().into()),
+            ("global", &[], FixedWindow::new(5, Nanos(250)).unwrap().into()),
+            ("per-user-log", &["user"], SlidingWindowLog::new(3, Nanos(250)).unwrap().into()),
+            ("per-user-counter", &["user"], SlidingWindowCounter::new(4, Nanos(300)).unwrap().into()),
+            ("per-user-bucket", &["user"], TokenBucket::new(3, 2, Nanos(150)).unwrap().into()),
+        ];
+        let mut policy = Policy::new();
+        for (name, by, limiter) in &limits {
+            policy.add(name, by, limiter.clone()).unwrap();
+        }
+        // Each limit's latest time, and its limiter per key (the global
+        // limit's under one key).
+        let mut latest = vec![0u64; limits.len()];
+        let mut models: Vec<HashMap<u8, AnyLimiter>> = vec![HashMap::new(); limits.len()];
+        let mut t = 10_000i64;
+        for (user, step, cost, call) in &calls {
+            t = (t + step).max(0);
+            let now = Nanos(t as u64);
+            // A peek, or else a request (whatever else `call` would do to a store).
+            let peek = matches!(call, Call::Peek);
+            let mut seen: Vec<AnyLimiter> = limits.iter().enumerate().map(|(i, (_, by, limiter))| {
+                let key = if by.is_empty() { 0 } else { *user };
+                let mut own = models[i].entry(key).or_insert_with(|| limiter.clone()).clone();
+                if now.0 < latest[i] {
+                    own.try_acquire(Nanos(latest[i]), 0).unwrap();
+                }
+                own
+            }).collect();
+            let allowed = seen.iter().all(|m| m.peek(now, *cost).unwrap().allowed);
+            let each: Vec<_> = seen.iter_mut().map(|m| {
+                let alone = m.peek(now, *cost).unwrap();
+                if allowed && !peek { m.try_acquire(now, *cost).unwrap() }
+                else if !allowed && alone.allowed { m.peek(now, 0).unwrap() }
+                else { alone }
+            }).collect();
+            let request: &[(&str, &[u8])] = &[("user", &[*user])];
+            let got = if peek {
+                policy.peek(request, now, *cost).unwrap()
+            } else {
+                policy.try_acquire(request, now, *cost).unwrap()
+            };
+            prop_assert_eq!(policy.decisions(), &each[..], "{} at {}", cost, now.0);
+            prop_assert_eq!(got.decision.allowed, allowed);
+            if allowed && !peek {
+                for (i, (_, by, _)) in limits.iter().enumerate() {
+                    let key = if by.is_empty() { 0 } else { *user };
+                    models[i].insert(key, seen[i].clone());
+                    latest[i] = latest[i].max(now.0);
+                }
+            }
+        }
+    }
+}
