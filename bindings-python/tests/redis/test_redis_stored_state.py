@@ -48,6 +48,27 @@ def test_a_limit_whose_algorithm_changed_under_its_name_starts_fresh(client: red
     assert d.allowed and d.from_store and d.remaining == 4
 
 
+def test_a_gcra_whose_interval_changed_reads_its_used_time_at_the_new_interval(client: redis.Redis) -> None:
+    # As PROTOCOL.md says (the core's reconfigure carries units instead):
+    # made slower, the 10 units used at 1 ms each read as 0.01 s of a 1 s
+    # interval, and 9 more go at once; made faster again, the 9 s used read
+    # as 9,000 units of 1 ms, waited out as the slower rate had it.
+    fast = RedisLimiter(client, ratekeeper.Gcra(10, 0.001), name="api", prefix="interval:")
+    assert sum(fast.try_acquire("k", 1, now=1000).allowed for _ in range(12)) == 10
+    slow = RedisLimiter(client, ratekeeper.Gcra(10, 1.0), name="api", prefix="interval:")
+    assert sum(slow.try_acquire("k", 1, now=1000).allowed for _ in range(12)) == 9
+    denied = fast.try_acquire("k", 1, now=1000)
+    assert not denied.allowed and denied.from_store
+    assert denied.retry_after == pytest.approx(9.01 - 0.009)
+
+
+def test_a_window_of_another_length_counts_afresh(client: redis.Redis) -> None:
+    minute = RedisLimiter(client, ratekeeper.FixedWindow(10, 60), name="w", prefix="length:")
+    assert sum(minute.try_acquire("k", 1, now=1_700_000_000).allowed for _ in range(12)) == 10
+    longer = RedisLimiter(client, ratekeeper.FixedWindow(10, 120), name="w", prefix="length:")
+    assert sum(longer.try_acquire("k", 1, now=1_700_000_001).allowed for _ in range(12)) == 10
+
+
 @pytest.mark.parametrize("value", [b"1e3 5", b"nan 5", b"inf 0", b"0x10 5", b"1000 5.5", b"{} 5"])
 def test_a_value_the_script_did_not_write_is_an_error(client: redis.Redis, value: bytes) -> None:
     # Read as numbers, they were decided on (1e3, 0x10, 5.5), or failed only
