@@ -384,6 +384,12 @@ export declare class KeyedLimiter {
   headers(decision: LimiterDecision): RateLimitHeaders
   /** Drops the keys back to their fresh state. */
   reclaim(nowMs?: number): void
+  /**
+   * Puts `key` back to fresh, as a key never seen: its units and the
+   * bookings made on it are forgotten (a login limit cleared once its user
+   * signed in, say). Returns whether the store held it.
+   */
+  reset(key: Key): boolean
   /** How many keys are held. */
   readonly size: number
   readonly limit: number

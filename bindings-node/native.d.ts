@@ -78,6 +78,9 @@ export declare function keyedReclaim(handle: number, nowMs: number): void
 /** `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]). */
 export declare function keyedRefund(handle: number, key: string | Uint8Array, cost: number, taken: Array<number>): void
 
+/** `keyed.reset(key)`: whether the store held the key. */
+export declare function keyedReset(handle: number, key: string | Uint8Array): boolean
+
 /** `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]). */
 export declare function keyedTryAcquireBatch(handle: number, key: string | Uint8Array, costs: Array<number>, nowMs: number): Array<number>
 

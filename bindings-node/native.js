@@ -852,6 +852,7 @@ module.exports.keyedNew = nativeBinding.keyedNew
 module.exports.keyedPrototype = nativeBinding.keyedPrototype
 module.exports.keyedReclaim = nativeBinding.keyedReclaim
 module.exports.keyedRefund = nativeBinding.keyedRefund
+module.exports.keyedReset = nativeBinding.keyedReset
 module.exports.keyedTryAcquireBatch = nativeBinding.keyedTryAcquireBatch
 module.exports.leakyBucket = nativeBinding.leakyBucket
 module.exports.policyAdd = nativeBinding.policyAdd

@@ -546,6 +546,12 @@ pub fn keyed_len(env: Env, handle: u32) -> napi::Result<u32> {
     })
 }
 
+/// `keyed.reset(key)`: whether the store held the key.
+#[napi]
+pub fn keyed_reset(env: Env, handle: u32, key: Either<String, Uint8Array>) -> napi::Result<bool> {
+    with_in(&KEYED, &env, handle, |s| s.reset(key.bytes()))
+}
+
 /// `keyed.reclaim(nowMs)`.
 #[napi]
 pub fn keyed_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {

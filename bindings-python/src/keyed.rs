@@ -210,6 +210,22 @@ limiter_methods!(
             PyList::new(py, answers)
         }
 
+        /// Put ``key`` back to fresh, as a key never seen; returns whether the
+        /// store held it (a key not held is fresh already).
+        ///
+        /// Its units and the bookings made on it are forgotten: what
+        /// ``reset_after`` waits for, at once (a login limit cleared once its
+        /// user signed in, say). A caller already waiting still goes at its
+        /// slot, and its cancel then gives nothing back; waiters behind a
+        /// cancelled one stay where they were, as after a ``reconfigure``.
+        #[pyo3(signature = (key))]
+        fn reset(&self, py: Python<'_>, #[pyo3(from_py_with = convert::key)] key: Key<'_>) -> bool {
+            let held = self.shared.lock(py).reset(key.as_ref());
+            // Bookings may be gone: as a reconfigure, for the waiters.
+            self.shared.event();
+            held
+        }
+
         /// The number of keys held (those not known to be fresh).
         fn __len__(&self, py: Python<'_>) -> usize {
             self.shared.lock(py).len()

@@ -188,6 +188,35 @@ def test_reclaim_drops_fresh_keys_and_keeps_every_answer(make: Make) -> None:
     assert len(store) == 0
 
 
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_reset_puts_a_key_back_to_fresh_and_leaves_the_others(make: Make) -> None:
+    store = KeyedLimiter(make())
+    assert store.reset("alice") is False  # never seen: fresh already
+    while store.try_acquire("alice", now=1).allowed:
+        pass
+    store.try_acquire(b"bob", now=1)
+    assert store.reset(b"alice") is True  # bytes, str or int: the same key
+    fresh = make()
+    assert store.peek("alice", now=1) == fresh.peek(now=1)
+    assert store.try_acquire("alice", now=1) == fresh.try_acquire(now=1)
+    assert store.peek("bob", 0, now=1).reset_after > 0
+    with pytest.raises(RateLimitTypeError, match="`key`"):
+        store.reset(1.5)  # type: ignore[arg-type]
+
+
+def test_a_reset_forgets_the_keys_bookings() -> None:
+    clock = FakeClock()
+    store = KeyedLimiter(ratekeeper.Gcra(1, 1.0, clock=clock))
+    store.try_acquire("k")
+    first = store.reserve("k", max_wait=10)
+    second = store.reserve("k", max_wait=10)
+    assert (first.wait, second.wait) == (1.0, 2.0)
+    store.reset("k")
+    assert store.peek("k").allowed  # the bookings are forgotten
+    first.cancel()  # gives nothing back: the key is fresh
+    assert store.try_acquire("k").allowed and not store.try_acquire("k").allowed
+
+
 def test_max_keys_refuse_and_nearest_fresh() -> None:
     refuse = KeyedLimiter(FixedWindow(1, 60), max_keys=2, eviction="refuse")
     assert (refuse.max_keys, refuse.eviction) == (2, "refuse")

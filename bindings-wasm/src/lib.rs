@@ -650,6 +650,15 @@ pub fn keyed_len(handle: &KeyedHandle) -> u32 {
     handle.0.borrow().len().min(u32::MAX as usize) as u32
 }
 
+/// `keyed.reset(key)`: whether the store held the key.
+#[wasm_bindgen(js_name = keyedReset)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn keyed_reset(handle: &KeyedHandle, key: JsValue) -> Result<bool, JsValue> {
+    let key = settled(part(&key, "key"))?;
+    let held = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes).reset(shared::Part::bytes(&key));
+    Ok(held)
+}
+
 /// `keyed.reclaim(nowMs)`.
 #[wasm_bindgen(js_name = keyedReclaim)]
 #[cfg_attr(ratekeeper_size, optimize(size))]

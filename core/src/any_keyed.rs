@@ -351,6 +351,12 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.refund(&Query(key), taken_at, cost))
     }
 
+    /// See [`KeyedLimiter::reset`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn reset(&mut self, key: &[u8]) -> bool {
+        each!(&mut self.0, s => s.reset(&Query(key)))
+    }
+
     /// See [`KeyedLimiter::reclaim`].
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reclaim(&mut self, now: Nanos) {

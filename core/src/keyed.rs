@@ -698,6 +698,40 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         }
     }
 
+    /// Puts `key` back to fresh, as a key never seen: its units, and the
+    /// bookings made on it, are forgotten (a caller already booked still
+    /// goes at its slot; a later refund of that booking gives nothing
+    /// back). What `reset_after` waits for, at once: a login limit cleared
+    /// once its user signed in, say. Returns whether the store held `key`
+    /// (a key not held is fresh already). The key's slot is freed as any
+    /// fresh key's, by the next sweep.
+    ///
+    /// ```
+    /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
+    ///
+    /// let mut logins = KeyedLimiter::new(Gcra::new(3, Nanos::from_secs(60))?);
+    /// for _ in 0..3 {
+    ///     assert!(logins.try_acquire("alice", Nanos(0), 1)?.allowed);
+    /// }
+    /// assert!(!logins.try_acquire("alice", Nanos(0), 1)?.allowed);
+    /// assert!(logins.reset("alice"));
+    /// assert_eq!(logins.try_acquire("alice", Nanos(0), 1)?.remaining, 2);
+    /// # Ok::<(), ratekeeper::Error>(())
+    /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn reset<Q>(&mut self, key: &Q) -> bool
+    where
+        Q: ?Sized + Hash + Equivalent<K>,
+    {
+        let Some(state) = self.states.get_mut(key) else {
+            return false;
+        };
+        *state = self.prototype.new_state();
+        // Fresh now: the next sweep may drop it.
+        self.next_fresh.set(0);
+        true
+    }
+
     /// Drops every key that is back to fresh at `now`, and gives memory back
     /// when that leaves the store at a quarter of its room or less. Calls do
     /// this on their own as the map grows; call it to shrink an idle store.

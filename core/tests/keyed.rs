@@ -167,6 +167,41 @@ fn fresh_keys_are_not_kept() {
 }
 
 #[test]
+fn a_reset_key_is_a_key_never_seen_and_its_slot_goes_at_the_next_sweep() {
+    // A bucket whose keys start short, and a log: reset to their fresh
+    // state, not to a full one, and their bookings forgotten.
+    let short = TokenBucket::with_initial_tokens(4, 1, Nanos(100), 1).unwrap();
+    for prototype in [
+        AnyLimiter::from(Gcra::new(3, Nanos(100)).unwrap()),
+        AnyLimiter::from(short),
+        AnyLimiter::from(SlidingWindowLog::new(3, Nanos(100)).unwrap()),
+    ] {
+        let mut store = AnyKeyed::new(prototype.clone());
+        assert!(!store.reset(b"alice"), "a key never seen is not held");
+        assert!(store
+            .reserve(b"alice", Nanos(0), 1, Nanos(1_000))
+            .unwrap()
+            .is_ok());
+        while store.try_acquire(b"alice", Nanos(0), 1).unwrap().allowed {}
+        let _ = store.try_acquire(b"bob", Nanos(0), 1).unwrap();
+        assert!(store.reset(b"alice"));
+        let mut fresh = prototype.clone();
+        assert_eq!(store.peek(b"alice", Nanos(0), 1), fresh.peek(Nanos(0), 1));
+        assert_eq!(
+            store.try_acquire(b"alice", Nanos(0), 1),
+            fresh.try_acquire(Nanos(0), 1)
+        );
+        // The other key kept what it used.
+        assert!(store.peek(b"bob", Nanos(0), 0).unwrap().reset_after > Nanos::ZERO);
+    }
+    // A key reset and not called again is dropped by the next sweep.
+    let mut store = KeyedLimiter::new(Gcra::new(3, Nanos(100)).unwrap());
+    let _ = store.try_acquire("alice", Nanos(0), 1).unwrap();
+    assert!(store.reset("alice"));
+    store.reclaim(Nanos(0));
+    assert!(store.is_empty());
+}
+#[test]
 fn max_keys_bounds_the_store_under_either_rule() {
     let gcra = Gcra::new(1, Nanos(1_000_000)).unwrap();
     let mut evicting = KeyedLimiter::new(gcra.clone())
@@ -810,6 +845,8 @@ enum Call {
     /// Gives back units at one of the recent times the trace used.
     Refund(usize),
     Reclaim,
+    /// Puts the key back to fresh.
+    Reset,
 }
 
 fn calls() -> impl Strategy<Value = Vec<(u8, i64, u64, Call)>> {
@@ -819,6 +856,7 @@ fn calls() -> impl Strategy<Value = Vec<(u8, i64, u64, Call)>> {
         3 => (0u64..600).prop_map(Call::Reserve),
         2 => (0usize..4).prop_map(Call::Refund),
         1 => Just(Call::Reclaim),
+        1 => Just(Call::Reset),
     ];
     let step = prop_oneof![5 => 0i64..400, 2 => Just(0i64), 2 => -400i64..0];
     prop::collection::vec((0u8..4, step, 0u64..4, call), 1..200)
@@ -852,7 +890,7 @@ proptest! {
                 // call that fails, does not start a bucket that starts short).
                 let mut seen = own.clone();
                 if now < store_latest {
-                    seen.try_acquire(Nanos(store_latest), 0).unwrap();
+                    let _ = seen.try_acquire(Nanos(store_latest), 0).unwrap();
                 }
                 let k = [*key];
                 match call {
@@ -881,6 +919,12 @@ proptest! {
                     Call::Reclaim => {
                         store.reclaim(Nanos(now));
                         store_latest = store_latest.max(now);
+                    }
+                    // As a key never seen: a fresh limiter, which the store's
+                    // time reaches at the key's next call.
+                    Call::Reset => {
+                        store.reset(&k);
+                        *own = prototype.clone();
                     }
                 }
             }
@@ -922,7 +966,7 @@ proptest! {
                 let key = if by.is_empty() { 0 } else { *user };
                 let mut own = models[i].entry(key).or_insert_with(|| limiter.clone()).clone();
                 if now.0 < latest[i] {
-                    own.try_acquire(Nanos(latest[i]), 0).unwrap();
+                    let _ = own.try_acquire(Nanos(latest[i]), 0).unwrap();
                 }
                 own
             }).collect();

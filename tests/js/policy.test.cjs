@@ -26,6 +26,48 @@ describe('KeyedLimiter', () => {
     }
   });
 
+  it('reset puts a key back to fresh, as a key never seen, and leaves the others', () => {
+    const makers = [
+      () => new Gcra({ burst: 3, emissionIntervalMs: 100 }),
+      () => new TokenBucket({ capacity: 4, refillTokens: 1, refillPeriodMs: 100, initialTokens: 1 }),
+      () => new SlidingWindowLog({ limit: 3, windowMs: 100 }),
+      () => new FixedWindow({ limit: 3, windowMs: 100 }),
+    ];
+    for (const make of makers) {
+      const keyed = new KeyedLimiter(make());
+      assert.equal(keyed.reset('alice'), false, 'never seen: fresh already');
+      while (keyed.tryAcquire('alice', 1, 5).allowed);
+      keyed.tryAcquire('bob', 1, 5);
+      assert.equal(keyed.reset(new TextEncoder().encode('alice')), true, 'bytes of its UTF-8: the same key');
+      const fresh = make();
+      assert.deepEqual(keyed.peek('alice', 1, 5), fresh.peek(1, 5));
+      assert.deepEqual(keyed.tryAcquire('alice', 1, 5), fresh.tryAcquire(1, 5));
+      assert.ok(keyed.peek('bob', 0, 5).resetAfterMs > 0, 'the other key kept what it used');
+    }
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    assertLimiterError(() => keyed.reset(1.5), 'invalid_value', 'key');
+    assertLimiterError(() => keyed.reset({}), 'invalid_type', 'key');
+  });
+
+  it('reset forgets the bookings of the key: a waiter then aborted moves nobody up', async () => {
+    const time = fakeTime().install();
+    try {
+      const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+      keyed.tryAcquire('k');
+      const controller = new AbortController();
+      const first = keyed.acquire('k', 1, { signal: controller.signal }).catch((error) => error.name);
+      const second = keyed.acquire('k', 1).then(() => time.now());
+      assert.equal(keyed.reset('k'), true);
+      assert.equal(keyed.peek('k').allowed, true, 'the bookings are forgotten');
+      controller.abort();
+      assert.equal(await first, 'AbortError');
+      await time.advance(200);
+      assert.equal(await second, 1_200, 'the second waiter went at its own slot, not moved up');
+    } finally {
+      time.uninstall();
+    }
+  });
+
   it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
     assert.equal(keyed.tryAcquire(1e21, 1, 0).allowed, true);

@@ -135,6 +135,18 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
       return this.#prototype.headers(decision);
     }
 
+    /**
+     * Puts `key` back to fresh, as a key never seen (its units and bookings
+     * forgotten); whether the store held it. Waiters behind one that aborts
+     * then stay where they were, as after a reconfigure.
+     */
+    reset(key) {
+      ownKeyed(this);
+      const held = B.keyedReset(this.#h, keyArgOf(key));
+      untracked(this);
+      return held;
+    }
+
     /** Drops the keys back to fresh (calls do it lazily anyway). */
     reclaim(nowMs) {
       ownKeyed(this);

@@ -466,6 +466,9 @@ class KeyedLimiter:
     def reclaim(self, now: Optional[_Seconds] = None) -> None:
         """Drop every key back to fresh at ``now``."""
 
+    def reset(self, key: _Key) -> bool:
+        """Put ``key`` back to fresh, as a key never seen; whether it was held."""
+
     def __len__(self) -> int: ...
     @property
     def limit(self) -> int:

@@ -162,6 +162,8 @@ perIp.tryAcquire(new DataView(byteKey.buffer));
 // @ts-expect-error: nor another typed array
 perIp.peek(new Int8Array(1));
 perIp.reclaim();
+const wasHeld: boolean = perIp.reset('10.0.0.1');
+void wasHeld;
 const size: number = perIp.size;
 const bound: [number | null, 'nearest_fresh' | 'refuse'] = [perIp.maxKeys, perIp.eviction];
 const perIpLimiter: Limiter = perIp.limiter;
