@@ -2199,6 +2199,49 @@ def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_red
     assert asyncio.run(main()) == 0
 
 
+@pytest.mark.parametrize("kind", ["limiter", "policy"])
+def test_an_async_reserve_cancelled_during_its_round_trip_gives_back_what_redis_booked(url: str, kind: str) -> None:
+    # reserve awaited the script in the caller's own task: cancelled once
+    # Redis had booked (asyncio.wait_for's timeout, say), the booking was
+    # nobody's to cancel and held its units until its slot had passed.
+    async def main() -> int:
+        client = redis.asyncio.Redis.from_url(url)
+        prefix = f"rk-py-reserve:{uuid.uuid4().hex}:"
+        limiter: Union[AsyncRedisLimiter, AsyncRedisPolicy]
+        if kind == "limiter":
+            limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=prefix)
+        else:
+            limiter = AsyncRedisPolicy(client, "100/hour", algorithm="fixed_window", by=["key"], prefix=prefix)
+        target: Any = "k" if kind == "limiter" else {"key": "k"}
+        now = time.time()
+        await limiter.peek(target, 0, now=now)  # the script is loaded
+        real = limiter._call
+        booked = asyncio.Event()
+
+        async def slow(keys: list[bytes], args: list[Any]) -> Any:
+            reply = await real(keys, args)
+            booked.set()
+            await asyncio.sleep(0.2)
+            return reply
+
+        limiter._call = slow  # type: ignore[method-assign]
+        task = asyncio.ensure_future(limiter.reserve(target, 5, now=now))
+        await booked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        limiter._call = real  # type: ignore[method-assign]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            used = 100 - (await limiter.peek(target, 0, now=now)).remaining
+            if used == 0:
+                break
+        await client.aclose()
+        return used
+
+    assert asyncio.run(main()) == 0
+
+
 def test_a_cancelled_async_try_acquire_gives_back_what_redis_took(url: str) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis.from_url(url)

@@ -239,6 +239,24 @@ class _Async:
     async def _reserve(
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
     ) -> AsyncRedisReservation:
+        """A booking, made in a task of its own: cancelled during the round
+        trip, the caller leaves at once, and what the script booked (it runs
+        all the same once sent) is given back when Redis answers, as
+        ``_take`` gives back what it took."""
+        booking = asyncio.ensure_future(self._book(target, keys, cost, max_wait, now))
+        try:
+            return await asyncio.shield(booking)
+        except asyncio.CancelledError:
+            # Nobody awaits the give-back: its error (a ScriptError) is
+            # retrieved, as _shielded's is.
+            giving = asyncio.ensure_future(_give_back(booking))
+            _keep(giving)
+            giving.add_done_callback(_retrieved)
+            raise
+
+    async def _book(
+        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+    ) -> AsyncRedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
         try:
             reply: Optional[list[int]] = await self._call(keys, args)

@@ -141,7 +141,8 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
     async def reserve(
         self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
     ) -> AsyncRedisReservation:
-        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds."""
+        """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds;
+        cancelled during the round trip, what Redis booked is given back."""
         return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
 
     async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:

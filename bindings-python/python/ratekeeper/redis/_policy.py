@@ -207,7 +207,8 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         max_wait: Optional[_Seconds] = None,
         now: Optional[_Seconds] = None,
     ) -> AsyncRedisReservation:
-        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``."""
+        """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``;
+        cancelled during the round trip, what Redis booked is given back."""
         return await self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
