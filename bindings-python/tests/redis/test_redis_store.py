@@ -266,6 +266,33 @@ def test_a_redis_policy_decision_says_what_it_is_and_holds(client: redis.Redis) 
     assert repr(one) == f"RedisDecision({numbers}, from_store=True)"
 
 
+def test_headers_refuse_a_decision_of_the_other_kind_as_in_process(client: redis.Redis) -> None:
+    # A RedisLimiter's headers took a policy's decision, and a RedisPolicy's
+    # a limiter's, where the in-process classes and the Node client's refuse
+    # them; anything else failed with an AttributeError naming no argument.
+    prefix = f"rk-py-headers:{uuid.uuid4().hex}:"
+    limiter = RedisLimiter(client, ratekeeper.Gcra(10, 0.1, name="api"), prefix=prefix)
+    policy = RedisPolicy(client, "10/second;100/minute", by=["user"], prefix=prefix)
+    local_limiter = ratekeeper.KeyedLimiter(ratekeeper.Gcra(10, 0.1, name="api"))
+    local_policy = ratekeeper.Policy.from_rates("10/second;100/minute", by=["user"])
+    d, pd = limiter.try_acquire("k"), policy.try_acquire({"user": "k"})
+    assert limiter.headers(d) == local_limiter.headers(local_limiter.try_acquire("k"))
+    assert policy.headers(pd) == local_policy.headers(local_policy.try_acquire({"user": "k"}))
+    assert policy.headers(local_policy.try_acquire({"user": "k"})) == local_policy.headers(local_policy.peek({"user": "k"}, 0))
+    for policys in (pd, local_policy.try_acquire({"user": "k"})):
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="^`decision` must be a limiter's Decision, not a policy's") as error:
+            limiter.headers(policys)
+        assert error.value.code == "invalid_type"
+    for limiters in (d, local_limiter.try_acquire("k")):
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="^`decision` must be a RedisPolicyDecision or PolicyDecision") as error:
+            policy.headers(limiters)
+        assert error.value.code == "invalid_type"
+    for made in (limiter, policy):
+        with pytest.raises(ratekeeper.RateLimitTypeError, match="^`decision` must be a") as error:
+            made.headers({"allowed": True})  # type: ignore[arg-type]
+        assert error.value.code == "invalid_type"
+
+
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_redis_policy_describes_its_limits_as_policy_does(asynchronous: bool) -> None:
     # It had `names`, `keyed_by` and `len` but no `limits`, and `keyed_by`

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
-from ratekeeper import Decision, Limiter
-from ratekeeper.redis._values import _cost, _refunded, _costs, _Key, _KeyFallback, _Seconds
+from ratekeeper import Decision, Limiter, PolicyDecision, RateLimitTypeError
+from ratekeeper.redis._values import _cost, _refunded, _costs, _Key, _KeyFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision, RedisReservation
 from ratekeeper.redis._limits import _one_limit
 from ratekeeper.redis._core import _Core, _LimiterCore
@@ -51,7 +51,18 @@ class _LimiterMixin:
         return self._core.keys({"key": key}, "key")
 
     def headers(self, decision: Decision) -> dict[str, str]:
-        """The HTTP RateLimit header values of ``decision``, as a dict."""
+        """The HTTP RateLimit header values of ``decision``, as a dict.
+
+        A policy's decision (a ``RedisPolicyDecision``, a ``PolicyDecision``)
+        raises ``RateLimitTypeError`` (``invalid_type``), as an in-process
+        limiter's ``headers`` does: ``policy.headers`` takes it."""
+        if not isinstance(decision, Decision):
+            raise _type_error("decision", "a Decision", decision)
+        # As in-process (and the Node client), a policy's decision is told by what it holds.
+        if isinstance(decision, PolicyDecision) or hasattr(decision, "denied_by"):
+            raise RateLimitTypeError(
+                "`decision` must be a limiter's Decision, not a policy's (policy.headers takes that)", "invalid_type"
+            )
         return decision.headers()
 
     @property

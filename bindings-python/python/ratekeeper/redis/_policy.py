@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
-from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyLimit, RateLimitTypeError
+from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyDecision, PolicyLimit, RateLimitTypeError
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limits, _policy_limits
@@ -51,7 +51,13 @@ class _PolicyMixin:
         return request, keys
 
     def headers(self, decision: Decision) -> dict[str, str]:
-        """The HTTP RateLimit header values of ``decision``, every limit listed."""
+        """The HTTP RateLimit header values of ``decision``, every limit listed.
+
+        A limiter's decision (a ``RedisDecision`` of a ``RedisLimiter``)
+        raises ``RateLimitTypeError`` (``invalid_type``), as an in-process
+        ``Policy``'s ``headers`` does: the limiter's ``headers`` takes it."""
+        if not isinstance(decision, (PolicyDecision, RedisPolicyDecision)):
+            raise _type_error("decision", "a RedisPolicyDecision or PolicyDecision", decision)
         return decision.headers()
 
     @property
