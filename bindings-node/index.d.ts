@@ -505,6 +505,11 @@ export declare class Policy {
   constructor(config?: PolicyConfig | string | null, options?: PolicyOptions)
   /** One limit per rate, each named by its rate. */
   static fromRates(rates: string, options?: PolicyOptions): Policy
+  /**
+   * A policy from a configuration: an object or its JSON text (Python's
+   * `from_config`). Text that is not a configuration's JSON, a rate string
+   * included, is a `TypeError` (`invalid_config`): `fromRates` takes rates.
+   */
   static fromConfig(config: PolicyConfig | string, options?: PolicyOptions): Policy
   /**
    * Adds a limit called `name`, keyed by the request fields `options.by`,

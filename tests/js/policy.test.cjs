@@ -373,7 +373,7 @@ describe('Policy', () => {
     });
   });
 
-  it('refuses algorithm and by beside a configuration, and JSON text in fromRates, as Python does', () => {
+  it('refuses algorithm and by beside a configuration, JSON text in fromRates and rates in fromConfig, as Python does', () => {
     // Dropped silently, `by` left one global limit where one per user was asked.
     const config = { limits: [{ name: 'api', rate: '2/second' }] };
     // Each error names the option given, in Python's words (`algorithm` when both are).
@@ -382,6 +382,13 @@ describe('Policy', () => {
     assertLimiterError(() => new Policy(JSON.stringify(config), { algorithm: 'gcra' }), 'invalid_value', 'algorithm');
     assertLimiterError(() => new Policy(config, { algorithm: 'gcra', by: ['user'] }), 'invalid_value', 'algorithm');
     assertLimiterError(() => Policy.fromRates(JSON.stringify(config)), 'invalid_syntax', 'rates');
+    // And the other way: fromConfig takes JSON text, as Python's from_config,
+    // which refuses a rate string as JSON that does not parse.
+    for (const text of ['2/second', ' 2/second', '5', '[]', '"2/second"']) {
+      assert.throws(() => Policy.fromConfig(text), (e) => e instanceof TypeError && e.code === 'invalid_config', text);
+      assert.throws(() => Policy.fromConfig(text, { by: ['user'] }), (e) => e instanceof TypeError && e.code === 'invalid_config', text);
+    }
+    assert.deepEqual(Policy.fromConfig(` ${JSON.stringify(config)}`).limits, [{ name: 'api', by: [] }]);
     assert.deepEqual(new Policy('2/second', { by: ['user'] }).limits, [{ name: '2/second', by: ['user'] }]);
     assert.deepEqual(new Policy(config, { clock: () => 0 }).limits, [{ name: 'api', by: [] }]);
   });

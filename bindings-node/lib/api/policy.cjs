@@ -250,6 +250,10 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
     static fromConfig(config, options) {
       // A configuration, not none: `new Policy()` is the empty policy.
       if (config === undefined || config === null) badType('config', 'an object or a string');
+      // JSON text only, as in Python: a rate string is fromRates' (which
+      // takes `algorithm` and `by` for it), and the configuration's reader
+      // refuses it (`invalid_config`), naming the place.
+      if (typeof config === 'string' && !config.trimStart().startsWith('{')) B.policyFromConfig(policyData(config));
       return new Policy(config, options);
     }
 
