@@ -2014,6 +2014,22 @@ def test_a_named_limiter_keys_as_the_node_client_does() -> None:
     assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:14:gcra/10/100000:1:k"]
 
 
+def test_a_redis_limiter_describes_its_limit_as_a_keyed_limiter_does() -> None:
+    # As the Node client's limit, windowMs, algorithm and name: `algorithm` was missing.
+    client = redis.Redis(port=1)  # never connected
+    for limiter in (
+        ratekeeper.Gcra(10, 0.1, name="api"),
+        ratekeeper.TokenBucket(5, 1, 2.0),
+        ratekeeper.FixedWindow(100, 60),
+        ratekeeper.SlidingWindowCounter(100, 60),
+        ratekeeper.SlidingWindowLog(5, 1.0),
+    ):
+        keyed = ratekeeper.KeyedLimiter(limiter)
+        for store in (RedisLimiter(client, limiter), AsyncRedisLimiter(redis.asyncio.Redis(port=1), limiter)):
+            described = (store.algorithm, store.limit, store.window, store.name)
+            assert described == (keyed.algorithm, keyed.limit, keyed.window, keyed.name)
+
+
 def test_a_fallback_must_decide_the_stores_target() -> None:
     client = redis.Redis(port=1)
     gcra = ratekeeper.Gcra(2, 0.5)

@@ -76,6 +76,11 @@ class _LimiterMixin:
         return self._core.limits[0].window
 
     @property
+    def algorithm(self) -> str:
+        """Every key's algorithm, e.g. ``"gcra"``, as ``KeyedLimiter.algorithm``."""
+        return self._limiter.algorithm
+
+    @property
     def name(self) -> str:
         """The limiter's name: its keys' and RateLimit headers' name."""
         return self._core.limits[0].name
