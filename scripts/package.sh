@@ -58,7 +58,7 @@ cmd_pack() {
     cp -r "$PKG"/lib/api.cjs "$PKG"/lib/api "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"
     # The ES module twin for browsers and workers (scripts/js-bundle.cjs).
     node scripts/js-bundle.cjs "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" esm pacedFetchFor
-    cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
+    cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.cjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
     cp "$WASM"/pkg/api.mjs "$WASM"/pkg/ratekeeper.d.ts "$STAGE/wasm/pkg/"
     mkdir -p "$STAGE/wasm/pkg/web"
     cp "$WASM"/pkg/web/ratekeeper_wasm.js "$WASM"/pkg/web/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/web/"

@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'main.d.mts', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs', 'lib/api/limiters.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/url.d.mts',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
@@ -154,6 +154,30 @@ test('the browser condition resolves to the WebAssembly build', () => {
   assert.match(out[1], /node_modules\/ratekeeper\/wasm\/browser\.mjs$/);
 });
 
+test('require under the browser condition (Jest with jsdom) is the WebAssembly build, as CommonJS', () => {
+  // Jest's module system requires no ES module (before Node 24.9): it failed
+  // on wasm/browser.mjs with "Must use import to load ES Module". A Node that
+  // requires none either stands for it.
+  const noRequireEsm = process.allowedNodeEnvironmentFlags.has('--experimental-require-module') ? ['--no-experimental-require-module'] : [];
+  const out = node([...noRequireEsm, '--conditions=browser', '-e', `
+    (async () => {
+      const api = require('ratekeeper');
+      ${USE}
+      // \`import init, { KeyedLimiter } from 'ratekeeper'\` as Babel compiles it.
+      const init = api.__esModule ? api.default : api;
+      await init();
+      const keyed = new api.KeyedLimiter(new api.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { maxKeys: 10 });
+      console.log(JSON.stringify([keyed.tryAcquire('a', 1, 0).allowed, keyed.tryAcquire('a', 1, 0).allowed, init === api.init]));
+      console.log(Object.keys(require.cache).filter((file) => /\.node$|native\.js$/.test(file)).length);
+      console.log(require.resolve('ratekeeper'));
+    })();
+  `]).trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
+  assert.deepEqual(JSON.parse(out[1]), [true, false, true]);
+  assert.equal(out[2], '0', 'no native addon loaded');
+  assert.match(out[3], /node_modules\/ratekeeper\/wasm\/browser\.cjs$/);
+});
+
 test('under the browser condition in Node, init() says how to give it the .wasm, and that way works', () => {
   // Node's fetch reads no file: URL, which init() fetches by default there (a
   // test runner giving Node the browser condition).
@@ -224,6 +248,13 @@ test("a bundler's browser build (esbuild) takes the WebAssembly build, and it ru
   const gcra = app.Gcra.perPeriod({ burst: 1, tokens: 2, periodMs: 1000 });
   assert.deepEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).retryAfterMs], [true, 500]);
   assert.equal(typeof app.pacedFetch, 'function');
+  // A require() in a browser bundle takes the same ES module (the `module`
+  // condition, before `require`, which is for Node: wasm/browser.cjs reads its .wasm with fs).
+  writeFileSync(join(dir, 'app.cjs'), "module.exports = require('ratekeeper');\n");
+  const required = await bundle({ entryPoints: ['app.cjs'], format: 'cjs', platform: 'browser', write: false, outfile: 'app.js' });
+  const requiredInputs = Object.keys(required.metafile.inputs);
+  assert.ok(requiredInputs.includes('node_modules/ratekeeper/wasm/browser.mjs'), requiredInputs.join());
+  assert.ok(!requiredInputs.some((file) => /browser\.cjs|pkg\/nodejs/.test(file)), requiredInputs.join());
 
   // A page's bundle cannot see the .wasm the glue fetches beside it: the
   // package exports it (ratekeeper/ratekeeper.wasm) for the bundler to emit,
@@ -297,6 +328,8 @@ test('the export conditions in package.json', () => {
   const dot = pkg.exports['.'];
   assert.deepEqual(Object.keys(dot), ['workerd', 'deno', 'browser', 'node', 'default']);
   for (const condition of ['workerd', 'deno', 'browser', 'default']) assert.match(Object.values(dot[condition]).join(), /wasm\//);
+  // Bundlers ask for `module`; Node (Jest with jsdom) for `require`, which takes CommonJS.
+  assert.deepEqual(dot.browser, { types: './wasm/browser.d.mts', module: './wasm/browser.mjs', require: './wasm/browser.cjs', default: './wasm/browser.mjs' });
   assert.deepEqual(dot.node, {
     import: { types: './main.d.mts', default: './main.mjs' },
     require: { types: './ratekeeper.d.ts', default: './main.cjs' },
