@@ -125,6 +125,12 @@ export declare class RedisLimiter {
   acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
   headers(decision: LimiterDecision): RateLimitHeaders
+  /**
+   * Puts `key` back to fresh, as a key never seen (one UNLINK; a KeyedLimiter
+   * given as `onError` resets its key too): whether Redis held it. An error
+   * of Redis rejects.
+   */
+  reset(key: Key): Promise<boolean>
   readonly limit: number
   readonly windowMs: number
   readonly algorithm: string

@@ -1165,6 +1165,19 @@ class RedisLimiter extends RedisLimits {
     return this.#limiter.headers(decision);
   }
 
+  /**
+   * Puts `key` back to fresh, as a key never seen: one UNLINK of its Redis
+   * key (and the key of a KeyedLimiter given as `onError`, reset first).
+   * Resolves to whether Redis held it; an error of Redis rejects (nothing
+   * was reset there), as `onError` answers decisions only.
+   */
+  async reset(key) {
+    ownLimiter(this);
+    const [stored] = this._keys(key);
+    if (isKeyed(this.#store.onError)) this.#store.onError.reset(key);
+    return Number(await this.#store.send(['UNLINK', stored], stored)) > 0;
+  }
+
   get limit() {
     ownLimiter(this);
     return this.#limiter.limit;

@@ -288,6 +288,26 @@ test('decisions carry the in-process headers; peek consumes nothing; batches dec
     assert.equal(remote.algorithm, 'token_bucket');
   }));
 
+for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: reset puts a key back to fresh in Redis and in a KeyedLimiter onError, and leaves the others`, () =>
+    withClient(library, async (client) => {
+      const fallback = new rk.KeyedLimiter(new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }));
+      const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 60_000 }), { prefix: prefix('reset'), onError: fallback });
+      assert.equal(await limiter.reset('alice'), false, 'never seen: Redis holds nothing');
+      for (const key of ['alice', 'bob']) {
+        await limiter.tryAcquire(key, 2, T0);
+        assert.equal((await limiter.peek(key, 1, T0)).allowed, false);
+      }
+      fallback.tryAcquire('alice');
+      assert.equal(await limiter.reset(Buffer.from('alice')), true, "its bytes: the same key");
+      const fresh = await limiter.peek('alice', 2, T0);
+      assert.deepEqual([fresh.allowed, fresh.remaining, fresh.fromStore], [true, 0, true]);
+      assert.equal((await limiter.peek('bob', 1, T0)).allowed, false, 'another key keeps what it used');
+      assert.equal(fallback.peek('alice').allowed, true, 'the fallback forgot the key too');
+      await assert.rejects(limiter.reset(1.5), { name: 'RangeError', code: 'invalid_value' });
+    }));
+}
+
 test('acquires sharing one signal listen to it once at a time, each aborting', () =>
   withClient('ioredis', async (client) => {
     // A listener each: Node warned (MaxListenersExceededWarning) past ten.

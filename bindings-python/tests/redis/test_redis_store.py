@@ -2355,3 +2355,30 @@ def test_the_readme_redis_example_runs(url: str) -> None:
 
     asyncio.run(run())
     assert names["d"].from_store and names["d"].allowed
+
+
+def test_reset_puts_a_key_back_to_fresh_in_redis_and_in_a_keyed_fallback(client: redis.Redis, url: str) -> None:
+    fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 60.0))
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 60.0), name="login", prefix="reset:", on_error=fallback)
+    assert limiter.reset("alice") is False  # never seen: Redis holds nothing
+    for key in ("alice", "bob"):
+        assert limiter.try_acquire(key, 2, now=1000).allowed
+    fallback.try_acquire("alice")
+    assert limiter.reset(b"alice") is True  # its bytes: the same key
+    fresh = limiter.peek("alice", 2, now=1000)
+    assert (fresh.allowed, fresh.remaining, fresh.from_store) == (True, 0, True)
+    assert not limiter.peek("bob", 1, now=1000).allowed  # another key keeps what it used
+    assert fallback.peek("alice").allowed  # the fallback forgot the key too
+    with pytest.raises(ratekeeper.RateLimitTypeError):
+        limiter.reset(1.5)  # type: ignore[arg-type]
+
+    async def main() -> tuple[bool, bool]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        try:
+            alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(2, 60.0), name="login", prefix="reset:")
+            await alimiter.try_acquire("carol", 2, now=1000)
+            return await alimiter.reset("carol"), (await alimiter.peek("carol", 2, now=1000)).allowed
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(main()) == (True, True)

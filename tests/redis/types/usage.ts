@@ -6,9 +6,10 @@ async function main(): Promise<void> {
   const l = new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })), commandTimeoutMs: 100 })
   const d: RedisDecision = await l.tryAcquire('k', 1)
   const h = l.headers(d)
+  const held: boolean = await l.reset('k')
   const p = new RedisPolicy(client, '10/second', { by: ['user'], algorithm: 'gcra', onError: 'open' })
   const pd = await p.tryAcquire({ user: 'u' })
-  console.log(h, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
+  console.log(h, held, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
   await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
   // Policy's members that describe the limits, the same shapes; no `add` (the limits are fixed).
   const described: [Array<{ name: string; by: string[] }>, string[], number, string[]] = [p.limits, p.names, p.size, p.keyedBy('10/second')]

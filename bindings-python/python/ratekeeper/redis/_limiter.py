@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Callable, Optional
 
-from ratekeeper import Decision, Limiter, PolicyDecision, RateLimitTypeError
+from ratekeeper import Decision, KeyedLimiter, Limiter, PolicyDecision, RateLimitTypeError
 from ratekeeper.redis._values import _cost, _refunded, _costs, _Key, _KeyFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision, RedisReservation
 from ratekeeper.redis._limits import _one_limit
@@ -49,6 +49,14 @@ class _LimiterMixin:
 
     def _keys(self, key: _Key) -> list[bytes]:
         return self._core.keys({"key": key}, "key")
+
+    def _reset_fallback(self, key: _Key) -> list[bytes]:
+        """``key``'s Redis keys, once a ``KeyedLimiter`` fallback has reset it
+        (a ``Limiter`` fallback is every key's: it is left as it is)."""
+        keys = self._keys(key)
+        if isinstance(self._core.on_error, KeyedLimiter):
+            self._core.on_error.reset(key)
+        return keys
 
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, as a dict.
@@ -129,6 +137,14 @@ class RedisLimiter(_LimiterMixin, _Sync):
         cost = _cost(cost, self.limit)
         self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
 
+    def reset(self, key: _Key) -> bool:
+        """Put ``key`` back to fresh, as a key never seen: one ``UNLINK`` of its
+        Redis key (and the key of a ``KeyedLimiter`` given as ``on_error``,
+        reset first); whether Redis held it. An error of Redis raises:
+        ``on_error`` answers decisions only."""
+        keys = self._reset_fallback(key)
+        return bool(self._client.unlink(*keys))
+
 
 class AsyncRedisLimiter(_LimiterMixin, _Async):
     """``RedisLimiter`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
@@ -167,5 +183,13 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
         await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+
+    async def reset(self, key: _Key) -> bool:
+        """Put ``key`` back to fresh, as a key never seen: one ``UNLINK`` of its
+        Redis key (and the key of a ``KeyedLimiter`` given as ``on_error``,
+        reset first); whether Redis held it. An error of Redis raises:
+        ``on_error`` answers decisions only."""
+        keys = self._reset_fallback(key)
+        return bool(await self._client.unlink(*keys))
 
     acquire_async = acquire
