@@ -7,7 +7,7 @@ const { describe, it, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 
 const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, KeyedLimiter, Policy, RateLimited } = require('./impl.cjs');
-const { assertLimiterRejects, fakeTime, flush } = require('./helpers.cjs');
+const { assertLimiterRejects, countingSignal, fakeTime, flush } = require('./helpers.cjs');
 
 let time;
 afterEach(() => {
@@ -266,34 +266,14 @@ describe('acquire', () => {
     const { time } = setup();
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
     gcra.tryAcquire();
-    // A signal that counts its listeners, around a real one.
-    const controller = new AbortController();
-    const live = new Set();
-    let most = 0;
-    const signal = {
-      get aborted() {
-        return controller.signal.aborted;
-      },
-      get reason() {
-        return controller.signal.reason;
-      },
-      addEventListener(type, listener, options) {
-        live.add(listener);
-        most = Math.max(most, live.size);
-        controller.signal.addEventListener(type, listener, options);
-      },
-      removeEventListener(type, listener) {
-        live.delete(listener);
-        controller.signal.removeEventListener(type, listener);
-      },
-    };
+    const { controller, signal, live, most } = countingSignal();
     const served = Array.from({ length: 20 }, () => gcra.acquire(1, { signal }));
-    assert.equal(most, 1, 'one listener for 20 waiters');
+    assert.equal(most(), 1, 'one listener for 20 waiters');
     await time.advance(100 * 20);
     await Promise.all(served);
     assert.equal(live.size, 0, 'let go once every waiter went');
     const aborted = Array.from({ length: 20 }, () => gcra.acquire(1, { signal }).then(() => 'resolved', (error) => error.name));
-    assert.equal(most, 1);
+    assert.equal(most(), 1);
     controller.abort();
     assert.deepStrictEqual(new Set(await Promise.all(aborted)), new Set(['AbortError']));
     assert.equal(live.size, 0);

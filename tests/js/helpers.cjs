@@ -111,4 +111,34 @@ async function flush() {
   for (let i = 0; i < 5; i++) await Promise.resolve();
 }
 
-module.exports = { assertLimiterError, assertLimiterRejects, checkLimiterError, fakeTime, flush };
+/**
+ * An AbortSignal that counts its abort listeners, around a real one (see
+ * `controller`): `live` holds those listening now, `most()` the most that
+ * ever listened at once. How the tests check that the waits sharing one
+ * signal listen to it once (Node warns past ten listeners).
+ */
+function countingSignal() {
+  const controller = new AbortController();
+  const live = new Set();
+  let most = 0;
+  const signal = {
+    get aborted() {
+      return controller.signal.aborted;
+    },
+    get reason() {
+      return controller.signal.reason;
+    },
+    addEventListener(type, listener, options) {
+      live.add(listener);
+      most = Math.max(most, live.size);
+      controller.signal.addEventListener(type, listener, options);
+    },
+    removeEventListener(type, listener) {
+      live.delete(listener);
+      controller.signal.removeEventListener(type, listener);
+    },
+  };
+  return { controller, signal, live, most: () => most };
+}
+
+module.exports = { assertLimiterError, assertLimiterRejects, checkLimiterError, countingSignal, fakeTime, flush };

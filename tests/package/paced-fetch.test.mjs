@@ -10,6 +10,7 @@ const require = createRequire(import.meta.url);
 const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
 const { Gcra, TokenBucket, LeakyBucket, FixedWindow, SlidingWindowCounter, KeyedLimiter, Policy, RateLimited } = require(impl);
 const { pacedFetchFor, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
+const { countingSignal } = require('../js/helpers.cjs');
 // As the package's entries make it: the build's RateLimited for its errors.
 const pacedFetch = pacedFetchFor(RateLimited);
 
@@ -991,28 +992,9 @@ test('one signal shared by many queued requests is listened to once, and let go 
   // A listener each: Node warned (MaxListenersExceededWarning) past ten.
   const time = fakeTime();
   const paced = pacedFetch(fakeFetch(time).fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
-  const controller = new AbortController();
-  const live = new Set();
-  let most = 0;
-  const signal = {
-    get aborted() {
-      return controller.signal.aborted;
-    },
-    get reason() {
-      return controller.signal.reason;
-    },
-    addEventListener(type, listener, options) {
-      live.add(listener);
-      most = Math.max(most, live.size);
-      controller.signal.addEventListener(type, listener, options);
-    },
-    removeEventListener(type, listener) {
-      live.delete(listener);
-      controller.signal.removeEventListener(type, listener);
-    },
-  };
+  const { controller, signal, live, most } = countingSignal();
   const sent = Array.from({ length: 20 }, (_, i) => paced(`/${i}`, { signal }));
-  assert.equal(most, 1, 'one listener for 20 requests');
+  assert.equal(most(), 1, 'one listener for 20 requests');
   await time.advance(2000);
   assert.deepEqual(new Set((await Promise.all(sent)).map((r) => r.status)), new Set([200]));
   assert.equal(live.size, 0, 'let go once every request went');
@@ -1021,7 +1003,7 @@ test('one signal shared by many queued requests is listened to once, and let go 
   controller.abort();
   assert.deepEqual(new Set(await Promise.all(aborted)), new Set(['AbortError']));
   assert.equal((await ahead).status, 200);
-  assert.equal(most, 1);
+  assert.equal(most(), 1);
   assert.equal(live.size, 0);
   assert.equal(paced.waiting, 0);
 });

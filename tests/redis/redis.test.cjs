@@ -4,6 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { rk, rkRedis, CLIENTS, ioredis, close, prefix, sleep, until, spy } = require('./helpers.cjs');
+const { countingSignal } = require('../js/helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const HOUR = 3_600_000;
@@ -313,32 +314,13 @@ test('acquires sharing one signal listen to it once at a time, each aborting', (
     // A listener each: Node warned (MaxListenersExceededWarning) past ten.
     const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('shared-signal') });
     await limiter.tryAcquire('k');
-    const controller = new AbortController();
-    const live = new Set();
-    let most = 0;
-    const signal = {
-      get aborted() {
-        return controller.signal.aborted;
-      },
-      get reason() {
-        return controller.signal.reason;
-      },
-      addEventListener(type, listener, options) {
-        live.add(listener);
-        most = Math.max(most, live.size);
-        controller.signal.addEventListener(type, listener, options);
-      },
-      removeEventListener(type, listener) {
-        live.delete(listener);
-        controller.signal.removeEventListener(type, listener);
-      },
-    };
+    const { controller, signal, most } = countingSignal();
     const waiting = Array.from({ length: 20 }, () => limiter.acquire('k', 1, { signal }).catch((error) => error.name));
     // Every booking's round trip done: each waits for its slot, a minute or more away.
     await until(async () => (await limiter.peek('k')).retryAfterMs > 20 * 60_000);
     controller.abort();
     assert.deepEqual(new Set(await Promise.all(waiting)), new Set(['AbortError']));
-    assert.equal(most, 1);
+    assert.equal(most(), 1);
   }));
 
 test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>

@@ -2199,6 +2199,22 @@ def test_a_cluster_that_cannot_be_reached_takes_on_error(url: str) -> None:
     assert not d.allowed and not d.from_store
 
 
+def _slowed(limiter: Any, answered: asyncio.Event) -> Callable[[], None]:
+    """Makes ``limiter``'s script calls answer 0.2 s after Redis has (setting
+    ``answered`` then), so that a caller can be cancelled once Redis has
+    decided; returns what puts the real call back."""
+    real = limiter._call
+
+    async def slow(keys: list[bytes], args: list[Any]) -> Any:
+        reply = await real(keys, args)
+        answered.set()
+        await asyncio.sleep(0.2)
+        return reply
+
+    limiter._call = slow
+    return lambda: setattr(limiter, "_call", real)
+
+
 @pytest.mark.parametrize("call", ["unbatched", "now", "batch"])
 def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_redis_took(url: str, call: str) -> None:
     # A call that goes alone (no batching, an explicit now, try_acquire_batch)
@@ -2211,16 +2227,8 @@ def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_red
         )
         now = time.time()
         await limiter.peek("k", 0, now=now)  # the script is loaded
-        real = limiter._call
         taken = asyncio.Event()
-
-        async def slow(keys: list[bytes], args: list[Any]) -> Any:
-            reply = await real(keys, args)
-            taken.set()
-            await asyncio.sleep(0.2)
-            return reply
-
-        limiter._call = slow  # type: ignore[method-assign]
+        restore = _slowed(limiter, taken)
         task: asyncio.Future[object]
         if call == "batch":
             task = asyncio.ensure_future(limiter.try_acquire_batch("k", [2, 3], now=now))
@@ -2230,7 +2238,7 @@ def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_red
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        limiter._call = real  # type: ignore[method-assign]
+        restore()
         for _ in range(100):
             await asyncio.sleep(0.01)
             used = 100 - (await limiter.peek("k", 0, now=now)).remaining
@@ -2258,22 +2266,14 @@ def test_an_async_reserve_cancelled_during_its_round_trip_gives_back_what_redis_
         target: Any = "k" if kind == "limiter" else {"key": "k"}
         now = time.time()
         await limiter.peek(target, 0, now=now)  # the script is loaded
-        real = limiter._call
         booked = asyncio.Event()
-
-        async def slow(keys: list[bytes], args: list[Any]) -> Any:
-            reply = await real(keys, args)
-            booked.set()
-            await asyncio.sleep(0.2)
-            return reply
-
-        limiter._call = slow  # type: ignore[method-assign]
+        restore = _slowed(limiter, booked)
         task = asyncio.ensure_future(limiter.reserve(target, 5, now=now))
         await booked.wait()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        limiter._call = real  # type: ignore[method-assign]
+        restore()
         for _ in range(100):
             await asyncio.sleep(0.01)
             used = 100 - (await limiter.peek(target, 0, now=now)).remaining
