@@ -16,7 +16,7 @@ import time
 import uuid
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, Union
 
 import pytest
 import redis
@@ -2199,11 +2199,15 @@ def test_a_cluster_that_cannot_be_reached_takes_on_error(url: str) -> None:
     assert not d.allowed and not d.from_store
 
 
-def _slowed(limiter: Any, answered: asyncio.Event) -> Callable[[], None]:
-    """Makes ``limiter``'s script calls answer 0.2 s after Redis has (setting
-    ``answered`` then), so that a caller can be cancelled once Redis has
-    decided; returns what puts the real call back."""
+async def _used_after_cancelling_once_answered(
+    limiter: Any, call: Callable[[], Awaitable[object]], target: Any, now: float
+) -> int:
+    """Runs ``call`` with ``limiter``'s script calls answering 0.2 s after
+    Redis has, cancels it once Redis has decided, and returns the units
+    still used in ``target``'s limit once what was taken could be given back
+    (0 when it was)."""
     real = limiter._call
+    answered = asyncio.Event()
 
     async def slow(keys: list[bytes], args: list[Any]) -> Any:
         reply = await real(keys, args)
@@ -2212,7 +2216,19 @@ def _slowed(limiter: Any, answered: asyncio.Event) -> Callable[[], None]:
         return reply
 
     limiter._call = slow
-    return lambda: setattr(limiter, "_call", real)
+    task = asyncio.ensure_future(call())
+    await answered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    limiter._call = real
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        left = await limiter.peek(target, 0, now=now)
+        used = int(left.limit - left.remaining)
+        if used == 0:
+            break
+    return used
 
 
 @pytest.mark.parametrize("call", ["unbatched", "now", "batch"])
@@ -2227,23 +2243,11 @@ def test_an_async_caller_cancelled_during_its_own_round_trip_gives_back_what_red
         )
         now = time.time()
         await limiter.peek("k", 0, now=now)  # the script is loaded
-        taken = asyncio.Event()
-        restore = _slowed(limiter, taken)
-        task: asyncio.Future[object]
         if call == "batch":
-            task = asyncio.ensure_future(limiter.try_acquire_batch("k", [2, 3], now=now))
+            used = await _used_after_cancelling_once_answered(limiter, lambda: limiter.try_acquire_batch("k", [2, 3], now=now), "k", now)
         else:
-            task = asyncio.ensure_future(limiter.try_acquire("k", 5, now=now if call == "now" else None))
-        await taken.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        restore()
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            used = 100 - (await limiter.peek("k", 0, now=now)).remaining
-            if used == 0:
-                break
+            at = now if call == "now" else None
+            used = await _used_after_cancelling_once_answered(limiter, lambda: limiter.try_acquire("k", 5, now=at), "k", now)
         await client.aclose()
         return used
 
@@ -2266,19 +2270,7 @@ def test_an_async_reserve_cancelled_during_its_round_trip_gives_back_what_redis_
         target: Any = "k" if kind == "limiter" else {"key": "k"}
         now = time.time()
         await limiter.peek(target, 0, now=now)  # the script is loaded
-        booked = asyncio.Event()
-        restore = _slowed(limiter, booked)
-        task = asyncio.ensure_future(limiter.reserve(target, 5, now=now))
-        await booked.wait()
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        restore()
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            used = 100 - (await limiter.peek(target, 0, now=now)).remaining
-            if used == 0:
-                break
+        used = await _used_after_cancelling_once_answered(limiter, lambda: limiter.reserve(target, 5, now=now), target, now)
         await client.aclose()
         return used
 
