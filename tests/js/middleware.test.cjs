@@ -368,6 +368,11 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ key: () => 'k' }), 'invalid_type', 'limiter');
       assertLimiterError(() => helper({ limiter: 42 }), 'invalid_type', 'limiter');
       assert.throws(() => helper({ limiter: {} }), /^TypeError: `limiter` must be a ratekeeper KeyedLimiter, Policy or limiter$/);
+      // The limiter given for the options: said so, where the error named `limiter` as missing.
+      for (const given of [limiter, Policy.fromRates('1/second'), new FixedWindow({ limit: 1, windowMs: 1000 })]) {
+        assertLimiterError(() => helper(given), 'invalid_type', 'options');
+        assert.throws(() => helper(given), /pass \{ limiter \}$/);
+      }
       assertLimiterError(() => helper({ limiter, key: 'k' }), 'invalid_type', 'key');
       assertLimiterError(() => helper({ limiter, key: () => 'k', cost: '2' }), 'invalid_type', 'cost');
       assertLimiterError(() => helper({ limiter, key: () => 'k', skip: true }), 'invalid_type', 'skip');

@@ -21,6 +21,11 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   // decides a request of plain functions without waiting for a microtask.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
+    if (isLimiter(options) || isKeyed(options) || isPolicy(options)) {
+      // middleware(policy) for middleware({ limiter: policy }): the error
+      // said `limiter` must be what was given.
+      invalidType('`options` must be an options object, not the limiter itself: pass { limiter }');
+    }
     const { limiter, key, fields, cost, skip } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
       // Not badType, whose message each backend spells from a fixed list (src/shared.rs) without this one.
