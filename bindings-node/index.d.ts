@@ -87,9 +87,9 @@ export interface CommonOptions {
    * The clock that `nowMs` defaults to, returning milliseconds (default:
    * `performance.now()`; `Date.now()` for a limiter with a `calendar`). For
    * tests and simulation: `acquire` schedules its timer by this clock, so it
-   * must advance with the timers.
+   * must advance with the timers. null: the default.
    */
-  clock?: () => number
+  clock?: (() => number) | null
 }
 
 /** One bandwidth of a token bucket. Counts are whole numbers from 0 to 2^53 - 1. */
@@ -460,9 +460,10 @@ export interface PolicyConfig {
  * `invalid_value`); the clock.
  */
 export interface PolicyOptions {
-  algorithm?: LimitConfig['algorithm']
-  by?: string[]
-  clock?: () => number
+  /** null: the default, as left out. */
+  algorithm?: LimitConfig['algorithm'] | null
+  by?: string[] | null
+  clock?: (() => number) | null
 }
 
 /**

@@ -373,6 +373,17 @@ describe('Policy', () => {
     });
   });
 
+  it('takes null for algorithm, by and clock as left out, as Python takes None; a limiter its clock likewise', () => {
+    const policy = Policy.fromRates('1/second', { algorithm: null, by: null, clock: null });
+    assert.deepEqual([policy.names, policy.keyedBy('1/second')], [['1/second'], []]);
+    assert.equal(policy.tryAcquire().allowed, true, 'the default clock read');
+    assert.equal(new Policy({ limits: [{ name: 'a', rate: '1/second' }] }, { algorithm: null, by: null }).size, 1, 'none beside a configuration');
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock: null });
+    assert.equal(bucket.tryAcquire().allowed, true);
+    // A name is no option with a default to fall back on: null is refused, as Python refuses None.
+    assertLimiterError(() => new Gcra({ burst: 1, emissionIntervalMs: 1, name: null }), 'invalid_type', 'name');
+  });
+
   it('refuses algorithm and by beside a configuration, JSON text in fromRates and rates in fromConfig, as Python does', () => {
     // Dropped silently, `by` left one global limit where one per user was asked.
     const config = { limits: [{ name: 'api', rate: '2/second' }] };

@@ -93,7 +93,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
       try {
         // Read inside: a getter that throws (options are the caller's) must not strand the native limiter.
         name = options == null ? undefined : options.name;
-        clock = options == null ? undefined : options.clock;
+        // null is the default clock, as Python's clock=None and every other option's null.
+        clock = options == null ? undefined : (options.clock ?? undefined);
         if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
         if (name !== undefined) {
           // Refused as Python refuses it: the native half would read U+FFFD in its place (see textOf).

@@ -123,16 +123,17 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
       if (options !== undefined && options !== null) {
         if (typeof options !== 'object') badType('options', 'an object');
         options = known(options, 'Policy');
-        if (options.algorithm !== undefined) {
+        // null is the default, as Python's None (and Policy.add's `by: null`).
+        if (options.algorithm != null) {
           if (typeof options.algorithm !== 'string') badType('algorithm', 'a string');
           algorithm = options.algorithm;
         }
-        if (options.by !== undefined) {
+        if (options.by != null) {
           by = arrayOf(options.by, 'string');
           if (by === undefined) badType('by', 'an array of strings');
           wellFormedFields(by);
         }
-        if (options.clock !== undefined) {
+        if (options.clock != null) {
           if (typeof options.clock !== 'function') badType('clock', 'a function');
           clock = options.clock;
         }
