@@ -108,6 +108,7 @@ def test_keyed_limiters_and_policies_answer_the_shared_methods() -> None:
     assert keyed == SHARED | {
         "try_acquire_batch",
         "reclaim",
+        "reset",
         "limit",
         "window",
         "algorithm",
