@@ -177,6 +177,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
             .retain_mut(|(key, value)| keep(key, value));
     }
 
+    /// Removes the entry at `at`, a [`position`](Self::position), keeping
+    /// the others in their order: a pass over them, as `retain`'s.
+    pub(crate) fn remove_at(&mut self, at: usize) {
+        let before = self.entries.len();
+        let guard = Renumber {
+            table: self,
+            before,
+        };
+        guard.table.entries.remove(at);
+    }
+
     /// Every value, in arrival order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.entries.iter().map(|(_, value)| value)

@@ -704,7 +704,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// back). What `reset_after` waits for, at once: a login limit cleared
     /// once its user signed in, say. Returns whether the store held `key`
     /// (a key not held is fresh already). The key's slot is freed as any
-    /// fresh key's, by the next sweep.
+    /// fresh key's, by the next sweep; in a store whose keys start short of
+    /// fresh (a bucket with fewer initial tokens than its capacity), which
+    /// no sweep drops, it is freed at once, by a pass over the keys.
     ///
     /// ```
     /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
@@ -723,10 +725,16 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized + Hash + Equivalent<K>,
     {
-        let Some(state) = self.states.get_mut(key) else {
+        let Some(at) = self.states.position(key) else {
             return false;
         };
-        *state = self.prototype.new_state();
+        if !self.drops_fresh {
+            // A new key's state is no fresh one here, so no sweep would
+            // drop it: held for ever, it kept a bounded store full.
+            self.states.remove_at(at);
+            return true;
+        }
+        *self.states.value_at_mut(at) = self.prototype.new_state();
         // Fresh now: the next sweep may drop it.
         self.next_fresh.set(0);
         true

@@ -202,6 +202,30 @@ fn a_reset_key_is_a_key_never_seen_and_its_slot_goes_at_the_next_sweep() {
     assert!(store.is_empty());
 }
 #[test]
+fn a_reset_key_of_a_bucket_that_starts_short_frees_its_slot() {
+    // No sweep drops such a key (a new one starts short of fresh): a reset
+    // one held its slot for ever, and a full refusing store refused every
+    // new key, where a key never seen holds none.
+    let short = TokenBucket::with_initial_tokens(4, 1, Nanos(100), 1).unwrap();
+    let mut store = KeyedLimiter::new(short.clone())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    assert!(store.try_acquire("alice", Nanos(0), 1).unwrap().allowed);
+    assert_eq!(
+        store.try_acquire("bob", Nanos(0), 1).unwrap_err().code(),
+        "store_full"
+    );
+    assert!(store.reset("alice"));
+    assert!(store.is_empty());
+    assert!(store.try_acquire("bob", Nanos(0), 1).unwrap().allowed);
+    assert!(!store.reset("alice"), "no longer held");
+    // Bob took the one token a key starts with, as alice had.
+    let mut fresh = short;
+    assert!(fresh.try_acquire(Nanos(0), 1).unwrap().allowed);
+    assert_eq!(store.peek("bob", Nanos(0), 1), fresh.peek(Nanos(0), 1));
+}
+
+#[test]
 fn max_keys_bounds_the_store_under_either_rule() {
     let gcra = Gcra::new(1, Nanos(1_000_000)).unwrap();
     let mut evicting = KeyedLimiter::new(gcra.clone())
