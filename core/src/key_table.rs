@@ -177,15 +177,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
             .retain_mut(|(key, value)| keep(key, value));
     }
 
-    /// Removes the entry at `at`, a [`position`](Self::position), keeping
-    /// the others in their order: a pass over them, as `retain`'s.
+    /// Removes the entry at `at`, a [`position`](Self::position), in a few
+    /// steps: the last entry takes its place (the one entry moved out of
+    /// arrival order), so that removing one key costs no pass over the keys.
+    /// Both keys are hashed before anything changes, so that a panic in a
+    /// key's `Hash` leaves the table whole.
     pub(crate) fn remove_at(&mut self, at: usize) {
-        let before = self.entries.len();
-        let guard = Renumber {
-            table: self,
-            before,
-        };
-        guard.table.entries.remove(at);
+        let last = self.entries.len() - 1;
+        let hash = self.hasher.hash_one(&self.entries[at].0);
+        let moved = self.hasher.hash_one(&self.entries[last].0);
+        move_position(&mut self.positions, (hash, at as u32), (moved, last as u32));
+        self.entries.swap_remove(at);
     }
 
     /// Every value, in arrival order.
@@ -225,6 +227,23 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
             shrink_positions(positions, room);
         }
         index_all(positions, entries, hasher);
+    }
+}
+
+/// Drops the position `at` (of hash `hash`), and moves the position `last`
+/// (of hash `moved`) to `at`. Not generic, and never inlined, so that its
+/// code is in the build once, not once per keyed store's state type.
+#[inline(never)]
+fn move_position(
+    positions: &mut HashTable<u32>,
+    (hash, at): (u64, u32),
+    (moved, last): (u64, u32),
+) {
+    if let Ok(entry) = positions.find_entry(hash, |&p| p == at) {
+        entry.remove();
+    }
+    if let Some(position) = positions.find_mut(moved, |&p| p == last) {
+        *position = at;
     }
 }
 
@@ -272,6 +291,7 @@ mod tests {
         Insert(u8, u32),
         Retain(u8),
         Bump(u8),
+        Remove(u8),
     }
 
     /// Sets `k`'s value, adding it if new, as a store does.
@@ -287,6 +307,7 @@ mod tests {
             (any::<u8>(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             (1..8u8).prop_map(Op::Retain),
             any::<u8>().prop_map(Op::Bump),
+            any::<u8>().prop_map(Op::Remove),
         ]
     }
 
@@ -313,6 +334,12 @@ mod tests {
                         if let Some(v) = model.get_mut(&k) {
                             *v = v.wrapping_add(1);
                         }
+                    }
+                    Op::Remove(k) => {
+                        if let Some(at) = table.position(&k) {
+                            table.remove_at(at);
+                        }
+                        model.remove(&k);
                     }
                 }
                 prop_assert_eq!(table.len(), model.len());

@@ -703,10 +703,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// goes at its slot; a later refund of that booking gives nothing
     /// back). What `reset_after` waits for, at once: a login limit cleared
     /// once its user signed in, say. Returns whether the store held `key`
-    /// (a key not held is fresh already). The key's slot is freed as any
-    /// fresh key's, by the next sweep; in a store whose keys start short of
-    /// fresh (a bucket with fewer initial tokens than its capacity), which
-    /// no sweep drops, it is freed at once, by a pass over the keys.
+    /// (a key not held is fresh already). The key's slot is freed at once,
+    /// in a few steps (the store's last key takes its place).
     ///
     /// ```
     /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
@@ -728,15 +726,11 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         let Some(at) = self.states.position(key) else {
             return false;
         };
-        if !self.drops_fresh {
-            // A new key's state is no fresh one here, so no sweep would
-            // drop it: held for ever, it kept a bounded store full.
-            self.states.remove_at(at);
-            return true;
-        }
-        *self.states.value_at_mut(at) = self.prototype.new_state();
-        // Fresh now: the next sweep may drop it.
-        self.next_fresh.set(0);
+        // Removed, not made fresh in place: a store whose keys start short
+        // of fresh (a bucket with fewer initial tokens than its capacity)
+        // drops no fresh key, so such a key was held for ever, and kept a
+        // bounded store full.
+        self.states.remove_at(at);
         true
     }
 

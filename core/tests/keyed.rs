@@ -194,13 +194,19 @@ fn a_reset_key_is_a_key_never_seen_and_its_slot_goes_at_the_next_sweep() {
         // The other key kept what it used.
         assert!(store.peek(b"bob", Nanos(0), 0).unwrap().reset_after > Nanos::ZERO);
     }
-    // A key reset and not called again is dropped by the next sweep.
+    // A key reset holds no slot, and the keys after it are still found.
     let mut store = KeyedLimiter::new(Gcra::new(3, Nanos(100)).unwrap());
-    let _ = store.try_acquire("alice", Nanos(0), 1).unwrap();
+    for key in ["alice", "bob", "carol"] {
+        let _ = store.try_acquire(key, Nanos(0), 1).unwrap();
+    }
     assert!(store.reset("alice"));
-    store.reclaim(Nanos(0));
-    assert!(store.is_empty());
+    assert_eq!(store.len(), 2);
+    assert!(!store.reset("alice"));
+    for key in ["bob", "carol"] {
+        assert_eq!(store.peek(key, Nanos(0), 0).unwrap().remaining, 2, "{key}");
+    }
 }
+
 #[test]
 fn a_reset_key_of_a_bucket_that_starts_short_frees_its_slot() {
     // No sweep drops such a key (a new one starts short of fresh): a reset
