@@ -128,7 +128,7 @@ export declare class RedisLimiter {
   /**
    * Puts `key` back to fresh, as a key never seen (one UNLINK; a KeyedLimiter
    * given as `onError` resets its key too): whether Redis held it. An error
-   * of Redis rejects.
+   * of Redis, or no answer within `commandTimeoutMs` (a `TimeoutError`), rejects.
    */
   reset(key: Key): Promise<boolean>
   readonly limit: number

@@ -1168,14 +1168,15 @@ class RedisLimiter extends RedisLimits {
   /**
    * Puts `key` back to fresh, as a key never seen: one UNLINK of its Redis
    * key (and the key of a KeyedLimiter given as `onError`, reset first).
-   * Resolves to whether Redis held it; an error of Redis rejects (nothing
-   * was reset there), as `onError` answers decisions only.
+   * Resolves to whether Redis held it; an error of Redis, or no answer
+   * within `commandTimeoutMs` (a TimeoutError), rejects (then it may or may
+   * not have been reset there), as `onError` answers decisions only.
    */
   async reset(key) {
     ownLimiter(this);
     const [stored] = this._keys(key);
     if (isKeyed(this.#store.onError)) this.#store.onError.reset(key);
-    return Number(await this.#store.send(['UNLINK', stored], stored)) > 0;
+    return Number(await within(this.#store.send(['UNLINK', stored], stored), this.#store.commandTimeoutMs)) > 0;
   }
 
   get limit() {

@@ -34,7 +34,8 @@ pub enum Algorithm {
 ///
 /// With the `serde` feature it deserializes from, for instance,
 /// `{"name": "api-per-second", "algorithm": "token_bucket", "rate": "10/second", "burst": 20, "by": ["user"]}`,
-/// and serializes back to that (the fields left at their default left out).
+/// and serializes back to that (the optional fields left unset are left out;
+/// `name`, `algorithm` and `rate` are always written).
 ///
 /// - `rate`: a rate string ([`Rate`]): the refill of a bucket (several,
 ///   separated by `;`, make a token bucket of several bandwidths, each as

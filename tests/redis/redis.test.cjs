@@ -309,6 +309,19 @@ for (const library of Object.keys(CLIENTS)) {
     }));
 }
 
+test('reset rejects with a TimeoutError when Redis does not answer within commandTimeoutMs', () =>
+  withClient('ioredis', async (client) => {
+    const admin = await CLIENTS.ioredis();
+    try {
+      const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: prefix('reset-late'), commandTimeoutMs: 50 });
+      await limiter.tryAcquire('k');
+      await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+      await assert.rejects(limiter.reset('k'), { name: 'TimeoutError' });
+    } finally {
+      await close(admin);
+    }
+  }));
+
 test('acquires sharing one signal listen to it once at a time, each aborting', () =>
   withClient('ioredis', async (client) => {
     // A listener each: Node warned (MaxListenersExceededWarning) past ten.
