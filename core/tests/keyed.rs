@@ -167,7 +167,7 @@ fn fresh_keys_are_not_kept() {
 }
 
 #[test]
-fn a_reset_key_is_a_key_never_seen_and_its_slot_goes_at_the_next_sweep() {
+fn a_reset_key_is_a_key_never_seen_and_holds_no_slot() {
     // A bucket whose keys start short, and a log: reset to their fresh
     // state, not to a full one, and their bookings forgotten.
     let short = TokenBucket::with_initial_tokens(4, 1, Nanos(100), 1).unwrap();
