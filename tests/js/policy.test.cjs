@@ -11,6 +11,18 @@ const { assertLimiterError, assertLimiterRejects, fakeTime } = require('./helper
 
 const SECOND = 1000;
 
+/** A call of each KeyedLimiter method that takes a key, for `key`: each must refuse a bad key alike. */
+function keyCalls(keyed, key) {
+  return [
+    () => keyed.tryAcquire(key, 1, 0),
+    () => keyed.peek(key, 1, 0),
+    () => keyed.reserve(key, 1, Infinity, 0),
+    () => keyed.refund(key, 1, 0),
+    () => keyed.tryAcquireBatch(key, [1], 0),
+    () => keyed.reset(key),
+  ];
+}
+
 describe('KeyedLimiter', () => {
   it('starts every key fresh, whatever the limiter it was given has seen', () => {
     for (const make of [() => new Gcra({ burst: 2, emissionIntervalMs: 10 }), () => new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10 })]) {
@@ -138,13 +150,7 @@ describe('KeyedLimiter', () => {
     }
     const message = '`key` must be valid Unicode text (no lone surrogates)';
     for (const key of keys) {
-      for (const call of [
-        () => keyed.tryAcquire(key, 1, 0),
-        () => keyed.peek(key, 1, 0),
-        () => keyed.reserve(key, 1, Infinity, 0),
-        () => keyed.refund(key, 1, 0),
-        () => keyed.tryAcquireBatch(key, [1], 0),
-      ]) {
+      for (const call of keyCalls(keyed, key)) {
         assert.equal(assertLimiterError(call, 'invalid_value', 'key', `a key of ${key.length}`).message, message);
       }
       assert.equal((await assertLimiterRejects(keyed.acquire(key), 'invalid_value', 'key')).message, message);
@@ -1170,13 +1176,7 @@ describe('keys as bytes, as Python takes bytes', () => {
       Symbol('k'),
     ];
     for (const key of refused) {
-      for (const call of [
-        () => keyed.tryAcquire(key, 1, 0),
-        () => keyed.peek(key, 1, 0),
-        () => keyed.reserve(key, 1, Infinity, 0),
-        () => keyed.refund(key, 1, 0),
-        () => keyed.tryAcquireBatch(key, [1], 0),
-      ]) {
+      for (const call of keyCalls(keyed, key)) {
         assert.equal(assertLimiterError(call, 'invalid_type', 'key').message, message);
       }
       assert.equal((await assertLimiterRejects(keyed.acquire(key), 'invalid_type', 'key')).message, message);
