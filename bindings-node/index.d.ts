@@ -538,6 +538,16 @@ export declare class Policy {
    */
   headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
   reclaim(nowMs?: number): void
+  /**
+   * Puts `request`'s key back to fresh, as a key never seen, in every limit
+   * keyed by fields that `request` all gives (`KeyedLimiter.reset` in each);
+   * returns how many of those limits held it. A global limit is never reset,
+   * nor a limit keyed by a field `request` lacks: `{ user }` resets the
+   * limits by user and keeps those by IP; the request given to `tryAcquire`
+   * resets every keyed limit it was counted in. A request that would reset
+   * no limit (a misspelt field, say) is a `RangeError` (`invalid_value`).
+   */
+  reset(request: PolicyRequest): number
   /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */
   readonly limits: Array<{ name: string; by: string[] }>
   /** The limits' names, in order. */

@@ -135,6 +135,9 @@ export declare function policyReclaim(handle: number, nowMs: number): void
  */
 export declare function policyRefund(handle: number, fields: Array<string | Uint8Array>, cost: number, taken: Array<number>, limits: number): void
 
+/** `policy.reset(request)`: how many limits held the request's key. */
+export declare function policyReset(handle: number, fields: Array<string | Uint8Array>): number
+
 /** Replaces the configuration of `handle` with that of `other`. */
 export declare function reconfigure(handle: number, other: number, nowMs: number): void
 

@@ -865,6 +865,7 @@ module.exports.policyNew = nativeBinding.policyNew
 module.exports.policyOp = nativeBinding.policyOp
 module.exports.policyReclaim = nativeBinding.policyReclaim
 module.exports.policyRefund = nativeBinding.policyRefund
+module.exports.policyReset = nativeBinding.policyReset
 module.exports.reconfigure = nativeBinding.reconfigure
 module.exports.REDIS_SCRIPT = nativeBinding.REDIS_SCRIPT
 module.exports.refund = nativeBinding.refund

@@ -157,6 +157,15 @@ export declare class RedisPolicy {
   reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
+  /**
+   * Puts `request`'s key back to fresh in every limit keyed by fields it all
+   * gives, as `Policy.reset` (one UNLINK; a Policy given as `onError` resets
+   * them too): how many of those limits Redis held the key in. A request
+   * that would reset no limit rejects with a `RangeError` (`invalid_value`);
+   * an error of Redis, or no answer within `commandTimeoutMs` (a
+   * `TimeoutError`), rejects too.
+   */
+  reset(request: PolicyRequest): Promise<number>
   /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */
   readonly limits: Array<{ name: string; by: string[] }>
   /** The limits' names, in order. */

@@ -573,6 +573,8 @@ class Store {
     this.limit = Math.min(...limits.map((l) => l.limit));
     // Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
     this.common = limits[0].by.filter((f) => limits.every((l) => l.by.includes(f)));
+    // Every limit's index, for keys().
+    this.every = limits.map((_, i) => i);
     this.config = [limits.length];
     for (const l of limits) this.config.push(...l.args);
     this.queues = new Map();
@@ -599,14 +601,46 @@ class Store {
         values.set(field, counted(part));
       }
     }
+    return this.written(values, this.every, bytes);
+  }
+
+  /**
+   * The keys `reset(request)` unlinks: the request's key in every limit
+   * keyed by fields it all gives, as an in-process Policy resets (never a
+   * global limit's).
+   */
+  resetKeys(request) {
+    const reached = [];
+    for (let i = 0; i < this.limits.length; i++) if (reaches(this.limits[i], request)) reached.push(i);
+    if (reached.length === 0) throw rangeError('request', 'lacks a field of each limit keyed by fields, so it resets none');
+    const values = new Map();
+    let bytes = false;
+    for (const i of reached) {
+      for (const field of this.limits[i].by) {
+        if (values.has(field)) continue;
+        const part = keyPart(request[field], `request.${field}`);
+        if (typeof part !== 'string') bytes = true;
+        values.set(field, counted(part));
+      }
+    }
+    return this.written(values, reached, bytes);
+  }
+
+  /**
+   * The keys of the limits at `indices`, from the written `values` of their
+   * fields; as Buffers when some value is `bytes` that are not UTF-8.
+   */
+  written(values, indices, bytes) {
+    // No field in common (a global limit): the whole policy on the slot of
+    // its prefix. A limit keyed by fields has every field in common.
+    const parts = this.common.map((f) => values.get(f));
     if (bytes) {
       // A value of bytes that are not UTF-8: the keys as Buffers, as the Python client sends bytes.
-      const tag = this.common.length > 0 ? joined(this.common.map((f) => values.get(f))) : this.prefix;
-      return this.limits.map((l, i) => joined([this.prefix, '{', tag, '}:', this.names[i], ':', ...l.by.map((f) => values.get(f))]));
+      const tag = parts.length > 0 ? joined(parts) : this.prefix;
+      return indices.map((i) => joined([this.prefix, '{', tag, '}:', this.names[i], ':', ...this.limits[i].by.map((f) => values.get(f))]));
     }
-    // No field in common (a global limit): the whole policy on the slot of its prefix.
-    const tag = this.common.length > 0 ? this.common.map((f) => values.get(f)).join('') : this.prefix;
-    return this.limits.map((l, i) => `${this.prefix}{${tag}}:${this.names[i]}:${l.by.map((f) => values.get(f)).join('')}`);
+    const tag = parts.length > 0 ? parts.join('') : this.prefix;
+    return indices.map((i) => `${this.prefix}{${tag}}:${this.names[i]}:${this.limits[i].by.map((f) => values.get(f)).join('')}`);
   }
 
   /**
@@ -1206,6 +1240,9 @@ class RedisLimiter extends RedisLimits {
   }
 }
 
+/** Whether a policy's `reset(request)` resets `limit` (`{ by }`): keyed by fields, each of them in `request`. */
+const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => Object.hasOwn(request, field));
+
 /** Throws unless `self` is a RedisPolicy. */
 let ownPolicy;
 
@@ -1244,6 +1281,26 @@ class RedisPolicy extends RedisLimits {
     if (request === undefined || request === null) return this.#store.keys({});
     if (typeof request !== 'object') throw typeError('request', 'an object');
     return this.#store.keys(request);
+  }
+
+  /**
+   * Puts `request`'s key back to fresh, as a key never seen, in every limit
+   * keyed by fields it all gives, as Policy's `reset`: one UNLINK (and the
+   * keys of a Policy given as `onError`, reset first). Resolves to how many
+   * of those limits Redis held the key in. A global limit is never reset,
+   * nor one keyed by a field `request` lacks; a request that would reset no
+   * limit rejects with a RangeError (`invalid_value`). An error of Redis, or
+   * no answer within `commandTimeoutMs` (a TimeoutError), rejects, as
+   * `onError` answers decisions only.
+   */
+  async reset(request) {
+    ownPolicy(this);
+    if (request !== undefined && request !== null && typeof request !== 'object') throw typeError('request', 'an object');
+    const given = request ?? {};
+    const keys = this.#store.resetKeys(given);
+    const fallback = this.#store.onError;
+    if (isPolicy(fallback) && fallback.limits.some((limit) => reaches(limit, given))) fallback.reset(given);
+    return Number(await within(this.#store.send(['UNLINK', ...keys], keys[0]), this.#store.commandTimeoutMs));
   }
 
   /** RateLimit-Policy and RateLimit listing every limit, and Retry-After when denied. */

@@ -672,6 +672,19 @@ pub fn policy_refund(
     .or_throw(&env)
 }
 
+/// `policy.reset(request)`: how many limits held the request's key.
+#[napi]
+pub fn policy_reset(
+    env: Env,
+    handle: u32,
+    fields: Vec<Either<String, Uint8Array>>,
+) -> napi::Result<u32> {
+    with_in(&POLICIES, &env, handle, |p| {
+        shared::policy_reset(p, &fields)
+    })?
+    .or_throw(&env)
+}
+
 /// `policy.reclaim(nowMs)`.
 #[napi]
 pub fn policy_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {

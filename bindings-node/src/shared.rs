@@ -1046,6 +1046,14 @@ pub fn policy_refund<P: Part>(
     p.refund_limits(&request(fields)?, taken_at(taken)?, cost, limits)
 }
 
+/// `policy.reset(request)`: how many limits held the request's key (see
+/// [`Policy::reset`]).
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn policy_reset<P: Part>(p: &mut Policy, fields: &[P]) -> Result<u32, Error> {
+    let held = p.reset(&request(fields)?)?;
+    Ok(held.min(u32::MAX as usize) as u32)
+}
+
 /// `policy.reclaim(nowMs)`.
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {

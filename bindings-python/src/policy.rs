@@ -696,6 +696,33 @@ limiter_methods!(
             }
         }
 
+        /// Put ``request``'s key back to fresh, as a key never seen, in every
+        /// limit keyed by fields that ``request`` all gives; returns how many
+        /// of those limits held it (``KeyedLimiter.reset`` in each).
+        ///
+        /// A global limit is never reset: it counts every request, and no
+        /// part of it is this request's. Nor is a limit keyed by a field
+        /// ``request`` lacks: ``{"user": "alice"}`` resets the limits by user
+        /// and keeps those by IP (a login limit cleared once its user signed
+        /// in, while an IP that tried many users stays limited), and the
+        /// request given to ``try_acquire`` resets every keyed limit it was
+        /// counted in. A request that would reset no limit (a misspelt field,
+        /// say) raises ``RateLimitError`` (``invalid_value``). Waiters behind
+        /// a cancelled one stay where they were, as after
+        /// ``KeyedLimiter.reset``.
+        #[pyo3(signature = (request))]
+        fn reset(
+            &self,
+            py: Python<'_>,
+            #[pyo3(from_py_with = convert::request)] request: Option<Request>,
+        ) -> PyResult<usize> {
+            let request = request.unwrap_or_default();
+            let held = request.with_fields(|fields| self.shared.lock(py).policy.reset(fields));
+            // Bookings may be gone: as a reconfigure, for the waiters.
+            self.shared.event();
+            held.map_err(|err| to_py(py, err))
+        }
+
         /// The number of limits.
         fn __len__(&self, py: Python<'_>) -> usize {
             self.shared.lock(py).policy.len()

@@ -118,7 +118,7 @@ def test_keyed_limiters_and_policies_answer_the_shared_methods() -> None:
         "limiter",
     }
     policy = {name for name in vars(Policy) if not name.startswith("_")}
-    assert policy == SHARED | {"from_rates", "from_config", "add", "reclaim", "keyed_by", "names", "limits"}
+    assert policy == SHARED | {"from_rates", "from_config", "add", "reclaim", "reset", "keyed_by", "names", "limits"}
     assert set(vars(PolicyDecision)) >= {"denied_by", "limits"}
     assert issubclass(PolicyDecision, Decision)
 

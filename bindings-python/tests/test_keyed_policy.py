@@ -715,6 +715,48 @@ def test_policy_is_all_or_nothing_across_threads() -> None:
         assert final.denied_by == ("per-user" if count == USER_LIMIT else "global")
 
 
+def test_policy_reset_clears_the_limits_keyed_by_fields_the_request_gives() -> None:
+    policy = Policy()
+    policy.add("per-user", Gcra(1, 60), by=["user"])
+    policy.add("per-ip", Gcra(1, 60), by=["ip"])
+    policy.add("per-user-ip", Gcra(1, 60), by=["user", "ip"])
+    policy.add("global", FixedWindow(10, 60))
+    attempt = {"user": "alice", "ip": "192.0.2.1", "path": "/login"}
+    assert policy.try_acquire(attempt, now=0)
+
+    assert policy.reset({"user": "alice"}) == 1  # the user's limit only: the others need the IP
+    peeked = policy.peek(attempt, now=0)
+    assert peeked.denied_by == "per-ip" and peeked.limits[0][1].remaining == 1
+    assert policy.reset({"user": b"alice"}) == 0  # held no more (bytes, str or int: the same key)
+    assert policy.reset(attempt) == 2  # every keyed limit the request was counted in
+    peeked = policy.peek(attempt, now=0)
+    assert peeked.allowed and peeked.limits[3][1].remaining == 8  # the global window keeps its count (1 counted, 1 asked)
+
+    assert policy.try_acquire(attempt, now=0)
+    for nothing in ({}, None, {"usr": "alice"}, {"path": "/login"}):
+        with pytest.raises(RateLimitError, match="resets none") as raised:
+            policy.reset(nothing)
+        assert raised.value.code == "invalid_value"
+    with pytest.raises(RateLimitTypeError, match=r"request\['user'\]"):
+        policy.reset({"user": 1.5})  # type: ignore[dict-item]
+    assert not policy.peek(attempt, now=0).allowed  # a failed reset resets nothing
+    assert policy.reset({"user": "bob", "ip": "192.0.2.2"}) == 0  # another user's: alice's kept
+    assert policy.peek(attempt, now=0).denied_by == "per-user"
+
+
+def test_a_policy_reset_forgets_the_requests_bookings() -> None:
+    clock = FakeClock()
+    policy = Policy("1/second", by=["user"], clock=clock)
+    policy.try_acquire({"user": "k"})
+    first = policy.reserve({"user": "k"}, max_wait=10)
+    second = policy.reserve({"user": "k"}, max_wait=10)
+    assert (first.wait, second.wait) == (1.0, 2.0)
+    assert policy.reset({"user": "k"}) == 1
+    assert policy.peek({"user": "k"}).allowed  # the bookings are forgotten
+    first.cancel()  # gives nothing back: the key is fresh
+    assert policy.try_acquire({"user": "k"}).allowed and not policy.try_acquire({"user": "k"}).allowed
+
+
 # --- ratekeeper.limit -----------------------------------------------------
 
 

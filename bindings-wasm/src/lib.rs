@@ -858,6 +858,17 @@ pub fn policy_refund(
     settled(refunded)
 }
 
+/// `policy.reset(request)`: how many limits held the request's key.
+#[wasm_bindgen(js_name = policyReset)]
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn policy_reset(handle: &PolicyHandle, fields: Vec<JsValue>) -> Result<u32, JsValue> {
+    let fields = settled(request_parts(&fields))?;
+    let mut policy = seeded(&handle.0, &handle.1, Policy::seed_hashes);
+    let held = shared::policy_reset(&mut policy, &fields);
+    drop(policy);
+    settled(held)
+}
+
 /// `policy.reclaim(nowMs)`.
 #[wasm_bindgen(js_name = policyReclaim)]
 #[cfg_attr(ratekeeper_size, optimize(size))]

@@ -83,6 +83,17 @@ pub struct PolicyDecision {
     pub denied_by: Option<usize>,
 }
 
+/// Appends to `keys` the key that `request` has in a limit keyed by `by`:
+/// each field's value, its length first. `None` when a field is missing.
+fn push_key(keys: &mut Vec<u8>, request: &[(&str, &[u8])], by: &[String]) -> Option<()> {
+    for field in by {
+        let (_, value) = request.iter().find(|(name, _)| name == field)?;
+        keys.extend_from_slice(&(value.len() as u64).to_le_bytes());
+        keys.extend_from_slice(value);
+    }
+    Some(())
+}
+
 /// The entropy of the limit at `place` of a policy seeded with `entropy`.
 fn own_entropy(entropy: u64, place: usize) -> u64 {
     // Odd, so that each place gives another seed.
@@ -402,6 +413,59 @@ impl Policy {
         Ok(())
     }
 
+    /// Puts `request`'s key back to fresh, as a key never seen, in every
+    /// limit keyed by fields that `request` all gives
+    /// ([`KeyedLimiter::reset`](crate::KeyedLimiter::reset): its units and
+    /// bookings forgotten). Returns how many of those limits held the key.
+    ///
+    /// A global limit (keyed by no field) is never reset: it counts every
+    /// request, and no part of it is this request's. Nor is a limit keyed by
+    /// a field that `request` lacks. So `[("user", b"alice")]` resets the
+    /// limits by user and keeps those by IP (a login limit cleared once its
+    /// user signed in, while the IP that tried many users stays limited),
+    /// and the request given to [`try_acquire`](Self::try_acquire) resets
+    /// every keyed limit it was counted in.
+    ///
+    /// Fails with [`Error::InvalidValue`], resetting nothing, when no limit
+    /// is keyed by fields that `request` all gives: such a call could only
+    /// be a mistake (a field misspelt, say).
+    ///
+    /// ```
+    /// use ratekeeper::{Gcra, Nanos, Policy};
+    ///
+    /// let mut logins = Policy::new();
+    /// logins.add("per-user", &["user"], Gcra::new(1, Nanos::from_secs(60))?.into())?;
+    /// logins.add("per-ip", &["ip"], Gcra::new(1, Nanos::from_secs(60))?.into())?;
+    /// let attempt = [("user", &b"alice"[..]), ("ip", &b"192.0.2.1"[..])];
+    /// assert!(logins.try_acquire(&attempt, Nanos(0), 1)?.decision.allowed);
+    /// // Alice signed in: her limit is cleared, her IP's is kept.
+    /// assert_eq!(logins.reset(&[("user", b"alice")])?, 1);
+    /// let denied = logins.try_acquire(&attempt, Nanos(0), 1)?;
+    /// assert_eq!(denied.denied_by, Some(1));
+    /// assert!(logins.reset(&[("usr", b"alice")]).is_err());
+    /// # Ok::<(), ratekeeper::Error>(())
+    /// ```
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn reset(&mut self, request: &[(&str, &[u8])]) -> Result<usize, Error> {
+        let mut key = Vec::new();
+        let mut reached = false;
+        let mut held = 0;
+        for limit in self.limits.iter_mut().filter(|limit| !limit.by.is_empty()) {
+            key.clear();
+            if push_key(&mut key, request, &limit.by).is_some() {
+                reached = true;
+                held += usize::from(limit.store.reset(&key));
+            }
+        }
+        if !reached {
+            return Err(Error::InvalidValue {
+                name: "request",
+                reason: "lacks a field of each limit keyed by fields, so it resets none",
+            });
+        }
+        Ok(held)
+    }
+
     /// Seeds the hashing of every limit's keys (see
     /// [`AnyKeyed::seed_hashes`]): each limit's store from `shared`, and
     /// from `entropy` and its place; limits added later too.
@@ -479,19 +543,10 @@ impl Policy {
         self.keys.clear();
         self.ends.clear();
         for limit in &self.limits[..limits] {
-            for field in &limit.by {
-                let value = request
-                    .iter()
-                    .find(|(name, _)| name == field)
-                    .map(|(_, value)| *value)
-                    .ok_or(Error::InvalidValue {
-                        name: "request",
-                        reason: "lacks a field that a limit of the policy is keyed by",
-                    })?;
-                self.keys
-                    .extend_from_slice(&(value.len() as u64).to_le_bytes());
-                self.keys.extend_from_slice(value);
-            }
+            push_key(&mut self.keys, request, &limit.by).ok_or(Error::InvalidValue {
+                name: "request",
+                reason: "lacks a field that a limit of the policy is keyed by",
+            })?;
             self.ends.push(self.keys.len());
         }
         Ok(())

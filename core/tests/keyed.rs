@@ -678,6 +678,69 @@ fn a_policy_lists_the_decisions_made_before_an_error() {
 }
 
 #[test]
+fn a_policy_resets_the_limits_keyed_by_fields_the_request_gives() {
+    let one_a_minute = || -> AnyLimiter { Gcra::new(1, Nanos::from_secs(60)).unwrap().into() };
+    let mut policy = Policy::new();
+    policy.add("per-user", &["user"], one_a_minute()).unwrap();
+    policy.add("per-ip", &["ip"], one_a_minute()).unwrap();
+    policy
+        .add("per-user-ip", &["user", "ip"], one_a_minute())
+        .unwrap();
+    policy
+        .add(
+            "global",
+            &[],
+            FixedWindow::new(10, Nanos::from_secs(60)).unwrap().into(),
+        )
+        .unwrap();
+    let attempt: &[(&str, &[u8])] = &[
+        ("user", b"alice"),
+        ("ip", b"192.0.2.1"),
+        ("path", b"/login"),
+    ];
+    let admits = |policy: &mut Policy| policy.peek(attempt, Nanos(0), 1).unwrap().decision.allowed;
+    let denied_by = |policy: &mut Policy| policy.peek(attempt, Nanos(0), 1).unwrap().denied_by;
+    let acquired = |policy: &mut Policy| {
+        let decided = policy.try_acquire(attempt, Nanos(0), 1).unwrap();
+        decided.decision.allowed
+    };
+    assert!(acquired(&mut policy));
+
+    // The user's limit only: those by IP too need the IP.
+    assert_eq!(policy.reset(&[("user", b"alice")]), Ok(1));
+    assert_eq!(denied_by(&mut policy), Some(1));
+    assert_eq!(policy.decisions()[0].remaining, 1);
+    // Held no more.
+    assert_eq!(policy.reset(&[("user", b"alice")]), Ok(0));
+    // The whole request: every keyed limit it was counted in; the global
+    // window keeps its count.
+    assert_eq!(policy.reset(attempt), Ok(2));
+    assert!(admits(&mut policy));
+    assert_eq!(policy.decisions()[3].remaining, 8, "1 counted, 1 asked");
+
+    // A request that resets no limit fails: no field, or a misspelt one.
+    assert!(acquired(&mut policy));
+    for nothing in [
+        &[][..],
+        &[("usr", &b"alice"[..])][..],
+        &[("path", &b"/login"[..])][..],
+    ] {
+        let error = policy.reset(nothing).unwrap_err();
+        assert_eq!(
+            (error.code(), error.argument()),
+            ("invalid_value", Some("request"))
+        );
+    }
+    assert!(!admits(&mut policy));
+    // Another user's reset leaves alice's keys.
+    assert_eq!(
+        policy.reset(&[("user", b"bob"), ("ip", b"192.0.2.2")]),
+        Ok(0)
+    );
+    assert_eq!(denied_by(&mut policy), Some(0));
+}
+
+#[test]
 fn a_policy_denial_consumes_nothing_anywhere() {
     let mut policy = Policy::new();
     policy
@@ -990,6 +1053,18 @@ proptest! {
         for (user, step, cost, call) in &calls {
             t = (t + step).max(0);
             let now = Nanos(t as u64);
+            let request: &[(&str, &[u8])] = &[("user", &[*user])];
+            // The user's key in every limit by user back to fresh, as a
+            // user never seen; the global limit kept.
+            if let Call::Reset = call {
+                let held = policy.reset(request).unwrap();
+                let keyed: Vec<usize> = (0..limits.len()).filter(|&i| !limits[i].1.is_empty()).collect();
+                prop_assert!(held <= keyed.len());
+                for i in keyed {
+                    models[i].remove(user);
+                }
+                continue;
+            }
             // A peek, or else a request (whatever else `call` would do to a store).
             let peek = matches!(call, Call::Peek);
             let mut seen: Vec<AnyLimiter> = limits.iter().enumerate().map(|(i, (_, by, limiter))| {
@@ -1007,7 +1082,6 @@ proptest! {
                 else if !allowed && alone.allowed { m.peek(now, 0).unwrap() }
                 else { alone }
             }).collect();
-            let request: &[(&str, &[u8])] = &[("user", &[*user])];
             let got = if peek {
                 policy.peek(request, now, *cost).unwrap()
             } else {

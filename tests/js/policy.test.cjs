@@ -23,6 +23,31 @@ function keyCalls(keyed, key) {
   ];
 }
 
+/**
+ * A limiter of one a 100 ms (a KeyedLimiter or a Policy, with `target`: a
+ * key or a request, and `held`: what its reset answers), used once, then two
+ * waiters: a reset of the target forgets their bookings, so aborting the
+ * first moves nobody up, and the second goes at its own slot.
+ */
+async function resetForgetsBookings(make) {
+  const time = fakeTime().install();
+  try {
+    const [limiter, target, held] = make(time.now);
+    limiter.tryAcquire(target);
+    const controller = new AbortController();
+    const first = limiter.acquire(target, 1, { signal: controller.signal }).catch((error) => error.name);
+    const second = limiter.acquire(target, 1).then(() => time.now());
+    assert.equal(limiter.reset(target), held);
+    assert.equal(limiter.peek(target).allowed, true, 'the bookings are forgotten');
+    controller.abort();
+    assert.equal(await first, 'AbortError');
+    await time.advance(200);
+    assert.equal(await second, 1_200, 'the second waiter went at its own slot, not moved up');
+  } finally {
+    time.uninstall();
+  }
+}
+
 describe('KeyedLimiter', () => {
   it('starts every key fresh, whatever the limiter it was given has seen', () => {
     for (const make of [() => new Gcra({ burst: 2, emissionIntervalMs: 10 }), () => new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10 })]) {
@@ -61,24 +86,11 @@ describe('KeyedLimiter', () => {
     assertLimiterError(() => keyed.reset({}), 'invalid_type', 'key');
   });
 
-  it('reset forgets the bookings of the key: a waiter then aborted moves nobody up', async () => {
-    const time = fakeTime().install();
-    try {
-      const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
-      keyed.tryAcquire('k');
-      const controller = new AbortController();
-      const first = keyed.acquire('k', 1, { signal: controller.signal }).catch((error) => error.name);
-      const second = keyed.acquire('k', 1).then(() => time.now());
-      assert.equal(keyed.reset('k'), true);
-      assert.equal(keyed.peek('k').allowed, true, 'the bookings are forgotten');
-      controller.abort();
-      assert.equal(await first, 'AbortError');
-      await time.advance(200);
-      assert.equal(await second, 1_200, 'the second waiter went at its own slot, not moved up');
-    } finally {
-      time.uninstall();
-    }
-  });
+  it('reset forgets the bookings of the key: a waiter then aborted moves nobody up', () =>
+    resetForgetsBookings((clock) => {
+      const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock }));
+      return [keyed, 'k', true];
+    }));
 
   it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
@@ -285,6 +297,43 @@ describe('KeyedLimiter', () => {
 });
 
 describe('Policy', () => {
+  it('reset puts the request back to fresh in the limits keyed by fields it all gives, never a global one', () => {
+    const oneAMinute = () => new Gcra({ burst: 1, emissionIntervalMs: 60 * SECOND });
+    const policy = new Policy();
+    policy.add('per-user', oneAMinute(), { by: ['user'] });
+    policy.add('per-ip', oneAMinute(), { by: ['ip'] });
+    policy.add('per-user-ip', oneAMinute(), { by: ['user', 'ip'] });
+    policy.add('global', new FixedWindow({ limit: 10, windowMs: 60 * SECOND }));
+    const attempt = { user: 'alice', ip: '192.0.2.1', path: '/login' };
+    assert.equal(policy.tryAcquire(attempt, 1, 0).allowed, true);
+
+    assert.equal(policy.reset({ user: 'alice' }), 1, "the user's limit only: the others need the IP");
+    let peeked = policy.peek(attempt, 1, 0);
+    assert.equal(peeked.deniedBy, 'per-ip');
+    assert.equal(peeked.limits[0].remaining, 1, 'per-user is fresh');
+    assert.equal(policy.reset({ user: new TextEncoder().encode('alice') }), 0, 'held no more (bytes of its UTF-8: the same key)');
+    assert.equal(policy.reset(attempt), 2, 'the whole request: every keyed limit it was counted in');
+    peeked = policy.peek(attempt, 1, 0);
+    assert.equal(peeked.allowed, true);
+    assert.equal(peeked.limits[3].remaining, 8, 'the global window keeps its count (1 counted, 1 asked)');
+
+    assert.equal(policy.tryAcquire(attempt, 1, 0).allowed, true);
+    for (const nothing of [{}, undefined, { usr: 'alice' }, { path: '/login' }]) {
+      assertLimiterError(() => policy.reset(nothing), 'invalid_value', 'request');
+    }
+    assertLimiterError(() => policy.reset({ user: 1.5 }), 'invalid_value', 'request.user');
+    assertLimiterError(() => policy.reset('alice'), 'invalid_type', 'request');
+    assert.equal(policy.peek(attempt, 1, 0).allowed, false, 'a failed reset resets nothing');
+    assert.equal(policy.reset({ user: 'bob', ip: '192.0.2.2' }), 0, "another user's reset leaves alice's keys");
+    assert.equal(policy.peek(attempt, 1, 0).deniedBy, 'per-user');
+  });
+
+  it('reset forgets the bookings of the request: a waiter then aborted moves nobody up', () =>
+    resetForgetsBookings((clock) => {
+      const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] }, { clock });
+      return [policy, { user: 'k' }, 1];
+    }));
+
   it('requests of any size and characters stay apart, whole', () => {
     // Both builds take a request of short ASCII fields through memory they
     // share with the JS layer (each string at most 255 characters, 512 bytes

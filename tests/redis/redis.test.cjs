@@ -309,6 +309,40 @@ for (const library of Object.keys(CLIENTS)) {
     }));
 }
 
+for (const library of Object.keys(CLIENTS)) {
+  test(`${library}: a policy's reset clears the limits keyed by fields the request gives, in Redis and in a Policy onError`, () =>
+    withClient(library, async (client) => {
+      const oneAMinute = () => new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 });
+      const fallback = new rk.Policy({ limits: [{ name: 'per-user', by: ['user'], limiter: oneAMinute() }] });
+      const limits = [
+        { name: 'per-user', by: ['user'], limiter: oneAMinute() },
+        { name: 'per-ip', by: ['ip'], limiter: oneAMinute() },
+        { name: 'per-user-ip', by: ['user', 'ip'], limiter: oneAMinute() },
+        { name: 'global', limiter: new rk.FixedWindow({ limit: 10, windowMs: 60_000 }) },
+      ];
+      const policy = new RedisPolicy(client, { limits }, { prefix: prefix('policy-reset'), onError: fallback });
+      const attempt = { user: 'alice', ip: '192.0.2.1', path: '/login' };
+      assert.equal((await policy.tryAcquire(attempt, 1, T0)).allowed, true);
+      fallback.tryAcquire({ user: 'alice' });
+
+      assert.equal(await policy.reset({ user: 'alice' }), 1, "the user's limit only: the others need the IP");
+      let peeked = await policy.peek(attempt, 1, T0);
+      assert.deepEqual([peeked.deniedBy, peeked.limits[0].remaining], ['per-ip', 1]);
+      assert.equal(fallback.peek({ user: 'alice' }).allowed, true, 'the fallback forgot the user too');
+      assert.equal(await policy.reset({ user: Buffer.from('alice') }), 0, 'held no more (its bytes: the same key)');
+      assert.equal(await policy.reset(attempt), 2, 'every keyed limit the request was counted in');
+      peeked = await policy.peek(attempt, 1, T0);
+      assert.deepEqual([peeked.allowed, peeked.limits[3].remaining], [true, 8], 'the global window keeps its count (1 counted, 1 asked)');
+      for (const nothing of [{}, undefined, { usr: 'alice' }, { path: '/login' }]) {
+        await assert.rejects(policy.reset(nothing), { name: 'RangeError', code: 'invalid_value', message: /resets none/ });
+      }
+      await assert.rejects(policy.reset('alice'), { name: 'TypeError', code: 'invalid_type' });
+      assert.equal((await policy.tryAcquire(attempt, 1, T0)).allowed, true);
+      assert.equal(await policy.reset({ user: 'bob', ip: '192.0.2.2' }), 0, "another user's: alice's kept");
+      assert.equal((await policy.peek(attempt, 1, T0)).deniedBy, 'per-user');
+    }));
+}
+
 test('reset rejects with a TimeoutError when Redis does not answer within commandTimeoutMs', () =>
   withClient('ioredis', async (client) => {
     const admin = await CLIENTS.ioredis();

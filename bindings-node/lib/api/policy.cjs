@@ -259,6 +259,18 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
     }
 
     #fields(request) {
+      const fields = this.#given(request);
+      // Named here, as the Redis policy names it: the core knows no field names.
+      for (const [field, limit] of this.#needs) {
+        if (request === undefined || request === null || !Object.hasOwn(request, field)) {
+          invalidValue(`\`request\` lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit)} is keyed by`);
+        }
+      }
+      return fields;
+    }
+
+    /** The fields of `request`, names and values alternating. */
+    #given(request) {
       const fields = [];
       const given = request !== undefined && request !== null;
       if (given && typeof request !== 'object') badType('request', 'an object');
@@ -270,12 +282,6 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
         else if (typeof value === 'number') fields.push(name, numberKey(value, `request.${name}`));
         else if (isUint8Array(value)) fields.push(name, bytesKey(value));
         else invalidType(`\`request.${name}\` must be a string, a number or a Uint8Array, not ${typeName(value)}`);
-      }
-      // Named here, as the Redis policy names it: the core knows no field names.
-      for (const [field, limit] of this.#needs) {
-        if (!given || !Object.hasOwn(request, field)) {
-          invalidValue(`\`request\` lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit)} is keyed by`);
-        }
       }
       return fields;
     }
@@ -356,6 +362,22 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
       const fields = requestText(this.#fields(request));
       if (typeof cost !== 'number') badType('cost', 'a number');
       B.policyRefund(this.#h, fields, cost, [takenAt(this.#clock, takenAtMs), NaN, NaN], this.#limits.length);
+    }
+
+    /**
+     * Puts `request`'s key back to fresh, as a key never seen, in every limit
+     * keyed by fields that `request` all gives; how many of those limits held
+     * it. A global limit is never reset (it counts every request, and no part
+     * of it is this request's), nor a limit keyed by a field `request` lacks:
+     * `{ user }` resets the limits by user and keeps those by IP. A request
+     * that would reset no limit throws (`invalid_value`). Waiters behind one
+     * that aborts then stay where they were, as after `keyed.reset`.
+     */
+    reset(request) {
+      ownPolicy(this);
+      const held = B.policyReset(this.#h, requestText(this.#given(request)));
+      untracked(this);
+      return held;
     }
 
     acquire(request, cost, options) {

@@ -580,6 +580,9 @@ class Policy:
     def reclaim(self, now: Optional[_Seconds] = None) -> None:
         """Drop the keys of every limit that are back to fresh at ``now``."""
 
+    def reset(self, request: _Request) -> int:
+        """Put ``request``'s key back to fresh in every limit keyed by fields it all gives; how many held it."""
+
     def keyed_by(self, name: str) -> tuple[str, ...]:
         """The fields limit ``name`` is keyed by (empty for a global limit); ``KeyError`` for an unknown name."""
 

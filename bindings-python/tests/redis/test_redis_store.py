@@ -2374,3 +2374,49 @@ def test_reset_puts_a_key_back_to_fresh_in_redis_and_in_a_keyed_fallback(client:
             await aclient.aclose()
 
     assert asyncio.run(main()) == (True, True)
+
+
+def test_policy_reset_clears_the_limits_keyed_by_fields_the_request_gives_in_redis_and_a_fallback(
+    client: redis.Redis, url: str
+) -> None:
+    fallback = ratekeeper.Policy()
+    fallback.add("per-user", ratekeeper.Gcra(1, 60.0), by=["user"])
+    limits: list[tuple[str, Any, list[str]]] = [
+        ("per-user", ratekeeper.Gcra(1, 60.0), ["user"]),
+        ("per-ip", ratekeeper.Gcra(1, 60.0), ["ip"]),
+        ("per-user-ip", ratekeeper.Gcra(1, 60.0), ["user", "ip"]),
+        ("global", ratekeeper.FixedWindow(10, 60.0), []),
+    ]
+    prefix = f"policy-reset-{uuid.uuid4().hex}:"
+    policy = RedisPolicy(client, limits, prefix=prefix, on_error=fallback)
+    attempt = {"user": "alice", "ip": "192.0.2.1", "path": "/login"}
+    assert policy.try_acquire(attempt, now=1000).allowed
+    fallback.try_acquire({"user": "alice"})
+
+    assert policy.reset({"user": "alice"}) == 1  # the user's limit only: the others need the IP
+    peeked = policy.peek(attempt, now=1000)
+    assert peeked.denied_by == "per-ip" and peeked.limits[0][1].remaining == 1
+    assert fallback.peek({"user": "alice"}).allowed  # the fallback forgot the user too
+    assert policy.reset({"user": b"alice"}) == 0  # held no more (its bytes: the same key)
+    assert policy.reset(attempt) == 2  # every keyed limit the request was counted in
+    peeked = policy.peek(attempt, now=1000)
+    assert peeked.allowed and peeked.limits[3][1].remaining == 8  # the global window keeps its count (1 counted, 1 asked)
+    for nothing in ({}, None, {"usr": "alice"}, {"path": "/login"}):
+        with pytest.raises(ratekeeper.RateLimitError, match="resets none") as raised:
+            policy.reset(nothing)
+        assert raised.value.code == "invalid_value"
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="`request`"):
+        policy.reset("alice")  # type: ignore[arg-type]
+    assert policy.try_acquire(attempt, now=1000).allowed
+    assert policy.reset({"user": "bob", "ip": "192.0.2.2"}) == 0  # another user's: alice's kept
+    assert policy.peek(attempt, now=1000).denied_by == "per-user"
+
+    async def main() -> tuple[int, bool]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        try:
+            apolicy = AsyncRedisPolicy(aclient, limits, prefix=prefix)
+            return await apolicy.reset(attempt), (await apolicy.peek(attempt, now=1000)).allowed
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(main()) == (3, True)

@@ -218,11 +218,14 @@ grown.add('y', exact);
 const grownNames: string[] = grown.names;
 const grownSize: number = grown.size;
 const grownBy: string[] = grown.keyedBy('per-ip');
+const limitsHeld: number = grown.reset({ user: 'alice' });
+// @ts-expect-error: a request, not a key
+grown.reset('alice');
 const grownLimits: Array<{ name: string; by: string[] }> = grown.limits;
 // @ts-expect-error: read-only, as a Map's size
 grown.size = 3;
 export const more: unknown[] = [keyedDecisions, byteDecisions, byteWait, byteField, keys, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
-export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, grownLimits, new Policy(null, { clock: Date.now })];
+export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, limitsHeld, grownLimits, new Policy(null, { clock: Date.now })];
 
 export const summaries: unknown[] = [decisions, retryAfter, headersRecord, config];
 

@@ -11,6 +11,8 @@ async function main(): Promise<void> {
   const pd = await p.tryAcquire({ user: 'u' })
   console.log(h, held, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
   await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  const limitsHeld: number = await p.reset({ user: 'u' })
+  console.log(limitsHeld)
   // Policy's members that describe the limits, the same shapes; no `add` (the limits are fixed).
   const described: [Array<{ name: string; by: string[] }>, string[], number, string[]] = [p.limits, p.names, p.size, p.keyedBy('10/second')]
   const local: Pick<Policy, 'limits' | 'names' | 'size' | 'keyedBy'> = p

@@ -82,6 +82,7 @@ class _Core:
         # Names are written as values are, `<length>:<name>`, so that no name
         # ending like a value (`a:2:x`) shares a key with another name's.
         self.names = [_counted(limit.key) for limit in limits]
+        self.named = list(zip(limits, self.names))
         self.prefix = _utf8(prefix, "prefix")
         self.clock = clock
         self.on_error = on_error
@@ -128,14 +129,30 @@ class _Core:
                 if field not in values:
                     if field not in request:
                         raise _error(f"`request` lacks the field {field!r} that limit {limit.name!r} is keyed by")
-                    part = _key_part(request[field], argument or f"request[{field!r}]")
-                    values[field] = _counted(part)
-        # No field in common (a global limit): the whole policy on the slot of its prefix.
+                    values[field] = _counted(_key_part(request[field], argument or f"request[{field!r}]"))
+        return self._written(values, self.named)
+
+    def reset_keys(self, request: Mapping[str, _Key]) -> list[bytes]:
+        """The keys ``reset(request)`` unlinks: the request's key in every
+        limit keyed by fields it all gives, as an in-process ``Policy``
+        resets (never a global limit's)."""
+        reached = [(limit, name) for limit, name in self.named if _reaches(limit, request)]
+        if not reached:
+            raise _error("`request` lacks a field of each limit keyed by fields, so it resets none")
+        values: dict[str, bytes] = {}
+        for limit, _ in reached:
+            for field in limit.by:
+                if field not in values:
+                    values[field] = _counted(_key_part(request[field], f"request[{field!r}]"))
+        return self._written(values, reached)
+
+    def _written(self, values: dict[str, bytes], limits: list[tuple[_Limit, bytes]]) -> list[bytes]:
+        """The keys of ``limits`` (each with its written name), from the
+        written ``values`` of their fields: ``prefix{tag}:name:key``."""
+        # No field in common (a global limit): the whole policy on the slot of
+        # its prefix. A limit keyed by fields has every field in common.
         tag = b"".join(values[f] for f in self.common) if self.common else self.prefix
-        return [
-            self.prefix + b"{" + tag + b"}:" + name + b":" + b"".join(values[f] for f in limit.by)
-            for limit, name in zip(self.limits, self.names)
-        ]
+        return [self.prefix + b"{" + tag + b"}:" + name + b":" + b"".join(values[f] for f in limit.by) for limit, name in limits]
 
     def now(self, now: Optional[_Seconds]) -> str:
         """ARGV's ``now``: the caller's, in µs, or empty for the server's clock."""
@@ -274,6 +291,12 @@ class _Core:
         made: Any = cls(allowed, remaining, limit, retry / 1e6, reset / 1e6, limits=items)  # type: ignore[call-arg]
         made.from_store = from_store
         return made  # type: ignore[no-any-return]
+
+
+def _reaches(limit: Any, request: Mapping[str, Any]) -> bool:
+    """Whether a policy's ``reset(request)`` resets ``limit`` (a ``_Limit`` or
+    a ``PolicyLimit``): keyed by fields, each of them in ``request``."""
+    return bool(limit.by) and all(field in request for field in limit.by)
 
 
 class _Fallbacks(Exception):

@@ -10,7 +10,7 @@ from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyDecision, 
 from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limits, _policy_limits
-from ratekeeper.redis._core import _Core, _PolicyCore
+from ratekeeper.redis._core import _Core, _PolicyCore, _reaches
 from ratekeeper.redis._sync import _Sync
 from ratekeeper.redis._async import _Async
 
@@ -49,6 +49,18 @@ class _PolicyMixin:
         if request is not None and isinstance(self._core.on_error, Policy):
             return dict(request), keys
         return request, keys
+
+    def _reset_fallback(self, request: _Request) -> list[bytes]:
+        """The Redis keys ``reset(request)`` unlinks, once a ``Policy``
+        fallback has reset the request's keys where its limits reach them (a
+        ``Limiter`` fallback is every request's: it is left as it is)."""
+        if request is not None and not isinstance(request, Mapping):
+            raise _type_error("request", "a mapping of field to str, bytes or int", request)
+        keys = self._core.reset_keys(request or {})
+        fallback = self._core.on_error
+        if isinstance(fallback, Policy) and any(_reaches(limit, request or {}) for limit in fallback.limits):
+            fallback.reset(request)
+        return keys
 
     def headers(self, decision: Decision) -> dict[str, str]:
         """The HTTP RateLimit header values of ``decision``, every limit listed.
@@ -172,6 +184,18 @@ class RedisPolicy(_PolicyMixin, _Sync):
         cost = _cost(cost, self._core.limit)
         self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
 
+    def reset(self, request: _Request) -> int:
+        """Put ``request``'s key back to fresh, as a key never seen, in every
+        limit keyed by fields it all gives, as ``Policy.reset``: one ``UNLINK``
+        (and the keys of a ``Policy`` given as ``on_error``, reset first);
+        how many of those limits Redis held the key in. A global limit is
+        never reset, nor one keyed by a field ``request`` lacks; a request
+        that would reset no limit raises ``RateLimitError``
+        (``invalid_value``). An error of Redis raises: ``on_error`` answers
+        decisions only."""
+        keys = self._reset_fallback(request)
+        return int(self._client.unlink(*keys))
+
 
 class AsyncRedisPolicy(_PolicyMixin, _Async):
     """``RedisPolicy`` for a ``redis.asyncio.Redis`` client: the methods are coroutines."""
@@ -222,5 +246,11 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
         await self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
+
+    async def reset(self, request: _Request) -> int:
+        """``RedisPolicy.reset``: the request's key back to fresh in every limit
+        keyed by fields it all gives; how many of those limits Redis held it in."""
+        keys = self._reset_fallback(request)
+        return int(await self._client.unlink(*keys))
 
     acquire_async = acquire
