@@ -217,12 +217,16 @@ limiter_methods!(
         /// ``reset_after`` waits for, at once (a login limit cleared once its
         /// user signed in, say). A caller already waiting still goes at its
         /// slot, and its cancel then gives nothing back; waiters behind a
-        /// cancelled one stay where they were, as after a ``reconfigure``.
+        /// cancelled one stay where they were, as after a ``reconfigure``
+        /// (unless the store did not hold the key: then nothing changed).
         #[pyo3(signature = (key))]
         fn reset(&self, py: Python<'_>, #[pyo3(from_py_with = convert::key)] key: Key<'_>) -> bool {
             let held = self.shared.lock(py).reset(key.as_ref());
-            // Bookings may be gone: as a reconfigure, for the waiters.
-            self.shared.event();
+            // Bookings may be gone: as a reconfigure, for the waiters. A key
+            // not held: the reset changed nothing.
+            if held {
+                self.shared.event();
+            }
             held
         }
 

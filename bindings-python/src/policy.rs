@@ -709,7 +709,7 @@ limiter_methods!(
         /// counted in. A request that would reset no limit (a misspelt field,
         /// say) raises ``RateLimitError`` (``invalid_value``). Waiters behind
         /// a cancelled one stay where they were, as after
-        /// ``KeyedLimiter.reset``.
+        /// ``KeyedLimiter.reset`` (unless no limit held the key).
         #[pyo3(signature = (request))]
         fn reset(
             &self,
@@ -717,10 +717,15 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::request)] request: Option<Request>,
         ) -> PyResult<usize> {
             let request = request.unwrap_or_default();
-            let held = request.with_fields(|fields| self.shared.lock(py).policy.reset(fields));
-            // Bookings may be gone: as a reconfigure, for the waiters.
-            self.shared.event();
-            held.map_err(|err| to_py(py, err))
+            let held = request
+                .with_fields(|fields| self.shared.lock(py).policy.reset(fields))
+                .map_err(|err| to_py(py, err))?;
+            // Bookings may be gone: as a reconfigure, for the waiters. No
+            // limit held the key: nothing changed.
+            if held > 0 {
+                self.shared.event();
+            }
+            Ok(held)
         }
 
         /// The number of limits.

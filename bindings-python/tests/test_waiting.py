@@ -458,6 +458,29 @@ def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
     assert asyncio.run(main()) == {"reserve": 3.0, "reconfigure": 2.0, "refused": 1.0}[between]
 
 
+@pytest.mark.parametrize("reset", ["held", "not_held"])
+def test_a_reset_keeps_the_waiters_in_their_slots_unless_it_changed_nothing(
+    reset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reset forgets the key's bookings: a waiter behind a cancelled one
+    # then stays in its slot, as after a reconfigure. A reset of a key the
+    # store does not hold changes nothing: the waiter moves up. (A policy's
+    # waiters never move up: its cancelled slot goes unused.)
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> float:
+        store = ratekeeper.KeyedLimiter(Gcra(1, 1.0, clock=timeline))
+        store.try_acquire("k")
+        a = await timeline.start(store.acquire_async("k"))  # at 1
+        b = await timeline.start(store.acquire_async("k"))  # at 2
+        assert store.reset("k" if reset == "held" else "other") is (reset == "held")
+        a.cancel()
+        return await timeline.went_at(b)
+
+    assert asyncio.run(main()) == {"held": 2.0, "not_held": 1.0}[reset]
+
+
 async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:
     """Waiters a, b, c, d booked in turn; those in ``cancelled`` cancelled in
     one pass of the loop; then e books: when each of the others went."""

@@ -25,26 +25,30 @@ function keyCalls(keyed, key) {
 
 /**
  * A limiter of one a 100 ms (a KeyedLimiter or a Policy, with `target`: a
- * key or a request, and `held`: what its reset answers), used once, then two
- * waiters: a reset of the target forgets their bookings, so aborting the
- * first moves nobody up, and the second goes at its own slot.
+ * key or a request, `other`: another, and what a reset of each answers),
+ * used once, then two waiters. A reset of the target forgets their
+ * bookings: aborting the first then moves nobody up, and the second goes
+ * at its own slot. A reset of the other, which the store does not hold,
+ * changes nothing: the second moves up into the first's slot.
  */
-async function resetForgetsBookings(make) {
-  const time = fakeTime().install();
-  try {
-    const [limiter, target, held] = make(time.now);
-    limiter.tryAcquire(target);
-    const controller = new AbortController();
-    const first = limiter.acquire(target, 1, { signal: controller.signal }).catch((error) => error.name);
-    const second = limiter.acquire(target, 1).then(() => time.now());
-    assert.equal(limiter.reset(target), held);
-    assert.equal(limiter.peek(target).allowed, true, 'the bookings are forgotten');
-    controller.abort();
-    assert.equal(await first, 'AbortError');
-    await time.advance(200);
-    assert.equal(await second, 1_200, 'the second waiter went at its own slot, not moved up');
-  } finally {
-    time.uninstall();
+async function resetAndAbort(make) {
+  for (const resetTarget of [true, false]) {
+    const time = fakeTime().install();
+    try {
+      const [limiter, target, held, other, otherHeld] = make(time.now);
+      limiter.tryAcquire(target);
+      const controller = new AbortController();
+      const first = limiter.acquire(target, 1, { signal: controller.signal }).catch((error) => error.name);
+      const second = limiter.acquire(target, 1).then(() => time.now());
+      assert.equal(limiter.reset(resetTarget ? target : other), resetTarget ? held : otherHeld);
+      assert.equal(limiter.peek(target).allowed, resetTarget, 'the bookings are forgotten, or kept');
+      controller.abort();
+      assert.equal(await first, 'AbortError');
+      await time.advance(200);
+      assert.equal(await second, resetTarget ? 1_200 : 1_100, 'moved up only when the reset changed nothing');
+    } finally {
+      time.uninstall();
+    }
   }
 }
 
@@ -86,10 +90,10 @@ describe('KeyedLimiter', () => {
     assertLimiterError(() => keyed.reset({}), 'invalid_type', 'key');
   });
 
-  it('reset forgets the bookings of the key: a waiter then aborted moves nobody up', () =>
-    resetForgetsBookings((clock) => {
+  it('reset forgets the bookings of the key: a waiter then aborted moves nobody up, unless the key was not held', () =>
+    resetAndAbort((clock) => {
       const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock }));
-      return [keyed, 'k', true];
+      return [keyed, 'k', true, 'other', false];
     }));
 
   it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
@@ -328,10 +332,10 @@ describe('Policy', () => {
     assert.equal(policy.peek(attempt, 1, 0).deniedBy, 'per-user');
   });
 
-  it('reset forgets the bookings of the request: a waiter then aborted moves nobody up', () =>
-    resetForgetsBookings((clock) => {
+  it('reset forgets the bookings of the request: a waiter then aborted moves nobody up, unless no limit held it', () =>
+    resetAndAbort((clock) => {
       const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] }, { clock });
-      return [policy, { user: 'k' }, 1];
+      return [policy, { user: 'k' }, 1, { user: 'other' }, 0];
     }));
 
   it('requests of any size and characters stay apart, whole', () => {

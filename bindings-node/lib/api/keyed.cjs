@@ -138,12 +138,14 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     /**
      * Puts `key` back to fresh, as a key never seen (its units and bookings
      * forgotten); whether the store held it. Waiters behind one that aborts
-     * then stay where they were, as after a reconfigure.
+     * then stay where they were, as after a reconfigure (unless the store
+     * did not hold the key: then nothing changed).
      */
     reset(key) {
       ownKeyed(this);
       const held = B.keyedReset(this.#h, keyArgOf(key));
-      untracked(this);
+      // A key not held: the reset changed nothing, the waiters are as booked.
+      if (held) untracked(this);
       return held;
     }
 

@@ -371,12 +371,14 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
      * of it is this request's), nor a limit keyed by a field `request` lacks:
      * `{ user }` resets the limits by user and keeps those by IP. A request
      * that would reset no limit throws (`invalid_value`). Waiters behind one
-     * that aborts then stay where they were, as after `keyed.reset`.
+     * that aborts then stay where they were, as after `keyed.reset` (unless
+     * no limit held the key: then nothing changed).
      */
     reset(request) {
       ownPolicy(this);
       const held = B.policyReset(this.#h, requestText(this.#given(request)));
-      untracked(this);
+      // No limit held the key: nothing changed, the waiters are as booked.
+      if (held > 0) untracked(this);
       return held;
     }
 
