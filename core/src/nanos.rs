@@ -42,6 +42,71 @@ impl Nanos {
     pub const fn saturating_add(self, other: Nanos) -> Nanos {
         Nanos(self.0.saturating_add(other.0))
     }
+
+    /// `self + other`, or `None` past [`Nanos::MAX`].
+    pub const fn checked_add(self, other: Nanos) -> Option<Nanos> {
+        match self.0.checked_add(other.0) {
+            Some(sum) => Some(Nanos(sum)),
+            None => None,
+        }
+    }
+
+    /// `self - earlier`, or `None` when `earlier` is later.
+    pub const fn checked_sub(self, earlier: Nanos) -> Option<Nanos> {
+        match self.0.checked_sub(earlier.0) {
+            Some(difference) => Some(Nanos(difference)),
+            None => None,
+        }
+    }
+}
+
+/// `self + other`; panics past [`Nanos::MAX`], as `Duration`'s `+` does (in
+/// release builds too): the limiters never use it, and a host whose times
+/// may come near it takes [`Nanos::checked_add`] or [`Nanos::saturating_add`].
+///
+/// ```
+/// use ratekeeper::{Gcra, Limiter, Nanos};
+///
+/// let mut gcra = Gcra::new(1, Nanos::from_millis(100))?;
+/// let mut now = Nanos::from_secs(5);
+/// assert!(gcra.try_acquire(now, 1)?.allowed);
+/// let denied = gcra.try_acquire(now, 1)?;
+/// now += denied.retry_after;
+/// assert!(gcra.try_acquire(now, 1)?.allowed);
+/// assert_eq!(now - Nanos::from_secs(5), Nanos::from_millis(100));
+/// # Ok::<(), ratekeeper::Error>(())
+/// ```
+impl core::ops::Add for Nanos {
+    type Output = Nanos;
+
+    fn add(self, other: Nanos) -> Nanos {
+        self.checked_add(other).expect("overflow when adding Nanos")
+    }
+}
+
+/// `self - earlier`; panics when `earlier` is later, as `Duration`'s `-`
+/// does: [`Nanos::checked_sub`] and [`Nanos::saturating_sub`] do not.
+impl core::ops::Sub for Nanos {
+    type Output = Nanos;
+
+    fn sub(self, earlier: Nanos) -> Nanos {
+        self.checked_sub(earlier)
+            .expect("overflow when subtracting Nanos")
+    }
+}
+
+/// `*self = *self + other`: see [`Add`](core::ops::Add).
+impl core::ops::AddAssign for Nanos {
+    fn add_assign(&mut self, other: Nanos) {
+        *self = *self + other;
+    }
+}
+
+/// `*self = *self - earlier`: see [`Sub`](core::ops::Sub).
+impl core::ops::SubAssign for Nanos {
+    fn sub_assign(&mut self, earlier: Nanos) {
+        *self = *self - earlier;
+    }
 }
 
 /// `ns` as a duration, saturating at [`Nanos::MAX`]: the waits limiters
@@ -121,5 +186,35 @@ impl From<core::time::Duration> for Nanos {
 impl From<Nanos> for core::time::Duration {
     fn from(ns: Nanos) -> core::time::Duration {
         core::time::Duration::from_nanos(ns.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checked_arithmetic_stops_at_either_end() {
+        assert_eq!(Nanos(2).checked_add(Nanos(3)), Some(Nanos(5)));
+        assert_eq!(Nanos::MAX.checked_add(Nanos(1)), None);
+        assert_eq!(Nanos(5).checked_sub(Nanos(3)), Some(Nanos(2)));
+        assert_eq!(Nanos(3).checked_sub(Nanos(5)), None);
+        let mut t = Nanos(7);
+        t += Nanos(3);
+        t -= Nanos(10);
+        assert_eq!(t, Nanos::ZERO);
+        assert_eq!(Nanos::MAX - Nanos::MAX + Nanos::MAX, Nanos::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow when adding Nanos")]
+    fn adding_past_the_end_of_time_panics() {
+        let _ = Nanos::MAX + Nanos(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "overflow when subtracting Nanos")]
+    fn subtracting_a_later_time_panics() {
+        let _ = Nanos(1) - Nanos(2);
     }
 }
