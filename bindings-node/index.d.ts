@@ -387,7 +387,8 @@ export declare class KeyedLimiter {
   /**
    * Puts `key` back to fresh, as a key never seen: its units and the
    * bookings made on it are forgotten (a login limit cleared once its user
-   * signed in, say). Returns whether the store held it.
+   * signed in, say): a booking made before it, cancelled or aborted after,
+   * gives nothing back. Returns whether the store held it.
    */
   reset(key: Key): boolean
   /** How many keys are held. */
@@ -545,7 +546,8 @@ export declare class Policy {
    * nor a limit keyed by a field `request` lacks: `{ user }` resets the
    * limits by user and keeps those by IP; the request given to `tryAcquire`
    * resets every keyed limit it was counted in. A request that would reset
-   * no limit (a misspelt field, say) is a `RangeError` (`invalid_value`).
+   * no limit (a misspelt field, say) is a `RangeError` (`invalid_value`). A
+   * booking made before it, cancelled or aborted after, gives nothing back.
    */
   reset(request: PolicyRequest): number
   /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */

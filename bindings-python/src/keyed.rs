@@ -216,16 +216,21 @@ limiter_methods!(
         /// Its units and the bookings made on it are forgotten: what
         /// ``reset_after`` waits for, at once (a login limit cleared once its
         /// user signed in, say). A caller already waiting still goes at its
-        /// slot, and its cancel then gives nothing back; waiters behind a
-        /// cancelled one stay where they were, as after a ``reconfigure``
-        /// (unless the store did not hold the key: then nothing changed).
+        /// slot, and its cancel then gives nothing back, nor does that of any
+        /// booking made before the reset (the store cannot tell which it
+        /// forgot, and the key, used again, may book their slots anew: given
+        /// back, one would free a unit of those); waiters behind a cancelled
+        /// one stay where they were, as after a ``reconfigure`` (unless the
+        /// store did not hold the key: then nothing changed).
         #[pyo3(signature = (key))]
         fn reset(&self, py: Python<'_>, #[pyo3(from_py_with = convert::key)] key: Key<'_>) -> bool {
-            let held = self.shared.lock(py).reset(key.as_ref());
-            // Bookings may be gone: as a reconfigure, for the waiters. A key
-            // not held: the reset changed nothing.
+            let mut core = self.shared.lock(py);
+            let held = core.reset(key.as_ref());
+            // Bookings may be gone: as a reconfigure, for the waiters, and
+            // none made before gives anything back (see Shared::forgot). A
+            // key not held: the reset changed nothing.
             if held {
-                self.shared.event();
+                self.shared.forgot();
             }
             held
         }

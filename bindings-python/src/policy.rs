@@ -707,9 +707,11 @@ limiter_methods!(
         /// in, while an IP that tried many users stays limited), and the
         /// request given to ``try_acquire`` resets every keyed limit it was
         /// counted in. A request that would reset no limit (a misspelt field,
-        /// say) raises ``RateLimitError`` (``invalid_value``). Waiters behind
-        /// a cancelled one stay where they were, as after
-        /// ``KeyedLimiter.reset`` (unless no limit held the key).
+        /// say) raises ``RateLimitError`` (``invalid_value``). As after
+        /// ``KeyedLimiter.reset``, a booking made before the reset gives
+        /// nothing back when cancelled, and waiters behind a cancelled one
+        /// stay where they were (unless no limit held the key: then nothing
+        /// changed).
         #[pyo3(signature = (request))]
         fn reset(
             &self,
@@ -717,15 +719,18 @@ limiter_methods!(
             #[pyo3(from_py_with = convert::request)] request: Option<Request>,
         ) -> PyResult<usize> {
             let request = request.unwrap_or_default();
-            let held = request
-                .with_fields(|fields| self.shared.lock(py).policy.reset(fields))
-                .map_err(|err| to_py(py, err))?;
-            // Bookings may be gone: as a reconfigure, for the waiters. No
-            // limit held the key: nothing changed.
-            if held > 0 {
-                self.shared.event();
-            }
-            Ok(held)
+            let held = request.with_fields(|fields| {
+                let mut core = self.shared.lock(py);
+                let held = core.policy.reset(fields)?;
+                // Bookings may be gone: as a reconfigure, for the waiters,
+                // and none made before gives anything back (see
+                // Shared::forgot). No limit held the key: nothing changed.
+                if held > 0 {
+                    self.shared.forgot();
+                }
+                Ok(held)
+            });
+            held.map_err(|err| to_py(py, err))
         }
 
         /// The number of limits.

@@ -93,6 +93,9 @@ pub struct Shared<C> {
     /// waiters up only when every booking after a cancelled one is another
     /// waiter's (`_withdraw` in `ratekeeper/_wait.py`).
     events: AtomicU64,
+    /// Resets that found their key, counted: a booking made before one
+    /// gives nothing back (see [`Shared::forgot`]).
+    resets: AtomicU64,
 }
 
 impl<C> Shared<C> {
@@ -101,6 +104,7 @@ impl<C> Shared<C> {
             inner: CoreLock::new(core),
             clock: OnceLock::new(),
             events: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
         };
         if let Some(clock) = clock {
             shared.default_clock(clock);
@@ -142,6 +146,23 @@ impl<C> Shared<C> {
     /// The bookings, reconfigures and restores counted so far.
     pub fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
+    }
+
+    /// Counts a reset that found its key (made with the core locked), as
+    /// an event too. The store forgot that key's bookings, and the key,
+    /// used again, may book the same slots anew: a booking made before it,
+    /// given back after, would free a unit of those (two requests in a
+    /// window of one). The store cannot tell the two apart, nor which keys
+    /// a booking's request reached, so no booking made before a reset gives
+    /// anything back: its slot goes unused.
+    pub fn forgot(&self) {
+        self.resets.fetch_add(1, Ordering::Relaxed);
+        self.event();
+    }
+
+    /// The resets counted so far (see [`Shared::forgot`]).
+    pub fn resets(&self) -> u64 {
+        self.resets.load(Ordering::Relaxed)
     }
 }
 
@@ -270,22 +291,27 @@ pub fn answered(
     Ok(decision)
 }
 
-/// How a reservation of `target` gives its booking back to its owner, the
-/// subject that booked it (`PyReservation::owner`).
-fn refund_of<S: Subject>(target: &Target<S>) -> Refund {
+/// How a reservation of `target`, booked when its owner had counted
+/// `resets` (see [`Shared::forgot`]), gives its booking back to its owner,
+/// the subject that booked it (`PyReservation::owner`).
+fn refund_of<S: Subject>(target: &Target<S>, resets: u64) -> Refund {
     let owned = S::Core::to_owned(target);
     Box::new(move |owner, slot, cost, extent| {
         // The owner is always an `S`: see `reserve` and `book_reservation`.
         if let Ok(subject) = owner.cast::<S>() {
-            let mut core = subject.get().shared().lock(owner.py());
-            // A refund only fails for a request that could not be booked.
-            let _ = core.refund_booking(S::Core::borrow(&owned), slot, cost, extent);
+            let shared = subject.get().shared();
+            let mut core = shared.lock(owner.py());
+            // Reset since: the store forgot this booking (see Shared::forgot).
+            if shared.resets() == resets {
+                // A refund only fails for a request that could not be booked.
+                let _ = core.refund_booking(S::Core::borrow(&owned), slot, cost, extent);
+            }
         }
     })
 }
 
 /// A reservation of `target` that `slf` booked (`booked`) at `now`, when
-/// its core's [`Core::extent`] was `extent`.
+/// its core's [`Core::extent`] was `extent` and it had counted `resets`.
 fn reservation<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
@@ -293,9 +319,11 @@ fn reservation<S: Subject>(
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
     extent: usize,
+    resets: u64,
 ) -> PyReservation {
     let owner = slf.clone().into_any().unbind();
-    PyReservation::new(owner, refund_of::<S>(target), cost, now, booked, extent)
+    let refund = refund_of::<S>(target, resets);
+    PyReservation::new(owner, refund, cost, now, booked, extent)
 }
 
 /// Counts `booked` as an event of `shared` when it booked a slot to come
@@ -318,7 +346,7 @@ pub fn reserve<S: Subject>(
 ) -> PyResult<PyReservation> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
-    let (booked, extent) = {
+    let (booked, extent, resets) = {
         let mut core = shared.lock(py);
         let extent = core.extent();
         let booked = core.reserve(target, at, cost, max_wait);
@@ -327,13 +355,13 @@ pub fn reserve<S: Subject>(
             Ok(booked) => Ok(booked.map_err(|denied| S::settle(slf, &core, denied))),
             Err(err) => Err(explained(&*core, err, target)),
         };
-        (booked, extent)
+        (booked, extent, shared.resets())
     };
     let booked = match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(denied.answer(slf)?, now)?.unbind()),
     };
-    Ok(reservation(slf, target, cost, at, booked, extent))
+    Ok(reservation(slf, target, cost, at, booked, extent, resets))
 }
 
 /// `refund`: gives back `cost` taken at `taken_at` (default now).
@@ -354,12 +382,14 @@ pub fn refund<S: Subject>(
 }
 
 /// A booking `book` made: when, the wait, the subject's count of events
-/// with it (see [`count_booking`]) and its core's [`Core::extent`] then.
+/// with it (see [`count_booking`]), its core's [`Core::extent`] then, and
+/// its count of resets (see [`Shared::forgot`]).
 struct Booking {
     now: Nanos,
     wait: Nanos,
     seq: u64,
     extent: usize,
+    resets: u64,
 }
 
 /// Books `cost` for `target` now if the wait is at most `timeout`; returns
@@ -373,9 +403,10 @@ fn book<S: Subject>(
     let (this, py) = (slf.get(), slf.py());
     let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
     let now = this.shared().now(py, None)?;
-    let (booked, seq, extent) = {
+    let ((booked, seq, extent), resets) = {
         let mut core = this.shared().lock(py);
-        book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait)
+        let booked = book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait);
+        (booked, this.shared().resets())
     };
     let wait = booked_wait(this, py, booked)?;
     Ok(Booking {
@@ -383,6 +414,7 @@ fn book<S: Subject>(
         wait,
         seq,
         extent,
+        resets,
     })
 }
 
@@ -429,7 +461,8 @@ pub fn book_reservation<S: Subject>(
 ) -> PyResult<PyReservation> {
     let booking = book(slf, target, cost, timeout)?;
     let (now, wait) = (booking.now, booking.wait);
-    Ok(reservation(slf, target, cost, now, Ok(wait), booking.extent).with_seq(booking.seq))
+    let (extent, resets) = (booking.extent, booking.resets);
+    Ok(reservation(slf, target, cost, now, Ok(wait), extent, resets).with_seq(booking.seq))
 }
 
 /// `_rebook`: gives back `cancels` (each booking and what it was booked
@@ -448,8 +481,9 @@ pub fn rebook<'py, S: Subject>(
     let (this, py) = (slf.get(), slf.py());
     let now = this.shared().now(py, None)?;
     let owner = slf.as_any();
-    let booked: Vec<_> = {
+    let (booked, resets): (Vec<_>, u64) = {
         let mut core = this.shared().lock(py);
+        // A reset since is an event too: nothing it forgot is given back.
         if this.shared().events() > expected {
             return Ok(None);
         }
@@ -459,18 +493,20 @@ pub fn rebook<'py, S: Subject>(
                 let _ = core.refund_booking(target, slot, cost, extent);
             }
         }
-        requests
+        let booked = requests
             .iter()
             .map(|(target, cost)| {
                 book_locked::<S>(this.shared(), &mut core, target, now, *cost, Nanos::MAX)
             })
-            .collect()
+            .collect();
+        (booked, this.shared().resets())
     };
     let mut answers = Vec::with_capacity(requests.len());
     for ((target, cost), (booked, seq, extent)) in requests.iter().zip(booked) {
         answers.push(match booked_wait(this, py, booked) {
             Ok(wait) => {
-                let booking = reservation(slf, target, *cost, now, Ok(wait), extent).with_seq(seq);
+                let booking = reservation(slf, target, *cost, now, Ok(wait), extent, resets);
+                let booking = booking.with_seq(seq);
                 Bound::new(py, booking)?.into_any()
             }
             Err(error) => error.into_value(py).into_bound(py).into_any(),
@@ -494,6 +530,7 @@ pub fn acquire<S: Subject>(
         wait,
         seq,
         extent,
+        resets,
     } = book(slf, target, cost, timeout)?;
     if wait == Nanos::ZERO {
         return Ok(());
@@ -508,8 +545,10 @@ pub fn acquire<S: Subject>(
         // A bucket's booking is given back only while it is the latest (no
         // booking, reconfigure or restore since, counted as `seq` counted
         // it): from the middle of the queue it would free the slot of the
-        // last waiter, still asleep, for the next caller. Else it goes unused.
-        if core.gives_back_anywhere() || shared.events() == seq {
+        // last waiter, still asleep, for the next caller. Else it goes unused,
+        // as it does after a reset (see Shared::forgot).
+        let latest = shared.events() == seq;
+        if (core.gives_back_anywhere() || latest) && shared.resets() == resets {
             let _ = core.refund_booking(target, slot, cost, extent);
         }
     })

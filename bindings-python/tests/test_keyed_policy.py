@@ -556,26 +556,27 @@ def test_policy_reserve_counts_every_limit_where_the_request_proceeds() -> None:
     assert fast(1) == 2
 
 
-def give_back_after_adding(policy: Policy, request: dict[str, Any], how: str, add: Callable[[], None]) -> None:
-    """Books ``request`` for a slot to come, then calls ``add`` (which adds a
-    limit) while it waits, then gives the booking back: ``cancel()`` of a
-    reservation, a ``KeyboardInterrupt`` in ``acquire``'s sleep, or the
-    cancelled task of ``acquire_async``."""
+def give_back_after(subject: Any, target: Any, how: str, between: Callable[[], None]) -> None:
+    """Books ``target`` (a policy's request, a keyed limiter's key) of
+    ``subject`` for a slot to come, then calls ``between`` while it waits,
+    then gives the booking back: ``cancel()`` of a reservation, a
+    ``KeyboardInterrupt`` in ``acquire``'s sleep, or the cancelled task of
+    ``acquire_async``."""
     if how == "cancel":
-        reservation = policy.reserve(request)
+        reservation = subject.reserve(target)
         assert reservation.wait > 0
-        add()
+        between()
         reservation.cancel()
     elif how == "acquire":
 
         def interrupted(seconds: float) -> None:
-            add()
+            between()
             raise KeyboardInterrupt
 
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(time, "sleep", interrupted)
             with pytest.raises(KeyboardInterrupt):
-                policy.acquire(request)
+                subject.acquire(target)
     else:
 
         async def main() -> None:
@@ -587,9 +588,9 @@ def give_back_after_adding(policy: Policy, request: dict[str, Any], how: str, ad
 
             with pytest.MonkeyPatch.context() as patch:
                 patch.setattr(asyncio, "sleep", sleep)
-                task = asyncio.ensure_future(policy.acquire_async(request))
+                task = asyncio.ensure_future(subject.acquire_async(target))
                 await slept.wait()
-                add()
+                between()
                 task.cancel()
                 with pytest.raises(asyncio.CancelledError):
                     await task
@@ -608,7 +609,7 @@ def test_a_booking_gives_nothing_back_to_a_limit_added_after_it(how: str) -> Non
         policy.add("global", FixedWindow(1, 1000))
         assert policy.try_acquire({"user": 2})
 
-    give_back_after_adding(policy, {"user": 1}, how, add_a_global_limit_and_spend_it)
+    give_back_after(policy, {"user": 1}, how, add_a_global_limit_and_spend_it)
     # "global" never held user 1's booking: giving it back there admitted a
     # second request in a window of one.
     denied = policy.try_acquire({"user": 3})
@@ -628,11 +629,41 @@ def test_a_booking_is_given_back_though_a_limit_added_after_it_needs_another_fie
         policy.add("per-user", FixedWindow(5, 60), by=["user"])
 
     # Booked for the next window, at 60 s; the request has no "user" field.
-    give_back_after_adding(policy, {}, how, add_a_limit_by_user)
+    give_back_after(policy, {}, how, add_a_limit_by_user)
     clock.now = 60.0
     # Its unit is back in "global" (it was given back nowhere, the refund
     # failing on the field the booking never needed).
     assert policy.try_acquire({"user": "a"})
+
+
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+@pytest.mark.parametrize("algorithm", ["fixed_window", "gcra"])
+@pytest.mark.parametrize("kind", ["keyed", "policy"])
+def test_a_booking_made_before_a_reset_gives_nothing_back(kind: str, algorithm: str, how: str) -> None:
+    # A reset forgets the key's bookings, and the key, used again, books the
+    # same slot anew. Given back then, the first booking freed the unit of
+    # the new one: two requests in a window of one, or at one instant from
+    # a burst of one.
+    clock = FakeClock(0.0)
+    def make(clock: Any = None) -> ratekeeper.Limiter:
+        return FixedWindow(1, 1.0, clock=clock) if algorithm == "fixed_window" else Gcra(1, 1.0, clock=clock)
+
+    subject: Any
+    target: Any
+    if kind == "keyed":
+        subject, target = KeyedLimiter(make(clock)), "alice"
+    else:
+        subject, target = Policy(clock=clock), {"user": "alice"}
+        subject.add("per-user", make(), by=["user"])
+    assert subject.try_acquire(target)
+
+    def reset_and_book_again() -> None:
+        assert subject.reset(target)
+        assert subject.try_acquire(target)
+        assert subject.reserve(target).at == 1.0  # the slot booked before the reset
+
+    give_back_after(subject, target, how, reset_and_book_again)
+    assert subject.reserve(target).at == 2.0  # never 1.0 again
 
 
 def test_policy_waiting_acquire(clock: FakeClock) -> None:

@@ -700,11 +700,14 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 
     /// Puts `key` back to fresh, as a key never seen: its units, and the
     /// bookings made on it, are forgotten (a caller already booked still
-    /// goes at its slot; a later refund of that booking gives nothing
-    /// back). What `reset_after` waits for, at once: a login limit cleared
-    /// once its user signed in, say. Returns whether the store held `key`
-    /// (a key not held is fresh already). The key's slot is freed at once,
-    /// in a few steps (the store's last key takes its place).
+    /// goes at its slot). Do not refund a booking made before the reset:
+    /// the key, used again, may have booked the same slots anew, and the
+    /// refund would free a unit of those (the bindings' reservations give
+    /// nothing back once a reset found a key). What `reset_after` waits
+    /// for, at once: a login limit cleared once its user signed in, say.
+    /// Returns whether the store held `key` (a key not held is fresh
+    /// already). The key's slot is freed at once, in a few steps (the
+    /// store's last key takes its place).
     ///
     /// ```
     /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};

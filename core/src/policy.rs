@@ -416,7 +416,8 @@ impl Policy {
     /// Puts `request`'s key back to fresh, as a key never seen, in every
     /// limit keyed by fields that `request` all gives
     /// ([`KeyedLimiter::reset`](crate::KeyedLimiter::reset): its units and
-    /// bookings forgotten). Returns how many of those limits held the key.
+    /// bookings forgotten, and a booking made before is not to be refunded).
+    /// Returns how many of those limits held the key.
     ///
     /// A global limit (keyed by no field) is never reset: it counts every
     /// request, and no part of it is this request's. Nor is a limit keyed by

@@ -52,6 +52,41 @@ async function resetAndAbort(make) {
   }
 }
 
+/**
+ * A limiter of one a 100 ms (a KeyedLimiter or a Policy, with `target`: a
+ * key or a request), used once, then booked for the next slot by a
+ * reservation or a waiter. A reset forgets that booking, and the target,
+ * used again, books the same slot anew: the first booking given back then
+ * (cancelled, aborted) must give nothing back, or that slot would hold two
+ * requests of a limit of one.
+ */
+async function resetThenGiveBack(make) {
+  for (const how of ['cancel', 'abort']) {
+    const time = fakeTime().install();
+    try {
+      const [limiter, target] = make(time.now);
+      limiter.tryAcquire(target);
+      const controller = new AbortController();
+      const first = how === 'cancel' ? limiter.reserve(target) : limiter.acquire(target, 1, { signal: controller.signal }).catch((error) => error.name);
+      assert.ok(limiter.reset(target));
+      limiter.tryAcquire(target);
+      assert.equal(limiter.reserve(target).atMs, 1_100, 'the slot booked before the reset, booked anew');
+      if (how === 'cancel') {
+        first.cancel();
+      } else {
+        controller.abort();
+        assert.equal(await first, 'AbortError');
+      }
+      assert.equal(limiter.reserve(target).atMs, 1_200, `${how}: never that slot again`);
+    } finally {
+      time.uninstall();
+    }
+  }
+}
+
+/** A window and a GCRA of one a 100 ms on `clock`, or on the default clock. */
+const oneA100Ms = (clock) => [new FixedWindow({ limit: 1, windowMs: 100, clock }), new Gcra({ burst: 1, emissionIntervalMs: 100, clock })];
+
 describe('KeyedLimiter', () => {
   it('starts every key fresh, whatever the limiter it was given has seen', () => {
     for (const make of [() => new Gcra({ burst: 2, emissionIntervalMs: 10 }), () => new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10 })]) {
@@ -95,6 +130,10 @@ describe('KeyedLimiter', () => {
       const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock }));
       return [keyed, 'k', true, 'other', false];
     }));
+
+  it('a booking made before a reset gives nothing back: the key booked its slot anew', async () => {
+    for (const i of [0, 1]) await resetThenGiveBack((clock) => [new KeyedLimiter(oneA100Ms(clock)[i]), 'k']);
+  });
 
   it('a whole number beyond 2^53 is its digits, as Python spells the int', () => {
     const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
@@ -337,6 +376,12 @@ describe('Policy', () => {
       const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] }, { clock });
       return [policy, { user: 'k' }, 1, { user: 'other' }, 0];
     }));
+
+  it('a booking made before a reset gives nothing back: the request booked its slot anew', async () => {
+    for (const i of [0, 1]) {
+      await resetThenGiveBack((clock) => [new Policy({ limits: [{ name: 'u', by: ['user'], limiter: oneA100Ms()[i] }] }, { clock }), { user: 'k' }]);
+    }
+  });
 
   it('requests of any size and characters stay apart, whole', () => {
     // Both builds take a request of short ASCII fields through memory they

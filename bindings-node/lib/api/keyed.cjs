@@ -25,6 +25,8 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     #clock;
     #maxKeys = null;
     #eviction = 'nearest_fresh';
+    /** Resets that found their key, counted: see `#gives`. */
+    #resets = 0;
 
     constructor(limiter, options) {
       if (!isLimiter(limiter)) badType('limiter', 'a limiter');
@@ -76,7 +78,10 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-        const give = (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]);
+        const gives = this.#gives();
+        const give = (high, low) => {
+          if (gives()) B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]);
+        };
         const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
         if (booked && out()[0] > 0) untracked(this);
         return reservation(booked, units, now, decision, give);
@@ -103,10 +108,17 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
         return Promise.reject(error);
       }
       const h = this.#h;
+      // Whether the latest booking may still be given back (see #gives).
+      let gives;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
-          refund: (units, high, low) => B.keyedRefund(h, arg, units, [NaN, high, low]),
+          reserve: (units, maxWait, now) => {
+            gives = this.#gives();
+            return yes(keyedOp(h, k, units, maxWait, now, 2));
+          },
+          refund: (units, high, low) => {
+            if (gives()) B.keyedRefund(h, arg, units, [NaN, high, low]);
+          },
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
@@ -137,16 +149,33 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
 
     /**
      * Puts `key` back to fresh, as a key never seen (its units and bookings
-     * forgotten); whether the store held it. Waiters behind one that aborts
-     * then stay where they were, as after a reconfigure (unless the store
-     * did not hold the key: then nothing changed).
+     * forgotten); whether the store held it. A booking made before it then
+     * gives nothing back (see #gives), and waiters behind one that aborts
+     * stay where they were, as after a reconfigure (unless the store did not
+     * hold the key: then nothing changed).
      */
     reset(key) {
       ownKeyed(this);
       const held = B.keyedReset(this.#h, keyArgOf(key));
       // A key not held: the reset changed nothing, the waiters are as booked.
-      if (held) untracked(this);
+      if (held) {
+        this.#resets++;
+        untracked(this);
+      }
       return held;
+    }
+
+    /**
+     * For a booking made now: whether it may still be given back, which it
+     * may not once a reset found its key. The store forgot that key's
+     * bookings, and the key, used again, may book their slots anew: given
+     * back, an old booking would free a unit of those (two requests in a
+     * window of one). The store cannot tell which bookings a reset forgot,
+     * so none made before one gives anything back: its slot goes unused.
+     */
+    #gives() {
+      const resets = this.#resets;
+      return () => this.#resets === resets;
     }
 
     /** Drops the keys back to fresh (calls do it lazily anyway). */

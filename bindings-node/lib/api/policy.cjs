@@ -115,6 +115,8 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
     #needs = [];
     /** How an aborted waiter's booking is given back: see `acquire`. */
     #buckets = 'none';
+    /** Resets that found the request's key, counted: see `#gives`. */
+    #resets = 0;
 
     constructor(config, options) {
       let algorithm;
@@ -349,7 +351,10 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
         // limit allows (nor does the request need that limit's fields).
         const limits = this.#limits.length;
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const give = (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits);
+        const gives = this.#gives();
+        const give = (high, low) => {
+          if (gives()) B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits);
+        };
         return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
       } catch (error) {
         throw policyError(this, error);
@@ -370,16 +375,30 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
      * it. A global limit is never reset (it counts every request, and no part
      * of it is this request's), nor a limit keyed by a field `request` lacks:
      * `{ user }` resets the limits by user and keeps those by IP. A request
-     * that would reset no limit throws (`invalid_value`). Waiters behind one
-     * that aborts then stay where they were, as after `keyed.reset` (unless
-     * no limit held the key: then nothing changed).
+     * that would reset no limit throws (`invalid_value`). As after
+     * `keyed.reset`, a booking made before it then gives nothing back (see
+     * #gives), and waiters behind one that aborts stay where they were
+     * (unless no limit held the key: then nothing changed).
      */
     reset(request) {
       ownPolicy(this);
       const held = B.policyReset(this.#h, requestText(this.#given(request)));
       // No limit held the key: nothing changed, the waiters are as booked.
-      if (held > 0) untracked(this);
+      if (held > 0) {
+        this.#resets++;
+        untracked(this);
+      }
       return held;
+    }
+
+    /**
+     * For a booking made now: whether it may still be given back, which it
+     * may not once a reset found a key of it (as KeyedLimiter's #gives: the
+     * policy cannot tell which bookings a reset forgot).
+     */
+    #gives() {
+      const resets = this.#resets;
+      return () => this.#resets === resets;
     }
 
     acquire(request, cost, options) {
@@ -396,13 +415,18 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
       // The limits the latest booking was made in (see reserve): a booking
       // is given back before it is made again.
       let limits = 0;
+      // Whether the latest booking may still be given back (see #gives).
+      let gives;
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => {
             limits = this.#limits.length;
+            gives = this.#gives();
             return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
           },
-          refund: (units, high, low) => B.policyRefund(h, args, units, [NaN, high, low], limits),
+          refund: (units, high, low) => {
+            if (gives()) B.policyRefund(h, args, units, [NaN, high, low], limits);
+          },
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',
