@@ -150,7 +150,8 @@ impl Core for PolicyCore {
 /// ``time.monotonic``.
 ///
 /// Every method takes the request first, then the limiter's arguments, and
-/// answers a ``PolicyDecision``; ``headers`` lists every limit it decided.
+/// answers a ``PolicyDecision``; ``headers`` lists every limit it decided;
+/// ``reset(request)`` puts the request's keys back to fresh.
 /// ``len(policy)``, ``names``, ``keyed_by(name)`` and ``limits``
 /// (``PolicyLimit``s) describe its limits. Safe to share between threads.
 #[pyclass(frozen, name = "Policy", module = "ratekeeper")]
