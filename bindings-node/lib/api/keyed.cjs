@@ -2,7 +2,7 @@
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
 const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
-module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
+module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack }, { Built, Limiter, classOf, internalsOf, isLimiter, movesUp }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
@@ -25,8 +25,6 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     #clock;
     #maxKeys = null;
     #eviction = 'nearest_fresh';
-    /** Resets that found their key, counted: see `#gives`. */
-    #resets = 0;
 
     constructor(limiter, options) {
       if (!isLimiter(limiter)) badType('limiter', 'a limiter');
@@ -78,7 +76,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-        const gives = this.#gives();
+        const gives = givesBack(this);
         const give = (high, low) => {
           if (gives()) B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]);
         };
@@ -108,12 +106,12 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
         return Promise.reject(error);
       }
       const h = this.#h;
-      // Whether the latest booking may still be given back (see #gives).
+      // Whether the latest booking may still be given back (see givesBack).
       let gives;
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => {
-            gives = this.#gives();
+            gives = givesBack(this);
             return yes(keyedOp(h, k, units, maxWait, now, 2));
           },
           refund: (units, high, low) => {
@@ -150,7 +148,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
     /**
      * Puts `key` back to fresh, as a key never seen (its units and bookings
      * forgotten); whether the store held it. A booking made before it then
-     * gives nothing back (see #gives), and waiters behind one that aborts
+     * gives nothing back (see givesBack), and waiters behind one that aborts
      * stay where they were, as after a reconfigure (unless the store did not
      * hold the key: then nothing changed).
      */
@@ -158,24 +156,8 @@ module.exports = function keyed(shared, { acquireSlot, untracked }, { Built, Lim
       ownKeyed(this);
       const held = B.keyedReset(this.#h, keyArgOf(key));
       // A key not held: the reset changed nothing, the waiters are as booked.
-      if (held) {
-        this.#resets++;
-        untracked(this);
-      }
+      if (held) forgot(this);
       return held;
-    }
-
-    /**
-     * For a booking made now: whether it may still be given back, which it
-     * may not once a reset found its key. The store forgot that key's
-     * bookings, and the key, used again, may book their slots anew: given
-     * back, an old booking would free a unit of those (two requests in a
-     * window of one). The store cannot tell which bookings a reset forgot,
-     * so none made before one gives anything back: its slot goes unused.
-     */
-    #gives() {
-      const resets = this.#resets;
-      return () => this.#resets === resets;
     }
 
     /** Drops the keys back to fresh (calls do it lazily anyway). */

@@ -3,7 +3,7 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked, grew }, { internalsOf, isLimiter }, { isKeyed }) {
+module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
@@ -115,8 +115,6 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
     #needs = [];
     /** How an aborted waiter's booking is given back: see `acquire`. */
     #buckets = 'none';
-    /** Resets that found the request's key, counted: see `#gives`. */
-    #resets = 0;
 
     constructor(config, options) {
       let algorithm;
@@ -351,7 +349,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
         // limit allows (nor does the request need that limit's fields).
         const limits = this.#limits.length;
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const gives = this.#gives();
+        const gives = givesBack(this);
         const give = (high, low) => {
           if (gives()) B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits);
         };
@@ -377,28 +375,15 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
      * `{ user }` resets the limits by user and keeps those by IP. A request
      * that would reset no limit throws (`invalid_value`). As after
      * `keyed.reset`, a booking made before it then gives nothing back (see
-     * #gives), and waiters behind one that aborts stay where they were
+     * givesBack), and waiters behind one that aborts stay where they were
      * (unless no limit held the key: then nothing changed).
      */
     reset(request) {
       ownPolicy(this);
       const held = B.policyReset(this.#h, requestText(this.#given(request)));
       // No limit held the key: nothing changed, the waiters are as booked.
-      if (held > 0) {
-        this.#resets++;
-        untracked(this);
-      }
+      if (held > 0) forgot(this);
       return held;
-    }
-
-    /**
-     * For a booking made now: whether it may still be given back, which it
-     * may not once a reset found a key of it (as KeyedLimiter's #gives: the
-     * policy cannot tell which bookings a reset forgot).
-     */
-    #gives() {
-      const resets = this.#resets;
-      return () => this.#resets === resets;
     }
 
     acquire(request, cost, options) {
@@ -415,13 +400,13 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew }, { int
       // The limits the latest booking was made in (see reserve): a booking
       // is given back before it is made again.
       let limits = 0;
-      // Whether the latest booking may still be given back (see #gives).
+      // Whether the latest booking may still be given back (see givesBack).
       let gives;
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => {
             limits = this.#limits.length;
-            gives = this.#gives();
+            gives = givesBack(this);
             return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
           },
           refund: (units, high, low) => {

@@ -49,6 +49,33 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     if (w !== undefined) w.foreign++;
   }
 
+  /** Resets of each keyed limiter or policy that found a key: see givesBack. */
+  const resetsOf = new WeakMap();
+
+  /**
+   * Counts a reset of `owner` (a KeyedLimiter or Policy) that found a key:
+   * a booking no waiter holds was forgotten (see untracked), and no booking
+   * made before gives anything back (see givesBack).
+   */
+  function forgot(owner) {
+    resetsOf.set(owner, (resetsOf.get(owner) ?? 0) + 1);
+    untracked(owner);
+  }
+
+  /**
+   * For a booking of `owner` made now: whether it may still be given back,
+   * which it may not once a reset found its key. The store forgot that
+   * key's bookings, and the key, used again, may book their slots anew:
+   * given back, an old booking would free a unit of those (two requests in
+   * a window of one). The store cannot tell which bookings a reset forgot,
+   * nor a policy which of its keys a request reached, so none made before
+   * a reset gives anything back: its slot goes unused.
+   */
+  function givesBack(owner) {
+    const resets = resetsOf.get(owner) ?? 0;
+    return () => (resetsOf.get(owner) ?? 0) === resets;
+  }
+
   /**
    * Counts a limit added to the policy `owner`: waiters booked before it
    * must not move up, as that books again in every limit, the new one too,
@@ -292,5 +319,5 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     return Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
-  return { acquireSlot, untracked, grew };
+  return { acquireSlot, untracked, grew, forgot, givesBack };
 };
