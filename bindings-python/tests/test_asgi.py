@@ -178,10 +178,18 @@ def test_a_client_of_unknown_address_is_refused_by_the_defaults(kind: str) -> No
     for scope in ({"type": "http", "method": "GET", "path": "/"}, {"type": "http", "client": ("", 0)}):
         with pytest.raises(RateLimitTypeError) as raised:
             middleware.decide(scope)
+        # The JS helpers' words. Not "`key` returned None": the app passed no
+        # `key`, and behind a proxy over a Unix socket every request fails so.
         assert str(raised.value) == (
-            f"`{option}` returned None: a request that cannot be keyed is refused, not let through unlimited"
+            f"the client's address, read by the default `{option}`, is unknown (a Unix socket's client, say): "
+            f"behind a proxy, let the server trust its forwarded address, or pass `{option}`; "
+            "a request that cannot be keyed is refused, not let through unlimited"
         )
         assert raised.value.code == "invalid_type"
+    # The same default, passed by name.
+    default: Callable[[Scope], Any] = client_host if kind == "keyed" else request_fields
+    with pytest.raises(RateLimitTypeError, match=r"^the client's address, read by the default"):
+        RateLimitMiddleware(make_app(limiter), limiter, **{option: default}).decide({"type": "http"})
 
 
 def test_skip_lets_a_request_through_undecided_and_uncharged() -> None:

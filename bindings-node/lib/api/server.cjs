@@ -71,11 +71,16 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     // unlimited: a key read from a header or a session is missing exactly
     // when a client leaves it out, so passing it would let any client skip
     // the limit. (A Policy read nothing as {}, counting the request under its
-    // global limits only.) Requests to exempt are named by `skip`.
+    // global limits only.) Requests to exempt are named by `skip`. The
+    // default's refusal says what it read: "`key` returned undefined" sent
+    // an app that never passed `key` (behind a proxy over a Unix socket,
+    // every request fails) looking for a function it does not have.
+    const unkeyed =
+      inputOf === clientAddress || inputOf === requestFields
+        ? () => `${unknownAddress(inputName)}; ${UNKEYED}`
+        : (input) => `\`${inputName}\` returned ${input}: ${UNKEYED}`;
     const withInput = (request, input) => {
-      if (input === undefined || input === null) {
-        invalidType(`\`${inputName}\` returned ${input}: a request that cannot be keyed is refused, not let through unlimited`);
-      }
+      if (input === undefined || input === null) invalidType(unkeyed(input));
       return after(costOf(request), (units) => decide(input, units));
     };
     const decideRequest =
@@ -113,6 +118,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     }
   }
 
+  const UNKEYED = 'a request that cannot be keyed is refused, not let through unlimited';
+
   const SHARED = 'one limiter that every request shares takes neither `key` nor `fields` (pass new KeyedLimiter(limiter) for one per key)';
 
   /**
@@ -127,6 +134,14 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   function clientAddress(request) {
     const ip = request.ip === undefined ? request.socket?.remoteAddress : request.ip;
     return ip === '' || ip === null ? undefined : ip;
+  }
+
+  /**
+   * Why the default `key` or `fields` (`option`) refuses a request: the
+   * server gives no client address. The ASGI middleware's words.
+   */
+  function unknownAddress(option) {
+    return `the client's address, read by the default \`${option}\`, is unknown (a Unix socket's client, say): behind a proxy, let the server trust its forwarded address, or pass \`${option}\``;
   }
 
   /** The fields of requestFields. */

@@ -223,6 +223,15 @@ class RateLimitMiddleware:
         else:
             raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
         self._input_name = "fields" if isinstance(limiter, Policy) else "key"
+        # What a request that cannot be keyed is refused with. The default's
+        # says what it read: "`key` returned None" sent an app that never
+        # passed `key` (behind a proxy over a Unix socket, every request
+        # fails) looking for a function it does not have.
+        self._unkeyed = (
+            f"{_unknown_address(self._input_name)}; {_UNKEYED}"
+            if input_of is client_host or input_of is request_fields
+            else f"`{self._input_name}` returned None: {_UNKEYED}"
+        )
         self._cost_of: Optional[Callable[[Scope], Any]] = None
         self._cost = 1
         if callable(cost):
@@ -242,7 +251,7 @@ class RateLimitMiddleware:
         key = None
         if self._key is not None:
             name = self._input_name
-            key = _checked_key(_answer_now(self._key(scope), name, "decide"), name)
+            key = _checked_key(_answer_now(self._key(scope), name, "decide"), self._unkeyed)
         cost_of = self._cost_of
         units = self._cost if cost_of is None else _returned_cost(_answer_now(cost_of(scope), "cost", "decide"))
         return self._try_acquire(key, units)
@@ -289,7 +298,7 @@ class RateLimitMiddleware:
             key = self._key(scope)
             if type(key) not in _PLAIN and inspect.isawaitable(key):
                 return self._decision_after(scope, key)
-            _checked_key(key, self._input_name)
+            _checked_key(key, self._unkeyed)
         cost_of = self._cost_of
         if cost_of is None:
             units = self._cost
@@ -302,7 +311,7 @@ class RateLimitMiddleware:
         return self._try_acquire(key, units)
 
     async def _decision_after(self, scope: Scope, key: Awaitable[Any]) -> Decision:
-        checked = _checked_key(await key, self._input_name)
+        checked = _checked_key(await key, self._unkeyed)
         cost_of = self._cost_of
         if cost_of is None:
             return self._try_acquire(checked, self._cost)
@@ -379,14 +388,23 @@ def _answer_now(answer: Any, name: str, caller: str) -> Any:
     return answer
 
 
-def _checked_key(key: Any, name: str) -> Any:
-    """``key``, the answer of function ``name`` (``key`` or ``fields``):
-    ``None`` fails the request."""
+_UNKEYED = "a request that cannot be keyed is refused, not let through unlimited"
+
+
+def _unknown_address(option: str) -> str:
+    """Why the default ``key`` or ``fields`` (``option``) refuses a request:
+    the server gives no client address. The JS helpers' words."""
+    return (
+        f"the client's address, read by the default `{option}`, is unknown (a Unix socket's client, say): "
+        f"behind a proxy, let the server trust its forwarded address, or pass `{option}`"
+    )
+
+
+def _checked_key(key: Any, refusal: str) -> Any:
+    """``key``, the answer of ``key`` or ``fields``: ``None`` fails the
+    request, with the middleware's ``refusal``."""
     if key is None:
-        raise RateLimitTypeError(
-            f"`{name}` returned None: a request that cannot be keyed is refused, not let through unlimited",
-            "invalid_type",
-        )
+        raise RateLimitTypeError(refusal, "invalid_type")
     return key
 
 
