@@ -569,7 +569,8 @@ export declare class Policy {
  * may answer through a promise (a key looked up in a session store): the
  * request is then decided once it settles, and a rejection goes to
  * `next(error)` / `done(error)`. The same options, with the same defaults and
- * errors, as the Python ASGI middleware's.
+ * errors, as the Python ASGI middleware's. The limiters of `ratekeeper/redis`
+ * are not taken: decide with their `tryAcquire` in a handler of your own.
  */
 export type HandlerOptions<Request> = (
   | {
@@ -577,7 +578,9 @@ export type HandlerOptions<Request> = (
       /**
        * The client a request counts against. Default: the client's address,
        * `request.ip` (Express's `req.ip` and Fastify's `request.ip`, which
-       * follow their trust proxy settings: behind a proxy, set those, or read
+       * follow their trust proxy settings: behind a proxy, set those to the
+       * proxy's address, not `true`, which takes the first `X-Forwarded-For`
+       * address, the one a client writes: a fresh key at will; or read
        * an API key or a user id here; without `request.ip`, as on a plain
        * `http` server, the socket's peer address). `undefined` or `null` (a
        * header the client left out, as `(req) => req.get('x-api-key')` answers;

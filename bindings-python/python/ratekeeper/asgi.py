@@ -51,9 +51,10 @@ def client_host(scope: Scope) -> Optional[str]:
 
     Behind a proxy every request comes from the proxy: let the server trust
     the proxy's forwarded address (uvicorn reads ``X-Forwarded-For`` from
-    the addresses in ``--forwarded-allow-ips``, by default only 127.0.0.1),
-    or pass a ``key`` that reads the forwarded address, an API key or a
-    user id.
+    the addresses in ``--forwarded-allow-ips``, by default only 127.0.0.1;
+    name the proxy's, not ``*``, with which uvicorn takes the first address
+    of the header, the one a client writes: a fresh key at will), or pass
+    a ``key`` that reads the forwarded address, an API key or a user id.
     """
     client = scope.get("client")
     host = client[0] if client else None
@@ -137,6 +138,10 @@ class RateLimitMiddleware:
       that lacks one raises that ``try_acquire`` error (the server answers
       500);
     - a limiter: one limiter for every request.
+
+    The limiters of ``ratekeeper.redis`` are not taken (as the JS helpers take
+    none of ``ratekeeper/redis``): decide with their ``try_acquire`` in an app
+    of your own.
 
     ``key`` is for a ``KeyedLimiter`` and ``fields`` for a ``Policy``: given
     for another limiter (``key`` with a ``Policy``, as 0.1 took it, say),
