@@ -178,7 +178,8 @@ class RateLimitMiddleware:
     response gets ``RateLimit-Policy`` and ``RateLimit``. Middlewares in a
     row each add their items, the outer one's first: the order the request
     meets the limits, as a policy lists its own in its order. Lifespan and
-    WebSocket scopes pass through untouched.
+    WebSocket scopes pass through untouched: a WebSocket handshake is not
+    limited (the JS helpers' Fastify hook limits ``@fastify/websocket``'s).
 
     A keyed store (or a policy's) made with ``eviction="refuse"`` that is
     full refuses a new key with ``RateLimitError`` (``store_full``): the
