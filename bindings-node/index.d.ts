@@ -564,17 +564,34 @@ export declare class Policy {
 }
 
 /**
- * Options of the server helpers: a `KeyedLimiter` and the key of a request, a
- * `Policy` and its fields, or one limiter every request shares. Each function
- * may answer through a promise (a key looked up in a session store): the
- * request is then decided once it settles, and a rejection goes to
- * `next(error)` / `done(error)`. The same options, with the same defaults and
- * errors, as the Python ASGI middleware's. The limiters of `ratekeeper/redis`
- * are not taken: decide with their `tryAcquire` in a handler of your own.
+ * Limiters of other modules that the server helpers take as a `KeyedLimiter`
+ * (keyed by `key`), by name: `ratekeeper/redis` (redis.d.ts) adds its
+ * `RedisLimiter`, as it lets the helpers take it at run time. None in the
+ * WebAssembly build, which has no Redis.
+ */
+export interface KeyedStores {}
+/** The same for a `Policy` (keyed by `fields`): `ratekeeper/redis` adds its `RedisPolicy`. */
+export interface PolicyStores {}
+/** A limiter of `KeyedStores`: decided as a `KeyedLimiter`, each decision a promise. */
+type KeyedStore = KeyedStores[keyof KeyedStores]
+/** A limiter of `PolicyStores`: decided as a `Policy`, each decision a promise. */
+type PolicyStore = PolicyStores[keyof PolicyStores]
+/** The decision a limiter of another module (`KeyedStore`, `PolicyStore`) answers. */
+type StoreDecision<L> = L extends { tryAcquire(...args: never[]): Promise<infer D extends Decision> } ? D : never
+
+/**
+ * Options of the server helpers: a `KeyedLimiter` (or a `RedisLimiter`) and
+ * the key of a request, a `Policy` (or a `RedisPolicy`) and its fields, or
+ * one limiter every request shares. Each function may answer through a
+ * promise (a key looked up in a session store): the request is then decided
+ * once it settles, and a rejection goes to `next(error)` / `done(error)`. The
+ * same options, with the same defaults and errors, as the Python ASGI
+ * middleware's.
  */
 export type HandlerOptions<Request> = (
   | {
-      limiter: KeyedLimiter
+      /** A `RedisLimiter` of `ratekeeper/redis` too, once imported (see `KeyedStores`). */
+      limiter: KeyedLimiter | KeyedStore
       /**
        * The client a request counts against. Default: the client's address,
        * `request.ip` (Express's `req.ip` and Fastify's `request.ip`, which
@@ -600,7 +617,8 @@ export type HandlerOptions<Request> = (
       fields?: never
     }
   | {
-      limiter: Policy
+      /** A `RedisPolicy` of `ratekeeper/redis` too, once imported (see `PolicyStores`). */
+      limiter: Policy | PolicyStore
       /**
        * The request's fields. Default: `client` (the client's address, as
        * `key`'s default), `method` and `path` (the URL's path, without its
@@ -708,6 +726,12 @@ export interface RateLimitHook<Request, D extends Decision = Decision> extends R
 export declare function middleware<Request = unknown>(
   options: HandlerOptions<Request> & { limiter: Policy },
 ): RateLimitMiddleware<Request, PolicyDecision>
+export declare function middleware<Request = unknown>(
+  options: HandlerOptions<Request> & { limiter: KeyedStore },
+): RateLimitMiddleware<Request, StoreDecision<KeyedStore>>
+export declare function middleware<Request = unknown>(
+  options: HandlerOptions<Request> & { limiter: PolicyStore },
+): RateLimitMiddleware<Request, StoreDecision<PolicyStore>>
 export declare function middleware<Request = unknown>(options: HandlerOptions<Request>): RateLimitMiddleware<Request>
 
 /**
@@ -719,4 +743,10 @@ export declare function middleware<Request = unknown>(options: HandlerOptions<Re
 export declare function fastifyHook<Request = unknown>(
   options: HandlerOptions<Request> & { limiter: Policy },
 ): RateLimitHook<Request, PolicyDecision>
+export declare function fastifyHook<Request = unknown>(
+  options: HandlerOptions<Request> & { limiter: KeyedStore },
+): RateLimitHook<Request, StoreDecision<KeyedStore>>
+export declare function fastifyHook<Request = unknown>(
+  options: HandlerOptions<Request> & { limiter: PolicyStore },
+): RateLimitHook<Request, StoreDecision<PolicyStore>>
 export declare function fastifyHook<Request = unknown>(options: HandlerOptions<Request>): RateLimitHook<Request>

@@ -179,6 +179,19 @@ export declare class RedisPolicy {
   keyedBy(name: string): string[]
 }
 
+// The server helpers of 'ratekeeper' (`middleware`, `fastifyHook`) take these
+// limiters too, as lib/redis.cjs lets them at run time: a RedisLimiter keyed
+// as a KeyedLimiter (`key`), a RedisPolicy as a Policy (`fields`), each
+// decision a promise (`decide(request)` answers one).
+declare module './index' {
+  interface KeyedStores {
+    RedisLimiter: RedisLimiter
+  }
+  interface PolicyStores {
+    RedisPolicy: RedisPolicy
+  }
+}
+
 /** The server-side script (protocol 1), the same bytes every binding ships. */
 export declare const REDIS_SCRIPT: string
 /** Its SHA-1, what EVALSHA calls. */

@@ -38,7 +38,7 @@ function createApi(B) {
   const classes = limiters(common, waits);
   const keyedParts = keyed(common, waits, classes);
   const policyParts = policy(common, waits, classes, keyedParts);
-  const { middleware, fastifyHook } = server(common, classes, keyedParts, policyParts);
+  const { middleware, fastifyHook, takeStores } = server(common, classes, keyedParts, policyParts);
   const { KeyedLimiter, isKeyed } = keyedParts;
   const { Policy, isPolicy } = policyParts;
   const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, isLimiter } = classes;
@@ -57,8 +57,10 @@ function createApi(B) {
     fastifyHook,
   };
   // For lib/redis.cjs, which takes this API's classes as its in-process
-  // ones: brand checks, as the classes check each other (see isLimiter).
-  Object.defineProperty(api, values.BRANDS, { value: { isLimiter, isKeyed, isPolicy } });
+  // ones: brand checks, as the classes check each other (see isLimiter);
+  // and takeStores, by which it lets the server helpers take its own
+  // classes (see lib/api/server.cjs).
+  Object.defineProperty(api, values.BRANDS, { value: { isLimiter, isKeyed, isPolicy, takeStores } });
   return api;
 }
 

@@ -24,7 +24,7 @@ const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, 
 // other), never `instanceof`: that takes a Proxy of a limiter (a reactive
 // wrapper) or an object inheriting from one, whose getters and methods then
 // threw an uncoded TypeError (a private field read through `this`).
-const { isLimiter, isKeyed, isPolicy } = api[BRANDS];
+const { isLimiter, isKeyed, isPolicy, takeStores } = api[BRANDS];
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');
@@ -1055,6 +1055,8 @@ class Store {
 
 /** Throws (each method rejects) unless `self` is a RedisLimiter or a RedisPolicy. */
 let ownStore;
+/** `cost` as `self`'s tryAcquire checks it (a RedisLimiter or a RedisPolicy): the server helpers' check of a fixed cost. */
+let storeCost;
 
 /**
  * What RedisLimiter and RedisPolicy offer, for a target: a key (RedisLimiter)
@@ -1074,6 +1076,7 @@ class RedisLimits {
     ownStore = (self) => {
       if (self === null || typeof self !== 'object' || !(#store in self)) throw typeError('this', 'a RedisLimiter or a RedisPolicy');
     };
+    storeCost = (self, cost) => checkCost(cost, self.#store.limit);
   }
 
   /** Takes `cost` units for `target` if every limit has them, and says what happened. */
@@ -1144,6 +1147,8 @@ class RedisLimits {
   }
 }
 
+/** Whether `value` is a RedisLimiter (a brand check, as in-process: no Proxy or forged object is one). */
+let isRedisLimiter;
 /** Throws unless `self` is a RedisLimiter. */
 let ownLimiter;
 
@@ -1175,8 +1180,9 @@ class RedisLimiter extends RedisLimits {
 
   static {
     // A brand check (see RedisLimits).
+    isRedisLimiter = (value) => value !== null && typeof value === 'object' && #limiter in value;
     ownLimiter = (self) => {
-      if (self === null || typeof self !== 'object' || !(#limiter in self)) throw typeError('this', 'a RedisLimiter');
+      if (!isRedisLimiter(self)) throw typeError('this', 'a RedisLimiter');
     };
   }
 
@@ -1243,6 +1249,8 @@ class RedisLimiter extends RedisLimits {
 /** Whether a policy's `reset(request)` resets `limit` (`{ by }`): keyed by fields, each of them in `request`. */
 const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => Object.hasOwn(request, field));
 
+/** Whether `value` is a RedisPolicy (see isRedisLimiter). */
+let isRedisPolicy;
 /** Throws unless `self` is a RedisPolicy. */
 let ownPolicy;
 
@@ -1270,8 +1278,9 @@ class RedisPolicy extends RedisLimits {
 
   static {
     // A brand check (see RedisLimits).
+    isRedisPolicy = (value) => value !== null && typeof value === 'object' && #local in value;
     ownPolicy = (self) => {
-      if (self === null || typeof self !== 'object' || !(#local in self)) throw typeError('this', 'a RedisPolicy');
+      if (!isRedisPolicy(self)) throw typeError('this', 'a RedisPolicy');
     };
   }
 
@@ -1342,6 +1351,11 @@ class RedisPolicy extends RedisLimits {
     return inspected('RedisPolicy', { limits: this.limits }, depth, options, inspect);
   }
 }
+
+// The server helpers of the API these classes decide with (middleware and
+// fastifyHook of 'ratekeeper' on Node) take them too: a RedisLimiter keyed
+// as a KeyedLimiter, a RedisPolicy as a Policy (see lib/api/server.cjs).
+takeStores({ isKeyed: isRedisLimiter, isPolicy: isRedisPolicy, names: ['RedisLimiter', 'RedisPolicy'], checkCost: storeCost });
 
 module.exports = {
   RedisLimiter,

@@ -1,15 +1,42 @@
 'use strict';
 // The server helpers (see lib/api.cjs): Express-style middleware and a
 // Fastify hook that decide each request through a KeyedLimiter, a Policy or
-// one limiter every request shares, and answer 429 with the RateLimit headers.
+// one limiter every request shares (or the Redis-backed RedisLimiter and
+// RedisPolicy of lib/redis.cjs), and answer 429 with the RateLimit headers.
 const { invalidType, invalidValue } = require('./values.cjs');
 
 module.exports = function server({ badType, known }, { isLimiter }, { isKeyed }, { isPolicy }) {
+  // --- Limiters kept elsewhere -------------------------------------------------
+  // The Redis-backed classes of lib/redis.cjs (Node only), keyed as a
+  // KeyedLimiter and a Policy are, each decision a promise. This file is
+  // shared with the WebAssembly build, which has no Redis: it cannot
+  // require lib/redis.cjs. That module gives its classes' brand checks to
+  // the API it decides with (takeStores, under the API object's BRANDS)
+  // when it loads, and only then do these helpers take them: private-field
+  // checks, which no forged object (nor a Proxy) passes, as the in-process
+  // classes' own; a well-known symbol on the classes would be one any
+  // object could carry. So the helpers of the native build, which
+  // 'ratekeeper' is on Node, take them; another build's or another copy's
+  // refuse them, as 'ratekeeper/redis' refuses that build's limiters.
+  // Each store: `{ isKeyed, isPolicy, names: [keyed, policy], checkCost(limiter, cost) }`.
+  const stores = [];
+
+  /** Lets the helpers take the limiters `store` recognises (see above). */
+  function takeStores(store) {
+    stores.push(store);
+  }
+
+  /** The store `limiter` is one of, or undefined (an in-process limiter, or none). */
+  function storeOf(limiter) {
+    return stores.find((store) => store.isKeyed(limiter) || store.isPolicy(limiter));
+  }
+
   // --- Server helpers ----------------------------------------------------------
-  // How the helpers decide a request: `limiter` is a KeyedLimiter (keyed by
-  // `key(request)`, default the client's address), a Policy (its request is
-  // `fields(request)`, a plain object of fields, default requestFields) or
-  // one limiter every request shares (neither); `cost` is a number or
+  // How the helpers decide a request: `limiter` is a KeyedLimiter or a
+  // RedisLimiter (keyed by `key(request)`, default the client's address), a
+  // Policy or a RedisPolicy (its request is `fields(request)`, a plain object
+  // of fields, default requestFields) or one limiter every request shares
+  // (neither); a Redis-backed one's decision is a promise. `cost` is a number or
   // `cost(request)`, default 1. Answers `{ limiter, outcome, decide, skips }`:
   // `outcome(request)` is what a handler answers by, the request's Decision,
   // or SKIPPED for one that `skip(request)` exempts; `decide` and `skips` are
@@ -21,7 +48,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   // decides a request of plain functions without waiting for a microtask.
   function handlerOptions(options) {
     if (options === null || typeof options !== 'object') badType('options', 'an object');
-    if (isLimiter(options) || isKeyed(options) || isPolicy(options)) {
+    if (isLimiter(options) || isKeyed(options) || isPolicy(options) || storeOf(options) !== undefined) {
       // middleware(policy) for middleware({ limiter: policy }): the error
       // said `limiter` must be what was given.
       invalidType('`options` must be an options object, not the limiter itself: pass { limiter }');
@@ -34,16 +61,19 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     if (skip !== undefined && typeof skip !== 'function') badType('skip', 'a function');
     let inputOf;
     let inputName;
+    // A Redis-backed limiter as the in-process class keyed alike, its errors naming its own classes.
+    const store = storeOf(limiter);
+    const [keyedName, policyName] = store === undefined ? ['KeyedLimiter', 'Policy'] : store.names;
     // Each mistake below would fail every request (a 500 each), or quietly
     // limit otherwise than asked: refused here instead, with the ASGI
     // middleware's errors for the same mistakes.
-    if (isKeyed(limiter)) {
+    if (isKeyed(limiter) || store?.isKeyed(limiter)) {
       if (key !== undefined && typeof key !== 'function') badType('key', 'a function');
-      if (fields !== undefined) invalidType('`fields` is for a Policy: a KeyedLimiter takes `key`');
+      if (fields !== undefined) invalidType(`\`fields\` is for a ${policyName}: a ${keyedName} takes \`key\``);
       inputOf = key ?? clientAddress;
       inputName = 'key';
-    } else if (isPolicy(limiter)) {
-      if (key !== undefined) invalidType('`key` is for a KeyedLimiter: a Policy takes `fields`');
+    } else if (isPolicy(limiter) || store?.isPolicy(limiter)) {
+      if (key !== undefined) invalidType(`\`key\` is for a ${keyedName}: a ${policyName} takes \`fields\``);
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
       if (fields === undefined) defaultFieldsSuffice(limiter);
       inputOf = fields ?? requestFields;
@@ -55,7 +85,11 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       // Not badType, whose list (src/shared.rs) lacks this one.
       invalidType('`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter');
     }
-    if (typeof cost === 'number') fixedCost(limiter, cost);
+    if (typeof cost === 'number') {
+      if (store === undefined) fixedCost(limiter, cost);
+      // Redis's own check of a cost, without a round trip: the error each request's tryAcquire would reject with.
+      else store.checkCost(limiter, cost);
+    }
     const fixed = cost ?? 1;
     const costOf = typeof cost === 'function' ? cost : () => fixed;
     const decide = (input, units) => {
@@ -292,7 +326,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
    * (default `req.ip`), `{ limiter: Policy, fields(req) }` (default client,
    * method and path: requestFields) or `{ limiter }` for one limiter every
-   * request shares, and `cost` optionally: a number, or
+   * request shares (a RedisLimiter as a KeyedLimiter, a RedisPolicy as a
+   * Policy), and `cost` optionally: a number, or
    * `cost(req)` (each function may return a promise); every response carries
    * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses
@@ -370,5 +405,5 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     return Object.assign(handler, { decide, skips });
   }
 
-  return { middleware, fastifyHook };
+  return { middleware, fastifyHook, takeStores };
 };

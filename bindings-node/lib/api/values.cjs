@@ -353,9 +353,10 @@ const BOOKINGS = Symbol.for('ratekeeper.bookings');
 /** A limiter's method answering whether the bookings behind one given back move up (read by pacedFetch too). */
 const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 /**
- * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`, for
- * lib/redis.cjs: a symbol of this module's own, under a property that is
- * not enumerable, so that they are not part of the public API.
+ * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`, and
+ * `takeStores` (lib/api/server.cjs), for lib/redis.cjs: a symbol of this
+ * module's own, under a property that is not enumerable, so that they are
+ * not part of the public API.
  */
 const BRANDS = Symbol('ratekeeper.brands');
 

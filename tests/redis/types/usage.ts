@@ -1,6 +1,6 @@
 // tsc --noEmit over ratekeeper/redis (bindings-node/redis.d.ts): tsc -p tests/redis/types/tsconfig.json
-import { Gcra, KeyedLimiter, Policy } from 'ratekeeper'
-import { RedisLimiter, RedisPolicy, type RedisClient, type RedisDecision } from 'ratekeeper/redis'
+import { Gcra, KeyedLimiter, Policy, fastifyHook, middleware } from 'ratekeeper'
+import { RedisLimiter, RedisPolicy, type RedisClient, type RedisDecision, type RedisPolicyDecision } from 'ratekeeper/redis'
 declare const client: { call(c: string, ...a: Array<string | number>): Promise<unknown>; evalsha(...a: any[]): Promise<unknown> }
 async function main(): Promise<void> {
   const l = new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })), commandTimeoutMs: 100 })
@@ -42,5 +42,18 @@ async function main(): Promise<void> {
   if ('getSlotRandomNode' in sent) await sent.sendCommand(bytes, false, ['GET', bytes])
   else if ('sendCommand' in sent) await sent.sendCommand(['GET', bytes])
   else await sent.call('GET', bytes)
+  // The server helpers take both, keyed as a KeyedLimiter and a Policy; `decide` answers a promise of their decision.
+  interface Req { ip: string; headers: Record<string, string | undefined>; method: string }
+  const perKey = middleware({ limiter: l, key: (req: Req) => req.headers['x-api-key'], cost: (req) => (req.method === 'POST' ? 2 : 1), skip: (req) => req.ip === '' })
+  const keyed: RedisDecision = await perKey.decide({ ip: '1.2.3.4', headers: {}, method: 'GET' })
+  const perFields = fastifyHook<Req>({ limiter: p, fields: (req) => ({ user: req.headers['x-user'] ?? 'anonymous' }), cost: 1 })
+  const fielded: RedisPolicyDecision = await perFields.decide({ ip: '1.2.3.4', headers: {}, method: 'GET' })
+  console.log(keyed.fromStore, fielded.fromStore, fielded.deniedBy, middleware({ limiter: l }), fastifyHook({ limiter: p }))
+  // @ts-expect-error an object that merely looks like one is not taken (nor at run time: a brand check)
+  middleware({ limiter: { tryAcquire: async () => keyed, headers: () => ({}) } })
+  // @ts-expect-error a RedisLimiter takes `key`, not `fields`
+  middleware({ limiter: l, fields: () => ({ user: 'u' }) })
+  // @ts-expect-error a RedisPolicy takes `fields`, not `key`
+  fastifyHook({ limiter: p, key: () => 'k' })
 }
 void main()
