@@ -92,4 +92,14 @@ function spy(client, seen) {
   });
 }
 
-module.exports = { URL: URL_, ROOT, rk, rkRedis, ioredis, nodeRedis, CLIENTS, close, prefix, redisSh, random, sleep, until, spy };
+/** `fn(client)` with a fresh client of `library`, closed after. */
+async function withClient(library, fn) {
+  const client = await CLIENTS[library]();
+  try {
+    return await fn(client);
+  } finally {
+    await close(client);
+  }
+}
+
+module.exports = { URL: URL_, ROOT, rk, rkRedis, ioredis, nodeRedis, CLIENTS, close, withClient, prefix, redisSh, random, sleep, until, spy };

@@ -8,7 +8,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { createRequire } = require('node:module');
-const { ROOT, rk, rkRedis, CLIENTS, ioredis, close, prefix } = require('./helpers.cjs');
+const { ROOT, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix } = require('./helpers.cjs');
 
 // Express and Fastify of the JS suite (tests/js/package.json), which
 // scripts/redis.sh installs with the addon (node.sh build runs npm ci there).
@@ -31,16 +31,6 @@ const key = (request) => request.headers['x-client'];
 const fields = (request) => ({ client: request.headers['x-client'] });
 const cost = (request) => (request.method === 'POST' ? 2 : 1);
 const skip = (request) => request.url === '/health';
-
-/** `fn(client)` with a fresh client of `library`, closed after. */
-async function withClient(library, fn) {
-  const client = await CLIENTS[library]();
-  try {
-    return await fn(client);
-  } finally {
-    await close(client);
-  }
-}
 
 /** A 500's body: the error's class and message. */
 const failure = (error) => `${error.name}: ${error.message}`;

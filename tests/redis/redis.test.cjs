@@ -3,23 +3,13 @@
 // TTLs, headers, waiting, the script cache, hot-key batching.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { rk, rkRedis, CLIENTS, ioredis, close, prefix, sleep, until, spy } = require('./helpers.cjs');
+const { rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
 const { countingSignal } = require('../js/helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const HOUR = 3_600_000;
 // Caller time: Unix milliseconds (keys expire no earlier than it), in 2033.
 const T0 = 2_000_000_000_000;
-
-/** `fn(client)` with a fresh client of `library`, closed after. */
-async function withClient(library, fn) {
-  const client = await CLIENTS[library]();
-  try {
-    return await fn(client);
-  } finally {
-    await close(client);
-  }
-}
 
 /** A raw command on either library. */
 function raw(client, ...command) {
