@@ -7,6 +7,8 @@ import contextlib
 import gc
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -534,6 +536,28 @@ def test_bad_configuration(limiter: Any, options: dict[str, Any], message: str) 
         RateLimitMiddleware(app, limiter, **options)
     assert str(raised.value) == message
     assert raised.value.code == "invalid_type"
+
+
+def test_the_middleware_needs_no_redis_py() -> None:
+    """It takes the limiters of ratekeeper.redis, which needs redis-py, an
+    optional dependency: it tells them apart without importing that module,
+    so an app without redis-py uses it as before (tests/redis runs it with
+    them)."""
+    program = (
+        "import sys\n"
+        "sys.modules['redis'] = None  # as if not installed\n"
+        "import ratekeeper, ratekeeper.asgi\n"
+        "async def app(scope, receive, send): pass\n"
+        "ratekeeper.asgi.RateLimitMiddleware(app, ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 1.0)))\n"
+        "try:\n"
+        "    ratekeeper.asgi.RateLimitMiddleware(app, 42)\n"
+        "except ratekeeper.RateLimitTypeError as error:\n"
+        "    print(error)\n"
+        "print(sorted(name for name in sys.modules if name.startswith('ratekeeper.redis')))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout == "`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter\n[]\n"
 
 
 def test_a_policy_keyed_by_fields_the_default_request_lacks_is_refused_at_once() -> None:

@@ -11,7 +11,13 @@ Example, with Starlette (FastAPI is the same)::
     app.add_middleware(RateLimitMiddleware, limiter=KeyedLimiter(TokenBucket(10, 1, 1.0)))
 
 Works with any ASGI 3 application; ``RateLimitMiddleware(app, ...)`` wraps one
-directly.
+directly. Limits that every process shares take the asyncio classes of
+``ratekeeper.redis`` the same way::
+
+    from ratekeeper.redis import AsyncRedisLimiter
+
+    limiter = AsyncRedisLimiter(redis.asyncio.Redis(), TokenBucket(10, 1, 1.0))
+    app.add_middleware(RateLimitMiddleware, limiter=limiter)
 """
 
 from __future__ import annotations
@@ -19,12 +25,30 @@ from __future__ import annotations
 import inspect
 import operator
 import re
-from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Sequence, Union
+import sys
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    MutableMapping,
+    Optional,
+    Sequence,
+    TypeGuard,
+    Union,
+)
 from urllib.parse import unquote
 
 from ratekeeper._errors import RateLimitError, RateLimitTypeError
 from ratekeeper._ratekeeper import Decision, KeyedLimiter, Limiter, Policy
 from ratekeeper._wait import checked_cost, flag
+
+# ratekeeper.redis needs redis-py, which this module does not: its classes
+# are told apart without importing it (see _is_redis).
+if TYPE_CHECKING:
+    from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy
 
 __all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
 
@@ -137,11 +161,16 @@ class RateLimitMiddleware:
       once, as each request's ``try_acquire`` would; a ``fields`` answer
       that lacks one raises that ``try_acquire`` error (the server answers
       500);
-    - a limiter: one limiter for every request.
-
-    The limiters of ``ratekeeper.redis`` are not taken (as the JS helpers take
-    none of ``ratekeeper/redis``): decide with their ``try_acquire`` in an app
-    of your own.
+    - a limiter: one limiter for every request;
+    - an ``AsyncRedisLimiter`` or an ``AsyncRedisPolicy`` of
+      ``ratekeeper.redis`` (limits every process shares), read as a
+      ``KeyedLimiter`` (``key``) and a ``Policy`` (``fields``) are, with the
+      same defaults, options and answers. Each request awaits its round trip;
+      while Redis cannot be reached the store's ``on_error`` decides, and an
+      error ``on_error`` does not answer (``ScriptError``, say) propagates.
+      A ``RedisLimiter`` or ``RedisPolicy``, which would block the event
+      loop for each round trip, raises ``RateLimitTypeError``
+      (``invalid_type``) saying to use the ``Async`` class.
 
     ``key`` is for a ``KeyedLimiter`` and ``fields`` for a ``Policy``: given
     for another limiter (``key`` with a ``Policy``, as 0.1 took it, say),
@@ -192,7 +221,7 @@ class RateLimitMiddleware:
     def __init__(
         self,
         app: ASGIApp,
-        limiter: Union[KeyedLimiter, Policy, Limiter],
+        limiter: Union[KeyedLimiter, Policy, Limiter, AsyncRedisLimiter, AsyncRedisPolicy],
         *,
         key: Optional[Callable[[Scope], Any]] = None,
         fields: Optional[Callable[[Scope], Any]] = None,
@@ -208,6 +237,11 @@ class RateLimitMiddleware:
         # request (a 500 each), or quietly limit otherwise than asked. The
         # JS helpers refuse the same mistakes with the same errors.
         input_of: Optional[Callable[[Scope], Any]] = None
+        self._input_name = "key"
+        # What the errors below name: a Redis store's own classes, as the JS helpers' do.
+        keyed, policy = ("a KeyedLimiter", "a Policy")
+        if _is_async_redis_limiter(limiter) or _is_async_redis_policy(limiter):
+            keyed, policy = ("an AsyncRedisLimiter", "an AsyncRedisPolicy")
         if isinstance(limiter, Limiter):
             for option, function, kind in (("key", key, "KeyedLimiter"), ("fields", fields, "Policy")):
                 if function is not None:
@@ -216,19 +250,28 @@ class RateLimitMiddleware:
                         "`key` nor `fields` (pass KeyedLimiter(limiter) for one per key)",
                         "invalid_type",
                     )
-        elif isinstance(limiter, KeyedLimiter):
+        elif isinstance(limiter, KeyedLimiter) or _is_async_redis_limiter(limiter):
             if fields is not None:
-                raise RateLimitTypeError("`fields` is for a Policy: a KeyedLimiter takes `key`", "invalid_type")
+                raise RateLimitTypeError(f"`fields` is for {policy}: {keyed} takes `key`", "invalid_type")
             input_of = _function("key", key) or client_host
-        elif isinstance(limiter, Policy):
+        elif isinstance(limiter, Policy) or _is_async_redis_policy(limiter):
             if key is not None:
-                raise RateLimitTypeError("`key` is for a KeyedLimiter: a Policy takes `fields`", "invalid_type")
+                raise RateLimitTypeError(f"`key` is for {keyed}: {policy} takes `fields`", "invalid_type")
             if fields is None:
                 _default_fields_suffice(limiter)
             input_of = _function("fields", fields) or request_fields
+            self._input_name = "fields"
         else:
+            for sync in ("RedisLimiter", "RedisPolicy"):
+                if _is_redis(limiter, sync):
+                    # Every request would stop the event loop, and every
+                    # other request with it, for its round trip to Redis.
+                    raise RateLimitTypeError(
+                        f"`limiter`: a {sync} would block the event loop for each request's round trip to Redis: "
+                        f"use Async{sync}, with a redis.asyncio client",
+                        "invalid_type",
+                    )
             raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
-        self._input_name = "fields" if isinstance(limiter, Policy) else "key"
         # What a request that cannot be keyed is refused with. The default's
         # says what it read: "`key` returned None" sent an app that never
         # passed `key` (behind a proxy over a Unix socket, every request
@@ -244,16 +287,25 @@ class RateLimitMiddleware:
             self._cost_of = cost
         elif isinstance(cost, bool) or not hasattr(type(cost), "__index__"):
             raise RateLimitTypeError(f"`cost` must be an int or a function, not {type(cost).__name__}", "invalid_type")
-        else:
+        elif isinstance(limiter, (Limiter, KeyedLimiter, Policy)):
             self._cost = checked_cost(limiter, cost)
+        else:
+            # As each request's try_acquire would check it (ratekeeper.redis
+            # is loaded: the limiter is one of its classes).
+            from ratekeeper.redis._values import _cost
+
+            self._cost = _cost(cost, limiter._core.limit)
         # `key` or `fields`, whichever the limiter reads (None: it reads neither).
         self._key = input_of
 
-    def decide(self, scope: Scope) -> Decision:
+    def decide(self, scope: Scope) -> Union[Decision, Awaitable[Decision]]:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
-        a policy). Raises ``RateLimitTypeError`` when ``key`` or ``fields``
-        returns ``None`` or ``cost`` no int, or when one answers with an
-        awaitable (closed unawaited): ``decide_async`` awaits it."""
+        a policy), or for a limiter of ``ratekeeper.redis`` an awaitable of
+        it (its ``try_acquire``, the key and cost read at the call). Raises
+        ``RateLimitTypeError`` when ``key`` or ``fields`` returns ``None`` or
+        ``cost`` no int, or when one answers with an awaitable (closed
+        unawaited): ``decide_async`` awaits it, and answers the Decision
+        alone whatever the limiter."""
         key = None
         if self._key is not None:
             name = self._input_name
@@ -320,16 +372,21 @@ class RateLimitMiddleware:
         checked = _checked_key(await key, self._unkeyed)
         cost_of = self._cost_of
         if cost_of is None:
-            return self._try_acquire(checked, self._cost)
-        units = cost_of(scope)
-        if type(units) is not int and _is_awaitable(units):
-            units = await units
-        return self._try_acquire(checked, _returned_cost(units))
+            units = self._cost
+        else:
+            units = cost_of(scope)
+            if type(units) is not int and _is_awaitable(units):
+                units = await units
+            units = _returned_cost(units)
+        decision = self._try_acquire(checked, units)
+        return decision if isinstance(decision, Decision) else await decision
 
     async def _try_acquire_after(self, key: Any, units: Awaitable[Any]) -> Decision:
-        return self._try_acquire(key, _returned_cost(await units))
+        decision = self._try_acquire(key, _returned_cost(await units))
+        return decision if isinstance(decision, Decision) else await decision
 
-    def _try_acquire(self, key: Any, units: int) -> Decision:
+    def _try_acquire(self, key: Any, units: int) -> Union[Decision, Awaitable[Decision]]:
+        """The limiter's decision, or a Redis store's awaitable of it (its round trip)."""
         limiter = self.limiter
         if isinstance(limiter, Limiter):
             return limiter.try_acquire(units)
@@ -414,6 +471,22 @@ def _checked_key(key: Any, refusal: str) -> Any:
     return key
 
 
+def _is_redis(limiter: object, name: str) -> bool:
+    """Whether ``limiter`` is of class ``name`` of ``ratekeeper.redis``,
+    without importing it (it needs redis-py, which this module does not): a
+    limiter of its classes exists only once it was imported."""
+    redis = sys.modules.get("ratekeeper.redis")
+    return redis is not None and isinstance(limiter, getattr(redis, name))
+
+
+def _is_async_redis_limiter(limiter: object) -> TypeGuard[AsyncRedisLimiter]:
+    return _is_redis(limiter, "AsyncRedisLimiter")
+
+
+def _is_async_redis_policy(limiter: object) -> TypeGuard[AsyncRedisPolicy]:
+    return _is_redis(limiter, "AsyncRedisPolicy")
+
+
 def _function(name: str, function: Optional[Callable[[Scope], Any]]) -> Optional[Callable[[Scope], Any]]:
     """Option ``name``, ``function``, checked: ``None`` or a function."""
     if function is not None and not callable(function):
@@ -421,7 +494,7 @@ def _function(name: str, function: Optional[Callable[[Scope], Any]]) -> Optional
     return function
 
 
-def _default_fields_suffice(policy: Policy) -> None:
+def _default_fields_suffice(policy: Union[Policy, AsyncRedisPolicy]) -> None:
     """Refuses a policy keyed by a field ``request_fields`` lacks: every
     request would fail with try_acquire's error, raised here instead."""
     for name in policy.names:
