@@ -38,6 +38,7 @@ from typing import (
     Sequence,
     TypeGuard,
     Union,
+    cast,
 )
 from urllib.parse import unquote
 
@@ -297,22 +298,29 @@ class RateLimitMiddleware:
             self._cost = _cost(cost, limiter._core.limit)
         # `key` or `fields`, whichever the limiter reads (None: it reads neither).
         self._key = input_of
+        # A store of ratekeeper.redis: each decision a round trip, awaited.
+        self._remote = not isinstance(limiter, (Limiter, KeyedLimiter, Policy))
 
-    def decide(self, scope: Scope) -> Union[Decision, Awaitable[Decision]]:
+    def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for
-        a policy), or for a limiter of ``ratekeeper.redis`` an awaitable of
-        it (its ``try_acquire``, the key and cost read at the call). Raises
-        ``RateLimitTypeError`` when ``key`` or ``fields`` returns ``None`` or
-        ``cost`` no int, or when one answers with an awaitable (closed
-        unawaited): ``decide_async`` awaits it, and answers the Decision
-        alone whatever the limiter."""
+        a policy). Raises ``RateLimitTypeError`` when ``key`` or ``fields``
+        returns ``None`` or ``cost`` no int, or when one answers with an
+        awaitable (closed unawaited), or for a limiter of ``ratekeeper.redis``
+        (its decision is a round trip): ``decide_async`` awaits them."""
+        if self._remote:
+            raise RateLimitTypeError(
+                "`decide` answers at once, and a limiter of ratekeeper.redis decides over a round trip: "
+                "await decide_async(scope)",
+                "invalid_type",
+            )
         key = None
         if self._key is not None:
             name = self._input_name
             key = _checked_key(_answer_now(self._key(scope), name, "decide"), self._unkeyed)
         cost_of = self._cost_of
         units = self._cost if cost_of is None else _returned_cost(_answer_now(cost_of(scope), "cost", "decide"))
-        return self._try_acquire(key, units)
+        # In process: the decision itself.
+        return cast(Decision, self._try_acquire(key, units))
 
     async def decide_async(self, scope: Scope) -> Decision:
         """``decide``, awaiting ``key`` (or ``fields``) and ``cost`` where they

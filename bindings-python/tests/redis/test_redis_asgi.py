@@ -340,7 +340,7 @@ def test_an_error_on_error_does_not_answer_propagates(kind: str) -> None:
     assert refused[0].status_code == 500 and "ratelimit" not in refused[0].headers and calls == []
 
 
-def test_decide_answers_an_awaitable_of_the_decision(server: Connect) -> None:
+def test_decide_async_answers_the_decision_and_decide_refuses(server: Connect) -> None:
     async def main() -> None:
         client = server()
         limiter = AsyncRedisLimiter(client, Gcra(3, 60, name="per-key"), prefix=fresh())
@@ -349,18 +349,19 @@ def test_decide_answers_an_awaitable_of_the_decision(server: Connect) -> None:
         Starlette().add_middleware(RateLimitMiddleware, limiter=limiter, key=by_api_key)
         middleware = RateLimitMiddleware(hello_app, limiter, key=by_api_key)
         alice = scope_of(None, (b"x-api-key", b"alice"))
-        decided = middleware.decide(alice)
-        assert not isinstance(decided, ratekeeper.Decision)
-        decision = await decided
+        # decide answers at once: a round trip is decide_async's.
+        with pytest.raises(RateLimitTypeError, match="await decide_async"):
+            middleware.decide(alice)
+        decision = await middleware.decide_async(alice)
         assert isinstance(decision, RedisDecision) and decision.from_store
         assert decision.allowed and decision.remaining == 2
         assert (await middleware.decide_async(alice)).remaining == 1
-        # The key is read at the call, and refused there, as in-process.
+        # The key is refused as in-process.
         with pytest.raises(RateLimitTypeError, match="^`key` returned None"):
-            middleware.decide(scope_of(None))
+            await middleware.decide_async(scope_of(None))
         default = RateLimitMiddleware(hello_app, AsyncRedisPolicy(client, POLICY, prefix=fresh()))
         with pytest.raises(RateLimitTypeError, match="^the client's address, read by the default `fields`"):
-            default.decide(scope_of(None))
+            await default.decide_async(scope_of(None))
         decision = await default.decide_async(scope_of("203.0.113.7"))
         assert decision.headers()["RateLimit"].startswith('"per-client";r=2;t=')
         await client.aclose()
