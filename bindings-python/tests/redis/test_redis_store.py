@@ -2112,6 +2112,71 @@ def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
     asyncio.run(main())
 
 
+def test_a_cancelled_fallback_booking_goes_back_to_the_window_it_was_taken_in() -> None:
+    # A booking the in-process fallback made was given back by a refund at
+    # the time of the cancel: cancelled in a later window, it freed a unit of
+    # that window, which then let two requests through a limit of one.
+    client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+    now = [1000.0]
+
+    def clock() -> float:
+        return now[0]
+
+    def stores() -> list[tuple[Any, Any, Any]]:
+        """(sync store, async store, target), each pair on a fallback of its
+        own: a fixed window of one per 100 ms, on the fake clock."""
+        out: list[tuple[Any, Any, Any]] = []
+        window = ratekeeper.FixedWindow(1, 0.1, clock=clock)
+        keyed = ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(1, 0.1, clock=clock))
+        fallbacks: list[Union[ratekeeper.Limiter, ratekeeper.KeyedLimiter]] = [window, keyed]
+        for local in fallbacks:
+            out.append(
+                (
+                    RedisLimiter(client, ratekeeper.Gcra(10, 1.0), on_error=local),
+                    AsyncRedisLimiter(aclient, ratekeeper.Gcra(10, 1.0), on_error=local),
+                    "k",
+                )
+            )
+        policy = ratekeeper.Policy(clock=clock)
+        policy.add("w", ratekeeper.FixedWindow(1, 0.1), by=["user"])
+        out.append(
+            (
+                RedisPolicy(client, "10/second", by=["user"], on_error=policy),
+                AsyncRedisPolicy(aclient, "10/second", by=["user"], on_error=policy),
+                {"user": "u"},
+            )
+        )
+        return out
+
+    for i, (store, _, target) in enumerate(stores()):
+        now[0] += 1.0  # a window of its own
+        first = store.reserve(target, max_wait=0)
+        assert (first.ok, first.from_store, first.decision) == (True, False, None)
+        now[0] += 0.15  # the next window
+        assert store.try_acquire(target).allowed
+        first.cancel()  # its unit was the window before's
+        denied = store.try_acquire(target)
+        assert (denied.allowed, denied.from_store) == (False, False), i
+        # Refused by the fallback: its decision, as before.
+        refused = store.reserve(target, max_wait=0)
+        assert (refused.ok, refused.from_store) == (False, False), i
+        assert refused.decision is not None and refused.wait == refused.decision.retry_after > 0, i
+
+    async def main() -> None:
+        for _, astore, target in stores():
+            now[0] += 1.0
+            first = await astore.reserve(target, max_wait=0)
+            assert (first.ok, first.from_store) == (True, False)
+            now[0] += 0.15
+            assert (await astore.try_acquire(target)).allowed
+            await first.cancel()
+            assert not (await astore.try_acquire(target)).allowed
+        await aclient.aclose()
+
+    asyncio.run(main())
+
+
 def test_unnamed_limiters_of_different_configurations_never_share_a_key(client: redis.Redis) -> None:
     # Every in-process limiter is named "default" unless told: keyed by that,
     # a per-second and a per-window limiter read each other's state.

@@ -262,11 +262,13 @@ class _Async:
             reply: Optional[list[int]] = await self._call(keys, args)
         except _FAULTS:
             reply = None
-        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+        ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
 
         async def cancel() -> None:
             if slot is None:
-                self._core.unfallback(target, cost)
+                # The fallback's booking (if any), at the instant it took it.
+                if local is not None:
+                    local.cancel()
             else:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a

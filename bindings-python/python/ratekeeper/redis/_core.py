@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
-from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, RateLimitError
+from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, RateLimitError, Reservation
 from ratekeeper._wait import flag
 from ratekeeper.redis._values import (
     _ceil_micros,
@@ -170,15 +170,17 @@ class _Core:
 
     def booking(
         self, target: Any, cost: int, reply: Optional[Sequence[int]]
-    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction]]:
+    ) -> tuple[bool, float, float, RedisDecision, Optional[Fraction], Optional[Reservation]]:
         """A reserve reply (``None``: Redis failed, the fallback decides) as
-        ``(ok, wait, at, decision, slot)``, the slot exact, ``None`` for the fallback's."""
+        ``(ok, wait, at, decision, slot, local)``: the slot exact, ``None`` for
+        the fallback's; ``local`` the in-process fallback's own booking, which
+        a cancel gives back (``None`` when the fallback booked nothing)."""
         if reply is None:
-            d = self.fallback(target, cost, None, False)
-            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None
+            d, local = self.fallback_booking(target, cost)
+            return d.allowed, d.retry_after, time.time() + d.retry_after, d, None, local
         (d,) = self.decisions(reply[2:], 1)
         slot = Fraction(reply[0] + reply[2], 1_000_000)
-        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot
+        return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot, None
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]
@@ -259,6 +261,35 @@ class _Core:
             if error.code != "cost_exceeds_limit":
                 raise
             return self._open_or_closed(False)
+        return self._answered(d)
+
+    def fallback_booking(self, target: Any, cost: int) -> tuple[RedisDecision, Optional[Reservation]]:
+        """``fallback`` for ``reserve``: the decision, and the in-process
+        fallback's booking when it made one. It books with its own
+        ``reserve`` (``max_wait=0``: now or not at all, as ``try_acquire``
+        takes), whose ``cancel()`` gives the units back at the instant they
+        were taken, on the fallback's clock: a refund at the time of the
+        cancel would free units of a later window than theirs (and let
+        through more than its limit there)."""
+        if isinstance(self.on_error, str):
+            return self._open_or_closed(self.on_error == "open"), None
+        local: Any = self.on_error
+        try:
+            r = local.reserve(cost, max_wait=0) if isinstance(local, Limiter) else local.reserve(target, cost, max_wait=0)
+        except RateLimitError as error:
+            # As in `fallback`: a cost the fallback never admits is denied as "closed".
+            if error.code != "cost_exceeds_limit":
+                raise
+            return self._open_or_closed(False), None
+        if not r.ok:
+            return self._answered(r.decision), None
+        # What try_acquire would have answered: the fallback as it is now,
+        # with the units taken (a peek of nothing).
+        d = local.peek(0) if isinstance(local, Limiter) else local.peek(target, 0)
+        return self._answered(d), r
+
+    def _answered(self, d: Any) -> RedisDecision:
+        """The in-process fallback's decision ``d`` as this store's."""
         # Each limit as the fallback's limit of its name answered, when it
         # has one (a fallback Policy), else as the fallback answered as a whole.
         mine = dict(getattr(d, "limits", ()))
@@ -275,8 +306,10 @@ class _Core:
         return self.decision(numbers, own, index, False)
 
     def unfallback(self, target: Any, cost: int) -> None:
-        """Gives ``cost`` back to the in-process ``on_error`` limiter that
-        ``fallback`` took it from (a cancelled fallback booking)."""
+        """Gives ``cost`` back, now, to the in-process ``on_error`` limiter
+        that ``fallback`` took it from a moment ago (for a caller that left
+        right after the decision; a reservation's booking goes back through
+        its own ``cancel()``, at the instant it was taken)."""
         local: Any = self.on_error
         if isinstance(local, str):
             return

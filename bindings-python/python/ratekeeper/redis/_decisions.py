@@ -85,7 +85,8 @@ class RedisReservation(_Reservation):
     ``wait`` is the wait that was needed. ``from_store`` is ``False`` when
     Redis could not be reached and ``on_error`` decided (a booking then held
     by the in-process fallback, or nothing). ``cancel()`` gives an unused
-    booking back.
+    booking back: to Redis at its slot, or to the fallback at the instant it
+    was taken there (the fallback's own reservation's ``cancel()``).
     """
 
     __slots__ = ()

@@ -339,11 +339,13 @@ class _Sync:
             reply: Optional[list[int]] = self._call(keys, args)
         except _FAULTS:
             reply = None
-        ok, wait, at, decision, slot = self._core.booking(target, cost, reply)
+        ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
 
         def cancel() -> None:
             if slot is None:
-                self._core.unfallback(target, cost)
+                # The fallback's booking (if any), at the instant it took it.
+                if local is not None:
+                    local.cancel()
             else:
                 self._refund(keys, cost, slot)
 
