@@ -104,7 +104,8 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
   fromStore: boolean
   /**
    * Gives an unused booking back, once (later calls do nothing): to Redis at
-   * its slot, or to the `onError` limiter that admitted it. Resolves when
+   * its slot, or to the `onError` limiter that admitted it, at the instant
+   * it was taken there (as that limiter's own reservation's `cancel()`). Resolves when
    * Redis cannot be reached too (the booking then expires with its key);
    * rejects only with the script's own errors (NOPERM, a key of another type).
    */

@@ -488,7 +488,8 @@ class RedisReservation {
 
   /**
    * Gives an unused booking back, once (later calls do nothing): to Redis
-   * at its slot, or to the `onError` limiter that admitted it. Resolves
+   * at its slot, or to the `onError` limiter that admitted it, at the
+   * instant it was taken there (its own reservation's `cancel()`). Resolves
    * when done; when Redis cannot be reached the booking stays (it expires
    * with its key) and the promise still resolves. Rejects only with the
    * script's own errors (a key of another type, NOPERM).
@@ -818,47 +819,78 @@ class Store {
   /** The decision `onError` makes when Redis cannot answer (in time). */
   fallback(target, cost, peek) {
     const f = this.onError;
+    if (f === 'open' || f === 'closed') return this.openOrClosed(f === 'open');
     let d;
-    let closed = false;
-    if (f !== 'open' && f !== 'closed') {
-      try {
-        d = isLimiter(f) ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
-      } catch (error) {
-        // A cost above the fallback's limit (a stricter limit for an
-        // outage, say), which it never admits: denied as 'closed' denies,
-        // rather than thrown during an outage (as in Python).
-        if (error?.code !== 'cost_exceeds_limit') throw error;
-        closed = true;
-      }
+    try {
+      d = isLimiter(f) ? (peek ? f.peek(cost) : f.tryAcquire(cost)) : peek ? f.peek(target, cost) : f.tryAcquire(target, cost);
+    } catch (error) {
+      // A cost above the fallback's limit (a stricter limit for an
+      // outage, say), which it never admits: denied as 'closed' denies,
+      // rather than thrown during an outage (as in Python).
+      if (error?.code !== 'cost_exceeds_limit') throw error;
+      return this.openOrClosed(false);
     }
-    if (f === 'open' || f === 'closed' || closed) {
-      const allowed = f === 'open';
-      // Denied: try again in a second, and (for the RateLimit header's `t`,
-      // which should not say sooner) count a second to "reset" too.
-      const wait = allowed ? 0 : 1000;
-      const answer = (limit) => ({ allowed, remaining: allowed ? limit : 0, limit, retryAfterMs: wait, resetAfterMs: wait });
-      d = answer(this.limit);
-      if (this.kind === 'policy') {
-        d.deniedBy = allowed ? null : this.limits[0].name;
-        d.limits = this.limits.map((l) => ({ name: l.name, ...answer(l.limit) }));
-      }
-    } else {
-      const local = d;
-      if (this.kind === 'policy') {
-        // Each limit as the fallback's limit of its name answered, when it
-        // has one, else as the fallback answered as a whole: a fallback
-        // Policy of other limits than these (fewer, more, in another order)
-        // still gives one decision per limit, for the headers.
-        const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = local;
-        const whole = { allowed, remaining, limit, retryAfterMs, resetAfterMs };
-        const own = new Map(Array.isArray(local.limits) ? local.limits.map((l) => [l.name, l]) : []);
-        const names = this.limits.map((l) => l.name);
-        d = { ...whole, deniedBy: allowed ? null : names.includes(local.deniedBy) ? local.deniedBy : names[0] };
-        d.limits = names.map((name) => {
-          const o = own.get(name) ?? whole;
-          return { name, allowed: o.allowed, remaining: o.remaining, limit: o.limit, retryAfterMs: o.retryAfterMs, resetAfterMs: o.resetAfterMs };
-        });
-      }
+    return this.answered(d);
+  }
+
+  /**
+   * `fallback` for `reserve`: `{ d, booked }`, the decision and the
+   * in-process fallback's Reservation when it booked (else null). It books
+   * with its own `reserve` (`maxWaitMs` 0: now or not at all, as
+   * tryAcquire takes), whose `cancel()` gives the units back at the
+   * instant they were taken, on the fallback's clock: a refund at the time
+   * of the cancel would free units of a later window than theirs (and let
+   * through more than its limit there).
+   */
+  fallbackBooking(target, cost) {
+    const f = this.onError;
+    if (f === 'open' || f === 'closed') return { d: this.openOrClosed(f === 'open'), booked: null };
+    let r;
+    try {
+      r = isLimiter(f) ? f.reserve(cost, 0) : f.reserve(target, cost, 0);
+    } catch (error) {
+      // As in `fallback`: a cost the fallback never admits is denied as 'closed'.
+      if (error?.code !== 'cost_exceeds_limit') throw error;
+      return { d: this.openOrClosed(false), booked: null };
+    }
+    if (!r.ok) return { d: this.answered(r.decision), booked: null };
+    // What tryAcquire would have answered: the fallback as it is now, with
+    // the units taken (a peek of nothing).
+    return { d: this.answered(isLimiter(f) ? f.peek(0) : f.peek(target, 0)), booked: r };
+  }
+
+  /** What onError 'open' (`allowed`) or 'closed' answers. */
+  openOrClosed(allowed) {
+    // Denied: try again in a second, and (for the RateLimit header's `t`,
+    // which should not say sooner) count a second to "reset" too.
+    const wait = allowed ? 0 : 1000;
+    const answer = (limit) => ({ allowed, remaining: allowed ? limit : 0, limit, retryAfterMs: wait, resetAfterMs: wait });
+    const d = answer(this.limit);
+    if (this.kind === 'policy') {
+      d.deniedBy = allowed ? null : this.limits[0].name;
+      d.limits = this.limits.map((l) => ({ name: l.name, ...answer(l.limit) }));
+    }
+    d.fromStore = false;
+    return d;
+  }
+
+  /** The in-process fallback's decision `local` as this store's. */
+  answered(local) {
+    let d = local;
+    if (this.kind === 'policy') {
+      // Each limit as the fallback's limit of its name answered, when it
+      // has one, else as the fallback answered as a whole: a fallback
+      // Policy of other limits than these (fewer, more, in another order)
+      // still gives one decision per limit, for the headers.
+      const { allowed, remaining, limit, retryAfterMs, resetAfterMs } = local;
+      const whole = { allowed, remaining, limit, retryAfterMs, resetAfterMs };
+      const own = new Map(Array.isArray(local.limits) ? local.limits.map((l) => [l.name, l]) : []);
+      const names = this.limits.map((l) => l.name);
+      d = { ...whole, deniedBy: allowed ? null : names.includes(local.deniedBy) ? local.deniedBy : names[0] };
+      d.limits = names.map((name) => {
+        const o = own.get(name) ?? whole;
+        return { name, allowed: o.allowed, remaining: o.remaining, limit: o.limit, retryAfterMs: o.retryAfterMs, resetAfterMs: o.resetAfterMs };
+      });
     }
     d.fromStore = false;
     return d;
@@ -933,7 +965,8 @@ class Store {
    * `maxWaitMs` (ms; at most 2^50 µs): the in-process Reservation
    * (`{ ok, waitMs, atMs, cost, decision }`, `atMs` in Unix ms on the clock
    * that decided) plus `fromStore`. When Redis cannot answer, `onError`
-   * decides now (booked when it allows, nothing to give back).
+   * decides now: an in-process limiter books now or not at all, and
+   * `cancel` gives its booking back there, at the instant it was taken.
    */
   async reserve(target, keys, cost, maxWaitMs, nowMs) {
     let maxWait = MAX_SPAN;
@@ -946,10 +979,11 @@ class Store {
     const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null);
     const numbers = await this.ask(keys, args, cost > 0 ? booked : null);
     if (numbers === null) {
-      const d = this.fallback(target, cost, false);
+      const { d, booked: local } = this.fallbackBooking(target, cost);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
       const fields = { ok: d.allowed, waitMs, atMs: Date.now() + waitMs, cost, decision: d.allowed ? null : d, fromStore: false };
-      return new RedisReservation(fields, d.allowed && cost > 0 ? async () => this.unfallback(target, cost) : null);
+      // Given back by the fallback's own booking, at the instant it was taken.
+      return new RedisReservation(fields, local !== null && cost > 0 ? async () => local.cancel() : null);
     }
     const ok = numbers[1] === 1;
     // The decision at `now` follows `now, booked, wait`: read it as a batch reply of one.
@@ -1022,18 +1056,6 @@ class Store {
     // Never rejecting unhandled: a script error (a key of another type,
     // NOPERM) has nobody to go to, the caller being answered.
     r.cancel().catch(() => {});
-  }
-
-  /** Gives `cost` back to the in-process `onError` limiter that admitted it (nothing for 'open' or 'closed'). */
-  unfallback(target, cost) {
-    const f = this.onError;
-    if (f === 'open' || f === 'closed') return;
-    try {
-      if (isLimiter(f)) f.refund(cost);
-      else f.refund(target, cost);
-    } catch {
-      // The arguments were the fallback's own a moment ago; nothing to report.
-    }
   }
 
   refund(keys, cost, takenAtMs) {

@@ -694,6 +694,37 @@ test('a fallback Policy of other limits answers each limit by name, and its head
   assert.match(policy.headers(d)['RateLimit-Policy'], /^"10\/second";q=10;w=1, "100\/minute";q=100;w=60/);
 });
 
+test("a fallback's booking, cancelled in a later window, goes back to the window it was taken in", async () => {
+  // It was given back by a refund at the time of the cancel: cancelled in a
+  // later window, it freed a unit of that window, which then let two
+  // requests through a limit of one.
+  const down = { sendCommand: () => Promise.reject(new Error('connect ECONNREFUSED')) };
+  let now = 1000;
+  const clock = () => now;
+  const window = () => new rk.FixedWindow({ limit: 1, windowMs: 100, clock });
+  const policy = new rk.Policy(null, { clock });
+  policy.add('w', new rk.FixedWindow({ limit: 1, windowMs: 100 }), { by: ['user'] });
+  const stores = [
+    [new RedisLimiter(down, new rk.Gcra({ burst: 10, emissionIntervalMs: 100 }), { onError: window() }), 'k'],
+    [new RedisLimiter(down, new rk.Gcra({ burst: 10, emissionIntervalMs: 100 }), { onError: new rk.KeyedLimiter(window()) }), 'k'],
+    [new RedisPolicy(down, '10/second', { by: ['user'], onError: policy }), { user: 'u' }],
+  ];
+  for (const [i, [store, target]] of stores.entries()) {
+    now += 1000; // a window of its own
+    const first = await store.reserve(target, 1, 0);
+    assert.deepEqual([first.ok, first.fromStore, first.decision], [true, false, null], `${i}`);
+    now += 150; // the next window
+    assert.equal((await store.tryAcquire(target)).allowed, true, `${i}`);
+    await first.cancel(); // its unit was the window before's
+    const denied = await store.tryAcquire(target);
+    assert.deepEqual([denied.allowed, denied.fromStore], [false, false], `${i}`);
+    // Refused by the fallback: its decision, as before.
+    const refused = await store.reserve(target, 1, 0);
+    assert.deepEqual([refused.ok, refused.fromStore], [false, false], `${i}`);
+    assert.ok(refused.waitMs > 0 && refused.waitMs === refused.decision.retryAfterMs, `${i}`);
+  }
+});
+
 test('a limit whose name ends like a key never shares a key with another limit', () =>
   withClient('ioredis', async (client) => {
     const p = prefix('names');
