@@ -76,10 +76,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-        const gives = givesBack(this);
-        const give = (high, low) => {
-          if (gives()) B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]);
-        };
+        const give = givesBack(this, (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]));
         const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
         if (booked && out()[0] > 0) untracked(this);
         return reservation(booked, units, now, decision, give);
@@ -106,17 +103,10 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
         return Promise.reject(error);
       }
       const h = this.#h;
-      // Whether the latest booking may still be given back (see givesBack).
-      let gives;
       return acquireSlot(
         {
-          reserve: (units, maxWait, now) => {
-            gives = givesBack(this);
-            return yes(keyedOp(h, k, units, maxWait, now, 2));
-          },
-          refund: (units, high, low) => {
-            if (gives()) B.keyedRefund(h, arg, units, [NaN, high, low]);
-          },
+          reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
+          refund: (units, high, low) => B.keyedRefund(h, arg, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           owner: this,
           label: `${this.#prototype.name} [${k}]`,

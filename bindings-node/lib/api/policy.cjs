@@ -349,10 +349,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
         // limit allows (nor does the request need that limit's fields).
         const limits = this.#limits.length;
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const gives = givesBack(this);
-        const give = (high, low) => {
-          if (gives()) B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits);
-        };
+        const give = givesBack(this, (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits));
         return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
       } catch (error) {
         throw policyError(this, error);
@@ -400,18 +397,13 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       // The limits the latest booking was made in (see reserve): a booking
       // is given back before it is made again.
       let limits = 0;
-      // Whether the latest booking may still be given back (see givesBack).
-      let gives;
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => {
             limits = this.#limits.length;
-            gives = givesBack(this);
             return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
           },
-          refund: (units, high, low) => {
-            if (gives()) B.policyRefund(h, args, units, [NaN, high, low], limits);
-          },
+          refund: (units, high, low) => B.policyRefund(h, args, units, [NaN, high, low], limits),
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',

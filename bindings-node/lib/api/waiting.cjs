@@ -63,17 +63,19 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   }
 
   /**
-   * For a booking of `owner` made now: whether it may still be given back,
-   * which it may not once a reset found its key. The store forgot that
-   * key's bookings, and the key, used again, may book their slots anew:
-   * given back, an old booking would free a unit of those (two requests in
-   * a window of one). The store cannot tell which bookings a reset forgot,
-   * nor a policy which of its keys a request reached, so none made before
-   * a reset gives anything back: its slot goes unused.
+   * `give(high, low)`, the give-back of a booking of `owner` made now, as it
+   * stands until a reset finds a key of `owner`, and doing nothing after.
+   * The store forgot that key's bookings, and the key, used again, may book
+   * their slots anew: given back, an old booking would free a unit of those
+   * (two requests in a window of one). The store cannot tell which bookings
+   * a reset forgot, nor a policy which of its keys a request reached, so
+   * none made before a reset gives anything back: its slot goes unused.
    */
-  function givesBack(owner) {
+  function givesBack(owner, give) {
     const resets = resetsOf.get(owner) ?? 0;
-    return () => (resetsOf.get(owner) ?? 0) === resets;
+    return (high, low) => {
+      if ((resetsOf.get(owner) ?? 0) === resets) give(high, low);
+    };
   }
 
   /**
@@ -237,7 +239,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     const pending = waitersOf.get(slot.owner)?.list ?? [];
     if (waitMs === 0 && !pending.some((other) => slot.queue === null || other.queue === slot.queue)) return Promise.resolve();
     const w = waiters(slot.owner, slot.read);
-    const give = (high, low) => slot.refund(units, high, low);
+    // Each booking's give-back, from when it is made (see givesBack).
+    const refund = (high, low) => slot.refund(units, high, low);
     return new Promise((resolve, reject) => {
       let settled = false;
       // Settles once. `done` and `fail` run in the waiters' timer: see unlisten.
@@ -255,7 +258,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         queue: slot.queue,
         latestOnly: slot.latestOnly === true,
         aborted: () => signal !== undefined && abortedNow(signal),
-        giveBack: cancelOnce(give, high, low),
+        giveBack: cancelOnce(givesBack(slot.owner, refund), high, low),
         /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
         rebook() {
           try {
@@ -268,7 +271,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           }
           const again = out();
           waiter.atMs = again[1];
-          waiter.giveBack = cancelOnce(give, again[2], again[3]);
+          waiter.giveBack = cancelOnce(givesBack(slot.owner, refund), again[2], again[3]);
           return null;
         },
         done() {
