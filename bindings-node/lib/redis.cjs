@@ -574,7 +574,7 @@ class Store {
     this.limit = Math.min(...limits.map((l) => l.limit));
     // Fields every limit is keyed by: the hash tag, so that a request's keys share a slot.
     this.common = limits[0].by.filter((f) => limits.every((l) => l.by.includes(f)));
-    // Every limit's index, for keys().
+    // Every limit's index, for keys() (see keysOf).
     this.every = limits.map((_, i) => i);
     this.config = [limits.length];
     for (const l of limits) this.config.push(...l.args);
@@ -589,20 +589,7 @@ class Store {
     for (const [field, name] of this.fallbackFieldsNow()) {
       if (!Object.hasOwn(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
     }
-    const values = new Map();
-    let bytes = false;
-    for (const limit of this.limits) {
-      for (const field of limit.by) {
-        if (values.has(field)) continue;
-        if (!Object.hasOwn(request, field)) {
-          throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
-        }
-        const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
-        if (typeof part !== 'string') bytes = true;
-        values.set(field, counted(part));
-      }
-    }
-    return this.written(values, this.every, bytes);
+    return this.keysOf(request, this.every);
   }
 
   /**
@@ -614,24 +601,28 @@ class Store {
     const reached = [];
     for (let i = 0; i < this.limits.length; i++) if (reaches(this.limits[i], request)) reached.push(i);
     if (reached.length === 0) throw rangeError('request', 'lacks a field of each limit keyed by fields, so it resets none');
+    return this.keysOf(request, reached);
+  }
+
+  /**
+   * The keys of the limits at `indices` for `request`, which must give
+   * their fields; as Buffers when some value is bytes that are not UTF-8.
+   */
+  keysOf(request, indices) {
     const values = new Map();
     let bytes = false;
-    for (const i of reached) {
-      for (const field of this.limits[i].by) {
+    for (const i of indices) {
+      const limit = this.limits[i];
+      for (const field of limit.by) {
         if (values.has(field)) continue;
-        const part = keyPart(request[field], `request.${field}`);
+        if (!Object.hasOwn(request, field)) {
+          throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
+        }
+        const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
         if (typeof part !== 'string') bytes = true;
         values.set(field, counted(part));
       }
     }
-    return this.written(values, reached, bytes);
-  }
-
-  /**
-   * The keys of the limits at `indices`, from the written `values` of their
-   * fields; as Buffers when some value is `bytes` that are not UTF-8.
-   */
-  written(values, indices, bytes) {
     // No field in common (a global limit): the whole policy on the slot of
     // its prefix. A limit keyed by fields has every field in common.
     const parts = this.common.map((f) => values.get(f));

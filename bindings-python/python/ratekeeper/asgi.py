@@ -239,10 +239,10 @@ class RateLimitMiddleware:
         # JS helpers refuse the same mistakes with the same errors.
         input_of: Optional[Callable[[Scope], Any]] = None
         self._input_name = "key"
+        # A store of ratekeeper.redis: each decision a round trip, awaited.
+        self._remote = _is_async_redis_limiter(limiter) or _is_async_redis_policy(limiter)
         # What the errors below name: a Redis store's own classes, as the JS helpers' do.
-        keyed, policy = ("a KeyedLimiter", "a Policy")
-        if _is_async_redis_limiter(limiter) or _is_async_redis_policy(limiter):
-            keyed, policy = ("an AsyncRedisLimiter", "an AsyncRedisPolicy")
+        keyed, policy = ("an AsyncRedisLimiter", "an AsyncRedisPolicy") if self._remote else ("a KeyedLimiter", "a Policy")
         if isinstance(limiter, Limiter):
             for option, function, kind in (("key", key, "KeyedLimiter"), ("fields", fields, "Policy")):
                 if function is not None:
@@ -298,8 +298,6 @@ class RateLimitMiddleware:
             self._cost = _cost(cost, limiter._core.limit)
         # `key` or `fields`, whichever the limiter reads (None: it reads neither).
         self._key = input_of
-        # A store of ratekeeper.redis: each decision a round trip, awaited.
-        self._remote = not isinstance(limiter, (Limiter, KeyedLimiter, Policy))
 
     def decide(self, scope: Scope) -> Decision:
         """Decide the request of ``scope``: its Decision (a PolicyDecision for

@@ -123,14 +123,7 @@ class _Core:
         for field, name in self._fallback_fields().items():
             if field not in request:
                 raise _error(f"`request` lacks the field {field!r} that on_error's limit {name!r} is keyed by")
-        values: dict[str, bytes] = {}
-        for limit in self.limits:
-            for field in limit.by:
-                if field not in values:
-                    if field not in request:
-                        raise _error(f"`request` lacks the field {field!r} that limit {limit.name!r} is keyed by")
-                    values[field] = _counted(_key_part(request[field], argument or f"request[{field!r}]"))
-        return self._written(values, self.named)
+        return self._keys_of(request, self.named, argument)
 
     def reset_keys(self, request: Mapping[str, _Key]) -> list[bytes]:
         """The keys ``reset(request)`` unlinks: the request's key in every
@@ -139,16 +132,20 @@ class _Core:
         reached = [(limit, name) for limit, name in self.named if _reaches(limit, request)]
         if not reached:
             raise _error("`request` lacks a field of each limit keyed by fields, so it resets none")
+        return self._keys_of(request, reached)
+
+    def _keys_of(
+        self, request: Mapping[str, _Key], limits: list[tuple[_Limit, bytes]], argument: Optional[str] = None
+    ) -> list[bytes]:
+        """The keys of ``limits`` (each with its written name) for
+        ``request``, which must give their fields: ``prefix{tag}:name:key``."""
         values: dict[str, bytes] = {}
-        for limit, _ in reached:
+        for limit, _ in limits:
             for field in limit.by:
                 if field not in values:
-                    values[field] = _counted(_key_part(request[field], f"request[{field!r}]"))
-        return self._written(values, reached)
-
-    def _written(self, values: dict[str, bytes], limits: list[tuple[_Limit, bytes]]) -> list[bytes]:
-        """The keys of ``limits`` (each with its written name), from the
-        written ``values`` of their fields: ``prefix{tag}:name:key``."""
+                    if field not in request:
+                        raise _error(f"`request` lacks the field {field!r} that limit {limit.name!r} is keyed by")
+                    values[field] = _counted(_key_part(request[field], argument or f"request[{field!r}]"))
         # No field in common (a global limit): the whole policy on the slot of
         # its prefix. A limit keyed by fields has every field in common.
         tag = b"".join(values[f] for f in self.common) if self.common else self.prefix

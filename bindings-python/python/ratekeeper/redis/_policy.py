@@ -36,9 +36,7 @@ class _PolicyMixin:
         self._connect(client, _policy_core(config, algorithm, by, prefix, clock, on_error, batching))
 
     def _keys(self, request: _Request) -> list[bytes]:
-        if request is not None and not isinstance(request, Mapping):
-            raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
-        return self._core.keys(request or {})
+        return self._core.keys(_fields(request))
 
     def _asked(self, request: _Request) -> tuple[_Request, list[bytes]]:
         """What ``on_error`` decides for, and the request's keys. A fallback
@@ -54,12 +52,11 @@ class _PolicyMixin:
         """The Redis keys ``reset(request)`` unlinks, once a ``Policy``
         fallback has reset the request's keys where its limits reach them (a
         ``Limiter`` fallback is every request's: it is left as it is)."""
-        if request is not None and not isinstance(request, Mapping):
-            raise _type_error("request", "a mapping of field to str, bytes or int", request)
-        keys = self._core.reset_keys(request or {})
+        fields = _fields(request)
+        keys = self._core.reset_keys(fields)
         fallback = self._core.on_error
-        if isinstance(fallback, Policy) and any(_reaches(limit, request or {}) for limit in fallback.limits):
-            fallback.reset(request)
+        if isinstance(fallback, Policy) and any(_reaches(limit, fields) for limit in fallback.limits):
+            fallback.reset(fields)
         return keys
 
     def headers(self, decision: Decision) -> dict[str, str]:
@@ -103,6 +100,13 @@ class _PolicyMixin:
             for limit in self._core.limits
         )
         return f"<{type(self).__name__}: {limits}>"
+
+
+def _fields(request: _Request) -> Mapping[str, Any]:
+    """``request``'s fields (``None``: none), refused when it is no mapping."""
+    if request is not None and not isinstance(request, Mapping):
+        raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
+    return request or {}
 
 
 def _policy_core(
