@@ -1259,6 +1259,13 @@ class RedisLimiter extends RedisLimits {
   }
 }
 
+/** A policy's `request`, its fields (none when undefined or null); a TypeError when it is no object. */
+function fieldsOf(request) {
+  if (request === undefined || request === null) return {};
+  if (typeof request !== 'object') throw typeError('request', 'an object');
+  return request;
+}
+
 /** Whether a policy's `reset(request)` resets `limit` (`{ by }`): keyed by fields, each of them in `request`. */
 const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => Object.hasOwn(request, field));
 
@@ -1300,9 +1307,7 @@ class RedisPolicy extends RedisLimits {
   _keys(request) {
     // See RedisLimiter's _keys.
     ownPolicy(this);
-    if (request === undefined || request === null) return this.#store.keys({});
-    if (typeof request !== 'object') throw typeError('request', 'an object');
-    return this.#store.keys(request);
+    return this.#store.keys(fieldsOf(request));
   }
 
   /**
@@ -1317,8 +1322,7 @@ class RedisPolicy extends RedisLimits {
    */
   async reset(request) {
     ownPolicy(this);
-    if (request !== undefined && request !== null && typeof request !== 'object') throw typeError('request', 'an object');
-    const given = request ?? {};
+    const given = fieldsOf(request);
     const keys = this.#store.resetKeys(given);
     const fallback = this.#store.onError;
     if (isPolicy(fallback) && fallback.limits.some((limit) => reaches(limit, given))) fallback.reset(given);
