@@ -149,11 +149,30 @@ cmd_build() {
     local strip=(--remove-name-section --remove-producers-section)
     wasm-bindgen "$wasm" "${strip[@]}" --target nodejs --out-dir "$OUT/nodejs"
     wasm-bindgen "$wasm" "${strip[@]}" --target web --out-dir "$OUT/web"
+    one_instance "$OUT/web/${CRATE//-/_}.js"
     local out="$OUT/web/${CRATE//-/_}_bg.wasm"
     wasm_opt "$out" "$OUT/nodejs/${CRATE//-/_}_bg.wasm"
     shared_js
     printf 'wasm.sh: built in %ss (%s route); %s: %s bytes raw, %s bytes gzipped (-9)\n' \
         "$((SECONDS - start))" "$(toolchain)" "$out" "$(wc -c <"$out")" "$(gzip -9c "$out" | wc -c)"
+}
+
+# The web glue instantiates once, whichever of init() and initSync() comes
+# first: initSync() called while an init() was fetching (two parts of an app
+# each initialising) made an instance that the fetch's end replaced, and the
+# limiters built in between then read the new instance's memory ("memory
+# access out of bounds", or another limiter's state). Each path already
+# returns early once initialised; the fetch's end now does too, keeping the
+# first instance. Checked by tests/js/entry.test.cjs. $1: the web glue.
+one_instance() {
+    node -e '
+        const fs = require("node:fs");
+        const [file] = process.argv.slice(1);
+        const head = "function __wbg_finalize_init(instance, module) {\n";
+        const glue = fs.readFileSync(file, "utf8");
+        if (glue.split(head).length !== 2) throw new Error(`${file}: no single __wbg_finalize_init to guard (wasm-bindgen changed its glue?)`);
+        fs.writeFileSync(file, glue.replace(head, `${head}    if (wasm !== undefined) return wasm;\n`));
+    ' "$1"
 }
 
 # binaryen's -Os over wasm-bindgen's output (after it: run before, it saved 0.4 KB
