@@ -114,7 +114,8 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * with nothing remaining, pauses the queue until then (queued bookings are
  * refunded, and the requests booked again, in order, when the pause ends:
  * booked then, so that the limiter's other callers meanwhile are decided
- * at their own time); a 429/503 request is sent
+ * at their own time; one asking no wait, `Retry-After: 0` or a date past,
+ * pauses nothing unless its request is sent again); a 429/503 request is sent
  * again `retries` times. `RateLimit`'s `t` is when the quota is whole again:
  * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
  * most `w / q` seconds, the time a bucket takes to earn a unit back (a window

@@ -576,9 +576,14 @@ function pace(RateLimited, fetch, limiter, options) {
    * unused, when others booked after the first: see BOOKINGS), and the
    * requests wait unbooked, in call order (`first`, a request to send
    * again, among them), to be booked when it ends; those whose maxWaitMs it
-   * exceeds reject now.
+   * exceeds reject now. A pause of nothing (`Retry-After: 0`, a date
+   * already past, delay-seconds spent in a cache, maxRetryAfterMs 0) with
+   * no request to send again changes nothing: released and booked again,
+   * the queue's bookings were kept unused where another booked the
+   * limiter after them, and the requests waited as many slots again.
    */
   function pause(ms, first) {
+    if (first === undefined && !(ms > 0)) return;
     const now = readClock();
     pausedUntil = Math.max(pausedUntil, now + Math.min(ms, MAX_PAUSE_MS));
     releaseAll();

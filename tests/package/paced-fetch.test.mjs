@@ -201,6 +201,43 @@ test('retries: 0 returns the 429, and the queue still pauses', async () => {
   assert.deepEqual(log, [['/a', 0], ['/b', 1000]]);
 });
 
+test('a Retry-After that asks no wait (0, a date past, spent in a cache) and is not retried leaves the queue its slots on a shared limiter', async () => {
+  // Such a pause was one all the same: the queued bookings were released,
+  // kept unused since another booked the limiter after them, and the
+  // requests booked again behind that one, each a queue's length later.
+  const wall = Date.UTC(2026, 10, 30, 12, 0, 0);
+  const answers = [
+    ['0', {}, {}],
+    ['Mon, 30 Nov 2026 11:59:00 GMT', {}, {}],
+    ['5', { Age: '9' }, {}],
+    ['5', {}, { maxRetryAfterMs: 0 }],
+  ];
+  for (const [retryAfter, more, options] of answers) {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url) =>
+      url === '/0' ? { status: 429, headers: { 'Retry-After': retryAfter, ...more } } : { status: 200 },
+    );
+    const gcra = tenPerSecond(time.clock);
+    const events = [];
+    const paced = pacedFetch(fetch, gcra, {
+      clock: time.clock,
+      wallClock: () => wall,
+      timers: time.timers,
+      retries: 0,
+      onEvent: (e) => events.push(e.type),
+      ...options,
+    });
+    const sent = ['/0', '/1', '/2', '/3'].map((url) => paced(url));
+    const other = gcra.acquire(); // booked after them: their slots cannot be given back
+    await time.advance(2000);
+    assert.equal((await sent[0]).status, 429, retryAfter);
+    await Promise.all([...sent, other]);
+    assert.deepEqual(log, [['/0', 0], ['/1', 100], ['/2', 200], ['/3', 300]], `Retry-After: ${retryAfter}`);
+    assert.ok(!events.includes('paused'), 'nothing paused');
+    assert.equal(paced.pausedUntilMs, -Infinity);
+  }
+});
+
 test('a RateLimit header with nothing remaining pauses the queue until its reset', async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time, (url) =>
