@@ -63,6 +63,23 @@ test('require("ratekeeper") is the native addon', () => {
   assert.match(out[1], /node_modules\/ratekeeper\/main\.cjs$/);
 });
 
+test("code shared with browsers, compiled to CommonJS (Babel, as Jest's default node environment runs it), calls the default export: init", () => {
+  // `import init, { Gcra } from 'ratekeeper'; await init()`, as NPM.md shows
+  // for code shared between browsers and Node: Babel's interop read the
+  // unmarked main.cjs as the default, and init() threw "is not a function"
+  // (under jsdom, wasm/browser.cjs was marked already).
+  const out = node(['-e', `
+    (async () => {
+      const api = require('ratekeeper');
+      const init = api.__esModule ? api.default : api;
+      await init();
+      init.initSync();
+      console.log(JSON.stringify([typeof init, init === api.init, init.Gcra === api.Gcra, init.pacedFetch === api.pacedFetch]));
+    })();
+  `]).trim();
+  assert.deepEqual(JSON.parse(out), ['function', true, true, true]);
+});
+
 test('where no native addon loads, require and import fall back to the WebAssembly build, with a warning', () => {
   // As on macOS, Windows, arm64, musl or an older glibc: loading the .node fails.
   const noAddon = "process.dlopen = () => { throw new Error('not this platform'); };";
