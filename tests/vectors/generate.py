@@ -4,8 +4,9 @@
 The models share no code with the Rust core: exact Fractions and plain lists.
 Files in this folder are run by every runner (Rust, Python, Node, wasm); files
 in core-only/ too, but for the scenarios at the edges of u64 that no JS number
-holds, which the JS runner recognises and does not run. Each folder has an
-index.json with every file's scenario count.
+holds, which the JS runner recognises and does not run; files in server/ by
+the server tests of the Node and Python bindings (the key of a client's
+address). Each folder has an index.json with every file's scenario count.
 
     python3 tests/vectors/generate.py          # rewrite what changed
     python3 tests/vectors/generate.py --check  # fail if a committed file is stale
@@ -62,7 +63,7 @@ def main() -> None:
         problems = [str(p.relative_to(HERE)) for p in stale] + [f"{o} (no model writes it)" for o in orphans]
         if problems:
             sys.exit(f"vectors out of date (run tests/vectors/generate.py): {', '.join(problems)}")
-        print(f"vectors up to date: {total} scenarios in {len(files) - 2} files")
+        print(f"vectors up to date: {total} scenarios in {sum(p.name != 'index.json' for p in files)} files")
         return
     for path in stale:
         path.parent.mkdir(parents=True, exist_ok=True)
