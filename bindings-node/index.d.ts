@@ -603,9 +603,23 @@ export type HandlerOptions<Request> = (
        * header the client left out, as `(req) => req.get('x-api-key')` answers;
        * an unknown address: a Unix socket's) goes to `next(error)`: a request
        * that cannot be keyed is never let through unlimited; exempt requests
-       * with `skip`. Not a function: a `TypeError` (`invalid_type`).
+       * with `skip`. Not a function: a `TypeError` (`invalid_type`). An
+       * IPv6 client's default key is its network: see `ipv6Subnet`.
        */
       key?: (request: Request) => Key | null | undefined | PromiseLike<Key | null | undefined>
+      /**
+       * How the default `key` keys an IPv6 client: by its network of this
+       * many bits, `2001:db8:1234:5600::/56` (see `ipKey`). Default 56: a
+       * client usually holds a whole network (RFC 6177 recommends a /56 for
+       * a home; a /64 is the least a single host gets) and may take a new
+       * address in it at will, each a fresh limit were addresses keyed
+       * whole, as `false` keys them. An IPv4-mapped address
+       * (`::ffff:1.2.3.4`) is keyed as its IPv4 address either way. Not a
+       * number or `false`: a `TypeError` (`invalid_type`); not a whole
+       * number from 1 to 128: a `RangeError` (`invalid_value`); beside a
+       * `key` of your own (call `ipKey` in it): a `TypeError`.
+       */
+      ipv6Subnet?: number | false
       /**
        * The cost of every request, or a function answering a request's (a
        * number: `undefined` or `null` goes to `next(error)`). Default 1. A
@@ -634,6 +648,12 @@ export type HandlerOptions<Request> = (
        * its `case sensitive routing` and `strict routing` are set.
        */
       fields?: (request: Request) => PolicyRequest | null | undefined | PromiseLike<PolicyRequest | null | undefined>
+      /**
+       * As for a KeyedLimiter: how the default fields' `client` keys an IPv6
+       * client (default 56; `false`: each address whole). Beside `fields` of
+       * your own: a `TypeError` (`invalid_type`).
+       */
+      ipv6Subnet?: number | false
       /** As for a KeyedLimiter. */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
       /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here. */
@@ -648,6 +668,8 @@ export type HandlerOptions<Request> = (
       key?: never
       /** Not taken (a `TypeError`, `invalid_type`). */
       fields?: never
+      /** Not taken (a `TypeError`, `invalid_type`): no address is read. */
+      ipv6Subnet?: never
     }
 ) & {
   /**
@@ -657,6 +679,22 @@ export type HandlerOptions<Request> = (
    */
   skip?: (request: Request) => boolean | PromiseLike<boolean>
 }
+
+/**
+ * The key of a client at `address`, as the server helpers' default `key` and
+ * `fields` key it: an IPv6 address is its network of `ipv6Subnet` bits
+ * (default 56) in canonical text, `2001:db8:1234:5600::/56`, or with `false`
+ * the address itself in canonical text; an IPv4-mapped one
+ * (`::ffff:1.2.3.4`, what Node reports for an IPv4 client of a server
+ * listening on `::`) its IPv4 address, `1.2.3.4`; a zone id (`fe80::1%eth0`)
+ * is dropped. Anything else (an IPv4 address, a host name) is the key as it
+ * is. The ASGI middleware's `ip_key`, key for key. For a `key` of your own
+ * that reads an address: `key: (req) => ipKey(req.get('x-client-ip') ?? '')`.
+ * An `ipv6Subnet` not a number or `false` is a `TypeError` (`invalid_type`),
+ * not a whole number from 1 to 128 a `RangeError` (`invalid_value`); an
+ * `address` not a string a `TypeError`.
+ */
+export declare function ipKey(address: string, ipv6Subnet?: number | false): string
 
 /** What `middleware` needs of a response (Express's, or Node's own `ServerResponse`). */
 export interface ResponseLike {

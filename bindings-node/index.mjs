@@ -14,5 +14,6 @@ export const {
   RateLimited,
   middleware,
   fastifyHook,
+  ipKey,
 } = api;
 export default api;

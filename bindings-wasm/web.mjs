@@ -45,6 +45,7 @@ export const {
   RateLimited,
   middleware,
   fastifyHook,
+  ipKey,
 } = api;
 
 /** Fetches and instantiates the .wasm (by default the file next to the glue code). */

@@ -21,8 +21,9 @@
 // The parts, one concept each, in lib/api/: values.cjs (plain helpers),
 // shared.cjs (what the classes share over one backend), waiting.cjs (the
 // waiting acquire), limiters.cjs, keyed.cjs, policy.cjs, server.cjs (the
-// Express and Fastify helpers). Each but values.cjs is a function of the
-// parts before it, called once per backend.
+// Express and Fastify helpers), addresses.cjs (how they key a client's
+// address: ipKey). Each but values.cjs and addresses.cjs is a function of
+// the parts before it, called once per backend.
 const values = require('./api/values.cjs');
 const shared = require('./api/shared.cjs');
 const waiting = require('./api/waiting.cjs');
@@ -30,6 +31,7 @@ const limiters = require('./api/limiters.cjs');
 const keyed = require('./api/keyed.cjs');
 const policy = require('./api/policy.cjs');
 const server = require('./api/server.cjs');
+const { ipKey } = require('./api/addresses.cjs');
 
 /** The public classes and helpers over the backend `B`. */
 function createApi(B) {
@@ -55,6 +57,7 @@ function createApi(B) {
     RateLimited: common.RateLimited,
     middleware,
     fastifyHook,
+    ipKey,
   };
   // For lib/redis.cjs, which takes this API's classes as its in-process
   // ones: brand checks, as the classes check each other (see isLimiter);

@@ -14,7 +14,7 @@ const cjs = require('./impl.cjs');
 const ROOT = path.join(__dirname, '..', '..');
 const EXPORTS = [
   'FixedWindow', 'Gcra', 'KeyedLimiter', 'LeakyBucket', 'Limiter', 'Policy', 'RateLimited', 'SlidingWindowCounter', 'SlidingWindowLog',
-  'TokenBucket', 'fastifyHook', 'middleware',
+  'TokenBucket', 'fastifyHook', 'ipKey', 'middleware',
 ];
 
 it('the CommonJS entry exports exactly the API', () => {

@@ -657,6 +657,87 @@ for (const [framework, serve, close] of frameworks) {
   });
 }
 
+// The default key of an IPv6 client is its network, /56 unless `ipv6Subnet`
+// says otherwise (ip-key.test.cjs has the cases): each address was a key of
+// its own, so that a client taking a new address within its network, as one
+// may at will, got a fresh limit with each. The servers trust the test as
+// their proxy (it connects from 127.0.0.1), whose X-Forwarded-For names each
+// client: Express's req.ip and Fastify's request.ip read it, as they read
+// the socket's address, without the machine needing IPv6.
+const proxied = [
+  ['middleware', async (server, options) => {
+    const app = express();
+    app.set('trust proxy', 'loopback');
+    app.use(middleware(options));
+    app.all('/', (req, res) => res.type('text/plain').send('hello'));
+    await new Promise((resolve) => (server.http = app.listen(0, '127.0.0.1', resolve)));
+    server.url = `http://127.0.0.1:${server.http.address().port}/`;
+    server.close = () => new Promise((resolve) => server.http.close(resolve));
+  }],
+  ['fastifyHook', async (server, options) => {
+    const app = Fastify({ logger: false, trustProxy: '127.0.0.1' });
+    app.addHook('onRequest', fastifyHook(options));
+    app.all('/', async (request, reply) => reply.type('text/plain').send('hello'));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    server.url = `http://127.0.0.1:${app.server.address().port}/`;
+    server.close = () => app.close();
+  }],
+];
+
+/** The statuses of one request from each of `clients` in turn, named by X-Forwarded-For. */
+async function statusesFrom(url, clients) {
+  const statuses = [];
+  for (const client of clients) statuses.push((await fetch(url, { headers: { 'x-forwarded-for': client } })).status);
+  return statuses;
+}
+
+for (const [framework, serve] of proxied) {
+  describe(`${framework}: the default key of an IPv6 client, its /56`, () => {
+    const server = {};
+    const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'per-client' }));
+    before(() => serve(server, { limiter }));
+    after(() => server.close());
+    it('limits two addresses of one /56 together, and another /56 apart', async () => {
+      const siblings = ['2001:db8:1234:5601::1', '2001:db8:1234:56ff:abcd::2', '2001:DB8:1234:5600::3'];
+      assert.deepStrictEqual(await statusesFrom(server.url, siblings), [200, 429, 429]);
+      assert.equal(limiter.peek('2001:db8:1234:5600::/56', 0).remaining, 0);
+      // An IPv4 client of a server listening on `::`, as Node reports it, keys as its IPv4 address.
+      assert.deepStrictEqual(await statusesFrom(server.url, ['2001:db8:1234:5700::1', '::ffff:203.0.113.7', '203.0.113.7']), [200, 200, 429]);
+      assert.equal(limiter.peek('203.0.113.7', 0).remaining, 0);
+      assert.equal(limiter.size, 3);
+    });
+  });
+
+  describe(`${framework}: a Policy's default client field of an IPv6 client, its /56`, () => {
+    const server = {};
+    const policy = Policy.fromRates('1/minute', { by: ['client'] });
+    before(() => serve(server, { limiter: policy }));
+    after(() => server.close());
+    it('limits two addresses of one /56 together', async () => {
+      assert.deepStrictEqual(await statusesFrom(server.url, ['2001:db8:1234:5601::1', '2001:db8:1234:56ff::2', '2001:db8:1234:5700::1']), [200, 429, 200]);
+      assert.equal(policy.peek({ client: '2001:db8:1234:5600::/56' }, 0).remaining, 0);
+    });
+  });
+
+  for (const [ipv6Subnet, statuses] of [
+    [64, [200, 429, 200, 200]],
+    [48, [200, 429, 429, 200]],
+    // Each address whole (in canonical text: 2001:db8:0:1::0001 is 2001:db8:0:1::1).
+    [false, [200, 429, 200, 200]],
+  ]) {
+    describe(`${framework}: ipv6Subnet ${ipv6Subnet}`, () => {
+      const server = {};
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000 }));
+      before(() => serve(server, { limiter, ipv6Subnet }));
+      after(() => server.close());
+      it('sets the network the default key reads', async () => {
+        const clients = ['2001:db8:0:1::1', '2001:db8:0:1:0:0:0:0001', ipv6Subnet === false ? '2001:db8:0:1::2' : '2001:db8:0:2::1', '2001:db9::1'];
+        assert.deepStrictEqual(await statusesFrom(server.url, clients), statuses);
+      });
+    });
+  }
+}
+
 // A server without `request.ip` (plain node:http, Connect, Polka): the
 // default key is the socket's peer address. It was undefined, and every
 // request failed (500).

@@ -4,6 +4,7 @@
 // one limiter every request shares (or the Redis-backed RedisLimiter and
 // RedisPolicy of lib/redis.cjs), and answer 429 with the RateLimit headers.
 const { invalidType, invalidValue } = require('./values.cjs');
+const { IPV6_SUBNET, subnetOf, addressKey } = require('./addresses.cjs');
 
 module.exports = function server({ badType, known }, { isLimiter }, { isKeyed }, { isPolicy }) {
   // --- Limiters kept elsewhere -------------------------------------------------
@@ -33,10 +34,11 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   // --- Server helpers ----------------------------------------------------------
   // How the helpers decide a request: `limiter` is a KeyedLimiter or a
-  // RedisLimiter (keyed by `key(request)`, default the client's address), a
-  // Policy or a RedisPolicy (its request is `fields(request)`, a plain object
-  // of fields, default requestFields) or one limiter every request shares
-  // (neither); a Redis-backed one's decision is a promise. `cost` is a number or
+  // RedisLimiter (keyed by `key(request)`, default the client's address, an
+  // IPv6 one's network of `ipv6Subnet` bits: clientKey), a Policy or a
+  // RedisPolicy (its request is `fields(request)`, a plain object of fields,
+  // default requestFields) or one limiter every request shares (neither); a
+  // Redis-backed one's decision is a promise. `cost` is a number or
   // `cost(request)`, default 1. Answers `{ limiter, outcome, decide, skips }`:
   // `outcome(request)` is what a handler answers by, the request's Decision,
   // or SKIPPED for one that `skip(request)` exempts; `decide` and `skips` are
@@ -53,14 +55,17 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       // said `limiter` must be what was given.
       invalidType('`options` must be an options object, not the limiter itself: pass { limiter }');
     }
-    const { limiter, key, fields, cost, skip } = known(options, 'the server helpers');
+    const { limiter, key, fields, cost, skip, ipv6Subnet } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
       // Not badType, whose message each backend spells from a fixed list (src/shared.rs) without this one.
       invalidType('`cost` must be a number or a function');
     }
     if (skip !== undefined && typeof skip !== 'function') badType('skip', 'a function');
+    const subnet = ipv6Subnet === undefined ? IPV6_SUBNET : subnetOf(ipv6Subnet);
     let inputOf;
     let inputName;
+    // Whether the request is read by the default key or fields, the client's address.
+    let byAddress = false;
     // A Redis-backed limiter as the in-process class keyed alike, its errors naming its own classes.
     const store = storeOf(limiter);
     const [keyedName, policyName] = store === undefined ? ['KeyedLimiter', 'Policy'] : store.names;
@@ -70,13 +75,15 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     if (isKeyed(limiter) || store?.isKeyed(limiter)) {
       if (key !== undefined && typeof key !== 'function') badType('key', 'a function');
       if (fields !== undefined) invalidType(`\`fields\` is for a ${policyName}: a ${keyedName} takes \`key\``);
-      inputOf = key ?? clientAddress;
+      byAddress = key === undefined;
+      inputOf = key ?? ((request) => clientKey(request, subnet));
       inputName = 'key';
     } else if (isPolicy(limiter) || store?.isPolicy(limiter)) {
       if (key !== undefined) invalidType(`\`key\` is for a ${keyedName}: a ${policyName} takes \`fields\``);
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
       if (fields === undefined) defaultFieldsSuffice(limiter);
-      inputOf = fields ?? requestFields;
+      byAddress = fields === undefined;
+      inputOf = fields ?? ((request) => requestFields(request, subnet));
       inputName = 'fields';
     } else if (isLimiter(limiter)) {
       if (key !== undefined) invalidType(`\`key\` is for a KeyedLimiter: ${SHARED}`);
@@ -84,6 +91,12 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     } else {
       // Not badType, whose list (src/shared.rs) lacks this one.
       invalidType('`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter');
+    }
+    // Given where no default reads an address, it would be ignored: a
+    // `key` of one's own keyed each IPv6 address whole, as asked otherwise.
+    if (ipv6Subnet !== undefined && !byAddress) {
+      if (inputName === undefined) invalidType(`\`ipv6Subnet\` is for a KeyedLimiter or a Policy: ${SHARED_READS_NO_ADDRESS}`);
+      invalidType(`\`ipv6Subnet\` is for the default \`${inputName}\`: with \`${inputName}\` of your own, apply ipKey(address, ipv6Subnet) in it`);
     }
     if (typeof cost === 'number') {
       if (store === undefined) fixedCost(limiter, cost);
@@ -109,10 +122,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     // default's refusal says what it read: "`key` returned undefined" sent
     // an app that never passed `key` (behind a proxy over a Unix socket,
     // every request fails) looking for a function it does not have.
-    const unkeyed =
-      inputOf === clientAddress || inputOf === requestFields
-        ? () => `${unknownAddress(inputName)}; ${UNKEYED}`
-        : (input) => `\`${inputName}\` returned ${input}: ${UNKEYED}`;
+    const unkeyed = byAddress ? () => `${unknownAddress(inputName)}; ${UNKEYED}` : (input) => `\`${inputName}\` returned ${input}: ${UNKEYED}`;
     const withInput = (request, input) => {
       if (input === undefined || input === null) invalidType(unkeyed(input));
       return after(costOf(request), (units) => decide(input, units));
@@ -156,6 +166,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   const SHARED = 'one limiter that every request shares takes neither `key` nor `fields` (pass new KeyedLimiter(limiter) for one per key)';
 
+  const SHARED_READS_NO_ADDRESS = 'one limiter that every request shares reads no address';
+
   /**
    * The default `key`: the client's address, Express's `req.ip` and
    * Fastify's `request.ip` (which follow their trust proxy settings), else
@@ -171,6 +183,17 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   }
 
   /**
+   * The default `key`: the client's address (clientAddress) as ipKey keys
+   * it, an IPv6 client by its network of `subnet` bits (null: whole), so
+   * that a client taking new addresses within its network, as one may at
+   * will, gets no fresh limit with each; the ASGI middleware's default.
+   */
+  function clientKey(request, subnet) {
+    const address = clientAddress(request);
+    return typeof address === 'string' ? addressKey(address, subnet) : address;
+  }
+
+  /**
    * Why the default `key` or `fields` (`option`) refuses a request: the
    * server gives no client address. The ASGI middleware's words.
    */
@@ -183,11 +206,11 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   /**
    * The default `fields`, the ASGI middleware's `request_fields`: `client`
-   * (the default key; unknown, the request is refused), `method` and
-   * `path` (the URL's path: no query, percent-decoded, as an ASGI scope's).
+   * (the default key, clientKey; unknown, the request is refused), `method`
+   * and `path` (the URL's path: no query, percent-decoded, as an ASGI scope's).
    */
-  function requestFields(request) {
-    const client = clientAddress(request);
+  function requestFields(request, subnet) {
+    const client = clientKey(request, subnet);
     if (client === undefined) return undefined;
     return { client, method: request.method ?? '', path: pathOf(request) };
   }
@@ -324,7 +347,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   /**
    * Express-style middleware `(req, res, next)`: `{ limiter: KeyedLimiter, key(req) }`
-   * (default `req.ip`), `{ limiter: Policy, fields(req) }` (default client,
+   * (default `req.ip`, an IPv6 one's network of `ipv6Subnet` bits, default
+   * 56: clientKey), `{ limiter: Policy, fields(req) }` (default client,
    * method and path: requestFields) or `{ limiter }` for one limiter every
    * request shares (a RedisLimiter as a KeyedLimiter, a RedisPolicy as a
    * Policy), and `cost` optionally: a number, or
@@ -361,7 +385,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
 
   /**
    * The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`
-   * (default key `request.ip`), with `decide(request)` and `skips(request)`.
+   * (default key `request.ip`, by `ipv6Subnet` as above), with `decide(request)` and `skips(request)`.
    */
   function fastifyHook(options) {
     const { limiter, outcome: decide, ...steps } = handlerOptions(options);

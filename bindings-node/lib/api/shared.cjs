@@ -156,7 +156,7 @@ module.exports = function shared(B) {
     Policy: ['algorithm', 'by', 'clock'],
     'Policy.add': ['by'],
     acquire: ['signal', 'timeoutMs'],
-    'the server helpers': ['limiter', 'key', 'fields', 'cost', 'skip'],
+    'the server helpers': ['limiter', 'key', 'fields', 'cost', 'skip', 'ipv6Subnet'],
   };
 
   /**

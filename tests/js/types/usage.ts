@@ -15,6 +15,7 @@ import {
   SlidingWindowLog,
   TokenBucket,
   fastifyHook,
+  ipKey,
   middleware,
   type AcquireOptions,
   type AcquireTimeoutError,
@@ -112,6 +113,11 @@ export const skipping = fastifyHook<Req>({ limiter: policy, fields: (r) => ({ ip
 // Defaults: the key is the client's address; a Policy's fields are client, method and path.
 export const byAddress = middleware<Req>({ limiter: perIp });
 export const byRoute = fastifyHook<Req>({ limiter: Policy.fromRates('10/second', { by: ['client', 'path'] }), cost: 2 });
+// An IPv6 client keyed by its /64, or each address whole; ipKey in a key of one's own.
+export const bySlash64 = middleware<Req>({ limiter: perIp, ipv6Subnet: 64 });
+export const byWholeAddress = fastifyHook<Req>({ limiter: Policy.fromRates('10/second', { by: ['client'] }), ipv6Subnet: false });
+export const byForwarded = middleware<Req>({ limiter: perIp, key: (req) => ipKey(req.ip, 48) });
+export const keyOfAddress: string = ipKey('2001:db8::1') + ipKey('::1', false);
 // One limiter every request shares.
 export const shared = middleware<Req>({ limiter: bucket, cost: (req) => (req.method === 'POST' ? 2 : 1), skip: () => false });
 // The decision alone (an app answering its own 429): a promise where a function
@@ -271,6 +277,12 @@ middleware<Req>({ limiter: policy, key: (req) => req.ip });
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, fields: (req) => ({ ip: req.ip }) });
 // @ts-expect-error: `cost` is a number or a function answering one
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, cost: '2' });
+// @ts-expect-error: ipv6Subnet is a prefix length or false
+middleware<Req>({ limiter: perIp, ipv6Subnet: true });
+// @ts-expect-error: one limiter every request shares reads no address
+middleware<Req>({ limiter: bucket, ipv6Subnet: 64 });
+// @ts-expect-error: ipKey takes a string
+ipKey(42);
 // @ts-expect-error: skip answers a boolean
 middleware<Req>({ limiter: perIp, key: (req) => req.ip, skip: (req) => req.ip });
 // @ts-expect-error: keys are strings, numbers or Uint8Arrays
