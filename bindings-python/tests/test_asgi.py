@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
+import json
 import re
 import socket
 import subprocess
@@ -12,6 +14,7 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar
 from urllib.parse import unquote
 
@@ -25,7 +28,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from ratekeeper import FixedWindow, KeyedLimiter, Policy, RateLimitError, RateLimitTypeError, TokenBucket
-from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, ip_key, request_fields
 
 calls: list[str] = []
 T = TypeVar("T")
@@ -189,9 +192,9 @@ def test_a_client_of_unknown_address_is_refused_by_the_defaults(kind: str) -> No
         )
         assert raised.value.code == "invalid_type"
     # The same default, passed by name.
-    default: Callable[[Scope], Any] = client_host if kind == "keyed" else request_fields
+    default: dict[str, Any] = {option: client_host if kind == "keyed" else request_fields}
     with pytest.raises(RateLimitTypeError, match=r"^the client's address, read by the default"):
-        RateLimitMiddleware(make_app(limiter), limiter, **{option: default}).decide({"type": "http"})
+        RateLimitMiddleware(make_app(limiter), limiter, **default).decide({"type": "http"})
 
 
 def test_skip_lets_a_request_through_undecided_and_uncharged() -> None:
@@ -253,6 +256,187 @@ def test_the_default_key_is_the_client_address() -> None:
     assert asyncio.run(main()) == [200, 429]
     assert not store.peek("203.0.113.7", now=0).allowed
     assert store.peek("203.0.113.8", now=0).allowed
+
+
+# The key of a client's address (ip_key, and the default key and fields,
+# which key by it): an IPv6 client by its network, /56 unless `ipv6_subnet`
+# says otherwise. The cases are the shared vectors of
+# tests/vectors/server/ip_keys.json, written from ipaddress and read by the
+# JS helpers' tests too (ip-key.test.cjs): a client has one key in both
+# bindings. Each address was a key of its own, so that an IPv6 client, who
+# may take a new address within its network at will, got a fresh limit with each.
+SERVER_VECTORS = Path(__file__).resolve().parent / ".." / ".." / "tests" / "vectors" / "server"
+IP_KEYS: list[dict[str, Any]] = json.loads((SERVER_VECTORS / "ip_keys.json").read_text(encoding="utf-8"))["scenarios"]
+
+
+def test_the_shared_ip_key_vectors_are_all_there() -> None:
+    index = json.loads((SERVER_VECTORS / "index.json").read_text(encoding="utf-8"))
+    assert index == {"files": {"ip_keys.json": len(IP_KEYS)}}
+    assert any("%" in case["address"] and case["key"] != case["address"] for case in IP_KEYS)
+    assert any(case["address"].startswith("::ffff:") and ":" not in case["key"] for case in IP_KEYS)
+    assert any(":" in case["address"] and case["key"] == case["address"] for case in IP_KEYS)
+
+
+@pytest.mark.parametrize("case", IP_KEYS, ids=[case["name"] for case in IP_KEYS])
+def test_ip_key_and_the_defaults_key_each_address_as_the_vectors_say(case: dict[str, Any]) -> None:
+    address, subnet, key = case["address"], case["ipv6_subnet"], case["key"]
+    assert ip_key(address, subnet) == key
+    if subnet == 56:
+        assert ip_key(address) == key
+    if not address:
+        return  # no address: the defaults refuse the request
+    scope = {"type": "http", "client": (address, 1234), "method": "GET", "path": "/"}
+    assert client_host(scope, ipv6_subnet=subnet) == key
+    assert request_fields(scope, ipv6_subnet=subnet) == {"client": key, "method": "GET", "path": "/"}
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    store = KeyedLimiter(FixedWindow(5, 3600))
+    policy = Policy("5/hour", by=["client"])
+    RateLimitMiddleware(app, store, ipv6_subnet=subnet).decide(scope)
+    RateLimitMiddleware(app, policy, ipv6_subnet=subnet).decide(scope)
+    assert store.peek(key, 0).remaining == 4
+    assert policy.peek({"client": key}, 0).remaining == 4
+
+
+def test_the_default_ipv6_subnet_is_56() -> None:
+    scope = {"type": "http", "client": ("2001:db8:1234:5678::1", 1)}
+    assert ip_key("2001:db8:1234:5678::1") == "2001:db8:1234:5600::/56"
+    assert client_host(scope) == "2001:db8:1234:5600::/56"
+    fields = request_fields(scope)
+    assert fields is not None and fields["client"] == "2001:db8:1234:5600::/56"
+    # Shown as 56 in help() and signatures.
+    for function in (ip_key, client_host, request_fields, RateLimitMiddleware):
+        default = inspect.signature(function).parameters["ipv6_subnet"].default
+        assert (default, repr(default)) == (56, "56")
+
+
+@pytest.mark.parametrize(
+    ("subnet", "error", "code", "message"),
+    [
+        (0, RateLimitError, "invalid_value", "`ipv6_subnet` must be a prefix length from 1 to 128, not 0"),
+        (129, RateLimitError, "invalid_value", "`ipv6_subnet` must be a prefix length from 1 to 128, not 129"),
+        (-56, RateLimitError, "invalid_value", "`ipv6_subnet` must be a prefix length from 1 to 128, not -56"),
+        # A bool is no int here, as for `cost`.
+        (True, RateLimitTypeError, "invalid_type", "`ipv6_subnet` must be an int or None, not bool"),
+        (False, RateLimitTypeError, "invalid_type", "`ipv6_subnet` must be an int or None, not bool"),
+        (56.0, RateLimitTypeError, "invalid_type", "`ipv6_subnet` must be an int or None, not float"),
+        ("56", RateLimitTypeError, "invalid_type", "`ipv6_subnet` must be an int or None, not str"),
+    ],
+)
+def test_a_bad_ipv6_subnet_is_refused(subnet: Any, error: type[RateLimitError], code: str, message: str) -> None:
+    """With the JS helpers' errors for the same mistakes (ip-key.test.cjs)."""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    scope = {"type": "http", "client": ("::1", 1)}
+    for call in (
+        lambda: ip_key("::1", subnet),
+        lambda: client_host(scope, ipv6_subnet=subnet),
+        lambda: request_fields(scope, ipv6_subnet=subnet),
+        lambda: RateLimitMiddleware(app, KeyedLimiter(FixedWindow(1, 1)), ipv6_subnet=subnet),
+        lambda: RateLimitMiddleware(app, Policy("1/second", by=["client"]), ipv6_subnet=subnet),
+    ):
+        with pytest.raises(error) as raised:
+            call()
+        assert type(raised.value) is error
+        assert (str(raised.value), raised.value.code) == (message, code)
+
+
+def test_ip_key_takes_a_str_and_any_int() -> None:
+    with pytest.raises(RateLimitTypeError, match="^`address` must be a str, not bytes$") as raised:
+        ip_key(b"::1")  # type: ignore[arg-type]
+    assert raised.value.code == "invalid_type"
+    assert ip_key("::1", 1) == "::/1"
+    assert ip_key("::1", 128) == "::1/128"
+    assert ip_key("::1", None) == "::1"
+    numpy = pytest.importorskip("numpy")
+    assert ip_key("::1", numpy.int64(64)) == "::/64"
+
+
+def test_ipv6_subnet_where_no_default_reads_an_address_is_refused() -> None:
+    """Beside a key or fields of one's own, or one limiter for all, it would be
+    ignored: refused, with the JS helpers' words, as ``key`` beside a
+    Policy is. ``client_host`` and ``request_fields`` passed by name are the
+    defaults themselves, and take it."""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        pass
+
+    store = KeyedLimiter(FixedWindow(1, 3600))
+    policy = Policy("1/hour", by=["client"])
+    refusals: list[tuple[Any, dict[str, Any], str]] = [
+        (store, {"key": by_api_key}, "`ipv6_subnet` is for the default `key`: with `key` of your own, apply ip_key(address, ipv6_subnet) in it"),
+        (policy, {"fields": lambda scope: {"client": "c"}}, "`ipv6_subnet` is for the default `fields`: with `fields` of your own, apply ip_key(address, ipv6_subnet) in it"),
+        (FixedWindow(1, 1), {}, "`ipv6_subnet` is for a KeyedLimiter or a Policy: one limiter that every request shares reads no address"),
+    ]
+    for limiter, options, message in refusals:
+        for subnet in (56, 64, None):
+            with pytest.raises(RateLimitTypeError) as raised:
+                RateLimitMiddleware(app, limiter, ipv6_subnet=subnet, **options)
+            assert (str(raised.value), raised.value.code) == (message, "invalid_type")
+        RateLimitMiddleware(app, limiter, **options)
+    scope = {"type": "http", "client": ("2001:db8:0:1::5", 1), "method": "GET", "path": "/"}
+    RateLimitMiddleware(app, store, key=client_host, ipv6_subnet=64).decide(scope)
+    RateLimitMiddleware(app, policy, fields=request_fields, ipv6_subnet=64).decide(scope)
+    assert store.peek("2001:db8:0:1::/64", 0).remaining == 0
+    assert policy.peek({"client": "2001:db8:0:1::/64"}, 0).remaining == 0
+    # A key of one's own keys by ip_key itself.
+    own = KeyedLimiter(FixedWindow(1, 3600))
+    RateLimitMiddleware(app, own, key=lambda scope: ip_key(by_api_key(scope) or "", 48)).decide(
+        {"type": "http", "headers": [(b"x-api-key", b"2001:db8:0:1::5")]}
+    )
+    assert own.peek("2001:db8::/48", 0).remaining == 0
+
+
+def get_from(app: Any, addresses: list[str]) -> list[int]:
+    """Sends one request from each of ``addresses`` in turn (the scope's client): the statuses."""
+
+    async def main() -> list[int]:
+        statuses = []
+        for address in addresses:
+            transport = httpx.ASGITransport(app=app, client=(address, 1234))
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                statuses.append((await client.get("/")).status_code)
+        return statuses
+
+    return asyncio.run(main())
+
+
+def test_the_default_key_of_an_ipv6_client_is_its_slash_56() -> None:
+    """Two addresses of one /56 share a limit; another /56 has its own. An
+    IPv4 client of a server listening on ``::`` keys as its IPv4 address."""
+    store = KeyedLimiter(FixedWindow(1, 3600, name="per-client"))
+    app = make_app(store)
+    siblings = ["2001:db8:1234:5601::1", "2001:db8:1234:56ff:abcd::2", "2001:DB8:1234:5600::3"]
+    assert get_from(app, siblings) == [200, 429, 429]
+    assert get_from(app, ["2001:db8:1234:5700::1", "::ffff:203.0.113.7", "203.0.113.7", "testclient"]) == [200, 200, 429, 200]
+    assert store.peek("2001:db8:1234:5600::/56", 0).remaining == 0
+    assert len(store) == 4  # the two /56, 203.0.113.7 and testclient
+    # A policy's default fields: its client the same.
+    policy = Policy("1/hour", by=["client"])
+    assert get_from(make_app(policy), siblings) == [200, 429, 429]
+    assert policy.peek({"client": "2001:db8:1234:5600::/56"}, 0).remaining == 0
+
+
+@pytest.mark.parametrize(
+    ("subnet", "statuses"),
+    [
+        (64, [200, 429, 200, 200]),
+        (48, [200, 429, 429, 200]),
+        # Each address whole (in canonical text: 2001:db8:0:1::0001 is 2001:db8:0:1::1).
+        (None, [200, 429, 200, 200]),
+    ],
+)
+def test_ipv6_subnet_sets_the_network_of_the_default_key(subnet: Optional[int], statuses: list[int]) -> None:
+    store = KeyedLimiter(FixedWindow(1, 3600))
+    app = make_app(store, ipv6_subnet=subnet)
+    addresses = ["2001:db8:0:1::1", "2001:db8:0:1:0:0:0:0001", "2001:db8:0:2::1", "2001:db9::1"]
+    if subnet is None:
+        addresses[2] = "2001:db8:0:1::2"
+    assert get_from(app, addresses) == statuses
 
 
 def test_a_policy_per_client_and_route_and_global() -> None:

@@ -30,7 +30,7 @@ from ratekeeper import (
     SlidingWindowLog,
     TokenBucket,
 )
-from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, request_fields
+from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, ip_key, request_fields
 
 if sys.version_info >= (3, 11):
     from typing import assert_type
@@ -131,6 +131,13 @@ def middleware() -> RateLimitMiddleware:
         return None if default is None else {**default, "tenant": 7}
 
     assert_type(client_host({"type": "http"}), Optional[str])
+    # An IPv6 client by its /64, or each address whole; ip_key in a key of one's own.
+    assert_type(ip_key("2001:db8::1"), str)
+    assert_type(ip_key("::1", None), str)
+    assert_type(client_host({"type": "http"}, ipv6_subnet=64), Optional[str])
+    RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), ipv6_subnet=64)
+    RateLimitMiddleware(app, Policy("10/second", by=["client"]), ipv6_subnet=None)
+    RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)), key=lambda scope: ip_key(dict(scope["headers"])[b"x-real-ip"].decode(), 48))
     RateLimitMiddleware(app, FixedWindow(100, 60))
     RateLimitMiddleware(app, KeyedLimiter(TokenBucket(10, 1, 1)))
     policy = Policy()

@@ -23,6 +23,7 @@ directly. Limits that every process shares take the asyncio classes of
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import operator
 import re
 import sys
@@ -51,7 +52,7 @@ from ratekeeper._wait import checked_cost, flag
 if TYPE_CHECKING:
     from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy
 
-__all__ = ["RateLimitMiddleware", "client_host", "request_fields"]
+__all__ = ["RateLimitMiddleware", "client_host", "ip_key", "request_fields"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -65,9 +66,92 @@ _TOO_MANY = b"Too Many Requests"
 _UNAVAILABLE = b"Service Unavailable"
 
 
-def client_host(scope: Scope) -> Optional[str]:
+class _DefaultSubnet(int):
+    """The type of the default ``ipv6_subnet``: 56, told from a 56 that was
+    given (an option given where no default reads an address is refused, as
+    it would be ignored). An int, shown as 56."""
+
+    __slots__ = ()
+
+
+#: The default ``ipv6_subnet``: a /56, what RFC 6177 recommends giving a home
+#: (ISPs hand out /48 to /64; a /64 is the least a single host gets), within
+#: which a client may take a new address at will, each a fresh key were
+#: addresses keyed whole. express-rate-limit's default too.
+_IPV6_SUBNET: int = _DefaultSubnet(56)
+
+# Each prefix length's netmask, as an int of 128 bits.
+_NETMASKS = [((1 << 128) - 1) ^ ((1 << (128 - bits)) - 1) for bits in range(129)]
+
+
+def ip_key(address: str, ipv6_subnet: Optional[int] = _IPV6_SUBNET) -> str:
+    """The key of a client at ``address``, as the default ``key`` and
+    ``fields`` key it: an IPv6 address is its network of ``ipv6_subnet``
+    bits (default 56) in canonical text, ``2001:db8:1234:5600::/56``
+    (``str(ipaddress.IPv6Network((address, ipv6_subnet), strict=False))``),
+    or with ``None`` the address itself in canonical text; an IPv4-mapped one
+    (``::ffff:1.2.3.4``) is its IPv4 address, ``1.2.3.4``; a zone id
+    (``fe80::1%eth0``) is dropped. Anything else (an IPv4 address, a host
+    name such as Starlette's TestClient's ``testclient``) is the key as it
+    is. Exactly the JS helpers' ``ipKey``, so that a client has one key in
+    both bindings (a Redis limiter shared across languages).
+
+    For a ``key`` of your own that reads an address (a header your proxy
+    sets): ``key=lambda scope: ip_key(address_of(scope))``. An
+    ``ipv6_subnet`` other than an int from 1 to 128 or ``None`` raises
+    ``RateLimitTypeError`` (``invalid_type``) or ``RateLimitError``
+    (``invalid_value``) naming it, an ``address`` not a ``str``
+    ``RateLimitTypeError``.
+    """
+    subnet = _subnet(ipv6_subnet)
+    if not isinstance(address, str):
+        raise RateLimitTypeError(f"`address` must be a str, not {type(address).__name__}", "invalid_type")
+    return _ip_key(address, subnet)
+
+
+def _subnet(ipv6_subnet: Any) -> Optional[int]:
+    """``ipv6_subnet`` checked: a prefix length from 1 to 128, or ``None``
+    (each address whole); the JS helpers' errors for the same mistakes. A
+    bool is no int here, as for ``cost``."""
+    if ipv6_subnet is None:
+        return None
+    if isinstance(ipv6_subnet, bool):
+        raise RateLimitTypeError("`ipv6_subnet` must be an int or None, not bool", "invalid_type")
+    try:
+        bits = operator.index(ipv6_subnet)  # an int, or one such as numpy's
+    except TypeError:
+        raise RateLimitTypeError(
+            f"`ipv6_subnet` must be an int or None, not {type(ipv6_subnet).__name__}", "invalid_type"
+        ) from None
+    if not 1 <= bits <= 128:
+        raise RateLimitError(f"`ipv6_subnet` must be a prefix length from 1 to 128, not {bits}", "invalid_value")
+    return bits
+
+
+def _ip_key(address: str, subnet: Optional[int]) -> str:
+    """``ip_key``, its ``subnet`` checked (``None``: whole addresses)."""
+    # No IPv6 address lacks a colon: an IPv4 client (most, and the hot path) costs this test alone.
+    if ":" not in address:
+        return address
+    try:
+        ip = ipaddress.IPv6Address(address)
+    except ValueError:
+        return address
+    mapped = ip.ipv4_mapped
+    if mapped is not None:
+        return str(mapped)
+    # From its int: without the zone id.
+    if subnet is None:
+        return str(ipaddress.IPv6Address(int(ip)))
+    return f"{ipaddress.IPv6Address(int(ip) & _NETMASKS[subnet])}/{subnet}"
+
+
+def client_host(scope: Scope, *, ipv6_subnet: Optional[int] = _IPV6_SUBNET) -> Optional[str]:
     """The default ``key`` of a ``KeyedLimiter``: the client's address from the
-    ASGI scope, as the JS helpers' default is ``request.ip``.
+    ASGI scope, as the JS helpers' default is ``request.ip``, keyed by
+    ``ip_key``: an IPv6 client by its network of ``ipv6_subnet`` bits
+    (default 56; ``None``: the address itself), an IPv4 client of a server
+    listening on ``::`` (``::ffff:1.2.3.4``) by its IPv4 address.
 
     ``None`` where the server gives none (a Unix socket's client, say): the
     middleware then refuses the request as it refuses any ``key`` returning
@@ -81,15 +165,20 @@ def client_host(scope: Scope) -> Optional[str]:
     of the header, the one a client writes: a fresh key at will), or pass
     a ``key`` that reads the forwarded address, an API key or a user id.
     """
+    return _client_key(scope, _subnet(ipv6_subnet))
+
+
+def _client_key(scope: Scope, subnet: Optional[int]) -> Optional[str]:
+    """``client_host``, its ``subnet`` checked: the middleware's default key."""
     client = scope.get("client")
     host = client[0] if client else None
-    return str(host) if host else None
+    return _ip_key(str(host), subnet) if host else None
 
 
-def request_fields(scope: Scope) -> Optional[dict[str, Key]]:
-    """The default ``fields`` of a ``Policy``: ``client`` (as ``client_host``),
-    ``method`` and ``path`` of the request: the fields and values of the JS
-    helpers' default too.
+def request_fields(scope: Scope, *, ipv6_subnet: Optional[int] = _IPV6_SUBNET) -> Optional[dict[str, Key]]:
+    """The default ``fields`` of a ``Policy``: ``client`` (as ``client_host``,
+    with the same ``ipv6_subnet``), ``method`` and ``path`` of the request:
+    the fields and values of the JS helpers' default too.
 
     ``path`` is the request target's path as the JS helpers read it, and as
     Starlette routes it: without the query or a fragment (``/login#1`` is
@@ -109,7 +198,12 @@ def request_fields(scope: Scope) -> Optional[dict[str, Key]]:
     client, ``by=["client", "path"]`` per client and route, none for a
     limit on the whole app.
     """
-    client = client_host(scope)
+    return _request_fields(scope, _subnet(ipv6_subnet))
+
+
+def _request_fields(scope: Scope, subnet: Optional[int]) -> Optional[dict[str, Key]]:
+    """``request_fields``, its ``subnet`` checked: the middleware's default fields."""
+    client = _client_key(scope, subnet)
     if client is None:
         return None
     return {"client": client, "method": scope.get("method", ""), "path": _path(scope)}
@@ -153,7 +247,8 @@ class RateLimitMiddleware:
 
     - a ``KeyedLimiter``: one limiter per key; ``key(scope)`` maps a
       request's ASGI scope to its key (``str``, ``bytes`` or ``int``;
-      default ``client_host``, the client's address);
+      default ``client_host``, the client's address, an IPv6 one's network:
+      see ``ipv6_subnet``);
     - a ``Policy``: ``fields(scope)`` maps the scope to the request's
       fields, a mapping (default ``request_fields``: ``client``, ``method``
       and ``path``), and every limit of the policy must allow the request.
@@ -172,6 +267,19 @@ class RateLimitMiddleware:
       A ``RedisLimiter`` or ``RedisPolicy``, which would block the event
       loop for each round trip, raises ``RateLimitTypeError``
       (``invalid_type``) saying to use the ``Async`` class.
+
+    ``ipv6_subnet`` (default 56) is how the default ``key`` and ``fields``
+    key an IPv6 client: by its network of that many bits
+    (``2001:db8:1234:5600::/56``, see ``ip_key``). Such a client usually
+    holds a whole network (RFC 6177 recommends a /56 for a home; a /64 is
+    the least a single host gets) and may take a new address in it at will,
+    each a fresh limit were addresses keyed whole, as ``None`` keys them. An
+    IPv4-mapped address (``::ffff:1.2.3.4``) is keyed as its IPv4 address
+    either way. A value other than an int or ``None`` raises
+    ``RateLimitTypeError`` (``invalid_type``), an int outside 1 to 128
+    ``RateLimitError`` (``invalid_value``); given beside a ``key`` or
+    ``fields`` of your own (call ``ip_key`` in it) or a limiter every
+    request shares, which read no default, ``RateLimitTypeError``.
 
     ``key`` is for a ``KeyedLimiter`` and ``fields`` for a ``Policy``: given
     for another limiter (``key`` with a ``Policy``, as 0.1 took it, say),
@@ -228,6 +336,7 @@ class RateLimitMiddleware:
         fields: Optional[Callable[[Scope], Any]] = None,
         cost: Union[int, Callable[[Scope], Union[int, Awaitable[int]]]] = 1,
         skip: Optional[Callable[[Scope], Union[bool, Awaitable[bool]]]] = None,
+        ipv6_subnet: Optional[int] = _IPV6_SUBNET,
     ) -> None:
         self.app = app
         self.limiter = limiter
@@ -237,8 +346,13 @@ class RateLimitMiddleware:
         # Checked here, as is what follows: each mistake would fail every
         # request (a 500 each), or quietly limit otherwise than asked. The
         # JS helpers refuse the same mistakes with the same errors.
+        subnet = _subnet(ipv6_subnet)
         input_of: Optional[Callable[[Scope], Any]] = None
         self._input_name = "key"
+        # Whether the request is read by the default key or fields, the
+        # client's address (client_host or request_fields passed by name
+        # is the default itself).
+        by_address = False
         # A store of ratekeeper.redis: each decision a round trip, awaited.
         self._remote = _is_async_redis_limiter(limiter) or _is_async_redis_policy(limiter)
         # What the errors below name: a Redis store's own classes, as the JS helpers' do.
@@ -254,13 +368,15 @@ class RateLimitMiddleware:
         elif isinstance(limiter, KeyedLimiter) or _is_async_redis_limiter(limiter):
             if fields is not None:
                 raise RateLimitTypeError(f"`fields` is for {policy}: {keyed} takes `key`", "invalid_type")
-            input_of = _function("key", key) or client_host
+            by_address = key is None or key is client_host
+            input_of = (lambda scope: _client_key(scope, subnet)) if by_address else _function("key", key)
         elif isinstance(limiter, Policy) or _is_async_redis_policy(limiter):
             if key is not None:
                 raise RateLimitTypeError(f"`key` is for {keyed}: {policy} takes `fields`", "invalid_type")
             if fields is None:
                 _default_fields_suffice(limiter)
-            input_of = _function("fields", fields) or request_fields
+            by_address = fields is None or fields is request_fields
+            input_of = (lambda scope: _request_fields(scope, subnet)) if by_address else _function("fields", fields)
             self._input_name = "fields"
         else:
             for sync in ("RedisLimiter", "RedisPolicy"):
@@ -273,13 +389,26 @@ class RateLimitMiddleware:
                         "invalid_type",
                     )
             raise RateLimitTypeError("`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter", "invalid_type")
+        # Given where no default reads an address, it would be ignored: a
+        # `key` of one's own keyed each IPv6 address whole, as asked otherwise.
+        if ipv6_subnet is not _IPV6_SUBNET and not by_address:
+            if input_of is None:
+                raise RateLimitTypeError(
+                    "`ipv6_subnet` is for a KeyedLimiter or a Policy: one limiter that every request shares reads no address",
+                    "invalid_type",
+                )
+            name = self._input_name
+            raise RateLimitTypeError(
+                f"`ipv6_subnet` is for the default `{name}`: with `{name}` of your own, apply ip_key(address, ipv6_subnet) in it",
+                "invalid_type",
+            )
         # What a request that cannot be keyed is refused with. The default's
         # says what it read: "`key` returned None" sent an app that never
         # passed `key` (behind a proxy over a Unix socket, every request
         # fails) looking for a function it does not have.
         self._unkeyed = (
             f"{_unknown_address(self._input_name)}; {_UNKEYED}"
-            if input_of is client_host or input_of is request_fields
+            if by_address
             else f"`{self._input_name}` returned None: {_UNKEYED}"
         )
         self._cost_of: Optional[Callable[[Scope], Any]] = None
