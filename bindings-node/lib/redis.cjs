@@ -1070,6 +1070,8 @@ class Store {
 let ownStore;
 /** `cost` as `self`'s tryAcquire checks it (a RedisLimiter or a RedisPolicy): the server helpers' check of a fixed cost. */
 let storeCost;
+/** The Policy given as `self`'s `onError`, else undefined: the server helpers check its limits' fields too. */
+let fallbackPolicy;
 
 /**
  * What RedisLimiter and RedisPolicy offer, for a target: a key (RedisLimiter)
@@ -1090,6 +1092,7 @@ class RedisLimits {
       if (self === null || typeof self !== 'object' || !(#store in self)) throw typeError('this', 'a RedisLimiter or a RedisPolicy');
     };
     storeCost = (self, cost) => checkCost(cost, self.#store.limit);
+    fallbackPolicy = (self) => (isPolicy(self.#store.onError) ? self.#store.onError : undefined);
   }
 
   /** Takes `cost` units for `target` if every limit has them, and says what happened. */
@@ -1372,7 +1375,7 @@ class RedisPolicy extends RedisLimits {
 // The server helpers of the API these classes decide with (middleware and
 // fastifyHook of 'ratekeeper' on Node) take them too: a RedisLimiter keyed
 // as a KeyedLimiter, a RedisPolicy as a Policy (see lib/api/server.cjs).
-takeStores({ isKeyed: isRedisLimiter, isPolicy: isRedisPolicy, names: ['RedisLimiter', 'RedisPolicy'], checkCost: storeCost });
+takeStores({ isKeyed: isRedisLimiter, isPolicy: isRedisPolicy, names: ['RedisLimiter', 'RedisPolicy'], checkCost: storeCost, fallbackPolicy });
 
 module.exports = {
   RedisLimiter,

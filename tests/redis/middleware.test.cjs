@@ -243,6 +243,14 @@ test('the options are checked as for the in-process classes, when the helper is 
     assert.throws(() => helper({ limiter: policy, key }), { name: 'TypeError', code: 'invalid_type', message: '`key` is for a RedisLimiter: a RedisPolicy takes `fields`' });
     assert.throws(() => helper({ limiter: new RedisPolicy(client, '1/second', { by: ['user'] }) }), { name: 'RangeError', code: 'invalid_value', message: /^`fields` must be given: limit "1\/second"/ });
     helper({ limiter: new RedisPolicy(client, '1/second', { by: ['client', 'path'] }) });
+    // So with its onError Policy's: the RedisPolicy refuses every request lacking "user", Redis up or down.
+    const byUser = rk.Policy.fromRates('1/second', { by: ['user'] });
+    assert.throws(() => helper({ limiter: new RedisPolicy(client, '1/second', { by: ['client'], onError: byUser }) }), {
+      name: 'RangeError',
+      code: 'invalid_value',
+      message: /^`fields` must be given: limit "1\/second" of `limiter`'s onError is keyed by "user"/,
+    });
+    helper({ limiter: new RedisPolicy(client, '1/second', { by: ['client'], onError: rk.Policy.fromRates('1/second', { by: ['client'] }) }) });
     for (const given of [limiter, policy]) assert.throws(() => helper(given), { code: 'invalid_type', message: /pass \{ limiter \}$/ });
     // Neither a Proxy of one nor an object that looks like one (the brand checks are the classes' own).
     const forged = { tryAcquire: async () => ({ allowed: true }), headers: () => ({}), limit: 2, limits: [] };

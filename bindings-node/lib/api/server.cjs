@@ -19,7 +19,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   // object could carry. So the helpers of the native build, which
   // 'ratekeeper' is on Node, take them; another build's or another copy's
   // refuse them, as 'ratekeeper/redis' refuses that build's limiters.
-  // Each store: `{ isKeyed, isPolicy, names: [keyed, policy], checkCost(limiter, cost) }`.
+  // Each store: `{ isKeyed, isPolicy, names: [keyed, policy], checkCost(limiter, cost), fallbackPolicy(limiter) }`.
   const stores = [];
 
   /** Lets the helpers take the limiters `store` recognises (see above). */
@@ -81,7 +81,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     } else if (isPolicy(limiter) || store?.isPolicy(limiter)) {
       if (key !== undefined) invalidType(`\`key\` is for a ${keyedName}: a ${policyName} takes \`fields\``);
       if (fields !== undefined && typeof fields !== 'function') badType('fields', 'a function');
-      if (fields === undefined) defaultFieldsSuffice(limiter);
+      if (fields === undefined) defaultFieldsSuffice(limiter, store?.fallbackPolicy(limiter));
       byAddress = fields === undefined;
       inputOf = fields ?? ((request) => requestFields(request, subnet));
       inputName = 'fields';
@@ -215,12 +215,19 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     return { client, method: request.method ?? '', path: pathOf(request) };
   }
 
-  /** Refuses a Policy keyed by a field requestFields lacks: every request would fail with tryAcquire's error, now thrown here. */
-  function defaultFieldsSuffice(limiter) {
-    for (const { name, by } of limiter.limits) {
-      const missing = by.find((field) => !REQUEST_FIELDS.includes(field));
-      if (missing !== undefined) {
-        invalidValue(`\`fields\` must be given: limit "${name}" of \`limiter\` is keyed by "${missing}", which the default fields (${REQUEST_FIELDS.join(', ')}) lack`);
+  /**
+   * Refuses a Policy keyed by a field requestFields lacks: every request
+   * would fail with tryAcquire's error, now thrown here. So with a field
+   * that a RedisPolicy's `fallback` (its onError Policy) is keyed by: the
+   * RedisPolicy refuses a request lacking it, Redis up or down.
+   */
+  function defaultFieldsSuffice(limiter, fallback) {
+    for (const [policy, of] of [[limiter, '`limiter`'], [fallback, "`limiter`'s onError"]]) {
+      for (const { name, by } of policy?.limits ?? []) {
+        const missing = by.find((field) => !REQUEST_FIELDS.includes(field));
+        if (missing !== undefined) {
+          invalidValue(`\`fields\` must be given: limit "${name}" of ${of} is keyed by "${missing}", which the default fields (${REQUEST_FIELDS.join(', ')}) lack`);
+        }
       }
     }
   }

@@ -631,15 +631,20 @@ def _function(name: str, function: Optional[Callable[[Scope], Any]]) -> Optional
 
 def _default_fields_suffice(policy: Union[Policy, AsyncRedisPolicy]) -> None:
     """Refuses a policy keyed by a field ``request_fields`` lacks: every
-    request would fail with try_acquire's error, raised here instead."""
-    for name in policy.names:
-        missing = [field for field in policy.keyed_by(name) if field not in REQUEST_FIELDS]
-        if missing:
-            raise RateLimitError(
-                f"`fields` must be given: limit {name!r} of `limiter` is keyed by {missing[0]!r}, "
-                f"which the default fields ({', '.join(REQUEST_FIELDS)}) lack",
-                "invalid_value",
-            )
+    request would fail with try_acquire's error, raised here instead. So
+    with a field that an ``AsyncRedisPolicy``'s ``on_error`` ``Policy`` is
+    keyed by: the Redis policy refuses a request lacking it, Redis up or
+    down (as the JS helpers refuse it)."""
+    fallback = getattr(policy, "_core").on_error if _is_async_redis_policy(policy) else None
+    for of, limits in (("`limiter`", policy.limits), ("`limiter`'s on_error", fallback.limits if isinstance(fallback, Policy) else ())):
+        for name, by in limits:
+            missing = [field for field in by if field not in REQUEST_FIELDS]
+            if missing:
+                raise RateLimitError(
+                    f"`fields` must be given: limit {name!r} of {of} is keyed by {missing[0]!r}, "
+                    f"which the default fields ({', '.join(REQUEST_FIELDS)}) lack",
+                    "invalid_value",
+                )
 
 
 def _checked_skip(skipped: Any) -> bool:

@@ -407,6 +407,14 @@ def test_the_options_of_the_other_kind_and_the_sync_classes_are_refused() -> Non
             "`fields` must be given: limit '5/minute' of `limiter` is keyed by 'user', "
             "which the default fields (client, method, path) lack",
         ),
+        # So with its on_error Policy's: the Redis policy refuses every request lacking 'user', Redis up or down.
+        (
+            AsyncRedisPolicy(aclient, "5/minute", by=["client"], on_error=Policy.from_rates("5/minute", by=["user"])),
+            {},
+            RateLimitError,
+            "`fields` must be given: limit '5/minute' of `limiter`'s on_error is keyed by 'user', "
+            "which the default fields (client, method, path) lack",
+        ),
     ]
     for limiter, options, error, message in cases:
         with pytest.raises(error) as raised:
