@@ -497,6 +497,11 @@ impl PyReservation {
         (!self.cancelled.swap(true, Ordering::AcqRel)).then_some(taken)
     }
 
+    /// What the booking reached (see `Core::extent`).
+    pub fn extent(&self) -> usize {
+        self.extent
+    }
+
     /// This reservation, the `seq`-th booking of its limiter.
     pub fn with_seq(self, seq: u64) -> Self {
         PyReservation { seq, ..self }

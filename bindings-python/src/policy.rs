@@ -118,6 +118,13 @@ impl Core for PolicyCore {
         self.policy.refunds_any_booking()
     }
 
+    /// A policy of buckets only moves its waiters up as a bucket does, in
+    /// one queue for all its requests (its global limits are shared); one
+    /// without limits books nothing, and has no waiters to move.
+    fn moves_up(&self) -> bool {
+        !self.policy.is_empty() && self.policy.refunds_latest_only()
+    }
+
     fn to_owned(request: &Request) -> Request {
         request.clone()
     }
@@ -776,8 +783,7 @@ limiter_methods!(
 
         /// The one limit's limiter, fresh, named by the limit, on the default
         /// clock; ``None`` unless the policy has a single global limit. What
-        /// ``ratekeeper.limit`` waits on for one rate: a limiter's waiters
-        /// move up into a cancelled one's slot, a policy's do not.
+        /// ``ratekeeper.limit`` waits on for one rate, named by the rate.
         fn _single<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
             let (prototype, name) = {
                 let core = self.shared.lock(py);

@@ -74,6 +74,14 @@ pub trait Core: Send + 'static {
     fn gives_back_anywhere(&self) -> bool {
         false
     }
+    /// Whether the `acquire_async` waiters behind a cancelled booking move
+    /// up into its slot (see `ratekeeper/_wait.py`): those of a bucket,
+    /// which gives back exactly only its latest booking. Else a booking is
+    /// given back where it was counted (see [`Core::gives_back_anywhere`]),
+    /// or, mixing both (a policy's), only while it is the latest.
+    fn moves_up(&self) -> bool {
+        !self.gives_back_anywhere()
+    }
     /// Words for `error`, about `target`, that the core's error cannot hold
     /// (the names of a policy's missing field and limit), if any.
     fn explain(&self, _error: &Error, _target: &Self::Target) -> Option<String> {
@@ -466,12 +474,15 @@ pub fn book_reservation<S: Subject>(
 }
 
 /// `_rebook`: gives back `cancels` (each booking and what it was booked
-/// for), then books each of `requests` with no bound on its wait, in order,
-/// as one step: no other call on the subject comes between (the GIL, or
-/// the mutex, is held throughout, and no Python code runs). Nothing at all
-/// when the subject has counted more than `expected` events (others booked
-/// since: see `Shared::event`). Each request's answer is its Reservation, or
-/// the exception its booking raised, as a value.
+/// for, newest first: the last is the cancelled waiter's, the others those
+/// of the waiters behind it), then books each of `requests` with no bound
+/// on its wait, in order, as one step: no other call on the subject comes
+/// between (the GIL, or the mutex, is held throughout, and no Python code
+/// runs). Nothing at all when the subject has counted more than `expected`
+/// events (others booked since: see `Shared::event`), or when one behind
+/// the cancelled waiter was booked before a limit was added to a policy
+/// (see [`Core::extent`]). Each request's answer is its Reservation, or the
+/// exception its booking raised, as a value.
 pub fn rebook<'py, S: Subject>(
     slf: &Bound<'py, S>,
     expected: u64,
@@ -485,6 +496,17 @@ pub fn rebook<'py, S: Subject>(
         let mut core = this.shared().lock(py);
         // A reset since is an event too: nothing it forgot is given back.
         if this.shared().events() > expected {
+            return Ok(None);
+        }
+        // Booked again, a waiter booked before a limit was added would be
+        // booked in that limit too, whose fields its request may lack (it
+        // failed, though its slot was its own): nobody moves then, as after
+        // a reconfigure, and nothing is given back (as the JS acquire does).
+        let behind = cancels.split_last().map_or(&[][..], |(_, behind)| behind);
+        if behind
+            .iter()
+            .any(|(reservation, _)| reservation.get().extent() < core.extent())
+        {
             return Ok(None);
         }
         for (reservation, target) in cancels {
@@ -802,6 +824,14 @@ macro_rules! limiter_methods {
             fn _gives_back_anywhere(slf: &Bound<'_, Self>) -> bool {
                 let shared = <Self as $crate::shared::Subject>::shared(slf.get());
                 $crate::shared::Core::gives_back_anywhere(&*shared.lock(slf.py()))
+            }
+
+            /// Whether ``acquire_async``'s waiters behind a cancelled one move
+            /// up into its slot (see ``Core::moves_up``): a bucket's, or a
+            /// policy's whose limits are all buckets.
+            fn _moves_up(slf: &Bound<'_, Self>) -> bool {
+                let shared = <Self as $crate::shared::Subject>::shared(slf.get());
+                $crate::shared::Core::moves_up(&*shared.lock(slf.py()))
             }
 
             /// The bookings, reconfigures and restores made so far (for

@@ -877,8 +877,8 @@ def test_limit_takes_rate_strings(clock: FakeClock) -> None:
 
 
 def test_limit_of_one_rate_waits_on_that_limiter() -> None:
-    # A limiter's waiters move up into a cancelled one's slot; a policy's do
-    # not (its slot went unused), so one rate makes a limiter.
+    # One rate makes that one limiter, named by the rate, which waits as a
+    # policy of that one limit would.
     for rates, algorithm, kind in (
         ("5/second", "token_bucket", TokenBucket),
         ("5/second", "gcra", Gcra),
@@ -896,7 +896,7 @@ def test_limit_of_one_rate_waits_on_that_limiter() -> None:
 def test_limit_of_one_rate_moves_waiters_up() -> None:
     # On real time (the decorator's limiter reads the monotonic clock): slots
     # 0.5 s apart. With a cancelled waiter ahead, the next goes at 0.5 s, in
-    # its place; a policy's waiter kept its own slot, at 1 s.
+    # its place, not in its own slot, at 1 s.
     @ratekeeper.limit("2/second")
     async def call() -> None:
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import signal
 import sys
 import threading
@@ -464,8 +465,8 @@ def test_a_reset_keeps_the_waiters_in_their_slots_unless_it_changed_nothing(
 ) -> None:
     # A reset forgets the key's bookings: a waiter behind a cancelled one
     # then stays in its slot, as after a reconfigure. A reset of a key the
-    # store does not hold changes nothing: the waiter moves up. (A policy's
-    # waiters never move up: its cancelled slot goes unused.)
+    # store does not hold changes nothing: the waiter moves up. (A policy's:
+    # see test_a_policy_moves_its_waiters_up_only_while_nobody_else_booked_since.)
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
 
@@ -884,22 +885,166 @@ def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> Non
     assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
 
 
-def test_a_policy_of_buckets_gives_nothing_back_from_the_middle(monkeypatch: pytest.MonkeyPatch) -> None:
-    # What ratekeeper.limit("1/second;1000/hour") waits on. A policy's
-    # waiters never move up; its bucket refunded a cancelled booking from
-    # the middle of the queue, which freed the slot at its end: e was booked
-    # into d's (two units at once from a burst of one). Its slot goes unused.
+def test_a_policy_of_buckets_moves_its_waiters_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What ratekeeper.limit("1/second;1000/hour") waits on. Its waiters kept
+    # their slots behind a cancelled one, whose slot went unused, where the
+    # JS policy's move up into it, as a limiter's do.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
     done = asyncio.run(_cancel_then_book(policy, timeline, "a"))  # type: ignore[arg-type]
-    assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
-    # The latest booking is still given back: the next one takes its slot.
+    assert done == {"b": 1.0, "c": 2.0, "d": 3.0, "e": 4.0}
+    # The latest booking is given back: the next one takes its slot.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
     done = asyncio.run(_cancel_then_book(policy, timeline, "d"))  # type: ignore[arg-type]
     assert done == {"a": 1.0, "b": 2.0, "c": 3.0, "e": 4.0}
+
+
+# Policies of each kind, of one request a second and a thousand an hour,
+# global limits both: buckets only, what rate strings make by default
+# ("rates"), whose waiters move up; windows only, each booking given back
+# where it was counted; and both mixed, given back only while it is the
+# latest booking.
+POLICIES: dict[str, Callable[[Timeline], Policy]] = {
+    "rates": lambda c: Policy.from_rates("1/second;1000/hour", clock=c),
+    "gcra": lambda c: Policy.from_rates("1/second;1000/hour", algorithm="gcra", clock=c),
+    "leaky": lambda c: _policy(c, LeakyBucket(10, 1.0), Gcra(1000, 3.6)),
+    "windows": lambda c: Policy.from_rates("1/second;1000/hour", algorithm="fixed_window", clock=c),
+    "mixed": lambda c: _policy(c, Gcra(1, 1.0), FixedWindow(1000, 3600.0)),
+}
+
+
+def _policy(clock: Timeline, second: ratekeeper.Limiter, hour: ratekeeper.Limiter) -> Policy:
+    """A policy on ``clock`` of two global limits, ``second`` and ``hour``."""
+    policy = Policy(clock=clock)
+    policy.add("second", second)
+    policy.add("hour", hour)
+    return policy
+
+
+async def _policy_waiters(policy: Policy, timeline: Timeline, cancelled: str) -> dict[str, float]:
+    """Waiters a, b and c, each of a user of its own, booked in turn (at 1,
+    2 and 3 s on a policy of one a second); ``cancelled`` cancelled; then d
+    books: when each of the others went."""
+    policy.try_acquire({"user": "first"})
+    done: dict[str, float] = {}
+
+    async def waiter(label: str) -> None:
+        await policy.acquire_async({"user": label})
+        done[label] = timeline.now
+
+    tasks = {label: asyncio.ensure_future(waiter(label)) for label in "abc"}
+    await timeline.settle()
+    tasks[cancelled].cancel()
+    await timeline.settle()
+    tasks["d"] = asyncio.ensure_future(waiter("d"))
+    await timeline.settle()
+    for t in range(1, 8):
+        await timeline.advance(float(t))
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    return done
+
+
+@pytest.mark.parametrize("kind", POLICIES)
+@pytest.mark.parametrize("cancelled", ["b", "c"], ids=["middle", "latest"])
+def test_a_policys_waiters_move_up_as_the_js_policys_do(
+    kind: str, cancelled: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Buckets only: the waiters of every request (one queue: the limits are
+    # shared) move up into the cancelled one's slot, c into b's exact
+    # instant. Windows only: nobody moves, and the cancelled booking is
+    # given back as its limits' refunds do (a fixed window only in the
+    # window of the latest booking, c's: b's goes unused). Mixed: given back
+    # only while it is the latest booking, else its slot goes unused. They
+    # kept their slots on every policy, however many buckets it had.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    done = asyncio.run(_policy_waiters(POLICIES[kind](timeline), timeline, cancelled))
+    if cancelled == "c":
+        # The latest booking is given back on every policy: d takes its slot.
+        assert done == {"a": 1.0, "b": 2.0, "d": 3.0}
+    elif kind in ("rates", "gcra", "leaky"):
+        assert done == {"a": 1.0, "c": 2.0, "d": 3.0}
+    else:
+        assert done == {"a": 1.0, "c": 3.0, "d": 4.0}
+
+
+@pytest.mark.parametrize(
+    "between", ["reserve", "refused", "add_after", "add_before", "reset_held", "reset_not_held"]
+)
+def test_a_policy_moves_its_waiters_up_only_while_nobody_else_booked_since(
+    between: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a limiter's, and the JS policy's: a reserve() held behind the
+    # cancelled waiter, or a reset that found the key since (its bookings
+    # forgotten, as a reconfigure), keeps everyone in their slots; so does a
+    # limit added after the waiter behind booked: booked again, it would be
+    # booked in that limit too, whose field ("ip") its request lacks (it
+    # failed). A reservation refused, a reset that found nothing, or a limit
+    # added before the waiter behind booked: it moves up (into a's slot, at
+    # 1 s; as far as the limit added allows, which never held a's booking:
+    # 1.5 s, its burst of two at one per 0.5 s after b's slot given back).
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    request = {"user": "k"}
+
+    async def main() -> tuple[float, float]:
+        policy = Policy(clock=timeline)
+        policy.add("global", Gcra(1, 1.0))
+        policy.add("per-user", Gcra(5, 0.2), by=["user"])
+        policy.try_acquire(request)
+        a = await timeline.start(policy.acquire_async(request))  # at 1
+        if between == "reserve":
+            assert policy.reserve(request).at == 2.0
+        elif between == "refused":
+            assert not policy.reserve(request, max_wait=0).ok
+        elif between == "add_before":
+            policy.add("burst-of-two", Gcra(2, 0.5))
+        b = await timeline.start(policy.acquire_async(request))
+        if between == "add_after":
+            policy.add("per-ip", Gcra(5, 0.2), by=["ip"])
+        elif between.startswith("reset"):
+            assert policy.reset(request if between == "reset_held" else {"user": "other"}) == (between == "reset_held")
+        a.cancel()
+        await timeline.settle()
+        (slot,) = [waiter.reservation.at for waiter in _wait._WAITING[id(policy)]]
+        return slot, await timeline.went_at(b)
+
+    slot = {
+        "reserve": 3.0,
+        "refused": 1.0,
+        "add_after": 2.0,
+        "add_before": 1.5,
+        "reset_held": 2.0,
+        "reset_not_held": 1.0,
+    }
+    assert asyncio.run(main()) == (slot[between], float(math.ceil(slot[between])))
+
+
+def test_a_policy_gives_a_booking_back_as_it_gave_back_when_it_booked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Booked on a policy of windows only, given back where it was counted
+    # (a log at its instant), though a bucket added since makes the policy
+    # a mix, whose bookings are given back only while the latest: as the JS
+    # policy's waiter, told when it booked. Told when it was withdrawn, its
+    # slot went unused (a reserve() held after it), and the next booking
+    # went a window later.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> tuple[float, float]:
+        policy = Policy(clock=timeline)
+        policy.add("window", SlidingWindowLog(2, 1.0))
+        policy.try_acquire(None, 2)
+        a = await timeline.start(policy.acquire_async())  # at 1
+        policy.add("bucket", Gcra(1000, 0.001))
+        held = policy.reserve()
+        a.cancel()
+        await timeline.settle()
+        return held.at, policy.reserve().at
+
+    assert asyncio.run(main()) == (1.0, 1.0)
 
 
 def test_a_coroutine_never_awaited_books_nothing() -> None:

@@ -246,6 +246,20 @@ impl Policy {
             .all(|limit| limit.store.refunds_any_booking())
     }
 
+    /// Whether no limit's refund gives a booking back wherever it stands
+    /// among later ones: every limit a bucket (a token bucket, GCRA or leaky
+    /// bucket), each giving back exactly only its latest booking, as a
+    /// single bucket does. The bindings' waiting acquires then move the
+    /// waiters behind a cancelled one up into its slot, in one queue for
+    /// all requests (the global limits are shared); a policy mixing buckets
+    /// and windows can give a booking back only while it is the latest.
+    /// True of a policy without limits, which books nothing.
+    pub fn refunds_latest_only(&self) -> bool {
+        self.limits
+            .iter()
+            .all(|limit| !limit.store.refunds_any_booking())
+    }
+
     /// The configuration of limit `index`. Panics when out of range.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn limiter(&self, index: usize) -> AnyLimiter {

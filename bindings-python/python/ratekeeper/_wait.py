@@ -36,18 +36,22 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 
 
-# Moving up: the waiters behind a cancelled one move up on a limiter (or a key
-# of a keyed limiter) whose booking may not be given back from the middle
-# (``_gives_back_anywhere()`` false, the core's ``refunds_any_booking``). A
-# bucket keeps no record of single bookings and gives back exactly only its latest: a
+# Moving up: the waiters behind a cancelled one move up on a bucket, whose
+# booking may not be given back from the middle (``_moves_up()``, the core's
+# ``refunds_any_booking`` false): a limiter, a key of a keyed limiter, or a
+# policy of buckets only (the core's ``refunds_latest_only``). A bucket keeps
+# no record of single bookings and gives back exactly only its latest: a
 # booking given back from the middle of the queue would let the next one
 # share a slot with a later waiter (two units at once from a burst of one).
-# So the waiters booked after it, in the same queue (the limiter, or the key
-# of a keyed limiter), give theirs back too, newest first, and book again in
-# order, as the JS acquire does on abort. A window algorithm keeps each booking
-# where it was counted (the log at its instant, the counters per window),
-# so a cancelled booking is given back as its refund does (see the README)
-# and nobody moves; nor do a policy's waiters.
+# So the waiters booked after it, in the same queue (the limiter, the key of
+# a keyed limiter, or every request of a policy, whose global limits are
+# shared), give theirs back too, newest first, and book again in order, as
+# the JS acquire does on abort. A window algorithm keeps each booking where
+# it was counted (the log at its instant, the counters per window), so a
+# cancelled booking is given back as its refund does (see the README) and
+# nobody moves: so too a policy of windows only. A policy mixing both can
+# neither (booking the waiters again would count them twice in its windows):
+# it gives a booking back only while it is the latest (``latest_only``).
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count
 # in whole milliseconds from a time cached at the start of each iteration.
@@ -58,7 +62,7 @@ class _Waiter:
     """An ``acquire_async`` sleeping until its slot: what it booked, how to
     book it again, and the future that wakes it when its slot moved."""
 
-    __slots__ = ("args", "cancels", "error", "foreign", "loop", "moved", "queue", "reservation", "task")
+    __slots__ = ("args", "cancels", "error", "foreign", "latest_only", "loop", "moved", "queue", "reservation", "task")
 
     def __init__(
         self,
@@ -71,6 +75,10 @@ class _Waiter:
         self.args = args
         self.reservation = reservation
         self.queue = queue
+        # Nobody moves, and its booking is given back only while it is the
+        # latest (a policy mixing buckets and windows, as it was when it
+        # booked: see "Moving up" above).
+        self.latest_only = False
         self.loop = loop
         # Held weakly, as is ``moved`` (whose callbacks hold the task): the
         # waiter stays in _WAITING until its coroutine ends, and a task left
@@ -114,12 +122,13 @@ def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
     """What a waiter of ``subject`` queues behind: ``None`` when nobody
     moves up (see "Moving up" above), else the same object for the same queue."""
     # Here, not at the top: the native module imports this one.
-    from ratekeeper._ratekeeper import KeyedLimiter, Policy
+    from ratekeeper._ratekeeper import KeyedLimiter
 
-    if isinstance(subject, Policy) or subject._gives_back_anywhere():
+    if not subject._moves_up():
         return None
     # A keyed limiter's args are (key, cost): a queue per key, named as the
-    # store names it (42, "42" and b"42" are one key).
+    # store names it (42, "42" and b"42" are one key). A policy's requests
+    # are one queue: its global limits are shared.
     return ("key", _key_bytes(args[0])) if isinstance(subject, KeyedLimiter) else ()
 
 
@@ -196,10 +205,10 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         return
     if waiter.queue is None:
         # Nobody moves: the booking is given back as its refund does; but
-        # a policy with a bucket among its limits (what ratekeeper.limit
-        # makes of two rates) gives it back only while it is the latest
-        # booking (see "Moving up" above), else its slot goes unused.
-        if not booker._gives_back_anywhere():
+        # a policy mixing buckets and windows gives it back only while it
+        # is the latest booking (see "Moving up" above), else its slot goes
+        # unused.
+        if waiter.latest_only:
             try:
                 booker._rebook(waiter.reservation._seq, [(waiter.reservation, waiter.args)], [])
             except Exception as error:
@@ -289,8 +298,9 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     Booking happens when the coroutine first runs, so a coroutine that is
     never awaited books nothing. Any exception during the sleep (above all
     ``asyncio.CancelledError``) gives the booking back before propagating;
-    the ``acquire_async`` calls of a bucket booked after it move up into
-    the slots it left (see "Moving up" at the top of this module).
+    the ``acquire_async`` calls of a bucket (or of a policy of buckets only)
+    booked after it move up into the slots it left (see "Moving up" at the
+    top of this module).
     """
     import asyncio
 
@@ -303,6 +313,9 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
         if reservation.wait <= 0:
             return
         waiter = _Waiter(args, reservation, _queue_of(subject, args), loop, asyncio.current_task())
+        # As it gives back when it books (a limit added later does not change
+        # how its own booking is held).
+        waiter.latest_only = waiter.queue is None and not booker._gives_back_anywhere()
         _WAITING.setdefault(id(subject), []).append(waiter)
         _count_mine(subject, reservation)
         waiter.foreign = reservation._seq - _MINE[id(subject)]
@@ -672,8 +685,8 @@ def limit(
         subject = rates
     elif isinstance(rates, str):
         policy = Policy.from_rates(rates, algorithm=algorithm)
-        # One rate: its own limiter, whose waiters move up into a cancelled
-        # one's slot (a policy's keep theirs, and the slot goes unused).
+        # One rate: its own limiter, named by the rate, whose waiters wait
+        # as those of a policy of that one limit would.
         single = policy._single()
         if single is not None:
             subject = single
