@@ -1047,6 +1047,31 @@ def test_a_policy_gives_a_booking_back_as_it_gave_back_when_it_booked(monkeypatc
     assert asyncio.run(main()) == (1.0, 1.0)
 
 
+def test_a_waiter_booked_after_a_policy_came_to_mix_keeps_the_one_ahead_from_moving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a booked on a policy of buckets, b after a window limit was added (a
+    # mix: b moves in no queue, and is never booked again). a's booking,
+    # given back from the middle of the global bucket's queue, freed the
+    # slot at its end: the next booking shared b's (two units at once from
+    # a burst of one). Nobody moves, and a's slot goes unused.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> tuple[float, float]:
+        policy = Policy(clock=timeline)
+        policy.add("global", Gcra(1, 1.0))
+        policy.try_acquire()
+        a = await timeline.start(policy.acquire_async())  # at 1
+        policy.add("hour", FixedWindow(1000, 3600.0))
+        b = await timeline.start(policy.acquire_async())  # at 2
+        a.cancel()
+        await timeline.settle()
+        return policy.reserve().at, await timeline.went_at(b)
+
+    assert asyncio.run(main()) == (3.0, 2.0)
+
+
 def test_a_coroutine_never_awaited_books_nothing() -> None:
     bucket = TokenBucket(1, 1, 30, initial_tokens=0)
     before = bucket.peek(now=0)

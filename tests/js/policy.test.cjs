@@ -797,6 +797,33 @@ describe('Policy', () => {
     }
   });
 
+  it('aborting a waiter of a policy of buckets, with one behind booked after a window limit was added, moves nobody and gives nothing back', async () => {
+    // b was booked on the mix the window made, in no queue, never booked
+    // again: a's booking, given back from the middle of the global bucket's
+    // queue, freed the slot at its end, and the next booking shared b's
+    // (two units at once from a burst of one). a's slot goes unused.
+    const time = fakeTime({ start: 0 }).install();
+    try {
+      const policy = new Policy(undefined, { clock: time.now });
+      policy.add('global', new Gcra({ burst: 1, emissionIntervalMs: SECOND }));
+      policy.tryAcquire({});
+      const controller = new AbortController();
+      const a = policy.acquire({}, 1, { signal: controller.signal });
+      policy.add('hour', new FixedWindow({ limit: 1000, windowMs: 3600 * SECOND }));
+      let went;
+      const b = policy.acquire({}).then(() => (went = time.now()));
+      await time.advance(10);
+      controller.abort();
+      await assert.rejects(a, (e) => e.name === 'AbortError');
+      assert.equal(time.now() + policy.reserve({}).waitMs, 3 * SECOND, "the next booking is not b's slot");
+      await time.advance(10 * SECOND);
+      await b;
+      assert.equal(went, 2 * SECOND, 'b keeps its slot');
+    } finally {
+      time.uninstall();
+    }
+  });
+
   it('reserve books every limit at the policy\'s slot, and cancel() gives it back in every one', () => {
     const log = (limit, windowMs) => new SlidingWindowLog({ limit, windowMs });
     const policy = new Policy({ limits: [{ name: 'fast', limiter: log(2, 100) }, { name: 'slow', limiter: log(1, SECOND) }] });

@@ -103,6 +103,18 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       arm(w);
       return;
     }
+    // Behind it, a waiter in no queue: booked after a window limit was added
+    // to a policy of buckets (a mix since), it shares the buckets but is
+    // never booked again. Given back from the middle of their queue, this
+    // booking would free the slot at its end, which the next caller would
+    // share with that waiter (two units at once from a burst of one). So
+    // nobody moves, and nothing is given back, as above. (Only a policy's
+    // waiters can be in a queue and in none: a limiter's algorithm, and so
+    // its keys', never changes.)
+    if (waiter.queue !== null && w.list.some((other) => other.queue === null && other.seq > waiter.seq)) {
+      arm(w);
+      return;
+    }
     // A policy mixing bucket and window limits: nobody can move up (a window
     // frees nothing of a booking to come, so booking them again would count
     // them twice), and a bucket gives back exactly only its latest booking.

@@ -218,6 +218,17 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         _leave(subject, queue, {id(waiter)})
         return
     at = queue.index(waiter)
+    # Behind it, a waiter in no queue: booked after a window limit was added
+    # to a policy of buckets (a mix since), it shares the buckets but is
+    # never booked again. Given back from the middle of their queue, this
+    # booking would free the slot at its end, which the next caller would
+    # share with that waiter (two units at once from a burst of one). So
+    # nobody moves, and nothing is given back (its slot goes unused), as the
+    # JS acquire does. (Only a policy's waiters can be in a queue and in
+    # none: a limiter's algorithm, and so its keys', never changes.)
+    if any(w.queue is None for w in queue[at + 1 :]):
+        _leave(subject, queue, {id(waiter)})
+        return
     later = [w for w in queue[at + 1 :] if w.queue == waiter.queue]
     # Cancelled too (many tasks at once), or on a loop closed since: given
     # back with the rest, and taken out now (nobody is waiting there, and a
