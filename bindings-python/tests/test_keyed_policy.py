@@ -1113,6 +1113,29 @@ def test_limit_with_key_refuses_a_key_of_a_wrong_type_as_the_limiter_does(clock:
         ratekeeper.limit(per_user_and_global(1, 1, clock=clock), key=lambda: "alice")(lambda: None)()  # type: ignore[arg-type, return-value]
 
 
+def test_limit_with_key_takes_an_int_of_any_kind_as_the_limiter_does(clock: FakeClock) -> None:
+    # A KeyedLimiter takes what has __index__ (NumPy's and pandas' ints) as
+    # the int it is, and so does a policy's request; over several rates the
+    # key was refused (`key` must be a str, bytes or int), over one taken.
+    class Index:
+        def __index__(self) -> int:
+            return 42
+
+    for rates in ("1/second", "1/second;9/minute"):
+        keys = iter([Index(), 42, Index(), 7])
+
+        @ratekeeper.limit(rates, key=lambda: next(keys), wait=False)  # type: ignore[arg-type, return-value]
+        def call() -> None:
+            return None
+
+        call()  # Index(): the key 42
+        with pytest.raises(RateLimited):
+            call()  # 42: the same key
+        with pytest.raises(RateLimited):
+            call()
+        call()  # another key
+
+
 def test_limit_with_key_refuses_what_has_no_key(clock: FakeClock) -> None:
     store = KeyedLimiter(FixedWindow(1, 60, clock=clock))
     with pytest.raises(RateLimitTypeError, match="^a KeyedLimiter needs `key`") as raised:

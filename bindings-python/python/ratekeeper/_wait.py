@@ -466,7 +466,7 @@ class KeyedAcquiring:
         if self._field is not None:
             # Refused as a KeyedLimiter refuses it, as with one rate: the
             # request this makes is none the caller wrote.
-            if isinstance(key, bool) or not isinstance(key, (str, bytes, int)):
+            if not _is_key(key):
                 raise RateLimitTypeError("`key` must be a str, bytes or int", "invalid_type")
             key = {self._field: key}
         return Acquiring(self._subject, (key, self._cost), self._timeout)
@@ -477,6 +477,20 @@ class KeyedAcquiring:
         ``staticmethod`` or ``classmethod`` stays one, its function decorated;
         an object that is not callable raises ``RateLimitTypeError``."""
         return _decorate(func, self._entering)
+
+
+def _is_key(key: object) -> bool:
+    """Whether a ``KeyedLimiter`` takes ``key``: a str, bytes, an int (not a
+    bool), or what has an ``__index__`` (NumPy's ints), as the int it is."""
+    if isinstance(key, (str, bytes)):
+        return True
+    if isinstance(key, int):
+        return not isinstance(key, bool)
+    try:
+        operator.index(key)  # type: ignore[arg-type]
+    except Exception:  # as the store reads it: any failure is no int
+        return False
+    return True
 
 
 def _decorate(
