@@ -80,6 +80,10 @@ impl Core for AnyKeyed {
         self.refunds_any_booking()
     }
 
+    fn moves_up(&self) -> bool {
+        AnyKeyed::moves_up(self)
+    }
+
     fn to_owned(key: &[u8]) -> Box<[u8]> {
         key.into()
     }

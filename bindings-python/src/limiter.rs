@@ -96,6 +96,10 @@ impl Core for AnyLimiter {
         self.refunds_any_booking()
     }
 
+    fn moves_up(&self) -> bool {
+        AnyLimiter::moves_up(self)
+    }
+
     fn to_owned(_: &()) {}
 
     fn borrow(owned: &()) -> &() {

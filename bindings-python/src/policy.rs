@@ -118,11 +118,11 @@ impl Core for PolicyCore {
         self.policy.refunds_any_booking()
     }
 
-    /// A policy of buckets only moves its waiters up as a bucket does, in
-    /// one queue for all its requests (its global limits are shared); one
-    /// without limits books nothing, and has no waiters to move.
+    /// A policy of one limit that moves up (a GCRA, a leaky bucket) moves
+    /// its waiters up as that limiter does, in one queue for all its
+    /// requests; one of several limits does not (see `Policy::moves_up`).
     fn moves_up(&self) -> bool {
-        !self.policy.is_empty() && self.policy.refunds_latest_only()
+        self.policy.moves_up()
     }
 
     fn to_owned(request: &Request) -> Request {

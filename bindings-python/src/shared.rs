@@ -75,13 +75,12 @@ pub trait Core: Send + 'static {
         false
     }
     /// Whether the `acquire_async` waiters behind a cancelled booking move
-    /// up into its slot (see `ratekeeper/_wait.py`): those of a bucket,
-    /// which gives back exactly only its latest booking. Else a booking is
-    /// given back where it was counted (see [`Core::gives_back_anywhere`]),
-    /// or, mixing both (a policy's), only while it is the latest.
-    fn moves_up(&self) -> bool {
-        !self.gives_back_anywhere()
-    }
+    /// up into its slot (see `ratekeeper/_wait.py`): those of a GCRA or a
+    /// leaky bucket, which land no later than they were (the core's
+    /// `moves_up`). Else a booking is given back where it was counted (see
+    /// [`Core::gives_back_anywhere`]), or only while it is the latest (a
+    /// token bucket's, a policy's of several limits).
+    fn moves_up(&self) -> bool;
     /// Words for `error`, about `target`, that the core's error cannot hold
     /// (the names of a policy's missing field and limit), if any.
     fn explain(&self, _error: &Error, _target: &Self::Target) -> Option<String> {

@@ -138,6 +138,23 @@ impl AnyLimiter {
         )
     }
 
+    /// Whether the waiters behind a cancelled booking can move up into its
+    /// slot: the bookings made after the latest one, given back newest
+    /// first with it and booked again in order, each land no later than it
+    /// was (tests/moves_up.rs). True of a GCRA and a leaky bucket, whose
+    /// latest booking given back leaves them as they were. Not of a token
+    /// bucket: a booking takes the refill up to its slot, which the
+    /// capacity may clip, and gives back only its cost, so that a waiter
+    /// booked again can land a refill period later (or, of several
+    /// bandwidths, a second later: from 0.5 s to 1.5 s); it gives back
+    /// exactly only while its booking is the latest. Nor of the window
+    /// algorithms, which give any booking back where it was counted (see
+    /// [`refunds_any_booking`](AnyLimiter::refunds_any_booking)), so that
+    /// nobody needs to move.
+    pub fn moves_up(&self) -> bool {
+        matches!(self, AnyLimiter::Gcra(_) | AnyLimiter::LeakyBucket(_))
+    }
+
     /// The span over which [`limit`](Limiter::limit) units are granted, as
     /// the `w` of a `RateLimit-Policy` header: a window algorithm's window
     /// (a calendar's nominal length: a day, 7 days, 30 days for a month);

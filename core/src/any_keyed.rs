@@ -81,6 +81,16 @@ impl AnyKeyed {
         }
     }
 
+    /// [`AnyLimiter::moves_up`] of its keys' limiter, without the copy
+    /// [`AnyKeyed::prototype`] makes: the waiters of one key move up.
+    pub fn moves_up(&self) -> bool {
+        match &self.0 {
+            Store::Gcra(_) => true,
+            Store::TokenBucket(_) => false,
+            Store::Any(s) => s.prototype().moves_up(),
+        }
+    }
+
     /// A store in which every key starts as a fresh `prototype`: its
     /// configuration, never called, whatever `prototype` has seen.
     #[cfg_attr(ratekeeper_size, optimize(size))]

@@ -246,18 +246,21 @@ impl Policy {
             .all(|limit| limit.store.refunds_any_booking())
     }
 
-    /// Whether no limit's refund gives a booking back wherever it stands
-    /// among later ones: every limit a bucket (a token bucket, GCRA or leaky
-    /// bucket), each giving back exactly only its latest booking, as a
-    /// single bucket does. The bindings' waiting acquires then move the
-    /// waiters behind a cancelled one up into its slot, in one queue for
-    /// all requests (the global limits are shared); a policy mixing buckets
-    /// and windows can give a booking back only while it is the latest.
-    /// True of a policy without limits, which books nothing.
-    pub fn refunds_latest_only(&self) -> bool {
-        self.limits
-            .iter()
-            .all(|limit| !limit.store.refunds_any_booking())
+    /// Whether the waiters behind a cancelled booking can move up into its
+    /// slot ([`AnyLimiter::moves_up`]), in one queue for all requests (a
+    /// global limit is shared): a policy of one limit that can. Not one of
+    /// several limits, even buckets only: each limit holds a booking until
+    /// the slot of the slowest, and that hold is not given back, so that a
+    /// waiter booked again may land later than it was, or be refused (a
+    /// leaky queue still full). A policy of several limits, with a bucket
+    /// among them, gives a cancelled booking back only while it is the
+    /// latest; one of windows only gives any booking back where it was
+    /// counted ([`refunds_any_booking`](Policy::refunds_any_booking)).
+    pub fn moves_up(&self) -> bool {
+        match self.limits.as_slice() {
+            [limit] => limit.store.moves_up(),
+            _ => false,
+        }
     }
 
     /// The configuration of limit `index`. Panics when out of range.

@@ -219,22 +219,22 @@ fn a_booking_holds_a_shared_limit_until_its_slot() {
 }
 
 /// Which bookings a policy gives back exactly, for the bindings' waiters:
-/// anywhere when every limit is a window, only the latest when every limit
-/// is a bucket (they move up), and neither when it mixes both.
+/// anywhere when every limit is a window, else only the latest (see
+/// tests/moves_up.rs for who moves up).
 #[test]
-fn a_policy_gives_back_anywhere_or_only_the_latest_as_its_limits_do() {
+fn a_policy_gives_back_anywhere_only_when_its_limits_all_do() {
     let mut policy = Policy::new();
-    assert!(policy.refunds_any_booking() && policy.refunds_latest_only());
+    assert!(policy.refunds_any_booking());
     let gcra = Gcra::new(1, Nanos(100)).unwrap();
     policy.add("gcra", &[], gcra.into()).unwrap();
     let leaky = LeakyBucket::new(2, Nanos(100)).unwrap();
     policy.add("leaky", &["user"], leaky.into()).unwrap();
-    assert!(!policy.refunds_any_booking() && policy.refunds_latest_only());
+    assert!(!policy.refunds_any_booking());
     let window = FixedWindow::new(1, Nanos(3_600)).unwrap();
     policy.add("window", &[], window.into()).unwrap();
-    assert!(!policy.refunds_any_booking() && !policy.refunds_latest_only());
+    assert!(!policy.refunds_any_booking());
     let mut windows = Policy::new();
     let log = SlidingWindowLog::new(1, Nanos(100)).unwrap();
     windows.add("log", &["user"], log.into()).unwrap();
-    assert!(windows.refunds_any_booking() && !windows.refunds_latest_only());
+    assert!(windows.refunds_any_booking() && !windows.moves_up());
 }
