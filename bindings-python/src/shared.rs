@@ -826,8 +826,8 @@ macro_rules! limiter_methods {
             }
 
             /// Whether ``acquire_async``'s waiters behind a cancelled one move
-            /// up into its slot (see ``Core::moves_up``): a bucket's, or a
-            /// policy's whose limits are all buckets.
+            /// up into its slot (see ``Core::moves_up``): a GCRA's or a leaky
+            /// bucket's, or a policy's of one such limit.
             fn _moves_up(slf: &Bound<'_, Self>) -> bool {
                 let shared = <Self as $crate::shared::Subject>::shared(slf.get());
                 $crate::shared::Core::moves_up(&*shared.lock(slf.py()))

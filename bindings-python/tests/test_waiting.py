@@ -23,6 +23,7 @@ import ratekeeper
 from ratekeeper import _wait
 from ratekeeper import (
     Acquiring,
+    Bandwidth,
     FixedWindow,
     Gcra,
     KeyedLimiter,
@@ -319,11 +320,12 @@ def test_acquire_async_outside_asyncio_books_nothing() -> None:
     assert bucket.peek().retry_after == before
 
 
-# The algorithms whose waiters move up, one unit a second, on a Timeline.
-BUCKETS = pytest.mark.parametrize(
+# The algorithms whose waiters move up (the core's moves_up), one unit a
+# second, on a Timeline.
+MOVERS = pytest.mark.parametrize(
     "make",
-    [lambda c: Gcra(1, 1.0, clock=c), lambda c: TokenBucket(1, 1, 1.0, clock=c), lambda c: LeakyBucket(10, 1.0, clock=c)],
-    ids=["gcra", "token_bucket", "leaky_bucket"],
+    [lambda c: Gcra(1, 1.0, clock=c), lambda c: LeakyBucket(10, 1.0, clock=c)],
+    ids=["gcra", "leaky_bucket"],
 )
 
 
@@ -386,7 +388,7 @@ class Timeline:
         await asyncio.gather(*tasks)
 
 
-@BUCKETS
+@MOVERS
 @pytest.mark.parametrize("intruding", [False, True], ids=["alone", "intruding"])
 def test_cancelling_a_waiter_moves_up_those_behind(
     make: Callable[[Timeline], ratekeeper.Limiter], intruding: bool, monkeypatch: pytest.MonkeyPatch
@@ -429,7 +431,7 @@ def test_cancelling_a_waiter_moves_up_those_behind(
         assert asyncio.run(main()) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
-@BUCKETS
+@MOVERS
 @pytest.mark.parametrize("between", ["reserve", "reconfigure", "refused"])
 def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
     make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
@@ -608,7 +610,7 @@ def test_a_key_of_a_subclass_is_the_queue_of_its_value(odd: object, monkeypatch:
     assert times_behind_a_cancelled_waiter(("42", odd, "42"), monkeypatch) == {"b": 1.0, "c": 2.0, "d": 3.0}
 
 
-@BUCKETS
+@MOVERS
 @pytest.mark.parametrize("between", ["cancelled", "of another key"])
 def test_waiters_that_left_after_it_are_no_bookings_of_others(
     make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
@@ -691,7 +693,7 @@ def test_a_withdrawal_during_another_waits_for_it(monkeypatch: pytest.MonkeyPatc
     clock = Abandoning(timeline)
 
     async def main() -> dict[str, float]:
-        limiter = TokenBucket(1, 1, 1.0, clock=clock)
+        limiter = Gcra(1, 1.0, clock=clock)
         limiter.try_acquire()
         done: dict[str, float] = {}
 
@@ -885,29 +887,32 @@ def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> Non
     assert done == {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}
 
 
-def test_a_policy_of_buckets_moves_its_waiters_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    # What ratekeeper.limit("1/second;1000/hour") waits on. Its waiters kept
-    # their slots behind a cancelled one, whose slot went unused, where the
-    # JS policy's move up into it, as a limiter's do.
-    timeline = Timeline()
-    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
-    policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
-    done = asyncio.run(_cancel_then_book(policy, timeline, "a"))  # type: ignore[arg-type]
-    assert done == {"b": 1.0, "c": 2.0, "d": 3.0, "e": 4.0}
-    # The latest booking is given back: the next one takes its slot.
-    timeline = Timeline()
-    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
-    policy = ratekeeper.Policy.from_rates("1/second;1000/hour", clock=timeline)
-    done = asyncio.run(_cancel_then_book(policy, timeline, "d"))  # type: ignore[arg-type]
-    assert done == {"a": 1.0, "b": 2.0, "c": 3.0, "e": 4.0}
+def test_a_policy_of_one_limit_moves_its_waiters_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As its limiter's do (a GCRA's). Of several limits, even buckets only
+    # (what ratekeeper.limit("1/second;1000/hour") waits on), nobody moves:
+    # each limit holds a booking until the slowest limit's slot, which
+    # giving it back does not undo, so that a waiter booked again could land
+    # later, or be refused (test_moving_up_never_moves_a_waiter_later_nor_fails_it).
+    for rates, cancelled, went in [
+        ("1/second", "a", {"b": 1.0, "c": 2.0, "d": 3.0, "e": 4.0}),
+        ("1/second;1000/hour", "a", {"b": 2.0, "c": 3.0, "d": 4.0, "e": 5.0}),
+        # The latest booking is given back: the next one takes its slot.
+        ("1/second;1000/hour", "d", {"a": 1.0, "b": 2.0, "c": 3.0, "e": 4.0}),
+    ]:
+        timeline = Timeline()
+        monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+        policy = ratekeeper.Policy.from_rates(rates, algorithm="gcra", clock=timeline)
+        assert asyncio.run(_cancel_then_book(policy, timeline, cancelled)) == went  # type: ignore[arg-type]
 
 
 # Policies of each kind, of one request a second and a thousand an hour,
 # global limits both: buckets only, what rate strings make by default
-# ("rates"), whose waiters move up; windows only, each booking given back
-# where it was counted; and both mixed, given back only while it is the
-# latest booking.
+# ("rates"), windows only, each booking given back where it was counted,
+# and both mixed, given back only while it is the latest booking, as
+# buckets of several limits are; and one of a single GCRA limit, whose
+# waiters move up.
 POLICIES: dict[str, Callable[[Timeline], Policy]] = {
+    "one": lambda c: Policy.from_rates("1/second", algorithm="gcra", clock=c),
     "rates": lambda c: Policy.from_rates("1/second;1000/hour", clock=c),
     "gcra": lambda c: Policy.from_rates("1/second;1000/hour", algorithm="gcra", clock=c),
     "leaky": lambda c: _policy(c, LeakyBucket(10, 1.0), Gcra(1000, 3.6)),
@@ -952,20 +957,20 @@ async def _policy_waiters(policy: Policy, timeline: Timeline, cancelled: str) ->
 def test_a_policys_waiters_move_up_as_the_js_policys_do(
     kind: str, cancelled: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Buckets only: the waiters of every request (one queue: the limits are
-    # shared) move up into the cancelled one's slot, c into b's exact
-    # instant. Windows only: nobody moves, and the cancelled booking is
-    # given back as its limits' refunds do (a fixed window only in the
-    # window of the latest booking, c's: b's goes unused). Mixed: given back
-    # only while it is the latest booking, else its slot goes unused. They
-    # kept their slots on every policy, however many buckets it had.
+    # One limit that moves up: the waiters of every request (one queue: the
+    # limit is shared) move up into the cancelled one's slot, c into b's
+    # exact instant. Windows only: nobody moves, and the cancelled booking
+    # is given back as its limits' refunds do (a fixed window only in the
+    # window of the latest booking, c's: b's goes unused). Buckets of
+    # several limits, or mixed: given back only while it is the latest
+    # booking, else its slot goes unused.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     done = asyncio.run(_policy_waiters(POLICIES[kind](timeline), timeline, cancelled))
     if cancelled == "c":
         # The latest booking is given back on every policy: d takes its slot.
         assert done == {"a": 1.0, "b": 2.0, "d": 3.0}
-    elif kind in ("rates", "gcra", "leaky"):
+    elif kind == "one":
         assert done == {"a": 1.0, "c": 2.0, "d": 3.0}
     else:
         assert done == {"a": 1.0, "c": 3.0, "d": 4.0}
@@ -982,18 +987,17 @@ def test_a_policy_moves_its_waiters_up_only_while_nobody_else_booked_since(
     # forgotten, as a reconfigure), keeps everyone in their slots; so does a
     # limit added after the waiter behind booked: booked again, it would be
     # booked in that limit too, whose field ("ip") its request lacks (it
-    # failed). A reservation refused, a reset that found nothing, or a limit
-    # added before the waiter behind booked: it moves up (into a's slot, at
-    # 1 s; as far as the limit added allows, which never held a's booking:
-    # 1.5 s, its burst of two at one per 0.5 s after b's slot given back).
+    # failed). A reservation refused, or a reset that found nothing: it
+    # moves up (into a's slot, at 1 s). A limit added before the waiter
+    # behind booked made a policy of two limits, which moves nobody: b
+    # keeps its slot.
     timeline = Timeline()
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     request = {"user": "k"}
 
     async def main() -> tuple[float, float]:
         policy = Policy(clock=timeline)
-        policy.add("global", Gcra(1, 1.0))
-        policy.add("per-user", Gcra(5, 0.2), by=["user"])
+        policy.add("per-user", Gcra(1, 1.0), by=["user"])
         policy.try_acquire(request)
         a = await timeline.start(policy.acquire_async(request))  # at 1
         if between == "reserve":
@@ -1016,7 +1020,7 @@ def test_a_policy_moves_its_waiters_up_only_while_nobody_else_booked_since(
         "reserve": 3.0,
         "refused": 1.0,
         "add_after": 2.0,
-        "add_before": 1.5,
+        "add_before": 2.0,
         "reset_held": 2.0,
         "reset_not_held": 1.0,
     }
@@ -1070,6 +1074,90 @@ def test_a_waiter_booked_after_a_policy_came_to_mix_keeps_the_one_ahead_from_mov
         return policy.reserve().at, await timeline.went_at(b)
 
     assert asyncio.run(main()) == (3.0, 2.0)
+
+
+# Subjects whose booking, given back, does not leave them as they were
+# before it (the core's moves_up false; core/tests/moves_up.rs): a token
+# bucket takes the refill up to its slot, which its capacity clips, and
+# gives back only the cost; a policy of several limits holds each limit
+# until the slot of the slowest. Each admits one unit at once.
+INEXACT: dict[str, tuple[Callable[[Timeline], Any], tuple[Any, ...]]] = {
+    "policy_leaky": (lambda c: Policy.from_rates("10/second;100/minute", algorithm="leaky_bucket", clock=c), (None,)),
+    "policy_mixed_speeds": (lambda c: _policy(c, Gcra(1, 1.0), LeakyBucket(10, 0.25)), (None,)),
+    "bandwidths": (lambda c: TokenBucket.from_bandwidths([Bandwidth(1, 1, 0.25), Bandwidth(3, 1, 2.0)], clock=c), ()),
+    "keyed_bandwidths": (
+        lambda c: KeyedLimiter(TokenBucket.from_bandwidths([Bandwidth(1, 1, 0.25), Bandwidth(3, 1, 2.0)], clock=c)),
+        ("k",),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", INEXACT)
+def test_moving_up_never_moves_a_waiter_later_nor_fails_it(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Booked again behind a cancelled waiter, the waiters behind it landed
+    # later than they were (b from 0.5 s to 1.5 s on the bandwidths), or were
+    # refused: a waiter without a timeout raised RateLimited (a leaky queue of
+    # a policy still held the units given back). Nobody moves on these, and
+    # the cancelled slot goes unused (given back only while it is the latest).
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    make, args = INEXACT[kind]
+
+    async def main() -> tuple[list[float], list[float], list[object]]:
+        subject = make(timeline)
+        subject.try_acquire(*args)
+        tasks = [await timeline.start(subject.acquire_async(*args)) for _ in range(3)]
+        # The policy's leaky queue holds two (the third booking is refused).
+        tasks = [task for task in tasks if not task.done()]
+        before = [waiter.reservation.at for waiter in _wait._WAITING[id(subject)]]
+        assert len(before) == len(tasks) >= 2
+        tasks[0].cancel()
+        await timeline.settle()
+        after = [waiter.reservation.at for waiter in _wait._WAITING[id(subject)]]
+        for t in range(1, 12):
+            await timeline.advance(t / 2)
+        return before, after, await asyncio.gather(*tasks[1:], return_exceptions=True)
+
+    before, after, results = asyncio.run(main())
+    assert results == [None] * len(after)
+    assert after == before[1:]
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["limiter", "keyed"])
+def test_a_token_buckets_waiters_keep_their_slots_and_its_latest_is_given_back(
+    keyed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Emptied, refilled 3 every second: waiters of 1, 1, 1, 1 and 3 go at 1,
+    # 1, 1, 2 and 3 s. The first cancelled, those behind moved up, and the
+    # third landed at 2 s, later than it was (the refill the capacity
+    # clipped is not given back: core/tests/moves_up.rs). Nobody moves now,
+    # and the first's unit goes unused; the latest, cancelled, is given
+    # back, and a booking made then takes its slot.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> tuple[list[float], list[float], float]:
+        bucket = TokenBucket(3, 3, 1.0, refill="interval", clock=timeline)
+        subject: Any = KeyedLimiter(bucket) if keyed else bucket
+        args: tuple[Any, ...] = ("k",) if keyed else ()
+        subject.try_acquire(*args, 3)
+        tasks = [await timeline.start(subject.acquire_async(*args, cost)) for cost in (1, 1, 1, 1, 3)]
+        before = [waiter.reservation.at for waiter in _wait._WAITING[id(subject)]]
+        tasks[0].cancel()
+        await timeline.settle()
+        after = [waiter.reservation.at for waiter in _wait._WAITING[id(subject)]]
+        tasks[-1].cancel()
+        await timeline.settle()
+        slot = subject.reserve(*args, 3).at
+        for t in range(1, 6):
+            await timeline.advance(float(t))
+        await asyncio.gather(*tasks[1:-1])
+        return before, after, slot
+
+    before, after, slot = asyncio.run(main())
+    assert before == [1.0, 1.0, 1.0, 2.0, 3.0]
+    assert after == before[1:]
+    assert slot == 3.0
 
 
 def test_a_coroutine_never_awaited_books_nothing() -> None:

@@ -36,22 +36,23 @@ if TYPE_CHECKING:
 _R = TypeVar("_R")
 
 
-# Moving up: the waiters behind a cancelled one move up on a bucket, whose
-# booking may not be given back from the middle (``_moves_up()``, the core's
-# ``refunds_any_booking`` false): a limiter, a key of a keyed limiter, or a
-# policy of buckets only (the core's ``refunds_latest_only``). A bucket keeps
-# no record of single bookings and gives back exactly only its latest: a
-# booking given back from the middle of the queue would let the next one
-# share a slot with a later waiter (two units at once from a burst of one).
-# So the waiters booked after it, in the same queue (the limiter, the key of
-# a keyed limiter, or every request of a policy, whose global limits are
-# shared), give theirs back too, newest first, and book again in order, as
-# the JS acquire does on abort. A window algorithm keeps each booking where
-# it was counted (the log at its instant, the counters per window), so a
-# cancelled booking is given back as its refund does (see the README) and
-# nobody moves: so too a policy of windows only. A policy mixing both can
-# neither (booking the waiters again would count them twice in its windows):
-# it gives a booking back only while it is the latest (``latest_only``).
+# Moving up: a bucket keeps no record of single bookings and gives back
+# exactly only its latest: a booking given back from the middle of the queue
+# would let the next one share a slot with a later waiter (two units at once
+# from a burst of one). On a GCRA or a leaky bucket (``_moves_up()``, the
+# core's ``moves_up``: a limiter, a key of a keyed limiter, or a policy of
+# that one limit) the waiters booked after it, in the same queue (the
+# limiter, the key of a keyed limiter, or every request of the policy),
+# give theirs back too, newest first, and book again in order, each landing
+# no later than it was, as the JS acquire does on abort. A token bucket, or
+# a policy of several limits with a bucket among them, cannot (a waiter
+# booked again could land later: the refill a capacity clipped, or a
+# limit's hold until the slowest limit's slot, is not given back): it gives
+# a booking back only while it is the latest (``latest_only``), as a policy
+# mixing buckets and windows does. A window algorithm keeps each booking
+# where it was counted (the log at its instant, the counters per window), so
+# a cancelled booking is given back as its refund does (see the README) and
+# nobody moves: so too a policy of windows only.
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count
 # in whole milliseconds from a time cached at the start of each iteration.
