@@ -176,7 +176,13 @@ export interface AcquireTimeoutError extends DOMException {
 
 /** Options of `acquire`. */
 export interface AcquireOptions {
-  /** Aborting gives the booking back and rejects with `signal.reason`. */
+  /**
+   * Aborting gives the booking back and rejects with `signal.reason`: the
+   * waiters behind move up on a `Gcra` or a `LeakyBucket` (a policy of one
+   * such limit); a `TokenBucket`, or a policy of several limits with a
+   * bucket among them, gives it back only while it is the latest booking
+   * (see the README, "Waiters behind an aborted one").
+   */
   signal?: AbortSignal
   /** The longest wait accepted; a longer one rejects at once with a `TimeoutError` DOMException. Default: no bound. */
   timeoutMs?: number
@@ -224,8 +230,8 @@ export declare abstract class Limiter {
    * `timeoutMs` (its `retryAfterMs` is that wait; its `code` is the DOM's 23,
    * not a string), or with `RateLimited` when no slot can be booked now (a full
    * `LeakyBucket` queue; a `TimeoutError` when room comes only after
-   * `timeoutMs`). Aborting `signal` during the wait refunds the booking
-   * and rejects with `signal.reason`.
+   * `timeoutMs`). Aborting `signal` during the wait gives the booking back
+   * (see `AcquireOptions.signal`) and rejects with `signal.reason`.
    */
   acquire(cost?: number, options?: AcquireOptions): Promise<void>
   /**

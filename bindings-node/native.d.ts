@@ -113,7 +113,7 @@ export declare function policyFromRates(rates: string, algorithm: string, by: Ar
 /** The headers of a policy decision (see [`shared::policy_headers`]). */
 export declare function policyHeaders(handle: number, decision: Array<number>): string
 
-/** Each limit's name and its fields (see [`shared::policy_limits`]). */
+/** What its waiters do around an aborted one, then each limit's name and its fields (see [`shared::policy_limits`]). */
 export declare function policyLimits(handle: number): Array<string>
 
 /** An empty policy, for [`policy_add`]. */

@@ -417,7 +417,6 @@ fn fields_to_js<'env>(
         match field {
             Field::Number(n) => object.set_named_property(key, n)?,
             Field::Str(s) => object.set_named_property(key, s)?,
-            Field::Bool(b) => object.set_named_property(key, b)?,
             Field::Bandwidths(bands) => {
                 let array = bands.into_iter().map(|band| fields_to_js(env, band));
                 object.set_named_property(key, array.collect::<napi::Result<Vec<_>>>()?)?;
@@ -694,7 +693,7 @@ pub fn policy_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
     .or_throw(&env)
 }
 
-/// Each limit's name and its fields (see [`shared::policy_limits`]).
+/// What its waiters do around an aborted one, then each limit's name and its fields (see [`shared::policy_limits`]).
 #[napi]
 pub fn policy_limits(env: Env, handle: u32) -> napi::Result<Vec<String>> {
     with_in(&POLICIES, &env, handle, |p| shared::policy_limits(p))

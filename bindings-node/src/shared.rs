@@ -397,10 +397,8 @@ pub fn headers(l: &AnyLimiter, name: &str, allowed: bool, fields: Out) -> Result
 pub enum Field {
     /// A number (a count or milliseconds).
     Number(f64),
-    /// A string (the algorithm, a refill mode).
+    /// A string (the algorithm, a refill mode, what waiters do).
     Str(&'static str),
-    /// A flag.
-    Bool(bool),
     /// A token bucket's bandwidths, each as fields.
     Bandwidths(Vec<Vec<(&'static str, Field)>>),
 }
@@ -416,18 +414,42 @@ fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
     ]
 }
 
+/// What the JS layer's waiting acquires (lib/api/waiting.cjs) and pacedFetch
+/// do with the bookings around an aborted waiter's, as the core says:
+/// `up`, those behind move up into its slot, each landing no later than it
+/// was (`moves_up`: a GCRA or a leaky bucket, alone, per key or as a
+/// policy's one limit); `latest`, it is given back only while it is the
+/// latest booking, else its slot goes unused, and nobody moves (a token
+/// bucket, whose capacity clips the refill a booking took; a policy of
+/// several limits with a bucket among them, each holding a booking until
+/// the slowest limit's slot); `any`, it is given back where it was counted,
+/// wherever it stands (`refunds_any_booking`: the window algorithms).
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn waiters(moves_up: bool, refunds_any_booking: bool) -> &'static str {
+    if moves_up {
+        "up"
+    } else if refunds_any_booking {
+        "any"
+    } else {
+        "latest"
+    }
+}
+
 /// The configuration of `l` under its JS getter names: `algorithm`, `limit`,
 /// `windowMs`, then the algorithm's own (a bucket's `bandwidths`, a GCRA's
 /// `burst` and `emissionIntervalMs`, a queue's `capacity` and `intervalMs`),
-/// and `refundsAnyBooking` for the JS layer's waiters (no getter shows it;
-/// see [`AnyLimiter::refunds_any_booking`]).
+/// and `waiters` for the JS layer's waiters (no getter shows it; see
+/// [`waiters`]).
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn config(l: &AnyLimiter) -> Vec<(&'static str, Field)> {
     let mut fields = vec![
         ("algorithm", Field::Str(l.algorithm())),
         ("limit", Field::Number(l.limit() as f64)),
         ("windowMs", Field::Number(ms(l.window()))),
-        ("refundsAnyBooking", Field::Bool(l.refunds_any_booking())),
+        (
+            "waiters",
+            Field::Str(waiters(l.moves_up(), l.refunds_any_booking())),
+        ),
     ];
     let bands =
         |bands: &[Bandwidth]| Field::Bandwidths(bands.iter().map(bandwidth_fields).collect());
@@ -1061,24 +1083,19 @@ pub fn policy_reclaim(p: &mut Policy, now_ms: f64) -> Result<(), Error> {
     Ok(())
 }
 
-/// For each limit: its name, its calendar's name (empty for none), which
-/// bookings it gives back exactly (`any`, or only the `latest`: see
-/// [`AnyLimiter::refunds_any_booking`]), the number of fields it is keyed by
-/// (in decimal), then those fields. (Fields joined by a separator could not be told apart from fields
-/// containing it.)
+/// What the policy's waiters do around an aborted one (`up`, `latest` or
+/// `any`: see [`waiters`]), then for each limit: its name, its calendar's
+/// name (empty for none), the number of fields it is keyed by (in decimal),
+/// then those fields. (Fields joined by a separator could not be told apart
+/// from fields containing it.)
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(p: &Policy) -> Vec<String> {
-    let mut out = Vec::with_capacity(4 * p.len());
+    let mut out = Vec::with_capacity(1 + 3 * p.len());
+    out.push(waiters(p.moves_up(), p.refunds_any_booking()).to_owned());
     for i in 0..p.len() {
         out.push(p.name(i).to_owned());
         let limiter = p.limiter(i);
         out.push(limiter.calendar().map_or("", |c| c.name()).to_owned());
-        let refunds = if limiter.refunds_any_booking() {
-            "any"
-        } else {
-            "latest"
-        };
-        out.push(refunds.to_owned());
         out.push(p.keyed_by(i).count().to_string());
         out.extend(p.keyed_by(i).map(str::to_owned));
     }

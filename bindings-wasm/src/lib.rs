@@ -321,7 +321,6 @@ fn fields_to_js(fields: Vec<(&'static str, Field)>) -> Result<Object, JsValue> {
         let value: JsValue = match field {
             Field::Number(n) => n.into(),
             Field::Str(s) => s.into(),
-            Field::Bool(b) => b.into(),
             Field::Bandwidths(bands) => {
                 let array = Array::new();
                 for band in bands {
@@ -877,7 +876,7 @@ pub fn policy_reclaim(handle: &PolicyHandle, now_ms: f64) -> Result<(), JsValue>
     settled(reclaimed)
 }
 
-/// Each limit's name and its fields (see `shared::policy_limits`).
+/// What its waiters do around an aborted one, then each limit's name and its fields (see `shared::policy_limits`).
 #[wasm_bindgen(js_name = policyLimits)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_limits(handle: &PolicyHandle) -> Vec<String> {

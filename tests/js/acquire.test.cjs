@@ -28,10 +28,15 @@ function setup(options) {
 }
 
 /** The algorithms whose waiters move up, one unit every 100 ms. */
-const BUCKETS = {
+const MOVERS = {
   Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
-  TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
   LeakyBucket: (clock) => new LeakyBucket({ capacity: 10, intervalMs: 100, clock }),
+};
+
+/** The buckets, one unit every 100 ms: a token bucket's waiters do not move up (see below). */
+const BUCKETS = {
+  ...MOVERS,
+  TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
 };
 
 /**
@@ -128,7 +133,7 @@ describe('acquire', () => {
 
   it('aborting during the wait refunds the booking and rejects with signal.reason', async () => {
     const { time, settled, track } = setup();
-    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+    const bucket = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
     bucket.tryAcquire();
     const controller = new AbortController();
     track('aborted', bucket.acquire(1, { signal: controller.signal }));
@@ -148,7 +153,7 @@ describe('acquire', () => {
   });
 
   it('aborting a waiter with others behind moves them up, and a new booking never shares their slot', async () => {
-    for (const [name, make] of Object.entries(BUCKETS)) {
+    for (const [name, make] of Object.entries(MOVERS)) {
       const { time, track, limiter, controller, runOut } = abortable(make);
       track('b', limiter.acquire());
       track('c', limiter.acquire());
@@ -181,7 +186,7 @@ describe('acquire', () => {
     // Counted as bookings of others, they kept the waiters behind an aborted
     // one in their slots, and its slot went unused.
     for (const between of ['aborted', 'of cost 0', 'of another key']) {
-      for (const [name, make] of Object.entries(BUCKETS)) {
+      for (const [name, make] of Object.entries(MOVERS)) {
         const { time, settled, track } = setup();
         const limiter = new KeyedLimiter(make(time.now));
         limiter.tryAcquire('k');
@@ -202,6 +207,99 @@ describe('acquire', () => {
         const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : 'rejected']));
         assert.deepStrictEqual([at.first, at.b, at.c], [1_100, 1_200, 1_300], `${name}, a waiter ${between} after the aborted one`);
       }
+    }
+  });
+
+  it("aborting a token bucket's waiter moves nobody: those behind keep their slots, none later, and its own goes unused", async () => {
+    // Moved up, the waiters booked again landed later than they were: a
+    // booking takes the refill up to its slot, which the capacity clips, and
+    // gives back only its cost (core/tests/moves_up.rs). Given back from the
+    // middle of the queue, the aborted booking would let the next acquire
+    // share a later waiter's slot (two units at once).
+    const interval = (clock) => new TokenBucket({ capacity: 3, refillTokens: 3, refillPeriodMs: 100, refill: 'interval', clock });
+    const bands = (clock) =>
+      TokenBucket.fromBandwidths(
+        [
+          { capacity: 1, refillTokens: 1, refillPeriodMs: 250 },
+          { capacity: 3, refillTokens: 1, refillPeriodMs: 2_000 },
+        ],
+        { clock },
+      );
+    const cases = [
+      // An emptied bucket of 3 refilled 3 every 100 ms: the second waiter went from 1100 to 1200.
+      { make: interval, empty: 3, costs: [1, 1, 2, 2, 2], slots: [1_100, 1_100, 1_200, 1_300, 1_400], next: 1_400 },
+      // Two bandwidths: the second went from 1500 to 2500.
+      { make: bands, empty: 1, costs: [1, 1, 1], slots: [1_250, 1_500, 3_000], next: 5_000 },
+    ];
+    for (const { make, empty, costs, slots, next } of cases) {
+      for (const keyed of [false, true]) {
+        const { time, settled, track } = setup();
+        const limiter = keyed ? new KeyedLimiter(make(time.now)) : make(time.now);
+        const args = keyed ? ['k'] : [];
+        assert.equal(limiter.tryAcquire(...args, empty).allowed, true);
+        const controller = new AbortController();
+        // The first aborted at once: the others booked again at the instant they were booked.
+        costs.forEach((cost, i) => track(i, limiter.acquire(...args, cost, i === 0 ? { signal: controller.signal } : undefined)));
+        controller.abort();
+        track('next', limiter.acquire(...args, 1));
+        await time.advance(10_000);
+        time.uninstall();
+        const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : error.name]));
+        const name = `${limiter.algorithm}${keyed ? ', keyed' : ''}, costs ${costs}`;
+        assert.equal(at[0], 'AbortError', name);
+        assert.deepStrictEqual(
+          costs.slice(1).map((_, i) => at[i + 1]),
+          slots.slice(1),
+          `${name}: each in its slot`,
+        );
+        // After the unit its slot held: one refill of 3 at 1400 (the last
+        // waiter's 2, then 1), a second refill of the 2 s bandwidth.
+        assert.equal(at.next, next, `${name}: the next acquire`);
+      }
+    }
+  });
+
+  it("a token bucket's aborted waiter gives its booking back only while it is the latest", async () => {
+    // One unit every 100 ms. b aborted with c behind: kept unused (given
+    // back, it freed the slot at the end of the queue, and the next acquire
+    // shared c's: two units at once). c aborted, the latest: given back.
+    for (const keyed of [false, true]) {
+      const { time, settled, track } = setup();
+      const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+      const limiter = keyed ? new KeyedLimiter(bucket) : bucket;
+      const args = keyed ? ['k'] : [];
+      limiter.tryAcquire(...args);
+      const [b, c] = [new AbortController(), new AbortController()];
+      track('b', limiter.acquire(...args, 1, { signal: b.signal }));
+      track('c', limiter.acquire(...args, 1, { signal: c.signal }));
+      track('d', limiter.acquire(...args));
+      await time.advance(10);
+      b.abort();
+      track('e', limiter.acquire(...args));
+      await time.advance(10);
+      // d is behind c: c is not the latest either.
+      c.abort();
+      await time.advance(1_000);
+      time.uninstall();
+      const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : error.name]));
+      assert.deepStrictEqual(at, { b: 'AbortError', c: 'AbortError', d: 1_300, e: 1_400 }, keyed ? 'keyed' : 'limiter');
+    }
+    for (const keyed of [false, true]) {
+      const { time, settled, track } = setup();
+      const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
+      const limiter = keyed ? new KeyedLimiter(bucket) : bucket;
+      const args = keyed ? ['k'] : [];
+      limiter.tryAcquire(...args);
+      const latest = new AbortController();
+      track('a', limiter.acquire(...args));
+      track('b', limiter.acquire(...args, 1, { signal: latest.signal }));
+      await time.advance(10);
+      latest.abort();
+      track('c', limiter.acquire(...args));
+      await time.advance(1_000);
+      time.uninstall();
+      const at = Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : error.name]));
+      assert.deepStrictEqual(at, { a: 1_100, b: 'AbortError', c: 1_200 }, `${keyed ? 'keyed' : 'limiter'}: the latest given back`);
     }
   });
 

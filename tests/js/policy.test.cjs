@@ -740,6 +740,7 @@ describe('Policy', () => {
     // acquire share a slot with a later waiter (two units at once, burst 1).
     for (const config of [
       '1/second',
+      { limits: [{ name: 'g', rate: '1/second', algorithm: 'gcra' }] },
       { limits: [{ name: 'g', rate: '1/second', algorithm: 'gcra' }, { name: 'u', rate: '5/second', by: ['u'] }] },
       { limits: [{ name: 'g', rate: '1/second' }, { name: 'day', rate: '100/day', algorithm: 'fixed_window' }] },
     ]) {
@@ -770,13 +771,82 @@ describe('Policy', () => {
     }
   });
 
+  it('a policy of one limit moves its waiters up as that limiter does: a GCRA or a leaky bucket, not a token bucket', async () => {
+    // A token bucket's waiters moved up could land later than they were
+    // (see acquire.test.cjs): b's slot goes unused, c keeps its own.
+    for (const [limiter, c] of [
+      [new Gcra({ burst: 1, emissionIntervalMs: SECOND }), SECOND],
+      [new LeakyBucket({ capacity: 10, intervalMs: SECOND }), SECOND],
+      [new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: SECOND }), 2 * SECOND],
+    ]) {
+      const algorithm = limiter.algorithm;
+      const time = fakeTime({ start: 0 }).install();
+      try {
+        const policy = new Policy({ limits: [{ name: 'one', by: ['user'], limiter }] }, { clock: time.now });
+        const at = {};
+        const go = (name, signal) =>
+          policy.acquire({ user: 'u' }, 1, { signal }).then(
+            () => (at[name] = time.now()),
+            (error) => (at[name] = error.name),
+          );
+        go('a');
+        const controller = new AbortController();
+        go('b', controller.signal);
+        go('c');
+        await time.advance(10);
+        controller.abort();
+        await time.advance(10 * SECOND);
+        assert.deepStrictEqual(at, { a: 0, b: 'AbortError', c }, algorithm);
+      } finally {
+        time.uninstall();
+      }
+    }
+  });
+
+  it('a policy of several limits moves nobody: the waiters behind an aborted one keep their slots, never refused', async () => {
+    // Each limit holds a booking until the slowest limit's slot, which
+    // giving it back does not undo: booked again, c was refused by the leaky
+    // queues (RateLimited, though it waited with no timeout). b's slot goes
+    // unused; the latest booking, aborted, is given back to the next caller.
+    for (const aborted of ['b', 'c']) {
+      const time = fakeTime({ start: 0 }).install();
+      try {
+        const policy = new Policy('10/second;100/minute', { algorithm: 'leaky_bucket', clock: time.now });
+        const at = {};
+        const controller = new AbortController();
+        const go = (name) =>
+          policy.acquire({}, 1, { signal: name === aborted ? controller.signal : undefined }).then(
+            () => (at[name] = time.now()),
+            (error) => (at[name] = error.name),
+          );
+        go('a');
+        go('b');
+        go('c');
+        await time.advance(10);
+        controller.abort();
+        const next = policy.reserve({});
+        await time.advance(100 * SECOND);
+        if (aborted === 'b') {
+          assert.deepStrictEqual(at, { a: 0, b: 'AbortError', c: 1_200 }, 'c keeps its slot');
+          assert.equal(next.ok, false, "the queues are full: b's slot is not given back");
+        } else {
+          assert.deepStrictEqual(at, { a: 0, b: 600, c: 'AbortError' });
+          assert.equal(10 + next.waitMs, 1_200, "c's slot, given back");
+        }
+      } finally {
+        time.uninstall();
+      }
+    }
+  });
+
   it('aborting a waiter booked before an add moves nobody up: those behind keep their slots, as after a reconfigure', async () => {
     // Moving up books again in every limit, the one added since too, which
     // the waiters' request may lack the fields of: they were rejected
-    // ("`request` lacks a field"), though their slots were theirs.
+    // ("`request` lacks a field"), though their slots were theirs. (A GCRA:
+    // a token bucket's waiters never move up.)
     const time = fakeTime({ start: 0 }).install();
     try {
-      const policy = new Policy('1/second', { clock: time.now });
+      const policy = new Policy('1/second', { algorithm: 'gcra', clock: time.now });
       const at = {};
       const go = (name, signal) =>
         policy.acquire({ user: name }, 1, { signal }).then(

@@ -185,10 +185,15 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
       return this.#bookings;
     }
 
-    /** Whether the bookings behind one given back move up (for pacedFetch; see movesUp). */
+    /**
+     * For pacedFetch: true when the bookings behind one given back move up,
+     * 'latest' when a booking is given back only while it is the latest,
+     * false when any is given back where it was counted (see waitersOf).
+     */
     [MOVES_UP]() {
       ownLimiter(this);
-      return movesUp(this);
+      const waiters = waitersOf(this);
+      return waiters === 'up' ? true : waiters === 'latest' ? 'latest' : false;
     }
 
     refund(cost, takenAtMs) {
@@ -226,7 +231,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
           read: () => this.#read(),
           owner: this,
           label: this.#name,
-          queue: movesUp(this) ? '' : null,
+          ...abortRule(this, ''),
         },
         cost,
         options,
@@ -315,19 +320,32 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
   }
 
   /**
-   * Whether the waiters of `limiter` behind an aborted one move up. A bucket
-   * keeps no record of single bookings, and gives back exactly only the
-   * latest: a booking given back from the middle of the queue would let the
-   * next one share a slot with a later waiter (two units at once from a
-   * burst of one). So the waiters booked after it, in the same queue (the
-   * limiter, or the key of a keyed limiter), give theirs back too, newest
-   * first, and book again in order. A window algorithm keeps each booking
-   * where it was counted (the log at its instant, the counters per window),
-   * so an aborted booking is given back as its refund does (see the
-   * README) and nobody moves; so is a policy's. Which algorithms keep their
-   * bookings is the core's to say (`refundsAnyBooking` in the configuration).
+   * What the waiters of `limiter` (the limiter, or a key of a keyed limiter)
+   * do when one of them is aborted, as the core says (`waiters` in the
+   * configuration):
+   * - 'up' (a GCRA, a leaky bucket): those booked after it give theirs back,
+   *   newest first, then it gives its own, and they book again in order,
+   *   moving up into the slots it left; each lands no later than it was. A
+   *   bucket keeps no record of single bookings and gives back exactly only
+   *   its latest: a booking given back from the middle of the queue would
+   *   let the next one share a slot with a later waiter (two units at once
+   *   from a burst of one).
+   * - 'latest' (a token bucket, of any bandwidths): a booking takes the
+   *   refill up to its slot, which the capacity clips, and gives back only
+   *   its cost, so that a waiter booked again could land later than it was
+   *   (a refill period later). Nobody moves: the aborted booking is given
+   *   back only while it is the latest, else its slot goes unused.
+   * - 'any' (a window algorithm): each booking is kept where it was counted
+   *   (the log at its instant, the counters per window), so an aborted one
+   *   is given back as its refund does (see the README), and nobody moves.
    */
-  const movesUp = (limiter) => !configOf(limiter).refundsAnyBooking;
+  const waitersOf = (limiter) => configOf(limiter).waiters;
+
+  /** The part of an acquire's slot (see acquireSlot) that says what its waiters do around an aborted one: in `queue` when they move up. */
+  const abortRule = (limiter, queue) => {
+    const waiters = waitersOf(limiter);
+    return { queue: waiters === 'up' ? queue : null, latestOnly: waiters === 'latest' };
+  };
 
   const bucketConfig = (self) => configAs(self, 'token_bucket', 'a TokenBucket');
 
@@ -451,5 +469,5 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     fixed_window: FixedWindow,
   };
 
-  return { Built, configOf, internalsOf, isLimiter, movesUp, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
+  return { Built, configOf, internalsOf, isLimiter, abortRule, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
 };

@@ -113,8 +113,8 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
     #clock;
     /** Each field a limit is keyed by, once, with the first such limit's name. */
     #needs = [];
-    /** How an aborted waiter's booking is given back: see `acquire`. */
-    #buckets = 'none';
+    /** What its waiters do around an aborted one ('up', 'latest' or 'any'): see `acquire`. */
+    #waiters = 'any';
 
     constructor(config, options) {
       let algorithm;
@@ -178,17 +178,16 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       const limits = B.policyLimits(this.#h);
       this.#limits = [];
       let calendar = false;
-      // Each limit: its name, its calendar ('' for none), which bookings it gives
-      // back ('any', or only the 'latest': a bucket's), its number of fields, then the fields.
-      let buckets = 0;
-      for (let i = 0; i < limits.length; ) {
-        const count = Number(limits[i + 3]);
-        this.#limits.push({ name: limits[i], by: limits.slice(i + 4, i + 4 + count) });
+      // What its waiters do around an aborted one (the core's answer: see
+      // `acquire`), then each limit: its name, its calendar ('' for none),
+      // its number of fields, then the fields.
+      this.#waiters = limits[0];
+      for (let i = 1; i < limits.length; ) {
+        const count = Number(limits[i + 2]);
+        this.#limits.push({ name: limits[i], by: limits.slice(i + 3, i + 3 + count) });
         calendar ||= limits[i + 1] !== '';
-        if (limits[i + 2] === 'latest') buckets++;
-        i += 4 + count;
+        i += 3 + count;
       }
-      this.#buckets = buckets === 0 ? 'none' : buckets === this.#limits.length ? 'all' : 'some';
       this.#needs = [];
       for (const { name, by } of this.#limits) {
         for (const field of by) if (!this.#needs.some(([known]) => known === field)) this.#needs.push([field, name]);
@@ -407,14 +406,17 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
           read: () => readClock(this.#clock),
           owner: this,
           label: 'policy',
-          // A bucket gives back exactly only its latest booking (see
-          // movesUp): a policy of buckets only moves the waiters behind an
-          // aborted one up, as a limiter does (one queue: those of other keys
-          // too, which share its global limits); one of windows only gives
-          // each booking back where it was counted; a mix gives back only
-          // the latest booking.
-          queue: this.#buckets === 'all' ? '' : null,
-          latestOnly: this.#buckets === 'some',
+          // A policy of one limit that moves up (a GCRA, a leaky bucket: see
+          // waitersOf in limiters.cjs) moves the waiters behind an aborted
+          // one up, as that limiter does (one queue: those of other keys
+          // too, which share its global limits). One of several limits does
+          // not, buckets only or not: each holds a booking until the slowest
+          // limit's slot, and a waiter booked again could land later, or be
+          // refused. With a bucket among its limits (or one token bucket),
+          // it gives back only the latest booking; one of windows only gives
+          // each booking back where it was counted.
+          queue: this.#waiters === 'up' ? '' : null,
+          latestOnly: this.#waiters === 'latest',
         },
         cost,
         options,

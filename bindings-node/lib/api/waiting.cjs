@@ -88,7 +88,11 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     if (w !== undefined) w.grown++;
   }
 
-  /** Takes `waiter` out of `w` (aborted) and gives its booking back, moving up those behind (see movesUp). */
+  /**
+   * Takes `waiter` out of `w` (aborted) and gives its booking back: moving
+   * up those behind in its queue, or, `latestOnly`, only while it is the
+   * latest booking (see waitersOf in limiters.cjs).
+   */
   function withdraw(w, waiter) {
     const i = w.list.indexOf(waiter);
     if (i < 0) return;
@@ -103,22 +107,24 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       arm(w);
       return;
     }
-    // Behind it, a waiter in no queue: booked after a window limit was added
-    // to a policy of buckets (a mix since), it shares the buckets but is
-    // never booked again. Given back from the middle of their queue, this
-    // booking would free the slot at its end, which the next caller would
-    // share with that waiter (two units at once from a burst of one). So
-    // nobody moves, and nothing is given back, as above. (Only a policy's
-    // waiters can be in a queue and in none: a limiter's algorithm, and so
-    // its keys', never changes.)
+    // Behind it, a waiter in no queue: booked after a limit was added to a
+    // policy of one limit that moves up (of several since), it shares that
+    // limit but is never booked again. Given back from the middle of their
+    // queue, this booking would free the slot at its end, which the next
+    // caller would share with that waiter (two units at once from a burst
+    // of one). So nobody moves, and nothing is given back, as above. (Only
+    // a policy's waiters can be in a queue and in none: a limiter's
+    // algorithm, and so its keys', never changes.)
     if (waiter.queue !== null && w.list.some((other) => other.queue === null && other.seq > waiter.seq)) {
       arm(w);
       return;
     }
-    // A policy mixing bucket and window limits: nobody can move up (a window
-    // frees nothing of a booking to come, so booking them again would count
-    // them twice), and a bucket gives back exactly only its latest booking.
-    // Given back only when it is the latest; else its slot goes unused.
+    // A token bucket (alone or per key), or a policy of several limits
+    // with a bucket among them: nobody can move up (a waiter booked again
+    // could land later than it was, or be refused), and a bucket gives back
+    // exactly only its latest booking. Given back only when it is the
+    // latest (nobody booked after it: no waiter, of any key, nor a
+    // reserve()); else its slot goes unused.
     if (waiter.latestOnly && (w.foreign > waiter.foreign || w.booked > waiter.seq + 1)) {
       arm(w);
       return;
