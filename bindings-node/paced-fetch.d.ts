@@ -104,12 +104,21 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * served. Each call books its slot at once with `limiter.reserve` and waits in
  * one queue behind one timer. Aborting the request's signal (`init.signal`,
  * else a `Request`'s own) while queued gives the booking back, moves those
- * behind it up into the slots left (a bucket's: a window algorithm's keep
- * theirs), and rejects with `signal.reason` (after leaving, fetch handles
- * the signal). The limiter may be shared: when another booked it after the
- * aborted request (an `acquire`, a `reserve()`), a bucket's booking is not
- * given back and nobody moves, as for `acquire`, since two units would go
- * at once. A `fetch` whose answer is no `Response`
+ * behind it up into the slots left (a `Gcra`'s or a `LeakyBucket`'s, as for
+ * `acquire`), and rejects with `signal.reason` (after leaving, fetch handles
+ * the signal). A `TokenBucket`'s requests keep their slots (booked again,
+ * one could go later than it was: its capacity clips the refill a booking
+ * took), and the aborted booking is given back only while it is the latest,
+ * else its slot goes unused; a window algorithm's keep theirs too, the
+ * booking given back where it was counted. The limiter may be shared: when
+ * another booked it after the aborted request (an `acquire`, a
+ * `reserve()`), a bucket's booking is not given back and nobody moves, as
+ * for `acquire`, since two units would go at once. A limiter of another
+ * kind tells which it is by a method `[Symbol.for('ratekeeper.movesUp')]()`
+ * answering at once `true` (those behind move up: the default, for a
+ * limiter without it), `'latest'` (nobody moves; a booking is given back
+ * only while it is the latest) or `false` (nobody moves; any booking is
+ * given back, where it was counted). A `fetch` whose answer is no `Response`
  * rejects its call. A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
  * with nothing remaining, pauses the queue until then (queued bookings are
  * refunded, and the requests booked again, in order, when the pause ends:

@@ -21,15 +21,18 @@
 // booked after it would let two units go at once: then pacedFetch gives
 // nothing back (the slot goes unused) and moves nobody up, as `acquire` does.
 // It knows from the count a ratekeeper limiter keeps (BOOKINGS), and asks
-// the limiter whether it is a bucket (MOVES_UP).
+// the limiter whether those behind move up (MOVES_UP).
 
 const { isSignal, listen, unlisten } = require('./api/values.cjs');
 
 const RETRY_STATUSES = new Set([429, 503]);
 // A ratekeeper limiter's answer to whether the bookings behind an aborted one
-// move up into the slots it left (see lib/api/limiters.cjs, movesUp): a window
-// algorithm gives each booking back where it was counted, and books again
-// only after every other.
+// move up into the slots it left (see lib/api/limiters.cjs, waitersOf): true
+// for a GCRA or a leaky bucket; 'latest' for a token bucket, which gives back
+// exactly only its latest booking, and where a booking made again could land
+// later than it was (its capacity clips the refill a booking took), so that
+// nobody moves; false for a window algorithm, which gives each booking back
+// where it was counted, and books again only after every other.
 const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 // A ratekeeper limiter's count of bookings of a slot to come, reconfigures
 // and restores, by anyone (lib/api/limiters.cjs).
@@ -362,9 +365,13 @@ function pace(RateLimited, fetch, limiter, options) {
   if ('maxKeys' in limiter || 'limits' in limiter || typeof limiter.tryAcquireBatch === 'function') {
     throw typeError('`limiter` must be an in-process limiter (a TokenBucket, Gcra...), not a keyed, Redis or policy one: pace each destination with a limiter of its own');
   }
-  // Whether those behind an aborted booking move up. Another limiter is
-  // taken for a bucket (its refund gives back the latest booking).
-  const movesUp = typeof limiter[MOVES_UP] === 'function' ? ask(limiter, MOVES_UP, "limiter[Symbol.for('ratekeeper.movesUp')]") : true;
+  // Whether those behind an aborted booking move up, or (latestOnly) nobody
+  // moves and a booking is given back only while it is the latest. A
+  // limiter without the answer is taken for a bucket whose waiters move up
+  // (its refund gives back the latest booking).
+  const waiters = typeof limiter[MOVES_UP] === 'function' ? ask(limiter, MOVES_UP, "limiter[Symbol.for('ratekeeper.movesUp')]") : true;
+  const latestOnly = waiters === 'latest';
+  const movesUp = !latestOnly && Boolean(waiters);
   // Read once here to be checked: later reads are in listeners and timers, where nothing may throw.
   if (typeof limiter[BOOKINGS] === 'function') ask(limiter, BOOKINGS, "limiter[Symbol.for('ratekeeper.bookings')]");
   if (options !== undefined && options !== null) {
@@ -417,6 +424,12 @@ function pace(RateLimited, fetch, limiter, options) {
   // The bookings others made (see BOOKINGS): the limiter's count, less this queue's own.
   let mine = 0;
   const others = typeof limiter[BOOKINGS] === 'function' ? () => limiter[BOOKINGS]() - mine : () => 0;
+  // This queue's bookings so far, and the latest of them still standing
+  // (given back or not): each entry records its own and the one below it
+  // (see isLatest). Numbers, not entries: a chain of entries would keep
+  // every request ever sent alive.
+  let ownBookings = 0;
+  let top = 0;
   let timer = null;
   let timerAt = NaN;
   // The setTimeout that armed `timer`: by default the global one of the
@@ -503,6 +516,16 @@ function pace(RateLimited, fetch, limiter, options) {
     return others() > entry.others;
   }
 
+  /**
+   * Whether `entry`'s booking is the limiter's latest: nobody booked after
+   * it, neither another (see BOOKINGS) nor this queue (a request booked
+   * later, or one aborted and kept unused), or those who did gave theirs
+   * back since, newest first.
+   */
+  function isLatest(entry) {
+    return top === entry.own && !bookedByOthersSince(entry);
+  }
+
   /** How a refusal names `maxWait`: maxWaitMs, or (`again`) what is left of it. */
   function bound(maxWait, again) {
     return `${again ? 'what is left of maxWaitMs' : 'maxWaitMs'} (${shownMs(maxWait)} ms)`;
@@ -525,7 +548,7 @@ function pace(RateLimited, fetch, limiter, options) {
     // would wait for decades.
     if ((r.ok ? r.atMs - now : r.waitMs) > MAX_PAUSE_MS) {
       if (r.ok && r.waitMs > 0) mine++; // counted by the limiter, as any booking of ours
-      if (r.ok) giveBack(Object.assign(entry, { atMs: r.atMs, reservation: r }));
+      if (r.ok) giveBack(Object.assign(entry, { atMs: r.atMs, reservation: r, below: top, own: (top = ++ownBookings) }));
       return rangeError(
         `\`limiter\` books ${Math.round(r.ok ? r.atMs - now : r.waitMs)} ms ahead: it reads another clock than pacedFetch's \`clock\` (give both the same)`,
       );
@@ -536,6 +559,8 @@ function pace(RateLimited, fetch, limiter, options) {
       entry.atMs = r.atMs;
       entry.reservation = r;
       entry.others = others();
+      entry.below = top;
+      entry.own = top = ++ownBookings;
       return null;
     }
     if (r.waitMs > maxWait) {
@@ -610,12 +635,16 @@ function pace(RateLimited, fetch, limiter, options) {
     arm();
   }
 
-  /** Gives back every queued booking, newest first (kept, unused, when others booked after the first: see BOOKINGS); the requests stay queued, unbooked. */
+  /**
+   * Gives back every queued booking, newest first (kept, unused, when others
+   * booked after the first: see BOOKINGS; for a token bucket, each one
+   * kept unless it is the latest then); the requests stay queued, unbooked.
+   */
   function releaseAll() {
     const booked = queue.filter((entry) => entry.reservation !== null);
     const keep = booked.length > 0 && movesUp && bookedByOthersSince(booked[0]);
     for (const entry of booked.reverse()) {
-      if (!keep) giveBack(entry);
+      if (latestOnly ? isLatest(entry) : !keep) giveBack(entry);
       entry.reservation = null;
     }
   }
@@ -624,6 +653,8 @@ function pace(RateLimited, fetch, limiter, options) {
   function giveBack(entry) {
     const r = entry.reservation;
     if (r === null) return;
+    // The latest no more: the one below it is (see isLatest).
+    if (top === entry.own) top = entry.below;
     if (typeof r.cancel === 'function') r.cancel();
     else limiter.refund(entry.cost, entry.atMs);
     entry.reservation = null;
@@ -783,6 +814,10 @@ function pace(RateLimited, fetch, limiter, options) {
         // bookings others had made when it was booked (see BOOKINGS).
         reservation: null,
         others: 0,
+        // This queue's count of its bookings at its own and at the one
+        // standing below it when it was booked (see isLatest).
+        own: 0,
+        below: 0,
         attempt: 0,
         signal,
         resolve,
@@ -805,10 +840,11 @@ function pace(RateLimited, fetch, limiter, options) {
         let alsoAborted = [];
         if (moveAt === null) {
           // Unbooked (in a pause), a window's booking (given back where it
-          // was counted), or one that others booked after (kept, unused):
-          // nobody moves.
+          // was counted), a token bucket's (given back while it is the
+          // latest, else kept unused), or one that others booked after
+          // (kept, unused): nobody moves.
           queue.splice(at, 1);
-          if (entry.reservation !== null && !movesUp) giveBack(entry);
+          if (entry.reservation !== null && (latestOnly ? isLatest(entry) : !movesUp)) giveBack(entry);
         } else {
           // Those behind move up into the slots it and they leave, in order.
           // Those aborted too (one signal over many requests, whose

@@ -492,6 +492,67 @@ test('a booking of another after its requests keeps them in their slots when one
   assert.deepEqual(log, [['/b', 1000]]);
 });
 
+test("aborting a token bucket's request moves nobody: none later, and its booking given back only while it is the latest", async () => {
+  // Moved up, the requests behind it went later than they were booked (a
+  // booking takes the refill up to its slot, which the capacity clips, and
+  // gives back only its cost: core/tests/moves_up.rs); given back from the
+  // middle of the queue, as a window's, the next booking shared a later
+  // request's slot (two units at once from a bucket of one).
+  {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const bucket = new TokenBucket({ capacity: 3, refillTokens: 3, refillPeriodMs: 100, refill: 'interval', clock: time.clock });
+    bucket.tryAcquire(3, 0);
+    const costs = { '/0': 1, '/1': 1, '/2': 2, '/3': 2, '/4': 2 };
+    const slots = [];
+    const paced = pacedFetch(fetch, bucket, { clock: time.clock, timers: time.timers, cost: (url) => costs[url], onEvent: (e) => e.type === 'queued' && slots.push(e.slotMs) });
+    const controller = new AbortController();
+    const calls = Object.keys(costs).map((url) => paced(url, url === '/0' ? { signal: controller.signal } : {}));
+    assert.deepEqual(slots, [100, 100, 200, 300, 400]);
+    controller.abort();
+    await assert.rejects(calls[0], { name: 'AbortError' });
+    await time.advance(1000);
+    await Promise.all(calls.slice(1));
+    assert.deepEqual(log, [['/1', 100], ['/2', 200], ['/3', 300], ['/4', 400]], 'each at its slot');
+  }
+  for (const aborted of ['/a', '/b']) {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock: time.clock });
+    bucket.tryAcquire(1, 0);
+    const paced = pacedFetch(fetch, bucket, { clock: time.clock, timers: time.timers });
+    const controller = new AbortController();
+    const calls = ['/a', '/b'].map((url) => paced(url, url === aborted ? { signal: controller.signal } : {})); // at 1000, 2000
+    controller.abort();
+    await assert.rejects(calls[aborted === '/a' ? 0 : 1], { name: 'AbortError' });
+    // /a's slot goes unused; /b's, the latest, is given back.
+    assert.equal(bucket.reserve(1, Infinity, 0).atMs, aborted === '/a' ? 3000 : 2000, `${aborted} aborted`);
+    await time.advance(5000);
+    assert.deepEqual(log, aborted === '/a' ? [['/b', 2000]] : [['/a', 1000]], `${aborted} aborted`);
+  }
+});
+
+test("a pause gives a token bucket's queued bookings back newest first, only while each is the latest", async () => {
+  // Given back as a window's, /a's booking (before another's reserve) freed
+  // a unit at the other's slot (two at once); kept with the rest, as a
+  // GCRA's are when another booked after the first, /b's slot went unused.
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time, (url) => (url === '/x' ? { status: 429, headers: { 'Retry-After': '10' } } : { status: 200 }));
+  const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock: time.clock });
+  const paced = pacedFetch(fetch, bucket, { clock: time.clock, timers: time.timers, retries: 0, maxWaitMs: 60_000 });
+  const x = paced('/x'); // sent at once
+  const a = paced('/a'); // at 1000
+  const other = bucket.reserve(1, Infinity, 0); // at 2000
+  const b = paced('/b'); // at 3000
+  assert.equal(other.atMs, 2000);
+  assert.equal((await x).status, 429);
+  assert.equal(paced.pausedUntilMs, 10_000);
+  assert.equal(bucket.peek(1, 2000).allowed, false, "the other's slot is not free");
+  assert.equal(bucket.peek(1, 3000).allowed, true, "/b's slot, the latest, was given back");
+  await time.advance(20_000);
+  assert.deepEqual([(await a).status, (await b).status], [200, 200]);
+});
+
 test("a pause books its requests when it ends, not ahead: another's call meanwhile is decided at its own time", async () => {
   // Booked at the pause's end with that time as `now`, a request moved the
   // limiter's clock 10 s ahead, where the bucket was whole again: a call of
@@ -554,7 +615,8 @@ test('a booking given back as too far ahead still counts as its own: an abort af
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time);
   const DAY = 86_400_000;
-  const limiter = new TokenBucket({ capacity: 1000, refillTokens: 1, refillPeriodMs: DAY, clock: time.clock });
+  // A GCRA: a token bucket's requests never move up (see below).
+  const limiter = new Gcra({ burst: 1000, emissionIntervalMs: DAY, clock: time.clock });
   limiter.tryAcquire(1000, 0);
   const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, cost: (url) => (url === '/huge' ? 1000 : 1) });
   const controller = new AbortController();
