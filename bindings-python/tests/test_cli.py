@@ -629,3 +629,13 @@ def test_a_trace_starting_with_a_byte_order_mark_is_read(tmp_path: Path, text: s
     (tmp_path / "t.txt").write_bytes(b"\xef\xbb\xbf" + text.encode())
     trace = read_trace(str(tmp_path / "t.txt"))
     assert (trace.times, trace.keys) == ([0.5, 1.0], ["b", "a"])
+
+
+@pytest.mark.parametrize("cost", ["NaN", "Infinity", "1e400"])
+def test_a_json_cost_that_is_no_finite_number_is_named_not_a_traceback(tmp_path: Path, cost: str) -> None:
+    # json.loads reads these as floats (1e400 as infinity), which int() refused
+    # with an OverflowError or a ValueError out of the command.
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0}\n{"timestamp": 1, "cost": %s}\n' % cost)
+    status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
+    assert status == 2 and "t.jsonl line 2: cost" in err and "is not finite" in err, err
+

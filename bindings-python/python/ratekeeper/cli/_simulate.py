@@ -58,9 +58,12 @@ def _json_value(row: Any, name: str, default: Optional[float], where: Callable[[
     if not isinstance(value, (int, float)):
         return _number(str(value), name, where())
     try:
-        return float(value)
+        number = float(value)
     except OverflowError:  # an int of more than 308 digits
         raise CliError(f"argument --trace: {where()}: {name} is not finite as a float ({len(str(value))} digits)") from None
+    if not math.isfinite(number):  # NaN, Infinity, and 1e400, which json.loads reads as infinity
+        raise CliError(f"argument --trace: {where()}: {name} {value!r} is not finite")
+    return number
 
 
 def _key(value: Any) -> str:
