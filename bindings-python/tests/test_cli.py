@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -639,3 +640,51 @@ def test_a_json_cost_that_is_no_finite_number_is_named_not_a_traceback(tmp_path:
     status, _, err = run("simulate", "10/second", "--trace", str(tmp_path / "t.jsonl"))
     assert status == 2 and "t.jsonl line 2: cost" in err and "is not finite" in err, err
 
+
+# Unix timestamps, as a server's log writes them: a float's step there is 2^-22 s
+# (238 ns), so 100 ms after a time written to the millisecond was read as up to
+# 238 ns short of it.
+EPOCH = 1_764_500_000
+
+
+@pytest.mark.parametrize("form", ["csv", "json"])
+def test_a_trace_of_unix_timestamps_is_decided_at_the_times_written(tmp_path: Path, form: str) -> None:
+    # One request every 100 ms through 10 per second, a burst of 1: each finds its
+    # token, as the library decides given the times exactly. Read as floats, 80 of
+    # the 200 were denied, each told to retry after 238 ns.
+    stamps = [f"{EPOCH + k // 10}.{k % 10}" for k in range(200)]
+    if form == "csv":
+        text = "".join(f"{t},a\n" for t in stamps)
+    else:
+        text = "".join(f'{{"timestamp": {t}, "key": "a"}}\n' for t in stamps)
+    (tmp_path / "t.txt").write_text(text)
+    policy = Policy({"limits": [{"name": "10/second", "rate": "10/second", "burst": 1}]})
+    assert all(policy.try_acquire(None, 1, now=Decimal(t)).allowed for t in stamps)
+    status, out, err = run("simulate", "10/second", "--burst", "1", "--trace", str(tmp_path / "t.txt"), "--json")
+    assert status == 0, err
+    assert json.loads(out)["overall"] == {
+        "offered": 200,
+        "admitted": 200,
+        "denied": 0,
+        "units_offered": 200,
+        "units_admitted": 200,
+        "longest_wait": 0.0,
+    }
+
+
+def test_exact_timestamps_keep_their_order_and_every_reading_path(tmp_path: Path) -> None:
+    # Two times a float cannot tell apart (100 ns apart, one float), written out of
+    # order; a cost written 2.0 and a timestamp as a JSON string take the line-by-line paths.
+    csv_text = f"timestamp,key,cost\n{EPOCH}.0000001,b,2.0\n{EPOCH},a,1\n{EPOCH}.3,c\n"
+    json_text = (
+        f'{{"timestamp": "{EPOCH}.0000001", "key": "b", "cost": 2.0}}\n'
+        f'{{"timestamp": {EPOCH}, "key": "a"}}\n{{"timestamp": {EPOCH}.3, "key": "c"}}\n'
+    )
+    for text in (csv_text, json_text):
+        (tmp_path / "t.txt").write_text(text)
+        trace = read_trace(str(tmp_path / "t.txt"))
+        assert trace.keys == ["a", "b", "c"] and trace.costs == [1, 2, 1]
+        assert trace.nows == [EPOCH, Decimal(f"{EPOCH}.0000001"), Decimal(f"{EPOCH}.3")]
+    # Times a float holds to the nanosecond are passed as read.
+    (tmp_path / "t.csv").write_text("0.1,a\n4000000.000000001,a\n")
+    assert read_trace(str(tmp_path / "t.csv")).nows is None

@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
@@ -23,11 +24,15 @@ from ratekeeper.cli._policy import CliError
 
 @dataclass
 class Trace:
-    """Events in time order: when (seconds), whose key, what cost."""
+    """Events in time order: when (seconds), whose key, what cost; and, where a float
+    does not hold the times to the nanosecond, each as written (``nows``)."""
 
     times: list[float] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     costs: list[int] = field(default_factory=list)
+    # The `now` each event is decided at, where `times` would not do: an int for a
+    # whole second, else a Decimal of the time as the trace wrote it.
+    nows: Optional[list[Any]] = None
 
     def __len__(self) -> int:
         return len(self.times)
@@ -71,6 +76,35 @@ def _key(value: Any) -> str:
     return "" if value is None else value if type(value) is str else str(value)
 
 
+# Below 2^23 s (97 days) a float is within half a nanosecond (2^-31 s) of any time
+# written to the nanosecond, and the binding rounds it to the nearest nanosecond: it
+# reads the time written. Beyond, a float's step is wider: 238 ns at today's Unix
+# timestamps (1.7e9 s), where a request written 100 ms after another was read up to
+# 238 ns short of that and denied by a limit it meets. There each event is decided
+# at the time as written, which the binding takes exactly as a Decimal.
+FLOAT_EXACT_BELOW = 2.0**23
+
+
+def _needs_exact(times: list[float]) -> bool:
+    """Whether a float may not hold some of ``times`` to the nanosecond."""
+    return bool(times) and max(map(abs, times)) >= FLOAT_EXACT_BELOW
+
+
+def _exact_time(stamp: Any, time: float) -> Any:
+    """An event's ``now`` as written: ``stamp`` (the CSV's text, or the JSON value, an
+    int, a Decimal or a string) as an int for a whole second (the binding's quicker
+    path), else a Decimal; ``time``, the float read from it, if it is no decimal."""
+    if type(stamp) is int:
+        return stamp
+    if not math.isfinite(time):  # refused as such by read_trace (not made an int of 10^6 digits)
+        return time
+    try:
+        exact = stamp if isinstance(stamp, Decimal) else Decimal(str(stamp).strip())
+    except (InvalidOperation, ValueError):  # a form float() reads and Decimal does not
+        return time
+    return int(exact) if exact == exact.to_integral_value() else exact
+
+
 def _read_json_lines(text: str, path: str) -> Trace:
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     try:
@@ -95,7 +129,7 @@ def _read_json_lines(text: str, path: str) -> Trace:
         costs = [row.get("cost", 1) for row in rows]
         # Numbers only (a bool is an int to Python, not to JSON).
         if all(type(t) is float or type(t) is int for t in stamps) and all(type(c) is int and c >= 0 for c in costs):
-            return Trace([float(t) for t in stamps], keys, costs)
+            return _exact_json(Trace([float(t) for t in stamps], keys, costs), lines)
     except (TypeError, KeyError, ValueError, AttributeError, OverflowError):
         pass
     trace = Trace()
@@ -105,6 +139,15 @@ def _read_json_lines(text: str, path: str) -> Trace:
         trace.keys.append(_key(row.get("key")))
         cost = row.get("cost", 1)
         trace.costs.append(cost if type(cost) is int and cost >= 0 else _cost(_json_value(row, "cost", 1, where), where()))
+    return _exact_json(trace, lines)
+
+
+def _exact_json(trace: Trace, lines: list[tuple[int, str]]) -> Trace:
+    """``trace`` with its times as written, where a float may not hold them: the lines
+    parsed again, their fractions as Decimals (every line parsed once already)."""
+    if _needs_exact(trace.times):
+        rows = json.loads("[" + ",".join(line for _, line in lines) + "]", parse_float=Decimal)
+        trace.nows = [_exact_time(row["timestamp"], t) for row, t in zip(rows, trace.times)]
     return trace
 
 
@@ -119,11 +162,15 @@ def _read_csv(text: str, path: str) -> Trace:
         keys = [row[1].strip() if len(row) > 1 else "" for row in rows]
         costs = [int(row[2]) if len(row) > 2 and row[2].strip() else 1 for row in rows]
         if all(c >= 0 for c in costs):
-            return Trace(times, keys, costs)
+            trace = Trace(times, keys, costs)
+            if _needs_exact(times):
+                trace.nows = [_exact_time(row[0], t) for row, t in zip(rows, times)]
+            return trace
     except ValueError:
         pass
     trace = Trace()
     times, keys, costs = trace.times, trace.keys, trace.costs
+    stamps: list[str] = []
     first = True
     for number, row in enumerate(csv.reader(io.StringIO(text)), 1):
         if not row or not "".join(row).strip():
@@ -136,6 +183,7 @@ def _read_csv(text: str, path: str) -> Trace:
             times.append(float(row[0]))
         except ValueError:
             times.append(_number(row[0], "timestamp", f"{path} line {number}"))
+        stamps.append(row[0])
         keys.append(row[1].strip() if len(row) > 1 else "")
         cost = row[2].strip() if len(row) > 2 else ""
         if cost == "1" or not cost:
@@ -143,6 +191,8 @@ def _read_csv(text: str, path: str) -> Trace:
         else:
             where = f"{path} line {number}"
             costs.append(_cost(_number(cost, "cost", where), where))
+    if _needs_exact(times):
+        trace.nows = [_exact_time(stamp, t) for stamp, t in zip(stamps, times)]
     return trace
 
 
@@ -161,9 +211,12 @@ def read_trace(path: str) -> Trace:
     if not all(map(math.isfinite, trace.times)):
         bad = next(i for i, t in enumerate(trace.times) if not math.isfinite(t))
         raise CliError(f"argument --trace: {path}: event {bad + 1}: timestamp {trace.times[bad]} is not finite")
-    if any(b < a for a, b in zip(trace.times, trace.times[1:])):
-        order = sorted(range(len(trace)), key=trace.times.__getitem__)
-        trace = Trace([trace.times[i] for i in order], [trace.keys[i] for i in order], [trace.costs[i] for i in order])
+    # In the order of the times as written: two a float cannot tell apart keep theirs.
+    when: list[Any] = trace.nows if trace.nows is not None else trace.times
+    if any(b < a for a, b in zip(when, when[1:])):
+        order = sorted(range(len(trace)), key=when.__getitem__)
+        nows = [when[i] for i in order] if trace.nows is not None else None
+        trace = Trace([trace.times[i] for i in order], [trace.keys[i] for i in order], [trace.costs[i] for i in order], nows)
     return trace
 
 
@@ -296,6 +349,7 @@ def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5, recor
     in bulk. ``record`` also keeps each decision's ``remaining``, for the plot."""
     fields = sorted({f for name in policy.names for f in policy.keyed_by(name)})
     times, keys, costs = trace.times, trace.keys, trace.costs
+    nows: list[Any] = trace.nows if trace.nows is not None else times
     n = len(trace)
     requests = {key: ({f: key for f in fields} if fields else None) for key in set(keys)}
     allowed = [True] * n
@@ -311,7 +365,7 @@ def replay(policy: Policy, trace: Trace, quiet: bool = True, top: int = 5, recor
         for start in range(0, n, CHUNK):
             stop = min(start + CHUNK, n)
             for i in range(start, stop):
-                d = try_acquire(requests[keys[i]], costs[i], times[i])
+                d = try_acquire(requests[keys[i]], costs[i], nows[i])
                 if record:
                     remaining[i] = d.remaining
                 if not d.allowed:
