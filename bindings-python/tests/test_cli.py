@@ -350,6 +350,10 @@ def test_simulate_csv_trace_with_known_answer(tmp_path: Path) -> None:
     assert status == 0
     assert 'denied by: "2/second" 2 (100.0%)' in text
     assert re.search(r"^a +6 +4 +2 +33\.3%  800 ms$", text, re.M)
+    assert "longest waits: 800 ms (a at 0.200 s), 500 ms (a at 1.500 s)" in text
+    # None asked for: no line listing none (it printed "longest waits: ").
+    status, text, _ = run(*args, "--top", "0")
+    assert status == 0 and "denied by" in text and "longest waits" not in text
     # `--trace -` reads standard input, as the console script gets it from a pipe.
     piped = subprocess.run(
         [sys.executable, "-m", "ratekeeper", *args[:-1], "-", "--json"],
@@ -403,6 +407,9 @@ def test_simulate_names_a_refused_event_by_its_time(tmp_path: Path) -> None:
 def test_generators_are_seeded_and_shaped() -> None:
     steady = generate("steady", 10, 3, 2, 0)
     assert len(steady) == 30 and steady.times[:3] == [0.0, 0.1, 0.2] and steady.keys[:3] == ["k0", "k1", "k0"]
+    # rate * duration of them, on the numbers as given: 0.29 * 100 is
+    # 28.999999999999996 in floats, and 28 were made.
+    assert len(generate("steady", 0.29, 100, 1, 0)) == 29
     bursty = generate("bursty", 50, 2, 3, 1)
     assert len(bursty) == 100 and all(t % 1 < 0.1 for t in bursty.times)
     assert bursty.times == sorted(bursty.times)

@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
@@ -259,7 +260,9 @@ def generate(kind: str, rate: float, duration: float, keys: int, seed: int) -> T
     names = [f"k{i}" for i in range(keys)]
     times: list[float]
     if kind == "steady":
-        count = int(rate * duration)
+        # rate * duration of them, rounded down, on the numbers as written:
+        # in floats 0.29 * 100 is 28.999999999999996, and made 28, not 29.
+        count = math.floor(Fraction(repr(rate)) * Fraction(repr(duration)))
         times = [i / rate for i in range(count)]
         key_list = [names[i % keys] for i in range(count)]
     else:
@@ -480,7 +483,8 @@ def print_report(data: dict[str, Any], out: TextIO, show_keys: int = 10) -> None
         parts = ", ".join(f'"{name}" {count:,} ({100.0 * count / total:.1f}%)' for name, count in denied.items())
         print(f"denied by: {parts}", file=out)
         waits = ", ".join(f"{fmt_seconds(w['retry_after'], up=True)} ({w['key']} at {w['time']:.3f} s)" for w in data["longest_waits"])
-        print(f"longest waits: {waits}", file=out)
+        if waits:  # none listed with --top 0
+            print(f"longest waits: {waits}", file=out)
     else:
         print("nothing denied", file=out)
 
