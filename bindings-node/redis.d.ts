@@ -105,7 +105,8 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
   /**
    * Gives an unused booking back, once (later calls do nothing): to Redis at
    * its slot, or to the `onError` limiter that admitted it, at the instant
-   * it was taken there (as that limiter's own reservation's `cancel()`). Resolves when
+   * it was taken there (as that limiter's own reservation's `cancel()`). It gives back as it
+   * is, wherever the booking stands: on a bucket, cancel the latest first. Resolves when
    * Redis cannot be reached too (the booking then expires with its key);
    * rejects only with the script's own errors (NOPERM, a key of another type).
    */
@@ -122,7 +123,11 @@ export declare class RedisLimiter {
   refund(key: Key, cost: number, takenAtMs?: number): Promise<void>
   /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
   reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
-  /** Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise). */
+  /**
+   * Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise).
+   * Aborted, it gives the booking back: on a bucket only while it is the key's latest (else its
+   * slot goes unused), on a window where it was counted.
+   */
   acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
   headers(decision: LimiterDecision): RateLimitHeaders
@@ -156,6 +161,7 @@ export declare class RedisPolicy {
   /** Gives back units Redis gave (`fromStore: true`) in every limit, taken at `takenAtMs` (default now). */
   refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): Promise<void>
   reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
+  /** Books once and sleeps until the slot; aborted, gives the booking back per limit key as `RedisLimiter.acquire`. */
   acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
   /**

@@ -474,29 +474,51 @@ function checkCost(cost, limit) {
 }
 
 /**
+ * Gives back, once (a `cancel()` too), what a reservation booked for a
+ * waiting acquire that does not go ahead (aborted, or a reply nobody waits
+ * for any more): on a bucket limit (GCRA, token bucket), only while the
+ * booking is still the latest on its key, else nothing (its slot goes
+ * unused); on a window, where it was counted; to the `onError` limiter, as
+ * `cancel()` gives it back. Resolves when done; rejects as `cancel()` does.
+ */
+let giveBackLatest;
+
+/**
  * A booking of `reserve`: the in-process Reservation's fields (`ok`,
  * `waitMs`, `atMs`, `cost`, `decision`) plus `fromStore`, and `cancel()`,
  * as Python's RedisReservation has.
  */
 class RedisReservation {
   #cancel;
+  #release;
 
-  constructor(fields, cancel) {
+  constructor(fields, cancel, release = cancel) {
     Object.assign(this, fields);
     this.#cancel = cancel;
+    this.#release = release;
+  }
+
+  static {
+    giveBackLatest = (r) => {
+      const release = r.#release;
+      r.#cancel = r.#release = null;
+      return release === null ? Promise.resolve() : release();
+    };
   }
 
   /**
    * Gives an unused booking back, once (later calls do nothing): to Redis
    * at its slot, or to the `onError` limiter that admitted it, at the
-   * instant it was taken there (its own reservation's `cancel()`). Resolves
+   * instant it was taken there (its own reservation's `cancel()`). As it
+   * is, wherever the booking stands (on a bucket, cancel the latest first;
+   * an aborted acquire gives back with giveBackLatest instead). Resolves
    * when done; when Redis cannot be reached the booking stays (it expires
    * with its key) and the promise still resolves. Rejects only with the
    * script's own errors (a key of another type, NOPERM).
    */
   cancel() {
     const cancel = this.#cancel;
-    this.#cancel = null;
+    this.#cancel = this.#release = null;
     return cancel === null ? Promise.resolve() : cancel();
   }
 }
@@ -739,7 +761,8 @@ class Store {
    * throw). The call may still run on the server (late, or sent again by
    * the client once it reconnects), and take what it decides, which nobody
    * uses: `onError` answered in its place. So when a late reply comes, what
-   * `taken(numbers)` says it took (`[cost, at]`, `at` in the script's µs; or
+   * `taken(numbers)` says it took (`[cost, at]`, `at` in the script's µs, or
+   * `[cost, at, marks]` for a booking, given back only while the latest; or
    * null for nothing; `taken` null: nothing to give back) is refunded, never
    * rejecting; and a late NOSCRIPT sends nothing more.
    */
@@ -755,7 +778,7 @@ class Store {
         sent
           .then((reply) => {
             const took = taken(integers(reply));
-            return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]));
+            return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]), took[2]);
           })
           .catch(() => undefined);
       }
@@ -967,7 +990,12 @@ class Store {
       maxWait = Math.min(wholeMicros(maxWaitMs), MAX_SPAN);
     }
     const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait];
-    const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2]] : null);
+    // After `now, booked, wait` and the decision at now: each limit's mark,
+    // which a guarded refund sends back as it is (PROTOCOL.md, "Guarded refund").
+    const n = this.limits.length;
+    const marksOf = (numbers) => numbers.slice(3 + (n === 1 ? 6 : 6 + 5 * n));
+    // A late booking is nobody's: given back only while it is the latest.
+    const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2], marksOf(numbers)] : null);
     const numbers = await this.ask(keys, args, cost > 0 ? booked : null);
     if (numbers === null) {
       const { d, booked: local } = this.fallbackBooking(target, cost);
@@ -982,7 +1010,13 @@ class Store {
     // The slot in the script's own µs, where `cancel` gives back.
     const slot = String(numbers[0] + numbers[2]);
     const fields = { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
-    return new RedisReservation(fields, ok && cost > 0 ? async () => this.refundAt(keys, cost, slot) : null);
+    if (!(ok && cost > 0)) return new RedisReservation(fields, null);
+    const marks = marksOf(numbers);
+    return new RedisReservation(
+      fields,
+      async () => this.refundAt(keys, cost, slot),
+      async () => this.refundAt(keys, cost, slot, marks),
+    );
   }
 
   /**
@@ -1041,12 +1075,15 @@ class Store {
 
   /**
    * Gives back a booking `reserve` made for an acquire that does not go
-   * ahead (its `cancel`). Never throws.
+   * ahead: on a bucket only while it is the latest on its key (another
+   * process may have booked behind it, whose slot a give-back from the
+   * middle handed out a second time), else its slot goes unused; see
+   * giveBackLatest. Never throws.
    */
   release(r) {
     // Never rejecting unhandled: a script error (a key of another type,
     // NOPERM) has nobody to go to, the caller being answered.
-    r.cancel().catch(() => {});
+    giveBackLatest(r).catch(() => {});
   }
 
   refund(keys, cost, takenAtMs) {
@@ -1054,10 +1091,15 @@ class Store {
     return this.refundAt(keys, cost, at);
   }
 
-  /** `refund` at `at`: the script's µs (a string), or '' for now. Argument errors and the script's own throw. */
-  refundAt(keys, cost, at) {
+  /**
+   * `refund` at `at`: the script's µs (a string), or '' for now; with a
+   * booking's `marks` (its reply's), guarded: a bucket gives back only while
+   * the booking is the latest on its key. Argument errors and the script's own throw.
+   */
+  refundAt(keys, cost, at, marks = []) {
     // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
-    return within(this.evaluate(keys, ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at]), this.commandTimeoutMs).then(
+    const args = ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at, ...marks];
+    return within(this.evaluate(keys, args), this.commandTimeoutMs).then(
       () => undefined,
       (error) => {
         if (isScriptError(error)) throw error;

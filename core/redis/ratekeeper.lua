@@ -49,6 +49,16 @@ end
 -- the limit's own earliest slot (state: decide's for a cost of 0), or nil
 -- when it cannot be booked (the core's Limiter::reserve_after);
 -- refund(cfg, st, now, taken_at, cost) -> new state.
+--
+-- A bucket (GCRA, token bucket) books in a line: its state holds where the
+-- line ends, not single bookings, and a refund moves that end back wherever
+-- the booking stands in it. Given back from the middle of the line, a
+-- booking's units went to the next caller at the slot of the one behind it:
+-- two at once from a burst of one. So a bucket has mark(state): integers
+-- that `reserve` replies with as its booking wrote them, and that a
+-- guarded `refund` compares with the key's (PROTOCOL.md, "Guarded refund"):
+-- it gives back only while the key's mark is still the booking's, which
+-- holds only while no booking made after it is outstanding.
 local algorithms = {}
 
 -- Gcra: the part of the tolerance in use, relative to the latest time seen.
@@ -86,6 +96,14 @@ algorithms.gcra = {
   refund = function(c, s, now, taken_at, cost)
     return { latest = s.latest, used = max(s.used - cost * c.interval, 0) }
   end,
+  -- The theoretical arrival time, the line's end: a booking or an admission
+  -- moves it later by its cost at least (a later time seen moves it to that
+  -- time, never back), a guarded refund moves it back no earlier than it was
+  -- before the booking it gives back. Equal to a booking's own, nothing
+  -- taken since is outstanding (PROTOCOL.md). The latest time seen is left
+  -- out: with the server's clock every call has its own, and a waiter given
+  -- back behind this one would leave it the latest with another time.
+  mark = function(s) return { s.latest + s.used } end,
 }
 
 local function gcd(a, b)
@@ -221,6 +239,18 @@ algorithms.token_bucket = {
     for i, b in ipairs(s) do
       out[i] = { tokens = b.tokens, owed = b.owed, carry = b.carry }
       band_add(c.bands[i], out[i], cost)
+    end
+    return out
+  end,
+  -- The whole state as stored: at one `updated`, a booking or an admission
+  -- lowers every band by its cost at least, a guarded refund raises them
+  -- back no higher than before the booking it gives back (PROTOCOL.md). A
+  -- band's level at another time is no mark: a full band hides what it was.
+  mark = function(s)
+    local out = { s.updated }
+    for _, b in ipairs(s) do
+      out[#out + 1] = b.tokens - b.owed
+      out[#out + 1] = b.carry
     end
     return out
   end,
@@ -742,11 +772,38 @@ end
 if mode == 'refund' then
   local taken_at = now
   if ARGV[pos] ~= nil and ARGV[pos] ~= '' then taken_at = tonumber(ARGV[pos]) end
+  -- Guarded (the marks of a reserve's reply follow): a bucket gives back
+  -- only while its key's mark is the booking's, that is while the booking
+  -- is the latest outstanding on that key; a window gives back as ever.
+  local marks = nil
+  if ARGV[pos + 1] ~= nil then
+    marks = {}
+    local at = pos + 1
+    for i = 1, n do
+      local k = tonumber(ARGV[at])
+      if k == nil or k < 0 or ARGV[at + k] == nil then
+        return redis.error_reply('ratekeeper: the marks of a refund end before limit ' .. i)
+      end
+      local mark = {}
+      for j = 1, k do mark[j] = tonumber(ARGV[at + j]) end
+      marks[i] = mark
+      at = at + k + 1
+    end
+  end
+  local function latest(l, mark)
+    if l.algorithm.mark == nil then return true end
+    local own = l.algorithm.mark(l.state)
+    if #own ~= #mark then return false end
+    for j, x in ipairs(own) do
+      if mark[j] ~= x then return false end
+    end
+    return true
+  end
   -- Only a state read from its key holds anything to give back: an absent
   -- key, or one of another algorithm's shape, is fresh (and a fresh bucket
   -- has no time of its own to write).
-  for _, l in ipairs(limits) do
-    if l.loaded then
+  for i, l in ipairs(limits) do
+    if l.loaded and (marks == nil or latest(l, marks[i])) then
       for _, cost in ipairs(costs) do
         l.state = l.algorithm.refund(l.cfg, l.state, now, taken_at, cost)
       end
@@ -863,6 +920,14 @@ if mode == 'reserve' then
   if booked then reply[2] = 1 end
   if all then reply[3] = 0 end
   for _, v in ipairs(decision) do reply[#reply + 1] = v end
+  -- Each limit's mark as the booking wrote it (none for a window, or when
+  -- nothing was booked): a guarded refund sends them back as they are.
+  for _, l in ipairs(limits) do
+    local mark = {}
+    if booked and l.algorithm.mark then mark = l.algorithm.mark(l.state) end
+    reply[#reply + 1] = #mark
+    for _, x in ipairs(mark) do reply[#reply + 1] = x end
+  end
   return reply
 end
 

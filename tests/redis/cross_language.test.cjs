@@ -66,3 +66,43 @@ test('a key of bytes is one key for the Node and the Python client: bytes as byt
     await close(client);
   }
 });
+
+test('a Node acquire aborted behind which a Python process booked gives nothing back: the next booking takes no slot twice', async () => {
+  const { rk, rkRedis, ioredis, close, until } = require('./helpers.cjs');
+  const keyPrefix = prefix('cross-give-back');
+  // A Python process books one unit of `k` and prints its slot (Unix seconds).
+  const book = () =>
+    run(PYTHON, [
+      '-c',
+      [
+        'import json, sys, redis, ratekeeper',
+        'from ratekeeper.redis import RedisLimiter',
+        'client = redis.Redis.from_url(sys.argv[1])',
+        'r = RedisLimiter(client, ratekeeper.Gcra(1, 1.0, name="g"), prefix=sys.argv[2]).reserve("k", max_wait=100)',
+        'print(json.dumps([r.ok, r.at]))',
+        'client.close()',
+      ].join('\n'),
+      URL,
+      keyPrefix,
+    ]);
+  const client = await ioredis();
+  try {
+    const limiter = new rkRedis.RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000, name: 'g' }), { prefix: keyPrefix });
+    assert.equal((await limiter.tryAcquire('k')).allowed, true);
+    const controller = new AbortController();
+    const pending = limiter.acquire('k', 1, { signal: controller.signal });
+    await until(async () => (await limiter.peek('k', 0)).resetAfterMs > 1500); // booked a second on
+    const [behindOk, behind] = await book();
+    assert.equal(behindOk, true);
+    controller.abort(new Error('stop'));
+    await assert.rejects(pending, { message: 'stop' });
+    // The give-back goes out on this client's connection before this peek.
+    await limiter.peek('k', 0);
+    const [afterOk, after] = await book();
+    assert.equal(afterOk, true);
+    // Given back from the middle, the aborted booking's unit went to `after` at `behind`'s slot.
+    assert.ok(Math.abs(after - behind - 1) < 1e-5, `${after - behind} s apart`);
+  } finally {
+    await close(client);
+  }
+});

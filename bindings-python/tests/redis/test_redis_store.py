@@ -2367,7 +2367,8 @@ def test_an_async_acquire_cancelled_while_it_sleeps_raises_its_cancellation_what
     async def failing_cancel(self: Any) -> None:
         raise redis.exceptions.ConnectionError("gone")
 
-    monkeypatch.setattr(ratekeeper.redis.AsyncRedisReservation, "cancel", failing_cancel)
+    # (A waiting acquire's give-back, which is a cancel() guarded to the latest booking.)
+    monkeypatch.setattr(ratekeeper.redis.AsyncRedisReservation, "_give_back", failing_cancel)
 
     async def main() -> None:
         client = redis.asyncio.Redis.from_url(url)

@@ -229,10 +229,11 @@ class _Async:
                 if not f.done():
                     f.set_exception(error)
 
-    async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
+    async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
+        """``_Sync._refund`` on asyncio."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
-            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]))
         except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
 
@@ -263,6 +264,7 @@ class _Async:
         except _FAULTS:
             reply = None
         ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
+        marks = self._core.marks(reply)
 
         async def cancel() -> None:
             if slot is None:
@@ -275,7 +277,14 @@ class _Async:
                 # second cancel() does nothing (the refund may have gone).
                 await _shielded(self._refund(keys, cost, slot))
 
-        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel)
+        async def release() -> None:
+            # As _Sync's: guarded on Redis, as cancel() to the fallback.
+            if slot is None:
+                await cancel()
+            else:
+                await _shielded(self._refund(keys, cost, slot, marks))
+
+        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
 
     async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
         """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
@@ -299,9 +308,10 @@ class _Async:
                     await asyncio.sleep(reservation.wait)
                 except BaseException:
                     # As above: the cancellation is what is raised, whatever
-                    # the give-back meets (Redis gone meanwhile).
+                    # the give-back meets (Redis gone meanwhile). Given back
+                    # only while the latest, as _Sync's.
                     with contextlib.suppress(Exception):
-                        await _shielded(reservation.cancel())
+                        await _shielded(reservation._give_back())
                     raise
                 return
             if reservation.from_store or reservation.wait > left:
@@ -310,12 +320,14 @@ class _Async:
 
 
 async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
-    """Waits for ``booking`` and cancels what it booked, if anything."""
+    """Waits for ``booking`` and gives back what it booked, if anything, for
+    a caller that left meanwhile: nobody holds it to cancel it, so (as a
+    waiting acquire's) only while it is still the latest on a bucket."""
     try:
         reservation = await booking
     except Exception:
         return  # it booked nothing
-    await reservation.cancel()
+    await reservation._give_back()
 
 
 # The tasks in flight that no caller may be left to await (batches,

@@ -179,7 +179,17 @@ class _Core:
         slot = Fraction(reply[0] + reply[2], 1_000_000)
         return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot, None
 
-    def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[str] = ()) -> list[Union[str, int]]:
+    def marks(self, reply: Optional[Sequence[int]]) -> list[int]:
+        """A reserve reply's marks (``[]`` for none: Redis failed): each
+        limit's count then its integers, which a guarded refund sends back
+        as they are (PROTOCOL.md, "Guarded refund")."""
+        if reply is None:
+            return []
+        n = len(self.limits)
+        # After `now, booked, wait` and the decision at now (see decisions).
+        return list(reply[3 + (6 if n == 1 else 6 + 5 * n) :])
+
+    def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[Union[str, int]] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]
 
     def decisions(self, reply: _Reply, count: int) -> list[RedisDecision]:

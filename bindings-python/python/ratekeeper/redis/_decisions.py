@@ -52,10 +52,17 @@ class RedisPolicyDecision(RedisDecision):
 class _Reservation:
     """What both kinds of reservation hold; ``cancel`` is each one's own."""
 
-    __slots__ = ("_cancel", "at", "cost", "decision", "from_store", "ok", "wait")
+    __slots__ = ("_cancel", "_release", "at", "cost", "decision", "from_store", "ok", "wait")
 
     def __init__(
-        self, ok: bool, wait: float, at: float, cost: int, decision: RedisDecision, cancel: Callable[[], Any]
+        self,
+        ok: bool,
+        wait: float,
+        at: float,
+        cost: int,
+        decision: RedisDecision,
+        cancel: Callable[[], Any],
+        release: Optional[Callable[[], Any]] = None,
     ) -> None:
         # Annotated here, for the type checkers that read a library's
         # attributes only from annotations (pyright --verifytypes).
@@ -67,6 +74,15 @@ class _Reservation:
         self.decision: Optional[RedisDecision] = None if ok else decision
         self.from_store: bool = decision.from_store
         self._cancel: Optional[Callable[[], Any]] = cancel if ok and cost else None
+        # What a waiting acquire that does not go ahead gives back (see
+        # _give_back): the booking, on a bucket only while it is the latest.
+        self._release: Optional[Callable[[], Any]] = (release or cancel) if ok and cost else None
+
+    def _take(self, release: bool) -> Optional[Callable[[], Any]]:
+        """The give-back to run (``release``: the guarded one), once for both."""
+        chosen = self._release if release else self._cancel
+        self._cancel = self._release = None
+        return chosen
 
     def __bool__(self) -> bool:
         return self.ok
@@ -94,10 +110,22 @@ class RedisReservation(_Reservation):
     def cancel(self) -> None:
         """Gives the booking back at its slot, once (later calls do nothing). When
         Redis cannot be reached, the booking stays (it expires with its key)."""
-        cancel, self._cancel = self._cancel, None
-        if cancel is not None:
+        self._run(self._take(False))
+
+    def _give_back(self) -> None:
+        """What a waiting ``acquire`` that does not go ahead gives back, once
+        (a ``cancel()`` too): on a bucket limit (GCRA, token bucket), the
+        booking only while it is still the latest on its key (another
+        process may have booked behind it, whose slot it would hand out a
+        second time), else nothing (its slot goes unused); on a window, the
+        booking where it was counted; to the fallback, as ``cancel()``."""
+        self._run(self._take(True))
+
+    @staticmethod
+    def _run(give_back: Optional[Callable[[], Any]]) -> None:
+        if give_back is not None:
             try:
-                cancel()
+                give_back()
             except _FAULTS:
                 pass
 
@@ -113,9 +141,16 @@ class AsyncRedisReservation(_Reservation):
         Redis cannot be reached, the booking stays (it expires with its key).
         Cancelled, it gives back all the same (the refund runs on in a task
         of its own), and a ``ScriptError`` it meets then has nobody to go to."""
-        cancel, self._cancel = self._cancel, None
-        if cancel is not None:
+        await self._run(self._take(False))
+
+    async def _give_back(self) -> None:
+        """``RedisReservation._give_back``, awaited (cancelled, it gives back all the same)."""
+        await self._run(self._take(True))
+
+    @staticmethod
+    async def _run(give_back: Optional[Callable[[], Any]]) -> None:
+        if give_back is not None:
             try:
-                await cancel()
+                await give_back()
             except _FAULTS:
                 pass

@@ -132,7 +132,8 @@ class RedisLimiter(_LimiterMixin, _Sync):
 
     def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
-        across processes); raise ``RateLimited`` past ``timeout``."""
+        across processes); raise ``RateLimited`` past ``timeout``. Interrupted, it gives the
+        booking back: on a bucket only while it is the key's latest (else its slot goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
         self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
@@ -174,12 +175,14 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         self, key: _Key, cost: int = 1, *, max_wait: Optional[_Seconds] = None, now: Optional[_Seconds] = None
     ) -> AsyncRedisReservation:
         """Book ``cost`` units of ``key`` for the earliest slot they fit, within ``max_wait`` seconds;
-        cancelled during the round trip, what Redis booked is given back."""
+        cancelled during the round trip, what Redis booked is given back (on a bucket only while
+        it is the key's latest)."""
         return await self._reserve(key, self._keys(key), _cost(cost, self.limit), max_wait, now)
 
     async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
-        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back."""
+        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back
+        (on a bucket only while the booking is the key's latest, else its slot goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
         await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)

@@ -183,7 +183,9 @@ class RedisPolicy(_PolicyMixin, _Sync):
         return self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``.
+        Interrupted or cancelled, it gives the booking back: per limit key, a bucket's only while
+        it is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
         self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
@@ -242,11 +244,14 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         now: Optional[_Seconds] = None,
     ) -> AsyncRedisReservation:
         """Book ``cost`` units of every limit for the earliest slot they all fit, within ``max_wait``;
-        cancelled during the round trip, what Redis booked is given back."""
+        cancelled during the round trip, what Redis booked is given back (to a bucket only while
+        it is the key's latest)."""
         return await self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``.
+        Interrupted or cancelled, it gives the booking back: per limit key, a bucket's only while
+        it is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
         await self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)

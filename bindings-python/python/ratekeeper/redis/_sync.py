@@ -324,10 +324,12 @@ class _Sync:
             assert outcome is not None
             self._give_back(keys, [(slot.target, slot.cost, answer)], outcome[1])
 
-    def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds]) -> None:
+    def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
+        """A refund; with a booking's ``marks`` (its reply's), guarded: a
+        bucket gives back only while the booking is the latest on its key."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
-            self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at]))
+            self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]))
         except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
 
@@ -340,6 +342,7 @@ class _Sync:
         except _FAULTS:
             reply = None
         ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
+        marks = self._core.marks(reply)
 
         def cancel() -> None:
             if slot is None:
@@ -349,7 +352,16 @@ class _Sync:
             else:
                 self._refund(keys, cost, slot)
 
-        return RedisReservation(ok, wait, at, cost, decision, cancel)
+        def release() -> None:
+            # A waiting acquire's booking: on a bucket, given back only while
+            # it is the latest (PROTOCOL.md, "Guarded refund"); the
+            # fallback's, as cancel() gives it back.
+            if slot is None:
+                cancel()
+            else:
+                self._refund(keys, cost, slot, marks)
+
+        return RedisReservation(ok, wait, at, cost, decision, cancel, release)
 
     def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
         """Books (``book(max_wait)``), then sleeps once until the slot; while
@@ -364,9 +376,12 @@ class _Sync:
                     time.sleep(reservation.wait)
                 except BaseException:
                     # Interrupted (Ctrl-C, a signal handler's exception): the
-                    # booking goes back, as the in-process acquire's does.
+                    # booking goes back while it is the latest, as the
+                    # in-process acquire's does; from the middle of a
+                    # bucket's line (another process booked behind it) it
+                    # handed the next caller a slot already taken.
                     with contextlib.suppress(Exception):
-                        reservation.cancel()
+                        reservation._give_back()
                     raise
                 return
             if reservation.from_store or reservation.wait > left:

@@ -1,0 +1,279 @@
+"""What a waiting ``acquire`` that does not go ahead (interrupted, cancelled)
+gives back on Redis: on a bucket, its booking only while it is the key's
+latest (another process may have booked behind it meanwhile, whose slot a
+give-back from the middle would hand out a second time); on a window, its
+booking where it was counted."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any, Callable, Optional
+
+import pytest
+import redis
+import redis.asyncio
+from redis_fixtures import client, url
+
+import ratekeeper
+from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisLimiter, RedisPolicy, RedisReservation
+
+# A burst of one unit a second: a key emptied books its next unit a second
+# on, the one after two seconds on.
+BUCKETS: dict[str, Callable[[], Any]] = {
+    "gcra": lambda: ratekeeper.Gcra(1, 1.0),
+    "token_bucket": lambda: ratekeeper.TokenBucket(1, 1, 1.0),
+}
+
+
+def _prefix(name: str) -> str:
+    return f"rk-py-give-back:{name}:{uuid.uuid4().hex}:"
+
+
+def _interrupt_sleep(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]) -> None:
+    """The waiting acquire's sleep until its slot: runs ``meanwhile`` (others
+    book), then is interrupted, as Ctrl-C interrupts it."""
+
+    def sleep(seconds: float) -> None:
+        monkeypatch.undo()
+        meanwhile()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", sleep)
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+def test_an_interrupted_acquire_gives_nothing_back_once_another_process_booked_behind_it(
+    url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    prefix = _prefix(algorithm)
+    mine = RedisLimiter(client, BUCKETS[algorithm](), prefix=prefix)
+    # Another process: a client and a limiter of its own on the same key.
+    other_client = redis.Redis.from_url(url)
+    other = RedisLimiter(other_client, BUCKETS[algorithm](), prefix=prefix)
+    assert mine.try_acquire("k")
+    booked: list[RedisReservation] = []
+    _interrupt_sleep(monkeypatch, lambda: booked.append(other.reserve("k", max_wait=100)))
+    with pytest.raises(KeyboardInterrupt):
+        mine.acquire("k")  # books the unit a second on, then is interrupted
+    (behind,) = booked
+    assert behind.ok and 1.0 < behind.wait <= 2.0
+    after = other.reserve("k", max_wait=100)
+    # Given back from the middle, the interrupted booking moved the key's end
+    # back by one unit: `after` got `behind`'s slot, two units at once from a
+    # burst of one. Its slot goes unused instead.
+    assert after.ok
+    assert after.at - behind.at == pytest.approx(1.0)
+    other_client.close()
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+def test_an_interrupted_acquire_that_is_the_latest_booking_gives_it_back(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    limiter = RedisLimiter(client, BUCKETS[algorithm](), prefix=_prefix(algorithm))
+    assert limiter.try_acquire("k")
+    _interrupt_sleep(monkeypatch, lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.acquire("k")
+    # Nobody booked behind it: the next booking takes its slot, less than a second on.
+    after = limiter.reserve("k", max_wait=100)
+    assert after.ok and 0 < after.wait <= 1.0
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+def test_acquires_cancelled_newest_first_each_give_their_booking_back(
+    url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    # The newest interrupted first, the one before it is the latest again
+    # (the key as it left it, on the callers' clock of the same instant).
+    prefix = _prefix(algorithm)
+    now = 2_000_000_000.0
+    mine = RedisLimiter(client, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now)
+    other_client = redis.Redis.from_url(url)
+    other = RedisLimiter(other_client, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now)
+    assert mine.try_acquire("k")
+
+    def inner() -> None:
+        _interrupt_sleep(monkeypatch, lambda: None)
+        with pytest.raises(KeyboardInterrupt):
+            other.acquire("k")
+
+    _interrupt_sleep(monkeypatch, inner)
+    with pytest.raises(KeyboardInterrupt):
+        mine.acquire("k")
+    after = other.reserve("k", max_wait=100)
+    assert after.ok and after.wait == pytest.approx(1.0)
+    other_client.close()
+
+
+def test_an_interrupted_acquire_on_a_window_gives_its_booking_back_where_it_was_counted(
+    url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A window counts bookings per window, not in a line: one given back
+    # from the middle frees a unit of its window, and takes nobody's slot.
+    prefix = _prefix("window")
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(2, 3600), prefix=prefix)
+    other_client = redis.Redis.from_url(url)
+    other = RedisLimiter(other_client, ratekeeper.FixedWindow(2, 3600), prefix=prefix)
+    assert limiter.try_acquire("k", 2)  # full: bookings go to the next window
+    booked: list[RedisReservation] = []
+    _interrupt_sleep(monkeypatch, lambda: booked.append(other.reserve("k", max_wait=7200)))
+    with pytest.raises(KeyboardInterrupt):
+        limiter.acquire("k")
+    (behind,) = booked
+    after = other.reserve("k", max_wait=7200)
+    # The next window holds `behind` and, the interrupted one given back, `after`.
+    assert after.ok and after.at == behind.at
+    assert not other.reserve("k", max_wait=3600 + (behind.at - time.time()) - 1).ok
+    other_client.close()
+
+
+def test_a_policy_gives_back_per_limit_key(url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A booking holds every limit of a policy: the bucket gets nothing back
+    # (another booked behind it), the window gets its unit back.
+    config = [("rate", ratekeeper.Gcra(1, 1.0), ["user"]), ("hourly", ratekeeper.FixedWindow(100, 3600), ["user"])]
+    # On the callers' clock, standing still: every booking in one window.
+    now = 2_000_000_000.0
+    prefix = _prefix("policy")
+    policy = RedisPolicy(client, config, prefix=prefix, clock=lambda: now)
+    other_client = redis.Redis.from_url(url)
+    other = RedisPolicy(other_client, config, prefix=prefix, clock=lambda: now)
+    request = {"user": "u"}
+    assert policy.try_acquire(request)
+    booked: list[RedisReservation] = []
+    _interrupt_sleep(monkeypatch, lambda: booked.append(other.reserve(request, max_wait=100)))
+    with pytest.raises(KeyboardInterrupt):
+        policy.acquire(request)
+    (behind,) = booked
+    after = other.reserve(request, max_wait=100)
+    assert after.ok and after.at - behind.at == pytest.approx(1.0)
+    # The window counts the first unit, `behind` and `after`: not the interrupted one.
+    hourly = dict(other.peek(request, 0, now=after.at).limits)["hourly"]
+    assert hourly.remaining == 97
+    other_client.close()
+
+
+def test_a_policy_whose_interrupted_booking_is_the_latest_gives_it_back_everywhere(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = [("rate", ratekeeper.Gcra(1, 1.0), ["user"]), ("burst", ratekeeper.TokenBucket(1, 1, 1.0), ["user"])]
+    policy = RedisPolicy(client, config, prefix=_prefix("policy-latest"))
+    request = {"user": "u"}
+    assert policy.try_acquire(request)
+    _interrupt_sleep(monkeypatch, lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        policy.acquire(request)
+    after = policy.reserve(request, max_wait=100)
+    assert after.ok and 0 < after.wait <= 1.0
+
+
+def test_an_explicit_cancel_gives_back_as_it_is(client: redis.Redis) -> None:
+    # reservation.cancel() of one's own is documented to give back as it is
+    # ("cancel the latest first"), on Redis as in-process: unchanged.
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix("explicit"))
+    limiter.try_acquire("k", now=1000.0)
+    a = limiter.reserve("k", now=1000.0, max_wait=100)
+    b = limiter.reserve("k", now=1000.0, max_wait=100)
+    assert (a.wait, b.wait) == (1.0, 2.0)
+    a.cancel()
+    assert limiter.reserve("k", now=1000.0, max_wait=100).wait == 2.0
+
+
+async def _booked(limiter: Any, target: Any, before: float) -> None:
+    """Returns once ``target``'s key holds a booking past ``before`` seconds from now."""
+    for _ in range(500):
+        if (await limiter.peek(target, 0)).reset_after > before:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never booked")
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+@pytest.mark.parametrize("kind", ["limiter", "policy"])
+def test_a_cancelled_async_acquire_gives_nothing_back_once_another_booked_behind_it(url: str, algorithm: str, kind: str) -> None:
+    async def main() -> tuple[float, float]:
+        prefix = _prefix(f"async-{kind}-{algorithm}")
+        first, second = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
+        mine: Any
+        other: Any
+        if kind == "limiter":
+            mine = AsyncRedisLimiter(first, BUCKETS[algorithm](), prefix=prefix)
+            other = AsyncRedisLimiter(second, BUCKETS[algorithm](), prefix=prefix)
+            target: Any = "k"
+        else:
+            config = [("rate", BUCKETS[algorithm](), ["user"]), ("hourly", ratekeeper.FixedWindow(100, 3600), ["user"])]
+            mine = AsyncRedisPolicy(first, config, prefix=prefix)
+            other = AsyncRedisPolicy(second, config, prefix=prefix)
+            target = {"user": "u"}
+        assert (await mine.try_acquire(target)).allowed
+        task = asyncio.ensure_future(mine.acquire(target))
+        await _booked(other, target, 1.5)  # sleeping until its slot, a second on
+        behind = await other.reserve(target, max_wait=100)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        after = await other.reserve(target, max_wait=100)
+        await first.aclose()
+        await second.aclose()
+        return behind.at, after.at
+
+    behind, after = asyncio.run(main())
+    assert after - behind == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_once_another_booked_behind_it(
+    url: str, algorithm: str
+) -> None:
+    # The cancellation comes while the booking's round trip is under way:
+    # the booking is given back when it comes, by then not the latest.
+    async def main() -> tuple[float, float]:
+        prefix = _prefix(f"async-in-flight-{algorithm}")
+        first, second = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
+        mine = AsyncRedisLimiter(first, BUCKETS[algorithm](), prefix=prefix)
+        other = AsyncRedisLimiter(second, BUCKETS[algorithm](), prefix=prefix)
+        assert (await mine.try_acquire("k")).allowed
+        booked: list[Any] = []
+        task: Optional[asyncio.Future[None]] = None
+        call = mine._call
+
+        async def booking_then_another(keys: list[bytes], args: list[Any]) -> Any:
+            reply = await call(keys, args)
+            if args[1] == "reserve" and not booked:
+                assert task is not None
+                task.cancel()  # the caller leaves while the reply is on its way
+                booked.append(await other.reserve("k", max_wait=100))
+            return reply
+
+        mine._call = booking_then_another  # type: ignore[method-assign]
+        task = asyncio.ensure_future(mine.acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        mine._call = call  # type: ignore[method-assign]
+        (behind,) = booked
+        after = await other.reserve("k", max_wait=100)
+        await first.aclose()
+        await second.aclose()
+        return behind.at, after.at
+
+    behind, after = asyncio.run(main())
+    assert after - behind == pytest.approx(1.0)
+
+
+def test_a_cancelled_async_acquire_that_is_the_latest_booking_gives_it_back(url: str) -> None:
+    async def main() -> float:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("async-latest"))
+        assert (await limiter.try_acquire("k")).allowed
+        task = asyncio.ensure_future(limiter.acquire("k"))
+        await _booked(limiter, "k", 1.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return after.wait
+
+    assert 0 < asyncio.run(main()) <= 1.0
