@@ -259,16 +259,22 @@ describe('acquire', () => {
     }
   });
 
+  /** A bucket of one unit every 100 ms on a fake clock, emptied (alone, or keyed: its key `k`), and what setup() gives. */
+  const emptiedBucket = (keyed) => {
+    const test = setup();
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: test.time.now });
+    const limiter = keyed ? new KeyedLimiter(bucket) : bucket;
+    const args = keyed ? ['k'] : [];
+    limiter.tryAcquire(...args);
+    return { ...test, limiter, args };
+  };
+
   it("a token bucket's aborted waiter gives its booking back only while it is the latest", async () => {
     // One unit every 100 ms. b aborted with c behind: kept unused (given
     // back, it freed the slot at the end of the queue, and the next acquire
     // shared c's: two units at once). c aborted, the latest: given back.
     for (const keyed of [false, true]) {
-      const { time, settled, track } = setup();
-      const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
-      const limiter = keyed ? new KeyedLimiter(bucket) : bucket;
-      const args = keyed ? ['k'] : [];
-      limiter.tryAcquire(...args);
+      const { time, settled, track, limiter, args } = emptiedBucket(keyed);
       const [b, c] = [new AbortController(), new AbortController()];
       track('b', limiter.acquire(...args, 1, { signal: b.signal }));
       track('c', limiter.acquire(...args, 1, { signal: c.signal }));
@@ -285,11 +291,7 @@ describe('acquire', () => {
       assert.deepStrictEqual(at, { b: 'AbortError', c: 'AbortError', d: 1_300, e: 1_400 }, keyed ? 'keyed' : 'limiter');
     }
     for (const keyed of [false, true]) {
-      const { time, settled, track } = setup();
-      const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock: time.now });
-      const limiter = keyed ? new KeyedLimiter(bucket) : bucket;
-      const args = keyed ? ['k'] : [];
-      limiter.tryAcquire(...args);
+      const { time, settled, track, limiter, args } = emptiedBucket(keyed);
       const latest = new AbortController();
       track('a', limiter.acquire(...args));
       track('b', limiter.acquire(...args, 1, { signal: latest.signal }));
