@@ -8,6 +8,7 @@ the real clock, with real threads, signals and tasks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import math
 import signal
@@ -1264,6 +1265,10 @@ def test_an_object_with_an_async_call_is_decorated_as_a_coroutine_function(clock
         asyncio.run(double(4))  # raised by the awaited wrapper, not at call time
     clock.now += 1
     assert asyncio.run(double(5)) == 10
+    # So is a partial of one (of a partial): inspect reads neither as a coroutine function.
+    triple = TokenBucket(1, 1, 1, clock=clock).acquiring(timeout=0)(functools.partial(functools.partial(Doubler()), 3))
+    assert inspect.iscoroutinefunction(triple), "a sync wrapper would block the loop while it waits"
+    assert asyncio.run(triple()) == 6
 
 
 def test_static_and_class_methods_keep_their_kind(clock: FakeClock) -> None:

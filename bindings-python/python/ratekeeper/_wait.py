@@ -548,12 +548,17 @@ def _decorate(
 
     import inspect
 
-    # An object is what its class's __call__ is (`async def __call__`).
-    plain = inspect.isfunction(func) or inspect.ismethod(func) or isinstance(func, functools.partial)
-    call = None if plain else getattr(type(func), "__call__", None)
+    # An object is what its class's __call__ is (`async def __call__`), and
+    # a partial what it wraps (inspect reads a partial of a function, not of
+    # such an object: decorated as sync, it blocked the loop while it waited).
+    inner: Any = func
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    plain = inspect.isfunction(inner) or inspect.ismethod(inner)
+    call = None if plain else getattr(type(inner), "__call__", None)
 
     def kind(test: Callable[[Any], bool]) -> bool:
-        return test(func) or (call is not None and test(call))
+        return test(func) or test(inner) or (call is not None and test(call))
 
     wrapper: Callable[..., Any]
     if kind(inspect.isasyncgenfunction):
