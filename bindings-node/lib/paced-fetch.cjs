@@ -712,14 +712,19 @@ function pace(RateLimited, fetch, limiter, options) {
     } catch (error) {
       sent = Promise.reject(error);
     }
-    sent.then((response) => {
-      try {
-        answered(entry, response);
-      } catch (error) {
-        // Not a Response (a fetch-like function's own result), say.
-        entry.reject(error);
-      }
-    }, entry.reject);
+    sent.then(
+      (response) => {
+        try {
+          answered(entry, response);
+        } catch (error) {
+          // Not a Response (a fetch-like function's own result), say; or
+          // the clock failing as a 429 was to be retried, its signal
+          // listened to again: let go, or a shared signal kept the request.
+          fail(entry, error);
+        }
+      },
+      (error) => fail(entry, error),
+    );
   }
 
   function answered(entry, response) {

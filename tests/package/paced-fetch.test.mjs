@@ -1107,6 +1107,28 @@ test('one signal shared by many queued requests is listened to once, and let go 
   assert.equal(paced.waiting, 0);
 });
 
+test('a clock failing as a 429 is to be retried rejects the request and lets its signal go', async () => {
+  // Listened to again for the retry, the signal kept the request's listener
+  // (and the request with it) after the clock's error rejected it: on a
+  // signal shared by every request (a server's shutdown), one per failure.
+  const time = fakeTime();
+  let failing = false;
+  const clock = () => {
+    if (failing) throw new Error('no clock');
+    return time.clock();
+  };
+  const { fetch } = fakeFetch(time, () => {
+    failing = true; // read next by the pause the 429 asks for
+    return { status: 429, headers: { 'Retry-After': '1' } };
+  });
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock, timers: time.timers });
+  const { signal, live } = countingSignal();
+  const call = assert.rejects(paced('/a', { signal }), { message: 'no clock' });
+  await time.advance(10);
+  await call;
+  assert.equal(live.size, 0, 'the signal is let go');
+});
+
 test('a cost that is no whole number is refused when pacedFetch is made; a cost function returning no number rejects the call', async () => {
   // A numeric cost was taken, and every call then rejected with the
   // limiter's error; a function returning undefined (a forgotten `return`)
