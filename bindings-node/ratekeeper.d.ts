@@ -12,3 +12,11 @@ export * from './paced-fetch'
 export declare function init(input?: unknown): Promise<void>
 /** Does nothing on Node: see `init`. */
 export declare function initSync(module?: unknown): void
+
+/**
+ * The default export: `init`, carrying the whole API (`ratekeeper.Gcra`), as
+ * `main.cjs` marks it (`__esModule`), so that `import init, { Gcra } from
+ * 'ratekeeper'` in code shared with browsers, compiled to CommonJS, calls it.
+ */
+declare const main: typeof init & typeof import('./ratekeeper')
+export default main

@@ -384,13 +384,20 @@ test('the typings type-check from a consumer (tsc)', () => {
     export const gcra: Gcra = Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
     export const same: typeof Gcra = init.Gcra
   `);
-  // From CommonJS, require's types: no default export there.
+  // From CommonJS, require's types; and the default import of code shared
+  // with browsers, compiled to CommonJS (main.cjs marks its default: init,
+  // carrying the API), which they lacked ("has no default export").
   writeFileSync(join(dir, 'required.cts'), `
     import ratekeeper = require('ratekeeper')
     export const gcra: ratekeeper.Gcra = ratekeeper.Gcra.perPeriod({ burst: 1, tokens: 5, periodMs: 1000 })
   `);
+  writeFileSync(join(dir, 'shared.cts'), `
+    import init, { Gcra } from 'ratekeeper'
+    export const ready: Promise<void> = init()
+    export const same: typeof Gcra = init.Gcra
+  `);
   const options = ['--noEmit', '--strict', '--target', 'es2022', '--lib', 'es2022,dom', '--types', ''];
-  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts', 'shared.mts', 'required.cts'], { cwd: dir, stdio: 'inherit' });
+  execFileSync(tsc, [...options, '--module', 'nodenext', '--moduleResolution', 'nodenext', 'use.ts', 'shared.mts', 'required.cts', 'shared.cts'], { cwd: dir, stdio: 'inherit' });
   execFileSync(tsc, [...options, '--module', 'esnext', '--moduleResolution', 'bundler', 'browser.ts'], { cwd: dir, stdio: 'inherit' });
   // The wasm entries' types are an ES module's, as their files are: under
   // nodenext (and Deno) init was "not callable" when they read as CommonJS.
