@@ -257,6 +257,8 @@ function splitOutsideStrings(text, separator) {
  * the pause is at most one unit's share of its window (w / q seconds), as
  * long as a bucket takes to earn a unit back. A window that has not reset by
  * then answers the next request 429 with its Retry-After, which pauses again.
+ * Where a name repeats (helpers in a row, each limiter "default"), the n-th
+ * item of that name goes with the n-th policy of that name.
  *
  * `t` is optional (draft-ietf-httpapi-ratelimit-headers, section 4.1),
  * and the draft gives its absence no meaning beyond an example of a quota
@@ -301,9 +303,21 @@ function parseRateLimit(headers) {
       }
       return { name: name.trim(), params };
     });
+  // Each name's policies, in the order listed. Names may repeat: helpers in
+  // a row (one limiter for every route, then one for a route) each add an
+  // item, and both are "default" unless named. The n-th RateLimit item of a
+  // name goes with the n-th policy of that name, as a server lists both
+  // fields in one order; keyed by name alone, every item went with the last
+  // policy, and an exhausted limit of 4 per 2 s paused a unit's share of the
+  // other's 10 per 1 s (0.1 s, not 0.5): a 429 every few requests.
   const policies = new Map();
   const policy = headers.get('ratelimit-policy');
-  if (policy !== null) for (const { name, params } of members(policy)) policies.set(name, params);
+  if (policy !== null) {
+    for (const { name, params } of members(policy)) {
+      if (policies.has(name)) policies.get(name).push(params);
+      else policies.set(name, [params]);
+    }
+  }
   const value = headers.get('ratelimit');
   if (value !== null) {
     // The older draft's dictionary (`remaining=0, reset=30`): its members'
@@ -313,13 +327,21 @@ function parseRateLimit(headers) {
     // (`"default"; remaining=0; reset=30`): the newer draft's `r` and `t`
     // govern theirs (`"a";r=5;remaining=0`).
     const flat = {};
+    // How many items of each name came before (see policies).
+    const seen = new Map();
     for (const { name, params } of members(value)) {
       const at = name.startsWith('"') ? -1 : name.indexOf('=');
       if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: name.slice(at + 1) }, params);
       else if (!('r' in params) && 'remaining' in params) exhausted(count(params.remaining), count(params.reset ?? null));
-      if (at >= 0 || !('r' in params)) continue;
-      // The same policy's window, from a well-formed item (see above).
-      const { q = null, w = null } = policies.get(name) ?? {};
+      if (at >= 0) continue;
+      const nth = seen.get(name) ?? 0;
+      seen.set(name, nth + 1);
+      if (!('r' in params)) continue;
+      // The same policy's window, from a well-formed item (see above): the
+      // n-th of its name, or the last when fewer are listed (one policy for
+      // several items of a name).
+      const same = policies.get(name) ?? [];
+      const { q = null, w = null } = same[Math.min(nth, same.length - 1)] ?? {};
       const window = integer(q) >= 0 && integer(w) > 0 ? integer(w) : NaN;
       // One unit's share of it; for q = 0, none to share, the window itself.
       const share = window > 0 ? window / integer(q) : Infinity;

@@ -12,7 +12,8 @@ const { join } = require('node:path');
 const express = require('express');
 const Fastify = require('fastify');
 
-const { middleware, fastifyHook, FixedWindow, KeyedLimiter, Policy } = require('./impl.cjs');
+const { middleware, fastifyHook, FixedWindow, Gcra, KeyedLimiter, Policy, RateLimited, TokenBucket } = require('./impl.cjs');
+const { pacedFetchFor } = require('../../bindings-node/lib/paced-fetch.cjs');
 const { assertLimiterError, checkLimiterError } = require('./helpers.cjs');
 
 // Two requests per client per minute, the client named by a header; POST costs 2.
@@ -1007,3 +1008,75 @@ for (const [framework, serve] of [
     });
   });
 }
+
+// pacedFetch reading the helpers' own headers: a client paced faster than
+// the server allows should meet the server's rate from its RateLimit fields,
+// without 429s. Two helpers in a row, both limiters named "default" (the
+// default), list two items of one name in each field: keyed by name alone,
+// pacedFetch paired the first limit's `r=0` with the second's policy (10 per
+// 1 s: 0.1 s) where the first earns a unit each 0.5 s, and the requests met
+// a 429 every few. Real HTTP to Express on 127.0.0.1; time is fake, shared by
+// the server's limiters and pacedFetch, and moves only when no request is on
+// the wire.
+describe('middleware in a row, read by pacedFetch', () => {
+  it('a paced client keeps to the server\'s rate from its RateLimit fields alone: no 429', async () => {
+    let now = 0;
+    const clock = () => now;
+    const pending = new Map();
+    let nextTimer = 1;
+    const timers = {
+      setTimeout(fn, ms) {
+        pending.set(nextTimer, { at: now + ms, fn });
+        return nextTimer++;
+      },
+      clearTimeout(id) {
+        pending.delete(id);
+      },
+    };
+    const app = express();
+    app.use(middleware({ limiter: new TokenBucket({ capacity: 4, refillTokens: 4, refillPeriodMs: 2_000, clock }) }));
+    app.get('/', middleware({ limiter: new TokenBucket({ capacity: 10, refillTokens: 10, refillPeriodMs: 1_000, clock }) }), (req, res) => res.send('ok'));
+    const server = await new Promise((resolve) => {
+      const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+    });
+    try {
+      const url = `http://127.0.0.1:${server.address().port}/`;
+      let onTheWire = 0;
+      const statuses = [];
+      const counted = async (input, init) => {
+        onTheWire++;
+        try {
+          const response = await fetch(input, init);
+          statuses.push(response.status);
+          return response;
+        } finally {
+          onTheWire--;
+        }
+      };
+      // 50 a second, well above the server's 2.
+      const paced = pacedFetchFor(RateLimited)(counted, new Gcra({ burst: 1, emissionIntervalMs: 20, clock }), { clock, timers, retries: 5 });
+      let settled = false;
+      const calls = Promise.all(Array.from({ length: 16 }, () => paced(url).then((response) => response.text().then(() => response.status))));
+      calls.then(() => (settled = true), () => (settled = true));
+      while (!settled) {
+        // A real turn of the event loop: responses arrive, pacedFetch reads them.
+        await new Promise((resolve) => setImmediate(resolve));
+        if (onTheWire > 0 || settled) continue;
+        let first = null;
+        for (const [id, timer] of pending) if (first === null || timer.at < first[1].at) first = [id, timer];
+        assert.ok(first !== null, 'nothing on the wire and no timer: the calls would never settle');
+        pending.delete(first[0]);
+        now = Math.max(now, first[1].at);
+        first[1].fn();
+      }
+      assert.deepStrictEqual(await calls, Array(16).fill(200));
+      assert.deepStrictEqual(statuses, Array(16).fill(200), 'no 429 on the way');
+      // 4 at once (the client's own 20 ms apart), then one each 0.5 s: the
+      // server's rate, not slower (6,060 ms on the fake clock).
+      assert.ok(now <= 6_000 + 100, `took ${now} ms`);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

@@ -1355,6 +1355,23 @@ test('RateLimit fields as structured lists: several policies, strings holding , 
   }
 });
 
+test('RateLimit items of one name go with the policies of that name in order: helpers in a row, each limiter "default"', () => {
+  // Keyed by name alone, every item went with the last policy of its name:
+  // the exhausted first limit (4 per 2 s, a unit each 0.5 s) paused the
+  // second's share (10 per 1 s: 0.1 s), and the next request met a 429.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  const policy = '"default";q=4;w=2, "default";q=10;w=1';
+  assert.equal(pause({ 'RateLimit-Policy': policy, RateLimit: '"default";r=0;t=2, "default";r=9;t=1' }), 500);
+  assert.equal(pause({ 'RateLimit-Policy': policy, RateLimit: '"default";r=3;t=1, "default";r=0;t=1' }), 100);
+  // Another name between them counts for its own.
+  assert.equal(pause({ 'RateLimit-Policy': '"a";q=1;w=60, "b";q=2;w=60, "a";q=10;w=1', RateLimit: '"a";r=0;t=60, "b";r=1;t=9, "a";r=5;t=1' }), 60_000);
+  // As separate field lines (stacked ASGI middlewares), which fetch's Headers join with ", ".
+  const lines = new Headers([['RateLimit-Policy', '"default";q=4;w=2'], ['RateLimit-Policy', '"default";q=10;w=1'], ['RateLimit', '"default";r=0;t=2'], ['RateLimit', '"default";r=9;t=1']]);
+  assert.equal(parseRateLimit(lines), 500);
+  // Fewer policies than items of the name: the last one stands for the rest.
+  assert.equal(pause({ 'RateLimit-Policy': '"default";q=4;w=2', RateLimit: '"default";r=9;t=1, "default";r=0;t=2' }), 500);
+});
+
 test("a RateLimit item with nothing left and no `t` pauses by its policy's window; a malformed `t` is no missing one", async () => {
   // `t` is optional: `"api";r=0` was ignored whatever its policy said, and
   // the queue went on into the server's 429s.
