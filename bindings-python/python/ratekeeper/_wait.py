@@ -48,11 +48,11 @@ _R = TypeVar("_R")
 # a policy of several limits with a bucket among them, cannot (a waiter
 # booked again could land later: the refill a capacity clipped, or a
 # limit's hold until the slowest limit's slot, is not given back): it gives
-# a booking back only while it is the latest (``latest_only``), as a policy
-# mixing buckets and windows does. A window algorithm keeps each booking
-# where it was counted (the log at its instant, the counters per window), so
-# a cancelled booking is given back as its refund does (see the README) and
-# nobody moves: so too a policy of windows only.
+# a booking back only while it is the latest (``latest_only``). A window
+# algorithm keeps each booking where it was counted (the log at its instant,
+# the counters per window), so a cancelled booking is given back as its
+# refund does (see the README) and nobody moves: so too a policy of windows
+# only.
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count
 # in whole milliseconds from a time cached at the start of each iteration.
@@ -77,8 +77,8 @@ class _Waiter:
         self.reservation = reservation
         self.queue = queue
         # Nobody moves, and its booking is given back only while it is the
-        # latest (a policy mixing buckets and windows, as it was when it
-        # booked: see "Moving up" above).
+        # latest (a token bucket, or a policy of several limits with a bucket
+        # among them, as it was when it booked: see "Moving up" above).
         self.latest_only = False
         self.loop = loop
         # Held weakly, as is ``moved`` (whose callbacks hold the task): the
@@ -206,9 +206,9 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         return
     if waiter.queue is None:
         # Nobody moves: the booking is given back as its refund does; but
-        # a policy mixing buckets and windows gives it back only while it
-        # is the latest booking (see "Moving up" above), else its slot goes
-        # unused.
+        # a token bucket, or a policy of several limits with a bucket among
+        # them, gives it back only while it is the latest booking (see
+        # "Moving up" above), else its slot goes unused.
         if waiter.latest_only:
             try:
                 booker._rebook(waiter.reservation._seq, [(waiter.reservation, waiter.args)], [])
@@ -219,14 +219,15 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         _leave(subject, queue, {id(waiter)})
         return
     at = queue.index(waiter)
-    # Behind it, a waiter in no queue: booked after a window limit was added
-    # to a policy of buckets (a mix since), it shares the buckets but is
-    # never booked again. Given back from the middle of their queue, this
-    # booking would free the slot at its end, which the next caller would
-    # share with that waiter (two units at once from a burst of one). So
-    # nobody moves, and nothing is given back (its slot goes unused), as the
-    # JS acquire does. (Only a policy's waiters can be in a queue and in
-    # none: a limiter's algorithm, and so its keys', never changes.)
+    # Behind it, a waiter in no queue: booked after a limit was added to a
+    # policy of one limit that moves up (of several since), it shares that
+    # limit but is never booked again. Given back from the middle of their
+    # queue, this booking would free the slot at its end, which the next
+    # caller would share with that waiter (two units at once from a burst of
+    # one). So nobody moves, and nothing is given back (its slot goes
+    # unused), as the JS acquire does. (Only a policy's waiters can be in a
+    # queue and in none: a limiter's algorithm, and so its keys', never
+    # changes.)
     if any(w.queue is None for w in queue[at + 1 :]):
         _leave(subject, queue, {id(waiter)})
         return
@@ -310,9 +311,11 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     Booking happens when the coroutine first runs, so a coroutine that is
     never awaited books nothing. Any exception during the sleep (above all
     ``asyncio.CancelledError``) gives the booking back before propagating;
-    the ``acquire_async`` calls of a bucket (or of a policy of buckets only)
-    booked after it move up into the slots it left (see "Moving up" at the
-    top of this module).
+    the ``acquire_async`` calls of a GCRA or a leaky bucket (or of a policy
+    of that one limit) booked after it move up into the slots it left; a
+    token bucket, or a policy of several limits with a bucket among them,
+    moves nobody and gives the booking back only while it is the latest (see
+    "Moving up" at the top of this module).
     """
     import asyncio
 
