@@ -323,6 +323,22 @@ fn from_rates(
     Policy::from_rates(rates, algorithm, &by).map_err(|err| to_py(py, err))
 }
 
+/// Whether `text` given to `Policy(text)` is a configuration's JSON rather
+/// than rate strings: its first character past whitespace and a byte order
+/// mark is `{`. The JS bindings' `new Policy(text)` applies the same test
+/// (`configText` in bindings-node/lib/api/policy.cjs), so that one string is
+/// read alike in both. Whitespace is what the rate grammar skips (Python's
+/// `\s`: U+001C to U+001F too, which `char::is_whitespace` lacks); a BOM,
+/// which JS's `trimStart` skips, is skipped too, so that a file saved with
+/// one is refused as the JSON it is (`invalid_config`), not as a rate that
+/// does not parse.
+fn config_text(text: &str) -> bool {
+    text.trim_start_matches(|c: char| {
+        c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c) || c == '\u{feff}'
+    })
+    .starts_with('{')
+}
+
 /// A policy from a JSON configuration (`{"limits": [...]}`).
 fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
     let fail = |message: String| invalid_config(py, message, false);
@@ -558,7 +574,7 @@ limiter_methods!(
                 .map(|text| convert::text(text, "config").map(str::to_owned))
                 .transpose()?
                 // Whole, so that a syntax error names its place in the text given.
-                .filter(|text| !text.trim_start().starts_with('{'));
+                .filter(|text| !config_text(text));
             let policy = match (config, rates) {
                 (_, Some(rates)) => {
                     let algorithm = algorithm.map_or(Ok(Algorithm::TokenBucket), convert::algorithm)?;

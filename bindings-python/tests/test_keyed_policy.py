@@ -1211,6 +1211,17 @@ def test_policies_from_rate_strings() -> None:
     for make in (Policy, Policy.from_rates):
         with pytest.raises(RateLimitError, match="at byte 6$"):
             make("   10/")
+    # Text is a configuration's JSON when it opens with `{` past what the
+    # rate grammar skips and a byte order mark, as in the JS builds
+    # (tests/js/policy.test.cjs): a file saved with a BOM is refused as the
+    # JSON it is, not as a rate that does not parse.
+    for lead in ("\ufeff", "\x85", "\x1c", " \ufeff\n"):
+        with pytest.raises(RateLimitError, match="^`config` is not valid JSON") as raised:
+            Policy(lead + '{"limits": [{"name": "a", "rate": "1/second"}]}')
+        assert raised.value.code == "invalid_config"
+    with pytest.raises(RateLimitError, match="at byte 0$") as raised:
+        Policy("\ufeff10/second")
+    assert raised.value.code == "invalid_syntax"
     with pytest.raises(RateLimitError, match="`algorithm` must be 'token_bucket'"):
         Policy.from_rates("1/second", algorithm="bucket")  # type: ignore[arg-type]
     with pytest.raises(RateLimitError):

@@ -668,6 +668,19 @@ describe('Policy', () => {
       }
     }
     assert.throws(() => new Policy('{"limits": ['), (e) => e instanceof TypeError && e.code === 'invalid_config' && /^policy configuration: config is not JSON \(/.test(e.message));
+    // Text is a configuration's JSON when it opens with `{` past what the
+    // rate grammar skips and a byte order mark, as in Python
+    // (test_keyed_policy.py): a file saved with a BOM is refused as the JSON
+    // it is, and U+0085 or U+001C (Python's whitespace, not JS's) lead to
+    // the same error, not to a rate that does not parse.
+    for (const lead of ['\ufeff', '\x85', '\x1c', ' \ufeff\n']) {
+      const text = `${lead}{"limits": [{"name": "a", "rate": "1/second"}]}`;
+      for (const make of [(t) => new Policy(t), (t) => Policy.fromConfig(t)]) {
+        assert.throws(() => make(text), (e) => e instanceof TypeError && e.code === 'invalid_config' && /^policy configuration: config is not JSON \(/.test(e.message), JSON.stringify(lead));
+      }
+      assert.throws(() => Policy.fromRates(text), (e) => e instanceof RangeError && e.code === 'invalid_syntax', JSON.stringify(lead));
+    }
+    assert.throws(() => new Policy('\ufeff10/second'), (e) => e instanceof RangeError && e.code === 'invalid_syntax' && / at byte 0$/.test(e.message));
     // null is "none" for the optional fields, as serde reads them; whole
     // numbers go up to 2^64 - 1, as in Rust and Python.
     const none = new Policy(bad({ algorithm: 'gcra', burst: null, calendar: null, max_keys: null, eviction: null }));

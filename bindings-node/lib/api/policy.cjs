@@ -15,6 +15,17 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
   // read through the global each time, as fake timers replace it.
   const epochClock = () => Date.now();
 
+  /**
+   * Whether `text` is a configuration's JSON rather than rate strings: its
+   * first character past whitespace and a byte order mark is `{`. The same
+   * test as Python's `Policy(text)` (bindings-python/src/policy.rs,
+   * `config_text`): whitespace is what the rate grammar skips (Python's `\s`,
+   * which has U+0085 and U+001C to U+001F where `\s` here has not), and a
+   * BOM, which `\s` here has, is skipped too, so that a file saved with one
+   * is refused as the JSON it is (`invalid_config`) in both languages.
+   */
+  const configText = (text) => /^[\s\x1c-\x1f\x85]*\{/.test(text);
+
   /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
   function policyData(config) {
     const data = configData(config);
@@ -138,7 +149,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
           clock = options.clock;
         }
       }
-      const rates = typeof config === 'string' && !config.trimStart().startsWith('{');
+      const rates = typeof config === 'string' && !configText(config);
       const none = config === undefined || config === null;
       // Read once (a getter may answer otherwise the next time), if a configuration's.
       let listed;
@@ -242,7 +253,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       if (typeof rates !== 'string') badType('rates', 'a string');
       // Rates only, as in Python: JSON text is fromConfig's, and the rate
       // parser refuses it, naming the place.
-      if (rates.trimStart().startsWith('{')) B.policyFromRates(rates, 'token_bucket', []);
+      if (configText(rates)) B.policyFromRates(rates, 'token_bucket', []);
       return new Policy(rates, options);
     }
 
@@ -253,7 +264,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       // JSON text only, as in Python: a rate string is fromRates' (which
       // takes `algorithm` and `by` for it), and the configuration's reader
       // refuses it (`invalid_config`), naming the place.
-      if (typeof config === 'string' && !config.trimStart().startsWith('{')) B.policyFromConfig(policyData(config));
+      if (typeof config === 'string' && !configText(config)) B.policyFromConfig(policyData(config));
       return new Policy(config, options);
     }
 
