@@ -784,6 +784,24 @@ describe('Policy', () => {
     }
   });
 
+
+  /**
+   * Waiters a, b (aborted by `controller`) and c on `policy`, each asking
+   * for `request(name)`, in turn: `at` holds when each went, or its error's name.
+   */
+  const threeWaiters = (policy, time, request) => {
+    const at = {};
+    const controller = new AbortController();
+    const go = (name, signal) =>
+      policy.acquire(request(name), 1, { signal }).then(
+        () => (at[name] = time.now()),
+        (error) => (at[name] = error.name),
+      );
+    go('a');
+    go('b', controller.signal);
+    go('c');
+    return { at, controller };
+  };
   it('a policy of one limit moves its waiters up as that limiter does: a GCRA or a leaky bucket, not a token bucket', async () => {
     // A token bucket's waiters moved up could land later than they were
     // (see acquire.test.cjs): b's slot goes unused, c keeps its own.
@@ -796,16 +814,7 @@ describe('Policy', () => {
       const time = fakeTime({ start: 0 }).install();
       try {
         const policy = new Policy({ limits: [{ name: 'one', by: ['user'], limiter }] }, { clock: time.now });
-        const at = {};
-        const go = (name, signal) =>
-          policy.acquire({ user: 'u' }, 1, { signal }).then(
-            () => (at[name] = time.now()),
-            (error) => (at[name] = error.name),
-          );
-        go('a');
-        const controller = new AbortController();
-        go('b', controller.signal);
-        go('c');
+        const { at, controller } = threeWaiters(policy, time, () => ({ user: 'u' }));
         await time.advance(10);
         controller.abort();
         await time.advance(10 * SECOND);
@@ -860,16 +869,7 @@ describe('Policy', () => {
     const time = fakeTime({ start: 0 }).install();
     try {
       const policy = new Policy('1/second', { algorithm: 'gcra', clock: time.now });
-      const at = {};
-      const go = (name, signal) =>
-        policy.acquire({ user: name }, 1, { signal }).then(
-          () => (at[name] = time.now()),
-          (error) => (at[name] = error.name),
-        );
-      go('a');
-      const controller = new AbortController();
-      go('b', controller.signal);
-      go('c');
+      const { at, controller } = threeWaiters(policy, time, (name) => ({ user: name }));
       await time.advance(10);
       policy.add('per-ip', new FixedWindow({ limit: 10, windowMs: SECOND }), { by: ['ip'] });
       controller.abort();
