@@ -1308,6 +1308,11 @@ class RedisLimiter extends RedisLimits {
 function fieldsOf(request) {
   if (request === undefined || request === null) return {};
   if (typeof request !== 'object') throw typeError('request', 'an object');
+  // Every field's value, not only those a limit is keyed by, as an
+  // in-process Policy reads them: else a request with `user: undefined`
+  // was decided while Redis answered and refused by an onError Policy
+  // once it could not.
+  for (const field of Object.keys(request)) keyPart(request[field], `request.${field}`);
   return request;
 }
 

@@ -645,6 +645,16 @@ for (const library of Object.keys(CLIENTS)) {
         await assert.rejects(limiter.acquire(key, 1), typeError('key'));
         await assert.rejects(policy.tryAcquire({ user: key }, 1), typeError('request.user'));
       }
+      // Every field's value, not only those a limit is keyed by, as an
+      // in-process Policy reads them: a request with `plan: undefined` was
+      // decided while Redis answered, and refused by an onError Policy once
+      // it could not.
+      for (const plan of [undefined, null, {}]) {
+        for (const call of [(r) => policy.tryAcquire(r, 1), (r) => policy.peek(r, 1), (r) => policy.reset(r)]) {
+          await assert.rejects(call({ user: 'bob', plan }), typeError('request.plan'));
+        }
+        assert.throws(() => rk.Policy.fromRates('1/hour', { by: ['user'] }).tryAcquire({ user: 'bob', plan }), { name: 'TypeError', code: 'invalid_type', message: /^`request\.plan` must be a string, a number or a Uint8Array/ });
+      }
       assert.equal((await raw(client, 'KEYS', `${p}*`)).length, before, 'nothing written');
     }));
 }
@@ -1235,22 +1245,28 @@ test('acquire rejects at its abort while the booking is in flight, and gives the
     await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
   }));
 
-test('one batched caller whose fallback throws fails alone', () =>
+test('one caller of a batch whose request only the fallback reads badly fails alone, at once', () =>
   withClient('ioredis', async (client) => {
     // Redis: per user; the fallback: per user and ip. Redis goes away after
-    // the first call; the next batch, a good request and one whose ip only
-    // the fallback reads (refused there), is decided by the fallback.
+    // the first call; the next batch, a good request, is decided by the
+    // fallback. One whose ip is no key is refused at the call, as an
+    // in-process Policy refuses it (it was sent, and refused by the
+    // fallback alone once Redis was down; decided while Redis was up).
     const fallback = new rk.Policy({ limits: [{ name: 'per-ip', rate: '5/second', by: ['user', 'ip'] }] });
     const config = { limits: [{ name: 'per-user', rate: '100/second', by: ['user'] }] };
     const policy = new RedisPolicy(client, config, { prefix: prefix('fallback-error'), onError: fallback });
     const first = policy.tryAcquire({ user: 'u', ip: '10.0.0.1' });
     const good = policy.tryAcquire({ user: 'u', ip: '10.0.0.2' });
-    const bad = policy.tryAcquire({ user: 'u', ip: { not: 'an ip' } });
+    const bad = assert.rejects(policy.tryAcquire({ user: 'u', ip: { not: 'an ip' } }), {
+      name: 'TypeError',
+      code: 'invalid_type',
+      message: '`request.ip` must be a string, a number or a Uint8Array',
+    });
     first.then(() => client.disconnect());
     assert.equal((await first).fromStore, true);
     const answer = await good;
     assert.deepEqual([answer.allowed, answer.fromStore], [true, false]);
-    await assert.rejects(bad, { name: 'TypeError' });
+    await bad;
     assert.equal(fallback.peek({ user: 'u', ip: '10.0.0.2' }, 0).remaining, 4);
   }));
 

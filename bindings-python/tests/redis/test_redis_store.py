@@ -375,6 +375,23 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     assert error.value.code == "overflow"
     with pytest.raises(ValueError, match="^`request` lacks the field 'endpoint' that limit 'per-endpoint' is keyed by$"):
         RedisPolicy(client, POLICY).try_acquire({"user": "x"})
+    # Every field's value is read, as an in-process Policy reads it, not only
+    # those a limit is keyed by: a user of None was decided while Redis
+    # answered, and refused by an on_error Policy once it could not.
+    by_user = RedisPolicy(client, "10/second", by=["user"], prefix=f"fields-{uuid.uuid4()}:")
+    cases: list[tuple[Any, str]] = [
+        ({"user": "u", "plan": None}, "`request['plan']` must be a str, bytes or int, not NoneType"),
+        ({"user": "u", "plan": 1.5}, "`request['plan']` must be a str, bytes or int, not float"),
+    ]
+    for request, message in cases:
+        for call in (by_user.try_acquire, by_user.peek, by_user.reset):
+            with pytest.raises(ratekeeper.RateLimitTypeError) as raised:
+                call(request)
+            assert str(raised.value) == message and raised.value.code == "invalid_type"
+        with pytest.raises(ratekeeper.RateLimitTypeError, match=re.escape(message)):
+            ratekeeper.Policy.from_rates("10/second", by=["user"]).try_acquire(request)
+    with pytest.raises(ratekeeper.RateLimitTypeError, match="^`request` must be a mapping of str field names"):
+        by_user.try_acquire({"user": "u", 5: "x"})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="^`on_error` must be 'open', 'closed' or "):
         RedisLimiter(client, ratekeeper.Gcra(2, 0.5), on_error="maybe")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="^`prefix` must not contain"):
@@ -1454,7 +1471,8 @@ def test_an_async_caller_cancelled_meanwhile_gives_back_what_the_fallback_took()
 
 PER_USER = {"limits": [{"name": "per-user", "rate": "100/second", "by": ["user"]}]}
 # A fallback keyed by a field Redis's limits do not read: a value of the
-# wrong type there is refused by the fallback alone.
+# wrong type there was refused by the fallback alone; it is refused at the
+# call now (every field is read, as in-process), the others decided as ever.
 PER_IP = {"limits": [{"name": "per-ip", "rate": "5/second", "by": ["user", "ip"]}]}
 
 

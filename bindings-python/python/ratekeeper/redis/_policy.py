@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyDecision, PolicyLimit, RateLimitTypeError
-from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _Request, _RequestFallback, _Seconds, _type_error
+from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _key_part, _Request, _RequestFallback, _Seconds, _type_error
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limits, _policy_limits
 from ratekeeper.redis._core import _Core, _PolicyCore, _reaches
@@ -103,9 +103,17 @@ class _PolicyMixin:
 
 
 def _fields(request: _Request) -> Mapping[str, Any]:
-    """``request``'s fields (``None``: none), refused when it is no mapping."""
+    """``request``'s fields (``None``: none), refused when it is no mapping,
+    or when a field's name is no str or its value no key: every field, not
+    only those a limit is keyed by, as an in-process ``Policy`` reads them
+    (else a request with ``user=None`` was decided while Redis answered, and
+    refused by an ``on_error`` Policy once it could not)."""
     if request is not None and not isinstance(request, Mapping):
         raise _type_error("request", "a mapping of field to str, bytes or int, or None", request)
+    for field, value in (request or {}).items():
+        if not isinstance(field, str):
+            raise _type_error("request", "a mapping of str field names to str, bytes or int values, or None", request)
+        _key_part(value, f"request[{field!r}]")
     return request or {}
 
 
