@@ -2,7 +2,7 @@
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
 const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
-module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack }, { Built, Limiter, classOf, internalsOf, isLimiter, abortRule }) {
+module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack, abortRule }, { Built, Limiter, classOf, internalsOf, isLimiter, waitersOf }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
@@ -111,7 +111,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
           owner: this,
           label: `${this.#prototype.name} [${k}]`,
           // One queue per key: a ByteKey is a new object each call.
-          ...abortRule(this.#prototype, typeof k === 'string' ? k : k.id),
+          ...abortRule(waitersOf(this.#prototype), typeof k === 'string' ? k : k.id),
         },
         cost,
         options,

@@ -3,7 +3,7 @@
 // offers, and a class per algorithm.
 const { invalidType, invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
 
-module.exports = function limiters(shared, { acquireSlot, untracked }) {
+module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisChecks, stateBytes, badType, known, number } = shared;
   const { defaultClock, handles, readClock, hotNow, toUint8Array, decisionFields, reservation, takenAt } = shared;
 
@@ -231,7 +231,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
           read: () => this.#read(),
           owner: this,
           label: this.#name,
-          ...abortRule(this, ''),
+          ...abortRule(waitersOf(this), ''),
         },
         cost,
         options,
@@ -340,12 +340,6 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
    *   is given back as its refund does (see the README), and nobody moves.
    */
   const waitersOf = (limiter) => configOf(limiter).waiters;
-
-  /** The part of an acquire's slot (see acquireSlot) that says what its waiters do around an aborted one: in `queue` when they move up. */
-  const abortRule = (limiter, queue) => {
-    const waiters = waitersOf(limiter);
-    return { queue: waiters === 'up' ? queue : null, latestOnly: waiters === 'latest' };
-  };
 
   const bucketConfig = (self) => configAs(self, 'token_bucket', 'a TokenBucket');
 
@@ -469,5 +463,5 @@ module.exports = function limiters(shared, { acquireSlot, untracked }) {
     fixed_window: FixedWindow,
   };
 
-  return { Built, configOf, internalsOf, isLimiter, abortRule, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
+  return { Built, configOf, internalsOf, isLimiter, waitersOf, classOf, Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow };
 };

@@ -3,7 +3,7 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack }, { internalsOf, isLimiter }, { isKeyed }) {
+module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
@@ -426,8 +426,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
           // refused. With a bucket among its limits (or one token bucket),
           // it gives back only the latest booking; one of windows only gives
           // each booking back where it was counted.
-          queue: this.#waiters === 'up' ? '' : null,
-          latestOnly: this.#waiters === 'latest',
+          ...abortRule(this.#waiters, ''),
         },
         cost,
         options,

@@ -340,5 +340,15 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     return Math.min(Math.ceil(ms), MAX_TIMER_MS);
   }
 
-  return { acquireSlot, untracked, grew, forgot, givesBack };
+  /**
+   * The part of an acquire's slot (see acquireSlot) that says what its
+   * waiters do around an aborted one, from the core's answer `waiters`
+   * ('up', 'latest' or 'any': see waitersOf in limiters.cjs): in `queue`
+   * when they move up; given back only while the latest when 'latest'.
+   */
+  function abortRule(waiters, queue) {
+    return { queue: waiters === 'up' ? queue : null, latestOnly: waiters === 'latest' };
+  }
+
+  return { acquireSlot, untracked, grew, forgot, givesBack, abortRule };
 };
