@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Iterable, Optional, TextIO
 
 from ratekeeper import Policy, RateLimitError
 from ratekeeper.cli._policy import CliError
@@ -91,6 +91,14 @@ def _needs_exact(times: list[float]) -> bool:
     return bool(times) and max(map(abs, times)) >= FLOAT_EXACT_BELOW
 
 
+def _with_exact_times(trace: Trace, stamps: Callable[[], Iterable[Any]]) -> Trace:
+    """``trace`` with its times as written (``nows``, see ``_exact_time``) where a float
+    may not hold them: ``stamps()`` gives each event's stamp as written, read only then."""
+    if _needs_exact(trace.times):
+        trace.nows = [_exact_time(stamp, t) for stamp, t in zip(stamps(), trace.times)]
+    return trace
+
+
 def _exact_time(stamp: Any, time: float) -> Any:
     """An event's ``now`` as written: ``stamp`` (the CSV's text, or the JSON value, an
     int, a Decimal or a string) as an int for a whole second (the binding's quicker
@@ -146,10 +154,12 @@ def _read_json_lines(text: str, path: str) -> Trace:
 def _exact_json(trace: Trace, lines: list[tuple[int, str]]) -> Trace:
     """``trace`` with its times as written, where a float may not hold them: the lines
     parsed again, their fractions as Decimals (every line parsed once already)."""
-    if _needs_exact(trace.times):
+
+    def stamps() -> Iterable[Any]:
         rows = json.loads("[" + ",".join(line for _, line in lines) + "]", parse_float=Decimal)
-        trace.nows = [_exact_time(row["timestamp"], t) for row, t in zip(rows, trace.times)]
-    return trace
+        return (row["timestamp"] for row in rows)
+
+    return _with_exact_times(trace, stamps)
 
 
 def _read_csv(text: str, path: str) -> Trace:
@@ -163,10 +173,7 @@ def _read_csv(text: str, path: str) -> Trace:
         keys = [row[1].strip() if len(row) > 1 else "" for row in rows]
         costs = [int(row[2]) if len(row) > 2 and row[2].strip() else 1 for row in rows]
         if all(c >= 0 for c in costs):
-            trace = Trace(times, keys, costs)
-            if _needs_exact(times):
-                trace.nows = [_exact_time(row[0], t) for row, t in zip(rows, times)]
-            return trace
+            return _with_exact_times(Trace(times, keys, costs), lambda: (row[0] for row in rows))
     except ValueError:
         pass
     trace = Trace()
@@ -192,9 +199,7 @@ def _read_csv(text: str, path: str) -> Trace:
         else:
             where = f"{path} line {number}"
             costs.append(_cost(_number(cost, "cost", where), where))
-    if _needs_exact(times):
-        trace.nows = [_exact_time(stamp, t) for stamp, t in zip(stamps, times)]
-    return trace
+    return _with_exact_times(trace, lambda: stamps)
 
 
 def read_trace(path: str) -> Trace:
