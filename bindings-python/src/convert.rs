@@ -4,7 +4,7 @@
 //! carries that argument's name, so the name reaches the error message.
 //! Every failure is a core [`Error`] raised through [`crate::errors::to_py`].
 
-use pyo3::exceptions::{PyUnicodeEncodeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -963,12 +963,27 @@ pub fn limiter<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, P
     })
 }
 
-/// `try_acquire_batch`'s `costs`: an iterable of counts.
+/// `try_acquire_batch`'s `costs`: an iterable of counts. An item of the
+/// wrong type is said of `costs` (as JS's `tryAcquireBatch` says it), a
+/// wrong value of `cost` (as each one's is, in every binding).
 pub fn costs(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
-    let wrong_type = || to_py(obj.py(), invalid_type("costs", "an iterable of int"));
+    let expected = "an iterable of int";
+    let wrong_type = || to_py(obj.py(), invalid_type("costs", expected));
     let mut costs = Vec::new();
     for item in obj.try_iter().map_err(|_| wrong_type())? {
-        costs.push(cost(&item?)?);
+        let item = item?;
+        costs.push(cost(&item).map_err(|err| {
+            if !err.is_instance_of::<PyTypeError>(obj.py()) {
+                return err;
+            }
+            let err = invalid_type("costs", expected);
+            let kind = item
+                .get_type()
+                .name()
+                .map_or(String::new(), |k| format!(" (an item is a {k})"));
+            let words = format!("{}{kind}", err.display_with("costs"));
+            to_py_with(obj.py(), err, words)
+        })?);
     }
     Ok(costs)
 }

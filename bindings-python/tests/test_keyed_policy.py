@@ -152,8 +152,17 @@ def test_batches_decide_as_one_by_one() -> None:
         batch.try_acquire_batch("hot", [1, 6], now=1)
     assert raised.value.code == "cost_exceeds_limit"
     assert batch.peek("hot", now=1) == before  # nothing decided
-    with pytest.raises(RateLimitTypeError):
+    with pytest.raises(RateLimitTypeError, match=r"^`costs` must be an iterable of int$"):
         batch.try_acquire_batch("hot", 3, now=1)  # type: ignore[arg-type]
+    # An item of the wrong type is said of `costs`, as JS says it; a wrong
+    # value of `cost`, as every binding says each one's.
+    with pytest.raises(RateLimitTypeError, match=r"^`costs` must be an iterable of int \(an item is a str\)$"):
+        batch.try_acquire_batch("hot", [1, "2"], now=1)  # type: ignore[list-item]
+    with pytest.raises(RateLimitTypeError, match=r"\(an item is a bool\)$"):
+        batch.try_acquire_batch("hot", [True], now=1)
+    with pytest.raises(RateLimitError, match=r"^`cost` must not be negative$"):
+        batch.try_acquire_batch("hot", [1, -1], now=1)
+    assert batch.peek("hot", now=1) == before  # nothing decided
 
 
 def test_a_batch_names_its_first_cost_above_the_limit_before_a_full_store() -> None:
