@@ -703,7 +703,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// goes at its slot). Do not refund a booking made before the reset:
     /// the key, used again, may have booked the same slots anew, and the
     /// refund would free a unit of those (the bindings' reservations give
-    /// nothing back once a reset found a key). What `reset_after` waits
+    /// nothing back once a reset found their key). What `reset_after` waits
     /// for, at once: a login limit cleared once its user signed in, say.
     /// Returns whether the store held `key` (a key not held is fresh
     /// already). The key's slot is freed at once, in a few steps (the

@@ -484,6 +484,32 @@ impl Policy {
         Ok(held)
     }
 
+    /// Calls `f` with the place of each of the first `limits` limits whose
+    /// fields `request` all gives, and the key `request` has there (empty
+    /// in a global limit): the keys a booking of `request` holds, and, in
+    /// the limits keyed by fields, those [`reset`](Self::reset) puts back to
+    /// fresh. A call for `request` changes the state of those keys only
+    /// (but by evicting keys from a bounded store), so a binding can tell
+    /// by them which earlier bookings a later call may have touched: the
+    /// bindings give a cancelled waiter's booking back unless a call on one
+    /// of its keys came since (property-tested in `tests/keys_apart.rs`).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn each_key(
+        &self,
+        request: &[(&str, &[u8])],
+        limits: usize,
+        mut f: impl FnMut(usize, &[u8]),
+    ) {
+        let mut key = Vec::new();
+        let limits = limits.min(self.limits.len());
+        for (i, limit) in self.limits[..limits].iter().enumerate() {
+            key.clear();
+            if push_key(&mut key, request, &limit.by).is_some() {
+                f(i, &key);
+            }
+        }
+    }
+
     /// Seeds the hashing of every limit's keys (see
     /// [`AnyKeyed::seed_hashes`]): each limit's store from `shared`, and
     /// from `entropy` and its place; limits added later too.
