@@ -457,8 +457,8 @@ pub struct PyReservation {
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
     cancelled: AtomicBool,
-    /// The limiter's count of bookings with this one (see `Shared::event`),
-    /// when `acquire_async` booked it; else 0.
+    /// Its booking's event of the limiter (a booking of a slot to come),
+    /// else the limiter's count of events then (see `Shared::event`).
     seq: u64,
     /// What the booking reached (a policy's limits then: `Core::extent`).
     extent: usize,
@@ -502,7 +502,7 @@ impl PyReservation {
         self.extent
     }
 
-    /// This reservation, the `seq`-th booking of its limiter.
+    /// This reservation, of the event `seq` of its limiter (see `seq`).
     pub fn with_seq(self, seq: u64) -> Self {
         PyReservation { seq, ..self }
     }
@@ -565,7 +565,8 @@ impl PyReservation {
         self.now.saturating_add(self.wait_nanos()).as_secs_f64()
     }
 
-    /// Which booking of its limiter this was (for ``acquire_async``).
+    /// Which event of its limiter its booking was, or the count of events
+    /// then (for ``acquire_async``).
     #[getter]
     fn _seq(&self) -> u64 {
         self.seq

@@ -84,6 +84,11 @@ impl Core for AnyKeyed {
         AnyKeyed::moves_up(self)
     }
 
+    /// The key's mark: a call on one key touches no other's state.
+    fn marks(&self, key: &[u8], _: usize) -> Vec<u8> {
+        vec![shared::mark(0, key)]
+    }
+
     fn to_owned(key: &[u8]) -> Box<[u8]> {
         key.into()
     }
@@ -221,20 +226,22 @@ limiter_methods!(
         /// ``reset_after`` waits for, at once (a login limit cleared once its
         /// user signed in, say). A caller already waiting still goes at its
         /// slot, and its cancel then gives nothing back, nor does that of any
-        /// booking made before the reset (the store cannot tell which it
-        /// forgot, and the key, used again, may book their slots anew: given
-        /// back, one would free a unit of those); waiters behind a cancelled
-        /// one stay where they were, as after a ``reconfigure`` (unless the
-        /// store did not hold the key: then nothing changed).
+        /// booking of the key made before the reset (the store cannot tell
+        /// which it forgot, and the key, used again, may book their slots
+        /// anew: given back, one would free a unit of those); waiters of the
+        /// key behind a cancelled one stay where they were, as after a
+        /// ``reconfigure`` (unless the store did not hold the key: then
+        /// nothing changed). Other keys' bookings are given back as before.
         #[pyo3(signature = (key))]
         fn reset(&self, py: Python<'_>, #[pyo3(from_py_with = convert::key)] key: Key<'_>) -> bool {
             let mut core = self.shared.lock(py);
             let held = core.reset(key.as_ref());
-            // Bookings may be gone: as a reconfigure, for the waiters, and
-            // none made before gives anything back (see Shared::forgot). A
-            // key not held: the reset changed nothing.
+            // Its bookings may be gone: as a reconfigure, for its waiters,
+            // and none made before gives anything back (see
+            // Shared::forgot); other keys' do. A key not held: the reset
+            // changed nothing.
             if held {
-                self.shared.forgot();
+                self.shared.forgot(&[shared::mark(0, key.as_ref())]);
             }
             held
         }

@@ -232,7 +232,7 @@ limiter_methods!(
             let now = this.shared.now(py, now)?;
             let mut core = this.lock(py);
             let result = core.reconfigure(now, new);
-            this.shared.event();
+            this.shared.changed();
             this.window.store(core.window().0, Ordering::Relaxed);
             drop(core);
             result.map_err(|err| to_py(py, err))
@@ -259,8 +259,12 @@ limiter_methods!(
             py: Python<'_>,
             #[pyo3(from_py_with = convert::data)] data: Vec<u8>,
         ) -> PyResult<()> {
-            let restored = self.lock(py).restore(&data);
-            self.shared.event();
+            let mut core = self.lock(py);
+            let restored = core.restore(&data);
+            // Counted with the core locked, as every event: a give-back
+            // that came between would not see it.
+            self.shared.changed();
+            drop(core);
             restored.map_err(|err| to_py(py, err))
         }
 

@@ -17,7 +17,7 @@ use crate::decision::{headers_dict, Issuer, LimitDecisions, PyDecision, PyPolicy
 use crate::errors::{invalid_config, rate_limited, to_py, to_py_with};
 use crate::keyed::PyKeyedLimiter;
 use crate::recycle::Recycler;
-use crate::shared::{limiter_methods, Core, Settled, Shared, Subject};
+use crate::shared::{self, limiter_methods, Core, Settled, Shared, Subject};
 
 /// The core policy, and each limit's window (for the headers).
 pub struct PolicyCore {
@@ -116,6 +116,18 @@ impl Core for PolicyCore {
 
     fn gives_back_anywhere(&self) -> bool {
         self.policy.refunds_any_booking()
+    }
+
+    /// The request's key in each limit it was booked in (a global limit's
+    /// is one for every request): a call touches no other key's state.
+    fn marks(&self, request: &Request, extent: usize) -> Vec<u8> {
+        let mut marks = Vec::new();
+        request.with_fields(|fields| {
+            self.policy.each_key(fields, extent, |place, key| {
+                marks.push(shared::mark(place, key))
+            })
+        });
+        marks
     }
 
     /// A policy of one limit that moves up (a GCRA, a leaky bucket) moves
@@ -732,10 +744,11 @@ limiter_methods!(
         /// request given to ``try_acquire`` resets every keyed limit it was
         /// counted in. A request that would reset no limit (a misspelt field,
         /// say) raises ``RateLimitError`` (``invalid_value``). As after
-        /// ``KeyedLimiter.reset``, a booking made before the reset gives
-        /// nothing back when cancelled, and waiters behind a cancelled one
-        /// stay where they were (unless no limit held the key: then nothing
-        /// changed).
+        /// ``KeyedLimiter.reset``, a booking of a key it reset made before it
+        /// gives nothing back when cancelled, and waiters of such a key behind
+        /// a cancelled one stay where they were (unless no limit held the key:
+        /// then nothing changed); bookings of other keys are given back as
+        /// before.
         #[pyo3(signature = (request))]
         fn reset(
             &self,
@@ -746,11 +759,21 @@ limiter_methods!(
             let held = request.with_fields(|fields| {
                 let mut core = self.shared.lock(py);
                 let held = core.policy.reset(fields)?;
-                // Bookings may be gone: as a reconfigure, for the waiters,
-                // and none made before gives anything back (see
-                // Shared::forgot). No limit held the key: nothing changed.
+                // Its bookings may be gone: as a reconfigure, for the
+                // waiters of its keys, and none made before gives anything
+                // back (see Shared::forgot); other keys' do. No limit held
+                // the key: nothing changed.
                 if held > 0 {
-                    self.shared.forgot();
+                    // The keys reset: those of the limits keyed by fields the
+                    // request all gives (a global limit is never reset).
+                    let mut marks = Vec::new();
+                    let policy = &core.policy;
+                    policy.each_key(fields, policy.len(), |place, key| {
+                        if policy.keyed_by(place).next().is_some() {
+                            marks.push(shared::mark(place, key));
+                        }
+                    });
+                    self.shared.forgot(&marks);
                 }
                 Ok(held)
             });

@@ -81,6 +81,14 @@ pub trait Core: Send + 'static {
     /// [`Core::gives_back_anywhere`]), or only while it is the latest (a
     /// token bucket's, a policy's of several limits).
     fn moves_up(&self) -> bool;
+    /// The marks (see [`Marks`]) of the states that a booking of `target`,
+    /// made when [`Core::extent`] was `extent`, holds: none for a limiter,
+    /// whose one state every call touches; a keyed store's key, a policy's
+    /// key in each of its limits then (a call touches no other key's state).
+    fn marks(&self, target: &Self::Target, extent: usize) -> Vec<u8> {
+        let _ = (target, extent);
+        Vec::new()
+    }
     /// Words for `error`, about `target`, that the core's error cannot hold
     /// (the names of a policy's missing field and limit), if any.
     fn explain(&self, _error: &Error, _target: &Self::Target) -> Option<String> {
@@ -96,13 +104,107 @@ pub struct Shared<C> {
     /// The clock given, or set later by [`Shared::default_clock`]; none:
     /// `time.monotonic`, read natively.
     clock: OnceLock<Py<PyAny>>,
-    /// Bookings, reconfigures and restores, counted: `acquire_async` moves
-    /// waiters up only when every booking after a cancelled one is another
-    /// waiter's (`_withdraw` in `ratekeeper/_wait.py`).
+    /// Bookings, reconfigures, restores and resets, counted: each one's
+    /// number, its `seq`, is what [`Shared::marks`] remember.
     events: AtomicU64,
-    /// Resets that found their key, counted: a booking made before one
-    /// gives nothing back (see [`Shared::forgot`]).
-    resets: AtomicU64,
+    /// The latest event that touched each state (see [`Marks`]).
+    marks: Marks,
+}
+
+/// What touched a state since a booking, for the give-back of that booking
+/// (`acquire`'s below, `_withdraw` in `ratekeeper/_wait.py`, a
+/// reservation's `cancel()`). Each kind counts those after it too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Touch {
+    /// Any event: a bucket gives a booking back only while none touched its
+    /// states since (it gives back exactly only its latest).
+    Any = 0,
+    /// One that no `acquire_async` waiter made (a thread's `acquire`, a
+    /// `reserve()`, a reset, a reconfigure, a restore): the waiters behind a
+    /// cancelled one move up only while none touched their states since.
+    Foreign = 1,
+    /// A reset that found a key: it forgot the key's bookings, and the key,
+    /// used again, may book their slots anew; a booking made before gives
+    /// nothing back (given back, it would free a unit of those: two
+    /// requests in a window of one).
+    Reset = 2,
+}
+
+/// How many marks a keyed store or a policy keeps: its keys are told apart
+/// by a hash into this many (see [`mark`]), and two keys that share one
+/// (one pair in 256) count as one, which gives back less, never more.
+const MARKS: usize = 256;
+
+/// The mark of the key `key` of the limit at `place` (0 in a keyed store):
+/// the top byte of the 32-bit FNV-1a of `place` (4 bytes, little-endian)
+/// then `key`, mixed by MurmurHash3's finalizer (FNV's top byte alone
+/// follows the last byte closely: `user778`, `user786` and `user794`
+/// shared one). JS computes the same (`markOf` in lib/api/waiting.cjs),
+/// so that both tell keys apart alike.
+pub fn mark(place: usize, key: &[u8]) -> u8 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for &byte in (place as u32).to_le_bytes().iter().chain(key) {
+        hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+    }
+    hash ^= hash >> 16;
+    hash = hash.wrapping_mul(0x85eb_ca6b);
+    hash ^= hash >> 13;
+    hash = hash.wrapping_mul(0xc2b2_ae35);
+    hash ^= hash >> 16;
+    (hash >> 24) as u8
+}
+
+/// The latest event of each [`Touch`] that touched each state: the seq of
+/// the latest that touched every state (a limiter's calls, whose marks are
+/// none; a reconfigure, a restore), and of the latest that touched the keys
+/// of each mark. A call on one key touches no other key's state (the core's
+/// `Policy::each_key`), so a booking of one key may be given back whatever
+/// happened to other keys since. Written and read with the core locked.
+struct Marks {
+    every: [AtomicU64; 3],
+    /// Three per mark (one per [`Touch`]), made at the first event on a key.
+    keys: OnceLock<Box<[AtomicU64]>>,
+}
+
+impl Marks {
+    fn new() -> Self {
+        Marks {
+            every: Default::default(),
+            keys: OnceLock::new(),
+        }
+    }
+
+    /// Records event `seq`, of kind `touch` (and so of the kinds before
+    /// it), on the states of `marks` (every state for none).
+    fn touch(&self, marks: &[u8], seq: u64, touch: Touch) {
+        let kinds = 0..=touch as usize;
+        if marks.is_empty() {
+            for kind in kinds {
+                self.every[kind].fetch_max(seq, Ordering::Relaxed);
+            }
+            return;
+        }
+        let keys = self
+            .keys
+            .get_or_init(|| (0..3 * MARKS).map(|_| AtomicU64::new(0)).collect());
+        for &mark in marks {
+            for kind in kinds.clone() {
+                keys[3 * usize::from(mark) + kind].fetch_max(seq, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The latest event of kind `touch` on the states of `marks`.
+    fn latest(&self, marks: &[u8], touch: Touch) -> u64 {
+        let kind = touch as usize;
+        let mut latest = self.every[kind].load(Ordering::Relaxed);
+        if let Some(keys) = self.keys.get() {
+            for &mark in marks {
+                latest = latest.max(keys[3 * usize::from(mark) + kind].load(Ordering::Relaxed));
+            }
+        }
+        latest
+    }
 }
 
 impl<C> Shared<C> {
@@ -111,7 +213,7 @@ impl<C> Shared<C> {
             inner: CoreLock::new(core),
             clock: OnceLock::new(),
             events: AtomicU64::new(0),
-            resets: AtomicU64::new(0),
+            marks: Marks::new(),
         };
         if let Some(clock) = clock {
             shared.default_clock(clock);
@@ -144,32 +246,39 @@ impl<C> Shared<C> {
         self.clock.get()
     }
 
-    /// Counts a booking, reconfigure or restore (made with the core
-    /// locked); returns the count, this one included.
-    pub fn event(&self) -> u64 {
-        self.events.fetch_add(1, Ordering::Relaxed) + 1
+    /// Counts an event of kind `touch` on the states of `marks` (made with
+    /// the core locked); returns its seq.
+    fn event(&self, marks: &[u8], touch: Touch) -> u64 {
+        let seq = self.events.fetch_add(1, Ordering::Relaxed) + 1;
+        self.marks.touch(marks, seq, touch);
+        seq
     }
 
-    /// The bookings, reconfigures and restores counted so far.
-    pub fn events(&self) -> u64 {
+    /// The events counted so far: the seq of the latest.
+    fn events(&self) -> u64 {
         self.events.load(Ordering::Relaxed)
     }
 
-    /// Counts a reset that found its key (made with the core locked), as
-    /// an event too. The store forgot that key's bookings, and the key,
-    /// used again, may book the same slots anew: a booking made before it,
-    /// given back after, would free a unit of those (two requests in a
-    /// window of one). The store cannot tell the two apart, nor which keys
-    /// a booking's request reached, so no booking made before a reset gives
-    /// anything back: its slot goes unused.
-    pub fn forgot(&self) {
-        self.resets.fetch_add(1, Ordering::Relaxed);
-        self.event();
+    /// Counts a reconfigure or a restore: every state changed.
+    pub fn changed(&self) {
+        self.event(&[], Touch::Foreign);
     }
 
-    /// The resets counted so far (see [`Shared::forgot`]).
-    pub fn resets(&self) -> u64 {
-        self.resets.load(Ordering::Relaxed)
+    /// Counts a reset that found a key, whose marks are `marks` (made with
+    /// the core locked). The store forgot that key's bookings, and the key,
+    /// used again, may book the same slots anew: a booking of it made
+    /// before, given back after, would free a unit of those (two requests
+    /// in a window of one). The store cannot tell the two apart, so no
+    /// booking of that key made before gives anything back: its slot goes
+    /// unused. Those of other keys do.
+    pub fn forgot(&self, marks: &[u8]) {
+        self.event(marks, Touch::Reset);
+    }
+
+    /// The latest event of kind `touch` on the states of `marks`: one
+    /// after a booking's seq touched them since.
+    fn latest(&self, marks: &[u8], touch: Touch) -> u64 {
+        self.marks.latest(marks, touch)
     }
 }
 
@@ -298,27 +407,30 @@ pub fn answered(
     Ok(decision)
 }
 
-/// How a reservation of `target`, booked when its owner had counted
-/// `resets` (see [`Shared::forgot`]), gives its booking back to its owner,
-/// the subject that booked it (`PyReservation::owner`).
-fn refund_of<S: Subject>(target: &Target<S>, resets: u64) -> Refund {
+/// How a reservation of `target`, the event `seq` of its owner (the
+/// subject that booked it, `PyReservation::owner`) or booked when it had
+/// counted `seq` events, gives its booking back to that owner.
+fn refund_of<S: Subject>(target: &Target<S>, seq: u64) -> Refund {
     let owned = S::Core::to_owned(target);
     Box::new(move |owner, slot, cost, extent| {
         // The owner is always an `S`: see `reserve` and `book_reservation`.
         if let Ok(subject) = owner.cast::<S>() {
             let shared = subject.get().shared();
             let mut core = shared.lock(owner.py());
-            // Reset since: the store forgot this booking (see Shared::forgot).
-            if shared.resets() == resets {
+            let target = S::Core::borrow(&owned);
+            // A reset of its key since: the store forgot this booking (see
+            // Shared::forgot).
+            if shared.latest(&core.marks(target, extent), Touch::Reset) <= seq {
                 // A refund only fails for a request that could not be booked.
-                let _ = core.refund_booking(S::Core::borrow(&owned), slot, cost, extent);
+                let _ = core.refund_booking(target, slot, cost, extent);
             }
         }
     })
 }
 
 /// A reservation of `target` that `slf` booked (`booked`) at `now`, when
-/// its core's [`Core::extent`] was `extent` and it had counted `resets`.
+/// its core's [`Core::extent`] was `extent`: its event `seq`, or the count
+/// of events then (see [`count_booking`]).
 fn reservation<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
@@ -326,19 +438,30 @@ fn reservation<S: Subject>(
     now: Nanos,
     booked: Result<Nanos, Py<PyDecision>>,
     extent: usize,
-    resets: u64,
+    seq: u64,
 ) -> PyReservation {
     let owner = slf.clone().into_any().unbind();
-    let refund = refund_of::<S>(target, resets);
-    PyReservation::new(owner, refund, cost, now, booked, extent)
+    let refund = refund_of::<S>(target, seq);
+    PyReservation::new(owner, refund, cost, now, booked, extent).with_seq(seq)
 }
 
-/// Counts `booked` as an event of `shared` when it booked a slot to come
-/// (one that waiters booked before it must not move up into); returns the
-/// count then.
-fn count_booking<C, D>(shared: &Shared<C>, booked: &Result<Result<Nanos, D>, Error>) -> u64 {
+/// Counts `booked`, a booking of `target` in `core` made when its extent
+/// was `extent`, as an event of `shared` when it booked a slot to come (one
+/// that waiters booked before it must not move up into), an `acquire_async`
+/// waiter's when `mine`; returns its seq, or else the count of events.
+fn count_booking<C: Core, D>(
+    shared: &Shared<C>,
+    core: &C,
+    target: &C::Target,
+    extent: usize,
+    booked: &Result<Result<Nanos, D>, Error>,
+    mine: bool,
+) -> u64 {
     match booked {
-        Ok(Ok(wait)) if *wait > Nanos::ZERO => shared.event(),
+        Ok(Ok(wait)) if *wait > Nanos::ZERO => {
+            let touch = if mine { Touch::Any } else { Touch::Foreign };
+            shared.event(&core.marks(target, extent), touch)
+        }
         _ => shared.events(),
     }
 }
@@ -353,22 +476,22 @@ pub fn reserve<S: Subject>(
 ) -> PyResult<PyReservation> {
     let (shared, py) = (slf.get().shared(), slf.py());
     let at = shared.now(py, now.map(|now| now.at))?;
-    let (booked, extent, resets) = {
+    let (booked, extent, seq) = {
         let mut core = shared.lock(py);
         let extent = core.extent();
         let booked = core.reserve(target, at, cost, max_wait);
-        count_booking(shared, &booked);
+        let seq = count_booking(shared, &*core, target, extent, &booked, false);
         let booked = match booked {
             Ok(booked) => Ok(booked.map_err(|denied| S::settle(slf, &core, denied))),
             Err(err) => Err(explained(&*core, err, target)),
         };
-        (booked, extent, shared.resets())
+        (booked, extent, seq)
     };
     let booked = match booked.map_err(|err| err.raise(py))? {
         Ok(wait) => Ok(wait),
         Err(denied) => Err(answered(denied.answer(slf)?, now)?.unbind()),
     };
-    Ok(reservation(slf, target, cost, at, booked, extent, resets))
+    Ok(reservation(slf, target, cost, at, booked, extent, seq))
 }
 
 /// `refund`: gives back `cost` taken at `taken_at` (default now).
@@ -388,32 +511,31 @@ pub fn refund<S: Subject>(
     refunded.map_err(|err| err.raise(py))
 }
 
-/// A booking `book` made: when, the wait, the subject's count of events
-/// with it (see [`count_booking`]), its core's [`Core::extent`] then, and
-/// its count of resets (see [`Shared::forgot`]).
+/// A booking `book` made: when, the wait, its seq (see [`count_booking`])
+/// and its core's [`Core::extent`] then.
 struct Booking {
     now: Nanos,
     wait: Nanos,
     seq: u64,
     extent: usize,
-    resets: u64,
 }
 
-/// Books `cost` for `target` now if the wait is at most `timeout`; returns
-/// the booking, or raises `RateLimited`.
+/// Books `cost` for `target` now if the wait is at most `timeout` (for an
+/// `acquire_async` waiter when `mine`); returns the booking, or raises
+/// `RateLimited`.
 fn book<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
+    mine: bool,
 ) -> PyResult<Booking> {
     let (this, py) = (slf.get(), slf.py());
     let max_wait = timeout.map_or(Ok(Nanos::MAX), convert::timeout)?;
     let now = this.shared().now(py, None)?;
-    let ((booked, seq, extent), resets) = {
+    let (booked, seq, extent) = {
         let mut core = this.shared().lock(py);
-        let booked = book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait);
-        (booked, this.shared().resets())
+        book_locked::<S>(this.shared(), &mut core, target, now, cost, max_wait, mine)
     };
     let wait = booked_wait(this, py, booked)?;
     Ok(Booking {
@@ -421,7 +543,6 @@ fn book<S: Subject>(
         wait,
         seq,
         extent,
-        resets,
     })
 }
 
@@ -430,8 +551,9 @@ fn book<S: Subject>(
 type Booked<S> = Result<Result<Nanos, Answer<S>>, Explained>;
 
 /// Books `cost` for `target` at `now` within `max_wait` in `core` (locked),
-/// counting the booking (see [`count_booking`]): its outcome, the count
-/// and the core's [`Core::extent`].
+/// counting the booking (see [`count_booking`]; an `acquire_async`
+/// waiter's when `mine`): its outcome, its seq and the core's
+/// [`Core::extent`].
 fn book_locked<S: Subject>(
     shared: &Shared<S::Core>,
     core: &mut S::Core,
@@ -439,10 +561,11 @@ fn book_locked<S: Subject>(
     now: Nanos,
     cost: u64,
     max_wait: Nanos,
+    mine: bool,
 ) -> (Booked<S>, u64, usize) {
     let extent = core.extent();
     let booked = core.reserve(target, now, cost, max_wait);
-    let seq = count_booking(shared, &booked);
+    let seq = count_booking(shared, &*core, target, extent, &booked, mine);
     (
         booked.map_err(|err| explained(&*core, err, target)),
         seq,
@@ -466,10 +589,17 @@ pub fn book_reservation<S: Subject>(
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PyReservation> {
-    let booking = book(slf, target, cost, timeout)?;
-    let (now, wait) = (booking.now, booking.wait);
-    let (extent, resets) = (booking.extent, booking.resets);
-    Ok(reservation(slf, target, cost, now, Ok(wait), extent, resets).with_seq(booking.seq))
+    let booking = book(slf, target, cost, timeout, true)?;
+    let (now, wait, extent) = (booking.now, booking.wait, booking.extent);
+    Ok(reservation(
+        slf,
+        target,
+        cost,
+        now,
+        Ok(wait),
+        extent,
+        booking.seq,
+    ))
 }
 
 /// `_rebook`: gives back `cancels` (each booking and what it was booked
@@ -477,24 +607,38 @@ pub fn book_reservation<S: Subject>(
 /// of the waiters behind it), then books each of `requests` with no bound
 /// on its wait, in order, as one step: no other call on the subject comes
 /// between (the GIL, or the mutex, is held throughout, and no Python code
-/// runs). Nothing at all when the subject has counted more than `expected`
-/// events (others booked since: see `Shared::event`), or when one behind
-/// the cancelled waiter was booked before a limit was added to a policy
-/// (see [`Core::extent`]). Each request's answer is its Reservation, or the
-/// exception its booking raised, as a value.
+/// runs). Nothing at all when an event touched the states of one of
+/// `cancels` after the event `since` (the cancelled waiter's booking):
+/// any event, when `latest_only` (a bucket gives back exactly only its
+/// latest); else one no waiter made (see [`Touch`]), a reset among them;
+/// nor when one behind the cancelled waiter was booked before a limit was
+/// added to a policy (see [`Core::extent`]). Each request's answer is its
+/// Reservation, or the exception its booking raised, as a value.
 pub fn rebook<'py, S: Subject>(
     slf: &Bound<'py, S>,
-    expected: u64,
+    since: u64,
+    latest_only: bool,
     cancels: &[(&Bound<'py, PyReservation>, &Target<S>)],
     requests: &[(&Target<S>, u64)],
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let (this, py) = (slf.get(), slf.py());
     let now = this.shared().now(py, None)?;
     let owner = slf.as_any();
-    let (booked, resets): (Vec<_>, u64) = {
+    let touch = if latest_only {
+        Touch::Any
+    } else {
+        Touch::Foreign
+    };
+    let booked: Vec<_> = {
         let mut core = this.shared().lock(py);
-        // A reset since is an event too: nothing it forgot is given back.
-        if this.shared().events() > expected {
+        // Of its keys only: a call on another key changed none of their
+        // states. A reset of one is such an event too: nothing it forgot
+        // is given back.
+        let touched = cancels.iter().any(|(reservation, target)| {
+            let marks = core.marks(target, reservation.get().extent());
+            this.shared().latest(&marks, touch) > since
+        });
+        if touched {
             return Ok(None);
         }
         // Booked again, a waiter booked before a limit was added would be
@@ -514,20 +658,19 @@ pub fn rebook<'py, S: Subject>(
                 let _ = core.refund_booking(target, slot, cost, extent);
             }
         }
-        let booked = requests
+        requests
             .iter()
             .map(|(target, cost)| {
-                book_locked::<S>(this.shared(), &mut core, target, now, *cost, Nanos::MAX)
+                let shared = this.shared();
+                book_locked::<S>(shared, &mut core, target, now, *cost, Nanos::MAX, true)
             })
-            .collect();
-        (booked, this.shared().resets())
+            .collect()
     };
     let mut answers = Vec::with_capacity(requests.len());
     for ((target, cost), (booked, seq, extent)) in requests.iter().zip(booked) {
         answers.push(match booked_wait(this, py, booked) {
             Ok(wait) => {
-                let booking = reservation(slf, target, *cost, now, Ok(wait), extent, resets);
-                let booking = booking.with_seq(seq);
+                let booking = reservation(slf, target, *cost, now, Ok(wait), extent, seq);
                 Bound::new(py, booking)?.into_any()
             }
             Err(error) => error.into_value(py).into_bound(py).into_any(),
@@ -551,8 +694,7 @@ pub fn acquire<S: Subject>(
         wait,
         seq,
         extent,
-        resets,
-    } = book(slf, target, cost, timeout)?;
+    } = book(slf, target, cost, timeout, false)?;
     if wait == Nanos::ZERO {
         return Ok(());
     }
@@ -563,13 +705,15 @@ pub fn acquire<S: Subject>(
         let slot = now.saturating_add(wait);
         let shared = slf.get().shared();
         let mut core = shared.lock(py);
+        let marks = core.marks(target, extent);
         // A bucket's booking is given back only while it is the latest (no
-        // booking, reconfigure or restore since, counted as `seq` counted
-        // it): from the middle of the queue it would free the slot of the
-        // last waiter, still asleep, for the next caller. Else it goes unused,
-        // as it does after a reset (see Shared::forgot).
-        let latest = shared.events() == seq;
-        if (core.gives_back_anywhere() || latest) && shared.resets() == resets {
+        // event touched its states since this one, `seq`): from the middle
+        // of the queue it would free the slot of the last waiter, still
+        // asleep, for the next caller. Else it goes unused, as it does
+        // after a reset of its key (see Shared::forgot).
+        let latest = shared.latest(&marks, Touch::Any) <= seq;
+        let kept = shared.latest(&marks, Touch::Reset) <= seq;
+        if (core.gives_back_anywhere() || latest) && kept {
             let _ = core.refund_booking(target, slot, cost, extent);
         }
     })
@@ -784,12 +928,15 @@ macro_rules! limiter_methods {
             /// arguments it was booked with), then books each of ``requests``
             /// (arguments) in order, as one step no other call comes between (for
             /// ``acquire_async``'s waiters moving up); does nothing and returns
-            /// ``None`` once more than ``expected`` events were counted (see
-            /// ``_events``). Returns each request's Reservation, or the exception
-            /// its booking raised.
+            /// ``None`` once an event touched the states of one of ``cancels``
+            /// after the event ``since`` (the cancelled waiter's
+            /// ``Reservation._seq``): any, when ``latest_only``; else one no waiter
+            /// made. Returns each request's Reservation, or the exception its
+            /// booking raised.
             fn _rebook<'py>(
                 slf: &Bound<'py, Self>,
-                expected: u64,
+                since: u64,
+                latest_only: bool,
                 cancels: &Bound<'py, PyAny>,
                 requests: &Bound<'py, PyAny>,
             ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
@@ -814,7 +961,7 @@ macro_rules! limiter_methods {
                     .map(|((reservation, _), (target, _))| (reservation, target))
                     .collect();
                 let requests: Vec<_> = targets.collect();
-                $crate::shared::rebook(slf, expected, &cancels, &requests)
+                $crate::shared::rebook(slf, since, latest_only, &cancels, &requests)
             }
 
             /// Whether a booking given back may stand anywhere among later
@@ -831,12 +978,6 @@ macro_rules! limiter_methods {
             fn _moves_up(slf: &Bound<'_, Self>) -> bool {
                 let shared = <Self as $crate::shared::Subject>::shared(slf.get());
                 $crate::shared::Core::moves_up(&*shared.lock(slf.py()))
-            }
-
-            /// The bookings, reconfigures and restores made so far (for
-            /// ``acquire_async``, with ``Reservation._seq``).
-            fn _events(&self) -> u64 {
-                <Self as $crate::shared::Subject>::shared(self).events()
             }
 
             /// Seconds from the clock's reading to ``reservation``'s slot, 0 once

@@ -80,7 +80,7 @@ def test_listed_arguments_whose_len_lies_are_read_item_by_item() -> None:
             decision = ratekeeper.Decision._unpickle(numbers, float("nan"), Lying(length), None)
             print(decision.headers())
             limiter = ratekeeper.Gcra(1, 1)
-            print(limiter._rebook(limiter._events(), Lying(length), Lying(length)))
+            print(limiter._rebook(0, False, Lying(length), Lying(length)))
         """
     )
     assert printed.splitlines() == ["{}", "[]"] * 2

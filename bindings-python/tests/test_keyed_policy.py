@@ -675,6 +675,120 @@ def test_a_booking_made_before_a_reset_gives_nothing_back(kind: str, algorithm: 
     assert subject.reserve(target).at == 2.0  # never 1.0 again
 
 
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+@pytest.mark.parametrize("algorithm", ["fixed_window", "gcra", "token_bucket"])
+@pytest.mark.parametrize("kind", ["keyed", "policy"])
+def test_a_reset_of_another_key_leaves_a_booking_to_give_back(kind: str, algorithm: str, how: str) -> None:
+    # A reset forgets the bookings of its key, and of no other: a booking of
+    # another key is given back as it would have been without it. Counted
+    # over the whole store, any reset kept every booking made before it (its
+    # slot went unused: alice waited a window, or an interval, longer).
+    clock = FakeClock(0.0)
+
+    def make(clock: Any = None) -> ratekeeper.Limiter:
+        if algorithm == "fixed_window":
+            return FixedWindow(1, 1.0, clock=clock)
+        return Gcra(1, 1.0, clock=clock) if algorithm == "gcra" else TokenBucket(1, 1, 1.0, clock=clock)
+
+    subject: Any
+    alice: Any
+    bob: Any
+    if kind == "keyed":
+        subject, alice, bob = KeyedLimiter(make(clock)), "alice", "bob"
+    else:
+        subject, alice, bob = Policy(clock=clock), {"user": "alice"}, {"user": "bob"}
+        subject.add("per-user", make(), by=["user"])
+    assert subject.try_acquire(alice) and subject.try_acquire(bob)
+
+    def reset_bob() -> None:
+        assert subject.reset(bob)
+
+    give_back_after(subject, alice, how, reset_bob)
+    assert subject.reserve(alice).at == 1.0
+
+
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+@pytest.mark.parametrize("kind", ["keyed", "policy"])
+def test_a_key_sharing_a_mark_counts_as_the_same_key(kind: str, how: str) -> None:
+    # Keys are told apart by a hash into 256 marks, JS's too (the same
+    # keys share one there: tests/js/policy.test.cjs): a reset of user82 (of
+    # user359 in a policy's limit, whose key holds its value's length)
+    # counts as one of alice's, which gives back less, never more.
+    clock = FakeClock(0.0)
+    subject: Any
+    alice: Any
+    twin: Any
+    if kind == "keyed":
+        subject, alice, twin = KeyedLimiter(FixedWindow(1, 1.0, clock=clock)), "alice", "user82"
+    else:
+        subject, alice, twin = Policy(clock=clock), {"user": "alice"}, {"user": "user359"}
+        subject.add("per-user", FixedWindow(1, 1.0), by=["user"])
+    assert subject.try_acquire(alice) and subject.try_acquire(twin)
+    give_back_after(subject, alice, how, lambda: None if subject.reset(twin) else pytest.fail("not held"))
+    assert subject.reserve(alice).at == 2.0
+
+
+@pytest.mark.parametrize("how", ["cancel", "acquire", "acquire_async"])
+@pytest.mark.parametrize("reset", ["user", "ip"])
+def test_a_policy_reset_keeps_the_bookings_of_the_keys_it_reset_only(reset: str, how: str) -> None:
+    # A booking holds the request's key in each limit: a reset of another
+    # user leaves it to give back, a reset of its IP (its key in the
+    # other limit) forgot it.
+    clock = FakeClock(0.0)
+    policy = Policy(clock=clock)
+    policy.add("per-user", FixedWindow(1, 1.0), by=["user"])
+    policy.add("per-ip", FixedWindow(1, 1.0), by=["ip"])
+    alice, bob = {"user": "alice", "ip": "x"}, {"user": "bob", "ip": "y"}
+    assert policy.try_acquire(alice) and policy.try_acquire(bob)
+
+    def reset_bob_or_the_ip() -> None:
+        assert policy.reset({"user": "bob"} if reset == "user" else {"ip": "x"}) == 1
+
+    give_back_after(policy, alice, how, reset_bob_or_the_ip)
+    # Given back, alice's unit in the window at 1 s is free again; kept (its
+    # IP's bookings forgotten), alice's own limit still holds it there.
+    assert policy.reserve(alice).at == (1.0 if reset == "user" else 2.0)
+
+
+@pytest.mark.parametrize("how", ["acquire", "acquire_async"])
+@pytest.mark.parametrize("between", ["other key", "same key"])
+def test_a_keyed_token_bucket_gives_back_the_latest_booking_of_its_key(between: str, how: str) -> None:
+    # A token bucket gives a cancelled booking back only while it is the
+    # latest (it gives back exactly only its latest): the latest of its
+    # key, since a booking of another key touches nothing of it. Counted
+    # over the whole store, bob's booking kept alice's slot unused.
+    clock = FakeClock(0.0)
+    store = KeyedLimiter(TokenBucket(1, 1, 1.0, clock=clock))
+    assert store.try_acquire("alice") and store.try_acquire("bob")
+    held: list[ratekeeper.Reservation] = []
+    give_back_after(store, "alice", how, lambda: held.append(store.reserve("bob" if between == "other key" else "alice")))
+    assert [r.at for r in held] == [1.0 if between == "other key" else 2.0]
+    # Of the same key: not the latest, its slot goes unused.
+    assert store.reserve("alice").at == (1.0 if between == "other key" else 3.0)
+
+
+@pytest.mark.parametrize("how", ["acquire", "acquire_async"])
+@pytest.mark.parametrize("between", ["apart", "same ip", "global"])
+def test_a_policy_gives_back_the_latest_booking_of_its_keys(between: str, how: str) -> None:
+    # Of several limits with a bucket among them, a policy gives a cancelled
+    # booking back only while it is the latest of its keys: a booking of
+    # another user and IP touches none of them; one of its IP, or of any
+    # request once a global limit holds them all, does.
+    clock = FakeClock(0.0)
+    policy = Policy(clock=clock)
+    policy.add("per-user", TokenBucket(1, 1, 1.0), by=["user"])
+    policy.add("per-ip", TokenBucket(5, 5, 1.0), by=["ip"])
+    if between == "global":
+        policy.add("global", TokenBucket(100, 100, 1.0))
+    alice = {"user": "alice", "ip": "x"}
+    other = {"user": "bob", "ip": "x" if between == "same ip" else "y"}
+    assert policy.try_acquire(alice) and policy.try_acquire({"user": "bob", "ip": "z"})
+    held: list[ratekeeper.Reservation] = []
+    give_back_after(policy, alice, how, lambda: held.append(policy.reserve(other)))
+    assert [r.at for r in held] == [1.0]
+    assert policy.reserve(alice).at == (1.0 if between == "apart" else 2.0)
+
+
 def test_policy_waiting_acquire(clock: FakeClock) -> None:
     policy = Policy(clock=clock)
     policy.add("per-user", Gcra(1, 0.5), by=["user"])

@@ -485,6 +485,52 @@ def test_a_reset_keeps_the_waiters_in_their_slots_unless_it_changed_nothing(
     assert asyncio.run(main()) == {"held": 2.0, "not_held": 1.0}[reset]
 
 
+@MOVERS
+@pytest.mark.parametrize("between", ["reserve", "reset", "acquire"])
+@pytest.mark.parametrize("key", ["other", "k"])
+def test_a_call_on_another_key_leaves_the_waiters_free_to_move_up(
+    make: Callable[[Timeline], ratekeeper.Limiter], key: str, between: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A keyed limiter's waiters move up only while nobody else booked on
+    # their key since (a reserve() held, a thread's acquire, a reset that
+    # found it): then they stay in their slots. A call on another key
+    # touches none of their key's state, and they move up; counted over the
+    # whole store, it kept them in their slots too.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> float:
+        store = ratekeeper.KeyedLimiter(make(timeline))
+        store.try_acquire("k")
+        store.try_acquire("other")
+        a = await timeline.start(store.acquire_async("k"))  # at 1
+        if between == "reserve":
+            store.reserve(key)
+        elif between == "reset":
+            assert store.reset(key)
+        else:
+
+            def sleep(seconds: float) -> None:
+                raise KeyboardInterrupt  # the thread gives up: its booking stays
+
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(time, "sleep", sleep)
+                with pytest.raises(KeyboardInterrupt):
+                    store.acquire(key)
+        b = await timeline.start(store.acquire_async("k"))
+        a.cancel()
+        return await timeline.went_at(b)
+
+    went = asyncio.run(main())
+    if key == "other":
+        assert went == 1.0
+    else:
+        # Booked after a (at 2 s), b at 3 s. The thread's acquire, given
+        # back as the latest, left b at 2 s, and b stays there. Reset, the
+        # key is fresh, and b goes at once (told at the first second).
+        assert went == {"reserve": 3.0, "reset": 1.0, "acquire": 2.0}[between]
+
+
 async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:
     """Waiters a, b, c, d booked in turn; those in ``cancelled`` cancelled in
     one pass of the loop; then e books: when each of the others went."""

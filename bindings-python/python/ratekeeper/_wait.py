@@ -48,11 +48,14 @@ _R = TypeVar("_R")
 # a policy of several limits with a bucket among them, cannot (a waiter
 # booked again could land later: the refill a capacity clipped, or a
 # limit's hold until the slowest limit's slot, is not given back): it gives
-# a booking back only while it is the latest (``latest_only``). A window
-# algorithm keeps each booking where it was counted (the log at its instant,
-# the counters per window), so a cancelled booking is given back as its
-# refund does (see the README) and nobody moves: so too a policy of windows
-# only.
+# a booking back only while it is the latest of its keys (``latest_only``).
+# A window algorithm keeps each booking where it was counted (the log at its
+# instant, the counters per window), so a cancelled booking is given back as
+# its refund does (see the README) and nobody moves: so too a policy of
+# windows only. What came since is told per key (``_rebook``, the native
+# ``Shared``'s marks): a call on another key of a keyed limiter, or on
+# another key in each limit of a policy, touched none of the states a
+# booking holds.
 
 # The most a loop's timer fires before its time, in seconds: uvloop's count
 # in whole milliseconds from a time cached at the start of each iteration.
@@ -63,7 +66,7 @@ class _Waiter:
     """An ``acquire_async`` sleeping until its slot: what it booked, how to
     book it again, and the future that wakes it when its slot moved."""
 
-    __slots__ = ("args", "cancels", "error", "foreign", "latest_only", "loop", "moved", "queue", "reservation", "task")
+    __slots__ = ("args", "cancels", "error", "latest_only", "loop", "moved", "queue", "reservation", "task")
 
     def __init__(
         self,
@@ -77,8 +80,9 @@ class _Waiter:
         self.reservation = reservation
         self.queue = queue
         # Nobody moves, and its booking is given back only while it is the
-        # latest (a token bucket, or a policy of several limits with a bucket
-        # among them, as it was when it booked: see "Moving up" above).
+        # latest of its keys (a token bucket, or a policy of several limits
+        # with a bucket among them, as it was when it booked: see "Moving up"
+        # above).
         self.latest_only = False
         self.loop = loop
         # Held weakly, as is ``moved`` (whose callbacks hold the task): the
@@ -91,8 +95,6 @@ class _Waiter:
         self.cancels = self._cancel_requests()
         self.error: Optional[BaseException] = None
         self.moved: Optional[weakref.ReferenceType[asyncio.Future[None]]] = None
-        # The subject's events not of its waiters when it booked (see _events_allowed).
-        self.foreign = 0
 
     def _cancel_requests(self) -> int:
         task = None if self.task is None else self.task()
@@ -107,10 +109,6 @@ class _Waiter:
 # The sleeping acquire_async calls of each subject (by id: a waiter holds its
 # subject, and the entry goes with the last waiter), in booking order.
 _WAITING: dict[int, list[_Waiter]] = {}
-# The subject's events (``_events()``: bookings of a slot to come,
-# reconfigures, restores) that its waiters' own bookings made, while it has
-# waiters: the others' are the rest.
-_MINE: dict[int, int] = {}
 # Reentrant: a collection during a booking may close an abandoned
 # acquire_async, whose withdrawal takes the lock again on this thread (and
 # waits for the withdrawal under way: see _withdraw).
@@ -207,11 +205,11 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     if waiter.queue is None:
         # Nobody moves: the booking is given back as its refund does; but
         # a token bucket, or a policy of several limits with a bucket among
-        # them, gives it back only while it is the latest booking (see
-        # "Moving up" above), else its slot goes unused.
+        # them, gives it back only while it is the latest booking of its
+        # keys (see "Moving up" above), else its slot goes unused.
         if waiter.latest_only:
             try:
-                booker._rebook(waiter.reservation._seq, [(waiter.reservation, waiter.args)], [])
+                booker._rebook(waiter.reservation._seq, True, [(waiter.reservation, waiter.args)], [])
             except Exception as error:
                 sys.unraisablehook(_Unraisable(error, "Exception ignored while an acquire_async was withdrawn"))
         else:
@@ -238,10 +236,18 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     staying = [w for w in later if not w.cancelling() and not w.loop.is_closed()]
     # Everything given back (newest first) and booked again in one native
     # step, so that no other thread's call takes a slot between, and only
-    # if nobody but the waiters booked since (see _events_allowed).
+    # if nobody but the waiters booked on their keys since: a thread's
+    # ``acquire``, a ``reserve()`` the caller holds, a reset, a reconfigure
+    # or a restore since would make those behind move up into slots others
+    # hold (two units at once from a burst of one). Told per key (a call on
+    # another key of a keyed limiter, or on another key of each limit of a
+    # policy, touched none of theirs), from the cancelled waiter's booking
+    # on (a later waiter gone, cancelled or of another key, is none of
+    # those).
     try:
         rebooked = booker._rebook(
-            _events_allowed(booker, waiter),
+            waiter.reservation._seq,
+            False,
             [(w.reservation, w.args) for w in [*reversed(later), waiter]],
             [w.args for w in staying],
         )
@@ -264,7 +270,6 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             other.error = booking
         else:
             other.reservation = booking
-            _count_mine(subject, booking)
         try:
             other.loop.call_soon_threadsafe(_wake, other)
         except RuntimeError:
@@ -278,31 +283,12 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
     _leave(subject, queue, gone)
 
 
-def _events_allowed(booker: Any, waiter: _Waiter) -> int:
-    """The most events (``booker._events()``) under which nobody but the
-    waiters booked after ``waiter``: a thread's ``acquire``, a ``reserve()``
-    the caller holds, a reconfigure or a restore since would make those
-    behind move up into slots others hold (two units at once from a burst of
-    one). Counted over the whole limiter, every key of a keyed one: never too
-    few. (As such, not as the events after it less the waiters still here: a
-    later waiter gone, of another key or cancelled, is none of those.)"""
-    return _MINE.get(id(booker), 0) + waiter.foreign
-
-
 def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
     """Takes the waiters whose ids are in ``gone`` out of ``subject``'s
     ``queue``, and the queue out of ``_WAITING`` once empty (lock held)."""
     queue[:] = [w for w in queue if id(w) not in gone]
     if not queue:
         _WAITING.pop(id(subject), None)
-        _MINE.pop(id(subject), None)
-
-
-def _count_mine(subject: _Subject, reservation: Any) -> None:
-    """Counts ``reservation``, a waiter's, in ``_MINE`` if ``subject``
-    counted it as an event: a slot to come (lock held)."""
-    if reservation.wait > 0:
-        _MINE[id(subject)] = _MINE.get(id(subject), 0) + 1
 
 
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
@@ -314,8 +300,8 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     the ``acquire_async`` calls of a GCRA or a leaky bucket (or of a policy
     of that one limit) booked after it move up into the slots it left; a
     token bucket, or a policy of several limits with a bucket among them,
-    moves nobody and gives the booking back only while it is the latest (see
-    "Moving up" at the top of this module).
+    moves nobody and gives the booking back only while it is the latest of
+    its keys (see "Moving up" at the top of this module).
     """
     import asyncio
 
@@ -332,8 +318,6 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
         # how its own booking is held).
         waiter.latest_only = waiter.queue is None and not booker._gives_back_anywhere()
         _WAITING.setdefault(id(subject), []).append(waiter)
-        _count_mine(subject, reservation)
-        waiter.foreign = reservation._seq - _MINE[id(subject)]
     wait = reservation.wait
     try:
         while wait > 0:
