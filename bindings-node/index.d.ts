@@ -181,7 +181,7 @@ export interface AcquireOptions {
    * waiters behind move up on a `Gcra` or a `LeakyBucket` (a policy of one
    * such limit); a `TokenBucket`, or a policy of several limits with a
    * bucket among them, gives it back only while it is the latest booking
-   * (see the README, "Waiters behind an aborted one").
+   * of its keys (see the README, "Waiters behind an aborted one").
    */
   signal?: AbortSignal
   /** The longest wait accepted; a longer one rejects at once with a `TimeoutError` DOMException. Default: no bound. */
@@ -393,8 +393,9 @@ export declare class KeyedLimiter {
   /**
    * Puts `key` back to fresh, as a key never seen: its units and the
    * bookings made on it are forgotten (a login limit cleared once its user
-   * signed in, say): a booking made before it, cancelled or aborted after,
-   * gives nothing back. Returns whether the store held it.
+   * signed in, say): a booking of it made before, cancelled or aborted
+   * after, gives nothing back (those of other keys do). Returns whether the
+   * store held it.
    */
   reset(key: Key): boolean
   /** How many keys are held. */
@@ -553,7 +554,8 @@ export declare class Policy {
    * limits by user and keeps those by IP; the request given to `tryAcquire`
    * resets every keyed limit it was counted in. A request that would reset
    * no limit (a misspelt field, say) is a `RangeError` (`invalid_value`). A
-   * booking made before it, cancelled or aborted after, gives nothing back.
+   * booking of a key it reset made before it, cancelled or aborted after,
+   * gives nothing back (those of other keys do).
    */
   reset(request: PolicyRequest): number
   /** The limits, in order (Python: a tuple of `PolicyLimit(name, by)`). */

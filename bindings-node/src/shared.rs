@@ -419,7 +419,7 @@ fn bandwidth_fields(b: &Bandwidth) -> Vec<(&'static str, Field)> {
 /// `up`, those behind move up into its slot, each landing no later than it
 /// was (`moves_up`: a GCRA or a leaky bucket, alone, per key or as a
 /// policy's one limit); `latest`, it is given back only while it is the
-/// latest booking, else its slot goes unused, and nobody moves (a token
+/// latest booking of its keys, else its slot goes unused, and nobody moves (a token
 /// bucket, whose capacity clips the refill a booking took; a policy of
 /// several limits with a bucket among them, each holding a booking until
 /// the slowest limit's slot); `any`, it is given back where it was counted,

@@ -1065,6 +1065,177 @@ describe('Policy', () => {
   });
 });
 
+/**
+ * Books `target` of `limiter` (a key, a request) for a slot to come, by a
+ * reservation (`how` 'cancel') or a waiter ('abort'), calls `between`, then
+ * gives the booking back (cancel(), abort()). Runs on fake time from 1000 ms;
+ * returns what `after` (called then) returns.
+ */
+async function giveBackAfter(make, how, between, after) {
+  const time = fakeTime().install();
+  try {
+    const [limiter, target] = make(time.now);
+    const controller = new AbortController();
+    const booked = how === 'cancel' ? limiter.reserve(target) : limiter.acquire(target, 1, { signal: controller.signal }).catch((error) => error.name);
+    between(limiter);
+    if (how === 'cancel') {
+      booked.cancel();
+    } else {
+      controller.abort();
+      assert.equal(await booked, 'AbortError');
+    }
+    return after(limiter);
+  } finally {
+    time.uninstall();
+  }
+}
+
+describe('A booking given back, per key (as in Python)', () => {
+  const makers = {
+    fixedWindow: (clock) => new FixedWindow({ limit: 1, windowMs: 100, clock }),
+    gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
+    tokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock }),
+  };
+  /** A keyed limiter or a policy by user of one a 100 ms, alice and `others` each used once. */
+  const store = (kind, algorithm, others) => (clock) => {
+    const limiter =
+      kind === 'keyed'
+        ? new KeyedLimiter(makers[algorithm](clock))
+        : new Policy({ limits: [{ name: 'per-user', by: ['user'], limiter: makers[algorithm]() }] }, { clock });
+    const of = (user) => (kind === 'keyed' ? user : { user });
+    for (const user of ['alice', ...others]) assert.equal(limiter.tryAcquire(of(user)).allowed, true);
+    return [limiter, of('alice'), of];
+  };
+
+  it('a reset of another key leaves a booking to give back; one of a key sharing its mark does not', async () => {
+    // Counted over the whole store, any reset kept every booking made
+    // before it (its slot went unused: alice waited a window, or an
+    // interval, longer). A key sharing alice's mark (one of 256, as in
+    // Python: user82 of a keyed limiter, user359 of a policy's limit)
+    // counts as hers, which gives back less, never more.
+    for (const kind of ['keyed', 'policy']) {
+      const twin = kind === 'keyed' ? 'user82' : 'user359';
+      for (const algorithm of Object.keys(makers)) {
+        for (const how of ['cancel', 'abort']) {
+          for (const [reset, expected] of [['bob', 1_100], [twin, 1_200]]) {
+            const make = store(kind, algorithm, ['bob', twin]);
+            const of = (user) => (kind === 'keyed' ? user : { user });
+            const at = await giveBackAfter(
+              make,
+              how,
+              (limiter) => assert.equal(Number(limiter.reset(of(reset))), 1),
+              (limiter) => limiter.reserve(of('alice')).atMs,
+            );
+            assert.equal(at, expected, `${kind} ${algorithm} ${how}: reset of ${reset}`);
+          }
+        }
+      }
+    }
+  });
+
+  it("a policy's reset forgets the bookings of the keys it reset only, in each limit", async () => {
+    // A reset of another user leaves alice's booking to give back; a reset
+    // of her IP (her key in the other limit) forgot it, and her own limit
+    // keeps holding its unit.
+    for (const how of ['cancel', 'abort']) {
+      for (const [reset, expected] of [[{ user: 'bob' }, 1_100], [{ ip: 'x' }, 1_200]]) {
+        const at = await giveBackAfter(
+          (clock) => {
+            const policy = new Policy(
+              {
+                limits: [
+                  { name: 'per-user', by: ['user'], limiter: makers.fixedWindow() },
+                  { name: 'per-ip', by: ['ip'], limiter: makers.fixedWindow() },
+                ],
+              },
+              { clock },
+            );
+            policy.tryAcquire({ user: 'alice', ip: 'x' });
+            policy.tryAcquire({ user: 'bob', ip: 'y' });
+            return [policy, { user: 'alice', ip: 'x' }];
+          },
+          how,
+          (policy) => assert.equal(policy.reset(reset), 1),
+          (policy) => policy.reserve({ user: 'alice', ip: 'x' }).atMs,
+        );
+        assert.equal(at, expected, `${how}: reset of ${JSON.stringify(reset)}`);
+      }
+    }
+  });
+
+  it("a keyed token bucket gives back the latest booking of its key: another key's booking since changes nothing", async () => {
+    // Counted over the whole store, bob's booking kept alice's slot unused.
+    for (const key of ['bob', 'alice']) {
+      const held = [];
+      const at = await giveBackAfter(
+        store('keyed', 'tokenBucket', ['bob']),
+        'abort',
+        (keyed) => held.push(keyed.reserve(key).atMs),
+        (keyed) => keyed.reserve('alice').atMs,
+      );
+      assert.deepStrictEqual([held, at], key === 'bob' ? [[1_100], 1_100] : [[1_200], 1_300], `a booking of ${key} between`);
+    }
+  });
+
+  it('a policy with a bucket gives back the latest booking of its keys: a booking apart changes nothing, one sharing a key does', async () => {
+    // One of its IP shares her key there; with a global limit, every
+    // request shares its key there.
+    for (const [between, expected] of [['apart', 1_100], ['same ip', 1_200], ['global', 1_200]]) {
+      const at = await giveBackAfter(
+        (clock) => {
+          const limits = [
+            { name: 'per-user', by: ['user'], limiter: makers.tokenBucket() },
+            { name: 'per-ip', by: ['ip'], limiter: new TokenBucket({ capacity: 5, refillTokens: 5, refillPeriodMs: 100 }) },
+          ];
+          if (between === 'global') limits.push({ name: 'global', limiter: new TokenBucket({ capacity: 100, refillTokens: 100, refillPeriodMs: 100 }) });
+          const policy = new Policy({ limits }, { clock });
+          policy.tryAcquire({ user: 'alice', ip: 'x' });
+          policy.tryAcquire({ user: 'bob', ip: 'z' });
+          return [policy, { user: 'alice', ip: 'x' }];
+        },
+        'abort',
+        (policy) => assert.equal(policy.reserve({ user: 'bob', ip: between === 'same ip' ? 'x' : 'y' }).atMs, 1_100),
+        (policy) => policy.reserve({ user: 'alice', ip: 'x' }).atMs,
+      );
+      assert.equal(at, expected, between);
+    }
+  });
+
+  it("a keyed limiter's waiters move up whatever happened to other keys since, not after a call on their own", async () => {
+    // A reserve() held, or a reset that found the key, since a's booking:
+    // on another key, b moves up into a's slot (counted over the whole
+    // store, it stayed). On its own key: b keeps its slot behind the
+    // reserve(); after the reset, the key is fresh, and b goes at once.
+    for (const move of ['gcra', 'leakyBucket']) {
+      for (const [between, key, expected] of [
+        ['reserve', 'other', 1_100],
+        ['reset', 'other', 1_100],
+        ['reserve', 'k', 1_300],
+        ['reset', 'k', 1_000],
+      ]) {
+        const time = fakeTime().install();
+        try {
+          const limiter = move === 'gcra' ? makers.gcra(time.now) : new LeakyBucket({ capacity: 10, intervalMs: 100, clock: time.now });
+          const keyed = new KeyedLimiter(limiter);
+          keyed.tryAcquire('k');
+          keyed.tryAcquire('other');
+          const controller = new AbortController();
+          const a = keyed.acquire('k', 1, { signal: controller.signal }).catch((error) => error.name);
+          if (between === 'reserve') keyed.reserve(key);
+          else assert.equal(keyed.reset(key), true);
+          const b = keyed.acquire('k').then(() => time.now());
+          controller.abort();
+          assert.equal(await a, 'AbortError');
+          await time.advance(1_000);
+          assert.equal(await b, expected, `${move}: ${between} of ${key}`);
+        } finally {
+          time.uninstall();
+        }
+      }
+    }
+  });
+});
+
 describe('Policy grown in code: new Policy() and add, as in Python', () => {
   const window = (limit, windowMs = 1e9) => new FixedWindow({ limit, windowMs });
   const perUserAndGlobal = (userLimit, globalLimit, options) => {

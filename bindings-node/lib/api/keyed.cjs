@@ -2,7 +2,7 @@
 // KeyedLimiter: one limiter per key, every key configured alike (see lib/api.cjs).
 const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
-module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack, abortRule }, { Built, Limiter, classOf, internalsOf, isLimiter, waitersOf }) {
+module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack, abortRule, keyMarks }, { Built, Limiter, classOf, internalsOf, isLimiter, waitersOf }) {
   const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
@@ -76,9 +76,9 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
-        const give = givesBack(this, (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]));
+        const give = givesBack(this, () => keyMarks(k), (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]));
         const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
-        if (booked && out()[0] > 0) untracked(this);
+        if (booked && out()[0] > 0) untracked(this, keyMarks(k));
         return reservation(booked, units, now, decision, give);
       } catch (error) {
         throw keyedError(this, error);
@@ -103,9 +103,12 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
         return Promise.reject(error);
       }
       const h = this.#h;
+      // Made once it waits: an acquire due at once needs none.
+      let marks;
       return acquireSlot(
         {
           reserve: (units, maxWait, now) => yes(keyedOp(h, k, units, maxWait, now, 2)),
+          marks: () => (marks ??= keyMarks(k)),
           refund: (units, high, low) => B.keyedRefund(h, arg, units, [NaN, high, low]),
           read: () => readClock(this.#clock),
           owner: this,
@@ -137,16 +140,18 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
 
     /**
      * Puts `key` back to fresh, as a key never seen (its units and bookings
-     * forgotten); whether the store held it. A booking made before it then
-     * gives nothing back (see givesBack), and waiters behind one that aborts
-     * stay where they were, as after a reconfigure (unless the store did not
-     * hold the key: then nothing changed).
+     * forgotten); whether the store held it. A booking of the key made
+     * before it then gives nothing back (see givesBack), and waiters of the
+     * key behind one that aborts stay where they were, as after a
+     * reconfigure (unless the store did not hold the key: then nothing
+     * changed). Other keys' bookings are given back as before.
      */
     reset(key) {
       ownKeyed(this);
-      const held = B.keyedReset(this.#h, keyArgOf(key));
+      const k = keyOf(key);
+      const held = B.keyedReset(this.#h, keyArg(k, 'key'));
       // A key not held: the reset changed nothing, the waiters are as booked.
-      if (held) forgot(this);
+      if (held) forgot(this, keyMarks(k));
       return held;
     }
 

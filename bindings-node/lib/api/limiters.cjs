@@ -228,6 +228,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
             return booked;
           },
           refund: (units, high, low) => B.refund(h, units, [NaN, high, low]),
+          // None: its one state, which every call touches (see marksOf).
+          marks: () => [],
           read: () => this.#read(),
           owner: this,
           label: this.#name,
@@ -334,7 +336,8 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
    *   refill up to its slot, which the capacity clips, and gives back only
    *   its cost, so that a waiter booked again could land later than it was
    *   (a refill period later). Nobody moves: the aborted booking is given
-   *   back only while it is the latest, else its slot goes unused.
+   *   back only while it is the latest (of its key, on a keyed limiter: see
+   *   marksOf in waiting.cjs), else its slot goes unused.
    * - 'any' (a window algorithm): each booking is kept where it was counted
    *   (the log at its instant, the counters per window), so an aborted one
    *   is given back as its refund does (see the README), and nobody moves.

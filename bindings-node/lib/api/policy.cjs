@@ -3,7 +3,7 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule }, { internalsOf, isLimiter }, { isKeyed }) {
+module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
@@ -351,15 +351,17 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
         const units = number(cost, 1, 'cost');
         const maxWait = number(maxWaitMs, Infinity, 'max_wait');
         const now = nowFrom(this.#clock, nowMs);
-        const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
-        // A booking of a slot to come that no waiter holds (see untracked).
-        if (flat[0] === 1 && out()[0] > 0) untracked(this);
         // Given back in the limits it was booked in only: one added since
         // never held it, and giving it back there would admit more than that
         // limit allows (nor does the request need that limit's fields).
         const limits = this.#limits.length;
+        // Its keys in those limits (see untracked and givesBack).
+        const marks = () => requestMarks(this.#limits, fields, limits, false);
+        const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
+        // A booking of a slot to come that no waiter holds (see untracked).
+        if (flat[0] === 1 && out()[0] > 0) untracked(this, marks());
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
-        const give = givesBack(this, (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits));
+        const give = givesBack(this, marks, (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits));
         return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
       } catch (error) {
         throw policyError(this, error);
@@ -381,15 +383,18 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
      * of it is this request's), nor a limit keyed by a field `request` lacks:
      * `{ user }` resets the limits by user and keeps those by IP. A request
      * that would reset no limit throws (`invalid_value`). As after
-     * `keyed.reset`, a booking made before it then gives nothing back (see
-     * givesBack), and waiters behind one that aborts stay where they were
-     * (unless no limit held the key: then nothing changed).
+     * `keyed.reset`, a booking of a key it reset made before it then gives
+     * nothing back (see givesBack), and waiters of such a key behind one
+     * that aborts stay where they were (unless no limit held the key: then
+     * nothing changed). Bookings of other keys are given back as before.
      */
     reset(request) {
       ownPolicy(this);
-      const held = B.policyReset(this.#h, requestText(this.#given(request)));
+      const fields = this.#given(request);
+      const held = B.policyReset(this.#h, requestText(fields));
       // No limit held the key: nothing changed, the waiters are as booked.
-      if (held > 0) forgot(this);
+      // Else the keys it reset: in every limit keyed by fields it all gives.
+      if (held > 0) forgot(this, requestMarks(this.#limits, fields, this.#limits.length, true));
       return held;
     }
 
@@ -413,6 +418,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
             limits = this.#limits.length;
             return policyOp(h, fields, units, maxWait, now, 2)[0] === 1;
           },
+          marks: () => requestMarks(this.#limits, fields, limits, false),
           refund: (units, high, low) => B.policyRefund(h, args, units, [NaN, high, low], limits),
           read: () => readClock(this.#clock),
           owner: this,

@@ -21,17 +21,15 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   function waiters(owner, read) {
     let w = waitersOf.get(owner);
     if (w === undefined) {
-      // booked: waiters' bookings so far (each waiter's `seq`); foreign:
-      // bookings no waiter holds, reconfigures and restores (see untracked);
       // grown: limits added to a policy (see grew).
       // cancel: the clearTimeout of the setTimeout that armed the timer.
-      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, booked: 0, foreign: 0, grown: 0 };
+      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, grown: 0 };
       waitersOf.set(owner, w);
     }
     return w;
   }
 
-  /** Adds `waiter` ({ atMs, seq, done, fail, giveBack, rebook }) to `w`, in slot order. */
+  /** Adds `waiter` ({ atMs, seq, marks, done, fail, giveBack, rebook }) to `w`, in slot order. */
   function wait(w, waiter) {
     let at = w.list.length;
     while (at > 0 && w.list[at - 1].atMs > waiter.atMs) at--;
@@ -40,42 +38,168 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   }
 
   /**
-   * Counts a booking of a slot to come (or a reconfigure, a restore) that no
-   * waiter of `owner` holds: waiters booked before it must not move up into
-   * its slot.
+   * What touched each state of a limiter, keyed limiter or policy (`owner`)
+   * since a booking, for the give-back of that booking (see withdraw and
+   * givesBack): its events (bookings of a slot to come, reconfigures,
+   * restores, resets that found a key), numbered (`seq`), and for each kind
+   * of event the latest that touched every state (`every`: a limiter's
+   * events, whose marks are none; a reconfigure, a restore) and the latest
+   * that touched the keys of each mark (`keys`, three numbers per mark, made
+   * at the first event on a key: see markOf). A call on one key touches no
+   * other key's state (the core's Policy::each_key), so a booking of one key
+   * may be given back whatever happened to other keys since. As Python's
+   * (bindings-python/src/shared.rs, Marks).
    */
-  function untracked(owner) {
-    const w = waitersOf.get(owner);
-    if (w !== undefined) w.foreign++;
-  }
+  const marksOf = new WeakMap();
 
-  /** Resets of each keyed limiter or policy that found a key: see givesBack. */
-  const resetsOf = new WeakMap();
+  // The kinds of event, each counting those after it too. ANY: a bucket
+  // gives a booking back only while none touched its states since (it gives
+  // back exactly only its latest). FOREIGN: one no waiter made (a
+  // reserve(), a reset, a reconfigure, a restore): the waiters behind an
+  // aborted one move up only while none touched their states since. RESET:
+  // a reset that found a key, which forgot its bookings; the key, used
+  // again, may book their slots anew, and a booking made before, given back,
+  // would free a unit of those (two requests in a window of one).
+  const ANY = 0;
+  const FOREIGN = 1;
+  const RESET = 2;
 
   /**
-   * Counts a reset of `owner` (a KeyedLimiter or Policy) that found a key:
-   * a booking no waiter holds was forgotten (see untracked), and no booking
-   * made before gives anything back (see givesBack).
+   * How many marks a keyed limiter or policy keeps: its keys are told apart
+   * by a hash into this many (see markOf), and two keys that share one (one
+   * pair in 256) count as one, which gives back less, never more.
    */
-  function forgot(owner) {
-    resetsOf.set(owner, (resetsOf.get(owner) ?? 0) + 1);
-    untracked(owner);
+  const MARKS = 256;
+
+  /**
+   * Counts an event of `owner` of kind `kind` (and so of the kinds before
+   * it) on the states of `keys` (marks; none: every state); returns its seq.
+   */
+  function event(owner, keys, kind) {
+    let m = marksOf.get(owner);
+    if (m === undefined) {
+      m = { seq: 0, every: [0, 0, 0], keys: null };
+      marksOf.set(owner, m);
+    }
+    const seq = ++m.seq;
+    if (keys.length === 0) {
+      for (let k = 0; k <= kind; k++) m.every[k] = seq;
+      return seq;
+    }
+    if (m.keys === null) m.keys = new Float64Array(3 * MARKS);
+    for (const key of keys) for (let k = 0; k <= kind; k++) m.keys[3 * key + k] = seq;
+    return seq;
+  }
+
+  /** The latest event of `owner` of kind `kind` on the states of `keys`: one after a booking's seq touched them since. */
+  function latest(owner, keys, kind) {
+    const m = marksOf.get(owner);
+    if (m === undefined) return 0;
+    let seq = m.every[kind];
+    if (m.keys !== null) for (const key of keys) seq = Math.max(seq, m.keys[3 * key + kind]);
+    return seq;
+  }
+
+  /** The number of `owner`'s latest event: a booking's, once it is counted. */
+  function events(owner) {
+    return marksOf.get(owner)?.seq ?? 0;
+  }
+
+  /**
+   * Counts a booking of a slot to come, of `keys` (marks; none for a
+   * limiter: its one state), or a reconfigure or restore (of every state),
+   * that no waiter of `owner` holds: waiters booked before it must not move
+   * up into its slot, nor a bucket give back one from before it.
+   */
+  function untracked(owner, keys = []) {
+    event(owner, keys, FOREIGN);
+  }
+
+  /**
+   * Counts a reset of `owner` (a KeyedLimiter or Policy) that found a key,
+   * whose marks are `keys`: it forgot the key's bookings (see untracked),
+   * and no booking of that key made before gives anything back (see
+   * givesBack); those of other keys do.
+   */
+  function forgot(owner, keys) {
+    event(owner, keys, RESET);
   }
 
   /**
    * `give(high, low)`, the give-back of a booking of `owner` made now, as it
-   * stands until a reset finds a key of `owner`, and doing nothing after.
-   * The store forgot that key's bookings, and the key, used again, may book
-   * their slots anew: given back, an old booking would free a unit of those
-   * (two requests in a window of one). The store cannot tell which bookings
-   * a reset forgot, nor a policy which of its keys a request reached, so
-   * none made before a reset gives anything back: its slot goes unused.
+   * stands until a reset finds a key of it (of those `keys()` marks), and
+   * doing nothing after: the store forgot that key's bookings, and the key,
+   * used again, may book their slots anew. The store cannot tell which
+   * bookings a reset forgot, so none of that key made before gives
+   * anything back: its slot goes unused.
    */
-  function givesBack(owner, give) {
-    const resets = resetsOf.get(owner) ?? 0;
+  function givesBack(owner, keys, give) {
+    const since = events(owner);
     return (high, low) => {
-      if ((resetsOf.get(owner) ?? 0) === resets) give(high, low);
+      if (latest(owner, keys(), RESET) <= since) give(high, low);
     };
+  }
+
+  /** The UTF-8 of a key's string, or a ByteKey's bytes (see keyOf). */
+  const UTF8 = new TextEncoder();
+  const bytesOf = (key) => (typeof key === 'string' ? UTF8.encode(key) : key.bytes);
+
+  /**
+   * The mark of the key `bytes` of the limit at `place` (0 in a keyed
+   * limiter): the top byte of the 32-bit FNV-1a of `place` (4 bytes,
+   * little-endian) then `bytes`, mixed by MurmurHash3's finalizer, as
+   * Python computes it (shared.rs, mark), so that both tell keys apart
+   * alike.
+   */
+  function markOf(place, bytes) {
+    let hash = 0x811c9dc5;
+    for (let i = 0; i < 4; i++) hash = Math.imul(hash ^ ((place >>> (8 * i)) & 0xff), 0x01000193);
+    for (const byte of bytes) hash = Math.imul(hash ^ byte, 0x01000193);
+    hash ^= hash >>> 16;
+    hash = Math.imul(hash, 0x85ebca6b);
+    hash ^= hash >>> 13;
+    hash = Math.imul(hash, 0xc2b2ae35);
+    hash ^= hash >>> 16;
+    return hash >>> 24;
+  }
+
+  /** The marks of a keyed limiter's key (a string or a ByteKey: see keyOf). */
+  function keyMarks(key) {
+    return [markOf(0, bytesOf(key))];
+  }
+
+  /**
+   * The marks of a policy's request (`fields`: names and values
+   * alternating) in each of the first `count` of its `limits` ({ by }) whose
+   * fields it all gives; only those keyed by fields when `reset` (a global
+   * limit is never reset). A limit's key is the core's: each field's value,
+   * its length first (8 bytes, little-endian).
+   */
+  function requestMarks(limits, fields, count, reset) {
+    const keys = [];
+    for (let place = 0; place < count; place++) {
+      const { by } = limits[place];
+      if (reset && by.length === 0) continue;
+      const parts = [];
+      for (const field of by) {
+        let at = 0;
+        while (at < fields.length && fields[at] !== field) at += 2;
+        if (at >= fields.length) break;
+        const value = bytesOf(fields[at + 1]);
+        const length = new Uint8Array(8);
+        new DataView(length.buffer).setUint32(0, value.length, true);
+        parts.push(length, value);
+      }
+      if (parts.length < 2 * by.length) continue;
+      const key = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+      let at = 0;
+      for (const part of parts) {
+        key.set(part, at);
+        at += part.length;
+      }
+      keys.push(markOf(place, key));
+    }
+    return keys;
   }
 
   /**
@@ -89,21 +213,29 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   }
 
   /**
-   * Takes `waiter` out of `w` (aborted) and gives its booking back: moving
-   * up those behind in its queue, or, `latestOnly`, only while it is the
-   * latest booking (see waitersOf in limiters.cjs).
+   * Takes `waiter` out of `w` (aborted), a waiter of `owner`, and gives its
+   * booking back: moving up those behind in its queue, or, `latestOnly`,
+   * only while it is the latest booking of its keys (see waitersOf in
+   * limiters.cjs).
    */
-  function withdraw(w, waiter) {
+  function withdraw(w, owner, waiter) {
     const i = w.list.indexOf(waiter);
     if (i < 0) return;
     w.list.splice(i, 1);
-    // Booked after it but by no waiter here (a reserve() the caller holds),
-    // or reconfigured since: those behind would move up into slots others
-    // hold (two units at once from a burst of one). Then nobody moves, and
-    // nothing is given back: its slot goes unused. (Counted as such, not as
-    // the bookings after it less the waiters still here: a later waiter
-    // gone, of another key or aborted, or one of cost 0, is none of those.)
-    if (waiter.queue !== null && w.foreign > waiter.foreign) {
+    const later =
+      waiter.queue === null
+        ? []
+        : w.list.filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
+    // Booked after it on its keys (or those behind) but by no waiter here
+    // (a reserve() the caller holds), a reset of one, or reconfigured since:
+    // those behind would move up into slots others hold (two units at once
+    // from a burst of one). Then nobody moves, and nothing is given back: its
+    // slot goes unused. (Told per key: a call on another key, of a keyed
+    // limiter or of each limit of a policy, touched none of theirs. And as
+    // such, not as the bookings after it less the waiters still here: a
+    // later waiter gone, of another key or aborted, or one of cost 0, is
+    // none of those.)
+    if (waiter.queue !== null && [waiter, ...later].some((other) => latest(owner, other.marks, FOREIGN) > waiter.seq)) {
       arm(w);
       return;
     }
@@ -123,16 +255,12 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // with a bucket among them: nobody can move up (a waiter booked again
     // could land later than it was, or be refused), and a bucket gives back
     // exactly only its latest booking. Given back only when it is the
-    // latest (nobody booked after it: no waiter, of any key, nor a
-    // reserve()); else its slot goes unused.
-    if (waiter.latestOnly && (w.foreign > waiter.foreign || w.booked > waiter.seq + 1)) {
+    // latest of its keys (nobody booked on them after it: no waiter, nor a
+    // reserve(); nor reset one); else its slot goes unused.
+    if (waiter.latestOnly && latest(owner, waiter.marks, ANY) > waiter.seq) {
       arm(w);
       return;
     }
-    const later =
-      waiter.queue === null
-        ? []
-        : w.list.filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
     // Behind it, one booked before a limit was added: nobody moves (see
     // grew), and nothing is given back, as above. With nobody behind, the
     // booking is given back, in the limits it was booked in.
@@ -217,7 +345,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * through `slot.reserve(units, maxWaitMs, nowMs)` (true when booked, the
    * scratch holding [waitMs, atMs, slotHigh, slotLow], else the decision),
    * then waits for it on one timer; an abort gives the booking back through
-   * `slot.refund(units, slotHigh, slotLow)`.
+   * `slot.refund(units, slotHigh, slotLow)`. `slot.marks()`: the marks of
+   * the keys the latest booking holds (see marksOf).
    */
   function acquireSlot(slot, cost, options) {
     try {
@@ -259,6 +388,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     const w = waiters(slot.owner, slot.read);
     // Each booking's give-back, from when it is made (see givesBack).
     const refund = (high, low) => slot.refund(units, high, low);
+    // The marks of its keys (see marksOf), those of its latest booking.
+    let keys = slot.marks();
     return new Promise((resolve, reject) => {
       let settled = false;
       // Settles once. `done` and `fail` run in the waiters' timer: see unlisten.
@@ -270,13 +401,14 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       };
       const waiter = {
         atMs,
-        seq: w.booked++,
-        foreign: w.foreign,
+        // A booking of its keys, which a waiter holds (see marksOf).
+        seq: event(slot.owner, keys, ANY),
+        marks: keys,
         grown: w.grown,
         queue: slot.queue,
         latestOnly: slot.latestOnly === true,
         aborted: () => signal !== undefined && abortedNow(signal),
-        giveBack: cancelOnce(givesBack(slot.owner, refund), high, low),
+        giveBack: cancelOnce(givesBack(slot.owner, () => keys, refund), high, low),
         /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
         rebook() {
           try {
@@ -289,7 +421,13 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           }
           const again = out();
           waiter.atMs = again[1];
-          waiter.giveBack = cancelOnce(givesBack(slot.owner, refund), again[2], again[3]);
+          // Counted as any booking of its keys, its `seq` kept: its place in
+          // the queue, and it moves up only while nobody else booked on its
+          // keys since the first (checked as it moved, and after).
+          keys = slot.marks();
+          waiter.marks = keys;
+          event(slot.owner, keys, ANY);
+          waiter.giveBack = cancelOnce(givesBack(slot.owner, () => keys, refund), again[2], again[3]);
           return null;
         },
         done() {
@@ -309,7 +447,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         if (settled) return;
         settled = true;
         try {
-          withdraw(w, waiter);
+          withdraw(w, slot.owner, waiter);
         } finally {
           reject(reasonOf(signal));
         }
@@ -323,7 +461,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         // booking given back, rather than hold a slot nobody takes.
         settled = true;
         try {
-          withdraw(w, waiter);
+          withdraw(w, slot.owner, waiter);
         } finally {
           reject(error);
         }
@@ -350,5 +488,5 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     return { queue: waiters === 'up' ? queue : null, latestOnly: waiters === 'latest' };
   }
 
-  return { acquireSlot, untracked, grew, forgot, givesBack, abortRule };
+  return { acquireSlot, untracked, grew, forgot, givesBack, abortRule, keyMarks, requestMarks };
 };
