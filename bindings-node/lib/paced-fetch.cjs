@@ -489,20 +489,29 @@ function pace(RateLimited, fetch, limiter, options) {
       timer = null;
       return;
     }
-    const due = Math.max(queue[0].atMs, pausedUntil);
-    if (timer !== null && timerAt === due && armedBy === timersInPlace()) return;
+    if (timer !== null && timerAt === Math.max(queue[0].atMs, pausedUntil) && armedBy === timersInPlace()) return;
+    let now;
+    try {
+      now = readClock();
+    } catch {
+      now = Infinity; // due at once: the timer's read fails the same way, and fails the requests
+    }
+    // Read first: the clock is the caller's, and may call or abort requests
+    // of this very queue (from inside it), each arming the timer for the
+    // queue it left. Armed after the read, for the queue as it is now, over
+    // whatever that armed: one timer, which the last request gone clears.
+    // (Armed before, the timer the read armed was lost, or this one armed
+    // for a request gone, and either kept the process alive, up to the
+    // slot, with nothing queued.)
     if (timer !== null) timers.clearTimeout(timer);
+    timer = null;
+    if (queue.length === 0) return;
+    const due = Math.max(queue[0].atMs, pausedUntil);
     timerAt = due;
     armedBy = timersInPlace();
-    let left;
-    try {
-      left = due - readClock();
-    } catch {
-      left = 0; // the timer's read fails the same way, and fails the requests
-    }
     // At most what timers take (2^31 - 1 ms; a longer delay fires at once):
     // a longer wait takes several timers.
-    timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(left)), MAX_TIMER_MS));
+    timer = timers.setTimeout(fire, Math.min(Math.max(0, Math.ceil(due - now)), MAX_TIMER_MS));
   }
 
   function fire() {

@@ -619,6 +619,38 @@ describe('acquire', () => {
     assert.deepStrictEqual(queue.toBytes(), twin.toBytes());
   });
 
+  it('a clock that books or aborts waiters of its own limiter as the timer is armed leaves no timer once every waiter settled', async () => {
+    // Arming reads the clock: what the clock did then (an acquire, an abort)
+    // armed the timer for the waiters it left, and the arming under way
+    // armed its own over it, losing one timer or keeping one for a waiter
+    // gone. Either kept the process alive, up to its slot, with nobody waiting.
+    for (const inClock of ['acquire', 'abort']) {
+      const { time } = setup();
+      let hook = null;
+      const clock = () => {
+        const run = hook;
+        hook = null;
+        run?.();
+        return time.now();
+      };
+      // A token bucket: an aborted waiter that is not the latest moves
+      // nobody, and the timer is armed again for the next one, reading the
+      // clock first thing.
+      const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock });
+      bucket.tryAcquire();
+      const [a, b, c] = [new AbortController(), new AbortController(), new AbortController()];
+      const outcomes = [bucket.acquire(1, { signal: a.signal }), bucket.acquire(1, { signal: b.signal })];
+      hook = inClock === 'acquire' ? () => outcomes.push(bucket.acquire(1, { signal: c.signal })) : () => b.abort();
+      a.abort();
+      b.abort();
+      c.abort();
+      const reasons = await Promise.all(outcomes.map((p) => p.then(() => 'resolved', (error) => error.name)));
+      assert.deepStrictEqual(reasons, inClock === 'acquire' ? ['AbortError', 'AbortError', 'AbortError'] : ['AbortError', 'AbortError'], inClock);
+      assert.equal(time.pending(), 0, `${inClock}: no timer left armed`);
+      time.uninstall();
+    }
+  });
+
   it('bad arguments reject with the binding errors', async () => {
     const { time } = setup();
     const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.now });

@@ -1107,6 +1107,41 @@ test('one signal shared by many queued requests is listened to once, and let go 
   assert.equal(paced.waiting, 0);
 });
 
+test('a clock that calls or aborts requests of its own queue as the timer is armed leaves no timer once every request settled', async () => {
+  // Arming reads the clock: what the clock did then (a call, an abort)
+  // armed the timer for the queue it left, and the arming under way armed
+  // its own over it, losing one timer or keeping one for a request gone.
+  // Either kept the process alive, up to its slot, with nothing queued.
+  for (const inClock of ['call', 'abort']) {
+    const time = fakeTime();
+    let hook = null;
+    const clock = () => {
+      const run = hook;
+      hook = null;
+      run?.();
+      return time.clock();
+    };
+    const { fetch, log } = fakeFetch(time);
+    // A token bucket: an aborted request that is not the latest moves
+    // nobody, and the timer is armed again for the next one, reading the
+    // clock first thing.
+    const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, clock });
+    const paced = pacedFetch(fetch, bucket, { clock, timers: time.timers });
+    bucket.tryAcquire();
+    const [a, b, c] = [new AbortController(), new AbortController(), new AbortController()];
+    const calls = [paced('/a', { signal: a.signal }), paced('/b', { signal: b.signal })];
+    hook = inClock === 'call' ? () => calls.push(paced('/c', { signal: c.signal })) : () => b.abort();
+    a.abort();
+    b.abort();
+    c.abort();
+    const reasons = await Promise.all(calls.map((call) => call.then(() => 'sent', (error) => error.name)));
+    assert.deepEqual(reasons, inClock === 'call' ? ['AbortError', 'AbortError', 'AbortError'] : ['AbortError', 'AbortError'], inClock);
+    assert.equal(paced.waiting, 0, inClock);
+    assert.equal(time.pending, 0, `${inClock}: no timer left armed`);
+    assert.deepEqual(log, [], inClock);
+  }
+});
+
 test('a clock failing as a 429 is to be retried rejects the request and lets its signal go', async () => {
   // Listened to again for the retry, the signal kept the request's listener
   // (and the request with it) after the clock's error rejected it: on a

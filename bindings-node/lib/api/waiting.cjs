@@ -299,22 +299,30 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       disarm(w);
       return;
     }
-    const due = w.list[0].atMs;
     // Armed through the timers in place now: fake timers installed or
     // removed since (a test's end) would leave it to timers nobody runs,
     // and every waiter behind it waiting for ever.
-    if (w.timer !== undefined && w.due === due && w.armedBy === setTimeout) return;
-    disarm(w);
-    w.due = due;
-    let left;
+    if (w.timer !== undefined && w.due === w.list[0].atMs && w.armedBy === setTimeout) return;
+    let now;
     try {
-      left = due - w.read();
+      now = w.read();
     } catch (error) {
-      left = 0; // the timer's read fails the same way, and fails the waiters
+      now = Infinity; // due at once: the timer's read fails the same way, and fails the waiters
     }
+    // Read first: the clock is the caller's, and may add or withdraw
+    // waiters of this very owner (an acquire, an abort from inside it),
+    // each arming the timer for the list it left. Armed after the read,
+    // for the list as it is now, over whatever that armed: one timer, which
+    // the last waiter gone clears. (Armed before, the timer the read armed
+    // was lost, or this one armed for a waiter gone, and either kept the
+    // process alive, up to the slot, with nobody waiting.)
+    disarm(w);
+    if (w.list.length === 0) return;
+    const due = w.list[0].atMs;
+    w.due = due;
     w.armedBy = setTimeout;
     w.cancel = clearTimeout;
-    w.timer = setTimeout(() => wake(w), timerDelay(Math.max(left, 0)));
+    w.timer = setTimeout(() => wake(w), timerDelay(Math.max(due - now, 0)));
   }
 
   /** Clears `w`'s timer, through the timers that armed it. */
