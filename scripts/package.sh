@@ -16,8 +16,9 @@
 #                                   wasm build in a real workerd (miniflare) limiting per client
 #
 # Staging: $CARGO_TARGET_DIR/npm (default target/npm): bindings-node's `files`,
-# plus wasm/web.mjs, wasm/pkg/ (from bindings-wasm and its build) and
-# lib/paced-fetch.mjs (lib/paced-fetch.cjs bundled as an ES module by scripts/js-bundle.cjs).
+# plus wasm/web.mjs, wasm/pkg/ (from bindings-wasm and its build),
+# lib/paced-fetch.mjs (lib/paced-fetch.cjs bundled as an ES module by scripts/js-bundle.cjs)
+# and lib/ratekeeper.lua (core/redis's script, for ratekeeper/redis where no addon loads).
 set -euo pipefail
 # A failure inside $(...) (cmd_pack's builds and copies) fails the script too.
 shopt -s inherit_errexit
@@ -56,6 +57,8 @@ cmd_pack() {
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
     cp -r "$PKG"/lib/api.cjs "$PKG"/lib/api "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$STAGE/lib/"
+    # The Redis script, for lib/redis.cjs where no native addon loads (the addon holds it otherwise).
+    cp core/redis/ratekeeper.lua "$STAGE/lib/ratekeeper.lua"
     # The ES module twin for browsers and workers (scripts/js-bundle.cjs).
     node scripts/js-bundle.cjs "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" esm pacedFetchFor
     cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.cjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"

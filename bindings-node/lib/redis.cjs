@@ -16,7 +16,6 @@
 
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
-const { REDIS_SCRIPT } = require('../native.js');
 const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
@@ -25,6 +24,30 @@ const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, 
 // wrapper) or an object inheriting from one, whose getters and methods then
 // threw an uncoded TypeError (a private field read through `this`).
 const { isLimiter, isKeyed, isPolicy, takeStores } = api[BRANDS];
+
+/** The script EVALSHA runs (core/redis/ratekeeper.lua): see redisScript. */
+const REDIS_SCRIPT = redisScript();
+
+/**
+ * The script, as the native addon holds it (the core embeds it); where no
+ * addon loads (macOS, Windows, arm64, musl: index.js fell back to the
+ * WebAssembly build, whose .wasm leaves it out, being for browsers too), the
+ * copy the package ships beside this file (scripts/package.sh), so that
+ * this module loads wherever 'ratekeeper' does. (It threw the addon's error
+ * there, which told to reinstall.) Without either (a checkout, not packed),
+ * the addon's error.
+ */
+function redisScript() {
+  try {
+    return require('../native.js').REDIS_SCRIPT;
+  } catch (error) {
+    try {
+      return require('node:fs').readFileSync(require('node:path').join(__dirname, 'ratekeeper.lua'), 'utf8');
+    } catch {
+      throw error;
+    }
+  }
+}
 
 /** The SHA-1 of the script: what EVALSHA calls. */
 const REDIS_SCRIPT_SHA = createHash('sha1').update(REDIS_SCRIPT).digest('hex');

@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'main.d.mts', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs', 'lib/api/limiters.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/url.d.mts',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'lib/ratekeeper.lua', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
@@ -120,6 +120,26 @@ test('import("ratekeeper") is the native addon, the same instance as require', (
   `]).trim().split('\n');
   assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
   assert.match(out[1], /node_modules\/ratekeeper\/main\.mjs$/);
+});
+
+test('where no native addon loads, ratekeeper/redis loads too, with the same script, and takes the limiters of the fallback', () => {
+  // As on macOS, Windows, arm64 or musl: it required the addon for its
+  // script, and threw the addon's error ("Cannot find native binding ...
+  // try `npm i` again") where 'ratekeeper' fell back to the WebAssembly build.
+  const noAddon = "process.dlopen = () => { throw new Error('not this platform'); };";
+  const script = `
+    const { RedisLimiter, RedisPolicy, REDIS_SCRIPT, REDIS_SCRIPT_SHA } = require('ratekeeper/redis');
+    const api = require('ratekeeper');
+    const client = { call() {}, evalsha() {} };
+    const keyed = new RedisLimiter(client, new api.Gcra({ burst: 1, emissionIntervalMs: 10 }));
+    const policy = new RedisPolicy(client, { limits: [{ name: 'a', limiter: new api.Gcra({ burst: 1, emissionIntervalMs: 10 }) }] });
+    console.log(JSON.stringify([REDIS_SCRIPT.length, REDIS_SCRIPT_SHA, keyed.algorithm, policy.names]));
+  `;
+  const fallback = spawnSync(process.execPath, ['--no-warnings', '-e', `${noAddon} ${script}`], { cwd: dir, encoding: 'utf8' });
+  assert.equal(fallback.status, 0, fallback.stderr);
+  const native = JSON.parse(node(['-e', script]));
+  assert.deepEqual(JSON.parse(fallback.stdout), native);
+  assert.deepEqual(native.slice(2), ['gcra', ['a']]);
 });
 
 test('ratekeeper/redis resolves under node, from require and import, with the script inside', () => {
