@@ -513,6 +513,42 @@ test('a Proxy of a limiter, a keyed limiter or a policy (a reactive wrapper), or
   assert.equal(gcra.limit, 2);
 });
 
+test("a subclass's getters answering otherwise change nothing the package checks or shows: it reads the limiter itself", () => {
+  // reconfigure checked `other.calendar`, Policy.add took a KeyedLimiter's
+  // `limiter` unchecked (an uncoded TypeError, a private field read), and
+  // util.inspect looked the class up by `algorithm` (it threw).
+  const { inspect } = require('node:util');
+  class Uncalendared extends R.FixedWindow {
+    get calendar() {
+      return null;
+    }
+  }
+  const monotonic = new R.FixedWindow({ limit: 5, windowMs: 1000 });
+  const daily = new Uncalendared({ limit: 5, calendar: 'day', clock: Date.now });
+  assert.throws(() => monotonic.reconfigure(daily), (e) => (refusal(e, 'other', 'reconfigure'), true));
+  assert.deepEqual([monotonic.calendar, monotonic.windowMs], [null, 1000], 'unchanged');
+  class Unwrapping extends R.KeyedLimiter {
+    get limiter() {
+      return {};
+    }
+  }
+  const policy = new R.Policy();
+  const keyed = new Unwrapping(new R.Gcra({ burst: 5, emissionIntervalMs: 100 }));
+  assert.throws(() => policy.add('a', keyed), (e) => (refusal(e, 'limiter', 'Policy.add'), true));
+  assert.throws(() => new R.Policy({ limits: [{ name: 'a', limiter: keyed }] }), (e) => (refusal(e, 'limiter', 'Policy'), true));
+  assert.equal(policy.size, 0);
+  class Renamed extends R.Gcra {
+    get algorithm() {
+      return 'GCRA';
+    }
+
+    get name() {
+      return 'shown';
+    }
+  }
+  assert.equal(inspect(new Renamed({ burst: 5, emissionIntervalMs: 100 })), 'Gcra { burst: 5, emissionIntervalMs: 100 }');
+});
+
 test('util.inspect (console.log) of a Proxy of a limiter, a keyed limiter or a policy, or of an object inheriting from one, shows it, never throws', () => {
   // Node asks the target's custom inspection to show a Proxy, with the
   // Proxy as `this`: its brand check threw the TypeError naming `this`

@@ -68,7 +68,9 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
       default:
         shown = config.calendar != null ? { limit: config.limit, calendar: config.calendar } : { limit: config.limit, windowMs: config.windowMs };
     }
-    if (limiter.name !== 'default') shown.name = limiter.name;
+    // Read inside: a subclass may answer otherwise by its getters (see reconfigure).
+    const { name } = internalsOf(limiter);
+    if (name !== 'default') shown.name = name;
     return shown;
   }
 
@@ -208,7 +210,9 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
     reconfigure(other, nowMs) {
       ownLimiter(this);
       if (!isLimiter(other)) badType('other', 'a limiter');
-      if (this.#clock === defaultClock && other.calendar !== null) {
+      // `other`'s own configuration, what reconfigure takes: its getters may
+      // be a subclass's, answering otherwise (a calendar's `calendar` null).
+      if (this.#clock === defaultClock && configOf(other).calendar != null) {
         invalidValue('`other` follows a calendar, which needs Date.now, and this limiter reads performance.now: build it with clock: Date.now');
       }
       B.reconfigure(this.#h, other.#h, this.#now(nowMs));
@@ -317,7 +321,7 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
     /** `TokenBucket { capacity: 10, refillTokens: 1, refillPeriodMs: 1000 }` in console.log. */
     [inspectSymbol](depth, options, inspect) {
       if (!isLimiter(this)) return inspectedOther(this, 'Limiter', depth, options, inspect);
-      return inspected(classOf[this.algorithm].name, shownOptions(this), depth, options, inspect);
+      return inspected(classOf[configOf(this).algorithm].name, shownOptions(this), depth, options, inspect);
     }
   }
 

@@ -238,9 +238,10 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       if (isKeyed(limiter)) {
         ({ maxKeys, eviction } = limiter);
         limiter = limiter.limiter;
-      } else if (!isLimiter(limiter)) {
-        badType('limiter', 'a limiter or a KeyedLimiter');
       }
+      // Checked after, as the constructor checks it: a KeyedLimiter's
+      // `limiter` may be a subclass's getter, answering anything.
+      if (!isLimiter(limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
       const { handle } = internalsOf(limiter);
       const epoch = B.policyAdd(this.#h, name, by, handle, maxKeys ?? undefined, eviction ?? undefined, this.#clock === defaultClock);
       if (epoch) this.#clock = epochClock;
