@@ -213,6 +213,8 @@ export declare const MAX_SPAN: number
  * The native build's classes, which these classes take (as `limiter` and
  * `onError`): the same as those of 'ratekeeper' on Node; where 'ratekeeper'
  * resolves to the WebAssembly build (the `browser` condition: Jest with
- * jsdom, say), build the limiters given here with these.
+ * jsdom, say), build the limiters given here with these. `RateLimited` is
+ * that build's too, the class `acquire` rejects with here (there, not the
+ * one 'ratekeeper' exports).
  */
-export { Gcra, TokenBucket, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy } from './index'
+export { Gcra, TokenBucket, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } from './index'

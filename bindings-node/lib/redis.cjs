@@ -1456,7 +1456,10 @@ module.exports = {
   MAX_NOW,
   MAX_SPAN,
   // The native build's classes this module takes: where 'ratekeeper'
-  // resolves to the WebAssembly build (the `browser` condition), these.
+  // resolves to the WebAssembly build (the `browser` condition), these;
+  // and the RateLimited its acquires reject with, which is then not
+  // 'ratekeeper''s (`instanceof` held for no class the caller could import).
+  RateLimited,
   Gcra,
   TokenBucket,
   FixedWindow,

@@ -267,6 +267,31 @@ test('under the browser condition in Node, ratekeeper/redis takes the native lim
   assert.equal(out[3], 'gcra');
 });
 
+test("ratekeeper/redis exports the RateLimited its acquire rejects with: 'ratekeeper''s on Node, the native build's under the browser condition", () => {
+  // A client whose every script call answers "not booked, retry in 5 s"
+  // (the reply of a reserve: now, booked, wait, then the decision).
+  const refused = `
+    const client = { call: async () => [1000000, 0, 0, 0, 0, 0, 1, 5000000, 5000000], evalsha() {} };
+    const error = await new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 10 })).acquire('k').then(() => null, (e) => e);
+    console.log(JSON.stringify([error.name, error.retryAfterMs, error instanceof RateLimited, RateLimited === api.RateLimited]));
+  `;
+  const onNode = node(['--input-type=module', '-e', `
+    import { RedisLimiter, Gcra, RateLimited } from 'ratekeeper/redis';
+    import * as api from 'ratekeeper';
+    ${refused}
+  `]);
+  assert.deepEqual(JSON.parse(onNode), ['RateLimited', 5000, true, true]);
+  // 'ratekeeper' is the WebAssembly build there: its RateLimited is another
+  // class, and ratekeeper/redis exported none, so that `instanceof` held for
+  // no class the caller could import.
+  const underBrowser = node(['--conditions=browser', '--input-type=module', '-e', `
+    import { RedisLimiter, Gcra, RateLimited } from 'ratekeeper/redis';
+    import * as api from 'ratekeeper';
+    ${refused}
+  `]);
+  assert.deepEqual(JSON.parse(underBrowser), ['RateLimited', 5000, true, false]);
+});
+
 test("a bundler's browser build (esbuild) takes the WebAssembly build, and it runs", async () => {
   const esbuildPath = new URL('./node_modules/esbuild/lib/main.js', import.meta.url);
   // A failure, not a skip: a skipped test would read as passing.

@@ -1,6 +1,6 @@
 // tsc --noEmit over ratekeeper/redis (bindings-node/redis.d.ts): tsc -p tests/redis/types/tsconfig.json
-import { Gcra, KeyedLimiter, Policy, fastifyHook, middleware } from 'ratekeeper'
-import { RedisLimiter, RedisPolicy, type RedisClient, type RedisDecision, type RedisPolicyDecision } from 'ratekeeper/redis'
+import { Gcra, KeyedLimiter, Policy, RateLimited, fastifyHook, middleware } from 'ratekeeper'
+import { RedisLimiter, RedisPolicy, RateLimited as RedisRateLimited, type RedisClient, type RedisDecision, type RedisPolicyDecision } from 'ratekeeper/redis'
 declare const client: { call(c: string, ...a: Array<string | number>): Promise<unknown>; evalsha(...a: any[]): Promise<unknown> }
 async function main(): Promise<void> {
   const l = new RedisLimiter(client, new Gcra({ burst: 2, emissionIntervalMs: 10 }), { onError: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 })), commandTimeoutMs: 100 })
@@ -10,7 +10,12 @@ async function main(): Promise<void> {
   const p = new RedisPolicy(client, '10/second', { by: ['user'], algorithm: 'gcra', onError: 'open' })
   const pd = await p.tryAcquire({ user: 'u' })
   console.log(h, held, pd.fromStore, pd.deniedBy, pd.limits[0]?.name)
-  await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 })
+  await p.acquire({ user: 'u' }, 1, { timeoutMs: 10 }).catch((error: unknown) => {
+    // The class acquire rejects with here: 'ratekeeper''s on Node, the native build's under the browser condition.
+    if (error instanceof RedisRateLimited) console.log(error.retryAfterMs)
+  })
+  const same: typeof RateLimited = RedisRateLimited
+  console.log(same)
   const limitsHeld: number = await p.reset({ user: 'u' })
   console.log(limitsHeld)
   // Policy's members that describe the limits, the same shapes; no `add` (the limits are fixed).
