@@ -533,6 +533,12 @@ for (const [label, build, valid, bad] of CONSTRUCTORS) {
       assertLimiterError(() => build({ ...valid(), name: 5 }), 'invalid_type', 'name');
       assertLimiterError(() => build({ ...valid(), clock: 5 }), 'invalid_type', 'clock');
     });
+    it('a clock answering no number is named with what it answered', () => {
+      for (const [answer, kind] of [[undefined, 'undefined'], [null, 'null'], [{}, 'object'], ['5', 'string'], [5n, 'bigint']]) {
+        const error = assertLimiterError(() => build({ ...valid(), clock: () => answer }).tryAcquire(), 'invalid_type', 'clock');
+        assert.match(error.message, new RegExp(`must return a number of milliseconds, not ${kind}$`));
+      }
+    });
   });
 }
 

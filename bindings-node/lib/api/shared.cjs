@@ -245,7 +245,7 @@ module.exports = function shared(B) {
   /** Reads `clock()` as a number of milliseconds, naming the clock for what it returns. */
   function readClock(clock) {
     const now = clock();
-    if (typeof now !== 'number') invalidType(`\`clock\` must return a number of milliseconds, not a ${typeof now}`);
+    if (typeof now !== 'number') invalidType(`\`clock\` must return a number of milliseconds, not ${typeName(now)}`);
     if (!(now >= 0 && now < Infinity)) invalidValue(`\`clock\` must return a number of milliseconds from 0, not ${now}`);
     return now;
   }
