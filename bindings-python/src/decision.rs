@@ -431,8 +431,10 @@ impl PyDecision {
 }
 
 /// How a reservation gives its booking back: `refund(owner, slot, cost,
-/// extent)` (see `Core::refund_booking`).
-pub type Refund = Box<dyn Fn(&Bound<'_, PyAny>, Nanos, u64, usize) + Send + Sync>;
+/// extent, latest_only)` (see `Core::refund_booking`); when `latest_only`,
+/// only while no event touched its states since it where the owner gives
+/// back only its latest (see `_give_back`).
+pub type Refund = Box<dyn Fn(&Bound<'_, PyAny>, Nanos, u64, usize, bool) + Send + Sync>;
 
 /// A booking made by ``reserve()``: proceed after ``wait`` seconds.
 ///
@@ -522,6 +524,22 @@ impl PyReservation {
             .map_or(Nanos::ZERO, |slot| slot.saturating_sub(now))
     }
 
+    /// Gives the booking back once, if there is one (see `Refund` for
+    /// `latest_only`).
+    fn give_back(&self, py: Python<'_>, latest_only: bool) {
+        if let Some(slot) = self.slot() {
+            if !self.cancelled.swap(true, Ordering::AcqRel) {
+                (self.refund)(
+                    self.owner.bind(py),
+                    slot,
+                    self.cost,
+                    self.extent,
+                    latest_only,
+                );
+            }
+        }
+    }
+
     /// The booked slot, if any.
     fn slot(&self) -> Option<Nanos> {
         let wait = *self.booked.as_ref().ok()?;
@@ -591,11 +609,16 @@ impl PyReservation {
     /// use it. Call it when the booked work will not happen; once is enough
     /// (later calls, and calls on a reservation that is not ``ok``, do nothing).
     fn cancel(&self, py: Python<'_>) {
-        if let Some(slot) = self.slot() {
-            if !self.cancelled.swap(true, Ordering::AcqRel) {
-                (self.refund)(self.owner.bind(py), slot, self.cost, self.extent);
-            }
-        }
+        self.give_back(py, false);
+    }
+
+    /// Gives the booking back as an interrupted ``acquire`` does: as
+    /// ``cancel()``, but a bucket's (or a policy's with one) only while it is
+    /// the latest booking of its limiter: given back from the middle of the
+    /// queue, it would free the slot of the last waiter, still asleep, for
+    /// the next caller. Else its slot goes unused.
+    fn _give_back(&self, py: Python<'_>) {
+        self.give_back(py, true);
     }
 
     fn __bool__(&self) -> bool {

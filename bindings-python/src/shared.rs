@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::sync::PyOnceLock;
@@ -18,7 +17,7 @@ use pyo3::types::{PyModule, PyString, PyTuple};
 use pyo3::{PyClass, PyTraverseError, PyVisit};
 use ratekeeper::{Error, Nanos};
 
-use crate::convert::{self, time_module, Now};
+use crate::convert::{self, Now};
 use crate::decision::{PyDecision, PyReservation, Refund};
 use crate::errors::{to_py, to_py_with};
 use crate::lock::{CoreLock, Locked};
@@ -412,15 +411,23 @@ pub fn answered(
 /// counted `seq` events, gives its booking back to that owner.
 fn refund_of<S: Subject>(target: &Target<S>, seq: u64) -> Refund {
     let owned = S::Core::to_owned(target);
-    Box::new(move |owner, slot, cost, extent| {
+    Box::new(move |owner, slot, cost, extent, latest_only| {
         // The owner is always an `S`: see `reserve` and `book_reservation`.
         if let Ok(subject) = owner.cast::<S>() {
             let shared = subject.get().shared();
             let mut core = shared.lock(owner.py());
             let target = S::Core::borrow(&owned);
+            let marks = core.marks(target, extent);
+            // A bucket's booking is given back by an interrupted `acquire`
+            // only while it is the latest of its states (no event touched
+            // them since its own, `seq`): from the middle of the queue it
+            // would free the slot of the last waiter, still asleep, for the
+            // next caller. Else it goes unused.
+            let behind = latest_only && shared.latest(&marks, Touch::Any) > seq;
+            let kept = behind && !core.gives_back_anywhere();
             // A reset of its key since: the store forgot this booking (see
             // Shared::forgot).
-            if shared.latest(&core.marks(target, extent), Touch::Reset) <= seq {
+            if !kept && shared.latest(&marks, Touch::Reset) <= seq {
                 // A refund only fails for a request that could not be booked.
                 let _ = core.refund_booking(target, slot, cost, extent);
             }
@@ -582,24 +589,23 @@ fn booked_wait<S: Subject>(this: &S, py: Python<'_>, booked: Booked<S>) -> PyRes
     }
 }
 
-/// `_book`: `book`, as a Reservation (for `acquire_async`).
+/// `_book`: `book`, as a Reservation, or `None` when there is no wait (for
+/// `acquire` and `acquire_async`, which sleep in Python: see `_wait.py`);
+/// an `acquire_async` waiter's booking when `mine` (see [`count_booking`]).
 pub fn book_reservation<S: Subject>(
     slf: &Bound<'_, S>,
     target: &Target<S>,
     cost: u64,
     timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<PyReservation> {
-    let booking = book(slf, target, cost, timeout, true)?;
+    mine: bool,
+) -> PyResult<Option<PyReservation>> {
+    let booking = book(slf, target, cost, timeout, mine)?;
+    if booking.wait == Nanos::ZERO {
+        return Ok(None);
+    }
     let (now, wait, extent) = (booking.now, booking.wait, booking.extent);
-    Ok(reservation(
-        slf,
-        target,
-        cost,
-        now,
-        Ok(wait),
-        extent,
-        booking.seq,
-    ))
+    let reservation = reservation(slf, target, cost, now, Ok(wait), extent, booking.seq);
+    Ok(Some(reservation))
 }
 
 /// `_rebook`: gives back `cancels` (each booking and what it was booked
@@ -679,46 +685,6 @@ pub fn rebook<'py, S: Subject>(
     Ok(Some(answers))
 }
 
-/// `acquire`: books, then sleeps with `time.sleep` until the slot; an
-/// interrupted sleep gives the booking back (a bucket's only while it is
-/// the latest, see [`Core::gives_back_anywhere`]).
-pub fn acquire<S: Subject>(
-    slf: &Bound<'_, S>,
-    target: &Target<S>,
-    cost: u64,
-    timeout: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
-    let py = slf.py();
-    let Booking {
-        now,
-        wait,
-        seq,
-        extent,
-    } = book(slf, target, cost, timeout, false)?;
-    if wait == Nanos::ZERO {
-        return Ok(());
-    }
-    // Looked up on every call, so that a test may replace `time.sleep`.
-    let sleep = time_module(py).and_then(|time| time.getattr(intern!(py, "sleep")));
-    let slept = sleep.and_then(|sleep| sleep.call1((wait.as_secs_f64(),)));
-    slept.map(drop).inspect_err(|_| {
-        let slot = now.saturating_add(wait);
-        let shared = slf.get().shared();
-        let mut core = shared.lock(py);
-        let marks = core.marks(target, extent);
-        // A bucket's booking is given back only while it is the latest (no
-        // event touched its states since this one, `seq`): from the middle
-        // of the queue it would free the slot of the last waiter, still
-        // asleep, for the next caller. Else it goes unused, as it does
-        // after a reset of its key (see Shared::forgot).
-        let latest = shared.latest(&marks, Touch::Any) <= seq;
-        let kept = shared.latest(&marks, Touch::Reset) <= seq;
-        if (core.gives_back_anywhere() || latest) && kept {
-            let _ = core.refund_booking(target, slot, cost, extent);
-        }
-    })
-}
-
 static WAIT_MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// `helper(subject, args, timeout)` from the pure-Python waiting helpers
@@ -788,9 +754,10 @@ macro_rules! named_subject {
 pub(crate) use named_subject;
 
 /// Writes the methods every deciding class shares, once: `try_acquire`,
-/// `peek`, `reserve`, `refund`, `acquire`, `acquire_async`, `acquiring` and
-/// `_book`, each taking the class's target (`key`, `request`, or none)
-/// before `cost`; plus the class's own `$extra` methods.
+/// `peek`, `reserve`, `refund`, `acquire_async`, `acquiring` and `_book`,
+/// each taking the class's target (`key`, `request`, or none) before
+/// `cost`; plus the class's own `$extra` methods. (`acquire` is written in
+/// Python, on `_book`: see `ratekeeper/_wait.py`.)
 ///
 /// The caller writes the `#[pymethods]` attribute: the names pyo3 generates
 /// (for `*args`, say) then share the caller's hygiene with its arguments.
@@ -888,40 +855,22 @@ macro_rules! limiter_methods {
                 $crate::shared::refund(slf, target, cost, taken_at)
             }
 
-            #[doc = concat!("Wait until ``cost`` units of ", $what, " are ours, then return; raise")]
-            /// ``RateLimited`` if that would take longer than ``timeout`` seconds.
-            ///
-            /// Books the earliest slot (as ``reserve`` does, so waiters are served
-            /// first come, first served) and sleeps until it with ``time.sleep``,
-            /// releasing the GIL; no polling. ``timeout`` (default ``None``: no
-            /// bound) is checked before booking: a longer wait raises
-            /// ``RateLimited`` at once, with ``.retry_after``, booking nothing, and
-            /// ``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
-            /// exception), the booking is given back before the exception propagates
-            /// (a bucket's only while no other booking came after it: else its slot
-            /// goes unused, as one given back from the middle would be shared).
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
-            fn acquire(
-                slf: &Bound<'_, Self>,
-                $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
-                #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
-                timeout: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<()> {
-                let target = limiter_methods!(@target $($target)?);
-                $crate::shared::acquire(slf, target, cost, timeout)
-            }
-
-            /// Books like ``acquire`` and returns the Reservation, without
-            /// sleeping (for ``acquire_async``).
-            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None))]
+            /// Books as ``reserve`` does, within ``timeout`` (else raises
+            /// ``RateLimited``), and returns the Reservation, or ``None`` when
+            /// there is no wait: for ``acquire`` and ``acquire_async``, which
+            /// sleep in Python (see ``ratekeeper/_wait.py``).
+            /// ``waiter``: for an ``acquire_async`` waiter, which the waiters'
+            /// moving up counts as one of theirs.
+            #[pyo3(signature = ($($target $(= $default)?,)? cost = 1, timeout = None, *, waiter = false))]
             fn _book(
                 slf: &Bound<'_, Self>,
                 $(#[pyo3(from_py_with = $convert)] $target: $tty,)?
                 #[pyo3(from_py_with = $crate::convert::cost)] cost: u64,
                 timeout: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<$crate::decision::PyReservation> {
+                waiter: bool,
+            ) -> PyResult<Option<$crate::decision::PyReservation>> {
                 let target = limiter_methods!(@target $($target)?);
-                $crate::shared::book_reservation(slf, target, cost, timeout)
+                $crate::shared::book_reservation(slf, target, cost, timeout, waiter)
             }
 
             /// Gives back ``cancels`` (pairs of a Reservation of this object and the

@@ -208,6 +208,68 @@ def test_threads_are_served_in_booking_order_at_the_rate() -> None:
         assert at - started >= (index + 1) * interval  # never before its slot
 
 
+def test_daemon_threads_asleep_in_acquire_when_the_interpreter_exits_end_quietly() -> None:
+    # CPython before 3.14 ends a daemon thread that takes the GIL back while
+    # the interpreter finalizes with pthread_exit, which unwinds its stack.
+    # acquire slept inside its native call: unwound through the binding's
+    # frames, the process died (SIGSEGV) instead of exiting. Each thread's
+    # sleep (replaced) ends during the collection that finalization makes.
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import gc, sys, threading, time
+        import ratekeeper
+
+        def limiter():
+            gcra = ratekeeper.Gcra(1, 3600.0)
+            gcra.try_acquire()
+            gcra.acquire()
+
+        def keyed():
+            store = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 3600.0))
+            store.try_acquire("k")
+            store.acquire("k")
+
+        def policy():
+            rates = ratekeeper.Policy.from_rates("1/hour")
+            rates.try_acquire()
+            rates.acquire()
+
+        def decorated():
+            call = ratekeeper.limit("1/hour")(lambda: None)
+            call()
+            call()
+
+        waiters = [limiter, keyed, policy, decorated]
+        asleep = threading.Semaphore(0)
+        finalizing = threading.Event()
+        real_sleep = time.sleep
+
+        def sleep(seconds):
+            asleep.release()
+            finalizing.wait()
+
+        time.sleep = sleep
+        for waiter in waiters:
+            threading.Thread(target=waiter, daemon=True).start()
+        for _ in waiters:
+            asleep.acquire()
+
+        def collecting(phase, info):
+            if sys.is_finalizing() and not finalizing.is_set():
+                finalizing.set()  # the threads take the GIL back, and CPython ends them
+                real_sleep(0.5)
+
+        gc.callbacks.append(collecting)
+        print("exiting", flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "exiting\n"), done.stderr[-2000:]
+
+
 # --- acquire_async --------------------------------------------------------
 
 

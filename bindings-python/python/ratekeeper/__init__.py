@@ -52,7 +52,11 @@ from ratekeeper._ratekeeper import (
     __version__,
     guarantee,
 )
-from ratekeeper._wait import Acquiring, KeyedAcquiring, limit
+from ratekeeper._wait import Acquiring, KeyedAcquiring, limit, set_acquire
+
+# The waiting `acquire` sleeps in Python code (see ratekeeper/_wait.py).
+set_acquire(Limiter, KeyedLimiter, Policy)
+del set_acquire
 
 __all__ = [
     "Acquiring",

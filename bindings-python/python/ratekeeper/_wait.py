@@ -14,6 +14,7 @@ import functools
 import operator
 import sys
 import threading
+import time
 import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union, overload
@@ -28,7 +29,16 @@ if TYPE_CHECKING:
 
     from typing_extensions import ParamSpec
 
-    from ratekeeper._ratekeeper import KeyedLimiter, Limiter, Policy, _Algorithm, _Key, _Request, _Seconds
+    from ratekeeper._ratekeeper import (
+        KeyedLimiter,
+        Limiter,
+        Policy,
+        Reservation,
+        _Algorithm,
+        _Key,
+        _Request,
+        _Seconds,
+    )
 
     _P = ParamSpec("_P")
     _Subject = Union[Limiter, KeyedLimiter, Policy]
@@ -291,6 +301,82 @@ def _leave(subject: _Subject, queue: list[_Waiter], gone: set[int]) -> None:
         _WAITING.pop(id(subject), None)
 
 
+# The waiting ``acquire`` of limiters, keyed limiters and policies, set on
+# the native classes by ``ratekeeper/__init__.py`` (``set_acquire``): the
+# booking is native (``_book``), the sleep is Python code, called by Python
+# code. A daemon thread still asleep when the interpreter exits is ended by
+# CPython (before 3.14) as it takes the GIL back, with ``pthread_exit``,
+# which unwinds the thread's stack: through the frames of a native method
+# that slept, that crashed the process (SIGSEGV at exit) where a thread
+# asleep in Python code ends quietly.
+
+_ACQUIRE_DOC = """Wait until ``cost`` units of {what} are ours, then return; raise
+``RateLimited`` if that would take longer than ``timeout`` seconds.
+
+Books the earliest slot (as ``reserve`` does, so waiters are served
+first come, first served) and sleeps until it with ``time.sleep``,
+releasing the GIL; no polling. ``timeout`` (default ``None``: no
+bound) is checked before booking: a longer wait raises
+``RateLimited`` at once, with ``.retry_after``, booking nothing, and
+``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
+exception), the booking is given back before the exception propagates
+(a bucket's only while no other booking came after it: else its slot
+goes unused, as one given back from the middle would be shared)."""
+
+
+def _sleep_until(reservation: Reservation) -> None:
+    """Sleeps until the slot of ``reservation``, an ``acquire``'s booking; an
+    exception during the sleep gives it back (``Reservation._give_back``)
+    before propagating."""
+    try:
+        # Looked up on every call, so that a test may replace time.sleep.
+        time.sleep(reservation.wait)
+    except BaseException:
+        reservation._give_back()
+        raise
+
+
+# `None` (no wait) is told by each, not by _sleep_until: an acquire that
+# does not wait then makes no Python call but its own.
+
+
+def _limiter_acquire(self: Limiter, /, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+    reservation = self._book(cost, timeout)
+    if reservation is not None:
+        _sleep_until(reservation)
+
+
+def _keyed_acquire(self: KeyedLimiter, /, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
+    reservation = self._book(key, cost, timeout)
+    if reservation is not None:
+        _sleep_until(reservation)
+
+
+def _policy_acquire(
+    self: Policy, /, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None
+) -> None:
+    reservation = self._book(request, cost, timeout)
+    if reservation is not None:
+        _sleep_until(reservation)
+
+
+def set_acquire(limiter: type[Limiter], keyed: type[KeyedLimiter], policy: type[Policy]) -> None:
+    """Sets ``acquire`` on the native classes ``Limiter``, ``KeyedLimiter``
+    and ``Policy`` (see above)."""
+    for cls, method, what in (
+        (limiter, _limiter_acquire, "the limiter"),
+        (keyed, _keyed_acquire, "``key``'s limiter"),
+        (policy, _policy_acquire, "every limit"),
+    ):
+        method.__name__ = "acquire"
+        method.__qualname__ = f"{cls.__name__}.acquire"
+        method.__doc__ = _ACQUIRE_DOC.format(what=what)
+        # help() shows the arguments as the native methods' do; the types
+        # are the stubs' (some, such as _Key, exist only there).
+        method.__annotations__ = {}
+        setattr(cls, "acquire", method)
+
+
 async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optional[_Seconds]) -> None:
     """Book like ``acquire``, then sleep until the slot on the event loop.
 
@@ -310,8 +396,8 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
     # raises, and nothing is booked to give back.
     loop = asyncio.get_running_loop()
     with _WAITING_LOCK:
-        reservation = booker._book(*args, timeout)
-        if reservation.wait <= 0:
+        reservation = booker._book(*args, timeout, waiter=True)
+        if reservation is None:  # no wait
             return
         waiter = _Waiter(args, reservation, _queue_of(subject, args), loop, asyncio.current_task())
         # As it gives back when it books (a limit added later does not change
@@ -396,7 +482,10 @@ class Acquiring:
         return f"{self._subject!r}.acquiring({args}, timeout={self._timeout!r})"
 
     def __enter__(self) -> None:
-        self._subject.acquire(*self._args, self._timeout)
+        # `acquire`'s steps, without its call (a decorated function's every call).
+        reservation = self._subject._book(*self._args, self._timeout)
+        if reservation is not None:
+            _sleep_until(reservation)
 
     def __exit__(self, *exc_info: object) -> None:
         return None
