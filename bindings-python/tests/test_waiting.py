@@ -11,6 +11,7 @@ import asyncio
 import functools
 import inspect
 import math
+import os
 import signal
 import sys
 import threading
@@ -1275,6 +1276,46 @@ def test_a_coroutine_never_awaited_books_nothing() -> None:
     coroutine = bucket.acquire_async()
     coroutine.close()
     assert bucket.peek(now=0) == before
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_during_another_threads_booking_leaves_the_child_able_to_wait() -> None:
+    # acquire_async books under one lock for every limiter. A fork while
+    # another thread held it (its clock read during a booking, here slow)
+    # copied it held into the child, where nobody would let it go: the
+    # child's first acquire_async, of any limiter, waited forever.
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import asyncio, os, signal, threading, time
+        import ratekeeper
+
+        stalled = threading.Event()
+
+        def clock():
+            if not stalled.is_set():
+                stalled.set()
+                time.sleep(1.0)  # a booking under way: the lock held
+            return 0
+
+        limiter = ratekeeper.Gcra(1, 1.0, clock=clock)
+        thread = threading.Thread(target=lambda: asyncio.run(limiter.acquire_async()))
+        thread.start()
+        stalled.wait()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child that hangs is ended, and says so by its status
+            asyncio.run(ratekeeper.Gcra(1, 1.0).acquire_async())
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        thread.join()
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
 
 
 # --- acquiring: context manager and decorator -------------------------------

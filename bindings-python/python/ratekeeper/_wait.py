@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 import sys
 import threading
 import time
@@ -125,6 +126,17 @@ _WAITING: dict[int, list[_Waiter]] = {}
 _WAITING_LOCK = threading.RLock()
 # The withdrawals left for later on this thread, while one is under way.
 _DEFERRED = threading.local()
+
+# A fork copies the lock as it is: held by another thread at that moment
+# (a booking or a withdrawal under way), it stayed held in the child, where
+# no thread would ever let it go, and every acquire_async there waited
+# forever. So the forking thread takes it first (waiting for the one under
+# way to end, which leaves _WAITING whole too), and parent and child each
+# let it go: the logging module's way with its own lock.
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(
+        before=_WAITING_LOCK.acquire, after_in_parent=_WAITING_LOCK.release, after_in_child=_WAITING_LOCK.release
+    )
 
 
 def _queue_of(subject: _Subject, args: tuple[Any, ...]) -> object:
