@@ -131,6 +131,51 @@ def test_caller_time_by_clock_and_by_now(client: redis.Redis) -> None:
     assert not limiter.peek("k", 2, now=fake[0] + 0.5)
 
 
+@pytest.mark.parametrize(
+    "answer, error, words",
+    [
+        (None, ratekeeper.RateLimitTypeError, "`clock` must be a number of seconds"),
+        (-1, ratekeeper.RateLimitError, "`clock` must not be negative"),
+        (math.nan, ratekeeper.RateLimitError, "`clock` must be a finite number"),
+        (2**60, ratekeeper.RateLimitError, "`clock`: more than 2^52 µs"),
+    ],
+)
+def test_a_clocks_bad_answer_is_refused_naming_clock(
+    client: redis.Redis, url: str, answer: object, error: type[Exception], words: str
+) -> None:
+    # As the in-process classes (and the Node client's clock()) name it: the
+    # caller gave no `now`, which these errors named. A clock answering None
+    # was read as "the server's clock" and decided on it, unnoticed.
+    prefix = f"bad-clock:{uuid.uuid4().hex}:"
+    clock: Any = lambda: answer
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=prefix, clock=clock)
+    policy = RedisPolicy(client, "1/second", by=["user"], prefix=prefix, clock=clock)
+    calls: list[Callable[[], object]] = [
+        lambda: limiter.try_acquire("k"),
+        lambda: limiter.peek("k"),
+        lambda: limiter.reserve("k"),
+        lambda: limiter.acquire("k"),
+        lambda: policy.try_acquire({"user": "k"}),
+        lambda: policy.reserve({"user": "k"}),
+    ]
+    for call in calls:
+        with pytest.raises(error) as raised:
+            call()
+        assert str(raised.value).startswith(words), raised.value
+
+    async def asynchronous() -> None:
+        async_client = redis.asyncio.Redis.from_url(url)
+        store = AsyncRedisLimiter(async_client, ratekeeper.Gcra(1, 1.0), prefix=prefix, clock=clock)
+        try:
+            with pytest.raises(error, match=re.escape(words)):
+                await store.try_acquire("k")
+        finally:
+            await async_client.aclose()
+
+    asyncio.run(asynchronous())
+    assert client.keys(prefix + "*") == []  # nothing was decided
+
+
 def test_a_float_instant_is_its_own_value_to_the_nearest_microsecond(client: redis.Redis) -> None:
     # As a Fraction of the same float (and as the core reads a float): the
     # nearest µs, halves up. round(x * 1e6) rounded the product first (to a

@@ -152,12 +152,16 @@ class _Core:
         return [self.prefix + b"{" + tag + b"}:" + name + b":" + b"".join(values[f] for f in limit.by) for limit, name in limits]
 
     def now(self, now: Optional[_Seconds]) -> str:
-        """ARGV's ``now``: the caller's, in µs, or empty for the server's clock."""
-        if now is None and self.clock is not None:
-            now = self.clock()
-        if now is None:
+        """ARGV's ``now``: the caller's, or the clock's reading, in µs; empty
+        for the server's clock."""
+        if now is not None:
+            return _instant(now, "now")
+        if self.clock is None:
             return ""
-        return _instant(now, "now")
+        # What the clock gave, named as the in-process classes (and the Node
+        # client) name it: the caller passed no `now`. None is no instant,
+        # not the server's clock, which a clock given chose against.
+        return _instant(self.clock(), "clock")
 
     def max_wait(self, max_wait: Optional[_Seconds]) -> str:
         """ARGV's ``max_wait`` in µs, at most ``MAX_SPAN``: ``None`` and infinity mean that much."""
