@@ -8,9 +8,12 @@ import enum
 import gc
 import math
 import multiprocessing
+import os
 import re
 import signal
+import subprocess
 import sys
+import textwrap
 import threading
 import time
 import uuid
@@ -815,6 +818,46 @@ def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -
     for t in threads:
         t.join()
     assert sum(admitted) == 500
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_a_batch_decides_its_own_calls(url: str) -> None:
+    # The child copied the batch another thread was sending: its sender
+    # looked there for ever, and the child's call on that key waited behind
+    # it for ever (a store shared with threads, then a fork: a server
+    # preloading its app, say).
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, threading, time
+        import redis
+        import ratekeeper
+        from ratekeeper.redis import RedisLimiter
+
+        stalled = threading.Event()
+
+        def clock():
+            if threading.current_thread() is not threading.main_thread() and not stalled.is_set():
+                stalled.set()
+                time.sleep(1.0)  # this thread is sending its batch
+            return time.time()
+
+        client = redis.Redis.from_url(sys.argv[1])
+        limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01), prefix=sys.argv[2], clock=clock)
+        thread = threading.Thread(target=lambda: limiter.try_acquire("hot"))
+        thread.start()
+        stalled.wait()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child that hangs is ended, and says so by its status
+            os._exit(0 if limiter.try_acquire("hot").from_store else 1)
+        _, status = os.waitpid(pid, 0)
+        thread.join()
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    prefix = f"rk-py-fork:{uuid.uuid4().hex}:"
+    done = subprocess.run([sys.executable, "-c", code, url, prefix], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
 
 
 def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: redis.Redis, url: str) -> None:

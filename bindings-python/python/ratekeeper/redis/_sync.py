@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
@@ -127,6 +129,25 @@ def _close_idle(client: Any) -> None:
                 pass
 
 
+# The stores whose batches a forked child forgets (see _forget_batches).
+_STORES: weakref.WeakSet[_Sync] = weakref.WeakSet()
+
+
+def _forget_batches() -> None:
+    """In a forked child, every store forgets the batches under way: their
+    callers are the parent's other threads, which the child does not have.
+    Each looked there for ever (its ``held`` lock was copied held), and a
+    call of the child on a key one of them was batched for waited for them
+    for ever; so did any call, had one of them held the store's lock."""
+    for store in list(_STORES):
+        store._lock = threading.Lock()
+        store._queues = {}
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_batches)
+
+
 class _Sync:
     """The sync client's calls: EVALSHA with a NOSCRIPT fallback, faults, batching."""
 
@@ -142,6 +163,7 @@ class _Sync:
         self._script = client.register_script(REDIS_SCRIPT)
         self._lock = threading.Lock()
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
+        _STORES.add(self)
 
     def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
