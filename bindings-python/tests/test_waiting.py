@@ -496,7 +496,7 @@ def test_cancelling_a_waiter_moves_up_those_behind(
 
 
 @MOVERS
-@pytest.mark.parametrize("between", ["reserve", "reconfigure", "refused"])
+@pytest.mark.parametrize("between", ["reserve", "acquire", "reconfigure", "refused"])
 def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
     make: Callable[[Timeline], ratekeeper.Limiter], between: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -514,6 +514,11 @@ def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
         a = await timeline.start(limiter.acquire_async())  # at 1
         if between == "reserve":
             assert limiter.reserve().at == 2.0
+        elif between == "acquire":
+            # A thread's acquire, its sleep (time.sleep) ended at once: the
+            # booking it made (the same `_book` as acquire_async's) holds 2.
+            monkeypatch.setattr(time, "sleep", lambda seconds: None)
+            limiter.acquire()
         elif between == "refused":
             assert not limiter.reserve(max_wait=0).ok
         else:
@@ -522,7 +527,7 @@ def test_a_booking_no_waiter_holds_keeps_those_behind_in_their_slots(
         a.cancel()
         return await timeline.went_at(b)
 
-    assert asyncio.run(main()) == {"reserve": 3.0, "reconfigure": 2.0, "refused": 1.0}[between]
+    assert asyncio.run(main()) == {"reserve": 3.0, "acquire": 3.0, "reconfigure": 2.0, "refused": 1.0}[between]
 
 
 @pytest.mark.parametrize("reset", ["held", "not_held"])
