@@ -54,7 +54,7 @@ end
 -- line ends, not single bookings, and a refund moves that end back wherever
 -- the booking stands in it. Given back from the middle of the line, a
 -- booking's units went to the next caller at the slot of the one behind it:
--- two at once from a burst of one. So a bucket has mark(state): integers
+-- two at once from a burst of one. So a bucket has mark(cfg, state): integers
 -- that `reserve` replies with as its booking wrote them, and that a
 -- guarded `refund` compares with the key's (PROTOCOL.md, "Guarded refund"):
 -- it gives back only while the key's mark is still the booking's, which
@@ -103,7 +103,7 @@ algorithms.gcra = {
   -- taken since is outstanding (PROTOCOL.md). The latest time seen is left
   -- out: with the server's clock every call has its own, and a waiter given
   -- back behind this one would leave it the latest with another time.
-  mark = function(s) return { s.latest + s.used } end,
+  mark = function(c, s) return { s.latest + s.used } end,
 }
 
 local function gcd(a, b)
@@ -242,15 +242,30 @@ algorithms.token_bucket = {
     end
     return out
   end,
-  -- The whole state as stored: at one `updated`, a booking or an admission
-  -- lowers every band by its cost at least, a guarded refund raises them
-  -- back no higher than before the booking it gives back (PROTOCOL.md). A
-  -- band's level at another time is no mark: a full band hides what it was.
-  mark = function(s)
-    local out = { s.updated }
-    for _, b in ipairs(s) do
-      out[#out + 1] = b.tokens - b.owed
-      out[#out + 1] = b.carry
+  -- Per band, the instant it is full again, its line's end as a GCRA's TAT
+  -- is: time refills the band without moving it (until full, where it is
+  -- the latest time seen), a booking or an admission moves it later by
+  -- its cost's refill time at least, a guarded refund back no earlier than
+  -- it was before the booking it gives back (PROTOCOL.md). In whole µs and
+  -- the remainder in units of 1/k µs, exact where their product may not
+  -- be. (The state as stored was the mark before: any call at a later time
+  -- changed it, and a booking given back after a later one, given back
+  -- first, gave nothing back on a token bucket where it did on a GCRA.)
+  mark = function(c, s)
+    local out = {}
+    for i, b in ipairs(s) do
+      local r = c.bands[i]
+      -- What the band lacks to be full, in units of 1/k µs (0 when full).
+      local lack = max((r.cap - b.tokens + b.owed) * r.p - b.carry, 0)
+      local whole = floor(lack / r.k)
+      local rest = lack - whole * r.k
+      if rest < 0 then
+        whole, rest = whole - 1, rest + r.k
+      elseif rest >= r.k then
+        whole, rest = whole + 1, rest - r.k
+      end
+      out[#out + 1] = s.updated + whole
+      out[#out + 1] = rest
     end
     return out
   end,
@@ -792,7 +807,7 @@ if mode == 'refund' then
   end
   local function latest(l, mark)
     if l.algorithm.mark == nil then return true end
-    local own = l.algorithm.mark(l.state)
+    local own = l.algorithm.mark(l.cfg, l.state)
     if #own ~= #mark then return false end
     for j, x in ipairs(own) do
       if mark[j] ~= x then return false end
@@ -924,7 +939,7 @@ if mode == 'reserve' then
   -- nothing was booked): a guarded refund sends them back as they are.
   for _, l in ipairs(limits) do
     local mark = {}
-    if booked and l.algorithm.mark then mark = l.algorithm.mark(l.state) end
+    if booked and l.algorithm.mark then mark = l.algorithm.mark(l.cfg, l.state) end
     reply[#reply + 1] = #mark
     for _, x in ipairs(mark) do reply[#reply + 1] = x end
   end

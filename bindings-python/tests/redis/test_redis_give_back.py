@@ -108,6 +108,36 @@ def test_acquires_cancelled_newest_first_each_give_their_booking_back(
     other_client.close()
 
 
+@pytest.mark.parametrize("algorithm", BUCKETS)
+def test_acquires_cancelled_newest_first_give_their_bookings_back_whenever_each_booked(
+    url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    # The newer booking made half a second later, then given back: the older
+    # is the latest again, and gives its booking back, on a token bucket as
+    # on a GCRA (its mark was the state as stored, which the later call's
+    # time had changed: its slot went unused).
+    prefix = _prefix(algorithm)
+    now = [2_000_000_000.0]
+    mine = RedisLimiter(client, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now[0])
+    other_client = redis.Redis.from_url(url)
+    other = RedisLimiter(other_client, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now[0])
+    assert mine.try_acquire("k")
+
+    def inner() -> None:
+        now[0] += 0.5
+        _interrupt_sleep(monkeypatch, lambda: None)
+        with pytest.raises(KeyboardInterrupt):
+            other.acquire("k")  # books two seconds on, then gives it back
+
+    _interrupt_sleep(monkeypatch, inner)
+    with pytest.raises(KeyboardInterrupt):
+        mine.acquire("k")  # books a second on, then gives it back
+    after = other.reserve("k", max_wait=100)
+    # (Half a second on: a second after the first unit, the older booking's slot.)
+    assert after.ok and after.wait == pytest.approx(0.5)
+    other_client.close()
+
+
 def test_an_interrupted_acquire_on_a_window_gives_its_booking_back_where_it_was_counted(
     url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
