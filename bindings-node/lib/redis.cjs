@@ -759,9 +759,14 @@ class Store {
     // 'text': the reply as one string of integers, read several times
     // faster than an array of them (PROTOCOL.md).
     const args = ['1', mode, this.wireNow(nowMs), ...this.config, costs.length, ...costs, 'text'];
+    // A late reply's units go back with the marks that follow its decisions
+    // (PROTOCOL.md, "Guarded refund"): on a bucket only while nothing was
+    // taken since, where a plain refund handed the slot of a booking made
+    // behind them to the next caller (two units at once from a burst of one).
+    const n = this.limits.length;
     const taken = (numbers) => {
       const units = this.decisions(numbers, costs.length).reduce((sum, d, i) => sum + (d.allowed ? costs[i] : 0), 0);
-      return units > 0 ? [units, numbers[0]] : null;
+      return units > 0 ? [units, numbers[0], numbers.slice(1 + costs.length * (n === 1 ? 6 : 6 + 5 * n))] : null;
     };
     const numbers = await this.ask(keys, args, mode === 'acquire' ? taken : null);
     if (numbers === null) {
@@ -784,10 +789,11 @@ class Store {
    * throw). The call may still run on the server (late, or sent again by
    * the client once it reconnects), and take what it decides, which nobody
    * uses: `onError` answered in its place. So when a late reply comes, what
-   * `taken(numbers)` says it took (`[cost, at]`, `at` in the script's µs, or
-   * `[cost, at, marks]` for a booking, given back only while the latest; or
-   * null for nothing; `taken` null: nothing to give back) is refunded, never
-   * rejecting; and a late NOSCRIPT sends nothing more.
+   * `taken(numbers)` says it took (`[cost, at, marks]`, `at` in the script's
+   * µs, `marks` the reply's, so that a bucket gives back only while nothing
+   * was taken there since; or null for nothing; `taken` null: nothing to
+   * give back) is refunded, never rejecting; and a late NOSCRIPT sends
+   * nothing more.
    */
   async ask(keys, args, taken) {
     let late = false;

@@ -54,11 +54,11 @@ end
 -- line ends, not single bookings, and a refund moves that end back wherever
 -- the booking stands in it. Given back from the middle of the line, a
 -- booking's units went to the next caller at the slot of the one behind it:
--- two at once from a burst of one. So a bucket has mark(cfg, state): integers
--- that `reserve` replies with as its booking wrote them, and that a
--- guarded `refund` compares with the key's (PROTOCOL.md, "Guarded refund"):
--- it gives back only while the key's mark is still the booking's, which
--- holds only while no booking made after it is outstanding.
+-- two at once from a burst of one. So a bucket has mark(cfg, state):
+-- integers that `reserve` and `acquire` reply with as their call wrote
+-- them, and that a guarded `refund` compares with the key's (PROTOCOL.md,
+-- "Guarded refund"): it gives back only while the key's mark is still the
+-- call's, which holds only while nothing taken after it is outstanding.
 local algorithms = {}
 
 -- Gcra: the part of the tolerance in use, relative to the latest time seen.
@@ -900,6 +900,21 @@ local function append(reply, answers, all)
   return retry
 end
 
+-- Each limit's mark as this call left its key (PROTOCOL.md, "Guarded
+-- refund"), flat: a count `k` then `k` integers; none for a window, nor for
+-- any limit when the call wrote nothing (`wrote` false). A guarded refund
+-- sends them back as they are.
+local function marks(wrote)
+  local out = {}
+  for _, l in ipairs(limits) do
+    local mark = {}
+    if wrote and l.algorithm.mark then mark = l.algorithm.mark(l.cfg, l.state) end
+    out[#out + 1] = #mark
+    for _, x in ipairs(mark) do out[#out + 1] = x end
+  end
+  return out
+end
+
 if mode == 'reserve' then
   -- Books the first moment every limit admits the cost, if that is at most
   -- max_wait away (the core's Policy::reserve): every limit books it at
@@ -935,14 +950,7 @@ if mode == 'reserve' then
   if booked then reply[2] = 1 end
   if all then reply[3] = 0 end
   for _, v in ipairs(decision) do reply[#reply + 1] = v end
-  -- Each limit's mark as the booking wrote it (none for a window, or when
-  -- nothing was booked): a guarded refund sends them back as they are.
-  for _, l in ipairs(limits) do
-    local mark = {}
-    if booked and l.algorithm.mark then mark = l.algorithm.mark(l.cfg, l.state) end
-    reply[#reply + 1] = #mark
-    for _, x in ipairs(mark) do reply[#reply + 1] = x end
-  end
+  for _, v in ipairs(marks(booked)) do reply[#reply + 1] = v end
   return reply
 end
 
@@ -952,13 +960,24 @@ end
 -- key's batch of 256 costs is 1537 integers). '%d' formats a Lua number as a
 -- C long: exact where that has 64 bits; elsewhere the array is sent.
 local as_text = ARGV[pos] == 'text' and string.format('%d', 2 ^ 53) == '9007199254740992'
-local function answer(reply, stride)
-  if not as_text then return reply end
+-- After an acquire's decisions: each limit's mark as it left the key (see
+-- marks), which a give-back of units whose caller left sends back, so that
+-- a bucket gives them back only while nothing was taken after them.
+-- `reply`: the array, or the strings of the text reply so far.
+local function with_marks(reply, wrote)
+  if mode ~= 'acquire' then return reply end
+  for _, x in ipairs(marks(wrote)) do
+    if as_text then reply[#reply + 1] = string.format(' %d', x) else reply[#reply + 1] = x end
+  end
+  return reply
+end
+local function answer(reply, stride, wrote)
+  if not as_text then return with_marks(reply, wrote) end
   local texts, line = { string.format('%d', reply[1]) }, string.rep(' %d', stride)
   for at = 2, #reply, stride do
     texts[#texts + 1] = string.format(line, unpack(reply, at, at + stride - 1))
   end
-  return table.concat(texts)
+  return table.concat(with_marks(texts, wrote))
 end
 
 local reply = { now }
@@ -995,6 +1014,7 @@ if n == 1 then
   l.state = state
   if consume then save() end
   if consume and not l.dirty then lengthen(KEYS[1], kept) end
+  with_marks(reply, l.dirty)
   if as_text then return table.concat(reply) end
   return reply
 end
@@ -1015,4 +1035,4 @@ if mode == 'acquire' then
     for i = 1, n do lengthen(KEYS[i], last[i][4]) end
   end
 end
-return answer(reply, 6 + 5 * n)
+return answer(reply, 6 + 5 * n, limits[1].dirty)

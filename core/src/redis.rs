@@ -36,9 +36,13 @@
 //!   limit's 1-based index with the longest `retry_after`, 0 when allowed),
 //!   the combined `remaining`, `limit`, `retry_after`, `reset_after` (µs),
 //!   then, when `n > 1`, for each limit its own `allowed, remaining, limit,
-//!   retry_after, reset_after` (a lone limit's is the combined answer).
+//!   retry_after, reset_after` (a lone limit's is the combined answer);
+//!   `"acquire"` then each limit's mark (a count, then that many integers).
 //!   `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
-//!   wait`, then the decision at `now` as above.
+//!   wait`, then the decision at `now` as above, then each limit's mark. A
+//!   `"refund"` given the marks of the call that took its units gives a
+//!   bucket back only while its key's mark is still that call's (see
+//!   PROTOCOL.md, "Guarded refund").
 //!
 //! A request is allowed only if every limit allows it; a denial writes no
 //! state anywhere (it may lengthen a key's expiry, to when the state it

@@ -16,6 +16,37 @@ function raw(client, ...command) {
   return typeof client.call === 'function' ? client.call(...command) : client.sendCommand(command.map(String));
 }
 
+/**
+ * `client`, whose script calls in `mode` (null: none) run at once but
+ * resolve only once `release()` is called (a reply that comes late); `sent`
+ * holds each script call's promise as sent, by mode, and `refunds` the
+ * refunds'.
+ */
+function holdingReplies(client, mode) {
+  let release;
+  const released = new Promise((resolve) => {
+    release = resolve;
+  });
+  const sent = { acquire: [], peek: [], reserve: [], refund: [] };
+  const proxy = new Proxy(client, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target);
+      if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
+        return (...args) => {
+          const words = (Array.isArray(args[0]) ? args[0] : args.flat()).map(String);
+          let reply = value.apply(target, args);
+          if (words.includes(mode)) reply = reply.then(async (r) => (await released, r));
+          const kind = Object.keys(sent).find((k) => words.includes(k));
+          if (kind !== undefined) sent[kind].push(reply);
+          return reply;
+        };
+      }
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+  return { client: proxy, release, sent, refunds: sent.refund };
+}
+
 for (const library of Object.keys(CLIENTS)) {
   test(`${library}: a key's TTL ends when its state is back to fresh (reset_after), server time`, () =>
     withClient(library, async (client) => {
@@ -483,6 +514,43 @@ for (const library of Object.keys(CLIENTS)) {
         process.off('unhandledRejection', onUnhandled);
         await raw(admin, 'CLIENT', 'UNPAUSE');
         await close(admin);
+      }
+    }));
+
+  test(`${library}: a late tryAcquire gives its units back only while it is the key's latest (never a slot booked behind it)`, () =>
+    withClient(library, async (client) => {
+      const other = await CLIENTS[library]();
+      try {
+        const p = prefix('late-latest');
+        const gcra = () => new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 });
+        const held = holdingReplies(client, 'acquire');
+        const mine = new RedisLimiter(held.client, gcra(), { prefix: p, onError: 'open', commandTimeoutMs: 50, clock: () => T0 });
+        const theirs = new RedisLimiter(other, gcra(), { prefix: p, clock: () => T0 });
+        assert.equal((await mine.peek('k', 0)).fromStore, true); // the script is loaded
+        // Redis takes the unit; its reply is late, and onError answers.
+        assert.equal((await mine.tryAcquire('k')).fromStore, false);
+        // Another process books behind it, then the late reply comes, and its give-back.
+        const behind = await theirs.reserve('k', 1, HOUR);
+        assert.equal(behind.atMs, T0 + 1000);
+        held.release();
+        await until(() => held.refunds.length === 1);
+        await held.refunds[0];
+        // Given back from the middle of the line (a plain refund), the unit
+        // went to the next caller at `behind`'s slot: two units at once from
+        // a burst of one. Its slot goes unused instead.
+        const after = await theirs.reserve('k', 1, HOUR);
+        assert.equal(after.atMs - behind.atMs, 1000);
+        // The latest, it is given back: the next caller takes its slot, now.
+        const alone = holdingReplies(client, 'acquire');
+        const single = new RedisLimiter(alone.client, gcra(), { prefix: `${p}alone:`, onError: 'open', commandTimeoutMs: 50, clock: () => T0 });
+        assert.equal((await single.peek('k', 0)).fromStore, true);
+        assert.equal((await single.tryAcquire('k')).fromStore, false);
+        alone.release();
+        await until(() => alone.refunds.length === 1);
+        await alone.refunds[0];
+        assert.equal((await new RedisLimiter(other, gcra(), { prefix: `${p}alone:`, clock: () => T0 }).tryAcquire('k')).allowed, true);
+      } finally {
+        await close(other);
       }
     }));
 

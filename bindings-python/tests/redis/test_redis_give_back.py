@@ -1,12 +1,14 @@
-"""What a waiting ``acquire`` that does not go ahead (interrupted, cancelled)
-gives back on Redis: on a bucket, its booking only while it is the key's
-latest (another process may have booked behind it meanwhile, whose slot a
-give-back from the middle would hand out a second time); on a window, its
-booking where it was counted."""
+"""What a waiting ``acquire`` that does not go ahead (interrupted, cancelled),
+and a ``try_acquire`` whose caller left before its answer, give back on
+Redis: on a bucket, the units only while the call is the key's latest
+(another process may have booked behind it meanwhile, whose slot a give-back
+from the middle would hand out a second time); on a window, where they were
+counted."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from typing import Any, Callable, Optional
@@ -307,3 +309,136 @@ def test_a_cancelled_async_acquire_that_is_the_latest_booking_gives_it_back(url:
         return after.wait
 
     assert 0 < asyncio.run(main()) <= 1.0
+
+
+# A burst of two units a second: one taken, a batch of a denied 2 and an
+# admitted 1 empties the key; a booking of 2 behind it waits two seconds.
+BURST_TWO: dict[str, Callable[[], Any]] = {
+    "gcra": lambda: ratekeeper.Gcra(2, 1.0),
+    "token_bucket": lambda: ratekeeper.TokenBucket(2, 1, 1.0),
+}
+
+
+class _Interrupted:
+    """A batched caller's wake-up, as the client made it, that interrupts the
+    main thread once its answer has come (before it returns it)."""
+
+    def __init__(self, wake: Any) -> None:
+        self.wake = wake
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            return self.wake.wait(timeout)  # type: ignore[no-any-return]
+        self.wake.wait()
+        raise KeyboardInterrupt
+
+    def set(self) -> None:
+        self.wake.set()
+
+
+@pytest.mark.parametrize("algorithm", BURST_TWO)
+@pytest.mark.parametrize("behind", [False, True])
+def test_a_batched_caller_interrupted_gives_its_units_back_only_while_its_batch_is_the_latest(
+    url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str, behind: bool
+) -> None:
+    # The interrupted caller's units were given back with a plain refund:
+    # from the middle of a bucket's line once another process had booked
+    # behind the batch, they went to the next caller at that booking's slot.
+    prefix = _prefix(f"batch-{algorithm}")
+    now = 2_000_000_000.0
+    mine = RedisLimiter(client, BURST_TWO[algorithm](), prefix=prefix, clock=lambda: now)
+    other_client = redis.Redis.from_url(url)
+    other = RedisLimiter(other_client, BURST_TWO[algorithm](), prefix=prefix, clock=lambda: now)
+    assert mine.peek("k", 0).from_store  # the script is loaded
+    call = mine._call
+    booked: list[RedisReservation] = []
+
+    def slow(keys: list[bytes], args: list[Any]) -> Any:
+        reply = call(keys, args)
+        if threading.current_thread().name == "second" and args[1] == "acquire":
+            if behind:
+                booked.append(other.reserve("k", 2, max_wait=100))
+        elif threading.current_thread().name == "first":
+            time.sleep(0.3)  # taken; 'second', then this thread, queue meanwhile
+        return reply
+
+    class Slot(ratekeeper.redis._sync._Slot):
+        def __init__(self, cost: int, target: Any) -> None:
+            super().__init__(cost, target)
+            self.event = _Interrupted(self.event)  # type: ignore[assignment]
+
+    monkeypatch.setattr(ratekeeper.redis._sync, "_Slot", Slot)
+    mine._call = slow  # type: ignore[method-assign]
+    out: list[bool] = []
+    # 'first' takes a unit alone; 'second' (2 units: denied) and this thread
+    # (1 unit: admitted) queue behind it, and 'second' sends the batch of both.
+    first = threading.Thread(target=lambda: out.append(mine.try_acquire("k").allowed), name="first")
+    second = threading.Timer(0.1, lambda: out.append(mine.try_acquire("k", 2).allowed))
+    second.name = "second"
+    first.start()
+    second.start()
+    time.sleep(0.2)
+    with pytest.raises(KeyboardInterrupt):
+        mine.try_acquire("k")
+    first.join(10)
+    second.join(10)
+    mine._call = call  # type: ignore[method-assign]
+    assert out == [True, False]
+    after = other.reserve("k", max_wait=100)
+    if behind:
+        # Two seconds on, the booking behind the batch holds the whole burst:
+        # the next unit comes a second after it, not beside it.
+        (held,) = booked
+        assert held.ok and held.wait == pytest.approx(2.0)
+        assert after.ok and after.at - held.at == pytest.approx(1.0)
+    else:
+        # Nobody took anything since the batch: the unit is given back.
+        assert after.ok and after.wait == pytest.approx(0.0)
+    other_client.close()
+
+
+@pytest.mark.parametrize("algorithm", BUCKETS)
+@pytest.mark.parametrize("batching", [True, False])
+def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_another_booked_behind_it(
+    url: str, algorithm: str, batching: bool
+) -> None:
+    # Cancelled while its round trip was under way (batched or alone), its
+    # unit was given back with a plain refund once the reply came: another
+    # process had booked behind it meanwhile, and the next caller got that
+    # booking's slot, two units at once from a burst of one.
+    async def main() -> tuple[float, float, float]:
+        prefix = _prefix(f"async-taken-{algorithm}-{batching}")
+        now = 2_000_000_000.0
+        first, second = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
+        mine = AsyncRedisLimiter(first, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now, batching=batching)
+        other = AsyncRedisLimiter(second, BUCKETS[algorithm](), prefix=prefix, clock=lambda: now)
+        booked: list[Any] = []
+        task: Optional[asyncio.Future[Any]] = None
+        call = mine._call
+        refunded = asyncio.Event()
+
+        async def taken_then_another(keys: list[bytes], args: list[Any]) -> Any:
+            reply = await call(keys, args)
+            if args[1] == "acquire" and not booked:
+                assert task is not None
+                task.cancel()  # the caller leaves while the reply is on its way
+                booked.append(await other.reserve("k", max_wait=100))
+            elif args[1] == "refund":
+                refunded.set()  # the give-back, done
+            return reply
+
+        mine._call = taken_then_another  # type: ignore[method-assign]
+        task = asyncio.ensure_future(mine.try_acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(refunded.wait(), 5)
+        mine._call = call  # type: ignore[method-assign]
+        (held,) = booked
+        after = await other.reserve("k", max_wait=100)
+        await first.aclose()
+        await second.aclose()
+        return held.wait, held.at, after.at
+
+    wait, held, after = asyncio.run(main())
+    assert wait == pytest.approx(1.0)
+    assert after - held == pytest.approx(1.0)

@@ -8,7 +8,6 @@ import math
 import threading
 import time
 from collections.abc import Awaitable, Sequence
-from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
 from redis.exceptions import ResponseError
@@ -18,11 +17,12 @@ from ratekeeper._ratekeeper import REDIS_SCRIPT
 from ratekeeper.redis._faults import _FAULTS, _script_errors
 from ratekeeper.redis._values import (
     _instant,
+    _integers,
     _is_asyncio_client,
     _Reply,
     _Seconds,
     _T,
-    _taken_at,
+    _Taken,
     _TEXT,
     _timeout,
     _type_error,
@@ -32,10 +32,10 @@ from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision
 from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
 
 
-# A batched async caller's answer: the decision, and the instant Redis took
-# its units at (None when the fallback decided); and the caller as queued:
-# its cost, target and future.
-_Answer = tuple["RedisDecision", Optional[Fraction]]
+# A batched async caller's answer: the decision, and what Redis took its
+# units at (None when the fallback decided); and the caller as queued: its
+# cost, target and future.
+_Answer = tuple["RedisDecision", Optional[_Taken]]
 _Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
 # A key's queue of async callers: the loop they call on, and the callers.
 _Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
@@ -74,14 +74,14 @@ class _Async:
 
     async def _decide_taken(
         self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
-    ) -> tuple[list[RedisDecision], Optional[Fraction]]:
+    ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_Sync._decide_taken`` on asyncio."""
         wire_now = self._core.now(now)
         try:
-            reply = await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
+            reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), _taken_at(reply)
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -111,13 +111,13 @@ class _Async:
             # one caller cancels no other caller's decision.
             self._spawn(keys, queue_key, lead, [(cost, target, future)])
         try:
-            answer, taken_at = await future
+            answer, took = await future
         except asyncio.CancelledError:
             # Cancelled once its answer had come, before it ran: what Redis
             # took for it is given back, as for one cancelled before.
             if future.done() and not future.cancelled() and future.exception() is None:
-                answer, taken_at = future.result()
-                self._give_back(keys, [(target, cost, answer)], taken_at)
+                answer, took = future.result()
+                self._give_back(keys, [(target, cost, answer)], took)
             raise
         return answer
 
@@ -134,28 +134,30 @@ class _Async:
             raise
 
     def _untake(
-        self, call: asyncio.Future[tuple[list[RedisDecision], Optional[Fraction]]], target: Any, keys: list[bytes], costs: list[int]
+        self, call: asyncio.Future[tuple[list[RedisDecision], Optional[_Taken]]], target: Any, keys: list[bytes], costs: list[int]
     ) -> None:
         """Gives back what ``call`` (``_take``'s) took, its caller gone."""
         if call.cancelled() or call.exception() is not None:
             return  # nothing taken, or nothing known of it
-        answers, taken_at = call.result()
-        self._give_back(keys, [(target, cost, answer) for cost, answer in zip(costs, answers)], taken_at)
+        answers, took = call.result()
+        self._give_back(keys, [(target, cost, answer) for cost, answer in zip(costs, answers)], took)
 
     def _spawn(self, keys: list[bytes], queue_key: tuple[bytes, ...], entry: _Queue, batch: list[_Waiting]) -> None:
         _keep(asyncio.ensure_future(self._send(keys, queue_key, entry, batch)))
 
-    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
+    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], took: Optional[_Taken]) -> None:
         """Gives back what was taken for callers that left (cancelled), ``(target,
-        cost, answer)`` each: to Redis at ``taken_at`` in a task of its own, or
+        cost, answer)`` each: to Redis as ``took`` says in a task of its own
+        (on a bucket only while nothing was taken since, as ``_Sync``'s), or
         (``None``) to the fallback."""
-        given = _give_back_fallback(self._core, taken, taken_at)
+        given = _give_back_fallback(self._core, taken, took)
         if not given:
             return
+        assert took is not None
 
         async def give_back() -> None:
             try:
-                await self._refund(keys, given, taken_at)
+                await self._refund(keys, given, took.at, took.marks)
             except Exception:
                 pass  # the script refused (a key of another type): nobody to tell, its caller is gone
 
@@ -198,10 +200,10 @@ class _Async:
             costs = [c for c, _, _ in batch]
             answers: Sequence[Union[RedisDecision, Exception]]
             try:
-                answers, taken_at = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+                answers, took = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
             except _Fallbacks as mixed:
-                answers, taken_at = mixed.outcomes, None
-            if taken_at is None:
+                answers, took = mixed.outcomes, None
+            if took is None:
                 # Redis did not answer: the callers that queued meanwhile
                 # are decided by the fallback now, rather than each batch
                 # waiting for its own round trip to fail. Later ones ask Redis.
@@ -213,7 +215,8 @@ class _Async:
                         except Exception as error:
                             f.set_exception(error)
             # A caller cancelled meanwhile never sees its answer: what Redis
-            # took for it is given back, at the instant it was decided.
+            # took for it is given back, at the instant it was decided (on a
+            # bucket only while nothing was taken since: see _give_back).
             gone = []
             for (cost, target, f), answer in zip(batch, answers):
                 if isinstance(answer, Exception):
@@ -222,8 +225,8 @@ class _Async:
                 elif f.done():
                     gone.append((target, cost, answer))
                 else:
-                    f.set_result((answer, taken_at))
-            self._give_back(keys, gone, taken_at)
+                    f.set_result((answer, took))
+            self._give_back(keys, gone, took)
         except Exception as error:
             for _, _, f in batch:
                 if not f.done():

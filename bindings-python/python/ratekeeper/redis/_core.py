@@ -22,6 +22,7 @@ from ratekeeper.redis._values import (
     _Reply,
     _Seconds,
     _T,
+    _Taken,
     _type_error,
     _utf8,
     MAX_SPAN,
@@ -30,13 +31,13 @@ from ratekeeper.redis._decisions import RedisDecision, RedisPolicyDecision
 from ratekeeper.redis._limits import _Limit
 
 
-def _give_back_fallback(core: _Core, taken: Iterable[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> int:
+def _give_back_fallback(core: _Core, taken: Iterable[tuple[Any, int, RedisDecision]], took: Optional[_Taken]) -> int:
     """Of what was taken for callers that left, ``(target, cost, answer)``
-    each, gives the fallback's back (``taken_at`` is ``None`` when it
-    decided); returns the units to give back to Redis."""
+    each, gives the fallback's back (``took`` is ``None`` when it decided);
+    returns the units to give back to Redis."""
     given = 0
     for target, cost, answer in taken:
-        if answer.allowed and taken_at is None:
+        if answer.allowed and took is None:
             core.unfallback(target, cost)
         elif answer.allowed:
             given += cost
@@ -192,6 +193,13 @@ class _Core:
         n = len(self.limits)
         # After `now, booked, wait` and the decision at now (see decisions).
         return list(reply[3 + (6 if n == 1 else 6 + 5 * n) :])
+
+    def taken(self, reply: list[int], count: int) -> _Taken:
+        """What an ``acquire`` reply of ``count`` decisions (as integers) took
+        its units at: the instant decided at, and the marks that follow the
+        decisions, which a give-back sends back (PROTOCOL.md)."""
+        n = len(self.limits)
+        return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :])
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[Union[str, int]] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]

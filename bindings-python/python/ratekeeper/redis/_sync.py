@@ -9,7 +9,6 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -21,8 +20,9 @@ from ratekeeper.redis._values import (
     _instant,
     _is_asyncio_client,
     _Reply,
+    _integers,
     _Seconds,
-    _taken_at,
+    _Taken,
     _TEXT,
     _timeout,
     _type_error,
@@ -96,9 +96,9 @@ class _Batch:
         self.sent: list[_Slot] = []
         self.sender: Optional[_Slot] = None
         # Set in one step, under the lock: each sent caller's answer (or
-        # error), and the instant Redis took at (None: the fallback decided).
+        # error), and what Redis took at (None: the fallback decided).
         # A caller missing from the answers asks the fallback itself.
-        self.outcome: Optional[tuple[dict[_Slot, Union[RedisDecision, Exception]], Optional[Fraction]]] = None
+        self.outcome: Optional[tuple[dict[_Slot, Union[RedisDecision, Exception]], Optional[_Taken]]] = None
 
 
 class _Queue:
@@ -193,14 +193,14 @@ class _Sync:
 
     def _decide_taken(
         self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
-    ) -> tuple[list[RedisDecision], Optional[Fraction]]:
-        """``_decide``, with the instant Redis took the units at (``None`` when the fallback decided)."""
+    ) -> tuple[list[RedisDecision], Optional[_Taken]]:
+        """``_decide``, with what Redis took the units at (``None`` when the fallback decided)."""
         wire_now = self._core.now(now)
         try:
-            reply = self._call(keys, self._core.args(mode, wire_now, costs, _TEXT))
+            reply = _integers(self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), _taken_at(reply)
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
 
     def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -294,17 +294,17 @@ class _Sync:
         answers: Sequence[Union[RedisDecision, Exception]]
         down = False
         try:
-            answers, taken_at = self._decide_taken(
+            answers, took = self._decide_taken(
                 sent[0].target, keys, "acquire", [s.cost for s in sent], None, [s.target for s in sent]
             )
-            down = taken_at is None
+            down = took is None
         except _Fallbacks as mixed:
-            answers, taken_at, down = mixed.outcomes, None, True
+            answers, took, down = mixed.outcomes, None, True
         except ScriptError as error:
             # The script refused the call: every request of the batch alike.
-            answers, taken_at = [error] * len(sent), None
+            answers, took = [error] * len(sent), None
         with self._lock:
-            batch.outcome = (dict(zip(sent, answers)), taken_at)
+            batch.outcome = (dict(zip(sent, answers)), took)
             gone = [(s.target, s.cost, a) for s, a in zip(sent, answers) if isinstance(a, RedisDecision) and not _here(s)]
             wake = sent[1:]  # (sent[0] is this thread's)
             if down:
@@ -317,17 +317,21 @@ class _Sync:
         for s in [*wake, following]:
             if s is not None:
                 s.event.set()
-        self._give_back(keys, gone, taken_at)
+        self._give_back(keys, gone, took)
 
-    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], taken_at: Optional[Fraction]) -> None:
+    def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], took: Optional[_Taken]) -> None:
         """Gives back what was taken for callers that left, ``(target, cost,
-        answer)`` each: to Redis at ``taken_at``, or (``None``) to the fallback."""
-        given = _give_back_fallback(self._core, taken, taken_at)
+        answer)`` each: to Redis as ``took`` says, or (``None``) to the
+        fallback. On Redis with the call's marks: on a bucket, only while
+        nothing was taken since (another process may have booked behind
+        them, whose slot a plain refund would hand out a second time)."""
+        given = _give_back_fallback(self._core, taken, took)
         if given:
+            assert took is not None
             # The script refusing (a key of another type): nobody to tell.
             # Not any Exception: a signal handler's is this thread's to raise.
             with contextlib.suppress(ScriptError):
-                self._refund(keys, given, taken_at)
+                self._refund(keys, given, took.at, took.marks)
 
     def _leave(self, keys: list[bytes], queue_key: tuple[bytes, ...], slot: _Slot) -> None:
         """A caller interrupted (Ctrl-C, a signal handler's exception) leaves:

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal, Optional, TypeVar, Union
+from typing import Literal, NamedTuple, Optional, TypeVar, Union
 
 from ratekeeper import KeyedLimiter, Limiter, Policy, RateLimitError, RateLimitTypeError
 
@@ -39,10 +39,22 @@ _Fallback = Union[_KeyFallback, _RequestFallback]
 _T = TypeVar("_T")
 
 
-def _taken_at(reply: _Reply) -> Fraction:
-    """The instant an ``acquire`` reply was decided at, in s: its first integer, in µs."""
-    first = reply.split(None, 1)[0] if isinstance(reply, (bytes, str)) else reply[0]
-    return Fraction(int(first), 1_000_000)
+class _Taken(NamedTuple):
+    """What an ``acquire`` took its units at, for a give-back once their
+    caller left: the instant it decided at, in s, and each limit's mark as
+    it left the key (PROTOCOL.md, "Guarded refund"), which the give-back
+    sends back so that a bucket gives the units back only while nothing
+    was taken there since."""
+
+    at: Fraction
+    marks: list[int]
+
+
+def _integers(reply: _Reply) -> list[int]:
+    """A script's reply as integers: an array, or a 'text' reply (PROTOCOL.md)."""
+    if isinstance(reply, (bytes, str)):
+        return [int(number) for number in reply.split()]
+    return list(reply)
 
 
 def _error(message: str, code: str = "invalid_value") -> RateLimitError:
