@@ -106,7 +106,8 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
    * Gives an unused booking back, once (later calls do nothing): to Redis at
    * its slot, or to the `onError` limiter that admitted it, at the instant
    * it was taken there (as that limiter's own reservation's `cancel()`). It gives back as it
-   * is, wherever the booking stands: on a bucket, cancel the latest first. Resolves when
+   * is, wherever the booking stands: on a bucket, cancel the latest first; nothing once a
+   * reset through the same limiter or policy found its key since it was booked. Resolves when
    * Redis cannot be reached too (the booking then expires with its key);
    * rejects only with the script's own errors (NOPERM, a key of another type).
    */

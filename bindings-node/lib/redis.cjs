@@ -325,6 +325,14 @@ function keyId(key) {
   return typeof key === 'string' ? key : `\uDC00${key.toString('latin1')}`;
 }
 
+/** One of 256 marks for a Redis key, under which its resets are counted (FNV-1a of keyId). */
+function markOf(key) {
+  const id = keyId(key);
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return h & 255;
+}
+
 /**
  * Sends a command (an array of strings, and Buffers for keys of bytes that
  * are not UTF-8) with the user's client: ioredis or
@@ -624,6 +632,53 @@ class Store {
     this.config = [limits.length];
     for (const l of limits) this.config.push(...l.args);
     this.queues = new Map();
+    // Per mark of a Redis key (see markOf), the resets that found it (see
+    // forgot): a call made before one of its keys' gives nothing back.
+    this.resets = new Array(256).fill(0);
+  }
+
+  /**
+   * Counts a reset of `keys` whose UNLINK found `held` of them (or may have:
+   * one that rejected may have run): the store forgot their bookings and
+   * units, and a key, used again, may take the same slots (or, on the
+   * callers' clock, leave the same marks) anew: given back, a call made
+   * before would free a unit of those (two requests at once from a limit of
+   * one). As in-process, a call made before a reset of one of its keys gives
+   * nothing back (see givesBack); counted per mark, two keys sharing one
+   * count as one, which gives back less, never more. A reset by another
+   * process (or limiter) is not seen here: see PROTOCOL.md, "Guarded refund".
+   */
+  forgot(keys, held) {
+    if (held > 0) for (const mark of new Set(keys.map(markOf))) this.resets[mark] += 1;
+  }
+
+  /**
+   * The resets counted on the marks of `keys`: a sum of counts that only
+   * grow, so it changes with any of them. Read before a call is sent: a
+   * reset meanwhile counts as after it.
+   */
+  resetsOf(keys) {
+    let sum = 0;
+    for (const mark of new Set(keys.map(markOf))) sum += this.resets[mark];
+    return sum;
+  }
+
+  /** Whether a call on `keys`, sent when `resetsOf(keys)` was `resets`, may still give back: no reset found one of them since. */
+  givesBack(keys, resets) {
+    return this.resetsOf(keys) === resets;
+  }
+
+  /** UNLINK of `keys` for a reset: how many Redis held; counted (see forgot), a rejection as one that may have run. */
+  async unlink(keys) {
+    let held;
+    try {
+      held = Number(await within(this.send(['UNLINK', ...keys], keys[0]), this.commandTimeoutMs));
+    } catch (error) {
+      this.forgot(keys, 1);
+      throw error;
+    }
+    this.forgot(keys, held);
+    return held;
   }
 
   /**
@@ -792,11 +847,12 @@ class Store {
    * `taken(numbers)` says it took (`[cost, at, marks]`, `at` in the script's
    * µs, `marks` the reply's, so that a bucket gives back only while nothing
    * was taken there since; or null for nothing; `taken` null: nothing to
-   * give back) is refunded, never rejecting; and a late NOSCRIPT sends
-   * nothing more.
+   * give back) is refunded, never rejecting, unless a reset found one of
+   * its keys since; and a late NOSCRIPT sends nothing more.
    */
   async ask(keys, args, taken) {
     let late = false;
+    const resets = this.resetsOf(keys);
     const sent = this.evaluate(keys, args, () => late);
     try {
       return integers(await within(sent, this.commandTimeoutMs));
@@ -807,7 +863,8 @@ class Store {
         sent
           .then((reply) => {
             const took = taken(integers(reply));
-            return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]), took[2]);
+            // Nothing once a reset found one of its keys since (see forgot).
+            return took === null || !this.givesBack(keys, resets) ? undefined : this.refundAt(keys, took[0], String(took[1]), took[2]);
           })
           .catch(() => undefined);
       }
@@ -1025,6 +1082,7 @@ class Store {
     const marksOf = (numbers) => numbers.slice(3 + (n === 1 ? 6 : 6 + 5 * n));
     // A late booking is nobody's: given back only while it is the latest.
     const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2], marksOf(numbers)] : null);
+    const resets = this.resetsOf(keys);
     const numbers = await this.ask(keys, args, cost > 0 ? booked : null);
     if (numbers === null) {
       const { d, booked: local } = this.fallbackBooking(target, cost);
@@ -1041,10 +1099,11 @@ class Store {
     const fields = { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
     if (!(ok && cost > 0)) return new RedisReservation(fields, null);
     const marks = marksOf(numbers);
+    // Nothing once a reset found one of its keys since the booking was sent (see forgot).
     return new RedisReservation(
       fields,
-      async () => this.refundAt(keys, cost, slot),
-      async () => this.refundAt(keys, cost, slot, marks),
+      async () => (this.givesBack(keys, resets) ? this.refundAt(keys, cost, slot) : undefined),
+      async () => (this.givesBack(keys, resets) ? this.refundAt(keys, cost, slot, marks) : undefined),
     );
   }
 
@@ -1303,7 +1362,7 @@ class RedisLimiter extends RedisLimits {
     ownLimiter(this);
     const [stored] = this._keys(key);
     if (isKeyed(this.#store.onError)) this.#store.onError.reset(key);
-    return Number(await within(this.#store.send(['UNLINK', stored], stored), this.#store.commandTimeoutMs)) > 0;
+    return (await this.#store.unlink([stored])) > 0;
   }
 
   get limit() {
@@ -1405,7 +1464,7 @@ class RedisPolicy extends RedisLimits {
     const keys = this.#store.resetKeys(given);
     const fallback = this.#store.onError;
     if (isPolicy(fallback) && fallback.limits.some((limit) => reaches(limit, given))) fallback.reset(given);
-    return Number(await within(this.#store.send(['UNLINK', ...keys], keys[0]), this.#store.commandTimeoutMs));
+    return this.#store.unlink(keys);
   }
 
   /** RateLimit-Policy and RateLimit listing every limit, and Retry-After when denied. */

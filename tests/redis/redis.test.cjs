@@ -1295,6 +1295,83 @@ function slowed(client, ms) {
   });
 }
 
+// Reset and used again, a key books the same slots anew: a bucket on the
+// callers' clock, whose line ends where it ended before, and a window, which
+// counts per window whoever booked there.
+const AFTER_RESET = {
+  gcra: () => new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }),
+  token_bucket: () => new rk.TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000 }),
+  fixed_window: () => new rk.FixedWindow({ limit: 1, windowMs: 10_000 }),
+  sliding_window_log: () => new rk.SlidingWindowLog({ limit: 1, windowMs: 10_000 }),
+};
+
+test('a call made before a reset through the limiter gives nothing back, aborted, cancelled or late (as in-process)', () =>
+  withClient('ioredis', async (client) => {
+    // Given back after the reset, it freed a unit the key had taken anew:
+    // the next caller got the slot of a booking made since, two units at
+    // once from a limit of one.
+    const now = T0 + 5000;
+    for (const [name, make] of Object.entries(AFTER_RESET)) {
+      for (const how of ['aborted', 'cancelled', 'late']) {
+        const seen = holdingReplies(client, how === 'late' ? 'acquire' : null);
+        const options = { prefix: prefix(`reset-${name}-${how}`), clock: () => now, onError: 'open', commandTimeoutMs: 50 };
+        const limiter = new RedisLimiter(seen.client, make(), options);
+        assert.equal((await limiter.peek('k', 0)).fromStore, true); // the script is loaded
+        const controller = new AbortController();
+        let before;
+        let waiting;
+        if (how === 'late') {
+          // Redis takes the unit; its reply is late, and onError answers.
+          assert.equal((await limiter.tryAcquire('k')).fromStore, false);
+        } else {
+          assert.equal((await limiter.tryAcquire('k')).allowed, true);
+          if (how === 'aborted') {
+            waiting = limiter.acquire('k', 1, { signal: controller.signal });
+            await until(() => seen.sent.reserve.length === 1);
+            await seen.sent.reserve[0];
+          } else {
+            before = await limiter.reserve('k', 1, HOUR);
+          }
+        }
+        assert.equal(await limiter.reset('k'), true);
+        const other = new RedisLimiter(client, make(), options);
+        assert.equal((await other.tryAcquire('k')).allowed, true);
+        const behind = await other.reserve('k', 1, HOUR);
+        if (how === 'aborted') {
+          controller.abort();
+          await assert.rejects(waiting);
+        } else if (how === 'cancelled') {
+          await before.cancel();
+        } else {
+          seen.release();
+          await until(() => seen.sent.acquire.length > 0);
+          await Promise.all(seen.sent.acquire);
+          // The give-back, if any, is sent as the reply comes, before the next turn.
+          await new Promise(setImmediate);
+        }
+        await Promise.all(seen.refunds);
+        const after = await other.reserve('k', 1, HOUR);
+        const shown = `${name} ${how}: ${after.ok} ${after.atMs - now} after ${behind.atMs - now}`;
+        assert.ok(behind.ok && (after.ok || name === 'sliding_window_log'), shown);
+        assert.ok(!after.ok || after.atMs > behind.atMs, shown);
+      }
+    }
+  }));
+
+test('a reset of another key leaves a booking to give back (per key, as in-process)', () =>
+  withClient('ioredis', async (client) => {
+    // (Resets are counted per mark of a key, one of 256: these keys' differ.)
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: 'rk-node-reset-other:', clock: () => T0 });
+    await limiter.reset('k');
+    await limiter.reset('other');
+    assert.equal((await limiter.tryAcquire('k')).allowed, true);
+    assert.equal((await limiter.tryAcquire('other')).allowed, true);
+    const booked = await limiter.reserve('k', 1, HOUR);
+    assert.equal(await limiter.reset('other'), true);
+    await booked.cancel();
+    assert.equal((await limiter.reserve('k', 1, HOUR)).waitMs, 1000);
+  }));
+
 test('acquire rejects at its abort while the booking is in flight, and gives the booking back when it comes', () =>
   withClient('ioredis', async (client) => {
     const minute = new RedisLimiter(slowed(client, 400), new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), {

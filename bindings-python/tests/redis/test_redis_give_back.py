@@ -8,6 +8,7 @@ counted."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import uuid
@@ -20,6 +21,7 @@ from redis_fixtures import client, url
 
 import ratekeeper
 from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisLimiter, RedisPolicy, RedisReservation
+from ratekeeper.redis._core import _mark
 
 # A burst of one unit a second: a key emptied books its next unit a second
 # on, the one after two seconds on.
@@ -442,3 +444,110 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_anothe
     wait, held, after = asyncio.run(main())
     assert wait == pytest.approx(1.0)
     assert after - held == pytest.approx(1.0)
+
+
+# Reset and used again, a key books the same slots anew: a bucket on the
+# callers' clock, whose line ends where it ended before, and a window, which
+# counts per window whoever booked there.
+AFTER_RESET: dict[str, Callable[[], Any]] = {
+    **BUCKETS,
+    "fixed_window": lambda: ratekeeper.FixedWindow(1, 10.0),
+    "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(1, 10.0),
+}
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+@pytest.mark.parametrize("how", ["interrupted", "cancelled"])
+def test_a_booking_made_before_a_reset_through_the_limiter_gives_nothing_back(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str, how: str
+) -> None:
+    # Given back after the reset, an interrupted acquire's booking (or one
+    # cancelled) freed a unit the key had booked anew: the next caller got
+    # that booking's slot, two units at once from a limit of one. As
+    # in-process, a booking made before a reset that found a key gives
+    # nothing back.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, AFTER_RESET[algorithm](), prefix=_prefix(f"reset-{algorithm}"), clock=lambda: now)
+    assert limiter.try_acquire("k")
+    booked: list[RedisReservation] = []
+
+    def meanwhile() -> None:
+        assert limiter.reset("k")
+        assert limiter.try_acquire("k")
+        booked.append(limiter.reserve("k", max_wait=100))  # the slot booked before the reset
+
+    if how == "interrupted":
+        _interrupt_sleep(monkeypatch, meanwhile)
+        with pytest.raises(KeyboardInterrupt):
+            limiter.acquire("k")
+    else:
+        before = limiter.reserve("k", max_wait=100)
+        meanwhile()
+        before.cancel()
+    (behind,) = booked
+    after = limiter.reserve("k", max_wait=100)
+    # Never beside `behind` (a log of one unit books no third instant at all).
+    assert behind.ok and (after.ok or algorithm == "sliding_window_log")
+    assert not after.ok or after.at > behind.at
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+@pytest.mark.parametrize("batching", [True, False])
+def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_the_limiter_reset_the_key(
+    url: str, algorithm: str, batching: bool
+) -> None:
+    # The key reset meanwhile and its unit taken anew: given back, the
+    # cancelled caller's unit let the next caller share it (a bucket's line
+    # ended where the cancelled call's had, on the callers' clock; a window
+    # counts whoever took there).
+    async def main() -> float:
+        now = 2_000_000_005.0
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(
+            aclient, AFTER_RESET[algorithm](), prefix=_prefix(f"async-reset-{algorithm}-{batching}"), clock=lambda: now, batching=batching
+        )
+        task: Optional[asyncio.Future[Any]] = None
+        call = limiter._call
+        refunded = asyncio.Event()
+        taken: list[bool] = []
+
+        async def taken_then_reset(keys: list[bytes], args: list[Any]) -> Any:
+            nonlocal task
+            reply = await call(keys, args)
+            if args[1] == "acquire" and task is not None:
+                task.cancel()  # the caller leaves while the reply is on its way
+                task = None
+                assert await limiter.reset("k")
+                taken.append((await limiter.try_acquire("k", now=now)).allowed)
+            elif args[1] == "refund":
+                refunded.set()
+            return reply
+
+        limiter._call = taken_then_reset  # type: ignore[method-assign]
+        task = asyncio.ensure_future(limiter.try_acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # (Given nothing back, the give-back may send nothing.)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(refunded.wait(), 0.5)
+        limiter._call = call  # type: ignore[method-assign]
+        assert taken == [True]
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return after.wait
+
+    assert asyncio.run(main()) > 0
+
+
+def test_a_reset_of_another_key_leaves_a_booking_to_give_back(client: redis.Redis) -> None:
+    # Per key, as in-process: a reset forgets the bookings of the keys it
+    # found, not those of the others.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="rk-py-reset-other:", clock=lambda: now)
+    # (Resets are counted per mark, one of 256: these keys' differ.)
+    assert _mark(limiter._keys("k")[0]) != _mark(limiter._keys("other")[0])
+    assert limiter.try_acquire("k") and limiter.try_acquire("other")
+    booked = limiter.reserve("k", max_wait=100)
+    assert limiter.reset("other")
+    booked.cancel()
+    assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)

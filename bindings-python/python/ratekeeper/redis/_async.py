@@ -77,11 +77,12 @@ class _Async:
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_Sync._decide_taken`` on asyncio."""
         wire_now = self._core.now(now)
+        resets = self._core.resets_of(keys)
         try:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -154,6 +155,8 @@ class _Async:
         if not given:
             return
         assert took is not None
+        if not self._core.gives_back(keys, took.resets):
+            return  # a reset found one of its keys since (see _Core.forgot)
 
         async def give_back() -> None:
             try:
@@ -262,6 +265,7 @@ class _Async:
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
     ) -> AsyncRedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        resets = self._core.resets_of(keys)
         try:
             reply: Optional[list[int]] = await self._call(keys, args)
         except _FAULTS:
@@ -271,10 +275,11 @@ class _Async:
 
         async def cancel() -> None:
             if slot is None:
-                # The fallback's booking (if any), at the instant it took it.
+                # The fallback's booking (if any), at the instant it took it
+                # (its own reset, by ours, stops it there).
                 if local is not None:
                     local.cancel()
-            else:
+            elif self._core.gives_back(keys, resets):  # else forgotten by a reset since
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
@@ -284,7 +289,7 @@ class _Async:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.
             if slot is None:
                 await cancel()
-            else:
+            elif self._core.gives_back(keys, resets):
                 await _shielded(self._refund(keys, cost, slot, marks))
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
@@ -99,6 +100,35 @@ class _Core:
         self.config: list[Union[str, int]] = [len(limits)]
         for limit in limits:
             self.config += limit.args
+        # Per mark of a Redis key (see _mark), the resets that found it (see
+        # forgot): a call made before one of its keys' gives nothing back.
+        self.resets = [0] * 256
+
+    def forgot(self, keys: Sequence[bytes], held: int) -> None:
+        """Counts a reset of ``keys`` whose ``UNLINK`` found ``held`` of them
+        (or may have: one that raised may have run): the store forgot their
+        bookings and units, and a key, used again, may take the same slots
+        (or, on the callers' clock, leave the same marks) anew: given back,
+        a call made before would free a unit of those (two requests at once
+        from a limit of one). As in-process, a call made before a reset of
+        one of its keys gives nothing back (``gives_back``); counted per
+        mark, two keys sharing one count as one, which gives back less,
+        never more. A reset by another process (or limiter) is not seen
+        here: see PROTOCOL.md, "Guarded refund"."""
+        if held:
+            for mark in {_mark(key) for key in keys}:
+                self.resets[mark] += 1
+
+    def resets_of(self, keys: Sequence[bytes]) -> int:
+        """The resets counted on the marks of ``keys``: a sum of counts that
+        only grow, so it changes with any of them. Read before a call is
+        sent: a reset meanwhile counts as after it."""
+        return sum(self.resets[mark] for mark in {_mark(key) for key in keys})
+
+    def gives_back(self, keys: Sequence[bytes], resets: int) -> bool:
+        """Whether a call on ``keys``, sent when ``resets_of(keys)`` was
+        ``resets``, may still give back: no reset found one of them since."""
+        return self.resets_of(keys) == resets
 
     def _fallback_fields(self) -> dict[str, str]:
         """Each field a fallback ``Policy``'s limits are keyed by, with the
@@ -194,12 +224,13 @@ class _Core:
         # After `now, booked, wait` and the decision at now (see decisions).
         return list(reply[3 + (6 if n == 1 else 6 + 5 * n) :])
 
-    def taken(self, reply: list[int], count: int) -> _Taken:
-        """What an ``acquire`` reply of ``count`` decisions (as integers) took
-        its units at: the instant decided at, and the marks that follow the
-        decisions, which a give-back sends back (PROTOCOL.md)."""
+    def taken(self, reply: list[int], count: int, resets: int) -> _Taken:
+        """What an ``acquire`` reply of ``count`` decisions (as integers),
+        sent after ``resets`` resets, took its units at: the instant decided
+        at, and the marks that follow the decisions, which a give-back sends
+        back (PROTOCOL.md)."""
         n = len(self.limits)
-        return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :])
+        return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :], resets)
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[Union[str, int]] = ()) -> list[Union[str, int]]:
         return ["1", mode, now, *self.config, len(costs), *costs, *extra]
@@ -349,6 +380,11 @@ def _reaches(limit: Any, request: Mapping[str, Any]) -> bool:
     """Whether a policy's ``reset(request)`` resets ``limit`` (a ``_Limit`` or
     a ``PolicyLimit``): keyed by fields, each of them in ``request``."""
     return bool(limit.by) and all(field in request for field in limit.by)
+
+
+def _mark(key: bytes) -> int:
+    """One of 256 marks for a Redis key, under which its resets are counted."""
+    return zlib.crc32(key) & 255
 
 
 class _Fallbacks(Exception):

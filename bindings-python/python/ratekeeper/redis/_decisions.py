@@ -108,8 +108,10 @@ class RedisReservation(_Reservation):
     __slots__ = ()
 
     def cancel(self) -> None:
-        """Gives the booking back at its slot, once (later calls do nothing). When
-        Redis cannot be reached, the booking stays (it expires with its key)."""
+        """Gives the booking back at its slot, once (later calls do nothing);
+        nothing once a reset through the same limiter or policy found its
+        key since it was booked. When Redis cannot be reached, the booking stays
+        (it expires with its key)."""
         self._run(self._take(False))
 
     def _give_back(self) -> None:

@@ -144,7 +144,13 @@ class RedisLimiter(_LimiterMixin, _Sync):
         reset first); whether Redis held it. An error of Redis raises:
         ``on_error`` answers decisions only."""
         keys = self._reset_fallback(key)
-        return bool(self._client.unlink(*keys))
+        try:
+            held = int(self._client.unlink(*keys))
+        except BaseException:
+            self._core.forgot(keys, 1)  # it may have run all the same
+            raise
+        self._core.forgot(keys, held)
+        return held > 0
 
 
 class AsyncRedisLimiter(_LimiterMixin, _Async):
@@ -193,6 +199,12 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         reset first); whether Redis held it. An error of Redis raises:
         ``on_error`` answers decisions only."""
         keys = self._reset_fallback(key)
-        return bool(await self._client.unlink(*keys))
+        try:
+            held = int(await self._client.unlink(*keys))
+        except BaseException:
+            self._core.forgot(keys, 1)  # it may have run all the same
+            raise
+        self._core.forgot(keys, held)
+        return held > 0
 
     acquire_async = acquire

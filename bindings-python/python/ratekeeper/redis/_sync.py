@@ -196,11 +196,12 @@ class _Sync:
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_decide``, with what Redis took the units at (``None`` when the fallback decided)."""
         wire_now = self._core.now(now)
+        resets = self._core.resets_of(keys)
         try:
             reply = _integers(self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
 
     def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -328,6 +329,8 @@ class _Sync:
         given = _give_back_fallback(self._core, taken, took)
         if given:
             assert took is not None
+            if not self._core.gives_back(keys, took.resets):
+                return  # a reset found one of its keys since (see _Core.forgot)
             # The script refusing (a key of another type): nobody to tell.
             # Not any Exception: a signal handler's is this thread's to raise.
             with contextlib.suppress(ScriptError):
@@ -363,6 +366,7 @@ class _Sync:
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
     ) -> RedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
+        resets = self._core.resets_of(keys)
         try:
             reply: Optional[list[int]] = self._call(keys, args)
         except _FAULTS:
@@ -372,10 +376,11 @@ class _Sync:
 
         def cancel() -> None:
             if slot is None:
-                # The fallback's booking (if any), at the instant it took it.
+                # The fallback's booking (if any), at the instant it took it
+                # (its own reset, by ours, stops it there).
                 if local is not None:
                     local.cancel()
-            else:
+            elif self._core.gives_back(keys, resets):  # else forgotten by a reset since
                 self._refund(keys, cost, slot)
 
         def release() -> None:
@@ -384,7 +389,7 @@ class _Sync:
             # fallback's, as cancel() gives it back.
             if slot is None:
                 cancel()
-            else:
+            elif self._core.gives_back(keys, resets):
                 self._refund(keys, cost, slot, marks)
 
         return RedisReservation(ok, wait, at, cost, decision, cancel, release)

@@ -44,10 +44,12 @@ class _Taken(NamedTuple):
     caller left: the instant it decided at, in s, and each limit's mark as
     it left the key (PROTOCOL.md, "Guarded refund"), which the give-back
     sends back so that a bucket gives the units back only while nothing
-    was taken there since."""
+    was taken there since; and the resets of its keys as the call was sent
+    (``_Core.resets_of``): after one more, nothing is given back."""
 
     at: Fraction
     marks: list[int]
+    resets: int
 
 
 def _integers(reply: _Reply) -> list[int]:
