@@ -235,6 +235,18 @@ class _Async:
                 if not f.done():
                     f.set_exception(error)
 
+    async def _unlink(self, keys: list[bytes]) -> int:
+        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
+        counted as forgotten (see ``_Core.forgot``); one that raised may have
+        run all the same, and counts as having found them."""
+        try:
+            held = int(await self._client.unlink(*keys))
+        except BaseException:
+            self._core.forgot(keys, 1)
+            raise
+        self._core.forgot(keys, held)
+        return held
+
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
         """``_Sync._refund`` on asyncio."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")

@@ -144,12 +144,7 @@ class RedisLimiter(_LimiterMixin, _Sync):
         reset first); whether Redis held it. An error of Redis raises:
         ``on_error`` answers decisions only."""
         keys = self._reset_fallback(key)
-        try:
-            held = int(self._client.unlink(*keys))
-        except BaseException:
-            self._core.forgot(keys, 1)  # it may have run all the same
-            raise
-        self._core.forgot(keys, held)
+        held = self._unlink(keys)
         return held > 0
 
 
@@ -199,12 +194,7 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         reset first); whether Redis held it. An error of Redis raises:
         ``on_error`` answers decisions only."""
         keys = self._reset_fallback(key)
-        try:
-            held = int(await self._client.unlink(*keys))
-        except BaseException:
-            self._core.forgot(keys, 1)  # it may have run all the same
-            raise
-        self._core.forgot(keys, held)
+        held = await self._unlink(keys)
         return held > 0
 
     acquire_async = acquire

@@ -208,12 +208,7 @@ class RedisPolicy(_PolicyMixin, _Sync):
         (``invalid_value``). An error of Redis raises: ``on_error`` answers
         decisions only."""
         keys = self._reset_fallback(request)
-        try:
-            held = int(self._client.unlink(*keys))
-        except BaseException:
-            self._core.forgot(keys, 1)  # it may have run all the same
-            raise
-        self._core.forgot(keys, held)
+        held = self._unlink(keys)
         return held
 
 
@@ -274,12 +269,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         """``RedisPolicy.reset``: the request's key back to fresh in every limit
         keyed by fields it all gives; how many of those limits Redis held it in."""
         keys = self._reset_fallback(request)
-        try:
-            held = int(await self._client.unlink(*keys))
-        except BaseException:
-            self._core.forgot(keys, 1)  # it may have run all the same
-            raise
-        self._core.forgot(keys, held)
+        held = await self._unlink(keys)
         return held
 
     acquire_async = acquire

@@ -353,6 +353,18 @@ class _Sync:
             assert outcome is not None
             self._give_back(keys, [(slot.target, slot.cost, answer)], outcome[1])
 
+    def _unlink(self, keys: list[bytes]) -> int:
+        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
+        counted as forgotten (see ``_Core.forgot``); one that raised may have
+        run all the same, and counts as having found them."""
+        try:
+            held = int(self._client.unlink(*keys))
+        except BaseException:
+            self._core.forgot(keys, 1)
+            raise
+        self._core.forgot(keys, held)
+        return held
+
     def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
         """A refund; with a booking's ``marks`` (its reply's), guarded: a
         bucket gives back only while the booking is the latest on its key."""
