@@ -67,9 +67,10 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText } = values;
+const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText, hasField } = values;
 module.exports = {
   createApi,
+  hasField,
   numberKey,
   isUint8Array,
   bytesCopy,

@@ -16,7 +16,7 @@
 
 const { createHash } = require('node:crypto');
 const api = require('../index.js');
-const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf } = require('./api.cjs');
+const { numberKey, isUint8Array, bytesCopy, bytesKey, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, hasField } = require('./api.cjs');
 
 const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = api;
 // What an argument is, by the classes' brand checks (as they check each
@@ -687,7 +687,7 @@ class Store {
    */
   keys(request) {
     for (const [field, name] of this.fallbackFieldsNow()) {
-      if (!Object.hasOwn(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
+      if (!hasField(request, field)) throw rangeError('request', `lacks the field ${JSON.stringify(field)} that onError's limit ${JSON.stringify(name)} is keyed by`);
     }
     return this.keysOf(request, this.every);
   }
@@ -715,7 +715,7 @@ class Store {
       const limit = this.limits[i];
       for (const field of limit.by) {
         if (values.has(field)) continue;
-        if (!Object.hasOwn(request, field)) {
+        if (!hasField(request, field)) {
           throw rangeError('request', `lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit.name)} is keyed by`);
         }
         const part = keyPart(request[field], this.kind === 'limiter' ? 'key' : `request.${field}`);
@@ -1405,7 +1405,7 @@ function fieldsOf(request) {
 }
 
 /** Whether a policy's `reset(request)` resets `limit` (`{ by }`): keyed by fields, each of them in `request`. */
-const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => Object.hasOwn(request, field));
+const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => hasField(request, field));
 
 /** Whether `value` is a RedisPolicy (see isRedisLimiter). */
 let isRedisPolicy;

@@ -413,7 +413,10 @@ describe('Policy', () => {
         { name: 'per-user', rate: '1/second', by: ['user', 'ip'] },
       ],
     });
-    for (const [request, field, limit] of [[{ user: 'a' }, 'ip', 'per-ip'], [null, 'ip', 'per-ip'], [{ ip: '1' }, 'user', 'per-user']]) {
+    // A field is an own enumerable property, as Object.keys reads them: a
+    // hidden one is none, and named as missing (the core named no field).
+    const hidden = Object.defineProperty({ user: 'a' }, 'ip', { value: '1', enumerable: false });
+    for (const [request, field, limit] of [[{ user: 'a' }, 'ip', 'per-ip'], [null, 'ip', 'per-ip'], [{ ip: '1' }, 'user', 'per-user'], [hidden, 'ip', 'per-ip']]) {
       const error = assertLimiterError(() => policy.tryAcquire(request, 1, 0), 'invalid_value', 'request');
       assert.equal(error.message, `\`request\` lacks the field "${field}" that limit "${limit}" is keyed by`);
       assertLimiterError(() => policy.peek(request, 1, 0), 'invalid_value', 'request');

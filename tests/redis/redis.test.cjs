@@ -1038,6 +1038,21 @@ test("a RedisPolicy's limits, names, size and keyedBy are the in-process Policy'
   }
 });
 
+test('a RedisPolicy reads a request\'s fields as the in-process Policy does: a non-enumerable property is no field', async () => {
+  // Redis took it (Object.hasOwn) where the in-process Policy, reading
+  // Object.keys, had no such field: the same request was keyed on Redis
+  // and refused by an onError Policy once Redis failed.
+  let sent = 0;
+  const client = { sendCommand: () => (sent++, Promise.reject(new Error('connect ECONNREFUSED'))) };
+  const policy = new RedisPolicy(client, '10/second', { by: ['user'], prefix: prefix('hidden') });
+  const hidden = Object.defineProperty({}, 'user', { value: 'u', enumerable: false });
+  const lacking = { name: 'RangeError', code: 'invalid_value', message: '`request` lacks the field "user" that limit "10/second" is keyed by' };
+  assert.throws(() => new rk.Policy('10/second', { by: ['user'] }).tryAcquire(hidden), lacking);
+  await assert.rejects(policy.tryAcquire(hidden), lacking);
+  await assert.rejects(policy.reset(hidden), { name: 'RangeError', code: 'invalid_value' });
+  assert.equal(sent, 0, 'refused before Redis is asked');
+});
+
 test("a fallback Policy's fields are its limits' at the call: one added after construction is asked of every request, Redis up or down", async () => {
   // They were read once, at construction: a limit `add`ed to the fallback
   // later was never asked for, and while Redis was down the fallback

@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText, hasField } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -273,7 +273,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       const fields = this.#given(request);
       // Named here, as the Redis policy names it: the core knows no field names.
       for (const [field, limit] of this.#needs) {
-        if (request === undefined || request === null || !Object.hasOwn(request, field)) {
+        if (request === undefined || request === null || !hasField(request, field)) {
           invalidValue(`\`request\` lacks the field ${JSON.stringify(field)} that limit ${JSON.stringify(limit)} is keyed by`);
         }
       }

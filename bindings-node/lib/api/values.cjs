@@ -496,9 +496,19 @@ function ownCopy(value) {
   return Object.assign(Object.create(null), value);
 }
 
+/**
+ * Whether `request` gives the field `field`: an own enumerable property, as
+ * `Object.keys` reads a request's fields (and JSON.stringify would): a
+ * non-enumerable one is none, in process and on Redis alike.
+ */
+function hasField(request, field) {
+  return Object.prototype.propertyIsEnumerable.call(request, field);
+}
+
 module.exports = {
   textOf,
   requestText,
+  hasField,
   ownCopy,
   configData,
   invalidType,
