@@ -6,6 +6,7 @@ use std::cell::UnsafeCell;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pyo3::exceptions::PyTypeError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
@@ -665,6 +666,16 @@ impl PyReservation {
 #[pyclass(frozen, extends = PyDecision, name = "PolicyDecision", module = "ratekeeper")]
 pub struct PyPolicyDecision;
 
+/// The error of a `PolicyDecision` no policy made, which has no limits to
+/// tell: a `Decision` whose `__class__` its holder assigned (Python allows
+/// it between classes of one layout).
+#[cold]
+fn made_by_no_policy() -> PyErr {
+    PyTypeError::new_err(
+        "this PolicyDecision was made by no policy: a Decision whose __class__ was assigned",
+    )
+}
+
 #[pymethods]
 impl PyPolicyDecision {
     /// The name of the limit that denied (the one with the longest wait), or
@@ -680,7 +691,7 @@ impl PyPolicyDecision {
             Issuer::GivenPolicy { limits, denied_by } => {
                 Ok(denied_by.map(|index| PyString::new(py, &limits[index].0).unbind()))
             }
-            _ => unreachable!("a PolicyDecision is always a policy's"),
+            _ => Err(made_by_no_policy()),
         }
     }
 
@@ -712,7 +723,7 @@ impl PyPolicyDecision {
                     item(name, limit.2, Issuer::Given(Box::new([limit.clone()])))
                 })
                 .collect::<PyResult<Vec<_>>>()?,
-            _ => unreachable!("a PolicyDecision is always a policy's"),
+            _ => return Err(made_by_no_policy()),
         };
         PyList::new(py, items)
     }

@@ -728,7 +728,11 @@ limiter_methods!(
                     let limits: Vec<_> = limits.iter().map(|(_, _, d)| *d).collect();
                     self.headers_of(py, &limits, &base.decision())
                 }
-                _ => unreachable!("a PolicyDecision is always a policy's"),
+                // A Decision whose `__class__` was assigned: no policy's.
+                _ => {
+                    let expected = "a PolicyDecision";
+                    Err(to_py(py, Error::InvalidType { name: "decision", expected }))
+                }
             }
         }
 

@@ -6,8 +6,9 @@
 //! Decision it answered and, when nothing else refers to it any more (its
 //! reference count is 1: this slot's), writes the new numbers into it and
 //! answers it again. A Decision that anyone still holds is never changed:
-//! a new one is made and kept instead. CPython reuses its own result tuples
-//! the same way (`zip`, `enumerate`, `dict.items()` iteration).
+//! a new one is made and kept instead; nor is one answered again whose
+//! holder changed its class (`__class__` assigned). CPython reuses its own
+//! result tuples the same way (`zip`, `enumerate`, `dict.items()` iteration).
 //!
 //! The slot is only touched with the GIL held, and no Python code runs
 //! while it is borrowed, so no other thread can see it half-written. On a
@@ -17,8 +18,9 @@
 #[cfg(not(Py_GIL_DISABLED))]
 use std::cell::UnsafeCell;
 
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyString, PyType};
 use pyo3::{PyTraverseError, PyVisit};
 use ratekeeper::{Decision, Nanos};
 
@@ -27,8 +29,9 @@ use crate::decision::{Issuer, PyDecision};
 /// The last Decision a limiter answered, to answer again when it is free.
 #[derive(Default)]
 pub struct Recycler {
+    /// The decision, and the class it was made of (see [`Recycler::reuse`]).
     #[cfg(not(Py_GIL_DISABLED))]
-    last: UnsafeCell<Option<Py<PyDecision>>>,
+    last: UnsafeCell<Option<(Py<PyDecision>, Py<PyType>)>>,
 }
 
 // SAFETY: `last` is read and written only by `answer`, with the GIL held and
@@ -108,9 +111,20 @@ impl Recycler {
         #[cfg(not(Py_GIL_DISABLED))]
         {
             // SAFETY: see `impl Sync`; the borrow ends before any Python code.
-            let last = unsafe { &*self.last.get() }.as_ref()?;
-            // SAFETY: `last` is a live object (the slot holds it).
-            if unsafe { pyo3::ffi::Py_REFCNT(last.as_ptr()) } == 1 && rewrite(last.get()) {
+            let (last, class) = unsafe { &*self.last.get() }.as_ref()?;
+            let at = last.as_ptr();
+            // Still of the class it was made of: Python lets its holder
+            // assign `__class__` (a subclass of the same layout, or
+            // `PolicyDecision` for a `Decision`), and answered again it
+            // would carry that class to the next caller (a `bool()` that
+            // says allowed for a denial, a policy's answer without
+            // `denied_by`). Such a one is left to its holder, and the
+            // next answer made anew.
+            // SAFETY (both): `last` is a live object (the slot holds it).
+            if unsafe { ffi::Py_REFCNT(at) } == 1
+                && unsafe { ffi::Py_TYPE(at) } == class.as_ptr().cast()
+                && rewrite(last.get())
+            {
                 // Only this slot referred to it: no one could be reading it.
                 return Some(last.bind(py).clone());
             }
@@ -142,7 +156,7 @@ impl Recycler {
         {
             // SAFETY: see `impl Sync`; the collector runs with the GIL held,
             // and no borrow of the slot allocates (so none is alive now).
-            if let Some(last) = unsafe { &*self.last.get() } {
+            if let Some((last, _)) = unsafe { &*self.last.get() } {
                 visit.call(last)?;
             }
         }
@@ -170,7 +184,8 @@ impl Recycler {
             // SAFETY: see `impl Sync`. Allocating `fresh` may have run
             // Python code (a garbage collection), so the slot is borrowed
             // anew, and the Decision it held is dropped after the borrow.
-            let previous = unsafe { (*self.last.get()).replace(fresh.clone().unbind()) };
+            let kept = (fresh.clone().unbind(), fresh.get_type().unbind());
+            let previous = unsafe { (*self.last.get()).replace(kept) };
             drop(previous);
         }
         fresh

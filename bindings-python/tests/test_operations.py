@@ -11,12 +11,14 @@ from limiters import ALL, BURSTY, Make
 
 from ratekeeper import (
     Bandwidth,
+    Decision,
     FixedWindow,
     Gcra,
     KeyedLimiter,
     LeakyBucket,
     Limiter,
     Policy,
+    PolicyDecision,
     RateLimitError,
     Reservation,
     SlidingWindowCounter,
@@ -283,6 +285,59 @@ def test_a_decision_kept_never_changes(make: Make) -> None:
     assert (first.allowed, first.remaining, first.limit, first.retry_after, first.reset_after) == numbers
     assert repr(in_list[0]) == listed and repr(peeked) == peeked_numbers
     assert as_key[peeked] == "peeked"
+
+
+class Allowing(Decision):
+    """A subclass of Decision's layout (no slots of its own), which Python
+    lets a Decision's holder assign as its ``__class__``: always truthy."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("make", ALL.values(), ids=ALL.keys())
+def test_a_decision_whose_class_was_assigned_is_not_answered_again(make: Make) -> None:
+    # Answered again once nobody held it (src/recycle.rs), it carried the
+    # class its last holder gave it to the next caller: a denial that said
+    # it was allowed.
+    limiter = make()
+    mine = limiter.try_acquire(now=0)
+    mine.__class__ = Allowing
+    del mine
+    denied = limiter.try_acquire(limiter.limit, now=0)
+    assert type(denied) is Decision and not denied.allowed and not denied
+    after = [limiter.peek(now=0) for _ in range(3)]
+    assert all(type(decision) is Decision for decision in after)
+
+
+def test_a_keyed_or_policy_decision_whose_class_was_assigned_is_not_answered_again() -> None:
+    keyed = KeyedLimiter(TokenBucket(2, 1, 1))
+    mine = keyed.try_acquire("a", now=0)
+    mine.__class__ = Allowing
+    del mine
+    denied = keyed.try_acquire("a", 2, now=0)
+    assert type(denied) is Decision and not denied
+    policy = Policy("2/second", by=["user"])
+    theirs = policy.try_acquire({"user": "a"}, now=0)
+    setattr(theirs, "__class__", Decision)  # as plain Python may
+    del theirs
+    refused = policy.try_acquire({"user": "a"}, 2, now=0)
+    assert type(refused) is PolicyDecision and refused.denied_by == "2/second"
+    # A Decision made a PolicyDecision tells no limits, in words (a panic,
+    # pyo3's PanicException, before).
+    made_up = TokenBucket(2, 1, 1).try_acquire(now=0)
+    setattr(made_up, "__class__", PolicyDecision)
+    assert isinstance(made_up, PolicyDecision)
+    with pytest.raises(TypeError, match="made by no policy"):
+        made_up.denied_by
+    with pytest.raises(TypeError, match="made by no policy"):
+        made_up.limits
+    with pytest.raises(TypeError, match="made by no policy"):
+        repr(made_up)
+    with pytest.raises(RateLimitError, match="PolicyDecision"):
+        policy.headers(made_up)
 
 
 def test_headers_use_each_algorithms_window() -> None:
