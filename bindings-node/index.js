@@ -103,15 +103,20 @@ const hot = {
   // A short ASCII key goes through the scratch: reading a string argument
   // through Node-API cost more than the keyed decision. Another is first
   // checked for lone surrogates, which Node-API would read as U+FFFD; a
-  // ByteKey goes as its bytes (see keyArg).
+  // ByteKey goes as its bytes (see keyArg). The numbers are written last,
+  // once the key is: that check calls String.prototype.isWellFormed, which
+  // JS may have replaced with one that makes an operation of its own,
+  // writing the scratch.
   keyedOp(handle, key, cost, maxWaitMs, nowMs, op) {
-    put(handle, cost, maxWaitMs, nowMs, op);
     const n = asciiInto(keyBytes, key);
     if (n >= 0) {
+      put(handle, cost, maxWaitMs, nowMs, op);
       scratch[12] = n;
       keyedOpScratch();
     } else {
-      keyedOp(keyArg(key, 'key'));
+      const arg = keyArg(key, 'key');
+      put(handle, cost, maxWaitMs, nowMs, op);
+      keyedOp(arg);
     }
     return scratch[4];
   },
@@ -121,21 +126,23 @@ const hot = {
   // short ASCII fields goes through the scratch, as a key does (another is
   // checked for lone surrogates, as a key is).
   policyOp(handle, fields, cost, maxWaitMs, nowMs, op) {
-    put(handle, cost, maxWaitMs, nowMs, op);
     const n = fieldsInto(fieldBytes, fields);
     if (n >= 0) {
+      put(handle, cost, maxWaitMs, nowMs, op);
       scratch[21] = n;
       policyOpScratch();
     } else {
       // napi-rs's policyOp takes a number: the clock is read here instead.
+      // Its arguments are its own, not the scratch's.
       const now = nowMs === undefined ? nativeNow.call(runtimePerformance) : nowMs;
       native.policyOp(handle, requestText(fields), cost, maxWaitMs, now, op);
     }
-    // What wrote the request (a replaced charCodeAt) may have had another
-    // copy grow the details meanwhile.
+    // What checked the request (a replaced isWellFormed) may have had
+    // another copy grow the details meanwhile.
     if (scratch[11] !== seen) refresh(0);
-    // Detached by JS (where the details are an array of JS's own, copied).
-    if (details.length === 0) {
+    // Detached by JS (where the details are an array of JS's own, copied):
+    // told by an element, as lib/api/shared.cjs tells the scratch (`out`).
+    if (details[0] === undefined) {
       throw Object.assign(new TypeError("a policy's details were detached by JS: this thread's policies answer no more"), { code: 'invalid_type' });
     }
     return details;

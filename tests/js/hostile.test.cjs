@@ -741,3 +741,105 @@ test("a policy's configuration nested deeper than the engine's stack is refused 
   for (let i = 0; i < 5000; i++) nested = { limits: nested };
   assert.throws(() => new R.Policy(nested), { name: 'TypeError', code: 'invalid_config' });
 });
+
+/** `object[name]` replaced while installed: it calls `fire()`, then the original. */
+function replacedMethod(object, name) {
+  return (fire) => {
+    const original = object[name];
+    object[name] = function (...args) {
+      fire();
+      return Reflect.apply(original, this, args);
+    };
+    return () => {
+      object[name] = original;
+    };
+  };
+}
+
+/** The getter `object[name]` replaced while installed: it calls `fire()`, then the original. */
+function replacedGetter(object, name) {
+  return (fire) => {
+    const descriptor = Object.getOwnPropertyDescriptor(object, name);
+    Object.defineProperty(object, name, {
+      ...descriptor,
+      get() {
+        fire();
+        return descriptor.get.call(this);
+      },
+    });
+    return () => Object.defineProperty(object, name, descriptor);
+  };
+}
+
+test('an operation made by a builtin JS replaced, called by the package during another operation, changes neither answer', () => {
+  // The napi build writes an operation's arguments (and a key, a request)
+  // into memory shared with the addon and reads its answer there, the wasm
+  // build its answer: a builtin the package called in between (a key's
+  // charCodeAt or isWellFormed, a typed array's length getter, those making
+  // a booking's marks), replaced with one that makes an operation of its
+  // own, wrote over them. A call then decided another limiter, another key
+  // or with another cost, or answered another call's numbers (a
+  // reservation's slot, given back by its cancel()).
+  const hooks = {
+    'String.prototype.charCodeAt': replacedMethod(String.prototype, 'charCodeAt'),
+    'String.prototype.isWellFormed': replacedMethod(String.prototype, 'isWellFormed'),
+    '%TypedArray%.prototype.length': replacedGetter(Object.getPrototypeOf(Uint8Array.prototype), 'length'),
+    '%ArrayIteratorPrototype%.next': replacedMethod(Object.getPrototypeOf([][Symbol.iterator]()), 'next'),
+    'TextEncoder.prototype.encode': replacedMethod(TextEncoder.prototype, 'encode'),
+    'WeakMap.prototype.get': replacedMethod(WeakMap.prototype, 'get'),
+    'Array.prototype.reduce': replacedMethod(Array.prototype, 'reduce'),
+  };
+  const world = (n) => ({
+    bucket: new R.TokenBucket({ capacity: n, refillTokens: 1, refillPeriodMs: 1000 }),
+    gcra: new R.Gcra({ burst: n, emissionIntervalMs: 1000 }),
+    keyed: new R.KeyedLimiter(new R.Gcra({ burst: n, emissionIntervalMs: 1000 })),
+    policy: new R.Policy(`${n}/second`, { by: ['user'] }),
+  });
+  const decided = (d) => [d.allowed, d.remaining, d.limit, d.retryAfterMs, d.resetAfterMs];
+  const booked = (r) => [r.ok, r.waitMs, r.atMs];
+  // Each on a world of its own, limits of 3: a reservation waits.
+  const operations = {
+    'Limiter.tryAcquire': (w) => decided(w.bucket.tryAcquire(2, 0)),
+    'Limiter.reserve': (w) => (w.gcra.tryAcquire(3, 0), booked(w.gcra.reserve(1, Infinity, 0))),
+    'KeyedLimiter.tryAcquire': (w) => decided(w.keyed.tryAcquire('abcdef', 2, 0)),
+    'KeyedLimiter.tryAcquire, a key not ASCII': (w) => decided(w.keyed.tryAcquire('\u00e9t\u00e9', 2, 0)),
+    'KeyedLimiter.reserve': (w) => (w.keyed.tryAcquire('abcdef', 3, 0), booked(w.keyed.reserve('abcdef', 1, Infinity, 0))),
+    'Policy.tryAcquire': (w) => decided(w.policy.tryAcquire({ user: 'abcdef' }, 2, 0)),
+    'Policy.tryAcquire, a value not ASCII': (w) => decided(w.policy.tryAcquire({ user: '\u00e9t\u00e9' }, 2, 0)),
+    'Policy.reserve': (w) => (w.policy.tryAcquire({ user: 'abcdef' }, 3, 0), booked(w.policy.reserve({ user: 'abcdef' }, 1, Infinity, 0))),
+  };
+  const wrong = [];
+  for (const [hookName, install] of Object.entries(hooks)) {
+    for (const [name, operate] of Object.entries(operations)) {
+      const expected = operate(world(3));
+      const mine = world(3);
+      // Another world's calls, of other limits, costs and keys (the keys
+      // longer than this one's), made each time the package calls the
+      // builtin, but from inside one of them.
+      const other = world(50);
+      let inside = false;
+      const fire = () => {
+        if (inside) return;
+        inside = true;
+        try {
+          other.bucket.tryAcquire(7, 0);
+          other.keyed.tryAcquire('zzzzzzzzzz', 1, 0);
+          other.policy.tryAcquire({ user: 'zzzzzzzzzz' }, 1, 0);
+        } finally {
+          inside = false;
+        }
+      };
+      const uninstall = install(fire);
+      let got;
+      try {
+        got = operate(mine);
+      } catch (error) {
+        got = error;
+      } finally {
+        uninstall();
+      }
+      if (!(Array.isArray(got) && got.join() === expected.join())) wrong.push(`${name}, ${hookName}: ${got}, not ${expected}`);
+    }
+  }
+  assert.deepEqual(wrong, []);
+});

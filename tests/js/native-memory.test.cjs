@@ -1,7 +1,8 @@
 'use strict';
 // The napi addon's memory shared with JS (bindings-node/src/memory.rs): the
-// scratch and a policy's details. JS can get hold of those arrays (a
-// %TypedArray%.prototype.length getter sees them) and try to detach their
+// scratch and a policy's details. JS can get hold of those arrays (getters
+// of %TypedArray%.prototype it replaced see them: `buffer` as the package
+// loads, `length` as a policy is fitted) and try to detach their
 // ArrayBuffer (structuredClone with transfer); the addon must never read or
 // write memory that was freed (the new owner collected). Where the runtime
 // refuses the detach (Node 20 copies an external buffer instead) every
@@ -18,9 +19,12 @@ const napi = (process.env.RATEKEEPER_IMPL || 'napi') === 'napi';
 // Whether the addon shares its own memory with JS (else JS's arrays, copied).
 const shared = process.env.RATEKEEPER_NO_EXTERNAL_BUFFERS === undefined;
 
-/** `f()`, or the coded error it throws where a view of JS's own was detached. */
-function answerOrCodedError(f) {
-  if (shared) return f();
+/**
+ * `f()`, or the coded error it throws where a view of JS's own was
+ * detached, or `view` (a view JS took of the addon's memory) was.
+ */
+function answerOrCodedError(f, view) {
+  if (shared && (view === undefined || view.length > 0)) return f();
   try {
     return f();
   } catch (error) {
@@ -29,23 +33,28 @@ function answerOrCodedError(f) {
   }
 }
 
-/** Runs `f` with %TypedArray%.prototype.length spied on; returns the Float64Arrays of length `n` it saw. */
+/**
+ * Runs `f` with %TypedArray%.prototype's `length` and `buffer` getters
+ * spied on; returns the Float64Arrays of length `n` they saw.
+ */
 function caughtArrays(n, f) {
   const TA = Object.getPrototypeOf(Float64Array.prototype);
-  const descriptor = Object.getOwnPropertyDescriptor(TA, 'length');
+  const descriptors = ['length', 'buffer'].map((name) => [name, Object.getOwnPropertyDescriptor(TA, name)]);
+  const length = descriptors[0][1].get;
   const seen = new Set();
-  Object.defineProperty(TA, 'length', {
-    configurable: true,
-    get() {
-      const length = descriptor.get.call(this);
-      if (this instanceof Float64Array && length === n) seen.add(this);
-      return length;
-    },
-  });
+  for (const [name, descriptor] of descriptors) {
+    Object.defineProperty(TA, name, {
+      configurable: true,
+      get() {
+        if (this instanceof Float64Array && length.call(this) === n) seen.add(this);
+        return descriptor.get.call(this);
+      },
+    });
+  }
   try {
     f();
   } finally {
-    Object.defineProperty(TA, 'length', descriptor);
+    for (const [name, descriptor] of descriptors) Object.defineProperty(TA, name, descriptor);
   }
   return [...seen];
 }
@@ -108,36 +117,36 @@ if (napi) {
       assert.equal(moved, null);
     });
 
-    it('answers right after JS took the scratch between writing an operation and calling it', () => {
-      const api = freshApi();
-      const limiter = new api.KeyedLimiter(new api.Gcra({ burst: 5, emissionIntervalMs: 1000 }));
+    it('answers right after JS took the scratch while an operation was under way', () => {
+      let api;
       const [scratch] = caughtArrays(86, () => {
-        limiter.tryAcquire('a', 1, 0);
-        limiter.tryAcquire('a', 1, 0);
+        api = freshApi();
       });
       assert.ok(scratch, 'the scratch was not seen');
-      // A key's characters are read after its arguments are in the scratch:
-      // take its buffer then, as a replaced charCodeAt could.
-      const charCodeAt = String.prototype.charCodeAt;
+      // A key that is not ASCII is checked (isWellFormed) before its
+      // arguments are written: take the scratch's buffer then, as a
+      // replaced isWellFormed could.
+      const limiter = new api.KeyedLimiter(new api.Gcra({ burst: 5, emissionIntervalMs: 1000 }));
+      const isWellFormed = String.prototype.isWellFormed;
       let moved = null;
-      String.prototype.charCodeAt = function (i) {
+      String.prototype.isWellFormed = function () {
         if (moved === null) moved = new Float64Array(transferred(scratch));
-        return charCodeAt.call(this, i);
+        return isWellFormed.call(this);
       };
       let first;
       try {
-        first = answerOrCodedError(() => limiter.tryAcquire('b', 1, 0).remaining);
+        first = answerOrCodedError(() => limiter.tryAcquire('b\u00e9', 1, 0).remaining, scratch);
       } finally {
-        String.prototype.charCodeAt = charCodeAt;
+        String.prototype.isWellFormed = isWellFormed;
       }
       assert.ok(moved !== null);
-      assert.ok(first === 4 || first === 'refused', "'b' answered for itself");
+      assert.ok(first === 4 || first === 'refused', "'b\u00e9' answered for itself");
       moved = null;
       collectGarbage();
       const wrong = [];
       const hit = writtenIntoFresh(86, 500, (round) => {
         const key = `k${round}`;
-        const got = answerOrCodedError(() => [limiter.tryAcquire(key, 1, 0).remaining, limiter.tryAcquire(key, 2, 0).remaining]);
+        const got = answerOrCodedError(() => [limiter.tryAcquire(key, 1, 0).remaining, limiter.tryAcquire(key, 2, 0).remaining], scratch);
         if (got !== 'refused' && got.join() !== '4,2') wrong.push(got);
       });
       assert.equal(hit, 0, 'the addon wrote into memory freed under it');
@@ -145,14 +154,17 @@ if (napi) {
     });
 
     it('answers right when every view of the scratch and the details was taken before an operation', () => {
-      const api = freshApi();
+      let api;
+      const [scratch] = caughtArrays(86, () => {
+        api = freshApi();
+      });
       const bucket = new api.TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
+      bucket.tryAcquire(1, 0);
+      bucket.tryAcquire(1, 0);
       let policy;
       const [details] = caughtArrays(2 + 5 * 4, () => {
         policy = new api.Policy('1/second;2/second;3/second;4/second');
       });
-      // Twice: a fresh copy of the layer fetches its view at its first decision.
-      const [scratch] = caughtArrays(86, () => [bucket.tryAcquire(1, 0), bucket.tryAcquire(1, 0)]);
       assert.ok(details && scratch);
       transferred(details);
       transferred(scratch);
@@ -199,9 +211,11 @@ if (napi) {
       });
     } else {
       it('hands JS arrays that detach, and then refuses the operations that need them', () => {
-        const api = freshApi();
+        let api;
+        const [scratch] = caughtArrays(86, () => {
+          api = freshApi();
+        });
         const bucket = new api.TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
-        const [scratch] = caughtArrays(86, () => [bucket.tryAcquire(1, 0), bucket.tryAcquire(1, 0)]);
         transferred(scratch);
         assert.equal(scratch.length, 0, 'the copying path hands over arrays of JS');
         assert.equal(answerOrCodedError(() => bucket.tryAcquire(1, 0)), 'refused');

@@ -3,7 +3,7 @@
 const { inspected, inspectedOther, inspectSymbol, arrayOf, keyArg } = require('./values.cjs');
 
 module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesBack, abortRule, keyMarks }, { Built, Limiter, classOf, internalsOf, isLimiter, waitersOf }) {
-  const { B, out, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
+  const { B, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
 
@@ -78,8 +78,11 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
         // Through `this`: a reservation keeps its store alive (see Limiter.reserve).
         const give = givesBack(this, () => keyMarks(k), (high, low) => B.keyedRefund(this.#h, keyArg(k, 'key'), units, [NaN, high, low]));
         const booked = yes(keyedOp(this.#h, k, units, maxWait, now, 2));
-        if (booked && out()[0] > 0) untracked(this, keyMarks(k));
-        return reservation(booked, units, now, decision, give);
+        // Read from the scratch first (see Limiter.reserve): the key's marks
+        // are made by builtins JS may replace (TextEncoder's encode).
+        const r = reservation(booked, units, now, decision, give);
+        if (booked && r.waitMs > 0) untracked(this, keyMarks(k));
+        return r;
       } catch (error) {
         throw keyedError(this, error);
       }

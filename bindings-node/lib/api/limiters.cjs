@@ -168,8 +168,12 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
         // limiter alive: the napi build reuses a collected limiter's handle.
         const give = (high, low) => B.refund(this.#h, units, [NaN, high, low]);
         const booked = yes(reserveOp(this.#h, units, maxWait, now));
-        if (booked && out()[0] > 0) this.#untracked();
-        return reservation(booked, units, now, decision, give);
+        // Read from the scratch first: counting the booking calls builtins
+        // (WeakMap.prototype.get) that JS may have replaced with ones that
+        // make operations of their own, writing it.
+        const r = reservation(booked, units, now, decision, give);
+        if (booked && r.waitMs > 0) this.#untracked();
+        return r;
       } catch (error) {
         throw limiterError(this, error);
       }

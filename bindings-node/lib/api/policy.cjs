@@ -358,12 +358,15 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
         const limits = this.#limits.length;
         // Its keys in those limits (see untracked and givesBack).
         const marks = () => requestMarks(this.#limits, fields, limits, false);
-        const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
-        // A booking of a slot to come that no waiter holds (see untracked).
-        if (flat[0] === 1 && out()[0] > 0) untracked(this, marks());
         // Through `this`: a reservation keeps its policy alive (see Limiter.reserve).
         const give = givesBack(this, marks, (high, low) => B.policyRefund(this.#h, requestText(fields), units, [NaN, high, low], limits));
-        return reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
+        const flat = policyOp(this.#h, fields, units, maxWait, now, 2);
+        // Read from the scratch and the details first (see Limiter.reserve):
+        // the request's marks are made by builtins JS may replace.
+        const r = reservation(flat[0] === 1, units, now, () => this.#decision(flat, false), give);
+        // A booking of a slot to come that no waiter holds (see untracked).
+        if (r.ok && r.waitMs > 0) untracked(this, marks());
+        return r;
       } catch (error) {
         throw policyError(this, error);
       }

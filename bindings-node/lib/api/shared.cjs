@@ -8,10 +8,13 @@ const { invalidType, invalidValue, numberKey, isUint8Array, bytesCopy, bytesKey,
 module.exports = function shared(B) {
   // The backend's scratch, fetched on first use (the web build has no memory
   // before init()) and again whenever the wasm memory grew, which detaches
-  // the old view (its length becomes 0).
+  // the old view (its length becomes 0). Told by its first element, a number
+  // while it is attached: an operation's answer is read right after it, and
+  // no code of JS's may run in between (see charCodeAt in values.cjs), as a
+  // replaced getter of %TypedArray%.prototype.length would.
   let scratch = new Float64Array(0);
   function out() {
-    if (scratch.length === 0) scratch = B.scratch();
+    if (scratch[0] === undefined) scratch = B.scratch();
     return scratch;
   }
 
@@ -41,7 +44,7 @@ module.exports = function shared(B) {
           const { keyedOpScratch, keyedOpBytes } = B;
           let bytes = new Uint8Array(0);
           return (h, key, cost, maxWait, now, op) => {
-            if (bytes.length === 0) bytes = B.keyScratch();
+            if (bytes[0] === undefined) bytes = B.keyScratch();
             const n = asciiInto(bytes, key);
             if (n >= 0) return keyedOpScratch(h, n, cost, maxWait, now, op);
             return typeof key === 'string' ? keyedOpString(h, textOf(key, 'key'), cost, maxWait, now, op) : keyedOpBytes(h, key.bytes, cost, maxWait, now, op);
@@ -65,13 +68,13 @@ module.exports = function shared(B) {
           let moved = -1;
           return {
             policyOp(h, fields, cost, maxWait, now, op) {
-              if (bytes.length === 0) bytes = B.fieldScratch();
+              if (bytes[0] === undefined) bytes = B.fieldScratch();
               const n = fieldsInto(bytes, fields);
               // The status in the low two bits; above them, how often the
               // details moved (another copy of the JS layer may have moved them).
               const answer = n >= 0 ? policyOpScratch(h, n, cost, maxWait, now, op) : policyOpStrings(h, requestText(fields), cost, maxWait, now, op);
               if ((answer & 3) === 2) throw B.takeError();
-              if (details.length === 0 || answer >>> 2 !== moved) {
+              if (details[0] === undefined || answer >>> 2 !== moved) {
                 details = B.policyDetails();
                 moved = answer >>> 2;
               }

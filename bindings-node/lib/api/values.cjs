@@ -64,6 +64,20 @@ const typedArrayTag = Object.getOwnPropertyDescriptor(TypedArrayPrototype, Symbo
 const typedArrayByteLength = Object.getOwnPropertyDescriptor(TypedArrayPrototype, 'byteLength').get;
 
 /**
+ * String.prototype.charCodeAt as found at load, called without a lookup (a
+ * bound `call` reads no property JS could replace): asciiInto and
+ * fieldsInto write a key or a request into memory shared with the backend,
+ * and run no code of JS's meanwhile, nor does what reads an operation's
+ * answer from there (see `out` in lib/api/shared.cjs). A charCodeAt, or a
+ * getter of %TypedArray%.prototype.length, replaced with one that made an
+ * operation of its own there wrote over the key, or the answer. They read
+ * an element where they would read a typed array's `length`: an element
+ * past its end (or of a detached one) is undefined, and no element read of
+ * a typed array looks at its prototype.
+ */
+const charCodeAt = Function.prototype.call.bind(String.prototype.charCodeAt);
+
+/**
  * Whether `value` is a Uint8Array (a Node Buffer is one), by its internal
  * slots, not `instanceof` and its own properties: one of another realm (a
  * `vm` context, Jest's Buffer) is one, and a Proxy of one or an object
@@ -158,15 +172,15 @@ function numberKey(n, name) {
  * length; else -1 (for a ByteKey too). How the hot keyed operations pass a
  * short key through memory shared with the native half: a string argument
  * costs more to read.
- * The caller reads `bytes` before any other keyed operation can write them
- * (no user code runs in between, short of a String.prototype.charCodeAt
- * replaced with one that makes keyed calls itself).
+ * Runs no code of JS's (see charCodeAt), so that no other operation writes
+ * `bytes` before the caller's reads them.
  */
 function asciiInto(bytes, key) {
   const n = key.length;
-  if (n > bytes.length) return -1;
+  // Longer than `bytes` (detached, of wasm memory that grew): its last byte is not there.
+  if (n > 0 && bytes[n - 1] === undefined) return -1;
   for (let i = 0; i < n; i++) {
-    const c = key.charCodeAt(i);
+    const c = charCodeAt(key, i);
     if (c > 0x7f) return -1;
     bytes[i] = c;
   }
@@ -183,13 +197,17 @@ function asciiInto(bytes, key) {
  * with_request_bytes reads these).
  */
 function fieldsInto(bytes, fields) {
+  // As asciiInto, no code of JS's runs: not an iterator of `fields` either
+  // (the JS layer's own array, without holes).
   let at = 0;
-  for (const text of fields) {
+  for (let f = 0; f < fields.length; f++) {
+    const text = fields[f];
     const n = text.length;
-    if (n > 255 || at + 1 + n > bytes.length) return -1;
+    // Its length and its characters go into bytes at to at + n.
+    if (n > 255 || bytes[at + n] === undefined) return -1;
     bytes[at++] = n;
     for (let i = 0; i < n; i++) {
-      const c = text.charCodeAt(i);
+      const c = charCodeAt(text, i);
       if (c > 0x7f) return -1;
       bytes[at++] = c;
     }

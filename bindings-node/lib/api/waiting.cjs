@@ -427,15 +427,17 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           } catch (error) {
             return error;
           }
+          // Read before the marks are made (see Limiter.reserve).
           const again = out();
-          waiter.atMs = again[1];
+          const [atMs, high, low] = [again[1], again[2], again[3]];
+          waiter.atMs = atMs;
           // Counted as any booking of its keys, its `seq` kept: its place in
           // the queue, and it moves up only while nobody else booked on its
           // keys since the first (checked as it moved, and after).
           keys = slot.marks();
           waiter.marks = keys;
           event(slot.owner, keys, ANY);
-          waiter.giveBack = cancelOnce(givesBack(slot.owner, () => keys, refund), again[2], again[3]);
+          waiter.giveBack = cancelOnce(givesBack(slot.owner, () => keys, refund), high, low);
           return null;
         },
         done() {
