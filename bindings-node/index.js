@@ -35,11 +35,14 @@ function wasmFallback(error) {
 
 // The numbers each decision is written into (see lib/api.cjs): a view of
 // memory the addon owns (src/memory.rs), which stays the addon's should JS
-// detach this view (it then answers nothing right, but touches no memory
-// not its own; Node 20 copies such a buffer rather than detach it). Fetched
+// detach this view (its operations are then refused, see slot 5 below, and
+// touch no memory not their own; structuredClone copies such a buffer
+// rather than detach it, ArrayBuffer.prototype.transfer detaches it). Fetched
 // once: a binding that may change would cost the hot path a third more.
 // Slots 0-3: the answer; 4: the status of a hot operation;
-// 5-9: its arguments (handle, cost, maxWaitMs, nowMs, op); 10: 1 when the
+// 5-9: its arguments (handle, cost, maxWaitMs, nowMs, op; the addon leaves
+// the handle NaN once read, so that a call through a detached view is
+// refused, not made on the last call's limiter); 10: 1 when the
 // addon reads the clock itself; 11: how often the details grew (the addon
 // writes it); 12: the length of a key in 13-20, its bytes (written through
 // `keyBytes`); 21: the length of a policy's request in 22-85, its bytes

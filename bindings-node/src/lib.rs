@@ -173,7 +173,8 @@ thread_local! {
 pub(crate) mod slot {
     /// 1 (allowed, booked) or 0.
     pub const STATUS: usize = 4;
-    /// The arguments: handle, cost, maxWaitMs, nowMs, op.
+    /// The arguments: handle, cost, maxWaitMs, nowMs, op. The addon
+    /// leaves the handle NaN once read (see [`crate::fast`]'s `inputs`).
     pub const ARGS: usize = 5;
     /// 1 when the addon reads the clock itself instead of nowMs ([`crate::clock`]).
     pub const CLOCK: usize = ARGS + 5;

@@ -3,13 +3,14 @@
 //!
 //! Both are allocated and owned here, one set per JS thread, and JS gets
 //! `Float64Array`s over them (external `ArrayBuffer`s): [`scratch`] and
-//! [`policy_details`]. JS can get hold of those arrays (a redefined
-//! `%TypedArray%.prototype.length` getter sees them) and detach their
+//! [`policy_details`]. JS can get hold of those arrays (getters of
+//! `%TypedArray%.prototype` it redefined see them) and detach their
 //! buffer (a transfer); had the memory been JS's, the new owner would free
 //! it once collected, under the addon's feet. This memory is never freed
-//! while the thread's env lives, so a detach only costs JS its view, which
-//! answers nothing right through it any more (`index.js` fetches its views
-//! once, so as to keep them constants of the hot path). The hot path reads the memory
+//! while the thread's env lives, so a detach only costs JS its view, whose
+//! operations are refused from then on (`index.js` fetches its views once,
+//! so as to keep them constants of the hot path; and the hot path takes the
+//! handle out of the scratch once read, see [`crate::fast`]). The hot path reads the memory
 //! through a pointer kept in a thread-local ([`with_scratch`]): looking the
 //! array up through Node-API at each call would cost a third of a decision.
 //!

@@ -3,14 +3,14 @@
 // scratch and a policy's details. JS can get hold of those arrays (getters
 // of %TypedArray%.prototype it replaced see them: `buffer` as the package
 // loads, `length` as a policy is fitted) and try to detach their
-// ArrayBuffer (structuredClone with transfer); the addon must never read or
-// write memory that was freed (the new owner collected). Where the runtime
-// refuses the detach (Node 20 copies an external buffer instead) every
-// answer stays right; RATEKEEPER_NO_EXTERNAL_BUFFERS makes the addon hand JS
-// arrays of JS's own, which do detach (the path of runtimes that forbid
-// external buffers): there, once a view is detached, the operations that
-// need it throw a coded error. The last test runs this file and two suites
-// again that way.
+// ArrayBuffer (structuredClone with transfer, ArrayBuffer.prototype.transfer);
+// the addon must never read or write memory that was freed (the new owner
+// collected). Where the runtime refuses the detach (Node 20's structuredClone
+// copies an external buffer instead) every answer stays right; where it
+// detaches one, and where RATEKEEPER_NO_EXTERNAL_BUFFERS makes the addon
+// hand JS arrays of JS's own, which do detach (the path of runtimes that
+// forbid external buffers), the operations that need a detached view throw
+// a coded error. The last test runs this file and two suites again that way.
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
@@ -57,6 +57,17 @@ function caughtArrays(n, f) {
     for (const [name, descriptor] of descriptors) Object.defineProperty(TA, name, descriptor);
   }
   return [...seen];
+}
+
+/**
+ * `ArrayBuffer.prototype.transfer` (which detaches the buffer it is called
+ * on, an external one too), from a new context where Node 20 has it only
+ * behind a flag; undefined where neither has it.
+ */
+function transferMethod() {
+  if (typeof ArrayBuffer.prototype.transfer === 'function') return ArrayBuffer.prototype.transfer;
+  require('node:v8').setFlagsFromString('--harmony-rab-gsab-transfer');
+  return require('node:vm').runInNewContext('ArrayBuffer.prototype.transfer');
 }
 
 /** A fresh copy of the package, so that other tests' views are left alone. */
@@ -178,6 +189,36 @@ if (napi) {
         [0, 1, 2, 3],
       );
       assert.equal(bucket.peek(1, 0).remaining, 6);
+    });
+
+    it('refuses the operations of a scratch JS detached, rather than repeat the last one on its limiter', () => {
+      // The addon read a call's arguments from its memory, where JS's writes
+      // through a detached view never land: each later call was the last
+      // one again, taking that call's cost from that call's limiter, and
+      // answered `{ allowed: false }` with no numbers.
+      const transfer = transferMethod();
+      let api;
+      const [scratch] = caughtArrays(86, () => {
+        api = freshApi();
+      });
+      assert.ok(scratch, 'the scratch was not seen');
+      const make = () => new api.TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
+      const [mine, last, twin] = [make(), make(), make()];
+      last.tryAcquire(3, 0);
+      twin.tryAcquire(3, 0);
+      transfer.call(scratch.buffer);
+      assert.equal(scratch.length, 0, 'the buffer was not detached');
+      for (let i = 0; i < 3; i++) {
+        assert.throws(
+          () => mine.tryAcquire(1, 0),
+          (error) => error instanceof TypeError && error.code === 'invalid_type',
+        );
+      }
+      const keyed = new api.KeyedLimiter(make());
+      assert.throws(() => keyed.tryAcquire('a', 1, 0), (error) => error.code === 'invalid_type');
+      // Read outside the scratch: the last call's limiter kept its state.
+      assert.deepEqual(last.toBytes(), twin.toBytes());
+      assert.deepEqual(mine.toBytes(), make().toBytes());
     });
 
     it('frees its memory with each worker that used it', async () => {
