@@ -1237,6 +1237,49 @@ describe('A booking given back, per key (as in Python)', () => {
       }
     }
   });
+
+  it('an acquire due at once behind a waiter books no slot to come: a bucket still gives back the booking before it', async () => {
+    // Bob's acquire takes its unit at once, as a tryAcquire or a reserve()
+    // due at once would, and waits only for alice's waiter ahead to go.
+    // Counted as a booking of its keys, it kept alice's aborted booking
+    // (the latest of hers still) from being given back where Python, whose
+    // acquire_async due at once waits for nothing, gave it back: through a
+    // global limit, or a key sharing her mark (user82).
+    const keyed = (clock) => new KeyedLimiter(makers.tokenBucket(clock));
+    const policy = (clock) =>
+      new Policy(
+        {
+          limits: [
+            { name: 'per-user', by: ['user'], limiter: makers.tokenBucket() },
+            // Refilled slowly: booked for alice's slot, it holds its refill
+            // until then unclipped, and has units for bob at once.
+            { name: 'global', limiter: new TokenBucket({ capacity: 100, refillTokens: 1, refillPeriodMs: 100 }) },
+          ],
+        },
+        { clock },
+      );
+    for (const [make, alice, other] of [
+      [keyed, 'alice', 'bob'],
+      [keyed, 'alice', 'user82'],
+      [policy, { user: 'alice' }, { user: 'bob' }],
+    ]) {
+      const time = fakeTime().install();
+      try {
+        const limiter = make(time.now);
+        assert.equal(limiter.tryAcquire(alice).allowed, true);
+        const controller = new AbortController();
+        const waiting = limiter.acquire(alice, 1, { signal: controller.signal }).catch((error) => error.name);
+        const went = limiter.acquire(other).then(() => time.now());
+        controller.abort();
+        assert.equal(await waiting, 'AbortError');
+        await time.advance(0);
+        assert.equal(await went, 1_000, 'due at once');
+        assert.equal(limiter.reserve(alice).atMs, 1_100, `given back: ${JSON.stringify(other)} after it`);
+      } finally {
+        time.uninstall();
+      }
+    }
+  });
 });
 
 describe('Policy grown in code: new Policy() and add, as in Python', () => {

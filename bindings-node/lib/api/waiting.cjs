@@ -59,7 +59,10 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   // aborted one move up only while none touched their states since. RESET:
   // a reset that found a key, which forgot its bookings; the key, used
   // again, may book their slots anew, and a booking made before, given back,
-  // would free a unit of those (two requests in a window of one).
+  // would free a unit of those (two requests in a window of one). And NONE,
+  // numbered only, of no kind: it touches no state's marks (an acquire due
+  // at once that waits for the waiters ahead to go: see acquireUnits).
+  const NONE = -1;
   const ANY = 0;
   const FOREIGN = 1;
   const RESET = 2;
@@ -73,7 +76,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
 
   /**
    * Counts an event of `owner` of kind `kind` (and so of the kinds before
-   * it) on the states of `keys` (marks; none: every state); returns its seq.
+   * it) on the states of `keys` (marks; none: every state; of kind NONE, on
+   * no state); returns its seq.
    */
   function event(owner, keys, kind) {
     let m = marksOf.get(owner);
@@ -82,6 +86,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       marksOf.set(owner, m);
     }
     const seq = ++m.seq;
+    if (kind === NONE) return seq;
     if (keys.length === 0) {
       for (let k = 0; k <= kind; k++) m.every[k] = seq;
       return seq;
@@ -409,8 +414,14 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       };
       const waiter = {
         atMs,
-        // A booking of its keys, which a waiter holds (see marksOf).
-        seq: event(slot.owner, keys, ANY),
+        // A booking of its keys, which a waiter holds (see marksOf). One due
+        // at once, waiting only for those ahead to go, books no slot to
+        // come: it takes its units now, as a tryAcquire does, so that, as a
+        // reserve() due at once (see untracked) and as in Python (which
+        // waits for nothing then), it keeps no booking of its keys from
+        // being given back. Numbered still: its place among the waiters,
+        // and its own give-back, checks what came after it.
+        seq: event(slot.owner, keys, waitMs > 0 ? ANY : NONE),
         marks: keys,
         grown: w.grown,
         queue: slot.queue,
