@@ -591,6 +591,40 @@ describe('acquire', () => {
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
+  it("a clock that throws gives a bucket's booking back only while no reserve() came after it on its key", async () => {
+    // Every waiter fails with the clock, newest first, giving its booking
+    // back. Given back from before a reserve() still held on its key, a
+    // bucket's frees the slot at the end of the queue: the next booking
+    // shared it with that reserve() (two units at once from a burst of one).
+    // Its slot goes unused then, as on an abort; another key's reserve()
+    // changes nothing.
+    for (const [name, make] of Object.entries(BUCKETS)) {
+      for (const key of ['alice', 'bob']) {
+        const { time } = setup();
+        try {
+          let broken = false;
+          const clock = () => {
+            if (broken) throw new Error('clock failed');
+            return time.now();
+          };
+          const keyed = new KeyedLimiter(make(clock));
+          keyed.tryAcquire('alice');
+          keyed.tryAcquire('bob');
+          const waiting = keyed.acquire('alice').catch((error) => error.message);
+          const held = keyed.reserve(key).atMs;
+          broken = true;
+          await time.advance(100);
+          assert.equal(await waiting, 'clock failed');
+          broken = false;
+          const expected = key === 'alice' ? [1_200, 1_300] : [1_100, 1_100];
+          assert.deepStrictEqual([held, keyed.reserve('alice').atMs], expected, `${name}: a reserve() of ${key}`);
+        } finally {
+          time.uninstall();
+        }
+      }
+    }
+  });
+
   it('a clock that answers NaN during the wait rejects with a RangeError naming the clock, and gives the booking back', async () => {
     const { time } = setup();
     let broken = false;

@@ -345,7 +345,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       // NaN would leave every waiter undue, behind a timer armed again and again.
       if (Number.isNaN(now)) badType('now', 'a number');
     } catch (error) {
-      // Newest first: a bucket gives back exactly only its latest booking.
+      // Newest first: a bucket gives back exactly only its latest booking
+      // (see fail).
       for (const waiter of w.list.splice(0).sort((a, b) => b.seq - a.seq)) waiter.fail(error);
       return;
     }
@@ -456,7 +457,17 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         },
         fail(error) {
           if (!settle()) return;
-          waiter.giveBack();
+          // Its clock failed (see wake), and every waiter of its owner with
+          // it, newest first, each giving its booking back once those behind
+          // it gave theirs. A bucket's only while nothing but a waiter booked
+          // on its keys since (no reserve() held, no reset): given back from
+          // before such a booking, it would free the slot at the end of the
+          // queue, which the next caller would share with that booking (two
+          // units at once from a burst of one). Its slot goes unused then, as
+          // on an abort (see withdraw). (One that failed when booked again,
+          // in withdraw, gave its booking back already.)
+          const anywhere = waiter.queue === null && !waiter.latestOnly;
+          if (anywhere || latest(slot.owner, waiter.marks, FOREIGN) <= waiter.seq) waiter.giveBack();
           reject(error);
         },
         /** Rejects it as aborted, its booking given back and taken out by withdraw. */
