@@ -1280,6 +1280,33 @@ describe('A booking given back, per key (as in Python)', () => {
       }
     }
   });
+
+  it("a waiter moved up checks what came since its latest booking: an earlier reserve() on the key of one behind it changes nothing", async () => {
+    // A policy of one GCRA by user: one queue for every request. Bob moves
+    // up when alice's waiter ahead aborts, booked again after carol's
+    // reserve(); carol's waiter comes behind that reserve(). Bob's abort then
+    // gives his booking back, as in Python: counted from his first booking,
+    // carol's reserve() kept his slot unused (his next booking a slot later).
+    const time = fakeTime().install();
+    try {
+      const policy = new Policy({ limits: [{ name: 'per-user', by: ['user'], limiter: makers.gcra() }] }, { clock: time.now });
+      for (const user of ['alice', 'bob', 'carol']) assert.equal(policy.tryAcquire({ user }).allowed, true);
+      const [alice, bob] = [new AbortController(), new AbortController()];
+      const first = policy.acquire({ user: 'alice' }, 1, { signal: alice.signal }).catch((error) => error.name);
+      const moved = policy.acquire({ user: 'bob' }, 1, { signal: bob.signal }).catch((error) => error.name);
+      assert.equal(policy.reserve({ user: 'carol' }).atMs, 1_100);
+      alice.abort();
+      assert.equal(await first, 'AbortError');
+      const carol = policy.acquire({ user: 'carol' }).then(() => time.now());
+      bob.abort();
+      assert.equal(await moved, 'AbortError');
+      assert.equal(policy.reserve({ user: 'bob' }).atMs, 1_100, "bob's slot given back");
+      await time.advance(200);
+      assert.equal(await carol, 1_200, 'carol behind her reserve()');
+    } finally {
+      time.uninstall();
+    }
+  });
 });
 
 describe('Policy grown in code: new Policy() and add, as in Python', () => {

@@ -239,8 +239,11 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // limiter or of each limit of a policy, touched none of theirs. And as
     // such, not as the bookings after it less the waiters still here: a
     // later waiter gone, of another key or aborted, or one of cost 0, is
-    // none of those.)
-    if (waiter.queue !== null && [waiter, ...later].some((other) => latest(owner, other.marks, FOREIGN) > waiter.seq)) {
+    // none of those.) Counted from its latest booking, as Python counts: a
+    // booking made before that was made before those behind it too (each
+    // booked again after it as it moved up, or booked later), and stays
+    // ahead of them when they move up.
+    if (waiter.queue !== null && [waiter, ...later].some((other) => latest(owner, other.marks, FOREIGN) > waiter.since)) {
       arm(w);
       return;
     }
@@ -262,7 +265,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // exactly only its latest booking. Given back only when it is the
     // latest of its keys (nobody booked on them after it: no waiter, nor a
     // reserve(); nor reset one); else its slot goes unused.
-    if (waiter.latestOnly && latest(owner, waiter.marks, ANY) > waiter.seq) {
+    if (waiter.latestOnly && latest(owner, waiter.marks, ANY) > waiter.since) {
       arm(w);
       return;
     }
@@ -413,16 +416,21 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         if (signal !== undefined) unlisten(signal, onAbort);
         return true;
       };
+      // A booking of its keys, which a waiter holds (see marksOf). One due
+      // at once, waiting only for those ahead to go, books no slot to come:
+      // it takes its units now, as a tryAcquire does, so that, as a
+      // reserve() due at once (see untracked) and as in Python (which waits
+      // for nothing then), it keeps no booking of its keys from being given
+      // back. Numbered still: its place among the waiters, and its own
+      // give-back, checks what came after it.
+      const seq = event(slot.owner, keys, waitMs > 0 ? ANY : NONE);
       const waiter = {
         atMs,
-        // A booking of its keys, which a waiter holds (see marksOf). One due
-        // at once, waiting only for those ahead to go, books no slot to
-        // come: it takes its units now, as a tryAcquire does, so that, as a
-        // reserve() due at once (see untracked) and as in Python (which
-        // waits for nothing then), it keeps no booking of its keys from
-        // being given back. Numbered still: its place among the waiters,
-        // and its own give-back, checks what came after it.
-        seq: event(slot.owner, keys, waitMs > 0 ? ANY : NONE),
+        // Its place in the queue, kept when it moves up.
+        seq,
+        // Its latest booking's event: what came on its keys since is what
+        // its give-back checks (see withdraw).
+        since: seq,
         marks: keys,
         grown: w.grown,
         queue: slot.queue,
@@ -443,12 +451,13 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           const again = out();
           const [atMs, high, low] = [again[1], again[2], again[3]];
           waiter.atMs = atMs;
-          // Counted as any booking of its keys, its `seq` kept: its place in
-          // the queue, and it moves up only while nobody else booked on its
-          // keys since the first (checked as it moved, and after).
+          // Counted as any booking of its keys, its `seq` kept (its place in
+          // the queue): from now on, it moves up only while nobody else
+          // booked on its keys since this booking (what came before it was
+          // checked as it moved, and lies before those behind it too).
           keys = slot.marks();
           waiter.marks = keys;
-          event(slot.owner, keys, ANY);
+          waiter.since = event(slot.owner, keys, ANY);
           waiter.giveBack = cancelOnce(givesBack(slot.owner, () => keys, refund), high, low);
           return null;
         },
@@ -467,7 +476,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           // on an abort (see withdraw). (One that failed when booked again,
           // in withdraw, gave its booking back already.)
           const anywhere = waiter.queue === null && !waiter.latestOnly;
-          if (anywhere || latest(slot.owner, waiter.marks, FOREIGN) <= waiter.seq) waiter.giveBack();
+          if (anywhere || latest(slot.owner, waiter.marks, FOREIGN) <= waiter.since) waiter.giveBack();
           reject(error);
         },
         /** Rejects it as aborted, its booking given back and taken out by withdraw. */
