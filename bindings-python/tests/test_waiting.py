@@ -993,6 +993,36 @@ def test_a_clock_failing_in_a_withdrawal_moves_nobody_and_the_cancel_stands(monk
     assert [str(e) for e in reported] == ["the clock broke"]
 
 
+def test_an_error_of_a_withdrawal_reaches_cpythons_own_unraisablehook(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CPython's own hook (pytest replaces it while a test runs) takes only
+    # its own argument type: handed another, it raised TypeError, which ended
+    # the task in place of the clock's error and left the waiter queued.
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    state = {"broken": False}
+
+    def clock() -> float:
+        if state["broken"]:
+            raise OSError("the clock broke")
+        return 0.0
+
+    async def main() -> None:
+        bucket = TokenBucket(1, 1, 0.05, clock=clock)  # gives back only its latest
+        bucket.try_acquire()
+        task = asyncio.ensure_future(bucket.acquire_async())
+        await asyncio.sleep(0)
+        state["broken"] = True
+        with pytest.raises(OSError, match="the clock broke"):
+            await asyncio.wait_for(task, 5)
+        assert id(bucket) not in _wait._WAITING
+
+    asyncio.run(main())
+    reported = capsys.readouterr().err
+    assert reported.startswith("Exception ignored while an acquire_async was withdrawn:\n")
+    assert "OSError: the clock broke" in reported
+
+
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
     # A window gives back only in the window it counts now: booking the later
     # waiters again would push each a window further.

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, AsyncGenerator, Callable, Generator, Optional, TypeVar, Union, overload
@@ -199,15 +200,30 @@ def _withdraw(subject: _Subject, waiter: _Waiter) -> None:
                     try:
                         _withdraw_now(*deferred.pop(0))
                     except Exception as error:
-                        sys.unraisablehook(_Unraisable(error, "Exception ignored in the withdrawal of a closed acquire_async"))
+                        _unraisable(error, "Exception ignored in the withdrawal of a closed acquire_async")
         finally:
             # Even after a KeyboardInterrupt: else every later withdrawal on
             # this thread would be deferred to one that never comes.
             _DEFERRED.withdrawals = None
 
 
+def _unraisable(error: BaseException, message: str) -> None:
+    """Reports ``error``, raised where it could not be, to
+    ``sys.unraisablehook``. CPython's own hook takes only its own argument
+    type, which Python code cannot make (it raised ``TypeError`` in place of
+    the report, out of the withdrawal that made it): for that one, the
+    report is written as it writes one, to ``sys.stderr``."""
+    hook = sys.unraisablehook
+    if hook is not sys.__unraisablehook__:
+        hook(_Unraisable(error, message))
+    elif sys.stderr is not None:
+        print(f"{message}:", file=sys.stderr)
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+
+
 class _Unraisable:
-    """What ``sys.unraisablehook`` takes: an error raised where it could not be."""
+    """What a ``sys.unraisablehook`` set by Python code takes: an error
+    raised where it could not be."""
 
     def __init__(self, error: BaseException, message: str) -> None:
         self.exc_type: type[BaseException] = type(error)
@@ -233,7 +249,7 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             try:
                 booker._rebook(waiter.reservation._seq, True, [(waiter.reservation, waiter.args)], [])
             except Exception as error:
-                sys.unraisablehook(_Unraisable(error, "Exception ignored while an acquire_async was withdrawn"))
+                _unraisable(error, "Exception ignored while an acquire_async was withdrawn")
         else:
             waiter.reservation.cancel()
         _leave(subject, queue, {id(waiter)})
@@ -278,7 +294,7 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         # moves, and the withdrawal ends; the error goes where a finalizer's
         # would, not in place of the cancellation under way.
         _leave(subject, queue, {id(waiter)})
-        sys.unraisablehook(_Unraisable(error, "Exception ignored while an acquire_async was withdrawn"))
+        _unraisable(error, "Exception ignored while an acquire_async was withdrawn")
         return
     if rebooked is None:
         # Nobody moves, and nothing is given back: its slot goes unused.
