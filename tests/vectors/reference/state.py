@@ -7,9 +7,15 @@ as 8 little-endian bytes. Every runner must produce these bytes after the steps,
 restore them, and refuse the broken variants with the codes given."""
 from __future__ import annotations
 
+import math
+
 from .common import MS, S, duration, run_step
+from .fixed_window import CALENDARS, NaiveFixedWindow, Windows, utc
 from .gcra import NaiveGcra
+from .leaky_bucket import NaiveLeakyBucket
+from .sliding_window_counter import NaiveSlidingWindowCounter
 from .sliding_window_log import NaiveSlidingWindowLog
+from .token_bucket import NaiveTokenBucket, tb
 
 VERSION = 1
 # The newest version a reader takes (2: a state with a reconfigure's refund
@@ -55,6 +61,59 @@ def log_state(m: NaiveSlidingWindowLog) -> bytes:
     return out
 
 
+def token_bucket_state(m: NaiveTokenBucket) -> bytes:
+    """Whether the bucket was called (and when), then each band as tokens,
+    tokens owed to reservations (only in an empty band) and the carry: a
+    greedy band's part of the next token, in units of 1 / (period / gcd of
+    the refill and the period); an interval band's ns since its last
+    period boundary."""
+    words = [len(m.bands)]
+    for b in m.bands:
+        words += [b.capacity, b.refill, b.period, b.initial, int(b.interval)]
+    out = header(1, words)
+    out += leb128(0) if m.time is None else leb128(1) + leb128(m.time)
+    for b in m.bands:
+        whole = math.floor(b.level)
+        tokens, owed = max(whole, 0), max(-whole, 0)
+        if b.interval:
+            carry = 0 if m.time is None else (m.time - b.anchor) % b.period
+        else:
+            step = b.period // math.gcd(b.refill, b.period)
+            carry = (b.level - whole) * step
+            assert carry.denominator == 1
+        out += leb128(tokens) + leb128(owed) + leb128(int(carry))
+    return out
+
+
+def leaky_state(m: NaiveLeakyBucket) -> bytes:
+    """The latest time, then how long after it the queue is empty."""
+    return header(3, [m.capacity, m.interval]) + leb128(m.latest) + leb128(m.free() - m.latest)
+
+
+def windows_words(limit: int, w: Windows) -> list:
+    """The limit, then 0 and the length, or 1 and the calendar (in the
+    order day, week, month)."""
+    if w.calendar is None:
+        return [limit, 0, w.length]
+    return [limit, 1, CALENDARS.index(w.calendar)]
+
+
+def fixed_window_state(m: NaiveFixedWindow) -> bytes:
+    """The latest time, the latest booked slot, then the window holding the
+    later of the two and the units in it."""
+    k = m.w.index(m.at())
+    out = header(6, windows_words(m.limit, m.w))
+    return out + b"".join(leb128(v) for v in [m.latest, m.floor, k, m.sum(k)])
+
+
+def counter_state(m: NaiveSlidingWindowCounter) -> bytes:
+    """As a fixed window's, and the units in the window before."""
+    k = m.w.index(m.at())
+    previous = m.sum(k - 1) if k > 0 else 0
+    out = header(5, windows_words(m.limit, m.w))
+    return out + b"".join(leb128(v) for v in [m.latest, m.floor, k, m.sum(k), previous])
+
+
 def broken(good: bytes) -> list:
     """Variants every runner must refuse, with the code it must give."""
     return [
@@ -91,6 +150,30 @@ def scenarios():
                        [(0, 3), {"op": "reserve", "now_ns": 0, "cost": 2, "max_wait_ns": S}]),
         state_scenario("sliding log with same-instant events", "sliding_window_log", NaiveSlidingWindowLog,
                        log_state, log, [(0, 1), (0, 1), (400 * MS, 1), (1200 * MS, 1)]),
+        state_scenario("token bucket never called, starting short", "token_bucket", NaiveTokenBucket,
+                       token_bucket_state, tb(5, 1, S, initial_tokens=2), []),
+        state_scenario("token bucket with part of a token (6 per 4 s: 3 per 2 s in its carry)", "token_bucket",
+                       NaiveTokenBucket, token_bucket_state, tb(10, 6, 4 * S), [(0, 10), (S + 7, 2)]),
+        state_scenario("greedy and interval bandwidths owing a booking", "token_bucket", NaiveTokenBucket,
+                       token_bucket_state,
+                       {"bandwidths": [tb(4, 1000, S), tb(3, 2, 300 * MS, refill="interval", initial_tokens=1)]},
+                       [(5 * S + 1_234_567, 1), (5 * S + 2 * MS, 1),
+                        {"op": "reserve", "now_ns": 5 * S + 2_500_000, "cost": 3, "max_wait_ns": S},
+                        (5 * S + 3_100_000, 1)]),
+        state_scenario("leaky bucket with units queued", "leaky_bucket", NaiveLeakyBucket, leaky_state,
+                       {"capacity": 3, "interval_ns": 100 * MS},
+                       [(S, 1), {"op": "reserve", "now_ns": S + 30 * MS, "cost": 2, "max_wait_ns": S}]),
+        state_scenario("fixed window with a booking ahead", "fixed_window", NaiveFixedWindow, fixed_window_state,
+                       {"limit": 3, "window_ns": 250 * MS},
+                       [(S + 10, 2), {"op": "reserve", "now_ns": S + 20, "cost": 2, "max_wait_ns": S}]),
+        state_scenario("fixed window of ISO weeks", "fixed_window", NaiveFixedWindow, fixed_window_state,
+                       {"limit": 5, "calendar": "week"}, [(utc(2024, 2, 29, 12), 2), (utc(2024, 3, 4), 1)]),
+        state_scenario("sliding window counter over two windows", "sliding_window_counter",
+                       NaiveSlidingWindowCounter, counter_state, {"limit": 4, "window_ns": S},
+                       [(S + 10, 3), (2 * S + 500 * MS, 1), (2 * S + 600 * MS, 1)]),
+        state_scenario("sliding window counter of months", "sliding_window_counter", NaiveSlidingWindowCounter,
+                       counter_state, {"limit": 10, "calendar": "month"},
+                       [(utc(2024, 2, 29, 23), 7), (utc(2024, 3, 10), 3)]),
         state_scenario("sliding log near the end of time", "sliding_window_log", NaiveSlidingWindowLog,
                        log_state, log, [(duration(2**64 - 5, "now"), 2)]),
     ]

@@ -18,6 +18,7 @@ class NaiveBand:
         initial = self.capacity if initial is None else count(initial, "initial_tokens")
         if initial > self.capacity:
             raise VectorError("too_large", "initial_tokens")
+        self.initial = initial  # a configuration value: the state's fingerprint holds it
         fill = (math.ceil(Fraction(self.capacity, self.refill)) * self.period if self.interval
                 else math.ceil(Fraction(self.capacity * self.period, self.refill)))
         if fill >= 2**64:
