@@ -3,7 +3,10 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use ratekeeper::{Bandwidth, Limiter, Nanos, Refill, SlidingWindowLog, TokenBucket};
+use ratekeeper::{
+    AnyLimiter, Bandwidth, FixedWindow, Limiter, Nanos, Refill, SlidingWindowCounter,
+    SlidingWindowLog, TokenBucket,
+};
 
 /// One bandwidth as an exact level scaled by its period, advanced from scratch.
 #[derive(Clone)]
@@ -18,15 +21,25 @@ struct RefBand {
 }
 
 impl RefBand {
-    fn advance(&mut self, from: i128, to: i128) {
-        let gained = if self.interval {
+    /// The refill from `from` to `to`, scaled: every boundary passed
+    /// (interval), or the rate times the time (greedy).
+    fn gained(&self, from: i128, to: i128) -> i128 {
+        if self.interval {
             ((to - self.anchor) / self.period - (from - self.anchor) / self.period)
                 * self.refill
                 * self.period
         } else {
             self.refill * (to - from)
-        };
-        self.scaled = (self.scaled + gained).min(self.capacity * self.period);
+        }
+    }
+
+    fn advance(&mut self, from: i128, to: i128) {
+        self.scaled = (self.scaled + self.gained(from, to)).min(self.capacity * self.period);
+    }
+
+    /// Whole tokens, rounded down (a debt of 1.5 is 2 owed).
+    fn whole(&self) -> i128 {
+        self.scaled.div_euclid(self.period)
     }
 }
 
@@ -37,8 +50,9 @@ struct RefBucket {
 }
 
 impl RefBucket {
-    /// Allowed and remaining for `cost` at `now`, consuming if allowed.
-    fn acquire(&mut self, now: u64, cost: u64) -> (bool, u64) {
+    /// Moves the bucket to `now`, or stays at its own time if that is
+    /// later; a bucket never called starts there. Returns that time.
+    fn at(&mut self, now: u64) -> i128 {
         let now = now as i128;
         let time = *self.time.get_or_insert_with(|| {
             self.bands.iter_mut().for_each(|b| b.anchor = now);
@@ -49,6 +63,12 @@ impl RefBucket {
             .iter_mut()
             .for_each(|b| b.advance(time, effective));
         self.time = Some(effective);
+        effective
+    }
+
+    /// Allowed and remaining for `cost` at `now`, consuming if allowed.
+    fn acquire(&mut self, now: u64, cost: u64) -> (bool, u64) {
+        self.at(now);
         let cost = cost as i128;
         let allowed = cost == 0 || self.bands.iter().all(|b| b.scaled >= cost * b.period);
         if allowed {
@@ -63,6 +83,70 @@ impl RefBucket {
             .min()
             .unwrap();
         (allowed, remaining)
+    }
+
+    /// Books `cost` at `now + wait` (at the bucket's own time, if that is
+    /// later), if every band holds it there, counting the refill until then
+    /// and its cap: each band then holds, now, its level at the slot less
+    /// the cost, less the refill between now and the slot. Whether booked.
+    fn book(&mut self, now: u64, wait: u64, cost: u64) -> bool {
+        let at = self.at(now);
+        if cost == 0 {
+            return true;
+        }
+        let slot = (now as i128 + wait as i128).max(at);
+        let cost = cost as i128;
+        let at_slot: Vec<i128> = self
+            .bands
+            .iter()
+            .map(|b| {
+                let mut b = b.clone();
+                b.advance(at, slot);
+                b.scaled
+            })
+            .collect();
+        if self
+            .bands
+            .iter()
+            .zip(&at_slot)
+            .any(|(b, &s)| s < cost * b.period)
+        {
+            return false;
+        }
+        for (b, s) in self.bands.iter_mut().zip(at_slot) {
+            b.scaled = s - cost * b.period - b.gained(at, slot);
+        }
+        true
+    }
+
+    /// Gives back `cost` tokens, never above capacity; a bucket never
+    /// called has taken nothing, and takes nothing back.
+    fn refund(&mut self, cost: u64) {
+        if self.time.is_none() {
+            return;
+        }
+        for b in &mut self.bands {
+            b.scaled = (b.scaled + cost as i128 * b.period).min(b.capacity * b.period);
+        }
+    }
+
+    /// Takes the bands of `new` at `now`: whole tokens and debt carry over,
+    /// capped at the new capacity, a partial token is dropped and the
+    /// periods count from then. A bucket never called becomes `new`.
+    fn reconfigure(&mut self, now: u64, new: &RefBucket) {
+        if self.time.is_none() {
+            *self = new.clone();
+            return;
+        }
+        let at = self.at(now);
+        for (b, n) in self.bands.iter_mut().zip(&new.bands) {
+            let whole = b.whole().min(n.capacity);
+            *b = RefBand {
+                scaled: whole * n.period,
+                anchor: at,
+                ..n.clone()
+            };
+        }
     }
 }
 
@@ -130,6 +214,31 @@ fn ops(len: usize) -> impl Strategy<Value = Vec<Op>> {
         1 => (any::<usize>(), 1u64..=4).prop_map(|(i, c)| Op::Refund(i, c)),
     ];
     prop::collection::vec(op, len)
+}
+
+/// What a model-checked bucket is asked at each step.
+#[derive(Clone, Debug)]
+enum Call {
+    Acquire,
+    /// `reserve` with this most wait.
+    Reserve(u64),
+    /// `reserve_after` this much after the earliest slot (before it, when
+    /// negative).
+    ReserveLater(i64),
+    Refund,
+    /// To the other configuration, or back.
+    Reconfigure,
+}
+
+fn calls(len: usize) -> impl Strategy<Value = Vec<Call>> {
+    let call = prop_oneof![
+        4 => Just(Call::Acquire),
+        3 => (0u64..5_000).prop_map(Call::Reserve),
+        2 => (-1_000i64..2_000).prop_map(Call::ReserveLater),
+        1 => Just(Call::Refund),
+        1 => Just(Call::Reconfigure),
+    ];
+    prop::collection::vec(call, len)
 }
 
 /// Units at a time: (ns, units).
@@ -236,6 +345,69 @@ proptest! {
         }
     }
 
+    /// Bookings (at their own slot, later or earlier), refunds and
+    /// reconfigures between acquires, against the same model: a band books
+    /// as its level at the slot says, and every answer is the model's.
+    #[test]
+    fn bucket_operations_decide_like_the_naive_model(
+        first in prop::collection::vec(band(), 1..=2),
+        second in prop::collection::vec(band(), 2),
+        trace in trace(3_000, 80),
+        calls in calls(80),
+    ) {
+        // Two bandwidths, or one twice.
+        let first = if first.len() == 1 { vec![first[0], first[0]] } else { first };
+        let build = |b: &[(u64, u64, u64, bool, u64)]| {
+            let bucket = TokenBucket::from_bandwidths([rule(b[0]), rule(b[1])]).unwrap();
+            (bucket, reference(b))
+        };
+        let (mut bucket, mut model) = build(&first);
+        let mut to_second = false;
+        for (&(now, cost), call) in trace.iter().zip(&calls) {
+            let cost = cost.min(bucket.limit());
+            match *call {
+                Call::Acquire => {
+                    let d = bucket.try_acquire(Nanos(now), cost).unwrap();
+                    let expected = model.acquire(now, cost);
+                    prop_assert_eq!((d.allowed, d.remaining), expected, "{} at {}", cost, now);
+                }
+                Call::Reserve(max_wait) => {
+                    let d = bucket.peek(Nanos(now), cost).unwrap();
+                    let booked = bucket.reserve(Nanos(now), cost, Nanos(max_wait)).unwrap();
+                    prop_assert_eq!(model.acquire(now, cost).0, d.allowed);
+                    if d.allowed {
+                        prop_assert_eq!(booked, Ok(Nanos::ZERO));
+                    } else if d.retry_after.0 <= max_wait {
+                        prop_assert!(model.book(now, d.retry_after.0, cost), "not at its own slot");
+                        prop_assert_eq!(booked, Ok(d.retry_after));
+                    } else {
+                        prop_assert!(booked.is_err());
+                    }
+                }
+                Call::ReserveLater(extra) => {
+                    let own = bucket.peek(Nanos(now), cost).unwrap().retry_after.0;
+                    let wait = own.saturating_add_signed(extra);
+                    let booked = bucket.reserve_after(Nanos(now), cost, Nanos(wait)).unwrap();
+                    let expected = model.book(now, wait, cost);
+                    prop_assert_eq!(booked, expected, "{} {} after {}", cost, wait, now);
+                }
+                Call::Refund => {
+                    bucket.refund(Nanos(now), cost);
+                    model.refund(cost);
+                }
+                Call::Reconfigure => {
+                    to_second = !to_second;
+                    let (new, new_model) = build(if to_second { &second } else { &first });
+                    bucket.reconfigure(Nanos(now), new);
+                    model.reconfigure(now, &new_model);
+                }
+            }
+            let d = bucket.peek(Nanos(now), 0).unwrap();
+            let expected = model.clone().acquire(now, 0);
+            prop_assert_eq!((d.allowed, d.remaining), expected, "after {:?} at {}", call, now);
+        }
+    }
+
     /// Acquires and bookings never exceed a bandwidth's bound
     /// `capacity + refill * (number of refills in [x, y])` over any span, plus
     /// the units refunded by then: a bucket has no history, so a returned
@@ -323,4 +495,20 @@ fn interval_and_greedy_refill_are_both_available() {
         Bandwidth::greedy(1, 1, Nanos(1)).unwrap().refill(),
         Refill::Greedy
     );
+}
+
+/// A window algorithm books no slot past 2^64 - 1 ns, which its caller
+/// could not add up: `now + wait` overflows.
+#[test]
+fn a_window_algorithms_slot_past_the_end_of_time_is_refused() {
+    let near_end = Nanos(u64::MAX - 10);
+    let limiters: [AnyLimiter; 3] = [
+        SlidingWindowLog::new(2, Nanos(100)).unwrap().into(),
+        FixedWindow::new(2, Nanos(100)).unwrap().into(),
+        SlidingWindowCounter::new(2, Nanos(100)).unwrap().into(),
+    ];
+    for mut limiter in limiters {
+        assert!(!limiter.reserve_after(near_end, 1, Nanos(11)).unwrap());
+        assert!(limiter.reserve_after(near_end, 1, Nanos(10)).unwrap());
+    }
 }
