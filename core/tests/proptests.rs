@@ -70,6 +70,139 @@ impl RefLog {
     }
 }
 
+/// The log as a list of every admitted and booked event, each window
+/// recounted from it, for every operation: the whole decision, bookings at
+/// their own slot and later, refunds at an event's instant.
+#[derive(Clone)]
+struct RefBookedLog {
+    limit: u64,
+    window: u64,
+    /// (instant, units), booked ones ahead of `latest` included.
+    events: Vec<(u64, u64)>,
+    latest: u64,
+}
+
+impl RefBookedLog {
+    /// The units still in the window of `t` (a window ending at `t`).
+    fn used_at(&self, t: u64) -> u64 {
+        self.events
+            .iter()
+            .filter(|(at, _)| *at as u128 + self.window as u128 > t as u128)
+            .map(|(_, c)| c)
+            .sum()
+    }
+
+    /// The newest event still in the window of the latest time, if any.
+    fn newest(&self) -> Option<u64> {
+        self.events
+            .iter()
+            .filter(|(at, _)| *at as u128 + self.window as u128 > self.latest as u128)
+            .map(|(at, _)| *at)
+            .max()
+    }
+
+    /// The earliest instant, not before the latest time nor before any
+    /// event (served in order), at which `cost` more fits.
+    fn fits_at(&self, cost: u64) -> u128 {
+        let floor = self.latest.max(self.newest().unwrap_or(0)) as u128;
+        let ends = self
+            .events
+            .iter()
+            .map(|(at, _)| *at as u128 + self.window as u128);
+        std::iter::once(floor)
+            .chain(ends.filter(|&end| end > floor))
+            .filter(|&t| t > u64::MAX as u128 || self.used_at(t as u64) + cost <= self.limit)
+            .min()
+            .unwrap()
+    }
+
+    fn acquire(&mut self, now: u64, cost: u64) -> Decision {
+        self.latest = self.latest.max(now);
+        let fits_at = self.fits_at(cost);
+        let allowed = cost == 0 || fits_at == self.latest as u128;
+        if allowed && cost > 0 {
+            self.events.push((self.latest, cost));
+        }
+        let ahead = self.newest().is_some_and(|at| at > self.latest);
+        let since = |t: u128| Nanos(t.saturating_sub(now as u128).min(u64::MAX as u128) as u64);
+        Decision {
+            allowed,
+            remaining: if ahead {
+                0
+            } else {
+                self.limit.saturating_sub(self.used_at(self.latest))
+            },
+            limit: self.limit,
+            retry_after: if allowed { Nanos(0) } else { since(fits_at) },
+            reset_after: self
+                .newest()
+                .map_or(Nanos(0), |at| since(at as u128 + self.window as u128)),
+        }
+    }
+
+    /// Books `cost` at `now + wait`, or at the latest time if later, when it
+    /// fits there and the log has room: `2 * limit` instants, those still in
+    /// the window and the booked ones.
+    fn book(&mut self, now: u64, wait: u64, cost: u64) -> bool {
+        self.latest = self.latest.max(now);
+        if cost == 0 {
+            return true;
+        }
+        let Some(slot) = now.checked_add(wait).map(|s| s.max(self.latest)) else {
+            return false;
+        };
+        if (slot as u128) < self.fits_at(cost) {
+            return false;
+        }
+        let mut instants: Vec<u64> = self
+            .events
+            .iter()
+            .filter(|(at, c)| *c > 0 && *at as u128 + self.window as u128 > self.latest as u128)
+            .map(|(at, _)| *at)
+            .collect();
+        instants.sort();
+        instants.dedup();
+        if !instants.contains(&slot) && instants.len() as u64 == 2 * self.limit {
+            return false;
+        }
+        self.events.push((slot, cost));
+        true
+    }
+
+    /// Takes up to `cost` units off those recorded at exactly `taken_at`.
+    fn refund(&mut self, taken_at: u64, mut cost: u64) {
+        for (at, c) in self.events.iter_mut().rev() {
+            if *at == taken_at {
+                let given = cost.min(*c);
+                (*c, cost) = (*c - given, cost - given);
+            }
+        }
+        self.events.retain(|(_, c)| *c > 0);
+    }
+}
+
+/// What the model-checked log is asked at each step.
+#[derive(Clone, Debug)]
+enum LogCall {
+    Acquire,
+    /// `reserve` with this most wait.
+    Reserve(u64),
+    /// `reserve_after` this much after the earliest slot (before it, when
+    /// negative: refused).
+    ReserveLater(i64),
+    /// Gives back units of one event, chosen by index, at its instant.
+    Refund(usize),
+}
+
+fn log_call() -> impl Strategy<Value = LogCall> {
+    prop_oneof![
+        4 => Just(LogCall::Acquire),
+        3 => (0u64..4_000).prop_map(LogCall::Reserve),
+        2 => (-1_000i64..3_000).prop_map(LogCall::ReserveLater),
+        2 => any::<usize>().prop_map(LogCall::Refund),
+    ]
+}
+
 /// Any u64, with the edges likely.
 fn extreme() -> impl Strategy<Value = u64> {
     prop_oneof![
@@ -190,6 +323,57 @@ proptest! {
             let empty = |t: u64| log.clone().try_acquire(Nanos(t), 0).unwrap().remaining == limit;
             prop_assert!(empty(now + d.reset_after.0));
             prop_assert!(d.reset_after.0 == 0 || !empty(now + d.reset_after.0 - 1));
+        }
+    }
+
+    /// Bookings, at their own slot or another, and refunds between acquires:
+    /// every decision is the list's, and every booking too.
+    #[test]
+    fn log_operations_decide_like_the_list_of_events(
+        limit in 1u64..=5,
+        window in 1u64..=3_000,
+        steps in trace(1_500, 80),
+        calls in prop::collection::vec(log_call(), 80),
+        start in 0u64..1_000_000,
+    ) {
+        let mut log = SlidingWindowLog::new(limit, Nanos(window)).unwrap();
+        let mut model = RefBookedLog { limit, window, events: vec![], latest: 0 };
+        for ((now, cost), call) in times(&steps, start).into_iter().zip(calls) {
+            let cost = cost.min(limit);
+            match call {
+                LogCall::Acquire => {
+                    let d = log.try_acquire(Nanos(now), cost).unwrap();
+                    prop_assert_eq!(d, model.acquire(now, cost), "{} at {}", cost, now);
+                }
+                LogCall::Reserve(max_wait) => {
+                    let booked = log.reserve(Nanos(now), cost, Nanos(max_wait)).unwrap();
+                    let d = model.acquire(now, cost);
+                    let wait = d.retry_after.0;
+                    let expected = if d.allowed {
+                        Ok(Nanos::ZERO)
+                    } else if wait <= max_wait && model.book(now, wait, cost) {
+                        Ok(d.retry_after)
+                    } else {
+                        Err(d)
+                    };
+                    prop_assert_eq!(booked, expected, "{} at {}", cost, now);
+                }
+                LogCall::ReserveLater(extra) => {
+                    let own = log.peek(Nanos(now), cost).unwrap().retry_after.0;
+                    let wait = own.saturating_add_signed(extra);
+                    let booked = log.reserve_after(Nanos(now), cost, Nanos(wait)).unwrap();
+                    let expected = model.book(now, wait, cost);
+                    prop_assert_eq!(booked, expected, "{} {} after {}", cost, wait, now);
+                }
+                LogCall::Refund(i) => {
+                    if let Some(&(at, _)) = model.events.get(i % model.events.len().max(1)) {
+                        log.refund(Nanos(at), cost);
+                        model.refund(at, cost);
+                    }
+                }
+            }
+            let expected = model.clone().acquire(now, 1);
+            prop_assert_eq!(log.peek(Nanos(now), 1).unwrap(), expected, "after {:?} at {}", call, now);
         }
     }
 
