@@ -342,6 +342,22 @@ fn a_log_entry_of_any_size_only_fills_the_window() {
     );
 }
 
+/// A log holds at most `2 * limit` entries, its ring's room: a state with
+/// more is corrupt (reading one more entry into the ring would panic).
+#[test]
+fn a_log_state_with_more_entries_than_its_ring_holds_is_corrupt() {
+    let log = SlidingWindowLog::new(1, Nanos(250)).unwrap();
+    let header = log.to_bytes()[..8].to_vec();
+    // Latest 2, then the entries: (time after the previous one, units).
+    let two = [header.clone(), vec![2, 2, 0, 1, 1, 1]].concat();
+    let mut restored = log.clone();
+    restored.restore(&two).unwrap();
+    let three = [header, vec![2, 3, 0, 1, 1, 1, 1, 1]].concat();
+    let mut refused = log.clone();
+    assert_eq!(refused.restore(&three).unwrap_err().code(), "state_corrupt");
+    assert_eq!(refused, log);
+}
+
 /// Entries keep their whole cost through a reconfigure to a smaller limit,
 /// so that a refund gives back from what was really taken: capped at the
 /// new limit, 10 units taken became 5, and after 3 came back 2 more fit in
@@ -380,9 +396,11 @@ fn headers_are_checked() {
     let mut bad = good.clone();
     bad[0] = b'x';
     assert_eq!(code(&bad), "state_corrupt");
-    let mut bad = good.clone();
-    bad[2] = 9;
-    assert_eq!(code(&bad), "state_version");
+    for version in [0, 9] {
+        let mut bad = good.clone();
+        bad[2] = version;
+        assert_eq!(code(&bad), "state_version");
+    }
     let leaky = LeakyBucket::new(3, Nanos(100)).unwrap().to_bytes();
     assert_eq!(code(&leaky), "state_mismatch"); // another algorithm
     let other = Gcra::new(3, Nanos(101)).unwrap().to_bytes();
@@ -391,6 +409,11 @@ fn headers_are_checked() {
     let mut overlong = good[..8].to_vec();
     overlong.extend([0xff; 10]);
     assert_eq!(code(&overlong), "state_corrupt");
+    // 2^64 in ten bytes, the last one 2: its bit falls off a u64.
+    let mut past = good[..8].to_vec();
+    past.extend([0x80; 9]);
+    past.extend([0x02, 0x00]);
+    assert_eq!(code(&past), "state_corrupt");
 }
 
 /// A fixed window reconfigured to a lower limit holds a refund bound; its
@@ -451,6 +474,41 @@ fn a_bucket_never_called_yet_spent_is_corrupt() {
         let bytes = [header.clone(), vec![0, tokens, 0, 0]].concat();
         let result = short.clone().restore(&bytes).map_err(|e| e.code());
         assert_eq!(result.is_ok(), ok, "{tokens} tokens: {result:?}");
+    }
+}
+
+/// A called bucket's band holds what its arithmetic relies on, and what a
+/// state read from bytes must hold too: debt only in an empty band, no
+/// carry in a full greedy band (it would bring the next token early), and
+/// the flag that says whether the bucket was called is 0 or 1. A band
+/// holding tokens and debt at once answered `remaining` 2 and denied 2.
+#[test]
+fn a_bucket_state_no_bucket_holds_is_corrupt() {
+    let bucket = TokenBucket::new(3, 1, Nanos(100)).unwrap();
+    let header = bucket.to_bytes()[..8].to_vec();
+    // The flag, the time of the latest call (0), then the band: tokens,
+    // owed, carry.
+    for (state, ok) in [
+        ([1, 0, 2, 3, 0], false),
+        ([1, 0, 2, 0, 50], true),
+        ([1, 0, 0, 3, 50], true),
+        ([1, 0, 3, 0, 50], false),
+        ([1, 0, 3, 0, 0], true),
+        ([2, 0, 3, 0, 0], false),
+    ] {
+        let mut restored = bucket.clone();
+        let result = restored.restore(&[header.clone(), state.to_vec()].concat());
+        match ok {
+            true => assert_eq!(result, Ok(()), "{state:?}"),
+            false => {
+                assert_eq!(
+                    result.map_err(|e| e.code()),
+                    Err("state_corrupt"),
+                    "{state:?}"
+                );
+                assert_eq!(restored, bucket);
+            }
+        }
     }
 }
 
