@@ -469,6 +469,15 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_of_more_than_2_pow_64_ns_fills_the_limiter() {
+        // 2 * 2^63 ns of tolerance given back: wrapped, it gave back none.
+        let mut gcra = Gcra::new(1, Nanos(1 << 63)).unwrap();
+        assert!(gcra.try_acquire(Nanos(0), 1).unwrap().allowed);
+        gcra.refund(Nanos(0), 2);
+        assert_eq!(gcra.peek(Nanos(0), 0).unwrap().remaining, 1);
+    }
+
+    #[test]
     fn near_the_end_of_time_nothing_overflows() {
         let mut gcra = Gcra::new(u64::MAX, Nanos(1)).unwrap();
         assert!(gcra.try_acquire(Nanos::MAX, u64::MAX).unwrap().allowed);

@@ -477,6 +477,25 @@ mod tests {
     }
 
     #[test]
+    fn a_reconfigure_to_a_smaller_ring_merges_the_oldest_entries_into_the_oldest_kept() {
+        // Four instants into a ring of two: the units of 0 and 1 join those
+        // of 2, and the newest entry is kept.
+        let mut log = SlidingWindowLog::new(4, Nanos(1_000)).unwrap();
+        for t in 0..4 {
+            assert!(log.try_acquire(Nanos(t), 1).unwrap().allowed);
+        }
+        log.reconfigure(Nanos(3), SlidingWindowLog::new(1, Nanos(1_000)).unwrap());
+        // Free once the newest has left, at 1_003.
+        assert_eq!(log.peek(Nanos(3), 1).unwrap().retry_after, Nanos(1_000));
+        // The units of 0 and 1 still count, until 1_002, when those of 2
+        // and 3 are given back.
+        log.refund(Nanos(3), 1);
+        log.refund(Nanos(2), 1);
+        let d = log.try_acquire(Nanos(3), 1).unwrap();
+        assert_eq!((d.allowed, d.retry_after), (false, Nanos(999)));
+    }
+
+    #[test]
     fn a_keyed_stores_logs_grow_with_their_events_not_the_limit() {
         let room = 2 * MAX_LOG_LIMIT as usize;
         let mut built = SlidingWindowLog::new(MAX_LOG_LIMIT, Nanos(1_000)).unwrap();
@@ -498,6 +517,19 @@ mod tests {
         let mut restored = built.new_state();
         restored.restore(&built.to_bytes()).unwrap();
         assert_eq!((restored.ring.len(), &restored), (room, &built));
+    }
+
+    #[test]
+    fn a_growing_ring_books_no_more_instants_than_a_whole_one() {
+        // Limit 3: six instants, each booking of 3 units a window after the
+        // last, then refused, as the whole ring of the example above.
+        let mut grown = SlidingWindowLog::new(3, Nanos(10)).unwrap().new_state();
+        for window in 0..6 {
+            let booked = grown.reserve(Nanos(0), 3, Nanos::MAX).unwrap();
+            assert_eq!(booked, Ok(Nanos(10 * window)));
+        }
+        assert!(grown.reserve(Nanos(0), 3, Nanos::MAX).unwrap().is_err());
+        assert_eq!(grown.ring.len(), grown.room());
     }
 
     #[test]

@@ -881,6 +881,34 @@ mod tests {
     }
 
     #[test]
+    fn a_bucket_never_called_becomes_the_new_one_as_built() {
+        // Not its own initial tokens capped at the new capacity, nor a bucket
+        // called at the reconfigure: one never called has no state to carry.
+        let mut bucket = TokenBucket::new(5, 1, Nanos(1_000)).unwrap();
+        let new = TokenBucket::with_initial_tokens(10, 1, Nanos(1_000), 8).unwrap();
+        bucket.reconfigure(Nanos(500), new.clone());
+        assert_eq!(bucket, new);
+        assert!(bucket.try_acquire(Nanos(500), 8).unwrap().allowed);
+    }
+
+    #[test]
+    fn a_wait_for_more_than_2_pow_64_missing_units_is_exact() {
+        // 3 tokens at each ns: booking the whole capacity again once it is
+        // spent leaves 2^64 - 1 owed, refilled exactly at the slot.
+        let rule = Bandwidth::interval(u64::MAX, 3, Nanos(1)).unwrap();
+        let mut bucket = TokenBucket::from_bandwidths([rule]).unwrap();
+        assert!(bucket.try_acquire(Nanos(0), u64::MAX).unwrap().allowed);
+        let booked = bucket.reserve(Nanos(0), u64::MAX, Nanos::MAX).unwrap();
+        assert_eq!(booked, Ok(Nanos(u64::MAX / 3)));
+        // One unit more is 2^64 missing: 2^64 / 3 periods, rounded up.
+        let d = bucket.peek(Nanos(0), 1).unwrap();
+        assert_eq!(d.retry_after, Nanos(u64::MAX / 3 + 1));
+        let at = |t: u64| bucket.clone().try_acquire(Nanos(t), 1).unwrap().allowed;
+        assert!(at(d.retry_after.0));
+        assert!(!at(d.retry_after.0 - 1));
+    }
+
+    #[test]
     fn a_bucket_never_called_takes_no_refund() {
         // Starting empty, it gained the refund and admitted its whole
         // capacity at once, where a fresh one admits nothing.

@@ -125,6 +125,28 @@ fn check_answers(l: &AnyLimiter, now: u64, latest: u64, trace: &str) -> Result<(
             );
         }
     }
+    // Nothing is booked, at once or later, whatever is owed or booked, and
+    // booking it does what acquiring it does: moves the clock, no more.
+    let mut acquired = l.clone();
+    let _ = acquired.try_acquire(Nanos(now), 0).unwrap();
+    for wait in [0, 1] {
+        let mut booked = l.clone();
+        prop_assert!(
+            booked.reserve_after(Nanos(now), 0, Nanos(wait)).unwrap(),
+            "nothing not booked {} after {}\n{}",
+            wait,
+            now,
+            trace
+        );
+        prop_assert_eq!(
+            &booked,
+            &acquired,
+            "nothing booked {} after {}\n{}",
+            wait,
+            now,
+            trace
+        );
+    }
     for cost in 1..=limit.min(3) {
         let d = l.peek(Nanos(now), cost).unwrap();
         prop_assert_eq!(

@@ -76,6 +76,20 @@ fn fixed_window_refund_after_a_lower_limit_creates_no_permits() {
     );
 }
 
+#[test]
+fn sliding_window_counter_refund_after_a_lower_limit_creates_no_permits() {
+    let mut l = SlidingWindowCounter::new(4, Nanos(100)).unwrap();
+    assert!(l.try_acquire(Nanos(10), 2).unwrap().allowed);
+    assert!(l.try_acquire(Nanos(20), 1).unwrap().allowed); // A
+    l.reconfigure(Nanos(20), SlidingWindowCounter::new(2, Nanos(100)).unwrap());
+    l.refund(Nanos(20), 1); // A, taken at the very instant of the reconfigure
+    let d = l.try_acquire(Nanos(30), 1).unwrap();
+    assert!(
+        !d.allowed,
+        "3 unrefunded units in [0, 100) under a limit of 2"
+    );
+}
+
 /// A leaky bucket's refund of the last unit queued before a reconfigure to
 /// a longer interval matched the queue's end (its slot plus the new
 /// interval is where the stretched queue ends) and took the stretch off the
