@@ -390,6 +390,23 @@ mod tests {
     use core::hash::BuildHasher;
 
     #[test]
+    fn a_batch_is_checked_for_its_first_cost_above_the_limit_then_its_largest() {
+        let store = AnyKeyed::new(Gcra::new(3, Nanos(100)).unwrap().into());
+        // The first cost above the limit, not one at the limit before it.
+        let over = store.check_batch(b"k", Nanos(0), &[3, 5, 4]).unwrap_err();
+        assert_eq!(over, Error::CostExceedsLimit { cost: 5, limit: 3 });
+        assert_eq!(store.check_batch(b"k", Nanos(0), &[1, 3, 0]), Ok(()));
+        assert_eq!(store.check_batch(b"k", Nanos(0), &[]), Ok(()));
+        // A full store refuses the new key that the largest cost inserts; a
+        // cost of 0 inserts none.
+        let mut full = store.with_max_keys(1, crate::Eviction::Refuse).unwrap();
+        assert!(full.try_acquire(b"a", Nanos(0), 1).unwrap().allowed);
+        let refused = full.check_batch(b"b", Nanos(0), &[0, 1]).unwrap_err();
+        assert_eq!(refused.code(), "store_full");
+        assert_eq!(full.check_batch(b"b", Nanos(0), &[0, 0]), Ok(()));
+    }
+
+    #[test]
     fn seeding_hashes_with_both_parts_of_the_seed() {
         let shared: &'static HashSeed = Box::leak(Box::new(HashSeed::new(7)));
         let mut store = AnyKeyed::new(Gcra::new(1, Nanos(1)).unwrap().into());

@@ -377,6 +377,25 @@ mod tests {
     }
 
     #[test]
+    fn memory_goes_back_at_a_quarter_of_the_room_keeping_room_to_double() {
+        for extra in [1, 0] {
+            let mut table = KeyTable::with_hasher(DefaultHashBuilder::default());
+            for k in 0..100u32 {
+                insert(&mut table, k, k);
+            }
+            let room = table.entries.capacity();
+            let kept = (room / 4 + extra) as u32;
+            table.retain(|&k, _| k < kept);
+            if extra == 1 {
+                assert_eq!(table.entries.capacity(), room);
+            } else {
+                let now = table.entries.capacity();
+                assert!(now < room && now >= 2 * table.len(), "{now} of {room}");
+            }
+        }
+    }
+
+    #[test]
     fn keys_lie_in_arrival_order() {
         let mut table = KeyTable::with_hasher(DefaultHashBuilder::default());
         for k in 0..100u32 {

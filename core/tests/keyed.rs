@@ -327,6 +327,50 @@ fn a_full_refusing_store_admits_a_new_key_once_one_is_fresh_or_refunded() {
 }
 
 #[test]
+fn a_full_refusing_store_refuses_a_new_key_until_one_is_fresh_to_the_ns() {
+    // A refund forgets when the sweep found the next key fresh, so the next
+    // peek of a new key looks at every key: key 1 is fresh at 1,000, not at
+    // 999, and the store is full until then, for peek and try_acquire alike.
+    let gcra = Gcra::new(2, Nanos(1_000)).unwrap();
+    let mut refusing = KeyedLimiter::new(gcra)
+        .with_max_keys(2, Eviction::Refuse)
+        .unwrap();
+    let _ = refusing.try_acquire(&1u64, Nanos(0), 1).unwrap();
+    let _ = refusing.try_acquire(&2u64, Nanos(500), 2).unwrap();
+    refusing.refund(&2u64, Nanos(500), 1);
+    let peeked = refusing.peek(&3u64, Nanos(999), 1).unwrap_err();
+    assert_eq!(peeked.code(), "store_full");
+    // A sweep keeps both keys, and when the sooner is fresh: at 1,000 (key
+    // 2 at 1,500).
+    refusing.reclaim(Nanos(999));
+    let err = refusing.try_acquire(&3u64, Nanos(999), 1).unwrap_err();
+    assert_eq!(err.code(), "store_full");
+    assert!(refusing.peek(&3u64, Nanos(1_000), 1).unwrap().allowed);
+    assert!(
+        refusing
+            .try_acquire(&3u64, Nanos(1_000), 1)
+            .unwrap()
+            .allowed
+    );
+}
+
+#[test]
+fn a_store_refunds_and_moves_up_as_its_limiter_does() {
+    let mut limiters = prototypes();
+    limiters.push(LeakyBucket::new(3, Nanos(120)).unwrap().into());
+    limiters.push(SlidingWindowCounter::new(3, Nanos(250)).unwrap().into());
+    for limiter in limiters {
+        let store = AnyKeyed::new(limiter.clone());
+        assert_eq!(
+            (store.refunds_any_booking(), store.moves_up()),
+            (limiter.refunds_any_booking(), limiter.moves_up()),
+            "{}",
+            limiter.algorithm()
+        );
+    }
+}
+
+#[test]
 fn a_key_inserted_after_a_sweep_counts_for_when_a_full_store_may_sweep() {
     // A sweep of an empty store found no key to be fresh, ever: a key
     // inserted after it must still be found fresh once it is.
@@ -581,6 +625,9 @@ fn a_request_of_cost_zero_fails_before_a_store_that_keeps_every_key_is_full() {
     policy.add_store("bounded", &["user"], bounded).unwrap();
     let _ = policy.try_acquire(&[("user", b"x")], Nanos(0), 0).unwrap();
     let held = policy.keys_held();
+    // A peek answers as the request then does.
+    let peeked = policy.peek(&[("user", b"y")], Nanos(0), 0).unwrap_err();
+    assert_eq!(peeked.code(), "store_full");
     let full = policy
         .try_acquire(&[("user", b"y")], Nanos(0), 0)
         .unwrap_err();
@@ -935,6 +982,8 @@ enum Call {
     Acquire,
     Peek,
     Reserve(u64),
+    /// Books this long after `now` (`reserve_after`).
+    ReserveAfter(u64),
     /// Gives back units at one of the recent times the trace used.
     Refund(usize),
     Reclaim,
@@ -947,6 +996,7 @@ fn calls() -> impl Strategy<Value = Vec<(u8, i64, u64, Call)>> {
         4 => Just(Call::Acquire),
         1 => Just(Call::Peek),
         3 => (0u64..600).prop_map(Call::Reserve),
+        2 => (0u64..600).prop_map(Call::ReserveAfter),
         2 => (0usize..4).prop_map(Call::Refund),
         1 => Just(Call::Reclaim),
         1 => Just(Call::Reset),
@@ -1000,6 +1050,13 @@ proptest! {
                     Call::Reserve(max_wait) => {
                         let got = store.reserve(&k, Nanos(now), *cost, Nanos(*max_wait));
                         prop_assert_eq!(got, seen.reserve(Nanos(now), *cost, Nanos(*max_wait)), "reserve {} at {} within {}", cost, now, max_wait);
+                        if got.is_ok() {
+                            (*own, store_latest) = (seen, store_latest.max(now));
+                        }
+                    }
+                    Call::ReserveAfter(wait) => {
+                        let got = store.reserve_after(&k, Nanos(now), *cost, Nanos(*wait));
+                        prop_assert_eq!(got, seen.reserve_after(Nanos(now), *cost, Nanos(*wait)), "reserve {} at {} + {}", cost, now, wait);
                         if got.is_ok() {
                             (*own, store_latest) = (seen, store_latest.max(now));
                         }
