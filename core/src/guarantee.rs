@@ -668,5 +668,9 @@ mod tests {
         // big / (big + 1) < (big + 1) / (big + 2), both just below 1.
         assert!(rate(big, big + 1).lt(&rate(big + 1, big + 2)));
         assert!(!rate(big + 1, big + 2).lt(&rate(big, big + 1)));
+        // Equal rates in other terms, told equal after a round of
+        // reciprocals (1/2 and 2/4: 2/1 against 4/2).
+        assert!(!rate(1, 2).lt(&rate(2, 4)));
+        assert!(!rate(2, 4).lt(&rate(1, 2)));
     }
 }

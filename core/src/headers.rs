@@ -170,6 +170,21 @@ mod tests {
     fn names_are_printable_ascii_and_not_empty() {
         let printable: std::string::String = (' '..='~').collect();
         assert_eq!(Headers::check_name(&printable), Ok(()));
+        // And each goes out as itself, `"` and `\` escaped.
+        let decision = Decision {
+            allowed: true,
+            remaining: 1,
+            limit: 2,
+            retry_after: Nanos::ZERO,
+            reset_after: Nanos::ZERO,
+        };
+        let quoted = printable.replace('\\', "\\\\").replace('"', "\\\"");
+        assert_eq!(
+            Headers::new(&printable, Nanos::ZERO, &decision)
+                .policy()
+                .to_string(),
+            std::format!("\"{quoted}\";q=2;w=0")
+        );
         let empty = Error::InvalidValue {
             name: "name",
             reason: "must not be empty",

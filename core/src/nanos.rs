@@ -207,6 +207,19 @@ mod tests {
     }
 
     #[test]
+    fn units_saturate_at_the_end_of_time() {
+        assert_eq!(
+            Nanos::from_secs(u64::MAX / 1_000_000_000),
+            Nanos(18_446_744_073_000_000_000)
+        );
+        for big in [u64::MAX / 1_000 + 1, u64::MAX] {
+            assert_eq!(Nanos::from_secs(big), Nanos::MAX);
+            assert_eq!(Nanos::from_millis(big), Nanos::MAX);
+            assert_eq!(Nanos::from_micros(big), Nanos::MAX);
+        }
+    }
+
+    #[test]
     #[should_panic(expected = "overflow when adding Nanos")]
     fn adding_past_the_end_of_time_panics() {
         let _ = Nanos::MAX + Nanos(1);

@@ -66,6 +66,8 @@ proptest! {
         let worst = worst_bucket(&limiter, rule.refill_period().0, window);
         prop_assert_eq!(g.max_in_window(Nanos(window)), worst, "{:?}", rule);
         prop_assert_eq!(g.burst(), rule.capacity() as u128);
+        // So it says: one bandwidth is exact, of either refill.
+        prop_assert!(g.is_exact());
     }
 
     #[test]
@@ -370,6 +372,30 @@ fn lockout_waits_are_the_limiters_own() {
     assert_eq!(counter.reset_after, s(2));
     let queue = g(LeakyBucket::new(4, s(1)).unwrap().into());
     assert_eq!((queue.retry_after, queue.reset_after), (s(4), s(4)));
+    // A policy's client waits for the longest of its limits, each wait:
+    // the window's retry, the counter's reset.
+    let mut policy = Policy::new();
+    policy
+        .add(
+            "counter",
+            &[],
+            SlidingWindowCounter::new(10, s(1)).unwrap().into(),
+        )
+        .unwrap();
+    policy
+        .add(
+            "fixed",
+            &[],
+            FixedWindow::new(10, Nanos::from_millis(1_500))
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    let all = policy.guarantees().lockout();
+    assert_eq!(
+        (all.retry_after, all.reset_after),
+        (Nanos::from_millis(1_500), s(2))
+    );
 }
 
 /// Calendar months are sustained per month on average (4,800 in the

@@ -158,6 +158,12 @@ fn displays_the_canonical_form() {
     let odd = Rate::new(3, Nanos(1_500_000_000)).unwrap();
     assert_eq!(odd.to_string(), "3/1500000000 nanoseconds");
     assert!(Rate::parse(&odd.to_string()).is_err());
+    // Nor is a period of 0 (public fields, not `Rate::new`) 0 days.
+    let zero = Rate {
+        amount: 3,
+        period: Nanos(0),
+    };
+    assert_eq!(zero.to_string(), "3/0 nanoseconds");
 }
 
 #[test]
