@@ -42,6 +42,16 @@ impl RefBucket {
     }
 }
 
+/// The units of `events` (instant, units) still in a window of length
+/// `window` ending at `t`: an event leaves it exactly `window` after it.
+fn used_at(events: &[(u64, u64)], window: u64, t: u64) -> u64 {
+    events
+        .iter()
+        .filter(|(at, _)| *at as u128 + window as u128 > t as u128)
+        .map(|(_, c)| c)
+        .sum()
+}
+
 /// Every admitted event, forever; the window is recounted on every call.
 #[derive(Clone)]
 struct RefLog {
@@ -53,11 +63,7 @@ struct RefLog {
 
 impl RefLog {
     fn used_at(&self, t: u64) -> u64 {
-        self.events
-            .iter()
-            .filter(|(at, _)| *at as u128 + self.window as u128 > t as u128)
-            .map(|(_, c)| c)
-            .sum()
+        used_at(&self.events, self.window, t)
     }
 
     fn acquire(&mut self, now: u64, cost: u64) -> (bool, u64) {
@@ -85,11 +91,7 @@ struct RefBookedLog {
 impl RefBookedLog {
     /// The units still in the window of `t` (a window ending at `t`).
     fn used_at(&self, t: u64) -> u64 {
-        self.events
-            .iter()
-            .filter(|(at, _)| *at as u128 + self.window as u128 > t as u128)
-            .map(|(_, c)| c)
-            .sum()
+        used_at(&self.events, self.window, t)
     }
 
     /// The newest event still in the window of the latest time, if any.
