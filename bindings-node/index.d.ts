@@ -783,6 +783,8 @@ export declare function middleware<Request = unknown>(options: HandlerOptions<Re
 /**
  * The same as a Fastify `onRequest` hook: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`,
  * the default key `request.ip`; with `decide(request)` and `skips(request)` (see `RequestDecider`).
+ * A reply already sent when the decision comes (Fastify's `handlerTimeout`
+ * answered while `key` was pending) is left as it is.
  * Fastify's `addHook` gives a hook made in its call no request type (its
  * functions would read `unknown`): name it, `fastifyHook<FastifyRequest>({ ... })`.
  */

@@ -361,6 +361,45 @@ for (const [framework, serve, close] of frameworks) {
   });
 }
 
+// Fastify's `handlerTimeout` runs from the request's start, its hooks
+// included: a slow `key` (a session store, a Redis round trip) may still be
+// pending when Fastify answers 503 itself. The hook then answered the sent
+// reply again (a denial's 429), and Fastify logged "Reply was already sent,
+// did you forget to "return reply" in "/" (GET)?", blaming the route.
+describe('fastifyHook: a reply Fastify already sent (handlerTimeout) while the key was pending', () => {
+  for (const denied of [false, true]) {
+    it(`is left as it is (${denied ? 'denied' : 'allowed'}): no second answer, nothing logged of it`, async () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000 }));
+      if (denied) limiter.tryAcquire('alice');
+      let release;
+      const keyed = new Promise((resolve) => (release = resolve));
+      const logged = [];
+      const app = Fastify({ handlerTimeout: 20, logger: { level: 'warn', stream: { write: (line) => logged.push(JSON.parse(line)) } } });
+      app.addHook('onRequest', fastifyHook({ limiter, key: () => keyed }));
+      let handled = 0;
+      app.get('/', async () => {
+        handled++;
+        return 'hello';
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      try {
+        const timedOut = await get(`http://127.0.0.1:${app.server.address().port}/`, 'alice');
+        assert.equal(timedOut.status, 503);
+        assert.equal(timedOut.rateLimit, null);
+        // The key comes once Fastify has answered: the hook decides a request already answered.
+        release('alice');
+        await keyed;
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal(limiter.peek('alice', 0).remaining, 0, 'decided');
+        assert.equal(handled, 0);
+        assert.deepStrictEqual(logged.map((entry) => entry.err?.code ?? entry.msg).filter((what) => what !== 'FST_ERR_HANDLER_TIMEOUT'), []);
+      } finally {
+        await app.close();
+      }
+    });
+  }
+});
+
 describe('the helpers check their options', () => {
   for (const helper of [middleware, fastifyHook]) {
     it(`${helper.name}: a KeyedLimiter, a Policy or a limiter, and functions`, () => {

@@ -393,11 +393,19 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
   /**
    * The same for Fastify: `fastify.addHook('onRequest', fastifyHook({ limiter, key }))`
    * (default key `request.ip`, by `ipv6Subnet` as above), with `decide(request)` and `skips(request)`.
+   * A reply already sent when the decision comes is left as it is.
    */
   function fastifyHook(options) {
     const { limiter, outcome: decide, ...steps } = handlerOptions(options);
     return withSteps(function ratekeeper(request, reply, done) {
       const respond = (decision) => {
+        // Sent while `key` or a Redis round trip was pending: Fastify's
+        // `handlerTimeout`, which runs from the request's start, answered
+        // 503. Fastify runs no hook past a sent reply, and drops what
+        // `done` would pass on; a second answer only made it log "Reply
+        // was already sent", blaming the route. (The decision is made:
+        // the request counts, as one the client gave up on does.)
+        if (reply.sent === true) return false;
         if (decision === SKIPPED) return true;
         if (decision === null) {
           reply.code(503).type('text/plain; charset=utf-8').send(UNAVAILABLE);
