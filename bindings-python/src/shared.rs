@@ -628,7 +628,19 @@ pub fn rebook<'py, S: Subject>(
     requests: &[(&Target<S>, u64)],
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let (this, py) = (slf.get(), slf.py());
-    let now = this.shared().now(py, None)?;
+    // The clock is read only to book `requests` again: giving bookings
+    // back reads none (each is refunded at its own slot). So a clock that
+    // raises (the caller's `clock=`) as a waiter is withdrawn keeps nothing
+    // from being given back that needs no booking again: a token bucket's
+    // latest booking, or a GCRA's with nobody left behind it, as the JS
+    // `acquire` gives them back on an abort (waiting.cjs, `withdraw`). With
+    // waiters to book again, it raises before anything is given back, and
+    // nobody moves.
+    let now = if requests.is_empty() {
+        Nanos::ZERO // never read: nothing is booked
+    } else {
+        this.shared().now(py, None)?
+    };
     let owner = slf.as_any();
     let touch = if latest_only {
         Touch::Any

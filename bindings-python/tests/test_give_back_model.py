@@ -1,6 +1,7 @@
 """Bookings given back (``acquire_async`` cancelled, ``acquire`` interrupted,
 ``reservation.cancel()``), model-checked: seeded random interleavings of
-bookings, give-backs, resets, reconfigures, restores and added limits, on a
+bookings, give-backs, resets, reconfigures, restores and added limits, and
+a clock that raises as waiters are cancelled or wake, on a
 limiter, a ``KeyedLimiter`` and a ``Policy`` of every algorithm, over keys
 that share a mark (``alice`` and ``user82`` in a keyed limiter; ``alice`` and
 the twin the test finds in a policy's limit). Every unit granted is counted
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -91,6 +93,10 @@ def twin(place: int, of: str) -> str:
     return next(f"user{i}" for i in range(10_000) if mark(place, key(f"user{i}")) == mark(place, key(of)))
 
 
+class ClockBroke(Exception):
+    """What the clock raises while it is broken."""
+
+
 class Timeline:
     """The clock (ms) and an ``asyncio.sleep`` that wakes when ``advance`` reaches its time."""
 
@@ -98,8 +104,12 @@ class Timeline:
         self.ms = 0
         self.sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
         self.real_sleep = asyncio.sleep
+        # While set, every reading raises (a caller's clock that fails).
+        self.broken = False
 
     def __call__(self) -> float:
+        if self.broken:
+            raise ClockBroke("the clock broke")
         return self.ms / 1000
 
     async def sleep(self, seconds: float) -> None:
@@ -198,7 +208,7 @@ class Run:
         reservations: dict[int, tuple[Any, list[tuple[Key, int]], set[Key], int]] = {}
         tasks: list[tuple[asyncio.Future[None], int, list[tuple[Key, int]], int, int]] = []
         weights: dict[str, float] = {"advance": 5, "try": 3, "reserve": 3, "cancel": 3, "acquire": 10, "abort": 7}
-        weights.update(sync=1.5, reset=1.5)
+        weights.update(sync=1.5, reset=1.5, broken_abort=2, broken_advance=1)
         if self.kind == "limiter":
             weights.update(reset=0, reconfigure=0.7, restore=0.7)
         if self.kind == "policy":
@@ -238,6 +248,21 @@ class Run:
                 if pending:
                     rng.choice(pending)[0].cancel()
                     await clock.settle()
+            elif op == "broken_abort" and tasks:
+                # Cancelled while the clock raises: its withdrawal may give
+                # back what books nobody again, never more.
+                pending = [t for t in tasks[-5:] if not t[0].done()]
+                if pending:
+                    clock.broken = True
+                    rng.choice(pending)[0].cancel()
+                    await clock.settle()
+                    clock.broken = False
+            elif op == "broken_advance":
+                # Waiters whose slots come while the clock raises fail with
+                # its error, their bookings given back as they withdraw.
+                clock.broken = True
+                await clock.advance(clock.ms + rng.choice([250, 500, 1000]))
+                clock.broken = False
             elif op == "sync":
                 self.booked.append((order, set(self.keys(target))))
                 interrupt = rng.random() < 0.6
@@ -288,7 +313,7 @@ class Run:
                 reservation = self.slots.get(task)
                 self.grants.append((now if reservation is None else ns(reservation.at), cost, order, keys))
             elif not task.cancelled():
-                assert isinstance(task.exception(), ratekeeper.RateLimited)
+                assert isinstance(task.exception(), (ratekeeper.RateLimited, ClockBroke))
         for reservation, keys, _, order in reservations.values():
             self.grants.append((ns(reservation.at), reservation.cost, order, keys))
 
@@ -306,6 +331,9 @@ class Run:
             leave(subject, queue, gone)
 
         monkeypatch.setattr(_wait, "_leave", left)
+        # A withdrawal whose clock raised reports it as a finalizer's error.
+        self.reported: list[BaseException] = []
+        monkeypatch.setattr(sys, "unraisablehook", lambda args: self.reported.append(args.exc_value))
         monkeypatch.setattr(asyncio, "sleep", self.clock.sleep)
         asyncio.run(self.main())
 

@@ -850,7 +850,9 @@ def test_a_deferred_withdrawal_that_fails_is_reported_not_raised_in_another_task
     monkeypatch.setattr(_wait, "_withdraw_now", failing_second)
 
     async def main() -> None:
-        limiter = TokenBucket(1, 1, 1.0, clock=clock)
+        # Its waiters move up: the withdrawal reads the clock to book the
+        # abandoned one again (a token bucket's reads none).
+        limiter = Gcra(1, 1.0, clock=clock)
         limiter.try_acquire()
         a = await timeline.start(limiter.acquire_async())
         clock.abandon(limiter.acquire_async())
@@ -998,7 +1000,8 @@ def test_an_error_of_a_withdrawal_reaches_cpythons_own_unraisablehook(
 ) -> None:
     # CPython's own hook (pytest replaces it while a test runs) takes only
     # its own argument type: handed another, it raised TypeError, which ended
-    # the task in place of the clock's error and left the waiter queued.
+    # the task in place of the cancellation and left the waiter queued. (The
+    # clock is read to book the waiter behind it again: it raises there.)
     monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
     state = {"broken": False}
 
@@ -1008,19 +1011,122 @@ def test_an_error_of_a_withdrawal_reaches_cpythons_own_unraisablehook(
         return 0.0
 
     async def main() -> None:
-        bucket = TokenBucket(1, 1, 0.05, clock=clock)  # gives back only its latest
-        bucket.try_acquire()
-        task = asyncio.ensure_future(bucket.acquire_async())
+        gcra = Gcra(1, 0.05, clock=clock)  # its waiters move up
+        gcra.try_acquire()
+        a = asyncio.ensure_future(gcra.acquire_async())
+        b = asyncio.ensure_future(gcra.acquire_async())
         await asyncio.sleep(0)
         state["broken"] = True
-        with pytest.raises(OSError, match="the clock broke"):
-            await asyncio.wait_for(task, 5)
-        assert id(bucket) not in _wait._WAITING
+        a.cancel()
+        await asyncio.gather(a, return_exceptions=True)
+        assert a.cancelled()
+        state["broken"] = False
+        assert len(_wait._WAITING[id(gcra)]) == 1  # b, still waiting
+        b.cancel()
+        await asyncio.gather(b, return_exceptions=True)
+        assert id(gcra) not in _wait._WAITING
 
     asyncio.run(main())
     reported = capsys.readouterr().err
     assert reported.startswith("Exception ignored while an acquire_async was withdrawn:\n")
     assert "OSError: the clock broke" in reported
+
+
+# Those that give a cancelled booking back without booking anyone again:
+# a token bucket's, a keyed one's, a policy's with a bucket among several
+# limits (each only while it is the latest of its keys), and a GCRA's or a
+# leaky bucket's with nobody behind it. Each on `clock`, one unit a second,
+# with its acquire_async arguments.
+GIVERS = pytest.mark.parametrize(
+    "make",
+    [
+        lambda c: (TokenBucket(1, 1, 1.0, clock=c), ()),
+        lambda c: (TokenBucket(1, 1, 1.0, refill="interval", clock=c), ()),
+        lambda c: (_keyed_on(c), ("k",)),
+        lambda c: (Policy.from_rates("1/second;1000/hour", clock=c), (None,)),
+        lambda c: (Policy.from_rates("1/second;1000/hour", by=["user"], clock=c), ({"user": "u"},)),
+        lambda c: (Gcra(1, 1.0, clock=c), ()),
+        lambda c: (LeakyBucket(10, 1.0, clock=c), ()),
+    ],
+    ids=["token_bucket", "interval", "keyed", "policy", "policy_by_user", "gcra", "leaky_bucket"],
+)
+
+
+def _keyed_on(clock: Callable[[], float]) -> KeyedLimiter:
+    """A keyed token bucket, one unit a second, on ``clock``."""
+    return KeyedLimiter(TokenBucket(1, 1, 1.0, clock=clock))
+
+
+@GIVERS
+def test_a_clock_failing_as_a_waiter_is_cancelled_still_gives_its_booking_back(
+    make: Callable[[Callable[[], float]], tuple[Any, tuple[Any, ...]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Giving a booking back reads no clock: the JS acquire gives it back on
+    # an abort whatever the clock does. Here the clock was read to book the
+    # waiters behind, even with none there, and its error gave nothing back
+    # (a token bucket's latest booking, and a GCRA's last, stayed taken:
+    # the next slot was 2, not 1).
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_value))
+    state = {"broken": False}
+
+    def clock() -> float:
+        if state["broken"]:
+            raise RuntimeError("the clock broke")
+        return 0.0
+
+    async def main() -> tuple[bool, float]:
+        subject, args = make(clock)
+        assert subject.try_acquire(*args).allowed
+        task = asyncio.ensure_future(subject.acquire_async(*args))  # at 1
+        await asyncio.sleep(0)
+        assert len(_wait._WAITING[id(subject)]) == 1
+        state["broken"] = True
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        state["broken"] = False
+        assert id(subject) not in _wait._WAITING
+        return task.cancelled(), subject.reserve(*args).at
+
+    assert asyncio.run(main()) == (True, 1.0)  # given back: its slot is free
+    assert reported == []
+
+
+@GIVERS
+def test_a_clock_failing_during_the_wait_gives_the_booking_back(
+    make: Callable[[Callable[[], float]], tuple[Any, tuple[Any, ...]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The clock read after the sleep (what is left of the wait) raises: the
+    # task ends with its error, and its booking is given back, as any
+    # exception during the wait gives it back (and as the JS acquire does
+    # when its timer's clock throws). It reported the clock's error a second
+    # time, from the withdrawal, and kept the booking.
+    reported: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: reported.append(args.exc_value))
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    state = {"broken": False}
+
+    def clock() -> float:
+        if state["broken"]:
+            raise RuntimeError("the clock broke")
+        return timeline()
+
+    async def main() -> float:
+        subject, args = make(clock)
+        assert subject.try_acquire(*args).allowed
+        task = await timeline.start(subject.acquire_async(*args))  # at 1
+        state["broken"] = True
+        await timeline.advance(1.0)  # woken: reads the clock for what is left
+        with pytest.raises(RuntimeError, match="the clock broke"):
+            await task
+        state["broken"] = False
+        assert id(subject) not in _wait._WAITING
+        at: float = subject.reserve(*args).at
+        return at
+
+    assert asyncio.run(main()) == 1.0
+    assert reported == []
 
 
 def test_a_window_algorithm_moves_nobody(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -244,7 +244,9 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
         # Nobody moves: the booking is given back as its refund does; but
         # a token bucket, or a policy of several limits with a bucket among
         # them, gives it back only while it is the latest booking of its
-        # keys (see "Moving up" above), else its slot goes unused.
+        # keys (see "Moving up" above), else its slot goes unused. Neither
+        # reads the clock: one that raises (the caller's ``clock=``, as it
+        # raised in the wait) keeps nothing from being given back, as in JS.
         if waiter.latest_only:
             try:
                 booker._rebook(waiter.reservation._seq, True, [(waiter.reservation, waiter.args)], [])
@@ -290,9 +292,14 @@ def _withdraw_now(subject: _Subject, waiter: _Waiter) -> None:
             [w.args for w in staying],
         )
     except Exception as error:
-        # The clock failed, read before anything was given back: nobody
-        # moves, and the withdrawal ends; the error goes where a finalizer's
-        # would, not in place of the cancellation under way.
+        # The clock failed, read before anything was given back (and only
+        # with waiters staying, to book them again: with nobody left behind
+        # it, the booking is given back without it): nobody moves, nothing
+        # is given back (its slot goes unused), and the withdrawal ends; the
+        # error goes where a finalizer's would, not in place of the
+        # cancellation under way. (The JS acquire gives every booking back
+        # there and fails the waiters behind with the clock's error; these
+        # keep their slots instead.)
         _leave(subject, queue, {id(waiter)})
         _unraisable(error, "Exception ignored while an acquire_async was withdrawn")
         return
