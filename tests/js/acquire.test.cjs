@@ -685,6 +685,203 @@ describe('acquire', () => {
     }
   });
 
+  /**
+   * A clock on `time` that runs `hook` (set with `at(n, hook)`) as it is
+   * read for the n-th time from then on: the caller's code, run from inside
+   * the binding.
+   */
+  const hookedClock = (time) => {
+    let reads = 0;
+    let due = -1;
+    let hook = null;
+    const clock = () => {
+      if (++reads === due) hook();
+      return time.now();
+    };
+    const at = (n, run) => {
+      due = reads + n;
+      hook = run;
+    };
+    return { clock, at };
+  };
+
+  /**
+   * The limiters whose waiters move up behind an aborted one (alone, keyed,
+   * a policy of one), one unit every 100 ms on `clock`, emptied: each as
+   * `{ acquire(options) }`, for one key or request.
+   */
+  const QUEUES = {
+    Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
+    LeakyBucket: (clock) => new LeakyBucket({ capacity: 10, intervalMs: 100, clock }),
+    KeyedLimiter: (clock) => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock })),
+    Policy: (clock) => new Policy({ limits: [{ name: 'q', limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] }, { clock }),
+  };
+  const emptiedQueue = (make, clock) => {
+    const limiter = make(clock);
+    const args = limiter instanceof KeyedLimiter ? ['k'] : limiter instanceof Policy ? [{}] : [];
+    limiter.tryAcquire(...args);
+    return { acquire: (options) => limiter.acquire(...args, 1, options) };
+  };
+
+  /** Where each tracked promise went: its time, or its error's name. */
+  const outcomes = (settled) => Object.fromEntries(settled.map(([label, when, error]) => [label, error === undefined ? when : error.name]));
+
+  it('a clock that aborts or books waiters while those behind an aborted one move up books each once, in order', async () => {
+    // a (aborted), b, c, d wait; the clock, read as they move up, aborts c
+    // (not booked again yet, or booked again already) or books x. Read
+    // between the give-back of their bookings and their booking again, it
+    // moved d up into the slot at 1100 then, and d booked again at 1300
+    // after b: the slot at 1100 went unused, and so did every slot after
+    // (each later acquire one slot late); x, a newcomer, went ahead of b,
+    // c and d.
+    const cases = {
+      'aborts a waiter as the clock is first read': (controllers) => controllers.c.abort(),
+      'aborts a waiter as the clock is read again': (controllers) => controllers.b.abort(),
+      'books a waiter': (controllers, track, queue) => track('x', queue.acquire()),
+    };
+    const expected = {
+      'aborts a waiter as the clock is first read': { a: 'AbortError', b: 1_100, c: 'AbortError', d: 1_200, e: 1_300 },
+      'aborts a waiter as the clock is read again': { a: 'AbortError', b: 'AbortError', c: 1_100, d: 1_200, e: 1_300 },
+      'books a waiter': { a: 'AbortError', b: 1_100, c: 1_200, d: 1_300, x: 1_400, e: 1_500 },
+    };
+    for (const [inClock, run] of Object.entries(cases)) {
+      for (const [name, make] of Object.entries(QUEUES)) {
+        const { time, settled, track } = setup();
+        const { clock, at } = hookedClock(time);
+        const queue = emptiedQueue(make, clock);
+        const controllers = { a: new AbortController(), b: new AbortController(), c: new AbortController() };
+        for (const label of ['a', 'b', 'c']) track(label, queue.acquire({ signal: controllers[label].signal }));
+        track('d', queue.acquire());
+        at(inClock.endsWith('read again') ? 2 : 1, () => run(controllers, track, queue));
+        controllers.a.abort();
+        await flush();
+        track('e', queue.acquire());
+        await time.advance(1_000);
+        time.uninstall();
+        assert.deepStrictEqual(outcomes(settled), expected[inClock], `${name}: the clock ${inClock}`);
+      }
+    }
+  });
+
+  it("a signal's code that aborts a waiter while those behind an aborted one move up books each once", async () => {
+    // A signal-like's `aborted` getter, read to tell which of those behind
+    // are aborted too, and its removeEventListener, called as one of them
+    // leaves: run while the others were booked again, an abort of c there
+    // moved d up into the slot at 1100, and d booked again at 1200 or 1300.
+    for (const where of ['aborted', 'removeEventListener']) {
+      for (const [name, make] of Object.entries(QUEUES)) {
+        const { time, settled, track } = setup();
+        const queue = emptiedQueue(make, time.now);
+        const [a, c] = [new AbortController(), new AbortController()];
+        let hook = null;
+        const run = () => {
+          const once = hook;
+          hook = null;
+          once?.();
+        };
+        // b's signal: aborted with a's (removeEventListener), or never (aborted).
+        const own = where === 'aborted' ? new AbortController().signal : a.signal;
+        const b = {
+          get aborted() {
+            if (where === 'aborted') run();
+            return own.aborted;
+          },
+          get reason() {
+            return own.reason;
+          },
+          addEventListener: (...args) => own.addEventListener(...args),
+          removeEventListener(...args) {
+            if (where === 'removeEventListener') run();
+            own.removeEventListener(...args);
+          },
+        };
+        track('a', queue.acquire({ signal: a.signal }));
+        track('b', queue.acquire({ signal: b }));
+        track('c', queue.acquire({ signal: c.signal }));
+        track('d', queue.acquire());
+        hook = () => c.abort();
+        a.abort();
+        await flush();
+        track('e', queue.acquire());
+        await time.advance(1_000);
+        time.uninstall();
+        const expected =
+          where === 'aborted'
+            ? { a: 'AbortError', b: 1_100, c: 'AbortError', d: 1_200, e: 1_300 }
+            : { a: 'AbortError', b: 'AbortError', c: 'AbortError', d: 1_100, e: 1_200 };
+        assert.deepStrictEqual(outcomes(settled), expected, `${name}: c aborted from b's signal's ${where}`);
+      }
+    }
+  });
+
+  it('a signal aborted by the clock as acquire books rejects, and its booking is given back', async () => {
+    // Aborted after acquire read `signal.aborted` and before it listened
+    // (the clock is read to book, then to arm the timer), the abort was
+    // never heard: the acquire went at its slot, aborted.
+    for (const read of [1, 2]) {
+      for (const [name, make] of Object.entries(QUEUES)) {
+        const { time, settled, track } = setup();
+        const { clock, at } = hookedClock(time);
+        const queue = emptiedQueue(make, clock);
+        const controller = new AbortController();
+        at(read, () => controller.abort());
+        track('a', queue.acquire({ signal: controller.signal }));
+        track('b', queue.acquire());
+        await time.advance(1_000);
+        time.uninstall();
+        assert.deepStrictEqual(outcomes(settled), { a: 'AbortError', b: 1_100 }, `${name}: aborted at the clock's read ${read}`);
+      }
+    }
+  });
+
+  it("a clock that throws never lets a waiter's code book between two give-backs", async () => {
+    // Every waiter fails, newest first, each giving its booking back. The
+    // newest one's signal-like, let go as it failed, books x before the
+    // older ones gave theirs back: each of those freed the slot at the end
+    // of the queue, x's, and the bookings after shared it (two units at once
+    // from a burst of one).
+    for (const [name, make] of Object.entries(QUEUES)) {
+      const { time, settled, track } = setup();
+      let broken = false;
+      const clock = () => {
+        if (broken) {
+          broken = false;
+          throw new Error('clock failed');
+        }
+        return time.now();
+      };
+      const queue = emptiedQueue(make, clock);
+      const own = new AbortController().signal;
+      let booking = () => track('x', queue.acquire());
+      const signal = {
+        get aborted() {
+          return own.aborted;
+        },
+        addEventListener: (...args) => own.addEventListener(...args),
+        removeEventListener(...args) {
+          const once = booking;
+          booking = null;
+          once?.();
+          own.removeEventListener(...args);
+        },
+      };
+      track('a', queue.acquire());
+      track('b', queue.acquire());
+      track('c', queue.acquire({ signal }));
+      await time.advance(50);
+      broken = true;
+      await time.advance(50);
+      for (const label of ['d', 'e', 'f']) track(label, queue.acquire());
+      await time.advance(1_000);
+      time.uninstall();
+      const at = outcomes(settled);
+      assert.deepStrictEqual([at.a, at.b, at.c], ['Error', 'Error', 'Error'], name);
+      const slots = ['x', 'd', 'e', 'f'].map((label) => at[label]);
+      assert.deepStrictEqual(slots, [...slots].sort((p, q) => p - q), `${name}: in order`);
+      for (let i = 1; i < slots.length; i++) assert.ok(slots[i] - slots[i - 1] >= 100, `${name}: ${slots} share a slot`);
+    }
+  });
+
   it('bad arguments reject with the binding errors', async () => {
     const { time } = setup();
     const bucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 100, clock: time.now });

@@ -224,7 +224,12 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * limiters.cjs).
    */
   function withdraw(w, owner, waiter) {
+    if (!w.list.includes(waiter)) return;
+    // The caller's code first (see askFirst): the queue is read as it left it.
+    const asked = askFirst(w, waiter);
     const i = w.list.indexOf(waiter);
+    // Taken out by that code: an abort it made ahead of this waiter gave
+    // back the bookings behind, this one's too, and let it go as aborted.
     if (i < 0) return;
     w.list.splice(i, 1);
     const later =
@@ -276,30 +281,66 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       arm(w);
       return;
     }
+    // Those that leave: each with the error that fails it, or null (aborted).
+    const leaving = [];
     try {
       for (const other of later) other.giveBack();
       waiter.giveBack();
     } finally {
-      // Aborted too (a signal shared by many waiters): given back above, and
-      // taken out and settled now, so that its own listener finds nothing
-      // left to do (a signal-like may never announce it).
-      const gone = new Set();
+      // Aborted too (a signal shared by many waiters, whose listeners run
+      // one after another): given back above and taken out, so that its
+      // own listener finds nothing left to do (a signal-like may never
+      // announce it). The others booked again, in order, at the time read
+      // first: no code of the caller's runs from the first give-back to
+      // the queue put back in order.
       for (const other of later.reverse()) {
-        if (other.aborted()) {
-          gone.add(other);
-          other.leave();
+        if (other.left() || asked.aborted.has(other)) {
+          leaving.push([other, null]);
           continue;
         }
-        const error = other.rebook();
-        if (error !== null) {
-          gone.add(other);
-          other.fail(error);
-        }
+        const error = other.rebook(asked.now);
+        if (error !== null) leaving.push([other, error]);
       }
-      if (gone.size > 0) w.list = w.list.filter((other) => !gone.has(other));
+      if (leaving.length > 0) {
+        const gone = new Set(leaving.map(([other]) => other));
+        w.list = w.list.filter((other) => !gone.has(other));
+      }
       w.list.sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
+      // Settled once the queue is whole: settling runs the caller's code
+      // (a signal-like's removeEventListener and reason), which may abort,
+      // book or settle waiters of this very owner.
+      for (const [other, error] of leaving) {
+        if (error === null) other.leave();
+        else other.fail(error);
+      }
       arm(w);
     }
+  }
+
+  /**
+   * What withdrawing `waiter` from `w` needs of the caller's code, asked
+   * before the queue is read: the time those behind it in its queue book
+   * again at (`now`: a number, or `{ error }` when the clock threw, which
+   * fails them), and which of them are aborted too (`aborted`: their
+   * signals read, a signal-like's getter). That code may abort, book or
+   * settle waiters of this very owner (each withdrawn or queued in full
+   * there); run between the give-back of the bookings behind and their
+   * booking again, an abort moved up the waiters not booked again yet,
+   * whom this withdrawal then booked a second time (a slot booked and
+   * never used, by anyone), and an acquire booked ahead of them (first
+   * come first served no more). A waiter queued behind since is booked
+   * again at `now` too, and is not aborted unless settled.
+   */
+  function askFirst(w, waiter) {
+    const behind = waiter.queue === null ? [] : w.list.filter((other) => other !== waiter && other.queue === waiter.queue && other.seq > waiter.seq);
+    if (behind.length === 0) return { now: undefined, aborted: new Set() };
+    let now;
+    try {
+      now = w.read();
+    } catch (error) {
+      now = { error };
+    }
+    return { now, aborted: new Set(behind.filter((other) => other.aborted())) };
   }
 
   function arm(w) {
@@ -349,8 +390,14 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       if (Number.isNaN(now)) badType('now', 'a number');
     } catch (error) {
       // Newest first: a bucket gives back exactly only its latest booking
-      // (see fail).
-      for (const waiter of w.list.splice(0).sort((a, b) => b.seq - a.seq)) waiter.fail(error);
+      // (see abandon). Every booking given back before any is rejected:
+      // letting its signal go runs the caller's code (a signal-like's
+      // removeEventListener), and an acquire made there, between two
+      // give-backs, booked the slot at the end of the queue, which each
+      // later give-back then freed again, for the next caller to share (two
+      // units at once from a burst of one).
+      const failing = w.list.splice(0).sort((a, b) => b.seq - a.seq).filter((waiter) => waiter.abandon());
+      for (const waiter of failing) waiter.refuse(error);
       return;
     }
     while (w.list.length > 0 && w.list[0].atMs <= now) w.list.shift().done();
@@ -416,6 +463,12 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         if (signal !== undefined) unlisten(signal, onAbort);
         return true;
       };
+      // Rejects it with `error` once settled and given back (see abandon),
+      // letting its signal go.
+      const refuse = (error) => {
+        if (signal !== undefined) unlisten(signal, onAbort);
+        reject(error);
+      };
       // A booking of its keys, which a waiter holds (see marksOf). One due
       // at once, waiting only for those ahead to go, books no slot to come:
       // it takes its units now, as a tryAcquire does, so that, as a
@@ -436,11 +489,17 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         queue: slot.queue,
         latestOnly: slot.latestOnly === true,
         aborted: () => signal !== undefined && abortedNow(signal),
+        // Settled: aborted, its withdrawal under way or to come (see withdraw).
+        left: () => settled,
         giveBack: cancelOnce(givesBack(slot.owner, () => keys, refund), high, low),
-        /** Books again after a withdrawal ahead (see withdraw): null, or the error that fails it. */
-        rebook() {
+        /**
+         * Books again after a withdrawal ahead (see withdraw), at `now`
+         * (see askFirst): null, or the error that fails it.
+         */
+        rebook(now) {
+          if (typeof now !== 'number') return now.error;
           try {
-            if (!slot.reserve(units, Infinity, slot.read())) {
+            if (!slot.reserve(units, Infinity, now)) {
               const retryAfterMs = out()[2];
               return new RateLimited(`${slot.label}: cannot book ${units} again; retry in ${retryAfterMs} ms`, retryAfterMs);
             }
@@ -465,7 +524,15 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           if (settle()) resolve();
         },
         fail(error) {
-          if (!settle()) return;
+          if (waiter.abandon()) refuse(error);
+        },
+        /**
+         * Settles it, to fail, and gives its booking back, running none of
+         * the caller's code (see wake): true unless it had settled.
+         */
+        abandon() {
+          if (settled) return false;
+          settled = true;
           // Its clock failed (see wake), and every waiter of its owner with
           // it, newest first, each giving its booking back once those behind
           // it gave theirs. A bucket's only while nothing but a waiter booked
@@ -477,8 +544,9 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
           // in withdraw, gave its booking back already.)
           const anywhere = waiter.queue === null && !waiter.latestOnly;
           if (anywhere || latest(slot.owner, waiter.marks, FOREIGN) <= waiter.since) waiter.giveBack();
-          reject(error);
+          return true;
         },
+        refuse,
         /** Rejects it as aborted, its booking given back and taken out by withdraw. */
         leave() {
           if (settle()) reject(reasonOf(signal));
@@ -506,6 +574,15 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
         } finally {
           reject(error);
         }
+        return;
+      }
+      // Aborted since `signal.aborted` was read, by the caller's code run
+      // since (the clock, read to book and to arm the timer; a
+      // signal-like's addEventListener): announced before it listened, the
+      // abort was never heard, and the waiter went at its slot.
+      if (abortedNow(signal)) {
+        unlisten(signal, onAbort);
+        onAbort();
       }
     });
   }
