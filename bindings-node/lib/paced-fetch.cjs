@@ -460,7 +460,8 @@ function pace(RateLimited, fetch, limiter, options) {
   const timersInPlace = options?.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
   let armedBy;
   let nextId = 0;
-  // The ids of requests taken out of the queue meanwhile, while `whole` runs (else null).
+  // The requests taken out of the queue meanwhile, each with the error that
+  // fails it, while `whole` runs (else null).
   let held = null;
   // The clocks, checked at each read (see readMs). A read that fails in the
   // timer fails the queued requests; in a call, that call.
@@ -708,17 +709,23 @@ function pace(RateLimited, fetch, limiter, options) {
 
   /** Fails a queued `entry` that leaves the queue (a pause beyond its maxWaitMs, its booking refused), and tells onEvent (see `whole`). */
   function drop(entry, error) {
+    if (held !== null) {
+      held.push([entry, error]);
+      return;
+    }
     fail(entry, error);
-    if (held !== null) held.push(entry.id);
-    else emit({ type: 'rejected', id: entry.id });
+    emit({ type: 'rejected', id: entry.id });
   }
 
   /**
    * Runs `change`, which takes requests out of the queue and puts others
-   * back, telling onEvent of those it took out ('rejected') once it is
-   * done: told as each left, a call onEvent made went into the queue ahead
-   * of those not yet put back, and ahead of the call under way (its
-   * booking then came first: first come first served no more).
+   * back, failing those it took out and telling onEvent of them
+   * ('rejected') once it is done. Both run the caller's code (a
+   * signal-like's removeEventListener, onEvent): run as each left, a call
+   * made there went into the queue ahead of those not yet put back, and
+   * ahead of the call under way (its booking then came first: first come
+   * first served no more), and an abort of a request not yet put back was
+   * not heard (its listener did not find it), and the request went.
    */
   function whole(change) {
     if (held !== null) return change();
@@ -726,9 +733,10 @@ function pace(RateLimited, fetch, limiter, options) {
     try {
       return change();
     } finally {
-      const ids = held;
+      const dropped = held;
       held = null;
-      for (const id of ids) emit({ type: 'rejected', id });
+      for (const [entry, error] of dropped) fail(entry, error);
+      for (const [entry] of dropped) emit({ type: 'rejected', id: entry.id });
     }
   }
 
@@ -793,6 +801,14 @@ function pace(RateLimited, fetch, limiter, options) {
         // Its wait is bounded by maxRetryAfterMs now, not by maxWaitMs.
         entry.deadline = Infinity;
         pause(retryAfter, entry);
+        // Aborted before it was queued again, by the caller's code run since
+        // its signal was read (the response body's cancel, the clock read by
+        // the pause): its listener did not find it, and it went again. Taken
+        // out now, as its listener does (which finds it gone if it ran since).
+        if (entry.signal !== undefined && entry.signal.aborted) {
+          stopListening(entry);
+          entry.onAbort();
+        }
         return;
       }
       pause(Math.min(retryAfter, maxRetryAfterMs));
@@ -820,9 +836,11 @@ function pace(RateLimited, fetch, limiter, options) {
         return;
       }
       // A full queue books nothing: the caller may try again once its head has left.
-      const full = queue.length >= maxWaiting;
-      if (full && queue.length > 0) {
-        reject(new RateLimited(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - readClock())));
+      const refuseFull = (readNow) => {
+        reject(new RateLimited(`${queue.length} requests are waiting, the most maxWaiting allows`, Math.max(0, queue[0].atMs - readNow())));
+      };
+      if (queue.length >= maxWaiting && queue.length > 0) {
+        refuseFull(readClock);
         return;
       }
       const units = typeof cost === 'function' ? cost(input, init) : cost;
@@ -837,6 +855,13 @@ function pace(RateLimited, fetch, limiter, options) {
       const body = init != null ? init.body : undefined;
       const replayable = !(body != null && typeof body.getReader === 'function');
       const now = readClock();
+      // Read again: the caller's code run since (the cost function, init's
+      // getters, the clock) may have called requests of this very queue.
+      const full = queue.length >= maxWaiting;
+      if (full && queue.length > 0) {
+        refuseFull(() => now);
+        return;
+      }
       const entry = {
         id: nextId++,
         input,
@@ -861,18 +886,33 @@ function pace(RateLimited, fetch, limiter, options) {
         onAbort: null,
       };
       entry.onAbort = () => {
-        const at = queue.indexOf(entry);
-        if (at < 0) return;
-        // Read first: a clock that fails here must not throw from the
-        // listener (Node would end the process); nobody moves then.
+        if (!queue.includes(entry)) return;
+        // The caller's code first: the clock (the time those behind book
+        // again at) and the signals of those behind (a signal-like's
+        // getter), which may call or abort requests of this very queue.
+        // Run after its place was read, an abort ahead of it moved it a
+        // place up, and the requests behind were moved up from the place it
+        // had: one taken out unbooked (never sent, never settled), one
+        // queued twice (sent twice). A clock that fails here must not throw
+        // from the listener (Node would end the process); nobody moves then.
         let moveAt = null;
+        let aborted = null;
         if (entry.reservation !== null && movesUp && !bookedByOthersSince(entry)) {
           try {
             moveAt = readClock();
           } catch {
             // the timer's read fails the same way, and fails the requests
           }
+          // Each read once: read twice, a getter that changed its answer
+          // left a request neither booked again nor failed.
+          if (moveAt !== null) aborted = new Set(queue.slice(queue.indexOf(entry) + 1).filter(isAborted));
         }
+        const at = queue.indexOf(entry);
+        // Taken out by that code: an abort ahead of it let it go as aborted too.
+        if (at < 0) return;
+        // Checked again after that code, which may have booked the limiter
+        // after it (see bookedByOthersSince): nobody moves then.
+        if (entry.reservation === null || bookedByOthersSince(entry)) moveAt = null;
         let alsoAborted = [];
         if (moveAt === null) {
           // Unbooked (in a pause), a window's booking (given back where it
@@ -887,9 +927,10 @@ function pace(RateLimited, fetch, limiter, options) {
           // listeners run one after another) leave with it, booked no more:
           // each booked again by every listener before its own was
           // quadratic work (4,000 requests: 5.9 s).
+          // A request called since, behind it, is booked again too.
           const behind = queue.slice(at + 1);
-          alsoAborted = behind.filter(isAborted);
-          rebook(at, behind.filter((other) => !isAborted(other)), moveAt);
+          alsoAborted = behind.filter((other) => aborted.has(other));
+          rebook(at, behind.filter((other) => !aborted.has(other)), moveAt);
         }
         emit({ type: 'aborted', id: entry.id });
         arm();
@@ -933,6 +974,17 @@ function pace(RateLimited, fetch, limiter, options) {
           // than hold a slot that every call after it waits behind.
           giveBack(entry);
           reject(error);
+          return;
+        }
+        // Aborted since `signal.aborted` was read, by the caller's code run
+        // since (the cost function, the clock; a signal-like's
+        // addEventListener): announced before it listened (or before it was
+        // queued, where its listener looks for it), the abort was never
+        // heard, and the request went at its slot.
+        if (signal.aborted) {
+          stopListening(entry);
+          giveBack(entry);
+          reject(signal.reason);
           return;
         }
       }

@@ -1472,3 +1472,163 @@ test("the older draft's RateLimit with `;` between its members, and its names as
   // An item of the structured draft is read by its own `r` and `t` alone.
   assert.equal(pause({ RateLimit: '"a";r=5;t=1;remaining=0;reset=30' }), null);
 });
+
+/**
+ * A clock on `time` that runs `hook` (set with `at(n, hook)`) as it is read
+ * for the n-th time from then on: the caller's code, run from inside pacedFetch.
+ */
+function hookedClock(time) {
+  let reads = 0;
+  let due = -1;
+  let hook = null;
+  const clock = () => {
+    if (++reads === due) hook();
+    return time.clock();
+  };
+  const at = (n, run) => {
+    due = reads + n;
+    hook = run;
+  };
+  return { clock, at };
+}
+
+/** Where each call went: its status, or its error's name; 'waiting' while it has not settled. */
+function outcomes(calls) {
+  const seen = Object.fromEntries(Object.keys(calls).map((label) => [label, 'waiting']));
+  for (const [label, call] of Object.entries(calls)) {
+    call.then((response) => (seen[label] = response.status), (error) => (seen[label] = error.name));
+  }
+  return seen;
+}
+
+test('a clock or signal that aborts a request ahead of an aborted one, as those behind move up, strands nobody and books each once', async () => {
+  // The aborted request's place in the queue was read before the clock
+  // (and the signals of those behind): an abort made there moved it a place
+  // up, and the requests moved up from the place it had: /4, taken out
+  // without a booking, never went nor settled (clock); /3 was queued twice,
+  // and sent twice (signal).
+  for (const where of ['clock', 'signal']) {
+    const time = fakeTime();
+    const { clock, at } = hookedClock(time);
+    const { fetch, log } = fakeFetch(time);
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock, timers: time.timers });
+    const [x, a] = [new AbortController(), new AbortController()];
+    let hook = null;
+    const own = new AbortController().signal;
+    // /3's signal, which aborts /1 as it is read.
+    const signal = {
+      get aborted() {
+        const once = hook;
+        hook = null;
+        once?.();
+        return own.aborted;
+      },
+      addEventListener: (...args) => own.addEventListener(...args),
+      removeEventListener: (...args) => own.removeEventListener(...args),
+    };
+    const calls = {
+      0: paced('/0'),
+      1: paced('/1', { signal: x.signal }),
+      2: paced('/2', { signal: a.signal }),
+      3: paced('/3', { signal }),
+      4: paced('/4'),
+    };
+    const seen = outcomes(calls);
+    if (where === 'clock') at(1, () => x.abort());
+    else hook = () => x.abort();
+    a.abort();
+    await time.advance(1000);
+    assert.deepEqual(seen, { 0: 200, 1: 'AbortError', 2: 'AbortError', 3: 200, 4: 200 }, where);
+    assert.deepEqual(log, [['/0', 0], ['/3', 100], ['/4', 200]], where);
+    assert.equal(paced.waiting, 0, where);
+  }
+});
+
+test("a signal's removeEventListener that aborts a request as a pause takes another out: the abort is heard", async () => {
+  // A pause past /d's maxWaitMs takes it out, letting its signal go while
+  // the queue was being rebuilt: /k, aborted there, not yet put back, was
+  // not found by its listener, and went when the pause ended.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 200, headers: { 'RateLimit-Remaining': '0', 'RateLimit-Reset': '1.5' } } : { status: 200 },
+  );
+  let answerA;
+  const held = (url) => (url === '/a' ? new Promise((resolve) => (answerA = () => resolve(fetch(url)))) : fetch(url));
+  const onePerSecond = Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 1000, clock: time.clock });
+  const paced = pacedFetch(held, onePerSecond, { clock: time.clock, timers: time.timers, maxWaitMs: 2000 });
+  const k = new AbortController();
+  const own = new AbortController().signal;
+  let hook = () => k.abort();
+  const signal = {
+    get aborted() {
+      return own.aborted;
+    },
+    addEventListener: (...args) => own.addEventListener(...args),
+    removeEventListener(...args) {
+      const once = hook;
+      hook = null;
+      once?.();
+      own.removeEventListener(...args);
+    },
+  };
+  const calls = { a: paced('/a'), d: paced('/d', { signal }) }; // /d: its slot at 1000, its deadline 2000
+  await time.advance(500);
+  calls.k = paced('/k', { signal: k.signal }); // its slot at 2000, its deadline 2500
+  const seen = outcomes(calls);
+  await time.advance(100);
+  answerA(); // at 600: a pause to 2100, past /d's deadline, within /k's
+  await time.advance(3000);
+  assert.deepEqual(seen, { a: 200, d: 'TimeoutError', k: 'AbortError' });
+  assert.deepEqual(log, [['/a', 600]]);
+});
+
+test('a call made from the cost function of a call counts against maxWaiting', async () => {
+  // The queue's length was read before the cost function ran: /c, called
+  // as /d's room was taken, was queued too, past maxWaiting.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  let paced;
+  const cost = (input) => {
+    if (input === '/c') calls.d = paced('/d');
+    return 1;
+  };
+  const calls = {};
+  paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxWaiting: 1, cost });
+  calls.a = paced('/a'); // sent at once
+  calls.c = paced('/c');
+  assert.equal(paced.waiting, 1);
+  const seen = outcomes(calls);
+  await time.advance(1000);
+  assert.deepEqual(seen, { a: 200, c: 'RateLimited', d: 200 });
+  assert.deepEqual(log, [['/a', 0], ['/d', 100]]);
+});
+
+test('a signal aborted by the caller\'s code as its call books, or as it is to be retried, rejects the call', async () => {
+  // Aborted after the call read `signal.aborted` and before it listened
+  // (by the clock, or by a 429's answer being read), the abort was never
+  // heard: the request went at its slot, or again after the pause.
+  for (const when of ['call', 'retry']) {
+    const time = fakeTime();
+    const { clock, at } = hookedClock(time);
+    const { fetch, log } = fakeFetch(time, (url, count) => (when === 'retry' && count === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
+    let answer;
+    const held = (url) => new Promise((resolve) => (answer = () => resolve(fetch(url))));
+    const gcra = tenPerSecond(time.clock);
+    const paced = pacedFetch(held, gcra, { clock, timers: time.timers });
+    gcra.tryAcquire(1, 0);
+    const controller = new AbortController();
+    if (when === 'call') at(1, () => controller.abort());
+    const seen = outcomes({ a: paced('/a', { signal: controller.signal }) });
+    if (when === 'call') assert.equal(gcra.peek(1, 0).retryAfterMs, 100, 'its booking at 100 given back');
+    await time.advance(100);
+    if (when === 'retry') {
+      at(1, () => controller.abort()); // the pause the 429 asks for reads it
+      answer();
+      await time.advance(0);
+    }
+    assert.equal(paced.waiting, 0, `${when}: nothing queued`);
+    await time.advance(3000);
+    assert.deepEqual(seen, { a: 'AbortError' }, when);
+    assert.deepEqual(log, when === 'call' ? [] : [['/a', 100]], when);
+  }
+});
