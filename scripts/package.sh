@@ -61,7 +61,7 @@ cmd_pack() {
     cp core/redis/ratekeeper.lua "$STAGE/lib/ratekeeper.lua"
     # The ES module twin for browsers and workers (scripts/js-bundle.cjs).
     node scripts/js-bundle.cjs "$PKG/lib/paced-fetch.cjs" "$STAGE/lib/paced-fetch.mjs" esm pacedFetchFor
-    cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.cjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
+    cp "$PKG"/wasm/browser.mjs "$PKG"/wasm/browser.cjs "$PKG"/wasm/browser-node.mjs "$PKG"/wasm/browser.d.mts "$PKG"/wasm/url.d.mts "$PKG"/wasm/workerd.mjs "$WASM"/web.mjs "$WASM"/web.d.mts "$STAGE/wasm/"
     cp "$WASM"/pkg/api.mjs "$WASM"/pkg/ratekeeper.d.ts "$STAGE/wasm/pkg/"
     mkdir -p "$STAGE/wasm/pkg/web"
     cp "$WASM"/pkg/web/ratekeeper_wasm.js "$WASM"/pkg/web/ratekeeper_wasm_bg.wasm "$STAGE/wasm/pkg/web/"

@@ -5,7 +5,9 @@
 // ES module (Node only can from 20.19 and 22.12, Jest only on Node 24.9 and
 // later), so browser.mjs failed there to load at all. Bundlers ask for
 // `module`, listed first, and keep browser.mjs. The wasm loads synchronously
-// here (wasm/pkg/nodejs), so `init()` and `initSync()` do nothing.
+// here (wasm/pkg/nodejs), so `init()` and `initSync()` do nothing. Node's
+// `import` under that condition gets this module too (browser-node.mjs), so
+// that a process that imports and requires the package has one instance.
 const api = require('../lib/api.cjs').createApi(require('./pkg/nodejs/ratekeeper_wasm.js'));
 
 async function init() {}

@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'main.d.mts', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs', 'lib/api/limiters.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'lib/ratekeeper.lua', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/url.d.mts',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'lib/ratekeeper.lua', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/browser-node.mjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
@@ -175,20 +175,49 @@ test("pacedFetch refuses with its entry's own RateLimited, on Node and under the
     api.initSync(readFileSync(new URL('./pkg/web/ratekeeper_wasm_bg.wasm', import.meta.resolve('ratekeeper'))));
     ${refuse}
   `]);
-  assert.deepEqual(JSON.parse(browser), want, 'wasm/browser.mjs');
+  assert.deepEqual(JSON.parse(browser), want, 'wasm/browser-node.mjs');
 });
 
 test('the browser condition resolves to the WebAssembly build', () => {
   const out = node(['--conditions=browser', '--input-type=module', '-e', `
     import * as api from 'ratekeeper';
-    import { readFileSync } from 'node:fs';
-    const where = import.meta.resolve('ratekeeper');
-    api.initSync(readFileSync(new URL('./pkg/web/ratekeeper_wasm_bg.wasm', where)));
+    import { createRequire } from 'node:module';
     ${USE}
-    console.log(where);
+    console.log(Object.keys(createRequire(import.meta.url).cache).filter((file) => /\\.node$|native\\.js$/.test(file)).length);
+    console.log(import.meta.resolve('ratekeeper'));
   `]).trim().split('\n');
   assert.deepEqual(JSON.parse(out[0]), { remaining: 1, paced: 'function', init: 'function' });
-  assert.match(out[1], /node_modules\/ratekeeper\/wasm\/browser\.mjs$/);
+  assert.equal(out[1], '0', 'no native addon loaded');
+  // Node's own: wasm/browser.cjs's module instance (see below); bundlers take wasm/browser.mjs.
+  assert.match(out[2], /node_modules\/ratekeeper\/wasm\/browser-node\.mjs$/);
+});
+
+test('under the browser condition in Node, import and require share one instance of the WebAssembly build', () => {
+  // A process that imports the package (its own code) and requires it (a
+  // CommonJS dependency) loaded wasm/browser.mjs and wasm/browser.cjs, two
+  // copies of the build: its classes differed, so that `instanceof` and
+  // RateLimited held across none, and a limiter of one was refused by the
+  // other's KeyedLimiter and Policy.
+  const out = node(['--conditions=browser', '--input-type=module', '-e', `
+    import * as imported from 'ratekeeper';
+    import importedDefault from 'ratekeeper';
+    import { createRequire } from 'node:module';
+    const required = createRequire(import.meta.url)('ratekeeper');
+    const gcra = new required.Gcra({ burst: 1, emissionIntervalMs: 1000 });
+    const keyed = new imported.KeyedLimiter(gcra);
+    console.log(JSON.stringify({
+      classes: ['Limiter', 'Gcra', 'KeyedLimiter', 'Policy', 'RateLimited'].every((name) => imported[name] === required[name]),
+      instance: gcra instanceof imported.Gcra && keyed instanceof required.KeyedLimiter,
+      decides: [keyed.tryAcquire('a', 1, 0).allowed, keyed.tryAcquire('a', 1, 0).allowed],
+      init: imported.init === required.init && importedDefault === imported.init,
+    }));
+    // The names the entry bundlers take exports, each there.
+    const web = await import(new URL('./browser.mjs', import.meta.resolve('ratekeeper')));
+    console.log(JSON.stringify([Object.keys(imported).sort(), Object.keys(web).sort()]));
+  `]).trim().split('\n');
+  assert.deepEqual(JSON.parse(out[0]), { classes: true, instance: true, decides: [true, false], init: true });
+  const [names, webNames] = JSON.parse(out[1]);
+  assert.deepEqual(names, webNames);
 });
 
 test('require under the browser condition (Jest with jsdom) is the WebAssembly build, as CommonJS', () => {
@@ -215,12 +244,24 @@ test('require under the browser condition (Jest with jsdom) is the WebAssembly b
   assert.match(out[3], /node_modules\/ratekeeper\/wasm\/browser\.cjs$/);
 });
 
-test('under the browser condition in Node, init() says how to give it the .wasm, and that way works', () => {
-  // Node's fetch reads no file: URL, which init() fetches by default there (a
-  // test runner giving Node the browser condition).
+test('under the browser condition in Node, the WebAssembly build is loaded at import: init() and initSync() do nothing', () => {
   const out = node(['--conditions=browser', '--input-type=module', '-e', `
-    import { init, Gcra } from 'ratekeeper';
+    import init, { initSync, Gcra } from 'ratekeeper';
+    console.log(new Gcra({ burst: 2, emissionIntervalMs: 10 }).tryAcquire(1, 0).remaining);
+    await init();
+    initSync();
+    console.log(new Gcra({ burst: 2, emissionIntervalMs: 10 }).tryAcquire(1, 0).remaining);
+  `]).trim().split('\n');
+  assert.deepEqual(out, ['1', '1']);
+});
+
+test("in Node, the browsers' entry's init() says how to give it the .wasm, and that way works", () => {
+  // Node's fetch reads no file: URL, which init() fetches by default there:
+  // wasm/browser.mjs, loaded in Node by a tool that resolves as a bundler
+  // does (the `module` condition: see PACKAGE.md), here by its path.
+  const out = node(['--input-type=module', '-e', `
     import { readFile } from 'node:fs/promises';
+    const { init, Gcra } = await import(new URL('./wasm/browser.mjs', import.meta.resolve('ratekeeper/package.json')));
     try {
       await init();
     } catch (error) {
@@ -316,7 +357,7 @@ test("a bundler's browser build (esbuild) takes the WebAssembly build, and it ru
   const required = await bundle({ entryPoints: ['app.cjs'], format: 'cjs', platform: 'browser', write: false, outfile: 'app.js' });
   const requiredInputs = Object.keys(required.metafile.inputs);
   assert.ok(requiredInputs.includes('node_modules/ratekeeper/wasm/browser.mjs'), requiredInputs.join());
-  assert.ok(!requiredInputs.some((file) => /browser\.cjs|pkg\/nodejs/.test(file)), requiredInputs.join());
+  assert.ok(!requiredInputs.some((file) => /browser\.cjs|browser-node\.mjs|pkg\/nodejs/.test(file)), requiredInputs.join());
 
   // A page's bundle cannot see the .wasm the glue fetches beside it: the
   // package exports it (ratekeeper/ratekeeper.wasm) for the bundler to emit,
@@ -390,8 +431,15 @@ test('the export conditions in package.json', () => {
   const dot = pkg.exports['.'];
   assert.deepEqual(Object.keys(dot), ['workerd', 'deno', 'browser', 'node', 'default']);
   for (const condition of ['workerd', 'deno', 'browser', 'default']) assert.match(Object.values(dot[condition]).join(), /wasm\//);
-  // Bundlers ask for `module`; Node (Jest with jsdom) for `require`, which takes CommonJS.
-  assert.deepEqual(dot.browser, { types: './wasm/browser.d.mts', module: './wasm/browser.mjs', require: './wasm/browser.cjs', default: './wasm/browser.mjs' });
+  // Bundlers ask for `module`; Node for `node` (its import: browser.cjs's
+  // instance, one for both) or, Jest with jsdom, for `require`, which takes CommonJS.
+  assert.deepEqual(dot.browser, {
+    types: './wasm/browser.d.mts',
+    module: './wasm/browser.mjs',
+    node: { import: './wasm/browser-node.mjs', default: './wasm/browser.cjs' },
+    require: './wasm/browser.cjs',
+    default: './wasm/browser.mjs',
+  });
   assert.deepEqual(dot.node, {
     import: { types: './main.d.mts', default: './main.mjs' },
     require: { types: './ratekeeper.d.ts', default: './main.cjs' },
