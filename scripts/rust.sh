@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Rust checks: formatting, lints, docs, the core's tests, and its no_std and wasm32 builds.
+# The Rust checks: formatting, lints, docs, the core's tests (its README's example among its doctests),
+# its no_std and wasm32 builds, and the repository README's Rust example (docs/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,9 @@ case "${1:-test}" in
     cargo package -p ratekeeper --offline --allow-dirty
     bash scripts/wasm.sh check-core
     cargo test -p ratekeeper --all-features
+    # The repository README's Rust example (a doctest of docs/, which is no
+    # part of the published crate) and the core README's dependency line.
+    cargo test -p ratekeeper-docs
     ;;
   *) echo "usage: $0 test" >&2; exit 2 ;;
 esac
