@@ -601,6 +601,28 @@ def test_the_readme_shows_what_the_command_prints(argv: list[str], shown: str, t
     assert printed == speed.sub("", shown)
 
 
+@pytest.mark.parametrize("path", ["bindings-python/README.md", "bindings-python/PYPI.md"])
+def test_the_python_readmes_commands_run(path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``$ ratekeeper ...`` lines of the package's READMEs, which show no
+    output: each runs as written (its comment dropped), in a folder holding
+    the trace the text leaves to the reader."""
+    readme = Path(__file__).resolve().parents[2] / path
+    commands = [
+        shlex.split(line[2:], comments=True)[1:]
+        for block in re.findall(r"```console\n(.*?)```", readme.read_text(), re.S)
+        for line in block.splitlines()
+        if line.startswith("$ ratekeeper ")
+    ]
+    assert commands, path
+    (tmp_path / "trace.csv").write_text("timestamp,key,cost\n0,alice,1\n0.05,bob,1\n0.1,alice,2\n")
+    monkeypatch.chdir(tmp_path)
+    for argv in commands:
+        status, out, err = run(*argv)
+        assert status == 0 and out, (argv, err)
+        if "--json" in argv:
+            json.loads(out)
+
+
 def test_a_csv_header_after_blank_lines_is_a_header_on_every_path(tmp_path: Path) -> None:
     # A cost written "2.0" takes the line-by-line path, which took the header for
     # data when blank lines came before it (the quick path skipped it).
