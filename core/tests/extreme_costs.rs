@@ -8,69 +8,11 @@
 //! `retry_after` later succeeds where 1 ns earlier does not.
 
 use proptest::prelude::*;
-use ratekeeper::{
-    AnyLimiter, Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos,
-    SlidingWindowCounter, SlidingWindowLog,
-};
+use ratekeeper::{AnyLimiter, Limiter, Nanos};
 
-/// Numbers at both ends of `u64`, around 2^63 and anywhere.
-fn extreme() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        1u64..=5,
-        u64::MAX - 5..=u64::MAX,
-        (1u64 << 63) - 3..=(1u64 << 63) + 3,
-        any::<u64>()
-    ]
-}
+mod strategies;
 
-fn limiter() -> impl Strategy<Value = AnyLimiter> {
-    let band = (extreme(), extreme(), extreme(), any::<bool>()).prop_filter_map(
-        "too large",
-        |(c, r, p, interval)| {
-            if interval {
-                Bandwidth::interval(c, r, Nanos(p)).ok()
-            } else {
-                Bandwidth::greedy(c, r, Nanos(p)).ok()
-            }
-        },
-    );
-    prop_oneof![
-        prop::collection::vec(band, 1..=2).prop_map(|b| AnyLimiter::token_bucket(&b).unwrap()),
-        (extreme(), extreme()).prop_filter_map("too large", |(n, p)| Gcra::new(n, Nanos(p))
-            .ok()
-            .map(Into::into)),
-        (extreme(), extreme()).prop_filter_map("too large", |(n, p)| LeakyBucket::new(n, Nanos(p))
-            .ok()
-            .map(Into::into)),
-        (1u64..=8, extreme()).prop_filter_map("too large", |(n, p)| SlidingWindowLog::new(
-            n,
-            Nanos(p)
-        )
-        .ok()
-        .map(Into::into)),
-        (extreme(), extreme()).prop_filter_map("too large", |(n, p)| SlidingWindowCounter::new(
-            n,
-            Nanos(p)
-        )
-        .ok()
-        .map(Into::into)),
-        (extreme(), extreme()).prop_filter_map("too large", |(n, p)| FixedWindow::new(n, Nanos(p))
-            .ok()
-            .map(Into::into)),
-        (
-            extreme(),
-            prop::sample::select(Calendar::ALL.to_vec()),
-            any::<bool>()
-        )
-            .prop_map(|(n, calendar, fixed)| if fixed {
-                FixedWindow::with_calendar(n, calendar).unwrap().into()
-            } else {
-                SlidingWindowCounter::with_calendar(n, calendar)
-                    .unwrap()
-                    .into()
-            }),
-    ]
-}
+use strategies::{extreme, extreme_limiter};
 
 /// A cost, as a choice among the few at either end of `0..=limit` and any
 /// in between.
@@ -176,7 +118,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 4_096, max_local_rejects: 1 << 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn extreme_costs_and_times_stay_exact(l in limiter(), ops in prop::collection::vec(op(), 1..24)) {
+    fn extreme_costs_and_times_stay_exact(l in extreme_limiter(8, true), ops in prop::collection::vec(op(), 1..24)) {
         let mut l = l;
         let mut latest = 0u64;
         for op in ops {
