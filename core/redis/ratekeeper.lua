@@ -699,32 +699,6 @@ pos = pos + m + 1
 -- is a second longer: Redis does not stop its clock during a script, and a
 -- key of a millisecond could expire before the PEXPIREAT that lengthens it,
 -- in a script held up by a loaded machine (seen in the differential tests).
--- A refund only ever makes a state fresher, so the key's expiry, set by the
--- call that wrote it, stays safe: it is kept (KEEPTTL; a sorted set's
--- commands keep it). A refund's `now` may be the server's clock while the
--- key was written on the callers' (the clients send no time with a refund),
--- where the state judged at the server's time looked fresh and the key was
--- deleted, every unit taken forgotten. A state fresh as of its own latest
--- time is kept a second at most (PEXPIRE ... LT), as save() keeps a fresh
--- key on the callers' clock, which a refund cannot tell from the server's:
--- deleted, it would forget that latest time, and a caller whose clock
--- stepped back would be decided in the past, admitting what it would not.
-local function save_refund()
-  for i, l in ipairs(limits) do
-    if l.dirty then
-      local s = l.state
-      local _, _, _, reset = l.algorithm.decide(l.cfg, s, s.latest or s.updated, 0)
-      local key = KEYS[i]
-      if l.algorithm.write then
-        l.algorithm.write(key, s)
-      else
-        redis.call('SET', key, l.algorithm.dump(s), 'KEEPTTL')
-      end
-      if reset == 0 then redis.call('PEXPIRE', key, 1000, 'LT') end
-    end
-  end
-end
-
 local function save()
   for i, l in ipairs(limits) do
     if l.dirty then
@@ -782,6 +756,46 @@ local function lengthen(key, reset)
     redis.call('PEXPIRE', key, fmt(ceil_div(reset, 1000) + 1000))
   end
   redis.call('PEXPIREAT', key, fmt(ceil_div(now + reset, 1000)), 'GT')
+end
+
+-- A refund only ever makes a state fresher: the key's expiry, set by the
+-- call that wrote the state, is kept (KEEPTTL; a sorted set's commands keep
+-- it), and lengthened (never shortened) as a denial lengthens it, to when
+-- the state is fresh under the configuration the refund is given: after a
+-- change to a slower refill or a longer window (a deploy), the expiry the
+-- key has is the old configuration's, and a refund, the first call the key
+-- saw, left it to expire early, every unit still held forgotten. The state
+-- is judged at its own latest time, and the lengthening from `now`: a
+-- refund's `now` may be the server's clock while the key was written on the
+-- callers', where the state judged at the server's time looked fresh and
+-- the key was deleted, every unit taken forgotten; a state of a clock of
+-- another origin then lengthens nothing (its fresh instant is past as of the
+-- server's `now`) and keeps its expiry. A state fresh as of its own latest
+-- time is kept a second at most (PEXPIRE ... LT), as save() keeps a fresh
+-- key on the callers' clock, which a refund cannot tell from the server's:
+-- deleted, it would forget that latest time, and a caller whose clock
+-- stepped back would be decided in the past, admitting what it would not.
+local function save_refund()
+  for i, l in ipairs(limits) do
+    if l.loaded then
+      local s = l.state
+      local latest = s.latest or s.updated
+      local _, _, _, reset = l.algorithm.decide(l.cfg, s, latest, 0)
+      local key = KEYS[i]
+      if l.dirty then
+        if l.algorithm.write then
+          l.algorithm.write(key, s)
+        else
+          redis.call('SET', key, l.algorithm.dump(s), 'KEEPTTL')
+        end
+      end
+      if reset == 0 then
+        if l.dirty then redis.call('PEXPIRE', key, 1000, 'LT') end
+      else
+        lengthen(key, since(now, latest + reset))
+      end
+    end
+  end
 end
 
 if mode == 'refund' then

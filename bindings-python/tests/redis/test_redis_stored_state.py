@@ -5,6 +5,7 @@ wrote."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Callable, Optional
 
 import pytest
@@ -225,6 +226,39 @@ def test_a_denial_under_a_stricter_configuration_keeps_the_key_until_its_state_i
     assert not DENIALS[denial](after, now)
     assert _writes(client) == writes
 
+
+
+@pytest.mark.parametrize("algorithm", STRICTER)
+@pytest.mark.parametrize("start", [None, 1000])  # the server's clock; a caller's of another origin
+def test_a_refund_under_a_stricter_configuration_keeps_the_key_until_its_state_is_fresh(
+    client: redis.Redis, algorithm: str, start: Optional[int]
+) -> None:
+    # A refund kept the key's expiry, set by the call that wrote the state
+    # for the configuration of then. After a deploy to a slower refill or a
+    # longer window, a refund (a give-back of a caller that left, the first
+    # call the key saw) gave one unit back and left the key to expire a
+    # second later, fresh: the nine units still held for a day were forgotten.
+    old, new = STRICTER[algorithm]
+    before = RedisLimiter(client, old(), name="api", prefix="stricter-refund:")
+    assert before.try_acquire("k", 10, now=start).allowed
+    (key,) = client.keys("stricter-refund:*")
+    assert client.pttl(key) <= 2000
+    # A log gives back to the events of the instant they were taken at.
+    taken_at: Optional[Fraction] = None
+    if algorithm == "sliding_window_log":
+        (entry,) = client.zrange(key, 1, 1)  # after "latest:<t>", scored below 0
+        assert isinstance(entry, bytes)
+        taken_at = Fraction(int(entry.split(b":")[0]), 10**6)
+    clock = None if start is None else (lambda: start + 0.5)
+    after = RedisLimiter(client, new(), name="api", prefix="stricter-refund:", clock=clock)
+    after.refund("k", 1, taken_at=taken_at)
+    assert client.pttl(key) > 3600_000, "kept until the state is fresh (a day), not the old configuration's second"
+    assert [after.try_acquire("k", 1).allowed for _ in range(2)] == [True, False]
+    # Under the configuration the key's expiry was set for, a refund keeps it.
+    assert isinstance(key, bytes)
+    expiry = int(client.pexpiretime(key.decode()))
+    after.refund("k", 1, taken_at=taken_at)
+    assert int(client.pexpiretime(key.decode())) == expiry
 
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_policys_denial_under_a_stricter_limit_keeps_its_keys_until_their_states_are_fresh(
