@@ -56,7 +56,7 @@ cmd_pack() {
     cp "$PKG"/package.json "$PKG"/main.cjs "$PKG"/main.mjs "$PKG"/main.d.mts "$PKG"/index.js "$PKG"/index.mjs \
         "$PKG"/index.d.ts "$PKG"/native.js "$PKG"/ratekeeper.d.ts "$PKG"/paced-fetch.d.ts \
         "$PKG"/redis.d.ts "$PKG"/*.node "$STAGE/"
-    cp -r "$PKG"/lib/api.cjs "$PKG"/lib/api "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/redis.cjs "$PKG"/lib/redis "$STAGE/lib/"
+    cp -r "$PKG"/lib/api.cjs "$PKG"/lib/api "$PKG"/lib/paced-fetch.cjs "$PKG"/lib/paced-fetch "$PKG"/lib/redis.cjs "$PKG"/lib/redis "$STAGE/lib/"
     # The Redis script, for lib/redis.cjs where no native addon loads (the addon holds it otherwise).
     cp core/redis/ratekeeper.lua "$STAGE/lib/ratekeeper.lua"
     # The ES module twin for browsers and workers (scripts/js-bundle.cjs).

@@ -34,7 +34,7 @@ test('the tarball holds both builds and the typings', () => {
   const root = join(dir, 'node_modules/ratekeeper');
   for (const file of [
     'main.cjs', 'main.mjs', 'main.d.mts', 'index.js', 'index.d.ts', 'ratekeeper.d.ts', 'paced-fetch.d.ts', 'lib/api.cjs', 'lib/api/limiters.cjs',
-    'lib/paced-fetch.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'lib/redis/store.cjs', 'lib/redis/wire.cjs', 'lib/ratekeeper.lua', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/browser-node.mjs', 'wasm/url.d.mts',
+    'lib/paced-fetch.cjs', 'lib/paced-fetch/headers.cjs', 'lib/paced-fetch.mjs', 'lib/redis.cjs', 'lib/redis/store.cjs', 'lib/redis/wire.cjs', 'lib/ratekeeper.lua', 'redis.d.ts', 'ratekeeper.linux-x64-gnu.node', 'wasm/browser.mjs', 'wasm/browser.cjs', 'wasm/browser-node.mjs', 'wasm/url.d.mts',
     'wasm/workerd.mjs', 'wasm/browser.d.mts', 'wasm/web.mjs', 'wasm/pkg/api.mjs', 'wasm/pkg/web/ratekeeper_wasm_bg.wasm',
     'wasm/pkg/nodejs/ratekeeper_wasm.js', 'wasm/pkg/nodejs/ratekeeper_wasm_bg.wasm', 'LICENSE-MIT', 'LICENSE-APACHE',
   ]) {
