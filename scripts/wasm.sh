@@ -5,6 +5,7 @@
 #               wasm-bindgen CLI of the version in Cargo.lock, the npm packages of
 #               bindings-wasm/tools (binaryen), tests/browser and tests/js
 #   build       build the .wasm, run wasm-bindgen for Node (pkg/nodejs) and the web (pkg/web),
+#               put bindings-wasm/traps.js into both glues (the stack put back after a trap),
 #               shrink its output with binaryen's wasm-opt, and copy in the JS layer and
 #               typings shared with bindings-node
 #   test        build, run the shared JS suite on the wasm build, the real-browser test, then the
@@ -150,6 +151,7 @@ cmd_build() {
     wasm-bindgen "$wasm" "${strip[@]}" --target nodejs --out-dir "$OUT/nodejs"
     wasm-bindgen "$wasm" "${strip[@]}" --target web --out-dir "$OUT/web"
     one_instance "$OUT/web/${CRATE//-/_}.js"
+    guard_traps "$OUT/web/${CRATE//-/_}.js" "$OUT/nodejs/${CRATE//-/_}.js"
     local out="$OUT/web/${CRATE//-/_}_bg.wasm"
     wasm_opt "$out" "$OUT/nodejs/${CRATE//-/_}_bg.wasm"
     shared_js
@@ -173,6 +175,22 @@ one_instance() {
         if (glue.split(head).length !== 2) throw new Error(`${file}: no single __wbg_finalize_init to guard (wasm-bindgen changed its glue?)`);
         fs.writeFileSync(file, glue.replace(head, `${head}    if (wasm !== undefined) return wasm;\n`));
     ' "$1"
+}
+
+# Each glue passes the module's exports through bindings-wasm/traps.js, which
+# puts the stack pointer back after a trap (the file says why). $@: the glues.
+guard_traps() {
+    node -e '
+        const fs = require("node:fs");
+        const [guard, ...files] = process.argv.slice(1);
+        const code = fs.readFileSync(guard, "utf8");
+        for (const file of files) {
+            const glue = fs.readFileSync(file, "utf8");
+            const taken = /\bwasm = (\w+)\.exports;/g;
+            if ((glue.match(taken) || []).length !== 1) throw new Error(`${file}: no single "wasm = ....exports;" to guard (wasm-bindgen changed its glue?)`);
+            fs.writeFileSync(file, `${glue.replace(taken, "wasm = __rk_guard_traps($1.exports);")}\n${code}`);
+        }
+    ' bindings-wasm/traps.js "$@"
 }
 
 # binaryen's -Os over wasm-bindgen's output (after it: run before, it saved 0.4 KB

@@ -57,7 +57,10 @@ thread_local! {
     static FIELDS: [Cell<u8>; FIELD_SCRATCH] = const { [const { Cell::new(0) }; FIELD_SCRATCH] };
     // A policy operation's status and details, read by the JS layer through
     // `policyDetails`; sized by `fitPolicy`, and counted each time it moves.
-    static DETAILS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    // Taken out while in use, never borrowed: a trap there (out of memory)
+    // ends the call without a borrow's end, and every later policy
+    // operation, of any policy, trapped on that borrow.
+    static DETAILS: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
     static DETAILS_MOVED: Cell<u32> = const { Cell::new(0) };
     // The error of the last operation that returned `FAILED`, made a JS
     // error only by `take_error` (see `settled`).
@@ -373,11 +376,17 @@ pub fn to_bytes(handle: &Handle) -> Vec<u8> {
     shared::to_bytes(&handle.0.borrow())
 }
 
-/// `limiter.restore(bytes)`.
+/// `limiter.restore(bytes)`, given the first [`ratekeeper::MAX_STATE_LEN`]
+/// `+ 1` bytes alone, which answer as the whole does: wasm-bindgen copied
+/// the whole into the module's memory, which never shrinks, and input of 2
+/// GiB or more (past a 32-bit allocation) trapped in the copy, where the
+/// napi build answers `state_corrupt`.
 #[wasm_bindgen]
 #[cfg_attr(ratekeeper_size, optimize(size))]
-pub fn restore(handle: &Handle, bytes: &[u8]) -> Result<(), JsValue> {
-    let restored = shared::restore(&mut handle.0.borrow_mut(), bytes);
+pub fn restore(handle: &Handle, bytes: &Uint8Array) -> Result<(), JsValue> {
+    let read = bytes.length().min(ratekeeper::MAX_STATE_LEN as u32 + 1);
+    let bytes = bytes.subarray(0, read).to_vec();
+    let restored = shared::restore(&mut handle.0.borrow_mut(), &bytes);
     settled(restored)
 }
 
@@ -729,13 +738,20 @@ pub fn policy_from_rates(
 #[wasm_bindgen(js_name = fitPolicy)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn fit_policy(limits: usize) {
+    let mut details = DETAILS.take();
+    fit(&mut details, limits);
+    DETAILS.set(details);
+}
+
+/// Makes room in `details` for the answer of a policy of `limits` limits,
+/// counting the move.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn fit(details: &mut Vec<f64>, limits: usize) {
     let len = 2 + 5 * limits;
-    DETAILS.with_borrow_mut(|details| {
-        if details.len() < len {
-            details.resize(len, 0.0);
-            DETAILS_MOVED.set(DETAILS_MOVED.get().wrapping_add(1) & MOVES);
-        }
-    });
+    if details.len() < len {
+        details.resize(len, 0.0);
+        DETAILS_MOVED.set(DETAILS_MOVED.get().wrapping_add(1) & MOVES);
+    }
 }
 
 /// The moves of [`policy_details`] a policy operation's answer counts (in
@@ -758,14 +774,10 @@ fn policy_answer(answer: shared::Answer) -> u32 {
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn policy_details() -> Float64Array {
     let memory: WebAssembly::Memory = wasm_bindgen::memory().unchecked_into();
-    DETAILS.with_borrow(|details| {
-        let address = details.as_ptr() as u32;
-        Float64Array::new_with_byte_offset_and_length(
-            &memory.buffer(),
-            address,
-            details.len() as u32,
-        )
-    })
+    let details = DETAILS.take();
+    let (address, len) = (details.as_ptr() as u32, details.len() as u32);
+    DETAILS.set(details);
+    Float64Array::new_with_byte_offset_and_length(&memory.buffer(), address, len)
 }
 
 /// [`shared::policy_op`] on `p`, answering into [`policy_details`].
@@ -774,9 +786,12 @@ fn policy_decide(
     request: &[(&str, &[u8])],
     (cost, max_wait_ms, now_ms, op): (f64, f64, f64, u32),
 ) -> shared::Answer {
-    DETAILS.with_borrow_mut(|details| {
-        shared::policy_op(p, request, cost, max_wait_ms, now_ms, op, details)
-    })
+    let mut details = DETAILS.take();
+    // Short only after a trap took the array out (see `DETAILS`).
+    fit(&mut details, p.len());
+    let answer = shared::policy_op(p, request, cost, max_wait_ms, now_ms, op, &mut details);
+    DETAILS.set(details);
+    answer
 }
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):

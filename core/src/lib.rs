@@ -136,7 +136,7 @@ pub use rate::{parse_rates, Rate};
 pub use sliding_window_counter::SlidingWindowCounter;
 #[cfg(feature = "alloc")]
 pub use sliding_window_log::{SlidingWindowLog, MAX_LOG_LIMIT};
-pub use state::{Portable, STATE_VERSION};
+pub use state::{Portable, MAX_STATE_LEN, STATE_VERSION};
 #[cfg(feature = "alloc")]
 pub use token_bucket::BucketState;
 pub use token_bucket::TokenBucket;

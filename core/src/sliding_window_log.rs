@@ -13,6 +13,10 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// window's and its reservations'); larger limits belong to a token bucket.
 pub const MAX_LOG_LIMIT: u64 = 1 << 20;
 
+// A full log's state (its latest time, its length, two numbers per entry of
+// its room) is the longest state, which `MAX_STATE_LEN` bounds.
+const _: () = assert!(crate::state::MAX_NUMBERS >= 2 + 2 * 2 * MAX_LOG_LIMIT as usize);
+
 /// An exact sliding window: a log of the admitted events of the last `window`.
 ///
 /// A request of `cost` at time `now` is allowed when the costs of the events

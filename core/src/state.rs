@@ -21,6 +21,21 @@ pub const STATE_VERSION: u8 = 2;
 const MAGIC: [u8; 2] = *b"rk";
 const HEADER: usize = 8;
 
+/// The most bytes a state takes, and the most [`Portable::restore`] reads
+/// of its input: the header, then the numbers of a full sliding-window log
+/// of the largest limit (its latest time and its length, then two per
+/// entry, for twice the limit of entries), 10 bytes each at most; every
+/// other state is a few numbers. Input longer than this is never a state,
+/// and its first `MAX_STATE_LEN + 1` bytes are answered as the whole: a
+/// host that must copy the input first (the WebAssembly build, into its
+/// memory, which holds 4 GiB at most and never shrinks) copies no more.
+pub const MAX_STATE_LEN: usize = HEADER + MAX_NUMBERS * 10;
+
+/// The most numbers a state holds (see [`MAX_STATE_LEN`]), for the largest
+/// log limit, 2^20: `sliding_window_log.rs` checks it against
+/// `MAX_LOG_LIMIT`.
+pub(crate) const MAX_NUMBERS: usize = 2 + 2 * (2 << 20);
+
 /// A limiter whose state can be written to bytes and read back, into a
 /// limiter of the same configuration, in this process or another (another
 /// language's binding, a Redis value, a file, a browser's storage).

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use ratekeeper::{
     Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
-    SlidingWindowCounter, SlidingWindowLog, TokenBucket,
+    SlidingWindowCounter, SlidingWindowLog, TokenBucket, MAX_LOG_LIMIT, MAX_STATE_LEN,
 };
 
 /// One call: time step, cost, and whether it is a reservation.
@@ -568,4 +568,46 @@ fn a_gcra_state_takes_10_to_28_bytes() {
     let mut buffer = [0u8; 28];
     assert_eq!(largest.encode(&mut buffer), Ok(28));
     assert_eq!(largest.encode(&mut buffer[..21]), Err(28));
+}
+
+/// Input past `MAX_STATE_LEN` bytes is answered by its first
+/// `MAX_STATE_LEN + 1` bytes, which is all the WebAssembly build copies into
+/// its memory (a state of 2 GiB or more could not go there at all): a state
+/// followed by more bytes, and a full log of the largest limit whose entries
+/// go on past it, each read as far as it goes.
+#[test]
+fn input_past_max_state_len_is_answered_by_its_first_bytes() {
+    let mut input = vec![0; MAX_STATE_LEN + 100];
+    let mut subjects = limiters();
+    subjects.push(Box::new(|| {
+        Subject::Log(SlidingWindowLog::new(MAX_LOG_LIMIT, Nanos(u64::MAX)).unwrap())
+    }));
+    for make in subjects.iter_mut() {
+        let mut subject = make();
+        drive(&mut subject, &[(10, 1, false), (20, 2, true)], 0);
+        let state = on!(&subject, l => l.to_bytes());
+        input[..state.len()].copy_from_slice(&state);
+        input[state.len()..].fill(0);
+        let whole = on!(&mut make(), l => l.restore(&input));
+        let first = on!(&mut make(), l => l.restore(&input[..MAX_STATE_LEN + 1]));
+        assert_eq!(whole, first);
+        assert_eq!(whole.unwrap_err().code(), "state_corrupt");
+    }
+    // A log of the largest limit holding its whole room of entries (2^21,
+    // each one unit an instant after the last), then more bytes.
+    let log = || SlidingWindowLog::new(MAX_LOG_LIMIT, Nanos(u64::MAX)).unwrap();
+    let mut input = log().to_bytes()[..8].to_vec();
+    input.extend([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // latest: 2^64 - 1
+    input.extend([0x80, 0x80, 0x80, 0x01]); // length: 2^21
+    while input.len() <= MAX_STATE_LEN + 100 {
+        input.extend([0x01, 0x01]);
+    }
+    let whole = log().restore(&input);
+    assert_eq!(whole, log().restore(&input[..MAX_STATE_LEN + 1]));
+    assert_eq!(
+        whole.unwrap_err(),
+        ratekeeper::Error::StateCorrupt {
+            reason: "bytes follow the last field"
+        }
+    );
 }

@@ -1,0 +1,45 @@
+// Put into wasm-bindgen's JS glue by scripts/wasm.sh (guard_traps), which
+// passes the module's exports through it: not a module of its own.
+//
+// A trap (running out of memory: the module holds 4 GiB at most, a browser
+// may refuse it sooner; an argument of 2 GiB or more) ends a call without
+// running the rest of the module's code, and so without the end of each
+// function that gives its frame of the shadow stack (in the module's
+// memory, under the exported global `__stack_pointer`, see build.rs) back.
+// Each trap kept those frames: after 1,200 to 2,000 the stack ran out, every
+// call of every limiter trapped ("memory access out of bounds"), and so did
+// the FinalizationRegistry's frees, which ended the Node process. Once the
+// outermost call into the module has failed, no frame of it is live: the
+// stack pointer goes back to where it started. Every export is wrapped, the
+// decisions too: a call can enter the module again from inside another (a
+// getter, a replaced crypto.getRandomValues), and resetting the stack under
+// a live frame would hand that frame's memory to the next call.
+function __rk_guard_traps(exports) {
+    const stack = exports.__stack_pointer;
+    if (!(stack instanceof WebAssembly.Global)) {
+        throw new Error('ratekeeper: the .wasm exports no __stack_pointer (bindings-wasm/build.rs exports it)');
+    }
+    const base = stack.value;
+    let depth = 0;
+    const failed = () => {
+        if (depth === 1) stack.value = base;
+    };
+    // One wrapper per number of parameters, calling with exactly those, as
+    // the glue does: no rest parameter and spread on a decision's path.
+    const guard = (f) => {
+        switch (f.length) {
+            case 0: return function () { depth++; try { return f(); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 1: return function (a) { depth++; try { return f(a); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 2: return function (a, b) { depth++; try { return f(a, b); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 3: return function (a, b, c) { depth++; try { return f(a, b, c); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 4: return function (a, b, c, d) { depth++; try { return f(a, b, c, d); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 5: return function (a, b, c, d, g) { depth++; try { return f(a, b, c, d, g); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 6: return function (a, b, c, d, g, h) { depth++; try { return f(a, b, c, d, g, h); } catch (e) { failed(); throw e; } finally { depth--; } };
+            case 7: return function (a, b, c, d, g, h, i) { depth++; try { return f(a, b, c, d, g, h, i); } catch (e) { failed(); throw e; } finally { depth--; } };
+            default: return function (...args) { depth++; try { return f(...args); } catch (e) { failed(); throw e; } finally { depth--; } };
+        }
+    };
+    const guarded = {};
+    for (const [name, value] of Object.entries(exports)) guarded[name] = typeof value === 'function' ? guard(value) : value;
+    return guarded;
+}

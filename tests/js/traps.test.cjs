@@ -1,0 +1,140 @@
+'use strict';
+// Input no state can be, and, in the wasm build, the module after a trap. A
+// call that runs the module out of memory (it holds 4 GiB at most, and a
+// browser may refuse it sooner) ends in a WebAssembly.RuntimeError; every
+// other limiter must go on answering, after any number of them, and the
+// process must go on. (The napi build has no such end: a failed allocation
+// aborts the process, as in any Rust program.)
+
+const { describe, it } = require('node:test');
+const assert = require('node:assert/strict');
+
+const WASM = (process.env.RATEKEEPER_IMPL || 'napi') === 'wasm';
+
+// The module's exports, caught as the build loads: the tests read and fill its memory.
+let exported;
+const { Instance } = WebAssembly;
+WebAssembly.Instance = new Proxy(Instance, {
+  construct(target, args, newTarget) {
+    const instance = Reflect.construct(target, args, newTarget);
+    exported ??= instance.exports;
+    return instance;
+  },
+});
+let rk;
+try {
+  rk = require('./impl.cjs');
+} finally {
+  WebAssembly.Instance = Instance;
+}
+const { Gcra, KeyedLimiter, Policy, SlidingWindowLog, TokenBucket } = rk;
+
+const MIB = 1 << 20;
+
+/** Grows `memory` as far as it goes, so that the module's allocator can take no more pages. */
+function fill(memory) {
+  for (let pages = 1 << 16; pages >= 1; pages >>= 1) {
+    try {
+      memory.grow(pages);
+    } catch {
+      // past the maximum: try half as many
+    }
+  }
+}
+
+async function collectGarbage() {
+  require('node:v8').setFlagsFromString('--expose-gc');
+  const gc = require('node:vm').runInNewContext('gc');
+  for (let i = 0; i < 5; i++) {
+    gc();
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+describe('input longer than any state', () => {
+  it('restore and fromBytes answer as its first bytes do, and the wasm build copies no more of it', () => {
+    // No state is longer than about 40 MiB (a full log of the largest
+    // limit); the wasm build copied the whole input into its memory, which
+    // never shrinks, and one of 2 GiB or more trapped there.
+    const options = { capacity: 5, refillTokens: 1, refillPeriodMs: 1000 };
+    const bucket = new TokenBucket(options);
+    bucket.tryAcquire(2, 0);
+    const state = bucket.toBytes();
+    const input = new Uint8Array(100 * MIB);
+    input.set(state);
+    const before = WASM ? exported.memory.buffer.byteLength : 0;
+    const corrupt = { name: 'RangeError', code: 'state_corrupt', message: /bytes follow the last field/ };
+    assert.throws(() => bucket.restore(input), corrupt);
+    assert.throws(() => TokenBucket.fromBytes(input, options), corrupt);
+    const log = new SlidingWindowLog({ limit: 3, windowMs: 1000 });
+    log.tryAcquire(1, 0);
+    input.fill(0).set(log.toBytes());
+    assert.throws(() => SlidingWindowLog.fromBytes(input, { limit: 3, windowMs: 1000 }), corrupt);
+    input.fill(7);
+    assert.throws(() => bucket.restore(input), { name: 'RangeError', code: 'state_corrupt', message: /magic/ });
+    assert.deepStrictEqual(bucket.toBytes(), state, 'nothing changed');
+    if (WASM) assert.ok(exported.memory.buffer.byteLength - before < 64 * MIB, `the module grew by ${(exported.memory.buffer.byteLength - before) / MIB} MiB`);
+  });
+});
+
+describe('the wasm module after a trap', () => {
+  const config = { limits: [{ name: 'per-user', algorithm: 'gcra', rate: '10/second', burst: 1, by: ['user'] }] };
+  let flooded;
+  let other;
+  let keyed;
+
+  it('a policy that ran out of memory leaves every other policy working, and new ones', () => {
+    if (!WASM) return; // napi: an allocation that fails aborts the process
+    flooded = new Policy(config);
+    other = new Policy(config);
+    keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    assert.equal(other.tryAcquire({ user: 'alice' }, 1, 0).allowed, true);
+    assert.equal(keyed.tryAcquire('alice', 1, 0).allowed, true);
+    fill(exported.memory);
+    let trap;
+    for (let i = 0; trap === undefined; i++) {
+      assert.ok(i < 10_000_000, 'the module never ran out of memory');
+      try {
+        flooded.tryAcquire({ user: `user-${i}` }, 1, 0);
+      } catch (error) {
+        trap = error;
+      }
+    }
+    assert.ok(trap instanceof WebAssembly.RuntimeError, String(trap));
+    // Every policy's details were held borrowed through the trap: each
+    // later policy operation trapped on that borrow.
+    assert.equal(other.tryAcquire({ user: 'alice' }, 1, 0).allowed, false);
+    assert.equal(other.tryAcquire({ user: 'alice' }, 1, 100).allowed, true);
+    assert.equal(new Policy(config).tryAcquire({ user: 'bob' }, 1, 0).allowed, true);
+    assert.equal(keyed.tryAcquire('alice', 1, 100).allowed, true);
+  });
+
+  it('any number of traps leave the module working, and its frees too', async () => {
+    if (!WASM) return;
+    // The policy that trapped stays unusable (its state was left part
+    // changed, and stays held): every call on it traps. Each trap kept
+    // the frames of the module's stack it ended (at the bottom of its
+    // memory), and after about 1,200 the stack ran past its bottom. Where
+    // the memory is short of 4 GiB, every call of every limiter then
+    // trapped, the FinalizationRegistry's frees too, which ended the
+    // process; in a memory of 4 GiB (filled here, as by the module
+    // itself), its frames wrapped round to the top of it, the heap.
+    const top = new Uint8Array(exported.memory.buffer, exported.memory.buffer.byteLength - MIB);
+    assert.ok(top.every((byte) => byte === 0));
+    const stack = exported.__stack_pointer;
+    const start = stack?.value;
+    for (let i = 0; i < 5_000; i++) {
+      assert.throws(() => flooded.tryAcquire({ user: 'alice' }, 1, 0), WebAssembly.RuntimeError);
+    }
+    assert.ok(top.every((byte) => byte === 0), 'the stack ran past its bottom, over the top of the memory');
+    assert.ok(stack instanceof WebAssembly.Global, 'the module exports its stack pointer');
+    assert.equal(stack.value, start, 'the stack is back where it started');
+    assert.equal(other.tryAcquire({ user: 'alice' }, 1, 200).allowed, true);
+    assert.equal(keyed.tryAcquire('alice', 1, 200).allowed, true);
+    for (let i = 0; i < 100; i++) new Gcra({ burst: 1, emissionIntervalMs: 100 }).tryAcquire(1, 0);
+    await collectGarbage();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100 });
+    assert.deepStrictEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).allowed], [true, false]);
+    assert.equal(new Policy(config).tryAcquire({ user: 'carol' }, 1, 0).allowed, true);
+  });
+});
