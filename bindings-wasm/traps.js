@@ -8,7 +8,9 @@
 // memory, under the exported global `__stack_pointer`, see build.rs) back.
 // Each trap kept those frames: after 1,200 to 2,000 the stack ran out, every
 // call of every limiter trapped ("memory access out of bounds"), and so did
-// the FinalizationRegistry's frees, which ended the Node process. Once the
+// the FinalizationRegistry's frees, which ended the Node process (in a
+// memory grown to 4 GiB, the frames wrapped round to its top instead, over
+// the heap: tests/js/traps.test.cjs). Once the
 // outermost call into the module has failed, no frame of it is live: the
 // stack pointer goes back to where it started. Every export is wrapped, the
 // decisions too: a call can enter the module again from inside another (a

@@ -48,8 +48,32 @@ export const {
   ipKey,
 } = api;
 
+// The init() loading now, as a promise that settles without throwing.
+let loading;
+
 /** Fetches and instantiates the .wasm (by default the file next to the glue code). */
 export async function init(input) {
+  // A Promise of any input is read here: the glue read only a Response
+  // out of one, and handed a URL or a string on to WebAssembly.instantiate.
+  input = await input;
+  // One load at a time, each of its own input: the glue gave a call made
+  // while another loaded that load, whose failure (input that is no .wasm,
+  // passed by another part of the app) was then this call's too.
+  while (!ready && loading !== undefined) await loading;
+  if (ready) return;
+  const load = instantiate(input);
+  const settled = load.then(
+    () => {},
+    () => {},
+  );
+  loading = settled;
+  settled.then(() => {
+    if (loading === settled) loading = undefined;
+  });
+  return load;
+}
+
+async function instantiate(input) {
   try {
     await initWasm(input === undefined ? undefined : { module_or_path: input });
   } catch (cause) {

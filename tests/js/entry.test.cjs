@@ -56,3 +56,46 @@ it('the ES module entry exports the same API and answers the same', async () => 
   };
   assert.deepStrictEqual(answers(esm), answers(cjs));
 });
+
+it("the web entry's init() takes a Promise of any input it takes, and each call's own input once another's failed", () => {
+  if ((process.env.RATEKEEPER_IMPL || 'napi') !== 'wasm') return; // the napi build has no init()
+  // Each scenario in a process of its own: the first init() to succeed
+  // makes the one instance, and later calls return at once.
+  const { spawnSync } = require('node:child_process');
+  const scenario = (body) => {
+    const script = `
+      import { readFileSync } from 'node:fs';
+      import http from 'node:http';
+      const bytes = readFileSync(${JSON.stringify(path.join(ROOT, 'bindings-wasm/pkg/web/ratekeeper_wasm_bg.wasm'))});
+      const server = http.createServer((request, response) => {
+        response.writeHead(200, { 'content-type': 'application/wasm' });
+        response.end(bytes);
+      });
+      await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const url = 'http://127.0.0.1:' + server.address().port + '/ratekeeper.wasm';
+      const web = await import(${JSON.stringify(pathToFileURL(path.join(ROOT, 'bindings-wasm/web.mjs')).href)});
+      const works = () => new web.Gcra({ burst: 1, emissionIntervalMs: 10 }).tryAcquire(1, 0).allowed;
+      try {
+        ${body}
+      } finally {
+        server.close();
+      }`;
+    const run = spawnSync(process.execPath, ['--no-warnings', '--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    return JSON.parse(run.stdout);
+  };
+  // The types take `Promise<InitInput>`, a URL or a string among them:
+  // those were handed on unread to WebAssembly.instantiate, which threw.
+  assert.deepStrictEqual(scenario('await web.init(Promise.resolve(new URL(url))); console.log(JSON.stringify(works()));'), true);
+  assert.deepStrictEqual(scenario('await web.init(Promise.resolve(url)); console.log(JSON.stringify(works()));'), true);
+  // Two parts of an app, one passing what is no .wasm: the other's
+  // init(bytes) was given the first one's pending load, and failed with it.
+  assert.deepStrictEqual(
+    scenario(`
+      const wrong = web.init(null).then(() => 'instantiated', (error) => error.name);
+      const right = web.init(bytes).then(() => 'instantiated', (error) => error.message);
+      const fetched = web.init(url).then(() => 'instantiated', (error) => error.message);
+      console.log(JSON.stringify([await wrong, await right, await fetched, works()]));`),
+    ['TypeError', 'instantiated', 'instantiated', true],
+  );
+});
