@@ -51,6 +51,32 @@ async function collectGarbage() {
   }
 }
 
+describe("the wasm module's memory", () => {
+  it('grows by at most 175 bytes a TokenBucket key, and to less than twice that as all its keys turn over', () => {
+    if (!WASM) return; // the napi build's memory is the process's
+    // bindings-wasm/README.md states these figures. First in the file:
+    // memory other tests grew and gave back would take these keys.
+    const keyed = new KeyedLimiter(new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 }));
+    const size = () => exported.memory.buffer.byteLength;
+    const start = size();
+    for (let i = 0; i < 100_000; i++) keyed.tryAcquire(`client-${i}`, 1, 0);
+    const grown = size() - start;
+    assert.ok(grown >= 100_000 * 100 && grown <= 100_000 * 175, `${grown / 100_000} bytes a key`);
+    // Every key is fresh again 4 s later. Each wave of new keys sweeps
+    // the last one out, shrinking the table, and grows it again where the
+    // freed tables are too small for it: 1.7 times the first wave's from
+    // the second wave on (as the README says), then no more.
+    const waves = [1, 2, 3, 4, 5].map((wave) => {
+      for (let i = 0; i < 100_000; i++) keyed.tryAcquire(`wave-${wave}-${i}`, 1, wave * 10_000);
+      return size() - start;
+    });
+    assert.ok(waves[4] <= 2 * grown, `${waves.map((bytes) => bytes / grown)} times the first wave's`);
+    assert.deepStrictEqual(waves.slice(2), [waves[1], waves[1], waves[1]], 'no more from the third wave on');
+    keyed.reclaim(1e9);
+    assert.equal(keyed.size, 0);
+  });
+});
+
 describe('input longer than any state', () => {
   it('restore and fromBytes answer as its first bytes do, and the wasm build copies no more of it', () => {
     // No state is longer than about 40 MiB (a full log of the largest
