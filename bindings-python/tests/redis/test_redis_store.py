@@ -31,6 +31,7 @@ from redis.retry import Retry
 from redis_fixtures import Server, client, cluster_url, own_server, url
 
 import ratekeeper
+import ratekeeper.redis
 from ratekeeper._ratekeeper import REDIS_SCRIPT
 from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisDecision, RedisLimiter, RedisPolicy, ScriptError
 
@@ -98,6 +99,17 @@ def test_text_replies_carry_the_array_replies_integers(client: redis.Redis) -> N
             # An acquire's marks follow: the GCRA's count 1 and its TAT, the window's 0.
             marks = 0 if mode == "peek" else [2, 3][n - 1]
             assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n) + marks
+
+
+def test_the_exported_script_and_sha_are_what_a_decision_runs(client: redis.Redis) -> None:
+    # As the Node client's REDIS_SCRIPT and REDIS_SCRIPT_SHA: after a decision
+    # on a server without scripts, the script cached under that SHA is this one.
+    client.script_flush()
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(2, 3600), prefix="rk-py-sha:")
+    assert limiter.try_acquire("k").from_store
+    assert client.script_exists(ratekeeper.redis.REDIS_SCRIPT_SHA) == [True]
+    assert ratekeeper.redis.REDIS_SCRIPT == REDIS_SCRIPT
+    assert client.script_load(ratekeeper.redis.REDIS_SCRIPT) == ratekeeper.redis.REDIS_SCRIPT_SHA
 
 
 def test_the_script_refuses_a_cost_above_a_limit(client: redis.Redis) -> None:

@@ -5,7 +5,7 @@ all or nothing) decide on Redis with the user's own client: ``redis.Redis``
 (or ``redis.cluster.RedisCluster``) for the sync classes, ``redis.asyncio.Redis``
 for ``AsyncRedisLimiter`` and ``AsyncRedisPolicy``, whose methods are
 coroutines. Each decision is one ``EVALSHA`` of the script the core ships
-(``ratekeeper._ratekeeper.REDIS_SCRIPT``; protocol in ``core/redis/PROTOCOL.md``),
+(``REDIS_SCRIPT``, whose SHA-1 is ``REDIS_SCRIPT_SHA``; protocol in ``core/redis/PROTOCOL.md``),
 which decides exactly as the in-process classes do, in integer microseconds.
 
 - Time: the Redis server's clock by default; pass ``clock=time.time`` (or
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 # _faults first: it tells a missing redis-py apart from any other error.
 from ratekeeper.redis._faults import ScriptError
-from ratekeeper.redis._values import MAX_BATCH, MAX_EXACT, MAX_NOW, MAX_SPAN
+from ratekeeper.redis._values import MAX_BATCH, MAX_EXACT, MAX_NOW, MAX_SPAN, REDIS_SCRIPT, REDIS_SCRIPT_SHA
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limiter import AsyncRedisLimiter, RedisLimiter
 from ratekeeper.redis._policy import AsyncRedisPolicy, RedisPolicy
@@ -42,6 +42,8 @@ __all__ = [
     "MAX_EXACT",
     "MAX_NOW",
     "MAX_SPAN",
+    "REDIS_SCRIPT",
+    "REDIS_SCRIPT_SHA",
 ]
 
 # Shown, and pickled, under the module users import them from.

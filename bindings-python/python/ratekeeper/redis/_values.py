@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import operator
 from collections.abc import Iterable, Mapping, Sequence
@@ -11,6 +12,14 @@ from typing import Literal, NamedTuple, Optional, TypeVar, Union
 
 from ratekeeper import KeyedLimiter, Limiter, Policy, RateLimitError, RateLimitTypeError
 
+# The script every decision runs (protocol 1, core/redis/PROTOCOL.md): the same
+# bytes the Rust crate (``ratekeeper::redis::REDIS_SCRIPT``) and the Node client
+# (``REDIS_SCRIPT`` of ``ratekeeper/redis``) ship, exported for deployments that
+# load or check it themselves (``SCRIPT LOAD``, ``SCRIPT EXISTS``).
+from ratekeeper._ratekeeper import REDIS_SCRIPT as REDIS_SCRIPT
+
+#: The script's SHA-1 in hex, what ``EVALSHA`` calls (the Node client's ``REDIS_SCRIPT_SHA``).
+REDIS_SCRIPT_SHA = hashlib.sha1(REDIS_SCRIPT.encode(), usedforsecurity=False).hexdigest()
 
 #: The largest value a configuration may let the script's arithmetic reach
 #: (2^51 µs or units), so that every sum of such values stays exact in Lua.
