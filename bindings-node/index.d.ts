@@ -518,8 +518,11 @@ export declare class Policy {
    * A policy from a configuration: an object or its JSON text (Python's
    * `from_config`). Text that is not a configuration's JSON, a rate string
    * included, is a `TypeError` (`invalid_config`): `fromRates` takes rates.
+   * The options are the clock only, as Python's `from_config(config, *, clock)`:
+   * the configuration names each limit's algorithm and fields (`algorithm`
+   * or `by` given is a `RangeError`, `invalid_value`).
    */
-  static fromConfig(config: PolicyConfig | string, options?: PolicyOptions): Policy
+  static fromConfig(config: PolicyConfig | string, options?: Pick<PolicyOptions, 'clock'>): Policy
   /**
    * Adds a limit called `name`, keyed by the request fields `options.by`,
    * each key starting as a fresh copy of `limiter`'s configuration (not its
