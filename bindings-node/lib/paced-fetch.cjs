@@ -479,6 +479,20 @@ function pace(RateLimited, fetch, limiter, options) {
     entry.reservation = null;
   }
 
+  /**
+   * Gives back the booking of `entry`, a request leaving before it was
+   * queued, where that frees no slot another holds: a window's (given back
+   * where it was counted), else only while it is the limiter's latest. The
+   * caller's code run since it booked (a signal-like's addEventListener)
+   * may have booked after it, through this queue or not: given back then, a
+   * bucket's or a GCRA's booking freed the slot at the end, which the next
+   * booking shared (two requests at once from a burst of one). Its slot
+   * goes unused instead, as an aborted queued request's does (see onAbort).
+   */
+  function leaveUnqueued(entry) {
+    if ((!latestOnly && !movesUp) || isLatest(entry)) giveBack(entry);
+  }
+
   /** Whether `entry`'s signal is aborted (its listener may not have run yet). */
   function isAborted(entry) {
     return entry.signal !== undefined && entry.signal.aborted;
@@ -757,9 +771,10 @@ function pace(RateLimited, fetch, limiter, options) {
           listen(signal, entry.onAbort);
         } catch (error) {
           // Never listened to (a polyfill's signal): the call rejects with
-          // that error, its booking given back (as acquire's waiter), rather
-          // than hold a slot that every call after it waits behind.
-          giveBack(entry);
+          // that error, its booking given back (as acquire's waiter, and
+          // where that frees nobody's slot: see leaveUnqueued), rather than
+          // hold a slot that every call after it waits behind.
+          leaveUnqueued(entry);
           reject(error);
           return;
         }
@@ -770,7 +785,7 @@ function pace(RateLimited, fetch, limiter, options) {
         // heard, and the request went at its slot.
         if (signal.aborted) {
           stopListening(entry);
-          giveBack(entry);
+          leaveUnqueued(entry);
           reject(signal.reason);
           return;
         }

@@ -1632,3 +1632,48 @@ test('a signal aborted by the caller\'s code as its call books, or as it is to b
     assert.deepEqual(log, when === 'call' ? [] : [['/a', 100]], when);
   }
 });
+
+test("a request whose signal-like books another as it listens, then aborts or throws, keeps its booking unused", async () => {
+  // Its signal-like's addEventListener calls the paced fetch again (/b,
+  // booked after it), then aborts it or throws. Its booking, the limiter's
+  // latest no more, was given back all the same: a bucket's give-back
+  // freed the slot at the end, /b's, which /c then shared (two requests at
+  // once from a burst of one), and a GCRA's the same.
+  const limiters = {
+    TokenBucket: (clock) => new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 100, initialTokens: 0, clock }),
+    Gcra: (clock) => new Gcra({ burst: 1, emissionIntervalMs: 100, clock }),
+  };
+  for (const [name, make] of Object.entries(limiters)) {
+    for (const how of ['aborts', 'throws']) {
+      const time = fakeTime();
+      const { fetch, log } = fakeFetch(time);
+      const limiter = make(time.clock);
+      if (name === 'Gcra') limiter.tryAcquire();
+      const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+      const own = new AbortController();
+      const calls = {};
+      const signal = {
+        get aborted() {
+          return own.signal.aborted;
+        },
+        get reason() {
+          return own.signal.reason;
+        },
+        addEventListener(...args) {
+          calls.b = paced('/b');
+          if (how === 'throws') throw new Error('no listening');
+          own.signal.addEventListener(...args);
+          own.abort();
+        },
+        removeEventListener: (...args) => own.signal.removeEventListener(...args),
+      };
+      calls.a = paced('/a', { signal });
+      calls.c = paced('/c');
+      const seen = outcomes(calls);
+      await time.advance(1000);
+      const context = `${name}: its signal-like ${how}`;
+      assert.deepEqual(seen, { a: how === 'throws' ? 'Error' : 'AbortError', b: 200, c: 200 }, context);
+      assert.deepEqual(log, [['/b', 200], ['/c', 300]], context);
+    }
+  }
+});
