@@ -7,7 +7,7 @@ const { describe, it, afterEach } = require('node:test');
 const assert = require('node:assert/strict');
 
 const { TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, KeyedLimiter, Policy, RateLimited } = require('./impl.cjs');
-const { assertLimiterRejects, countingSignal, fakeTime, flush } = require('./helpers.cjs');
+const { assertLimiterRejects, countingSignal, fakeTime, flush, hookedClock } = require('./helpers.cjs');
 
 let time;
 afterEach(() => {
@@ -690,21 +690,6 @@ describe('acquire', () => {
    * read for the n-th time from then on: the caller's code, run from inside
    * the binding.
    */
-  const hookedClock = (time) => {
-    let reads = 0;
-    let due = -1;
-    let hook = null;
-    const clock = () => {
-      if (++reads === due) hook();
-      return time.now();
-    };
-    const at = (n, run) => {
-      due = reads + n;
-      hook = run;
-    };
-    return { clock, at };
-  };
-
   /**
    * The limiters whose waiters move up behind an aborted one (alone, keyed,
    * a policy of one), one unit every 100 ms on `clock`, emptied: each as
@@ -747,7 +732,7 @@ describe('acquire', () => {
     for (const [inClock, run] of Object.entries(cases)) {
       for (const [name, make] of Object.entries(QUEUES)) {
         const { time, settled, track } = setup();
-        const { clock, at } = hookedClock(time);
+        const { clock, at } = hookedClock(() => time.now());
         const queue = emptiedQueue(make, clock);
         const controllers = { a: new AbortController(), b: new AbortController(), c: new AbortController() };
         for (const label of ['a', 'b', 'c']) track(label, queue.acquire({ signal: controllers[label].signal }));
@@ -821,7 +806,7 @@ describe('acquire', () => {
     for (const read of [1, 2]) {
       for (const [name, make] of Object.entries(QUEUES)) {
         const { time, settled, track } = setup();
-        const { clock, at } = hookedClock(time);
+        const { clock, at } = hookedClock(() => time.now());
         const queue = emptiedQueue(make, clock);
         const controller = new AbortController();
         at(read, () => controller.abort());

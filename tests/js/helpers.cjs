@@ -141,4 +141,24 @@ function countingSignal() {
   return { controller, signal, live, most: () => most };
 }
 
-module.exports = { assertLimiterError, assertLimiterRejects, checkLimiterError, countingSignal, fakeTime, flush };
+/**
+ * A clock reading `read`, which runs a hook at one of its reads: `at(n, run)`
+ * runs `run` inside the n-th read from now (the caller's code run where the
+ * package reads its clock, to test what that code may do there).
+ */
+function hookedClock(read) {
+  let reads = 0;
+  let due = -1;
+  let hook = null;
+  const clock = () => {
+    if (++reads === due) hook();
+    return read();
+  };
+  const at = (n, run) => {
+    due = reads + n;
+    hook = run;
+  };
+  return { clock, at };
+}
+
+module.exports = { assertLimiterError, assertLimiterRejects, checkLimiterError, countingSignal, fakeTime, flush, hookedClock };

@@ -10,7 +10,7 @@ const require = createRequire(import.meta.url);
 const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
 const { Gcra, TokenBucket, LeakyBucket, FixedWindow, SlidingWindowCounter, KeyedLimiter, Policy, RateLimited } = require(impl);
 const { pacedFetchFor, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
-const { countingSignal } = require('../js/helpers.cjs');
+const { countingSignal, hookedClock } = require('../js/helpers.cjs');
 // As the package's entries make it: the build's RateLimited for its errors.
 const pacedFetch = pacedFetchFor(RateLimited);
 
@@ -1473,25 +1473,6 @@ test("the older draft's RateLimit with `;` between its members, and its names as
   assert.equal(pause({ RateLimit: '"a";r=5;t=1;remaining=0;reset=30' }), null);
 });
 
-/**
- * A clock on `time` that runs `hook` (set with `at(n, hook)`) as it is read
- * for the n-th time from then on: the caller's code, run from inside pacedFetch.
- */
-function hookedClock(time) {
-  let reads = 0;
-  let due = -1;
-  let hook = null;
-  const clock = () => {
-    if (++reads === due) hook();
-    return time.clock();
-  };
-  const at = (n, run) => {
-    due = reads + n;
-    hook = run;
-  };
-  return { clock, at };
-}
-
 /** Where each call went: its status, or its error's name; 'waiting' while it has not settled. */
 function outcomes(calls) {
   const seen = Object.fromEntries(Object.keys(calls).map((label) => [label, 'waiting']));
@@ -1509,7 +1490,7 @@ test('a clock or signal that aborts a request ahead of an aborted one, as those 
   // and sent twice (signal).
   for (const where of ['clock', 'signal']) {
     const time = fakeTime();
-    const { clock, at } = hookedClock(time);
+    const { clock, at } = hookedClock(() => time.clock());
     const { fetch, log } = fakeFetch(time);
     const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock, timers: time.timers });
     const [x, a] = [new AbortController(), new AbortController()];
@@ -1609,7 +1590,7 @@ test('a signal aborted by the caller\'s code as its call books, or as it is to b
   // heard: the request went at its slot, or again after the pause.
   for (const when of ['call', 'retry']) {
     const time = fakeTime();
-    const { clock, at } = hookedClock(time);
+    const { clock, at } = hookedClock(() => time.clock());
     const { fetch, log } = fakeFetch(time, (url, count) => (when === 'retry' && count === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
     let answer;
     const held = (url) => new Promise((resolve) => (answer = () => resolve(fetch(url))));
