@@ -188,6 +188,9 @@ guard_traps() {
             const glue = fs.readFileSync(file, "utf8");
             const taken = /\bwasm = (\w+)\.exports;/g;
             if ((glue.match(taken) || []).length !== 1) throw new Error(`${file}: no single "wasm = ....exports;" to guard (wasm-bindgen changed its glue?)`);
+            // A glue that moves the stack pointer from JS (return areas) would
+            // find it put back under its feet after a trap: refused, not guarded.
+            if (glue.includes("add_to_stack_pointer")) throw new Error(`${file}: the glue moves the stack pointer itself (add_to_stack_pointer): traps.js cannot put it back soundly`);
             fs.writeFileSync(file, `${glue.replace(taken, "wasm = __rk_guard_traps($1.exports);")}\n${code}`);
         }
     ' bindings-wasm/traps.js "$@"
