@@ -81,21 +81,27 @@ pub fn extreme_limiter(log_limit: u64, calendars: bool) -> BoxedStrategy<AnyLimi
             .boxed(),
     ];
     if calendars {
-        let calendar = (
-            extreme(),
-            prop::sample::select(Calendar::ALL.to_vec()),
-            any::<bool>(),
-        )
-            .prop_map(|(n, calendar, fixed)| {
-                if fixed {
-                    FixedWindow::with_calendar(n, calendar).unwrap().into()
-                } else {
-                    SlidingWindowCounter::with_calendar(n, calendar)
-                        .unwrap()
-                        .into()
-                }
-            });
-        kinds.push(calendar.boxed());
+        kinds.push(calendar_limiter(extreme()).boxed());
     }
     prop::strategy::Union::new(kinds).boxed()
+}
+
+/// A calendar window (`FixedWindow` or `SlidingWindowCounter`, any
+/// calendar) of a limit drawn from `limit`.
+#[allow(dead_code)]
+pub fn calendar_limiter(limit: impl Strategy<Value = u64>) -> impl Strategy<Value = AnyLimiter> {
+    (
+        limit,
+        prop::sample::select(Calendar::ALL.to_vec()),
+        any::<bool>(),
+    )
+        .prop_map(|(n, calendar, fixed)| {
+            if fixed {
+                FixedWindow::with_calendar(n, calendar).unwrap().into()
+            } else {
+                SlidingWindowCounter::with_calendar(n, calendar)
+                    .unwrap()
+                    .into()
+            }
+        })
 }
