@@ -14,6 +14,7 @@ import pytest
 from limiters import ALL, FakeClock, Make
 
 import ratekeeper
+from ratekeeper import _wait
 from ratekeeper import (
     Bandwidth,
     Decision,
@@ -1016,27 +1017,50 @@ def test_limit_of_one_rate_waits_on_that_limiter() -> None:
     assert isinstance(ratekeeper.limit("5/second;100/day")._subject, Policy)
 
 
-def test_limit_of_one_rate_moves_waiters_up() -> None:
-    # On real time (the decorator's limiter reads the monotonic clock): slots
-    # 0.5 s apart. With a cancelled waiter ahead, the next goes at 0.5 s, in
-    # its place, not in its own slot, at 1 s: the one limiter's waiters move
-    # up, as a GCRA's do (a token bucket's do not: see test_waiting.py).
-    @ratekeeper.limit("2/second", algorithm="gcra")
+def test_limit_of_one_rate_moves_waiters_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The decorator's limiter reads the monotonic clock: slots half an hour
+    # apart. With a cancelled waiter ahead, the next moves up into its slot,
+    # not staying in its own half an hour later: the one limiter's waiters
+    # move up, as a GCRA's do (a token bucket's do not: see test_waiting.py).
+    # Read from the bookings, not timed: the sleeps end only when the test
+    # lets them. (Timed, on slots 0.5 s apart, a busy machine stretched the
+    # wait past the bound it had to keep under.)
+    acquiring = ratekeeper.limit("2/hour", algorithm="gcra")
+    subject = acquiring._subject
+
+    @acquiring
     async def call() -> None:
         return None
 
-    async def main() -> float:
+    def slots() -> list[Any]:
+        """When each waiting call of the limiter is booked for, in booking order."""
+        return [waiter.reservation.at for waiter in _wait._WAITING.get(id(subject), [])]
+
+    async def main() -> None:
+        turn = asyncio.sleep  # the loop's own
+        slot_reached = asyncio.Event()
+
+        async def sleep(seconds: float) -> None:
+            await slot_reached.wait()
+
         await call()
         await call()  # the burst
-        start = time.monotonic()
+        monkeypatch.setattr(asyncio, "sleep", sleep)
         first = asyncio.ensure_future(call())
         second = asyncio.ensure_future(call())
-        await asyncio.sleep(0.05)
+        await turn(0)  # both book, and sleep
+        assert len(slots()) == 2
+        ahead, behind = slots()
+        assert behind - ahead == pytest.approx(1800)
         first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert slots() == [ahead], "the second waiter moved up into the slot the first left"
+        slot_reached.set()
         await second
-        return time.monotonic() - start
+        assert slots() == []
 
-    assert 0.4 < asyncio.run(main()) < 0.8
+    asyncio.run(main())
 
 
 # --- ratekeeper.limit(..., key=) ------------------------------------------

@@ -1,8 +1,9 @@
 """acquire, acquire_async and acquiring: exact waits, FIFO, timeouts, refunds.
 
 Exactness is measured on a fake clock (``clock=`` plus a ``time.sleep`` /
-``asyncio.sleep`` that advances it); order, interrupts and cancellation on
-the real clock, with real threads, signals and tasks.
+``asyncio.sleep`` that advances it); order, interrupts and cancellation with
+real threads, signals and tasks, on a clock the test moves (or one standing
+still) wherever a busy machine's delays would change the answer.
 """
 
 from __future__ import annotations
@@ -152,33 +153,86 @@ def test_a_signal_during_a_real_sleep_refunds() -> None:
     class Alarm(Exception):
         pass
 
-    def ring(signum: int, frame: object) -> None:
-        raise Alarm
-
-    bucket = TokenBucket(1, 1, 30)
+    # The sleep is real; the limiter's clock stands still (float() is 0.0,
+    # and runs no Python code, where a signal's handler could run), so that
+    # the wait left once the booking is given back is exactly one refill,
+    # however long the machine took (on the real clock a busy one let it drop
+    # below the 29 s this asserted).
+    bucket = TokenBucket(1, 1, 30, clock=float)
     bucket.acquire()
+
+    def ring(signum: int, frame: object) -> None:
+        # Only once the acquire below has booked (the next free slot is then
+        # 60 s away): an alarm that came sooner, or one that arrived between
+        # the booking and the sleep (handled only once the sleep ends, as
+        # Python does), leaves it to the next, 50 ms later, to interrupt the
+        # sleep. A single alarm 50 ms after the start did either whenever the
+        # machine paused the test that long, and the sleep took 30 s.
+        if bucket.peek().retry_after > 30:
+            raise Alarm
+
     previous = signal.signal(signal.SIGALRM, ring)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.05)
-        started = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)
         with pytest.raises(Alarm):
             bucket.acquire()  # would sleep 30 s
-        assert time.monotonic() - started < 10
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    # Given back: the next booking waits for the first refill, not a second one.
+    # Given back: the next booking waits for the first refill, not a second
+    # one (a sleep no signal interrupted would have ended in the slot, and
+    # the alarm been raised only then, the unit taken).
     assert not bucket.reserve(max_wait=0).ok
-    assert 29 < bucket.peek().retry_after <= 30
+    assert bucket.peek().retry_after == 30
 
 
 # --- acquire with real threads --------------------------------------------
 
 
-def test_threads_are_served_in_booking_order_at_the_rate() -> None:
-    interval = 0.1
-    bucket = TokenBucket(1, 1, interval)
-    started = time.monotonic()
+class SteppedClock:
+    """A clock for real threads: reads ``now``; ``sleep`` (for ``time.sleep``)
+    records when it ends and blocks its thread until the test moves ``now``
+    there, so that which thread wakes when is the test's doing, not the
+    scheduler's."""
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+        self.ends: list[float] = []
+        self.asleep = 0
+        self.changed = threading.Condition()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.changed:
+            end = self.now + seconds
+            self.ends.append(end)
+            self.asleep += 1
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.now >= end)
+            self.asleep -= 1
+
+    def wait_asleep(self, count: int) -> None:
+        """Returns once ``count`` threads sleep."""
+        with self.changed:
+            # A bound for a thread that never sleeps (a failure), not a time measured.
+            assert self.changed.wait_for(lambda: self.asleep == count, timeout=60), f"{count} asleep: {self.asleep}"
+
+    def advance_to(self, now: float) -> None:
+        with self.changed:
+            self.now = now
+            self.changed.notify_all()
+
+
+def test_threads_are_served_in_booking_order_at_the_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Real threads on a clock the test moves: on the real one, a machine too
+    # busy to run the sleepers before several of their slots had come woke
+    # them together, in whatever order the scheduler chose.
+    interval = 0.25  # exact in binary: the slots are 50.25, 50.5, ...
+    clock = SteppedClock(50.0)
+    monkeypatch.setattr(time, "sleep", clock.sleep)
+    bucket = TokenBucket(1, 1, interval, clock=clock)
     bucket.acquire()  # the burst of 1; each thread below books one interval later
     finished: list[tuple[int, float]] = []
     lock = threading.Lock()
@@ -186,27 +240,25 @@ def test_threads_are_served_in_booking_order_at_the_rate() -> None:
     def worker(index: int) -> None:
         bucket.acquire()
         with lock:
-            finished.append((index, time.monotonic()))
-
-    def free_at() -> float:
-        """When the next booking would proceed, on the monotonic clock."""
-        return time.monotonic() + bucket.peek().retry_after
+            finished.append((index, clock()))
 
     threads = []
-    for index in range(4):
-        free = free_at()
-        thread = threading.Thread(target=worker, args=(index,))
-        thread.start()
-        threads.append(thread)
-        deadline = time.monotonic() + 5
-        while free_at() < free + interval / 2:  # until it has booked
-            assert time.monotonic() < deadline, "a worker never booked"
-            time.sleep(0.001)
-    for thread in threads:
-        thread.join(timeout=10)
-    assert [index for index, _ in finished] == [0, 1, 2, 3]
-    for index, at in finished:
-        assert at - started >= (index + 1) * interval  # never before its slot
+    try:
+        for index in range(4):
+            thread = threading.Thread(target=worker, args=(index,), daemon=True)
+            thread.start()
+            threads.append(thread)
+            clock.wait_asleep(index + 1)  # booked, in this order
+        slots = [50.0 + (index + 1) * interval for index in range(4)]
+        assert clock.ends == slots  # each sleeps until its slot, never less
+        for index, thread in enumerate(threads):
+            clock.advance_to(slots[index])
+            thread.join(timeout=60)
+            # Its slot wakes it alone: those booked after it sleep on.
+            assert finished == list(zip(range(index + 1), slots))
+            assert [t.is_alive() for t in threads] == [i > index for i in range(4)]
+    finally:
+        clock.advance_to(math.inf)  # a failure leaves no thread asleep
 
 
 def test_daemon_threads_asleep_in_acquire_when_the_interpreter_exits_end_quietly() -> None:
@@ -947,7 +999,9 @@ def test_a_task_abandoned_on_a_closed_loop_is_collected_and_gives_back() -> None
     import gc
     import weakref
 
-    bucket = TokenBucket(1, 1, 30)
+    # A clock standing still (the sleep is the loop's own): the wait left is
+    # one refill exactly, however long the collection took.
+    bucket = TokenBucket(1, 1, 30, clock=FakeClock())
     bucket.acquire()
     loop = asyncio.new_event_loop()
     task = loop.create_task(bucket.acquire_async())
@@ -958,7 +1012,7 @@ def test_a_task_abandoned_on_a_closed_loop_is_collected_and_gives_back() -> None
     gc.collect()
     assert gone() is None
     assert id(bucket) not in _wait._WAITING
-    assert 29 < bucket.reserve().wait <= 30  # its booking was given back
+    assert bucket.reserve().wait == 30  # its booking was given back (else 60)
 
 
 def test_a_clock_failing_in_a_withdrawal_moves_nobody_and_the_cancel_stands(monkeypatch: pytest.MonkeyPatch) -> None:
