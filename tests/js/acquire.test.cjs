@@ -944,7 +944,8 @@ describe('acquire in real time', () => {
     assert.deepStrictEqual([...slots].sort((x, y) => x - y), slots, 'first come first served');
   });
 
-  it('an AbortSignal.timeout() aborts a real wait and refunds it', async () => {
+  // Bounded: were the abort never heard, the wait would never end (its clock stands still).
+  it('an AbortSignal.timeout() aborts a real wait and refunds it', { timeout: 30_000 }, async () => {
     // The timers are real; the limiter's clock stands still, so that the wait
     // left after the refund is one refill exactly (on the runtime's clock, a
     // machine that paused the test a second made it look like no refund).
