@@ -7,7 +7,7 @@
 //! operations take it. A decision's numbers are written to four `f64`s in
 //! linear memory, read by the JS layer through [`scratch`]; the hot operations
 //! return a status rather than a `Result` (see [`FAILED`]); what the two
-//! builds share is in `shared.rs`, included from the napi crate. Bad arguments
+//! builds share is in `shared/`, included from the napi crate. Bad arguments
 //! throw a `RangeError` or `TypeError` carrying `.code` (see `errors.rs`);
 //! nothing panics on host input.
 
@@ -17,7 +17,7 @@
 mod errors;
 #[path = "../../bindings-node/src/policy_config.rs"]
 mod policy_config;
-#[path = "../../bindings-node/src/shared.rs"]
+#[path = "../../bindings-node/src/shared/mod.rs"]
 mod shared;
 
 use std::cell::{Cell, RefCell, RefMut};

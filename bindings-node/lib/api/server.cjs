@@ -57,7 +57,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
     }
     const { limiter, key, fields, cost, skip, ipv6Subnet } = known(options, 'the server helpers');
     if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
-      // Not badType, whose message each backend spells from a fixed list (src/shared.rs) without this one.
+      // Not badType, whose message each backend spells from a fixed list (src/shared/names.rs) without this one.
       invalidType('`cost` must be a number or a function');
     }
     if (skip !== undefined && typeof skip !== 'function') badType('skip', 'a function');
@@ -89,7 +89,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       if (key !== undefined) invalidType(`\`key\` is for a KeyedLimiter: ${SHARED}`);
       if (fields !== undefined) invalidType(`\`fields\` is for a Policy: ${SHARED}`);
     } else {
-      // Not badType, whose list (src/shared.rs) lacks this one.
+      // Not badType, whose list (src/shared/names.rs) lacks this one.
       invalidType('`limiter` must be a ratekeeper KeyedLimiter, Policy or limiter');
     }
     // Given where no default reads an address, it would be ignored: a

@@ -193,7 +193,7 @@ function asciiInto(bytes, key) {
  * characters; returns the bytes written, or -1 when a string is not ASCII
  * or longer than 255 characters, a value is a ByteKey, or the whole does
  * not fit (the request then goes as strings). Reading strings through the
- * engine's API took most of a policy's call (src/shared.rs
+ * engine's API took most of a policy's call (src/shared/request.rs
  * with_request_bytes reads these).
  */
 function fieldsInto(bytes, fields) {

@@ -48,7 +48,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * at the first event on a key: see markOf). A call on one key touches no
    * other key's state (the core's Policy::each_key), so a booking of one key
    * may be given back whatever happened to other keys since. As Python's
-   * (bindings-python/src/shared.rs, Marks).
+   * (bindings-python/src/shared/marks.rs, Marks).
    */
   const marksOf = new WeakMap();
 
@@ -153,7 +153,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * The mark of the key `bytes` of the limit at `place` (0 in a keyed
    * limiter): the top byte of the 32-bit FNV-1a of `place` (4 bytes,
    * little-endian) then `bytes`, mixed by MurmurHash3's finalizer, as
-   * Python computes it (shared.rs, mark), so that both tell keys apart
+   * Python computes it (bindings-python/src/shared/marks.rs, mark), so that both tell keys apart
    * alike.
    */
   function markOf(place, bytes) {
