@@ -3,7 +3,7 @@
 //!
 //! Each algorithm class (`algorithms.rs`) only builds its core limiter and
 //! reads its own configuration; everything else lives here (and the
-//! methods every deciding class shares, in `shared.rs`).
+//! methods every deciding class shares, in `shared/`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
