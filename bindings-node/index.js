@@ -56,7 +56,9 @@ const fieldBytes = new Uint8Array(scratch.buffer, 22 * Float64Array.BYTES_PER_EL
 // lib/api/shared.cjs checks at each call (runtimeClock).
 const { performance: runtimePerformance } = require('node:perf_hooks');
 const nativeNow = Object.getPrototypeOf(runtimePerformance).now;
-native.useClock(() => nativeNow.call(runtimePerformance));
+// Not tied (a replaced performance.now returned no usable reading): the JS
+// layer reads the clock, and judges its readings, itself.
+const tied = native.useClock(() => nativeNow.call(runtimePerformance));
 
 // The hot operations (src/fast.rs) take their numbers through the scratch, and
 // leave their status there: each argument passed to Node-API, and the value
@@ -161,4 +163,4 @@ const hot = {
   },
 };
 
-module.exports = createApi({ ...native, ...hot, scratch: () => scratch, nativeNow });
+module.exports = createApi({ ...native, ...hot, scratch: () => scratch, nativeNow: tied ? nativeNow : undefined });

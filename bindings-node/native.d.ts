@@ -189,6 +189,7 @@ export declare function typeError(name: string, expected: string): void
 
 /**
  * Ties the addon's reading of the default clock to `now` (the JS layer
- * passes the runtime's `performance.now`); see [`clock`].
+ * passes the runtime's `performance.now`); see [`clock`]. `false`: its
+ * readings were unusable, and the addon is not to read the clock.
  */
-export declare function useClock(now: () => number): void
+export declare function useClock(now: () => number): boolean

@@ -57,23 +57,33 @@ fn monotonic() -> u64 {
 }
 
 /// Ties the native clock to `now` (`performance.now()`, read by the JS
-/// layer): after this, [`now`] reads what `now()` would return.
-pub fn tie(mut now: impl FnMut() -> napi::Result<f64>) -> napi::Result<()> {
-    let mut best = (u64::MAX, 0);
+/// layer): after this, [`now`] reads what `now()` would return. Answers
+/// whether it did: not when every reading was unusable (not finite, or so
+/// far from the native clock that the offset overflows), as a replaced
+/// `performance.now` may return; the JS layer then reads that clock itself,
+/// and refuses its readings as it refuses any clock's.
+pub fn tie(mut now: impl FnMut() -> napi::Result<f64>) -> napi::Result<bool> {
+    let mut best: Option<(u64, i64)> = None;
     for _ in 0..TRIES {
         let before = monotonic();
         let js = now()?;
         let after = monotonic();
         let gap = after.saturating_sub(before);
-        if gap < best.0 {
-            // performance.now() counts ms from the start of the thread, so
-            // both readings are far below 2^63 ns.
-            let midpoint = before + gap / 2;
-            best = (gap, (js * 1e6).round() as i64 - midpoint as i64);
+        let midpoint = before + gap / 2;
+        // `as` saturates a finite reading beyond i64 ns: the checked
+        // subtraction (or a reading later) finds it out.
+        let offset = match i64::try_from(midpoint) {
+            Ok(midpoint) if js.is_finite() => ((js * 1e6).round() as i64).checked_sub(midpoint),
+            _ => None,
+        };
+        match (offset, best) {
+            (Some(offset), None) => best = Some((gap, offset)),
+            (Some(offset), Some((shortest, _))) if gap < shortest => best = Some((gap, offset)),
+            _ => {}
         }
     }
-    OFFSET.set(Some(best.1));
-    Ok(())
+    OFFSET.set(best.map(|(_, offset)| offset));
+    Ok(best.is_some())
 }
 
 /// The time on `performance.now()`'s scale; `None` before [`tie`].

@@ -206,9 +206,10 @@ pub(crate) mod slot {
 }
 
 /// Ties the addon's reading of the default clock to `now` (the JS layer
-/// passes the runtime's `performance.now`); see [`clock`].
-#[napi]
-pub fn use_clock(now: Function<(), f64>) -> napi::Result<()> {
+/// passes the runtime's `performance.now`); see [`clock`]. `false`: its
+/// readings were unusable, and the addon is not to read the clock.
+#[napi(catch_unwind)]
+pub fn use_clock(now: Function<(), f64>) -> napi::Result<bool> {
     clock::tie(|| now.call(()))
 }
 
@@ -331,26 +332,26 @@ fn free_in<T>(env: &Env, table: &'static Tls<T>, handle: u32) {
 
 /// The bytes of native memory V8 was told of (see [`report`]), this
 /// addon's and others': for tests.
-#[napi]
+#[napi(catch_unwind)]
 pub fn external_memory(env: Env) -> napi::Result<f64> {
     Ok(env.adjust_external_memory(0)? as f64)
 }
 
 /// Gives back the slot of `handle` (the JS layer calls it from a
 /// `FinalizationRegistry` once the limiter object is collected).
-#[napi]
+#[napi(catch_unwind)]
 pub fn free(env: Env, handle: u32) {
     free_in(&env, &LIMITERS, handle);
 }
 
 /// [`free`] for a keyed limiter.
-#[napi]
+#[napi(catch_unwind)]
 pub fn free_keyed(env: Env, handle: u32) {
     free_in(&env, &KEYED, handle);
 }
 
 /// [`free`] for a policy.
-#[napi]
+#[napi(catch_unwind)]
 pub fn free_policy(env: Env, handle: u32) {
     free_in(&env, &POLICIES, handle);
 }
@@ -359,7 +360,7 @@ pub fn free_policy(env: Env, handle: u32) {
 macro_rules! constructors {
     ($($doc:literal $name:ident => $build:path;)*) => {$(
         #[doc = $doc]
-        #[napi]
+        #[napi(catch_unwind)]
         pub fn $name(env: Env, options: Unknown) -> napi::Result<u32> {
             handle(&env, $build(&In(options)))
         }
@@ -379,13 +380,13 @@ constructors! {
 
 /// Gives back `cost` units taken at `taken`: `[takenAtMs, slotHigh, slotLow]`
 /// (see [`shared::taken_at`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn refund(env: Env, handle: u32, cost: f64, taken: Vec<f64>) -> napi::Result<()> {
     with(&env, handle, |l| shared::refund(l, cost, &taken))?.or_throw(&env)
 }
 
 /// Replaces the configuration of `handle` with that of `other`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
     let new = with(&env, other, |l| l.clone())?;
     // A log's ring is made anew at the new limit: `with` tells V8.
@@ -393,7 +394,7 @@ pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Resu
 }
 
 /// The header values of a decision, one per line (see [`shared::headers`]).
-#[napi]
+#[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn headers(
     env: Env,
@@ -428,7 +429,7 @@ fn fields_to_js<'env>(
 }
 
 /// The configuration behind the getters (see [`shared::config`]).
-#[napi(ts_return_type = "Record<string, any>")]
+#[napi(catch_unwind, ts_return_type = "Record<string, any>")]
 pub fn config<'env>(env: &'env Env, handle: u32) -> napi::Result<Object<'env>> {
     let fields = with(env, handle, |l| shared::config(l))?;
     fields_to_js(env, fields)
@@ -436,7 +437,7 @@ pub fn config<'env>(env: &'env Env, handle: u32) -> napi::Result<Object<'env>> {
 
 /// Throws the `invalid_type` error for an argument the JS layer checked
 /// (`name` and `expected` as in [`shared::type_error`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> {
     Err(throw(&env, shared::type_error(&name, &expected)))
 }
@@ -444,31 +445,31 @@ pub fn type_error(env: Env, name: String, expected: String) -> napi::Result<()> 
 /// Throws the `RangeError` for a limiter's `name` the headers cannot carry:
 /// the rule the core holds a policy's limit names to (the JS layer keeps a
 /// limiter's name itself).
-#[napi]
+#[napi(catch_unwind)]
 pub fn check_name(env: Env, name: String) -> napi::Result<()> {
     ratekeeper::Headers::check_name(&name).or_throw(&env)
 }
 
 /// Throws the `RangeError` for a bad duration the JS layer uses itself (`timeoutMs`).
-#[napi]
+#[napi(catch_unwind)]
 pub fn check_millis(env: Env, value: f64, name: String) -> napi::Result<()> {
     shared::check_millis(value, &name).or_throw(&env)
 }
 
 /// `limiter.toBytes()`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn to_bytes(env: Env, handle: u32) -> napi::Result<Uint8Array> {
     with(&env, handle, |l| Uint8Array::new(shared::to_bytes(l)))
 }
 
 /// `limiter.restore(bytes)`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn restore(env: Env, handle: u32, bytes: Uint8Array) -> napi::Result<()> {
     with(&env, handle, |l| shared::restore(l, &bytes))?.or_throw(&env)
 }
 
 /// `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration.
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_new(
     env: Env,
     prototype: u32,
@@ -483,7 +484,7 @@ pub fn keyed_new(
 }
 
 /// The configuration of a keyed limiter's keys, as a new limiter handle.
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
     let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
     Ok(keep(&env, prototype))
@@ -509,7 +510,7 @@ impl shared::Part for Either<String, Uint8Array> {
 }
 
 /// `keyed.refund(key, cost, takenAtMs)`, or a keyed reservation's `cancel()` (see [`refund`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_refund(
     env: Env,
     handle: u32,
@@ -524,7 +525,7 @@ pub fn keyed_refund(
 }
 
 /// `keyed.tryAcquireBatch(key, costs, nowMs)` (see [`shared::keyed_try_acquire_batch`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_try_acquire_batch(
     env: Env,
     handle: u32,
@@ -539,7 +540,7 @@ pub fn keyed_try_acquire_batch(
 }
 
 /// `keyed.size`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_len(env: Env, handle: u32) -> napi::Result<u32> {
     with_in(&KEYED, &env, handle, |s| {
         s.len().min(u32::MAX as usize) as u32
@@ -547,13 +548,13 @@ pub fn keyed_len(env: Env, handle: u32) -> napi::Result<u32> {
 }
 
 /// `keyed.reset(key)`: whether the store held the key.
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_reset(env: Env, handle: u32, key: Either<String, Uint8Array>) -> napi::Result<bool> {
     with_in(&KEYED, &env, handle, |s| s.reset(key.bytes()))
 }
 
 /// `keyed.reclaim(nowMs)`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn keyed_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
     with_in(&KEYED, &env, handle, |s| shared::keyed_reclaim(s, now_ms))?.or_throw(&env)
 }
@@ -568,13 +569,13 @@ fn policy_handle(env: &Env, built: Result<Policy, Failure<napi::Error>>) -> napi
 }
 
 /// `new Policy(config)`, the config as plain data (see [`policy_config`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_from_config(env: Env, config: Unknown) -> napi::Result<u32> {
     policy_handle(&env, policy_config::policy_from_config(&In(config)))
 }
 
 /// An empty policy, for [`policy_add`].
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_new(env: Env) -> napi::Result<u32> {
     policy_handle(&env, Ok(Policy::new()))
 }
@@ -583,7 +584,7 @@ pub fn policy_new(env: Env) -> napi::Result<u32> {
 /// configuration, at most `max_keys` keys held (`eviction` at the bound), to
 /// a policy on the default monotonic clock (`monotonic`) or not: `true`
 /// when it reads `Date.now()` from now on (see [`shared::policy_add`]).
-#[napi]
+#[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn policy_add(
     env: Env,
@@ -604,7 +605,7 @@ pub fn policy_add(
 }
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_from_rates(
     env: Env,
     rates: String,
@@ -637,7 +638,7 @@ pub(crate) fn policy_decide(
 
 /// `policy.peek` (`op` 0), `policy.tryAcquire` (1) or `policy.reserve` (2):
 /// `fields` alternates names and values (see [`shared::policy_op`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_op(
     env: Env,
     handle: u32,
@@ -657,7 +658,7 @@ pub fn policy_op(
 /// `policy.refund(request, cost, takenAtMs)`, or a policy reservation's
 /// `cancel()` (see [`refund`]), in the first `limits` limits: those the
 /// policy had when the units were taken.
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_refund(
     env: Env,
     handle: u32,
@@ -673,7 +674,7 @@ pub fn policy_refund(
 }
 
 /// `policy.reset(request)`: how many limits held the request's key.
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_reset(
     env: Env,
     handle: u32,
@@ -686,7 +687,7 @@ pub fn policy_reset(
 }
 
 /// `policy.reclaim(nowMs)`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
     with_in(&POLICIES, &env, handle, |p| {
         shared::policy_reclaim(p, now_ms)
@@ -695,13 +696,13 @@ pub fn policy_reclaim(env: Env, handle: u32, now_ms: f64) -> napi::Result<()> {
 }
 
 /// What its waiters do around an aborted one, then each limit's name and its fields (see [`shared::policy_limits`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_limits(env: Env, handle: u32) -> napi::Result<Vec<String>> {
     with_in(&POLICIES, &env, handle, |p| shared::policy_limits(p))
 }
 
 /// The headers of a policy decision (see [`shared::policy_headers`]).
-#[napi]
+#[napi(catch_unwind)]
 pub fn policy_headers(env: Env, handle: u32, decision: Vec<f64>) -> napi::Result<String> {
     with_in(&POLICIES, &env, handle, |p| {
         shared::policy_headers(p, &decision)

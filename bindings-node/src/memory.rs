@@ -356,7 +356,7 @@ unsafe fn array_of(env: napi_env, held: napi_ref) -> Option<(napi_value, *mut f6
 /// at a time, each writing its arguments and reading its answer around one
 /// call). In [`Mode::Copied`], a call after JS's array was detached makes a
 /// new one.
-#[napi(ts_return_type = "Float64Array")]
+#[napi(catch_unwind, ts_return_type = "Float64Array")]
 pub fn scratch(env: &Env) -> napi::Result<Unknown<'_>> {
     let raw = env.raw();
     ensure(raw)?;
@@ -383,7 +383,7 @@ pub fn scratch(env: &Env) -> napi::Result<Unknown<'_>> {
 /// cost a Node-API call per number. Growing it makes a new block (twice as
 /// large at least) and bumps [`slot::GENERATION`], so that every copy of
 /// the JS layer fetches the new one before its next operation.
-#[napi(ts_return_type = "Float64Array")]
+#[napi(catch_unwind, ts_return_type = "Float64Array")]
 pub fn policy_details(env: &Env, at_least: u32) -> napi::Result<Unknown<'_>> {
     let raw = env.raw();
     ensure(raw)?;

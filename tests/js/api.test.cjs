@@ -361,6 +361,30 @@ describe('the default clock is performance.now()', () => {
     assert.equal(bucket.tryAcquire(1, 0).remaining, 2);
   });
 
+  // The napi build ties its native reading to the runtime's performance.now
+  // once, as it loads: a performance.now replaced on its prototype before
+  // then stays the runtime's own clock to the JS layer, and its unusable
+  // readings were taken for an offset (-Infinity: 2^63 ns off, decided on).
+  it('a performance.now replaced before the package loads, returning no usable reading, is refused as any clock', () => {
+    const { spawnSync } = require('node:child_process');
+    for (const wrong of ['-Infinity', 'NaN', '-1e16']) {
+      const script = `
+        Object.getPrototypeOf(performance).now = () => ${wrong};
+        const api = require(${JSON.stringify(path.join(__dirname, 'impl.cjs'))});
+        const bucket = new api.TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000 });
+        try {
+          console.log(JSON.stringify(bucket.tryAcquire()));
+        } catch (error) {
+          console.log(JSON.stringify({ name: error.name, code: error.code, message: error.message }));
+        }`;
+      const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: process.env });
+      assert.equal(run.status, 0, run.stderr);
+      const answer = JSON.parse(run.stdout);
+      assert.deepStrictEqual({ name: answer.name, code: answer.code }, { name: 'RangeError', code: 'invalid_value' }, run.stdout);
+      assert.match(answer.message, new RegExp(`^\`clock\` must return .* not ${Number(wrong)}$`));
+    }
+  });
+
   // A window of a billion ms aligned at 0: resetAfterMs tells the instant a
   // call read (the napi build reads the default clock natively).
   it('reads the instant performance.now() would, to the microsecond', () => {
