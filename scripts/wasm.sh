@@ -11,6 +11,10 @@
 #   test        build, run the shared JS suite on the wasm build, the real-browser test, then the
 #               cross-binding differential test (tests/differential: this build, the napi addon
 #               and the Python package, each built first where missing)
+#   sizes       build, then print where the bytes of the .wasm go: the module kept
+#               with its names, as `build` makes it otherwise, read by
+#               bindings-wasm/tools/sizes.cjs (functions by size, the decisions'
+#               code against the rest, what each group of exports alone holds)
 #   check-core  build the core crate for wasm32 without std (no features, then `alloc`), and for
 #               a microcontroller without 64-bit atomics (thumbv7em-none-eabihf: no features,
 #               then `serde`, so `alloc`)
@@ -237,6 +241,20 @@ differential() {
     bash scripts/node-test.sh tests/differential/differential.test.cjs
 }
 
+# `build`, then the module again with its names (wasm-bindgen and wasm-opt as
+# `build` runs them, the names kept), measured by bindings-wasm/tools/sizes.cjs.
+cmd_sizes() {
+    cmd_build
+    local wasm="${CARGO_TARGET_DIR:-target}/$TARGET/wasm/${CRATE//-/_}.wasm" dir
+    dir=$(mktemp -d)
+    wasm-bindgen "$wasm" --remove-producers-section --target web --out-dir "$dir"
+    local named="$dir/${CRATE//-/_}_bg.wasm"
+    "$WASM_OPT" -Os --low-memory-unused --strip-target-features --debuginfo "$named" -o "$named"
+    bindings-wasm/tools/node_modules/.bin/wasm-dis "$named" -o "$dir/module.wat"
+    node bindings-wasm/tools/sizes.cjs "$named" "$dir/module.wat" "${RATEKEEPER_SIZES_ROWS:-40}"
+    rm -rf "$dir"
+}
+
 cmd_check_core() {
     require_toolchain
     # Only core (+ alloc) is built from source: the crate must not need std.
@@ -278,7 +296,8 @@ case "${1:-}" in
 setup) cmd_setup ;;
 build) cmd_build ;;
 test) cmd_test ;;
+sizes) cmd_sizes ;;
 check-core) cmd_check_core ;;
 toolchain) toolchain ;;
-*) die "usage: bash scripts/wasm.sh setup|build|test|check-core|toolchain" ;;
+*) die "usage: bash scripts/wasm.sh setup|build|test|sizes|check-core|toolchain" ;;
 esac
