@@ -101,9 +101,9 @@ export interface BandwidthOptions {
   /** Milliseconds between refills; greater than zero. */
   refillPeriodMs: number
   /** Tokens at the first call, at most `capacity`. Default: `capacity` (full). */
-  initialTokens?: number
+  initialTokens?: number | null
   /** `'greedy'` (continuously, the default) or `'interval'` (all at each period's end). */
-  refill?: 'greedy' | 'interval'
+  refill?: 'greedy' | 'interval' | null
 }
 
 /** A bandwidth as a bucket reports it. */
@@ -183,9 +183,9 @@ export interface AcquireOptions {
    * bucket among them, gives it back only while it is the latest booking
    * of its keys (see the README, "Waiters behind an aborted one").
    */
-  signal?: AbortSignal
+  signal?: AbortSignal | null
   /** The longest wait accepted; a longer one rejects at once with a `TimeoutError` DOMException. Default: no bound. */
-  timeoutMs?: number
+  timeoutMs?: number | null
 }
 
 /**
@@ -199,30 +199,30 @@ export declare abstract class Limiter {
    * @throws {RangeError} `cost_exceeds_limit` (it could never be allowed), `invalid_value`.
    * @throws {TypeError} `invalid_type`.
    */
-  tryAcquire(cost?: number, nowMs?: number): Decision
+  tryAcquire(cost?: number | null, nowMs?: number | null): Decision
   /** The answer `tryAcquire` would give, consuming nothing. */
-  peek(cost?: number, nowMs?: number): Decision
+  peek(cost?: number | null, nowMs?: number | null): Decision
   /**
    * Books `cost` (default 1) for the earliest moment it fits, if that is at
    * most `maxWaitMs` (default `Infinity`) away. Bookings are served first come
    * first served at exactly the limiter's rate; a later `tryAcquire` never
    * jumps ahead of one.
    */
-  reserve(cost?: number, maxWaitMs?: number, nowMs?: number): Reservation
+  reserve(cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Reservation
   /**
    * Gives back `cost` units taken at `takenAtMs` (default: now) and not used:
    * permits not needed (for a booking, `reservation.cancel()` is exact). Never above
    * a fresh limiter; a window algorithm removes units only from the window
    * they were taken in.
    */
-  refund(cost: number, takenAtMs?: number): void
+  refund(cost: number, takenAtMs?: number | null): void
   /**
    * Replaces this limiter's configuration with `other`'s (a limiter of the
    * same class; for a token bucket, with as many bandwidths), carrying the
    * state over as the core documents per algorithm. The name and clock stay;
    * only `other`'s configuration is used, never its state.
    */
-  reconfigure(other: this, nowMs?: number): void
+  reconfigure(other: this, nowMs?: number | null): void
   /**
    * Resolves when a slot for `cost` (default 1) comes: reserves it, then waits
    * on one timer (first come first served, no polling). Rejects at once, booking
@@ -233,7 +233,7 @@ export declare abstract class Limiter {
    * `timeoutMs`). Aborting `signal` during the wait gives the booking back
    * (see `AcquireOptions.signal`) and rejects with `signal.reason`.
    */
-  acquire(cost?: number, options?: AcquireOptions): Promise<void>
+  acquire(cost?: number | null, options?: AcquireOptions | null): Promise<void>
   /**
    * The header values of `decision` (made by this limiter), under its `name`
    * and window. A policy's decision (one with `limits`) is a `TypeError`
@@ -277,9 +277,9 @@ export declare class TokenBucket extends Limiter {
    * (then `common` holds `name` and `clock`).
    */
   static fromBytes(bytes: Uint8Array, options: TokenBucketOptions): TokenBucket
-  static fromBytes(bytes: Uint8Array, bandwidths: BandwidthOptions[], common?: CommonOptions): TokenBucket
+  static fromBytes(bytes: Uint8Array, bandwidths: BandwidthOptions[], common?: CommonOptions | null): TokenBucket
   /** A bucket enforcing every one of `bandwidths` (1 to 4) at once: allowed only if all allow. */
-  static fromBandwidths(bandwidths: BandwidthOptions[], options?: CommonOptions): TokenBucket
+  static fromBandwidths(bandwidths: BandwidthOptions[], options?: CommonOptions | null): TokenBucket
   /** Every bandwidth (a copy). */
   readonly bandwidths: Bandwidth[]
   /** Of the first bandwidth (the only one unless built by `fromBandwidths`). */
@@ -377,19 +377,19 @@ export interface KeyedOptions {
  * dropped lazily, or by `reclaim`.
  */
 export declare class KeyedLimiter {
-  constructor(limiter: Limiter, options?: KeyedOptions)
-  tryAcquire(key: Key, cost?: number, nowMs?: number): Decision
+  constructor(limiter: Limiter, options?: KeyedOptions | null)
+  tryAcquire(key: Key, cost?: number | null, nowMs?: number | null): Decision
   /** Consumes nothing and inserts no key. */
-  peek(key: Key, cost?: number, nowMs?: number): Decision
-  reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Reservation
-  refund(key: Key, cost: number, takenAtMs?: number): void
-  acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
+  peek(key: Key, cost?: number | null, nowMs?: number | null): Decision
+  reserve(key: Key, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Reservation
+  refund(key: Key, cost: number, takenAtMs?: number | null): void
+  acquire(key: Key, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   /** Decides each of `costs` in turn for `key` at one instant. A cost above the limit fails the whole call (`cost_exceeds_limit`, naming the first such cost), deciding nothing. */
-  tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Decision[]
+  tryAcquireBatch(key: Key, costs: number[], nowMs?: number | null): Decision[]
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
   headers(decision: LimiterDecision): RateLimitHeaders
   /** Drops the keys back to their fresh state. */
-  reclaim(nowMs?: number): void
+  reclaim(nowMs?: number | null): void
   /**
    * Puts `key` back to fresh, as a key never seen: its units and the
    * bookings made on it are forgotten (a login limit cleared once its user
@@ -511,9 +511,9 @@ export declare class Policy {
    * as `'10/second;100/day'`; none (undefined or null): an empty policy,
    * which admits everything until `add` adds limits (Python's `Policy()`).
    */
-  constructor(config?: PolicyConfig | string | null, options?: PolicyOptions)
+  constructor(config?: PolicyConfig | string | null, options?: PolicyOptions | null)
   /** One limit per rate, each named by its rate. */
-  static fromRates(rates: string, options?: PolicyOptions): Policy
+  static fromRates(rates: string, options?: PolicyOptions | null): Policy
   /**
    * A policy from a configuration: an object or its JSON text (Python's
    * `from_config`). Text that is not a configuration's JSON, a rate string
@@ -522,7 +522,7 @@ export declare class Policy {
    * the configuration names each limit's algorithm and fields (`algorithm`
    * or `by` given is a `RangeError`, `invalid_value`).
    */
-  static fromConfig(config: PolicyConfig | string, options?: Pick<PolicyOptions, 'clock'>): Policy
+  static fromConfig(config: PolicyConfig | string, options?: Pick<PolicyOptions, 'clock'> | null): Policy
   /**
    * Adds a limit called `name`, keyed by the request fields `options.by`,
    * each key starting as a fresh copy of `limiter`'s configuration (not its
@@ -535,20 +535,20 @@ export declare class Policy {
    * monotonic clock. A booking made before gives nothing back to the new
    * limit, and a decision made before has the headers of the limits it lists.
    */
-  add(name: string, limiter: Limiter | KeyedLimiter, options?: PolicyAddOptions): void
-  tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
-  peek(request?: PolicyRequest, cost?: number, nowMs?: number): PolicyDecision
+  add(name: string, limiter: Limiter | KeyedLimiter, options?: PolicyAddOptions | null): void
+  tryAcquire(request?: PolicyRequest | null, cost?: number | null, nowMs?: number | null): PolicyDecision
+  peek(request?: PolicyRequest | null, cost?: number | null, nowMs?: number | null): PolicyDecision
   /** Books in every limit for the earliest moment all fit, or in none. */
-  reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): PolicyReservation
-  refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): void
-  acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
+  reserve(request?: PolicyRequest | null, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): PolicyReservation
+  refund(request: PolicyRequest | null | undefined, cost: number, takenAtMs?: number | null): void
+  acquire(request?: PolicyRequest | null, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   /**
    * Every limit the decision lists (those the policy had when it decided)
    * in `RateLimit-Policy` and `RateLimit` (comma-separated items);
    * `Retry-After` when denied. A decision of no limits answers `{}`.
    */
   headers(decision: PolicyDecision): RateLimitHeaders | Record<string, never>
-  reclaim(nowMs?: number): void
+  reclaim(nowMs?: number | null): void
   /**
    * Puts `request`'s key back to fresh, as a key never seen, in every limit
    * keyed by fields that `request` all gives (`KeyedLimiter.reset` in each);

@@ -116,20 +116,20 @@ export interface RedisReservation<D extends RedisDecision = RedisDecision> {
 
 /** One limiter per key, kept in Redis: KeyedLimiter's methods as promises. */
 export declare class RedisLimiter {
-  constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions<LimiterOnError>)
-  tryAcquire(key: Key, cost?: number, nowMs?: number): Promise<RedisDecision>
-  peek(key: Key, cost?: number, nowMs?: number): Promise<RedisDecision>
-  tryAcquireBatch(key: Key, costs: number[], nowMs?: number): Promise<RedisDecision[]>
+  constructor(client: RedisClient, limiter: RedisLimiterConfig, options?: RedisOptions<LimiterOnError> | null)
+  tryAcquire(key: Key, cost?: number | null, nowMs?: number | null): Promise<RedisDecision>
+  peek(key: Key, cost?: number | null, nowMs?: number | null): Promise<RedisDecision>
+  tryAcquireBatch(key: Key, costs: number[], nowMs?: number | null): Promise<RedisDecision[]>
   /** Gives back units Redis gave (`fromStore: true`), taken at `takenAtMs` (default now). */
-  refund(key: Key, cost: number, takenAtMs?: number): Promise<void>
+  refund(key: Key, cost: number, takenAtMs?: number | null): Promise<void>
   /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
-  reserve(key: Key, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation>
+  reserve(key: Key, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Promise<RedisReservation>
   /**
    * Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise).
    * Aborted, it gives the booking back: on a bucket only while it is the key's latest (else its
    * slot goes unused), on a window where it was counted.
    */
-  acquire(key: Key, cost?: number, options?: AcquireOptions): Promise<void>
+  acquire(key: Key, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
   headers(decision: LimiterDecision): RateLimitHeaders
   /**
@@ -155,15 +155,15 @@ export declare class RedisPolicy {
    * or null), which `Policy` reads as the empty policy that `add` fills, or
    * `{ limits: [] }`, is a `RangeError` (`zero_value`), as in Python.
    */
-  constructor(client: RedisClient, config: PolicyConfig | string, options?: RedisOptions<PolicyOnError> & Omit<PolicyOptions, 'clock'>)
-  tryAcquire(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
-  peek(request?: PolicyRequest, cost?: number, nowMs?: number): Promise<RedisPolicyDecision>
-  tryAcquireBatch(request: PolicyRequest | undefined, costs: number[], nowMs?: number): Promise<RedisPolicyDecision[]>
+  constructor(client: RedisClient, config: PolicyConfig | string, options?: (RedisOptions<PolicyOnError> & Omit<PolicyOptions, 'clock'>) | null)
+  tryAcquire(request?: PolicyRequest | null, cost?: number | null, nowMs?: number | null): Promise<RedisPolicyDecision>
+  peek(request?: PolicyRequest | null, cost?: number | null, nowMs?: number | null): Promise<RedisPolicyDecision>
+  tryAcquireBatch(request: PolicyRequest | null | undefined, costs: number[], nowMs?: number | null): Promise<RedisPolicyDecision[]>
   /** Gives back units Redis gave (`fromStore: true`) in every limit, taken at `takenAtMs` (default now). */
-  refund(request: PolicyRequest | undefined, cost: number, takenAtMs?: number): Promise<void>
-  reserve(request?: PolicyRequest, cost?: number, maxWaitMs?: number, nowMs?: number): Promise<RedisReservation<RedisPolicyDecision>>
+  refund(request: PolicyRequest | null | undefined, cost: number, takenAtMs?: number | null): Promise<void>
+  reserve(request?: PolicyRequest | null, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Promise<RedisReservation<RedisPolicyDecision>>
   /** Books once and sleeps until the slot; aborted, gives the booking back per limit key as `RedisLimiter.acquire`. */
-  acquire(request?: PolicyRequest, cost?: number, options?: AcquireOptions): Promise<void>
+  acquire(request?: PolicyRequest | null, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
   /**
    * Puts `request`'s key back to fresh in every limit keyed by fields it all

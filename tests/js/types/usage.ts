@@ -233,6 +233,45 @@ grown.size = 3;
 export const more: unknown[] = [keyedDecisions, byteDecisions, byteWait, byteField, keys, size, bound, perIpLimiter, boundedPolicy, deniedBy, firstLimit, pr, policyHeaders, policyLine, assumed, exact, copy, copyGcra, copyBuckets];
 export const grownPolicy: unknown[] = [grownNames, grownSize, grownBy, limitsHeld, grownLimits, new Policy(null, { clock: Date.now })];
 
+// `null` for an optional argument or option is its default, as the README
+// says (`tryAcquire(null, nowMs)` costs 1, `refill: null` is 'greedy') and
+// the runtime takes it: Python's `None`, or a value of `T | null` passed on.
+const maybeNow: number | null = null;
+const nullBucket = new TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, initialTokens: null, refill: null, clock: null });
+const nullDecisions: Decision[] = [nullBucket.tryAcquire(null, 5), nullBucket.peek(null, maybeNow)];
+const nullReservation: Reservation = nullBucket.reserve(null, null, null);
+nullBucket.refund(1, null);
+nullBucket.reconfigure(new TokenBucket(bucketOptions), null);
+const nullBands = TokenBucket.fromBandwidths([{ capacity: 2, refillTokens: 1, refillPeriodMs: 10, initialTokens: null }], null);
+const nullCopy = TokenBucket.fromBytes(nullBands.toBytes(), nullBands.bandwidths, null);
+const nullKeyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), null);
+const nullKeyedAnswers: unknown[] = [
+  nullKeyed.tryAcquire('k', null, null),
+  nullKeyed.peek('k', null, null),
+  nullKeyed.reserve('k', null, null, null),
+  nullKeyed.tryAcquireBatch('k', [1], null),
+];
+nullKeyed.refund('k', 1, null);
+nullKeyed.reclaim(null);
+const nullPolicy = new Policy('1/second', null);
+nullPolicy.add('also', new Gcra({ burst: 1, emissionIntervalMs: 1 }), null);
+const nullPolicyAnswers: unknown[] = [
+  nullPolicy.tryAcquire(null, null, null),
+  nullPolicy.peek(null, null, null),
+  nullPolicy.reserve(null, null, null, null),
+  Policy.fromRates('1/second', null),
+  Policy.fromConfig({ limits: [{ name: 'a', rate: '1/second' }] }, null),
+];
+nullPolicy.refund(null, 1, null);
+nullPolicy.reclaim(null);
+export async function waitingWithNulls(): Promise<void> {
+  await nullBucket.acquire(null, null);
+  await nullBucket.acquire(null, { signal: null, timeoutMs: null });
+  await nullKeyed.acquire('k', null, { signal: null });
+  await nullPolicy.acquire(null, null, null);
+}
+export const nulls: unknown[] = [nullDecisions, nullReservation, nullCopy, nullKeyedAnswers, nullPolicyAnswers];
+
 export const summaries: unknown[] = [decisions, retryAfter, headersRecord, config];
 
 // @ts-expect-error: `refillPeriodMs` is required

@@ -34,6 +34,19 @@ async function main(): Promise<void> {
   if (r.ok) await r.cancel()
   else console.log(r.decision?.retryAfterMs)
   await l.refund('k', 1, Date.now())
+  // null for an optional argument is its default, as in-process (and as the runtime takes it).
+  const none: number | null = null
+  const nd: unknown[] = [
+    await l.tryAcquire('k', null, none), await l.peek('k', null, null), await l.tryAcquireBatch('k', [1], null),
+    await l.reserve('k', null, null, null), await p.tryAcquire(null, null, null), await p.peek(null, null, null),
+    await p.tryAcquireBatch(null, [1], null), await p.reserve(null, null, null, null),
+    new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 1 }), null), new RedisPolicy(client, '1/second', null),
+  ]
+  await l.refund('k', 1, null)
+  await l.acquire('k', null, { signal: null, timeoutMs: null })
+  await p.refund(null, 1, null)
+  await p.acquire(null, null, null)
+  console.log(nd)
   // Keys and request values as bytes, as Python's bytes: a Uint8Array (a Buffer is one).
   const bytes = new Uint8Array([0xff])
   const bd: RedisDecision[] = [await l.tryAcquire(bytes), await l.peek(bytes), ...(await l.tryAcquireBatch(bytes, [1]))]
