@@ -614,10 +614,11 @@ export type HandlerOptions<Request> = (
        * header the client left out, as `(req) => req.get('x-api-key')` answers;
        * an unknown address: a Unix socket's) goes to `next(error)`: a request
        * that cannot be keyed is never let through unlimited; exempt requests
-       * with `skip`. Not a function: a `TypeError` (`invalid_type`). An
+       * with `skip`. Not a function (nor `null`, the default, as the ASGI
+       * middleware's `key=None`): a `TypeError` (`invalid_type`). An
        * IPv6 client's default key is its network: see `ipv6Subnet`.
        */
-      key?: (request: Request) => Key | null | undefined | PromiseLike<Key | null | undefined>
+      key?: ((request: Request) => Key | null | undefined | PromiseLike<Key | null | undefined>) | null
       /**
        * How the default `key` keys an IPv6 client: by its network of this
        * many bits, `2001:db8:1234:5600::/56` (see `ipKey`). Default 56: a
@@ -638,8 +639,8 @@ export type HandlerOptions<Request> = (
        * whole) throws its RangeError or TypeError naming `cost` at once.
        */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
-      /** A Policy's option: a `TypeError` (`invalid_type`) here. */
-      fields?: never
+      /** A Policy's option: a `TypeError` (`invalid_type`) here (`null`: not given). */
+      fields?: null
     }
   | {
       /** A `RedisPolicy` of `ratekeeper/redis` too, once imported (see `PolicyStores`). */
@@ -658,7 +659,7 @@ export type HandlerOptions<Request> = (
        * and `/login/` have paths (and limits by `path`) of their own unless
        * its `case sensitive routing` and `strict routing` are set.
        */
-      fields?: (request: Request) => PolicyRequest | null | undefined | PromiseLike<PolicyRequest | null | undefined>
+      fields?: ((request: Request) => PolicyRequest | null | undefined | PromiseLike<PolicyRequest | null | undefined>) | null
       /**
        * As for a KeyedLimiter: how the default fields' `client` keys an IPv6
        * client (default 56; `false`: each address whole). Beside `fields` of
@@ -667,18 +668,18 @@ export type HandlerOptions<Request> = (
       ipv6Subnet?: number | false
       /** As for a KeyedLimiter. */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
-      /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here. */
-      key?: never
+      /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here (`null`: not given). */
+      key?: null
     }
   | {
       /** One limiter that every request counts against, whoever sends it. */
       limiter: Limiter
       /** As for a KeyedLimiter. */
       cost?: number | ((request: Request) => number | PromiseLike<number>)
-      /** Not taken (a `TypeError`, `invalid_type`): pass `new KeyedLimiter(limiter)` for one per key. */
-      key?: never
-      /** Not taken (a `TypeError`, `invalid_type`). */
-      fields?: never
+      /** Not taken (a `TypeError`, `invalid_type`; `null`: not given): pass `new KeyedLimiter(limiter)` for one per key. */
+      key?: null
+      /** Not taken (a `TypeError`, `invalid_type`; `null`: not given). */
+      fields?: null
       /** Not taken (a `TypeError`, `invalid_type`): no address is read. */
       ipv6Subnet?: never
     }
@@ -686,9 +687,10 @@ export type HandlerOptions<Request> = (
   /**
    * Whether to let `request` through undecided: no RateLimit headers, nothing
    * charged (health checks, say). Called first, before `key`/`fields`; a
-   * value other than a boolean goes to `next(error)`. Default: none is skipped.
+   * value other than a boolean goes to `next(error)`. Default (or `null`):
+   * none is skipped.
    */
-  skip?: (request: Request) => boolean | PromiseLike<boolean>
+  skip?: ((request: Request) => boolean | PromiseLike<boolean>) | null
 }
 
 /**

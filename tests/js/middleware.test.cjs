@@ -451,6 +451,25 @@ describe('the helpers check their options', () => {
       assertLimiterError(() => helper({ limiter: shared, cost: 2 }), 'cost_exceeds_limit', 'cost');
       assert.equal(shared.peek(0).remaining, 1);
     });
+
+    it(`${helper.name}: null for \`key\`, \`fields\` or \`skip\` is the default, as the ASGI middleware's None`, () => {
+      // RateLimitMiddleware(app, limiter, key=None, fields=None, skip=None)
+      // is the middleware of no key, fields or skip of one's own; these
+      // threw a TypeError (`key` must be a function) for the same options.
+      const keyed = new KeyedLimiter(new FixedWindow({ limit: 2, windowMs: 60_000 }));
+      const byAddress = helper({ limiter: keyed, key: null, fields: null, skip: null });
+      assert.equal(byAddress.decide({ ip: '203.0.113.7' }).remaining, 1);
+      assert.equal(keyed.peek('203.0.113.7', 0).remaining, 1);
+      assert.equal(byAddress.skips({ ip: '203.0.113.7' }), false);
+      const policy = Policy.fromRates('2/minute', { by: ['client', 'path'] });
+      const byFields = helper({ limiter: policy, key: null, fields: null, skip: null });
+      assert.equal(byFields.decide({ ip: '203.0.113.7', method: 'GET', url: '/a' }).remaining, 1);
+      assert.equal(policy.peek({ client: '203.0.113.7', path: '/a' }, 0).remaining, 1);
+      const shared = new FixedWindow({ limit: 2, windowMs: 60_000 });
+      assert.equal(helper({ limiter: shared, key: null, fields: null, skip: null }).decide({}).remaining, 1);
+      // ipv6Subnet stays a number or false: null could read as Python's None (each address whole) or the default.
+      assertLimiterError(() => helper({ limiter: keyed, ipv6Subnet: null }), 'invalid_type', 'ipv6Subnet');
+    });
   }
 
   it('an answer that cannot be written goes to next(error), as does a rejected key', async () => {

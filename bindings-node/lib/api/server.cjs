@@ -55,7 +55,15 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       // said `limiter` must be what was given.
       invalidType('`options` must be an options object, not the limiter itself: pass { limiter }');
     }
-    const { limiter, key, fields, cost, skip, ipv6Subnet } = known(options, 'the server helpers');
+    const given = known(options, 'the server helpers');
+    const { limiter, cost, ipv6Subnet } = given;
+    // null is "not given" for the functions, as the ASGI middleware's
+    // key=None, fields=None and skip=None are its defaults (it was a
+    // TypeError, `key` must be a function). ipv6Subnet keeps refusing null:
+    // it could mean Python's None (each address whole) or the default /56.
+    const key = given.key ?? undefined;
+    const fields = given.fields ?? undefined;
+    const skip = given.skip ?? undefined;
     if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
       // Not badType, whose message each backend spells from a fixed list (src/shared/names.rs) without this one.
       invalidType('`cost` must be a number or a function');

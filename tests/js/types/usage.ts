@@ -270,7 +270,13 @@ export async function waitingWithNulls(): Promise<void> {
   await nullKeyed.acquire('k', null, { signal: null });
   await nullPolicy.acquire(null, null, null);
 }
-export const nulls: unknown[] = [nullDecisions, nullReservation, nullCopy, nullKeyedAnswers, nullPolicyAnswers];
+// The server helpers' functions too, as the ASGI middleware's key=None, fields=None, skip=None.
+const nullHelpers: unknown[] = [
+  middleware({ limiter: perIp, key: null, fields: null, skip: null }),
+  fastifyHook({ limiter: policy, key: null, fields: null, skip: null }),
+  middleware({ limiter: bucket, key: null, fields: null }),
+];
+export const nulls: unknown[] = [nullDecisions, nullReservation, nullCopy, nullKeyedAnswers, nullPolicyAnswers, nullHelpers];
 
 export const summaries: unknown[] = [decisions, retryAfter, headersRecord, config];
 
