@@ -12,11 +12,21 @@
 // memory grown to 4 GiB, the frames wrapped round to its top instead, over
 // the heap: tests/js/traps.test.cjs). Once the
 // outermost call into the module has failed, no frame of it is live: the
-// stack pointer goes back to where it started. Every export is wrapped, the
-// decisions too: a call can enter the module again from inside another (a
-// getter, a replaced crypto.getRandomValues), and resetting the stack under
-// a live frame would hand that frame's memory to the next call.
+// stack pointer goes back to where it started. Every export that may trap
+// is wrapped, the keyed and policy decisions too: a call can enter the
+// module again from inside another (a getter, a replaced
+// crypto.getRandomValues), and resetting the stack under a live frame would
+// hand that frame's memory to the next call.
+//
+// Not the decisions on one limiter (`unguarded`): they cannot trap (they
+// neither allocate nor call JS; a limiter a trap left borrowed answers
+// them with a status, `unusable` in src/lib.rs), and so need no guard,
+// whose `try` kept V8 from inlining their call into the module (a third of
+// a decision's time). Calling no JS, they hold no frame another call could
+// come in under. (Declared inside: the Node glue calls this function, which
+// is hoisted, before the code below it runs.)
 function __rk_guard_traps(exports) {
+    const unguarded = new Set(['tryAcquire', 'peek', 'reserve']);
     const stack = exports.__stack_pointer;
     if (!(stack instanceof WebAssembly.Global)) {
         throw new Error('ratekeeper: the .wasm exports no __stack_pointer (bindings-wasm/build.rs exports it)');
@@ -42,6 +52,8 @@ function __rk_guard_traps(exports) {
         }
     };
     const guarded = {};
-    for (const [name, value] of Object.entries(exports)) guarded[name] = typeof value === 'function' ? guard(value) : value;
+    for (const [name, value] of Object.entries(exports)) {
+        guarded[name] = typeof value === 'function' && !unguarded.has(name) ? guard(value) : value;
+    }
     return guarded;
 }

@@ -63,8 +63,9 @@ thread_local! {
     static DETAILS: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
     static DETAILS_MOVED: Cell<u32> = const { Cell::new(0) };
     // The error of the last operation that returned `FAILED`, made a JS
-    // error only by `take_error` (see `settled`).
-    static ERROR: Cell<Option<ratekeeper::Error>> = const { Cell::new(None) };
+    // error only by `take_error` (see `settled`); `None` inside: the handle
+    // was unusable (see `unusable`).
+    static ERROR: Cell<Option<Option<ratekeeper::Error>>> = const { Cell::new(None) };
 }
 
 /// The error of a [`shared::Answer`]: unboxed here (the napi build boxes
@@ -85,17 +86,34 @@ fn status(answer: shared::Answer) -> u32 {
             yes.into()
         }
         Err(error) => {
-            ERROR.set(Some(error));
+            ERROR.set(Some(Some(error)));
             FAILED
         }
     }
+}
+
+/// What `tryAcquire`, `peek` and `reserve` return for a limiter a trap left
+/// borrowed (see [`take_error`]). They cannot trap themselves (they neither
+/// allocate nor call JS, and their errors are values), which is why
+/// traps.js leaves them unguarded: a guard's `try` kept V8 from inlining
+/// the call into the module, a third of a decision's time.
+#[cold]
+fn unusable() -> u32 {
+    ERROR.set(Some(None));
+    FAILED
 }
 
 /// The error of the last operation that returned 2, to be thrown by the JS layer.
 #[wasm_bindgen(js_name = takeError)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn take_error() -> JsValue {
-    ERROR.take().map_or(JsValue::UNDEFINED, to_js)
+    match ERROR.take() {
+        None => JsValue::UNDEFINED,
+        Some(Some(error)) => to_js(error),
+        // The error every call on a limiter that trapped ends in (the
+        // trap's own, as its other operations still trap on the borrow).
+        Some(None) => WebAssembly::RuntimeError::new("unreachable").into(),
+    }
 }
 
 /// `result` with its error made a JS error, which the caller does once it
@@ -257,25 +275,29 @@ constructors! {
 /// Decides `cost` at `nowMs`, consuming it if allowed (see [`status`]).
 #[wasm_bindgen(js_name = tryAcquire)]
 pub fn try_acquire(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
-    status(shared::try_acquire(
-        &mut handle.0.borrow_mut(),
-        cost,
-        Now::Millis(now_ms),
-    ))
+    let Ok(mut limiter) = handle.0.try_borrow_mut() else {
+        return unusable();
+    };
+    status(shared::try_acquire(&mut limiter, cost, Now::Millis(now_ms)))
 }
 
 /// The answer `tryAcquire` would give, consuming nothing.
 #[wasm_bindgen]
 pub fn peek(handle: &Handle, cost: f64, now_ms: f64) -> u32 {
-    status(shared::peek(&handle.0.borrow(), cost, Now::Millis(now_ms)))
+    let Ok(limiter) = handle.0.try_borrow() else {
+        return unusable();
+    };
+    status(shared::peek(&limiter, cost, Now::Millis(now_ms)))
 }
 
 /// Books `cost` if the wait is at most `maxWaitMs` (`Infinity`: no bound).
 #[wasm_bindgen]
 pub fn reserve(handle: &Handle, cost: f64, max_wait_ms: f64, now_ms: f64) -> u32 {
-    let limiter = &mut handle.0.borrow_mut();
+    let Ok(mut limiter) = handle.0.try_borrow_mut() else {
+        return unusable();
+    };
     status(shared::reserve(
-        limiter,
+        &mut limiter,
         cost,
         max_wait_ms,
         Now::Millis(now_ms),

@@ -108,12 +108,16 @@ describe('the wasm module after a trap', () => {
   let flooded;
   let other;
   let keyed;
+  let log;
 
   it('a policy that ran out of memory leaves every other policy working, and new ones', () => {
     if (!WASM) return; // napi: an allocation that fails aborts the process
     flooded = new Policy(config);
     other = new Policy(config);
     keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    // For the last test: a log whose state takes some 100 KB to write out.
+    log = new SlidingWindowLog({ limit: 1 << 16, windowMs: 1e12 });
+    for (let i = 0; i < 1 << 16; i++) log.tryAcquire(1, i);
     assert.equal(other.tryAcquire({ user: 'alice' }, 1, 0).allowed, true);
     assert.equal(keyed.tryAcquire('alice', 1, 0).allowed, true);
     fill(exported.memory);
@@ -162,5 +166,36 @@ describe('the wasm module after a trap', () => {
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100 });
     assert.deepStrictEqual([gcra.tryAcquire(1, 0).allowed, gcra.tryAcquire(1, 0).allowed], [true, false]);
     assert.equal(new Policy(config).tryAcquire({ user: 'carol' }, 1, 0).allowed, true);
+  });
+
+  it('a limiter a trap left borrowed answers its decisions with that RuntimeError, leaving the stack as it was', async () => {
+    if (!WASM) return;
+    // What the tests above left free, taken in small pieces: then writing
+    // the log's state out traps, midway through reading the log.
+    let held = [];
+    try {
+      for (;;) held.push(new Gcra({ burst: 1, emissionIntervalMs: 100 }));
+    } catch (error) {
+      assert.ok(error instanceof WebAssembly.RuntimeError, String(error));
+    }
+    assert.throws(() => log.toBytes(), WebAssembly.RuntimeError);
+    // tryAcquire, peek and reserve on one limiter run unguarded by
+    // traps.js (they cannot trap): on a limiter left borrowed they answer
+    // with the trap's error instead of trapping, and the stack stays put.
+    const stack = exported.__stack_pointer;
+    const start = stack.value;
+    for (let i = 0; i < 5_000; i++) {
+      assert.throws(() => log.tryAcquire(1, 1e9), WebAssembly.RuntimeError);
+      assert.throws(() => log.reserve(1, Infinity, 1e9), WebAssembly.RuntimeError);
+    }
+    assert.equal(stack.value, start);
+    // Left borrowed for reading: it is still read.
+    assert.equal(log.peek(1, 1e9).allowed, false);
+    assert.equal(other.tryAcquire({ user: 'alice' }, 1, 300).allowed, true);
+    assert.equal(keyed.tryAcquire('alice', 1, 300).allowed, true);
+    held = null;
+    await collectGarbage();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100 });
+    assert.deepStrictEqual([gcra.tryAcquire(1, 0).allowed, gcra.peek(1, 0).allowed], [true, false]);
   });
 });
