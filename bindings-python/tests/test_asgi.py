@@ -546,6 +546,31 @@ def test_stacked_middlewares_list_every_item_the_outer_one_first() -> None:
     assert re.fullmatch(r'"global";r=98;t=\d+, "login";r=0;t=\d+', denied.headers["ratelimit"])
     assert 0 < int(denied.headers["retry-after"]) <= 60
     assert len(denied.headers.get_list("retry-after")) == 1
+    # One field line each, the items joined, as the JS helpers send them: a
+    # client that reads one line of a field (Go's Header.Get) saw only the
+    # outer limit when each middleware sent a line of its own.
+    for response in (first, denied):
+        raw = [name for name, _ in response.headers.raw]
+        assert (raw.count(b"ratelimit-policy"), raw.count(b"ratelimit")) == (1, 1)
+
+
+def test_items_join_the_apps_own_line_of_a_field() -> None:
+    """An app that sends RateLimit fields of its own (a route deciding its
+    own limit with ``decide``) gets the middleware's items in front of its
+    own, in its line of each field: one line, as the JS helpers join an
+    earlier helper's items and theirs."""
+
+    async def own(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("hello", headers={"RateLimit-Policy": '"route";q=1;w=1', "RateLimit": '"route";r=0;t=1'})
+
+    app = Starlette(
+        routes=[Route("/", own)],
+        middleware=[Middleware(RateLimitMiddleware, limiter=KeyedLimiter(FixedWindow(5, 60, name="global")))],
+    )
+    (response,) = get_all(app, [{}])
+    assert response.headers.get_list("ratelimit-policy") == ['"global";q=5;w=60, "route";q=1;w=1']
+    assert re.fullmatch(r'"global";r=4;t=\d+, "route";r=0;t=1', response.headers["ratelimit"])
+    assert len(response.headers.get_list("ratelimit")) == 1
 
 
 def test_other_errors_of_the_limiter_propagate() -> None:

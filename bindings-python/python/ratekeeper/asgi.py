@@ -315,7 +315,9 @@ class RateLimitMiddleware:
     policy lists every limit), and the app never sees it. An allowed
     response gets ``RateLimit-Policy`` and ``RateLimit``. Middlewares in a
     row each add their items, the outer one's first: the order the request
-    meets the limits, as a policy lists its own in its order. Lifespan and
+    meets the limits, as a policy lists its own in its order; in one line of
+    each field, in front of an inner middleware's or the app's own items, as
+    the JS helpers send them. Lifespan and
     WebSocket scopes pass through untouched: a WebSocket handshake is not
     limited (the JS helpers' Fastify hook limits ``@fastify/websocket``'s).
 
@@ -671,14 +673,22 @@ def _returned_cost(units: Any) -> int:
 def _outer_first(
     had: Iterable[Sequence[bytes]], ours: list[tuple[bytes, bytes]]
 ) -> list[Sequence[bytes]]:
-    """``had`` with ``ours`` added, each before the first header of its name
-    already there (an inner middleware's items, or the app's): the items are
-    listed in the order the request meets the limits, outer first, as the
-    JS helpers list theirs and a policy its own."""
+    """``had`` with ``ours`` added, each in front of the items of its name
+    already there (an inner middleware's, or the app's), in the same field
+    line: the items are listed in the order the request meets the limits,
+    outer first, as the JS helpers list theirs and a policy its own. One
+    line, as the JS helpers send it: RateLimit and RateLimit-Policy are
+    lists, which RFC 9110 (5.3) lets a sender join, and a client that reads
+    one line of a field (Go's ``Header.Get``) saw only the outer limit when
+    each middleware sent a line of its own."""
     merged = list(had)
     for name, value in ours:
-        at = next((i for i, header in enumerate(merged) if bytes(header[0]).lower() == name), len(merged))
-        merged.insert(at, (name, value))
+        at = next((i for i, header in enumerate(merged) if bytes(header[0]).lower() == name), None)
+        if at is None:
+            merged.append((name, value))
+            continue
+        their_name, theirs = merged[at][0], bytes(merged[at][1])
+        merged[at] = (their_name, value + b", " + theirs if theirs.strip() else value)
     return merged
 
 
