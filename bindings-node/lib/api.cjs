@@ -67,12 +67,13 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, isUint8Array, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText, hasField } = values;
+const { numberKey, isUint8Array, isRequest, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText, hasField } = values;
 module.exports = {
   createApi,
   hasField,
   numberKey,
   isUint8Array,
+  isRequest,
   bytesCopy,
   bytesKey,
   keyArg,

@@ -21,7 +21,7 @@
 // timers.cjs and reservation.cjs.
 
 const api = require('../index.js');
-const { inspected, inspectedOther, inspectSymbol, BRANDS } = require('./api.cjs');
+const { inspected, inspectedOther, inspectSymbol, isRequest, BRANDS } = require('./api.cjs');
 const { MAX_EXACT, MAX_NOW, MAX_SPAN, typeError, checkCost } = require('./redis/values.cjs');
 const { REDIS_SCRIPT, REDIS_SCRIPT_SHA } = require('./redis/wire.cjs');
 const { limitOf, policyLimits } = require('./redis/limits.cjs');
@@ -231,7 +231,7 @@ class RedisLimiter extends RedisLimits {
 /** A policy's `request`, its fields (none when undefined or null); a TypeError when it is no object. */
 function fieldsOf(request) {
   if (request === undefined || request === null) return {};
-  if (typeof request !== 'object') throw typeError('request', 'an object');
+  if (!isRequest(request)) throw typeError('request', 'an object');
   // Every field's value, not only those a limit is keyed by, as an
   // in-process Policy reads them: else a request with `user: undefined`
   // was decided while Redis answered and refused by an onError Policy

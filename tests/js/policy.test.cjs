@@ -366,6 +366,13 @@ describe('Policy', () => {
     }
     assertLimiterError(() => policy.reset({ user: 1.5 }), 'invalid_value', 'request.user');
     assertLimiterError(() => policy.reset('alice'), 'invalid_type', 'request');
+    // An array, a Map or a Set is no request, as Python refuses a list:
+    // their fields (entries) were read as none.
+    for (const wrong of [[], [['user', 'alice']], new Map([['user', 'alice']]), new Set(['alice'])]) {
+      assertLimiterError(() => policy.reset(wrong), 'invalid_type', 'request');
+      assertLimiterError(() => policy.tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+      assertLimiterError(() => api.Policy.fromRates('10/second').tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+    }
     assert.equal(policy.peek(attempt, 1, 0).allowed, false, 'a failed reset resets nothing');
     assert.equal(policy.reset({ user: 'bob', ip: '192.0.2.2' }), 0, "another user's reset leaves alice's keys");
     assert.equal(policy.peek(attempt, 1, 0).deniedBy, 'per-user');

@@ -723,6 +723,14 @@ for (const library of Object.keys(CLIENTS)) {
         }
         assert.throws(() => rk.Policy.fromRates('1/hour', { by: ['user'] }).tryAcquire({ user: 'bob', plan }), { name: 'TypeError', code: 'invalid_type', message: /^`request\.plan` must be a string, a number or a Uint8Array/ });
       }
+      // An array, a Map or a Set is no request (their entries were read as
+      // no fields), as in-process and as Python refuses a list.
+      const global = new RedisPolicy(client, '1/hour', { prefix: p, clock: () => T0 });
+      for (const wrong of [[], new Map([['user', 'bob']]), new Set(['bob'])]) {
+        for (const call of [(r) => global.tryAcquire(r, 1), (r) => policy.peek(r, 1), (r) => policy.reset(r)]) {
+          await assert.rejects(call(wrong), (e) => e instanceof TypeError && e.code === 'invalid_type' && e.message.startsWith('`request` must be an object'));
+        }
+      }
       assert.equal((await raw(client, 'KEYS', `${p}*`)).length, before, 'nothing written');
     }));
 }

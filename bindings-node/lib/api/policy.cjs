@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, isUint8Array, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText, hasField } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText, hasField } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -284,7 +284,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
     #given(request) {
       const fields = [];
       const given = request !== undefined && request !== null;
-      if (given && typeof request !== 'object') badType('request', 'an object');
+      if (given && !isRequest(request)) badType('request', 'an object');
       for (const name of given ? Object.keys(request) : []) {
         const value = request[name];
         // A bad value is named by its field (`request.user`), as the Redis

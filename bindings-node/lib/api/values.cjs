@@ -89,6 +89,17 @@ function isUint8Array(value) {
 }
 
 /**
+ * Whether `request`, given (not undefined or null), is an object whose own
+ * enumerable keys are its fields, as a Python request is a mapping: not an
+ * array (Python refuses a list) nor a Map or Set, whose entries
+ * `Object.keys` does not see (their fields were read as none: a policy of
+ * global limits admitted them, one keyed by a field said it was missing).
+ */
+function isRequest(request) {
+  return typeof request === 'object' && !Array.isArray(request) && !(request instanceof Map) && !(request instanceof Set);
+}
+
+/**
  * A copy of the Uint8Array `bytes` (see isUint8Array), made from its
  * internal slots: wasm-bindgen's glue sizes its copy by the `length`
  * property (an own one may lie) and then writes every byte, and a
@@ -533,6 +544,7 @@ module.exports = {
   invalidValue,
   numberKey,
   isUint8Array,
+  isRequest,
   bytesCopy,
   bytesKey,
   keyArg,
