@@ -80,9 +80,9 @@ export interface CommonOptions {
   /**
    * The name in the `RateLimit-Policy` / `RateLimit` headers. Default
    * `'default'`. A structured-field string there: printable ASCII (space to
-   * `~`) and not empty, else a `RangeError` (`invalid_value`).
+   * `~`) and not empty, else a `RangeError` (`invalid_value`). null: the default.
    */
-  name?: string
+  name?: string | null
   /**
    * The clock that `nowMs` defaults to, returning milliseconds (default:
    * `performance.now()`; `Date.now()` for a limiter with a `calendar`). For
@@ -161,6 +161,13 @@ export interface WindowOptions extends CommonOptions {
 export interface CalendarWindowOptions extends CommonOptions {
   limit: number
   calendar: 'day' | 'week' | 'month'
+  /** Not given beside a calendar (`null`: not given; a number is a `RangeError`). */
+  windowMs?: null
+}
+
+/** Options of `FixedWindow` and `SlidingWindowCounter` on windows of `windowMs`: `calendar` null is none. */
+export interface FixedLengthWindowOptions extends WindowOptions {
+  calendar?: null
 }
 
 /**
@@ -323,16 +330,16 @@ export declare class SlidingWindowLog extends Limiter {
 
 /** About `limit` units per sliding window of `windowMs` (a weighted estimate), from O(1) state. */
 export declare class SlidingWindowCounter extends Limiter {
-  constructor(options: WindowOptions | CalendarWindowOptions)
+  constructor(options: FixedLengthWindowOptions | CalendarWindowOptions)
   /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
-  static fromBytes(bytes: Uint8Array, options: WindowOptions | CalendarWindowOptions): SlidingWindowCounter
+  static fromBytes(bytes: Uint8Array, options: FixedLengthWindowOptions | CalendarWindowOptions): SlidingWindowCounter
 }
 
 /** At most `limit` units per aligned window of `windowMs` (so up to 2 * limit across a boundary). */
 export declare class FixedWindow extends Limiter {
-  constructor(options: WindowOptions | CalendarWindowOptions)
+  constructor(options: FixedLengthWindowOptions | CalendarWindowOptions)
   /** A limiter built from `options` holding the state `bytes` (see `toBytes`). */
-  static fromBytes(bytes: Uint8Array, options: WindowOptions | CalendarWindowOptions): FixedWindow
+  static fromBytes(bytes: Uint8Array, options: FixedLengthWindowOptions | CalendarWindowOptions): FixedWindow
 }
 
 /** A request that cannot be served (see `acquire`). */
@@ -440,7 +447,8 @@ export interface LimitConfig {
 export interface LimiterLimit {
   /** Unique in the policy; printable ASCII and not empty, as a limiter's `name`. */
   name: string
-  by?: string[]
+  /** The request fields each key is made of; none (or `null`): one limiter every request shares. */
+  by?: string[] | null
   limiter: Limiter
   maxKeys?: number | null
   eviction?: 'nearest_fresh' | 'refuse' | null
@@ -450,7 +458,8 @@ export interface LimiterLimit {
 export interface KeyedLimiterLimit {
   /** Unique in the policy; printable ASCII and not empty, as a limiter's `name`. */
   name: string
-  by?: string[]
+  /** As `LimiterLimit`'s (`null`: none). */
+  by?: string[] | null
   limiter: KeyedLimiter
   /** The bound is the KeyedLimiter's: giving one here is a `RangeError`. */
   maxKeys?: null
@@ -627,18 +636,21 @@ export type HandlerOptions<Request> = (
        * address in it at will, each a fresh limit were addresses keyed
        * whole, as `false` keys them. An IPv4-mapped address
        * (`::ffff:1.2.3.4`) is keyed as its IPv4 address either way. Not a
-       * number or `false`: a `TypeError` (`invalid_type`); not a whole
+       * number or `false`: a `TypeError` (`invalid_type`), `null` too (where
+       * every other option's `null` is its default: here it could as well
+       * mean Python's `ipv6_subnet=None`, each address whole); not a whole
        * number from 1 to 128: a `RangeError` (`invalid_value`); beside a
        * `key` of your own (call `ipKey` in it): a `TypeError`.
        */
       ipv6Subnet?: number | false
       /**
        * The cost of every request, or a function answering a request's (a
-       * number: `undefined` or `null` goes to `next(error)`). Default 1. A
-       * number the limiter would refuse (above its limit, negative, not
-       * whole) throws its RangeError or TypeError naming `cost` at once.
+       * number: `undefined` or `null` goes to `next(error)`). Default (or
+       * `null`) 1. A number the limiter would refuse (above its limit,
+       * negative, not whole) throws its RangeError or TypeError naming
+       * `cost` at once.
        */
-      cost?: number | ((request: Request) => number | PromiseLike<number>)
+      cost?: number | ((request: Request) => number | PromiseLike<number>) | null
       /** A Policy's option: a `TypeError` (`invalid_type`) here (`null`: not given). */
       fields?: null
     }
@@ -667,7 +679,7 @@ export type HandlerOptions<Request> = (
        */
       ipv6Subnet?: number | false
       /** As for a KeyedLimiter. */
-      cost?: number | ((request: Request) => number | PromiseLike<number>)
+      cost?: number | ((request: Request) => number | PromiseLike<number>) | null
       /** A KeyedLimiter's option: a `TypeError` (`invalid_type`) here (`null`: not given). */
       key?: null
     }
@@ -675,7 +687,7 @@ export type HandlerOptions<Request> = (
       /** One limiter that every request counts against, whoever sends it. */
       limiter: Limiter
       /** As for a KeyedLimiter. */
-      cost?: number | ((request: Request) => number | PromiseLike<number>)
+      cost?: number | ((request: Request) => number | PromiseLike<number>) | null
       /** Not taken (a `TypeError`, `invalid_type`; `null`: not given): pass `new KeyedLimiter(limiter)` for one per key. */
       key?: null
       /** Not taken (a `TypeError`, `invalid_type`; `null`: not given). */
@@ -704,7 +716,9 @@ export type HandlerOptions<Request> = (
  * is. The ASGI middleware's `ip_key`, key for key. For a `key` of your own
  * that reads an address: `key: (req) => ipKey(req.get('x-client-ip') ?? '')`.
  * An `ipv6Subnet` not a number or `false` is a `TypeError` (`invalid_type`),
- * not a whole number from 1 to 128 a `RangeError` (`invalid_value`); an
+ * `null` too (it could mean Python's `ip_key(address, None)`, the address
+ * whole, as well as the default), not a whole number from 1 to 128 a
+ * `RangeError` (`invalid_value`); an
  * `address` not a string a `TypeError`.
  */
 export declare function ipKey(address: string, ipv6Subnet?: number | false): string

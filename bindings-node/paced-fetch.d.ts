@@ -30,7 +30,7 @@ export interface PacedFetchEvent {
   pausedUntilMs: number
 }
 
-/** Options of `pacedFetch`. */
+/** Options of `pacedFetch`. Each given as `null` takes its default, as left out. */
 export interface PacedFetchOptions<Input = Request | string | URL, Init = RequestInit> {
   /**
    * Units a request takes from the limiter: a whole number (else a
@@ -38,7 +38,7 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * arguments (a call whose function returns no number rejects with a
    * `TypeError` naming `cost`, booking nothing). Default 1.
    */
-  cost?: number | ((input: Input, init?: Init) => number)
+  cost?: number | ((input: Input, init?: Init) => number) | null
   /**
    * The longest a request may wait for its slot; a call whose slot is further
    * away rejects at once with a `TimeoutError` DOMException (its
@@ -49,7 +49,7 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * far rejects then (no later than maxWaitMs after the call).
    * Default `Infinity`.
    */
-  maxWaitMs?: number
+  maxWaitMs?: number | null
   /**
    * The most requests waiting for their slot at once. A call beyond rejects at
    * once, booking nothing, with a `RateLimited` (code `rate_limited`) whose
@@ -57,7 +57,7 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * queue's memory when calls come faster than the rate for long. Default
    * `Infinity`.
    */
-  maxWaiting?: number
+  maxWaiting?: number | null
   /**
    * How many times one request is sent again after a 429 or 503 answer with
    * `Retry-After` (after the pause it asks for, in call order: ahead of the
@@ -67,9 +67,9 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * request whose body is a stream (sent once); a `Request` with a body goes
    * as a copy while a retry may follow.
    */
-  retries?: number
+  retries?: number | null
   /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long (and never more than a year, whatever this says). Default 60000. */
-  maxRetryAfterMs?: number
+  maxRetryAfterMs?: number | null
   /**
    * The limiter's clock, in milliseconds (pass the same `clock` as to the
    * limiter). Default `performance.now()`. A read that throws or is no finite
@@ -77,17 +77,17 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    * that made it; when the queue's timer makes it, every queued request
    * (each told `rejected`).
    */
-  clock?: () => number
+  clock?: (() => number) | null
   /**
    * Wall-clock milliseconds, for a `Retry-After` given as an HTTP date (read
    * only then). Default `Date.now()`. A read that throws or is no finite
    * number rejects the request whose answer it was read for.
    */
-  wallClock?: () => number
+  wallClock?: (() => number) | null
   /** Timer functions (tests, simulation). Default the global `setTimeout` / `clearTimeout`. */
-  timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void }
+  timers?: { setTimeout(fn: () => void, ms: number): unknown; clearTimeout(id: any): void } | null
   /** Called on every change of the queue. An exception it throws is reported (`reportError`; in Node, which has none, `process.emitWarning`), and stops nothing. */
-  onEvent?: (event: PacedFetchEvent) => void
+  onEvent?: ((event: PacedFetchEvent) => void) | null
 }
 
 /** The paced `fetch` returned by `pacedFetch`. */
@@ -162,5 +162,5 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
 export declare function pacedFetch<Input = Request | string | URL, Init extends { signal?: AbortSignal | null } = RequestInit, Result = Response>(
   fetch: (input: Input, init?: Init) => Promise<Result>,
   limiter: Limiter,
-  options?: PacedFetchOptions<Input, Init>,
+  options?: PacedFetchOptions<Input, Init> | null,
 ): PacedFetch<Input, Init, Result>

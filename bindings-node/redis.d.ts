@@ -51,16 +51,16 @@ export type LimiterOnError = 'open' | 'closed' | Limiter | KeyedLimiter
 /** `onError` of a `RedisPolicy`: the fallback decides for a request. */
 export type PolicyOnError = 'open' | 'closed' | Limiter | Policy
 
-/** Options of RedisLimiter and RedisPolicy (`F`: what each takes as `onError`). */
+/** Options of RedisLimiter and RedisPolicy (`F`: what each takes as `onError`); each given as `null` takes its default, as left out. */
 export interface RedisOptions<F extends OnError = OnError> {
   /** The start of every key (default `'ratekeeper:'`, without braces); keys are `prefix{tag}:name:key` (name and values written `<length>:<bytes>`), as the Python client's. */
-  prefix?: string
+  prefix?: string | null
   /**
    * The caller's clock: Unix milliseconds (`Date.now`), sent as whole µs (at
    * most 2^52). Default: none, the Redis server's `TIME`. A `nowMs` argument
    * is caller time too (and is not batched).
    */
-  clock?: () => number
+  clock?: (() => number) | null
   /**
    * When Redis cannot answer (down, unreachable, slower than
    * `commandTimeoutMs`): `'closed'` (the default) denies, `'open'` allows,
@@ -70,11 +70,11 @@ export interface RedisOptions<F extends OnError = OnError> {
    * (one `add`ed later too): a request lacking one is a `RangeError`
    * (`invalid_value`), as the `Policy` refuses it.
    */
-  onError?: F
+  onError?: F | null
   /** Hot keys: calls for a key while its round trip is in flight go as one batch. Default `true`. */
-  batching?: boolean
+  batching?: boolean | null
   /** The longest wait for one round trip, in ms, before `onError` decides. Default 1000. */
-  commandTimeoutMs?: number
+  commandTimeoutMs?: number | null
 }
 
 /** A decision of a Redis-backed limiter: `fromStore` is false when `onError` made it. */

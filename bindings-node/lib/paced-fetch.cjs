@@ -190,6 +190,16 @@ function pace(RateLimited, fetch, limiter, options) {
       if (!OPTIONS.includes(option)) throw typeError(`\`${option}\` is not an option of pacedFetch, which takes ${OPTIONS.join(', ')}`);
     }
   }
+  // null is "not given", as every optional argument's and option's null is
+  // in the package (it was a TypeError for each): the defaults below take
+  // undefined only. Each option read once, as the destructuring read it.
+  const given = {};
+  if (options !== undefined && options !== null) {
+    for (const option of OPTIONS) {
+      const value = options[option];
+      if (value !== null) given[option] = value;
+    }
+  }
   const {
     cost = 1,
     maxWaitMs = Infinity,
@@ -200,7 +210,7 @@ function pace(RateLimited, fetch, limiter, options) {
     wallClock = () => Date.now(),
     timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id) },
     onEvent,
-  } = options ?? {};
+  } = given;
   if (typeof cost !== 'number' && typeof cost !== 'function') throw typeError('`cost` must be a number or a function');
   // Checked here, as the counts below, not at each call (each rejected with the limiter's error).
   if (typeof cost === 'number' && !(Number.isSafeInteger(cost) && cost >= 0)) {
@@ -244,7 +254,7 @@ function pace(RateLimited, fetch, limiter, options) {
   // The setTimeout that armed `timer`: by default the global one of the
   // moment, which fake timers may replace and then remove (a test's end),
   // leaving a timer nobody runs.
-  const timersInPlace = options?.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
+  const timersInPlace = given.timers === undefined ? () => globalThis.setTimeout : () => timers.setTimeout;
   let armedBy;
   let nextId = 0;
   // The requests taken out of the queue meanwhile, each with the error that

@@ -470,6 +470,21 @@ describe('the helpers check their options', () => {
       // ipv6Subnet stays a number or false: null could read as Python's None (each address whole) or the default.
       assertLimiterError(() => helper({ limiter: keyed, ipv6Subnet: null }), 'invalid_type', 'ipv6Subnet');
     });
+
+    it(`${helper.name}: null for \`cost\` is its default, 1, as every optional argument's null is`, () => {
+      // It was a TypeError (`cost` must be a number or a function), where
+      // tryAcquire(null) costs 1 (Python refuses cost=None: its default is a value).
+      const keyed = new KeyedLimiter(new FixedWindow({ limit: 3, windowMs: 60_000 }));
+      assert.equal(helper({ limiter: keyed, cost: null }).decide({ ip: '203.0.113.7' }).remaining, 2);
+      const policy = Policy.fromRates('3/minute', { by: ['client'] });
+      assert.equal(helper({ limiter: policy, cost: null }).decide({ ip: '203.0.113.7', method: 'GET', url: '/' }).remaining, 2);
+      const shared = new FixedWindow({ limit: 3, windowMs: 60_000 });
+      const helped = helper({ limiter: shared, cost: null, key: null, fields: null, skip: null });
+      assert.equal(helped.decide({}).remaining, 2);
+      assert.equal(helped.decide({}).remaining, 1);
+      // Another type keeps its error.
+      assertLimiterError(() => helper({ limiter: shared, cost: '1' }), 'invalid_type', 'cost');
+    });
   }
 
   it('an answer that cannot be written goes to next(error), as does a rejected key', async () => {

@@ -494,8 +494,41 @@ describe('Policy', () => {
     assert.equal(new Policy({ limits: [{ name: 'a', rate: '1/second' }] }, { algorithm: null, by: null }).size, 1, 'none beside a configuration');
     const bucket = new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000, clock: null });
     assert.equal(bucket.tryAcquire().allowed, true);
-    // A name is no option with a default to fall back on: null is refused, as Python refuses None.
-    assertLimiterError(() => new Gcra({ burst: 1, emissionIntervalMs: 1, name: null }), 'invalid_type', 'name');
+  });
+
+  it("takes null for a limiter's name as left out: 'default', as every option's null is its default", () => {
+    // It was a TypeError (`name` must be a string), the one option whose
+    // null was refused, though it has a default ('default') as `cost` and
+    // `refill` have (Python refuses name=None, as it refuses cost=None).
+    const made = [
+      new Gcra({ burst: 1, emissionIntervalMs: 1, name: null }),
+      Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 1, name: null }),
+      new TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1, name: null }),
+      TokenBucket.fromBandwidths([{ capacity: 1, refillTokens: 1, refillPeriodMs: 1 }], { name: null }),
+      new LeakyBucket({ capacity: 1, intervalMs: 1, name: null }),
+      new SlidingWindowLog({ limit: 1, windowMs: 1, name: null }),
+      new SlidingWindowCounter({ limit: 1, windowMs: 1, name: null }),
+      new FixedWindow({ limit: 1, calendar: 'day', name: null }),
+    ];
+    for (const limiter of made) {
+      assert.equal(limiter.name, 'default', limiter.constructor.name);
+      assert.equal(limiter.headers(limiter.tryAcquire(1, 0))['RateLimit-Policy'].startsWith('"default";'), true, limiter.constructor.name);
+    }
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 1 });
+    assert.equal(Gcra.fromBytes(gcra.toBytes(), { burst: 1, emissionIntervalMs: 1, name: null }).name, 'default');
+    // Another type keeps its error.
+    assertLimiterError(() => new Gcra({ burst: 1, emissionIntervalMs: 1, name: 5 }), 'invalid_type', 'name');
+  });
+
+  it('takes null for a configured limit\'s `by` as none, as for its maxKeys and eviction and as Policy.add takes it', () => {
+    // { limits: [{ name, limiter, by: null }] } was a TypeError (`by` must be an array of strings).
+    const policy = new Policy({ limits: [{ name: 'all', limiter: new Gcra({ burst: 1, emissionIntervalMs: 1000 }), by: null, maxKeys: null, eviction: null }] });
+    assert.deepEqual(policy.limits, [{ name: 'all', by: [] }]);
+    assert.equal(policy.tryAcquire({ user: 'a' }, 1, 0).allowed, true);
+    assert.equal(policy.tryAcquire({ user: 'b' }, 1, 0).allowed, false, 'one limiter every request shares');
+    const keyed = new Policy({ limits: [{ name: 'k', limiter: new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1000 })), by: null }] });
+    assert.deepEqual(keyed.limits, [{ name: 'k', by: [] }]);
+    // The declarative configuration keeps JSON's reading: `by: null` a wrong type there (see below).
   });
 
   it('refuses algorithm and by beside a configuration, JSON text in fromRates and rates in fromConfig, as Python does', () => {

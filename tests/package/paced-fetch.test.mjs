@@ -814,21 +814,48 @@ test('options of the wrong type throw a TypeError naming them when pacedFetch is
   // reading `not 1` for the string '1'.
   const refused = [
     [{ clock: 5 }, '`clock` must be a function'],
-    [{ clock: null }, '`clock` must be a function'],
     [{ wallClock: 'now' }, '`wallClock` must be a function'],
     [{ onEvent: 5 }, '`onEvent` must be a function'],
-    [{ onEvent: null }, '`onEvent` must be a function'],
-    [{ timers: null }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
     [{ timers: {} }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
     [{ timers: { setTimeout } }, '`timers` must be an object with the functions setTimeout and clearTimeout'],
     [{ maxWaitMs: '1' }, '`maxWaitMs` must be a number, not string'],
     [{ retries: 1n }, '`retries` must be a number, not bigint'],
-    [{ maxRetryAfterMs: null }, '`maxRetryAfterMs` must be a number, not null'],
     [[], '`options` must be an object'],
   ];
   for (const [options, message] of refused) {
     assert.throws(() => pacedFetch(fetch, gcra, options), { name: 'TypeError', code: 'invalid_type', message }, message);
   }
+});
+
+test('an option given as null takes its default, as undefined does, as every option of the package', async () => {
+  // Each was a TypeError (`cost` must be a number or a function, `clock`
+  // must be a function...), where the limiters and the server helpers take
+  // null for any option's default: a `number | null` had to be rewritten.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const options = { cost: null, maxWaitMs: null, maxWaiting: null, retries: null, maxRetryAfterMs: null, clock: null, wallClock: null, timers: null, onEvent: null };
+  for (const [name, value] of Object.entries(options)) {
+    assert.equal(typeof pacedFetch(fetch, gcra, { [name]: value }), 'function', name);
+  }
+  // All at once, the clock and timers given: the defaults pace as left out
+  // (cost 1, no bound on the wait or the queue).
+  const paced = pacedFetch(fetch, gcra, { ...options, clock: time.clock, timers: time.timers });
+  const done = ['/0', '/1', '/2'].map((url) => paced(url));
+  assert.equal(paced.waiting, 2, 'the first left at once');
+  await time.advance(1000);
+  await Promise.all(done);
+  assert.deepEqual(log, [['/0', 0], ['/1', 100], ['/2', 200]]);
+  // A 429 retried once, after the pause it asks (retries and maxRetryAfterMs by default).
+  const retried = fakeFetch(time, (url, count) => (count === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
+  const again = pacedFetch(retried.fetch, tenPerSecond(time.clock), { ...options, clock: time.clock, timers: time.timers });
+  const answer = again('/r');
+  await time.advance(2000);
+  assert.equal((await answer).status, 200);
+  assert.deepEqual(retried.log.map(([url, at]) => [url, at - retried.log[0][1]]), [['/r', 0], ['/r', 1000]]);
+  // Other wrong types keep their errors.
+  assert.throws(() => pacedFetch(fetch, gcra, { cost: '1' }), { name: 'TypeError', code: 'invalid_type', message: '`cost` must be a number or a function' });
+  assert.throws(() => pacedFetch(fetch, gcra, { timers: 5 }), { name: 'TypeError', code: 'invalid_type', message: /^`timers` must be an object/ });
 });
 
 test('a fetch that resolves to no Response rejects its call, naming `fetch`', async () => {

@@ -997,6 +997,39 @@ test('a misspelt option is refused, naming it, as the in-process classes refuse 
   });
 });
 
+test('an option given as null takes its default, as left out and as in-process: the default prefix, onError, batching and commandTimeoutMs', async () => {
+  // prefix, onError, batching and commandTimeoutMs given as null were a
+  // TypeError (`prefix` must be a string...), where `clock: null` and every
+  // in-process option's null are the default.
+  const nulls = { prefix: null, clock: null, onError: null, batching: null, commandTimeoutMs: null };
+  await withClient('ioredis', async (client) => {
+    // The default prefix, 'ratekeeper:', under a name of this run's own.
+    const name = `nulls-${process.pid}-${Date.now()}`;
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 1000, name }), nulls);
+    const calls = await Promise.all([limiter.tryAcquire('k', null, null), limiter.tryAcquire('k'), limiter.tryAcquire('k')]);
+    assert.deepEqual(calls.map((d) => [d.allowed, d.fromStore]), [[true, true], [true, true], [false, true]]);
+    const key = `ratekeeper:{1:k}:${name.length}:${name}:1:k`;
+    assert.deepEqual(await client.keys(`ratekeeper:*${name}*`), [key]);
+    // A rate of this test's own: its key is the policy's under the default prefix.
+    const policy = new RedisPolicy(client, '3/7 seconds', { ...nulls, algorithm: null, by: null });
+    const decided = await policy.tryAcquire(null, null, null);
+    assert.deepEqual([decided.allowed, decided.remaining, decided.fromStore], [true, 2, true]);
+    const policyKeys = await client.keys('ratekeeper:{ratekeeper:}:*3/7 seconds*');
+    assert.equal(policyKeys.length, 1);
+    await client.unlink(key, ...policyKeys);
+  });
+  // Redis not answering: null is onError's default, 'closed', which denies.
+  const down = { sendCommand: async () => Promise.reject(new Error('down')) };
+  const gcra = new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 });
+  for (const store of [new RedisLimiter(down, gcra, nulls), new RedisPolicy(down, '1/second', nulls)]) {
+    const d = await store.tryAcquire(store instanceof RedisLimiter ? 'k' : {});
+    assert.deepEqual([d.allowed, d.fromStore, d.retryAfterMs], [false, false, 1000], store.constructor.name);
+  }
+  // Another type keeps its error.
+  assert.throws(() => new RedisLimiter(down, gcra, { batching: 1 }), { name: 'TypeError', code: 'invalid_type', message: '`batching` must be a boolean' });
+  assert.throws(() => new RedisLimiter(down, gcra, { prefix: 5 }), { name: 'TypeError', code: 'invalid_type', message: '`prefix` must be a string' });
+});
+
 test('a RedisPolicy needs a configuration: none is refused by name, not taken as an empty policy', () => {
   // `new Policy()` is an empty in-process policy, which `add` fills; a
   // RedisPolicy has no `add`, so one of no limits is refused, and none was a

@@ -94,8 +94,10 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
       let clock;
       try {
         // Read inside: a getter that throws (options are the caller's) must not strand the native limiter.
-        name = options == null ? undefined : options.name;
-        // null is the default clock, as Python's clock=None and every other option's null.
+        // null is the default, as for every other option: the name 'default'
+        // (it was a TypeError, `name` must be a string) and the default
+        // clock, as Python's clock=None.
+        name = options == null ? undefined : (options.name ?? undefined);
         clock = options == null ? undefined : (options.clock ?? undefined);
         if (name !== undefined && typeof name !== 'string') badType('name', 'a string');
         if (name !== undefined) {

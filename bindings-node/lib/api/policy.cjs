@@ -81,7 +81,8 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
           throw Object.assign(new TypeError(message), { code: 'invalid_config' });
         }
         const { name } = limit;
-        const by = arrayOf(limit.by === undefined ? [] : limit.by, 'string');
+        // null is none, as for maxKeys and eviction here and Policy.add's `by: null` (it was a TypeError).
+        const by = arrayOf(limit.by == null ? [] : limit.by, 'string');
         let { limiter, maxKeys, eviction } = limit;
         if (typeof name !== 'string') badType('name', 'a string');
         textOf(name, 'name');

@@ -56,14 +56,19 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       invalidType('`options` must be an options object, not the limiter itself: pass { limiter }');
     }
     const given = known(options, 'the server helpers');
-    const { limiter, cost, ipv6Subnet } = given;
+    const { limiter, ipv6Subnet } = given;
     // null is "not given" for the functions, as the ASGI middleware's
     // key=None, fields=None and skip=None are its defaults (it was a
-    // TypeError, `key` must be a function). ipv6Subnet keeps refusing null:
-    // it could mean Python's None (each address whole) or the default /56.
+    // TypeError, `key` must be a function), and for `cost`, whose default
+    // is 1, as every optional argument's null is its default (it was a
+    // TypeError, `cost` must be a number or a function; Python's cost=None
+    // is refused, its default being a value). ipv6Subnet keeps refusing
+    // null: it could mean Python's None (each address whole) or the
+    // default /56.
     const key = given.key ?? undefined;
     const fields = given.fields ?? undefined;
     const skip = given.skip ?? undefined;
+    const cost = given.cost ?? undefined;
     if (cost !== undefined && typeof cost !== 'function' && typeof cost !== 'number') {
       // Not badType, whose message each backend spells from a fixed list (src/shared/names.rs) without this one.
       invalidType('`cost` must be a number or a function');

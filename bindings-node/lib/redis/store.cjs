@@ -35,7 +35,10 @@ class Store {
       if (typeof options !== 'object') throw typeError('options', 'an object');
       const what = kind === 'policy' ? 'RedisPolicy' : 'RedisLimiter';
       onlyKnown(options, kind === 'policy' ? [...STORE_OPTIONS, 'algorithm', 'by'] : STORE_OPTIONS, what);
-      if (options.prefix !== undefined) {
+      // null is "not given" for each, as for `clock` and as every optional
+      // argument's and option's null is in the package (prefix, onError,
+      // batching and commandTimeoutMs were a TypeError).
+      if (options.prefix !== undefined && options.prefix !== null) {
         if (typeof options.prefix !== 'string') throw typeError('prefix', 'a string');
         // Keys carry a hash tag, {...}, so that a request's keys share a
         // Cluster slot: a brace in the prefix would be the tag instead.
@@ -49,7 +52,7 @@ class Store {
         if (typeof options.clock !== 'function') throw typeError('clock', 'a function');
         clock = options.clock;
       }
-      if (options.onError !== undefined) {
+      if (options.onError !== undefined && options.onError !== null) {
         const f = options.onError;
         // Besides a plain Limiter, the in-process class that decides for the
         // same target: a key (RedisLimiter), or a request (RedisPolicy).
@@ -60,11 +63,11 @@ class Store {
         }
         onError = f;
       }
-      if (options.batching !== undefined) {
+      if (options.batching !== undefined && options.batching !== null) {
         if (typeof options.batching !== 'boolean') throw typeError('batching', 'a boolean');
         batching = options.batching;
       }
-      if (options.commandTimeoutMs !== undefined) {
+      if (options.commandTimeoutMs !== undefined && options.commandTimeoutMs !== null) {
         const t = options.commandTimeoutMs;
         if (typeof t !== 'number') throw typeError('commandTimeoutMs', 'a number');
         if (!(t > 0)) throw rangeError('commandTimeoutMs', `must be more than 0 ms, not ${t}`);

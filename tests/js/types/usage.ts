@@ -3,6 +3,7 @@
 // never run. `@ts-expect-error` lines must stay errors: they prove the
 // declarations reject misuse.
 
+import { pacedFetch, type PacedFetch } from '../../../bindings-node/paced-fetch.js';
 import {
   FixedWindow,
   Gcra,
@@ -270,13 +271,35 @@ export async function waitingWithNulls(): Promise<void> {
   await nullKeyed.acquire('k', null, { signal: null });
   await nullPolicy.acquire(null, null, null);
 }
-// The server helpers' functions too, as the ASGI middleware's key=None, fields=None, skip=None.
+// The server helpers' functions too, as the ASGI middleware's key=None, fields=None, skip=None; and their cost.
+const maybeCost: number | null = null;
 const nullHelpers: unknown[] = [
-  middleware({ limiter: perIp, key: null, fields: null, skip: null }),
-  fastifyHook({ limiter: policy, key: null, fields: null, skip: null }),
-  middleware({ limiter: bucket, key: null, fields: null }),
+  middleware({ limiter: perIp, key: null, fields: null, skip: null, cost: null }),
+  fastifyHook({ limiter: policy, key: null, fields: null, skip: null, cost: maybeCost }),
+  middleware({ limiter: bucket, key: null, fields: null, cost: null }),
 ];
-export const nulls: unknown[] = [nullDecisions, nullReservation, nullCopy, nullKeyedAnswers, nullPolicyAnswers, nullHelpers];
+// A limiter's name ('default'), a window's calendar beside windowMs, windowMs beside a calendar, a configured limit's `by`.
+const maybeName: string | null = null;
+const nullNamed: unknown[] = [
+  new Gcra({ burst: 1, emissionIntervalMs: 1, name: maybeName }),
+  Gcra.perPeriod({ burst: 1, tokens: 1, periodMs: 1, name: null }),
+  TokenBucket.fromBandwidths([bucketOptions], { name: null, clock: null }),
+  new FixedWindow({ limit: 1, windowMs: 1000, calendar: null }),
+  new SlidingWindowCounter({ limit: 1, calendar: 'day', windowMs: null }),
+  new Policy({ limits: [{ name: 'all', by: null, limiter: new Gcra({ burst: 1, emissionIntervalMs: 1 }), maxKeys: null }] }),
+];
+// pacedFetch's options, each null: its default.
+const nullPaced: PacedFetch = pacedFetch(fetch, nullBucket, {
+  cost: maybeCost, maxWaitMs: null, maxWaiting: null, retries: null, maxRetryAfterMs: null, clock: null, wallClock: null, timers: null, onEvent: null,
+});
+const alsoPaced: PacedFetch = pacedFetch(fetch, nullBucket, null);
+export const nulls: unknown[] = [nullDecisions, nullReservation, nullCopy, nullKeyedAnswers, nullPolicyAnswers, nullHelpers, nullNamed, nullPaced, alsoPaced];
+// @ts-expect-error: ipv6Subnet refuses null, which could mean Python's None (each address whole) as well as the default
+middleware<Req>({ limiter: perIp, ipv6Subnet: null });
+// @ts-expect-error: so does ipKey's
+ipKey('::1', null);
+// @ts-expect-error: a log has no calendar
+new SlidingWindowLog({ limit: 1, windowMs: 1000, calendar: null });
 
 export const summaries: unknown[] = [decisions, retryAfter, headersRecord, config];
 

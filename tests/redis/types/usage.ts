@@ -41,6 +41,10 @@ async function main(): Promise<void> {
     await l.reserve('k', null, null, null), await p.tryAcquire(null, null, null), await p.peek(null, null, null),
     await p.tryAcquireBatch(null, [1], null), await p.reserve(null, null, null, null),
     new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 1 }), null), new RedisPolicy(client, '1/second', null),
+    // Each option null: its default (the prefix 'ratekeeper:', the server's clock, 'closed', batching, 1000 ms).
+    new RedisLimiter(client, new Gcra({ burst: 1, emissionIntervalMs: 1 }), { prefix: null, clock: null, onError: null, batching: null, commandTimeoutMs: null }),
+    new RedisPolicy(client, '1/second', { prefix: null, clock: null, onError: null, batching: null, commandTimeoutMs: null, algorithm: null, by: null }),
+    middleware({ limiter: l, cost: null }), fastifyHook({ limiter: p, cost: null }),
   ]
   await l.refund('k', 1, null)
   await l.acquire('k', null, { signal: null, timeoutMs: null })
