@@ -71,11 +71,16 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
   /** A longer `Retry-After` (or RateLimit reset) is not waited for by a retry, and pauses the queue at most this long (and never more than a year, whatever this says). Default 60000. */
   maxRetryAfterMs?: number | null
   /**
-   * The limiter's clock, in milliseconds (pass the same `clock` as to the
-   * limiter). Default `performance.now()`. A read that throws or is no finite
-   * number (a `RangeError` or `TypeError` naming `clock`) rejects the call
-   * that made it; when the queue's timer makes it, every queued request
-   * (each told `rejected`).
+   * The limiter's clock, in milliseconds. Default: the limiter's own, as it
+   * reads it when given no `nowMs` (its `clock` option; else `Date.now()`
+   * for a `FixedWindow` or `SlidingWindowCounter` with a `calendar`, else
+   * `performance.now()`); for a limiter of another kind, its method
+   * `[Symbol.for('ratekeeper.now')]()` when it has one, else
+   * `performance.now()`. Given, it must be the limiter's clock: one behind
+   * it by more than a year is refused at each call (see `pacedFetch`). A
+   * read that throws or is no finite number (a `RangeError` or `TypeError`
+   * naming `clock`) rejects the call that made it; when the queue's timer
+   * makes it, every queued request (each told `rejected`).
    */
   clock?: (() => number) | null
   /**
@@ -143,7 +148,8 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
  * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter
- * booking more than a year ahead reads another clock than `clock`, and each
+ * booking more than a year ahead reads another clock than `clock` (by
+ * default pacedFetch reads the limiter's own), and each
  * call rejects with a `RangeError` (`invalid_value`), booking nothing. Bad
  * arguments, and options it does not take, throw a `TypeError`
  * (`invalid_type`) or `RangeError` (`invalid_value`) naming them; so does a

@@ -39,6 +39,9 @@ const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 // A ratekeeper limiter's count of bookings of a slot to come, reconfigures
 // and restores, by anyone (lib/api/limiters.cjs).
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
+// A ratekeeper limiter's reading of its own clock (lib/api/limiters.cjs):
+// the default `clock`, so that the queue counts time as the limiter does.
+const NOW = Symbol.for('ratekeeper.now');
 // A 503 may come after the server did some of the work: only these are sent
 // again after one (a 429 says the request was refused, so any is).
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
@@ -206,7 +209,7 @@ function pace(RateLimited, fetch, limiter, options) {
     maxWaiting = Infinity,
     retries = 1,
     maxRetryAfterMs = 60_000,
-    clock = () => performance.now(),
+    clock = typeof limiter[NOW] === 'function' ? () => limiter[NOW]() : () => performance.now(),
     wallClock = () => Date.now(),
     timers = { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (id) => clearTimeout(id) },
     onEvent,

@@ -838,9 +838,9 @@ test('an option given as null takes its default, as undefined does, as every opt
   for (const [name, value] of Object.entries(options)) {
     assert.equal(typeof pacedFetch(fetch, gcra, { [name]: value }), 'function', name);
   }
-  // All at once, the clock and timers given: the defaults pace as left out
-  // (cost 1, no bound on the wait or the queue).
-  const paced = pacedFetch(fetch, gcra, { ...options, clock: time.clock, timers: time.timers });
+  // All at once, the timers given: the defaults pace as left out (cost 1,
+  // the limiter's own clock, no bound on the wait or the queue).
+  const paced = pacedFetch(fetch, gcra, { ...options, timers: time.timers });
   const done = ['/0', '/1', '/2'].map((url) => paced(url));
   assert.equal(paced.waiting, 2, 'the first left at once');
   await time.advance(1000);
@@ -848,7 +848,7 @@ test('an option given as null takes its default, as undefined does, as every opt
   assert.deepEqual(log, [['/0', 0], ['/1', 100], ['/2', 200]]);
   // A 429 retried once, after the pause it asks (retries and maxRetryAfterMs by default).
   const retried = fakeFetch(time, (url, count) => (count === 1 ? { status: 429, headers: { 'Retry-After': '1' } } : { status: 200 }));
-  const again = pacedFetch(retried.fetch, tenPerSecond(time.clock), { ...options, clock: time.clock, timers: time.timers });
+  const again = pacedFetch(retried.fetch, tenPerSecond(time.clock), { ...options, timers: time.timers });
   const answer = again('/r');
   await time.advance(2000);
   assert.equal((await answer).status, 200);
@@ -856,6 +856,59 @@ test('an option given as null takes its default, as undefined does, as every opt
   // Other wrong types keep their errors.
   assert.throws(() => pacedFetch(fetch, gcra, { cost: '1' }), { name: 'TypeError', code: 'invalid_type', message: '`cost` must be a number or a function' });
   assert.throws(() => pacedFetch(fetch, gcra, { timers: 5 }), { name: 'TypeError', code: 'invalid_type', message: /^`timers` must be an object/ });
+});
+
+test('by default the queue reads the limiter\'s own clock: a calendar limiter\'s Date.now, a clock given to the limiter', async () => {
+  // pacedFetch read performance.now() whatever the limiter read. A
+  // calendar limiter counts Unix time: booked at performance.now(), its
+  // requests were counted in the windows of January 1970 (a day's window
+  // ran from the process's start, never from midnight UTC), and a limiter
+  // on a clock of its own paced by another clock than its own.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const midnight = Date.UTC(2026, 0, 2);
+  const realNow = Date.now;
+  try {
+    for (const Window of [FixedWindow, SlidingWindowCounter]) {
+      log.length = 0;
+      const start = time.clock();
+      // 100 ms before midnight UTC; the calendar limiter's default clock reads Date.now at each call.
+      Date.now = () => midnight - 100 + (time.clock() - start);
+      const daily = new Window({ limit: 1, calendar: 'day' });
+      // Where the limiter itself, asked at that instant, books the second unit: in the next UTC day.
+      const twin = new Window({ limit: 1, calendar: 'day' });
+      twin.tryAcquire(1, midnight - 100);
+      const next = twin.reserve(1, Infinity, midnight - 100).atMs;
+      assert.ok(next >= midnight, `${Window.name}: ${next} in a later day`);
+      const slots = [];
+      const paced = pacedFetch(fetch, daily, { timers: time.timers, onEvent: (event) => event.type === 'queued' && slots.push(event.slotMs) });
+      const done = [paced('/a'), paced('/b')];
+      assert.deepEqual(slots, [midnight - 100, next], Window.name);
+      await time.advance(next - (midnight - 100));
+      await Promise.all(done);
+      assert.deepEqual(log.map(([url, at]) => [url, at - start]), [['/a', 0], ['/b', next - (midnight - 100)]], Window.name);
+      // Counted with the limiter's own calls: its tryAcquire, now, finds the unit taken.
+      assert.equal(daily.tryAcquire().allowed, false, Window.name);
+    }
+  } finally {
+    Date.now = realNow;
+  }
+  // A limiter on a clock of its own (a test's, here 5 s ahead of pacedFetch's would-be clock).
+  log.length = 0;
+  const own = () => 5000 + time.clock();
+  const paced = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock: own }), { timers: time.timers });
+  const slots = [];
+  const events = pacedFetch(fetch, Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock: own }), { timers: time.timers, onEvent: (e) => e.type === 'queued' && slots.push(e.slotMs) });
+  const done = [paced('/a'), paced('/b'), events('/c'), events('/d')];
+  assert.deepEqual(slots, [own(), own() + 100]);
+  await time.advance(1000);
+  await Promise.all(done);
+  assert.deepEqual(log.map(([url]) => url), ['/a', '/c', '/b', '/d']);
+  // A clock given to pacedFetch still wins: the limiter's then must match it.
+  const epoch = () => 1.7e12 + time.clock();
+  const onEpoch = Gcra.perPeriod({ burst: 1, tokens: 10, periodMs: 1000, clock: epoch });
+  onEpoch.tryAcquire();
+  await assert.rejects(pacedFetch(fetch, onEpoch, { clock: time.clock, timers: time.timers })('/e'), { name: 'RangeError', code: 'invalid_value', message: /reads another clock/ });
 });
 
 test('a fetch that resolves to no Response rejects its call, naming `fetch`', async () => {

@@ -1,7 +1,7 @@
 'use strict';
 // The limiters of one backend (see lib/api.cjs): `Limiter`, what every one
 // offers, and a class per algorithm.
-const { invalidType, invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, plainArray, ownCopy, textOf } = require('./values.cjs');
+const { invalidType, invalidValue, inspected, inspectedOther, inspectSymbol, BOOKINGS, MOVES_UP, NOW, plainArray, ownCopy, textOf } = require('./values.cjs');
 
 module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }) {
   const { B, out, yes, tryAcquireOp, peekOp, reserveOp, noopOp, decision, abstract, notThis, thisChecks, stateBytes, badType, known, number } = shared;
@@ -202,6 +202,18 @@ module.exports = function limiters(shared, { acquireSlot, untracked, abortRule }
       ownLimiter(this);
       const waiters = waitersOf(this);
       return waiters === 'up' ? true : waiters === 'latest' ? 'latest' : false;
+    }
+
+    /**
+     * For pacedFetch: the time now on this limiter's clock, in
+     * milliseconds, its default `clock`. A calendar limiter counts Unix
+     * time (Date.now) where pacedFetch read performance.now by default:
+     * its slots lay 1.7e12 ms ahead (refused as another clock), and a
+     * limiter on a clock of its own (a test's) had to be given it twice.
+     */
+    [NOW]() {
+      ownLimiter(this);
+      return this.#read();
     }
 
     refund(cost, takenAtMs) {

@@ -381,6 +381,8 @@ const othersShown = new WeakSet();
 const BOOKINGS = Symbol.for('ratekeeper.bookings');
 /** A limiter's method answering whether the bookings behind one given back move up (read by pacedFetch too). */
 const MOVES_UP = Symbol.for('ratekeeper.movesUp');
+/** A limiter's method reading its own clock: pacedFetch's default `clock` (read by pacedFetch too). */
+const NOW = Symbol.for('ratekeeper.now');
 /**
  * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`, and
  * `takeStores` (lib/api/server.cjs), for lib/redis.cjs: a symbol of this
@@ -556,6 +558,7 @@ module.exports = {
   inspectSymbol,
   BOOKINGS,
   MOVES_UP,
+  NOW,
   BRANDS,
   plainArray,
   arrayOf,
