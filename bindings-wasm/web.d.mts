@@ -9,7 +9,7 @@ export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembl
  * Loads the .wasm (default: `ratekeeper_wasm_bg.wasm` next to the glue code); call once before use.
  * Before it, constructors and static methods throw an `Error` with `code: 'not_initialized'`.
  */
-export declare function init(input?: InitInput | Promise<InitInput>): Promise<void>
+export declare function init(input?: InitInput | Promise<InitInput> | null): Promise<void>
 export default init
 
 /** Like `init`, synchronously, from bytes or a compiled module (for workers). */

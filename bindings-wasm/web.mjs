@@ -56,6 +56,9 @@ export async function init(input) {
   // A Promise of any input is read here: the glue read only a Response
   // out of one, and handed a URL or a string on to WebAssembly.instantiate.
   input = await input;
+  // null, as undefined, is the default (the package's rule for an
+  // optional argument): the glue threw an uncoded TypeError reading it.
+  if (input === null) input = undefined;
   // One load at a time, each of its own input: the glue gave a call made
   // while another loaded that load, whose failure (input that is no .wasm,
   // passed by another part of the app) was then this call's too.

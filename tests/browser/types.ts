@@ -9,6 +9,7 @@ import type * as napi from '../../bindings-node/index'
 export async function usage(signal: AbortSignal): Promise<[Decision[], Reservation]> {
   await init()
   await init(new URL('https://example.invalid/ratekeeper_wasm_bg.wasm'))
+  await init(null)
   initSync(new Uint8Array(8))
   const bucket = new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 1000 })
   const empty = new node.TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 250.5, initialTokens: 0 })
