@@ -133,11 +133,13 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * again `retries` times. `RateLimit`'s `t` is when the quota is whole again:
  * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
  * most `w / q` seconds, the time a bucket takes to earn a unit back (a window
- * not reset by then answers 429 with `Retry-After`, which pauses again); where
+ * not reset by then answers 429 with `Retry-After`, which pauses again), where
+ * its unit is a request: a policy whose `qu` names another
+ * (`"content-bytes"`, `"concurrent-requests"`) bounds nothing so; where
  * a name repeats (server helpers in a row, each limiter named `"default"`),
  * the n-th item of that name goes with the n-th policy of that name.
  * `t` is optional: an item with `r=0` and none pauses as if `t` were that
- * policy's `w` (so `w / q` seconds, or `w` for `q=0`), and is ignored when
+ * policy's `w` (so `w / q` seconds, or `w` for `q=0` or another unit), and is ignored when
  * no such policy gives a window; a malformed `t` (`t=-1`, or a decimal
  * `t=1.5`: `r`, `t`, `q` and `w` are Integers) is ignored.
  * A response from a cache (an `Age` header above 0, RFC 9111) tells of the

@@ -1539,6 +1539,38 @@ test('a RateLimit item or policy whose `r`, `t`, `q` or `w` is a Decimal is malf
   assert.equal(pause({ 'RateLimit-Remaining': '0', 'RateLimit-Reset': '2.5' }), 2500);
 });
 
+test("a policy whose quota counts no requests (`qu`) bounds no pause by a unit's share: a byte's share is no request's", async () => {
+  // `w / q` of a policy counting bytes (`qu="content-bytes"`, section
+  // 3.1.2) was the time to earn one byte back: `"a";r=0;t=10` with
+  // 65535 bytes per 10 s paused 0.15 ms, and the queue went on into the
+  // server's 429s. Requests (the default, or said) keep the share.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  const bytes = '"a";q=65535;qu="content-bytes";w=10';
+  assert.equal(pause({ 'RateLimit-Policy': bytes, RateLimit: '"a";r=0;t=10' }), 10_000);
+  // No `t`: the window alone, within which the whole quota is back.
+  assert.equal(pause({ 'RateLimit-Policy': bytes, RateLimit: '"a";r=0' }), 10_000);
+  assert.equal(pause({ 'RateLimit-Policy': '"a";q=4;qu="concurrent-requests";w=60', RateLimit: '"a";r=0;t=5' }), 5000);
+  assert.equal(pause({ 'RateLimit-Policy': '"a";q=4;qu="concurrent-requests"', RateLimit: '"a";r=0' }), null, 'no window');
+  for (const unit of ['', ';qu="requests"', ';qu="request"']) {
+    assert.equal(pause({ 'RateLimit-Policy': `"a";q=10;w=10${unit}`, RateLimit: '"a";r=0;t=10' }), 1000, unit);
+  }
+  // A `qu` that is no String (a token, a Boolean) makes the policy malformed: it bounds nothing.
+  for (const unit of [';qu=requests', ';qu']) {
+    assert.equal(pause({ 'RateLimit-Policy': `"a";q=10;w=10${unit}`, RateLimit: '"a";r=0;t=10' }), 10_000, unit);
+    assert.equal(pause({ 'RateLimit-Policy': `"a";q=10;w=10${unit}`, RateLimit: '"a";r=0' }), null, `${unit}, no t`);
+  }
+  // A paced client behind such a server waits the server's `t`.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/a' ? { status: 200, headers: { 'RateLimit-Policy': bytes, RateLimit: '"a";r=0;t=3' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const sent = [paced('/a'), paced('/b')];
+  await time.advance(5000);
+  await Promise.all(sent);
+  assert.deepEqual(log, [['/a', 0], ['/b', 3000]]);
+});
+
 test("the older draft's RateLimit with `;` between its members, and its names as an item's parameters, still pause", () => {
   // Read as one structured item, `limit=100; remaining=0; reset=30` (as
   // api.close.com sends it) and `"default"; remaining=0; reset=30` paused

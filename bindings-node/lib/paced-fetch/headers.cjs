@@ -110,6 +110,17 @@ function splitOutsideStrings(text, separator) {
 }
 
 /**
+ * The quota unit a policy's `qu` names: a String (section 3.1.2), its
+ * `requests` also spelt `request` (as the draft's registry lists it); null
+ * for anything else (a token, a Boolean), which makes the policy malformed.
+ */
+function quotaUnit(text) {
+  const match = text === null ? null : /^\s*"((?:[^"\\]|\\.)*)"\s*$/.exec(text);
+  if (match === null) return null;
+  return match[1] === 'request' ? 'requests' : match[1];
+}
+
+/**
  * Milliseconds until the server allows requests again, from its RateLimit
  * headers, when it says nothing is left (else null). Understands the IETF
  * draft's structured `RateLimit: "name";r=0;t=30` (a list: several
@@ -123,6 +134,9 @@ function splitOutsideStrings(text, separator) {
  * the pause is at most one unit's share of its window (w / q seconds), as
  * long as a bucket takes to earn a unit back. A window that has not reset by
  * then answers the next request 429 with its Retry-After, which pauses again.
+ * Only where the unit is a request: a policy whose `qu` names another
+ * (`"content-bytes"`, `"concurrent-requests"`) bounds nothing by its share,
+ * and one whose `qu` is no String is malformed, as below.
  * Where a name repeats (helpers in a row, each limiter "default"), the n-th
  * item of that name goes with the n-th policy of that name.
  *
@@ -131,14 +145,16 @@ function splitOutsideStrings(text, separator) {
  * "that has no time window". With `r=0` and no `t`, the same policy's
  * window `w` stands for it: the policy grants `q` units per `w` seconds, so
  * its whole quota is back within `w`, and the pause is again at most one
- * unit's share (`w` itself for `q=0`). Without such a window nothing says
+ * unit's share (`w` itself for `q=0`, or for a unit that is no request).
+ * Without such a window nothing says
  * how long, and the item is ignored: a 429 with Retry-After will say.
  * A `t` that is there but malformed (`t=-1`, `t="5"`, a bare `t`, or a
  * Decimal, `t=1.5`: `t` is a non-negative Integer, section 4.1.2) makes the
  * item malformed, and ignored (section 7: malformed fields MUST be
  * ignored), never read as absent, and so does a malformed `r`; so is a
  * policy without its required `q`, or with a window of 0 (`w` is a
- * non-zero Integer) or a `q` or `w` that is no Integer: it bounds nothing.
+ * non-zero Integer), a `q` or `w` that is no Integer or a `qu` that is no
+ * String: it bounds nothing.
  * The older draft's `remaining` and `reset` may have decimals.
  */
 function parseRateLimit(headers) {
@@ -207,10 +223,16 @@ function parseRateLimit(headers) {
       // n-th of its name, or the last when fewer are listed (one policy for
       // several items of a name).
       const same = policies.get(name) ?? [];
-      const { q = null, w = null } = same[Math.min(nth, same.length - 1)] ?? {};
-      const window = integer(q) >= 0 && integer(w) > 0 ? integer(w) : NaN;
+      const matched = same[Math.min(nth, same.length - 1)] ?? {};
+      const { q = null, w = null } = matched;
+      // What `q` counts (`qu`, section 3.1.2): requests when not said.
+      const unit = 'qu' in matched ? quotaUnit(matched.qu) : 'requests';
+      const window = integer(q) >= 0 && integer(w) > 0 && unit !== null ? integer(w) : NaN;
       // One unit's share of it; for q = 0, none to share, the window itself.
-      const share = window > 0 ? window / integer(q) : Infinity;
+      // A unit that is no request (a byte) earns no request back in its
+      // share: `qu="content-bytes";q=65535;w=10` cut `t=10` to 0.15 ms, and
+      // the queue went on into the server's 429s. Then `t` (or the window) alone.
+      const share = window > 0 && unit === 'requests' ? window / integer(q) : Infinity;
       exhausted(integer(params.r), Math.min('t' in params ? integer(params.t) : window, share));
     }
     if ('remaining' in flat) exhausted(count(flat.remaining), count(flat.reset ?? null));
