@@ -339,6 +339,29 @@ test('the header parsers', () => {
   assert.throws(() => pacedFetch(fetch, tenPerSecond(), { retries: -1 }), RangeError);
 });
 
+test('an HTTP-date at a leap second (23:59:60) is a date, in each of its three forms', async () => {
+  // RFC 9110's time-of-day runs to 23:59:60: refused as 31 Feb is, a 429
+  // dated then was returned unretried, and the queue went on at once.
+  const wall = Date.UTC(2016, 11, 31, 23, 59, 58);
+  for (const date of ['Sat, 31 Dec 2016 23:59:60 GMT', 'Saturday, 31-Dec-16 23:59:60 GMT', 'Sat Dec 31 23:59:60 2016']) {
+    // The instant it ends: the next day's 00:00:00.
+    assert.equal(parseRetryAfter(date, wall), 2000, date);
+  }
+  // Only the last second of a day leaps.
+  for (const junk of ['Sat, 31 Dec 2016 23:58:60 GMT', 'Sat, 31 Dec 2016 12:59:60 GMT', 'Sat, 31 Dec 2016 23:59:61 GMT', 'Sat, 32 Dec 2016 23:59:60 GMT']) {
+    assert.equal(parseRetryAfter(junk, wall), null, junk);
+  }
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url, count) =>
+    url === '/a' && count === 1 ? { status: 429, headers: { 'Retry-After': 'Sat, 31 Dec 2016 23:59:60 GMT' } } : { status: 200 },
+  );
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, wallClock: () => wall + time.clock(), timers: time.timers });
+  const sent = [paced('/a'), paced('/b')];
+  await time.advance(5000);
+  assert.deepEqual((await Promise.all(sent)).map((r) => r.status), [200, 200]);
+  assert.deepEqual(log, [['/a', 0], ['/a', 2000], ['/b', 2100]]);
+});
+
 test('a pause longer than maxWaitMs rejects with TimeoutError, not a RangeError', async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time, (url) =>

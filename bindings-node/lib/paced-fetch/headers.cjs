@@ -61,7 +61,11 @@ function httpDate(text, wallNow) {
     return null;
   }
   const [year, month, day, hour, minute, second] = fields.map((f, i) => (i === 1 ? MONTHS.indexOf(f) : Number(f)));
-  const at = Date.UTC(year, month, day, hour, minute, second);
+  // A leap second, 23:59:60 (RFC 9110's time-of-day runs to it), is a real
+  // date: read as the next day's 00:00:00, which it ends. Refused as 31 Feb
+  // is, a 429 dated then was returned unretried, and the queue went on.
+  const leap = hour === 23 && minute === 59 && second === 60;
+  const at = Date.UTC(year, month, day, hour, minute, leap ? 59 : second);
   // Date.UTC carries what overflows (31 Feb, 25:00) into the next field: that is no date.
   const back = new Date(at);
   const real =
@@ -69,8 +73,8 @@ function httpDate(text, wallNow) {
     back.getUTCDate() === day &&
     back.getUTCHours() === hour &&
     back.getUTCMinutes() === minute &&
-    back.getUTCSeconds() === second;
-  return real ? at : null;
+    back.getUTCSeconds() === (leap ? 59 : second);
+  return real ? at + (leap ? 1000 : 0) : null;
 }
 
 /**
