@@ -58,7 +58,8 @@ fn monotonic() -> u64 {
 
 /// Ties the native clock to `now` (`performance.now()`, read by the JS
 /// layer): after this, [`now`] reads what `now()` would return. Answers
-/// whether it did: not when every reading was unusable (not finite, or so
+/// whether it did: not when every reading was unusable (one the JS layer
+/// would refuse as a time: NaN, infinite, negative, 2^64 ns or more; or so
 /// far from the native clock that the offset overflows), as a replaced
 /// `performance.now` may return; the JS layer then reads that clock itself,
 /// and refuses its readings as it refuses any clock's.
@@ -70,11 +71,12 @@ pub fn tie(mut now: impl FnMut() -> napi::Result<f64>) -> napi::Result<bool> {
         let after = monotonic();
         let gap = after.saturating_sub(before);
         let midpoint = before + gap / 2;
-        // `as` saturates a finite reading beyond i64 ns: the checked
-        // subtraction (or a reading later) finds it out.
-        let offset = match i64::try_from(midpoint) {
-            Ok(midpoint) if js.is_finite() => ((js * 1e6).round() as i64).checked_sub(midpoint),
-            _ => None,
+        // A reading the JS layer refuses as `nowMs` is no tie either: a
+        // finite one, -1 or 1e16 (`as` saturated it to i64::MAX), tied the
+        // clock, and tryAcquire() decided where the wasm build refuses.
+        let offset = match Nanos::from_millis_f64(js, "now") {
+            Ok(reading) => i64::try_from(i128::from(reading.0) - i128::from(midpoint)).ok(),
+            Err(_) => None,
         };
         match (offset, best) {
             (Some(offset), None) => best = Some((gap, offset)),
