@@ -69,8 +69,14 @@ export declare function keyedLen(handle: number): number
 /** `new KeyedLimiter(limiter, options)`: a store of copies of `prototype`'s configuration. */
 export declare function keyedNew(prototype: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): number
 
-/** The configuration of a keyed limiter's keys, as a new limiter handle. */
-export declare function keyedPrototype(handle: number): number
+/**
+ * The configuration of a keyed limiter's keys, as a new limiter handle:
+ * `whole` for one that decides (`keyed.limiter`), a log's ring then
+ * allocated whole as its constructor allocates it, so that no decision
+ * allocates; not for the configuration a keyed limiter keeps for its
+ * headers and getters, which never decides (see the wasm build's).
+ */
+export declare function keyedPrototype(handle: number, whole: boolean): number
 
 /** `keyed.reclaim(nowMs)`. */
 export declare function keyedReclaim(handle: number, nowMs: number): void

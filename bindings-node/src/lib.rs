@@ -483,11 +483,18 @@ pub fn keyed_new(
     Ok(keep_in(&env, &KEYED, store))
 }
 
-/// The configuration of a keyed limiter's keys, as a new limiter handle.
+/// The configuration of a keyed limiter's keys, as a new limiter handle:
+/// `whole` for one that decides (`keyed.limiter`), a log's ring then
+/// allocated whole as its constructor allocates it, so that no decision
+/// allocates; not for the configuration a keyed limiter keeps for its
+/// headers and getters, which never decides (see the wasm build's).
 #[napi(catch_unwind)]
-pub fn keyed_prototype(env: Env, handle: u32) -> napi::Result<u32> {
+pub fn keyed_prototype(env: Env, handle: u32, whole: bool) -> napi::Result<u32> {
     let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
-    Ok(keep(&env, prototype))
+    Ok(keep(
+        &env,
+        if whole { prototype.fresh() } else { prototype },
+    ))
 }
 
 /// A key, or a field's name or value of a policy's request, as the JS layer

@@ -109,6 +109,7 @@ describe('the wasm module after a trap', () => {
   let other;
   let keyed;
   let log;
+  let keyedLog;
 
   it('a policy that ran out of memory leaves every other policy working, and new ones', () => {
     if (!WASM) return; // napi: an allocation that fails aborts the process
@@ -118,6 +119,8 @@ describe('the wasm module after a trap', () => {
     // For the last test: a log whose state takes some 100 KB to write out.
     log = new SlidingWindowLog({ limit: 1 << 16, windowMs: 1e12 });
     for (let i = 0; i < 1 << 16; i++) log.tryAcquire(1, i);
+    // And the limiter of a keyed log, made while memory is free.
+    keyedLog = new KeyedLimiter(new SlidingWindowLog({ limit: 1 << 12, windowMs: 1e12 })).limiter;
     assert.equal(other.tryAcquire({ user: 'alice' }, 1, 0).allowed, true);
     assert.equal(keyed.tryAcquire('alice', 1, 0).allowed, true);
     fill(exported.memory);
@@ -188,6 +191,13 @@ describe('the wasm module after a trap', () => {
       assert.throws(() => log.tryAcquire(1, 1e9), WebAssembly.RuntimeError);
       assert.throws(() => log.reserve(1, Infinity, 1e9), WebAssembly.RuntimeError);
     }
+    assert.equal(stack.value, start);
+    // A keyed log's `limiter` decides unguarded too, so it must not
+    // allocate either: its ring is whole from the start, as a constructed
+    // log's. (It grew with its entries, and the growth that ran out of
+    // memory trapped, the frames left on the stack.)
+    for (let i = 0; i < 1 << 11; i++) assert.equal(keyedLog.tryAcquire(1, i).allowed, true);
+    for (let i = 1 << 11; i < 1 << 12; i++) assert.equal(keyedLog.reserve(1, 0, i).ok, true);
     assert.equal(stack.value, start);
     // Left borrowed for reading: it is still read.
     assert.equal(log.peek(1, 1e9).allowed, false);

@@ -45,8 +45,9 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
       const { handle, name, clock } = internalsOf(limiter);
       this.#h = B.keyedNew(handle, maxKeys, eviction);
       if (keyedHandles !== null) keyedHandles.register(this, this.#h);
-      // The configuration every key has, for headers and getters.
-      this.#prototype = new Limiter(new Built(B.keyedPrototype(this.#h), { name, clock }));
+      // The configuration every key has, for headers and getters (never
+      // deciding: a log's ring left out, see `get limiter`).
+      this.#prototype = new Limiter(new Built(B.keyedPrototype(this.#h, false), { name, clock }));
       this.#clock = clock;
       if (maxKeys !== undefined) this.#maxKeys = maxKeys;
       if (eviction !== undefined) this.#eviction = eviction;
@@ -207,7 +208,10 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
       ownKeyed(this);
       const { name, clock } = internalsOf(this.#prototype);
       const Class = classOf[this.#prototype.algorithm];
-      return new Class(undefined, new Built(B.keyedPrototype(this.#h), { name, clock }));
+      // Whole: a log's ring allocated as its constructor allocates it, so
+      // that no decision allocates (the wasm build's decisions on one
+      // limiter run unguarded, and one that ran out of memory trapped).
+      return new Class(undefined, new Built(B.keyedPrototype(this.#h, true), { name, clock }));
     }
 
     static {
