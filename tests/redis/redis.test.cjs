@@ -166,6 +166,10 @@ test('what Redis cannot do is refused, naming the argument', () =>
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'month' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 2, calendar: 'week' })), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.FixedWindow({ limit: 2, calendar: 'day' })), 'calendar');
+    // The calendar first, as Python names it: a limit whose product with the
+    // nominal 30 days is past 2^51 is still a calendar limit, refused as one.
+    refuse(() => new RedisLimiter(client, new rk.SlidingWindowCounter({ limit: 1e6, calendar: 'month' })), 'calendar');
+    refuse(() => new RedisPolicy(client, { limits: [{ name: 'm', limiter: new rk.SlidingWindowCounter({ limit: 1e6, calendar: 'month' }) }] }), 'calendar');
     refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, refill: 'interval' })), 'refill');
     refuse(() => new RedisLimiter(client, new rk.TokenBucket({ capacity: 2, refillTokens: 1, refillPeriodMs: 10, initialTokens: 0 })), 'initialTokens');
     refuse(() => new RedisLimiter(client, new rk.Gcra({ burst: 2, emissionIntervalMs: 0.0005 })), 'emissionIntervalMs');

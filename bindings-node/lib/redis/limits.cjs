@@ -61,14 +61,17 @@ function limitOf(limiter) {
       args.push(band.capacity, band.refillTokens, period);
     }
   } else if (algorithm === 'fixed_window' || algorithm === 'sliding_window_counter' || algorithm === 'sliding_window_log') {
+    // The calendar first, as the Python client checks it: a calendar's
+    // windowMs is only its nominal length, so the bounds below, checked on
+    // it, would blame the limit for what is a calendar limit.
+    if (limiter.calendar !== null) {
+      throw rangeError('calendar', 'calendar windows are not supported on Redis');
+    }
     const window = micros(limiter.windowMs, 'windowMs');
     exact(window, 'windowMs', 'the window (µs)', MAX_SPAN);
     // Counts, like times, are numbers in the script.
     exact(limiter.limit, 'limit', 'limit');
     if (algorithm === 'sliding_window_counter') exact(limiter.limit * window, 'limit', 'limit * windowMs (µs)');
-    if (limiter.calendar !== null) {
-      throw rangeError('calendar', 'calendar windows are not supported on Redis');
-    }
     args = [algorithm, limiter.limit, window];
   } else {
     throw rangeError(

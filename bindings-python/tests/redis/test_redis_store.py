@@ -426,6 +426,10 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
         limiter.try_acquire(None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="^`calendar`: calendar windows are not supported on Redis$"):
         RedisLimiter(client, ratekeeper.FixedWindow.with_calendar(5, "day"))
+    # Named as a calendar even where the limit times the nominal 30 days is
+    # past 2^51, as the Node client names it.
+    with pytest.raises(ValueError, match="^`calendar`: calendar windows are not supported on Redis$"):
+        RedisLimiter(client, ratekeeper.SlidingWindowCounter.with_calendar(10**6, "month"))
     with pytest.raises(ValueError, match="^`initial_tokens`: token buckets on Redis start full$"):
         RedisLimiter(client, ratekeeper.TokenBucket(5, 1, 1, initial_tokens=0))
     with pytest.raises(ValueError, match="algorithm"):
