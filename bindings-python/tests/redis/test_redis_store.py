@@ -820,6 +820,35 @@ def test_cancelling_one_batched_caller_spares_the_others(url: str) -> None:
     asyncio.run(main())
 
 
+def test_async_callers_cancelled_before_their_batch_left_take_nothing_from_the_others(url: str) -> None:
+    # Callers cancelled while they waited for their batch (an
+    # asyncio.wait_for's timeout) were sent all the same: Redis took their
+    # units first, and the callers still there behind them were denied,
+    # units the key then got back once the cancelled ones' give-backs ran.
+    # The same calls in process admit every caller still there.
+    async def main() -> tuple[list[bool], int]:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(
+            client, ratekeeper.Gcra(2, 3600), prefix=f"rk-py-gone:{uuid.uuid4().hex}:", clock=lambda: 1_000_000
+        )
+        calls = count_round_trips(limiter)
+        first = asyncio.ensure_future(limiter.try_acquire("hot"))
+        await asyncio.sleep(0)  # its batch is under way
+        queued = [asyncio.ensure_future(limiter.try_acquire("hot")) for _ in range(3)]
+        await asyncio.sleep(0)  # all three queued behind it
+        queued[0].cancel()
+        queued[1].cancel()
+        decided = [(await first).allowed, (await queued[2]).allowed]
+        await client.aclose()
+        return decided, calls[0]
+
+    local = ratekeeper.Gcra(2, 3600)
+    assert [local.try_acquire(now=1_000_000).allowed for _ in range(2)] == [True, True]
+    decided, calls = asyncio.run(main())
+    assert decided == [True, True]
+    assert calls == 2  # one round trip each: the cancelled callers send nothing
+
+
 def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(500, 3600))
     admitted = []

@@ -198,6 +198,13 @@ class _Async:
 
     async def _answer(self, keys: list[bytes], queue: list[_Waiting], batch: list[_Waiting]) -> None:
         """Decides ``batch`` (cost, caller's target, future) in one call and answers each caller."""
+        # A caller cancelled before its batch left (an asyncio.wait_for's
+        # timeout) is not sent, as a thread that left is not (_Sync's
+        # `sent`): sent, Redis took its units ahead of the callers still
+        # there, denying them what its give-back returned only afterwards.
+        batch = [waiting for waiting in batch if not waiting[2].done()]
+        if not batch:
+            return
         targets = [t for _, t, _ in batch]
         try:
             costs = [c for c, _, _ in batch]
