@@ -1961,6 +1961,45 @@ def test_a_fallback_policy_decides_for_the_fields_the_request_had_at_the_call() 
     assert asyncio.run(main()) == [False, True]
 
 
+class FlushedAfterLoading(redis.Redis):
+    """A client each of whose ``SCRIPT LOAD`` another process's ``SCRIPT FLUSH``
+    follows at once (flushes in a row, a restart or failover meanwhile)."""
+
+    def script_load(self, script: Any) -> Any:
+        sha = super().script_load(script)
+        self.script_flush()
+        return sha
+
+
+class AsyncFlushedAfterLoading(redis.asyncio.Redis):
+    async def script_load(self, script: Any) -> Any:
+        sha = await super().script_load(script)
+        await self.script_flush()
+        return sha
+
+
+def test_a_script_flushed_again_after_its_reload_is_sent_itself_not_answered_by_on_error(url: str) -> None:
+    # redis-py loads the script on a NOSCRIPT and sends one more EVALSHA: a
+    # flush between the two made it a fault, and on_error denied the whole
+    # batch (and the callers queued behind it) while Redis answered.
+    prefix = f"rk-py-flushed:{uuid.uuid4().hex}:"
+    client = FlushedAfterLoading.from_url(url)
+    client.script_flush()
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix)
+    assert [limiter.try_acquire("k").from_store for _ in range(2)] == [True, True]
+    client.close()
+
+    async def main() -> tuple[bool, int]:
+        client = AsyncFlushedAfterLoading.from_url(url)
+        await client.script_flush()
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix)
+        decided = (await limiter.try_acquire("k")).from_store, (await limiter.peek("k", 0)).remaining
+        await client.aclose()
+        return decided
+
+    assert asyncio.run(main()) == (True, 7)
+
+
 class RefusingClient(redis.Redis):
     """A client whose script answers as a script that disagrees with it would."""
 

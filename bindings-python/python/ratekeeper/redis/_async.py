@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Callable, Optional, Union
 
-from redis.exceptions import ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
@@ -59,9 +59,19 @@ class _Async:
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         self._queues_lock = threading.Lock()
 
+    async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
+        """``_Sync._evalsha`` on asyncio: a second ``NOSCRIPT`` sends the script itself."""
+        try:
+            return await self._script(keys=keys, args=args)
+        except NoScriptError as missing:
+            try:
+                return await self._client.eval(REDIS_SCRIPT, len(keys), *keys, *args)
+            except NoPermissionError:
+                raise missing from None
+
     async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
-            reply: _Reply = await self._script(keys=keys, args=args)
+            reply: _Reply = await self._evalsha(keys, args)
         except ResponseError as error:
             _script_errors(error)
             raise

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import NoPermissionError, NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
@@ -165,9 +165,27 @@ class _Sync:
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         _STORES.add(self)
 
+    def _evalsha(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
+        """One ``EVALSHA`` of the script (redis-py loads it on a ``NOSCRIPT``
+        and tries once more), or, when that one meets a ``NOSCRIPT`` too, an
+        ``EVAL`` of the script itself."""
+        try:
+            return self._script(keys=keys, args=args)
+        except NoScriptError as missing:
+            # Flushed again between redis-py's SCRIPT LOAD and its second
+            # EVALSHA (SCRIPT FLUSH, a restart, a failover): EVAL needs no
+            # cache, and fills it. Else on_error answered the whole batch,
+            # and every caller queued behind it, as if Redis were away.
+            try:
+                return self._client.eval(REDIS_SCRIPT, len(keys), *keys, *args)
+            except NoPermissionError:
+                # An ACL user allowed EVALSHA and SCRIPT LOAD only: the
+                # NOSCRIPT stands, answered by on_error as before.
+                raise missing from None
+
     def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
-            reply: _Reply = self._script(keys=keys, args=args)
+            reply: _Reply = self._evalsha(keys, args)
         except ResponseError as error:
             _script_errors(error)
             raise
