@@ -1028,6 +1028,24 @@ describe('Policy', () => {
     );
   });
 
+  it('a rate string or JSON text with a lone surrogate is refused by name, as Python reads every string of a policy', () => {
+    // It reached the rate parser as U+FFFD: `invalid_syntax` "at byte 8",
+    // where Python (bindings-python/tests/test_api.py) says `invalid_value`.
+    const text = (name) => `\`${name}\` must be valid Unicode text (no lone surrogates)`;
+    for (const [make, name] of [
+      [() => Policy.fromRates('1/second\ud800'), 'rates'],
+      [() => Policy.fromRates('\udc00', { by: ['user'] }), 'rates'],
+      [() => new Policy('1/second\ud800'), 'config'],
+      [() => new Policy('{"limits": []}\ud800'), 'config'],
+      [() => Policy.fromConfig('\ud800'), 'config'],
+      [() => Policy.fromConfig('{"limits": [{"name": "a", "rate": "1/second\udfff"}]}'), 'config'],
+    ]) {
+      assert.equal(assertLimiterError(make, 'invalid_value', name).message, text(name));
+    }
+    // A pair is one character: the parser's to judge.
+    assertLimiterError(() => Policy.fromRates('1/second\ud83d\ude00'), 'invalid_syntax', 'rates');
+  });
+
   it("a request's field name or value with a lone surrogate is refused by name in every method, as in Python, taking nothing", async () => {
     // Written with U+FFFD in its place: users '\ud800' and '\udc00' shared one limit.
     const policy = new Policy({ limits: [{ name: 'per-user', rate: '1/second', by: ['user'] }] });

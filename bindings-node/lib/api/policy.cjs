@@ -150,6 +150,9 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
           clock = options.clock;
         }
       }
+      // Text, as Python reads every str argument of a policy: else a lone
+      // surrogate reached the rate parser as U+FFFD (an `invalid_syntax`).
+      if (typeof config === 'string') textOf(config, 'config');
       const rates = typeof config === 'string' && !configText(config);
       const none = config === undefined || config === null;
       // Read once (a getter may answer otherwise the next time), if a configuration's.
@@ -253,6 +256,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
     /** One limit per rate of `rates` ('10/second;100/day'), each named by its rate. */
     static fromRates(rates, options) {
       if (typeof rates !== 'string') badType('rates', 'a string');
+      textOf(rates, 'rates');
       // Rates only, as in Python: JSON text is fromConfig's, and the rate
       // parser refuses it, naming the place.
       if (configText(rates)) B.policyFromRates(rates, 'token_bucket', []);
@@ -263,6 +267,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
     static fromConfig(config, options) {
       // A configuration, not none: `new Policy()` is the empty policy.
       if (config === undefined || config === null) badType('config', 'an object or a string');
+      if (typeof config === 'string') textOf(config, 'config');
       // JSON text only, as in Python: a rate string is fromRates' (which
       // takes `algorithm` and `by` for it), and the configuration's reader
       // refuses it (`invalid_config`), naming the place.
