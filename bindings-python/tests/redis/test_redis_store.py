@@ -907,6 +907,66 @@ def test_a_child_forked_during_a_batch_decides_its_own_calls(url: str) -> None:
     assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_another_thread_queues_an_async_call_decides_its_own(url: str) -> None:
+    # An async limiter's queues are shared by the loops of several threads,
+    # under a threading lock. A fork while another thread held it (asking,
+    # here slowly, whether the loop whose batch is under way on its key
+    # still runs) copied it held into the child, where nobody would let it
+    # go: the child's first batched call on that limiter, on any key,
+    # blocked its event loop for ever.
+    code = textwrap.dedent(
+        """
+        import asyncio, os, signal, sys, threading, time
+        import redis.asyncio
+        import ratekeeper
+        from ratekeeper.redis import AsyncRedisLimiter
+
+        sending, held, forked, asked = (threading.Event() for _ in range(4))
+
+        def clock():
+            if threading.current_thread() is sender and not sending.is_set():
+                sending.set()
+                asked.wait()  # its batch is under way: its loop runs, its queue stays
+            return time.time()
+
+        class Loop(asyncio.SelectorEventLoop):
+            def is_running(self):
+                if threading.current_thread() is asker and not held.is_set():
+                    held.set()
+                    forked.wait()  # asked with the limiter's lock held
+                return super().is_running()
+
+        async def ask():
+            await limiter.try_acquire("hot")  # goes alone: the sender's loop runs
+            # Its connection is this loop's, which ends here: the sender makes its own.
+            await client.connection_pool.disconnect()
+            asked.set()
+
+        client = redis.asyncio.Redis.from_url(sys.argv[1])
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(100, 0.01), prefix=sys.argv[2], clock=clock)
+        sender = threading.Thread(target=lambda: Loop().run_until_complete(limiter.try_acquire("hot")))
+        asker = threading.Thread(target=lambda: asyncio.run(ask()))
+        sender.start()
+        sending.wait()
+        asker.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child that hangs is ended, and says so by its status
+            os._exit(0 if asyncio.run(limiter.try_acquire("hot")).from_store else 1)
+        forked.set()
+        _, status = os.waitpid(pid, 0)
+        sender.join()
+        asker.join()
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    prefix = f"rk-py-fork:{uuid.uuid4().hex}:"
+    done = subprocess.run([sys.executable, "-c", code, url, prefix], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
+
+
 def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: redis.Redis, url: str) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01))
     assert limiter.try_acquire("w").from_store  # the script is loaded

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -41,6 +43,25 @@ _Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
 _Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
 
 
+# The stores whose queues a forked child forgets (see _forget_queues).
+_STORES: weakref.WeakSet[_Async] = weakref.WeakSet()
+
+
+def _forget_queues() -> None:
+    """In a forked child, every store forgets its queues: they are the
+    parent's loops' (of other threads, which the child does not have), and
+    their lock was copied as it was. Held by another thread at the fork (a
+    call joining a queue), nobody let it go there, and the child's first
+    batched call of that store, on any key, blocked its event loop for ever."""
+    for store in list(_STORES):
+        store._queues_lock = threading.Lock()
+        store._queues = {}
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_queues)
+
+
 class _Async:
     """The asyncio client's calls, as ``_Sync``'s."""
 
@@ -58,6 +79,7 @@ class _Async:
         # dict is changed under the lock; a queue, only on its loop).
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         self._queues_lock = threading.Lock()
+        _STORES.add(self)
 
     async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         """``_Sync._evalsha`` on asyncio: a second ``NOSCRIPT`` sends the script itself."""
