@@ -415,7 +415,16 @@ export declare class KeyedLimiter {
   readonly maxKeys: number | null
   /** What happens at `maxKeys`. */
   readonly eviction: 'nearest_fresh' | 'refuse'
-  /** A new, fresh limiter of every key's configuration: its class, name and clock. */
+  /**
+   * A new, fresh limiter of every key's configuration: its class, name and
+   * clock. Each read makes one, as its constructor does: a
+   * `SlidingWindowLog`'s ring is allocated whole (2 * limit 16-byte entries,
+   * 32 MiB at a limit of 2^20), given back once the limiter is collected (on
+   * the wasm build, whose memory never shrinks, that room stays the
+   * module's). Read it once, not per request; `limit`, `windowMs`,
+   * `algorithm` and `name` are the keyed limiter's own getters. A `Policy`
+   * given the KeyedLimiter takes its configuration without one.
+   */
   readonly limiter: Limiter
 }
 

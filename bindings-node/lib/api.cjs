@@ -41,7 +41,7 @@ function createApi(B) {
   const keyedParts = keyed(common, waits, classes);
   const policyParts = policy(common, waits, classes, keyedParts);
   const { middleware, fastifyHook, takeStores } = server(common, classes, keyedParts, policyParts);
-  const { KeyedLimiter, isKeyed } = keyedParts;
+  const { KeyedLimiter, isKeyed, configurationOf } = keyedParts;
   const { Policy, isPolicy } = policyParts;
   const { Limiter, TokenBucket, Gcra, LeakyBucket, SlidingWindowLog, SlidingWindowCounter, FixedWindow, isLimiter } = classes;
   const api = {
@@ -61,9 +61,10 @@ function createApi(B) {
   };
   // For lib/redis.cjs, which takes this API's classes as its in-process
   // ones: brand checks, as the classes check each other (see isLimiter);
-  // and takeStores, by which it lets the server helpers take its own
-  // classes (see lib/api/server.cjs).
-  Object.defineProperty(api, values.BRANDS, { value: { isLimiter, isKeyed, isPolicy, takeStores } });
+  // takeStores, by which it lets the server helpers take its own classes
+  // (see lib/api/server.cjs); and what a policy takes of a KeyedLimiter
+  // (see configurationOf in lib/api/keyed.cjs).
+  Object.defineProperty(api, values.BRANDS, { value: { isLimiter, isKeyed, isPolicy, takeStores, configurationOf } });
   return api;
 }
 

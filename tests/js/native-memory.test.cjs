@@ -343,5 +343,25 @@ if (napi) {
         assert.ok(Math.abs(left) < SLACK, `V8 still counts ${left} bytes once every key is gone`);
       });
     }
+
+    it("a Policy or RedisPolicy built from a keyed log takes its configuration, not a log's ring allocated whole", () => {
+      // Through `keyed.limiter`, each took a limiter that decides, its ring
+      // of 2 * limit 16-byte entries allocated whole (32 MiB here), only to
+      // read its configuration and let it go.
+      const { RedisPolicy } = require('../../bindings-node/lib/redis.cjs');
+      const api = require('../../bindings-node/index.js'); // the one RedisPolicy takes
+      const keyed = new api.KeyedLimiter(new api.SlidingWindowLog({ limit: 1 << 20, windowMs: 60_000 }));
+      const before = externalMemory();
+      const policy = new api.Policy({ limits: [{ name: 'a', by: ['user'], limiter: keyed }] });
+      policy.add('b', keyed, { by: ['ip'] });
+      const client = { sendCommand: async () => null }; // never called: only built
+      new RedisPolicy(client, { limits: [{ name: 'a', by: ['user'], limiter: keyed }] });
+      const grown = externalMemory() - before;
+      assert.ok(grown < SLACK, `V8 was told of ${grown} bytes`);
+      // The getter's limiter has its ring whole, as a constructed log's.
+      const limiter = keyed.limiter;
+      assert.ok(externalMemory() - before - grown >= 32 * 1024 * 1024, 'keyed.limiter is whole');
+      assert.equal(limiter.tryAcquire(1, 0).allowed, true);
+    });
   });
 }

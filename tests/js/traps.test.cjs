@@ -75,6 +75,21 @@ describe("the wasm module's memory", () => {
     keyed.reclaim(1e9);
     assert.equal(keyed.size, 0);
   });
+
+  it("a Policy built from a keyed log takes its configuration, not a log's ring allocated whole", () => {
+    if (!WASM) return; // the napi build's: native-memory.test.cjs
+    // Through `keyed.limiter`, each took a limiter that decides, its ring
+    // of 2 * limit 16-byte entries allocated whole (32 MiB here), given
+    // back only once collected: the module's memory, which never shrinks,
+    // grew by that for each (over an edge worker's 128 MB with two).
+    const keyed = new KeyedLimiter(new SlidingWindowLog({ limit: 1 << 20, windowMs: 60_000 }));
+    const size = () => exported.memory.buffer.byteLength;
+    const start = size();
+    const policy = new Policy({ limits: [{ name: 'a', by: ['user'], limiter: keyed }] });
+    policy.add('b', keyed, { by: ['ip'] });
+    assert.ok(size() - start < MIB, `the module grew by ${(size() - start) / MIB} MiB`);
+    assert.equal(policy.tryAcquire({ user: 'alice', ip: '1' }, 1, 0).allowed, true);
+  });
 });
 
 describe('input longer than any state', () => {

@@ -6,6 +6,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
   const { B, yes, keyedOp, decision, badType, known, number, hotNow, nowFrom, readClock, keyOf, keyArgOf, thisChecks } = shared;
   const { keyedHandles, reservation, takenAt, fromFlat } = shared;
   let isKeyed;
+  let configurationOf;
 
   // The checks of `this` (see thisChecks); `isKeyed` is set below, by the class.
   const { own: ownKeyed, failed: keyedError } = thisChecks((self) => isKeyed(self), 'a KeyedLimiter');
@@ -206,17 +207,30 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
     /** A fresh limiter of every key's configuration (its class, name and clock). */
     get limiter() {
       ownKeyed(this);
-      const { name, clock } = internalsOf(this.#prototype);
-      const Class = classOf[this.#prototype.algorithm];
       // Whole: a log's ring allocated as its constructor allocates it, so
       // that no decision allocates (the wasm build's decisions on one
       // limiter run unguarded, and one that ran out of memory trapped).
-      return new Class(undefined, new Built(B.keyedPrototype(this.#h, true), { name, clock }));
+      return this.#fresh(true);
+    }
+
+    /** A new limiter of every key's configuration; `whole`: see keyedPrototype (native.d.ts). */
+    #fresh(whole) {
+      const { name, clock } = internalsOf(this.#prototype);
+      const Class = classOf[this.#prototype.algorithm];
+      return new Class(undefined, new Built(B.keyedPrototype(this.#h, whole), { name, clock }));
     }
 
     static {
       // A brand check (see isLimiter).
       isKeyed = (value) => value !== null && typeof value === 'object' && #h in value;
+      // What a Policy (and a RedisPolicy) takes of a KeyedLimiter: its keys'
+      // configuration, which it reads and lets go. Not through `limiter`,
+      // whose limiter decides and so has a log's ring allocated whole: 32
+      // MiB for a log of limit 2^20, given back only once collected (on the
+      // wasm build, each Policy built from such a keyed log grew the
+      // module's memory, which never shrinks, by that). A subclass's own
+      // `limiter` is still what it answers (checked by the caller).
+      configurationOf = (keyed) => (getterOf(keyed, 'limiter') === limiterGetter ? keyed.#fresh(false) : keyed.limiter);
     }
 
     /** `KeyedLimiter { limiter: Gcra { ... }, size: 2 }` in console.log: the options given, and the keys held. */
@@ -230,5 +244,16 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
     }
   }
 
-  return { KeyedLimiter, isKeyed };
+  const limiterGetter = Object.getOwnPropertyDescriptor(KeyedLimiter.prototype, 'limiter').get;
+
+  return { KeyedLimiter, isKeyed, configurationOf };
 };
+
+/** The getter `object[name]` reads (its own, or the nearest prototype's), or undefined when it is a plain value. */
+function getterOf(object, name) {
+  for (let o = object; o !== null; o = Object.getPrototypeOf(o)) {
+    const own = Object.getOwnPropertyDescriptor(o, name);
+    if (own !== undefined) return own.get;
+  }
+  return undefined;
+}

@@ -3,7 +3,7 @@
 // declarative configuration, rate strings or configured limiters.
 const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText, hasField } = require('./values.cjs');
 
-module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed }) {
+module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed, configurationOf }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
   const { policyHandles, typeName, decisionFields, takenAt, reservation, thisChecks } = shared;
   let isPolicy;
@@ -91,7 +91,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
         if (isKeyed(limiter)) {
           if (maxKeys != null || eviction != null) invalidValue('`maxKeys` and `eviction` come from the KeyedLimiter given as `limiter`');
           ({ maxKeys, eviction } = limiter);
-          limiter = limiter.limiter;
+          limiter = configurationOf(limiter);
         }
         if (!isLimiter(limiter)) badType('limiter', 'a limiter or a KeyedLimiter');
         if (maxKeys != null && typeof maxKeys !== 'number') badType('max_keys', 'a number');
@@ -241,7 +241,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       let eviction;
       if (isKeyed(limiter)) {
         ({ maxKeys, eviction } = limiter);
-        limiter = limiter.limiter;
+        limiter = configurationOf(limiter);
       }
       // Checked after, as the constructor checks it: a KeyedLimiter's
       // `limiter` may be a subclass's getter, answering anything.

@@ -384,8 +384,9 @@ const MOVES_UP = Symbol.for('ratekeeper.movesUp');
 /** A limiter's method reading its own clock: pacedFetch's default `clock` (read by pacedFetch too). */
 const NOW = Symbol.for('ratekeeper.now');
 /**
- * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`, and
- * `takeStores` (lib/api/server.cjs), for lib/redis.cjs: a symbol of this
+ * The API object's brand checks, `{ isLimiter, isKeyed, isPolicy }`,
+ * `takeStores` (lib/api/server.cjs) and `configurationOf`
+ * (lib/api/keyed.cjs), for lib/redis.cjs: a symbol of this
  * module's own, under a property that is not enumerable, so that they are
  * not part of the public API.
  */

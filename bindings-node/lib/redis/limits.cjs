@@ -11,7 +11,7 @@ const { TokenBucket, Gcra, FixedWindow, SlidingWindowCounter, SlidingWindowLog, 
 // other), never `instanceof`: that takes a Proxy of a limiter (a reactive
 // wrapper) or an object inheriting from one, whose getters and methods then
 // threw an uncoded TypeError (a private field read through `this`).
-const { isLimiter, isKeyed, isPolicy } = api[BRANDS];
+const { isLimiter, isKeyed, isPolicy, configurationOf } = api[BRANDS];
 
 /**
  * Throws, naming `name`, when `value` looks like a limiter, keyed limiter or
@@ -144,8 +144,9 @@ function policyLimits(config, algorithm, by) {
     limiters = config.split(/[;,|]/).map((rate) => limiterOfRate(algorithm ?? 'token_bucket', rate, undefined));
   } else if (typeof config === 'object' && Array.isArray(config.limits) && config.limits.some((l) => l?.limiter !== undefined)) {
     // Configured limiters (each its own field, as Policy reads them). A
-    // KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`.
-    limiters = config.limits.map(({ limiter }) => (isKeyed(limiter) ? limiter.limiter : limiter));
+    // KeyedLimiter, as Policy takes it: its limiter's configuration, keyed by the item's `by`
+    // (not its `limiter`, whose log would have its ring allocated whole: see configurationOf).
+    limiters = config.limits.map(({ limiter }) => (isKeyed(limiter) ? configurationOf(limiter) : limiter));
   } else {
     // The data Policy read (its own fields, through JSON: a BigInt or boxed
     // number as the number, a toJSON's answer), not the object as it is,
