@@ -403,6 +403,37 @@ mod tests {
         }
     }
 
+    /// Every exponent, each with fractions that put a half (and just under
+    /// and over one) at each bit, against the reference: the random floats
+    /// of `quick_paths_answer_as_the_plain_checks` land on a given exponent
+    /// about once in ten thousand, and the quick path rounds a shift of
+    /// exactly 32 (2^20 to 2^21 units: 12 to 24 days in seconds) by a
+    /// branch of its own.
+    #[test]
+    fn every_exponent_rounds_as_the_reference() {
+        for biased in 0..2048u64 {
+            for bit in 0..52 {
+                let half = 1u64 << bit;
+                for fraction in [half, half - 1, half + 1, FRACTION ^ half, FRACTION] {
+                    let value = f64::from_bits(biased << 52 | fraction);
+                    for scale in [1, 1_000_000, 1_000_000_000] {
+                        assert_eq!(
+                            scaled_nanos(value, scale, "now"),
+                            reference_nanos(value, scale, "now"),
+                            "{value:e} x {scale}"
+                        );
+                    }
+                }
+            }
+        }
+        // 1,500,000 s and 3 x 2^-32 s (0.698 ns), rounded up to 1 ns.
+        let value = f64::from_bits(1_500_000f64.to_bits() + 3);
+        assert_eq!(
+            Nanos::from_secs_f64(value, "now"),
+            Ok(Nanos(1_500_000_000_000_001))
+        );
+    }
+
     #[test]
     fn counts_must_be_safe_whole_numbers() {
         assert_eq!(count_from_f64(3.0, "cost"), Ok(3));

@@ -166,6 +166,30 @@ fn fresh_keys_are_not_kept() {
     assert!(store.is_empty());
 }
 
+/// A new key sweeps the store only once the store has doubled since the
+/// last sweep, as `KeyedLimiter` says: fresh keys are held until then. A
+/// sweep on every new key past the first 64 would make each insertion a
+/// pass over every key, and `fresh_keys_are_not_kept` bounds the keys held
+/// from above only.
+#[test]
+fn a_store_sweeps_once_it_has_doubled_since_the_last_sweep() {
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(10)).unwrap());
+    for key in 0..100u64 {
+        assert!(store.try_acquire(&key, Nanos(0), 1).unwrap().allowed);
+    }
+    // Keeps all 100 (none fresh at 0): the next sweep is at 200 keys.
+    store.reclaim(Nanos(0));
+    assert_eq!(store.len(), 100);
+    // From 10 on, those 100 are fresh, yet held until the store doubles.
+    for key in 100..200u64 {
+        assert!(store.try_acquire(&key, Nanos(10), 1).unwrap().allowed);
+        assert_eq!(store.len() as u64, key + 1);
+    }
+    // The key that finds 200 held sweeps them out first.
+    assert!(store.try_acquire(&200u64, Nanos(10), 1).unwrap().allowed);
+    assert_eq!(store.len(), 101);
+}
+
 #[test]
 fn a_reset_key_is_a_key_never_seen_and_holds_no_slot() {
     // A bucket whose keys start short, and a log: reset to their fresh

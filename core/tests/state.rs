@@ -491,6 +491,10 @@ fn a_bucket_state_no_bucket_holds_is_corrupt() {
     for (state, ok) in [
         ([1, 0, 2, 3, 0], false),
         ([1, 0, 2, 0, 50], true),
+        // The carry is below a step (100 ns for a token per 100 ns): a
+        // whole step carried is a token the band should hold.
+        ([1, 0, 2, 0, 99], true),
+        ([1, 0, 2, 0, 100], false),
         ([1, 0, 0, 3, 50], true),
         ([1, 0, 3, 0, 50], false),
         ([1, 0, 3, 0, 0], true),
