@@ -165,13 +165,14 @@ describe('acquire', () => {
     }
   });
 
-  it('a booking no waiter holds, or a reconfigure, between two waiters keeps the second in its slot', async () => {
+  it('a booking no waiter holds, a reconfigure or a restore, between two waiters keeps the second in its slot', async () => {
     // Moved up, the second waiter shared a slot with a reserve() the caller
     // held (two units at once from a burst of one; a leaky queue refused it).
-    for (const between of ['reserve', 'reconfigure']) {
+    for (const between of ['reserve', 'reconfigure', 'restore']) {
       for (const [name, make] of Object.entries(BUCKETS)) {
         const { time, track, limiter, controller, runOut } = abortable(make);
         if (between === 'reserve') assert.equal(limiter.reserve().waitMs, 200, name);
+        else if (between === 'restore') limiter.restore(limiter.toBytes());
         else limiter.reconfigure(make(time.now));
         track('b', limiter.acquire());
         await time.advance(10);
@@ -746,6 +747,68 @@ describe('acquire', () => {
         assert.deepStrictEqual(outcomes(settled), expected[inClock], `${name}: the clock ${inClock}`);
       }
     }
+  });
+
+  it('a clock that aborts a waiter ahead of an aborted one, as those behind it move up, books each once', async () => {
+    // c aborts; the clock, read for d to book again at, aborts a, ahead of
+    // c, whose withdrawal moves b and d up and lets c go as aborted. Read
+    // once c's place was taken, c's withdrawal went on from a place c no
+    // longer had: it took the last waiter (d) out, who never settled.
+    for (const [name, make] of Object.entries(QUEUES)) {
+      const { time, settled, track } = setup();
+      const { clock, at } = hookedClock(() => time.now());
+      const queue = emptiedQueue(make, clock);
+      const controllers = { a: new AbortController(), b: new AbortController(), c: new AbortController() };
+      for (const label of ['a', 'b', 'c']) track(label, queue.acquire({ signal: controllers[label].signal }));
+      track('d', queue.acquire());
+      at(1, () => controllers.a.abort());
+      controllers.c.abort();
+      await flush();
+      track('e', queue.acquire());
+      await time.advance(1_000);
+      time.uninstall();
+      assert.deepStrictEqual(outcomes(settled), { a: 'AbortError', b: 1_100, c: 'AbortError', d: 1_200, e: 1_300 }, name);
+    }
+  });
+
+  it("an aborted key's waiters moved up go at their new slots, ahead of another key's due later", async () => {
+    // x2 moves up to 1100, ahead of y1 (1150). Left behind y1 in the queue,
+    // it went only when y1 did.
+    const { time, settled, track } = setup();
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+    keyed.tryAcquire('x');
+    const controller = new AbortController();
+    track('x1', keyed.acquire('x', 1, { signal: controller.signal }));
+    track('x2', keyed.acquire('x'));
+    await time.advance(50);
+    keyed.tryAcquire('y');
+    track('y1', keyed.acquire('y'));
+    controller.abort();
+    await time.advance(1_000);
+    assert.deepStrictEqual(outcomes(settled), { x1: 'AbortError', x2: 1_100, y1: 1_150 });
+  });
+
+  it('waiters booked for one slot go in the order they were booked', async () => {
+    // A window's waiters share the start of the next window.
+    const { time, settled, track } = setup();
+    const window = new FixedWindow({ limit: 2, windowMs: 1_000, clock: time.now });
+    window.tryAcquire(2);
+    for (const label of ['a', 'b', 'c']) track(label, window.acquire());
+    await time.advance(2_000);
+    assert.deepStrictEqual(settled, [['a', 2_000], ['b', 2_000], ['c', 3_000]]);
+  });
+
+  it('a timer is armed for the whole milliseconds up to the slot, rounded up: it never fires before it', async () => {
+    // Rounded down, the timer fired short of the slot, and timers of 0 ms
+    // followed, each short of it again on a clock that had not moved.
+    const { time, settled, track } = setup();
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100.5, clock: time.now });
+    gcra.tryAcquire();
+    track('waiter', gcra.acquire());
+    assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [101]);
+    await time.advance(200);
+    assert.deepStrictEqual(settled, [['waiter', 1_101]], 'as its timer fired, after its slot');
+    assert.equal(time.scheduled.length, 1, 'one timer');
   });
 
   it("a signal's code that aborts a waiter while those behind an aborted one move up books each once", async () => {

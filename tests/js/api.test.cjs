@@ -832,6 +832,11 @@ describe('errors of arguments the JS layer checks', () => {
     // An array for options: its indices would read as no option at all.
     assert.throws(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), ['maxKeys']), { name: 'TypeError', code: 'invalid_type', message: '`options` must be an object' });
     assert.throws(() => Policy.fromRates('1/second', [['by', ['ip']]]), { name: 'TypeError', code: 'invalid_type', message: '`options` must be an object' });
+    // A KeyedLimiter's options of another type: the binding's error naming
+    // each (the addon's own conversion threw an uncoded Error, NumberExpected).
+    for (const [option, value] of [['maxKeys', '5'], ['maxKeys', true], ['eviction', 5]]) {
+      assertLimiterError(() => new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 1 }), { [option]: value }), 'invalid_type', option, `${option}: ${value}`);
+    }
     assert.throws(() => TokenBucket.fromBandwidths([[5, 1, 1000]]), { name: 'TypeError', code: 'invalid_type', message: '`bandwidths` must be an array of objects' });
     // acquire's options: a promise that rejects, as for every other bad option there.
     return assert.rejects(new Gcra({ burst: 1, emissionIntervalMs: 1 }).acquire(1, { timeout: 10 }), {

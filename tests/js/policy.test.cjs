@@ -390,6 +390,20 @@ describe('Policy', () => {
     }
   });
 
+  it("a reset, which resets no global limit, keeps another key's booking given back there", () => {
+    // Counted as a reset of the global limit too, it kept every booking made
+    // before it from being given back, whatever its key: bob's slot in the
+    // global limit went unused, and the next request waited a slot more.
+    const gcra = () => new Gcra({ burst: 1, emissionIntervalMs: 100 });
+    const policy = new Policy({ limits: [{ name: 'all', limiter: gcra() }, { name: 'u', by: ['user'], limiter: gcra() }] });
+    policy.tryAcquire({ user: 'alice' }, 1, 0);
+    const bob = policy.reserve({ user: 'bob' }, 1, Infinity, 0);
+    assert.equal(bob.waitMs, 100);
+    assert.equal(policy.reset({ user: 'alice' }), 1);
+    bob.cancel();
+    assert.equal(policy.reserve({ user: 'carol' }, 1, Infinity, 0).waitMs, 100, "bob's slot was given back");
+  });
+
   it('requests of any size and characters stay apart, whole', () => {
     // Both builds take a request of short ASCII fields through memory they
     // share with the JS layer (each string at most 255 characters, 512 bytes
