@@ -655,6 +655,48 @@ for (const [framework, serve, close] of frameworks) {
   });
 }
 
+// A Retry-After already set (by the app, before the helper) is one value:
+// a denial's replaces it. Listed with it as a RateLimit item is, it read
+// "3600, 60", which is no Retry-After at all.
+describe('a Retry-After set before a helper denies', () => {
+  for (const helper of [middleware, fastifyHook]) {
+    it(`${helper.name}: is replaced by the denial's, where RateLimit's items are listed after the earlier ones`, () => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 1, windowMs: 60_000, name: 'login' }));
+      limiter.tryAcquire('alice');
+      const headers = { 'Retry-After': '3600', RateLimit: '"earlier";r=5;t=10' };
+      const getHeader = (name) => headers[name];
+      const passed = () => assert.fail('the denied request went on');
+      const handler = helper({ limiter, key: () => 'alice' });
+      if (helper === middleware) {
+        handler({}, { statusCode: 200, setHeader: (name, value) => (headers[name] = value), getHeader, end() {} }, passed);
+      } else {
+        const reply = { sent: false, getHeader, headers: (set) => Object.assign(headers, set), code: () => reply, type: () => reply, send: () => (reply.sent = true) };
+        handler({}, reply, passed);
+      }
+      assert.match(headers.RateLimit, /^"earlier";r=5;t=10, "login";r=0;t=\d+$/);
+      assert.match(headers['Retry-After'], /^\d+$/);
+      assert.notEqual(headers['Retry-After'], '3600');
+    });
+  }
+});
+
+// An empty address is no address: refused as an unknown one is, rather
+// than keyed '' (one key that every such request would share).
+describe('the default key or fields, for an empty client address', () => {
+  for (const helper of [middleware, fastifyHook]) {
+    it(`${helper.name}: refuses the request as of an unknown address, charging nothing`, () => {
+      const keyed = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+      const policy = Policy.fromRates('5/minute', { by: ['client'] });
+      for (const request of [{ ip: '' }, { socket: { remoteAddress: '' } }]) {
+        assert.throws(() => helper({ limiter: keyed }).decide(request), { name: 'TypeError', code: 'invalid_type', message: /the client's address, read by the default `key`, is unknown/ });
+        assert.throws(() => helper({ limiter: policy }).decide({ ...request, method: 'GET', url: '/' }), { name: 'TypeError', code: 'invalid_type', message: /read by the default `fields`, is unknown/ });
+      }
+      assert.equal(keyed.size, 0);
+      assert.equal(policy.peek({ client: '' }, 0).remaining, 5);
+    });
+  }
+});
+
 /** A request made with node:http (`options`: a socketPath, a path fetch would not send as is): status, body and RateLimit. */
 function rawGet(options) {
   return new Promise((resolve, reject) => {
