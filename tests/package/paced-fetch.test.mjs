@@ -1793,3 +1793,59 @@ test("a request whose signal-like books another as it listens, then aborts or th
     }
   }
 });
+
+test('a Retry-After of up to maxRetryAfterMs (default 60 s), that bound included, is waited for and retried; a longer one is not', async () => {
+  const run = async (retryAfter, options = {}) => {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url, count) => (count === 1 ? { status: 429, headers: { 'Retry-After': retryAfter } } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, ...options });
+    const a = paced('/a');
+    await time.advance(200_000);
+    return [(await a).status, log, paced.pausedUntilMs];
+  };
+  assert.deepEqual(await run('60'), [200, [['/a', 0], ['/a', 60_000]], 60_000], 'the default bound, 60 s');
+  assert.deepEqual(await run('61'), [429, [['/a', 0]], 60_000], 'beyond it: answered, the queue paused 60 s');
+  assert.deepEqual(await run('2', { maxRetryAfterMs: 2_000 }), [200, [['/a', 0], ['/a', 2_000]], 2_000], 'the bound given');
+});
+
+test('a shorter pause asked while a longer one lasts leaves the longer one', async () => {
+  // Two requests answered 429 one after the other (sent together, a burst
+  // of two): the second's Retry-After of 1 s cut the first's 5 s short, and
+  // the queue went on into the server's 429s.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) =>
+    url === '/c' ? { status: 200 } : { status: 429, headers: { 'Retry-After': url === '/a' ? '5' : '1' } },
+  );
+  const gcra = Gcra.perPeriod({ burst: 2, tokens: 10, periodMs: 1000, clock: time.clock });
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers, retries: 0 });
+  const sent = [paced('/a'), paced('/b'), paced('/c')];
+  await time.advance(10_000);
+  assert.deepEqual((await Promise.all(sent)).map((r) => r.status), [429, 429, 200]);
+  assert.equal(paced.pausedUntilMs, 5_000);
+  assert.deepEqual(log, [['/a', 0], ['/b', 0], ['/c', 5_000]]);
+});
+
+test("an acquire() booked after a queued request is another's booking: aborting the request leaves its slot unused", async () => {
+  // Not counted, the request's booking was given back from before the
+  // acquire's: it freed the slot at the end, 200, which the next booking
+  // shared with the acquire (two units at once from a burst of one).
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const paced = pacedFetch(fetch, gcra, { clock: time.clock, timers: time.timers });
+  const first = paced('/a');
+  const controller = new AbortController();
+  const second = paced('/b', { signal: controller.signal });
+  const waiter = new AbortController();
+  const acquired = gcra.acquire(1, { signal: waiter.signal });
+  try {
+    controller.abort();
+    await assert.rejects(second, { name: 'AbortError' });
+    assert.equal(gcra.reserve(1, Infinity, 0).atMs, 300, 'the acquire keeps 200 to itself');
+  } finally {
+    // Its timer is a real one, on a clock that never reaches its slot.
+    waiter.abort();
+  }
+  await assert.rejects(acquired, { name: 'AbortError' });
+  await first;
+});
