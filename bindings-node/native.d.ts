@@ -70,11 +70,8 @@ export declare function keyedLen(handle: number): number
 export declare function keyedNew(prototype: number, maxKeys?: number | undefined | null, eviction?: string | undefined | null): number
 
 /**
- * The configuration of a keyed limiter's keys, as a new limiter handle:
- * `whole` for one that decides (`keyed.limiter`), a log's ring then
- * allocated whole as its constructor allocates it, so that no decision
- * allocates; not for the configuration a keyed limiter keeps for its
- * headers and getters, which never decides (see the wasm build's).
+ * The configuration of a keyed limiter's keys, as a new limiter handle
+ * (see [`shared::keyed_prototype`]).
  */
 export declare function keyedPrototype(handle: number, whole: boolean): number
 

@@ -483,18 +483,12 @@ pub fn keyed_new(
     Ok(keep_in(&env, &KEYED, store))
 }
 
-/// The configuration of a keyed limiter's keys, as a new limiter handle:
-/// `whole` for one that decides (`keyed.limiter`), a log's ring then
-/// allocated whole as its constructor allocates it, so that no decision
-/// allocates; not for the configuration a keyed limiter keeps for its
-/// headers and getters, which never decides (see the wasm build's).
+/// The configuration of a keyed limiter's keys, as a new limiter handle
+/// (see [`shared::keyed_prototype`]).
 #[napi(catch_unwind)]
 pub fn keyed_prototype(env: Env, handle: u32, whole: bool) -> napi::Result<u32> {
-    let prototype = with_in(&KEYED, &env, handle, |s| s.prototype())?;
-    Ok(keep(
-        &env,
-        if whole { prototype.fresh() } else { prototype },
-    ))
+    let prototype = with_in(&KEYED, &env, handle, |s| shared::keyed_prototype(s, whole))?;
+    Ok(keep(&env, prototype))
 }
 
 /// A key, or a field's name or value of a policy's request, as the JS layer

@@ -498,22 +498,15 @@ pub fn keyed_new(
     Ok(KeyedHandle(RefCell::new(store), Cell::new(false)))
 }
 
-/// The configuration of a keyed limiter's keys, as a new limiter handle:
-/// `whole` for one that decides (`keyed.limiter`), a log's ring then
-/// allocated whole as its constructor allocates it, so that no decision
-/// allocates (they run unguarded by traps.js, see [`unusable`]: a log's
-/// ring grown by a decision that ran out of memory trapped there). Not
-/// for the configuration a keyed limiter keeps for its headers and
-/// getters, which never decides: a log's ring is then left out.
+/// The configuration of a keyed limiter's keys, as a new limiter handle
+/// (see [`shared::keyed_prototype`] and [`unusable`]).
 #[wasm_bindgen(js_name = keyedPrototype)]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn keyed_prototype(handle: &KeyedHandle, whole: bool) -> Handle {
-    let prototype = handle.0.borrow().prototype();
-    Handle(RefCell::new(if whole {
-        prototype.fresh()
-    } else {
-        prototype
-    }))
+    Handle(RefCell::new(shared::keyed_prototype(
+        &handle.0.borrow(),
+        whole,
+    )))
 }
 
 /// `keyed.peek` (`op` 0), `keyed.tryAcquire` (1) or `keyed.reserve` (2)

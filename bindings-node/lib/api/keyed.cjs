@@ -213,7 +213,7 @@ module.exports = function keyed(shared, { acquireSlot, untracked, forgot, givesB
       return this.#fresh(true);
     }
 
-    /** A new limiter of every key's configuration; `whole`: see keyedPrototype (native.d.ts). */
+    /** A new limiter of every key's configuration; `whole`: see keyed_prototype in src/shared/keyed.rs. */
     #fresh(whole) {
       const { name, clock } = internalsOf(this.#prototype);
       const Class = classOf[this.#prototype.algorithm];

@@ -34,6 +34,23 @@ pub fn keyed(
     AnyKeyed::new(prototype).bounded(max_keys, eviction)
 }
 
+/// `keyedPrototype`: the configuration of `s`'s keys, as a limiter.
+/// `whole` for one that decides (`keyed.limiter`): a log's ring then
+/// allocated whole, as its constructor allocates it, so that no decision
+/// allocates (the wasm build's decisions on one limiter run unguarded by
+/// traps.js: a ring grown by a decision that ran out of memory trapped
+/// there). Not for the configuration a keyed limiter keeps for its headers
+/// and getters, which never decides: a log's ring is then left out.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub fn keyed_prototype(s: &AnyKeyed, whole: bool) -> AnyLimiter {
+    let prototype = s.prototype();
+    if whole {
+        prototype.fresh()
+    } else {
+        prototype
+    }
+}
+
 /// `keyed.peek` ([`PEEK`]), `keyed.tryAcquire` ([`TRY_ACQUIRE`]) or
 /// `keyed.reserve` ([`RESERVE`], answered as [`super::reserve`]; the only one to
 /// read `max_wait_ms`) of `cost` for `key` at `now`.
