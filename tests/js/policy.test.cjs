@@ -4,6 +4,7 @@
 
 const { describe, it } = require('node:test');
 const assert = require('node:assert/strict');
+const vm = require('node:vm');
 
 const api = require('./impl.cjs');
 const { KeyedLimiter, Policy, Gcra, FixedWindow, SlidingWindowLog, LeakyBucket, TokenBucket, SlidingWindowCounter } = api;
@@ -367,8 +368,19 @@ describe('Policy', () => {
     assertLimiterError(() => policy.reset({ user: 1.5 }), 'invalid_value', 'request.user');
     assertLimiterError(() => policy.reset('alice'), 'invalid_type', 'request');
     // An array, a Map or a Set is no request, as Python refuses a list:
-    // their fields (entries) were read as none.
-    for (const wrong of [[], [['user', 'alice']], new Map([['user', 'alice']]), new Set(['alice'])]) {
+    // their fields (entries) were read as none. Nor is one of another realm
+    // (a `vm` context's, an iframe's), which `instanceof` did not see, nor
+    // binary data (Python refuses bytes): a Uint8Array's bytes were read as
+    // the fields "0", "1"..., an ArrayBuffer's or a DataView's as none.
+    const other = (code) => vm.runInNewContext(code);
+    const wrongs = [
+      [], [['user', 'alice']], new Map([['user', 'alice']]), new Set(['alice']), new WeakMap(), new WeakSet(),
+      other("new Map([['user', 'alice']])"), other("new Set(['alice'])"), other('[]'),
+      new TextEncoder().encode('alice'), Buffer.from('alice'), new Int32Array(2), new Float64Array(1), new BigInt64Array(1),
+      new ArrayBuffer(4), new SharedArrayBuffer(4), new DataView(new ArrayBuffer(4)),
+      other('new Uint8Array([97])'), other('new ArrayBuffer(1)'), other('new DataView(new ArrayBuffer(1))'),
+    ];
+    for (const wrong of wrongs) {
       assertLimiterError(() => policy.reset(wrong), 'invalid_type', 'request');
       assertLimiterError(() => policy.tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
       assertLimiterError(() => api.Policy.fromRates('10/second').tryAcquire(wrong, 1, 0), 'invalid_type', 'request');

@@ -3,6 +3,7 @@
 // TTLs, headers, waiting, the script cache, hot-key batching.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const vm = require('node:vm');
 const { rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
 const { countingSignal } = require('../js/helpers.cjs');
 
@@ -728,9 +729,16 @@ for (const library of Object.keys(CLIENTS)) {
         assert.throws(() => rk.Policy.fromRates('1/hour', { by: ['user'] }).tryAcquire({ user: 'bob', plan }), { name: 'TypeError', code: 'invalid_type', message: /^`request\.plan` must be a string, a number or a Uint8Array/ });
       }
       // An array, a Map or a Set is no request (their entries were read as
-      // no fields), as in-process and as Python refuses a list.
+      // no fields), as in-process and as Python refuses a list; nor is one
+      // of another realm (a `vm` context's), nor binary data (a Uint8Array's
+      // bytes were read as the fields "0", "1"...), as Python refuses bytes.
       const global = new RedisPolicy(client, '1/hour', { prefix: p, clock: () => T0 });
-      for (const wrong of [[], new Map([['user', 'bob']]), new Set(['bob'])]) {
+      const other = (code) => vm.runInNewContext(code);
+      const wrongs = [
+        [], new Map([['user', 'bob']]), new Set(['bob']), other("new Map([['user', 'bob']])"), other("new Set(['bob'])"),
+        new TextEncoder().encode('bob'), Buffer.from('bob'), new Int32Array(1), new ArrayBuffer(1), new DataView(new ArrayBuffer(1)), other('new Uint8Array([98])'),
+      ];
+      for (const wrong of wrongs) {
         for (const call of [(r) => global.tryAcquire(r, 1), (r) => policy.peek(r, 1), (r) => policy.reset(r)]) {
           await assert.rejects(call(wrong), (e) => e instanceof TypeError && e.code === 'invalid_type' && e.message.startsWith('`request` must be an object'));
         }

@@ -89,14 +89,28 @@ function isUint8Array(value) {
 }
 
 /**
+ * Object.prototype.toString as found at load, called without a lookup: a
+ * built-in's tag (`[object Map]`), which a Map of another realm (a `vm`
+ * context's, an iframe's) has too, where `instanceof Map` is false. Read
+ * in browsers and workers alike (node:util's type checks are Node's).
+ */
+const objectTag = Function.prototype.call.bind(Object.prototype.toString);
+/** The tags of the collections and the binary data that isRequest refuses (a typed array or a DataView: ArrayBuffer.isView). */
+const NOT_REQUESTS = new Set(['[object Map]', '[object Set]', '[object WeakMap]', '[object WeakSet]', '[object ArrayBuffer]', '[object SharedArrayBuffer]']);
+
+/**
  * Whether `request`, given (not undefined or null), is an object whose own
  * enumerable keys are its fields, as a Python request is a mapping: not an
- * array (Python refuses a list) nor a Map or Set, whose entries
- * `Object.keys` does not see (their fields were read as none: a policy of
- * global limits admitted them, one keyed by a field said it was missing).
+ * array (Python refuses a list), nor a collection (a Map, Set, WeakMap or
+ * WeakSet) whose entries `Object.keys` does not see (their fields were read
+ * as none: a policy of global limits admitted them, one keyed by a field
+ * said it was missing), nor binary data (Python refuses bytes): an
+ * ArrayBuffer's bytes are no keys either, and a Uint8Array's were read as
+ * the fields "0", "1"... Of any realm: Array.isArray and ArrayBuffer.isView
+ * read internal slots, and a collection or a buffer is told by its tag.
  */
 function isRequest(request) {
-  return typeof request === 'object' && !Array.isArray(request) && !(request instanceof Map) && !(request instanceof Set);
+  return typeof request === 'object' && !Array.isArray(request) && !ArrayBuffer.isView(request) && !NOT_REQUESTS.has(objectTag(request));
 }
 
 /**
