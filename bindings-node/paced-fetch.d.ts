@@ -141,7 +141,9 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * `t` is optional: an item with `r=0` and none pauses as if `t` were that
  * policy's `w` (so `w / q` seconds, or `w` for `q=0` or another unit), and is ignored when
  * no such policy gives a window; a malformed `t` (`t=-1`, or a decimal
- * `t=1.5`: `r`, `t`, `q` and `w` are Integers) is ignored.
+ * `t=1.5`: `r`, `t`, `q` and `w` are Integers) is ignored. A `RateLimit`
+ * or `RateLimit-Policy` field that breaks structured-field syntax is
+ * ignored as a whole (RFC 9651, section 4.2).
  * A response from a cache (an `Age` header above 0, RFC 9111) tells of the
  * server as it was when it was made: its RateLimit fields are ignored (the
  * draft's section 7.3), and its `Retry-After` delay-seconds count from

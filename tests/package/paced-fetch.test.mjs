@@ -1477,9 +1477,12 @@ test('RateLimit fields as structured lists: several policies, strings holding , 
   // An item's parameters are no dictionary: only the older draft's own members are.
   assert.equal(pause({ RateLimit: '"a";r=5;t=1;remaining=0;reset=30' }), null);
   assert.equal(pause({ RateLimit: 'limit=10, remaining=0, reset=30' }), 30_000);
-  // Garbage: ignored, never thrown on. A string left open runs to the end (a parse error).
+  // Garbage: ignored, never thrown on. A string left open runs to the end
+  // (a parse error: the whole field is ignored, see below).
   assert.equal(pause({ RateLimit: '"open;r=0;t=5' }), null);
-  assert.equal(pause({ RateLimit: '"a";r=0;t=5, garbage, ;;, =, "b";r=x;t=1, "c";r=0;t=-1, "d";r=0' }), 5000);
+  // Members that are well-formed structured items but no policy's (no `r`,
+  // a token `r`, a negative `t`, no `t` nor policy) are ignored one by one.
+  assert.equal(pause({ RateLimit: '"a";r=0;t=5, garbage, "b";r=x;t=1, "c";r=0;t=-1, "d";r=0' }), 5000);
   let seed = 38;
   const alphabet = ['"', '\\', ';', ',', '=', ' ', ':', 'r', 't', 'q', 'w', '0', '5', 'a', 'remaining', 'reset'];
   for (let i = 0; i < 2000; i++) {
@@ -1491,6 +1494,59 @@ test('RateLimit fields as structured lists: several policies, strings holding , 
     const got = pause({ RateLimit: text, 'RateLimit-Policy': text });
     assert.ok(got === null || (Number.isFinite(got) && got >= 0), `${text}: ${got}`);
   }
+});
+
+test('a RateLimit or RateLimit-Policy field that breaks structured-field syntax is ignored as a whole (RFC 9651), its well-formed members too', () => {
+  // Read member by member, `"a";r=0;t=5, ;;` paused 5 s: RFC 9651 (section
+  // 4.2) ignores a field that fails to parse as a whole, and the draft
+  // reads both fields as structured Lists.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  const broken = [
+    '"a";r=0;t=5, ;;',
+    '"a";r=0;t=5, =',
+    '"a";r=0;t=5,',
+    '"a";r=0;t=5 "b";r=1',
+    '"a";r=0;t=5, "b";R=1',
+    '"a";r=0;t=5, "b";r = 1',
+    '"a";r=0;t=5, "b";r=1;t=1234567890123456',
+    '"a";r=0;t=5, "b";r=1;t=1.2345',
+    '"a";r=0;t=5, "b";r=1;t=1.',
+    '"a";r=0;t=5, "b";r=1;t=-',
+    '"a";r=0;t=5, "b";r=1;note="\\x"',
+    '"a";r=0;t=5, "b";r=1;note="caf\u00e9"',
+    '"a";r=0;t=5, "b";r=1;pk=:not base64:',
+    '"a";r=0;t=5, "b";r=1;on=?2',
+    '"a";r=0;t=5, ("b" "c"',
+    '"a";r=0;t=5, ("b""c")',
+    '"a";r=0;t=5, "b";r=1;d=@1.5',
+    '"a";r=0;t=5, "b";r=1;s=%"%C3%A9"',
+    '"a";r=0;t=5, "b";r=1;s=%"%ff"',
+    // Neither a List nor the older draft's Dictionary: the two forms mixed.
+    '"a";r=0;t=5, remaining=0, reset=5',
+    'limit=10, remaining=0, reset=5, "a"',
+    'limit=10, remaining=0, reset=5;',
+    'limit=10, remaining=0, Reset=5',
+  ];
+  for (const value of broken) {
+    assert.equal(pause({ RateLimit: value }), null, value);
+    assert.equal(pause({ 'RateLimit-Policy': '"a";q=5;w=5', RateLimit: value }), null, `${value}, with a policy`);
+  }
+  // A broken RateLimit-Policy is ignored too: it bounds no pause, `t` governs.
+  for (const value of ['"a";q=5;w=5, ;;', '"a";q=5;w=5, "b";q=1;w=1;Q=2', '"a";q=5;w=5;n="open']) {
+    assert.equal(pause({ 'RateLimit-Policy': value, RateLimit: '"a";r=0;t=5' }), 5000, value);
+    assert.equal(pause({ 'RateLimit-Policy': value, RateLimit: '"a";r=0' }), null, `${value}, no t`);
+  }
+  // Every structured type parses, so the field is read: a token name, an
+  // inner list, Booleans, Decimals, byte sequences, Dates, Display
+  // Strings, keys with `*`, `_`, `-` and `.`, whitespace where RFC 9651 allows it.
+  const valid = '("x" y);n=1, a;r=0;t=5;ok;no=?0;f=-1.25;pk=:AQID:;d=@1700000000;s=%"caf%c3%a9";*k_-.9=tok/en:x, "b";r=3;t=1 ,\t"c";  r=9';
+  assert.equal(pause({ RateLimit: valid }), 5000);
+  assert.equal(pause({ 'RateLimit-Policy': 'a;q=5;w=5;y=?1, ("p" q);z=1', RateLimit: valid }), 1000);
+  // The older draft's Dictionary, its members cut at `,` or `;`, still parses.
+  assert.equal(pause({ RateLimit: 'limit=10, remaining=0, reset=5' }), 5000);
+  assert.equal(pause({ RateLimit: 'limit=10;remaining=0;reset=5' }), 5000);
+  // An empty field is an empty list: nothing to read, nothing thrown.
+  assert.equal(pause({ RateLimit: '' }), null);
 });
 
 test('RateLimit items of one name go with the policies of that name in order: helpers in a row, each limiter "default"', () => {

@@ -113,6 +113,174 @@ function splitOutsideStrings(text, separator) {
   return parts;
 }
 
+/** Thrown by parsesAs where the text breaks structured-field syntax (caught there only). */
+const BROKEN = Symbol('broken');
+// The characters of RFC 9651's grammar (section 3): a key's, a token's, a
+// byte sequence's (base64), a digit.
+const KEY_START = /[a-z*]/;
+const KEY_CHAR = /[a-z0-9_\-.*]/;
+const TOKEN_START = /[A-Za-z*]/;
+const TOKEN_CHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z:/]/;
+const BASE64_CHAR = /[A-Za-z0-9+/=]/;
+const DIGIT = /[0-9]/;
+/** Reads a Display String's bytes, refusing what is not UTF-8 (section 4.2.10). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * `value` (a field's value, or null when absent) when it parses as a
+ * Structured Field List, or as a Dictionary (the older draft's `RateLimit:
+ * limit=10, remaining=0, reset=30`), by RFC 9651's rules (section 4.2);
+ * else null. A field that fails to parse is ignored as a whole (section
+ * 4.2: "the entire field value MUST be ignored"): read member by member,
+ * `"a";r=0;t=5, ;;` paused as if it were well-formed.
+ */
+function structured(value) {
+  return value !== null && (parsesAs(value, false) || parsesAs(value, true)) ? value : null;
+}
+
+/**
+ * Whether `text` parses as a Structured Field List (or, `dictionary`, a
+ * Dictionary): checked only, the values read as text by parseRateLimit.
+ * Every bare type of RFC 9651 parses, its Date and Display String too.
+ */
+function parsesAs(text, dictionary) {
+  let at = 0;
+  const broken = () => {
+    throw BROKEN;
+  };
+  const is = (chars) => at < text.length && chars.test(text[at]);
+  const skip = (chars) => {
+    while (at < text.length && chars.includes(text[at])) at++;
+  };
+  const key = () => {
+    if (!is(KEY_START)) broken();
+    while (is(KEY_CHAR)) at++;
+  };
+  // An Integer or Decimal (section 4.2.4): at most 15 digits, or 12 and 3 decimals.
+  const number = (integerOnly) => {
+    if (text[at] === '-') at++;
+    if (!is(DIGIT)) broken();
+    const start = at;
+    let dot = -1;
+    for (;;) {
+      if (is(DIGIT)) at++;
+      else if (dot < 0 && text[at] === '.') {
+        if (at - start > 12) broken();
+        dot = at++;
+      } else break;
+      if (at - start > (dot < 0 ? 15 : 16)) broken();
+    }
+    if (dot >= 0 && (integerOnly || at - dot - 1 < 1 || at - dot - 1 > 3)) broken();
+  };
+  // A String (section 4.2.5): printable ASCII, `\` escaping only `"` and `\`.
+  const string = () => {
+    at++;
+    for (;;) {
+      if (at >= text.length) broken();
+      const c = text.charCodeAt(at++);
+      if (c === 0x22) return;
+      if (c === 0x5c) {
+        if (text[at] !== '"' && text[at] !== '\\') broken();
+        at++;
+      } else if (c < 0x20 || c > 0x7e) broken();
+    }
+  };
+  // A Display String (section 4.2.10): `%"`, printable ASCII with
+  // lowercase `%xx` escapes, whose bytes are UTF-8.
+  const displayString = () => {
+    at++;
+    if (text[at++] !== '"') broken();
+    const bytes = [];
+    for (;;) {
+      if (at >= text.length) broken();
+      const c = text.charCodeAt(at++);
+      if (c < 0x20 || c > 0x7e) broken();
+      if (c === 0x22) break;
+      if (c === 0x25) {
+        const hex = text.slice(at, at + 2);
+        if (!/^[0-9a-f]{2}$/.test(hex)) broken();
+        bytes.push(parseInt(hex, 16));
+        at += 2;
+      } else bytes.push(c);
+    }
+    try {
+      UTF8.decode(new Uint8Array(bytes));
+    } catch {
+      broken();
+    }
+  };
+  const bareItem = () => {
+    const c = text[at];
+    if (c === '-' || is(DIGIT)) number(false);
+    else if (c === '"') string();
+    else if (is(TOKEN_START)) {
+      at++;
+      while (is(TOKEN_CHAR)) at++;
+    } else if (c === ':') {
+      at++;
+      while (is(BASE64_CHAR)) at++;
+      if (text[at++] !== ':') broken();
+    } else if (c === '?') {
+      at++;
+      if (text[at] !== '0' && text[at] !== '1') broken();
+      at++;
+    } else if (c === '@') {
+      at++;
+      number(true);
+    } else if (c === '%') displayString();
+    else broken();
+  };
+  const parameters = () => {
+    while (text[at] === ';') {
+      at++;
+      skip(' ');
+      key();
+      if (text[at] === '=') {
+        at++;
+        bareItem();
+      }
+    }
+  };
+  // An Item or an Inner List (section 4.2.1.1), with its parameters.
+  const member = () => {
+    if (text[at] === '(') {
+      at++;
+      for (;;) {
+        skip(' ');
+        if (text[at] === ')') break;
+        bareItem();
+        parameters();
+        if (text[at] !== ' ' && text[at] !== ')') broken();
+      }
+      at++;
+    } else bareItem();
+    parameters();
+  };
+  try {
+    skip(' ');
+    while (at < text.length) {
+      if (dictionary) {
+        // A key alone is `true`, with parameters of its own.
+        key();
+        if (text[at] === '=') {
+          at++;
+          member();
+        } else parameters();
+      } else member();
+      skip(' \t');
+      if (at >= text.length) break;
+      if (text[at++] !== ',') broken();
+      skip(' \t');
+      // A trailing comma.
+      if (at >= text.length) broken();
+    }
+    return true;
+  } catch (error) {
+    if (error === BROKEN) return false;
+    throw error;
+  }
+}
+
 /**
  * The quota unit a policy's `qu` names: a String (section 3.1.2), its
  * `requests` also spelt `request` (as the draft's registry lists it); null
@@ -130,8 +298,10 @@ function quotaUnit(text) {
  * draft's structured `RateLimit: "name";r=0;t=30` (a list: several
  * policies, the longest exhausted one wins; other parameters ignored), its
  * older `RateLimit: limit=10, remaining=0, reset=30` (or cut at `;`), and separate
- * `RateLimit-Remaining` / `RateLimit-Reset`. Malformed members are
- * ignored, never thrown on.
+ * `RateLimit-Remaining` / `RateLimit-Reset`. Never throws. A `RateLimit` or
+ * `RateLimit-Policy` field that breaks structured-field syntax is ignored
+ * as a whole (see structured); in a well-formed one, a member that is no
+ * policy's (as below) is ignored alone.
  *
  * `t` is when the quota is whole again, which for a bucket may be long after
  * its next unit: with the same policy's `RateLimit-Policy: "name";q=5;w=5`,
@@ -197,14 +367,14 @@ function parseRateLimit(headers) {
   // policy, and an exhausted limit of 4 per 2 s paused a unit's share of the
   // other's 10 per 1 s (0.1 s, not 0.5): a 429 every few requests.
   const policies = new Map();
-  const policy = headers.get('ratelimit-policy');
+  const policy = structured(headers.get('ratelimit-policy'));
   if (policy !== null) {
     for (const { name, params } of members(policy)) {
       if (policies.has(name)) policies.get(name).push(params);
       else policies.set(name, [params]);
     }
   }
-  const value = headers.get('ratelimit');
+  const value = structured(headers.get('ratelimit'));
   if (value !== null) {
     // The older draft's dictionary (`remaining=0, reset=30`): its members'
     // own values, and their parameters too, since servers cut its members
