@@ -85,7 +85,9 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
   clock?: (() => number) | null
   /**
    * Wall-clock milliseconds, for a `Retry-After` given as an HTTP date (read
-   * only then). Default `Date.now()`. A read that throws or is no finite
+   * only then), which counts from it when the response has no valid `Date`
+   * (with one, from that `Date` plus its `Age`: both the server's clock).
+   * Default `Date.now()`. A read that throws or is no finite
    * number rejects the request whose answer it was read for.
    */
   wallClock?: (() => number) | null
@@ -148,6 +150,9 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * server as it was when it was made: its RateLimit fields are ignored (the
  * draft's section 7.3), and its `Retry-After` delay-seconds count from
  * then (`Retry-After: 5` with `Age: 3` pauses 2 s; an HTTP date is kept).
+ * A `Retry-After` date counts from the response's `Date` (plus its `Age`),
+ * on the server's clock, so that a client clock off from it waits what the
+ * server asked (RFC 9110, section 10.2.3); without a valid `Date`, from `wallClock`.
  * A cache that adds no `Age` goes unnoticed.
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)

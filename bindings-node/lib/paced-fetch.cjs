@@ -592,7 +592,7 @@ function pace(RateLimited, fetch, limiter, options) {
     // response from a cache), or each reuse of a response saying `r=0`
     // would pause the queue again, long after the quota came back.
     const age = ageOf(headers);
-    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall, age) : null;
+    const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall, age, headers.get('date')) : null;
     if (retryAfter !== null) {
       const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
       const retry = again && entry.attempt < retries && retryAfter <= Math.min(maxRetryAfterMs, MAX_PAUSE_MS) && !(entry.signal && entry.signal.aborted);

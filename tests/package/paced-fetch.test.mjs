@@ -187,6 +187,55 @@ test("a cache's answer (`Age` above 0): its RateLimit is ignored, and its Retry-
   assert.equal(parseRetryAfter('30', noon, 40), 0);
 });
 
+test("an HTTP-date Retry-After counts from the response's Date, on the server's clock: a client clock off by an hour pauses as asked", async () => {
+  // Measured against the local clock alone, a client an hour behind the
+  // server paused the whole hour (capped at maxRetryAfterMs, and not
+  // retried), and one an hour ahead not at all (a date past: retried at
+  // once, into another 429). RFC 9110 (section 10.2.3) counts a date from
+  // "the time of the response", which the response's Date tells on the
+  // same clock as the Retry-After date.
+  const noon = Date.UTC(2025, 0, 1, 12);
+  const serverDate = 'Wed, 01 Jan 2025 12:00:00 GMT';
+  const retryAt = 'Wed, 01 Jan 2025 12:00:30 GMT';
+  const run = async (wall, headers) => {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status: 429, headers } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, wallClock: () => wall + time.clock(), timers: time.timers });
+    const sent = [paced('/a'), paced('/b')];
+    await time.advance(120_000);
+    const answers = await Promise.all(sent);
+    return [log, answers.map((r) => r.status)];
+  };
+  const asked = [[['/a', 0], ['/a', 30_000], ['/b', 30_100]], [200, 200]];
+  for (const skew of [0, -3_600_000, 3_600_000, 29_000, -29_000]) {
+    assert.deepEqual(await run(noon + skew, { 'Retry-After': retryAt, Date: serverDate }), asked, `client clock off by ${skew} ms`);
+  }
+  // Its other forms of date too.
+  for (const date of ['Wednesday, 01-Jan-25 12:00:00 GMT', 'Wed Jan  1 12:00:00 2025']) {
+    assert.deepEqual(await run(noon - 3_600_000, { 'Retry-After': retryAt, Date: date }), asked, date);
+  }
+  // No Date, or one that is no HTTP-date (a list of two, junk): the local clock, as before.
+  for (const date of [undefined, 'soon', `${serverDate}, ${serverDate}`, 'Wed, 31 Feb 2025 12:00:00 GMT']) {
+    const headers = { 'Retry-After': retryAt, ...(date !== undefined && { Date: date }) };
+    assert.deepEqual(await run(noon + 10_000, headers), [[['/a', 0], ['/a', 20_000], ['/b', 20_100]], [200, 200]], String(date));
+  }
+  // A cache's answer: the server's now is its Date plus its Age.
+  assert.deepEqual(await run(noon - 3_600_000, { 'Retry-After': retryAt, Date: serverDate, Age: '10' }), [[['/a', 0], ['/a', 20_000], ['/b', 20_100]], [200, 200]], 'Age 10');
+  // A date at or before the response's: no wait (clamped at 0), whatever the local clock says.
+  for (const at of ['Wed, 01 Jan 2025 11:59:00 GMT', serverDate]) {
+    assert.deepEqual(await run(noon - 3_600_000, { 'Retry-After': at, Date: serverDate }), [[['/a', 0], ['/a', 100], ['/b', 200]], [200, 200]], at);
+  }
+  // Delay-seconds are no date: the Date changes nothing.
+  assert.deepEqual(await run(noon - 3_600_000, { 'Retry-After': '30', Date: serverDate }), asked, 'delay-seconds');
+  // The parser: the date less the response's Date (and its Age), never below 0.
+  assert.equal(parseRetryAfter(retryAt, noon + 3_600_000, 0, serverDate), 30_000);
+  assert.equal(parseRetryAfter(retryAt, noon + 3_600_000, 20, serverDate), 10_000);
+  assert.equal(parseRetryAfter(retryAt, noon + 3_600_000, 40, serverDate), 0);
+  assert.equal(parseRetryAfter(retryAt, noon + 10_000, 0, 'soon'), 20_000);
+  assert.equal(parseRetryAfter(retryAt, noon + 10_000, 0, null), 20_000);
+  assert.equal(parseRetryAfter('30', noon, 0, 'Wed, 01 Jan 2025 13:00:00 GMT'), 30_000);
+});
+
 test('retries: 0 returns the 429, and the queue still pauses', async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time, (url) =>

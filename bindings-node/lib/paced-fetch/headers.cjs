@@ -1,6 +1,6 @@
 'use strict';
 // pacedFetch: what a response says of when to ask again: `Retry-After`
-// (delay-seconds or an HTTP-date, RFC 9110, less the response's `Age`) and
+// (delay-seconds, or an HTTP-date from the response's `Date`, RFC 9110; less the response's `Age`) and
 // the `RateLimit` / `RateLimit-Policy` fields (the IETF draft, and the older
 // `RateLimit-Remaining` / `RateLimit-Reset`).
 
@@ -11,16 +11,25 @@
  * reading them, called only for a date; a date against a time that is no
  * finite number reads as none (its NaN paused the queue for ever).
  * `ageSeconds`: how long ago the response was made (see ageOf), spent
- * already of delay-seconds, which count from then; a date is a date.
+ * already of delay-seconds, which count from then.
+ * `responseDate`: the response's `Date` (null when it has none). A date
+ * counts from it, plus `ageSeconds`, the server's now by its own clock
+ * (RFC 9110, section 10.2.3: "the time of the response"), so that a client
+ * clock off from the server's waits what the server asked: against the
+ * local clock, one an hour behind waited the hour, one ahead not at all.
+ * Without a valid Date (or through CORS, which hides it unless exposed),
+ * against the wall clock. A date is the same instant either way.
  */
-function parseRetryAfter(value, wallNow, ageSeconds = 0) {
+function parseRetryAfter(value, wallNow, ageSeconds = 0, responseDate = null) {
   if (value === null || value === undefined) return null;
   const text = String(value).trim();
   if (/^\d+$/.test(text)) return Math.max(0, Number(text) - ageSeconds) * 1000;
   const now = typeof wallNow === 'function' ? wallNow() : wallNow;
   if (!Number.isFinite(now)) return null;
   const date = httpDate(text, now);
-  return date === null ? null : Math.max(0, date - now);
+  if (date === null) return null;
+  const sent = responseDate === null || responseDate === undefined ? null : httpDate(String(responseDate).trim(), now);
+  return Math.max(0, sent === null ? date - now : date - (sent + ageSeconds * 1000));
 }
 
 // The three forms of an HTTP-date (RFC 9110, section 5.6.7), all GMT and
