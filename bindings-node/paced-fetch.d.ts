@@ -59,10 +59,11 @@ export interface PacedFetchOptions<Input = Request | string | URL, Init = Reques
    */
   maxWaiting?: number | null
   /**
-   * How many times one request is sent again after a 429 or 503 answer with
+   * How many times one request is sent again after a 429, 503 or 403 answer with
    * `Retry-After` (after the pause it asks for, in call order: ahead of the
    * requests called after it). Default 1; 0 returns such answers as they
-   * are (the queue still pauses). After a 503 only an idempotent method
+   * are (the queue still pauses). A 429 or 403 refused the request, which
+   * goes again whatever its method; after a 503 only an idempotent method
    * (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) is sent again, and never a
    * request whose body is a stream (sent once); a `Request` with a body goes
    * as a copy while a retry may follow.
@@ -126,12 +127,14 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * limiter without it), `'latest'` (nobody moves; a booking is given back
  * only while it is the latest) or `false` (nobody moves; any booking is
  * given back, where it was counted). A `fetch` whose answer is no `Response`
- * rejects its call. A 429 or 503 answer with `Retry-After`, or a `RateLimit` header
+ * rejects its call. A 429, 503 or 403 answer with `Retry-After` (a 403 for a
+ * rate limit, as GitHub's secondary limits send; one without it is only
+ * an answer), or a `RateLimit` header
  * with nothing remaining, pauses the queue until then (queued bookings are
  * refunded, and the requests booked again, in order, when the pause ends:
  * booked then, so that the limiter's other callers meanwhile are decided
  * at their own time; one asking no wait, `Retry-After: 0` or a date past,
- * pauses nothing unless its request is sent again); a 429/503 request is sent
+ * pauses nothing unless its request is sent again); a 429/503/403 request is sent
  * again `retries` times. `RateLimit`'s `t` is when the quota is whole again:
  * with the same policy's `RateLimit-Policy` (`q`, `w`), the pause lasts at
  * most `w / q` seconds, the time a bucket takes to earn a unit back (a window

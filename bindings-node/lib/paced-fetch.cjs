@@ -10,7 +10,7 @@
 // How it waits: each call books its slot at once with `limiter.reserve`, so the
 // limiter itself keeps the order and the spacing; the calls wait in one queue
 // behind ONE timer, armed for the head's slot (no polling). When a server says
-// to slow down (a 429 or 503 with `Retry-After`, or a `RateLimit` header with
+// to slow down (a 429, 503 or 403 with `Retry-After`, or a `RateLimit` header with
 // nothing remaining), the queue pauses until then: every booking still queued is
 // refunded, and the requests are booked again when the pause ends, in the same
 // order (booked then, at the time it is: a booking made now for later would
@@ -27,7 +27,13 @@
 const { isSignal, listen, unlisten } = require('./api/values.cjs');
 const { parseRetryAfter, ageOf, parseRateLimit } = require('./paced-fetch/headers.cjs');
 
-const RETRY_STATUSES = new Set([429, 503]);
+// The answers whose `Retry-After` pauses the queue (and sends the request
+// again): a 429, a 503, and a 403, which servers send for a rate limit too
+// (GitHub's secondary rate limits). A 403 without Retry-After is an answer.
+const RETRY_STATUSES = new Set([429, 503, 403]);
+// The answers that refuse a request before any work on it (a rate limit's
+// 429, a 403 asking to wait): sent again whatever its method.
+const REFUSED = new Set([429, 403]);
 // A ratekeeper limiter's answer to whether the bookings behind an aborted one
 // move up into the slots it left (see lib/api/limiters.cjs, waitersOf): true
 // for a GCRA or a leaky bucket; 'latest' for a token bucket, which gives back
@@ -43,7 +49,7 @@ const BOOKINGS = Symbol.for('ratekeeper.bookings');
 // the default `clock`, so that the queue counts time as the limiter does.
 const NOW = Symbol.for('ratekeeper.now');
 // A 503 may come after the server did some of the work: only these are sent
-// again after one (a 429 says the request was refused, so any is).
+// again after one (a 429 or 403 says the request was refused, so any is).
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE', 'TRACE']);
 
 /** Whether `input` is a `Request` (duck-typed: any realm's, or a polyfill's). */
@@ -594,7 +600,7 @@ function pace(RateLimited, fetch, limiter, options) {
     const age = ageOf(headers);
     const retryAfter = RETRY_STATUSES.has(response.status) ? parseRetryAfter(headers.get('retry-after'), readWall, age, headers.get('date')) : null;
     if (retryAfter !== null) {
-      const again = entry.replayable && (response.status === 429 || IDEMPOTENT.has(entry.method));
+      const again = entry.replayable && (REFUSED.has(response.status) || IDEMPOTENT.has(entry.method));
       const retry = again && entry.attempt < retries && retryAfter <= Math.min(maxRetryAfterMs, MAX_PAUSE_MS) && !(entry.signal && entry.signal.aborted);
       if (retry) {
         entry.attempt += 1;

@@ -236,6 +236,34 @@ test("an HTTP-date Retry-After counts from the response's Date, on the server's 
   assert.equal(parseRetryAfter('30', noon, 0, 'Wed, 01 Jan 2025 13:00:00 GMT'), 30_000);
 });
 
+test("a 403 with Retry-After (GitHub's secondary rate limit) pauses and is sent again as a 429 is, any method; a 403 without it is an answer", async () => {
+  // Read on 429 and 503 only, a 403 asking to wait went back to the caller
+  // at once, and the queue went on into more 403s. A 403 is a refusal, as
+  // a 429 is (the server did nothing), so a POST is sent again too, where
+  // after a 503 only an idempotent method is.
+  const run = async (headers, method = 'GET', options = {}) => {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status: 403, headers } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, ...options });
+    const sent = [paced('/a', { method }), paced('/b')];
+    await time.advance(10_000);
+    const answers = await Promise.all(sent);
+    return [log, answers.map((r) => r.status), paced.pausedUntilMs];
+  };
+  const retried = [[['/a', 0], ['/a', 2000], ['/b', 2100]], [200, 200], 2000];
+  assert.deepEqual(await run({ 'Retry-After': '2' }), retried, 'GET');
+  assert.deepEqual(await run({ 'Retry-After': '2' }, 'POST'), retried, 'POST');
+  assert.deepEqual(await run({ 'Retry-After': 'Thu, 01 Jan 1970 00:00:02 GMT', Date: 'Thu, 01 Jan 1970 00:00:00 GMT' }), retried, 'a date');
+  // retries: 0 returns it, and the queue still pauses.
+  assert.deepEqual(await run({ 'Retry-After': '2' }, 'GET', { retries: 0 }), [[['/a', 0], ['/b', 2000]], [403, 200], 2000], 'retries: 0');
+  // Without Retry-After (or with an invalid one), a 403 is the answer: not sent again, no pause.
+  for (const headers of [{}, { 'Retry-After': 'soon' }]) {
+    assert.deepEqual(await run(headers), [[['/a', 0], ['/b', 100]], [403, 200], -Infinity], JSON.stringify(headers));
+  }
+  // Its RateLimit fields pause the queue, as on any answer, without sending it again.
+  assert.deepEqual(await run({ RateLimit: '"api";r=0;t=3' }), [[['/a', 0], ['/b', 3000]], [403, 200], 3000], 'RateLimit');
+});
+
 test('retries: 0 returns the 429, and the queue still pauses', async () => {
   const time = fakeTime();
   const { fetch, log } = fakeFetch(time, (url) =>
