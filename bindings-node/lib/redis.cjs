@@ -121,7 +121,7 @@ class RedisLimits {
     const units = checkCost(cost, this.#store.limit);
     const t = this.#store.target(target);
     await this.#store.wait(
-      (left) => this.#store.reserve(t, keys, units, left, undefined),
+      (left, gone) => this.#store.reserve(t, keys, units, left, undefined, gone),
       (r) => this.#store.release(r),
       this.constructor.name,
       options,

@@ -48,6 +48,22 @@ function holdingReplies(client, mode) {
   return { client: proxy, release, sent, refunds: sent.refund };
 }
 
+/**
+ * `client`, each of whose commands goes through `hook(words, send)`: `words`
+ * the command as strings, `send()` sends it and gives its reply's promise.
+ */
+function hooked(client, hook) {
+  return new Proxy(client, {
+    get(target, name) {
+      const value = Reflect.get(target, name, target);
+      if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
+        return (...args) => hook((Array.isArray(args[0]) ? args[0] : args.flat()).map(String), () => value.apply(target, args));
+      }
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
 for (const library of Object.keys(CLIENTS)) {
   test(`${library}: a key's TTL ends when its state is back to fresh (reset_after), server time`, () =>
     withClient(library, async (client) => {
@@ -595,6 +611,76 @@ for (const library of Object.keys(CLIENTS)) {
       assert.equal(d.fromStore, true);
       assert.equal(d.remaining, 0);
       assert.deepEqual((await raw(client, 'SCRIPT', 'EXISTS', rkRedis.REDIS_SCRIPT_SHA)).map(Number), [1]);
+    }));
+
+  test(`${library}: a script reload that ends after onError answered sends no decision after it`, () =>
+    withClient(library, async (client) => {
+      const admin = await CLIENTS[library]();
+      try {
+        const p = prefix('late-reload');
+        const sent = [];
+        let release;
+        const released = new Promise((resolve) => {
+          release = resolve;
+        });
+        // SCRIPT LOAD runs at once; its reply comes after commandTimeoutMs.
+        const late = hooked(client, async (words, send) => {
+          sent.push(words[0]);
+          const reply = await send();
+          if (words[0] === 'SCRIPT') await released;
+          return reply;
+        });
+        const gcra = () => new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR });
+        const limiter = new RedisLimiter(late, gcra(), { prefix: p, onError: 'open', commandTimeoutMs: 50 });
+        await raw(admin, 'SCRIPT', 'FLUSH');
+        assert.equal((await limiter.tryAcquire('k')).fromStore, false);
+        release();
+        // What follows the reload's reply runs in the microtasks after it:
+        // sent by now. The limiter's next call goes on the same connection,
+        // after it, and before any reply to it can come back.
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal((await limiter.peek('k', 0)).remaining, 1);
+        // No EVALSHA of a decision onError already made for nobody to wait
+        // for (taking the key's one unit until its give-back came).
+        assert.deepEqual(sent, ['EVALSHA', 'SCRIPT', 'EVALSHA']);
+      } finally {
+        await close(admin);
+      }
+    }));
+
+  test(`${library}: an acquire aborted while the script is loaded again sends no booking after the reload`, () =>
+    withClient(library, async (client) => {
+      const admin = await CLIENTS[library]();
+      try {
+        const sent = [];
+        let release;
+        const released = new Promise((resolve) => {
+          release = resolve;
+        });
+        const held = hooked(client, async (words, send) => {
+          sent.push(words[0]);
+          const reply = await send();
+          if (words[0] === 'SCRIPT') await released;
+          return reply;
+        });
+        const fallback = new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR });
+        const limiter = new RedisLimiter(held, new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR }), { prefix: prefix('abort-reload'), onError: fallback });
+        await raw(admin, 'SCRIPT', 'FLUSH');
+        const controller = new AbortController();
+        const pending = limiter.acquire('k', 1, { signal: controller.signal });
+        await until(() => sent.length === 2);
+        controller.abort(new Error('stop'));
+        await assert.rejects(pending, { message: 'stop' });
+        release();
+        // As above: whatever follows the reload is sent before the peek.
+        await new Promise((resolve) => setImmediate(resolve));
+        assert.equal((await limiter.peek('k', 0)).remaining, 1);
+        // Neither a booking nobody waits for (nor its give-back), nor the fallback's.
+        assert.deepEqual(sent, ['EVALSHA', 'SCRIPT', 'EVALSHA']);
+        assert.equal(fallback.peek(0).remaining, 1);
+      } finally {
+        await close(admin);
+      }
     }));
 
   test(`${library}: 256 concurrent callers on one hot key admit exactly the bound, in few round trips`, () =>

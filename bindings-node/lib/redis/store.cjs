@@ -248,23 +248,30 @@ class Store {
 
   /**
    * EVALSHA; on NOSCRIPT, SCRIPT LOAD and EVALSHA once more, then EVAL (on a
-   * cluster, SCRIPT LOAD may reach another node than the key's). Not once
-   * `abandoned()`: a NOSCRIPT that comes after the caller was answered
-   * without Redis ends there, rather than sending a new decision nobody
-   * waits for.
+   * cluster, SCRIPT LOAD may reach another node than the key's; else the
+   * script was flushed again meanwhile). Not once `abandoned()` (the caller
+   * was answered without Redis, or left): a NOSCRIPT, or a reload, that
+   * ends after that ends there, rather than sending a new decision nobody
+   * waits for (its units taken ahead of the callers still there until its
+   * give-back came, and on a bucket with a booking behind it, never).
    */
   async evaluate(keys, args, abandoned = () => false) {
     const rest = [String(keys.length), ...keys, ...args.map(String)];
     const key = keys[0];
-    for (let attempt = 0; ; attempt++) {
+    let missing;
+    for (let attempt = 0; attempt < 2; attempt++) {
       try {
         return await this.send(['EVALSHA', REDIS_SCRIPT_SHA, ...rest], key);
       } catch (error) {
         if (!(error instanceof Error) || !String(error.message).startsWith('NOSCRIPT') || abandoned()) throw error;
-        if (attempt === 1) return this.send(['EVAL', REDIS_SCRIPT, ...rest], key);
+        missing = error;
       }
-      await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT], key);
+      if (attempt === 0) {
+        await this.send(['SCRIPT', 'LOAD', REDIS_SCRIPT], key);
+        if (abandoned()) throw missing;
+      }
     }
+    return this.send(['EVAL', REDIS_SCRIPT, ...rest], key);
   }
 
   /**
@@ -311,12 +318,15 @@ class Store {
    * µs, `marks` the reply's, so that a bucket gives back only while nothing
    * was taken there since; or null for nothing; `taken` null: nothing to
    * give back) is refunded, never rejecting, unless a reset found one of
-   * its keys since; and a late NOSCRIPT sends nothing more.
+   * its keys since; and a late NOSCRIPT sends nothing more. Once `gone()`
+   * (the caller left: an aborted acquire), a NOSCRIPT or a reload sends
+   * nothing more either, and a fault rejects rather than asking `onError`,
+   * for nobody.
    */
-  async ask(keys, args, taken) {
+  async ask(keys, args, taken, gone = () => false) {
     let late = false;
     const resets = this.resetsOf(keys);
-    const sent = this.evaluate(keys, args, () => late);
+    const sent = this.evaluate(keys, args, () => late || gone());
     try {
       return integers(await within(sent, this.commandTimeoutMs));
     } catch (error) {
@@ -331,6 +341,7 @@ class Store {
           })
           .catch(() => undefined);
       }
+      if (gone()) throw error;
       return null;
     }
   }
@@ -530,8 +541,9 @@ class Store {
    * that decided) plus `fromStore`. When Redis cannot answer, `onError`
    * decides now: an in-process limiter books now or not at all, and
    * `cancel` gives its booking back there, at the instant it was taken.
+   * `gone()`: whether the caller left meanwhile (see ask).
    */
-  async reserve(target, keys, cost, maxWaitMs, nowMs) {
+  async reserve(target, keys, cost, maxWaitMs, nowMs, gone = () => false) {
     let maxWait = MAX_SPAN;
     if (maxWaitMs !== undefined && maxWaitMs !== null && maxWaitMs !== Infinity) {
       if (typeof maxWaitMs !== 'number') throw typeError('maxWaitMs', 'a number');
@@ -546,7 +558,7 @@ class Store {
     // A late booking is nobody's: given back only while it is the latest.
     const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2], marksOf(numbers)] : null);
     const resets = this.resetsOf(keys);
-    const numbers = await this.ask(keys, args, cost > 0 ? booked : null);
+    const numbers = await this.ask(keys, args, cost > 0 ? booked : null, gone);
     if (numbers === null) {
       const { d, booked: local } = this.fallbackBooking(target, cost);
       const waitMs = d.allowed ? 0 : d.retryAfterMs;
@@ -573,7 +585,8 @@ class Store {
   /**
    * acquire: books once (reserve within what is left of `timeoutMs`) and
    * sleeps until the slot; an abort gives the booking back. While Redis
-   * cannot answer, retries after the fallback's `retryAfterMs`.
+   * cannot answer, retries after the fallback's `retryAfterMs`. `book(left,
+   * gone)` books within `left` ms; `gone()` says the caller left (aborted).
    */
   async wait(book, giveBack, label, options) {
     let signal;
@@ -595,12 +608,21 @@ class Store {
     for (let retry = false; ; retry = true) {
       if (signal !== undefined && signal.aborted) throw signal.reason;
       const left = Math.max(deadline - performance.now(), 0);
-      const booking = book(left);
+      let gone = false;
+      const booking = book(left, () => gone);
       // Aborted during the booking's round trip: rejects at once, and the
-      // booking, when it comes, goes back (the round trip cannot be recalled).
-      const r = await abortable(booking, signal, (late) => {
-        if (late.ok) giveBack(late);
-      });
+      // booking, when it comes, goes back (the round trip cannot be recalled;
+      // a reload of the script under way sends none).
+      const r = await abortable(
+        booking,
+        signal,
+        (late) => {
+          if (late.ok) giveBack(late);
+        },
+        () => {
+          gone = true;
+        },
+      );
       if (r.ok) {
         try {
           if (r.waitMs > 0) await sleep(r.waitMs, signal);

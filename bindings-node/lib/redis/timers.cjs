@@ -38,9 +38,10 @@ function sleep(ms, signal) {
 
 /**
  * `promise`, or `signal`'s reason as soon as it aborts; what `promise` gives
- * after that goes to `late` (its rejection is dropped).
+ * after that goes to `late` (its rejection is dropped). `left()` is called
+ * once the caller is answered so, before anything goes to `late`.
  */
-function abortable(promise, signal, late) {
+function abortable(promise, signal, late, left = () => {}) {
   if (signal === undefined) return promise;
   return new Promise((resolve, reject) => {
     let done = false;
@@ -48,6 +49,7 @@ function abortable(promise, signal, late) {
     const giveUp = (reason) => {
       if (done) return;
       done = true;
+      left();
       promise.then(late, () => undefined);
       reject(reason);
     };
