@@ -37,8 +37,8 @@ async function nodeRedis(options = {}, module = 'redis') {
 const CLIENTS = {
   ioredis,
   'node-redis': nodeRedis,
-  'node-redis 4': () => nodeRedis({}, 'redis4'),
-  'node-redis 5': () => nodeRedis({}, 'redis5'),
+  'node-redis 4': (options) => nodeRedis(options, 'redis4'),
+  'node-redis 5': (options) => nodeRedis(options, 'redis5'),
 };
 
 async function close(client) {

@@ -4,7 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const vm = require('node:vm');
-const { rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
+const { URL: REDIS_URL, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
 const { countingSignal } = require('../js/helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
@@ -611,6 +611,42 @@ for (const library of Object.keys(CLIENTS)) {
       assert.equal(d.fromStore, true);
       assert.equal(d.remaining, 0);
       assert.deepEqual((await raw(client, 'SCRIPT', 'EXISTS', rkRedis.REDIS_SCRIPT_SHA)).map(Number), [1]);
+    }));
+
+  test(`${library}: a SCRIPT FLUSH between the reload and its EVALSHA sends the script itself; a user without EVAL has onError answer, as in Python`, () =>
+    withClient(library, async (admin) => {
+      const p = prefix('flushed-again');
+      const user = `rk-no-eval-${process.pid}`;
+      const protocol = require('node:fs').readFileSync(require('node:path').join(__dirname, '../../core/redis/PROTOCOL.md'), 'utf8');
+      const listed = /^ {4}(\+evalsha .*)$/m.exec(protocol)[1].split(' ');
+      await raw(admin, 'ACL', 'SETUSER', user, 'reset', 'on', '>secret', `~${p}*`, ...listed.filter((c) => c !== '+eval'));
+      // No ready check (ioredis runs INFO, which the user may not); node-redis reads the user from the URL.
+      const url = new URL(REDIS_URL);
+      url.username = user;
+      url.password = 'secret';
+      const noEval = await CLIENTS[library]({ username: user, password: 'secret', enableReadyCheck: false, url: url.href });
+      try {
+        for (const [client, allowed] of [[await CLIENTS[library](), true], [noEval, false]]) {
+          const sent = [];
+          // Each SCRIPT LOAD followed at once by another process's SCRIPT FLUSH.
+          const flushing = hooked(client, async (words, send) => {
+            sent.push(words[0]);
+            const reply = await send();
+            if (words[0] === 'SCRIPT') await raw(admin, 'SCRIPT', 'FLUSH');
+            return reply;
+          });
+          await raw(admin, 'SCRIPT', 'FLUSH');
+          const limiter = new RedisLimiter(flushing, new rk.FixedWindow({ limit: 5, windowMs: HOUR }), { prefix: `${p}${allowed}:`, onError: 'open' });
+          const d = await limiter.tryAcquire('k');
+          assert.deepEqual(sent, ['EVALSHA', 'SCRIPT', 'EVALSHA', 'EVAL']);
+          // EVAL decided; refused to the user (NOPERM), the NOSCRIPT stands: an outage onError answers, as Python's client answers it.
+          assert.deepEqual([d.allowed, d.fromStore, d.remaining], allowed ? [true, true, 4] : [true, false, 5]);
+          if (allowed) await close(client);
+        }
+      } finally {
+        await close(noEval);
+        await raw(admin, 'ACL', 'DELUSER', user);
+      }
     }));
 
   test(`${library}: a script reload that ends after onError answered sends no decision after it`, () =>
