@@ -849,6 +849,54 @@ def test_async_callers_cancelled_before_their_batch_left_take_nothing_from_the_o
     assert calls == 2  # one round trip each: the cancelled callers send nothing
 
 
+@pytest.mark.parametrize("steps", [1, 2], ids=["before its task started", "before its booking's task started"])
+def test_async_lone_calls_cancelled_before_their_round_trip_started_send_nothing(url: str, steps: int) -> None:
+    # A call that goes alone (an explicit `now`, batching=False,
+    # try_acquire_batch, reserve, acquire) runs its round trip in a task of
+    # its own. Cancelled before that task started (the task that made it, or
+    # for acquire the booking's task, awaiting it), the round trip was sent
+    # all the same: Redis took the units ahead of the callers still there,
+    # until its give-back came (on a bucket with a booking behind it, never).
+    # Sent nothing now, as a batched caller cancelled before its batch left.
+    now = 1_000_000.0
+
+    async def main() -> list[tuple[str, int, int]]:
+        client = redis.asyncio.Redis.from_url(url)
+        prefix = f"rk-py-lone-gone:{uuid.uuid4().hex}:"
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 3600), prefix=prefix)
+        alone = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 3600), prefix=prefix, batching=False)
+        calls = count_round_trips(limiter)
+        alone._call = limiter._call  # type: ignore[method-assign]
+        # Each on a key of its own, and the time it decides at (None: the server's).
+        starts: dict[str, tuple[Callable[[], Awaitable[Any]], Optional[float]]] = {
+            "now": (lambda: limiter.try_acquire("now", now=now), now),
+            "batching=False": (lambda: alone.try_acquire("batching=False"), None),
+            "try_acquire_batch": (lambda: limiter.try_acquire_batch("try_acquire_batch", [1], now=now), now),
+            "reserve": (lambda: limiter.reserve("reserve", now=now), now),
+            "acquire": (lambda: limiter.acquire("acquire"), None),
+        }
+        seen = []
+        for name, (start, at) in starts.items():
+            if steps == 2 and name != "acquire":
+                continue  # one task of its own only: the first case has it
+            task = asyncio.ensure_future(start())
+            for _ in range(steps):
+                await asyncio.sleep(0)  # the task runs a step, and makes the next one's task
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            sent = calls[0]
+            # The key as it is: nothing taken (nor given back meanwhile).
+            remaining = (await limiter.peek(name, 0, now=at)).remaining
+            seen.append((name, sent, remaining))
+            calls[0] = 0
+        await client.aclose()
+        return seen
+
+    seen = asyncio.run(main())
+    assert seen == [(name, 0, 1) for name, _, _ in seen]
+
+
 def test_thread_hot_key_batching_admits_exactly_the_bound(client: redis.Redis) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(500, 3600))
     admitted = []

@@ -159,9 +159,9 @@ class _Async:
         own: cancelled during it, the caller leaves at once, and what the
         script took (it runs all the same once sent) is given back when Redis
         answers, as a batched caller's is."""
-        call = asyncio.ensure_future(self._decide_taken(target, keys, "acquire", costs, now))
+        call, answer = _alone(lambda _: self._decide_taken(target, keys, "acquire", costs, now))
         try:
-            return (await asyncio.shield(call))[0]
+            return (await answer)[0]
         except asyncio.CancelledError:
             call.add_done_callback(lambda done: self._untake(done, target, keys, costs))
             raise
@@ -295,15 +295,23 @@ class _Async:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
 
     async def _reserve(
-        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+        self,
+        target: Any,
+        keys: list[bytes],
+        cost: int,
+        max_wait: Optional[_Seconds],
+        now: Optional[_Seconds],
+        gone: Callable[[], bool] = lambda: False,
     ) -> AsyncRedisReservation:
         """A booking, made in a task of its own: cancelled during the round
         trip, the caller leaves at once, and what the script booked (it runs
         all the same once sent) is given back when Redis answers, as
-        ``_take`` gives back what it took."""
-        booking = asyncio.ensure_future(self._book(target, keys, cost, max_wait, now))
+        ``_take`` gives back what it took. Nothing is sent when the caller
+        left before that task started, nor when ``gone()`` says that the
+        one awaiting this call (``_wait``'s) did."""
+        booking, booked = _alone(lambda _: self._book(target, keys, cost, max_wait, now), gone)
         try:
-            return await asyncio.shield(booking)
+            return await booked
         except asyncio.CancelledError:
             # Nobody awaits the give-back: its error (a ScriptError) is
             # retrieved, as _shielded's is.
@@ -345,15 +353,19 @@ class _Async:
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
 
-    async def _wait(self, book: Callable[[float], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]) -> None:
-        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the booking back."""
+    async def _wait(
+        self, book: Callable[[float, Callable[[], bool]], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]
+    ) -> None:
+        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the
+        booking back. ``book(left, gone)`` books within ``left`` seconds,
+        sending nothing once ``gone()`` (this caller left before it did)."""
         limit = _timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         while True:
             left = math.inf if deadline is None else max(deadline - time.monotonic(), 0.0)
-            booking = asyncio.ensure_future(book(left))
+            booking, booked = _alone(lambda gone: book(left, gone))
             try:
-                reservation = await asyncio.shield(booking)
+                reservation = await booked
             except asyncio.CancelledError:
                 # Cancelled while the script runs: it may book all the same.
                 # Whatever the give-back meets, the cancellation is what is raised.
@@ -382,11 +394,40 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
     """Waits for ``booking`` and gives back what it booked, if anything, for
     a caller that left meanwhile: nobody holds it to cancel it, so (as a
     waiting acquire's) only while it is still the latest on a bucket."""
-    try:
-        reservation = await booking
-    except Exception:
+    # Waited for, not awaited: cancelled (its caller left before it
+    # started), it booked nothing, and this task goes on uncancelled.
+    await asyncio.wait([booking])
+    if booking.cancelled() or booking.exception() is not None:
         return  # it booked nothing
-    await reservation._give_back()
+    await booking.result()._give_back()
+
+
+def _alone(
+    start: Callable[[Callable[[], bool]], Awaitable[_T]], gone: Callable[[], bool] = lambda: False
+) -> tuple[asyncio.Future[_T], asyncio.Future[_T]]:
+    """A round trip in a task of its own, and the shield its caller awaits:
+    cancelled, the caller leaves at once while the round trip goes on (its
+    caller gives back what it took). ``start(left)`` makes the round trip,
+    ``left()`` saying whether the caller left. Cancelled before that task
+    started (or ``gone()`` by then, the caller's own caller having left), the
+    caller is gone and nothing is sent: the task ends cancelled, before
+    ``start`` is called. Sent all the same, Redis took its units ahead of
+    the callers still there until its give-back came (on a bucket with a
+    booking behind it, never), as a batched caller's was (see _answer)."""
+    shields: list[asyncio.Future[_T]] = []
+
+    def left() -> bool:
+        # The shield is cancelled with the caller (Task.cancel cancels what it awaits), at once.
+        return gone() or (bool(shields) and shields[0].cancelled())
+
+    async def unless_left() -> _T:
+        if left():
+            raise asyncio.CancelledError
+        return await start(left)
+
+    task = asyncio.ensure_future(unless_left())
+    shields.append(asyncio.shield(task))
+    return task, shields[0]
 
 
 # The tasks in flight that no caller may be left to await (batches,

@@ -186,7 +186,7 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         (on a bucket only while the booking is the key's latest, else its slot goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
-        await self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
+        await self._wait(lambda left, gone: self._reserve(key, keys, cost, left, None, gone), timeout)
 
     async def reset(self, key: _Key) -> bool:
         """Put ``key`` back to fresh, as a key never seen: one ``UNLINK`` of its

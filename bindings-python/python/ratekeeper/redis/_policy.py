@@ -263,7 +263,7 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         it is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
-        await self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
+        await self._wait(lambda left, gone: self._reserve(target, keys, cost, left, None, gone), timeout)
 
     async def reset(self, request: _Request) -> int:
         """``RedisPolicy.reset``: the request's key back to fresh in every limit
