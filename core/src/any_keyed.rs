@@ -44,8 +44,18 @@ type Hasher = SeedableRandomState;
 /// the host's randomness, and kept for the life of the program (`&'static`,
 /// as foldhash takes it), with a part of each store's own given to
 /// [`AnyKeyed::seed_hashes`].
-#[derive(Clone, Debug)]
+///
+/// Its `Debug` shows no seed (`HashSeed { .. }`), as `std`'s `RandomState`
+/// shows none: a seed written to a log would tell a client the keys that
+/// collide.
+#[derive(Clone)]
 pub struct HashSeed(SharedSeed);
+
+impl core::fmt::Debug for HashSeed {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HashSeed").finish_non_exhaustive()
+    }
+}
 
 impl HashSeed {
     /// The shared seed that `entropy`, random bits from the host, makes.
@@ -420,5 +430,33 @@ mod tests {
         // Another shared part alone hashes otherwise: it is the store's, not foldhash's global one.
         let other: &'static HashSeed = Box::leak(Box::new(HashSeed::new(8)));
         assert_ne!(Hasher::with_seed(42, &other.0).hash_one(&key), expected);
+    }
+
+    #[test]
+    fn debug_shows_no_hash_seed() {
+        let shared: &'static HashSeed = Box::leak(Box::new(HashSeed::new(7)));
+        assert_eq!(alloc::format!("{shared:?}"), "HashSeed { .. }");
+        // foldhash's own Debug writes the seeds out, word by word.
+        let seeds = alloc::format!("{:?}", shared.0);
+        let word = seeds.split(['[', ',', ']']).nth(1).unwrap().trim();
+        assert!(word.parse::<u64>().is_ok(), "{seeds}");
+
+        let mut store = AnyKeyed::new(Gcra::new(1, Nanos(1)).unwrap().into());
+        store.seed_hashes(shared, 42);
+        assert!(store.try_acquire(b"alice", Nanos(0), 1).unwrap().allowed);
+        let mut policy = crate::Policy::new();
+        policy
+            .add_store("per-user", &["user"], store.clone())
+            .unwrap();
+        // A policy keeps its own part of the seed too, for limits added later.
+        let entropy = 0x5eed_0000_2545_f491_u64;
+        policy.seed_hashes(shared, entropy);
+        let entropy = alloc::format!("{entropy}");
+        assert!(!alloc::format!("{policy:?}").contains(&entropy));
+        for shown in [alloc::format!("{store:?}"), alloc::format!("{policy:?}")] {
+            assert!(shown.contains("KeyedLimiter"), "{shown}");
+            assert!(!shown.contains(word), "{shown}");
+            assert!(!shown.contains("seed"), "{shown}");
+        }
     }
 }

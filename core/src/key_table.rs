@@ -15,6 +15,7 @@
 //! keys). It is also smaller: no empty slot the size of a key and a state,
 //! only an empty position.
 
+use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use alloc::vec::Vec;
@@ -34,12 +35,23 @@ type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
 ///
 /// A panic in a key's `Hash` or in a `retain` predicate leaves the table
 /// whole: positions are renumbered on the way out.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct KeyTable<K, V, S> {
     /// Each entry's position in `entries`, hashed by the entry's key.
     positions: HashTable<u32>,
     entries: Vec<(K, V)>,
     hasher: S,
+}
+
+/// The entries, without the hasher: a keyed store's `Debug` (a log line)
+/// would write out its seeds, which tell a client the keys that collide.
+impl<K: fmt::Debug, V: fmt::Debug, S> fmt::Debug for KeyTable<K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyTable")
+            .field("positions", &self.positions)
+            .field("entries", &self.entries)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {

@@ -1,5 +1,7 @@
 //! Several limits decided together, all or nothing.
 
+use core::fmt;
+
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -39,7 +41,7 @@ use crate::{AnyKeyed, AnyLimiter, Decision, Error, Nanos};
 /// let denied = policy.try_acquire(&bob, Nanos::ZERO, 1).unwrap();
 /// assert_eq!(policy.name(denied.denied_by.unwrap()), "global");
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Policy {
     limits: Vec<Limit>,
     /// Each limit's decision for the latest request.
@@ -53,6 +55,20 @@ pub struct Policy {
     places: Vec<Option<usize>>,
     /// The seed given to [`Policy::seed_hashes`], for limits added later.
     seed: Option<(&'static crate::HashSeed, u64)>,
+}
+
+/// Every field but the seed of [`Policy::seed_hashes`]: a policy's `Debug`
+/// (a log line) would write out what tells a client the keys that collide.
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("limits", &self.limits)
+            .field("decisions", &self.decisions)
+            .field("keys", &self.keys)
+            .field("ends", &self.ends)
+            .field("places", &self.places)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug)]
