@@ -23,7 +23,7 @@ impl Refill {
     pub const ALL: [Refill; 2] = [Refill::Greedy, Refill::Interval];
 
     /// Its name in configurations and the bindings: `"greedy"` or `"interval"`.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Refill::Greedy => "greedy",
             Refill::Interval => "interval",
@@ -42,6 +42,13 @@ impl Refill {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Refill> {
         Refill::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
+/// [`Refill::name`]: `greedy` or `interval`.
+impl core::fmt::Display for Refill {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.pad(self.name())
     }
 }
 

@@ -117,6 +117,13 @@ impl Calendar {
     }
 }
 
+/// [`Calendar::name`]: `day`, `week` or `month`.
+impl core::fmt::Display for Calendar {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// Days since 1970-01-01 of the first of `month` (1 to 12) in `year`
 /// (at least 1970): Howard Hinnant's `days_from_civil`, for the first of a
 /// month and years from 1970 on, so that nothing is negative.

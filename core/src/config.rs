@@ -370,6 +370,13 @@ impl Algorithm {
     }
 }
 
+/// [`Algorithm::name`], as configuration spells it: `token_bucket`, `gcra`....
+impl core::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// `period / amount`, when it is a whole number of nanoseconds.
 #[cfg_attr(ratekeeper_size, optimize(size))]
 fn whole_interval(rate: Rate) -> Result<Nanos, Error> {

@@ -25,7 +25,7 @@ use crate::{Decision, Error, Nanos};
 /// assert_eq!(headers.rate_limit().to_string(), r#""per-minute";r=0;t=60"#);
 /// assert!(headers.retry_after().is_none()); // allowed
 /// ```
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Headers<'a> {
     name: &'a str,
     window: Nanos,

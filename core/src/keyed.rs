@@ -141,6 +141,13 @@ impl Eviction {
     }
 }
 
+/// [`Eviction::name`]: `nearest_fresh` or `refuse`.
+impl core::fmt::Display for Eviction {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.pad(self.name())
+    }
+}
+
 /// One limiter per key, sharing one configuration, in a hash table.
 ///
 /// The states lie in the order their keys first arrived (removing keys

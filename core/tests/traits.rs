@@ -1,15 +1,17 @@
 //! The standard traits a user relies on, asserted at compile time: every
 //! limiter, store and policy can move to and be shared between threads (a
-//! server keeps them behind a `Mutex` or in an `Arc`), the value types can be
-//! compared, hashed and copied, and `Error` is an error for `?` and `Box<dyn
-//! Error>`. A missing one fails to build this test, under each feature set.
+//! server keeps them behind a `Mutex` or in an `Arc`), `Limiter` is a trait
+//! object, the value types can be compared, hashed and copied, the enums
+//! configuration names display those names, and `Error` is an error for `?`
+//! and `Box<dyn Error>`. A missing one fails to build this test, under each
+//! feature set.
 
 use core::fmt::Debug;
 use core::hash::Hash;
 
 use ratekeeper::{
-    Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra, Headers, LeakyBucket, Nanos, Rate,
-    Refill, SlidingWindowCounter, TokenBucket,
+    Bandwidth, Calendar, Decision, Error, FixedWindow, Gcra, Headers, LeakyBucket, Limiter, Nanos,
+    Rate, Refill, SlidingWindowCounter, TokenBucket,
 };
 
 fn send_sync<T: Send + Sync>() {}
@@ -30,6 +32,28 @@ fn limiters_are_send_and_sync() {
     send_sync::<Headers<'static>>();
 }
 
+/// `Limiter` stays usable as a trait object (a method generic over a type,
+/// or one returning `Self`, would end that), and a boxed limiter can move
+/// to another thread.
+#[test]
+fn limiter_is_a_trait_object() {
+    fn decide(limiter: &mut dyn Limiter) -> bool {
+        limiter.try_acquire(Nanos::ZERO, 1).unwrap().allowed
+    }
+    let mut limiters: Vec<Box<dyn Limiter + Send + Sync>> = vec![
+        Box::new(Gcra::new(1, Nanos(10)).unwrap()),
+        Box::new(TokenBucket::new(1, 1, Nanos(10)).unwrap()),
+        Box::new(FixedWindow::new(1, Nanos(10)).unwrap()),
+    ];
+    let handle = std::thread::spawn(move || {
+        limiters
+            .iter_mut()
+            .map(|l| (decide(l.as_mut()), decide(l.as_mut())))
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(handle.join().unwrap(), [(true, false); 3]);
+}
+
 #[test]
 fn values_are_copy_eq_and_hash() {
     value::<Nanos>();
@@ -39,6 +63,26 @@ fn values_are_copy_eq_and_hash() {
     value::<Calendar>();
     value::<Bandwidth>();
     value::<Refill>();
+    value::<Headers<'static>>();
+}
+
+/// The enums configuration names print as those names (`{}` pads them as
+/// a string is padded), and read back through `from_name`.
+#[test]
+fn named_enums_display_their_names() {
+    for refill in Refill::ALL {
+        assert_eq!(refill.to_string(), refill.name());
+        assert_eq!(Refill::from_name(&refill.to_string()), Some(refill));
+    }
+    for calendar in Calendar::ALL {
+        assert_eq!(calendar.to_string(), calendar.name());
+        assert_eq!(Calendar::from_name(&calendar.to_string()), Some(calendar));
+    }
+    assert_eq!(format!("[{:>8}]", Refill::Greedy), "[  greedy]");
+    assert_eq!(format!("[{:<6}]", Calendar::Day), "[day   ]");
+    // `name` is a `const fn` on every one of them.
+    const GREEDY: &str = Refill::Greedy.name();
+    assert_eq!(GREEDY, "greedy");
 }
 
 #[test]
@@ -51,7 +95,10 @@ fn error_is_a_std_error() {
 #[cfg(feature = "alloc")]
 #[test]
 fn stores_and_policies_are_send_and_sync() {
-    use ratekeeper::{AnyKeyed, AnyLimiter, HashSeed, KeyedLimiter, Policy, SlidingWindowLog};
+    use ratekeeper::{
+        AnyKeyed, AnyLimiter, BucketState, HashSeed, KeyedLimiter, LimitConfig, Policy,
+        PolicyConfig, SlidingWindowLog,
+    };
 
     send_sync::<SlidingWindowLog>();
     send_sync::<AnyLimiter>();
@@ -63,6 +110,10 @@ fn stores_and_policies_are_send_and_sync() {
     send_sync::<Policy>();
     send_sync::<ratekeeper::guarantee::Guarantee>();
     send_sync::<ratekeeper::guarantee::Guarantees>();
+    // What a store keeps per key of a bucket, and the configuration types.
+    send_sync::<BucketState<2>>();
+    send_sync::<LimitConfig>();
+    send_sync::<PolicyConfig>();
 }
 
 #[cfg(feature = "alloc")]
@@ -76,6 +127,25 @@ fn alloc_values_are_copy_eq_and_hash() {
     value::<PolicyDecision>();
     value::<Sustained>();
     value::<Lockout>();
+}
+
+#[cfg(feature = "alloc")]
+#[test]
+fn alloc_named_enums_display_their_names() {
+    use ratekeeper::{Algorithm, Eviction};
+
+    for algorithm in Algorithm::ALL {
+        assert_eq!(algorithm.to_string(), algorithm.name());
+        assert_eq!(
+            Algorithm::from_name(&algorithm.to_string()),
+            Some(algorithm)
+        );
+    }
+    for eviction in Eviction::ALL {
+        assert_eq!(eviction.to_string(), eviction.name());
+        assert_eq!(Eviction::from_name(&eviction.to_string()), Some(eviction));
+    }
+    assert_eq!(format!("{:-^8}", Algorithm::Gcra), "--gcra--");
 }
 
 /// hashbrown's items in a keyed store's signatures are named through this
