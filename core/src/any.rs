@@ -201,6 +201,19 @@ impl AnyLimiter {
     /// assert_eq!(log.fresh().heap_bytes(), log.heap_bytes());
     /// assert_eq!(log.new_state().heap_bytes(), 0);
     /// ```
+    ///
+    /// It makes a new limiter and leaves this one as it was: it resets
+    /// nothing, and a result left unused is warned about.
+    ///
+    /// ```compile_fail
+    /// #![deny(unused_must_use)]
+    /// use ratekeeper::{AnyLimiter, Gcra, Limiter, Nanos};
+    ///
+    /// let mut limiter = AnyLimiter::from(Gcra::new(1, Nanos::from_secs(1)).unwrap());
+    /// assert!(limiter.try_acquire(Nanos::ZERO, 1).unwrap().allowed);
+    /// limiter.fresh(); // `limiter` is still empty
+    /// ```
+    #[must_use = "`fresh` returns a new limiter and resets nothing"]
     pub fn fresh(&self) -> AnyLimiter {
         #[cfg_attr(not(feature = "alloc"), allow(unused_mut))]
         let mut fresh = self.configuration();

@@ -60,6 +60,7 @@ impl core::fmt::Debug for HashSeed {
 impl HashSeed {
     /// The shared seed that `entropy`, random bits from the host, makes.
     #[cfg_attr(ratekeeper_size, optimize(size))]
+    #[must_use]
     pub fn new(entropy: u64) -> HashSeed {
         HashSeed(SharedSeed::from_u64(entropy))
     }
@@ -104,6 +105,7 @@ impl AnyKeyed {
     /// A store in which every key starts as a fresh `prototype`: its
     /// configuration, never called, whatever `prototype` has seen.
     #[cfg_attr(ratekeeper_size, optimize(size))]
+    #[must_use]
     pub fn new(prototype: AnyLimiter) -> AnyKeyed {
         AnyKeyed(match prototype.configuration() {
             AnyLimiter::Gcra(gcra) => {

@@ -222,6 +222,7 @@ pub struct Guarantee {
 
 impl Guarantee {
     /// The guarantee of `limiter`'s configuration (its state is ignored).
+    #[must_use]
     pub fn of(limiter: &AnyLimiter) -> Guarantee {
         let bands = |rules: &[Bandwidth]| Shape::Bucket(rules.iter().map(Band::of).collect());
         let months = |c: Option<Calendar>| c == Some(Calendar::Month);
@@ -627,6 +628,7 @@ impl Guarantees {
 
 impl Policy {
     /// The guarantee of each limit and of all of them together.
+    #[must_use]
     pub fn guarantees(&self) -> Guarantees {
         let limits = (0..self.len())
             .map(|i| (String::from(self.name(i)), Guarantee::of(&self.limiter(i))))

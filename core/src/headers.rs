@@ -37,6 +37,7 @@ impl<'a> Headers<'a> {
     /// `decision.limit` units per `window` (see
     /// `AnyLimiter::window`, with the `alloc` feature).
     #[cfg_attr(ratekeeper_size, optimize(size))]
+    #[must_use]
     pub fn new(name: &'a str, window: Nanos, decision: &'a Decision) -> Headers<'a> {
         Headers {
             name,

@@ -121,12 +121,14 @@ impl Nanos {
 
     /// This duration in seconds, as a float.
     #[inline]
+    #[must_use]
     pub fn as_secs_f64(self) -> f64 {
         u64_to_f64(self.0) / 1e9
     }
 
     /// This duration in milliseconds, as a float.
     #[inline]
+    #[must_use]
     pub fn as_millis_f64(self) -> f64 {
         u64_to_f64(self.0) / 1e6
     }
@@ -138,11 +140,13 @@ impl Nanos {
     /// epoch (1.7e9 s) two sums are a quarter of a microsecond apart, so the
     /// plain float could fall short of the instant the core named, and a
     /// request made then be denied again.
+    #[must_use]
     pub fn as_secs_f64_after(self, now: f64) -> f64 {
         reaching(now, self, 1_000_000_000)
     }
 
     /// [`Nanos::as_secs_f64_after`] in milliseconds (1.7e12 on the epoch).
+    #[must_use]
     pub fn as_millis_f64_after(self, now: f64) -> f64 {
         reaching(now, self, 1_000_000)
     }

@@ -285,6 +285,7 @@ impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
     /// a hasher with [`KeyedLimiter::with_hasher`], or seed one from the
     /// host's randomness ([`KeyedLimiter::set_hasher`]; `AnyKeyed` and
     /// `Policy` have `seed_hashes`).
+    #[must_use]
     pub fn new(prototype: L) -> Self {
         Self::with_hasher(prototype, DefaultHashBuilder::default())
     }
@@ -295,6 +296,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// `std::hash::RandomState`, keyed per process, where keys come from
     /// untrusted clients and the `std` hasher's resistance matters).
     #[cfg_attr(ratekeeper_size, optimize(size))]
+    #[must_use]
     pub fn with_hasher(prototype: L, hasher: S) -> Self {
         // A new key's state, long after: back to fresh, unless it starts
         // short of it (a bucket never called is as of its first call).

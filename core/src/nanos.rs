@@ -3,7 +3,32 @@
 /// A point in time or a duration, in integer nanoseconds.
 ///
 /// Limiters only compare and subtract these values, so any monotonic origin
-/// works (boot time, process start, the Unix epoch).
+/// works (boot time, process start, the Unix epoch). A
+/// [`Duration`](core::time::Duration) converts to and from it with
+/// [`From`].
+///
+/// ```
+/// use core::time::Duration;
+/// use ratekeeper::Nanos;
+///
+/// let start = Nanos::from_secs(5);
+/// let later = start + Nanos::from_millis(250);
+/// assert_eq!(later - start, Nanos(250_000_000));
+/// assert_eq!(Duration::from(later - start), Duration::from_millis(250));
+/// assert_eq!(start.checked_sub(later), None);
+/// assert_eq!(start.saturating_sub(later), Nanos::ZERO);
+/// ```
+///
+/// Like `Duration`'s, its arithmetic returns a new value and leaves the
+/// original as it was; a result left unused is warned about:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// use ratekeeper::Nanos;
+///
+/// let deadline = Nanos::from_secs(5);
+/// deadline.saturating_add(Nanos::from_millis(250)); // `deadline` is still 5 s
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Nanos(pub u64);
 
@@ -14,36 +39,43 @@ impl Nanos {
     pub const MAX: Nanos = Nanos(u64::MAX);
 
     /// Whole seconds, saturating at [`Nanos::MAX`].
+    #[must_use]
     pub const fn from_secs(secs: u64) -> Nanos {
         Nanos(secs.saturating_mul(1_000_000_000))
     }
 
     /// Whole milliseconds, saturating at [`Nanos::MAX`].
+    #[must_use]
     pub const fn from_millis(millis: u64) -> Nanos {
         Nanos(millis.saturating_mul(1_000_000))
     }
 
     /// Whole microseconds, saturating at [`Nanos::MAX`].
+    #[must_use]
     pub const fn from_micros(micros: u64) -> Nanos {
         Nanos(micros.saturating_mul(1_000))
     }
 
     /// The number of nanoseconds.
+    #[must_use]
     pub const fn as_u64(self) -> u64 {
         self.0
     }
 
     /// `self - earlier`, or zero when `earlier` is later.
+    #[must_use = "this returns the result of the operation, without modifying the original"]
     pub const fn saturating_sub(self, earlier: Nanos) -> Nanos {
         Nanos(self.0.saturating_sub(earlier.0))
     }
 
     /// `self + other`, saturating at [`Nanos::MAX`].
+    #[must_use = "this returns the result of the operation, without modifying the original"]
     pub const fn saturating_add(self, other: Nanos) -> Nanos {
         Nanos(self.0.saturating_add(other.0))
     }
 
     /// `self + other`, or `None` past [`Nanos::MAX`].
+    #[must_use = "this returns the result of the operation, without modifying the original"]
     pub const fn checked_add(self, other: Nanos) -> Option<Nanos> {
         match self.0.checked_add(other.0) {
             Some(sum) => Some(Nanos(sum)),
@@ -52,6 +84,7 @@ impl Nanos {
     }
 
     /// `self - earlier`, or `None` when `earlier` is later.
+    #[must_use = "this returns the result of the operation, without modifying the original"]
     pub const fn checked_sub(self, earlier: Nanos) -> Option<Nanos> {
         match self.0.checked_sub(earlier.0) {
             Some(difference) => Some(Nanos(difference)),

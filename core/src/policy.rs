@@ -118,6 +118,7 @@ fn own_entropy(entropy: u64, place: usize) -> u64 {
 
 impl Policy {
     /// A policy with no limits, which allows everything.
+    #[must_use]
     pub fn new() -> Policy {
         Policy::default()
     }
