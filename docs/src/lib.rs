@@ -53,4 +53,28 @@ mod tests {
             );
         }
     }
+
+    /// The core README's Rust examples read as they are tested: crates.io
+    /// and the repository's host show a rustdoc hidden line (`# ...`) as
+    /// written, which is no Rust a user could copy (the `?` of a hidden
+    /// `Ok::<(), _>(())` needs a `main` returning a `Result`: write it out).
+    #[test]
+    fn the_core_readmes_rust_examples_hide_no_lines() {
+        let readme = include_str!("../../core/README.md");
+        let blocks: Vec<&str> = readme
+            .split("```rust\n")
+            .skip(1)
+            .filter_map(|rest| rest.split("\n```").next())
+            .collect();
+        assert!(!blocks.is_empty(), "core/README.md has a ```rust block");
+        for block in blocks {
+            for line in block.lines() {
+                let code = line.trim_start();
+                assert!(
+                    code != "#" && !code.starts_with("# "),
+                    "core/README.md shows a hidden line as written: {line:?}"
+                );
+            }
+        }
+    }
 }
