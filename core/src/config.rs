@@ -101,6 +101,30 @@ pub struct LimitConfig {
 }
 
 /// A policy, as data: `{"limits": [...]}`.
+///
+/// With the `serde` feature, from a configuration file (JSON here; TOML,
+/// YAML and the rest through their serde crates):
+///
+/// ```
+/// # #[cfg(feature = "serde")] {
+/// use ratekeeper::{Nanos, PolicyConfig};
+///
+/// let config: PolicyConfig = serde_json::from_str(r#"{"limits": [
+///     {"name": "per-user", "algorithm": "gcra", "rate": "2/second", "by": ["user"]},
+///     {"name": "global", "rate": "100/minute"}
+/// ]}"#).unwrap();
+/// let mut policy = config.policy().unwrap();
+///
+/// let alice = [("user", &b"alice"[..])];
+/// assert!(policy.try_acquire(&alice, Nanos::ZERO, 2).unwrap().decision.allowed);
+/// let denied = policy.try_acquire(&alice, Nanos::ZERO, 1).unwrap();
+/// assert_eq!(policy.name(denied.denied_by.unwrap()), "per-user");
+///
+/// // A field the configuration does not know is refused, not ignored.
+/// let typo = r#"{"limits": [{"name": "a", "rate": "1/second", "brust": 5}]}"#;
+/// assert!(serde_json::from_str::<PolicyConfig>(typo).is_err());
+/// # }
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]

@@ -7,6 +7,35 @@ use core::fmt;
 /// A denial is not an error (see [`crate::Decision`]); errors are for bad
 /// configuration and for requests that could never succeed. Every variant has
 /// a stable [`code`](Error::code) that the language bindings expose as-is.
+///
+/// It is `Copy`, `Send`, `Sync` and `'static`, so it goes into any error of
+/// yours, or a `Box<dyn Error + Send + Sync>`, through `?`.
+///
+/// ```
+/// use ratekeeper::{Error, Nanos, TokenBucket};
+///
+/// let error = TokenBucket::new(0, 1, Nanos::from_secs(1)).unwrap_err();
+/// assert_eq!(error, Error::ZeroValue { name: "capacity" });
+/// assert_eq!(error.code(), "zero_value");
+/// assert_eq!(error.argument(), Some("capacity"));
+/// assert_eq!(error.to_string(), "`capacity` must be greater than zero");
+/// // The argument as another API spells it.
+/// assert_eq!(
+///     error.display_with("capacityTokens").to_string(),
+///     "`capacityTokens` must be greater than zero",
+/// );
+/// // More errors may come in a minor release: a `match` needs a `_` arm.
+/// let fix = match error {
+///     Error::ZeroValue { name } | Error::TooLarge { name, .. } => name,
+///     _ => "the configuration",
+/// };
+/// assert_eq!(fix, "capacity");
+///
+/// fn build() -> Result<TokenBucket, Box<dyn std::error::Error + Send + Sync>> {
+///     Ok(TokenBucket::new(10, 1, Nanos::from_secs(1))?)
+/// }
+/// assert!(build().is_ok());
+/// ```
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Error {

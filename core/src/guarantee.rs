@@ -628,6 +628,18 @@ impl Guarantees {
 
 impl Policy {
     /// The guarantee of each limit and of all of them together.
+    ///
+    /// ```
+    /// use ratekeeper::{Algorithm, Nanos, Policy};
+    ///
+    /// let policy = Policy::from_rates("10/second;100/minute", Algorithm::SlidingWindowLog, &[]).unwrap();
+    /// let all = policy.guarantees();
+    /// assert_eq!(all.limits().len(), 2);
+    /// assert_eq!(all.burst(), 10);
+    /// // A request must pass both: 100 in any minute, not 600.
+    /// assert_eq!(all.max_in_window(Nanos::from_secs(60)), 100);
+    /// assert_eq!(all.lockout().reset_after, Nanos::from_secs(60));
+    /// ```
     #[must_use]
     pub fn guarantees(&self) -> Guarantees {
         let limits = (0..self.len())
