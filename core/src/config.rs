@@ -55,7 +55,7 @@ pub enum Algorithm {
 ///   `eviction: refuse` without `max_keys` is refused (a store without a
 ///   bound never refuses a key); `nearest_fresh`, what such a store does
 ///   anyway, is accepted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct LimitConfig {
@@ -125,7 +125,7 @@ pub struct LimitConfig {
 /// assert!(serde_json::from_str::<PolicyConfig>(typo).is_err());
 /// # }
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct PolicyConfig {

@@ -116,6 +116,29 @@ fn stores_and_policies_are_send_and_sync() {
     send_sync::<PolicyConfig>();
 }
 
+/// Configurations are compared and hashed as data (a set of those seen, a
+/// cache of the policies built from them).
+#[cfg(feature = "alloc")]
+#[test]
+fn configurations_are_eq_and_hash() {
+    use ratekeeper::{LimitConfig, PolicyConfig};
+    use std::collections::HashSet;
+
+    fn data<T: Clone + Debug + Default + Eq + Hash + Send + Sync>() {}
+    data::<LimitConfig>();
+    data::<PolicyConfig>();
+    let limit = |rate: &str| LimitConfig {
+        name: "a".into(),
+        rate: rate.into(),
+        ..LimitConfig::default()
+    };
+    let seen: HashSet<PolicyConfig> = [limit("1/second"), limit("1/second"), limit("2/second")]
+        .into_iter()
+        .map(|l| PolicyConfig { limits: vec![l] })
+        .collect();
+    assert_eq!(seen.len(), 2);
+}
+
 #[cfg(feature = "alloc")]
 #[test]
 fn alloc_values_are_copy_eq_and_hash() {
