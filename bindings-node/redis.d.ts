@@ -182,7 +182,7 @@ export declare class RedisPolicy {
   readonly size: number
   /**
    * The fields limit `name` is keyed by (`[]` for a global limit); a
-   * `RangeError` (`invalid_value`) for a name no limit has (Python: `KeyError`).
+   * `RangeError` (`invalid_value`) for a name no limit has (Python: `RateLimitError`, `invalid_value`).
    */
   keyedBy(name: string): string[]
 }

@@ -326,7 +326,7 @@ class RedisPolicy extends RedisLimits {
 
   /**
    * The fields limit `name` is keyed by (empty for a global limit); a
-   * RangeError `invalid_value` for a name no limit has (Python: KeyError).
+   * RangeError `invalid_value` for a name no limit has (Python: RateLimitError `invalid_value`).
    */
   keyedBy(name) {
     ownPolicy(this);

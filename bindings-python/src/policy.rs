@@ -811,7 +811,8 @@ limiter_methods!(
         }
 
         /// The fields limit ``name`` is keyed by, as a tuple (empty for a
-        /// global limit); ``KeyError`` for an unknown name.
+        /// global limit); ``RateLimitError`` (``invalid_value``) for a name
+        /// no limit has.
         fn keyed_by<'py>(
             &self,
             py: Python<'py>,
@@ -820,7 +821,14 @@ limiter_methods!(
             let name = convert::string(name, "name")?;
             match self.keyed(py).into_iter().find(|(limit, _)| limit == name) {
                 Some((_, by)) => PyTuple::new(py, by),
-                None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
+                // A bad argument, as JS's keyedBy throws it (a RangeError
+                // `invalid_value`), in its words, the name as repr shows it.
+                None => {
+                    let reason = "is not the name of a limit in this policy";
+                    let shown = PyString::new(py, name).repr()?;
+                    let message = format!("`name` {reason}: {shown}");
+                    Err(to_py_with(py, Error::InvalidValue { name: "name", reason }, message))
+                }
             }
         }
 

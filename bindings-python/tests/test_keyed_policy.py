@@ -341,8 +341,13 @@ def test_policy_decisions_combine_every_limit() -> None:
     assert headers["Retry-After"] == "1000000"
     own = dict(denied.limits)["global"]
     assert own.headers() == {"RateLimit-Policy": '"global";q=3;w=1000000', "RateLimit": '"global";r=1;t=1000000'}
-    with pytest.raises(KeyError):
+    # A name no limit has is a bad argument, as in JS (a RangeError
+    # `invalid_value` there): it raised a bare KeyError, outside
+    # RateLimitError and without a code.
+    with pytest.raises(RateLimitError, match="^`name` is not the name of a limit in this policy: 'nope'$") as raised:
         policy.keyed_by("nope")
+    assert type(raised.value) is RateLimitError
+    assert raised.value.code == "invalid_value"
 
 
 def test_policy_limits_list_each_limit_as_js_does() -> None:

@@ -506,7 +506,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
 
     /**
      * The fields limit `name` is keyed by (empty for a global limit); a
-     * RangeError `invalid_value` for a name no limit has (Python: KeyError).
+     * RangeError `invalid_value` for a name no limit has (Python: RateLimitError `invalid_value`).
      */
     keyedBy(name) {
       ownPolicy(this);

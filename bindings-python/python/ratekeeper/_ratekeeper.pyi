@@ -599,7 +599,8 @@ class Policy:
         """Put ``request``'s key back to fresh in every limit keyed by fields it all gives; how many held it."""
 
     def keyed_by(self, name: str) -> tuple[str, ...]:
-        """The fields limit ``name`` is keyed by (empty for a global limit); ``KeyError`` for an unknown name."""
+        """The fields limit ``name`` is keyed by (empty for a global limit); ``RateLimitError``
+        (``invalid_value``) for a name no limit has."""
 
     def __len__(self) -> int:
         """The number of limits (JS: ``policy.size``)."""

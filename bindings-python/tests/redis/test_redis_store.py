@@ -357,9 +357,10 @@ def test_headers_refuse_a_decision_of_the_other_kind_as_in_process(client: redis
 
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_redis_policy_describes_its_limits_as_policy_does(asynchronous: bool) -> None:
-    # It had `names`, `keyed_by` and `len` but no `limits`, and `keyed_by`
-    # raised RateLimitError (a ValueError) for an unknown name where
-    # Policy.keyed_by raises KeyError, and matched a non-str name to none.
+    # It had `names`, `keyed_by` and `len` but no `limits`, and matched a
+    # non-str name to none. An unknown name raises RateLimitError
+    # (`invalid_value`) in both, as JS's keyedBy throws a RangeError (both
+    # raised KeyError, outside RateLimitError and without a code).
     make: Callable[[Any], Union[RedisPolicy, AsyncRedisPolicy]]
     if asynchronous:
         make = lambda config: AsyncRedisPolicy(redis.asyncio.Redis(port=1), config)  # never asked
@@ -377,11 +378,13 @@ def test_a_redis_policy_describes_its_limits_as_policy_does(asynchronous: bool) 
         assert len(policy) == len(local) == 3
         assert policy.keyed_by("per-endpoint") == local.keyed_by("per-endpoint") == ("user", "endpoint")
         for unknown in ("nope", "PER-USER"):
-            with pytest.raises(KeyError) as expected:
+            with pytest.raises(ratekeeper.RateLimitError) as expected:
                 local.keyed_by(unknown)
-            with pytest.raises(KeyError) as error:
+            with pytest.raises(ratekeeper.RateLimitError) as error:
                 policy.keyed_by(unknown)
-            assert error.value.args == expected.value.args == (unknown,)
+            assert type(error.value) is type(expected.value) is ratekeeper.RateLimitError
+            assert error.value.code == expected.value.code == "invalid_value"
+            assert str(error.value) == str(expected.value) == f"`name` is not the name of a limit in this policy: {unknown!r}"
         with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$") as type_error:
             policy.keyed_by(1)  # type: ignore[arg-type]
         with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$"):

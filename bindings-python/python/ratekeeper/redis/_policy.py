@@ -80,14 +80,16 @@ class _PolicyMixin:
         return tuple(PolicyLimit(limit.name, limit.by) for limit in self._core.limits)
 
     def keyed_by(self, name: str) -> tuple[str, ...]:
-        """The fields limit ``name`` is keyed by (empty for a global limit); ``KeyError`` for an unknown name."""
+        """The fields limit ``name`` is keyed by (empty for a global limit); ``RateLimitError``
+        (``invalid_value``) for a name no limit has."""
         if not isinstance(name, str):
             # In Policy.keyed_by's words.
             raise RateLimitTypeError("`name` must be a str", "invalid_type")
         for limit in self._core.limits:
             if limit.name == name:
                 return limit.by
-        raise KeyError(name)
+        # As Policy.keyed_by raises it, in its words.
+        raise _error(f"`name` is not the name of a limit in this policy: {name!r}")
 
     def __len__(self) -> int:
         """The number of limits (JS: ``policy.size``)."""
