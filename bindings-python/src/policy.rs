@@ -360,8 +360,7 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
         // serde's own reading refuses (a field given twice in JSON text,
         // which a mapping cannot hold) is said in its words.
         Err(strict) => {
-            let value: Value = serde_json::from_str(json)
-                .map_err(|err| fail(format!("`config` is not valid JSON: {err}")))?;
+            let value: Value = serde_json::from_str(json).map_err(|err| unparsed(py, json, err))?;
             return Err(fail(match policy_config(value, json) {
                 Err(placed) => format!("`config` {placed}"),
                 Ok(_) => format!("`config` {strict}"),
@@ -372,6 +371,171 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
     config
         .policy_or_fault()
         .map_err(|(i, err)| to_py_with(py, err, format!("`config` limits[{i}]: {err}")))
+}
+
+/// The error for `json`, which serde_json did not parse (`err`): not JSON,
+/// but for a string holding a lone surrogate escape (`"\ud800"`, which
+/// serde_json refuses and JSON's own grammar takes) in text that is JSON
+/// otherwise. That is refused as the JS bindings refuse it (JSON.parse reads
+/// it, then `serdeReading` in bindings-node/lib/api/values.cjs), and as a
+/// limit's name given to `Policy.add` is: `invalid_value`, naming the field
+/// of the limit it is in (`rate`), else `config`. A mapping reaches this
+/// too: `json.dumps` escapes its lone surrogates.
+fn unparsed(py: Python<'_>, json: &str, err: serde_json::Error) -> PyErr {
+    let (escapes, field) = lone_surrogates(json);
+    let not_json = |err| invalid_config(py, format!("`config` is not valid JSON: {err}"), false);
+    let Some(field) = field else {
+        return not_json(err);
+    };
+    // Each escape as U+FFFD, of the same length: any other error is placed
+    // as in the text given.
+    let mut replaced = json.to_owned();
+    for at in escapes {
+        replaced.replace_range(at..at + 6, "\\ufffd");
+    }
+    if let Err(err) = serde_json::from_str::<Value>(&replaced) {
+        return not_json(err);
+    }
+    let reason = "must be valid Unicode text (no lone surrogates)";
+    let message = format!("`{field}` {reason}");
+    to_py_with(
+        py,
+        Error::InvalidValue {
+            name: "config",
+            reason,
+        },
+        message,
+    )
+}
+
+/// Where the strings of `json` (keys too) hold a lone surrogate escape: the
+/// byte offset of each, and the field of the first, named as the JS
+/// bindings name it (`serdeReading`, lib/api/values.cjs): the field of the
+/// limit whose value it is in, else `config` (a key of a limit, or anywhere
+/// outside the limits). Read as JSON, which the caller checks `json` is.
+fn lone_surrogates(json: &str) -> (Vec<usize>, Option<String>) {
+    /// What a container is: the configuration, its `limits`, one of those,
+    /// (inside) the value of a limit's field, or anything else.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Role {
+        Top,
+        Limits,
+        Limit,
+        Within,
+        Other,
+    }
+    /// An array or object open at this point of the text: its role, its
+    /// current key (an object's), and the limit's field it is in.
+    struct Open {
+        role: Role,
+        array: bool,
+        key: Option<String>,
+        field: Option<String>,
+    }
+    let bytes = json.as_bytes();
+    let mut open: Vec<Open> = Vec::new();
+    let mut escapes = Vec::new();
+    let mut first = None;
+    let mut in_key = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i;
+                let found = escapes.len();
+                i = string_end(bytes, i, &mut escapes);
+                let at = open.last();
+                if first.is_none() && escapes.len() > found {
+                    first = Some(match at {
+                        Some(o) if o.role == Role::Within => o.field.clone(),
+                        Some(o) if o.role == Role::Limit && !in_key => o.key.clone(),
+                        _ => None,
+                    });
+                }
+                if in_key {
+                    if let Some(o) = open.last_mut() {
+                        o.key = serde_json::from_str(json.get(start..i).unwrap_or("")).ok();
+                    }
+                }
+            }
+            open_at @ (b'{' | b'[') => {
+                let array = open_at == b'[';
+                let parent = open.last();
+                let role = match parent.map(|p| (p.role, p.key.as_deref())) {
+                    None if array => Role::Other,
+                    None => Role::Top,
+                    Some((Role::Top, Some("limits"))) if array => Role::Limits,
+                    Some((Role::Limits, _)) if !array => Role::Limit,
+                    Some((Role::Limit | Role::Within, _)) => Role::Within,
+                    _ => Role::Other,
+                };
+                let field = parent.and_then(|p| match p.role {
+                    Role::Limit => p.key.clone(),
+                    Role::Within => p.field.clone(),
+                    _ => None,
+                });
+                open.push(Open {
+                    role,
+                    array,
+                    key: None,
+                    field,
+                });
+                in_key = !array;
+                i += 1;
+            }
+            b'}' | b']' => {
+                open.pop();
+                i += 1;
+            }
+            b':' => {
+                in_key = false;
+                i += 1;
+            }
+            b',' => {
+                in_key = open.last().is_some_and(|o| !o.array);
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    let field = first.map(|field| field.unwrap_or_else(|| "config".to_owned()));
+    (escapes, field)
+}
+
+/// The end (past its closing quote) of the JSON string starting at `bytes[start]`,
+/// adding the offset of each lone surrogate escape in it to `escapes`.
+fn string_end(bytes: &[u8], start: usize, escapes: &mut Vec<usize>) -> usize {
+    let unit = |at: usize| {
+        bytes
+            .get(at + 2..at + 6)
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u16::from_str_radix(hex, 16).ok())
+    };
+    // A lead surrogate's escape not yet followed by its trail.
+    let mut lead: Option<usize> = None;
+    let mut i = start + 1;
+    while i < bytes.len() && bytes[i] != b'"' {
+        let code = if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&b'u') {
+            unit(i)
+        } else {
+            None
+        };
+        match code {
+            Some(0xd800..=0xdbff) => {
+                escapes.extend(lead.replace(i));
+            }
+            Some(0xdc00..=0xdfff) if lead.take().is_some() => {}
+            Some(0xdc00..=0xdfff) => escapes.push(i),
+            _ => escapes.extend(lead.take()),
+        }
+        i += match (bytes[i], code) {
+            (_, Some(_)) => 6,
+            (b'\\', None) => 2,
+            _ => 1,
+        };
+    }
+    escapes.extend(lead);
+    i + 1
 }
 
 /// The configuration `value` holds, read field by field, so that an error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import math
 import pickle
 import time
@@ -793,6 +794,50 @@ def test_every_str_argument_of_a_policy_is_read_as_text() -> None:
     check_not_text(lambda: ratekeeper.Policy("1/second").keyed_by(LONE_SURROGATE), "name")
     decision: Any = ratekeeper.Decision
     check_not_text(lambda: decision(True, 1, 1, 0, 0, name=LONE_SURROGATE), "name")
+
+
+def test_a_configurations_strings_that_are_not_text_are_refused_by_their_field() -> None:
+    """As JS refuses them (tests/js/policy.test.cjs): a mapping's lone
+    surrogate, and one JSON text escapes, named by the field of the limit it
+    is in, else `config`; the first in the text, before anything else. They
+    were `invalid_config`, "not valid JSON", where Policy.add said
+    `invalid_value`."""
+    limit = '{{"limits": [{{"name": "a", "rate": "1/second", {}}}]}}'.format
+    cases = [
+        (limit('"by": ["u", "\\ud800"]'), "by"),
+        ('{"limits": [{"name": "a\\udc00", "rate": "1/second"}]}', "name"),
+        ('{"limits": [{"name": "a", "rate": "1/second\\ud800"}]}', "rate"),
+        (limit('"algorithm": "gcra\\ud800"'), "algorithm"),
+        (limit('"calendar": "\\udfff"'), "calendar"),
+        (limit('"eviction": "refuse\\ud800"'), "eviction"),
+        (limit('"burst": "\\ud800"'), "burst"),
+        (limit('"by": [["\\ud800"]]'), "by"),
+        (limit('"by": {"\\ud800": 1}'), "by"),
+        (limit('"colour": "\\ud800"'), "colour"),
+        (limit('"x\\ud800": 1'), "config"),
+        ('{"x\\ud800": 1}', "config"),
+        ('{"limits": ["\\ud800"]}', "config"),
+        ('{"limits": [{"name": "\\ud800", "name": "a", "rate": "1/second"}]}', "name"),
+        (limit('"burst": 1, "burst": 1, "rate": "\\ud800"'), "rate"),
+        (limit('"burst": 2.0, "by": ["\\ud800"]'), "by"),
+        (limit('"rate": "\\ud800", "by": ["\\ud800"]'), "rate"),
+        # A lead surrogate before another escape, or a trail after an escape: lone too.
+        (limit('"by": ["\\ud800\\u0041", "\\n\\udc00"]'), "by"),
+    ]
+    for text, name in cases:
+        given: list[Any] = [text, json.loads(text)]
+        # A mapping repeats no key: json.loads kept the last name, which is text.
+        if '"name": "\\ud800", "name"' in text:
+            given.pop()
+        for config in given:
+            for make in (ratekeeper.Policy, ratekeeper.Policy.from_config):
+                check_not_text(lambda: make(config), name)
+    # Not JSON otherwise: not JSON, as JS's JSON.parse finds it first.
+    with pytest.raises(RateLimitError, match="^`config` is not valid JSON: EOF while parsing") as raised:
+        ratekeeper.Policy('{"limits": [{"name": "\\ud800", "rate": "1/second"}]')
+    assert raised.value.code == "invalid_config"
+    # A pair is one character: read as any other.
+    assert ratekeeper.Policy(limit('"by": ["\\ud83d\\ude00"]')).limits[0].by == ("\U0001f600",)
 
 
 def test_arguments_of_the_wrong_type_are_the_bindings_type_error() -> None:
