@@ -247,6 +247,16 @@ impl JsValueIn for In<'_> {
                 Kind::Array(array.get_array_length_unchecked().map_err(Failure::Js)?)
             }
             ValueType::Object => Kind::Object,
+            // A BigInt (`napi_bigint`, which napi-rs names, and reads, only
+            // with napi6): read by its decimal digits, which need no more.
+            ValueType::Unknown => {
+                let digits = value.coerce_to_string().map_err(Failure::Js)?;
+                let digits = digits.into_utf8().map_err(Failure::Js)?;
+                match digits.as_str().map_err(Failure::Js)?.parse() {
+                    Ok(n) => Kind::Whole(n),
+                    Err(_) => Kind::Other,
+                }
+            }
             _ => Kind::Other,
         })
     }

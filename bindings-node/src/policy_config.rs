@@ -14,7 +14,9 @@
 //! [`LimitConfig`] (Rust, Python): a missing field takes its default, and
 //! `null` is "none" for the optional ones (`burst`, `calendar`, `max_keys`,
 //! `eviction`) and a wrong type for the others. Numbers are whole, from 0 to
-//! 2^64 - 1. A value of the wrong shape, or a field no limit has, is a
+//! 2^64 - 1 (past 2^53 - 1, a BigInt of the digits written: [`Kind::Whole`]);
+//! what serde refuses in JSON text and `JSON.parse` takes (a count written
+//! `2.0`, a field given twice) the JS layer refuses. A value of the wrong shape, or a field no limit has, is a
 //! [`Failure::Config`] naming its place (`limits[1].burst`); a value of the
 //! right shape that the core refuses (a zero burst) is the core's own error.
 
@@ -140,6 +142,8 @@ impl<'a, V: JsValueIn> Object<'a, V> {
             {
                 Ok(Some(n as u64))
             }
+            // Digits past 2^53 - 1, exactly (a number would be rounded).
+            Some(Kind::Whole(n)) => Ok(Some(n)),
             Some(Kind::Number(_)) => Err(shape(
                 &self.at(name),
                 "expected a whole number from 0 to 2^64 - 1",
@@ -216,7 +220,7 @@ fn one_of(names: &[&str]) -> String {
 fn expected<J>(at: &str, what: &str, found: &Kind) -> Failure<J> {
     let found = match found {
         Kind::Absent => "null".to_owned(),
-        Kind::Number(_) => "a number".to_owned(),
+        Kind::Number(_) | Kind::Whole(_) => "a number".to_owned(),
         Kind::String(s) => format!("the string \"{s}\""),
         Kind::Array(_) => "an array".to_owned(),
         Kind::Object => "an object".to_owned(),

@@ -25,6 +25,7 @@ use std::thread::LocalKey;
 
 use js_sys::{Array, Float64Array, Object, Reflect, Uint8Array, WebAssembly};
 use ratekeeper::{AnyKeyed, AnyLimiter, HashSeed, Policy};
+use wasm_bindgen::convert::TryFromJsValue;
 use wasm_bindgen::prelude::*;
 
 use errors::{failure_to_js, to_js};
@@ -186,6 +187,12 @@ impl JsValueIn for In {
             Kind::Array(len)
         } else if value.is_object() {
             Kind::Object
+        } else if let Some(n) = value
+            .is_bigint()
+            .then(|| u64::try_from_js_value_ref(value))
+            .flatten()
+        {
+            Kind::Whole(n)
         } else {
             Kind::Other
         })

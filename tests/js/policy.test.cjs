@@ -672,6 +672,101 @@ describe('Policy', () => {
     assert.throws(() => new Policy(limit({ burst: 2n ** 64n })), (e) => e instanceof TypeError && e.code === 'invalid_config');
   });
 
+  it('reads JSON text as serde does in Rust and Python: a count written as a float and a repeated field refused, digits past 2^53 exact', () => {
+    // JSON.parse took `2.0`, `2e0` and `-0` as numbers (-0 then a zero
+    // burst: `zero_value`), and a repeated key (the last counted), where
+    // Python's Policy(text) refuses each as `invalid_config`: one shared
+    // file read two ways.
+    const text = (fields) => `{"limits": [{"name": "a", "rate": "1/second", "by": ["user"], ${fields}}]}`;
+    const refused = [
+      [text('"burst": 2.0'), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1, found the float 2.0'],
+      [text('"burst": 2e0'), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1, found the float 2e0'],
+      [text('"burst": 20E-1'), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1, found the float 20E-1'],
+      [text('"burst": -0'), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1, found the float -0'],
+      [text('"max_keys": -0.0'), 'limits[0].max_keys: expected a whole number from 0 to 2^64 - 1, found the float -0.0'],
+      [text('"max_keys": 1e2'), 'limits[0].max_keys: expected a whole number from 0 to 2^64 - 1, found the float 1e2'],
+      // The first in the text, as serde says it.
+      [text('"burst": 2.0, "burst": 3'), 'limits[0].burst: expected a whole number from 0 to 2^64 - 1, found the float 2.0'],
+      [text('"burst": 1, "burst": 1'), 'limits[0]: duplicate field `burst`'],
+      [text('"burst": 1, "\\u0062urst": 2'), 'limits[0]: duplicate field `burst`'],
+      [text('"burst": 3, "max_keys": 3, "burst": 2.0'), 'limits[0]: duplicate field `burst`'],
+      ['{"limits": [], "limits": [{"name": "a", "rate": "1/second"}]}', 'config: duplicate field `limits`'],
+      // Before the core's error (a zero burst, a name taken twice), as in Python.
+      [text('"burst": 0, "burst": 0'), 'limits[0]: duplicate field `burst`'],
+      ['{"limits": [{"name": "a", "rate": "1/second"}, {"name": "a", "rate": "1/second", "burst": 1.0}]}', 'limits[1].burst: expected a whole number from 0 to 2^64 - 1, found the float 1.0'],
+    ];
+    for (const [config, message] of refused) {
+      for (const make of [(c) => new Policy(c), (c) => Policy.fromConfig(c)]) {
+        assert.throws(() => make(config), { name: 'TypeError', code: 'invalid_config', message: `policy configuration: ${message}` }, config);
+      }
+    }
+    // A wrong shape is said first, as in Python: a field repeated that no
+    // limit has is unknown, and a repeated key inside a value is that
+    // value's wrong type.
+    const shapes = [
+      [text('"colour": 1, "colour": 1'), 'limits[0]: unknown field `colour`, expected `name`, `algorithm`, `rate`, `burst`, `calendar`, `by`, `max_keys` or `eviction`'],
+      [text('"burst": {"x": 1, "x": 1}'), 'limits[0].burst: expected a number, found an object'],
+      [text('"burst": 2.0, "eviction": 5'), 'limits[0].eviction: expected a string, found a number'],
+    ];
+    for (const [config, message] of shapes) {
+      assert.throws(() => new Policy(config), { name: 'TypeError', code: 'invalid_config', message: `policy configuration: ${message}` }, config);
+    }
+    // Whole numbers are the digits written, to 2^64 - 1 (it was read as
+    // 2^64, and refused); a burst past 2^53 - 1 is a limit JS numbers do not
+    // carry, refused as before.
+    for (const maxKeys of ['18446744073709551615', '18446744073709551614', '9007199254740993']) {
+      const policy = new Policy(text(`"max_keys": ${maxKeys}`));
+      assert.equal(policy.tryAcquire({ user: 'a' }, 1, 0).allowed, true, maxKeys);
+    }
+    assert.throws(() => new Policy(text('"max_keys": 18446744073709551616')), { code: 'invalid_config', message: 'policy configuration: limits[0].max_keys: expected a whole number from 0 to 2^64 - 1' });
+    const fast = (burst) => `{"limits": [{"name": "a", "rate": "1000000000/second", "burst": ${burst}}]}`;
+    assert.equal(new Policy(fast('9007199254740991')).tryAcquire({}, 1, 0).limit, 2 ** 53 - 1);
+    assertLimiterError(() => new Policy(fast('9007199254740993')), 'invalid_value', 'limit');
+    assertLimiterError(() => new Policy(fast('18446744073709551615')), 'invalid_value', 'limit');
+    // An object's numbers are JS numbers, whatever JSON.stringify writes of them.
+    assert.equal(new Policy({ limits: [{ name: 'a', rate: '1/second', by: ['user'], max_keys: 2 ** 64 - 2048 }] }).tryAcquire({ user: 'a' }, 1, 0).allowed, true);
+    assert.equal(new Policy(text('"burst": 2')).tryAcquire({ user: 'a' }, 2, 0).allowed, true);
+  });
+
+  it('a string with a lone surrogate anywhere in a configuration is refused by its field, as Python reads JSON text', () => {
+    // JSON escapes one, and reads it back; Python's serde_json refuses it.
+    // Named by the field of the limit it is in, else `config`; first in
+    // the text, and before anything else (it reached the rate parser as
+    // U+FFFD, or a repeated field hid it).
+    const text = (name) => `\`${name}\` must be valid Unicode text (no lone surrogates)`;
+    const limit = (fields) => `{"limits": [{"name": "a", "rate": "1/second", ${fields}}]}`;
+    const cases = [
+      [limit('"by": ["u", "\\ud800"]'), 'by'],
+      ['{"limits": [{"name": "a\\udc00", "rate": "1/second"}]}', 'name'],
+      ['{"limits": [{"name": "a", "rate": "1/second\\ud800"}]}', 'rate'],
+      [limit('"algorithm": "gcra\\ud800"'), 'algorithm'],
+      [limit('"calendar": "\\udfff"'), 'calendar'],
+      [limit('"eviction": "refuse\\ud800"'), 'eviction'],
+      [limit('"burst": "\\ud800"'), 'burst'],
+      [limit('"by": [["\\ud800"]]'), 'by'],
+      [limit('"by": {"\\ud800": 1}'), 'by'],
+      [limit('"colour": "\\ud800"'), 'colour'],
+      [limit('"x\\ud800": 1'), 'config'],
+      ['{"x\\ud800": 1}', 'config'],
+      ['{"limits": ["\\ud800"]}', 'config'],
+      ['{"limits": [{"name": "\\ud800", "name": "a", "rate": "1/second"}]}', 'name'],
+      [limit('"burst": 1, "burst": 1, "rate": "\\ud800"'), 'rate'],
+      [limit('"burst": 2.0, "by": ["\\ud800"]'), 'by'],
+      [limit('"rate": "\\ud800", "by": ["\\ud800"]'), 'rate'],
+      // A lead surrogate before another escape, or a trail after an escape: lone too.
+      [limit('"by": ["\\ud800\\u0041", "\\n\\udc00"]'), 'by'],
+    ];
+    for (const [config, name] of cases) {
+      for (const given of [config, JSON.parse(config)]) {
+        // An object repeats no key: JSON.parse kept the last name, which is text.
+        if (typeof given === 'object' && config.includes('"name": "\\ud800", "name"')) continue;
+        assert.equal(assertLimiterError(() => new Policy(given), 'invalid_value', name, config).message, text(name), config);
+      }
+    }
+    // A pair is one character: read as any other.
+    assert.deepStrictEqual(new Policy(limit('"by": ["\\ud83d\\ude00"]')).limits, [{ name: 'a', by: ['\ud83d\ude00'] }]);
+  });
+
   it('a policy holding a calendar limit reads Date.now() by default', () => {
     const daily = { name: 'daily', algorithm: 'fixed_window', rate: '5/day', calendar: 'day' };
     const DAY = 86_400_000;

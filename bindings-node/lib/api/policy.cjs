@@ -1,7 +1,7 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configData, textOf, requestText, hasField } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configRead, textOf, requestText, hasField } = require('./values.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed, configurationOf }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -26,15 +26,31 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
    */
   const configText = (text) => /^[\s\x1c-\x1f\x85]*\{/.test(text);
 
-  /** `configData` (lib/api/values.cjs), refusing a toJSON that answers undefined. */
-  function policyData(config) {
-    const data = configData(config);
-    if (data === undefined) badType('config', 'an object or a string');
-    for (const limit of Array.isArray(data?.limits) ? data.limits : []) {
-      if (typeof limit?.name === 'string') textOf(limit.name, 'name');
-      if (Array.isArray(limit?.by)) wellFormedFields(limit.by);
+  /**
+   * The backend's policy of the configuration `config` (an object or JSON
+   * text, read by `configRead`, lib/api/values.cjs), refusing a toJSON that
+   * answers undefined. What serde's reading refuses and JSON.parse took (a
+   * count written `2.0`, a field given twice) is refused after the data's
+   * shape and before the core's own errors (a zero burst), as Python says
+   * them: serde finds it before the core reads anything, but the
+   * configuration is read again field by field, to name the place of a
+   * wrong shape.
+   */
+  function policyOfConfig(config) {
+    const read = configRead(config);
+    if (read === undefined) badType('config', 'an object or a string');
+    const { data, refused } = read;
+    let h;
+    try {
+      h = B.policyFromConfig(data);
+    } catch (error) {
+      throw refused !== undefined && error?.code !== 'invalid_config' ? refused : error;
     }
-    return data;
+    if (refused !== undefined) {
+      if (typeof B.freePolicy === 'function') B.freePolicy(h);
+      throw refused;
+    }
+    return h;
   }
 
   /**
@@ -169,11 +185,11 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       } else if (rates) {
         this.#h = B.policyFromRates(config, algorithm ?? 'token_bucket', by ?? []);
       } else if (typeof config === 'string') {
-        this.#h = B.policyFromConfig(policyData(config));
+        this.#h = policyOfConfig(config);
       } else if (config !== null && typeof config === 'object' && ofLimiters((listed = config.limits))) {
         this.#h = fromLimiters(listed);
       } else if (config !== null && typeof config === 'object') {
-        this.#h = B.policyFromConfig(policyData(config));
+        this.#h = policyOfConfig(config);
       } else {
         badType('config', 'an object or a string');
       }
@@ -271,7 +287,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
       // JSON text only, as in Python: a rate string is fromRates' (which
       // takes `algorithm` and `by` for it), and the configuration's reader
       // refuses it (`invalid_config`), naming the place.
-      if (typeof config === 'string' && !configText(config)) B.policyFromConfig(policyData(config));
+      if (typeof config === 'string' && !configText(config)) policyOfConfig(config);
       return new Policy(config, options);
     }
 

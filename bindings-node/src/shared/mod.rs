@@ -65,7 +65,11 @@ pub enum Kind {
     Array(u32),
     /// Any other object.
     Object,
-    /// Anything else (boolean, bigint, symbol, function).
+    /// A BigInt from 0 to 2^64 - 1: a policy configuration's count written
+    /// in digits past 2^53 - 1, which the JS layer passes exactly (see
+    /// `serdeReading` in lib/api/values.cjs).
+    Whole(u64),
+    /// Anything else (boolean, another bigint, symbol, function).
     Other,
 }
 
