@@ -233,12 +233,12 @@ cmd_test() {
 }
 
 # Generated scenarios through this build, the napi addon and the Python package, compared
-# exactly (tests/differential/README.md). scripts/test.sh builds the other two first (its
+# exactly, and policy configurations read by the three (tests/differential/README.md). scripts/test.sh builds the other two first (its
 # python and node suites); run alone, this builds whichever is missing.
 differential() {
     [ -x .venv/bin/python ] && .venv/bin/python -c 'import ratekeeper' 2>/dev/null || bash scripts/python.sh build
     compgen -G 'bindings-node/*.node' >/dev/null || bash scripts/node.sh build
-    bash scripts/node-test.sh tests/differential/differential.test.cjs
+    bash scripts/node-test.sh tests/differential/differential.test.cjs tests/differential/configs.test.cjs
 }
 
 # `build`, then the module again with its names (wasm-bindgen and wasm-opt as
