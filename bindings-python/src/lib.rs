@@ -17,6 +17,7 @@ mod limiter;
 mod lock;
 mod pickle;
 mod policy;
+mod policy_config;
 mod recycle;
 mod shared;
 

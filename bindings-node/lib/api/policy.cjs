@@ -18,7 +18,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
   /**
    * Whether `text` is a configuration's JSON rather than rate strings: its
    * first character past whitespace and a byte order mark is `{`. The same
-   * test as Python's `Policy(text)` (bindings-python/src/policy.rs,
+   * test as Python's `Policy(text)` (bindings-python/src/policy_config.rs,
    * `config_text`): whitespace is what the rate grammar skips (Python's `\s`,
    * which has U+0085 and U+001C to U+001F where `\s` here has not), and a
    * BOM, which `\s` here has, is skipped too, so that a file saved with one
