@@ -68,7 +68,8 @@ function createApi(B) {
   return api;
 }
 
-const { numberKey, isUint8Array, isRequest, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, configData, ownCopy, BRANDS, textOf, requestText, hasField } = values;
+const { numberKey, isUint8Array, isRequest, bytesCopy, bytesKey, keyArg, asciiInto, fieldsInto, inspected, inspectedOther, inspectSymbol, onlyKnown, isSignal, listen, unlisten, abortedNow, reasonOf, ownCopy, BRANDS, textOf, requestText, hasField } = values;
+const { configData } = require('./api/config.cjs');
 module.exports = {
   createApi,
   hasField,

@@ -53,7 +53,7 @@ fn from_json(py: Python<'_>, json: &str) -> PyResult<Policy> {
 /// but for a string holding a lone surrogate escape (`"\ud800"`, which
 /// serde_json refuses and JSON's own grammar takes) in text that is JSON
 /// otherwise. That is refused as the JS bindings refuse it (JSON.parse reads
-/// it, then `serdeReading` in bindings-node/lib/api/values.cjs), and as a
+/// it, then `serdeReading` in bindings-node/lib/api/config.cjs), and as a
 /// limit's name given to `Policy.add` is: `invalid_value`, naming the field
 /// of the limit it is in (`rate`), else `config`. A mapping reaches this
 /// too: `json.dumps` escapes its lone surrogates.
@@ -86,7 +86,7 @@ fn unparsed(py: Python<'_>, json: &str, err: serde_json::Error) -> PyErr {
 
 /// Where the strings of `json` (keys too) hold a lone surrogate escape: the
 /// byte offset of each, and the field of the first, named as the JS
-/// bindings name it (`serdeReading`, lib/api/values.cjs): the field of the
+/// bindings name it (`serdeReading`, lib/api/config.cjs): the field of the
 /// limit whose value it is in, else `config` (a key of a limit, or anywhere
 /// outside the limits). Read as JSON, which the caller checks `json` is.
 fn lone_surrogates(json: &str) -> (Vec<usize>, Option<String>) {

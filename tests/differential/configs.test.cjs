@@ -5,7 +5,7 @@
 // type; fields given twice; the top level), each given as text and as the
 // object each language's JSON parser makes of it. Python reads text with
 // serde_json and the JS bindings with JSON.parse, then check what serde
-// refuses (lib/api/values.cjs, serdeReading): this holds them together. Run by
+// refuses (lib/api/config.cjs, serdeReading): this holds them together. Run by
 // `bash scripts/wasm.sh test` beside differential.test.cjs.
 
 const test = require('node:test');

@@ -1,7 +1,8 @@
 'use strict';
 // Policy: all-or-nothing limits over requests (see lib/api.cjs), from a
 // declarative configuration, rate strings or configured limiters.
-const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, configRead, textOf, requestText, hasField } = require('./values.cjs');
+const { invalidType, invalidValue, numberKey, isUint8Array, isRequest, bytesKey, inspected, inspectedOther, inspectSymbol, arrayOf, ownCopy, textOf, requestText, hasField } = require('./values.cjs');
+const { configRead } = require('./config.cjs');
 
 module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot, givesBack, abortRule, requestMarks }, { internalsOf, isLimiter }, { isKeyed, configurationOf }) {
   const { B, out, policyOp, fitPolicy, badType, known, number, defaultClock, hotNow, nowFrom, readClock } = shared;
@@ -28,7 +29,7 @@ module.exports = function policy(shared, { acquireSlot, untracked, grew, forgot,
 
   /**
    * The backend's policy of the configuration `config` (an object or JSON
-   * text, read by `configRead`, lib/api/values.cjs), refusing a toJSON that
+   * text, read by `configRead`, lib/api/config.cjs), refusing a toJSON that
    * answers undefined. What serde's reading refuses and JSON.parse took (a
    * count written `2.0`, a field given twice) is refused after the data's
    * shape and before the core's own errors (a zero burst), as Python says

@@ -67,7 +67,7 @@ pub enum Kind {
     Object,
     /// A BigInt from 0 to 2^64 - 1: a policy configuration's count written
     /// in digits past 2^53 - 1, which the JS layer passes exactly (see
-    /// `serdeReading` in lib/api/values.cjs).
+    /// `serdeReading` in lib/api/config.cjs).
     Whole(u64),
     /// Anything else (boolean, another bigint, symbol, function).
     Other,
