@@ -390,6 +390,41 @@ describe('Policy', () => {
     assert.equal(policy.peek(attempt, 1, 0).deniedBy, 'per-user');
   });
 
+  it('a request is told from a Map by what it is, not by the Symbol.toStringTag it reads as', () => {
+    // Told by its tag alone, a Proxy whose get trap throws on a key its
+    // target lacks (a "strict" object) threw its own error from the read of
+    // Symbol.toStringTag, no limiter error, where it was a request; and a
+    // Map whose tag is its own (a subclass's, or set on it) was read as a
+    // request of no fields: admitted by a global limit, missing its field
+    // for a keyed one.
+    const strict = new Proxy(
+      { user: 'alice' },
+      {
+        get(target, key) {
+          if (!(key in target)) throw new Error(`no ${String(key)}`);
+          return target[key];
+        },
+      },
+    );
+    const policy = Policy.fromRates('1/hour', { by: ['user'] });
+    assert.equal(policy.tryAcquire(strict, 1, 0).allowed, true);
+    assert.equal(policy.peek({ user: 'alice' }, 1, 0).allowed, false, "alice's unit was taken");
+    assert.equal(policy.reset(strict), 1);
+
+    class Tagged extends Map {
+      get [Symbol.toStringTag]() {
+        return 'Tagged';
+      }
+    }
+    const retagged = new Map([['user', 'alice']]);
+    Object.defineProperty(retagged, Symbol.toStringTag, { value: 'Object' });
+    const proxied = new Proxy(new Map([['user', 'alice']]), {});
+    for (const wrong of [new Tagged([['user', 'alice']]), retagged, proxied]) {
+      assertLimiterError(() => policy.tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+      assertLimiterError(() => api.Policy.fromRates('10/second').tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+    }
+  });
+
   it('reset forgets the bookings of the request: a waiter then aborted moves nobody up, unless no limit held it', () =>
     resetAndAbort((clock) => {
       const policy = new Policy({ limits: [{ name: 'u', by: ['user'], limiter: new Gcra({ burst: 1, emissionIntervalMs: 100 }) }] }, { clock });
