@@ -97,6 +97,25 @@ function isUint8Array(value) {
 const objectTag = Function.prototype.call.bind(Object.prototype.toString);
 /** The tags of the collections and the binary data that isRequest refuses (a typed array or a DataView: ArrayBuffer.isView). */
 const NOT_REQUESTS = new Set(['[object Map]', '[object Set]', '[object WeakMap]', '[object WeakSet]', '[object ArrayBuffer]', '[object SharedArrayBuffer]']);
+/**
+ * SharedArrayBuffer where there is one (a browser page that is not
+ * cross-origin isolated has none; ArrayBuffer stands in for it).
+ */
+const SharedBuffer = typeof SharedArrayBuffer === 'function' ? SharedArrayBuffer : ArrayBuffer;
+
+/**
+ * `value`'s tag, or '' where reading it throws. The tag is read through
+ * the object (its Symbol.toStringTag): a Proxy whose get trap throws on a
+ * key its target lacks (a "strict" object) threw that error from
+ * isRequest, no limiter error, where it is a request.
+ */
+function tagOf(value) {
+  try {
+    return objectTag(value);
+  } catch {
+    return '';
+  }
+}
 
 /**
  * Whether `request`, given (not undefined or null), is an object whose own
@@ -107,10 +126,28 @@ const NOT_REQUESTS = new Set(['[object Map]', '[object Set]', '[object WeakMap]'
  * said it was missing), nor binary data (Python refuses bytes): an
  * ArrayBuffer's bytes are no keys either, and a Uint8Array's were read as
  * the fields "0", "1"... Of any realm: Array.isArray and ArrayBuffer.isView
- * read internal slots, and a collection or a buffer is told by its tag.
+ * read internal slots; a collection or a buffer of this realm is told by
+ * its prototype, and one of another realm by its tag. By the tag alone, a
+ * Map whose tag is its own (a subclass's, or one set on it) was read as a
+ * request of no fields.
  */
 function isRequest(request) {
-  return typeof request === 'object' && !Array.isArray(request) && !ArrayBuffer.isView(request) && !NOT_REQUESTS.has(objectTag(request));
+  if (typeof request !== 'object' || Array.isArray(request) || ArrayBuffer.isView(request)) return false;
+  // A plain object of this realm (most requests) is no collection nor buffer.
+  const prototype = Object.getPrototypeOf(request);
+  if (prototype === Object.prototype || prototype === null) return true;
+  // Written out: a loop over the constructors cost a class instance's call 100 ns.
+  if (
+    request instanceof Map ||
+    request instanceof Set ||
+    request instanceof WeakMap ||
+    request instanceof WeakSet ||
+    request instanceof ArrayBuffer ||
+    request instanceof SharedBuffer
+  ) {
+    return false;
+  }
+  return !NOT_REQUESTS.has(tagOf(request));
 }
 
 /**
