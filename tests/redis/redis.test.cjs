@@ -24,28 +24,42 @@ function raw(client, ...command) {
  * refunds'.
  */
 function holdingReplies(client, mode) {
-  let release;
-  const released = new Promise((resolve) => {
-    release = resolve;
-  });
+  const { promise: released, release } = releasable();
   const sent = { acquire: [], peek: [], reserve: [], refund: [] };
-  const proxy = new Proxy(client, {
-    get(target, name) {
-      const value = Reflect.get(target, name, target);
-      if ((name === 'call' || name === 'sendCommand') && typeof value === 'function') {
-        return (...args) => {
-          const words = (Array.isArray(args[0]) ? args[0] : args.flat()).map(String);
-          let reply = value.apply(target, args);
-          if (words.includes(mode)) reply = reply.then(async (r) => (await released, r));
-          const kind = Object.keys(sent).find((k) => words.includes(k));
-          if (kind !== undefined) sent[kind].push(reply);
-          return reply;
-        };
-      }
-      return typeof value === 'function' ? value.bind(target) : value;
-    },
+  const proxy = hooked(client, (words, send) => {
+    let reply = send();
+    if (words.includes(mode)) reply = reply.then(async (r) => (await released, r));
+    const kind = Object.keys(sent).find((k) => words.includes(k));
+    if (kind !== undefined) sent[kind].push(reply);
+    return reply;
   });
   return { client: proxy, release, sent, refunds: sent.refund };
+}
+
+/** A promise, and the function that resolves it. */
+function releasable() {
+  let release;
+  const promise = new Promise((resolve) => {
+    release = resolve;
+  });
+  return { promise, release };
+}
+
+/**
+ * `client`, whose `SCRIPT LOAD` runs at once but answers only once
+ * `release()` is called (a reload that ends late); `sent` names each
+ * command sent, in order.
+ */
+function holdingScriptLoad(client) {
+  const { promise: released, release } = releasable();
+  const sent = [];
+  const proxy = hooked(client, async (words, send) => {
+    sent.push(words[0]);
+    const reply = await send();
+    if (words[0] === 'SCRIPT') await released;
+    return reply;
+  });
+  return { client: proxy, sent, release };
 }
 
 /**
@@ -654,18 +668,8 @@ for (const library of Object.keys(CLIENTS)) {
       const admin = await CLIENTS[library]();
       try {
         const p = prefix('late-reload');
-        const sent = [];
-        let release;
-        const released = new Promise((resolve) => {
-          release = resolve;
-        });
         // SCRIPT LOAD runs at once; its reply comes after commandTimeoutMs.
-        const late = hooked(client, async (words, send) => {
-          sent.push(words[0]);
-          const reply = await send();
-          if (words[0] === 'SCRIPT') await released;
-          return reply;
-        });
+        const { client: late, sent, release } = holdingScriptLoad(client);
         const gcra = () => new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR });
         const limiter = new RedisLimiter(late, gcra(), { prefix: p, onError: 'open', commandTimeoutMs: 50 });
         await raw(admin, 'SCRIPT', 'FLUSH');
@@ -688,17 +692,7 @@ for (const library of Object.keys(CLIENTS)) {
     withClient(library, async (client) => {
       const admin = await CLIENTS[library]();
       try {
-        const sent = [];
-        let release;
-        const released = new Promise((resolve) => {
-          release = resolve;
-        });
-        const held = hooked(client, async (words, send) => {
-          sent.push(words[0]);
-          const reply = await send();
-          if (words[0] === 'SCRIPT') await released;
-          return reply;
-        });
+        const { client: held, sent, release } = holdingScriptLoad(client);
         const fallback = new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR });
         const limiter = new RedisLimiter(held, new rk.Gcra({ burst: 1, emissionIntervalMs: HOUR }), { prefix: prefix('abort-reload'), onError: fallback });
         await raw(admin, 'SCRIPT', 'FLUSH');
