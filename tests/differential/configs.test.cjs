@@ -65,6 +65,9 @@ function texts() {
     '{"limits": [{"name": "a", "rate": "1/second"}]} x', '{"limits": [', '[]', '"x"',
     '{"limits": [{"name": "a", "rate": "5/day", "calendar": "day", "algorithm": "fixed_window"}]}',
     limit('"calendar": null, "burst": null, "max_keys": null, "eviction": null'),
+    // Digits past 2^53 of an earlier `limits`, or an earlier value of the field: not the last one's.
+    ...['5', '{}', '"x"', 'null'].map((last) => `{"limits": [{"name": "a", "rate": "1/second", "by": ["u"], "max_keys": 18446744073709551615}], "limits": ${last}}`),
+    limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": "x"'), limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": null'),
   );
   return all;
 }

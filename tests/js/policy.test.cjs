@@ -763,6 +763,33 @@ describe('Policy', () => {
     assert.equal(new Policy(text('"burst": 2')).tryAcquire({ user: 'a' }, 2, 0).allowed, true);
   });
 
+  it('digits past 2^53 of a field or a `limits` given again are not read: the last written counts, as the shape serde finds first', () => {
+    // The digits of an earlier `limits`, or of an earlier value of the
+    // field, were put into the last one: an uncoded TypeError ("Cannot set
+    // properties of undefined") where `limits` was last not an array, and a
+    // duplicate field said where the last value is of the wrong shape, as
+    // Python says it (and as JS did for a smaller number first).
+    const big = '{"name": "a", "rate": "1/second", "by": ["u"], "max_keys": 18446744073709551615}';
+    const shapes = [
+      [`{"limits": [${big}], "limits": 5}`, 'limits: expected an array, found a number'],
+      [`{"limits": [${big}], "limits": {}}`, 'limits: expected an array, found an object'],
+      [`{"limits": [${big}], "limits": "x"}`, 'limits: expected an array, found the string "x"'],
+      [`{"limits": [${big}], "limits": null}`, 'limits: expected an array, found null'],
+    ];
+    const limit = (fields) => `{"limits": [{"name": "a", "rate": "1/second", "by": ["u"], ${fields}}]}`;
+    for (const first of ['1', '18446744073709551615']) {
+      shapes.push(
+        [limit(`"max_keys": ${first}, "max_keys": "x"`), 'limits[0].max_keys: expected a number, found the string "x"'],
+        [limit(`"max_keys": ${first}, "max_keys": [1]`), 'limits[0].max_keys: expected a number, found an array'],
+      );
+    }
+    for (const [config, message] of shapes) {
+      assert.throws(() => new Policy(config), { name: 'TypeError', code: 'invalid_config', message: `policy configuration: ${message}` }, config);
+    }
+    // The last written counts: `null` is no bound, whatever came before.
+    assert.throws(() => new Policy(limit('"max_keys": 18446744073709551615, "max_keys": null')), { code: 'invalid_config', message: 'policy configuration: limits[0]: duplicate field `max_keys`' });
+  });
+
   it('a string with a lone surrogate anywhere in a configuration is refused by its field, as Python reads JSON text', () => {
     // JSON escapes one, and reads it back; Python's serde_json refuses it.
     // Named by the field of the limit it is in, else `config`; first in
