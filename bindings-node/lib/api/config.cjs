@@ -174,6 +174,12 @@ function serdeReading(text) {
         at.keys.add(value);
       }
       at.key = value;
+      // A field given again is its last value (JSON.parse's), whatever it
+      // is: the digits of an earlier one, or of an earlier `limits`, are
+      // not put into it (a `limits` last not an array had no limit to hold
+      // them; a count last `"x"` was read as those digits).
+      if (at.role === TOP && value === 'limits') counts = new Map();
+      else if (at.role === LIMIT) counts.delete(`${at.index} ${value}`);
     } else if (c === '-' || (c >= '0' && c <= '9')) {
       let end = i + 1;
       while (end < text.length && NUMBER_PART.includes(text[end])) end++;
@@ -186,9 +192,7 @@ function serdeReading(text) {
     } else {
       i++;
       if (c === '{' || c === '[') {
-        const inner = container(at, c === '[');
-        if (inner.role === LIMITS) counts = new Map();
-        open.push(inner);
+        open.push(container(at, c === '['));
         key = c === '{';
       } else if (c === '}' || c === ']') {
         open.pop();
