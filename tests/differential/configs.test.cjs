@@ -68,6 +68,9 @@ function texts() {
     // Digits past 2^53 of an earlier `limits`, or an earlier value of the field: not the last one's.
     ...['5', '{}', '"x"', 'null'].map((last) => `{"limits": [{"name": "a", "rate": "1/second", "by": ["u"], "max_keys": 18446744073709551615}], "limits": ${last}}`),
     limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": "x"'), limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": null'),
+    // What serde_json does not read (a number out of range, 128 containers deep) is not JSON, before a lone surrogate.
+    limit('"by": ["\\ud800"], "x": 1e400'), limit('"x": -1e400, "by": ["\\ud800"]'), `{"limits": [], "x": ${'1'.repeat(400)}}`,
+    ...[125].flatMap((n) => [limit(`"by": ${'['.repeat(n)}"\\ud800"${']'.repeat(n)}`), limit(`"by": ["\\ud800"], "x": ${'['.repeat(n)}${']'.repeat(n)}`)]),
   );
   return all;
 }

@@ -829,6 +829,29 @@ describe('Policy', () => {
     assert.deepStrictEqual(new Policy(limit('"by": ["\\ud83d\\ude00"]')).limits, [{ name: 'a', by: ['\ud83d\ude00'] }]);
   });
 
+  it('JSON text that serde_json does not read (a number out of range, 128 containers deep) is not JSON, before a lone surrogate', () => {
+    // As Python says it: serde_json refuses such text as it reads it, where
+    // JSON.parse took it, and a lone surrogate escape (invalid_value) is
+    // said only of text that is JSON otherwise. JS said the surrogate.
+    const limit = (fields) => `{"limits": [{"name": "a", "rate": "1/second", ${fields}}]}`;
+    const deep = (n, inner) => `${'['.repeat(n)}${inner}${']'.repeat(n)}`;
+    const notJson = [
+      [limit('"by": ["\\ud800"], "x": 1e400'), 'number out of range'],
+      [limit('"x": -1e400, "by": ["\\ud800"]'), 'number out of range'],
+      [limit('"burst": 1e400'), 'number out of range'],
+      [`{"limits": [{"name": "a", "rate": "1/second", "by": ["u"]}], "x": ${'1'.repeat(400)}}`, 'number out of range'],
+      // The configuration, its limits and a limit hold 125 more: 128.
+      [limit(`"by": ${deep(125, '"\\ud800"')}`), 'recursion limit exceeded'],
+      [limit(`"by": ["\\ud800"], "x": ${deep(125, '')}`), 'recursion limit exceeded'],
+    ];
+    for (const [config, reason] of notJson) {
+      assert.throws(() => new Policy(config), { name: 'TypeError', code: 'invalid_config', message: `policy configuration: config is not JSON (${reason})` }, config.slice(0, 100));
+    }
+    // 127 deep, and the largest float, are JSON serde reads.
+    assertLimiterError(() => new Policy(limit(`"by": ${deep(124, '"\\ud800"')}`)), 'invalid_value', 'by');
+    assert.throws(() => new Policy(limit('"burst": 1.7976931348623157e308')), { code: 'invalid_config', message: /limits\[0\]\.burst: expected a whole number/ });
+  });
+
   it('a policy holding a calendar limit reads Date.now() by default', () => {
     const daily = { name: 'daily', algorithm: 'fixed_window', rate: '5/day', calendar: 'day' };
     const DAY = 86_400_000;
