@@ -123,10 +123,14 @@ function configData(config) {
  * binding; not by serde_json itself, whose parser and readers were a
  * quarter of the WebAssembly download (bindings-wasm/README.md).
  *
+ * - A number out of f64's range, or containers nested 128 deep, which
+ *   serde_json does not read as JSON: thrown, `invalid_config` "config
+ *   is not JSON", as a text JSON.parse refuses, before anything else.
  * - A string (a key or a value) with a lone surrogate, which serde_json
- *   refuses as it reads the text: thrown at once, `invalid_value` naming
- *   the field of the limit it is in (`rate`), else `config`, as the other
- *   strings of a policy are refused.
+ *   refuses as it reads the text: thrown next (Python says it only of text
+ *   that is JSON otherwise), `invalid_value` naming the field of the limit
+ *   the first is in (`rate`), else `config`, as the other strings of a
+ *   policy are refused.
  * - A count (`burst`, `max_keys`) written as a float (`2.0`, `2e0`, `-0`,
  *   which serde_json reads as -0.0), which serde refuses where it expects
  *   a u64; and a field of the configuration or of a limit given twice
@@ -142,6 +146,10 @@ function configData(config) {
 function serdeReading(text) {
   const open = [];
   let refused;
+  // What serde_json does not read in JSON text: its words.
+  let unread;
+  // The field of the first string with a lone surrogate.
+  let lone;
   // The counts of the last `limits` read, each as last written: its digits, or undefined.
   let counts = new Map();
   let key = false;
@@ -162,10 +170,9 @@ function serdeReading(text) {
       }
       const value = escaped ? JSON.parse(text.slice(i, end + 1)) : text.slice(i + 1, end);
       i = end + 1;
-      if (!isText(value)) {
+      if (lone === undefined && !isText(value)) {
         // The field it is in: a limit's key is no field's value.
-        const field = at?.role === WITHIN ? at.field : at?.role === LIMIT && !key ? at.key : 'config';
-        invalidValue(`\`${field}\` must be valid Unicode text (no lone surrogates)`);
+        lone = at?.role === WITHIN ? at.field : at?.role === LIMIT && !key ? at.key : 'config';
       }
       if (!key) continue;
       // Any field given twice: one no limit has is refused first, as unknown, by the backend.
@@ -185,6 +192,9 @@ function serdeReading(text) {
       while (end < text.length && NUMBER_PART.includes(text[end])) end++;
       const number = text.slice(i, end);
       i = end;
+      // serde_json's "number out of range": a float past f64's (its reading
+      // is not always the nearest float: a few digits about 1.8e308 differ).
+      if (!Number.isFinite(Number(number))) unread ??= 'number out of range';
       if (at?.role !== LIMIT || (at.key !== 'burst' && at.key !== 'max_keys')) continue;
       const float = /[.eE]/.test(number) || number === '-0';
       if (float) refused ??= configError(`${at.place}.${at.key}: expected a whole number from 0 to 2^64 - 1, found the float ${number}`);
@@ -193,6 +203,7 @@ function serdeReading(text) {
       i++;
       if (c === '{' || c === '[') {
         open.push(container(at, c === '['));
+        if (open.length >= SERDE_DEPTH) unread ??= 'recursion limit exceeded';
         key = c === '{';
       } else if (c === '}' || c === ']') {
         open.pop();
@@ -205,6 +216,8 @@ function serdeReading(text) {
       // Else whitespace, or a letter of `true`, `false` or `null`.
     }
   }
+  if (unread !== undefined) throw configError(`config is not JSON (${unread})`);
+  if (lone !== undefined) invalidValue(`\`${lone}\` must be valid Unicode text (no lone surrogates)`);
   const exact = [];
   for (const count of counts.values()) {
     const digits = count === undefined || count[2].startsWith('-') ? undefined : BigInt(count[2]);
@@ -217,6 +230,8 @@ function serdeReading(text) {
 const NUMBER_PART = '0123456789.eE+-';
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const U64_MAX = 2n ** 64n - 1n;
+// The containers serde_json reads nested: one more is its "recursion limit exceeded".
+const SERDE_DEPTH = 128;
 // What a container of a configuration is: the configuration, its `limits`,
 // one of those, a value inside a limit's field, or anything else.
 const [TOP, LIMITS, LIMIT, WITHIN, OTHER] = [0, 1, 2, 3, 4];
