@@ -143,3 +143,30 @@ def test_reservations_and_guarantees_refuse_to_pickle(copier: Callable[[object],
     for thing in live():
         with pytest.raises(TypeError, match=rf"^cannot pickle 'ratekeeper\.{type(thing).__name__}' object: "):
             copier(thing)
+
+
+@pytest.mark.parametrize("copier", COPIES, ids=COPY_IDS)
+def test_a_copy_counts_its_wait_from_the_now_given(copier: Callable[[Any], Any]) -> None:
+    # Given a float `now` on the epoch, `retry_after` is the float whose sum
+    # with `now` reaches the instant, not the plain wait: a copy keeps that.
+    epoch = 1_700_000_000.1
+    limiter = TokenBucket(1, 1, 0.3)
+    limiter.try_acquire(now=epoch)
+    denied = limiter.try_acquire(now=epoch)
+    assert denied.retry_after != 0.3  # else this tells nothing
+    copied = copier(denied)
+    check_copy(denied, copied)
+    assert copied.retry_after == denied.retry_after
+
+
+def test_an_unpickled_policy_decision_denied_by_no_limit_is_refused() -> None:
+    # `denied_by` indexes the limits pickled: one past the last (as any
+    # beyond) is refused when read, not a panic when `denied_by` is read.
+    numbers = (False, 0, 2, 500_000_000, 1_000_000_000)
+    limits = [("2/second", 1_000_000_000, numbers)]
+    unpickle: Any = PolicyDecision._unpickle  # type: ignore[attr-defined]
+    assert unpickle(numbers, float("nan"), limits, 0).denied_by == "2/second"
+    for index in (1, 2):
+        with pytest.raises(ratekeeper.RateLimitError, match="denied_by") as raised:
+            unpickle(numbers, float("nan"), limits, index)
+        assert raised.value.code == "invalid_value"
