@@ -390,6 +390,24 @@ describe('the default clock is performance.now()', () => {
     }
   });
 
+  // A reading 2^63 ns or more ahead of the native clock is a time, yet no
+  // offset from it: the napi build leaves such a clock to the JS layer, as
+  // the wasm build leaves every clock (wrapped, the offset read -8.4e18 ns
+  // and each decision refused the NaN an overflowing reading became).
+  it('a performance.now replaced before the package loads, reading too far ahead of the native clock to tie, is read by the JS layer', () => {
+    const { spawnSync } = require('node:child_process');
+    const script = `
+      Object.getPrototypeOf(performance).now = () => 1e13;
+      const api = require(${JSON.stringify(path.join(__dirname, 'impl.cjs'))});
+      const window = new api.FixedWindow({ limit: 1, windowMs: 1000 });
+      const d = window.tryAcquire();
+      console.log(JSON.stringify([d.allowed, d.resetAfterMs, window.tryAcquire().allowed]));`;
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: process.env });
+    assert.equal(run.status, 0, run.stderr);
+    // 1e13 ms is a whole second: its window ends 1000 ms later.
+    assert.deepStrictEqual(JSON.parse(run.stdout), [true, 1000, false]);
+  });
+
   // A window of a billion ms aligned at 0: resetAfterMs tells the instant a
   // call read (the napi build reads the default clock natively).
   it('reads the instant performance.now() would, to the microsecond', () => {
@@ -705,6 +723,8 @@ for (const [name, make, algorithm] of CLASSES) {
       const otherKind = algorithm === 'fixed_window' ? new Gcra({ burst: 3, emissionIntervalMs: 1 }) : new FixedWindow(windowOptions());
       assertLimiterError(() => limiter.reconfigure(otherKind, 0), 'invalid_value', 'other');
       assertLimiterError(() => limiter.reconfigure(make(), 'now'), 'invalid_type', 'nowMs');
+      // Read by the binding: named as every other `nowMs`.
+      for (const now of [NaN, -1, Infinity]) assertLimiterError(() => limiter.reconfigure(make(), now), 'invalid_value', 'nowMs');
       unchanged(limiter);
     });
   });

@@ -473,6 +473,19 @@ describe('Policy', () => {
     assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '3' }, 1, 0).allowed, true);
   });
 
+  it('a request of exactly 8 fields, as many as the addon reads without allocating, is read whole', () => {
+    // Both builds read a request written into their shared memory into 8
+    // places, then into a list past that: 7, 8 and 9 fields on either side.
+    for (const count of [7, 8, 9]) {
+      const policy = new Policy({ limits: [{ name: 'per-user', algorithm: 'fixed_window', rate: '1/second', by: ['user'] }] });
+      const request = { user: 'a' };
+      for (let i = 1; i < count; i++) request[`f${i}`] = String(i);
+      assert.equal(policy.tryAcquire(request, 1, 0).allowed, true, `${count} fields`);
+      assert.equal(policy.tryAcquire(request, 1, 0).allowed, false, `${count} fields`);
+      assert.equal(policy.tryAcquire({ ...request, user: 'b' }, 1, 0).allowed, true, `${count} fields`);
+    }
+  });
+
   it('a request without a field a limit is keyed by names the field and the limit, consuming nothing', () => {
     const policy = new Policy({
       limits: [
