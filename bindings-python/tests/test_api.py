@@ -646,6 +646,19 @@ def test_errors_pickle_with_their_code(error_class: type[RateLimitError]) -> Non
     assert (str(copy), copy.code) == (str(error), error.code)
 
 
+def test_rate_limited_pickles_with_its_wait() -> None:
+    # Raised in a worker process, it reaches the parent pickled: the wait it
+    # carries is what the caller retries after.
+    window = FixedWindow(1, 60, clock=lambda: 0.0)
+    window.try_acquire()
+    with pytest.raises(RateLimited) as raised:
+        window.acquire(timeout=0)
+    copy = pickle.loads(pickle.dumps(raised.value))
+    assert type(copy) is RateLimited
+    assert (str(copy), copy.code, copy.retry_after) == (str(raised.value), "rate_limited", raised.value.retry_after)
+    assert copy.retry_after == 60
+
+
 def test_raised_error_pickles() -> None:
     with pytest.raises(RateLimitError) as raised:
         SlidingWindowLog(2, 1).try_acquire(3, now=0)

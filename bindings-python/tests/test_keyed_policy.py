@@ -973,6 +973,37 @@ def test_limit_waits_or_raises(clock: FakeClock) -> None:
         ratekeeper.limit("1/second", cost=1.5)  # type: ignore[call-overload]
 
 
+def test_limit_takes_every_cost_a_call_takes(clock: FakeClock) -> None:
+    # From 0 (always allowed, takes nothing) to the limit, as a call takes
+    # them, checked once where the decorator is made; a negative cost is
+    # refused there in a call's words.
+    bucket = TokenBucket(2, 1, 1, clock=clock)
+
+    @ratekeeper.limit(bucket, cost=0, wait=False)
+    def free() -> str:
+        return "ok"
+
+    @bucket.acquiring(0, timeout=0)
+    def also_free() -> str:
+        return "ok"
+
+    @ratekeeper.limit(bucket, cost=0, wait=False, key=lambda user: user)
+    def free_per_user(user: str) -> str:
+        return user
+
+    assert [free(), also_free(), free_per_user("alice")] == ["ok", "ok", "alice"]
+    assert bucket.peek(0).remaining == 2
+    for cost in (-1, -(2**64)):
+        for refused in (
+            lambda: ratekeeper.limit(bucket, cost=cost),
+            lambda: ratekeeper.limit(KeyedLimiter(bucket), cost=cost, key=lambda: "k"),
+            lambda: ratekeeper.limit(Policy.from_rates("2/second"), cost=cost),
+        ):
+            with pytest.raises(RateLimitError, match="^`cost` must not be negative$") as raised:
+                refused()
+            assert raised.value.code == "invalid_value"
+
+
 def test_limit_waits_on_numpys_bool() -> None:
     """NumPy's bool is a flag, as a Decision's ``allowed`` takes it (no int
     to NumPy either)."""

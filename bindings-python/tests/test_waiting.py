@@ -651,6 +651,39 @@ def test_a_call_on_another_key_leaves_the_waiters_free_to_move_up(
         assert went == {"reserve": 3.0, "reset": 1.0, "acquire": 2.0}[between]
 
 
+@MOVERS
+def test_a_waiter_of_another_key_is_in_a_queue_of_its_own(
+    make: Callable[[Timeline], ratekeeper.Limiter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each key is a queue: a waiter of another key is none of those behind a
+    # cancelled one. Counted with them (one queue for the store), a booking
+    # made on its key since (a reserve() held there) would keep the waiters
+    # of the cancelled one's key in their slots, and its slot would go unused.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> dict[str, float]:
+        store = ratekeeper.KeyedLimiter(make(timeline))
+        store.try_acquire("k")
+        store.try_acquire("other")
+        done: dict[str, float] = {}
+
+        async def waiter(label: str, key: str) -> None:
+            await store.acquire_async(key)
+            done[label] = timeline.now
+
+        a = await timeline.start(waiter("a", "k"))  # at 1
+        o = await timeline.start(waiter("o", "other"))  # at 1
+        assert store.reserve("other").at == 2.0
+        b = await timeline.start(waiter("b", "k"))  # at 2
+        a.cancel()
+        await timeline.settle()
+        await timeline.run_out(o, b)
+        return done
+
+    assert asyncio.run(main()) == {"o": 1.0, "b": 1.0}
+
+
 async def _cancel_then_book(limiter: ratekeeper.Limiter, timeline: Timeline, cancelled: str) -> dict[str, float]:
     """Waiters a, b, c, d booked in turn; those in ``cancelled`` cancelled in
     one pass of the loop; then e books: when each of the others went."""
@@ -681,6 +714,66 @@ def test_waiters_cancelled_together_move_up_to_their_latest_slots(monkeypatch: p
     monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
     done = asyncio.run(_cancel_then_book(Gcra(1, 1.0, clock=timeline), timeline, "ab"))
     assert done == {"c": 1.0, "d": 2.0, "e": 3.0}
+
+
+def test_waiters_cancelled_together_all_leave_at_the_first_withdrawal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a and b cancelled in one pass: a's withdrawal gives b's booking back
+    # with its own, takes b out, and moves c and d up at once. Were b booked
+    # again with c and d (as a waiter staying), it would hold slot 1 until
+    # its own withdrawal, and a booking made between the two (another
+    # thread's reserve) would keep c and d behind b's slot, left unused.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> tuple[dict[str, float], list[float]]:
+        limiter = Gcra(1, 1.0, clock=timeline)
+        limiter.try_acquire()
+        done: dict[str, float] = {}
+
+        async def waiter(label: str) -> None:
+            await limiter.acquire_async()
+            done[label] = timeline.now
+
+        tasks = {label: await timeline.start(waiter(label)) for label in "abcd"}  # at 1, 2, 3, 4
+        between: list[float] = []
+        tasks["a"].cancel()
+        # Runs after a's withdrawal and before b's (each task runs in the
+        # order it was cancelled).
+        asyncio.get_running_loop().call_soon(lambda: between.append(limiter.reserve().at))
+        tasks["b"].cancel()
+        await timeline.settle()
+        await timeline.run_out(tasks["c"], tasks["d"])
+        return done, between
+
+    assert asyncio.run(main()) == ({"c": 1.0, "d": 2.0}, [3.0])
+
+
+def test_waiters_of_different_costs_move_up_in_their_order_with_their_own_costs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Booked again in their order, each waiter its own cost: booked in
+    # another order, b (1 unit) would get the booking of c's 2 units, first,
+    # and c the one unit after them, a second late.
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+
+    async def main() -> tuple[list[tuple[float, int]], dict[str, float]]:
+        limiter = LeakyBucket(10, 1.0, clock=timeline)
+        limiter.try_acquire()
+        done: dict[str, float] = {}
+
+        async def waiter(label: str, cost: int) -> None:
+            await limiter.acquire_async(cost)
+            done[label] = timeline.now
+
+        a = await timeline.start(waiter("a", 1))  # at 1
+        b = await timeline.start(waiter("b", 1))  # at 2
+        c = await timeline.start(waiter("c", 2))  # at 3
+        a.cancel()
+        await timeline.settle()
+        moved = [(w.reservation.at, w.reservation.cost) for w in _wait._WAITING[id(limiter)]]
+        await timeline.run_out(b, c)
+        return moved, done
+
+    assert asyncio.run(main()) == ([(1.0, 1), (2.0, 2)], {"b": 1.0, "c": 2.0})
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Task.cancelling() is new in Python 3.11")
@@ -989,6 +1082,54 @@ def test_a_waiter_on_a_closed_loop_is_never_given_back_from_the_middle(closing: 
         assert asyncio.run(main()) == expected
     finally:
         loops[0].close()
+
+
+def test_a_waiter_moved_twice_before_its_loop_runs_is_woken_once() -> None:
+    # a and b wait on a loop of another thread, c behind them on this one,
+    # which is busy while a and then b are cancelled there: each withdrawal
+    # books c again and wakes it, and the second wake-up finds the first's
+    # future done, which it must not set again (InvalidStateError, reported
+    # by c's loop as an exception in a callback).
+    clock = [0.0]
+    limiter = Gcra(1, 1.0, clock=lambda: clock[0])
+    limiter.try_acquire()
+    other = asyncio.new_event_loop()
+    reported: list[dict[str, Any]] = []
+
+    def on_the_other_loop(step: str) -> None:
+        if step == "book":
+            tasks[:] = [other.create_task(limiter.acquire_async()) for _ in "ab"]  # at 1 and 2
+        else:
+            for task in tasks:
+                task.cancel()
+                other.run_until_complete(asyncio.gather(task, return_exceptions=True))
+        other.run_until_complete(asyncio.sleep(0))
+
+    def in_a_thread(step: str) -> None:
+        # Joined at once: this loop does not run meanwhile.
+        worker = threading.Thread(target=on_the_other_loop, args=(step,))
+        worker.start()
+        worker.join()
+
+    tasks: list[asyncio.Task[None]] = []
+
+    async def main() -> list[float]:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        in_a_thread("book")
+        c = asyncio.ensure_future(limiter.acquire_async())  # at 3
+        await asyncio.sleep(0)
+        in_a_thread("cancel")
+        await asyncio.sleep(0)
+        slots = [w.reservation.at for w in _wait._WAITING[id(limiter)]]
+        c.cancel()
+        await asyncio.gather(c, return_exceptions=True)
+        return slots
+
+    try:
+        assert asyncio.run(main()) == [1.0]
+    finally:
+        other.close()
+    assert reported == []
 
 
 def test_a_task_abandoned_on_a_closed_loop_is_collected_and_gives_back() -> None:
