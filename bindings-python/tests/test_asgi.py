@@ -15,7 +15,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Generator, Optional, TypeVar, Union
 from urllib.parse import unquote
 
 import httpx
@@ -46,7 +46,9 @@ def make_app(limiter: Any, **options: Any) -> Starlette:
     return Starlette(routes=routes, middleware=middleware)
 
 
-def get_all(app: Starlette, requests: list[dict[str, Any]], *, raise_errors: bool = True) -> list[httpx.Response]:
+def get_all(
+    app: Union[Starlette, RateLimitMiddleware], requests: list[dict[str, Any]], *, raise_errors: bool = True
+) -> list[httpx.Response]:
     """Sends the requests in order through one client; returns the responses
     (with ``raise_errors=False``, a request that failed is Starlette's 500)."""
 
@@ -573,6 +575,50 @@ def test_items_join_the_apps_own_line_of_a_field() -> None:
     assert len(response.headers.get_list("ratelimit")) == 1
 
 
+def raw_app(headers: list[tuple[bytes, bytes]]) -> Callable[[Scope, Any, Any], Awaitable[None]]:
+    """A plain ASGI app answering "ok" with ``headers`` as they are given."""
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    return app
+
+
+def test_items_join_a_line_of_any_case_and_take_the_place_of_an_empty_one() -> None:
+    """Field names are case-insensitive (an ASGI app may send them as it
+    writes them): the middleware's items join the app's ``RateLimit-Policy``
+    line, not a line of their own beside it. An empty line of the app's is
+    replaced: joined, it would leave a dangling ", " that a structured-field
+    parser refuses, dropping the whole field."""
+    app = raw_app([(b"RateLimit-Policy", b'"route";q=1;w=1'), (b"RateLimit", b" ")])
+    (response,) = get_all(RateLimitMiddleware(app, KeyedLimiter(FixedWindow(5, 60, name="global"))), [{}])
+    assert response.headers.get_list("ratelimit-policy") == ['"global";q=5;w=60, "route";q=1;w=1']
+    assert re.fullmatch(r'"global";r=4;t=\d+', response.headers["ratelimit"])
+    names = [name.lower() for name, _ in response.headers.raw]
+    assert (names.count(b"ratelimit-policy"), names.count(b"ratelimit")) == (1, 1)
+
+
+def test_the_apps_own_messages_are_left_as_they_are() -> None:
+    """The headers go on a copy of the app's start message: an app that
+    sends one message it keeps (a constant) would otherwise find the last
+    request's items in it, and each response would list every earlier
+    request's as well."""
+    headers = [(b"content-type", b"text/plain")]
+    start = {"type": "http.response.start", "status": 200, "headers": headers}
+
+    async def app(scope: Scope, receive: Any, send: Any) -> None:
+        await send(start)
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = RateLimitMiddleware(app, KeyedLimiter(FixedWindow(5, 60, name="global")))
+    first, second = get_all(middleware, [{}, {}])
+    assert re.fullmatch(r'"global";r=4;t=\d+', first.headers["ratelimit"])
+    assert re.fullmatch(r'"global";r=3;t=\d+', second.headers["ratelimit"])
+    assert start == {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+    assert start["headers"] is headers
+
+
 def test_other_errors_of_the_limiter_propagate() -> None:
     app = make_app(KeyedLimiter(FixedWindow(5, 3600)), key=lambda scope: 1.5)
     with pytest.raises(TypeError):
@@ -701,7 +747,10 @@ def test_lifespan_and_other_scopes_pass_through() -> None:
     async def app(scope: Scope, receive: Any, send: Any) -> None:
         seen.append(scope["type"])
 
-    middleware = RateLimitMiddleware(app, FixedWindow(1, 3600))
+    # A limit of one: were a WebSocket handshake limited (and charged) as a
+    # request is, the second would be answered 429.
+    limiter = FixedWindow(1, 3600)
+    middleware = RateLimitMiddleware(app, limiter)
 
     async def receive() -> dict[str, Any]:
         return {}
@@ -709,9 +758,10 @@ def test_lifespan_and_other_scopes_pass_through() -> None:
     async def send(message: Any) -> None:
         raise AssertionError("nothing to send")
 
-    for kind in ("lifespan", "websocket", "lifespan"):
+    for kind in ("lifespan", "websocket", "websocket", "lifespan"):
         asyncio.run(middleware({"type": kind}, receive, send))
-    assert seen == ["lifespan", "websocket", "lifespan"]
+    assert seen == ["lifespan", "websocket", "websocket", "lifespan"]
+    assert limiter.peek(0).remaining == 1
 
 
 SHARED = (
