@@ -35,6 +35,7 @@ from ratekeeper import (
 from ratekeeper.cli import main
 from ratekeeper.cli._explain import explain_data, fmt_seconds
 from ratekeeper.cli import _simulate
+from ratekeeper.cli._plot import bin_width
 from ratekeeper.cli._policy import CliError
 from ratekeeper.cli._simulate import Progress, generate, read_trace
 
@@ -136,6 +137,12 @@ def test_explain_text_names_every_figure() -> None:
     assert "most in any 1 s    19" in out  # burst 10, then 9 more within the second
     assert "most in any 1 min  199" in out
     assert "next unit after 600 ms, full again after 1 min" in out
+    # Per the first of 1 s, 1 min, 1 h, 1 day that is a whole number of periods.
+    assert "sustained rate     10 per 1 s (10/s)" in out
+    assert "sustained rate     100 per 1 min (1.66667/s)" in out
+    status, out, _ = run("explain", "1/second")
+    assert "sustained rate     1 per 1 s (1/s)" in out  # not "60 per 1 min"
+    status, out, _ = run("explain", "10/second;100/minute")
     assert "all 2 limits together, for a client every limit counts, all or nothing (exact)" in out
     status, out, _ = run("explain", "10/second", "--by", "user", "--by", "path")
     assert 'limit "10/second" (token_bucket, per user, path)' in out
@@ -385,6 +392,46 @@ def test_simulate_global_limit_counts_every_key_together(tmp_path: Path) -> None
     assert data["overall"]["admitted"] == 2 and data["keys"]["c"]["denied"] == 1
 
 
+def test_the_shortest_window_and_the_least_cost_are_taken(tmp_path: Path) -> None:
+    # 1 ns is the shortest duration a limiter counts, and a cost of 0 is
+    # always allowed: both are taken, not refused as out of bounds.
+    status, out, err = run("explain", "10/second", "--window", "1e-9")
+    assert (status, err) == (0, "") and re.search(r"most in any 1 ns +10$", out, re.M)
+    # A cost written "0.0" is read the slow way, which names a line at fault: the same bounds.
+    for zero in ("0", "0.0"):
+        (tmp_path / "trace.csv").write_text(f"0.0,a,1\n0.1,a,{zero}\n0.2,a,1\n")
+        status, out, err = run("simulate", "1/second", "--algorithm", "fixed_window", "--trace", str(tmp_path / "trace.csv"), "--json")
+        assert (status, err) == (0, "")
+        overall = json.loads(out)["overall"]
+        assert (overall["admitted"], overall["denied"], overall["units_admitted"]) == (2, 1, 1)
+
+
+def test_simulate_names_the_limit_that_denied_most_and_the_longest_waits_earliest_first(tmp_path: Path) -> None:
+    # 2 per second and 3 per minute, aligned windows: the per-second limit
+    # denies at 0.2 s, the per-minute one at 1.1 s and 1.2 s.
+    (tmp_path / "trace.csv").write_text("0.0,a\n0.1,a\n0.2,a\n1.0,a\n1.1,a\n1.2,a\n")
+    args = ["simulate", "2/second;3/minute", "--algorithm", "fixed_window", "--trace", str(tmp_path / "trace.csv")]
+    status, out, _ = run(*args, "--json")
+    assert status == 0
+    data = json.loads(out)
+    assert data["denied_by"] == {"3/minute": 2, "2/second": 1}
+    assert data["denied_most_by"] == "3/minute"
+    # Two equal waits (each half a second before its window ends): the earlier listed first.
+    (tmp_path / "ties.csv").write_text("0.0,a\n0.5,a\n1.0,a\n1.5,a\n")
+    status, out, _ = run("simulate", "1/second", "--algorithm", "fixed_window", "--trace", str(tmp_path / "ties.csv"), "--json")
+    assert status == 0
+    waits = [(w["time"], w["retry_after"]) for w in json.loads(out)["longest_waits"]]
+    assert waits == [(0.5, 0.5), (1.5, 0.5)]
+
+
+def test_plot_bins_hold_about_twenty_events_each() -> None:
+    # About 120 round bins over the trace, fewer where it holds fewer than
+    # 20 events a bin: 100 events over 100 s are 5 bins of 20 s, not 100 of 1 s.
+    assert bin_width(100, 100) == 20.0
+    assert bin_width(3600, 100_000) == 50.0  # 3600 / 120 = 30, rounded up to 50
+    assert bin_width(100, 10) == 100.0  # one bin
+
+
 def test_simulate_report_shows_long_keys_whole_up_to_a_bound(tmp_path: Path) -> None:
     # Cut to 16 characters, these two keys were one.
     long = "x" * 60
@@ -547,6 +594,8 @@ def test_durations_are_never_shown_longer_as_windows_nor_shorter_as_waits() -> N
     # Exact where a unit spells it shortly; else rounded in the safe direction.
     assert fmt_seconds(6000) == "100 min"  # was "1.667 h", 1.2 s longer than the window of its figure
     assert fmt_seconds(1000) == "1000 s"
+    # A short number is below 10,000 of its unit: 10,000 s is in hours, rounded down.
+    assert (fmt_seconds(9999), fmt_seconds(10_000)) == ("166.65 min", "2.777 h")
     assert fmt_seconds(1 / 3) == "333.333 ms"
     assert fmt_seconds(1 / 3, up=True) == "333.334 ms"
     # One unit per ns: a span of 2.4 ns holds three instants, never read as 2 ns.
