@@ -215,6 +215,79 @@ def test_an_explicit_cancel_gives_back_as_it_is(client: redis.Redis) -> None:
     assert limiter.reserve("k", now=1000.0, max_wait=100).wait == 2.0
 
 
+def test_a_cancel_gives_back_once_and_a_refusal_has_nothing_to_give_back(url: str, client: redis.Redis) -> None:
+    # cancel() gives the booking back once: a second call refunding it again
+    # would free the slot of the booking before it (two units at once from a
+    # burst of one). A reservation refused booked nothing, and its cancel()
+    # gives nothing back: a unit refunded at the slot it would have had
+    # would be one the limit never granted.
+    now = 2_000_000_000.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix("once"), clock=lambda: now)
+    assert limiter.try_acquire("k")
+    refused = limiter.reserve("k", max_wait=0)
+    assert not refused.ok
+    refused.cancel()
+    assert not limiter.try_acquire("k").allowed
+    first, second = limiter.reserve("k", max_wait=100), limiter.reserve("k", max_wait=100)
+    assert (first.wait, second.wait) == (1.0, 2.0)
+    second.cancel()
+    second.cancel()
+    assert limiter.reserve("k", max_wait=100).wait == 2.0
+
+    async def main() -> tuple[bool, float]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("async-once"), clock=lambda: now)
+        assert (await alimiter.try_acquire("k")).allowed
+        refused = await alimiter.reserve("k", max_wait=0)
+        await refused.cancel()
+        allowed = (await alimiter.try_acquire("k")).allowed
+        await alimiter.reserve("k", max_wait=100)
+        second = await alimiter.reserve("k", max_wait=100)
+        await second.cancel()
+        await second.cancel()
+        after = await alimiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return allowed, after.wait
+
+    assert asyncio.run(main()) == (False, 2.0)
+
+
+WINDOWS: dict[str, Callable[[], Any]] = {
+    "fixed_window": lambda: ratekeeper.FixedWindow(1, 60.0),
+    "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(1, 60.0),
+}
+
+
+@pytest.mark.parametrize("algorithm", WINDOWS)
+def test_a_cancel_gives_a_window_booking_back_at_its_slot(url: str, client: redis.Redis, algorithm: str) -> None:
+    # Booked into the next window and cancelled, it goes back to that
+    # window: given back at the time of the cancel, it would free a unit of
+    # the window it was made in, where it took nothing (two units at once
+    # from a limit of one), and the window it was booked in would keep it.
+    now = 2_000_000_070.0  # 30 s into a fixed window of 60 s
+    limiter = RedisLimiter(client, WINDOWS[algorithm](), prefix=_prefix(f"cancel-{algorithm}"), clock=lambda: now)
+    assert limiter.try_acquire("k")
+    booked = limiter.reserve("k", max_wait=100)
+    assert booked.ok and booked.wait > 0
+    booked.cancel()
+    assert not limiter.try_acquire("k").allowed
+    assert limiter.reserve("k", max_wait=100).wait == booked.wait
+
+    async def main() -> tuple[bool, float, float]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        alimiter = AsyncRedisLimiter(aclient, WINDOWS[algorithm](), prefix=_prefix(f"acancel-{algorithm}"), clock=lambda: now)
+        assert (await alimiter.try_acquire("k")).allowed
+        abooked = await alimiter.reserve("k", max_wait=100)
+        await abooked.cancel()
+        denied = (await alimiter.try_acquire("k")).allowed
+        after = await alimiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return denied, abooked.wait, after.wait
+
+    denied, wait, after = asyncio.run(main())
+    assert not denied and after == wait
+
+
 async def _booked(limiter: Any, target: Any, before: float) -> None:
     """Returns once ``target``'s key holds a booking past ``before`` seconds from now."""
     for _ in range(500):
@@ -446,6 +519,57 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_anothe
     assert after - held == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("redis_down", [False, True], ids=["redis", "on_error"])
+@pytest.mark.parametrize("batching", [True, False])
+def test_an_async_try_acquire_denied_and_cancelled_in_flight_gives_nothing_back(
+    url: str, redis_down: bool, batching: bool
+) -> None:
+    # Denied, the call took nothing: a give-back for its caller, gone
+    # before the answer came, would hand the next caller a unit the limit
+    # never granted (in Redis, or in the in-process on_error limiter while
+    # Redis is down), two units at once from a limit of one.
+    async def main() -> tuple[bool, bool]:
+        now = 2_000_000_005.0
+        aclient = redis.asyncio.Redis.from_url(url)
+        fallback = ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(1, 60.0))
+        limiter = AsyncRedisLimiter(
+            aclient,
+            ratekeeper.FixedWindow(1, 60.0),
+            prefix=_prefix(f"async-denied-{redis_down}-{batching}"),
+            clock=lambda: now,
+            on_error=fallback,
+            batching=batching,
+        )
+        assert (await limiter.try_acquire("k")).allowed
+        assert fallback.try_acquire("k").allowed  # both limits spent
+        task: Optional[asyncio.Future[Any]] = None
+        call = limiter._call
+        answered = asyncio.Event()
+
+        async def denied_then_gone(keys: list[bytes], args: list[Any]) -> Any:
+            reply = await call(keys, args)
+            if args[1] == "acquire" and task is not None:
+                task.cancel()  # the caller leaves while the reply is on its way
+                answered.set()
+                if redis_down:
+                    raise redis.ConnectionError("Redis went away")
+            return reply
+
+        limiter._call = denied_then_gone  # type: ignore[method-assign]
+        task = asyncio.ensure_future(limiter.try_acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(answered.wait(), 5)
+        for _ in range(5):  # a give-back, were there one, runs in a task of its own
+            await asyncio.sleep(0.01)
+        limiter._call = call  # type: ignore[method-assign]
+        in_redis = (await limiter.peek("k")).allowed
+        await aclient.aclose()
+        return in_redis, fallback.peek("k").allowed
+
+    assert asyncio.run(main()) == (False, False)
+
+
 # Reset and used again, a key books the same slots anew: a bucket on the
 # callers' clock, whose line ends where it ended before, and a window, which
 # counts per window whoever booked there.
@@ -549,5 +673,20 @@ def test_a_reset_of_another_key_leaves_a_booking_to_give_back(client: redis.Redi
     assert limiter.try_acquire("k") and limiter.try_acquire("other")
     booked = limiter.reserve("k", max_wait=100)
     assert limiter.reset("other")
+    booked.cancel()
+    assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)
+
+
+def test_a_reset_that_found_nothing_leaves_a_booking_to_give_back(client: redis.Redis) -> None:
+    # A reset that found no key forgot nothing: counted all the same, it
+    # would keep the bookings of every key of its mark from being given back.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="rk-py-reset-none:", clock=lambda: now)
+    # A key never used whose mark (one of 256) is the booking's key's.
+    unused = next(f"unused-{i}" for i in range(10_000) if _mark(limiter._keys(f"unused-{i}")[0]) == _mark(limiter._keys("k")[0]))
+    limiter.reset("k")
+    assert limiter.try_acquire("k")
+    booked = limiter.reserve("k", max_wait=100)
+    assert not limiter.reset(unused)
     booked.cancel()
     assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)

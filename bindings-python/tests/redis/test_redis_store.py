@@ -206,6 +206,9 @@ def test_a_float_instant_is_its_own_value_to_the_nearest_microsecond(client: red
             assert limiter.reserve("k", 0, now=given).at == micros / 10**6, (now, given)
             assert limiter.reserve("k", 0, max_wait=given, now=0).wait == 0  # accepted alike
     assert micros == 1700000000250000
+    # An exact half (a Decimal's, a Fraction's) goes up too, not to the even µs.
+    for exact, up in ((Decimal("1700000000.0000025"), 1700000000000003), (Fraction(5, 2 * 10**6), 3)):
+        assert limiter.reserve("k", 0, now=exact).at == up / 10**6, exact
 
 
 def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
@@ -520,6 +523,12 @@ def test_bad_input_names_the_argument(client: redis.Redis) -> None:
     with pytest.raises(ratekeeper.RateLimitError, match="^`taken_at`: more than 2\\^52 µs after the Unix epoch$") as error:
         limiter.refund("k", 1, taken_at=2**60)
     assert error.value.code == "overflow"
+    # 2^52 µs itself is the latest instant taken, not one past it.
+    latest = Fraction(ratekeeper.redis.MAX_NOW, 10**6)
+    assert limiter.reserve("k", 0, now=latest).at == float(latest)
+    with pytest.raises(ratekeeper.RateLimitError, match="^`now`: more than 2\\^52 µs") as error:
+        limiter.reserve("k", 0, now=latest + Fraction(1, 10**6))
+    assert error.value.code == "overflow"
 
 
 def test_a_cost_past_64_bits_is_invalid_value_in_every_method_as_in_process(url: str) -> None:
@@ -664,6 +673,82 @@ def test_waiting_acquire(client: redis.Redis) -> None:
         hourly.acquire("k", timeout=0)
 
 
+def test_a_wait_beyond_max_span_is_never_booked(url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # max_wait goes to the script clamped to MAX_SPAN (2^50 µs, 35 years),
+    # which keeps a booked slot within the script's exact arithmetic: a wait
+    # longer than that is refused whatever max_wait allows, and acquire
+    # without a timeout raises RateLimited at once, rather than sleep the 53
+    # years and ask again.
+    now = 2_000_000_000.0
+    interval = Fraction(3 * ratekeeper.redis.MAX_SPAN // 2, 10**6)  # 53 years, in whole µs
+    prefix = f"rk-py-span:{uuid.uuid4().hex}:"
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, interval), prefix=prefix, clock=lambda: now)
+    assert limiter.try_acquire("k")
+    for max_wait in (None, math.inf, 2 * interval):
+        refused = limiter.reserve("k", max_wait=max_wait)
+        assert (refused.ok, refused.from_store, refused.wait) == (False, True, float(interval)), max_wait
+
+    def sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s")
+
+    async def async_sleep(seconds: float) -> None:
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", async_sleep)
+    with pytest.raises(ratekeeper.RateLimited) as raised:
+        limiter.acquire("k")
+    assert raised.value.retry_after == float(interval)
+
+    async def main() -> float:
+        aclient = redis.asyncio.Redis.from_url(url)
+        alimiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, interval), prefix=prefix, clock=lambda: now)
+        try:
+            with pytest.raises(ratekeeper.RateLimited) as raised:
+                await alimiter.acquire("k")
+            return raised.value.retry_after
+        finally:
+            await aclient.aclose()
+
+    assert asyncio.run(main()) == float(interval)
+
+
+def test_an_acquire_whose_timeout_passed_in_an_outage_asks_once_more_with_no_wait_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Redis unreachable, the fallback denied, and the wait for its
+    # retry_after ran past the timeout: what is left is no wait (max_wait 0,
+    # which the fallback, free again, admits), not a negative max_wait,
+    # refused as a bad argument (RateLimitError, invalid_value).
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        if seconds:
+            now[0] += seconds + 0.5  # woken late
+
+    async def async_sleep(seconds: float) -> None:
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    monkeypatch.setattr(asyncio, "sleep", async_sleep)
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    fallback = ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(1, 1.0, clock=lambda: now[0]))
+    down = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+    limiter = RedisLimiter(down, ratekeeper.FixedWindow(1, 1.0), on_error=fallback)
+    assert fallback.try_acquire("k")
+    limiter.acquire("k", timeout=1.0)  # denied until 1 s, then admitted at 1.5 s
+    assert (now[0], fallback.peek("k", 0).remaining) == (1.5, 0)
+
+    async def main() -> None:
+        adown = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        alimiter = AsyncRedisLimiter(adown, ratekeeper.FixedWindow(1, 1.0), on_error=fallback)
+        await alimiter.acquire("k", timeout=0.5)  # denied until 2 s, then admitted at 2.5 s
+        await adown.aclose()
+
+    asyncio.run(main())
+    assert (now[0], fallback.peek("k", 0).remaining) == (2.5, 0)
+
+
 def test_reserve_books_first_come_first_served(client: redis.Redis) -> None:
     start = time.time() + 5  # Unix time, ahead of the server's
     limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1), clock=lambda: start)
@@ -802,6 +887,112 @@ def test_async_callers_calling_again_share_the_next_batch(url: str) -> None:
         return calls[0]
 
     assert asyncio.run(main()) == 5
+
+
+def test_a_batch_holds_at_most_max_batch_callers(url: str) -> None:
+    # MAX_BATCH (internal) is the most costs one round trip carries: the
+    # callers queued behind a round trip go in batches of at most that many.
+    from ratekeeper.redis._values import MAX_BATCH
+
+    async def main() -> tuple[list[int], int]:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(4096, 3600), prefix=f"rk-py-batch:{uuid.uuid4().hex}:")
+        sizes: list[int] = []
+        send = limiter._call
+
+        async def sized(keys: list[bytes], args: list[str | int]) -> Any:
+            sizes.append(int(args[3 + len(limiter._core.config)]))  # the count of costs (PROTOCOL.md)
+            return await send(keys, args)
+
+        limiter._call = sized  # type: ignore[method-assign]
+        decisions = await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(2 * MAX_BATCH + 2)))
+        await client.aclose()
+        return sizes, sum(d.allowed for d in decisions)
+
+    assert asyncio.run(main()) == ([1, MAX_BATCH, MAX_BATCH, 1], 2 * MAX_BATCH + 2)
+    # A thread's callers gather as the tasks' do (threads enough to fill a
+    # batch are too many for a test): a batch full, the next caller starts one.
+    limiter = RedisLimiter(redis.Redis(port=1), ratekeeper.FixedWindow(4096, 3600))
+    with limiter._lock:
+        for _ in range(MAX_BATCH + 1):
+            limiter._join((b"hot",), ratekeeper.redis._sync._Slot(1, "hot"))
+    assert [len(batch.slots) for batch in limiter._queues[(b"hot",)].waiting] == [MAX_BATCH, 1]
+
+
+def test_callers_of_a_batch_whose_sending_task_was_cancelled_are_cancelled(url: str) -> None:
+    # The task sending a batch cancelled (its loop ending), its callers and
+    # those gathered meanwhile are cancelled too: else nobody would answer
+    # them, they would wait for ever, and so would every later caller of the
+    # key, queued behind them.
+    async def main() -> tuple[list[object], bool]:
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-sender:{uuid.uuid4().hex}:")
+        assert (await limiter.peek("hot", 0)).from_store  # the script is loaded
+        send = limiter._call
+        sending = asyncio.Event()
+
+        async def held(keys: list[bytes], args: list[str | int]) -> Any:
+            sending.set()
+            await asyncio.sleep(3600)  # until cancelled
+
+        limiter._call = held  # type: ignore[method-assign]
+        callers = [asyncio.ensure_future(limiter.try_acquire("hot")) for _ in range(3)]
+        await sending.wait()  # the first sent alone; the others queued behind it
+        loop = asyncio.get_running_loop()
+        (sender,) = [task for task in ratekeeper.redis._async._TASKS if task.get_loop() is loop and not task.done()]
+        sender.cancel()
+        outcomes = await asyncio.wait_for(asyncio.gather(*callers, return_exceptions=True), 5)
+        limiter._call = send  # type: ignore[method-assign]
+        later = await asyncio.wait_for(limiter.try_acquire("hot"), 5)
+        await client.aclose()
+        return [type(outcome) for outcome in outcomes], later.allowed
+
+    assert asyncio.run(main()) == ([asyncio.CancelledError] * 3, True)
+
+
+def test_a_batch_ending_on_a_loop_that_stopped_leaves_the_key_to_the_loop_that_took_it_over() -> None:
+    # Loop A stops with a round trip under way (its caller timed out); loop
+    # B's callers then queue on the key in a queue of B's own. A's round
+    # trip, ending once A runs again, leaves B's queue in place: taken out as
+    # if it were A's, B's next callers, rather than queue behind the round
+    # trip under way, would go as a batch of their own, one more round trip
+    # (to time out in turn, in an outage).
+    limiter = AsyncRedisLimiter(redis.asyncio.Redis(port=1), ratekeeper.Gcra(100, 1.0), on_error="open")
+    released: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+    sent: list[asyncio.AbstractEventLoop] = []
+
+    async def down(keys: list[bytes], args: list[str | int]) -> Any:
+        loop = asyncio.get_running_loop()
+        sent.append(loop)
+        await released.setdefault(loop, asyncio.Event()).wait()
+        raise redis.ConnectionError("down")  # on_error answers
+
+    limiter._call = down  # type: ignore[method-assign]
+    a, b = asyncio.new_event_loop(), asyncio.new_event_loop()
+
+    async def run_a_again() -> None:
+        released.setdefault(a, asyncio.Event()).set()
+        for _ in range(5):
+            await asyncio.sleep(0)  # its batch answered, and ended
+
+    async def on_b() -> list[bool]:
+        first = asyncio.ensure_future(limiter.try_acquire("hot"))  # a queue of B's
+        await asyncio.sleep(0)
+        await asyncio.get_running_loop().run_in_executor(None, a.run_until_complete, run_a_again())
+        others = [asyncio.ensure_future(limiter.try_acquire("hot")) for _ in range(9)]
+        await asyncio.sleep(0)
+        released.setdefault(b, asyncio.Event()).set()
+        return [d.allowed for d in await asyncio.gather(first, *others)]
+
+    try:
+        with pytest.raises(asyncio.TimeoutError):
+            a.run_until_complete(asyncio.wait_for(limiter.try_acquire("hot"), 0.05))
+        assert b.run_until_complete(on_b()) == [True] * 10
+    finally:
+        a.close()
+        b.close()
+    # One round trip on B: its first caller's, whose outage answered the nine queued behind it.
+    assert (sent.count(a), sent.count(b)) == (1, 1)
 
 
 def test_cancelling_one_batched_caller_spares_the_others(url: str) -> None:
@@ -1144,13 +1335,16 @@ def test_an_interruption_while_redis_is_down_stays_in_its_own_thread(client: red
     assert isinstance(out["main"], KeyboardInterrupt) == (main_calls[0] > 1)
 
 
-@pytest.mark.parametrize("answered", [False, True])
+@pytest.mark.parametrize("how", ["under way", "answered", "answered, then reset"])
 def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, answered: bool
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     # Its answer was dropped, and the unit Redis took for it kept: whether
     # the interruption came while the batch was under way, or once its
-    # answer had come but before it returned.
+    # answer had come but before it returned. Unless the limiter reset the
+    # key meanwhile: the window counts units taken anew since, one of which
+    # a give-back would free (two at once from what was left).
+    answered = how != "under way"
     limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-gone:{uuid.uuid4().hex}:")
     assert limiter.peek("k", 0).from_store  # the script is loaded
     call = limiter._call
@@ -1173,6 +1367,9 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
                 self.wake.wait()
             else:
                 time.sleep(0.2)  # in the batch 'second' sends, under way
+            if how == "answered, then reset":
+                assert limiter.reset("k")
+                assert limiter.try_acquire("k", now=time.time()).allowed  # (a `now`: not batched)
             raise KeyboardInterrupt
 
         def set(self) -> None:
@@ -1199,7 +1396,7 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     second.join(10)
     assert out == [True, True]
     used = 100 - limiter.peek("k", 0).remaining
-    assert used == 2, "the interrupted caller's unit was given back"
+    assert used == (1 if how == "answered, then reset" else 2), "the interrupted caller's unit was given back"
 
 
 class MainSends:
@@ -1351,6 +1548,54 @@ def test_an_interrupted_hand_on_leaves_no_caller_waiting(client: redis.Redis, mo
     assert 100 - limiter.peek("k", 0).remaining == len(callers.out)
     callers.worker("later").join(5)
     assert callers.out["later"] is True, "the key's queue is stuck"
+
+
+def test_a_batch_whose_sender_left_goes_ahead_of_the_batch_gathered_behind_it(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The main thread, sending the batch of itself and 'second', interrupted
+    # before its round trip (nothing taken): 'second' sends it instead, ahead
+    # of 'third', who queued behind it meanwhile, first come first served.
+    # Put behind, 'second' would lose the last unit to 'third'.
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(2, 3600), prefix=f"rk-py-ahead:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+
+    class Callers(MainSends):
+        def sends(self, args: list[Any]) -> None:
+            if len(self.main_calls) == 1:
+                self.worker("third")  # queues behind this batch
+                self.queued.acquire(timeout=5)
+                raise KeyboardInterrupt
+
+    callers = Callers(limiter, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        callers.run()
+    assert callers.out == {"first": True, "second": True, "third": False}
+
+
+def test_a_caller_that_left_before_its_batch_was_sent_is_not_sent(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The main thread, queued ahead of 'second', interrupted as it waits:
+    # 'second' sends their batch without it. Sent all the same, ahead of
+    # 'second', it would take the last unit, and 'second' be denied what the
+    # give-back returns only afterwards.
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(2, 3600), prefix=f"rk-py-left:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    second_waits = threading.Event()
+
+    class Callers(MainSends):
+        def wait(self, wake: Any, timeout: Optional[float]) -> bool:
+            if threading.current_thread().name == "second":
+                second_waits.set()
+            elif threading.current_thread() is threading.main_thread():
+                assert second_waits.wait(5)
+                raise KeyboardInterrupt
+            return super().wait(wake, timeout)
+
+    callers = Callers(limiter, monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        callers.run()
+    assert callers.out == {"first": True, "second": True}
+    assert limiter.peek("k", 0).remaining == 0
 
 
 def test_a_sender_interrupted_as_it_gives_back_raises_its_interruption(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1946,6 +2191,52 @@ def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(u
         client.close()
 
 
+def test_callers_queued_behind_a_round_trip_whose_fallback_refused_are_decided_at_once(url: str) -> None:
+    # As above, with on_error refusing the first caller's request (a fallback
+    # Policy whose store of addresses is full): Redis did not answer all the
+    # same, and the callers that queued behind it are decided by on_error at
+    # once (refused in turn), not sent round after round to time out.
+    client = redis.Redis.from_url(url, socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    admin = redis.Redis.from_url(url)
+    fallback = ratekeeper.Policy()
+    fallback.add("per-ip", ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(100, 3600), max_keys=1, eviction="refuse"), by=["ip"])
+    assert fallback.try_acquire({"ip": "203.0.113.1"}).allowed  # the store is full
+    limiter = RedisPolicy(client, "100/hour", by=["user"], on_error=fallback, prefix=f"rk-py-refused:{uuid.uuid4().hex}:")
+    request = {"user": "hot", "ip": "203.0.113.2"}
+    assert limiter.peek(request, 0).from_store  # the script is loaded
+    sent: list[object] = []
+    call = limiter._call
+
+    def counted(keys: list[bytes], args: list[Any]) -> Any:
+        sent.append(args[1])
+        return call(keys, args)
+
+    limiter._call = counted  # type: ignore[method-assign]
+    start = threading.Barrier(16)
+    codes: list[str] = []
+
+    def caller() -> None:
+        start.wait()
+        try:
+            limiter.try_acquire(request)
+        except ratekeeper.RateLimitError as error:
+            codes.append(error.code)
+
+    try:
+        admin.client_pause(2000, all=False)
+        threads = [threading.Thread(target=caller) for _ in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert codes == ["store_full"] * 16
+        assert sent == ["acquire"]
+    finally:
+        admin.client_unpause()
+        admin.close()
+        client.close()
+
+
 def test_async_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
     async def main() -> tuple[list[RedisDecision], list[object]]:
         client = redis.asyncio.Redis.from_url(url, socket_timeout=0.2, retry=AsyncRetry(NoBackoff(), 0))
@@ -2111,6 +2402,42 @@ def test_a_script_flushed_again_after_its_reload_is_sent_itself_not_answered_by_
     assert asyncio.run(main()) == (True, 7)
 
 
+class FlushedAndNoEval(FlushedAfterLoading):
+    """``FlushedAfterLoading`` for an ACL user allowed EVALSHA and SCRIPT
+    LOAD but not EVAL (its ``eval`` answers Redis's NOPERM)."""
+
+    def eval(self, *args: Any, **kwargs: Any) -> Any:
+        raise redis.exceptions.NoPermissionError("this user has no permissions to run the 'eval' command")
+
+
+class AsyncFlushedAndNoEval(AsyncFlushedAfterLoading):
+    async def eval(self, *args: Any, **kwargs: Any) -> Any:
+        raise redis.exceptions.NoPermissionError("this user has no permissions to run the 'eval' command")
+
+
+def test_a_script_flushed_again_for_a_user_who_may_not_eval_is_answered_by_on_error(url: str) -> None:
+    # Such a user cannot send the script itself: the NOSCRIPT stands, a fault
+    # on_error answers as before, not the NOPERM of the EVAL it may not send
+    # (raised, a ScriptError, as for a user who may not run the script).
+    prefix = f"rk-py-no-eval:{uuid.uuid4().hex}:"
+    client = FlushedAndNoEval.from_url(url)
+    client.script_flush()
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix, on_error="open")
+    decision = limiter.try_acquire("k")
+    assert (decision.allowed, decision.from_store) == (True, False)
+    client.close()
+
+    async def main() -> tuple[bool, bool]:
+        client = AsyncFlushedAndNoEval.from_url(url)
+        await client.script_flush()
+        limiter = AsyncRedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix, on_error="open")
+        decision = await limiter.try_acquire("k")
+        await client.aclose()
+        return decision.allowed, decision.from_store
+
+    assert asyncio.run(main()) == (True, False)
+
+
 class RefusingClient(redis.Redis):
     """A client whose script answers as a script that disagrees with it would."""
 
@@ -2154,6 +2481,64 @@ def test_errors_no_retry_mends_are_raised_not_answered_by_on_error(reply: redis.
             raise busy
 
     answered = RedisLimiter(Loading(port=1), ratekeeper.Gcra(1, 1.0), on_error="open").try_acquire("k")
+    assert answered.allowed and not answered.from_store
+
+
+def test_a_script_error_reaches_every_caller_of_its_batch_in_one_round_trip() -> None:
+    # The script refusing a batch refuses each of its callers alike, in one
+    # round trip: raised in the sender's thread alone, it would leave the
+    # others to send the batch again, one round trip (and one refusal) each.
+    calls: list[int] = []
+
+    class Refusing(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append(len(calls))
+            if len(calls) == 1:
+                time.sleep(0.5)  # the others queue behind this round trip meanwhile
+            raise redis.ResponseError("ratekeeper: protocol version 2 is not 1")
+
+    limiter = RedisLimiter(Refusing(port=1), ratekeeper.Gcra(100, 1.0), on_error="open")
+    start = threading.Barrier(16)
+    refused: list[BaseException] = []
+
+    def caller() -> None:
+        start.wait()
+        try:
+            limiter.try_acquire("hot")
+        except ScriptError as error:
+            refused.append(error)
+
+    threads = [threading.Thread(target=caller) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(refused) == 16
+    assert len(calls) == 2  # the first caller's, then the batch queued behind it
+
+
+def test_a_sockets_own_error_is_a_fault_that_on_error_answers() -> None:
+    # redis-py wraps its sockets' errors (ConnectionError); a client or a
+    # proxy's may let one through as it is (an OSError), still a fault of
+    # reach: answered by on_error, sync and async, not raised.
+    class Reset(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    class AsyncReset(redis.asyncio.Redis):
+        async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise ConnectionResetError(104, "Connection reset by peer")
+
+    answered = RedisLimiter(Reset(port=1), ratekeeper.Gcra(1, 1.0), on_error="open").try_acquire("k")
+    assert answered.allowed and not answered.from_store
+
+    async def main() -> RedisDecision:
+        client = AsyncReset(port=1)
+        decision = await AsyncRedisLimiter(client, ratekeeper.Gcra(1, 1.0), on_error="open").try_acquire("k")
+        await client.aclose()
+        return decision
+
+    answered = asyncio.run(main())
     assert answered.allowed and not answered.from_store
 
 
@@ -2315,6 +2700,8 @@ def test_a_named_limiter_keys_as_the_node_client_does() -> None:
     assert RedisLimiter(client, named)._keys("k") == [b"ratekeeper:{1:k}:3:api:1:k"]
     assert RedisLimiter(client, named, name="other")._keys("k") == [b"ratekeeper:{1:k}:5:other:1:k"]
     assert RedisLimiter(client, ratekeeper.Gcra(10, 0.1))._keys("k") == [b"ratekeeper:{1:k}:14:gcra/10/100000:1:k"]
+    # Lengths in bytes, as the Node client counts them (UTF-8), not characters.
+    assert RedisLimiter(client, named)._keys("naïve") == [b"ratekeeper:{6:na\xc3\xafve}:3:api:6:na\xc3\xafve"]
 
 
 def test_a_redis_limiter_describes_its_limit_as_a_keyed_limiter_does() -> None:
@@ -2660,6 +3047,37 @@ def test_a_cancelled_async_try_acquire_gives_back_what_redis_took(url: str) -> N
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_a_cancelled_async_try_acquire_whose_call_then_failed_reports_nothing(url: str) -> None:
+    # Alone (batching=False), the call runs on in a task of its own once its
+    # caller is cancelled, and what it took is given back when it ends. Ended
+    # by an error (the script refusing it), it took nothing, and nothing is
+    # read: its result read all the same, the loop would report the error as
+    # an exception in a callback, where nobody asked for it.
+    async def main() -> list[dict[str, Any]]:
+        reported: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        client = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=f"cancel-failed:{uuid.uuid4().hex}:", batching=False)
+        task: Optional[asyncio.Future[Any]] = None
+
+        async def refused(keys: list[bytes], args: list[str | int]) -> Any:
+            assert task is not None
+            task.cancel()  # the caller leaves while the call is under way
+            await asyncio.sleep(0)
+            raise ScriptError("ratekeeper: protocol version 2 is not 1")
+
+        limiter._call = refused  # type: ignore[method-assign]
+        task = asyncio.ensure_future(limiter.try_acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(5):
+            await asyncio.sleep(0)
+        await client.aclose()
+        return reported
+
+    assert asyncio.run(main()) == []
 
 
 def test_an_async_acquire_cancelled_while_it_sleeps_raises_its_cancellation_whatever_the_give_back_meets(
