@@ -2494,10 +2494,18 @@ def test_a_script_error_reaches_every_caller_of_its_batch_in_one_round_trip() ->
         def evalsha(self, *args: Any, **kwargs: Any) -> Any:
             calls.append(len(calls))
             if len(calls) == 1:
-                time.sleep(0.5)  # the others queue behind this round trip meanwhile
+                # The others queue behind this round trip meanwhile (waited
+                # for, not timed: a slow start must not make a third call).
+                deadline = time.monotonic() + 10
+                while queued() < 15 and time.monotonic() < deadline:
+                    time.sleep(0.001)
             raise redis.ResponseError("ratekeeper: protocol version 2 is not 1")
 
     limiter = RedisLimiter(Refusing(port=1), ratekeeper.Gcra(100, 1.0), on_error="open")
+
+    def queued() -> int:
+        return sum(len(batch.slots) for queue in list(limiter._queues.values()) for batch in queue.waiting)
+
     start = threading.Barrier(16)
     refused: list[BaseException] = []
 
