@@ -511,6 +511,33 @@ describe('acquire', () => {
     assert.deepStrictEqual(time.scheduled.map((t) => t.delay), [100, 3], 'a second timer covered the rest');
   });
 
+  it('a timer that fires twice arms no second timer, and the last waiter gone leaves none', async () => {
+    // A faulty timer (a fake one, say) running its callback again after the
+    // waiters' timer was armed anew: that timer is the only one, or the
+    // extra one, never cleared, would keep the process alive up to its
+    // slot with nobody waiting.
+    const { time, settled, track } = setup();
+    const fired = [];
+    const setTimer = time.setTimeout;
+    globalThis.setTimeout = (fn, delay) => setTimer(() => fired.push(fn) && fn(), delay);
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now });
+    gcra.tryAcquire();
+    track('a', gcra.acquire());
+    const controller = new AbortController();
+    track('b', gcra.acquire(1, { signal: controller.signal }));
+    await time.advance(100);
+    assert.deepStrictEqual(settled, [['a', 1_100]]);
+    assert.equal(time.pending(), 1, "armed for b's slot");
+    fired[0](); // the timer that let a go, once more
+    await time.advance(0);
+    assert.deepStrictEqual(settled, [['a', 1_100]], 'b is not due');
+    assert.equal(time.pending(), 1, 'still one timer');
+    controller.abort();
+    await time.advance(0);
+    assert.equal(settled.length, 2);
+    assert.equal(time.pending(), 0, 'no timer left with nobody waiting');
+  });
+
   it('aborting on a clock counting from the epoch gives back exactly the booked slot', async () => {
     // Slots a third of a millisecond apart, which floats at 1.7e12 ms (a
     // quarter of a microsecond apart) cannot hold: the booking is given back
