@@ -23,7 +23,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     if (w === undefined) {
       // grown: limits added to a policy (see grew).
       // cancel: the clearTimeout of the setTimeout that armed the timer.
-      w = { list: [], timer: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, grown: 0 };
+      // token: what the timer armed now wakes with (see arm).
+      w = { list: [], timer: undefined, token: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, grown: 0 };
       waitersOf.set(owner, w);
     }
     return w;
@@ -371,18 +372,28 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     w.due = due;
     w.armedBy = setTimeout;
     w.cancel = clearTimeout;
-    w.timer = setTimeout(() => wake(w), timerDelay(Math.max(due - now, 0)));
+    // Only the timer armed now wakes the waiters: one that runs again, or
+    // runs once cleared (a faulty timer, a fake one's), would have wake()
+    // forget the timer armed now and arm another, and that one, never
+    // cleared, kept the process alive up to its slot with nobody waiting.
+    const token = {};
+    w.token = token;
+    w.timer = setTimeout(() => {
+      if (w.token === token) wake(w);
+    }, timerDelay(Math.max(due - now, 0)));
   }
 
   /** Clears `w`'s timer, through the timers that armed it. */
   function disarm(w) {
     if (w.timer !== undefined) w.cancel(w.timer);
     w.timer = undefined;
+    w.token = undefined;
   }
 
   /** Lets every waiter whose slot has come go, in order; a clock that throws fails them all. */
   function wake(w) {
     w.timer = undefined;
+    w.token = undefined;
     let now;
     try {
       now = w.read();
