@@ -504,6 +504,43 @@ class Timeline:
         await asyncio.gather(*tasks)
 
 
+class CountingQueue(list[Any]):
+    """A subject's queue of waiters that counts the waiters read by
+    iterating it (``read``)."""
+
+    read = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for waiter in super().__iter__():
+            self.read += 1
+            yield waiter
+
+
+def test_waiters_served_at_once_each_leave_without_reading_the_whole_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock that jumped ahead (a laptop asleep) serves every waiter at
+    # once, in order: each that went took itself out by reading the whole
+    # queue, n(n+1)/2 reads for n waiters (seconds for some thousands).
+    timeline = Timeline()
+    monkeypatch.setattr(asyncio, "sleep", timeline.sleep)
+    gcra = Gcra(1, 1.0, clock=timeline)
+    gcra.try_acquire()
+    count = 200
+
+    async def main() -> CountingQueue:
+        tasks = [asyncio.ensure_future(gcra.acquire_async()) for _ in range(count)]
+        await timeline.settle()
+        queue = CountingQueue(_wait._WAITING[id(gcra)])
+        _wait._WAITING[id(gcra)] = queue
+        await timeline.advance(24 * 3600.0)
+        await asyncio.gather(*tasks)
+        return queue
+
+    queue = asyncio.run(main())
+    assert id(gcra) not in _wait._WAITING
+    assert queue == []
+    assert queue.read <= 2 * count
+
+
 @MOVERS
 @pytest.mark.parametrize("intruding", [False, True], ids=["alone", "intruding"])
 def test_cancelling_a_waiter_moves_up_those_behind(
