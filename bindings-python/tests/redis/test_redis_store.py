@@ -2153,14 +2153,10 @@ def test_a_fallback_policy_asks_for_the_fields_of_a_limit_added_after_constructi
     asyncio.run(main())
 
 
-def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
-    # A server that does not answer (writes paused): the first round trip
-    # times out; the callers that queued behind it are decided by on_error
-    # at once, not sent as a second round to time out in turn.
-    client = redis.Redis.from_url(url, socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
+def _sent_while_paused(url: str, limiter: Any, caller: Callable[[], None]) -> list[object]:
+    """Runs ``caller`` in 16 threads at once while Redis answers no client
+    (writes paused), and lists the operations ``limiter`` sent meanwhile."""
     admin = redis.Redis.from_url(url)
-    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), on_error="open")
-    assert limiter.peek("hot", 0).from_store  # the script is loaded
     sent: list[object] = []
     call = limiter._call
 
@@ -2168,27 +2164,40 @@ def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(u
         sent.append(args[1])
         return call(keys, args)
 
-    limiter._call = counted  # type: ignore[method-assign]
+    limiter._call = counted
     start = threading.Barrier(16)
-    results: list[RedisDecision] = []
 
-    def caller() -> None:
+    def together() -> None:
         start.wait()
-        results.append(limiter.try_acquire("hot"))
+        caller()
 
     try:
         admin.client_pause(2000, all=False)
-        threads = [threading.Thread(target=caller) for _ in range(16)]
+        threads = [threading.Thread(target=together) for _ in range(16)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(10)
-        assert len(results) == 16 and all(d.allowed and not d.from_store for d in results)
-        assert sent == ["acquire"]
     finally:
         admin.client_unpause()
         admin.close()
+    return sent
+
+
+def test_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
+    # A server that does not answer (writes paused): the first round trip
+    # times out; the callers that queued behind it are decided by on_error
+    # at once, not sent as a second round to time out in turn.
+    client = redis.Redis.from_url(url, socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), on_error="open")
+    assert limiter.peek("hot", 0).from_store  # the script is loaded
+    results: list[RedisDecision] = []
+    try:
+        sent = _sent_while_paused(url, limiter, lambda: results.append(limiter.try_acquire("hot")))
+    finally:
         client.close()
+    assert len(results) == 16 and all(d.allowed and not d.from_store for d in results)
+    assert sent == ["acquire"]
 
 
 def test_callers_queued_behind_a_round_trip_whose_fallback_refused_are_decided_at_once(url: str) -> None:
@@ -2197,44 +2206,26 @@ def test_callers_queued_behind_a_round_trip_whose_fallback_refused_are_decided_a
     # same, and the callers that queued behind it are decided by on_error at
     # once (refused in turn), not sent round after round to time out.
     client = redis.Redis.from_url(url, socket_timeout=0.2, retry=Retry(NoBackoff(), 0))
-    admin = redis.Redis.from_url(url)
     fallback = ratekeeper.Policy()
     fallback.add("per-ip", ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(100, 3600), max_keys=1, eviction="refuse"), by=["ip"])
     assert fallback.try_acquire({"ip": "203.0.113.1"}).allowed  # the store is full
     limiter = RedisPolicy(client, "100/hour", by=["user"], on_error=fallback, prefix=f"rk-py-refused:{uuid.uuid4().hex}:")
     request = {"user": "hot", "ip": "203.0.113.2"}
     assert limiter.peek(request, 0).from_store  # the script is loaded
-    sent: list[object] = []
-    call = limiter._call
-
-    def counted(keys: list[bytes], args: list[Any]) -> Any:
-        sent.append(args[1])
-        return call(keys, args)
-
-    limiter._call = counted  # type: ignore[method-assign]
-    start = threading.Barrier(16)
     codes: list[str] = []
 
     def caller() -> None:
-        start.wait()
         try:
             limiter.try_acquire(request)
         except ratekeeper.RateLimitError as error:
             codes.append(error.code)
 
     try:
-        admin.client_pause(2000, all=False)
-        threads = [threading.Thread(target=caller) for _ in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(10)
-        assert codes == ["store_full"] * 16
-        assert sent == ["acquire"]
+        sent = _sent_while_paused(url, limiter, caller)
     finally:
-        admin.client_unpause()
-        admin.close()
         client.close()
+    assert codes == ["store_full"] * 16
+    assert sent == ["acquire"]
 
 
 def test_async_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_once(url: str) -> None:
