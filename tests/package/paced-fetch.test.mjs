@@ -1626,6 +1626,33 @@ test('a RateLimit or RateLimit-Policy field that breaks structured-field syntax 
   assert.equal(pause({ RateLimit: '' }), null);
 });
 
+test('a Display String ending in `\\` ends at its quote: the parameters and members after it are read', async () => {
+  // In a Display String (RFC 9651, section 4.2.10) `\` is a character, not
+  // an escape. The field was checked by one scanner, which knew it, and cut
+  // at `,` and `;` by another, which took `\"` for an escaped quote: the
+  // string ran on over the rest, and `r=0;t=5` after it, or the next
+  // member, was never read (no pause: the queue went on into the server's 429s).
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  assert.equal(pause({ RateLimit: '"a";s=%"x\\";r=0;t=5' }), 5000);
+  assert.equal(pause({ RateLimit: '"a";s=%"x\\", "b";r=0;t=9' }), 9000);
+  assert.equal(pause({ RateLimit: '"a";r=0;t=5;s=%"x\\", "b";r=0;t=9' }), 9000);
+  assert.equal(pause({ RateLimit: '"a";s=%"\\";r=0;t=5' }), 5000, 'a backslash alone');
+  // In RateLimit-Policy, its window still bounds the pause.
+  assert.equal(pause({ 'RateLimit-Policy': '"a";s=%"x\\";q=5;w=5', RateLimit: '"a";r=0;t=5' }), 1000);
+  assert.equal(pause({ 'RateLimit-Policy': '"z";s=%"\\", "a";q=5;w=5', RateLimit: '"a";r=0;t=5' }), 1000);
+  // A String's `\"` is still an escaped quote (`"x\"` is left open: no field).
+  assert.equal(pause({ RateLimit: '"a";r=0;t=5;s="x\\"' }), null);
+  assert.equal(pause({ RateLimit: '"a";s="x\\";r=1";r=0;t=5' }), 5000);
+  // A paced client behind such a server waits.
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) => (url === '/a' ? { status: 200, headers: { RateLimit: '"api";note=%"C:\\";r=0;t=3' } } : { status: 200 }));
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const sent = [paced('/a'), paced('/b')];
+  await time.advance(5000);
+  await Promise.all(sent);
+  assert.deepEqual(log, [['/a', 0], ['/b', 3000]]);
+});
+
 test('RateLimit items of one name go with the policies of that name in order: helpers in a row, each limiter "default"', () => {
   // Keyed by name alone, every item went with the last policy of its name:
   // the exhausted first limit (4 per 2 s, a unit each 0.5 s) paused the

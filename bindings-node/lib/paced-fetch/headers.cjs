@@ -99,60 +99,48 @@ function ageOf(headers) {
   return /^\d+$/.test(first) ? Number(first) : 0;
 }
 
-/**
- * `text` cut at each `separator` outside a quoted string (where `\` escapes
- * the next character), as Structured Fields (RFC 9651) read a list and an
- * item's parameters: a `,` or `;` in a policy's name or in an unknown
- * parameter's value (`note="x;r=0"`) cuts nothing. A string left open runs
- * to the end, and that member reads as no item.
- */
-function splitOutsideStrings(text, separator) {
-  const parts = [];
-  let start = 0;
-  let quoted = false;
-  for (let i = 0; i < text.length; i++) {
-    if (quoted && text[i] === '\\') i++;
-    else if (text[i] === '"') quoted = !quoted;
-    else if (text[i] === separator && !quoted) {
-      parts.push(text.slice(start, i));
-      start = i + 1;
-    }
-  }
-  parts.push(text.slice(start));
-  return parts;
-}
-
-/** Thrown by parsesAs where the text breaks structured-field syntax (caught there only). */
+/** Thrown by parse where the text breaks structured-field syntax (caught there only). */
 const BROKEN = Symbol('broken');
-// The characters of RFC 9651's grammar (section 3): a key's, a token's, a
-// byte sequence's (base64), a digit.
+// The characters of RFC 9651's grammar (section 3): a key's, a token's, a digit.
 const KEY_START = /[a-z*]/;
 const KEY_CHAR = /[a-z0-9_\-.*]/;
 const TOKEN_START = /[A-Za-z*]/;
 const TOKEN_CHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z:/]/;
-const BASE64_CHAR = /[A-Za-z0-9+/=]/;
 const DIGIT = /[0-9]/;
+// A Byte Sequence's content (section 4.2.7): base64's characters.
+const BASE64 = /^[A-Za-z0-9+/=]*$/;
 /** Reads a Display String's bytes, refusing what is not UTF-8 (section 4.2.10). */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
+/** The value of a parameter written as its key alone (`;ok`): Boolean true, written as nothing. */
+const TRUE = Object.freeze({ type: 'boolean', value: true, text: null });
 
 /**
- * `value` (a field's value, or null when absent) when it parses as a
- * Structured Field List, or as a Dictionary (the older draft's `RateLimit:
+ * The members of `value` (a field's value, or null when absent) parsed as a
+ * Structured Field List, else as a Dictionary (the older draft's `RateLimit:
  * limit=10, remaining=0, reset=30`), by RFC 9651's rules (section 4.2);
- * else null. A field that fails to parse is ignored as a whole (section
- * 4.2: "the entire field value MUST be ignored"): read member by member,
- * `"a";r=0;t=5, ;;` paused as if it were well-formed.
+ * null when absent or neither. A field that fails to parse is ignored as a
+ * whole (section 4.2: "the entire field value MUST be ignored"): read
+ * member by member, `"a";r=0;t=5, ;;` paused as if it were well-formed.
+ *
+ * Each member is `{ key, item, params }`: `key`, a Dictionary member's key
+ * (null in a List); `item`, its Item or Inner List (null for a Dictionary
+ * key alone); `params`, its parameters, a Map of key to Item (a key alone
+ * to TRUE). An Item is `{ type, value, text }`: its type (`integer`,
+ * `decimal`, `string`, `token`, `bytes`, whose value is its base64,
+ * `boolean`, `date`, `displaystring`, or `innerlist`, whose value is its
+ * items, each `{ item, params }`), its value, and the text it was written as.
+ * One pass checks the field and reads it. Checked by one scanner, then
+ * cut at `,` and `;` by another, it was read by two grammars: the second
+ * took `\` for an escape in a Display String too, where it is a character,
+ * and one ending in it (`s=%"x\"`) ran on over what followed, whose `r` and
+ * `t` were then not read (`"a";s=%"x\";r=0;t=5` paused nothing).
  */
 function structured(value) {
-  return value !== null && (parsesAs(value, false) || parsesAs(value, true)) ? value : null;
+  return value === null ? null : (parse(value, false) ?? parse(value, true));
 }
 
-/**
- * Whether `text` parses as a Structured Field List (or, `dictionary`, a
- * Dictionary): checked only, the values read as text by parseRateLimit.
- * Every bare type of RFC 9651 parses, its Date and Display String too.
- */
-function parsesAs(text, dictionary) {
+/** The members of `text` as a List (or, `dictionary`, a Dictionary), as structured returns them; null where it breaks the syntax. */
+function parse(text, dictionary) {
   let at = 0;
   const broken = () => {
     throw BROKEN;
@@ -162,40 +150,46 @@ function parsesAs(text, dictionary) {
     while (at < text.length && chars.includes(text[at])) at++;
   };
   const key = () => {
+    const start = at;
     if (!is(KEY_START)) broken();
     while (is(KEY_CHAR)) at++;
+    return text.slice(start, at);
   };
   // An Integer or Decimal (section 4.2.4): at most 15 digits, or 12 and 3 decimals.
   const number = (integerOnly) => {
+    const start = at;
     if (text[at] === '-') at++;
     if (!is(DIGIT)) broken();
-    const start = at;
+    const digits = at;
     let dot = -1;
     for (;;) {
       if (is(DIGIT)) at++;
       else if (dot < 0 && text[at] === '.') {
-        if (at - start > 12) broken();
+        if (at - digits > 12) broken();
         dot = at++;
       } else break;
-      if (at - start > (dot < 0 ? 15 : 16)) broken();
+      if (at - digits > (dot < 0 ? 15 : 16)) broken();
     }
     if (dot >= 0 && (integerOnly || at - dot - 1 < 1 || at - dot - 1 > 3)) broken();
+    return { type: dot < 0 ? 'integer' : 'decimal', value: Number(text.slice(start, at)) };
   };
   // A String (section 4.2.5): printable ASCII, `\` escaping only `"` and `\`.
   const string = () => {
+    let value = '';
     at++;
     for (;;) {
       if (at >= text.length) broken();
       const c = text.charCodeAt(at++);
-      if (c === 0x22) return;
+      if (c === 0x22) return { type: 'string', value };
       if (c === 0x5c) {
         if (text[at] !== '"' && text[at] !== '\\') broken();
-        at++;
+        value += text[at++];
       } else if (c < 0x20 || c > 0x7e) broken();
+      else value += text[at - 1];
     }
   };
   // A Display String (section 4.2.10): `%"`, printable ASCII with
-  // lowercase `%xx` escapes, whose bytes are UTF-8.
+  // lowercase `%xx` escapes, whose bytes are UTF-8. `\` escapes nothing.
   const displayString = () => {
     at++;
     if (text[at++] !== '"') broken();
@@ -213,69 +207,82 @@ function parsesAs(text, dictionary) {
       } else bytes.push(c);
     }
     try {
-      UTF8.decode(new Uint8Array(bytes));
+      return { type: 'displaystring', value: UTF8.decode(new Uint8Array(bytes)) };
     } catch {
-      broken();
+      return broken();
     }
   };
   const bareItem = () => {
+    const start = at;
     const c = text[at];
-    if (c === '-' || is(DIGIT)) number(false);
-    else if (c === '"') string();
+    let item;
+    if (c === '-' || is(DIGIT)) item = number(false);
+    else if (c === '"') item = string();
     else if (is(TOKEN_START)) {
       at++;
       while (is(TOKEN_CHAR)) at++;
+      item = { type: 'token', value: text.slice(start, at) };
     } else if (c === ':') {
-      at++;
-      while (is(BASE64_CHAR)) at++;
-      if (text[at++] !== ':') broken();
+      const end = text.indexOf(':', at + 1);
+      if (end < 0 || !BASE64.test(text.slice(at + 1, end))) broken();
+      item = { type: 'bytes', value: text.slice(at + 1, end) };
+      at = end + 1;
     } else if (c === '?') {
       at++;
       if (text[at] !== '0' && text[at] !== '1') broken();
-      at++;
+      item = { type: 'boolean', value: text[at++] === '1' };
     } else if (c === '@') {
       at++;
-      number(true);
-    } else if (c === '%') displayString();
+      item = { ...number(true), type: 'date' };
+    } else if (c === '%') item = displayString();
     else broken();
+    item.text = text.slice(start, at);
+    return item;
   };
+  // Parameters (section 4.2.3.2): a key again replaces the first's value.
   const parameters = () => {
+    const params = new Map();
     while (text[at] === ';') {
       at++;
       skip(' ');
-      key();
+      const name = key();
       if (text[at] === '=') {
         at++;
-        bareItem();
-      }
+        params.set(name, bareItem());
+      } else params.set(name, TRUE);
     }
+    return params;
   };
   // An Item or an Inner List (section 4.2.1.1), with its parameters.
   const member = () => {
+    let item;
     if (text[at] === '(') {
-      at++;
+      const start = at++;
+      const items = [];
       for (;;) {
         skip(' ');
         if (text[at] === ')') break;
-        bareItem();
-        parameters();
+        items.push({ item: bareItem(), params: parameters() });
         if (text[at] !== ' ' && text[at] !== ')') broken();
       }
       at++;
-    } else bareItem();
-    parameters();
+      item = { type: 'innerlist', value: items, text: text.slice(start, at) };
+    } else item = bareItem();
+    return { item, params: parameters() };
   };
   try {
+    // A Dictionary's by key: a key again replaces the first's member, in its place (section 4.2.2).
+    const members = dictionary ? new Map() : [];
     skip(' ');
     while (at < text.length) {
       if (dictionary) {
+        const name = key();
         // A key alone is `true`, with parameters of its own.
-        key();
         if (text[at] === '=') {
           at++;
-          member();
-        } else parameters();
-      } else member();
+          members.set(name, { key: name, ...member() });
+        } else members.set(name, { key: name, item: null, params: parameters() });
+      } else members.push({ key: null, ...member() });
       skip(' \t');
       if (at >= text.length) break;
       if (text[at++] !== ',') broken();
@@ -283,9 +290,9 @@ function parsesAs(text, dictionary) {
       // A trailing comma.
       if (at >= text.length) broken();
     }
-    return true;
+    return dictionary ? [...members.values()] : members;
   } catch (error) {
-    if (error === BROKEN) return false;
+    if (error === BROKEN) return null;
     throw error;
   }
 }
@@ -295,10 +302,19 @@ function parsesAs(text, dictionary) {
  * `requests` also spelt `request` (as the draft's registry lists it); null
  * for anything else (a token, a Boolean), which makes the policy malformed.
  */
-function quotaUnit(text) {
-  const match = text === null ? null : /^\s*"((?:[^"\\]|\\.)*)"\s*$/.exec(text);
-  if (match === null) return null;
-  return match[1] === 'request' ? 'requests' : match[1];
+function quotaUnit(item) {
+  if (item.type !== 'string') return null;
+  return item.value === 'request' ? 'requests' : item.value;
+}
+
+/**
+ * The name by which a member of `RateLimit` and one of `RateLimit-Policy`
+ * pair: its item as written (`"api"`, a token), or a Dictionary key alone;
+ * null for the older draft's `key=value`, which names no policy.
+ */
+function nameOf({ key, item }) {
+  if (key === null) return item.text;
+  return item === null ? key : null;
 }
 
 /**
@@ -341,85 +357,75 @@ function quotaUnit(text) {
  * The older draft's `remaining` and `reset` may have decimals.
  */
 function parseRateLimit(headers) {
-  // A number as the headers write one; NaN (ignored) for anything else,
-  // where Number() would read a blank value as 0, "nothing remaining".
+  // A number as the separate `RateLimit-Remaining` / `RateLimit-Reset`
+  // write one; NaN (ignored) for anything else, where Number() would read a
+  // blank value as 0, "nothing remaining".
   const count = (text) => (text !== null && /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : NaN);
-  // The newer draft's `r`, `t`, `q` and `w`: each a non-negative Integer
-  // (RFC 9651: at most 15 digits). A Decimal (`t=1.5`) is another type,
-  // so the item (or policy) is malformed, as with `t=-1`: ignored, not rounded.
-  const integer = (text) => (text !== null && /^\s*\d{1,15}\s*$/.test(text) ? Number(text) : NaN);
+  // The older draft's `remaining` and `reset` in `RateLimit`: a
+  // non-negative Integer or Decimal; NaN for another type, or none.
+  const number = (item) => (item !== undefined && (item.type === 'integer' || item.type === 'decimal') && item.value >= 0 ? item.value : NaN);
+  // The newer draft's `r`, `t`, `q` and `w`: each a non-negative Integer.
+  // A Decimal (`t=1.5`) is another type, so the item (or policy) is
+  // malformed, as with `t=-1`: ignored, not rounded.
+  const integer = (item) => (item !== undefined && item.type === 'integer' && item.value >= 0 ? item.value : NaN);
   let pause = null;
   const exhausted = (remaining, reset) => {
     if (remaining === 0 && Number.isFinite(reset) && reset >= 0) pause = Math.max(pause ?? 0, reset * 1000);
   };
-  // Each member of a structured list: its name (the quoted string or bare
-  // token before the first `;`; for the older draft, a `key=value`) and its
-  // parameters, by key.
-  const members = (value) =>
-    splitOutsideStrings(value, ',').map((member) => {
-      const [name, ...parts] = splitOutsideStrings(member, ';');
-      const params = {};
-      for (const part of parts) {
-        // Its text, read as a number where used (the drafts differ). A
-        // parameter without a value is a Boolean (RFC 9651): no number, but there.
-        const at = part.indexOf('=');
-        if (at >= 0) params[part.slice(0, at).trim().toLowerCase()] = part.slice(at + 1);
-        else params[part.trim().toLowerCase()] = null;
-      }
-      return { name: name.trim(), params };
-    });
-  // Each name's policies, in the order listed. Names may repeat: helpers in
-  // a row (one limiter for every route, then one for a route) each add an
-  // item, and both are "default" unless named. The n-th RateLimit item of a
-  // name goes with the n-th policy of that name, as a server lists both
-  // fields in one order; keyed by name alone, every item went with the last
-  // policy, and an exhausted limit of 4 per 2 s paused a unit's share of the
-  // other's 10 per 1 s (0.1 s, not 0.5): a 429 every few requests.
+  // Each name's policies (their parameters), in the order listed. Names may
+  // repeat: helpers in a row (one limiter for every route, then one for a
+  // route) each add an item, and both are "default" unless named. The n-th
+  // RateLimit item of a name goes with the n-th policy of that name, as a
+  // server lists both fields in one order; keyed by name alone, every item
+  // went with the last policy, and an exhausted limit of 4 per 2 s paused a
+  // unit's share of the other's 10 per 1 s (0.1 s, not 0.5): a 429 every
+  // few requests.
   const policies = new Map();
-  const policy = structured(headers.get('ratelimit-policy'));
-  if (policy !== null) {
-    for (const { name, params } of members(policy)) {
-      if (policies.has(name)) policies.get(name).push(params);
-      else policies.set(name, [params]);
-    }
+  for (const member of structured(headers.get('ratelimit-policy')) ?? []) {
+    const name = nameOf(member);
+    if (name === null) continue;
+    if (policies.has(name)) policies.get(name).push(member.params);
+    else policies.set(name, [member.params]);
   }
-  const value = structured(headers.get('ratelimit'));
-  if (value !== null) {
-    // The older draft's dictionary (`remaining=0, reset=30`): its members'
-    // own values, and their parameters too, since servers cut its members
-    // at `;` as well (`limit=100; remaining=0; reset=30`, api.close.com's).
-    // An item's parameters only stand for it without `r`
-    // (`"default"; remaining=0; reset=30`): the newer draft's `r` and `t`
-    // govern theirs (`"a";r=5;remaining=0`).
-    const flat = {};
-    // How many items of each name came before (see policies).
-    const seen = new Map();
-    for (const { name, params } of members(value)) {
-      const at = name.startsWith('"') ? -1 : name.indexOf('=');
-      if (at >= 0) Object.assign(flat, { [name.slice(0, at).trim().toLowerCase()]: name.slice(at + 1) }, params);
-      else if (!('r' in params) && 'remaining' in params) exhausted(count(params.remaining), count(params.reset ?? null));
-      if (at >= 0) continue;
-      const nth = seen.get(name) ?? 0;
-      seen.set(name, nth + 1);
-      if (!('r' in params)) continue;
-      // The same policy's window, from a well-formed item (see above): the
-      // n-th of its name, or the last when fewer are listed (one policy for
-      // several items of a name).
-      const same = policies.get(name) ?? [];
-      const matched = same[Math.min(nth, same.length - 1)] ?? {};
-      const { q = null, w = null } = matched;
-      // What `q` counts (`qu`, section 3.1.2): requests when not said.
-      const unit = 'qu' in matched ? quotaUnit(matched.qu) : 'requests';
-      const window = integer(q) >= 0 && integer(w) > 0 && unit !== null ? integer(w) : NaN;
-      // One unit's share of it; for q = 0, none to share, the window itself.
-      // A unit that is no request (a byte) earns no request back in its
-      // share: `qu="content-bytes";q=65535;w=10` cut `t=10` to 0.15 ms, and
-      // the queue went on into the server's 429s. Then `t` (or the window) alone.
-      const share = window > 0 && unit === 'requests' ? window / integer(q) : Infinity;
-      exhausted(integer(params.r), Math.min('t' in params ? integer(params.t) : window, share));
+  // The older draft's dictionary (`remaining=0, reset=30`): its members'
+  // own values, and their parameters too, since servers cut its members
+  // at `;` as well (`limit=100; remaining=0; reset=30`, api.close.com's).
+  const flat = new Map();
+  // How many items of each name came before (see policies).
+  const seen = new Map();
+  for (const member of structured(headers.get('ratelimit')) ?? []) {
+    const { params } = member;
+    const name = nameOf(member);
+    if (name === null) {
+      flat.set(member.key, member.item);
+      for (const [key, item] of params) flat.set(key, item);
+      continue;
     }
-    if ('remaining' in flat) exhausted(count(flat.remaining), count(flat.reset ?? null));
+    // An item's parameters only stand for the older draft's members without
+    // `r` (`"default"; remaining=0; reset=30`): the newer draft's `r` and
+    // `t` govern theirs (`"a";r=5;remaining=0`).
+    if (!params.has('r') && params.has('remaining')) exhausted(number(params.get('remaining')), number(params.get('reset')));
+    const nth = seen.get(name) ?? 0;
+    seen.set(name, nth + 1);
+    if (!params.has('r')) continue;
+    // The same policy's window, from a well-formed item (see above): the
+    // n-th of its name, or the last when fewer are listed (one policy for
+    // several items of a name).
+    const same = policies.get(name) ?? [];
+    const matched = same[Math.min(nth, same.length - 1)] ?? new Map();
+    const q = integer(matched.get('q'));
+    const w = integer(matched.get('w'));
+    // What `q` counts (`qu`, section 3.1.2): requests when not said.
+    const unit = matched.has('qu') ? quotaUnit(matched.get('qu')) : 'requests';
+    const window = q >= 0 && w > 0 && unit !== null ? w : NaN;
+    // One unit's share of it; for q = 0, none to share, the window itself.
+    // A unit that is no request (a byte) earns no request back in its
+    // share: `qu="content-bytes";q=65535;w=10` cut `t=10` to 0.15 ms, and
+    // the queue went on into the server's 429s. Then `t` (or the window) alone.
+    const share = window > 0 && unit === 'requests' ? window / q : Infinity;
+    exhausted(integer(params.get('r')), Math.min(params.has('t') ? integer(params.get('t')) : window, share));
   }
+  if (flat.has('remaining')) exhausted(number(flat.get('remaining')), number(flat.get('reset')));
   const remaining = headers.get('ratelimit-remaining');
   if (remaining !== null) exhausted(count(remaining), count(headers.get('ratelimit-reset')));
   return pause;
