@@ -1653,6 +1653,26 @@ test('a Display String ending in `\\` ends at its quote: the parameters and memb
   assert.deepEqual(log, [['/a', 0], ['/b', 3000]]);
 });
 
+test('a Byte Sequence that is no base64 breaks its field (RFC 9651, section 4.2.7): ignored as a whole', () => {
+  // Its characters alone were checked: `pk=:a=b:` (an `=` inside) or
+  // `pk=:a:` (one character left over) decode to nothing, and parsing
+  // fails, but the field was read, and paused the queue.
+  const pause = (fields) => parseRateLimit(new Headers(fields));
+  for (const bytes of [':a=b:', ':a:', ':abcde:', ':=:', ':===:', ':ab=:', ':aGVsbA=:', ':aGVsbG8==:', ':ab===:', ':=aGVs:']) {
+    assert.equal(pause({ RateLimit: `"a";r=0;t=5;pk=${bytes}` }), null, bytes);
+    assert.equal(pause({ RateLimit: `"b";r=0;t=1, "a";r=0;t=5;pk=${bytes}` }), null, `${bytes}, in a second member`);
+    // A broken RateLimit-Policy bounds nothing: `t` governs.
+    assert.equal(pause({ 'RateLimit-Policy': `"a";q=5;w=5;pk=${bytes}`, RateLimit: '"a";r=0;t=5' }), 5000, `${bytes}, in the policy`);
+  }
+  // Base64 that decodes still parses: padded or not (the RFC asks parsers
+  // not to fail on missing `=`, nor on pad bits that are not 0), empty too,
+  // as express-rate-limit's partition key (`pk`) and Cloudflare-style fields write it.
+  for (const bytes of ['::', ':aGVsbG8=:', ':aGVsbG8:', ':aGVsbA==:', ':aGVsbA:', ':iZ==:', ':/+Ah:', ':M2YyN2Q0ZjNmNzBk:']) {
+    assert.equal(pause({ RateLimit: `"a";r=0;t=5;pk=${bytes}` }), 5000, bytes);
+    assert.equal(pause({ 'RateLimit-Policy': `"a";q=5;w=5;pk=${bytes}`, RateLimit: `"a";r=0;t=5;pk=${bytes}` }), 1000, `${bytes}, both fields`);
+  }
+});
+
 test('RateLimit items of one name go with the policies of that name in order: helpers in a row, each limiter "default"', () => {
   // Keyed by name alone, every item went with the last policy of its name:
   // the exhausted first limit (4 per 2 s, a unit each 0.5 s) paused the

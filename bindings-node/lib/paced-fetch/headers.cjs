@@ -107,8 +107,13 @@ const KEY_CHAR = /[a-z0-9_\-.*]/;
 const TOKEN_START = /[A-Za-z*]/;
 const TOKEN_CHAR = /[!#$%&'*+\-.^_`|~0-9A-Za-z:/]/;
 const DIGIT = /[0-9]/;
-// A Byte Sequence's content (section 4.2.7): base64's characters.
-const BASE64 = /^[A-Za-z0-9+/=]*$/;
+// A Byte Sequence's content (section 4.2.7): base64 (A-Z a-z 0-9 + /)
+// that decodes, else parsing fails. Its `=` padding may be left out (the
+// RFC asks parsers not to fail for that), as atob reads base64: groups of
+// four, then two or three characters, padded to four or not. An `=`
+// elsewhere (`:a=b:`), or one character left over (`:a:`), decodes to
+// nothing: checked by the alphabet alone, such a field was read.
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}(?:==)?|[A-Za-z0-9+/]{3}=?)?$/;
 /** Reads a Display String's bytes, refusing what is not UTF-8 (section 4.2.10). */
 const UTF8 = new TextDecoder('utf-8', { fatal: true });
 /** The value of a parameter written as its key alone (`;ok`): Boolean true, written as nothing. */
