@@ -156,7 +156,9 @@ export interface PacedFetch<Input = Request | string | URL, Init = RequestInit, 
  * A `Retry-After` date counts from the response's `Date` (plus its `Age`),
  * on the server's clock, so that a client clock off from it waits what the
  * server asked (RFC 9110, section 10.2.3); without a valid `Date`, from `wallClock`.
- * A cache that adds no `Age` goes unnoticed.
+ * A cache that adds no `Age` goes unnoticed: its stored answer is taken as
+ * new, and its `Retry-After` (seconds, or a date from its old `Date`) waits
+ * the whole delay again (the local clock cannot tell it from clock skew).
  * A slot further than `maxWaitMs` rejects with a
  * `TimeoutError` DOMException; a limiter that cannot book (a full `LeakyBucket`)
  * rejects with a `RateLimited` (code `rate_limited`) and its `retryAfterMs`; a limiter

@@ -236,6 +236,28 @@ test("an HTTP-date Retry-After counts from the response's Date, on the server's 
   assert.equal(parseRetryAfter('30', noon, 0, 'Wed, 01 Jan 2025 13:00:00 GMT'), 30_000);
 });
 
+test('a stored answer served without `Age` is taken as new: its Retry-After date waits the whole delay again, as for a client clock ahead', async () => {
+  // The rule PACKAGE.md states. A 429 made at noon, served ten minutes
+  // later by a cache that adds no `Age` (RFC 9111, section 4, says it
+  // must), reads exactly as a fresh one to a client whose clock is ten
+  // minutes ahead of the server's: counted from the local clock, that
+  // client retried at once, into the next 429. Both wait the 30 s from
+  // the old `Date`; with the `Age` a cache owes, the date is past.
+  const noon = Date.UTC(2025, 0, 1, 12);
+  const answer = { 'Retry-After': 'Wed, 01 Jan 2025 12:00:30 GMT', Date: 'Wed, 01 Jan 2025 12:00:00 GMT' };
+  const run = async (wall, headers) => {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status: 429, headers } : { status: 200 }));
+    const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, wallClock: () => wall + time.clock(), timers: time.timers });
+    const sent = [paced('/a'), paced('/b')];
+    await time.advance(120_000);
+    await Promise.all(sent);
+    return log;
+  };
+  assert.deepEqual(await run(noon + 600_000, answer), [['/a', 0], ['/a', 30_000], ['/b', 30_100]], 'no Age: the whole delay');
+  assert.deepEqual(await run(noon + 600_000, { ...answer, Age: '600' }), [['/a', 0], ['/a', 100], ['/b', 200]], 'Age 600: past');
+});
+
 test("a 403 with Retry-After (GitHub's secondary rate limit) pauses and is sent again as a 429 is, any method; a 403 without it is an answer", async () => {
   // Read on 429 and 503 only, a 403 asking to wait went back to the caller
   // at once, and the queue went on into more 403s. A 403 is a refusal, as
