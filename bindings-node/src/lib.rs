@@ -398,7 +398,7 @@ pub fn refund(env: Env, handle: u32, cost: f64, taken: Vec<f64>) -> napi::Result
 /// Replaces the configuration of `handle` with that of `other`.
 #[napi(catch_unwind)]
 pub fn reconfigure(env: Env, handle: u32, other: u32, now_ms: f64) -> napi::Result<()> {
-    let new = with(&env, other, |l| l.clone())?;
+    let new = with(&env, other, |l| shared::configuration(l))?;
     // A log's ring is made anew at the new limit: `with` tells V8.
     with(&env, handle, |l| shared::reconfigure(l, new, now_ms))?.or_throw(&env)
 }
@@ -486,7 +486,7 @@ pub fn keyed_new(
     max_keys: Option<f64>,
     eviction: Option<String>,
 ) -> napi::Result<u32> {
-    let prototype = with(&env, prototype, |l| l.clone())?;
+    let prototype = with(&env, prototype, |l| shared::configuration(l))?;
     let mut store = shared::keyed(prototype, max_keys, eviction.as_deref()).or_throw(&env)?;
     let (shared, bits) = hash_seed::host_seed();
     store.seed_hashes(shared, bits);
@@ -607,7 +607,7 @@ pub fn policy_add(
     eviction: Option<String>,
     monotonic: bool,
 ) -> napi::Result<bool> {
-    let limiter = with(&env, limiter, |l| l.clone())?;
+    let limiter = with(&env, limiter, |l| shared::configuration(l))?;
     with_in(&POLICIES, &env, handle, |p| {
         let bound = (max_keys, eviction.as_deref());
         shared::policy_add(p, &name, &by, limiter, bound, monotonic)

@@ -324,7 +324,9 @@ pub fn refund(handle: &Handle, cost: f64, taken: Vec<f64>) -> Result<(), JsValue
 #[wasm_bindgen]
 #[cfg_attr(ratekeeper_size, optimize(size))]
 pub fn reconfigure(handle: &Handle, other: &Handle, now_ms: f64) -> Result<(), JsValue> {
-    let new = other.0.borrow().clone();
+    // Its configuration alone (see `shared::configuration`), taken before
+    // `handle` is borrowed: they may be the same limiter.
+    let new = shared::configuration(&other.0.borrow());
     let reconfigured = shared::reconfigure(&mut handle.0.borrow_mut(), new, now_ms);
     settled(reconfigured)
 }
@@ -500,7 +502,7 @@ pub fn keyed_new(
     max_keys: Option<f64>,
     eviction: Option<String>,
 ) -> Result<KeyedHandle, JsValue> {
-    let prototype = prototype.0.borrow().clone();
+    let prototype = shared::configuration(&prototype.0.borrow());
     let store = shared::keyed(prototype, max_keys, eviction.as_deref()).map_err(to_js)?;
     Ok(KeyedHandle(RefCell::new(store), Cell::new(false)))
 }
@@ -743,7 +745,7 @@ pub fn policy_add(
     eviction: Option<String>,
     monotonic: bool,
 ) -> Result<bool, JsValue> {
-    let limiter = limiter.0.borrow().clone();
+    let limiter = shared::configuration(&limiter.0.borrow());
     // A policy seeded already seeds the store added as its others (see
     // `Policy::add_store`); one not yet is seeded whole at its next operation.
     let mut policy = handle.0.borrow_mut();

@@ -90,6 +90,48 @@ describe("the wasm module's memory", () => {
     assert.ok(size() - start < MIB, `the module grew by ${(size() - start) / MIB} MiB`);
     assert.equal(policy.tryAcquire({ user: 'alice', ip: '1' }, 1, 0).allowed, true);
   });
+
+  it("reconfigure, a KeyedLimiter and a Policy take a log's configuration, not a copy of its ring", () => {
+    if (!WASM) return; // the napi build's copy was freed at once, to the process
+    // Each cloned the limiter, its ring of 2 * limit 16-byte entries (32
+    // MiB here) with it, only to keep its configuration: the module's
+    // memory, which never shrinks, grew to twice the log's own size.
+    const RING = 2 * (1 << 20) * 16;
+    const make = () => new SlidingWindowLog({ limit: 1 << 20, windowMs: 60_000 });
+    const log = make();
+    assert.equal(log.tryAcquire(1, 0).allowed, true);
+    const size = () => exported.memory.buffer.byteLength;
+    const fillers = [];
+    /**
+     * How far `f()` grows the module, from a memory with no room for a
+     * ring: logs as large take the room there is, until one grows it (a
+     * copy freed by the step before left room for the next one's).
+     */
+    const growth = (f) => {
+      for (const before = size(); size() === before; ) fillers.push(make());
+      const start = size();
+      f();
+      return size() - start;
+    };
+    // The same limiter: its configuration, its state kept. Its new ring is
+    // made at the new limit, the old one freed after.
+    const reconfigured = growth(() => log.reconfigure(log, 1));
+    assert.ok(reconfigured <= RING + MIB, `reconfigure grew the module by ${reconfigured / MIB} MiB`);
+    assert.equal(log.tryAcquire(1 << 20, 2).allowed, false, 'the unit taken before still counts');
+    let keyed;
+    let policy;
+    for (const [what, take] of [
+      ['a KeyedLimiter', () => (keyed = new KeyedLimiter(log))],
+      ['a Policy', () => (policy = new Policy({ limits: [{ name: 'a', by: ['user'], limiter: log }] }))],
+      ['policy.add', () => policy.add('b', log, { by: ['ip'] })],
+    ]) {
+      const grown = growth(take);
+      assert.ok(grown < MIB, `${what} grew the module by ${grown / MIB} MiB`);
+    }
+    // Every key starts fresh, whatever the log has seen.
+    assert.equal(keyed.tryAcquire('alice', 1 << 20, 2).allowed, true);
+    assert.equal(policy.tryAcquire({ user: 'alice', ip: '1' }, 1 << 20, 2).allowed, true);
+  });
 });
 
 describe('input longer than any state', () => {
