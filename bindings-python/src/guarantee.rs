@@ -189,7 +189,7 @@ pub fn guarantee(py: Python<'_>, subject: &Bound<'_, PyAny>) -> PyResult<PyGuara
         let limiter = limiter.get();
         return Ok(PyGuarantee {
             name: limiter.name_ref().bind(py).to_cow()?.into_owned(),
-            inner: Inner::One(Guarantee::of(&limiter.snapshot(py))),
+            inner: Inner::One(Guarantee::of(&limiter.configuration(py))),
         });
     }
     if let Ok(keyed) = subject.cast::<PyKeyedLimiter>() {

@@ -158,7 +158,7 @@ limiter_methods!(
         ) -> PyResult<Self> {
             let limiter = convert::limiter(limiter)?.get();
             // AnyKeyed::new takes its configuration, never called.
-            let prototype = limiter.snapshot(py);
+            let prototype = limiter.configuration(py);
             let window = prototype.window();
             let mut store = AnyKeyed::new(prototype)
                 .bounded(max_keys.map(|max| max as u64), eviction)

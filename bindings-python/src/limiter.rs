@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 use pyo3::PyClass;
-use ratekeeper::{AnyLimiter, Decision, Error, Limiter, Nanos, Portable};
+use ratekeeper::{AnyLimiter, Decision, Error, Keyed, Limiter, Nanos, Portable};
 
 use crate::algorithms;
 use crate::convert;
@@ -153,6 +153,14 @@ impl PyLimiter {
         self.lock(py).clone()
     }
 
+    /// The core limiter's configuration, fresh and without a log's ring:
+    /// what a keyed store, a policy's limit, `reconfigure`, a guarantee and
+    /// `repr` read. A clone ([`Self::snapshot`]) copied a log's ring, 32 MiB
+    /// at its largest limit, only to drop it.
+    pub fn configuration(&self, py: Python<'_>) -> AnyLimiter {
+        self.lock(py).new_state()
+    }
+
     /// The limiter's name.
     pub fn name_ref(&self) -> &Py<PyString> {
         &self.name
@@ -219,8 +227,8 @@ limiter_methods!(
                 expected: "a ratekeeper limiter",
             };
             let other = other.cast::<PyLimiter>().map_err(|_| to_py(py, not_one))?;
-            // Cloned first: `other` may be `slf`, whose lock is taken next.
-            let new = other.get().lock(py).clone();
+            // Taken first: `other` may be `slf`, whose lock is taken next.
+            let new = other.get().configuration(py);
             let this = slf.get();
             // A calendar's windows are UTC days: on `time.monotonic` they
             // would follow the machine's uptime.
@@ -324,7 +332,7 @@ limiter_methods!(
         }
 
         fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-            let call = algorithms::constructor(py, &self.snapshot(py))?;
+            let call = algorithms::constructor(py, &self.configuration(py))?;
             let name = self.name.bind(py);
             if name.to_cow()? != "default" {
                 call.kwargs.set_item(intern!(py, "name"), name)?;

@@ -446,7 +446,7 @@ limiter_methods!(
                                         ...) or a KeyedLimiter";
                         return Err(to_py(py, Error::InvalidType { name: "limiter", expected }));
                     };
-                    let prototype = limiter.get().snapshot(py);
+                    let prototype = limiter.get().configuration(py);
                     let window = prototype.window();
                     (ratekeeper::AnyKeyed::new(prototype), window)
                 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import subprocess
 import sys
 import threading
 import time
@@ -137,6 +138,41 @@ def test_the_limiter_gives_its_configuration_name_and_clock_not_its_state() -> N
     }
     with pytest.raises(RateLimitTypeError, match="`limiter` must be a ratekeeper limiter"):
         KeyedLimiter("10/second")  # type: ignore[arg-type]
+
+
+# What each step below adds to the peak resident set of a fresh interpreter
+# holding two logs of the largest limit, whose rings (32 MiB each) are
+# allocated but never written, so not yet resident.
+TAKES_A_LOG = """
+import resource, sys
+import ratekeeper
+log = ratekeeper.SlidingWindowLog(limit=2**20, window=60)
+other = ratekeeper.SlidingWindowLog(limit=2**20, window=30)
+peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak()
+STEP
+print((peak() - before) * (1 if sys.platform == "darwin" else 1024) // 2**20)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="resource is POSIX")
+@pytest.mark.parametrize(
+    "step, ring",
+    [
+        ("ratekeeper.KeyedLimiter(log)", 0),
+        ("ratekeeper.Policy().add('a', log)", 0),
+        ("ratekeeper.guarantee(log)", 0),
+        ("repr(log)", 0),
+        ("log.reconfigure(other)", 32),  # the log's new ring
+    ],
+)
+def test_what_takes_a_limiters_configuration_copies_no_log(step: str, ring: int) -> None:
+    # Each took a clone of the limiter to read its configuration: a log's
+    # ring copied (32 MiB written at its largest limit), then dropped.
+    source = TAKES_A_LOG.replace("STEP", step)
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, timeout=120, check=True)
+    grown = int(done.stdout)
+    assert grown < ring + 8, f"{step} grew the peak resident set by {grown} MiB"
 
 
 def test_batches_decide_as_one_by_one() -> None:
