@@ -32,6 +32,14 @@ const NUMBERS = ['5', '5.0', '5e0', '5E0', '0.5e1', '50e-1', '-0', '-0.0', '0', 
 const OTHERS = ['"5"', '""', '"x"', 'true', 'false', 'null', '[]', '[5]', '["user"]', '{}', '{"a": 1}', '{"a": {"b": []}}',
   '"\\ud800"', '"a\\udc00"', '"\\ud83d\\ude00"', '"token_bucket"', '"gcra"', '"day"', '"refuse"', '"evict"', '[null]',
   '["user", "user"]', '["\\ud800"]', '[""]', '"10/second"', '"1/second\\ud800"', '"Token_Bucket"'];
+// Numbers about f64::MAX (1.7976931348623157e308, its shortest digits): first some serde_json reads
+// (with an exponent, as a fraction, as digits past a u64's), then some it refuses as out of range that
+// JSON.parse reads as f64::MAX (its exact digits too), then some both refuse.
+const SERDE_FLOATS = ['1.7976931348623157e308', '17976931348623157e292', '0.17976931348623157e309', `1${'0'.repeat(308)}`,
+  `18446744073709551615${'0'.repeat(288)}`, '99999999999999999999e288', `${'9'.repeat(400)}e-92`, '0e99999999999', '-1e-400',
+  '1.7976931348623158e308', '-1.7976931348623158e308', '1.797693134862315807e308', '1797693134862315708e290', '0.17976931348623158e309',
+  `17976931348623157${'0'.repeat(292)}`, `-17976931348623158${'0'.repeat(292)}`, `${2n ** 1024n - 2n ** 971n}`,
+  '1.8e308', '1e309', '-1e309', `${'9'.repeat(400)}e-91`, '1e2147483648'];
 const FIELDS = ['name', 'algorithm', 'rate', 'burst', 'calendar', 'by', 'max_keys', 'eviction', 'colour', '\\u0062urst'];
 
 /** The texts: every field of the first limit set to every value, then fields given twice, then whole configurations. */
@@ -70,7 +78,16 @@ function texts() {
     limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": "x"'), limit('"by": ["u"], "max_keys": 18446744073709551615, "max_keys": null'),
     // What serde_json does not read (a number out of range, 128 containers deep) is not JSON, before a lone surrogate.
     limit('"by": ["\\ud800"], "x": 1e400'), limit('"x": -1e400, "by": ["\\ud800"]'), `{"limits": [], "x": ${'1'.repeat(400)}}`,
-    ...[125].flatMap((n) => [limit(`"by": ${'['.repeat(n)}"\\ud800"${']'.repeat(n)}`), limit(`"by": ["\\ud800"], "x": ${'['.repeat(n)}${']'.repeat(n)}`)]),
+    // The configuration, its limits and a limit hold 3 containers: 125 more is serde's 128. An object
+    // given in JS nested deeper than 64 (62 more) was refused as not JSON, before its lone surrogate.
+    ...[61, 62, 100, 124, 125].flatMap((n) => [
+      limit(`"by": ${'['.repeat(n)}"\\ud800"${']'.repeat(n)}`),
+      limit(`"by": ["\\ud800"], "x": ${'['.repeat(n)}${']'.repeat(n)}`),
+      limit(`"x": ${'{"a": '.repeat(n)}"\\ud800"${'}'.repeat(n)}`),
+    ]),
+    // Numbers about f64's largest, which serde_json reads as its own float (the digits past a u64
+    // dropped, times a power of ten: not always the nearest), some out of range where JSON.parse's is not.
+    ...SERDE_FLOATS.flatMap((n) => [limit(`"by": ["\\ud800"], "x": ${n}`), limit(`"x": ${n}, "name": "\\ud800"`), limit(`"burst": ${n}`)]),
   );
   return all;
 }
