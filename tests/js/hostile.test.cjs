@@ -735,7 +735,7 @@ test("a policy's configuration nested deeper than the engine's stack is refused 
   assert.throws(() => new R.Policy({ limits: [{ name: 'a', rate: '1/second', by }] }), {
     name: 'TypeError',
     code: 'invalid_config',
-    message: /^policy configuration: limits\[0\]\.by(\[0\])+: expected JSON data, found data nested more than 64 deep$/,
+    message: /^policy configuration: limits\[0\]\.by(\[0\])+: expected JSON data, found data nested more than 127 deep$/,
   });
   let nested = {};
   for (let i = 0; i < 5000; i++) nested = { limits: nested };

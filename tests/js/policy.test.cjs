@@ -865,6 +865,25 @@ describe('Policy', () => {
     assert.throws(() => new Policy(limit('"burst": 1.7976931348623157e308')), { code: 'invalid_config', message: /limits\[0\]\.burst: expected a whole number/ });
   });
 
+  it('an object nested up to 127 deep is read, as its JSON text is: a lone surrogate in it is said', () => {
+    // Refused past 64 deep as not JSON, such an object did not say the lone
+    // surrogate in it, which Python says: it dumps a mapping to JSON text,
+    // which serde_json reads up to 127 deep. The configuration, its limits
+    // and a limit are 3 deep: 125 more is serde_json's 128.
+    const limit = (fields) => ({ limits: [{ name: 'a', rate: '1/second', ...fields }] });
+    const deep = (n, inner) => (n === 0 ? inner : [deep(n - 1, inner)]);
+    for (const n of [62, 100, 124]) {
+      assertLimiterError(() => new Policy(limit({ by: deep(n, '\ud800') })), 'invalid_value', 'by');
+      assertLimiterError(() => new Policy(limit({ by: ['\ud800'], x: deep(n, 1) })), 'invalid_value', 'by');
+      assert.throws(() => new Policy(limit({ by: deep(n, 'u') })), { name: 'TypeError', code: 'invalid_config' });
+    }
+    assert.throws(() => new Policy(limit({ by: deep(125, '\ud800') })), {
+      name: 'TypeError',
+      code: 'invalid_config',
+      message: /^policy configuration: limits\[0\]\.by(\[0\]){124}: expected JSON data, found data nested more than 127 deep$/,
+    });
+  });
+
   it('a policy holding a calendar limit reads Date.now() by default', () => {
     const daily = { name: 'daily', algorithm: 'fixed_window', rate: '5/day', calendar: 'day' };
     const DAY = 86_400_000;

@@ -5,8 +5,14 @@
 
 const { invalidValue, isText, ownCopy } = require('./values.cjs');
 
-/** The deepest a policy's configuration nests (it needs five: limits[0].by[0]). */
-const MAX_DEPTH = 64;
+/**
+ * The deepest an object given as a policy's configuration nests (it needs
+ * five: limits[0].by[0]): serde_json's, whose text one deeper is not JSON
+ * (see serdeReading), so that an object is read as Python reads the
+ * mapping it dumps to JSON text. Refused sooner (at 65), one holding a lone
+ * surrogate deeper down was not JSON in JS and `invalid_value` in Python.
+ */
+const MAX_DEPTH = 127;
 
 /**
  * A JSON.stringify replacer for a policy's configuration that refuses what
