@@ -6,6 +6,7 @@ import importlib.metadata
 import json
 import math
 import pickle
+import sys
 import time
 from decimal import Decimal
 from fractions import Fraction
@@ -851,6 +852,33 @@ def test_a_configurations_strings_that_are_not_text_are_refused_by_their_field()
     assert raised.value.code == "invalid_config"
     # A pair is one character: read as any other.
     assert ratekeeper.Policy(limit('"by": ["\\ud83d\\ude00"]')).limits[0].by == ("\U0001f600",)
+
+
+def test_a_configurations_numbers_are_read_as_json_loads_and_json_parse_read_them() -> None:
+    """Rounded once, to the nearest float: 1.7976931348623158e308 is the
+    largest float, as json.loads and JS's JSON.parse read it. serde_json's
+    default reading (without its float_roundtrip) rounds twice, and found it
+    and others about the largest float "out of range", not JSON, where JS
+    read them and went on to what else the text holds."""
+    limit = '{{"limits": [{{"name": "a", "rate": "1/second", {}}}]}}'.format
+    largest = [
+        "1.7976931348623158e308",
+        "-1.7976931348623158e308",
+        "1797693134862315708e290",
+        "0.17976931348623158e309",
+        str(2**1024 - 2**971),
+        "17976931348623157" + "0" * 292,
+    ]
+    for number in largest:
+        assert abs(float(json.loads(number))) == sys.float_info.max
+        check_not_text(lambda: ratekeeper.Policy(limit(f'"by": ["\\ud800"], "x": {number}')), "by")
+        with pytest.raises(RateLimitError, match=r"^`config` limits\[0\]\.burst: "):
+            ratekeeper.Policy(limit(f'"burst": {number}'))
+    # Past it, out of range in every binding.
+    for number in ("1.7976931348623159e308", "1e309", "-1e309"):
+        assert abs(json.loads(number)) == float("inf")
+        with pytest.raises(RateLimitError, match=r"^`config` is not valid JSON: number out of range"):
+            ratekeeper.Policy(limit(f'"by": ["\\ud800"], "x": {number}'))
 
 
 def test_arguments_of_the_wrong_type_are_the_bindings_type_error() -> None:

@@ -198,8 +198,8 @@ function serdeReading(text) {
       while (end < text.length && NUMBER_PART.includes(text[end])) end++;
       const number = text.slice(i, end);
       i = end;
-      // serde_json's "number out of range": a float past f64's (its reading
-      // is not always the nearest float: a few digits about 1.8e308 differ).
+      // serde_json's "number out of range": a float past f64's. Python's
+      // serde_json rounds to the nearest float (float_roundtrip), as JSON.parse.
       if (!Number.isFinite(Number(number))) unread ??= 'number out of range';
       if (at?.role !== LIMIT || (at.key !== 'burst' && at.key !== 'max_keys')) continue;
       const float = /[.eE]/.test(number) || number === '-0';
