@@ -388,6 +388,15 @@ def test_a_redis_policy_describes_its_limits_as_policy_does(asynchronous: bool) 
             assert type(error.value) is type(expected.value) is ratekeeper.RateLimitError
             assert error.value.code == expected.value.code == "invalid_value"
             assert str(error.value) == str(expected.value) == f"`name` is not the name of a limit in this policy: {unknown!r}"
+        # A lone surrogate is no name at all, as Policy.keyed_by says: not one
+        # it merely lacks (RedisPolicy called it that, in other words).
+        with pytest.raises(ratekeeper.RateLimitError) as expected:
+            local.keyed_by("\ud800")
+        with pytest.raises(ratekeeper.RateLimitError) as error:
+            policy.keyed_by("\ud800")
+        assert type(error.value) is type(expected.value) is ratekeeper.RateLimitError
+        assert error.value.code == expected.value.code == "invalid_value"
+        assert str(error.value) == str(expected.value) == "`name` must be valid Unicode text (no lone surrogates)"
         with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$") as type_error:
             policy.keyed_by(1)  # type: ignore[arg-type]
         with pytest.raises(ratekeeper.RateLimitTypeError, match="^`name` must be a str$"):

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional, Union
 
 from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, PolicyDecision, PolicyLimit, RateLimitTypeError
-from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _key_part, _Request, _RequestFallback, _Seconds, _type_error
+from ratekeeper.redis._values import _cost, _refunded, _costs, _error, _key_part, _Request, _RequestFallback, _Seconds, _type_error, _utf8
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisPolicyDecision, RedisReservation
 from ratekeeper.redis._limits import _listed_limits, _policy_limits
 from ratekeeper.redis._core import _Core, _PolicyCore, _reaches
@@ -85,6 +85,9 @@ class _PolicyMixin:
         if not isinstance(name, str):
             # In Policy.keyed_by's words.
             raise RateLimitTypeError("`name` must be a str", "invalid_type")
+        # A lone surrogate is no name (no limit could take it), refused as
+        # Policy.keyed_by refuses it, before any is looked for.
+        _utf8(name, "name")
         for limit in self._core.limits:
             if limit.name == name:
                 return limit.by
