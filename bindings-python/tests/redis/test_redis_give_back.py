@@ -346,8 +346,8 @@ def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_onc
         task: Optional[asyncio.Future[None]] = None
         call = mine._call
 
-        async def booking_then_another(keys: list[bytes], args: list[Any]) -> Any:
-            reply = await call(keys, args)
+        async def booking_then_another(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            reply = await call(keys, args, *rest)
             if args[1] == "reserve" and not booked:
                 assert task is not None
                 task.cancel()  # the caller leaves while the reply is on its way
@@ -492,8 +492,8 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_anothe
         call = mine._call
         refunded = asyncio.Event()
 
-        async def taken_then_another(keys: list[bytes], args: list[Any]) -> Any:
-            reply = await call(keys, args)
+        async def taken_then_another(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            reply = await call(keys, args, *rest)
             if args[1] == "acquire" and not booked:
                 assert task is not None
                 task.cancel()  # the caller leaves while the reply is on its way
@@ -546,8 +546,8 @@ def test_an_async_try_acquire_denied_and_cancelled_in_flight_gives_nothing_back(
         call = limiter._call
         answered = asyncio.Event()
 
-        async def denied_then_gone(keys: list[bytes], args: list[Any]) -> Any:
-            reply = await call(keys, args)
+        async def denied_then_gone(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            reply = await call(keys, args, *rest)
             if args[1] == "acquire" and task is not None:
                 task.cancel()  # the caller leaves while the reply is on its way
                 answered.set()
@@ -635,9 +635,9 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_the_li
         refunded = asyncio.Event()
         taken: list[bool] = []
 
-        async def taken_then_reset(keys: list[bytes], args: list[Any]) -> Any:
+        async def taken_then_reset(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             nonlocal task
-            reply = await call(keys, args)
+            reply = await call(keys, args, *rest)
             if args[1] == "acquire" and task is not None:
                 task.cancel()  # the caller leaves while the reply is on its way
                 task = None

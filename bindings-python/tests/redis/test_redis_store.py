@@ -852,9 +852,9 @@ def count_round_trips(limiter: AsyncRedisLimiter) -> list[int]:
     calls = [0]
     send = limiter._call
 
-    async def counting(keys: list[bytes], args: list[str | int]) -> Any:
+    async def counting(keys: list[bytes], args: list[str | int], *rest: Any) -> Any:
         calls[0] += 1
-        return await send(keys, args)
+        return await send(keys, args, *rest)
 
     limiter._call = counting  # type: ignore[method-assign]
     return calls
@@ -909,9 +909,9 @@ def test_a_batch_holds_at_most_max_batch_callers(url: str) -> None:
         sizes: list[int] = []
         send = limiter._call
 
-        async def sized(keys: list[bytes], args: list[str | int]) -> Any:
+        async def sized(keys: list[bytes], args: list[str | int], *rest: Any) -> Any:
             sizes.append(int(args[3 + len(limiter._core.config)]))  # the count of costs (PROTOCOL.md)
-            return await send(keys, args)
+            return await send(keys, args, *rest)
 
         limiter._call = sized  # type: ignore[method-assign]
         decisions = await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(2 * MAX_BATCH + 2)))
@@ -940,7 +940,7 @@ def test_callers_of_a_batch_whose_sending_task_was_cancelled_are_cancelled(url: 
         send = limiter._call
         sending = asyncio.Event()
 
-        async def held(keys: list[bytes], args: list[str | int]) -> Any:
+        async def held(keys: list[bytes], args: list[str | int], *rest: Any) -> Any:
             sending.set()
             await asyncio.sleep(3600)  # until cancelled
 
@@ -970,7 +970,7 @@ def test_a_batch_ending_on_a_loop_that_stopped_leaves_the_key_to_the_loop_that_t
     released: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
     sent: list[asyncio.AbstractEventLoop] = []
 
-    async def down(keys: list[bytes], args: list[str | int]) -> Any:
+    async def down(keys: list[bytes], args: list[str | int], *rest: Any) -> Any:
         loop = asyncio.get_running_loop()
         sent.append(loop)
         await released.setdefault(loop, asyncio.Event()).wait()
@@ -1677,10 +1677,10 @@ def test_an_async_cancel_cancelled_before_its_refund_went_still_gives_the_bookin
         real = limiter._call
         waiting, gate = asyncio.Event(), asyncio.Event()
 
-        async def held(keys: list[bytes], args: list[Any]) -> Any:
+        async def held(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             waiting.set()
             await gate.wait()
-            return await real(keys, args)
+            return await real(keys, args, *rest)
 
         limiter._call = held  # type: ignore[method-assign]
         task = asyncio.ensure_future(reservation.cancel())
@@ -1719,12 +1719,12 @@ def test_an_async_cancel_cancelled_whose_refund_fails_leaves_no_exception_unretr
         real = limiter._call
         gate, answered = asyncio.Event(), asyncio.Event()
 
-        async def held(keys: list[bytes], args: list[Any]) -> Any:
+        async def held(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             if args[1] != "refund":
-                return await real(keys, args)
+                return await real(keys, args, *rest)
             await gate.wait()
             try:
-                return await real(keys, args)
+                return await real(keys, args, *rest)
             finally:
                 answered.set()
 
@@ -1877,16 +1877,13 @@ def test_two_loops_in_two_threads_may_share_an_async_limiter() -> None:
     class Allowing:
         """A client whose script allows every cost, as a text reply (PROTOCOL.md)."""
 
-        def evalsha(self, *args: Any) -> Any:
-            raise AssertionError("not called")
+        async def evalsha(self, sha: str, count: int, *keys_and_args: Any) -> Any:
+            await asyncio.sleep(0)
+            costs = int(keys_and_args[count + 3 + len(limiter._core.config)])
+            return "1000 " + "1 0 99 100 0 0 " * costs
 
         def register_script(self, script: str) -> Any:
-            async def call(keys: list[bytes], args: list[Any]) -> Any:
-                await asyncio.sleep(0)
-                count = int(args[3 + len(limiter._core.config)])
-                return "1000 " + "1 0 99 100 0 0 " * count
-
-            return call
+            return redis.commands.core.AsyncScript(redis.asyncio.Redis(port=1), script)  # for its SHA-1
 
     limiter = AsyncRedisLimiter(Allowing(), ratekeeper.Gcra(100, 0.01))
     meet = threading.Barrier(2)
@@ -1986,11 +1983,11 @@ def test_one_batched_async_caller_whose_fallback_raises_fails_alone(url: str) ->
         await policy.peek({"user": "u", "ip": "x"}, 0)  # the script is loaded
         real = policy._call
 
-        async def down_after_one(keys: list[bytes], args: list[Any]) -> Any:
+        async def down_after_one(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             policy._call = failing  # type: ignore[method-assign]
-            return await real(keys, args)
+            return await real(keys, args, *rest)
 
-        async def failing(keys: list[bytes], args: list[Any]) -> Any:
+        async def failing(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             raise redis.ConnectionError("down")
 
         policy._call = down_after_one  # type: ignore[method-assign]
@@ -2246,9 +2243,9 @@ def test_async_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_
         sent: list[object] = []
         call = limiter._call
 
-        async def counted(keys: list[bytes], args: list[Any]) -> Any:
+        async def counted(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
             sent.append(args[1])
-            return await call(keys, args)
+            return await call(keys, args, *rest)
 
         limiter._call = counted  # type: ignore[method-assign]
         try:
@@ -2436,6 +2433,90 @@ def test_a_script_flushed_again_for_a_user_who_may_not_eval_is_answered_by_on_er
         return decision.allowed, decision.from_store
 
     assert asyncio.run(main()) == (True, False)
+
+
+class AsyncHolding(redis.asyncio.Redis):
+    """An asyncio client that lists the script commands it sends, and holds
+    back the ``hold``-th of them (counted from 1) until ``release`` is set
+    (``holding`` set meanwhile): the round trip its caller leaves during. With
+    ``flush``, another process's ``SCRIPT FLUSH`` follows its ``SCRIPT LOAD``."""
+
+    sent: list[str]
+    hold: int
+    flush: bool
+    holding: asyncio.Event
+    release: asyncio.Event
+
+    async def _held(self, command: str) -> None:
+        self.sent.append(command)
+        if len(self.sent) == self.hold:
+            self.holding.set()
+            await self.release.wait()
+
+    async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+        await self._held("EVALSHA")
+        return await super().evalsha(*args, **kwargs)
+
+    async def script_load(self, script: Any) -> Any:
+        await self._held("SCRIPT LOAD")
+        sha = await super().script_load(script)
+        if self.flush:
+            await self.script_flush()
+        return sha
+
+    async def eval(self, *args: Any, **kwargs: Any) -> Any:
+        await self._held("EVAL")
+        return await super().eval(*args, **kwargs)
+
+
+# Each way an async caller has its round trip made for it: batched, alone
+# (an explicit now, a batch of costs), a booking, a waiting acquire's.
+ASYNC_CALLERS: dict[str, Callable[[AsyncRedisLimiter], Awaitable[object]]] = {
+    "batched try_acquire": lambda limiter: limiter.try_acquire("k"),
+    "try_acquire with now": lambda limiter: limiter.try_acquire("k", now=2_000_000_000.0),
+    "try_acquire_batch": lambda limiter: limiter.try_acquire_batch("k", [1, 1]),
+    "reserve": lambda limiter: limiter.reserve("k"),
+    "acquire": lambda limiter: limiter.acquire("k"),
+}
+
+
+@pytest.mark.parametrize("caller", list(ASYNC_CALLERS))
+@pytest.mark.parametrize(
+    "sent",
+    [["EVALSHA"], ["EVALSHA", "SCRIPT LOAD"], ["EVALSHA", "SCRIPT LOAD", "EVALSHA"]],
+    ids=["during the EVALSHA meeting NOSCRIPT", "during the SCRIPT LOAD", "during the EVALSHA after it, meeting NOSCRIPT again"],
+)
+def test_a_caller_cancelled_while_the_script_is_reloaded_has_nothing_more_sent(url: str, caller: str, sent: list[str]) -> None:
+    # redis-py's script object went on from a NOSCRIPT to SCRIPT LOAD and
+    # EVALSHA (then EVAL) whoever was left to wait for it: the decision was
+    # sent for nobody, its units taken ahead of the callers still there until
+    # its give-back came. As the Node client's evaluate() stops once
+    # abandoned(), nothing more goes once the caller has gone.
+    async def main() -> tuple[list[str], int]:
+        client = AsyncHolding.from_url(url)
+        assert isinstance(client, AsyncHolding)
+        client.sent, client.hold, client.flush = [], len(sent), len(sent) == 3
+        client.holding, client.release = asyncio.Event(), asyncio.Event()
+        prefix = f"rk-py-reload-gone:{uuid.uuid4().hex}:"
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(5, 60.0), prefix=prefix, on_error="open")
+        await client.script_flush()
+        task = asyncio.ensure_future(ASYNC_CALLERS[caller](limiter))
+        await client.holding.wait()
+        # Gone at once (what it awaits is cancelled with it); an acquire then
+        # awaits its give-back, which waits for the round trip held here.
+        task.cancel()
+        client.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The round trip (and any give-back) runs in tasks of their own: every one ends.
+        while others := [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+            await asyncio.wait(others)
+        left = list(client.sent)
+        keys = len(await client.keys(prefix + "*"))
+        await client.aclose()
+        return left, keys
+
+    assert asyncio.run(main()) == (sent, 0)
 
 
 class RefusingClient(redis.Redis):
@@ -2972,8 +3053,8 @@ async def _used_after_cancelling_once_answered(
     real = limiter._call
     answered = asyncio.Event()
 
-    async def slow(keys: list[bytes], args: list[Any]) -> Any:
-        reply = await real(keys, args)
+    async def slow(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+        reply = await real(keys, args, *rest)
         answered.set()
         await asyncio.sleep(0.2)
         return reply
@@ -3070,7 +3151,7 @@ def test_a_cancelled_async_try_acquire_whose_call_then_failed_reports_nothing(ur
         limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=f"cancel-failed:{uuid.uuid4().hex}:", batching=False)
         task: Optional[asyncio.Future[Any]] = None
 
-        async def refused(keys: list[bytes], args: list[str | int]) -> Any:
+        async def refused(keys: list[bytes], args: list[str | int], *rest: Any) -> Any:
             assert task is not None
             task.cancel()  # the caller leaves while the call is under way
             await asyncio.sleep(0)

@@ -43,6 +43,15 @@ _Waiting = tuple[int, Any, "asyncio.Future[_Answer]"]
 _Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
 
 
+class _Abandoned(Exception):
+    """A round trip whose caller left while the script was reloaded: nothing
+    more was sent (see ``_Async._evalsha``). Raised in the round trip's own
+    task, whose caller is gone: what it booked or took is nothing, and so is
+    what its give-back finds; a batch's sender answers nobody. Not a fault
+    of reach: ``on_error`` would decide for nobody (and a batch's sender, as
+    for an outage, for every caller queued behind)."""
+
+
 # The stores whose queues a forked child forgets (see _forget_queues).
 _STORES: weakref.WeakSet[_Async] = weakref.WeakSet()
 
@@ -81,19 +90,42 @@ class _Async:
         self._queues_lock = threading.Lock()
         _STORES.add(self)
 
-    async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
-        """``_Sync._evalsha`` on asyncio: a second ``NOSCRIPT`` sends the script itself."""
+    async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool]) -> Any:
+        """``_Sync._evalsha`` on asyncio: ``EVALSHA``; on a ``NOSCRIPT``,
+        ``SCRIPT LOAD`` and ``EVALSHA`` once more; on a second, ``EVAL``.
+        Taken here step by step, not by redis-py's script object, so that
+        once ``left()`` (its caller gone: cancelled, or every caller of a
+        batch) a ``NOSCRIPT`` or a reload that ends sends nothing more and
+        raises ``_Abandoned``, as the Node client's ``evaluate`` stops once
+        ``abandoned()``. (Sent, the decision was nobody's: its units taken
+        ahead of the callers still there until its give-back came, and on a
+        bucket with a booking behind it, never.)"""
+        count = len(keys)
         try:
-            return await self._script(keys=keys, args=args)
+            return await self._client.evalsha(self._script.sha, count, *keys, *args)
+        except NoScriptError:
+            if left():
+                raise _Abandoned from None
+        await self._client.script_load(REDIS_SCRIPT)
+        if left():
+            raise _Abandoned
+        try:
+            return await self._client.evalsha(self._script.sha, count, *keys, *args)
         except NoScriptError as missing:
+            # Flushed again since the SCRIPT LOAD (see _Sync._evalsha).
+            if left():
+                raise _Abandoned from None
             try:
-                return await self._client.eval(REDIS_SCRIPT, len(keys), *keys, *args)
+                return await self._client.eval(REDIS_SCRIPT, count, *keys, *args)
             except NoPermissionError:
                 raise missing from None
 
-    async def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
+    async def _call(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool] = lambda: False, /) -> Any:
+        """One call of the script; ``left()`` says whether its caller is gone
+        (see ``_evalsha``): never, for a give-back, whose caller is gone already.
+        (Positional only: a test's stand-in may take it as ``*rest``.)"""
         try:
-            reply: _Reply = await self._evalsha(keys, args)
+            reply: _Reply = await self._evalsha(keys, args, left)
         except ResponseError as error:
             _script_errors(error)
             raise
@@ -105,13 +137,20 @@ class _Async:
         return (await self._decide_taken(target, keys, mode, costs, now, targets))[0]
 
     async def _decide_taken(
-        self, target: Any, keys: list[bytes], mode: str, costs: list[int], now: Optional[_Seconds], targets: Optional[list[Any]] = None
+        self,
+        target: Any,
+        keys: list[bytes],
+        mode: str,
+        costs: list[int],
+        now: Optional[_Seconds],
+        targets: Optional[list[Any]] = None,
+        left: Callable[[], bool] = lambda: False,
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
-        """``_Sync._decide_taken`` on asyncio."""
+        """``_Sync._decide_taken`` on asyncio; once ``left()``, a reload sends nothing more (see ``_evalsha``)."""
         wire_now = self._core.now(now)
         resets = self._core.resets_of(keys)
         try:
-            reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
+            reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
         return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
@@ -158,8 +197,9 @@ class _Async:
         """One round trip taking ``costs`` for one caller, in a task of its
         own: cancelled during it, the caller leaves at once, and what the
         script took (it runs all the same once sent) is given back when Redis
-        answers, as a batched caller's is."""
-        call, answer = _alone(lambda _: self._decide_taken(target, keys, "acquire", costs, now))
+        answers, as a batched caller's is; a reload of the script under way
+        then sends nothing more (see ``_evalsha``)."""
+        call, answer = _alone(lambda left: self._decide_taken(target, keys, "acquire", costs, now, None, left))
         try:
             return (await answer)[0]
         except asyncio.CancelledError:
@@ -241,10 +281,18 @@ class _Async:
         try:
             costs = [c for c, _, _ in batch]
             answers: Sequence[Union[RedisDecision, Exception]]
+            # Every caller of the batch cancelled meanwhile: a reload sends
+            # nothing more (see _evalsha), and nobody is answered; the
+            # callers queued behind go next, as after any batch.
+            def left() -> bool:
+                return all(f.done() for _, _, f in batch)
+
             try:
-                answers, took = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets)
+                answers, took = await self._decide_taken(targets[0], keys, "acquire", costs, None, targets, left)
             except _Fallbacks as mixed:
                 answers, took = mixed.outcomes, None
+            except _Abandoned:
+                return
             if took is None:
                 # Redis did not answer: the callers that queued meanwhile
                 # are decided by the fallback now, rather than each batch
@@ -308,8 +356,10 @@ class _Async:
         all the same once sent) is given back when Redis answers, as
         ``_take`` gives back what it took. Nothing is sent when the caller
         left before that task started, nor when ``gone()`` says that the
-        one awaiting this call (``_wait``'s) did."""
-        booking, booked = _alone(lambda _: self._book(target, keys, cost, max_wait, now), gone)
+        one awaiting this call (``_wait``'s) did; nothing more once a
+        reload of the script under way ends after either left (see
+        ``_evalsha``)."""
+        booking, booked = _alone(lambda left: self._book(target, keys, cost, max_wait, now, left), gone)
         try:
             return await booked
         except asyncio.CancelledError:
@@ -321,12 +371,18 @@ class _Async:
             raise
 
     async def _book(
-        self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
+        self,
+        target: Any,
+        keys: list[bytes],
+        cost: int,
+        max_wait: Optional[_Seconds],
+        now: Optional[_Seconds],
+        left: Callable[[], bool] = lambda: False,
     ) -> AsyncRedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
         resets = self._core.resets_of(keys)
         try:
-            reply: Optional[list[int]] = await self._call(keys, args)
+            reply: Optional[list[int]] = await self._call(keys, args, left)
         except _FAULTS:
             reply = None
         ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
@@ -408,7 +464,8 @@ def _alone(
     """A round trip in a task of its own, and the shield its caller awaits:
     cancelled, the caller leaves at once while the round trip goes on (its
     caller gives back what it took). ``start(left)`` makes the round trip,
-    ``left()`` saying whether the caller left. Cancelled before that task
+    ``left()`` saying whether the caller left (a reload of the script then
+    sends nothing more: see ``_Async._evalsha``). Cancelled before that task
     started (or ``gone()`` by then, the caller's own caller having left), the
     caller is gone and nothing is sent: the task ends cancelled, before
     ``start`` is called. Sent all the same, Redis took its units ahead of
