@@ -2435,6 +2435,61 @@ def test_a_script_flushed_again_for_a_user_who_may_not_eval_is_answered_by_on_er
     assert asyncio.run(main()) == (True, False)
 
 
+# The commands PROTOCOL.md lists for the clients' ACL user (and SCRIPT FLUSH, for the tests' clients).
+ACL_COMMANDS = (
+    "+evalsha +script|load +eval +time +get +set +pexpire +pexpireat +unlink +zadd +zcount"
+    " +zrangebyscore +zrevrangebyscore +zremrangebyscore +script|flush"
+).split()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_an_evals_noperm_other_than_for_eval_itself_is_raised_not_answered_by_on_error(url: str, asynchronous: bool) -> None:
+    # Only a NOPERM for EVAL itself leaves the NOSCRIPT standing (the test
+    # above), as the Node client reads it. Any NOPERM of the EVAL was
+    # answered by on_error, as an outage: here a key of the call's, refused
+    # to the user since its EVALSHA (Redis checks the keys before the
+    # script's cache, so only the EVAL can meet that), which Node raises.
+    admin = redis.Redis.from_url(url)
+    user, prefix = f"rk-py-acl-{uuid.uuid4().hex}", f"rk-py-acl:{uuid.uuid4().hex}:"
+    admin.acl_setuser(user, enabled=True, passwords=["+pw"], commands=ACL_COMMANDS, keys=[f"{prefix}*"])
+    admin.script_flush()  # the EVALSHA meets NOSCRIPT, and so does the one after the reload
+
+    def refuse_the_keys() -> None:
+        admin.acl_setuser(user, enabled=True, reset_keys=True, keys=["elsewhere:*"])
+
+    class Refused(FlushedAfterLoading):
+        def eval(self, *args: Any, **kwargs: Any) -> Any:
+            refuse_the_keys()
+            return super().eval(*args, **kwargs)
+
+    class AsyncRefused(AsyncFlushedAfterLoading):
+        async def eval(self, *args: Any, **kwargs: Any) -> Any:
+            refuse_the_keys()
+            return await super().eval(*args, **kwargs)
+
+    async def on_asyncio() -> None:
+        client = AsyncRefused.from_url(url, username=user, password="pw")
+        try:
+            await AsyncRedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix, on_error="open").try_acquire("k")
+        finally:
+            await client.aclose()
+
+    try:
+        with pytest.raises(ScriptError, match="no permissions to access") as caught:
+            if asynchronous:
+                asyncio.run(on_asyncio())
+            else:
+                client = Refused.from_url(url, username=user, password="pw")
+                try:
+                    RedisLimiter(client, ratekeeper.FixedWindow(10, 3600), prefix=prefix, on_error="open").try_acquire("k")
+                finally:
+                    client.close()
+        assert isinstance(caught.value.__cause__, redis.exceptions.NoPermissionError)
+    finally:
+        admin.acl_deluser(user)
+        admin.close()
+
+
 class AsyncHolding(redis.asyncio.Redis):
     """An asyncio client that lists the script commands it sends, and holds
     back the ``hold``-th of them (counted from 1) until ``release`` is set

@@ -16,7 +16,7 @@ from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
-from ratekeeper.redis._faults import _FAULTS, _script_errors
+from ratekeeper.redis._faults import _FAULTS, _denies_eval, _script_errors
 from ratekeeper.redis._values import (
     _instant,
     _integers,
@@ -117,8 +117,10 @@ class _Async:
                 raise _Abandoned from None
             try:
                 return await self._client.eval(REDIS_SCRIPT, count, *keys, *args)
-            except NoPermissionError:
-                raise missing from None
+            except NoPermissionError as denied:
+                if _denies_eval(denied):
+                    raise missing from None
+                raise
 
     async def _call(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool] = lambda: False, /) -> Any:
         """One call of the script; ``left()`` says whether its caller is gone

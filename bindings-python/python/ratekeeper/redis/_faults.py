@@ -34,6 +34,23 @@ class ScriptError(RuntimeError):
     ``__cause__``."""
 
 
+# A NOPERM that refuses the ACL user the `EVAL` command itself ("this user
+# has no permissions to run the 'eval' command"; Redis 7.2 on: "User <name>
+# has no permissions to run the 'eval' command"), as the Node client reads
+# it (evaluate, wire.cjs). redis-py strips the NOPERM from the message.
+_EVAL_DENIED = re.compile(r"'eval' command", re.IGNORECASE)
+
+
+def _denies_eval(error: NoPermissionError) -> bool:
+    """Whether ``error``, an ``EVAL``'s NOPERM, refuses the ``EVAL`` command
+    itself: the ``NOSCRIPT`` that made the client send it then stands, an
+    outage ``on_error`` answers (a user allowed ``EVALSHA`` and ``SCRIPT
+    LOAD`` only, whose script was flushed again after its reload). Any other
+    NOPERM there (a key of the call's, refused since its ``EVALSHA``) is
+    the misconfiguration it says, raised as from ``EVALSHA``."""
+    return _EVAL_DENIED.search(str(error)) is not None
+
+
 def _script_errors(error: ResponseError) -> None:
     """Raises ``error`` as a ``ScriptError`` when it is not a fault of the store's reach."""
     if isinstance(error, NoPermissionError) or _NOT_A_FAULT.search(str(error)):

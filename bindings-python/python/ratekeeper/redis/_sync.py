@@ -15,7 +15,7 @@ from redis.exceptions import NoPermissionError, NoScriptError, RedisClusterExcep
 
 from ratekeeper import RateLimited
 from ratekeeper._ratekeeper import REDIS_SCRIPT
-from ratekeeper.redis._faults import _FAULTS, _script_errors, ScriptError
+from ratekeeper.redis._faults import _FAULTS, _denies_eval, _script_errors, ScriptError
 from ratekeeper.redis._values import (
     _instant,
     _is_asyncio_client,
@@ -178,10 +178,14 @@ class _Sync:
             # and every caller queued behind it, as if Redis were away.
             try:
                 return self._client.eval(REDIS_SCRIPT, len(keys), *keys, *args)
-            except NoPermissionError:
+            except NoPermissionError as denied:
                 # An ACL user allowed EVALSHA and SCRIPT LOAD only: the
-                # NOSCRIPT stands, answered by on_error as before.
-                raise missing from None
+                # NOSCRIPT stands, answered by on_error as before. Only for
+                # EVAL itself, as the Node client: another NOPERM (a key
+                # refused since) is raised, a ScriptError, as from EVALSHA.
+                if _denies_eval(denied):
+                    raise missing from None
+                raise
 
     def _call(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
         try:
