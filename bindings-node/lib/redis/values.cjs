@@ -8,7 +8,12 @@ const MAX_EXACT = 2 ** 51;
 const MAX_NOW = 2 ** 52;
 /** The longest window and the longest wait: 2^50 µs (35 years). */
 const MAX_SPAN = 2 ** 50;
-/** The most costs sent in one batch. */
+/**
+ * The most callers of a hot key sent in one batch (tryAcquireBatch sends its
+ * costs as given): the script runs atomically, every other command on the
+ * server waiting for it, for a time that grows with the batch (README, "Hot
+ * keys"). The Python client's is the same.
+ */
 const MAX_BATCH = 1024;
 /**
  * Round trips in flight per hot key; calls beyond wait and go as one batch.

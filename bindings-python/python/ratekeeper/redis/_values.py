@@ -29,7 +29,10 @@ MAX_NOW = 1 << 52
 #: The longest window and the longest ``max_wait``: 2^50 µs (35 years), so that
 #: a booked slot plus two windows stays exact until ``MAX_NOW`` and beyond.
 MAX_SPAN = 1 << 50
-#: The most costs sent in one batch.
+#: The most callers of a hot key sent in one batch (``try_acquire_batch``
+#: sends its costs as given): the script runs atomically, every other command
+#: on the server waiting for it, for a time that grows with the batch (README,
+#: "Hot keys"). The Node client's is the same.
 MAX_BATCH = 1024
 # acquire and peek ask for their reply as one string of integers ('text'),
 # which redis-py reads far faster than an array of them (PROTOCOL.md).
