@@ -80,13 +80,14 @@ function integers(reply) {
 /**
  * An error reply that no retry mends, which onError must not hide: the
  * script's own (a bug or a configuration it refuses), a NOPERM (the ACL user
- * may not run the script, or a command the script calls: Redis 7.0 words
- * that one "can't run this command"), a WRONGTYPE (a key of the limiter's
+ * may not run the script), a command the script calls refused to that user
+ * (Redis 7.0 words it "can't run this command", 7.2 on "ACL failure in
+ * script", both after ERR), a WRONGTYPE (a key of the limiter's
  * holds another type), the script failing on a key's value it did not
  * write (`user_script:<line>:`). Not a fault of the store's reach.
  */
 function isScriptError(error) {
-  return error instanceof Error && /^(ERR .*)?ratekeeper:|NOPERM|can't run this command|WRONGTYPE|user_script:\d+:/.test(error.message ?? '');
+  return error instanceof Error && /^(ERR .*)?ratekeeper:|NOPERM|can't run this command|ACL failure in script|WRONGTYPE|user_script:\d+:/.test(error.message ?? '');
 }
 
 /** Rejects with a TimeoutError after `ms`; the late answer, if any, is dropped (and its error caught). */

@@ -2595,8 +2595,18 @@ class AsyncRefusingClient(redis.asyncio.Redis):
         redis.ResponseError(
             "The user executing the script can't run this command or subcommand script: f00, on @user_script:1."
         ),
+        # Redis 7.2 on (and Valkey) words that one so, after an ERR that redis-py takes off.
+        redis.ResponseError(
+            "ACL failure in script: User app has no permissions to run the 'zadd' command script: f00, on @user_script:1."
+        ),
     ],
-    ids=["NOPERM", "WRONGTYPE", "a key's value the script cannot read", "a command the script calls, denied"],
+    ids=[
+        "NOPERM",
+        "WRONGTYPE",
+        "a key's value the script cannot read",
+        "a command the script calls, denied",
+        "a command the script calls, denied (Redis 7.2 on)",
+    ],
 )
 def test_errors_no_retry_mends_are_raised_not_answered_by_on_error(reply: redis.ResponseError) -> None:
     # A misconfiguration looked like an outage: on_error="open" allowed every

@@ -19,9 +19,10 @@ _FAULTS = (RedisError, RedisClusterException, OSError)
 # key of the limiter's that holds another type (WRONGTYPE); the script
 # failing on a key's value that it did not write (user_script:<line>:); the
 # ACL user may not run a command the script calls (Redis 7.0 words it "can't
-# run this command", later versions NOPERM). NoPermissionError (NOPERM: the
-# ACL user may not run the script) is one too.
-_NOT_A_FAULT = re.compile(r"^(ERR .*)?ratekeeper:|WRONGTYPE|user_script:\d+:|can't run this command|NOPERM")
+# run this command", 7.2 on "ACL failure in script", both after ERR: no
+# NOPERM). NoPermissionError (NOPERM: the ACL user may not run the script)
+# is one too.
+_NOT_A_FAULT = re.compile(r"^(ERR .*)?ratekeeper:|WRONGTYPE|user_script:\d+:|can't run this command|ACL failure in script|NOPERM")
 
 
 class ScriptError(RuntimeError):
