@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 use hashbrown::{DefaultHashBuilder, Equivalent};
 
 use crate::key_table::{KeyTable, MAX_LEN};
+use crate::limiter::check_batch;
 use crate::{Decision, Error, Limiter, Nanos};
 
 /// A limiter that a [`KeyedLimiter`] can keep per key: its configuration
@@ -32,6 +33,24 @@ pub trait Keyed: Limiter + Clone {
 
     /// Runs `f` on the limiter that `state` stands for, changing nothing.
     fn read_state<R>(&self, state: &Self::State, latest: Nanos, f: impl FnOnce(&Self) -> R) -> R;
+
+    /// Decides each of `costs` at `now` into `out` on the limiter that
+    /// `state` stands for, exactly as as many
+    /// [`with_state`](Keyed::with_state) calls of `try_acquire` would: each
+    /// cost from the state kept after the one before. The limiter's own
+    /// batch is that when the state is the whole limiter.
+    ///
+    /// Fails, deciding nothing, when `out` is shorter than `costs`.
+    fn try_acquire_batch_state(
+        &self,
+        state: &mut Self::State,
+        latest: Nanos,
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error> {
+        self.with_state(state, latest, |l| l.try_acquire_batch(now, costs, out))
+    }
 }
 
 impl Keyed for crate::Gcra {
@@ -63,6 +82,27 @@ impl Keyed for crate::Gcra {
     #[inline]
     fn read_state<R>(&self, tat: &u64, latest: Nanos, f: impl FnOnce(&Self) -> R) -> R {
         f(&self.with_tat(*tat, latest.0))
+    }
+
+    /// Each cost through [`Keyed::with_state`], as calls one by one: the
+    /// TAT kept between two costs is the one word the store keeps, which
+    /// at the end of the clock is clipped to [`Nanos::MAX`] and read back
+    /// as used without end. The limiter's own batch would carry its
+    /// unclipped state from one cost to the next, and so answer for a state
+    /// the store does not keep (units left that the next call refuses).
+    fn try_acquire_batch_state(
+        &self,
+        tat: &mut u64,
+        latest: Nanos,
+        now: Nanos,
+        costs: &[u64],
+        out: &mut [Result<Decision, Error>],
+    ) -> Result<(), Error> {
+        check_batch(costs, out)?;
+        for (&cost, slot) in costs.iter().zip(out) {
+            *slot = self.with_state(tat, latest, |l| l.try_acquire(now, cost));
+        }
+        Ok(())
     }
 }
 
@@ -179,6 +219,15 @@ impl core::fmt::Display for Eviction {
 /// and its waits are measured from `now`, as a single limiter does when time
 /// goes backwards. So a key dropped as fresh and seen again cannot be
 /// admitted in the past.
+///
+/// **The end of the clock.** A [`Gcra`](crate::Gcra) key is one word, its
+/// theoretical arrival time: one that would reach 2^64 - 1 ns (a request
+/// within `burst` intervals of the end of the clock, or a booking past it)
+/// is kept as 2^64 - 1 ns, read as used without end. From then on the key
+/// admits no cost but 0, and answers `remaining` 0 and a `reset_after` of
+/// [`Nanos::MAX`]: stricter than its own limiter, which keeps the time
+/// past 2^64 - 1 ns, never looser. A batch decides each of its costs from
+/// the state kept after the one before, as calls one by one do.
 ///
 /// ```
 /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
@@ -443,11 +492,15 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             let latest = Nanos(self.latest);
             return self
                 .prototype
-                .with_state(&mut fresh, latest, |l| l.try_acquire_batch(now, costs, out));
+                .try_acquire_batch_state(&mut fresh, latest, now, costs, out);
         }
-        let ((), lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
-            l.try_acquire_batch(now, costs, out)
-        })?;
+        let ((), lag) = self.apply_state(
+            self.states.position(key),
+            key,
+            own,
+            now,
+            |prototype, state, now| prototype.try_acquire_batch_state(state, now, now, costs, out),
+        )?;
         for slot in out[..costs.len()].iter_mut().flatten() {
             *slot = after(*slot, lag);
         }
@@ -790,6 +843,26 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized,
     {
+        self.apply_state(at, key, own, now, |prototype, state, now| {
+            prototype.with_state(state, now, |l| f(l, now))
+        })
+    }
+
+    /// [`Self::apply`], `f` given the prototype and the key's state rather
+    /// than the limiter they stand for (a batch goes through the state
+    /// between its costs).
+    #[inline(always)]
+    fn apply_state<Q, R>(
+        &mut self,
+        at: Option<usize>,
+        key: &Q,
+        own: impl FnOnce(&Q) -> K,
+        now: Nanos,
+        f: impl FnOnce(&L, &mut L::State, Nanos) -> Result<R, Error>,
+    ) -> Result<(R, u64), Error>
+    where
+        Q: ?Sized,
+    {
         let (now, lag) = self.effective(now);
         // `f` is called from one place only, so that it is inlined here: a
         // call would take the limiter through memory, and reading back wider
@@ -800,7 +873,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             Some(at) => self.states.value_at_mut(at),
             None => new.insert(self.prototype.new_state()),
         };
-        let answer = self.prototype.with_state(state, now, |l| f(l, now))?;
+        let answer = f(&self.prototype, state, now)?;
         if let Some(state) = new {
             self.keep_new(key, own, now, state)?;
         }

@@ -120,18 +120,26 @@ pub trait Limiter {
         costs: &[u64],
         out: &mut [Result<Decision, Error>],
     ) -> Result<(), Error> {
-        if out.len() < costs.len() {
-            return Err(Error::TooLarge {
-                name: "costs",
-                value: costs.len() as u64,
-                max: out.len() as u64,
-            });
-        }
+        check_batch(costs, out)?;
         for (cost, slot) in costs.iter().zip(out.iter_mut()) {
             *slot = self.try_acquire(now, *cost);
         }
         Ok(())
     }
+}
+
+/// Fails with [`Error::TooLarge`] when a batch's `out` is shorter than its
+/// `costs`.
+#[inline]
+pub(crate) fn check_batch<T>(costs: &[u64], out: &[T]) -> Result<(), Error> {
+    if out.len() < costs.len() {
+        return Err(Error::TooLarge {
+            name: "costs",
+            value: costs.len() as u64,
+            max: out.len() as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Fails with [`Error::CostExceedsLimit`] when `cost` is above `limit`.

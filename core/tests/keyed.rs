@@ -25,6 +25,43 @@ fn shared() -> &'static HashSeed {
     SHARED.get_or_init(|| HashSeed::new(0x2545_f491_4f6c_dd1d))
 }
 
+/// Runs `ops` five at a time from `start` (time saturating at the end of
+/// the clock) as one batch per chunk on one store and as single calls on
+/// another: every answer and the key count must be equal.
+fn batch_is_one_by_one(prototype: AnyLimiter, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut batched = AnyKeyed::new(prototype.clone());
+    let mut single = AnyKeyed::new(prototype);
+    let mut now = start;
+    for chunk in ops.chunks(5) {
+        now = now.saturating_add(chunk[0].1);
+        if chunk[0].3 {
+            let later = Nanos(now.saturating_add(1_000));
+            batched
+                .try_acquire_batch(&[chunk[0].0 + 100], later, &[], &mut [])
+                .unwrap();
+        }
+        let costs: Vec<u64> = chunk.iter().map(|op| op.2).collect();
+        let mut out = vec![
+            Ok(ratekeeper::Decision {
+                allowed: false,
+                remaining: 0,
+                limit: 0,
+                retry_after: Nanos::ZERO,
+                reset_after: Nanos::ZERO
+            });
+            costs.len()
+        ];
+        batched
+            .try_acquire_batch(&[chunk[0].0], Nanos(now), &costs, &mut out)
+            .unwrap();
+        for (cost, got) in costs.iter().zip(&out) {
+            prop_assert_eq!(got, &single.try_acquire(&[chunk[0].0], Nanos(now), *cost));
+        }
+        prop_assert_eq!(batched.len(), single.len());
+    }
+    Ok(())
+}
+
 fn prototypes() -> Vec<AnyLimiter> {
     vec![
         Gcra::new(3, Nanos(100)).unwrap().into(),
@@ -70,23 +107,23 @@ proptest! {
     #[test]
     fn a_batch_is_its_requests_in_order(ops in ops()) {
         for prototype in prototypes() {
-            let mut batched = AnyKeyed::new(prototype.clone());
-            let mut single = AnyKeyed::new(prototype.clone());
-            let mut now = 0;
-            for chunk in ops.chunks(5) {
-                now += chunk[0].1;
-                if chunk[0].3 {
-                    batched.try_acquire_batch(&[chunk[0].0 + 100], Nanos(now + 1_000), &[], &mut []).unwrap();
-                }
-                let costs: Vec<u64> = chunk.iter().map(|op| op.2).collect();
-                let mut out = vec![Ok(ratekeeper::Decision { allowed: false, remaining: 0, limit: 0,
-                    retry_after: Nanos::ZERO, reset_after: Nanos::ZERO }); costs.len()];
-                batched.try_acquire_batch(&[chunk[0].0], Nanos(now), &costs, &mut out).unwrap();
-                for (cost, got) in costs.iter().zip(&out) {
-                    prop_assert_eq!(got, &single.try_acquire(&[chunk[0].0], Nanos(now), *cost));
-                }
-                prop_assert_eq!(batched.len(), single.len());
-            }
+            batch_is_one_by_one(prototype, 0, &ops)?;
+        }
+    }
+
+    /// The same at the end of the clock, where a GCRA key's arrival time
+    /// passes 2^64 - 1 ns and the store keeps it as used without end: a
+    /// batch decides each cost from the state kept after the one before,
+    /// as calls one by one do, not from the limiter's unclipped state.
+    #[test]
+    fn a_batch_is_its_requests_in_order_at_the_end_of_time(
+        ops in ops(),
+        before_end in 0u64..2_000,
+    ) {
+        let mut prototypes = prototypes();
+        prototypes.push(Gcra::new(2, Nanos(1 << 62)).unwrap().into());
+        for prototype in prototypes {
+            batch_is_one_by_one(prototype, u64::MAX - before_end, &ops)?;
         }
     }
 
@@ -543,6 +580,34 @@ fn a_batch_whose_every_cost_fails_is_no_call() {
     // Too short an answer fails as before, deciding nothing.
     let err = store.try_acquire_batch(b"k", Nanos(0), &[4, 4], &mut out);
     assert_eq!(err.unwrap_err().code(), "too_large");
+}
+
+#[test]
+fn a_batch_at_the_end_of_the_clock_is_its_costs_one_by_one() {
+    // 2 at once, then one every 43 years, 834 ns before 2^64 ns: the first unit
+    // moves the key's arrival time past 2^64 - 1 ns, which the store keeps
+    // as used without end. The batch decided the second cost from the
+    // limiter's unclipped state (1 left, a retry after one interval) where
+    // calls one by one, and the store's own state afterwards, say none
+    // left and a retry at the end of time.
+    let gcra = Gcra::per_period(2, 5, Nanos(6_843_312_000_000_000_000)).unwrap();
+    let now = Nanos(18_446_744_073_709_550_781);
+    let undecided = Err(ratekeeper::Error::StoreFull { max_keys: 0 });
+    let mut batched = KeyedLimiter::new(gcra.clone());
+    let mut out = [undecided; 2];
+    batched
+        .try_acquire_batch(&1u8, now, &[1, 2], &mut out)
+        .unwrap();
+    let mut single = KeyedLimiter::new(gcra);
+    for (cost, got) in [1, 2].into_iter().zip(out) {
+        assert_eq!(got, single.try_acquire(&1u8, now, cost));
+    }
+    let second = out[1].unwrap();
+    assert_eq!(
+        (second.allowed, second.remaining, second.retry_after),
+        (false, 0, Nanos::MAX)
+    );
+    assert_eq!(batched.peek(&1u8, now, 2), Ok(second));
 }
 
 #[test]

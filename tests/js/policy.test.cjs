@@ -302,6 +302,21 @@ describe('KeyedLimiter', () => {
     assertLimiterError(() => keyed.tryAcquireBatch('other', [1, '2'], 0), 'invalid_type', 'costs');
   });
 
+  it('tryAcquireBatch at the end of the clock answers as tryAcquire one by one', () => {
+    // 834 ns before 2^64 ns, one unit moves a GCRA key's arrival time past
+    // the end of the clock, which the store keeps as used without end. The
+    // napi build's batch (the core's) answered the second cost as from the
+    // unclipped state, 1 left and a retry after one interval, where the
+    // wasm build (tryAcquire per cost) said none left and a retry at the
+    // end (found by tests/differential).
+    const gcra = () => Gcra.perPeriod({ burst: 2, tokens: 5, periodMs: 6_843_312_000_000 });
+    const now = 18446744073709.550781;
+    const batch = new KeyedLimiter(gcra()).tryAcquireBatch('a', [1, 2, 0], now);
+    const single = new KeyedLimiter(gcra());
+    assert.deepStrictEqual(batch, [1, 2, 0].map((cost) => single.tryAcquire('a', cost, now)));
+    assert.deepStrictEqual(batch.map((d) => [d.allowed, d.remaining]), [[true, 1], [false, 0], [true, 0]]);
+  });
+
   it('tryAcquireBatch names its first cost above the limit, before a full store refuses', () => {
     // As Python does (found by tests/differential): a cost above the limit
     // fails the call before anything is decided, a new key's refusal included.
