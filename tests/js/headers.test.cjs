@@ -75,6 +75,43 @@ describe('headers', () => {
     assertLimiterError(() => fixed.headers({ ...made, resetAfterMs: -1 }), 'invalid_value', 'decision.resetAfterMs');
   });
 
+  it('its own decision at the end of the clock, whose retryAfterMs passes 2^64 ns to reach it', () => {
+    // The waits are 2^64 - 1 ns, the end of the clock; no float of
+    // milliseconds added to nowMs lands on it, so retryAfterMs is the one
+    // float past it (18446744073709.555), which headers refused as too
+    // large. Read back as 2^64 - 1 ns, the headers are Python's, from the
+    // exact nanoseconds.
+    const counter = () => new SlidingWindowCounter({ limit: 4, windowMs: 18446743657483.53125 });
+    const expected = (name) => ({
+      'RateLimit-Policy': `"${name}";q=4;w=18446743658`,
+      RateLimit: `"${name}";r=1;t=18446744074`,
+      'Retry-After': '18446744074',
+    });
+    const limiter = counter();
+    limiter.reserve(3, 559.831, 0.000683);
+    const d = limiter.tryAcquire(2, 0.000683);
+    assert.equal(d.retryAfterMs > 2 ** 64 / 1e6, true, `${d.retryAfterMs}`);
+    assert.deepStrictEqual(limiter.headers(d), expected('default'));
+    const keyed = new KeyedLimiter(counter());
+    keyed.reserve('k', 3, 559.831, 0.000683);
+    assert.deepStrictEqual(keyed.headers(keyed.tryAcquire('k', 2, 0.000683)), expected('default'));
+    const policy = new Policy();
+    policy.add('w', counter());
+    policy.reserve({}, 3, 559.831, 0.000683);
+    assert.deepStrictEqual(policy.headers(policy.tryAcquire({}, 2, 0.000683)), expected('w'));
+    // One float further is no decision's: still too large.
+    const next = (ms) => {
+      const view = new DataView(new ArrayBuffer(8));
+      view.setFloat64(0, ms);
+      view.setBigUint64(0, view.getBigUint64(0) + 1n);
+      return view.getFloat64(0);
+    };
+    for (const field of ['retryAfterMs', 'resetAfterMs']) {
+      const beyond = { ...d, [field]: next(d.retryAfterMs) };
+      assertLimiterError(() => limiter.headers(beyond), 'invalid_value', `decision.${field}`);
+    }
+  });
+
   it("a policy's decision: each limit's field named, and one decision per limit", () => {
     const policy = Policy.fromRates('1/second;5/minute');
     const made = policy.tryAcquire({}, 1, 0);

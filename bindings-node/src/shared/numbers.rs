@@ -140,7 +140,30 @@ pub(super) fn decision_in(
         allowed,
         remaining: count(remaining, names[0])?,
         limit: count(limit, names[1])?,
-        retry_after: millis(retry_after, names[2])?,
-        reset_after: millis(reset_after, names[3])?,
+        retry_after: wait_in(retry_after, names[2])?,
+        reset_after: wait_in(reset_after, names[3])?,
+    })
+}
+
+/// The last float of milliseconds within 2^64 - 1 ns: 18446744073709.55
+/// is the float 18446744073709.55078125, read as 18446744073709550781 ns
+/// (the next float is read as 18446744073709554688).
+const END_MS: f64 = 18_446_744_073_709.55;
+
+/// A decision's wait read back from its milliseconds: as [`millis`] reads
+/// them, but for the float just past 2^64 ns, which is 2^64 - 1 ns. A
+/// `retryAfterMs` reaches its instant from `nowMs` ([`retry_ms`]), and no
+/// float of milliseconds lands on the end of the clock, 2^64 - 1 ns: a
+/// wait until then is the float after [`END_MS`], and `headers` must take
+/// every decision the library made. Any later float is refused as too
+/// large.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+pub(super) fn wait_in(value: f64, name: &'static str) -> Result<Nanos, Error> {
+    millis(value, name).or_else(|error| {
+        if value.to_bits() == END_MS.to_bits() + 1 {
+            Ok(Nanos::MAX)
+        } else {
+            Err(error)
+        }
     })
 }

@@ -7,8 +7,8 @@ use ratekeeper::{Algorithm, AnyLimiter, Decision, Error, Headers, Limiter, Nanos
 
 use super::{
     booked, count, decision_in, decision_out, invalid_type, keyed, millis, policy_decision_out,
-    request, reserve_args, taken_at, waiters, Answer, Failure, Now, Part, DECISION, LIMIT_DECISION,
-    PEEK, RESERVE, TRY_ACQUIRE,
+    request, reserve_args, taken_at, wait_in, waiters, Answer, Failure, Now, Part, DECISION,
+    LIMIT_DECISION, PEEK, RESERVE, TRY_ACQUIRE,
 };
 
 /// `Policy.fromRates(rates, { algorithm, by })`.
@@ -250,7 +250,7 @@ pub fn policy_headers(p: &Policy, decision: &[f64]) -> Result<String, Error> {
         allowed: c[0] == 1.0,
         remaining: 0,
         limit: 0,
-        retry_after: millis(c[3], DECISION[2])?,
+        retry_after: wait_in(c[3], DECISION[2])?,
         reset_after: Nanos::ZERO,
     };
     if let Some(seconds) = Headers::new("", Nanos::ZERO, &d).retry_after() {
