@@ -825,6 +825,98 @@ describe('acquire', () => {
     assert.deepStrictEqual(settled, [['a', 2_000], ['b', 2_000], ['c', 3_000]]);
   });
 
+  it('waiters all due at once (a clock that jumped ahead) are let go in order, in work that grows as their number', async () => {
+    // Each let go with the queue's shift(): past 16k or so waiters, where
+    // V8 moves the whole array on each one, serving them took a time of the
+    // square of their number (a laptop waking with many waiting). Measured
+    // without a clock: the elements that the array built-ins called while
+    // the timer runs go over (a shift() or a splice() at the front moves
+    // every one behind it), for 3000 waiters let go by one timer.
+    const { time, settled, track } = setup();
+    const wakes = [];
+    const setTimer = time.setTimeout;
+    globalThis.setTimeout = (fn, delay) => setTimer(() => wakes.push(counted(fn)), delay);
+    const COUNTED = ['shift', 'unshift', 'splice', 'slice', 'filter', 'map', 'some', 'every', 'find', 'findIndex', 'indexOf', 'includes', 'sort', 'copyWithin', 'reverse', 'forEach', 'concat'];
+    const counted = (fn) => {
+      const saved = COUNTED.map((name) => Array.prototype[name]);
+      let went = 0;
+      COUNTED.forEach((name, i) => {
+        Array.prototype[name] = function (...args) {
+          went += this.length;
+          return saved[i].apply(this, args);
+        };
+      });
+      try {
+        fn();
+      } finally {
+        COUNTED.forEach((name, i) => (Array.prototype[name] = saved[i]));
+      }
+      return went;
+    };
+    let clock = 1_000;
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 1, clock: () => clock });
+    gcra.tryAcquire();
+    const count = 3_000;
+    for (let i = 0; i < count; i++) track(i, gcra.acquire());
+    clock += 2 * count;
+    await time.advance(1);
+    assert.deepStrictEqual(
+      settled.map(([label]) => label),
+      Array.from({ length: count }, (_, i) => i),
+      'every one, first come first served',
+    );
+    assert.deepStrictEqual(wakes.length, 1, 'one timer let them all go');
+    assert.ok(wakes[0] <= 4 * count, `the built-ins went over ${wakes[0]} elements to let ${count} waiters go`);
+    assert.equal(time.pending(), 0);
+  });
+
+  it("the caller's code run as a due waiter goes (its signal's removeEventListener) finds the due ones behind it still waiting", async () => {
+    // a, b, c and d are due at once (the limiter's clock jumped 400 ms
+    // ahead); a's signal, let go as a goes, books x (due too, behind them)
+    // and aborts c (d and x move up), or c and d (x moves up): each as the
+    // queue then stands, the waiters behind a in it.
+    for (const abortD of [false, true]) {
+      const { time, settled, track } = setup();
+      let jump = 0;
+      const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock: () => time.now() + jump });
+      gcra.tryAcquire();
+      const [c, d] = [new AbortController(), new AbortController()];
+      let run = () => {};
+      const signal = {
+        aborted: false,
+        addEventListener() {},
+        removeEventListener() {
+          const hook = run;
+          run = () => {};
+          hook();
+        },
+      };
+      track('a', gcra.acquire(1, { signal }));
+      track('b', gcra.acquire());
+      track('c', gcra.acquire(1, { signal: c.signal }));
+      track('d', gcra.acquire(1, { signal: d.signal }));
+      run = () => {
+        track('x', gcra.acquire());
+        c.abort();
+        if (abortD) d.abort();
+      };
+      jump = 400;
+      await time.advance(1_000);
+      assert.deepStrictEqual(
+        outcomes(settled),
+        abortD ? { a: 1_100, b: 1_100, c: 'AbortError', d: 'AbortError', x: 1_100 } : { a: 1_100, b: 1_100, c: 'AbortError', d: 1_100, x: 1_200 },
+        `d aborted: ${abortD}`,
+      );
+      assert.deepStrictEqual(
+        settled.filter(([, , error]) => error === undefined).map(([label]) => label),
+        abortD ? ['a', 'b', 'x'] : ['a', 'b', 'd', 'x'],
+        'in the order they booked',
+      );
+      assert.equal(time.pending(), 0);
+      time.uninstall();
+    }
+  });
+
   it('a timer is armed for the whole milliseconds up to the slot, rounded up: it never fires before it', async () => {
     // Rounded down, the timer fired short of the slot, and timers of 0 ms
     // followed, each short of it again on a clock that had not moved.

@@ -21,19 +21,43 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   function waiters(owner, read) {
     let w = waitersOf.get(owner);
     if (w === undefined) {
+      // list, head: the waiters are list[head], list[head + 1]... (see live).
       // grown: limits added to a policy (see grew).
       // cancel: the clearTimeout of the setTimeout that armed the timer.
       // token: what the timer armed now wakes with (see arm).
-      w = { list: [], timer: undefined, token: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, grown: 0 };
+      w = { list: [], head: 0, timer: undefined, token: undefined, due: NaN, armedBy: undefined, cancel: undefined, read, grown: 0 };
       waitersOf.set(owner, w);
     }
     return w;
   }
 
+  /**
+   * The waiters of `w`, as an array of those alone. Those wake() lets go
+   * leave the front of `w.list` by a count (`w.head`), their places emptied:
+   * shifted out one by one, past 16k or so waiters (where V8 moves the
+   * whole array on each shift()), waiters all due at once (a clock that
+   * jumped ahead, a laptop waking) took a time of the square of their
+   * number to go. The places are cut off here, by what reads the whole
+   * queue anyway (a withdrawal), and by wake() once they are half of it.
+   */
+  function live(w) {
+    if (w.head > 0) {
+      w.list.splice(0, w.head);
+      w.head = 0;
+    }
+    return w.list;
+  }
+
+  /** Whether a waiter of `w` is in `queue` (any, when `queue` is null): one ahead of a booking of that queue. */
+  function ahead(w, queue) {
+    for (let at = w.head; at < w.list.length; at++) if (queue === null || w.list[at].queue === queue) return true;
+    return false;
+  }
+
   /** Adds `waiter` ({ atMs, seq, marks, done, fail, giveBack, rebook }) to `w`, in slot order. */
   function wait(w, waiter) {
     let at = w.list.length;
-    while (at > 0 && w.list[at - 1].atMs > waiter.atMs) at--;
+    while (at > w.head && w.list[at - 1].atMs > waiter.atMs) at--;
     w.list.splice(at, 0, waiter);
     arm(w);
   }
@@ -225,18 +249,18 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * limiters.cjs).
    */
   function withdraw(w, owner, waiter) {
-    if (!w.list.includes(waiter)) return;
+    if (!live(w).includes(waiter)) return;
     // The caller's code first (see askFirst): the queue is read as it left it.
     const asked = askFirst(w, waiter);
-    const i = w.list.indexOf(waiter);
+    const i = live(w).indexOf(waiter);
     // Taken out by that code: an abort it made ahead of this waiter gave
     // back the bookings behind, this one's too, and let it go as aborted.
     if (i < 0) return;
-    w.list.splice(i, 1);
+    live(w).splice(i, 1);
     const later =
       waiter.queue === null
         ? []
-        : w.list.filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
+        : live(w).filter((other) => other.queue === waiter.queue && other.seq > waiter.seq).sort((a, b) => b.seq - a.seq);
     // Booked after it on its keys (or those behind) but by no waiter here
     // (a reserve() the caller holds), a reset of one, or reconfigured since:
     // those behind would move up into slots others hold (two units at once
@@ -261,7 +285,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // of one). So nobody moves, and nothing is given back, as above. (Only
     // a policy's waiters can be in a queue and in none: a limiter's
     // algorithm, and so its keys', never changes.)
-    if (waiter.queue !== null && w.list.some((other) => other.queue === null && other.seq > waiter.seq)) {
+    if (waiter.queue !== null && live(w).some((other) => other.queue === null && other.seq > waiter.seq)) {
       arm(w);
       return;
     }
@@ -304,9 +328,9 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       }
       if (leaving.length > 0) {
         const gone = new Set(leaving.map(([other]) => other));
-        w.list = w.list.filter((other) => !gone.has(other));
+        w.list = live(w).filter((other) => !gone.has(other));
       }
-      w.list.sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
+      live(w).sort((a, b) => a.atMs - b.atMs || a.seq - b.seq);
       // Settled once the queue is whole: settling runs the caller's code
       // (a signal-like's removeEventListener and reason), which may abort,
       // book or settle waiters of this very owner.
@@ -333,7 +357,7 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
    * again at `now` too, and is not aborted unless settled.
    */
   function askFirst(w, waiter) {
-    const behind = waiter.queue === null ? [] : w.list.filter((other) => other !== waiter && other.queue === waiter.queue && other.seq > waiter.seq);
+    const behind = waiter.queue === null ? [] : live(w).filter((other) => other !== waiter && other.queue === waiter.queue && other.seq > waiter.seq);
     if (behind.length === 0) return { now: undefined, aborted: new Set() };
     let now;
     try {
@@ -345,14 +369,14 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
   }
 
   function arm(w) {
-    if (w.list.length === 0) {
+    if (w.list.length === w.head) {
       disarm(w);
       return;
     }
     // Armed through the timers in place now: fake timers installed or
     // removed since (a test's end) would leave it to timers nobody runs,
     // and every waiter behind it waiting for ever.
-    if (w.timer !== undefined && w.due === w.list[0].atMs && w.armedBy === setTimeout) return;
+    if (w.timer !== undefined && w.due === w.list[w.head].atMs && w.armedBy === setTimeout) return;
     let now;
     try {
       now = w.read();
@@ -367,8 +391,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // was lost, or this one armed for a waiter gone, and either kept the
     // process alive, up to the slot, with nobody waiting.)
     disarm(w);
-    if (w.list.length === 0) return;
-    const due = w.list[0].atMs;
+    if (w.list.length === w.head) return;
+    const due = w.list[w.head].atMs;
     w.due = due;
     w.armedBy = setTimeout;
     w.cancel = clearTimeout;
@@ -407,11 +431,22 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
       // give-backs, booked the slot at the end of the queue, which each
       // later give-back then freed again, for the next caller to share (two
       // units at once from a burst of one).
-      const failing = w.list.splice(0).sort((a, b) => b.seq - a.seq).filter((waiter) => waiter.abandon());
+      const failing = live(w).splice(0).sort((a, b) => b.seq - a.seq).filter((waiter) => waiter.abandon());
       for (const waiter of failing) waiter.refuse(error);
       return;
     }
-    while (w.list.length > 0 && w.list[0].atMs <= now) w.list.shift().done();
+    // Each taken out before it goes, as its going runs the caller's code (a
+    // signal-like's removeEventListener), which may book, abort or read the
+    // waiters left: those behind it are still there, ahead of any it books.
+    while (w.head < w.list.length && w.list[w.head].atMs <= now) {
+      const waiter = w.list[w.head];
+      w.list[w.head] = undefined;
+      w.head++;
+      // Cut off once half the array: each waiter left is moved at most once
+      // for each one let go (see live).
+      if (2 * w.head >= w.list.length) live(w);
+      waiter.done();
+    }
     arm(w);
   }
 
@@ -458,8 +493,8 @@ module.exports = function waiting({ B, out, number, known, badType, cancelOnce, 
     // Due now and nobody waiting ahead (a caller held up, by a collection
     // say, may book a slot already passed while earlier ones still wait).
     // Waiters of other keys of a keyed limiter are not ahead of it.
-    const pending = waitersOf.get(slot.owner)?.list ?? [];
-    if (waitMs === 0 && !pending.some((other) => slot.queue === null || other.queue === slot.queue)) return Promise.resolve();
+    const pending = waitersOf.get(slot.owner);
+    if (waitMs === 0 && (pending === undefined || !ahead(pending, slot.queue))) return Promise.resolve();
     const w = waiters(slot.owner, slot.read);
     // Each booking's give-back, from when it is made (see givesBack).
     const refund = (high, low) => slot.refund(units, high, low);
