@@ -400,6 +400,40 @@ describe('Policy', () => {
       assertLimiterError(() => policy.tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
       assertLimiterError(() => api.Policy.fromRates('10/second').tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
     }
+    // Nor a primitive boxed (Python refuses a str: a String object's
+    // characters were read as the fields "0", "1"..., a Number's as none,
+    // where the primitive is refused), nor a function's `arguments` (its
+    // values were read as the fields "0", "1"...), of any realm.
+    const args = function () {
+      return arguments;
+    };
+    const strictArgs = function () {
+      'use strict';
+      return arguments;
+    };
+    class Text extends String {}
+    const boxed = [
+      new String('alice'), Object('alice'), new Text('alice'), new Number(1), new Boolean(true), Object(Symbol('alice')), Object(1n),
+      args('alice'), args(), strictArgs('alice'), Object.setPrototypeOf(args('alice'), null),
+      other("new String('alice')"), other('new Number(1)'), other("Object(Symbol('alice'))"), other("(function () { return arguments; })('alice')"),
+    ];
+    for (const wrong of boxed) {
+      assertLimiterError(() => policy.reset(wrong), 'invalid_type', 'request');
+      assertLimiterError(() => policy.tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+      assertLimiterError(() => api.Policy.fromRates('10/second').tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+      assertLimiterError(() => api.Policy.fromRates('10/second', { by: ['0'] }).tryAcquire(wrong, 1, 0), 'invalid_type', 'request');
+    }
+    // An object that only says it is one (its Symbol.toStringTag) is a request.
+    for (const tag of ['String', 'Number', 'Arguments']) {
+      assert.equal(api.Policy.fromRates('1/hour', { by: ['user'] }).tryAcquire({ user: 'alice', [Symbol.toStringTag]: tag }, 1, 0).allowed, true, tag);
+      class Tagged {
+        user = 'alice';
+        get [Symbol.toStringTag]() {
+          return tag;
+        }
+      }
+      assert.equal(api.Policy.fromRates('1/hour', { by: ['user'] }).tryAcquire(new Tagged(), 1, 0).allowed, true, `a class instance tagged ${tag}`);
+    }
     assert.equal(policy.peek(attempt, 1, 0).allowed, false, 'a failed reset resets nothing');
     assert.equal(policy.reset({ user: 'bob', ip: '192.0.2.2' }), 0, "another user's reset leaves alice's keys");
     assert.equal(policy.peek(attempt, 1, 0).deniedBy, 'per-user');

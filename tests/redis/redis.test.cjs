@@ -850,9 +850,15 @@ for (const library of Object.keys(CLIENTS)) {
       // bytes were read as the fields "0", "1"...), as Python refuses bytes.
       const global = new RedisPolicy(client, '1/hour', { prefix: p, clock: () => T0 });
       const other = (code) => vm.runInNewContext(code);
+      const args = function () {
+        return arguments;
+      };
       const wrongs = [
         [], new Map([['user', 'bob']]), new Set(['bob']), other("new Map([['user', 'bob']])"), other("new Set(['bob'])"),
         new TextEncoder().encode('bob'), Buffer.from('bob'), new Int32Array(1), new ArrayBuffer(1), new DataView(new ArrayBuffer(1)), other('new Uint8Array([98])'),
+        // A primitive boxed, or a function's `arguments`: their characters
+        // or values were read as the fields "0", "1"...
+        new String('bob'), Object('bob'), new Number(1), other("new String('bob')"), args('bob'),
       ];
       for (const wrong of wrongs) {
         for (const call of [(r) => global.tryAcquire(r, 1), (r) => policy.peek(r, 1), (r) => policy.reset(r)]) {
