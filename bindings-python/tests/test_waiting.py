@@ -413,15 +413,100 @@ def test_acquire_async_raises_what_a_replaced_sleep_raises(monkeypatch: pytest.M
     assert bucket.peek().retry_after == 0.25
 
 
-def test_acquire_async_on_a_clock_standing_still_returns_after_its_sleep() -> None:
-    # Sleeping again until the limiter's clock reaches the slot never ends
-    # when that clock does not move.
+class LoopTime:
+    """The running loop's clock, made of ``now`` (seconds), and an
+    ``asyncio.sleep`` that moves it as a real one would, at once: a loop
+    whose timers ran on time, with no wait in real time."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 50.0
+        self.sleeps: list[float] = []
+        self.monkeypatch = monkeypatch
+        self.turn = asyncio.sleep  # the loop's own
+        monkeypatch.setattr(asyncio, "sleep", self.sleep)
+
+    def install(self) -> None:
+        """Makes the running loop's clock this one (from a coroutine on it)."""
+        self.monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: self.now)
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        await self.turn(0)
+
+
+@pytest.mark.parametrize(("interval", "slept"), [(0.25, [0.25, 0.05]), (0.04, [0.04, 0.04, 0.04])])
+def test_acquire_async_on_a_clock_behind_its_loops_waits_for_its_slot_on_that_clock(
+    monkeypatch: pytest.MonkeyPatch, interval: float, slept: list[float]
+) -> None:
+    # The limiter's clock (clock=) counts in tenths of a second, its loop's
+    # in exact time: a sleep until the slot on the loop's clock ends short
+    # of it on the limiter's, 0.05 s short (more than a timer's 2 ms early:
+    # the sleep was trusted, and the call returned before its slot) or not
+    # moved at all (as a clock standing still: trusted too). The JS acquire
+    # waits on the limiter's clock, as the docs promise of both.
+    loop = LoopTime(monkeypatch)
+
+    def coarse() -> float:
+        return math.floor(round(loop.now * 10, 9)) / 10
+
     async def main() -> None:
-        bucket = Gcra(1, 0.001, clock=lambda: 100.0)
+        loop.install()
+        bucket = Gcra(1, interval, clock=coarse)
         bucket.try_acquire()
-        await asyncio.wait_for(bucket.acquire_async(), 1.0)
+        await bucket.acquire_async()
+        assert coarse() >= 50.0 + interval, f"let go at {coarse()} on its clock, before its slot"
+        # Its own slot has come there: its try_acquire sees it too.
+        assert bucket.try_acquire(cost=0).allowed
 
     asyncio.run(main())
+    # Each sleep what was left on the limiter's clock: 0.05 s once it read
+    # 50.2; 0.04 s again while it read 50.0, up to 50.12 (50.1 there).
+    assert loop.sleeps == pytest.approx(slept)
+
+
+def test_acquire_async_on_a_clock_standing_still_waits_until_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock that never moves never reaches the slot: the call waits (sleep
+    # after sleep on its loop, each of what is left) until cancelled, as the
+    # JS acquire does, and gives its booking back then. It returned after
+    # its first sleep, before its slot on that clock.
+    loop = LoopTime(monkeypatch)
+
+    async def main() -> None:
+        loop.install()
+        bucket = Gcra(1, 0.001, clock=lambda: 100.0)
+        bucket.try_acquire()
+        task = asyncio.ensure_future(bucket.acquire_async())
+        while len(loop.sleeps) < 5 and not task.done():
+            await loop.turn(0)
+        assert not task.done(), f"returned after {len(loop.sleeps)} sleep(s), before its slot on its clock"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert bucket.peek().retry_after == 0.001, "the booking was given back"
+
+    asyncio.run(main())
+    assert set(loop.sleeps) == {0.001}
+
+
+def test_acquire_async_trusts_a_replaced_sleep_that_took_no_time() -> None:
+    # A test's asyncio.sleep that skips the wait moves neither the loop's
+    # clock nor the limiter's (the machine's): the call returns after it, as
+    # it always did, rather than wait for the limiter's clock in earnest.
+    sleeps: list[float] = []
+
+    async def skip(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async def main() -> None:
+        bucket = Gcra(1, 3600.0)
+        bucket.try_acquire()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(asyncio, "sleep", skip)
+            await asyncio.wait_for(bucket.acquire_async(), 10.0)
+
+    asyncio.run(main())
+    assert len(sleeps) == 1 and 3599 < sleeps[0] <= 3600
 
 
 def test_acquire_async_outside_asyncio_books_nothing() -> None:

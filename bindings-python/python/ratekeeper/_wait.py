@@ -455,6 +455,7 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
         while wait > 0:
             moved: asyncio.Future[None] = loop.create_future()
             waiter.moved = weakref.ref(moved)
+            began = loop.time()
             # Looked up on every call, so that a test may replace asyncio.sleep.
             sleeping = asyncio.ensure_future(asyncio.sleep(wait))
             try:
@@ -479,14 +480,27 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 # before this task ran): the wait to the latest booking.
                 wait = booker._left(waiter.reservation)
                 continue
-            # Slept: a loop's timer may fire a little early (uvloop's count
-            # in milliseconds), so what is left on the limiter's clock is
-            # slept again. More left, or a clock that did not move, means
-            # the sleep did not run on that clock (a replaced asyncio.sleep,
-            # a clock standing still), and the sleep is trusted, as it
-            # always was.
+            # Slept, on the loop's clock: what is left on the limiter's is
+            # slept again, until its slot has come there, never before, as
+            # the JS acquire waits. The two differ: a loop's timer fires a
+            # little early (uvloop's count in milliseconds), and a clock=
+            # of the caller's may count coarser than the loop's (in tenths
+            # of a second, say) or run behind it. Such a sleep, trusted
+            # when more than 2 ms was left or that clock had not moved,
+            # let the call go before its slot on the limiter's clock, which
+            # its try_acquire still refused. (A clock that never reaches
+            # the slot, one standing still, keeps it waiting until its task
+            # is cancelled: asyncio.wait_for, say.)
             slept, wait = wait, booker._left(waiter.reservation)
-            if wait > _EARLY or wait >= slept:
+            # Trusted still, as it always was, when it took less than half
+            # its time on the loop's clock too: no sleep, but a test's
+            # asyncio.sleep, replaced to skip the wait, which the limiter's
+            # clock (the machine's, say) never follows. Sleeping again there
+            # waited for that clock in earnest, or for ever. Only more than
+            # 2 ms left, or a clock that did not move: less is a timer's
+            # that fired early (a replaced sleep that moved the limiter's
+            # clock a little short of the slot stands for one).
+            if 2 * (loop.time() - began) < slept and (wait > _EARLY or wait >= slept):
                 break
     except BaseException:
         _withdraw(subject, waiter)
