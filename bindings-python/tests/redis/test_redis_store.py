@@ -228,6 +228,41 @@ def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
     assert limiter.try_acquire("k", now=start + 1)
 
 
+# Each algorithm, over a period of `p` seconds.
+FRESH_AGAIN: dict[str, Callable[[float], ratekeeper.Limiter]] = {
+    "gcra": lambda p: ratekeeper.Gcra(5, p),
+    "token_bucket": lambda p: ratekeeper.TokenBucket(5, 5, p),
+    "fixed_window": lambda p: ratekeeper.FixedWindow(5, p),
+    "sliding_window_counter": lambda p: ratekeeper.SlidingWindowCounter(5, p),
+    "sliding_window_log": lambda p: ratekeeper.SlidingWindowLog(5, p),
+}
+
+
+@pytest.mark.parametrize("algorithm", FRESH_AGAIN)
+def test_a_call_that_finds_its_key_fresh_again_lets_it_go(client: redis.Redis, algorithm: str) -> None:
+    # A call that leaves a key's state fresh writes no state to keep: on the
+    # server's clock the key goes at once; on the callers' it stays a second
+    # at most, with its latest time (a caller's clock may step back). Kept
+    # with the expiry the earlier call set, it outlived its state.
+    fast = RedisLimiter(client, FRESH_AGAIN[algorithm](0.005), prefix="fresh-again:")
+    assert fast.try_acquire("server", 1).allowed
+    (key,) = client.keys("fresh-again:*")
+    deadline = time.monotonic() + 10
+    while fast.peek("server", 5).retry_after > 0 and time.monotonic() < deadline:
+        time.sleep(0.005)  # until the server's clock has it fresh again
+    assert fast.try_acquire("server", 0).allowed
+    assert client.exists(key) == 0, "a key fresh on the server's clock goes"
+    slow = RedisLimiter(client, FRESH_AGAIN[algorithm](60.0), prefix="fresh-again:")
+    assert slow.try_acquire("callers", 1, now=1000).allowed
+    (key,) = client.keys("fresh-again:*")
+    assert client.pttl(key) > 2000  # a second past the state's reset
+    assert slow.try_acquire("callers", 0, now=4600).allowed
+    assert 0 < client.pttl(key) <= 1000, "kept a second at most, with its latest time"
+    # Its latest time kept: a caller whose clock stepped back is decided at 4600.
+    assert slow.try_acquire("callers", 5, now=1000).allowed
+    assert not slow.try_acquire("callers", 1, now=1000).allowed
+
+
 def server_ms(client: redis.Redis) -> float:
     """The server's clock, in ms since the Unix epoch."""
     seconds, micros = client.time()
