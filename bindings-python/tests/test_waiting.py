@@ -186,6 +186,175 @@ def test_a_signal_during_a_real_sleep_refunds() -> None:
     assert bucket.peek().retry_after == 30
 
 
+# --- acquire on a clock of its own -----------------------------------------
+
+
+class ThreadTime:
+    """``time.monotonic`` made of ``now`` (seconds), and a ``time.sleep`` that
+    moves it as a real one would, at once: a thread's sleeps on time, with no
+    wait in real time. ``stop_after`` sleeps, the next raises ``Stopped``
+    (for a call that would otherwise sleep for ever)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_after: int = 1000) -> None:
+        self.now = 50.0
+        self.sleeps: list[float] = []
+        self.stop_after = stop_after
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(time, "sleep", self.sleep)
+
+    def sleep(self, seconds: float) -> None:
+        if len(self.sleeps) == self.stop_after:
+            raise Stopped(f"still waiting after {self.stop_after} sleeps")
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class Stopped(Exception):
+    """A sleep refused to a call that waits too many times."""
+
+
+@pytest.mark.parametrize(("interval", "slept"), [(0.25, [0.25, 0.05]), (0.04, [0.04, 0.04, 0.04])])
+@pytest.mark.parametrize("how", ["limiter", "keyed", "policy", "acquiring", "decorated"])
+def test_acquire_on_a_clock_behind_time_monotonic_waits_for_its_slot_on_that_clock(
+    monkeypatch: pytest.MonkeyPatch, interval: float, slept: list[float], how: str
+) -> None:
+    # The limiter's clock (clock=) counts in tenths of a second, the thread's
+    # sleeps in exact time: a sleep until the slot on time.monotonic ends
+    # short of it on the limiter's, 0.05 s short or not moved at all (as a
+    # clock standing still). One time.sleep(wait) was trusted, and the call
+    # returned before its slot there, where its try_acquire still refused.
+    now = ThreadTime(monkeypatch)
+
+    def coarse() -> float:
+        return math.floor(round(now.now * 10, 9)) / 10
+
+    subject: Any
+    if how == "keyed":
+        subject = KeyedLimiter(Gcra(1, interval, clock=coarse))
+    elif how == "policy":
+        subject = Policy(clock=coarse)
+        subject.add("one", Gcra(1, interval))
+    else:
+        subject = Gcra(1, interval, clock=coarse)
+    args: tuple[Any, ...] = ("k",) if how == "keyed" else (None,) if how == "policy" else ()
+    subject.try_acquire(*args)
+    if how == "acquiring":
+        with subject.acquiring(1):
+            pass
+    elif how == "decorated":
+        subject.acquiring(1)(lambda: None)()
+    else:
+        subject.acquire(*args)
+    assert coarse() >= 50.0 + interval, f"let go at {coarse()} on its clock, before its slot"
+    # Its own slot has come there: its try_acquire sees it too.
+    assert subject.peek(*args, cost=0).allowed
+    # Each sleep what was left on the limiter's clock: 0.05 s once it read
+    # 50.2; 0.04 s again while it read 50.0, up to 50.12 (50.1 there).
+    assert now.sleeps == pytest.approx(slept)
+
+
+def test_acquire_on_a_clock_at_half_speed_sleeps_what_is_left_until_its_slot(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock that runs behind time.monotonic, at half its speed: each sleep
+    # covers half of what was left there, and the call sleeps again for the
+    # rest, until the slot has come on the limiter's clock.
+    now = ThreadTime(monkeypatch)
+
+    def slow() -> float:
+        return 50.0 + (now.now - 50.0) / 2
+
+    bucket = TokenBucket(1, 1, 0.25, clock=slow)
+    bucket.try_acquire()
+    left: list[float] = []
+    sleep = now.sleep
+
+    def sleep_what_is_left(seconds: float) -> None:
+        left.append(50.25 - slow())
+        sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep_what_is_left)
+    bucket.acquire()
+    # Its slot has come on its clock (counted in whole nanoseconds): the
+    # next unit is a whole refill away.
+    assert bucket.peek().retry_after == 0.25, "let go before its slot on its clock"
+    assert now.sleeps[:3] == [0.25, 0.125, 0.0625]
+    assert now.sleeps == pytest.approx(left, abs=1e-9)
+
+
+def test_acquire_on_a_clock_standing_still_waits_and_gives_back_when_interrupted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A clock that never moves never reaches the slot: the thread sleeps
+    # again and again (nothing cancels a thread, and `timeout` bounds the
+    # booked wait, not this), until an exception ends the wait, which gives
+    # its booking back. It returned after its first sleep, before its slot.
+    now = ThreadTime(monkeypatch, stop_after=5)
+    bucket = Gcra(1, 0.001, clock=lambda: 100.0)
+    bucket.try_acquire()
+    with pytest.raises(Stopped):
+        bucket.acquire(timeout=1)
+    assert now.sleeps == [0.001] * 5
+    assert bucket.peek().retry_after == 0.001, "the booking was given back"
+
+
+def test_acquire_ends_with_the_error_of_a_clock_that_raises_while_it_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Read again after the sleep, for what is left: its error ends the call,
+    # and the booking is given back, as an interrupted one's is (it was
+    # never read, and the call returned).
+    now = ThreadTime(monkeypatch)
+    failing = [False]
+
+    def clock() -> float:
+        if failing[0]:
+            failing[0] = False
+            raise OSError("the clock failed")
+        return now.now
+
+    sleep = now.sleep
+
+    def sleep_then_fail(seconds: float) -> None:
+        sleep(seconds)
+        failing[0] = True
+
+    monkeypatch.setattr(time, "sleep", sleep_then_fail)
+    bucket = Gcra(1, 0.25, clock=clock)
+    bucket.try_acquire()
+    with pytest.raises(OSError, match="^the clock failed$"):
+        bucket.acquire()
+    assert now.sleeps == [0.25]
+    assert bucket.peek().allowed, "the booking was given back"
+
+
+def test_acquire_waits_on_the_limiters_clock_when_a_sleep_ends_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sleep that ends a millisecond short of the slot on the limiter's
+    # clock (a replaced time.sleep, here): one trusted returned before it.
+    clock = FakeClock(50.0)
+    monkeypatch.setattr(time, "sleep", lambda seconds: clock.sleep(seconds - 0.001 if seconds > 0.001 else seconds))
+    bucket = Gcra(1, 0.25, clock=clock)
+    for _ in range(4):
+        bucket.acquire()
+        assert bucket.try_acquire(cost=0).allowed
+        # Its own slot has come: one more now would be the next slot's.
+        assert bucket.peek().retry_after > 0.24
+    assert clock.now >= 50.75
+
+
+def test_acquire_trusts_a_replaced_sleep_that_took_no_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A test's time.sleep that skips the wait moves neither time.monotonic
+    # nor the limiter's clock (the machine's): the call returns after it, as
+    # it always did, rather than wait for the limiter's clock in earnest.
+    sleeps: list[float] = []
+
+    def skip(seconds: float) -> None:
+        assert not sleeps, "slept again"
+        sleeps.append(seconds)
+
+    bucket = Gcra(1, 3600.0)
+    bucket.try_acquire()
+    monkeypatch.setattr(time, "sleep", skip)
+    bucket.acquire()
+    assert len(sleeps) == 1 and 3599 < sleeps[0] <= 3600
+
+
 # --- acquire with real threads --------------------------------------------
 
 

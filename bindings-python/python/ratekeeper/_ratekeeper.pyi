@@ -168,7 +168,8 @@ class Limiter:
         """Replace this limiter's limits with those of ``other``, keeping its state."""
 
     def acquire(self, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units are ours, their slot come on the limiter's clock;
+        raise ``RateLimited`` at once when the wait booked would pass ``timeout``."""
 
     async def acquire_async(self, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """``acquire`` for asyncio."""
@@ -442,7 +443,8 @@ class KeyedLimiter:
         """Give back ``cost`` units taken at ``taken_at`` and not used."""
 
     def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of ``key``'s limiter are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of ``key``'s limiter are ours, their slot come on the limiter's clock;
+        raise ``RateLimited`` at once when the wait booked would pass ``timeout``."""
 
     async def acquire_async(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """``acquire`` for asyncio."""
@@ -564,7 +566,8 @@ class Policy:
         """Give back ``cost`` units taken at ``taken_at`` and not used, in every limit."""
 
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``."""
+        """Wait until ``cost`` units of every limit are ours, their slot come on the policy's clock;
+        raise ``RateLimited`` at once when the wait booked would pass ``timeout``."""
 
     async def acquire_async(
         self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None

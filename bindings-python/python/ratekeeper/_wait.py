@@ -361,22 +361,74 @@ _ACQUIRE_DOC = """Wait until ``cost`` units of {what} are ours, then return; rai
 
 Books the earliest slot (as ``reserve`` does, so waiters are served
 first come, first served) and sleeps until it with ``time.sleep``,
-releasing the GIL; no polling. ``timeout`` (default ``None``: no
-bound) is checked before booking: a longer wait raises
+releasing the GIL; no polling. Then it reads the limiter's clock and
+sleeps again what is left, until the slot has come on that clock, so
+that a ``clock=`` coarser than ``time.monotonic`` or behind it never lets
+it go before its slot (a ``time.sleep`` replaced to skip the wait, which
+took less than half its time on ``time.monotonic``, is trusted). A clock
+that never reaches the slot, one standing still, keeps the thread
+waiting until an exception ends the wait (nothing cancels a thread):
+do not use one with ``acquire``, unless ``time.sleep`` moves it.
+``timeout`` (default ``None``: no bound) bounds the booked wait, on the
+limiter's clock, and is checked before booking: a longer wait raises
 ``RateLimited`` at once, with ``.retry_after``, booking nothing, and
-``timeout=0`` never sleeps. If the sleep is interrupted (Ctrl-C, any
-exception), the booking is given back before the exception propagates
-(a bucket's only while no other booking came after it: else its slot
-goes unused, as one given back from the middle would be shared)."""
+``timeout=0`` never sleeps; once booked, the call waits for its slot.
+If the wait is interrupted (Ctrl-C, any exception, the clock's too), the
+booking is given back before the exception propagates (a bucket's only
+while no other booking came after it: else its slot goes unused, as one
+given back from the middle would be shared)."""
 
 
-def _sleep_until(reservation: Reservation) -> None:
-    """Sleeps until the slot of ``reservation``, an ``acquire``'s booking; an
-    exception during the sleep gives it back (``Reservation._give_back``)
-    before propagating."""
+def _left_after(subject: _Subject, reservation: Reservation, slept: float, took: float) -> float:
+    """What is left to sleep until the slot of ``reservation``, ``subject``'s
+    booking, after a sleep of ``slept`` seconds that took ``took`` seconds on
+    the sleeper's own clock (an ``acquire``'s ``time.monotonic``, an
+    ``acquire_async``'s loop's): what is left on the limiter's clock, 0 once
+    the slot has come there, or 0 for a sleep trusted as it is.
+
+    One rule for ``acquire`` and ``acquire_async``: each sleeps again what is
+    left on the limiter's clock until its slot has come there, never before,
+    as the JS acquire waits. The clocks differ: a loop's timer fires a little
+    early (uvloop's count in milliseconds), and a ``clock=`` of the caller's
+    may count coarser than the sleeper's (in tenths of a second, say) or run
+    behind it. A sleep trusted when more than 2 ms was left, or when that
+    clock had not moved, let the call go before its slot on the limiter's
+    clock, which its ``try_acquire`` still refused. A clock that never
+    reaches the slot (one standing still) keeps it waiting: an
+    ``acquire_async`` until its task is cancelled (``asyncio.wait_for``, say),
+    an ``acquire`` until an exception ends it (Ctrl-C): nothing cancels a
+    thread. ``timeout`` is no bound there: it bounds the booked wait on the
+    limiter's clock, checked at booking, as in JS; on a clock behind the
+    sleeper's, or counting coarser, the slot comes later on the sleeper's,
+    and giving up there would refuse a call its limiter admitted, its wait
+    spent.
+
+    Trusted still, as it always was, when it took less than half its time on
+    the sleeper's clock too: no sleep, but a test's ``time.sleep`` or
+    ``asyncio.sleep``, replaced to skip the wait, which the limiter's clock
+    (the machine's, say) never follows. Sleeping again there waited for that
+    clock in earnest, or for ever. Only with more than 2 ms left, or a clock
+    that did not move: less is a timer's that fired early (a replaced sleep
+    that moved the limiter's clock a little short of the slot stands for one).
+    """
+    left = subject._left(reservation)
+    if 2 * took < slept and (left > _EARLY or left >= slept):
+        return 0.0
+    return left
+
+
+def _sleep_until(subject: _Subject, reservation: Reservation) -> None:
+    """Sleeps until the slot of ``reservation``, an ``acquire``'s booking of
+    ``subject``, on its clock (see ``_left_after``); an exception during the
+    wait (the sleep's, or the clock's read for what is left) gives it back
+    (``Reservation._give_back``) before propagating."""
     try:
-        # Looked up on every call, so that a test may replace time.sleep.
-        time.sleep(reservation.wait)
+        wait = reservation.wait
+        while wait > 0:
+            # Both looked up on every call, so that a test may replace them.
+            began = time.monotonic()
+            time.sleep(wait)
+            wait = _left_after(subject, reservation, wait, time.monotonic() - began)
     except BaseException:
         reservation._give_back()
         raise
@@ -389,13 +441,13 @@ def _sleep_until(reservation: Reservation) -> None:
 def _limiter_acquire(self: Limiter, /, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
     reservation = self._book(cost, timeout)
     if reservation is not None:
-        _sleep_until(reservation)
+        _sleep_until(self, reservation)
 
 
 def _keyed_acquire(self: KeyedLimiter, /, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
     reservation = self._book(key, cost, timeout)
     if reservation is not None:
-        _sleep_until(reservation)
+        _sleep_until(self, reservation)
 
 
 def _policy_acquire(
@@ -403,7 +455,7 @@ def _policy_acquire(
 ) -> None:
     reservation = self._book(request, cost, timeout)
     if reservation is not None:
-        _sleep_until(reservation)
+        _sleep_until(self, reservation)
 
 
 def set_acquire(limiter: type[Limiter], keyed: type[KeyedLimiter], policy: type[Policy]) -> None:
@@ -480,28 +532,9 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 # before this task ran): the wait to the latest booking.
                 wait = booker._left(waiter.reservation)
                 continue
-            # Slept, on the loop's clock: what is left on the limiter's is
-            # slept again, until its slot has come there, never before, as
-            # the JS acquire waits. The two differ: a loop's timer fires a
-            # little early (uvloop's count in milliseconds), and a clock=
-            # of the caller's may count coarser than the loop's (in tenths
-            # of a second, say) or run behind it. Such a sleep, trusted
-            # when more than 2 ms was left or that clock had not moved,
-            # let the call go before its slot on the limiter's clock, which
-            # its try_acquire still refused. (A clock that never reaches
-            # the slot, one standing still, keeps it waiting until its task
-            # is cancelled: asyncio.wait_for, say.)
-            slept, wait = wait, booker._left(waiter.reservation)
-            # Trusted still, as it always was, when it took less than half
-            # its time on the loop's clock too: no sleep, but a test's
-            # asyncio.sleep, replaced to skip the wait, which the limiter's
-            # clock (the machine's, say) never follows. Sleeping again there
-            # waited for that clock in earnest, or for ever. Only more than
-            # 2 ms left, or a clock that did not move: less is a timer's
-            # that fired early (a replaced sleep that moved the limiter's
-            # clock a little short of the slot stands for one).
-            if 2 * (loop.time() - began) < slept and (wait > _EARLY or wait >= slept):
-                break
+            # Slept, on the loop's clock: what is left on the limiter's, if
+            # it is to be slept again (see _left_after).
+            wait = _left_after(subject, waiter.reservation, wait, loop.time() - began)
     except BaseException:
         _withdraw(subject, waiter)
         raise
@@ -545,7 +578,7 @@ class Acquiring:
         # `acquire`'s steps, without its call (a decorated function's every call).
         reservation = self._subject._book(*self._args, self._timeout)
         if reservation is not None:
-            _sleep_until(reservation)
+            _sleep_until(self._subject, reservation)
 
     def __exit__(self, *exc_info: object) -> None:
         return None

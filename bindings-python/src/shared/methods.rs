@@ -226,8 +226,9 @@ macro_rules! limiter_methods {
             }
 
             /// Seconds from the clock's reading to ``reservation``'s slot, 0 once
-            /// it has come: ``acquire_async`` waits on this clock, not on its
-            /// loop's, whose timers may fire early (uvloop's count in ms).
+            /// it has come: ``acquire`` and ``acquire_async`` wait on this clock,
+            /// not on their sleeps' (``time.monotonic``, the loop's: whose timers
+            /// may fire early, uvloop's count in ms), which a ``clock=`` may lag.
             fn _left(
                 slf: &Bound<'_, Self>,
                 reservation: &Bound<'_, $crate::decision::PyReservation>,
@@ -304,12 +305,16 @@ macro_rules! limiter_methods {
             decide(peek, [concat!("The ", $answer, " ``try_acquire`` would give, consuming nothing.")])
             wait(acquire_async, "acquire_async", ["``acquire`` for asyncio: ``await acquire_async(...)``.",
                 "", "Books when first awaited and sleeps with ``asyncio.sleep``, so the",
-                "event loop keeps running; waiters are served in booking order. A",
-                "wait longer than ``timeout`` raises ``RateLimited`` at once, booking",
-                "nothing. Cancelling the task (or any exception during the wait)",
-                "gives the booking back. Arguments' types and ranges are checked",
-                "when called; a cost above the limit is found by the booking, when",
-                "awaited (a policy's limits depend on the request)."])
+                "event loop keeps running; waiters are served in booking order. It",
+                "sleeps again until its slot has come on the limiter's clock (as",
+                "``acquire`` does): a clock standing still keeps it waiting until its",
+                "task is cancelled. A wait longer than ``timeout`` (booked, on the",
+                "limiter's clock) raises ``RateLimited`` at once, booking nothing;",
+                "once booked, the call waits for its slot. Cancelling the task (or",
+                "any exception during the wait) gives the booking back. Arguments'",
+                "types and ranges are checked when called; a cost above the limit",
+                "is found by the booking, when awaited (a policy's limits depend on",
+                "the request)."])
             wait(acquiring, "Acquiring", ["``acquire`` as a context manager and decorator, for sync and async code.",
                 "", "``with x.acquiring(...):`` and ``async with x.acquiring(...):``",
                 "acquire before the block; ``@x.acquiring(...)`` acquires before",
