@@ -4,7 +4,10 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const vm = require('node:vm');
-const { URL: REDIS_URL, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
+const path = require('node:path');
+const { URL: REDIS_URL, ROOT, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
+// The mark (one of 256) a key's resets are counted under.
+const { markOf } = require(path.join(ROOT, 'bindings-node/lib/redis/keys.cjs'));
 const { countingSignal } = require('../js/helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
@@ -1564,6 +1567,104 @@ test('a reset of another key leaves a booking to give back (per key, as in-proce
     assert.equal((await limiter.reserve('k', 1, HOUR)).waitMs, 1000);
   }));
 
+test('a late reply gives back only the units it took: none of a cost it denied, nothing of a peek', () =>
+  withClient('ioredis', async (client) => {
+    // What onError answered in its place is given back as the late reply
+    // says it took: refunding what it only decided freed units taken by others.
+    const p = prefix('late-taken');
+    const window = () => new rk.FixedWindow({ limit: 5, windowMs: HOUR });
+    const options = { prefix: p, onError: 'open', commandTimeoutMs: 50, clock: () => T0 };
+    const observer = new RedisLimiter(client, window(), { prefix: p, clock: () => T0 });
+    assert.equal((await observer.tryAcquire('k', 2)).remaining, 3);
+    // A batch of which Redis takes 1 and denies 5; its reply late, onError answers.
+    const batch = holdingReplies(client, 'acquire');
+    const limiter = new RedisLimiter(batch.client, window(), options);
+    assert.deepEqual((await limiter.tryAcquireBatch('k', [1, 5])).map((d) => d.fromStore), [false, false]);
+    batch.release();
+    await until(() => batch.refunds.length === 1);
+    await batch.refunds[0];
+    // The unit it took, not the 5 it denied too (a refund of 6 freed the 2 taken before).
+    assert.equal((await observer.peek('k', 0)).remaining, 3);
+    // A late peek took nothing, and gives nothing back.
+    const peeking = holdingReplies(client, 'peek');
+    const peeker = new RedisLimiter(peeking.client, window(), options);
+    assert.equal((await peeker.peek('k', 1)).fromStore, false);
+    peeking.release();
+    await Promise.all(peeking.sent.peek);
+    // The give-back, if any, is sent as the reply comes, before the next turn.
+    await new Promise(setImmediate);
+    assert.equal(peeking.refunds.length, 0);
+    assert.equal((await observer.peek('k', 0)).remaining, 3);
+  }));
+
+test('a reset that found nothing leaves a booking to give back (as in Python)', () =>
+  withClient('ioredis', async (client) => {
+    // A reset that found no key forgot nothing: counted all the same, it
+    // would keep the bookings of every key of its mark from being given back.
+    const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: prefix('reset-none'), clock: () => T0 });
+    // A key never used whose mark (one of 256) is the booking's key's.
+    const mark = markOf(limiter._keys('k')[0]);
+    let i = 0;
+    while (markOf(limiter._keys(`unused-${i}`)[0]) !== mark) i += 1;
+    assert.equal((await limiter.tryAcquire('k')).allowed, true);
+    const booked = await limiter.reserve('k', 1, HOUR);
+    assert.equal(await limiter.reset(`unused-${i}`), false);
+    await booked.cancel();
+    assert.equal((await limiter.reserve('k', 1, HOUR)).waitMs, 1000);
+  }));
+
+test('a reset whose UNLINK failed counts as one that ran: a call made before it gives nothing back', () =>
+  withClient('ioredis', async (client) => {
+    // The UNLINK ran and its reply was lost (the connection dropped): the
+    // key was forgotten all the same, and takes its slots anew. Given back,
+    // the booking made before freed the one made since (two units at once
+    // from a burst of one).
+    const failing = hooked(client, async (words, send) => {
+      const reply = await send();
+      if (words[0] === 'UNLINK') throw new Error('Connection is closed.');
+      return reply;
+    });
+    const gcra = () => new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 });
+    const options = { prefix: prefix('reset-failed'), clock: () => T0 };
+    const limiter = new RedisLimiter(failing, gcra(), options);
+    const other = new RedisLimiter(client, gcra(), options);
+    assert.equal((await limiter.tryAcquire('k')).allowed, true);
+    const before = await limiter.reserve('k', 1, HOUR);
+    await assert.rejects(limiter.reset('k'), { message: 'Connection is closed.' });
+    assert.equal((await other.tryAcquire('k')).allowed, true);
+    const behind = await other.reserve('k', 1, HOUR);
+    assert.deepEqual([before.atMs, behind.atMs], [T0 + 1000, T0 + 1000]);
+    await before.cancel();
+    assert.equal((await other.reserve('k', 1, HOUR)).atMs, behind.atMs + 1000);
+  }));
+
+test('a late reply after a reset through the limiter gives nothing back, though the key took the same units anew (as in Python)', () =>
+  withClient('ioredis', async (client) => {
+    // Reset and used again on the callers' clock, a bucket's line ends where
+    // the late call left it (its marks match: the guarded refund would give
+    // back), and a window counts whoever took there: given back, the late
+    // call's unit freed the one taken since, two at once from a limit of one.
+    const now = T0 + 5000;
+    for (const [name, make] of Object.entries(AFTER_RESET)) {
+      const seen = holdingReplies(client, 'acquire');
+      const options = { prefix: prefix(`reset-again-${name}`), clock: () => now, onError: 'open', commandTimeoutMs: 50 };
+      const limiter = new RedisLimiter(seen.client, make(), options);
+      assert.equal((await limiter.peek('k', 0)).fromStore, true); // the script is loaded
+      // Redis takes the unit; its reply is late, and onError answers.
+      assert.equal((await limiter.tryAcquire('k')).fromStore, false);
+      assert.equal(await limiter.reset('k'), true);
+      const other = new RedisLimiter(client, make(), options);
+      assert.equal((await other.tryAcquire('k')).allowed, true);
+      seen.release();
+      await until(() => seen.sent.acquire.length > 0);
+      await Promise.all(seen.sent.acquire);
+      // The give-back, if any, is sent as the reply comes, before the next turn.
+      await new Promise(setImmediate);
+      await Promise.all(seen.refunds);
+      assert.equal((await other.peek('k')).allowed, false, name);
+    }
+  }));
+
 test('acquire rejects at its abort while the booking is in flight, and gives the booking back when it comes', () =>
   withClient('ioredis', async (client) => {
     const minute = new RedisLimiter(slowed(client, 400), new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), {
@@ -1581,6 +1682,32 @@ test('acquire rejects at its abort while the booking is in flight, and gives the
     assert.ok(took < 300, `rejected after ${took} ms`);
     await until(async () => (await minute.peek('k')).retryAfterMs <= 60_000);
   }));
+
+test('an acquire aborted while its booking is in flight, which then fails, asks nothing of the onError limiter', async () => {
+  // The caller left: a fallback asked now would book for nobody (a key
+  // made in a KeyedLimiter, its unit given back at once).
+  let fail;
+  let sent = 0;
+  const failing = {
+    sendCommand: () => {
+      sent += 1;
+      return new Promise((_, reject) => {
+        fail = reject;
+      });
+    },
+  };
+  const fallback = new rk.KeyedLimiter(new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }));
+  const limiter = new RedisLimiter(failing, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { onError: fallback, commandTimeoutMs: HOUR });
+  const controller = new AbortController();
+  const pending = limiter.acquire('k', 1, { signal: controller.signal });
+  await until(() => sent === 1);
+  controller.abort(new Error('stop'));
+  await assert.rejects(pending, { message: 'stop' });
+  fail(new Error('connect ECONNREFUSED'));
+  for (let i = 0; i < 5; i++) await new Promise(setImmediate);
+  assert.equal(sent, 1);
+  assert.equal(fallback.size, 0);
+});
 
 test('one caller of a batch whose request only the fallback reads badly fails alone, at once', () =>
   withClient('ioredis', async (client) => {
@@ -1643,6 +1770,35 @@ test("a reply that is not the script's is refused, not answered by onError", asy
   const limiter = new RedisLimiter(fake, new rk.Gcra({ burst: 2, emissionIntervalMs: 100 }), { prefix: prefix('fake'), onError: 'open' });
   await assert.rejects(limiter.tryAcquire('k'), { code: 'invalid_reply' });
   await assert.rejects(limiter.peek('k'), { code: 'invalid_reply' });
+});
+
+test("a hot key's queue ends with its last round trip: calls on many keys leave no memory behind", async () => {
+  require('node:v8').setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  // A client whose script allows every cost at once, as a text reply; ARGV
+  // (after the command, SHA, 1 and the key): version, mode, now, 1, 'gcra',
+  // burst, interval, then the number of costs.
+  const allowing = { sendCommand: async (command) => `1000${' 1 0 9 10 0 0'.repeat(Number(command[11]))}` };
+  const limiter = new RedisLimiter(allowing, new rk.Gcra({ burst: 10, emissionIntervalMs: 1000 }), { prefix: prefix('queues') });
+  const heapUsed = async () => {
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await new Promise(setImmediate);
+    }
+    return process.memoryUsage().heapUsed;
+  };
+  const calls = async (from, count) => {
+    for (let i = from; i < from + count; i += 1000) {
+      const ds = await Promise.all(Array.from({ length: 1000 }, (_, j) => limiter.tryAcquire(`key-${i + j}`)));
+      assert.ok(ds.every((d) => d.allowed && d.fromStore));
+    }
+  };
+  await calls(0, 10_000);
+  const before = await heapUsed();
+  // Each key's queue kept held some 190 bytes: 9 MB for these.
+  await calls(10_000, 50_000);
+  const grown = (await heapUsed()) - before;
+  assert.ok(grown < 3 * 2 ** 20, `the heap grew by ${grown} bytes`);
 });
 
 test('a refund above the limit gives back what was taken, as in-process (not cost_exceeds_limit)', () =>
