@@ -428,36 +428,60 @@ impl Codec for SlidingWindowLog {
 
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
-        self.latest = Nanos(r.varint()?);
-        let len = r.at_most(self.room() as u64)? as usize;
         (self.len, self.used) = (0, 0);
         self.allocate();
-        let (mut at, mut used) = (0u64, 0u64);
-        for i in 0..len {
-            let step = r.varint()?;
-            // Instants strictly increase (one entry per instant) and every
-            // entry costs something, as `push` keeps them.
-            if i > 0 && step == 0 {
-                return Err(corrupt("two entries of the log share an instant"));
-            }
-            at = at
-                .checked_add(step)
-                .ok_or(corrupt("an instant exceeds 2^64 - 1 ns"))?;
-            // Any cost: a log holds more than its limit after a reconfigure
-            // to a smaller one, and every sum of entries is checked or
-            // saturates, so a huge one only fills the window.
-            let cost = r.varint()?;
-            if cost == 0 {
-                return Err(corrupt("an entry of the log costs nothing"));
-            }
-            used = used
-                .checked_add(cost)
-                .ok_or(corrupt("the log holds more than 2^64 - 1 units"))?;
-            self.ring[i] = Entry { at, cost };
-        }
-        (self.head, self.len, self.used) = (0, len, used);
+        let (latest, len, used) = read_fields(self.room(), r, &mut self.ring)?;
+        (self.latest, self.head, self.len, self.used) = (latest, 0, len, used);
         Ok(())
     }
+
+    /// Reads the entries into no ring: a copy of the log would copy its
+    /// ring, 32 MiB at the largest limit.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    fn check_state(&self, r: &mut Reader<'_>) -> Result<(), Error> {
+        read_fields(self.room(), r, &mut []).map(drop)
+    }
+}
+
+/// Reads and checks the fields of a log's state of `room` entries at most,
+/// answering its latest time, its length and the units it holds; each
+/// entry goes to its place in `ring`, if `ring` has one (an empty one
+/// checks only). The one reading of both passes of a restore, so that they
+/// check the same.
+#[cfg_attr(ratekeeper_size, optimize(size))]
+fn read_fields(
+    room: usize,
+    r: &mut Reader<'_>,
+    ring: &mut [Entry],
+) -> Result<(Nanos, usize, u64), Error> {
+    let latest = Nanos(r.varint()?);
+    let len = r.at_most(room as u64)? as usize;
+    let (mut at, mut used) = (0u64, 0u64);
+    for i in 0..len {
+        let step = r.varint()?;
+        // Instants strictly increase (one entry per instant) and every
+        // entry costs something, as `push` keeps them.
+        if i > 0 && step == 0 {
+            return Err(corrupt("two entries of the log share an instant"));
+        }
+        at = at
+            .checked_add(step)
+            .ok_or(corrupt("an instant exceeds 2^64 - 1 ns"))?;
+        // Any cost: a log holds more than its limit after a reconfigure
+        // to a smaller one, and every sum of entries is checked or
+        // saturates, so a huge one only fills the window.
+        let cost = r.varint()?;
+        if cost == 0 {
+            return Err(corrupt("an entry of the log costs nothing"));
+        }
+        used = used
+            .checked_add(cost)
+            .ok_or(corrupt("the log holds more than 2^64 - 1 units"))?;
+        if let Some(slot) = ring.get_mut(i) {
+            *slot = Entry { at, cost };
+        }
+    }
+    Ok((latest, len, used))
 }
 
 #[cfg(test)]

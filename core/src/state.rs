@@ -138,19 +138,27 @@ pub trait Portable: codec::Codec + Clone {
                 reason: "a limiter of another configuration",
             });
         }
+        let (fields, version) = (&bytes[HEADER..], bytes[2]);
+        // Checked whole first, then read into `self`, so that a failed
+        // restore changes nothing without a copy of the limiter to read
+        // into: a log's copy is its ring, 32 MiB at the largest limit, and
+        // the WebAssembly build's memory keeps the peak for good.
         let mut r = codec::Reader {
-            bytes: &bytes[HEADER..],
-            version: bytes[2],
+            bytes: fields,
+            version,
         };
-        let mut next = self.clone();
-        next.read_state(&mut r)?;
+        self.check_state(&mut r)?;
         if !r.bytes.is_empty() {
             return Err(Error::StateCorrupt {
                 reason: "bytes follow the last field",
             });
         }
-        *self = next;
-        Ok(())
+        // Passes the checks again: they depend only on the bytes and the
+        // configuration, which reading leaves as it is.
+        self.read_state(&mut codec::Reader {
+            bytes: fields,
+            version,
+        })
     }
 }
 
@@ -162,7 +170,7 @@ pub(crate) mod codec {
     use crate::Error;
 
     /// How an algorithm writes and reads its state.
-    pub trait Codec {
+    pub trait Codec: Clone {
         /// The algorithm's tag in the header.
         fn tag(&self) -> u8;
         /// The format version of this state (see [`crate::STATE_VERSION`]).
@@ -174,8 +182,16 @@ pub(crate) mod codec {
         /// Writes the state fields.
         fn write_state(&self, w: &mut Writer<'_>);
         /// Reads the state fields into `self`, checking every invariant the
-        /// algorithm relies on.
+        /// algorithm relies on. Called only on fields that passed
+        /// [`check_state`](Codec::check_state), so it need not leave `self`
+        /// as it was when it fails.
         fn read_state(&mut self, r: &mut Reader<'_>) -> Result<(), Error>;
+        /// Reads the state fields as [`read_state`](Codec::read_state)
+        /// does, failing as it does, without changing `self`: into a copy,
+        /// a few numbers (a log reads its entries into nothing instead).
+        fn check_state(&self, r: &mut Reader<'_>) -> Result<(), Error> {
+            self.clone().read_state(r)
+        }
     }
 
     /// Writes into a slice, counting (without storing) what does not fit.

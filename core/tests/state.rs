@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use ratekeeper::{
-    Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
+    AnyLimiter, Bandwidth, Calendar, FixedWindow, Gcra, LeakyBucket, Limiter, Nanos, Portable,
     SlidingWindowCounter, SlidingWindowLog, TokenBucket, MAX_LOG_LIMIT, MAX_STATE_LEN,
 };
 
@@ -248,6 +248,60 @@ proptest! {
                 });
                 reconfigure(&mut copy, at, blank.clone());
                 drive(&mut copy, &after, at.0.min(now));
+            }
+        }
+    }
+}
+
+proptest! {
+    /// A failed restore leaves a used limiter as it was, through the
+    /// algorithm's own type and an `AnyLimiter`, wherever the bytes fail:
+    /// cut at every point, each byte replaced, a byte after the last field.
+    /// Restoring checks all the bytes before it writes any field, a log's
+    /// late entries and the trailing bytes included (it no longer reads
+    /// into a copy of the limiter, which for a log is its whole ring).
+    #[test]
+    fn a_failed_restore_changes_nothing(mine in ops(), theirs in ops(), reconfigured in any::<bool>()) {
+        let mut subjects = limiters();
+        // A log of many entries (a unit an instant, a window of all the
+        // steps), so that bytes fail late in them.
+        subjects.push(Box::new(|| Subject::Log(SlidingWindowLog::new(64, Nanos(1 << 20)).unwrap())));
+        for make in subjects.iter_mut() {
+            let mut target = make();
+            drive(&mut target, &mine, 0);
+            let mut source = make();
+            drive(&mut source, &theirs, 0);
+            if reconfigured {
+                // Version 2 with a refund bound, for the windows and the queue.
+                let now = theirs.iter().map(|op| op.0).sum::<u64>();
+                let smaller = other(&source);
+                reconfigure(&mut source, Nanos(now), smaller);
+                reconfigure(&mut source, Nanos(now), make());
+            }
+            let bytes = on!(&source, l => l.to_bytes());
+            let mut inputs: Vec<Vec<u8>> = (0..bytes.len()).map(|cut| bytes[..cut].to_vec()).collect();
+            inputs.push([&bytes[..], &[0]].concat());
+            for i in 0..bytes.len() {
+                for b in [0x00, 0x01, 0x7f, 0x80, 0xff, bytes[i] ^ 0x80, bytes[i].wrapping_add(1)] {
+                    let mut bad = bytes.clone();
+                    bad[i] = b;
+                    inputs.push(bad);
+                }
+            }
+            for input in &inputs {
+                let mut subject = target.clone();
+                let typed = on!(&mut subject, l => l.restore(input));
+                let mut any = on!(target.clone(), l => AnyLimiter::from(l));
+                let before = any.clone();
+                prop_assert_eq!(&any.restore(input), &typed, "{:?}", input);
+                match typed {
+                    Err(_) => {
+                        prop_assert_eq!(&subject, &target, "{:?}", input);
+                        prop_assert_eq!(&any, &before, "{:?}", input);
+                    }
+                    // Read as a state: the same one both ways.
+                    Ok(()) => prop_assert_eq!(on!(&subject, l => l.to_bytes()), any.to_bytes()),
+                }
             }
         }
     }

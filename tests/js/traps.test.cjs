@@ -131,6 +131,23 @@ describe("the wasm module's memory", () => {
     // Every key starts fresh, whatever the log has seen.
     assert.equal(keyed.tryAcquire('alice', 1 << 20, 2).allowed, true);
     assert.equal(policy.tryAcquire({ user: 'alice', ip: '1' }, 1 << 20, 2).allowed, true);
+    // Restoring read the state into a copy of the whole log, its ring
+    // with it, so that a failed restore changed nothing: the module grew by
+    // a ring for a restore into a log that had one, and by two for
+    // fromBytes, which builds its log first.
+    const state = log.toBytes();
+    const other = make();
+    assert.equal(other.tryAcquire(5, 0).allowed, true);
+    const restored = growth(() => other.restore(state));
+    assert.ok(restored < MIB, `restore grew the module by ${restored / MIB} MiB`);
+    assert.deepStrictEqual(other.toBytes(), state);
+    const built = growth(() => SlidingWindowLog.fromBytes(state, { limit: 1 << 20, windowMs: 60_000 }));
+    assert.ok(built <= RING + MIB, `fromBytes grew the module by ${built / MIB} MiB`);
+    // A failed restore, late in the entries, leaves the log as it was.
+    const cut = state.slice(0, state.length - 1);
+    const failed = growth(() => assert.throws(() => other.restore(cut), { code: 'state_truncated' }));
+    assert.ok(failed < MIB, `a failed restore grew the module by ${failed / MIB} MiB`);
+    assert.deepStrictEqual(other.toBytes(), state);
   });
 });
 
