@@ -690,3 +690,63 @@ def test_a_reset_that_found_nothing_leaves_a_booking_to_give_back(client: redis.
     assert not limiter.reset(unused)
     booked.cancel()
     assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_reset_whose_unlink_raised_counts_as_one_that_ran(url: str, asynchronous: bool) -> None:
+    # The UNLINK ran and its reply was lost (the connection dropped): the key
+    # was forgotten all the same, and books its slots anew. Given back, the
+    # booking made before the reset freed the one made since: two units at
+    # once from a burst of one.
+    now = 2_000_000_005.0
+    name = _prefix(f"reset-lost-{asynchronous}")
+
+    def lost(unlink: Callable[..., Any]) -> Callable[..., Any]:
+        if asynchronous:
+
+            async def unlink_async(*keys: Any) -> Any:
+                await unlink(*keys)
+                raise redis.ConnectionError("the reply was lost")
+
+            return unlink_async
+
+        def unlink_sync(*keys: Any) -> Any:
+            unlink(*keys)
+            raise redis.ConnectionError("the reply was lost")
+
+        return unlink_sync
+
+    async def main() -> tuple[float, float]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=name, clock=lambda: now)
+        assert (await limiter.try_acquire("k")).allowed
+        before = await limiter.reserve("k", max_wait=100)
+        aclient.unlink = lost(aclient.unlink)  # type: ignore[method-assign]
+        with pytest.raises(redis.ConnectionError):
+            await limiter.reset("k")
+        del aclient.unlink
+        assert (await limiter.try_acquire("k")).allowed
+        behind = await limiter.reserve("k", max_wait=100)
+        await before.cancel()
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return behind.wait, after.wait
+
+    if asynchronous:
+        behind, after = asyncio.run(main())
+    else:
+        sclient = redis.Redis.from_url(url)
+        limiter = RedisLimiter(sclient, ratekeeper.Gcra(1, 1.0), prefix=name, clock=lambda: now)
+        assert limiter.try_acquire("k")
+        before = limiter.reserve("k", max_wait=100)
+        sclient.unlink = lost(sclient.unlink)  # type: ignore[method-assign]
+        with pytest.raises(redis.ConnectionError):
+            limiter.reset("k")
+        del sclient.unlink
+        assert limiter.try_acquire("k")
+        behind = limiter.reserve("k", max_wait=100).wait
+        before.cancel()
+        after = limiter.reserve("k", max_wait=100).wait
+        sclient.close()
+    # Behind the slot booked since, not in it.
+    assert behind == pytest.approx(1.0) and after == pytest.approx(2.0)
