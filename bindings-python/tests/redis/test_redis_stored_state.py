@@ -6,7 +6,7 @@ wrote."""
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import pytest
 import redis
@@ -39,10 +39,15 @@ def test_a_bucket_that_gained_a_band_keeps_its_bands_and_starts_the_new_one_full
     assert admitted == 23
 
 
-def test_a_limit_whose_algorithm_changed_under_its_name_starts_fresh(client: redis.Redis) -> None:
-    window = RedisLimiter(client, ratekeeper.FixedWindow(5, 86400), name="api", prefix="stored:")
+# A day long, the window's index is 0; 100 µs long, 10^7, which a GCRA
+# reading the first two of its four fields took for 10 s in use: denied.
+@pytest.mark.parametrize("window", [86400, Fraction(1, 10_000)], ids=["day", "100us"])
+def test_a_limit_whose_algorithm_changed_under_its_name_starts_fresh(
+    client: redis.Redis, window: Union[int, Fraction]
+) -> None:
+    window_limiter = RedisLimiter(client, ratekeeper.FixedWindow(5, window), name="api", prefix="stored:")
     for _ in range(5):
-        assert window.try_acquire("k", 1, now=1000).allowed
+        assert window_limiter.try_acquire("k", 1, now=1000).allowed
     # The window's fields read as a GCRA's denied for days.
     gcra = RedisLimiter(client, ratekeeper.Gcra(5, 1.0), name="api", prefix="stored:")
     d = gcra.try_acquire("k", 1, now=1001)
@@ -82,13 +87,16 @@ def test_a_value_the_script_did_not_write_is_an_error(client: redis.Redis, value
         limiter.try_acquire("k", 1, now=1001)
 
 
-def test_a_window_whose_limit_was_lowered_never_answers_a_negative_remaining(client: redis.Redis) -> None:
+@pytest.mark.parametrize("window", [ratekeeper.FixedWindow, ratekeeper.SlidingWindowCounter])
+def test_a_window_whose_limit_was_lowered_never_answers_a_negative_remaining(
+    client: redis.Redis, window: Callable[[int, int], ratekeeper.Limiter]
+) -> None:
     # The count kept under the name is above the new limit: as the core's
     # reconfigure, which cuts it to the limit, nothing is left, never -7.
-    old = RedisLimiter(client, ratekeeper.FixedWindow(10, 86400), name="api", prefix="lowered:")
+    old = RedisLimiter(client, window(10, 86400), name="api", prefix="lowered:")
     for _ in range(10):
         assert old.try_acquire("k", 1, now=1000).allowed
-    new = RedisLimiter(client, ratekeeper.FixedWindow(3, 86400), name="api", prefix="lowered:")
+    new = RedisLimiter(client, window(3, 86400), name="api", prefix="lowered:")
     denied = new.try_acquire("k", 1, now=1001)
     assert not denied.allowed and denied.from_store
     assert denied.remaining == 0
@@ -168,6 +176,60 @@ def test_a_negative_number_where_the_script_writes_none_starts_the_key_fresh(
     # negative previous count denied all.
     assert sum(d.allowed for d in decisions) == 10
     assert all(d.from_store for d in decisions)
+
+
+def test_a_bucket_whose_stored_time_is_negative_starts_fresh(client: redis.Redis) -> None:
+    # Only a bucket's bands are written negative (a debt), never its time:
+    # decided on, the band emptied at -1000 s had refilled 2001 s of a day's
+    # token by 1001 s, and nothing was admitted.
+    limiter = RedisLimiter(client, ratekeeper.TokenBucket(10, 1, 86400.0), name="api", prefix="negative:")
+    assert limiter.try_acquire("k", 1, now=1000).allowed
+    (key,) = client.keys("negative:*")
+    client.set(key, b"-1000000000 0 0")
+    assert sum(limiter.try_acquire("k", 1, now=1001).allowed for _ in range(12)) == 10
+
+
+@pytest.mark.parametrize(
+    ("capacity", "refill", "tokens"),
+    [
+        (5, 1, 5),  # the capacity lowered to the 5 tokens held: a full band, which accrues nothing
+        (10, 2, 4),  # twice the rate: half a token of 1 s is a whole one of 0.5 s, not a part of one
+    ],
+)
+def test_a_partial_token_that_does_not_fit_the_new_band_restarts(
+    client: redis.Redis, capacity: int, refill: int, tokens: int
+) -> None:
+    # Written with half of its next token refilled (500000 µs of a 1 s
+    # period), the band is read by the new configuration as `tokens` and no
+    # fraction: kept, the tokens taken next came back 0.5 s early.
+    old = RedisLimiter(client, ratekeeper.TokenBucket(10, 1, 1.0), name="api", prefix="carry:")
+    assert old.try_acquire("k", 10 - tokens, now=1000).allowed
+    assert old.try_acquire("k", 0, now=1000.5).allowed
+    (key,) = client.keys("carry:*")
+    assert client.get(key) == f"1000500000 {tokens} 500000".encode()
+    new = RedisLimiter(client, ratekeeper.TokenBucket(capacity, refill, 1.0), name="api", prefix="carry:")
+    local = ratekeeper.TokenBucket.from_bandwidths([ratekeeper.Bandwidth(capacity, refill, 1.0, initial_tokens=tokens)])
+    for _ in range(3):
+        expected, got = local.try_acquire(1, now=1000.5), new.try_acquire("k", 1, now=1000.5)
+        assert (got.allowed, got.remaining, got.retry_after, got.reset_after) == (
+            expected.allowed,
+            expected.remaining,
+            expected.retry_after,
+            expected.reset_after,
+        )
+
+
+def test_a_refund_that_fills_a_band_stores_it_without_a_partial_token(client: redis.Redis) -> None:
+    # As the core's: a full band accrues nothing, so the fraction of the next
+    # token it held goes (the script's load drops it too; a reader of the
+    # key, or a load that kept it, would see a token due early).
+    limiter = RedisLimiter(client, ratekeeper.TokenBucket(2, 1, 0.001), prefix="refill:")
+    assert limiter.try_acquire("k", 2, now=1000).allowed
+    assert limiter.try_acquire("k", 0, now=1000.0015).allowed
+    (key,) = client.keys("refill:*")
+    assert client.get(key) == b"1000001500 1 500"
+    limiter.refund("k", 1)
+    assert client.get(key) == b"1000001500 2 0"
 
 
 def test_a_refund_to_a_bucket_whose_key_holds_another_algorithms_state_gives_nothing_back(client: redis.Redis) -> None:
