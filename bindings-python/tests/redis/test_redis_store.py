@@ -124,6 +124,89 @@ def test_the_script_refuses_a_cost_above_a_limit(client: redis.Redis) -> None:
     script(keys=["rk-py-cost:{k}:b"], args=["1", "refund", "100", 1, "sliding_window_log", 2, 10, 1, 3, ""])
 
 
+def test_the_script_refuses_a_key_count_other_than_its_limits(client: redis.Redis) -> None:
+    # A client and script that disagree: a key left over was never written,
+    # a key missing failed inside the script.
+    script = client.register_script(REDIS_SCRIPT)
+    gcra: list[Union[str, int]] = ["gcra", 5, 1]
+    for keys, n in [(["rk-py-keys:{k}:a", "rk-py-keys:{k}:b"], 1), (["rk-py-keys:{k}:a"], 2)]:
+        with pytest.raises(redis.ResponseError, match=f"^ratekeeper: {len(keys)} keys for {n} limits$"):
+            script(keys=keys, args=["1", "acquire", "100", n, *gcra * n, 1, 1])
+    assert client.exists("rk-py-keys:{k}:a", "rk-py-keys:{k}:b") == 0
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_peek_decides_every_cost_against_the_same_state(client: redis.Redis, n: int) -> None:
+    # PROTOCOL.md: nothing is consumed between a peek's costs (one limit's
+    # reply, and several's, are built apart). The clients send one cost.
+    script = client.register_script(REDIS_SCRIPT)
+    keys = ["rk-py-peek:{k}:a", "rk-py-peek:{k}:b"][:n]
+    config: list[Union[str, int]] = ["gcra", 2, 1_000_000, "fixed_window", 2, 60_000_000]
+    reply = script(keys=keys, args=["1", "peek", "100", n, *config[: 3 * n], 2, 2, 2])
+    stride = 6 if n == 1 else 6 + 5 * n
+    assert len(reply) == 1 + 2 * stride
+    first, second = reply[1 : 1 + stride], reply[1 + stride :]
+    assert first[:3] == [1, 0, 0] and second == first
+    assert client.exists(*keys) == 0
+
+
+def test_an_acquire_that_took_nothing_replies_no_marks(client: redis.Redis) -> None:
+    # PROTOCOL.md: a mark is the key as the call left it, sent only when the
+    # call wrote it; the limit's count is 0 when every cost was denied.
+    script = client.register_script(REDIS_SCRIPT)
+    args: list[Union[str, int]] = ["1", "acquire", "100", 1, "gcra", 1, 1_000_000, 1, 1]
+    assert script(keys=["rk-py-marks:{k}:a"], args=args)[-2:] == [1, 100 + 1_000_000]
+    denied = script(keys=["rk-py-marks:{k}:a"], args=args)
+    assert denied[1] == 0 and len(denied) == 1 + 6 + 1 and denied[-1] == 0
+
+
+def test_a_refund_gives_back_each_of_its_costs(client: redis.Redis) -> None:
+    # ARGV's costs, `m` of them, one after the other: the clients send one.
+    script = client.register_script(REDIS_SCRIPT)
+    key = "rk-py-costs:{k}:a"
+    config: list[Union[str, int]] = ["fixed_window", 5, 60_000_000]
+    assert script(keys=[key], args=["1", "acquire", "100", 1, *config, 1, 3])[1] == 1
+    script(keys=[key], args=["1", "refund", "100", 1, *config, 2, 1, 2, "100"])
+    assert script(keys=[key], args=["1", "peek", "100", 1, *config, 1, 0])[3] == 5
+
+
+def test_a_guarded_refund_gives_back_only_for_a_mark_equal_to_the_keys_its_length_too(client: redis.Redis) -> None:
+    # A mark of another length (another configuration's: a bucket's bands
+    # changed in between) is not the key's, however it starts.
+    script = client.register_script(REDIS_SCRIPT)
+    key = "rk-py-guard:{k}:a"
+    config: list[Union[str, int]] = ["gcra", 2, 1_000_000]
+    took = script(keys=[key], args=["1", "acquire", "100", 1, *config, 1, 1])
+    assert took[1] == 1 and took[-2:] == [1, 100 + 1_000_000]
+    marks: list[list[Union[str, int]]] = [[2, 100 + 1_000_000, 0], [0]]
+    for mark in marks:
+        script(keys=[key], args=["1", "refund", "100", 1, *config, 1, 1, "", *mark])
+        assert script(keys=[key], args=["1", "peek", "100", 1, *config, 1, 0])[3] == 1, mark
+    script(keys=[key], args=["1", "refund", "100", 1, *config, 1, 1, "", 1, 100 + 1_000_000])
+    assert script(keys=[key], args=["1", "peek", "100", 1, *config, 1, 0])[3] == 2
+
+
+def test_a_bucket_refuses_a_booking_whose_debt_passes_2_52(client: redis.Redis) -> None:
+    # PROTOCOL.md: the debt's arithmetic, (owed + capacity) * period / gcd,
+    # stays below 2^52, where a double is exact. Booked at the slot a window
+    # 2^50 µs long sets, 7 tokens per 3 µs owe about 2.6 * 10^15 tokens: the
+    # booking is refused and nothing is written (the core, in 128 bits,
+    # books it).
+    us = Fraction(1, 10**6)
+    limits: list[tuple[str, ratekeeper.Limiter, list[str]]] = [
+        ("bucket", ratekeeper.TokenBucket(10, 7, 3 * us), []),
+        ("window", ratekeeper.FixedWindow(1, 2**50 * us), []),
+    ]
+    policy = RedisPolicy(client, limits, prefix="rk-py-debt:")
+    assert policy.try_acquire({}, 1, now=2**50 * us).allowed
+    written = {key: client.get(key) for key in client.keys("rk-py-debt:*")}
+    booked = policy.reserve({}, 1, max_wait=2**50 * us, now=2**50 * us)
+    assert not booked.ok and round(booked.wait * 10**6) == 2**50
+    assert {key: client.get(key) for key in client.keys("rk-py-debt:*")} == written
+    # A slot a thousandth as far is booked.
+    assert policy.reserve({}, 1, max_wait=2**50 * us, now=(2**51 - 2**40) * us).ok
+
+
 def test_repr_shows_what_is_limited_not_the_client(client: redis.Redis) -> None:
     gcra = ratekeeper.Gcra(10, 0.1)
     assert repr(RedisLimiter(client, gcra)) == "RedisLimiter(Gcra(burst=10, emission_interval=0.1))"
