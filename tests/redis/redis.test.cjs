@@ -998,19 +998,22 @@ test("a long sliding-window log is read page by page and decides as the core's, 
 test('a log whose entries have all left the window is unlinked, not emptied entry by entry, from a batch too', () =>
   withClient('ioredis', async (client) => {
     const config = () => new rk.SlidingWindowLog({ limit: 20, windowMs: 1000, name: 'log' });
-    const local = new rk.KeyedLimiter(config());
-    const redis = new RedisLimiter(client, config(), { prefix: prefix('emptied'), batching: false });
-    for (let i = 0; i < 20; i++) await redis.tryAcquire('k', 1, T0 + i);
-    for (let i = 0; i < 20; i++) local.tryAcquire('k', 1, T0 + i);
     const unlinks = async () => Number(/cmdstat_unlink:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0);
-    const before = await unlinks();
-    // Several costs in one call: each after the first decides on a copy of
-    // the state, which must keep knowing that every stored entry is gone.
     const numbers = (d) => [d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs];
-    const got = await redis.tryAcquireBatch('k', [1, 2, 3], T0 + 5000);
-    assert.deepEqual(got.map(numbers), local.tryAcquireBatch('k', [1, 2, 3], T0 + 5000).map(numbers));
-    assert.equal((await unlinks()) - before, 1, 'the old entries went with one UNLINK');
-    assert.deepEqual(numbers(await redis.peek('k', 15, T0 + 5000)), numbers(local.peek('k', 15, T0 + 5000)));
+    // Long after, and exactly when the newest entry leaves (a window after it).
+    for (const now of [T0 + 5000, T0 + 19 + 1000]) {
+      const local = new rk.KeyedLimiter(config());
+      const redis = new RedisLimiter(client, config(), { prefix: prefix(`emptied-${now}`), batching: false });
+      for (let i = 0; i < 20; i++) await redis.tryAcquire('k', 1, T0 + i);
+      for (let i = 0; i < 20; i++) local.tryAcquire('k', 1, T0 + i);
+      const before = await unlinks();
+      // Several costs in one call: each after the first decides on a copy of
+      // the state, which must keep knowing that every stored entry is gone.
+      const got = await redis.tryAcquireBatch('k', [1, 2, 3], now);
+      assert.deepEqual(got.map(numbers), local.tryAcquireBatch('k', [1, 2, 3], now).map(numbers));
+      assert.equal((await unlinks()) - before, 1, `the old entries went with one UNLINK at ${now}`);
+      assert.deepEqual(numbers(await redis.peek('k', 15, now)), numbers(local.peek('k', 15, now)));
+    }
   }));
 
 test('a log holding a booking ahead, which a policy made at a slower limit\'s slot, has nothing remaining until then, as in the core', () =>
