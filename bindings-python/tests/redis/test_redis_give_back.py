@@ -750,3 +750,106 @@ def test_a_reset_whose_unlink_raised_counts_as_one_that_ran(url: str, asynchrono
         sclient.close()
     # Behind the slot booked since, not in it.
     assert behind == pytest.approx(1.0) and after == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_call_made_after_a_reset_gives_back(url: str, asynchronous: bool) -> None:
+    # A reset counts against the calls sent before it, not those sent since:
+    # counted against a booking made after it (or a call that took after
+    # it, whose caller left), the units stayed taken, and the key admitted
+    # less than its limit.
+    now = 2_000_000_005.0
+    name = _prefix(f"after-reset-{asynchronous}")
+
+    async def main() -> tuple[float, bool]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=name, clock=lambda: now)
+        assert (await limiter.try_acquire("k")).allowed
+        assert await limiter.reset("k")
+        assert (await limiter.try_acquire("k")).allowed
+        booked = await limiter.reserve("k", max_wait=100)
+        await booked.cancel()
+        wait = (await limiter.reserve("k", max_wait=100)).wait
+        # A try_acquire whose caller left while its reply was on its way.
+        window = AsyncRedisLimiter(aclient, ratekeeper.FixedWindow(1, 10.0), prefix=name, clock=lambda: now)
+        assert (await window.try_acquire("w")).allowed
+        assert await window.reset("w")
+        task: Optional[asyncio.Future[Any]] = None
+        call = window._call
+        refunded = asyncio.Event()
+
+        async def taken_then_gone(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            reply = await call(keys, args, *rest)
+            if args[1] == "acquire" and task is not None:
+                task.cancel()  # the caller leaves while the reply is on its way
+            elif args[1] == "refund":
+                refunded.set()
+            return reply
+
+        window._call = taken_then_gone  # type: ignore[method-assign]
+        task = asyncio.ensure_future(window.try_acquire("w"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(refunded.wait(), 5)
+        window._call = call  # type: ignore[method-assign]
+        free = (await window.peek("w")).allowed
+        await aclient.aclose()
+        return wait, free
+
+    if asynchronous:
+        wait, free = asyncio.run(main())
+    else:
+        sclient = redis.Redis.from_url(url)
+        limiter = RedisLimiter(sclient, ratekeeper.Gcra(1, 1.0), prefix=name, clock=lambda: now)
+        assert limiter.try_acquire("k")
+        assert limiter.reset("k")
+        assert limiter.try_acquire("k")
+        limiter.reserve("k", max_wait=100).cancel()
+        wait = limiter.reserve("k", max_wait=100).wait
+        free = True  # (a sync caller that left: test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back)
+        sclient.close()
+    # The cancelled booking's slot, given back, is the next one's.
+    assert wait == pytest.approx(1.0)
+    assert free
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+def test_an_async_acquire_cancelled_while_it_sleeps_gives_nothing_back_once_the_limiter_reset_the_key(
+    url: str, algorithm: str
+) -> None:
+    # As test_a_booking_made_before_a_reset_through_the_limiter_gives_nothing_back,
+    # for the give-back of an async acquire cancelled while it sleeps until its slot.
+    async def main() -> tuple[Any, Any]:
+        now = 2_000_000_005.0
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, AFTER_RESET[algorithm](), prefix=_prefix(f"async-sleep-reset-{algorithm}"), clock=lambda: now)
+        assert (await limiter.try_acquire("k")).allowed
+        task = asyncio.ensure_future(limiter.acquire("k"))
+        call = limiter._call
+        booked = asyncio.Event()
+
+        async def seen(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            reply = await call(keys, args, *rest)
+            if args[1] == "reserve":
+                booked.set()
+            return reply
+
+        limiter._call = seen  # type: ignore[method-assign]
+        await asyncio.wait_for(booked.wait(), 5)
+        limiter._call = call  # type: ignore[method-assign]
+        for _ in range(5):  # the booking back in acquire, which sleeps until its slot
+            await asyncio.sleep(0)
+        assert await limiter.reset("k")
+        assert (await limiter.try_acquire("k")).allowed
+        behind = await limiter.reserve("k", max_wait=100)  # the slot booked before the reset
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return behind, after
+
+    behind, after = asyncio.run(main())
+    # Never beside `behind` (a log of one unit books no third instant at all).
+    assert behind.ok and (after.ok or algorithm == "sliding_window_log")
+    assert not after.ok or after.at > behind.at
