@@ -1462,7 +1462,7 @@ def test_an_interruption_while_redis_is_down_stays_in_its_own_thread(client: red
     assert isinstance(out["main"], KeyboardInterrupt) == (main_calls[0] > 1)
 
 
-@pytest.mark.parametrize("how", ["under way", "answered", "answered, then reset"])
+@pytest.mark.parametrize("how", ["under way", "answered", "answered, then reset", "reset, then under way", "under way, leaving slowly"])
 def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
@@ -1470,11 +1470,32 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     # the interruption came while the batch was under way, or once its
     # answer had come but before it returned. Unless the limiter reset the
     # key meanwhile: the window counts units taken anew since, one of which
-    # a give-back would free (two at once from what was left).
-    answered = how != "under way"
+    # a give-back would free (two at once from what was left). A reset
+    # before the batch was sent keeps nothing from being given back; nor
+    # does a caller still in its call, having said it left, when the answer
+    # comes (interrupted again, say, as it leaves): it is gone all the same.
+    answered = how.startswith("answered")
     limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-gone:{uuid.uuid4().hex}:")
     assert limiter.peek("k", 0).from_store  # the script is loaded
+    if how == "reset, then under way":
+        assert limiter.try_acquire("k", now=time.time()).allowed
+        assert limiter.reset("k")
     call = limiter._call
+    if how == "under way, leaving slowly":
+        leave, give_back = limiter._leave, limiter._give_back
+        given = threading.Event()
+
+        def giving_back(*args: Any) -> None:
+            give_back(*args)
+            if threading.current_thread().name == "second":
+                given.set()  # (the batch of 'second' and this thread answered)
+
+        def leaving_slowly(*args: Any) -> None:
+            leave(*args)  # gone, said under the lock
+            assert given.wait(5)  # still in its call as the sender answers
+
+        limiter._give_back = giving_back  # type: ignore[method-assign, assignment]
+        limiter._leave = leaving_slowly  # type: ignore[method-assign, assignment]
 
     def slow(keys: list[bytes], args: list[Any]) -> Any:
         reply = call(keys, args)
@@ -1514,6 +1535,7 @@ def test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back(
     # 'second' sends the batch of both.
     first = threading.Thread(target=lambda: out.append(limiter.try_acquire("k").allowed))
     second = threading.Timer(0.1, lambda: out.append(limiter.try_acquire("k").allowed))
+    second.name = "second"
     first.start()
     second.start()
     time.sleep(0.2)
@@ -3490,3 +3512,281 @@ def test_policy_reset_clears_the_limits_keyed_by_fields_the_request_gives_in_red
             await aclient.aclose()
 
     assert asyncio.run(main()) == (3, True)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_on_error_answers_for_redis_as_it_decided(asynchronous: bool) -> None:
+    # "open": every limit untouched (its whole limit remaining); "closed":
+    # none left, a second to wait; a reservation not booked is at its wait
+    # from now, as one Redis refused. A policy's in-process Limiter (no
+    # limit names of its own) denying: the first limit is named, as the
+    # Node client names it, never None beside a denial.
+    window = ratekeeper.FixedWindow(5, 60.0)
+
+    def two_limits() -> list[tuple[str, Any, list[str]]]:
+        return [("a", window, ["user"]), ("b", ratekeeper.FixedWindow(9, 60.0), [])]
+
+    async def main() -> tuple[Any, Any, Any]:
+        aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        try:
+            opened = await AsyncRedisLimiter(aclient, window, on_error="open").try_acquire("k")
+            closed = AsyncRedisLimiter(aclient, window, on_error="closed")
+            before = time.time()
+            refused = await closed.reserve("k", max_wait=0)
+            after = time.time()
+            policy = AsyncRedisPolicy(aclient, two_limits(), on_error=ratekeeper.Gcra(1, 60.0))
+            decisions = [await policy.try_acquire({"user": "u"}) for _ in range(2)]
+            return opened, (before, refused, after), decisions
+        finally:
+            await aclient.aclose()
+
+    if asynchronous:
+        opened, (before, refused, after), decisions = asyncio.run(main())
+    else:
+        client = redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY)
+        opened = RedisLimiter(client, window, on_error="open").try_acquire("k")
+        closed = RedisLimiter(client, window, on_error="closed")
+        before = time.time()
+        refused = closed.reserve("k", max_wait=0)
+        after = time.time()
+        policy = RedisPolicy(client, two_limits(), on_error=ratekeeper.Gcra(1, 60.0))
+        decisions = [policy.try_acquire({"user": "u"}) for _ in range(2)]
+    assert opened.allowed and not opened.from_store and opened.remaining == opened.limit == 5
+    assert not refused.ok and not refused.from_store and refused.wait == 1.0
+    assert before + 1.0 <= refused.at <= after + 1.0
+    assert [(d.allowed, d.denied_by) for d in decisions] == [(True, None), (False, "a")]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_peek_while_redis_is_unreachable_takes_nothing_from_the_fallback(asynchronous: bool) -> None:
+    # A peek the in-process fallback answers is its peek: taken there, it
+    # spent the unit it only looked at.
+    fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 60.0))
+
+    async def main() -> list[bool]:
+        aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 60.0), on_error=fallback)
+        try:
+            return [(await limiter.peek("k")).allowed for _ in range(2)]
+        finally:
+            await aclient.aclose()
+
+    if asynchronous:
+        peeked = asyncio.run(main())
+    else:
+        limiter = RedisLimiter(redis.Redis(port=1, socket_connect_timeout=0.2, retry=NO_RETRY), ratekeeper.Gcra(1, 60.0), on_error=fallback)
+        peeked = [limiter.peek("k").allowed for _ in range(2)]
+    assert peeked == [True, True]
+    assert fallback.try_acquire("k").allowed
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_hot_keys_queue_ends_with_its_last_round_trip(url: str, asynchronous: bool) -> None:
+    # As the Node client's: calls on many keys leave no queue behind (kept,
+    # each key ever used held one, and the memory grew with the keys).
+    prefix = f"rk-py-queues:{uuid.uuid4().hex}:"
+
+    async def main() -> int:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(10, 1.0), prefix=prefix)
+        for i in range(0, 200, 50):
+            decisions = await asyncio.gather(*(limiter.try_acquire(f"key-{j}") for j in range(i, i + 50)))
+            assert all(d.allowed and d.from_store for d in decisions)
+        await aclient.aclose()
+        return len(limiter._queues)
+
+    if asynchronous:
+        left = asyncio.run(main())
+    else:
+        client = redis.Redis.from_url(url)
+        limiter = RedisLimiter(client, ratekeeper.Gcra(10, 1.0), prefix=prefix)
+        threads = [threading.Thread(target=lambda i=i: [limiter.try_acquire(f"key-{i}-{j}") for j in range(20)]) for i in range(10)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        client.close()
+        left = len(limiter._queues)
+    assert left == 0
+
+
+def test_a_caller_after_a_round_trip_redis_did_not_answer_asks_redis(client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The callers gathered behind a round trip Redis did not answer are
+    # decided by on_error at once; one that comes once it has failed asks
+    # Redis (back by then), even while those are still in their calls: it
+    # joined their batch, answered already, and on_error decided for it too.
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), on_error="open", prefix=f"rk-py-after-down:{uuid.uuid4().hex}:")
+    assert limiter.peek("k", 0).from_store  # the script is loaded
+    call = limiter._call
+    queued, woken, release = threading.Event(), threading.Event(), threading.Event()
+
+    def down_once(keys: list[bytes], args: list[Any]) -> Any:
+        if threading.current_thread().name == "first":
+            assert queued.wait(5)  # 'held' waits behind this round trip
+            raise redis.ConnectionError("Redis went away")
+        return call(keys, args)
+
+    class Held:
+        """'held''s wake-up: once woken (its batch answered by on_error), it stays in its call until released."""
+
+        def __init__(self, wake: Any) -> None:
+            self.wake = wake
+
+        def wait(self, timeout: Optional[float] = None) -> bool:
+            if threading.current_thread().name != "held":
+                return self.wake.wait(timeout)  # type: ignore[no-any-return]
+            queued.set()
+            if self.wake.wait(5):
+                woken.set()
+                release.wait(5)
+                return True
+            return False
+
+        def set(self) -> None:
+            self.wake.set()
+
+    class Slot(ratekeeper.redis._sync._Slot):
+        def __init__(self, cost: int, target: Any) -> None:
+            super().__init__(cost, target)
+            self.event = Held(self.event)  # type: ignore[assignment]
+
+    monkeypatch.setattr(ratekeeper.redis._sync, "_Slot", Slot)
+    limiter._call = down_once  # type: ignore[method-assign]
+    out: dict[str, RedisDecision] = {}
+    first = threading.Thread(target=lambda: out.setdefault("first", limiter.try_acquire("k")), name="first")
+    first.start()
+    while not limiter._queues.get((limiter._keys("k")[0],)):
+        time.sleep(0.01)  # 'first' sends
+    held = threading.Thread(target=lambda: out.setdefault("held", limiter.try_acquire("k")), name="held")
+    held.start()
+    try:
+        assert woken.wait(5)
+        after = limiter.try_acquire("k")
+    finally:
+        release.set()
+        first.join(5)
+        held.join(5)
+    assert [(d.allowed, d.from_store) for d in (out["first"], out["held"])] == [(True, False)] * 2
+    assert after.allowed and after.from_store
+
+
+def test_async_callers_queued_behind_a_round_trip_redis_did_not_answer_are_decided_though_one_left() -> None:
+    # One of the callers queued meanwhile cancelled: it has its answer
+    # (cancelled) already; the others are decided by on_error all the same.
+    async def main() -> list[RedisDecision]:
+        aclient = redis.asyncio.Redis(port=1, socket_connect_timeout=0.2, retry=ASYNC_NO_RETRY)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.FixedWindow(100, 3600), on_error="open")
+        gate = asyncio.Event()
+
+        async def down(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            await gate.wait()
+            raise redis.ConnectionError("Redis went away")
+
+        limiter._call = down  # type: ignore[method-assign]
+        first = asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # its round trip under way
+        gone, third = asyncio.ensure_future(limiter.try_acquire("k")), asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # both queued behind it
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        gate.set()
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(first, third), 5))
+        finally:
+            await aclient.aclose()
+
+    assert [(d.allowed, d.from_store) for d in asyncio.run(main())] == [(True, False)] * 2
+
+
+def test_a_batched_caller_cancelled_while_the_script_is_reloaded_leaves_the_round_trip_to_the_others(url: str) -> None:
+    # Only once every caller of a batch has left does a reload send nothing
+    # more: with one still there, the batch goes on, and it has its answer.
+    class FlushedBeforeTheSecond(AsyncHolding):
+        async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            if len(self.sent) == 1:
+                await self.script_flush()  # (another process's) before the batch behind the first goes
+            return await super().evalsha(*args, **kwargs)
+
+    async def main() -> tuple[RedisDecision, list[str]]:
+        client = FlushedBeforeTheSecond.from_url(url)
+        assert isinstance(client, FlushedBeforeTheSecond)
+        client.sent, client.hold, client.flush = [], 0, False
+        client.holding, client.release = asyncio.Event(), asyncio.Event()
+        limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(5, 60.0), prefix=f"rk-py-reload-one-gone:{uuid.uuid4().hex}:", on_error="open")
+        assert (await limiter.peek("k", 0)).from_store  # the script is loaded
+        client.sent, client.hold = [], 2
+        first = asyncio.ensure_future(limiter.try_acquire("k"))
+        await asyncio.sleep(0)  # its round trip under way: the two below queue behind it, one batch
+        gone, staying = asyncio.ensure_future(limiter.try_acquire("k")), asyncio.ensure_future(limiter.try_acquire("k"))
+        await client.holding.wait()  # the batch of both, its EVALSHA about to meet NOSCRIPT
+        gone.cancel()
+        client.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        try:
+            assert (await first).from_store
+            return await asyncio.wait_for(staying, 5), list(client.sent)
+        finally:
+            await client.aclose()
+
+    answer, sent = asyncio.run(main())
+    assert answer.allowed and answer.from_store
+    # The first caller's; the batch's, meeting NOSCRIPT, the reload, the
+    # batch's again; the give-back of the unit taken for the one that left.
+    assert sent == ["EVALSHA", "EVALSHA", "SCRIPT LOAD", "EVALSHA", "EVALSHA"]
+
+
+def test_a_policy_reset_leaves_a_fallback_policy_it_reaches_no_limit_of_as_it_is(client: redis.Redis) -> None:
+    # The fallback keyed by other fields than the request gives: its reset
+    # would reset none of its limits, which Policy.reset refuses.
+    fallback = ratekeeper.Policy()
+    fallback.add("per-ip", ratekeeper.KeyedLimiter(ratekeeper.FixedWindow(1, 60.0)), by=["ip"])
+    assert fallback.try_acquire({"ip": "192.0.2.1"}).allowed
+    limits: list[tuple[str, Any, list[str]]] = [("per-user", ratekeeper.Gcra(1, 60.0), ["user"])]
+    policy = RedisPolicy(client, limits, prefix=f"rk-py-reset-other:{uuid.uuid4().hex}:", on_error=fallback)
+    assert policy.try_acquire({"user": "alice", "ip": "192.0.2.1"}, now=1000).allowed
+    assert policy.reset({"user": "alice"}) == 1
+    assert not fallback.peek({"ip": "192.0.2.1"}).allowed
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_reservation_of_nothing_sends_nothing_when_cancelled(url: str, asynchronous: bool) -> None:
+    # Booked, zero units hold nothing to give back: as the Node client's, no refund goes.
+    prefix = f"rk-py-zero:{uuid.uuid4().hex}:"
+
+    async def main() -> list[str]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 60.0), prefix=prefix)
+        sent: list[str] = []
+        call = limiter._call
+
+        async def counted(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            sent.append(args[1])
+            return await call(keys, args, *rest)
+
+        limiter._call = counted  # type: ignore[method-assign]
+        booked = await limiter.reserve("k", 0)
+        assert booked.ok
+        await booked.cancel()
+        await aclient.aclose()
+        return sent
+
+    if asynchronous:
+        sent = asyncio.run(main())
+    else:
+        client = redis.Redis.from_url(url)
+        limiter = RedisLimiter(client, ratekeeper.Gcra(1, 60.0), prefix=prefix)
+        sent = []
+        call = limiter._call
+
+        def counted(keys: list[bytes], args: list[Any]) -> Any:
+            sent.append(args[1])
+            return call(keys, args)
+
+        limiter._call = counted  # type: ignore[method-assign]
+        booked = limiter.reserve("k", 0)
+        assert booked.ok
+        booked.cancel()
+        client.close()
+    assert sent == ["reserve"]
