@@ -619,6 +619,27 @@ describe('acquire', () => {
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
+  it("a clock that throws fails every waiter with its error, one aborted by another's signal as it is let go included", async () => {
+    // Failed newest first: b's signal, let go, aborts a's, whose waiter
+    // already failed with the clock (its booking given back). That abort
+    // comes too late: a rejects with the clock's error, not the abort.
+    const { time } = setup();
+    let broken = false;
+    const clock = () => {
+      if (broken) throw new Error('clock failed');
+      return time.now();
+    };
+    const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock });
+    gcra.tryAcquire();
+    const a = new AbortController();
+    const signal = { aborted: false, addEventListener() {}, removeEventListener: () => a.abort() };
+    const reasons = [gcra.acquire(1, { signal: a.signal }), gcra.acquire(1, { signal })].map((p) => p.then(() => 'resolved', (error) => error.message));
+    broken = true;
+    await time.advance(200);
+    assert.deepStrictEqual(await Promise.all(reasons), ['clock failed', 'clock failed']);
+    assert.equal(a.signal.aborted, true, "b's signal aborted a's");
+  });
+
   it("a clock that throws gives a bucket's booking back only while no reserve() came after it on its key", async () => {
     // Every waiter fails with the clock, newest first, giving its booking
     // back. Given back from before a reserve() still held on its key, a
@@ -810,6 +831,24 @@ describe('acquire', () => {
     await time.advance(50);
     keyed.tryAcquire('y');
     track('y1', keyed.acquire('y'));
+    controller.abort();
+    await time.advance(1_000);
+    assert.deepStrictEqual(outcomes(settled), { x1: 'AbortError', x2: 1_100, y1: 1_150 });
+  });
+
+  it("waiters moved up go at their new slots, ahead of another key's waiter booked before them and due later", async () => {
+    // y1 booked before x2, for a later slot than the one x2 moves up to:
+    // the queue stays in the order of the slots, not of the bookings, or
+    // x2 went only when y1 did.
+    const { time, settled, track } = setup();
+    const keyed = new KeyedLimiter(new Gcra({ burst: 1, emissionIntervalMs: 100, clock: time.now }));
+    keyed.tryAcquire('x');
+    const controller = new AbortController();
+    track('x1', keyed.acquire('x', 1, { signal: controller.signal }));
+    await time.advance(50);
+    keyed.tryAcquire('y');
+    track('y1', keyed.acquire('y'));
+    track('x2', keyed.acquire('x'));
     controller.abort();
     await time.advance(1_000);
     assert.deepStrictEqual(outcomes(settled), { x1: 'AbortError', x2: 1_100, y1: 1_150 });

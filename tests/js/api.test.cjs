@@ -269,6 +269,7 @@ describe('TokenBucket', () => {
   it('reconfigure keeps whole tokens, capped at the new capacity', () => {
     const bucket = new TokenBucket({ capacity: 10, refillTokens: 1, refillPeriodMs: 1000 });
     bucket.tryAcquire(4, 0);
+    assert.equal(bucket.capacity, 10, 'read before: the getters then answer for the new configuration');
     bucket.reconfigure(new TokenBucket({ capacity: 5, refillTokens: 1, refillPeriodMs: 100 }), 0);
     assert.deepStrictEqual([bucket.capacity, bucket.refillPeriodMs, bucket.windowMs], [5, 100, 500]);
     assert.equal(bucket.peek(0, 0).remaining, 5);

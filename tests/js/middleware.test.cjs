@@ -681,18 +681,46 @@ describe('a Retry-After set before a helper denies', () => {
 });
 
 // An empty address is no address: refused as an unknown one is, rather
-// than keyed '' (one key that every such request would share).
+// than keyed '' (one key that every such request would share). So is a
+// framework's `ip` of null: its socket's peer, a proxy say, is not read
+// instead (every client behind it would share its key).
 describe('the default key or fields, for an empty client address', () => {
   for (const helper of [middleware, fastifyHook]) {
     it(`${helper.name}: refuses the request as of an unknown address, charging nothing`, () => {
       const keyed = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
       const policy = Policy.fromRates('5/minute', { by: ['client'] });
-      for (const request of [{ ip: '' }, { socket: { remoteAddress: '' } }]) {
+      for (const request of [{ ip: '' }, { socket: { remoteAddress: '' } }, { ip: null, socket: { remoteAddress: '10.0.0.1' } }]) {
         assert.throws(() => helper({ limiter: keyed }).decide(request), { name: 'TypeError', code: 'invalid_type', message: /the client's address, read by the default `key`, is unknown/ });
         assert.throws(() => helper({ limiter: policy }).decide({ ...request, method: 'GET', url: '/' }), { name: 'TypeError', code: 'invalid_type', message: /read by the default `fields`, is unknown/ });
       }
       assert.equal(keyed.size, 0);
       assert.equal(policy.peek({ client: '' }, 0).remaining, 5);
+    });
+  }
+});
+
+// After an async `key`, `fields`, `cost` or `skip`, the request goes on
+// outside the promise: an error that next() or done() throws is then the
+// runtime's to report (an uncaught exception, as from any callback), not a
+// rejection that nobody handles.
+describe('an error thrown further down the chain after an async key', () => {
+  for (const helper of ['middleware', 'fastifyHook']) {
+    it(`${helper}: is an uncaught exception, not an unhandled rejection`, () => {
+      const { spawnSync } = require('node:child_process');
+      const script = `
+        const { ${helper}, FixedWindow, KeyedLimiter } = require(${JSON.stringify(join(__dirname, 'impl.cjs'))});
+        process.on('uncaughtException', (error) => console.log('uncaught: ' + error.message));
+        process.on('unhandledRejection', (error) => console.log('unhandled rejection: ' + error.message));
+        const handler = ${helper}({ limiter: new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60000 })), key: async () => 'k' });
+        const response = { statusCode: 200, setHeader() {}, getHeader() {}, end() {} };
+        const reply = { sent: false, getHeader() {}, headers() {} };
+        handler({}, ${helper === 'middleware' ? 'response' : 'reply'}, (error) => {
+          if (error === undefined) throw new Error('the chain failed');
+        });
+      `;
+      const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', env: process.env });
+      assert.equal(run.status, 0, run.stderr);
+      assert.equal(run.stdout, 'uncaught: the chain failed\n');
     });
   }
 });

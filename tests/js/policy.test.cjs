@@ -520,6 +520,17 @@ describe('Policy', () => {
     assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '2' }, 1, 0).allowed, true);
     assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '2' }, 1, 0).allowed, false);
     assert.equal(named.tryAcquire({ é: '1', ['x'.repeat(300)]: '3' }, 1, 0).allowed, true);
+    // Short fields that fill the 512 bytes to one byte short of, at and one
+    // past their end (a length byte and its characters each): 255 and 250
+    // to 252 characters, differing in their last.
+    const two = new Policy({ limits: [{ name: 'two', rate: '1/second', by: ['k', 'j'] }] });
+    for (const length of [250, 251, 252]) {
+      for (const tail of ['a', 'b']) {
+        const request = { k: 'k'.repeat(255), j: 'v'.repeat(length - 1) + tail };
+        assert.equal(two.tryAcquire(request, 1, 0).allowed, true, `first call, j of ${length}`);
+        assert.equal(two.tryAcquire(request, 1, 0).allowed, false, `second call, j of ${length}`);
+      }
+    }
   });
 
   it('a request of exactly 8 fields, as many as the addon reads without allocating, is read whole', () => {
@@ -939,12 +950,14 @@ describe('Policy', () => {
     const leftOfTheDay = (policy) => {
       for (;;) {
         const day = Math.floor(Date.now() / DAY);
-        const reset = policy.tryAcquire({}).resetAfterMs;
+        const reset = policy.tryAcquire({}).limits[0].resetAfterMs;
         const expected = (day + 1) * DAY - Date.now();
         if (Math.floor(Date.now() / DAY) === day) return Math.abs(reset - expected);
       }
     };
     assert.ok(leftOfTheDay(new Policy({ limits: [daily] })) < 60_000);
+    // Any limit's calendar, not only the last one's.
+    assert.ok(leftOfTheDay(new Policy({ limits: [daily, { name: 'per-second', rate: '100/second' }] })) < 60_000);
     assert.ok(leftOfTheDay(new Policy({ limits: [{ name: 'd', limiter: new FixedWindow({ limit: 5, calendar: 'day' }) }] })) < 60_000);
     // A clock given stays.
     const given = new Policy({ limits: [daily] }, { clock: () => 100 * DAY + 3_600_000 });

@@ -46,7 +46,10 @@ describe('listen', () => {
       throw new Error('listener failed');
     });
     listen(signal, () => calls.push('called'));
-    // As the signal dispatches the abort: it reports what its listener throws.
+    listen(signal, () => {
+      throw new Error('a later listener failed');
+    });
+    // As the signal dispatches the abort: it reports what its (first failing) listener throws.
     assert.throws(() => own[0](), { message: 'listener failed' });
     assert.deepEqual(calls, ['called']);
   });
