@@ -8,7 +8,7 @@ import { test } from 'node:test';
 
 const require = createRequire(import.meta.url);
 const impl = process.env.RATEKEEPER_IMPL === 'wasm' ? '../../bindings-wasm/node.cjs' : '../../bindings-node/index.js';
-const { Gcra, TokenBucket, LeakyBucket, FixedWindow, SlidingWindowCounter, KeyedLimiter, Policy, RateLimited } = require(impl);
+const { Gcra, TokenBucket, LeakyBucket, FixedWindow, SlidingWindowCounter, SlidingWindowLog, KeyedLimiter, Policy, RateLimited } = require(impl);
 const { pacedFetchFor, parseRetryAfter, parseRateLimit } = require('../../bindings-node/lib/paced-fetch.cjs');
 const { countingSignal, hookedClock } = require('../js/helpers.cjs');
 // As the package's entries make it: the build's RateLimited for its errors.
@@ -2050,4 +2050,163 @@ test("an acquire() booked after a queued request is another's booking: aborting 
   }
   await assert.rejects(acquired, { name: 'AbortError' });
   await first;
+});
+
+test("a reserve() of cost 0, or an acquire() due at once, is no booking of another: aborting a request still moves those behind up", async () => {
+  // Neither waits, so neither holds a slot that a request moved up could
+  // share: counted as another's booking, they left the slot unused.
+  for (const between of ['reserve', 'acquire']) {
+    const time = fakeTime();
+    const { fetch, log } = fakeFetch(time);
+    const limiter = new Gcra({ burst: 1, emissionIntervalMs: 1000, clock: time.clock });
+    limiter.tryAcquire(1, 0);
+    const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+    const controller = new AbortController();
+    const first = paced('/a', { signal: controller.signal }); // at 1000
+    const second = paced('/b'); // at 2000
+    if (between === 'reserve') assert.equal(limiter.reserve(0, Infinity, 0).waitMs, 0);
+    else await limiter.acquire(0);
+    controller.abort();
+    await assert.rejects(first, { name: 'AbortError' });
+    await time.advance(5000);
+    await second;
+    assert.deepEqual(log, [['/b', 1000]], between);
+  }
+});
+
+test("a request of cost 0 is no booking of another's either: it hides none made after the queued requests", async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const limiter = new Gcra({ burst: 1, emissionIntervalMs: 1000, clock: time.clock });
+  limiter.tryAcquire(1, 0);
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers, cost: (url) => (url === '/free' ? 0 : 1) });
+  const controller = new AbortController();
+  const first = paced('/a', { signal: controller.signal }); // at 1000
+  const second = paced('/b'); // at 2000
+  assert.equal(limiter.reserve(1, Infinity, 0).atMs, 3000); // another's
+  const free = paced('/free'); // books nothing that waits
+  controller.abort();
+  await assert.rejects(first, { name: 'AbortError' });
+  assert.equal(limiter.tryAcquire(1, 3000).allowed, false, "the other's slot is not free");
+  await time.advance(5000);
+  await Promise.all([second, free]);
+  assert.deepEqual(log, [['/b', 2000], ['/free', 2000]], 'kept its slot');
+});
+
+test("another's booking made by the clock that an abort reads keeps those behind in their slots", async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const limiter = new Gcra({ burst: 1, emissionIntervalMs: 1000, clock: time.clock });
+  limiter.tryAcquire(1, 0);
+  const { clock, at } = hookedClock(time.clock);
+  const paced = pacedFetch(fetch, limiter, { clock, timers: time.timers });
+  const controller = new AbortController();
+  const first = paced('/a', { signal: controller.signal }); // at 1000
+  const second = paced('/b'); // at 2000
+  at(1, () => assert.equal(limiter.reserve(1, Infinity, 0).atMs, 3000));
+  controller.abort();
+  await assert.rejects(first, { name: 'AbortError' });
+  assert.equal(limiter.tryAcquire(1, 3000).allowed, false, "the other's slot is not free");
+  await time.advance(5000);
+  await second;
+  assert.deepEqual(log, [['/b', 2000]], 'kept its slot');
+});
+
+test("a pause gives a window algorithm's queued bookings back, even with another's booked after them", async () => {
+  // Kept, they left their units unused: a window's requests never move up,
+  // so none shares the unit given back. (A log gives back any booking; the
+  // other windows only one of their latest window.)
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url, count) => (url === '/a' && count === 1 ? { status: 429, headers: { 'Retry-After': '5' } } : { status: 200 }));
+  const limiter = new SlidingWindowLog({ limit: 2, windowMs: 1000, clock: time.clock });
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+  const calls = [paced('/a'), paced('/c'), paced('/b')]; // at 0, 0 and 1000
+  const other = limiter.reserve(1, Infinity, 0);
+  assert.deepEqual([other.ok, other.atMs], [true, 1000]);
+  await time.advance(0); // the 429: a pause
+  assert.equal(paced.pausedUntilMs, 5000);
+  assert.equal(limiter.peek(1, 1000).allowed, true, "the request's booking at 1000 was given back");
+  await time.advance(10_000);
+  await Promise.all(calls);
+  assert.deepEqual(log.map(([url]) => url), ['/a', '/c', '/a', '/b']);
+});
+
+test('a limiter whose reservations have no cancel() gets an aborted booking back through refund(cost, atMs)', async () => {
+  const time = fakeTime();
+  const { fetch } = fakeFetch(time);
+  const gcra = tenPerSecond(time.clock);
+  const refunds = [];
+  const limiter = {
+    reserve(cost, maxWaitMs, nowMs) {
+      const { ok, waitMs, atMs, decision } = gcra.reserve(cost, maxWaitMs, nowMs);
+      return { ok, waitMs, atMs, cost, decision };
+    },
+    refund(cost, takenAtMs) {
+      refunds.push([cost, takenAtMs]);
+    },
+  };
+  const paced = pacedFetch(fetch, limiter, { clock: time.clock, timers: time.timers });
+  const first = paced('/a');
+  const controller = new AbortController();
+  const second = paced('/b', { signal: controller.signal });
+  controller.abort();
+  await assert.rejects(second, { name: 'AbortError' });
+  assert.deepEqual(refunds, [[1, 100]]);
+  await first;
+});
+
+test("a Retry-After retried lets the refused answer's body go (cancelled), not left unread", async () => {
+  const time = fakeTime();
+  const cancelled = [];
+  let calls = 0;
+  const fetch = async (url) => {
+    calls++;
+    if (calls > 1) return new Response('ok');
+    const body = new ReadableStream({ cancel: () => cancelled.push(url) });
+    return new Response(body, { status: 429, headers: { 'Retry-After': '1' } });
+  };
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const answer = paced('/a');
+  await time.advance(2000);
+  assert.equal((await answer).status, 200);
+  assert.deepEqual(cancelled, ['/a']);
+});
+
+test('a RateLimit pause is bounded by maxRetryAfterMs, as a Retry-After is', async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time, (url) => (url === '/a' ? { status: 200, headers: { RateLimit: '"api";r=0;t=3600' } } : { status: 200 }));
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers, maxRetryAfterMs: 1000 });
+  const a = paced('/a');
+  const b = paced('/b');
+  await time.advance(5000);
+  await Promise.all([a, b]);
+  assert.deepEqual(log, [['/a', 0], ['/b', 1000]]);
+});
+
+test('a full queue whose first request is overdue (its timer late) refuses with retryAfterMs 0, never below', async () => {
+  const time = fakeTime();
+  let now = 0;
+  const clock = () => now;
+  const { fetch } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(clock), { clock, timers: time.timers, maxWaiting: 1 });
+  const calls = [paced('/0'), paced('/1')]; // '/1' due at 100
+  now = 150; // its timer has not fired yet
+  await assert.rejects(paced('/2'), rateLimited({ retryAfterMs: 0 }));
+  await time.advance(200);
+  await Promise.all(calls);
+});
+
+test("init without a signal leaves a Request its own", async () => {
+  const time = fakeTime();
+  const { fetch, log } = fakeFetch(time);
+  const paced = pacedFetch(fetch, tenPerSecond(time.clock), { clock: time.clock, timers: time.timers });
+  const first = paced('http://x/0');
+  const controller = new AbortController();
+  const second = paced(new Request('http://x/1', { signal: controller.signal }), { method: 'GET' });
+  controller.abort();
+  await assert.rejects(second, { name: 'AbortError' });
+  assert.equal(paced.waiting, 0);
+  await time.advance(1000);
+  await first;
+  assert.equal(log.length, 1, 'the aborted request never left');
 });
