@@ -2106,6 +2106,41 @@ def test_an_async_caller_cancelled_meanwhile_gives_back_what_the_fallback_took()
     assert asyncio.run(main()) == 3
 
 
+@pytest.mark.parametrize("call", ["acquire", "reserve"])
+def test_an_async_caller_cancelled_while_its_booking_is_in_flight_which_then_fails_asks_nothing_of_the_fallback(
+    call: str,
+) -> None:
+    # The caller left: the fallback asked once the round trip failed booked
+    # for nobody (a key made in a KeyedLimiter, its unit given back at once),
+    # as the Node client does not ("an acquire aborted while its booking is in
+    # flight, which then fails, asks nothing of the onError limiter").
+    sent: list[asyncio.Future[Any]] = []
+
+    class Failing(redis.asyncio.Redis):
+        async def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            fail: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            sent.append(fail)
+            return await fail
+
+    async def main() -> tuple[int, int, list[dict[str, Any]]]:
+        reported: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
+        fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 1.0))
+        limiter = AsyncRedisLimiter(Failing(port=1), ratekeeper.Gcra(1, 1.0), on_error=fallback)
+        task = asyncio.ensure_future(limiter.acquire("k") if call == "acquire" else limiter.reserve("k"))
+        while not sent:
+            await asyncio.sleep(0)
+        task.cancel()  # (an acquire's cancellation waits for the round trip to end)
+        sent[0].set_exception(redis.ConnectionError("connection refused"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(5):  # the booking's task ends, and whoever waits for it
+            await asyncio.sleep(0)
+        return len(sent), len(fallback), reported
+
+    assert asyncio.run(main()) == (1, 0, [])
+
+
 PER_USER = {"limits": [{"name": "per-user", "rate": "100/second", "by": ["user"]}]}
 # A fallback keyed by a field Redis's limits do not read: a value of the
 # wrong type there was refused by the fallback alone; it is refused at the

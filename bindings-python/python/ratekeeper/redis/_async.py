@@ -386,6 +386,12 @@ class _Async:
         try:
             reply: Optional[list[int]] = await self._call(keys, args, left)
         except _FAULTS:
+            if left():
+                # The caller left while the round trip was in flight: the
+                # fallback asked now would book for nobody (a KeyedLimiter
+                # keeping a key made for it), as the Node client's does not.
+                # Raised in this task alone, whose give-back finds nothing.
+                raise
             reply = None
         ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
         marks = self._core.marks(reply)
