@@ -663,6 +663,120 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_the_li
     assert asyncio.run(main()) > 0
 
 
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+@pytest.mark.parametrize("batching", [True, False])
+def test_an_async_give_back_decided_before_a_reset_reaches_redis_before_its_unlink(url: str, algorithm: str, batching: bool) -> None:
+    # The give-back of a try_acquire cancelled in flight was decided (no
+    # reset yet) and sent in a task of its own, on any connection of the
+    # pool: nothing ordered it before a reset made meanwhile, and it landed
+    # after the reset's UNLINK and the key's next unit, which it freed (two
+    # units at once from a limit of one). Here it is held on its way until
+    # the reset and the next try_acquire are done, or the reset waits for it.
+    async def main() -> tuple[list[bool], float]:
+        now = 2_000_000_005.0
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(
+            aclient, AFTER_RESET[algorithm](), prefix=_prefix(f"async-reset-order-{algorithm}-{batching}"), clock=lambda: now, batching=batching
+        )
+        task: Optional[asyncio.Future[Any]] = None
+        call = limiter._call
+        sending, held, refunded, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event()
+        taken: list[bool] = []
+
+        async def hold_the_give_back(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            nonlocal task
+            if args[1] == "refund":
+                sending.set()
+                await held.wait()  # on its way (a connection of the pool, say)
+                reply = await call(keys, args, *rest)
+                refunded.set()
+                return reply
+            reply = await call(keys, args, *rest)
+            if args[1] == "acquire" and task is not None:
+                task.cancel()  # the caller leaves while the reply is on its way
+                task = None
+            return reply
+
+        after_give_backs = getattr(limiter, "_after_give_backs", None)
+
+        async def signalled(keys: list[bytes]) -> None:
+            waiting.set()  # the reset waits for the give-back on its way
+            assert after_give_backs is not None
+            await after_give_backs(keys)
+
+        limiter._call = hold_the_give_back  # type: ignore[method-assign]
+        limiter._after_give_backs = signalled  # type: ignore[method-assign]
+        task = asyncio.ensure_future(limiter.try_acquire("k"))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await sending.wait()
+
+        async def reset_then_take() -> None:
+            assert await limiter.reset("k")
+            taken.append((await limiter.try_acquire("k", now=now)).allowed)
+
+        resetting = asyncio.ensure_future(reset_then_take())
+        signal = asyncio.ensure_future(waiting.wait())
+        await asyncio.wait([resetting, signal], return_when=asyncio.FIRST_COMPLETED)
+        signal.cancel()
+        held.set()
+        await resetting
+        await refunded.wait()
+        limiter._call = call  # type: ignore[method-assign]
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return taken, after.wait
+
+    taken, wait = asyncio.run(main())
+    assert taken == [True]
+    assert wait > 0
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+def test_an_async_cancel_made_while_a_reset_is_under_way_gives_nothing_back(url: str, algorithm: str) -> None:
+    # cancel() found no reset counted yet (the reset's UNLINK in flight) and
+    # sent its refund, which landed after the key was booked anew and freed
+    # that booking's slot: the next caller got it too.
+    async def main() -> tuple[float, bool, float]:
+        now = 2_000_000_005.0
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, AFTER_RESET[algorithm](), prefix=_prefix(f"async-cancel-reset-{algorithm}"), clock=lambda: now)
+        assert (await limiter.try_acquire("k")).allowed
+        before = await limiter.reserve("k", max_wait=100)
+        call, unlink = limiter._call, aclient.unlink
+        booked = asyncio.Event()
+        behind: list[Any] = []
+        cancelling: list[asyncio.Future[None]] = []
+
+        async def held_until_booked(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            if args[1] == "refund":
+                await booked.wait()  # on its way until the key was booked anew
+            return await call(keys, args, *rest)
+
+        async def cancel_meanwhile(*keys: Any) -> Any:
+            # Cancelled while the UNLINK is in flight: its task runs before the reply is read.
+            cancelling.append(asyncio.ensure_future(before.cancel()))
+            return await unlink(*keys)
+
+        limiter._call = held_until_booked  # type: ignore[method-assign]
+        aclient.unlink = cancel_meanwhile  # type: ignore[method-assign]
+        assert await limiter.reset("k")
+        aclient.unlink = unlink  # type: ignore[method-assign]
+        assert (await limiter.try_acquire("k")).allowed
+        behind.append(await limiter.reserve("k", max_wait=100))  # the slot `before` had
+        booked.set()
+        await cancelling[0]
+        limiter._call = call  # type: ignore[method-assign]
+        after = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return behind[0].at, after.ok, after.at
+
+    held, ok, after = asyncio.run(main())
+    # Never beside `behind` (a log of one unit books no third instant at all).
+    assert ok or algorithm == "sliding_window_log"
+    assert not ok or after > held
+
+
 def test_a_reset_of_another_key_leaves_a_booking_to_give_back(client: redis.Redis) -> None:
     # Per key, as in-process: a reset forgets the bookings of the keys it
     # found, not those of the others.

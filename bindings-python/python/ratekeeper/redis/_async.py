@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import math
 import os
@@ -31,7 +32,7 @@ from ratekeeper.redis._values import (
     MAX_BATCH,
 )
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision
-from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
+from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback, _mark
 
 
 # A batched async caller's answer: the decision, and what Redis took its
@@ -65,6 +66,11 @@ def _forget_queues() -> None:
     for store in list(_STORES):
         store._queues_lock = threading.Lock()
         store._queues = {}
+        # The resets and give-backs under way are the parent's too: waited
+        # for, they would never end.
+        store._order_lock = threading.Lock()
+        store._resetting = {}
+        store._giving = {}
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
@@ -88,6 +94,13 @@ class _Async:
         # dict is changed under the lock; a queue, only on its loop).
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         self._queues_lock = threading.Lock()
+        # Per mark of a Redis key (see _Core.forgot), the resets under way
+        # and the give-backs on their way to Redis (see _giving_back), each
+        # a future that ends with it: thread-safe, as loops in several
+        # threads may share this store (changed under the lock).
+        self._order_lock = threading.Lock()
+        self._resetting: dict[int, set[_UnderWay]] = {}
+        self._giving: dict[int, set[_UnderWay]] = {}
         _STORES.add(self)
 
     async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool]) -> Any:
@@ -234,7 +247,7 @@ class _Async:
 
         async def give_back() -> None:
             try:
-                await self._refund(keys, given, took.at, took.marks)
+                await self._giving_back(keys, took.resets, lambda: self._refund(keys, given, took.at, took.marks))
             except Exception:
                 pass  # the script refused (a key of another type): nobody to tell, its caller is gone
 
@@ -327,14 +340,71 @@ class _Async:
     async def _unlink(self, keys: list[bytes]) -> int:
         """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
         counted as forgotten (see ``_Core.forgot``); one that raised may have
-        run all the same, and counts as having found them."""
+        run all the same, and counts as having found them. Sent once the
+        give-backs on their way to its keys' marks have reached Redis; one
+        decided meanwhile waits for this reset (see ``_giving_back``)."""
+        marks = {_mark(key) for key in keys}
+        resetting = _UnderWay()
+        with self._order_lock:
+            resetting.enter(self._resetting, marks)
         try:
-            held = int(await self._client.unlink(*keys))
-        except BaseException:
-            self._core.forgot(keys, 1)
-            raise
-        self._core.forgot(keys, held)
-        return held
+            await self._after_give_backs(keys)
+            try:
+                held = int(await self._client.unlink(*keys))
+            except BaseException:
+                self._core.forgot(keys, 1)
+                raise
+            self._core.forgot(keys, held)
+            return held
+        finally:
+            with self._order_lock:
+                resetting.leave(self._resetting, marks)
+
+    async def _after_give_backs(self, keys: list[bytes]) -> None:
+        """Waits for the give-backs on their way to the marks of ``keys``
+        (decided before a reset of them began): sent in tasks of their own,
+        on any connection of the pool, nothing else orders them before the
+        reset's ``UNLINK``, and one landing after it, and after the key's
+        next unit, freed that unit (two at once from a limit of one)."""
+        with self._order_lock:
+            giving = {g for mark in {_mark(key) for key in keys} for g in self._giving.get(mark, ())}
+        # One on a loop that does not run (stopped with it under way) is not
+        # waited for: the reset would wait as long as that loop stays stopped.
+        waited = [asyncio.wrap_future(g.done) for g in giving if g.runs()]
+        if waited:
+            await asyncio.wait(waited)
+
+    async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[], Awaitable[None]]) -> None:
+        """Runs ``refund()``, the give-back of a call on ``keys`` sent when
+        ``resets_of(keys)`` was ``resets``, unless a reset found one of them
+        since (PROTOCOL.md: nothing is given back for a call sent before a
+        reset of one of its keys through this store). Ordered with this
+        store's resets: while one of its keys' marks is being reset, it waits
+        for the reset's end and looks again (an ``UNLINK`` in flight is not
+        counted yet, and a refund sent meanwhile could land after the key's
+        next unit); once decided, it is on its way, and a reset begun
+        meanwhile waits for it (see ``_after_give_backs``)."""
+        marks = {_mark(key) for key in keys}
+        giving = _UnderWay()
+        while True:
+            with self._order_lock:
+                under_way = {r for mark in marks for r in self._resetting.get(mark, ())}
+                if not under_way:
+                    if not self._core.gives_back(keys, resets):
+                        return
+                    giving.enter(self._giving, marks)
+                    break
+            if not all(r.runs() for r in under_way):
+                # A reset left under way on a loop that does not run: it may
+                # have found the key, and may end any time; nothing is given
+                # back (less, never more).
+                return
+            await asyncio.wait([asyncio.wrap_future(r.done) for r in under_way])
+        try:
+            await refund()
+        finally:
+            with self._order_lock:
+                giving.leave(self._giving, marks)
 
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
         """``_Sync._refund`` on asyncio."""
@@ -406,14 +476,14 @@ class _Async:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
-                await _shielded(self._refund(keys, cost, slot))
+                await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot)))
 
         async def release() -> None:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.
             if slot is None:
                 await cancel()
             elif self._core.gives_back(keys, resets):
-                await _shielded(self._refund(keys, cost, slot, marks))
+                await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks)))
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
 
@@ -464,6 +534,37 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
     if booking.cancelled() or booking.exception() is not None:
         return  # it booked nothing
     await booking.result()._give_back()
+
+
+class _UnderWay:
+    """A reset or a give-back under way on the running loop, listed per mark
+    of its keys (under the store's ``_order_lock``) until it ends: ``done``,
+    thread-safe, ends with it, for a task of any loop to wait for."""
+
+    __slots__ = ("done", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        # Running: never cancelled by a waiter's cancellation (asyncio.wrap_future would).
+        self.done.set_running_or_notify_cancel()
+
+    def enter(self, table: dict[int, set[_UnderWay]], marks: set[int]) -> None:
+        for mark in marks:
+            table.setdefault(mark, set()).add(self)
+
+    def leave(self, table: dict[int, set[_UnderWay]], marks: set[int]) -> None:
+        for mark in marks:
+            listed = table.get(mark)
+            if listed is not None:
+                listed.discard(self)
+                if not listed:
+                    del table[mark]
+        self.done.set_result(None)
+
+    def runs(self) -> bool:
+        """Whether it can end while waited for: its loop is the caller's, or runs."""
+        return self.loop is asyncio.get_running_loop() or self.loop.is_running()
 
 
 def _alone(
