@@ -98,6 +98,9 @@ class Store {
     // Per mark of a Redis key (see markOf), the resets that found it (see
     // forgot): a call made before one of its keys' gives nothing back.
     this.resets = new Array(256).fill(0);
+    // Per mark, the resets under way (a promise each, resolved when it
+    // ends), which a give-back waits for (see givingBack).
+    this.resetting = new Map();
   }
 
   /**
@@ -131,17 +134,62 @@ class Store {
     return this.resetsOf(keys) === resets;
   }
 
-  /** UNLINK of `keys` for a reset: how many Redis held; counted (see forgot), a rejection as one that may have run. */
+  /**
+   * UNLINK of `keys` for a reset: how many Redis held; counted (see forgot),
+   * a rejection as one that may have run. Under way until then, for the
+   * give-backs decided meanwhile to wait for (see givingBack).
+   */
   async unlink(keys) {
+    const marks = [...new Set(keys.map(markOf))];
+    let end;
+    const underWay = new Promise((resolve) => {
+      end = resolve;
+    });
+    for (const mark of marks) {
+      if (!this.resetting.has(mark)) this.resetting.set(mark, new Set());
+      this.resetting.get(mark).add(underWay);
+    }
     let held;
     try {
       held = Number(await within(this.send(['UNLINK', ...keys], keys[0]), this.commandTimeoutMs));
     } catch (error) {
       this.forgot(keys, 1);
       throw error;
+    } finally {
+      for (const mark of marks) {
+        const listed = this.resetting.get(mark);
+        listed.delete(underWay);
+        if (listed.size === 0) this.resetting.delete(mark);
+      }
+      end();
     }
     this.forgot(keys, held);
     return held;
+  }
+
+  /** The resets under way on the marks of `keys` (see unlink). */
+  resetsUnderWay(keys) {
+    const underWay = [];
+    for (const mark of new Set(keys.map(markOf))) underWay.push(...(this.resetting.get(mark) ?? []));
+    return underWay;
+  }
+
+  /**
+   * `refund(abandoned)`, the give-back of a call on `keys` sent when
+   * `resetsOf(keys)` was `resets`, unless a reset found one of them since.
+   * A reset under way (its UNLINK in flight, not counted yet) is waited for
+   * first: a refund sent meanwhile went behind the calls made since the
+   * UNLINK (the key taken anew), and freed their units. Decided, it is sent
+   * at once, ahead of any later call; a NOSCRIPT it meets sends nothing
+   * more once a reset of its keys began (`abandoned()`): its retry would go
+   * behind the calls made since.
+   */
+  async givingBack(keys, resets, refund) {
+    for (let underWay = this.resetsUnderWay(keys); underWay.length > 0; underWay = this.resetsUnderWay(keys)) {
+      await Promise.all(underWay);
+    }
+    if (!this.givesBack(keys, resets)) return undefined;
+    return refund(() => this.resetsUnderWay(keys).length > 0 || !this.givesBack(keys, resets));
   }
 
   /**
@@ -345,8 +393,10 @@ class Store {
         sent
           .then((reply) => {
             const took = taken(integers(reply));
-            // Nothing once a reset found one of its keys since (see forgot).
-            return took === null || !this.givesBack(keys, resets) ? undefined : this.refundAt(keys, took[0], String(took[1]), took[2]);
+            // Nothing once a reset found one of its keys since (see forgot, givingBack).
+            return took === null
+              ? undefined
+              : this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, took[0], String(took[1]), took[2], abandoned));
           })
           .catch(() => undefined);
       }
@@ -583,11 +633,11 @@ class Store {
     const fields = { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
     if (!(ok && cost > 0)) return new RedisReservation(fields, null);
     const marks = marksOf(numbers);
-    // Nothing once a reset found one of its keys since the booking was sent (see forgot).
+    // Nothing once a reset found one of its keys since the booking was sent (see forgot, givingBack).
     return new RedisReservation(
       fields,
-      async () => (this.givesBack(keys, resets) ? this.refundAt(keys, cost, slot) : undefined),
-      async () => (this.givesBack(keys, resets) ? this.refundAt(keys, cost, slot, marks) : undefined),
+      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, [], abandoned)),
+      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, marks, abandoned)),
     );
   }
 
@@ -676,12 +726,13 @@ class Store {
   /**
    * `refund` at `at`: the script's µs (a string), or '' for now; with a
    * booking's `marks` (its reply's), guarded: a bucket gives back only while
-   * the booking is the latest on its key. Argument errors and the script's own throw.
+   * the booking is the latest on its key. Argument errors and the script's
+   * own throw. Once `abandoned()`, a NOSCRIPT sends nothing more (see evaluate).
    */
-  refundAt(keys, cost, at, marks = []) {
+  refundAt(keys, cost, at, marks = [], abandoned = () => false) {
     // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
     const args = ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at, ...marks];
-    return within(this.evaluate(keys, args), this.commandTimeoutMs).then(
+    return within(this.evaluate(keys, args, abandoned), this.commandTimeoutMs).then(
       () => undefined,
       (error) => {
         if (isScriptError(error)) throw error;
