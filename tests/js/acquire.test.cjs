@@ -600,22 +600,28 @@ describe('acquire', () => {
     assert.deepStrictEqual(settled, [['left', 100], ['next', 200]]);
   });
 
-  it('a clock that throws during the wait rejects with its error and gives the booking back', async () => {
-    const { time } = setup();
-    let broken = false;
+  // The fake timers' clock, throwing while `broken` is set.
+  const breakable = (time) => {
     const clock = () => {
-      if (broken) throw new Error('clock failed');
+      if (clock.broken) throw new Error('clock failed');
       return time.now();
     };
+    clock.broken = false;
+    return clock;
+  };
+
+  it('a clock that throws during the wait rejects with its error and gives the booking back', async () => {
+    const { time } = setup();
+    const clock = breakable(time);
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock });
     gcra.tryAcquire();
     const waiting = gcra.acquire();
     const booked = gcra.peek().retryAfterMs;
-    broken = true;
+    clock.broken = true;
     const settled = waiting.then(() => null, (error) => error);
     await time.advance(100);
     assert.equal((await settled).message, 'clock failed');
-    broken = false;
+    clock.broken = false;
     assert.ok(gcra.peek().retryAfterMs < booked, 'the booking was given back');
   });
 
@@ -624,17 +630,13 @@ describe('acquire', () => {
     // already failed with the clock (its booking given back). That abort
     // comes too late: a rejects with the clock's error, not the abort.
     const { time } = setup();
-    let broken = false;
-    const clock = () => {
-      if (broken) throw new Error('clock failed');
-      return time.now();
-    };
+    const clock = breakable(time);
     const gcra = new Gcra({ burst: 1, emissionIntervalMs: 100, clock });
     gcra.tryAcquire();
     const a = new AbortController();
     const signal = { aborted: false, addEventListener() {}, removeEventListener: () => a.abort() };
     const reasons = [gcra.acquire(1, { signal: a.signal }), gcra.acquire(1, { signal })].map((p) => p.then(() => 'resolved', (error) => error.message));
-    broken = true;
+    clock.broken = true;
     await time.advance(200);
     assert.deepStrictEqual(await Promise.all(reasons), ['clock failed', 'clock failed']);
     assert.equal(a.signal.aborted, true, "b's signal aborted a's");
