@@ -34,6 +34,14 @@ def _prefix(name: str) -> str:
     return f"rk-py-give-back:{name}:{uuid.uuid4().hex}:"
 
 
+def _until(ready: Callable[[], bool]) -> None:
+    """Waits until ``ready()`` (threads of a test reaching their places), 10 s at most."""
+    deadline = time.monotonic() + 10
+    while not ready():
+        assert time.monotonic() < deadline, "never ready"
+        time.sleep(0.001)
+
+
 def _interrupt_sleep(monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], None]) -> None:
     """The waiting acquire's sleep until its slot: runs ``meanwhile`` (others
     book), then is interrupted, as Ctrl-C interrupts it."""
@@ -426,6 +434,12 @@ def test_a_batched_caller_interrupted_gives_its_units_back_only_while_its_batch_
     assert mine.peek("k", 0).from_store  # the script is loaded
     call = mine._call
     booked: list[RedisReservation] = []
+    inside = threading.Event()
+
+    def queued() -> int:
+        """The callers gathered behind the round trip under way on "k"."""
+        queue = mine._queues.get(tuple(mine._keys("k")))
+        return 0 if queue is None else sum(len(batch.slots) for batch in queue.waiting)
 
     def slow(keys: list[bytes], args: list[Any]) -> Any:
         reply = call(keys, args)
@@ -433,7 +447,8 @@ def test_a_batched_caller_interrupted_gives_its_units_back_only_while_its_batch_
             if behind:
                 booked.append(other.reserve("k", 2, max_wait=100))
         elif threading.current_thread().name == "first":
-            time.sleep(0.3)  # taken; 'second', then this thread, queue meanwhile
+            inside.set()
+            _until(lambda: queued() == 2)  # taken; 'second', then the main thread, queue meanwhile
         return reply
 
     class Slot(ratekeeper.redis._sync._Slot):
@@ -447,11 +462,11 @@ def test_a_batched_caller_interrupted_gives_its_units_back_only_while_its_batch_
     # 'first' takes a unit alone; 'second' (2 units: denied) and this thread
     # (1 unit: admitted) queue behind it, and 'second' sends the batch of both.
     first = threading.Thread(target=lambda: out.append(mine.try_acquire("k").allowed), name="first")
-    second = threading.Timer(0.1, lambda: out.append(mine.try_acquire("k", 2).allowed))
-    second.name = "second"
+    second = threading.Thread(target=lambda: out.append(mine.try_acquire("k", 2).allowed), name="second")
     first.start()
+    assert inside.wait(10)
     second.start()
-    time.sleep(0.2)
+    _until(lambda: queued() == 1)
     with pytest.raises(KeyboardInterrupt):
         mine.try_acquire("k")
     first.join(10)
