@@ -990,3 +990,89 @@ def test_an_async_acquire_cancelled_while_it_sleeps_gives_nothing_back_once_the_
     # Never beside `behind` (a log of one unit books no third instant at all).
     assert behind.ok and (after.ok or algorithm == "sliding_window_log")
     assert not after.ok or after.at > behind.at
+
+
+class _Held:
+    """A client whose script calls and UNLINKs wait until ``release`` is set
+    (the UNLINK then finds one key), on whichever loop sent them."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.unlinked = 0
+
+    def register_script(self, script: str) -> Any:
+        return type("Script", (), {"sha": "0" * 40})()
+
+    async def _held(self) -> None:
+        while not self.release.is_set():
+            await asyncio.sleep(0.001)
+
+    async def evalsha(self, *args: Any) -> Any:
+        await self._held()
+        return [0]
+
+    async def unlink(self, *keys: bytes) -> int:
+        await self._held()
+        self.unlinked += 1
+        return 1
+
+
+@pytest.mark.parametrize("under_way", ["give-back", "reset"])
+def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(under_way: str) -> None:
+    # A reset waits for the give-backs on their way, and a give-back for the
+    # resets under way, of the same marks: one on another thread's loop that
+    # stops meanwhile (its run_until_complete returned) ends only when that
+    # loop runs again, which may be never. Looked at once, before the wait,
+    # a loop that stopped during it kept the wait going for ever.
+    client = _Held()
+    limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="rk-py-stopped-loop:")
+    keys = limiter._keys("k")
+    resets = limiter._core.resets_of(keys)
+    started, stop = threading.Event(), threading.Event()
+    refunds: list[str] = []
+
+    async def refund(who: str) -> None:
+        refunds.append(who)
+        await client._held()
+
+    def other_loop() -> None:
+        loop = asyncio.new_event_loop()
+
+        async def main() -> None:
+            if under_way == "give-back":
+                asyncio.ensure_future(limiter._giving_back(keys, resets, lambda: refund("other loop")))
+            else:
+                asyncio.ensure_future(limiter._unlink(keys))
+            for _ in range(5):
+                await asyncio.sleep(0)
+            started.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.001)
+
+        loop.run_until_complete(main())  # returns with its give-back or reset under way
+        loop.close()
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    assert started.wait(10)
+
+    async def here() -> None:
+        waiting: asyncio.Future[Any]
+        if under_way == "give-back":
+            waiting = asyncio.ensure_future(limiter._unlink(keys))
+        else:
+            waiting = asyncio.ensure_future(limiter._giving_back(keys, resets, lambda: refund("here")))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not waiting.done()  # waiting for the other loop's
+        stop.set()
+        await asyncio.get_running_loop().run_in_executor(None, thread.join, 10)
+        assert not thread.is_alive()
+        client.release.set()  # this loop's own UNLINK: answered (the other's never runs again)
+        await asyncio.wait_for(waiting, 10)
+
+    asyncio.run(here())
+    if under_way == "give-back":
+        assert client.unlinked == 1  # the reset went on without it
+    else:
+        assert refunds == []  # the reset may have found the key: nothing given back

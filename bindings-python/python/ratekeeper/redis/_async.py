@@ -368,11 +368,10 @@ class _Async:
         next unit, freed that unit (two at once from a limit of one)."""
         with self._order_lock:
             giving = {g for mark in {_mark(key) for key in keys} for g in self._giving.get(mark, ())}
-        # One on a loop that does not run (stopped with it under way) is not
-        # waited for: the reset would wait as long as that loop stays stopped.
-        waited = [asyncio.wrap_future(g.done) for g in giving if g.runs()]
-        if waited:
-            await asyncio.wait(waited)
+        # One on a loop that does not run (stopped with it under way, or
+        # since) is not waited for: the reset would wait as long as that loop
+        # stays stopped.
+        await _while_they_run(giving, skip=True)
 
     async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[], Awaitable[None]]) -> None:
         """Runs ``refund()``, the give-back of a call on ``keys`` sent when
@@ -394,12 +393,11 @@ class _Async:
                         return
                     giving.enter(self._giving, marks)
                     break
-            if not all(r.runs() for r in under_way):
+            if not await _while_they_run(under_way, skip=False):
                 # A reset left under way on a loop that does not run: it may
                 # have found the key, and may end any time; nothing is given
                 # back (less, never more).
                 return
-            await asyncio.wait([asyncio.wrap_future(r.done) for r in under_way])
         try:
             await refund()
         finally:
@@ -565,6 +563,30 @@ class _UnderWay:
     def runs(self) -> bool:
         """Whether it can end while waited for: its loop is the caller's, or runs."""
         return self.loop is asyncio.get_running_loop() or self.loop.is_running()
+
+
+# How often a wait on another loop's reset or give-back looks again whether
+# that loop still runs (see _while_they_run).
+_RECHECK = 0.05
+
+
+async def _while_they_run(under_way: set[_UnderWay], *, skip: bool) -> bool:
+    """Waits until each of ``under_way`` ends; one on another loop only while
+    that loop runs: stopped, before or during the wait, it ends only when it
+    runs again, which may be never. Such a one is passed over (``skip``), or
+    ends the wait: answers whether none did."""
+    pending = {asyncio.wrap_future(u.done): u for u in under_way}
+    while pending:
+        for future, u in list(pending.items()):
+            if not u.runs():
+                if not skip:
+                    return False
+                del pending[future]
+        if pending:
+            done, _ = await asyncio.wait(pending, timeout=_RECHECK)
+            for future in done:
+                del pending[future]
+    return True
 
 
 def _alone(
