@@ -2106,7 +2106,7 @@ def test_an_async_caller_cancelled_meanwhile_gives_back_what_the_fallback_took()
     assert asyncio.run(main()) == 3
 
 
-@pytest.mark.parametrize("call", ["acquire", "reserve"])
+@pytest.mark.parametrize("call", ["acquire", "reserve", "try_acquire", "try_acquire batched"])
 def test_an_async_caller_cancelled_while_its_booking_is_in_flight_which_then_fails_asks_nothing_of_the_fallback(
     call: str,
 ) -> None:
@@ -2126,8 +2126,9 @@ def test_an_async_caller_cancelled_while_its_booking_is_in_flight_which_then_fai
         reported: list[dict[str, Any]] = []
         asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context))
         fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 1.0))
-        limiter = AsyncRedisLimiter(Failing(port=1), ratekeeper.Gcra(1, 1.0), on_error=fallback)
-        task = asyncio.ensure_future(limiter.acquire("k") if call == "acquire" else limiter.reserve("k"))
+        limiter = AsyncRedisLimiter(Failing(port=1), ratekeeper.Gcra(1, 1.0), on_error=fallback, batching=call.endswith("batched"))
+        calls: dict[str, Callable[[str], Awaitable[Any]]] = {"acquire": limiter.acquire, "reserve": limiter.reserve}
+        task = asyncio.ensure_future(calls.get(call, limiter.try_acquire)("k"))
         while not sent:
             await asyncio.sleep(0)
         task.cancel()  # (an acquire's cancellation waits for the round trip to end)

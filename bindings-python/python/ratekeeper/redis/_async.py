@@ -167,6 +167,12 @@ class _Async:
         try:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
+            if left():
+                # Every caller left while the round trip was in flight: the
+                # fallback asked now would decide for nobody (a KeyedLimiter
+                # keeping a key made for it), as the Node client's does not.
+                # Raised in the call's own task (see _untake, _answer).
+                raise
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
         return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
 
