@@ -722,10 +722,10 @@ def test_an_async_give_back_decided_before_a_reset_reaches_redis_before_its_unli
 
         after_give_backs = getattr(limiter, "_after_give_backs", None)
 
-        async def signalled(keys: list[bytes]) -> None:
+        async def signalled(marks: set[int]) -> None:
             waiting.set()  # the reset waits for the give-back on its way
             assert after_give_backs is not None
-            await after_give_backs(keys)
+            await after_give_backs(marks)
 
         limiter._call = hold_the_give_back  # type: ignore[method-assign]
         limiter._after_give_backs = signalled  # type: ignore[method-assign]

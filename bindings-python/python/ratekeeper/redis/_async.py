@@ -45,8 +45,9 @@ _Queue = tuple["asyncio.AbstractEventLoop", list[_Waiting]]
 
 
 class _Abandoned(Exception):
-    """A round trip whose caller left while the script was reloaded: nothing
-    more was sent (see ``_Async._evalsha``). Raised in the round trip's own
+    """A round trip whose caller left while the script was reloaded (nothing
+    more was sent: see ``_Async._evalsha``), or that failed after its caller
+    left (see ``_Async._call``). Raised in the round trip's own
     task, whose caller is gone: what it booked or took is nothing, and so is
     what its give-back finds; a batch's sender answers nobody. Not a fault
     of reach: ``on_error`` would decide for nobody (and a batch's sender, as
@@ -141,8 +142,14 @@ class _Async:
         (Positional only: a test's stand-in may take it as ``*rest``.)"""
         try:
             reply: _Reply = await self._evalsha(keys, args, left)
-        except ResponseError as error:
-            _script_errors(error)
+        except _FAULTS as error:
+            if isinstance(error, ResponseError):
+                _script_errors(error)  # raised, unless a fault
+            if left():
+                # Its caller left while it was in flight: a fault now is no
+                # outage of anybody's (see _Abandoned), as the Node client's
+                # ask rejects once gone().
+                raise _Abandoned from error
             raise
         return reply
 
@@ -167,12 +174,6 @@ class _Async:
         try:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
-            if left():
-                # Every caller left while the round trip was in flight: the
-                # fallback asked now would decide for nobody (a KeyedLimiter
-                # keeping a key made for it), as the Node client's does not.
-                # Raised in the call's own task (see _untake, _answer).
-                raise
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
         return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
 
@@ -242,14 +243,13 @@ class _Async:
     def _give_back(self, keys: list[bytes], taken: list[tuple[Any, int, RedisDecision]], took: Optional[_Taken]) -> None:
         """Gives back what was taken for callers that left (cancelled), ``(target,
         cost, answer)`` each: to Redis as ``took`` says in a task of its own
-        (on a bucket only while nothing was taken since, as ``_Sync``'s), or
+        (on a bucket only while nothing was taken since, as ``_Sync``'s;
+        nothing once a reset found one of its keys: see ``_giving_back``), or
         (``None``) to the fallback."""
         given = _give_back_fallback(self._core, taken, took)
         if not given:
             return
         assert took is not None
-        if not self._core.gives_back(keys, took.resets):
-            return  # a reset found one of its keys since (see _Core.forgot)
 
         async def give_back() -> None:
             try:
@@ -354,7 +354,7 @@ class _Async:
         with self._order_lock:
             resetting.enter(self._resetting, marks)
         try:
-            await self._after_give_backs(keys)
+            await self._after_give_backs(marks)
             try:
                 held = int(await self._client.unlink(*keys))
             except BaseException:
@@ -366,14 +366,14 @@ class _Async:
             with self._order_lock:
                 resetting.leave(self._resetting, marks)
 
-    async def _after_give_backs(self, keys: list[bytes]) -> None:
-        """Waits for the give-backs on their way to the marks of ``keys``
+    async def _after_give_backs(self, marks: set[int]) -> None:
+        """Waits for the give-backs on their way to the keys of ``marks``
         (decided before a reset of them began): sent in tasks of their own,
         on any connection of the pool, nothing else orders them before the
         reset's ``UNLINK``, and one landing after it, and after the key's
         next unit, freed that unit (two at once from a limit of one)."""
         with self._order_lock:
-            giving = {g for mark in {_mark(key) for key in keys} for g in self._giving.get(mark, ())}
+            giving = _UnderWay.listed(self._giving, marks)
         # One on a loop that does not run (stopped with it under way, or
         # since) is not waited for: the reset would wait as long as that loop
         # stays stopped.
@@ -393,7 +393,7 @@ class _Async:
         giving = _UnderWay()
         while True:
             with self._order_lock:
-                under_way = {r for mark in marks for r in self._resetting.get(mark, ())}
+                under_way = _UnderWay.listed(self._resetting, marks)
                 if not under_way:
                     if not self._core.gives_back(keys, resets):
                         return
@@ -460,12 +460,6 @@ class _Async:
         try:
             reply: Optional[list[int]] = await self._call(keys, args, left)
         except _FAULTS:
-            if left():
-                # The caller left while the round trip was in flight: the
-                # fallback asked now would book for nobody (a KeyedLimiter
-                # keeping a key made for it), as the Node client's does not.
-                # Raised in this task alone, whose give-back finds nothing.
-                raise
             reply = None
         ok, wait, at, decision, slot, local = self._core.booking(target, cost, reply)
         marks = self._core.marks(reply)
@@ -486,7 +480,7 @@ class _Async:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.
             if slot is None:
                 await cancel()
-            elif self._core.gives_back(keys, resets):
+            else:  # unless a reset found one of its keys since (see _giving_back)
                 await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks)))
 
         return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
@@ -565,6 +559,11 @@ class _UnderWay:
                 if not listed:
                     del table[mark]
         self.done.set_result(None)
+
+    @staticmethod
+    def listed(table: dict[int, set[_UnderWay]], marks: set[int]) -> set[_UnderWay]:
+        """Those listed in ``table`` under any of ``marks``."""
+        return {u for mark in marks for u in table.get(mark, ())}
 
     def runs(self) -> bool:
         """Whether it can end while waited for: its loop is the caller's, or runs."""
