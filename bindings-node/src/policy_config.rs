@@ -42,7 +42,7 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
         limits.push(limit(&Object::new(
             &list.at(i)?,
             &path,
-            &LimitConfig::FIELDS,
+            LimitConfig::FIELDS,
         )?)?);
     }
     // A value the core refuses (a zero burst) says which limit it is in, in
@@ -67,14 +67,14 @@ fn limit<V: JsValueIn>(o: &Object<'_, V>) -> Result<LimitConfig, Failure<V::Js>>
         name: required("name")?,
         // Not an `Option`: null is a wrong type, as for serde.
         algorithm: o
-            .named("algorithm", false, &Algorithm::ALL, Algorithm::name)?
+            .named("algorithm", false, Algorithm::ALL, Algorithm::name)?
             .unwrap_or_default(),
         rate: required("rate")?,
         burst: o.whole("burst")?,
-        calendar: o.named("calendar", true, &Calendar::ALL, Calendar::name)?,
+        calendar: o.named("calendar", true, Calendar::ALL, Calendar::name)?,
         by: o.strings("by")?,
         max_keys: o.whole("max_keys")?,
-        eviction: o.named("eviction", true, &Eviction::ALL, Eviction::name)?,
+        eviction: o.named("eviction", true, Eviction::ALL, Eviction::name)?,
     })
 }
 

@@ -237,7 +237,7 @@ fn policy_config(value: Value, json: &str) -> Result<PolicyConfig, String> {
     let mut read = Vec::new();
     for (i, limit) in limits.into_iter().enumerate() {
         let place = format!("limits[{i}]");
-        let mut fields = object(limit, &place, &LimitConfig::FIELDS)?;
+        let mut fields = object(limit, &place, LimitConfig::FIELDS)?;
         // A field left out takes its default (`required` for those without one).
         macro_rules! field {
             ($name:literal) => {

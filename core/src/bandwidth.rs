@@ -19,8 +19,9 @@ pub enum Refill {
 }
 
 impl Refill {
-    /// Every refill mode.
-    pub const ALL: [Refill; 2] = [Refill::Greedy, Refill::Interval];
+    /// Every refill mode (a slice: a mode added in a minor release changes
+    /// its length, not its type).
+    pub const ALL: &'static [Refill] = &[Refill::Greedy, Refill::Interval];
 
     /// Its name in configurations and the bindings: `"greedy"` or `"interval"`.
     pub const fn name(self) -> &'static str {
@@ -36,12 +37,12 @@ impl Refill {
     /// use ratekeeper::Refill;
     ///
     /// assert_eq!(Refill::from_name("interval"), Some(Refill::Interval));
-    /// assert!(Refill::ALL.into_iter().all(|r| Refill::from_name(r.name()) == Some(r)));
+    /// assert!(Refill::ALL.iter().all(|&r| Refill::from_name(r.name()) == Some(r)));
     /// assert_eq!(Refill::from_name("Greedy"), None);
     /// ```
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Refill> {
-        Refill::ALL.into_iter().find(|r| r.name() == name)
+        Refill::ALL.iter().copied().find(|r| r.name() == name)
     }
 }
 

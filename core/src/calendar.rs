@@ -47,8 +47,9 @@ pub enum Calendar {
 }
 
 impl Calendar {
-    /// Every calendar, in declaration order.
-    pub const ALL: [Calendar; 3] = [Calendar::Day, Calendar::Week, Calendar::Month];
+    /// Every calendar, in declaration order. A slice, not an array: a
+    /// calendar added in a minor release changes its length, not its type.
+    pub const ALL: &'static [Calendar] = &[Calendar::Day, Calendar::Week, Calendar::Month];
 
     /// The calendar's name as configuration files spell it: `day`, `week` or
     /// `month`.
@@ -64,7 +65,8 @@ impl Calendar {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Calendar> {
         Calendar::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|c| c.name().eq_ignore_ascii_case(name))
     }
 

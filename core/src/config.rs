@@ -135,8 +135,9 @@ pub struct PolicyConfig {
 
 impl LimitConfig {
     /// The fields of a limit as configuration spells them, in this
-    /// struct's order: what the bindings' readers accept.
-    pub const FIELDS: [&'static str; 8] = [
+    /// struct's order: what the bindings' readers accept. A slice, as the
+    /// struct may gain fields in a minor release.
+    pub const FIELDS: &'static [&'static str] = &[
         "name",
         "algorithm",
         "rate",
@@ -347,8 +348,9 @@ impl Policy {
 }
 
 impl Algorithm {
-    /// Every algorithm, in declaration order.
-    pub const ALL: [Algorithm; 6] = [
+    /// Every algorithm, in declaration order (a slice: an algorithm added
+    /// in a minor release changes its length, not its type).
+    pub const ALL: &'static [Algorithm] = &[
         Algorithm::TokenBucket,
         Algorithm::Gcra,
         Algorithm::LeakyBucket,
@@ -383,7 +385,7 @@ impl Algorithm {
     /// ```
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn from_name(name: &str) -> Option<Algorithm> {
-        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+        Algorithm::ALL.iter().copied().find(|a| a.name() == name)
     }
 
     fn is_window(self) -> bool {

@@ -162,8 +162,9 @@ pub enum Eviction {
 }
 
 impl Eviction {
-    /// Every eviction rule, in declaration order.
-    pub const ALL: [Eviction; 2] = [Eviction::NearestFresh, Eviction::Refuse];
+    /// Every eviction rule, in declaration order (a slice: a rule added in
+    /// a minor release changes its length, not its type).
+    pub const ALL: &'static [Eviction] = &[Eviction::NearestFresh, Eviction::Refuse];
 
     /// The eviction's name as configuration spells it: `nearest_fresh` or
     /// `refuse`.
@@ -177,7 +178,7 @@ impl Eviction {
     /// The eviction named `name`, spelled exactly as [`Eviction::name`]
     /// spells it.
     pub fn from_name(name: &str) -> Option<Eviction> {
-        Eviction::ALL.into_iter().find(|e| e.name() == name)
+        Eviction::ALL.iter().copied().find(|e| e.name() == name)
     }
 }
 

@@ -228,10 +228,10 @@ fn a_configuration_written_out_reads_back_as_itself() {
 fn names_agree_with_serde_and_with_the_limiters() {
     use ratekeeper::{Algorithm, Eviction, LimitConfig};
 
-    names_read_back(&Algorithm::ALL, Algorithm::name, Algorithm::from_name);
-    names_read_back(&Eviction::ALL, Eviction::name, Eviction::from_name);
-    names_read_back(&Calendar::ALL, Calendar::name, Calendar::from_name);
-    for algorithm in Algorithm::ALL {
+    names_read_back(Algorithm::ALL, Algorithm::name, Algorithm::from_name);
+    names_read_back(Eviction::ALL, Eviction::name, Eviction::from_name);
+    names_read_back(Calendar::ALL, Calendar::name, Calendar::from_name);
+    for &algorithm in Algorithm::ALL {
         let limit = LimitConfig {
             algorithm,
             rate: "1/second".into(),
@@ -249,7 +249,7 @@ fn names_agree_with_serde_and_with_the_limiters() {
 fn a_burst_beside_a_window_algorithm_is_refused() {
     use ratekeeper::{Algorithm, LimitConfig};
 
-    for algorithm in Algorithm::ALL {
+    for &algorithm in Algorithm::ALL {
         let limit = LimitConfig {
             algorithm,
             rate: "100/minute".into(),

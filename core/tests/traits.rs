@@ -70,11 +70,11 @@ fn values_are_copy_eq_and_hash() {
 /// a string is padded), and read back through `from_name`.
 #[test]
 fn named_enums_display_their_names() {
-    for refill in Refill::ALL {
+    for &refill in Refill::ALL {
         assert_eq!(refill.to_string(), refill.name());
         assert_eq!(Refill::from_name(&refill.to_string()), Some(refill));
     }
-    for calendar in Calendar::ALL {
+    for &calendar in Calendar::ALL {
         assert_eq!(calendar.to_string(), calendar.name());
         assert_eq!(Calendar::from_name(&calendar.to_string()), Some(calendar));
     }
@@ -83,6 +83,10 @@ fn named_enums_display_their_names() {
     // `name` is a `const fn` on every one of them.
     const GREEDY: &str = Refill::Greedy.name();
     assert_eq!(GREEDY, "greedy");
+    // Their lists are slices, not arrays: a variant added in a minor
+    // release (the enums are `#[non_exhaustive]`) changes a list's length,
+    // where an array's type would have changed.
+    let _: (&'static [Refill], &'static [Calendar]) = (Refill::ALL, Calendar::ALL);
 }
 
 #[test]
@@ -157,18 +161,21 @@ fn alloc_values_are_copy_eq_and_hash() {
 fn alloc_named_enums_display_their_names() {
     use ratekeeper::{Algorithm, Eviction};
 
-    for algorithm in Algorithm::ALL {
+    for &algorithm in Algorithm::ALL {
         assert_eq!(algorithm.to_string(), algorithm.name());
         assert_eq!(
             Algorithm::from_name(&algorithm.to_string()),
             Some(algorithm)
         );
     }
-    for eviction in Eviction::ALL {
+    for &eviction in Eviction::ALL {
         assert_eq!(eviction.to_string(), eviction.name());
         assert_eq!(Eviction::from_name(&eviction.to_string()), Some(eviction));
     }
     assert_eq!(format!("{:-^8}", Algorithm::Gcra), "--gcra--");
+    // Slices, as `Refill::ALL` is; and the fields of a limit, which may grow.
+    let _: (&'static [Algorithm], &'static [Eviction]) = (Algorithm::ALL, Eviction::ALL);
+    let _: &'static [&'static str] = ratekeeper::LimitConfig::FIELDS;
 }
 
 /// hashbrown's items in a keyed store's signatures are named through this

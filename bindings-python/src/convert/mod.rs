@@ -120,22 +120,20 @@ arguments! {
     timeout -> Nanos = longest_wait;
 }
 
-/// One of the strings `choices` names, as its value; anything else is
-/// `expected` (a type error) or `reason` (a value error).
+/// The one of `all` whose name (`named`) is the string given; anything else
+/// is `expected` (a type error) or `reason` (a value error).
 fn one_of<T: Copy>(
     obj: &Bound<'_, PyAny>,
     name: &'static str,
-    choices: &[(&str, T)],
+    (all, named): (&[T], fn(T) -> &'static str),
     (expected, reason): (&'static str, &'static str),
 ) -> PyResult<T> {
     let checked = match obj.cast::<PyString>() {
         Err(_) => Err(invalid_type(name, expected)),
         Ok(text) => {
             let text = self::text(text, name)?;
-            let found = choices.iter().find(|(choice, _)| *choice == text);
-            found
-                .map(|&(_, value)| value)
-                .ok_or(invalid_value(name, reason))
+            let found = all.iter().find(|&&value| named(value) == text);
+            found.copied().ok_or(invalid_value(name, reason))
         }
     };
     checked.map_err(|err| to_py(obj.py(), err))
@@ -166,12 +164,11 @@ pub fn limits(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<(String, Nanos, Dec
 
 /// The `refill` argument: `"greedy"` or `"interval"`.
 pub fn refill(obj: &Bound<'_, PyAny>) -> PyResult<Refill> {
-    let choices = Refill::ALL.map(|r| (r.name(), r));
     let errors = (
         "a str, 'greedy' or 'interval'",
         "must be 'greedy' or 'interval'",
     );
-    one_of(obj, "refill", &choices, errors)
+    one_of(obj, "refill", (Refill::ALL, Refill::name), errors)
 }
 
 /// A limiter's `name`, as used in its RateLimit headers: a `str` of text
@@ -256,12 +253,11 @@ pub fn eviction(obj: &Bound<'_, PyAny>) -> PyResult<Option<Eviction>> {
     if obj.is_none() {
         return Ok(None);
     }
-    let choices = Eviction::ALL.map(|e| (e.name(), e));
     let errors = (
         "None, 'nearest_fresh' or 'refuse'",
         "must be 'nearest_fresh' or 'refuse'",
     );
-    one_of(obj, "eviction", &choices, errors).map(Some)
+    one_of(obj, "eviction", (Eviction::ALL, Eviction::name), errors).map(Some)
 }
 
 /// A ratekeeper limiter (`limiter`): an instance of `Limiter`.
@@ -322,13 +318,12 @@ pub fn fields(obj: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
 
 /// An `algorithm` name for rate strings, as configurations spell it.
 pub fn algorithm(obj: &Bound<'_, PyAny>) -> PyResult<Algorithm> {
-    let choices = Algorithm::ALL.map(|a| (a.name(), a));
     let errors = (
         "a str such as 'token_bucket'",
         "must be 'token_bucket', 'gcra', 'leaky_bucket', 'sliding_window_log', \
          'sliding_window_counter' or 'fixed_window'",
     );
-    one_of(obj, "algorithm", &choices, errors)
+    one_of(obj, "algorithm", (Algorithm::ALL, Algorithm::name), errors)
 }
 
 /// A window algorithm's `calendar`: `"day"`, `"week"` or `"month"` (UTC, in
