@@ -47,7 +47,7 @@ pub fn policy_from_config<V: JsValueIn>(config: &V) -> Result<Policy, Failure<V:
     }
     // A value the core refuses (a zero burst) says which limit it is in, in
     // the core's words, whose names are the configuration's (`max_keys`).
-    let policy = PolicyConfig { limits }
+    let policy = PolicyConfig::new(limits)
         .policy_or_fault()
         .map_err(|(i, error)| {
             Failure::Worded(error, format!("policy configuration: limits[{i}]: {error}"))
@@ -63,19 +63,24 @@ fn limit<V: JsValueIn>(o: &Object<'_, V>) -> Result<LimitConfig, Failure<V::Js>>
         None => Err(shape(o.path, &format!("missing field `{name}`"))),
         Some(other) => Err(expected(&o.at(name), "a string", &other)),
     };
-    Ok(LimitConfig {
-        name: required("name")?,
-        // Not an `Option`: null is a wrong type, as for serde.
-        algorithm: o
-            .named("algorithm", false, Algorithm::ALL, Algorithm::name)?
-            .unwrap_or_default(),
-        rate: required("rate")?,
-        burst: o.whole("burst")?,
-        calendar: o.named("calendar", true, Calendar::ALL, Calendar::name)?,
-        by: o.strings("by")?,
-        max_keys: o.whole("max_keys")?,
-        eviction: o.named("eviction", true, Eviction::ALL, Eviction::name)?,
-    })
+    // Every field of `LimitConfig` is read below. It is `#[non_exhaustive]`,
+    // so no struct literal lists them all for the compiler to check: a field
+    // added to the core fails this build until it is read here too.
+    const _: () = assert!(LimitConfig::FIELDS.len() == 8);
+    // In the struct's order: the first fault found is the one told.
+    let mut config = LimitConfig::default();
+    config.name = required("name")?;
+    // Not an `Option`: null is a wrong type, as for serde.
+    config.algorithm = o
+        .named("algorithm", false, Algorithm::ALL, Algorithm::name)?
+        .unwrap_or_default();
+    config.rate = required("rate")?;
+    config.burst = o.whole("burst")?;
+    config.calendar = o.named("calendar", true, Calendar::ALL, Calendar::name)?;
+    config.by = o.strings("by")?;
+    config.max_keys = o.whole("max_keys")?;
+    config.eviction = o.named("eviction", true, Eviction::ALL, Eviction::name)?;
+    Ok(config)
 }
 
 /// An object of the configuration, at `path`, and the fields it has.

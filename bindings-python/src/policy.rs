@@ -218,6 +218,7 @@ impl Subject for PyPolicy {
         let PolicyDecision {
             decision,
             denied_by,
+            ..
         } = answer.combined;
         let limits = LimitDecisions::new(&answer.limits, denied_by);
         let issuer = Issuer::Policy {

@@ -222,6 +222,10 @@ fn string_end(bytes: &[u8], start: usize, escapes: &mut Vec<usize>) -> usize {
 /// `LimitConfig`: each field is deserialized on its own. `json` is the
 /// text `value` was read from.
 fn policy_config(value: Value, json: &str) -> Result<PolicyConfig, String> {
+    // Every field of `LimitConfig` is read below. It is `#[non_exhaustive]`,
+    // so no struct literal lists them all for the compiler to check: a field
+    // added to the core fails this build until it is read here too.
+    const _: () = assert!(LimitConfig::FIELDS.len() == 8);
     // The top level unplaced: the error says "`config` " first.
     let mut top = object(value, "", &["limits"])?;
     let limits = match top.remove("limits") {
@@ -262,18 +266,19 @@ fn policy_config(value: Value, json: &str) -> Result<PolicyConfig, String> {
                 }
             };
         }
-        read.push(LimitConfig {
-            name: field!("name", required),
-            algorithm: field!("algorithm"),
-            rate: field!("rate", required),
-            burst: field!("burst", count),
-            calendar: field!("calendar"),
-            by: field!("by"),
-            max_keys: field!("max_keys", count),
-            eviction: field!("eviction"),
-        });
+        // In the struct's order: the first fault found is the one told.
+        let mut config = LimitConfig::default();
+        config.name = field!("name", required);
+        config.algorithm = field!("algorithm");
+        config.rate = field!("rate", required);
+        config.burst = field!("burst", count);
+        config.calendar = field!("calendar");
+        config.by = field!("by");
+        config.max_keys = field!("max_keys", count);
+        config.eviction = field!("eviction");
+        read.push(config);
     }
-    Ok(PolicyConfig { limits: read })
+    Ok(PolicyConfig::new(read))
 }
 
 /// A count field (`burst`, `max_keys`) of limit `i`, as serde reads it,

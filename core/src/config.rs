@@ -55,9 +55,36 @@ pub enum Algorithm {
 ///   `eviction: refuse` without `max_keys` is refused (a store without a
 ///   bound never refuses a key); `nearest_fresh`, what such a store does
 ///   anyway, is accepted.
+///
+/// In code, start from [`LimitConfig::new`] and set the optional fields.
+/// The struct is `#[non_exhaustive]`: a field may come in a minor release
+/// (the core has options no field sets yet, such as a bucket's interval
+/// refill), so it is not built with a struct literal.
+///
+/// ```
+/// use ratekeeper::{Algorithm, LimitConfig, Nanos};
+///
+/// let mut limit = LimitConfig::new("per-user", "2/second");
+/// limit.algorithm = Algorithm::Gcra;
+/// limit.burst = Some(5);
+/// limit.by = vec!["user".into()];
+/// let mut store = limit.store().unwrap();
+/// assert!(store.try_acquire(b"alice", Nanos::ZERO, 5).unwrap().allowed);
+/// assert!(!store.try_acquire(b"alice", Nanos::ZERO, 1).unwrap().allowed);
+/// ```
+///
+/// A struct literal is refused outside this crate, even one that takes
+/// the rest from `Default`:
+///
+/// ```compile_fail
+/// use ratekeeper::LimitConfig;
+///
+/// let limit = LimitConfig { name: "a".into(), rate: "1/second".into(), ..LimitConfig::default() };
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+#[non_exhaustive]
 pub struct LimitConfig {
     /// The limit's name, unique in its policy.
     pub name: String,
@@ -125,15 +152,31 @@ pub struct LimitConfig {
 /// assert!(serde_json::from_str::<PolicyConfig>(typo).is_err());
 /// # }
 /// ```
+///
+/// In code, [`PolicyConfig::new`]: the struct is `#[non_exhaustive]`, so
+/// that an option of the whole policy may come in a minor release.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Deserialize, serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+#[non_exhaustive]
 pub struct PolicyConfig {
     /// The limits, decided all or nothing.
     pub limits: Vec<LimitConfig>,
 }
 
 impl LimitConfig {
+    /// A limit called `name`, of `rate` (a rate string), every other field
+    /// at its default: a token bucket whose burst is the rate's count, one
+    /// limiter for every request (keyed by no field), no bound on keys.
+    #[must_use]
+    pub fn new(name: impl Into<String>, rate: impl Into<String>) -> LimitConfig {
+        LimitConfig {
+            name: name.into(),
+            rate: rate.into(),
+            ..LimitConfig::default()
+        }
+    }
+
     /// The fields of a limit as configuration spells them, in this
     /// struct's order: what the bindings' readers accept. A slice, as the
     /// struct may gain fields in a minor release.
@@ -262,6 +305,12 @@ impl LimitConfig {
 }
 
 impl PolicyConfig {
+    /// A policy of `limits`.
+    #[must_use]
+    pub fn new(limits: Vec<LimitConfig>) -> PolicyConfig {
+        PolicyConfig { limits }
+    }
+
     /// The policy this configuration describes.
     pub fn policy(&self) -> Result<Policy, Error> {
         self.policy_or_fault().map_err(|(_, error)| error)
@@ -273,8 +322,9 @@ impl PolicyConfig {
     /// ```
     /// use ratekeeper::{Error, LimitConfig, PolicyConfig};
     ///
-    /// let limit = |name: &str, burst| LimitConfig { name: name.into(), rate: "1/second".into(), burst, ..LimitConfig::default() };
-    /// let config = PolicyConfig { limits: vec![limit("a", None), limit("b", Some(0))] };
+    /// let mut b = LimitConfig::new("b", "1/second");
+    /// b.burst = Some(0);
+    /// let config = PolicyConfig::new(vec![LimitConfig::new("a", "1/second"), b]);
     /// assert_eq!(config.policy_or_fault().unwrap_err(), (1, Error::ZeroValue { name: "burst" }));
     /// ```
     #[cfg_attr(ratekeeper_size, optimize(size))]

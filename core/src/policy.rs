@@ -81,6 +81,9 @@ struct Limit {
 /// The answer of a [`Policy`]; like a [`Decision`], warned about when
 /// dropped, since a denial is an `Ok` too.
 ///
+/// `#[non_exhaustive]`: an answer, never built outside this crate, which
+/// may carry more in a minor release (a pattern on it needs `..`).
+///
 /// ```compile_fail
 /// #![deny(unused_must_use)]
 /// use ratekeeper::{Error, Nanos, Policy};
@@ -92,6 +95,7 @@ struct Limit {
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[must_use = "a denial is an `Ok` too: read `decision.allowed`"]
+#[non_exhaustive]
 pub struct PolicyDecision {
     /// The combined decision (see [`Policy`]).
     pub decision: Decision,

@@ -75,15 +75,23 @@ const SEPARATORS: [char; 3] = [';', ',', '|'];
 /// });
 ///
 /// // A rate as the limit and window of a window algorithm.
-/// let limiter = FixedWindow::new(rate.amount, rate.period).unwrap();
+/// let limiter = FixedWindow::new(rate.amount(), rate.period()).unwrap();
 /// assert_eq!(limiter.window(), Nanos::from_secs(7_200));
+/// ```
+///
+/// Its fields are private, so that every rate has passed [`Rate::new`]'s
+/// checks (neither its amount nor its period is zero), and read through
+/// [`amount`](Rate::amount) and [`period`](Rate::period):
+///
+/// ```compile_fail
+/// use ratekeeper::{Nanos, Rate};
+///
+/// let zero = Rate { amount: 3, period: Nanos(0) };
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Rate {
-    /// How many units.
-    pub amount: u64,
-    /// Per how long.
-    pub period: Nanos,
+    pub(crate) amount: u64,
+    pub(crate) period: Nanos,
 }
 
 impl Rate {
@@ -99,6 +107,18 @@ impl Rate {
             return Err(Error::ZeroValue { name: "period" });
         }
         Ok(Rate { amount, period })
+    }
+
+    /// How many units: at least 1.
+    #[must_use]
+    pub const fn amount(self) -> u64 {
+        self.amount
+    }
+
+    /// Per how long: at least 1 ns.
+    #[must_use]
+    pub const fn period(self) -> Nanos {
+        self.period
     }
 
     /// Reads exactly one rate, such as `"10/second"` or `"100 per minute"`

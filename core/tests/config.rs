@@ -232,11 +232,8 @@ fn names_agree_with_serde_and_with_the_limiters() {
     names_read_back(Eviction::ALL, Eviction::name, Eviction::from_name);
     names_read_back(Calendar::ALL, Calendar::name, Calendar::from_name);
     for &algorithm in Algorithm::ALL {
-        let limit = LimitConfig {
-            algorithm,
-            rate: "1/second".into(),
-            ..LimitConfig::default()
-        };
+        let mut limit = LimitConfig::new("", "1/second");
+        limit.algorithm = algorithm;
         assert_eq!(limit.limiter().unwrap().algorithm(), algorithm.name());
     }
     assert_eq!(Algorithm::from_name("Gcra"), None);
@@ -250,12 +247,9 @@ fn a_burst_beside_a_window_algorithm_is_refused() {
     use ratekeeper::{Algorithm, LimitConfig};
 
     for &algorithm in Algorithm::ALL {
-        let limit = LimitConfig {
-            algorithm,
-            rate: "100/minute".into(),
-            burst: Some(10),
-            ..LimitConfig::default()
-        };
+        let mut limit = LimitConfig::new("", "100/minute");
+        limit.algorithm = algorithm;
+        limit.burst = Some(10);
         let bucket = matches!(
             algorithm,
             Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::LeakyBucket
@@ -313,15 +307,44 @@ fn a_name_the_headers_cannot_carry_is_refused_in_code_and_in_a_configuration() {
             ("invalid_value", Some("name"))
         );
         assert!(policy.is_empty());
-        let config = PolicyConfig {
-            limits: vec![LimitConfig {
-                name: bad.into(),
-                rate: "1/second".into(),
-                ..LimitConfig::default()
-            }],
-        };
+        let config = PolicyConfig::new(vec![LimitConfig::new(bad, "1/second")]);
         assert_eq!(config.policy_or_fault().unwrap_err(), (0, refused));
     }
     let mut policy = Policy::new();
     policy.add(r#" say "hi" \ ~"#, &[], limiter()).unwrap();
+}
+
+/// `LimitConfig::FIELDS`, which the bindings' readers accept (and count, at
+/// compile time, against the fields they read), is every field serde writes,
+/// in the struct's order: a field added to the struct fails this test until
+/// it is listed there too.
+#[test]
+fn the_listed_fields_are_the_structs() {
+    use ratekeeper::{Algorithm, Eviction};
+
+    let mut limit = LimitConfig::new("a", "1/day");
+    limit.algorithm = Algorithm::FixedWindow;
+    limit.calendar = Some(Calendar::Day);
+    limit.burst = Some(1);
+    limit.by = vec!["user".into()];
+    limit.max_keys = Some(1);
+    limit.eviction = Some(Eviction::Refuse);
+    let written = serde_json::to_value(&limit).unwrap();
+    let mut written: Vec<&str> = written
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut listed = LimitConfig::FIELDS.to_vec();
+    written.sort_unstable();
+    listed.sort_unstable();
+    assert_eq!(written, listed);
+    // In the struct's order: serde reads and writes fields in that order.
+    let json = serde_json::to_string(&limit).unwrap();
+    let at = |field: &str| json.find(&format!("\"{field}\":")).unwrap();
+    assert!(
+        LimitConfig::FIELDS.windows(2).all(|w| at(w[0]) < at(w[1])),
+        "{json}"
+    );
 }

@@ -131,14 +131,10 @@ fn configurations_are_eq_and_hash() {
     fn data<T: Clone + Debug + Default + Eq + Hash + Send + Sync>() {}
     data::<LimitConfig>();
     data::<PolicyConfig>();
-    let limit = |rate: &str| LimitConfig {
-        name: "a".into(),
-        rate: rate.into(),
-        ..LimitConfig::default()
-    };
+    let limit = |rate: &str| LimitConfig::new("a", rate);
     let seen: HashSet<PolicyConfig> = [limit("1/second"), limit("1/second"), limit("2/second")]
         .into_iter()
-        .map(|l| PolicyConfig { limits: vec![l] })
+        .map(|l| PolicyConfig::new(vec![l]))
         .collect();
     assert_eq!(seen.len(), 2);
 }
