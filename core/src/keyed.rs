@@ -14,7 +14,45 @@ use crate::{Decision, Error, Limiter, Nanos};
 /// A limiter that a [`KeyedLimiter`] can keep per key: its configuration
 /// once, and for each key a [`State`](Keyed::State) that may be much smaller
 /// than the limiter (a [`Gcra`](crate::Gcra) key is one `u64`).
-pub trait Keyed: Limiter + Clone {
+///
+/// Sealed: implemented by this crate's limiters and [`AnyLimiter`](crate::AnyLimiter),
+/// and by no other type. A store relies on more than these methods say (a
+/// key back to fresh is dropped, a GCRA key's clipped time is read as used
+/// without end), and a method may be added to it in a minor release;
+/// a limiter of your own can still be a [`Limiter`], kept per key in a map
+/// of yours.
+///
+/// ```compile_fail,E0277
+/// use ratekeeper::{Decision, Error, Gcra, Keyed, Limiter, Nanos};
+///
+/// #[derive(Clone)]
+/// struct Mine(Gcra);
+///
+/// impl Limiter for Mine {
+///     fn limit(&self) -> u64 { self.0.limit() }
+///     fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
+///         self.0.try_acquire(now, cost)
+///     }
+///     fn peek(&self, now: Nanos, cost: u64) -> Result<Decision, Error> { self.0.peek(now, cost) }
+///     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
+///         self.0.reserve_after(now, cost, wait)
+///     }
+///     fn refund(&mut self, taken_at: Nanos, cost: u64) { self.0.refund(taken_at, cost) }
+/// }
+///
+/// // Refused: `Mine` is not one of the crate's limiters.
+/// impl Keyed for Mine {
+///     type State = Mine;
+///     fn new_state(&self) -> Mine { self.clone() }
+///     fn with_state<R>(&self, state: &mut Mine, _: Nanos, f: impl FnOnce(&mut Mine) -> R) -> R {
+///         f(state)
+///     }
+///     fn read_state<R>(&self, state: &Mine, _: Nanos, f: impl FnOnce(&Mine) -> R) -> R {
+///         f(state)
+///     }
+/// }
+/// ```
+pub trait Keyed: Limiter + Clone + sealed::Sealed {
     /// What a store keeps per key.
     type State;
 
@@ -52,6 +90,15 @@ pub trait Keyed: Limiter + Clone {
         self.with_state(state, latest, |l| l.try_acquire_batch(now, costs, out))
     }
 }
+
+/// [`Keyed`]'s supertrait, which no type outside this crate can name, so
+/// that none can implement `Keyed` (the sealed-trait pattern).
+pub(crate) mod sealed {
+    /// Implemented by the types that implement [`Keyed`](super::Keyed).
+    pub trait Sealed {}
+}
+
+impl sealed::Sealed for crate::Gcra {}
 
 impl Keyed for crate::Gcra {
     /// The theoretical arrival time: when the key is full again.
@@ -111,6 +158,8 @@ impl Keyed for crate::Gcra {
 /// it needs ([`AnyLimiter::fresh`](crate::AnyLimiter::fresh) allocates it).
 macro_rules! keyed_by_clone {
     ($($ty:ty => $fresh:ident),* $(,)?) => {$(
+        impl sealed::Sealed for $ty {}
+
         impl Keyed for $ty {
             /// The whole limiter.
             type State = $ty;

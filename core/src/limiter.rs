@@ -7,6 +7,12 @@ use crate::{Decision, Error, Nanos};
 /// Every method takes `now` from the caller. A `cost` above the limiter's
 /// [`limit`](Limiter::limit) fails with [`Error::CostExceedsLimit`], since
 /// such a request could never be allowed; nothing else fails.
+///
+/// Not sealed: code generic over limiters (or holding a `dyn Limiter`) may
+/// take a type of yours too, such as a wrapper that counts decisions around
+/// one of this crate's limiters. A method added in a minor release comes
+/// with a default body, built on these. The crate's keyed stores and
+/// policies take only its own limiters (`Keyed`, with `alloc`, is sealed).
 pub trait Limiter {
     /// The most units the limiter admits at once (its capacity or limit).
     fn limit(&self) -> u64;

@@ -67,6 +67,21 @@ pub(crate) const MAX_NUMBERS: usize = 2 + 2 * (2 << 20);
 /// assert_eq!(other.restore(&bytes).unwrap_err().code(), "state_mismatch");
 /// # }
 /// ```
+///
+/// Sealed: every limiter of this crate is `Portable` (through a blanket
+/// implementation over a supertrait no other crate can name), and no other
+/// type can be. The bytes are a format shared with the other languages'
+/// bindings and versioned by [`STATE_VERSION`]: a type of yours could not
+/// keep to it, and its encoding may gain fields in a minor release.
+///
+/// ```compile_fail,E0277
+/// use ratekeeper::Portable;
+///
+/// #[derive(Clone)]
+/// struct Mine;
+///
+/// impl Portable for Mine {}
+/// ```
 pub trait Portable: codec::Codec + Clone {
     /// The length of [`encode`](Portable::encode)'s output.
     #[cfg_attr(ratekeeper_size, optimize(size))]

@@ -472,6 +472,9 @@ pub struct BucketState<const N: usize> {
 }
 
 #[cfg(feature = "alloc")]
+impl<const N: usize> crate::keyed::sealed::Sealed for TokenBucket<N> {}
+
+#[cfg(feature = "alloc")]
 impl<const N: usize> Keyed for TokenBucket<N> {
     type State = BucketState<N>;
 
