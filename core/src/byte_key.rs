@@ -4,7 +4,7 @@ use core::borrow::Borrow;
 use core::hash::{Hash, Hasher};
 
 use alloc::boxed::Box;
-use hashbrown::Equivalent;
+use equivalent::Equivalent;
 
 /// The most bytes a key keeps inline: the size of a `Vec<u8>`, less a
 /// length byte and the tag.

@@ -19,7 +19,8 @@ use core::fmt;
 use core::hash::{BuildHasher, Hash};
 
 use alloc::vec::Vec;
-use hashbrown::{Equivalent, HashTable};
+use equivalent::Equivalent;
+use hashbrown::HashTable;
 
 /// The most keys a table holds: positions are 32-bit.
 pub(crate) const MAX_LEN: usize = u32::MAX as usize;

@@ -5,7 +5,7 @@ use core::hash::{BuildHasher, Hash};
 
 use alloc::borrow::ToOwned;
 use alloc::vec::Vec;
-use hashbrown::{DefaultHashBuilder, Equivalent};
+use equivalent::Equivalent;
 
 use crate::key_table::{KeyTable, MAX_LEN};
 use crate::limiter::check_batch;
@@ -238,6 +238,73 @@ impl core::fmt::Display for Eviction {
     }
 }
 
+/// The hasher of a [`KeyedLimiter`] built by [`KeyedLimiter::new`]:
+/// foldhash's fast hasher (what `hashbrown` uses by default), each store
+/// seeded apart from address-space layout randomization ("minimally
+/// DoS-resistant", in foldhash's words; see [`KeyedLimiter::new`]).
+///
+/// A type of this crate, not `hashbrown`'s or `foldhash`'s, so that a new
+/// version of either, or another default hasher, is no breaking change
+/// here. Its `Debug` shows no seed (`DefaultHashBuilder { .. }`), as
+/// `std`'s `RandomState` shows none: a seed written to a log would tell a
+/// client the keys that collide.
+#[derive(Clone, Default)]
+pub struct DefaultHashBuilder(foldhash::fast::RandomState);
+
+impl core::fmt::Debug for DefaultHashBuilder {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DefaultHashBuilder").finish_non_exhaustive()
+    }
+}
+
+impl BuildHasher for DefaultHashBuilder {
+    type Hasher = DefaultHasher;
+
+    #[inline(always)]
+    fn build_hasher(&self) -> DefaultHasher {
+        DefaultHasher(self.0.build_hasher())
+    }
+}
+
+/// The hasher a [`DefaultHashBuilder`] builds. Its `Debug` shows no seed.
+#[derive(Clone)]
+pub struct DefaultHasher(foldhash::fast::FoldHasher<'static>);
+
+impl core::fmt::Debug for DefaultHasher {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DefaultHasher").finish_non_exhaustive()
+    }
+}
+
+/// `Hasher` methods that pass each write on as it is.
+macro_rules! pass_on {
+    ($($write:ident($ty:ty)),* $(,)?) => {$(
+        #[inline(always)]
+        fn $write(&mut self, value: $ty) {
+            self.0.$write(value);
+        }
+    )*};
+}
+
+/// Each write passed on as it is: foldhash hashes a whole number in fewer
+/// steps than its bytes (the signed ones go through these by default).
+impl core::hash::Hasher for DefaultHasher {
+    pass_on!(
+        write(&[u8]),
+        write_u8(u8),
+        write_u16(u16),
+        write_u32(u32),
+        write_u64(u64),
+        write_u128(u128),
+        write_usize(usize),
+    );
+
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0.finish()
+    }
+}
+
 /// One limiter per key, sharing one configuration, in a hash table.
 ///
 /// The states lie in the order their keys first arrived (removing keys
@@ -377,12 +444,12 @@ impl<K: Hash + Eq, L: Keyed> KeyedLimiter<K, L> {
     /// A store in which every key starts as a fresh `prototype` (whatever
     /// `prototype` itself has seen).
     ///
-    /// Keys are hashed with hashbrown's default, foldhash, seeded from
-    /// address-space layout randomization: "minimally DoS-resistant" in
-    /// foldhash's words, and predictable where there is no such
-    /// randomization (WebAssembly). Where clients choose keys at will, pick
-    /// a hasher with [`KeyedLimiter::with_hasher`], or seed one from the
-    /// host's randomness ([`KeyedLimiter::set_hasher`]; `AnyKeyed` and
+    /// Keys are hashed with a [`DefaultHashBuilder`] (foldhash, hashbrown's
+    /// default), seeded from address-space layout randomization:
+    /// "minimally DoS-resistant" in foldhash's words, and predictable where
+    /// there is no such randomization (WebAssembly). Where clients choose
+    /// keys at will, pick a hasher with [`KeyedLimiter::with_hasher`], or
+    /// seed one from the host's randomness ([`KeyedLimiter::set_hasher`]; `AnyKeyed` and
     /// `Policy` have `seed_hashes`).
     #[must_use]
     pub fn new(prototype: L) -> Self {

@@ -113,20 +113,21 @@ pub use calendar::Calendar;
 #[cfg(feature = "alloc")]
 pub use config::{Algorithm, LimitConfig, PolicyConfig};
 pub use decision::Decision;
+/// The bound on a [`KeyedLimiter`] lookup's key, from the `equivalent`
+/// crate (1.x, the trait `indexmap` takes): any `Q: Eq` where `K:
+/// Borrow<Q>`, or a type of yours that implements it. Re-exported, so that
+/// naming it takes no dependency of yours.
+#[cfg(feature = "alloc")]
+pub use equivalent::Equivalent;
 pub use error::Error;
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use headers::Headers;
 // For the language bindings, which take numbers as doubles.
-/// `hashbrown`'s items in [`KeyedLimiter`]'s signatures (its default hasher,
-/// the bound on a lookup's key), so that naming them takes no dependency on
-/// the same version of `hashbrown`.
-#[cfg(feature = "alloc")]
-pub use hashbrown::{DefaultHashBuilder, Equivalent};
 #[doc(hidden)]
 pub use host::{count_from_f64, u64_to_f64};
 #[cfg(feature = "alloc")]
-pub use keyed::{Eviction, Keyed, KeyedLimiter};
+pub use keyed::{DefaultHashBuilder, DefaultHasher, Eviction, Keyed, KeyedLimiter};
 pub use leaky_bucket::LeakyBucket;
 pub use limiter::Limiter;
 pub use nanos::Nanos;

@@ -174,12 +174,28 @@ fn alloc_named_enums_display_their_names() {
     let _: &'static [&'static str] = ratekeeper::LimitConfig::FIELDS;
 }
 
-/// hashbrown's items in a keyed store's signatures are named through this
-/// crate: a user needs no dependency on the same hashbrown.
+/// The items in a keyed store's signatures are named through this crate: a
+/// user needs no dependency on hashbrown or foldhash (whose types are not in
+/// the API) nor on `equivalent` (re-exported). The default hasher's `Debug`
+/// shows no seed.
 #[cfg(feature = "alloc")]
 #[test]
 fn a_keyed_stores_hasher_and_lookup_bound_are_named_here() {
-    use ratekeeper::{DefaultHashBuilder, Equivalent, KeyedLimiter, Nanos};
+    use core::hash::{BuildHasher, Hasher};
+    use ratekeeper::{DefaultHashBuilder, DefaultHasher, Equivalent, KeyedLimiter, Nanos};
+
+    let builder = DefaultHashBuilder::default();
+    let hasher: DefaultHasher = builder.build_hasher();
+    assert_eq!(format!("{builder:?}"), "DefaultHashBuilder { .. }");
+    assert_eq!(format!("{hasher:?}"), "DefaultHasher { .. }");
+    send_sync::<DefaultHashBuilder>();
+    // Hashed as a `BuildHasher` must: the same value the same, however
+    // hashed, and each integer width on its own.
+    let mut one = builder.build_hasher();
+    one.write_u64(7);
+    assert_eq!(one.finish(), builder.hash_one(7_u64));
+    assert_eq!(builder.hash_one("alice"), builder.clone().hash_one("alice"));
+    assert_ne!(builder.hash_one(7_u64), builder.hash_one(8_u64));
 
     fn held<Q: ?Sized + core::hash::Hash + Equivalent<String>>(
         store: &KeyedLimiter<String, Gcra, DefaultHashBuilder>,

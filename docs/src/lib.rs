@@ -77,4 +77,45 @@ mod tests {
             }
         }
     }
+
+    /// A keyed store takes a lookup type made equivalent to its keys with
+    /// the `equivalent` crate's trait (as indexmap takes it), in a build
+    /// that has the core as a user's does. Tested here, not in the core's
+    /// own tests: their dev-dependencies turn hashbrown's `equivalent`
+    /// feature on (through governor), which makes hashbrown's `Equivalent`
+    /// that same trait; without the feature it is a trait of hashbrown's
+    /// own, which the core re-exported until it took `equivalent`'s.
+    #[test]
+    fn a_keyed_store_takes_the_equivalent_crates_trait() {
+        use core::hash::{Hash, Hasher};
+        use ratekeeper::{Gcra, KeyedLimiter, Nanos};
+
+        /// A borrowed `(String, u32)` key, hashed as the tuple is.
+        struct Ref<'a>(&'a str, u32);
+
+        impl Hash for Ref<'_> {
+            fn hash<H: Hasher>(&self, state: &mut H) {
+                self.0.hash(state);
+                self.1.hash(state);
+            }
+        }
+
+        impl equivalent::Equivalent<(String, u32)> for Ref<'_> {
+            fn equivalent(&self, key: &(String, u32)) -> bool {
+                self.0 == key.0 && self.1 == key.1
+            }
+        }
+
+        let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(10)).unwrap());
+        let held = |store: &KeyedLimiter<(String, u32), Gcra>, key: &Ref<'_>| {
+            !store.peek(key, Nanos::ZERO, 1).unwrap().allowed
+        };
+        assert!(!held(&store, &Ref("alice", 7)));
+        let key = ("alice".to_owned(), 7);
+        assert!(store.try_acquire(&key, Nanos::ZERO, 1).unwrap().allowed);
+        assert!(held(&store, &Ref("alice", 7)));
+        assert!(!held(&store, &Ref("alice", 8)));
+        assert!(store.reset(&Ref("alice", 7)));
+        assert!(store.is_empty());
+    }
 }
