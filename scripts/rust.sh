@@ -14,9 +14,9 @@ case "${1:-test}" in
     RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps --all-features
     # Links resolve in a build without features too, as a user's `cargo doc` shows them.
     RUSTDOCFLAGS="-D warnings" cargo doc -p ratekeeper --no-deps
-    # The crate as crates.io would get it: its files (license texts, README) and a build.
+    # The crate as crates.io would get it: its files (license texts, README, changelog) and a build.
     listed=$(cargo package -p ratekeeper --offline --allow-dirty --list)
-    for file in LICENSE-MIT LICENSE-APACHE README.md; do
+    for file in LICENSE-MIT LICENSE-APACHE README.md CHANGELOG.md; do
         grep -qx "$file" <<<"$listed" || { echo "rust.sh: $file is not in the crate's package" >&2; exit 1; }
     done
     cargo package -p ratekeeper --offline --allow-dirty
