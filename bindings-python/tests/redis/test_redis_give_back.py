@@ -8,9 +8,12 @@ counted."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 import time
 import uuid
+from types import FrameType
 from typing import Any, Callable, Optional
 
 import pytest
@@ -800,6 +803,490 @@ def test_an_async_cancel_made_while_a_reset_is_under_way_gives_nothing_back(url:
     assert not ok or after > held
 
 
+def _give_back_of(limiter: RedisLimiter, how: str) -> Callable[[], None]:
+    """The give-back of a call made on the fresh key "k" (at its first
+    instant), for another thread to run: a reservation's ``cancel()``, what
+    an ``acquire`` interrupted before its slot gives back (guarded), or what
+    a batch's sender gives back for a caller that left during its round trip."""
+    if how == "cancel":
+        return limiter.reserve("k").cancel
+    if how == "acquire interrupted":
+        return limiter.reserve("k")._give_back
+    keys = limiter._keys("k")
+    answers, took = limiter._decide_taken("k", keys, "acquire", [1], None)
+    return lambda: limiter._give_back(keys, [("k", 1, answers[0])], took)
+
+
+GIVE_BACKS = ["cancel", "acquire interrupted", "batched caller"]
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+@pytest.mark.parametrize("how", GIVE_BACKS)
+def test_a_give_back_begun_in_another_thread_before_a_reset_reaches_redis_before_its_unlink(
+    client: redis.Redis, algorithm: str, how: str
+) -> None:
+    # A give-back decided in one thread (no reset yet) went on to Redis
+    # whatever another thread's reset did meanwhile: landing after the
+    # reset's UNLINK and the key's next unit, it freed that unit (two at
+    # once from a limit of one). Here it is held on its way until the reset
+    # and the next try_acquire are done, or until the reset waits for it.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, AFTER_RESET[algorithm](), prefix=_prefix(f"thread-reset-order-{algorithm}-{how}"), clock=lambda: now)
+    give_back = _give_back_of(limiter, how)
+    call = limiter._call
+    sending, held, waiting = threading.Event(), threading.Event(), threading.Event()
+
+    def hold_the_give_back(keys: list[bytes], args: list[Any]) -> Any:
+        if args[1] == "refund":
+            sending.set()
+            assert held.wait(10)  # on its way (a connection of the pool, say)
+        return call(keys, args)
+
+    after_give_backs = getattr(limiter, "_after_give_backs", None)
+
+    def signalled(*args: Any) -> Any:
+        waiting.set()  # the reset waits for the give-back on its way
+        assert after_give_backs is not None
+        return after_give_backs(*args)
+
+    limiter._call = hold_the_give_back  # type: ignore[method-assign]
+    limiter._after_give_backs = signalled  # type: ignore[method-assign, assignment]
+    giver = threading.Thread(target=give_back)
+    giver.start()
+    assert sending.wait(10)
+    taken: list[bool] = []
+
+    def reset_then_take() -> None:
+        assert limiter.reset("k")
+        taken.append(limiter.try_acquire("k").allowed)
+
+    resetter = threading.Thread(target=reset_then_take)
+    resetter.start()
+    _until(lambda: waiting.is_set() or not resetter.is_alive())
+    held.set()
+    resetter.join(10)
+    giver.join(10)
+    limiter._call = call  # type: ignore[method-assign]
+    assert taken == [True]
+    after = limiter.reserve("k", max_wait=100)
+    # The unit taken anew stays taken: the next one comes later.
+    assert after.ok and after.wait > 0
+
+
+@pytest.mark.parametrize("algorithm", AFTER_RESET)
+@pytest.mark.parametrize("how", GIVE_BACKS)
+def test_a_give_back_decided_while_another_threads_reset_is_under_way_gives_nothing_back(
+    client: redis.Redis, algorithm: str, how: str
+) -> None:
+    # The reset's UNLINK had run, its reply not read yet (not counted): a
+    # give-back decided then in another thread found no reset and sent its
+    # refund, which landed after the key was taken anew and freed that unit.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, AFTER_RESET[algorithm](), prefix=_prefix(f"thread-reset-under-way-{algorithm}-{how}"), clock=lambda: now)
+    give_back = _give_back_of(limiter, how)
+    call, unlink = limiter._call, client.unlink
+    unlinked, answer, sending, taken_anew, waiting = (threading.Event() for _ in range(5))
+
+    def reply_on_its_way(*keys: Any) -> Any:
+        held = unlink(*keys)
+        unlinked.set()
+        assert answer.wait(10)  # the reply on its way back
+        return held
+
+    def held_until_taken_anew(keys: list[bytes], args: list[Any]) -> Any:
+        if args[1] == "refund":
+            sending.set()
+            assert taken_anew.wait(10)
+        return call(keys, args)
+
+    after_resets = getattr(limiter, "_after_resets", None)
+
+    def signalled(*args: Any) -> Any:
+        waiting.set()  # the give-back waits for the reset under way
+        assert after_resets is not None
+        return after_resets(*args)
+
+    client.unlink = reply_on_its_way  # type: ignore[method-assign]
+    limiter._call = held_until_taken_anew  # type: ignore[method-assign]
+    limiter._after_resets = signalled  # type: ignore[method-assign, assignment]
+    found: list[bool] = []
+    resetter = threading.Thread(target=lambda: found.append(limiter.reset("k")))
+    resetter.start()
+    assert unlinked.wait(10)
+    giver = threading.Thread(target=give_back)
+    giver.start()
+    _until(lambda: sending.is_set() or waiting.is_set() or not giver.is_alive())
+    assert limiter.try_acquire("k", now=now)  # the key taken anew (the reset's reply still on its way)
+    taken_anew.set()
+    answer.set()
+    resetter.join(10)
+    giver.join(10)
+    del client.unlink
+    limiter._call = call  # type: ignore[method-assign]
+    assert found == [True]
+    after = limiter.reserve("k", max_wait=100)
+    assert after.ok and after.wait > 0
+
+
+def _interrupting(real: Callable[..., Any], *, after: bool = False) -> Callable[..., Any]:
+    """``real``, but its first call raises KeyboardInterrupt (as Ctrl-C
+    does), before ``real`` runs, or once it returned (``after``)."""
+    calls = 0
+
+    def interrupted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            return real(*args)
+        if after:
+            real(*args)
+        raise KeyboardInterrupt
+
+    return interrupted
+
+
+def _after_it(limiter: RedisLimiter, key: bytes, before: RedisReservation, resetting: bool) -> None:
+    """What a reset or give-back of ``limiter``'s key "k" that was
+    interrupted leaves: if it was a reset whose UNLINK ran, ``before``, a
+    booking at the key's first instant made before it, gives nothing back,
+    and one made since, the first call since, does; then a later reset
+    ends (in a thread of its own: were it to wait for ever, that would show
+    here), and a booking made after it gives back."""
+    if resetting and not limiter._client.exists(key):  # its UNLINK ran
+        since = limiter.reserve("k")  # the key's first instant anew
+        before.cancel()
+        assert not limiter.peek("k").allowed, "a booking made before the reset gave back"
+        since.cancel()
+        assert limiter.peek("k").allowed, "a booking made since the reset gave nothing back"
+    later = threading.Thread(target=limiter.reset, args=("k",), daemon=True)
+    later.start()
+    later.join(10)
+    assert not later.is_alive(), "a later reset waits for the interrupted thread"
+    booked = limiter.reserve("k")
+    booked.cancel()
+    assert booked.wait == 0 and limiter.reserve("k").wait == 0, "a booking made since gave nothing back"
+    # Nothing is left in the book: one whose thread left it was taken out.
+    assert limiter._book.resetting == () and limiter._book.giving == ()
+
+
+INTERRUPTED_AT = [
+    "reset, waiting for the give-backs on their way",
+    "reset, before its UNLINK",
+    "reset, after its UNLINK",
+    "reset, as it ends",
+    "give-back, waiting for a reset under way",
+    "give-back, before its refund",
+    "give-back, after its refund",
+    "give-back, as it ends",
+]
+
+
+@pytest.mark.parametrize("where", INTERRUPTED_AT)
+def test_a_reset_or_give_back_interrupted_leaves_later_ones_working(client: redis.Redis, where: str) -> None:
+    # A thread interrupted (Ctrl-C, a signal handler's exception) in a reset
+    # or a give-back, wherever it was, leaves no later reset waiting for it,
+    # and no give-back of a call made since dropped: the store's book lists
+    # either while it is under way, and one whose thread left it before it
+    # could take it out ("as it ends") is told by that (its frame no longer
+    # runs), then taken out (a reset counted as one that found its keys).
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix("interrupted"), clock=lambda: now)
+    key = limiter._keys("k")[0]
+    before = limiter.reserve("k")  # the key's first instant
+    resetting = where.startswith("reset")
+    call, unlink = limiter._call, client.unlink
+    go, unlinked = threading.Event(), threading.Event()
+    others: list[threading.Thread] = []
+    if where == "reset, waiting for the give-backs on their way":
+        limiter._after_give_backs = _interrupting(limiter._after_give_backs)  # type: ignore[method-assign]
+    elif where == "reset, before its UNLINK":
+        client.unlink = _interrupting(unlink)  # type: ignore[method-assign]
+    elif where == "reset, after its UNLINK":
+        client.unlink = _interrupting(unlink, after=True)  # type: ignore[method-assign]
+    elif where.endswith("as it ends"):
+        limiter._ended = _interrupting(limiter._ended)  # type: ignore[method-assign]
+    elif where == "give-back, waiting for a reset under way":
+
+        def reply_on_its_way(*keys: Any) -> Any:
+            held = unlink(*keys)
+            unlinked.set()
+            assert go.wait(10)
+            return held
+
+        client.unlink = reply_on_its_way  # type: ignore[method-assign]
+        others.append(threading.Thread(target=limiter.reset, args=("k",)))
+        others[0].start()
+        assert unlinked.wait(10)
+        limiter._after_resets = _interrupting(limiter._after_resets)  # type: ignore[method-assign]
+    else:
+
+        def refund_interrupted(keys: list[bytes], args: list[Any]) -> Any:
+            if args[1] != "refund":
+                return call(keys, args)
+            limiter._call = call  # type: ignore[method-assign]
+            return _interrupting(call, after=where.endswith("after its refund"))(keys, args)
+
+        limiter._call = refund_interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        if resetting:
+            limiter.reset("k")
+        else:
+            before.cancel()
+    go.set()
+    for other in others:
+        other.join(10)
+    if "_call" in vars(limiter):
+        del limiter._call
+    for name in ("_after_give_backs", "_after_resets", "_ended"):
+        vars(limiter).pop(name, None)
+    if "unlink" in vars(client):
+        del client.unlink
+    _after_it(limiter, key, before, resetting)
+
+
+@pytest.mark.parametrize("which", ["give-back", "reset"])
+def test_a_reset_or_give_back_whose_thread_left_it_unsaid_is_waited_for_no_longer(client: redis.Redis, which: str) -> None:
+    # A reset waits for the give-backs on their way to its keys, and a
+    # give-back for the resets under way on its keys: one whose thread was
+    # interrupted before it could take it out of the store's book (here, as
+    # it ends) stays listed, and is waited for only while its thread is in
+    # it. A give-back that waited for such a reset gives nothing back (the
+    # reset may have found its keys: here it did, the key taken anew since).
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix(f"left-unsaid-{which}"), clock=lambda: now)
+    before = limiter.reserve("k")  # the key's first instant
+    call, unlink, ended = limiter._call, client.unlink, limiter._ended
+    under_way, go = threading.Event(), threading.Event()
+
+    def left_unsaid(*args: Any) -> Any:
+        if threading.current_thread().name == "interrupted":
+            raise KeyboardInterrupt
+        return ended(*args)
+
+    def held(keys: list[bytes], args: list[Any]) -> Any:
+        if threading.current_thread().name == "interrupted":
+            under_way.set()
+            assert go.wait(10)
+        return call(keys, args)
+
+    def reply_on_its_way(*keys: Any) -> Any:
+        reply = unlink(*keys)
+        if threading.current_thread().name == "interrupted":
+            under_way.set()
+            assert go.wait(10)
+        return reply
+
+    def waiting(wait_for: Any) -> Any:
+        def waits(listed: Any) -> Any:
+            go.set()  # the interrupted thread goes on, and leaves its entry listed
+            return wait_for(listed)
+
+        return waits
+
+    limiter._ended = left_unsaid  # type: ignore[method-assign, assignment]
+    first: Callable[[], object]
+    then: Callable[[], object]
+    if which == "give-back":
+        limiter._call = held  # type: ignore[method-assign]
+        limiter._after_give_backs = waiting(limiter._after_give_backs)  # type: ignore[method-assign]
+        first, then = before.cancel, (lambda: limiter.reset("k"))
+    else:
+        client.unlink = reply_on_its_way  # type: ignore[method-assign]
+        limiter._after_resets = waiting(limiter._after_resets)  # type: ignore[method-assign]
+        first, then = (lambda: limiter.reset("k")), before.cancel
+    out: list[str] = []
+
+    def run(work: Callable[[], object]) -> None:
+        try:
+            work()
+            out.append("done")
+        except KeyboardInterrupt:
+            out.append("interrupted")
+
+    interrupted = threading.Thread(target=run, args=(first,), name="interrupted")
+    interrupted.start()
+    assert under_way.wait(10)
+    if which == "reset":
+        assert limiter.try_acquire("k", now=now)  # taken anew, the reset's reply on its way
+    waiter = threading.Thread(target=run, args=(then,), daemon=True)
+    waiter.start()
+    waiter.join(10)
+    interrupted.join(10)
+    assert not waiter.is_alive(), "it waits for a thread that left"
+    assert out == ["interrupted", "done"]
+    for name in ("_call", "_ended", "_after_give_backs", "_after_resets"):
+        vars(limiter).pop(name, None)
+    vars(client).pop("unlink", None)
+    if which == "reset":
+        # The booking made before the reset gave nothing back.
+        assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)
+    _after_it(limiter, limiter._keys("k")[0], before, resetting=False)
+
+
+@pytest.mark.parametrize("inside", ["reset", "give-back"])
+def test_a_signal_handlers_reset_or_give_back_inside_one_of_the_same_keys_waits_for_nothing(
+    client: redis.Redis, inside: str
+) -> None:
+    # A signal handler runs in the thread it interrupted, on top of what that
+    # thread was doing: a give-back there during a reset of its keys (or a
+    # reset during a give-back) waited for what could only end once the
+    # handler returned, for ever. The give-back gives nothing back instead
+    # (the reset may find its keys, and goes on after it); the reset goes
+    # on at once.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix(f"handler-{inside}"), clock=lambda: now)
+    before = limiter.reserve("k")  # the key's first instant
+    mine = limiter.reserve("k", max_wait=100)
+    call, unlink = limiter._call, client.unlink
+    handled: list[object] = []
+
+    def handler() -> None:
+        if inside == "give-back":
+            handled.append(limiter.reset("k"))
+        else:
+            before.cancel()
+            handled.append("cancelled")
+
+    def unlink_with_a_signal(*keys: Any) -> Any:
+        handler()  # as the UNLINK's reply is awaited
+        return unlink(*keys)
+
+    def refund_with_a_signal(keys: list[bytes], args: list[Any]) -> Any:
+        if args[1] == "refund" and not handled:
+            handler()
+        return call(keys, args)
+
+    if inside == "reset":
+        client.unlink = unlink_with_a_signal  # type: ignore[method-assign]
+        work: Callable[[], object] = lambda: limiter.reset("k")
+    else:
+        limiter._call = refund_with_a_signal  # type: ignore[method-assign]
+        work = mine.cancel
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "it waits for what it interrupted"
+    assert handled == (["cancelled"] if inside == "reset" else [True])
+    vars(limiter).pop("_call", None)
+    vars(client).pop("unlink", None)
+    if inside == "reset":
+        # The reset went on: `mine`, booked before it, gives nothing back.
+        assert limiter.try_acquire("k")
+        mine.cancel()
+        assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)
+    _after_it(limiter, limiter._keys("k")[0], before, resetting=False)
+
+
+# The package's own code, where _interrupted_at interrupts.
+_PACKAGE = os.path.dirname(ratekeeper.__file__)
+
+
+def _interrupted_at(n: int, run: Callable[[], object]) -> bool:
+    """Runs ``run()`` in this thread, with a KeyboardInterrupt raised at
+    the ``n``-th place in the package's code where CPython raises an
+    asynchronous exception (a signal handler's): as a function begins, and
+    as a call it made returns (bpo-29988: never between a ``with``'s
+    ``__enter__`` and its block, nor between the block and ``__exit__``),
+    a call of redis-py's included. Whether it was raised (``n`` past the
+    last place: not); raised, it is what ``run()`` raises (never swallowed)."""
+    seen = 0
+
+    def ours(frame: Optional[FrameType]) -> bool:
+        return frame is not None and frame.f_code.co_filename.startswith(_PACKAGE)
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal seen
+        # A C call's events come in its caller's frame; a Python one's return, in its own.
+        if (event in ("call", "c_return") and ours(frame)) or (event == "return" and ours(frame.f_back)):
+            seen += 1
+            if seen == n:
+                raise KeyboardInterrupt
+
+    raised = False
+    sys.setprofile(profile)
+    try:
+        run()
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        sys.setprofile(None)
+    assert raised == (seen >= n)
+    return raised
+
+
+@pytest.mark.parametrize("what", ["reset", "reset, a give-back on its way", "give-back", "give-back, a reset under way"])
+def test_a_reset_or_give_back_interrupted_anywhere_leaves_later_ones_working(client: redis.Redis, what: str) -> None:
+    # As test_a_reset_or_give_back_interrupted_leaves_later_ones_working,
+    # with the interruption at each place in turn where CPython can raise
+    # one, in the package's code the reset or give-back runs through; and
+    # with another thread's give-back on its way (held until the reset
+    # waits for it) or reset under way (its reply held until the give-back
+    # waits for it: the give-back, of a booking made before it, gives
+    # nothing back, the key taken anew meanwhile).
+    now = 2_000_000_005.0
+    resetting = what.startswith("reset")
+    for n in range(1, 10_000):
+        limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix(f"anywhere-{n}"), clock=lambda: now)
+        key = limiter._keys("k")[0]
+        before = limiter.reserve("k")  # the key's first instant
+        go, on_its_way = threading.Event(), threading.Event()
+        other: Optional[threading.Thread] = None
+        if what == "reset, a give-back on its way":
+            mine = limiter.reserve("k", max_wait=100)
+            call, after_give_backs = limiter._call, limiter._after_give_backs
+
+            def held(keys: list[bytes], args: list[Any]) -> Any:
+                if threading.current_thread() is not threading.main_thread():
+                    on_its_way.set()
+                    assert go.wait(10)
+                return call(keys, args)
+
+            def waits(giving: Any) -> None:
+                go.set()
+                after_give_backs(giving)
+
+            limiter._call = held  # type: ignore[method-assign]
+            limiter._after_give_backs = waits  # type: ignore[method-assign]
+            other = threading.Thread(target=mine.cancel)
+        elif what == "give-back, a reset under way":
+            unlink, after_resets = client.unlink, limiter._after_resets
+
+            def reply_on_its_way(*keys: Any) -> Any:
+                reply = unlink(*keys)
+                on_its_way.set()
+                assert go.wait(10)
+                return reply
+
+            def waits_for(resetting: Any) -> bool:
+                go.set()
+                return after_resets(resetting)
+
+            client.unlink = reply_on_its_way  # type: ignore[method-assign]
+            limiter._after_resets = waits_for  # type: ignore[method-assign]
+            other = threading.Thread(target=limiter.reset, args=("k",))
+        if other is not None:
+            other.start()
+            assert on_its_way.wait(10)
+            if not resetting:
+                assert limiter.try_acquire("k")  # taken anew, the reset's reply on its way
+        injected = _interrupted_at(n, (lambda: limiter.reset("k")) if resetting else before.cancel)
+        go.set()
+        if other is not None:
+            other.join(10)
+            assert not other.is_alive()
+            for name in ("_call", "_after_give_backs", "_after_resets"):
+                vars(limiter).pop(name, None)
+            vars(client).pop("unlink", None)
+            if not resetting:
+                # The booking made before the reset gave nothing back.
+                assert limiter.reserve("k", max_wait=100).wait == pytest.approx(1.0)
+        _after_it(limiter, key, before, resetting)
+        if not injected:
+            break
+    else:
+        raise AssertionError("no end to the places")
+
+
 def test_a_reset_of_another_key_leaves_a_booking_to_give_back(client: redis.Redis) -> None:
     # Per key, as in-process: a reset forgets the bookings of the keys it
     # found, not those of the others.
@@ -943,7 +1430,18 @@ def test_a_call_made_after_a_reset_gives_back(url: str, asynchronous: bool) -> N
         assert limiter.try_acquire("k")
         limiter.reserve("k", max_wait=100).cancel()
         wait = limiter.reserve("k", max_wait=100).wait
-        free = True  # (a sync caller that left: test_a_caller_interrupted_in_a_batch_another_sends_gives_its_units_back)
+        # What a batch's sender, in a thread of its own, gives back for a
+        # caller that left, the call made after the reset.
+        window = RedisLimiter(sclient, ratekeeper.FixedWindow(1, 10.0), prefix=name, clock=lambda: now)
+        assert window.try_acquire("w")
+        assert window.reset("w")
+        keys = window._keys("w")
+        answers, took = window._decide_taken("w", keys, "acquire", [1], None)
+        assert answers[0].allowed
+        sender = threading.Thread(target=window._give_back, args=(keys, [("w", 1, answers[0])], took))
+        sender.start()
+        sender.join(10)
+        free = window.peek("w").allowed
         sclient.close()
     # The cancelled booking's slot, given back, is the next one's.
     assert wait == pytest.approx(1.0)

@@ -1336,6 +1336,69 @@ def test_a_child_forked_while_another_thread_queues_an_async_call_decides_its_ow
     assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("under_way", ["give-back", "reset"])
+def test_a_child_forked_during_another_threads_give_back_or_reset_waits_for_neither(url: str, under_way: str) -> None:
+    # A reset waits for the give-backs on their way to its keys, and a
+    # give-back for the resets under way on them, while their threads are in
+    # them: the child copied another thread's as running, where no thread
+    # would ever end it. It forgets them; a reset among them counts as one
+    # that found its keys (its UNLINK, sent from the parent, may reach Redis
+    # at any time), so a booking made before it gives nothing back.
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, threading
+        import redis
+        import ratekeeper
+        from ratekeeper.redis import RedisLimiter
+
+        under_way, done = threading.Event(), threading.Event()
+        client = redis.Redis.from_url(sys.argv[1])
+        limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=sys.argv[2], clock=lambda: 2_000_000_005.0)
+        before = limiter.reserve("k")  # the key's first instant
+        mine = limiter.reserve("k", max_wait=100)
+        call, unlink = limiter._call, client.unlink
+
+        def held(keys, args):
+            if threading.current_thread() is not threading.main_thread():
+                under_way.set()
+                done.wait()
+            return call(keys, args)
+
+        def reply_held(*keys):
+            reply = unlink(*keys)
+            if threading.current_thread() is not threading.main_thread():
+                under_way.set()
+                done.wait()
+            return reply
+
+        if sys.argv[3] == "give-back":
+            limiter._call = held
+            thread = threading.Thread(target=mine.cancel)
+        else:
+            client.unlink = reply_held
+            thread = threading.Thread(target=limiter.reset, args=("k",))
+        thread.start()
+        under_way.wait()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child that hangs is ended, and says so by its status
+            if sys.argv[3] == "give-back":
+                os._exit(0 if limiter.reset("k") else 1)
+            taken = limiter.try_acquire("k").allowed  # the key, unlinked, taken anew
+            before.cancel()
+            os._exit(0 if taken and not limiter.peek("k").allowed else 2)
+        _, status = os.waitpid(pid, 0)
+        done.set()
+        thread.join()
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    prefix = f"rk-py-fork:{uuid.uuid4().hex}:"
+    done = subprocess.run([sys.executable, "-c", code, url, prefix, under_way], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "0\n"), done.stderr[-2000:]
+
+
 def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: redis.Redis, url: str) -> None:
     limiter = RedisLimiter(client, ratekeeper.Gcra(100, 0.01))
     assert limiter.try_acquire("w").from_store  # the script is loaded
