@@ -1866,6 +1866,31 @@ def test_an_interruption_between_sending_the_script_and_reading_its_reply_leaves
     client.close()
 
 
+@pytest.mark.parametrize("kind", ["server", "cluster"])
+def test_a_reset_interrupted_between_sending_its_unlink_and_reading_its_reply_leaves_no_reply_for_the_next_call(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # As for the script (above), for reset's UNLINK: its reply, left unread
+    # in a pooled connection, was read by the next call as its own (the
+    # integer 1, which raised a TypeError to that call's caller), and by each
+    # later one the reply before its own.
+    client: Any = request.getfixturevalue("client") if kind == "server" else RedisCluster.from_url(request.getfixturevalue("cluster_url"))
+    limiter = RedisLimiter(client, ratekeeper.FixedWindow(100, 3600), prefix=f"rk-py-unread-reset:{uuid.uuid4().hex}:")
+    assert limiter.try_acquire("k", 5).remaining == 95
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.undo()
+        raise KeyboardInterrupt
+
+    for node in [client] if kind == "server" else [n.redis_connection for n in client.get_nodes()]:
+        monkeypatch.setattr(node, "parse_response", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        limiter.reset("k")
+    assert limiter.try_acquire("k", 5).remaining == 95  # the UNLINK ran: the key was fresh
+    assert limiter.peek("k", 0).remaining == 95
+    client.close()
+
+
 def test_an_async_cancel_cancelled_before_its_refund_went_still_gives_the_booking_back(url: str) -> None:
     # cancel() forgot the booking, then awaited the refund in the caller's
     # task: cancelled before the refund was sent (a timeout's, while it

@@ -492,7 +492,16 @@ class _Sync:
                 self._book = book._replace(resetting=(*book.resetting, me))
             self._after_give_backs([doing for doing in book.giving if doing.marks & marks])
             found = True  # sent, it may run whatever comes back
-            held = int(self._client.unlink(*keys))
+            try:
+                held = int(self._client.unlink(*keys))
+            except (RedisError, RedisClusterException):
+                raise
+            except BaseException:
+                # Interrupted between sending it and reading its reply: as
+                # in _call, the reply stays unread in a pooled connection,
+                # for the next command to read as its own. The idle ones go.
+                _close_idle(self._client)
+                raise
             found = held > 0
             return held
         finally:
