@@ -20,7 +20,7 @@ import time
 from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Optional
 
 import pytest
-from limiters import ALL, FakeClock, Make
+from limiters import ALL, FakeClock, LoopTime, Make, Stopped, ThreadTime
 
 import ratekeeper
 from ratekeeper import _wait
@@ -187,30 +187,6 @@ def test_a_signal_during_a_real_sleep_refunds() -> None:
 
 
 # --- acquire on a clock of its own -----------------------------------------
-
-
-class ThreadTime:
-    """``time.monotonic`` made of ``now`` (seconds), and a ``time.sleep`` that
-    moves it as a real one would, at once: a thread's sleeps on time, with no
-    wait in real time. ``stop_after`` sleeps, the next raises ``Stopped``
-    (for a call that would otherwise sleep for ever)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_after: int = 1000) -> None:
-        self.now = 50.0
-        self.sleeps: list[float] = []
-        self.stop_after = stop_after
-        monkeypatch.setattr(time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(time, "sleep", self.sleep)
-
-    def sleep(self, seconds: float) -> None:
-        if len(self.sleeps) == self.stop_after:
-            raise Stopped(f"still waiting after {self.stop_after} sleeps")
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
-class Stopped(Exception):
-    """A sleep refused to a call that waits too many times."""
 
 
 @pytest.mark.parametrize(("interval", "slept"), [(0.25, [0.25, 0.05]), (0.04, [0.04, 0.04, 0.04])])
@@ -580,28 +556,6 @@ def test_acquire_async_raises_what_a_replaced_sleep_raises(monkeypatch: pytest.M
         asyncio.run(bucket.acquire_async())
     # Its booking was given back, as for any error during the wait.
     assert bucket.peek().retry_after == 0.25
-
-
-class LoopTime:
-    """The running loop's clock, made of ``now`` (seconds), and an
-    ``asyncio.sleep`` that moves it as a real one would, at once: a loop
-    whose timers ran on time, with no wait in real time."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.now = 50.0
-        self.sleeps: list[float] = []
-        self.monkeypatch = monkeypatch
-        self.turn = asyncio.sleep  # the loop's own
-        monkeypatch.setattr(asyncio, "sleep", self.sleep)
-
-    def install(self) -> None:
-        """Makes the running loop's clock this one (from a coroutine on it)."""
-        self.monkeypatch.setattr(asyncio.get_running_loop(), "time", lambda: self.now)
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-        await self.turn(0)
 
 
 @pytest.mark.parametrize(("interval", "slept"), [(0.25, [0.25, 0.05]), (0.04, [0.04, 0.04, 0.04])])

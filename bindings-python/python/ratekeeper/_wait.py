@@ -379,12 +379,14 @@ while no other booking came after it: else its slot goes unused, as one
 given back from the middle would be shared)."""
 
 
-def _left_after(subject: _Subject, reservation: Reservation, slept: float, took: float) -> float:
-    """What is left to sleep until the slot of ``reservation``, ``subject``'s
-    booking, after a sleep of ``slept`` seconds that took ``took`` seconds on
-    the sleeper's own clock (an ``acquire``'s ``time.monotonic``, an
-    ``acquire_async``'s loop's): what is left on the limiter's clock, 0 once
-    the slot has come there, or 0 for a sleep trusted as it is.
+def _left_after(left: float, slept: float, took: float) -> float:
+    """What is left to sleep until a booking's slot, after a sleep of
+    ``slept`` seconds that took ``took`` seconds on the sleeper's own clock
+    (an ``acquire``'s ``time.monotonic``, an ``acquire_async``'s loop's):
+    ``left``, what is left on the limiter's clock, read once the sleep ended
+    (0 once the slot has come there), or 0 for a sleep trusted as it is.
+    The Redis clients' ``acquire`` waits on the caller's ``clock=`` by this
+    rule too (``ratekeeper.redis._core._Core.sleeps``).
 
     One rule for ``acquire`` and ``acquire_async``: each sleeps again what is
     left on the limiter's clock until its slot has come there, never before,
@@ -411,7 +413,6 @@ def _left_after(subject: _Subject, reservation: Reservation, slept: float, took:
     that did not move: less is a timer's that fired early (a replaced sleep
     that moved the limiter's clock a little short of the slot stands for one).
     """
-    left = subject._left(reservation)
     if 2 * took < slept and (left > _EARLY or left >= slept):
         return 0.0
     return left
@@ -428,7 +429,8 @@ def _sleep_until(subject: _Subject, reservation: Reservation) -> None:
             # Both looked up on every call, so that a test may replace them.
             began = time.monotonic()
             time.sleep(wait)
-            wait = _left_after(subject, reservation, wait, time.monotonic() - began)
+            took = time.monotonic() - began
+            wait = _left_after(subject._left(reservation), wait, took)
     except BaseException:
         reservation._give_back()
         raise
@@ -534,7 +536,8 @@ async def acquire_async(subject: _Subject, args: tuple[Any, ...], timeout: Optio
                 continue
             # Slept, on the loop's clock: what is left on the limiter's, if
             # it is to be slept again (see _left_after).
-            wait = _left_after(subject, waiter.reservation, wait, loop.time() - began)
+            took = loop.time() - began
+            wait = _left_after(booker._left(waiter.reservation), wait, took)
     except BaseException:
         _withdraw(subject, waiter)
         raise

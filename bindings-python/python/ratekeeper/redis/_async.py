@@ -483,7 +483,9 @@ class _Async:
             else:  # unless a reset found one of its keys since (see _giving_back)
                 await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks)))
 
-        return AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
+        reservation = AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
+        reservation._due = self._core.due(reply, now)  # for acquire (see _Core.sleeps)
+        return reservation
 
     async def _wait(
         self, book: Callable[[float, Callable[[], bool]], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]
@@ -508,11 +510,16 @@ class _Async:
                 raise
             if reservation.ok:
                 try:
-                    await asyncio.sleep(reservation.wait)
+                    # On the caller's clock= until the slot has come there,
+                    # the loop's clock telling a sleep that took its time
+                    # (see _Core.sleeps).
+                    for wait in self._core.sleeps(reservation, asyncio.get_running_loop().time):
+                        await asyncio.sleep(wait)
                 except BaseException:
-                    # As above: the cancellation is what is raised, whatever
-                    # the give-back meets (Redis gone meanwhile). Given back
-                    # only while the latest, as _Sync's.
+                    # As above: the cancellation (or the error of the
+                    # caller's clock, read for what is left) is what is
+                    # raised, whatever the give-back meets (Redis gone
+                    # meanwhile). Given back only while the latest, as _Sync's.
                     with contextlib.suppress(Exception):
                         await _shielded(reservation._give_back())
                     raise

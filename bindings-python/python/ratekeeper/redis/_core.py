@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
 
 from ratekeeper import Decision, KeyedLimiter, Limiter, Policy, RateLimitError, Reservation
-from ratekeeper._wait import flag
+from ratekeeper._wait import _left_after, flag
 from ratekeeper.redis._values import (
     _ceil_micros,
     _counted,
@@ -28,7 +28,7 @@ from ratekeeper.redis._values import (
     _utf8,
     MAX_SPAN,
 )
-from ratekeeper.redis._decisions import RedisDecision, RedisPolicyDecision
+from ratekeeper.redis._decisions import RedisDecision, RedisPolicyDecision, _Reservation
 from ratekeeper.redis._limits import _Limit
 
 
@@ -213,6 +213,56 @@ class _Core:
         (d,) = self.decisions(reply[2:], 1)
         slot = Fraction(reply[0] + reply[2], 1_000_000)
         return bool(reply[1]), reply[2] / 1e6, float(slot), d, slot, None
+
+    def due(self, reply: Optional[Sequence[int]], now: Optional[_Seconds]) -> Optional[int]:
+        """The slot of a reserve ``reply`` in µs on the caller's clock, when
+        it booked one there, read from the clock (``clock=``, no ``now``):
+        booked at the clock's reading (the reply's ``now``), a wait later.
+        ``None`` when nothing was booked, when Redis failed (the fallback
+        decided), on the server's clock, or at a ``now`` given: no clock to
+        read again for it (see ``sleeps``)."""
+        if reply is None or not reply[1] or self.clock is None or now is not None:
+            return None
+        return reply[0] + reply[2]
+
+    def sleeps(self, reservation: _Reservation, elapsed: Callable[[], float]) -> Iterator[float]:
+        """The sleeps of a waiting ``acquire`` until the slot of
+        ``reservation``, its booking, one after another: the wait booked;
+        then, when it was booked on the caller's ``clock=`` (``_due``), what
+        is left until the slot on that clock, read after each sleep (a
+        ``clock=`` counting coarser than the sleeper's, in tenths of a
+        second, or running behind it, has not reached the slot when the wait
+        has passed on the sleeper's own), until it has come there: as the
+        in-process ``acquire`` waits on the limiter's clock, by the same rule
+        (``ratekeeper._wait._left_after``, with ``elapsed``, the sleeper's
+        own clock, telling a sleep that took its time from a test's sleep
+        replaced to skip the wait). No Redis round trip: the slot is known
+        from the booking. A clock that raises there (read and checked as for
+        a booking) raises from the iteration, for the caller to give its
+        booking back; a clock that never reaches the slot keeps the caller
+        waiting, as in-process. ``timeout`` bounds none of it: it bounds the
+        wait booked, at booking, as in-process.
+
+        On the server's clock (the default: the script reads ``TIME``), one
+        sleep: reading that clock again costs a round trip per ``acquire``,
+        and the sleep begins once the reply is in, after the script read it,
+        so a sleep that takes its wait on the sleeper's own clock ends after
+        the slot there (clock rates aside), and the next call's script reads
+        it a round trip later still. Only a timer that fires early (uvloop's
+        count whole milliseconds, as Node's do) may end it sooner, by up to a
+        millisecond, less those round trips."""
+        wait = reservation.wait
+        while True:
+            began = elapsed()
+            yield wait
+            due = reservation._due
+            if due is None or wait <= 0:
+                return
+            # Read as a booking reads it (the errors naming `clock`).
+            left = max(due - int(self.now(None)), 0) / 1_000_000
+            wait = _left_after(left, wait, elapsed() - began)
+            if wait <= 0:
+                return
 
     def marks(self, reply: Optional[Sequence[int]]) -> list[int]:
         """A reserve reply's marks (``[]`` for none: Redis failed): each

@@ -52,7 +52,7 @@ class RedisPolicyDecision(RedisDecision):
 class _Reservation:
     """What both kinds of reservation hold; ``cancel`` is each one's own."""
 
-    __slots__ = ("_cancel", "_release", "at", "cost", "decision", "from_store", "ok", "wait")
+    __slots__ = ("_cancel", "_due", "_release", "at", "cost", "decision", "from_store", "ok", "wait")
 
     def __init__(
         self,
@@ -77,6 +77,11 @@ class _Reservation:
         # What a waiting acquire that does not go ahead gives back (see
         # _give_back): the booking, on a bucket only while it is the latest.
         self._release: Optional[Callable[[], Any]] = (release or cancel) if ok and cost else None
+        # The slot in µs on the caller's clock, when the booking read it
+        # (``clock=``; set by the store that booked: see ``_Core.due``): what
+        # a waiting ``acquire`` reads that clock again for (see
+        # ``_Core.sleeps``); None on the server's clock, or the fallback's.
+        self._due: Optional[int] = None
 
     def _take(self, release: bool) -> Optional[Callable[[], Any]]:
         """The give-back to run (``release``: the guarded one), once for both."""

@@ -132,8 +132,11 @@ class RedisLimiter(_LimiterMixin, _Sync):
 
     def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
-        across processes); raise ``RateLimited`` past ``timeout``. Interrupted, it gives the
-        booking back: on a bucket only while it is the key's latest (else its slot goes unused)."""
+        across processes); raise ``RateLimited`` past ``timeout`` (the wait booked). On the
+        caller's ``clock=``, it waits until the slot has come on that clock (sleeping again what
+        is left there); on the server's, it sleeps once. Interrupted (or the clock raising
+        there), it gives the booking back: on a bucket only while it is the key's latest (else
+        its slot goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
         self._wait(lambda left: self._reserve(key, keys, cost, left, None), timeout)
@@ -182,8 +185,11 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
 
     async def acquire(self, key: _Key, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
         """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
-        across processes); raise ``RateLimited`` past ``timeout``; cancelling gives them back
-        (on a bucket only while the booking is the key's latest, else its slot goes unused)."""
+        across processes); raise ``RateLimited`` past ``timeout`` (the wait booked). On the
+        caller's ``clock=``, it waits until the slot has come on that clock (sleeping again what
+        is left there); on the server's, it sleeps once. Cancelling (or the clock raising there)
+        gives them back (on a bucket only while the booking is the key's latest, else its slot
+        goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)
         await self._wait(lambda left, gone: self._reserve(key, keys, cost, left, None, gone), timeout)

@@ -196,9 +196,11 @@ class RedisPolicy(_PolicyMixin, _Sync):
         return self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``.
-        Interrupted or cancelled, it gives the booking back: per limit key, a bucket's only while
-        it is the key's latest (else its slot goes unused), a window's where it was counted."""
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``
+        (the wait booked). On the caller's ``clock=``, it waits until the slot has come on that
+        clock (sleeping again what is left there); on the server's, it sleeps once. Interrupted
+        (or the clock raising there), it gives the booking back: per limit key, a bucket's only
+        while it is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
         self._wait(lambda left: self._reserve(target, keys, cost, left, None), timeout)
@@ -263,8 +265,10 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         return await self._reserve(*self._asked(request), _cost(cost, self._core.limit), max_wait, now)
 
     async def acquire(self, request: _Request = None, cost: int = 1, timeout: Optional[_Seconds] = None) -> None:
-        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``.
-        Interrupted or cancelled, it gives the booking back: per limit key, a bucket's only while
+        """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``
+        (the wait booked). On the caller's ``clock=``, it waits until the slot has come on that
+        clock (sleeping again what is left there); on the server's, it sleeps once. Cancelled (or
+        the clock raising there), it gives the booking back: per limit key, a bucket's only while
         it is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)

@@ -667,11 +667,14 @@ class _Sync:
             else:
                 self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks))
 
-        return RedisReservation(ok, wait, at, cost, decision, cancel, release)
+        reservation = RedisReservation(ok, wait, at, cost, decision, cancel, release)
+        reservation._due = self._core.due(reply, now)  # for acquire (see _Core.sleeps)
+        return reservation
 
     def _wait(self, book: Callable[[float], RedisReservation], timeout: Optional[_Seconds]) -> None:
-        """Books (``book(max_wait)``), then sleeps once until the slot; while
-        Redis is unreachable, retries after the fallback's ``retry_after``."""
+        """Books (``book(max_wait)``), then sleeps until the slot (on the
+        caller's ``clock=``, until it has come there: see ``_Core.sleeps``);
+        while Redis is unreachable, retries after the fallback's ``retry_after``."""
         limit = _timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         while True:
@@ -679,9 +682,12 @@ class _Sync:
             reservation = book(left)
             if reservation.ok:
                 try:
-                    time.sleep(reservation.wait)
+                    # Both looked up here, so that a test may replace them.
+                    for wait in self._core.sleeps(reservation, time.monotonic):
+                        time.sleep(wait)
                 except BaseException:
-                    # Interrupted (Ctrl-C, a signal handler's exception): the
+                    # Interrupted (Ctrl-C, a signal handler's exception; or
+                    # the caller's clock, read for what is left, raised): the
                     # booking goes back while it is the latest, as the
                     # in-process acquire's does; from the middle of a
                     # bucket's line (another process booked behind it) it
