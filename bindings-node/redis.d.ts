@@ -58,7 +58,9 @@ export interface RedisOptions<F extends OnError = OnError> {
   /**
    * The caller's clock: Unix milliseconds (`Date.now`), sent as whole µs (at
    * most 2^52). Default: none, the Redis server's `TIME`. A `nowMs` argument
-   * is caller time too (and is not batched).
+   * is caller time too (and is not batched). `acquire` waits until its slot
+   * has come on this clock (read again after each sleep); on the server's
+   * clock it sleeps once, the wait booked.
    */
   clock?: (() => number) | null
   /**
@@ -125,9 +127,11 @@ export declare class RedisLimiter {
   /** Books the earliest slot within `maxWaitMs` (first come, first served across processes). */
   reserve(key: Key, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Promise<RedisReservation>
   /**
-   * Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise).
-   * Aborted, it gives the booking back: on a bucket only while it is the key's latest (else its
-   * slot goes unused), on a window where it was counted.
+   * Books once and sleeps until the slot (RateLimited / TimeoutError / `signal.reason` otherwise):
+   * on the caller's `clock`, until it has come on that clock (sleeping again what is left there,
+   * with no other round trip); on the server's, one sleep. Aborted (or the clock throwing there),
+   * it gives the booking back: on a bucket only while it is the key's latest (else its slot goes
+   * unused), on a window where it was counted. `timeoutMs` bounds the wait booked, at booking.
    */
   acquire(key: Key, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   /** As `Limiter.headers`: a policy's decision is a `TypeError` (`invalid_type`). */
@@ -162,7 +166,10 @@ export declare class RedisPolicy {
   /** Gives back units Redis gave (`fromStore: true`) in every limit, taken at `takenAtMs` (default now). */
   refund(request: PolicyRequest | null | undefined, cost: number, takenAtMs?: number | null): Promise<void>
   reserve(request?: PolicyRequest | null, cost?: number | null, maxWaitMs?: number | null, nowMs?: number | null): Promise<RedisReservation<RedisPolicyDecision>>
-  /** Books once and sleeps until the slot; aborted, gives the booking back per limit key as `RedisLimiter.acquire`. */
+  /**
+   * Books once and sleeps until the slot (on the caller's `clock`, until it has come there),
+   * as `RedisLimiter.acquire`; aborted, gives the booking back per limit key as it does.
+   */
   acquire(request?: PolicyRequest | null, cost?: number | null, options?: AcquireOptions | null): Promise<void>
   headers(decision: PolicyDecision): RateLimitHeaders
   /**

@@ -111,9 +111,10 @@ class RedisLimits {
 
   /**
    * Resolves once `cost` units are ours: books the earliest slot within
-   * `timeoutMs` and sleeps until it. Rejects with a TimeoutError when the
-   * wait would pass `timeoutMs`, with `signal.reason` on abort (the booking
-   * given back), with RateLimited when nothing can be booked.
+   * `timeoutMs` and sleeps until it (on the caller's `clock`, until it has
+   * come on that clock: see Store's sleepUntil). Rejects with a TimeoutError
+   * when the wait would pass `timeoutMs`, with `signal.reason` on abort (the
+   * booking given back), with RateLimited when nothing can be booked.
    */
   async acquire(target, cost, options) {
     ownStore(this);

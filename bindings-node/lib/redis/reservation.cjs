@@ -12,6 +12,14 @@
 let giveBackLatest;
 
 /**
+ * The slot of a reservation in µs on the caller's clock, when the booking
+ * read it (the `clock` option): what a waiting acquire reads that clock
+ * again for (see Store's `sleepUntil`); null on the server's clock, at a
+ * `nowMs` given, or for the `onError` limiter's booking.
+ */
+let dueOf;
+
+/**
  * A booking of `reserve`: the in-process Reservation's fields (`ok`,
  * `waitMs`, `atMs`, `cost`, `decision`) plus `fromStore`, and `cancel()`,
  * as Python's RedisReservation has.
@@ -19,11 +27,13 @@ let giveBackLatest;
 class RedisReservation {
   #cancel;
   #release;
+  #due;
 
-  constructor(fields, cancel, release = cancel) {
+  constructor(fields, cancel, release = cancel, due = null) {
     Object.assign(this, fields);
     this.#cancel = cancel;
     this.#release = release;
+    this.#due = due;
   }
 
   static {
@@ -32,6 +42,7 @@ class RedisReservation {
       r.#cancel = r.#release = null;
       return release === null ? Promise.resolve() : release();
     };
+    dueOf = (r) => r.#due;
   }
 
   /**
@@ -51,4 +62,4 @@ class RedisReservation {
   }
 }
 
-module.exports = { RedisReservation, giveBackLatest };
+module.exports = { RedisReservation, giveBackLatest, dueOf };

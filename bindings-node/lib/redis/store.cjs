@@ -8,7 +8,7 @@ const { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, 
 const { nativeOnly } = require('./limits.cjs');
 const { counted, keyPart, joined, keyId, markOf, reaches } = require('./keys.cjs');
 const { MAX_TIMER_MS, sleep, abortable } = require('./timers.cjs');
-const { RedisReservation, giveBackLatest } = require('./reservation.cjs');
+const { RedisReservation, giveBackLatest, dueOf } = require('./reservation.cjs');
 
 const { RateLimited } = api;
 // Brand checks, never `instanceof` (see limits.cjs).
@@ -631,19 +631,55 @@ class Store {
     // The slot in the script's own µs, where `cancel` gives back.
     const slot = String(numbers[0] + numbers[2]);
     const fields = { ok, waitMs: numbers[2] / 1000, atMs: (numbers[0] + numbers[2]) / 1000, cost, decision: ok ? null : decision, fromStore: true };
-    if (!(ok && cost > 0)) return new RedisReservation(fields, null);
+    // Booked at the clock's reading (no `nowMs`): the slot on that clock, for acquire (see sleepUntil).
+    const due = ok && this.clock !== null && (nowMs === undefined || nowMs === null) ? numbers[0] + numbers[2] : null;
+    if (!(ok && cost > 0)) return new RedisReservation(fields, null, null, due);
     const marks = marksOf(numbers);
     // Nothing once a reset found one of its keys since the booking was sent (see forgot, givingBack).
     return new RedisReservation(
       fields,
       () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, [], abandoned)),
       () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, marks, abandoned)),
+      due,
     );
   }
 
   /**
+   * Sleeps until the slot of `r`, an acquire's booking: its `waitMs`; then,
+   * booked on the caller's `clock`, what is left until the slot on that
+   * clock, read after each sleep, until it has come there, as the
+   * in-process acquire re-arms its timer until the limiter's clock reaches
+   * the slot (lib/api/waiting.cjs, wake): a clock counting coarser than
+   * the timers (tenths of a second) or running behind them has not reached
+   * the slot when the wait has passed on the timers'. No round trip: the
+   * slot is known from the booking. The clock is read and checked as for a
+   * booking, and its throw rejects (the caller gives the booking back); one
+   * that never reaches the slot keeps the acquire waiting until its signal
+   * aborts, as in-process. `timeoutMs` bounds none of it: it bounds the wait
+   * booked, at booking, as in-process.
+   *
+   * On the server's clock (the default: the script reads TIME), one sleep:
+   * reading that clock again costs a round trip per acquire, and the sleep
+   * begins once the reply is in, after the script read it, so a timer that
+   * takes its wait ends after the slot there (clock rates aside), and the
+   * next call's script reads it a round trip later still. Only a timer that
+   * fires early (Node's count whole milliseconds from a time the loop read
+   * before) may end it sooner, by a millisecond or so, less those round trips.
+   */
+  async sleepUntil(r, signal) {
+    const due = dueOf(r);
+    let waitMs = r.waitMs;
+    while (waitMs > 0) {
+      await sleep(waitMs, signal);
+      // What is left on the caller's clock, read as a booking reads it (its errors naming `clock()`).
+      waitMs = due === null ? 0 : (due - Number(this.wireNow(undefined))) / 1000;
+    }
+  }
+
+  /**
    * acquire: books once (reserve within what is left of `timeoutMs`) and
-   * sleeps until the slot; an abort gives the booking back. While Redis
+   * sleeps until the slot (see sleepUntil); an abort, or a throw of the
+   * caller's clock read for what is left, gives the booking back. While Redis
    * cannot answer, retries after the fallback's `retryAfterMs`. `book(left,
    * gone)` books within `left` ms; `gone()` says the caller left (aborted).
    */
@@ -684,7 +720,7 @@ class Store {
       );
       if (r.ok) {
         try {
-          if (r.waitMs > 0) await sleep(r.waitMs, signal);
+          await this.sleepUntil(r, signal);
         } catch (reason) {
           giveBack(r);
           throw reason;
