@@ -1177,6 +1177,53 @@ def test_a_signal_handlers_reset_or_give_back_inside_one_of_the_same_keys_waits_
     _after_it(limiter, limiter._keys("k")[0], before, resetting=False)
 
 
+def test_a_signal_handlers_give_back_inside_a_give_back_a_reset_waits_for_waits_for_nothing(client: redis.Redis) -> None:
+    # A thread's give-back is on its way, and another thread's reset of its
+    # key waits for it. A signal handler in the first thread, run on top of
+    # its give-back, gives back another booking of that key: it waited for
+    # the reset, which waited for the give-back under it, for ever. It gives
+    # nothing back instead (the reset may find the key), and the reset goes
+    # on once the give-back under it is done.
+    now = 2_000_000_005.0
+    limiter = RedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix=_prefix("handler-give-back-in-give-back"), clock=lambda: now)
+    before = limiter.reserve("k")  # the key's first instant
+    mine = limiter.reserve("k", max_wait=100)
+    call, after_give_backs = limiter._call, limiter._after_give_backs
+    resetting = threading.Event()
+    handled: list[str] = []
+
+    def waiting_for_the_give_back(*args: Any) -> Any:
+        resetting.set()  # listed, it waits for `mine`'s give-back on its way
+        return after_give_backs(*args)
+
+    def refund_with_a_signal(keys: list[bytes], args: list[Any]) -> Any:
+        if args[1] == "refund" and not handled:
+            handled.append("signalled")
+            resetter.start()
+            assert resetting.wait(10)
+            before.cancel()  # the handler's give-back
+            handled.append("cancelled")
+        return call(keys, args)
+
+    limiter._call = refund_with_a_signal  # type: ignore[method-assign]
+    limiter._after_give_backs = waiting_for_the_give_back  # type: ignore[method-assign, assignment]
+    resetter = threading.Thread(target=limiter.reset, args=("k",), daemon=True)
+    worker = threading.Thread(target=mine.cancel, daemon=True)
+    worker.start()
+    worker.join(10)
+    stuck = worker.is_alive()
+    if stuck:  # let both go: the reset out of the book
+        limiter._book = limiter._book._replace(resetting=())
+        worker.join(10)
+    resetter.join(10)
+    assert not stuck, "the handler's give-back waits for a reset that waits for the give-back under it"
+    assert not resetter.is_alive()
+    assert handled == ["signalled", "cancelled"]
+    vars(limiter).pop("_call", None)
+    vars(limiter).pop("_after_give_backs", None)
+    _after_it(limiter, limiter._keys("k")[0], before, resetting=False)
+
+
 # The package's own code, where _interrupted_at interrupts.
 _PACKAGE = os.path.dirname(ratekeeper.__file__)
 

@@ -148,13 +148,16 @@ class _Doing:
     exception between a ``with``'s ``__enter__`` and its block; 3.14 could,
     as ``__enter__`` returned, until gh-148874 was fixed.)"""
 
-    __slots__ = ("done", "frame", "marks", "reset", "thread")
+    __slots__ = ("done", "frame", "marks", "reset", "thread", "waits")
 
     def __init__(self, marks: frozenset[int], frame: GeneratorType[None, None, Any], reset: bool) -> None:
         self.marks = marks
         self.frame = frame
         self.reset = reset
         self.thread = threading.get_ident()
+        # A reset's: the give-backs on their way to its keys as it was
+        # listed, which it waits for before its UNLINK (see _Sync._wait_out).
+        self.waits: tuple[_Doing, ...] = ()
         # Set once it is out of the book: its waiters go on at once (and
         # look again every _RECHECK, should its thread leave before saying).
         self.done = _Wake()
@@ -489,8 +492,9 @@ class _Sync:
         try:
             with self._order_lock:
                 book = self._settled()
+                me.waits = tuple(doing for doing in book.giving if doing.marks & marks)
                 self._book = book._replace(resetting=(*book.resetting, me))
-            self._after_give_backs([doing for doing in book.giving if doing.marks & marks])
+            self._after_give_backs(list(me.waits))
             found = True  # sent, it may run whatever comes back
             try:
                 held = int(self._client.unlink(*keys))
@@ -525,15 +529,27 @@ class _Sync:
     def _wait_out(self, doing: _Doing) -> bool:
         """Waits until ``doing`` is out of the book, or its thread left it
         (then it is taken out by the next look, see ``_settled``): never for
-        a thread that is gone. Answers ``False``, at once, for one under
-        way in this very thread (a signal handler's call that interrupted
-        it), which cannot end while waited for."""
+        a thread that is gone. Answers ``False``, at once, for one that
+        cannot end while this thread waits for it: under way in this very
+        thread (a signal handler's call that interrupted it), or a reset
+        waiting for a give-back under way in it (a signal handler's
+        give-back, on top of that one, waited for the reset, which waited
+        for the give-back under it, for ever)."""
         while doing.here() and self._listed(doing):
-            if doing.thread == threading.get_ident():
+            if self._held_here(doing):
                 return False
             if doing.done.wait(_RECHECK):
                 doing.done.set()  # for whoever else waits for it
         return True
+
+    def _held_here(self, doing: _Doing) -> bool:
+        """Whether ``doing`` waits for this thread: under way in it, or a
+        reset whose give-backs to wait for (``waits``) count one under way
+        in it, still listed (see ``_wait_out``)."""
+        me = threading.get_ident()
+        if doing.thread == me:
+            return True
+        return any(each.thread == me and each.here() and self._listed(each) for each in doing.waits)
 
     def _listed(self, doing: _Doing) -> bool:
         book = self._book
@@ -569,8 +585,9 @@ class _Sync:
                     self._book = book._replace(giving=(*book.giving, me))
                     break
             if not self._after_resets(resetting):
-                # Under a reset of its keys in this thread: that reset may
-                # find them, and it cannot end first. Less, never more.
+                # Under a reset of its keys in this thread, or under a
+                # give-back in this thread that such a reset waits for: that
+                # reset may find them, and it cannot end first. Less, never more.
                 return
         try:
             refund()
