@@ -8,6 +8,7 @@ test is skipped.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -17,6 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+
+import ratekeeper.redis._async
 
 URL = os.environ.get("RATEKEEPER_REDIS_URL")
 CLUSTER_URL = os.environ.get("RATEKEEPER_REDIS_CLUSTER_URL")
@@ -44,6 +47,18 @@ def cluster_url() -> str:
     if not CLUSTER_URL:
         pytest.skip("no Redis Cluster: set RATEKEEPER_REDIS_CLUSTER_URL (scripts/redis.sh test does)")
     return CLUSTER_URL
+
+
+async def given_back() -> None:
+    """Waits until the tasks that the running loop runs give-backs (and
+    batches) in, which nobody awaits, are done: a cancelled call raises at
+    once, its give-back on its way (once Redis answers, for a call in flight)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        under_way = [task for task in list(ratekeeper.redis._async._TASKS) if task.get_loop() is loop and not task.done()]
+        if not under_way:
+            return
+        await asyncio.wait(under_way)
 
 
 class Server:

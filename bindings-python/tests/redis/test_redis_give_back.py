@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import pytest
 import redis
 import redis.asyncio
-from redis_fixtures import client, url
+from redis_fixtures import client, given_back, url
 
 import ratekeeper
 from ratekeeper.redis import AsyncRedisLimiter, AsyncRedisPolicy, RedisLimiter, RedisPolicy, RedisReservation
@@ -332,6 +332,7 @@ def test_a_cancelled_async_acquire_gives_nothing_back_once_another_booked_behind
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await given_back()  # raised at once, its booking given back in a task of its own
         after = await other.reserve(target, max_wait=100)
         await first.aclose()
         await second.aclose()
@@ -369,6 +370,7 @@ def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_onc
         task = asyncio.ensure_future(mine.acquire("k"))
         with pytest.raises(asyncio.CancelledError):
             await task
+        await given_back()  # the booking, once its reply came
         mine._call = call  # type: ignore[method-assign]
         (behind,) = booked
         after = await other.reserve("k", max_wait=100)
@@ -390,6 +392,7 @@ def test_a_cancelled_async_acquire_that_is_the_latest_booking_gives_it_back(url:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await given_back()  # raised at once, its booking given back in a task of its own
         after = await limiter.reserve("k", max_wait=100)
         await aclient.aclose()
         return after.wait
@@ -1535,6 +1538,7 @@ def test_an_async_acquire_cancelled_while_it_sleeps_gives_nothing_back_once_the_
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await given_back()  # raised at once, its booking given back in a task of its own
         after = await limiter.reserve("k", max_wait=100)
         await aclient.aclose()
         return behind, after
@@ -1629,3 +1633,134 @@ def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(un
         assert client.unlinked == 1  # the reset went on without it
     else:
         assert refunds == []  # the reset may have found the key: nothing given back
+
+
+async def _done_at_once(task: asyncio.Future[Any]) -> bool:
+    """Whether ``task``, just cancelled, ends within a few turns of the loop
+    (each a turn of every task ready to run), nothing else being answered."""
+    for _ in range(20):
+        if task.done():
+            return True
+        await asyncio.sleep(0)
+    return task.done()
+
+
+def _limiter_or_policy(kind: str, aclient: Any, prefix: str) -> tuple[Any, Any]:
+    """An async limiter (``Gcra(1, 1.0)``) or a policy of that bucket and an
+    hourly window, and the target of its key "k"; on a caller's clock that
+    stands still (slots exact: a waiting acquire sleeps until cancelled)."""
+    now = 2_000_000_005.0
+    if kind == "limiter":
+        return AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=prefix, clock=lambda: now), "k"
+    config = [("rate", ratekeeper.Gcra(1, 1.0), ["user"]), ("hourly", ratekeeper.FixedWindow(100, 3600), ["user"])]
+    return AsyncRedisPolicy(aclient, config, prefix=prefix, clock=lambda: now), {"user": "k"}
+
+
+@pytest.mark.parametrize("kind", ["limiter", "policy"])
+@pytest.mark.parametrize("during", ["round trip", "sleep"])
+def test_an_async_acquire_cancelled_raises_at_once_and_gives_its_booking_back_in_a_task_of_its_own(
+    url: str, kind: str, during: str
+) -> None:
+    # Cancelled during its booking's round trip, the acquire waited for
+    # Redis's answer, then for its give-back's round trip, before raising;
+    # cancelled while it slept until its slot, for its give-back's round
+    # trip: an asyncio.wait_for or asyncio.timeout ran over by that much, and
+    # for ever while Redis did not answer. It raises at once now, as the Node
+    # client's acquire rejects at once on an abort; the booking (once its
+    # reply comes, for one in flight) is given back in a task of its own:
+    # the key's latest, all of it.
+    async def main() -> tuple[bool, list[bool], float, float]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter, target = _limiter_or_policy(kind, aclient, _prefix(f"async-at-once-{kind}-{during}"))
+        assert (await limiter.try_acquire(target)).allowed
+        call, sleeps = limiter._call, limiter._core.sleeps
+        cancel_now, answer = asyncio.Event(), asyncio.Event()
+        refunded: list[bool] = []
+
+        async def held(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            if args[1] == "refund":
+                refunded.append(True)
+                await answer.wait()  # on its way until the test lets it go
+                return await call(keys, args, *rest)
+            reply = await call(keys, args, *rest)  # Redis booked
+            if args[1] == "reserve" and during == "round trip":
+                cancel_now.set()
+                await answer.wait()  # the reply on its way until the test lets it come
+            return reply
+
+        def signalled(reservation: Any, elapsed: Callable[[], float]) -> Any:
+            for wait in sleeps(reservation, elapsed):
+                cancel_now.set()  # sleeping until its slot
+                yield wait
+
+        limiter._call = held
+        limiter._core.sleeps = signalled
+        task = asyncio.ensure_future(limiter.acquire(target))
+        await cancel_now.wait()
+        task.cancel()
+        at_once = await _done_at_once(task)
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await given_back()
+        limiter._call = call
+        first = await limiter.reserve(target, max_wait=100)
+        second = await limiter.reserve(target, max_wait=100)
+        await aclient.aclose()
+        return at_once, refunded, first.wait, second.wait
+
+    at_once, refunded, first, second = asyncio.run(main())
+    assert at_once and refunded == [True]
+    # The slot the cancelled acquire booked, a second on, is the next booking's.
+    assert (first, second) == (1.0, 2.0)
+
+
+@pytest.mark.parametrize("call", ["acquire", "reserve", "try_acquire", "try_acquire alone"])
+def test_an_async_call_cancelled_while_redis_never_answers_raises_at_once_and_leaves_nothing_behind(
+    url: str, call: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Redis never answers the call (a server that hangs, and no
+    # socket_timeout): cancelled, the acquire waited for that answer for
+    # ever. Each call raises at once; its round trip and give-back, in tasks
+    # of their own, are cancelled with the loop as asyncio.run ends it: none
+    # is left pending (which asyncio reports as "Task was destroyed but it
+    # is pending"), kept, or with an error nobody retrieved.
+    reported: list[dict[str, Any]] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> bool:
+        loops.append(asyncio.get_running_loop())
+        loops[0].set_exception_handler(lambda loop, context: reported.append(context))
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("async-never"), batching=call != "try_acquire alone")
+        assert (await limiter.try_acquire("k")).allowed
+        real = limiter._call
+        sent = asyncio.Event()
+
+        async def never(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            await real(keys, args, *rest)
+            sent.set()
+            await asyncio.Event().wait()  # the reply never comes
+
+        limiter._call = never  # type: ignore[method-assign]
+        calls: dict[str, Callable[[], Any]] = {
+            "acquire": lambda: limiter.acquire("k"),
+            "reserve": lambda: limiter.reserve("k", max_wait=100),
+            "try_acquire": lambda: limiter.try_acquire("k"),
+            "try_acquire alone": lambda: limiter.try_acquire("k"),
+        }
+        task = asyncio.ensure_future(calls[call]())
+        await sent.wait()
+        task.cancel()
+        at_once = await _done_at_once(task)
+        await aclient.aclose()
+        return at_once
+
+    gc.collect()  # what earlier tests left to collect is not this test's
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="asyncio"):
+        at_once = asyncio.run(main())
+        gc.collect()
+    assert at_once
+    assert reported == [] and caplog.records == []
+    assert not [task for task in list(ratekeeper.redis._async._TASKS) if task.get_loop() is loops[0]]

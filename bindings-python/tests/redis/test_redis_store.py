@@ -28,7 +28,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.retry import Retry
-from redis_fixtures import Server, client, cluster_url, own_server, url
+from redis_fixtures import Server, client, cluster_url, given_back, own_server, url
 
 import ratekeeper
 import ratekeeper.redis
@@ -945,6 +945,7 @@ def test_async_classes(url: str) -> None:
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
+        await given_back()  # raised at once, its booking given back in a task of its own
         # Cancelled at any point of its booking's round trip, it books nothing.
         minute = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 60), name="minute")
         await minute.try_acquire("k")
@@ -957,6 +958,7 @@ def test_async_classes(url: str) -> None:
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
+            await given_back()  # raised at once, its booking given back when Redis answers
             again = await minute.reserve("k", max_wait=120)
             assert again.at == pytest.approx(first.at, abs=1e-6), ticks
             await again.cancel()
@@ -3194,6 +3196,7 @@ def test_refund_and_cancel_while_redis_is_unreachable_raise_nothing() -> None:
             try:
                 await waiting
             except asyncio.CancelledError:
+                await given_back()  # raised at once, its booking given back meanwhile
                 assert local.peek("k", 0).remaining == 2, ticks
             else:  # done before the cancel: it keeps its unit
                 assert local.peek("k", 0).remaining == 1, ticks
@@ -3501,6 +3504,7 @@ def test_an_async_acquire_cancelled_while_it_sleeps_raises_its_cancellation_what
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        await given_back()  # raised at once, whatever its give-back (in a task of its own) meets
         await client.aclose()
 
     asyncio.run(main())

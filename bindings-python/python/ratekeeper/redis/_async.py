@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import math
 import os
 import threading
@@ -439,11 +438,7 @@ class _Async:
         try:
             return await booked
         except asyncio.CancelledError:
-            # Nobody awaits the give-back: its error (a ScriptError) is
-            # retrieved, as _shielded's is.
-            giving = asyncio.ensure_future(_give_back(booking))
-            _keep(giving)
-            giving.add_done_callback(_retrieved)
+            _detached(_give_back(booking))
             raise
 
     async def _book(
@@ -490,9 +485,11 @@ class _Async:
     async def _wait(
         self, book: Callable[[float, Callable[[], bool]], Awaitable[AsyncRedisReservation]], timeout: Optional[_Seconds]
     ) -> None:
-        """``_Sync._wait`` on asyncio; cancelled while sleeping, it gives the
-        booking back. ``book(left, gone)`` books within ``left`` seconds,
-        sending nothing once ``gone()`` (this caller left before it did)."""
+        """``_Sync._wait`` on asyncio. Cancelled while it sleeps, or during its
+        booking's round trip, it raises at once and the booking is given back
+        in a task of its own (once Redis answers, for one in flight).
+        ``book(left, gone)`` books within ``left`` seconds, sending nothing
+        once ``gone()`` (this caller left before it did)."""
         limit = _timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         while True:
@@ -502,11 +499,12 @@ class _Async:
                 reservation = await booked
             except asyncio.CancelledError:
                 # Cancelled while the script runs: it may book all the same.
-                # Whatever the give-back meets, the cancellation is what is raised.
-                try:
-                    await _shielded(_give_back(booking))
-                except Exception:
-                    pass
+                # The caller leaves at once, as the Node client's acquire
+                # rejects at once on an abort: waiting here for Redis's answer
+                # (and the give-back's round trip) made an asyncio.timeout run
+                # over by that much, and for ever while Redis did not answer.
+                # The booking, when it comes, is given back in a task of its own.
+                _detached(_give_back(booking))
                 raise
             if reservation.ok:
                 try:
@@ -517,11 +515,11 @@ class _Async:
                         await asyncio.sleep(wait)
                 except BaseException:
                     # As above: the cancellation (or the error of the
-                    # caller's clock, read for what is left) is what is
-                    # raised, whatever the give-back meets (Redis gone
-                    # meanwhile). Given back only while the latest, as _Sync's.
-                    with contextlib.suppress(Exception):
-                        await _shielded(reservation._give_back())
+                    # caller's clock, read for what is left) is raised at
+                    # once, whatever the give-back meets (Redis gone
+                    # meanwhile), which goes on in a task of its own. Given
+                    # back only while the latest, as _Sync's.
+                    _detached(reservation._give_back())
                     raise
                 return
             if reservation.from_store or reservation.wait > left:
@@ -641,16 +639,23 @@ def _keep(task: asyncio.Future[Any]) -> None:
     task.add_done_callback(_TASKS.discard)
 
 
-def _shielded(work: Awaitable[_T]) -> asyncio.Future[_T]:
-    """``work`` in a task of its own, kept until done, shielded from its
-    caller's cancellation; its error reaches a caller still waiting. Once the
-    caller is cancelled nobody waits for it: its error (a ScriptError) is
-    retrieved all the same, which asyncio would otherwise log as "Task
-    exception was never retrieved"."""
+def _detached(work: Awaitable[_T]) -> asyncio.Future[_T]:
+    """``work`` in a task of its own, kept until done, for a caller that
+    leaves (or may leave) before it ends: once nobody waits for it, its
+    error (a ScriptError) is retrieved all the same, which asyncio would
+    otherwise log as "Task exception was never retrieved". Still pending
+    when its loop ends (``asyncio.run`` returning), it is cancelled with
+    the loop's other tasks."""
     task = asyncio.ensure_future(work)
     _keep(task)
     task.add_done_callback(_retrieved)
-    return asyncio.shield(task)
+    return task
+
+
+def _shielded(work: Awaitable[_T]) -> asyncio.Future[_T]:
+    """``work`` in a task of its own (see ``_detached``), shielded from its
+    caller's cancellation; its error reaches a caller still waiting."""
+    return asyncio.shield(_detached(work))
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:

@@ -187,8 +187,9 @@ class AsyncRedisLimiter(_LimiterMixin, _Async):
         """Wait until ``cost`` units of ``key`` are ours (booked, first come first served,
         across processes); raise ``RateLimited`` past ``timeout`` (the wait booked). On the
         caller's ``clock=``, it waits until the slot has come on that clock (sleeping again what
-        is left there); on the server's, it sleeps once. Cancelling (or the clock raising there)
-        gives them back (on a bucket only while the booking is the key's latest, else its slot
+        is left there); on the server's, it sleeps once. Cancelled (or the clock raising there),
+        it raises at once and gives them back in a task of its own, once Redis answers for a
+        booking in flight (on a bucket only while the booking is the key's latest, else its slot
         goes unused)."""
         keys = self._keys(key)
         cost = _cost(cost, self.limit)

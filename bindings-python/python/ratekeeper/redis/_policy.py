@@ -268,8 +268,9 @@ class AsyncRedisPolicy(_PolicyMixin, _Async):
         """Wait until ``cost`` units of every limit are ours; raise ``RateLimited`` past ``timeout``
         (the wait booked). On the caller's ``clock=``, it waits until the slot has come on that
         clock (sleeping again what is left there); on the server's, it sleeps once. Cancelled (or
-        the clock raising there), it gives the booking back: per limit key, a bucket's only while
-        it is the key's latest (else its slot goes unused), a window's where it was counted."""
+        the clock raising there), it raises at once and gives the booking back in a task of its
+        own, once Redis answers for a booking in flight: per limit key, a bucket's only while it
+        is the key's latest (else its slot goes unused), a window's where it was counted."""
         target, keys = self._asked(request)
         cost = _cost(cost, self._core.limit)
         await self._wait(lambda left, gone: self._reserve(target, keys, cost, left, None, gone), timeout)
