@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Coroutine, Optional
 
 import pytest
 import redis
@@ -1764,3 +1764,107 @@ def test_an_async_call_cancelled_while_redis_never_answers_raises_at_once_and_le
     assert at_once
     assert reported == [] and caplog.records == []
     assert not [task for task in list(ratekeeper.redis._async._TASKS) if task.get_loop() is loops[0]]
+
+
+def _on_a_loop_closed_after(start: Callable[[], Coroutine[Any, Any, Any]], sent: threading.Event) -> asyncio.Task[Any]:
+    """``start()``, in a task of an event loop of another thread, left under
+    way once ``sent`` is set: that loop stops, and is closed (its task is
+    kept from the garbage collector, which would close it, for the test's
+    length). Returns that task."""
+    left: list[asyncio.Task[Any]] = []
+
+    def other_loop() -> None:
+        loop = asyncio.new_event_loop()
+        # Its task, still pending, is reported once collected: not this test's point.
+        loop.set_exception_handler(lambda loop, context: None)
+
+        async def main() -> None:
+            left.append(asyncio.get_running_loop().create_task(start()))
+            while not sent.is_set():
+                await asyncio.sleep(0)
+
+        loop.run_until_complete(main())
+        loop.close()
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and sent.is_set()
+    return left[0]
+
+
+def test_a_reset_left_on_a_closed_loop_counts_as_one_that_found_its_key_and_holds_no_later_give_back(url: str) -> None:
+    # A reset left under way on another thread's event loop, which was then
+    # closed (its UNLINK sent, its reply never read): every give-back on its
+    # key's mark waited for it, found its loop not running, and gave nothing
+    # back, a booking made long after it too, until the garbage collector
+    # closed that task (if ever). It is taken out once its loop is found
+    # closed, counted as a reset that found its key (its UNLINK may have run),
+    # as the sync client counts one whose thread left it.
+    now = 2_000_000_005.0
+    sent = threading.Event()
+
+    async def main() -> tuple[float, float, float, asyncio.Task[Any], Any]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("closed-loop-reset"), clock=lambda: now)
+        unlink = aclient.unlink
+
+        async def held_elsewhere(*keys: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                sent.set()
+                await asyncio.Event().wait()  # its reply never read: its loop stops and is closed
+            return await unlink(*keys)
+
+        aclient.unlink = held_elsewhere  # type: ignore[method-assign]
+        assert (await limiter.try_acquire("k")).allowed
+        early = await limiter.reserve("k", max_wait=100)  # a second on, booked before the reset
+        loop = asyncio.get_running_loop()
+        reset = await loop.run_in_executor(None, _on_a_loop_closed_after, lambda: limiter.reset("k"), sent)
+        await early.cancel()  # the reset may have found the key: nothing given back
+        later = await limiter.reserve("k", max_wait=100)  # two seconds on (the UNLINK never ran)
+        await later.cancel()  # booked after the reset was left: given back
+        again = await limiter.reserve("k", max_wait=100)
+        await aclient.aclose()
+        return early.wait, later.wait, again.wait, reset, limiter
+
+    early, later, again, reset, limiter = asyncio.run(main())
+    assert (early, later, again) == (1.0, 2.0, 2.0)
+    keys = limiter._keys("k")
+    counted = limiter._core.resets_of(keys)
+    assert counted == 1 and limiter._resetting == {}
+    # Its task closed at last (by the garbage collector, say): counted once, not twice.
+    reset.get_coro().close()
+    assert limiter._core.resets_of(keys) == counted and limiter._resetting == {}
+
+
+def test_a_give_back_left_on_a_closed_loop_is_taken_out_by_the_next_reset(url: str) -> None:
+    # A give-back left under way on another thread's event loop, which was
+    # then closed: a reset passed it over, but it stayed listed (and its
+    # loop with it) until the garbage collector closed its task, if ever.
+    # The reset takes it out, as the sync client takes out one whose thread
+    # left it (its refund, sent, may have landed: nobody can know).
+    sent = threading.Event()
+
+    async def main() -> tuple[bool, Any]:
+        aclient = redis.asyncio.Redis.from_url(url)
+        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("closed-loop-give-back"))
+        call = limiter._call
+
+        async def held_elsewhere(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                sent.set()
+                await asyncio.Event().wait()  # its reply never read: its loop stops and is closed
+            return await call(keys, args, *rest)
+
+        limiter._call = held_elsewhere  # type: ignore[method-assign]
+        booked = await limiter.reserve("k", max_wait=100)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, _on_a_loop_closed_after, booked.cancel, sent)
+        listed = bool(limiter._giving)
+        assert await limiter.reset("k")
+        await aclient.aclose()
+        return listed, limiter
+
+    listed, limiter = asyncio.run(main())
+    assert listed  # listed while nobody looked
+    assert limiter._giving == {}

@@ -169,7 +169,7 @@ class _Async:
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_Sync._decide_taken`` on asyncio; once ``left()``, a reload sends nothing more (see ``_evalsha``)."""
         wire_now = self._core.now(now)
-        resets = self._core.resets_of(keys)
+        resets = self._resets_of(keys)
         try:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
@@ -348,22 +348,23 @@ class _Async:
         run all the same, and counts as having found them. Sent once the
         give-backs on their way to its keys' marks have reached Redis; one
         decided meanwhile waits for this reset (see ``_giving_back``)."""
-        marks = {_mark(key) for key in keys}
-        resetting = _UnderWay()
+        resetting = _UnderWay(keys)
         with self._order_lock:
-            resetting.enter(self._resetting, marks)
+            resetting.enter(self._resetting)
+        held = 0  # nothing sent, nothing found
         try:
-            await self._after_give_backs(marks)
-            try:
-                held = int(await self._client.unlink(*keys))
-            except BaseException:
-                self._core.forgot(keys, 1)
-                raise
-            self._core.forgot(keys, held)
+            await self._after_give_backs(resetting.marks)
+            resetting.sent = True
+            held = 1  # sent, it may run whatever comes back
+            held = int(await self._client.unlink(*keys))
             return held
         finally:
             with self._order_lock:
-                resetting.leave(self._resetting, marks)
+                # Counted here, unless its loop was found closed first
+                # (counted then: see _settled), and this is its task closed
+                # since (by the garbage collector, say).
+                if resetting.leave(self._resetting):
+                    self._core.forgot(keys, held)
 
     async def _after_give_backs(self, marks: set[int]) -> None:
         """Waits for the give-backs on their way to the keys of ``marks``
@@ -372,6 +373,7 @@ class _Async:
         reset's ``UNLINK``, and one landing after it, and after the key's
         next unit, freed that unit (two at once from a limit of one)."""
         with self._order_lock:
+            self._settled(self._giving)
             giving = _UnderWay.listed(self._giving, marks)
         # One on a loop that does not run (stopped with it under way, or
         # since) is not waited for: the reset would wait as long as that loop
@@ -388,15 +390,15 @@ class _Async:
         counted yet, and a refund sent meanwhile could land after the key's
         next unit); once decided, it is on its way, and a reset begun
         meanwhile waits for it (see ``_after_give_backs``)."""
-        marks = {_mark(key) for key in keys}
-        giving = _UnderWay()
+        giving = _UnderWay(keys)
         while True:
             with self._order_lock:
-                under_way = _UnderWay.listed(self._resetting, marks)
+                self._settled(self._resetting)
+                under_way = _UnderWay.listed(self._resetting, giving.marks)
                 if not under_way:
                     if not self._core.gives_back(keys, resets):
                         return
-                    giving.enter(self._giving, marks)
+                    giving.enter(self._giving)
                     break
             if not await _while_they_run(under_way, skip=False):
                 # A reset left under way on a loop that does not run: it may
@@ -407,7 +409,34 @@ class _Async:
             await refund()
         finally:
             with self._order_lock:
-                giving.leave(self._giving, marks)
+                giving.leave(self._giving)
+
+    def _settled(self, table: dict[int, set[_UnderWay]]) -> None:
+        """Under the order lock: the resets or give-backs of ``table`` whose
+        event loop is closed taken out, as the sync client takes out those
+        whose thread left them (``_Sync._settled``). Such a one never ends
+        (its task never runs again), and listed, a reset kept every give-back
+        of its marks from giving anything back (it may have found their
+        keys, and may end any time: see ``_giving_back``), a booking made
+        long after it too, until the garbage collector closed that task, if
+        ever. A reset whose ``UNLINK`` was sent counts as one that found its
+        keys (it may have run); a give-back is dropped (its refund, if sent,
+        may have landed: nobody can know). A loop that is only stopped may
+        run again: its own are left listed."""
+        closed = {u for listed in table.values() for u in listed if u.loop.is_closed()}
+        for u in closed:
+            u.leave(table)
+            if u.sent:
+                self._core.forgot(u.keys, 1)
+
+    def _resets_of(self, keys: Sequence[bytes]) -> int:
+        """``_Core.resets_of`` for this store, read before a call is sent; a
+        reset left on a closed loop is counted first (see ``_settled``), so
+        that a call sent since counts as after it, and gives back."""
+        if self._resetting:
+            with self._order_lock:
+                self._settled(self._resetting)
+        return self._core.resets_of(keys)
 
     async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
         """``_Sync._refund`` on asyncio."""
@@ -451,7 +480,7 @@ class _Async:
         left: Callable[[], bool] = lambda: False,
     ) -> AsyncRedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
-        resets = self._core.resets_of(keys)
+        resets = self._resets_of(keys)
         try:
             reply: Optional[list[int]] = await self._call(keys, args, left)
         except _FAULTS:
@@ -540,30 +569,41 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
 
 
 class _UnderWay:
-    """A reset or a give-back under way on the running loop, listed per mark
-    of its keys (under the store's ``_order_lock``) until it ends: ``done``,
+    """A reset or a give-back of ``keys`` under way on the running loop,
+    listed per mark of its keys (under the store's ``_order_lock``) until it
+    ends, or its loop is found closed (see ``_Async._settled``): ``done``,
     thread-safe, ends with it, for a task of any loop to wait for."""
 
-    __slots__ = ("done", "loop")
+    __slots__ = ("done", "keys", "loop", "marks", "sent")
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Sequence[bytes]) -> None:
         self.loop = asyncio.get_running_loop()
+        self.keys = keys
+        self.marks = {_mark(key) for key in keys}
+        # A reset's: its UNLINK sent (it may run, whatever comes back).
+        self.sent = False
         self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
         # Running: never cancelled by a waiter's cancellation (asyncio.wrap_future would).
         self.done.set_running_or_notify_cancel()
 
-    def enter(self, table: dict[int, set[_UnderWay]], marks: set[int]) -> None:
-        for mark in marks:
+    def enter(self, table: dict[int, set[_UnderWay]]) -> None:
+        for mark in self.marks:
             table.setdefault(mark, set()).add(self)
 
-    def leave(self, table: dict[int, set[_UnderWay]], marks: set[int]) -> None:
-        for mark in marks:
-            listed = table.get(mark)
-            if listed is not None:
-                listed.discard(self)
-                if not listed:
+    def leave(self, table: dict[int, set[_UnderWay]]) -> bool:
+        """Takes it out of ``table`` and ends it (under the order lock), once
+        for its end and its loop found closed: whether it was still listed."""
+        listed = False
+        for mark in self.marks:
+            entries = table.get(mark)
+            if entries is not None and self in entries:
+                listed = True
+                entries.discard(self)
+                if not entries:
                     del table[mark]
-        self.done.set_result(None)
+        if not self.done.done():
+            self.done.set_result(None)
+        return listed
 
     @staticmethod
     def listed(table: dict[int, set[_UnderWay]], marks: set[int]) -> set[_UnderWay]:
