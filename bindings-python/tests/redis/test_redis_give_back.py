@@ -1597,7 +1597,7 @@ def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(un
 
         async def main() -> None:
             if under_way == "give-back":
-                asyncio.ensure_future(limiter._giving_back(keys, resets, lambda: refund("other loop")))
+                asyncio.ensure_future(limiter._giving_back(keys, resets, lambda left: refund("other loop")))
             else:
                 asyncio.ensure_future(limiter._unlink(keys))
             for _ in range(5):
@@ -1618,7 +1618,7 @@ def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(un
         if under_way == "give-back":
             waiting = asyncio.ensure_future(limiter._unlink(keys))
         else:
-            waiting = asyncio.ensure_future(limiter._giving_back(keys, resets, lambda: refund("here")))
+            waiting = asyncio.ensure_future(limiter._giving_back(keys, resets, lambda left: refund("here")))
         for _ in range(5):
             await asyncio.sleep(0)
         assert not waiting.done()  # waiting for the other loop's
@@ -1868,3 +1868,109 @@ def test_a_give_back_left_on_a_closed_loop_is_taken_out_by_the_next_reset(url: s
     listed, limiter = asyncio.run(main())
     assert listed  # listed while nobody looked
     assert limiter._giving == {}
+
+
+class _PerLoop:
+    """An asyncio client of the server at ``url`` for each event loop that
+    calls it (a redis.asyncio client belongs to the loop it first ran on),
+    so that one store's calls on loops of several threads all reach Redis.
+    ``hold_script_load``: a SCRIPT LOAD from another thread than the main
+    one sets ``loading``, then waits until ``go_on`` is set."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.clients: dict[asyncio.AbstractEventLoop, redis.asyncio.Redis] = {}
+        self.loading, self.go_on = threading.Event(), threading.Event()
+
+    def _client(self) -> redis.asyncio.Redis:
+        loop = asyncio.get_running_loop()
+        if loop not in self.clients:
+            self.clients[loop] = redis.asyncio.Redis.from_url(self.url)
+        return self.clients[loop]
+
+    def register_script(self, script: str) -> Any:
+        return type("Script", (), {"sha": ratekeeper.redis.REDIS_SCRIPT_SHA})()
+
+    async def evalsha(self, *args: Any) -> Any:
+        return await self._client().evalsha(*args)
+
+    async def eval(self, *args: Any) -> Any:
+        return await self._client().eval(*args)
+
+    async def script_load(self, script: str) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            self.loading.set()
+            while not self.go_on.is_set():
+                await asyncio.sleep(0.001)  # its loop stops meanwhile, and runs again once told
+        return await self._client().script_load(script)
+
+    async def unlink(self, *keys: bytes) -> Any:
+        return await self._client().unlink(*keys)
+
+    async def aclose(self) -> None:
+        client = self.clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
+
+def test_a_give_back_passed_over_by_a_reset_as_its_loop_stopped_sends_no_retry_after_a_noscript(url: str, client: redis.Redis) -> None:
+    # A give-back on another thread's event loop met a NOSCRIPT (the script
+    # flushed), and its loop stopped while it loaded the script again: a
+    # reset passed it over (its loop not running) and sent its UNLINK, the
+    # key took its unit anew, and once that loop ran again the give-back's
+    # retry freed that unit: two units at once from a limit of one. Passed
+    # over, it sends nothing more once its loop runs again, as the Node
+    # client's give-back sends no retry after a NOSCRIPT once a reset began.
+    now = 2_000_000_005.0
+    store = _PerLoop(url)
+    limiter = AsyncRedisLimiter(store, ratekeeper.Gcra(1, 60.0), prefix=_prefix("passed-over"), clock=lambda: now)
+    other = asyncio.new_event_loop()
+
+    async def book() -> Any:
+        booked = await limiter.reserve("k")  # the key's one unit, now
+        await store.aclose()
+        return booked
+
+    booked = asyncio.run(book())
+    assert booked.ok and booked.wait == 0
+    client.script_flush()
+    giving: list[asyncio.Future[Any]] = []
+
+    def give_back_until_it_loads() -> None:
+        async def main() -> None:
+            giving.append(asyncio.ensure_future(booked.cancel()))
+            while not store.loading.is_set():
+                await asyncio.sleep(0.001)
+
+        other.run_until_complete(main())  # returns with the give-back loading the script
+
+    thread = threading.Thread(target=give_back_until_it_loads)
+    thread.start()
+    thread.join(10)
+    assert store.loading.is_set()
+
+    async def reset_then_take() -> bool:
+        assert await limiter.reset("k")  # passes the stopped loop's give-back over
+        assert (await limiter.try_acquire("k")).allowed  # the key's unit, taken anew
+        await store.aclose()
+        return True
+
+    assert asyncio.run(reset_then_take())
+
+    def run_again() -> None:
+        store.go_on.set()
+        other.run_until_complete(giving[0])
+        other.run_until_complete(store.aclose())
+        other.close()
+
+    thread = threading.Thread(target=run_again)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+
+    async def after() -> bool:
+        allowed = (await limiter.try_acquire("k")).allowed
+        await store.aclose()
+        return allowed
+
+    assert not asyncio.run(after()), "the give-back freed the unit the key took after the reset"

@@ -252,7 +252,7 @@ class _Async:
 
         async def give_back() -> None:
             try:
-                await self._giving_back(keys, took.resets, lambda: self._refund(keys, given, took.at, took.marks))
+                await self._giving_back(keys, took.resets, lambda left: self._refund(keys, given, took.at, took.marks, left))
             except Exception:
                 pass  # the script refused (a key of another type): nobody to tell, its caller is gone
 
@@ -377,11 +377,13 @@ class _Async:
             giving = _UnderWay.listed(self._giving, marks)
         # One on a loop that does not run (stopped with it under way, or
         # since) is not waited for: the reset would wait as long as that loop
-        # stays stopped.
+        # stays stopped. Passed over, it sends nothing more once that loop
+        # runs again (see _giving_back); what it sent already may land after
+        # the UNLINK (see PROTOCOL.md, "Guarded refund").
         await _while_they_run(giving, skip=True)
 
-    async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[], Awaitable[None]]) -> None:
-        """Runs ``refund()``, the give-back of a call on ``keys`` sent when
+    async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[Callable[[], bool]], Awaitable[None]]) -> None:
+        """Runs ``refund(left)``, the give-back of a call on ``keys`` sent when
         ``resets_of(keys)`` was ``resets``, unless a reset found one of them
         since (PROTOCOL.md: nothing is given back for a call sent before a
         reset of one of its keys through this store). Ordered with this
@@ -389,7 +391,11 @@ class _Async:
         for the reset's end and looks again (an ``UNLINK`` in flight is not
         counted yet, and a refund sent meanwhile could land after the key's
         next unit); once decided, it is on its way, and a reset begun
-        meanwhile waits for it (see ``_after_give_backs``)."""
+        meanwhile waits for it (see ``_after_give_backs``), unless its loop
+        does not run then: passed over, it sends nothing more once that loop
+        runs again (``left()``: a reload of the script that was under way
+        sends no retry, which would land after the reset's ``UNLINK``, as
+        the Node client's give-back sends none once a reset began)."""
         giving = _UnderWay(keys)
         while True:
             with self._order_lock:
@@ -406,7 +412,7 @@ class _Async:
                 # back (less, never more).
                 return
         try:
-            await refund()
+            await refund(lambda: giving.passed_over)
         finally:
             with self._order_lock:
                 giving.leave(self._giving)
@@ -438,13 +444,23 @@ class _Async:
                 self._settled(self._resetting)
         return self._core.resets_of(keys)
 
-    async def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
-        """``_Sync._refund`` on asyncio."""
+    async def _refund(
+        self,
+        keys: list[bytes],
+        cost: int,
+        taken_at: Optional[_Seconds],
+        marks: Sequence[int] = (),
+        left: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """``_Sync._refund`` on asyncio; once ``left()``, a reload of the
+        script sends nothing more (see ``_evalsha``, and ``_giving_back``)."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
-            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]))
+            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]), left)
         except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
+        except _Abandoned:
+            pass  # passed over by a reset (see _giving_back): nothing more sent
 
     async def _reserve(
         self,
@@ -498,14 +514,14 @@ class _Async:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
-                await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot)))
+                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, (), left)))
 
         async def release() -> None:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.
             if slot is None:
                 await cancel()
             else:  # unless a reset found one of its keys since (see _giving_back)
-                await _shielded(self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks)))
+                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, marks, left)))
 
         reservation = AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
         reservation._due = self._core.due(reply, now)  # for acquire (see _Core.sleeps)
@@ -574,7 +590,7 @@ class _UnderWay:
     ends, or its loop is found closed (see ``_Async._settled``): ``done``,
     thread-safe, ends with it, for a task of any loop to wait for."""
 
-    __slots__ = ("done", "keys", "loop", "marks", "sent")
+    __slots__ = ("done", "keys", "loop", "marks", "passed_over", "sent")
 
     def __init__(self, keys: Sequence[bytes]) -> None:
         self.loop = asyncio.get_running_loop()
@@ -582,6 +598,9 @@ class _UnderWay:
         self.marks = {_mark(key) for key in keys}
         # A reset's: its UNLINK sent (it may run, whatever comes back).
         self.sent = False
+        # A give-back's: a reset went on without it, its loop not running
+        # (see _while_they_run): it sends nothing more.
+        self.passed_over = False
         self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
         # Running: never cancelled by a waiter's cancellation (asyncio.wrap_future would).
         self.done.set_running_or_notify_cancel()
@@ -623,14 +642,16 @@ _RECHECK = 0.05
 async def _while_they_run(under_way: set[_UnderWay], *, skip: bool) -> bool:
     """Waits until each of ``under_way`` ends; one on another loop only while
     that loop runs: stopped, before or during the wait, it ends only when it
-    runs again, which may be never. Such a one is passed over (``skip``), or
-    ends the wait: answers whether none did."""
+    runs again, which may be never. Such a one is passed over (``skip``:
+    told so, see ``_UnderWay.passed_over``), or ends the wait: answers
+    whether none did."""
     pending = {asyncio.wrap_future(u.done): u for u in under_way}
     while pending:
         for future, u in list(pending.items()):
             if not u.runs():
                 if not skip:
                     return False
+                u.passed_over = True
                 del pending[future]
         if pending:
             done, _ = await asyncio.wait(pending, timeout=_RECHECK)
