@@ -224,6 +224,28 @@ impl AnyLimiter {
         fresh
     }
 
+    /// A log's [`SlidingWindowLog::ready`](crate::SlidingWindowLog): the
+    /// other limiters hold no heap memory (see [`Keyed::ready_state`](crate::Keyed::ready_state)).
+    #[cfg(feature = "alloc")]
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn ready(&mut self, now: Nanos) -> Result<(), Error> {
+        match self {
+            AnyLimiter::SlidingWindowLog(log) => log.ready(now),
+            _ => Ok(()),
+        }
+    }
+
+    /// A copy, [`Error::OutOfMemory`] where a log's ring finds no memory
+    /// (see [`Keyed::clone_state`](crate::Keyed::clone_state)).
+    #[cfg(feature = "alloc")]
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn try_clone(&self) -> Result<AnyLimiter, Error> {
+        match self {
+            AnyLimiter::SlidingWindowLog(log) => Ok(AnyLimiter::SlidingWindowLog(log.try_clone()?)),
+            other => Ok(other.clone()),
+        }
+    }
+
     /// [`AnyLimiter::fresh`] without a log's ring: a keyed store's
     /// prototype, which never decides (each key's log grows its own).
     pub(crate) fn configuration(&self) -> AnyLimiter {

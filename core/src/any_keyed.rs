@@ -66,8 +66,8 @@ impl HashSeed {
     }
 }
 
-/// The key a store keeps for a new `query`.
-fn own(query: &Query<'_>) -> ByteKey {
+/// The key a store keeps for a new `query` (see [`ByteKey::new`]).
+fn own(query: &Query<'_>) -> Result<ByteKey, Error> {
     ByteKey::new(query.0)
 }
 
@@ -340,6 +340,29 @@ impl AnyKeyed {
         each!(&mut self.0, s => s.try_acquire_at(at, &Query(key), own, now, cost))
     }
 
+    /// See [`KeyedLimiter::insert_fresh`]. Out of line: one copy of the
+    /// three stores' serves every limit of every policy.
+    #[inline(never)]
+    pub(crate) fn insert_fresh(&mut self, key: &[u8], now: Nanos) -> Result<(), Error> {
+        each!(&mut self.0, s => s.insert_fresh(&Query(key), own, now))
+    }
+
+    /// See [`KeyedLimiter::ready_at`]: nothing to do but for the store that
+    /// may keep logs, whose keys' logs grow with their events.
+    #[inline]
+    pub(crate) fn ready_at(&mut self, at: usize, now: Nanos) -> Result<(), Error> {
+        match &mut self.0 {
+            Store::Any(s) => s.ready_at(at, now),
+            Store::Gcra(_) | Store::TokenBucket(_) => Ok(()),
+        }
+    }
+
+    /// See [`KeyedLimiter::remove_last`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn remove_last(&mut self) {
+        each!(&mut self.0, s => s.remove_last())
+    }
+
     /// See [`KeyedLimiter::refuses_at`].
     pub(crate) fn refuses_at(&self, at: Option<usize>, now: Nanos) -> Result<(), Error> {
         each!(&self.0, s => s.refuses_at(at, now))
@@ -391,7 +414,7 @@ impl AnyKeyed {
     /// The hash of `key` in this store, for tests of what seeds it.
     pub(crate) fn hash_of(&self, key: &[u8]) -> u64 {
         use core::hash::BuildHasher;
-        let key = ByteKey::new(key);
+        let key = ByteKey::new(key).unwrap();
         each!(&self.0, s => s.hasher().hash_one(&key))
     }
 }
@@ -426,7 +449,7 @@ mod tests {
         let Store::Gcra(s) = &store.0 else {
             unreachable!()
         };
-        let key = ByteKey::new(b"sixteen bytes!!!");
+        let key = ByteKey::new(b"sixteen bytes!!!").unwrap();
         let expected = Hasher::with_seed(42, &shared.0).hash_one(&key);
         assert_eq!(s.hasher().hash_one(&key), expected);
         // Another shared part alone hashes otherwise: it is the store's, not foldhash's global one.

@@ -4,7 +4,10 @@ use core::borrow::Borrow;
 use core::hash::{Hash, Hasher};
 
 use alloc::boxed::Box;
+use alloc::vec::Vec;
 use equivalent::Equivalent;
+
+use crate::Error;
 
 /// The most bytes a key keeps inline: the size of a `Vec<u8>`, less a
 /// length byte and the tag.
@@ -14,7 +17,7 @@ const INLINE: usize = 22;
 /// (user ids, IPv4 addresses, most API keys) live in the store's entry,
 /// beside the key's state: no allocation per key, and no second cache miss
 /// per lookup, which at 100k keys halves the time of a keyed decision.
-/// Longer keys go to the heap.
+/// Longer keys go to the heap, allocated fallibly ([`ByteKey::new`]).
 #[derive(Clone, Debug)]
 pub(crate) enum ByteKey {
     Inline { len: u8, bytes: [u8; INLINE] },
@@ -29,17 +32,26 @@ impl ByteKey {
         }
     }
 
-    /// The key to keep for `key`.
-    pub(crate) fn new(key: &[u8]) -> ByteKey {
+    /// The key to keep for `key`: [`Error::OutOfMemory`] when a key of
+    /// more than 22 bytes finds no memory for its bytes (a store then
+    /// refuses the request, as when its table cannot grow; `Box::new` has
+    /// no fallible form, a `Vec` reserved exactly and boxed has).
+    pub(crate) fn new(key: &[u8]) -> Result<ByteKey, Error> {
         if key.len() <= INLINE {
             let mut bytes = [0; INLINE];
             bytes[..key.len()].copy_from_slice(key);
-            ByteKey::Inline {
+            Ok(ByteKey::Inline {
                 len: key.len() as u8,
                 bytes,
-            }
+            })
         } else {
-            ByteKey::Heap(key.into())
+            let mut bytes = Vec::new();
+            bytes
+                .try_reserve_exact(key.len())
+                .map_err(|_| Error::OutOfMemory)?;
+            bytes.extend_from_slice(key);
+            // Its capacity is its length: boxed without a reallocation.
+            Ok(ByteKey::Heap(bytes.into_boxed_slice()))
         }
     }
 }
@@ -131,12 +143,12 @@ mod tests {
         assert_eq!(core::mem::size_of::<ByteKey>(), 24);
         for len in [0, 1, INLINE - 1, INLINE, INLINE + 1, 100] {
             let bytes: alloc::vec::Vec<u8> = (0..len as u8).collect();
-            let key = ByteKey::new(&bytes[..]);
+            let key = ByteKey::new(&bytes[..]).unwrap();
             assert_eq!(matches!(key, ByteKey::Inline { .. }), len <= INLINE);
             assert_eq!(key.as_bytes(), &bytes[..]);
             let build = hashbrown::DefaultHashBuilder::default();
             assert_eq!(build.hash_one(&key), build.hash_one(&bytes[..]));
-            assert_eq!(key, ByteKey::new(&bytes[..]));
+            assert_eq!(key, ByteKey::new(&bytes[..]).unwrap());
             assert_eq!(build.hash_one(Query(&bytes[..])), build.hash_one(&key));
             assert!(Query(&bytes[..]).equivalent(&key));
         }
@@ -148,7 +160,7 @@ mod tests {
     fn queries_match_their_own_bytes_only() {
         for len in 0..=INLINE + 2 {
             let bytes: alloc::vec::Vec<u8> = (1..=len as u8).collect();
-            let key = ByteKey::new(&bytes);
+            let key = ByteKey::new(&bytes).unwrap();
             assert!(Query(&bytes).equivalent(&key), "length {len}");
             for at in 0..len {
                 let mut other = bytes.clone();

@@ -114,6 +114,14 @@ pub enum Error {
         /// The bound.
         max_keys: u64,
     },
+    /// Memory ran out while a keyed store or a policy (`alloc` feature)
+    /// grew for a request: its table of keys, a new key's own bytes, a
+    /// key's log of events. The request was refused and changed nothing
+    /// (`KeyedLimiter`'s docs say what a store allocates, under "Memory"):
+    /// the store goes on answering for the keys it holds, and takes new
+    /// ones once memory is given back, where an allocation that fails
+    /// would otherwise abort the process (or trap, in WebAssembly).
+    OutOfMemory,
     /// A host-language value of the wrong type (raised by the bindings).
     InvalidType {
         /// The argument's name.
@@ -139,6 +147,7 @@ impl Error {
             Error::StateVersion { .. } => "state_version",
             Error::StateMismatch { .. } => "state_mismatch",
             Error::StoreFull { .. } => "store_full",
+            Error::OutOfMemory => "out_of_memory",
         }
     }
 
@@ -156,7 +165,7 @@ impl Error {
             | Error::StateCorrupt { .. }
             | Error::StateVersion { .. }
             | Error::StateMismatch { .. } => Some("state"),
-            Error::StoreFull { .. } => None,
+            Error::StoreFull { .. } | Error::OutOfMemory => None,
         }
     }
 
@@ -220,6 +229,10 @@ impl Error {
                 "the store holds its maximum of {max_keys} {}, and its eviction is 'refuse': \
                  a new key waits until a key held is back to fresh",
                 if *max_keys == 1 { "key" } else { "keys" }
+            ),
+            Error::OutOfMemory => write!(
+                f,
+                "out of memory: the store could not grow for this request, which changed nothing"
             ),
         }
     }

@@ -22,6 +22,8 @@ use alloc::vec::Vec;
 use equivalent::Equivalent;
 use hashbrown::HashTable;
 
+use crate::Error;
+
 /// The most keys a table holds: positions are 32-bit.
 pub(crate) const MAX_LEN: usize = u32::MAX as usize;
 
@@ -67,12 +69,54 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
 
     /// Hashes keys with `hasher` from now on, the keys held included. The
     /// positions are built aside and swapped in, so that a panic in a key's
-    /// `Hash` leaves the table as it was.
+    /// `Hash` leaves the table as it was; where memory for a second table
+    /// runs out, they are rebuilt in place instead (no allocation: the
+    /// table holds them already), and a panic in a key's `Hash` then
+    /// empties the table: the keys not yet indexed could not be found.
     pub(crate) fn set_hasher(&mut self, hasher: S) {
-        let mut positions = HashTable::with_capacity(self.entries.len());
-        index_all(&mut positions, &self.entries, &hasher);
+        let aside = empty_positions(self.entries.len());
+        let in_place = aside.is_none();
+        let mut positions = aside.unwrap_or_else(|| {
+            let mut held = core::mem::take(&mut self.positions);
+            held.clear();
+            held
+        });
+        let mut emptied = Emptied {
+            entries: &mut self.entries,
+            armed: in_place,
+        };
+        index_all(&mut positions, emptied.entries, &hasher);
+        emptied.armed = false;
         self.positions = positions;
         self.hasher = hasher;
+    }
+
+    /// Makes room for one more key, so that [`insert_new`](Self::insert_new)
+    /// allocates nothing: fails, leaving the table as it was (its room
+    /// aside), when memory runs out. Two compares where there is room
+    /// (the growth itself is out of line).
+    #[inline]
+    pub(crate) fn reserve_one(&mut self) -> Result<(), Error> {
+        let room = |len: usize, capacity: usize| len < capacity;
+        if room(self.entries.len(), self.entries.capacity())
+            && room(self.positions.len(), self.positions.capacity())
+        {
+            return Ok(());
+        }
+        self.grow_one()
+    }
+
+    /// [`Self::reserve_one`] where the entries or the positions are full.
+    #[cold]
+    #[inline(never)]
+    fn grow_one(&mut self) -> Result<(), Error> {
+        let KeyTable {
+            positions,
+            entries,
+            hasher,
+        } = self;
+        entries.try_reserve(1).map_err(|_| Error::OutOfMemory)?;
+        reserve_position(positions, entries, hasher)
     }
 
     /// The hasher, for tests of what hashes keys.
@@ -161,15 +205,22 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     }
 
     /// Adds `key`, which the table does not hold, at the end. The caller
-    /// keeps the table under [`MAX_LEN`] keys.
+    /// keeps the table under [`MAX_LEN`] keys, and made room for it
+    /// ([`reserve_one`](Self::reserve_one)): growing here could not fail
+    /// but by aborting.
+    // Inlined, as `push`: making room first left LLVM calling them out of
+    // line from a store's new-key path, a dozen instructions more a key.
+    #[inline(always)]
     pub(crate) fn insert_new(&mut self, key: K, value: V) {
         debug_assert!(self.position(&key).is_none());
         self.push(self.hasher.hash_one(&key), key, value);
     }
 
     /// Adds `key`, of hash `hash` and not held, at the end.
+    #[inline(always)]
     fn push(&mut self, hash: u64, key: K, value: V) {
         debug_assert!(self.entries.len() < MAX_LEN);
+        debug_assert!(self.entries.len() < self.entries.capacity(), "no room made");
         let at = self.entries.len() as u32;
         insert_position(&mut self.positions, &self.entries, &self.hasher, hash, at);
         self.entries.push((key, value));
@@ -214,10 +265,28 @@ impl<K: Hash + Eq, V, S: BuildHasher> KeyTable<K, V, S> {
     }
 }
 
+/// Drops every entry when dropped armed: what a panic in a key's `Hash`
+/// leaves while [`KeyTable::set_hasher`] rebuilds the positions in place,
+/// the table's own taken out (the keys not yet indexed could not be found).
+struct Emptied<'a, K, V> {
+    entries: &'a mut Vec<(K, V)>,
+    armed: bool,
+}
+
+impl<K, V> Drop for Emptied<'_, K, V> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.entries.clear();
+        }
+    }
+}
+
 /// Renumbers a table's positions when dropped, if its length changed from
 /// `before`: one pass, keeping the positions' capacity, unless the table is
 /// down to a quarter of its entries' capacity: then both give memory back,
-/// keeping room for the table to double.
+/// keeping room for the table to double, and for one key at least, so that
+/// the key a store makes room for after a sweep or an eviction needs no
+/// allocation (which could fail after that change).
 struct Renumber<'a, K: Hash, V, S: BuildHasher> {
     table: &'a mut KeyTable<K, V, S>,
     before: usize,
@@ -235,7 +304,7 @@ impl<K: Hash, V, S: BuildHasher> Drop for Renumber<'_, K, V, S> {
         }
         positions.clear();
         if entries.len() <= entries.capacity() / 4 {
-            let room = entries.len() * 2;
+            let room = (entries.len() * 2).max(1);
             entries.shrink_to(room);
             shrink_positions(positions, room);
         }
@@ -272,12 +341,48 @@ fn index_all<K: Hash, V, S: BuildHasher>(
     }
 }
 
-/// Shrinks the emptied `positions` to hold `room` positions. Not generic,
-/// and never inlined, so that its code is in the build once.
+/// Shrinks the emptied `positions` to hold `room` positions, if memory for
+/// the smaller table can be had (hashbrown's `shrink_to` aborts when it
+/// cannot): else they keep their room. Not generic, and never inlined, so
+/// that its code is in the build once.
+///
+/// The entries' buffer shrinks with `Vec::shrink_to`, which has no fallible
+/// form: a shrinking `realloc`, which std's allocator on Linux (glibc's)
+/// and the wasm build's (talc) do in place, giving back the tail.
 #[inline(never)]
 fn shrink_positions(positions: &mut HashTable<u32>, room: usize) {
     debug_assert!(positions.is_empty());
-    positions.shrink_to(room, |_| 0); // empty: nothing to rehash
+    if let Some(smaller) = empty_positions(room) {
+        if smaller.capacity() < positions.capacity() {
+            *positions = smaller;
+        }
+    }
+}
+
+/// An empty table of positions with room for `room`, if memory for it can
+/// be had. Not generic, and never inlined, so that its code is in the
+/// build once.
+#[inline(never)]
+fn empty_positions(room: usize) -> Option<HashTable<u32>> {
+    let mut positions = HashTable::new();
+    // Empty: nothing to rehash. The hasher as every growth passes it, so
+    // that hashbrown's resizing is compiled once.
+    let nothing = |_: &u32| 0u64;
+    let reserved = positions.try_reserve(room, &nothing as Rehash<'_>);
+    reserved.ok().map(|()| positions)
+}
+
+/// Makes room in `positions` for one more, rehashing the others from
+/// `entries` if it grows: fails, changing nothing, when memory runs out.
+fn reserve_position<K: Hash, V, S: BuildHasher>(
+    positions: &mut HashTable<u32>,
+    entries: &[(K, V)],
+    hasher: &S,
+) -> Result<(), Error> {
+    let rehash = |&at: &u32| hasher.hash_one(&entries[at as usize].0);
+    positions
+        .try_reserve(1, &rehash as Rehash<'_>)
+        .map_err(|_| Error::OutOfMemory)
 }
 
 /// Adds the position `at`, of an entry whose key hashes to `hash`, to
@@ -311,7 +416,10 @@ mod tests {
     fn insert<K: Hash + Eq, S: BuildHasher>(table: &mut KeyTable<K, u32, S>, k: K, v: u32) {
         match table.get_mut(&k) {
             Some(value) => *value = v,
-            None => table.insert_new(k, v),
+            None => {
+                table.reserve_one().unwrap();
+                table.insert_new(k, v);
+            }
         }
     }
 

@@ -89,6 +89,29 @@ pub trait Keyed: Limiter + Clone + sealed::Sealed {
     ) -> Result<(), Error> {
         self.with_state(state, latest, |l| l.try_acquire_batch(now, costs, out))
     }
+
+    /// Gives `state` the room an event at `now` takes (the store's time,
+    /// or later), so that the call that records it allocates nothing: a
+    /// key's [`SlidingWindowLog`](crate::SlidingWindowLog), which grows with
+    /// its events, grown now, and [`Error::OutOfMemory`] if that fails.
+    /// Changes no answer. How a store makes sure that a call made of
+    /// several steps (a policy's limits, a batch, a reservation that tries
+    /// first) cannot fail for want of memory after a step changed a key.
+    /// The other limiters hold no heap memory: nothing to do.
+    fn ready_state(&self, state: &mut Self::State, now: Nanos) -> Result<(), Error> {
+        let _ = (state, now);
+        Ok(())
+    }
+
+    /// A copy of `state`, to try a call on: [`Error::OutOfMemory`] where
+    /// memory for a log's ring runs out (the others copy no heap memory,
+    /// but a multi-bandwidth bucket's box).
+    fn clone_state(&self, state: &Self::State) -> Result<Self::State, Error>
+    where
+        Self::State: Clone,
+    {
+        Ok(state.clone())
+    }
 }
 
 /// [`Keyed`]'s supertrait, which no type outside this crate can name, so
@@ -157,7 +180,7 @@ impl Keyed for crate::Gcra {
 /// key's made by `$fresh`: never a log's whole ring, which each key grows as
 /// it needs ([`AnyLimiter::fresh`](crate::AnyLimiter::fresh) allocates it).
 macro_rules! keyed_by_clone {
-    ($($ty:ty => $fresh:ident),* $(,)?) => {$(
+    ($($ty:ty => $fresh:ident $(, ready: $ready:ident, clone: $clone:ident)?;)*) => {$(
         impl sealed::Sealed for $ty {}
 
         impl Keyed for $ty {
@@ -177,16 +200,26 @@ macro_rules! keyed_by_clone {
             fn read_state<R>(&self, state: &$ty, _: Nanos, f: impl FnOnce(&$ty) -> R) -> R {
                 f(state)
             }
+
+            $(
+                fn ready_state(&self, state: &mut $ty, now: Nanos) -> Result<(), Error> {
+                    state.$ready(now)
+                }
+
+                fn clone_state(&self, state: &$ty) -> Result<$ty, Error> {
+                    state.$clone()
+                }
+            )?
         }
     )*};
 }
 
 keyed_by_clone!(
-    crate::LeakyBucket => fresh,
-    crate::SlidingWindowCounter => fresh,
-    crate::FixedWindow => fresh,
-    crate::SlidingWindowLog => fresh,
-    crate::AnyLimiter => configuration,
+    crate::LeakyBucket => fresh;
+    crate::SlidingWindowCounter => fresh;
+    crate::FixedWindow => fresh;
+    crate::SlidingWindowLog => fresh, ready: ready, clone: try_clone;
+    crate::AnyLimiter => configuration, ready: ready, clone: try_clone;
 );
 
 /// What a [`KeyedLimiter`] at its `max_keys` bound does when a new key
@@ -346,6 +379,31 @@ impl core::hash::Hasher for DefaultHasher {
 /// past 2^64 - 1 ns, never looser. A batch decides each of its costs from
 /// the state kept after the one before, as calls one by one do.
 ///
+/// **Memory.** What a store allocates as it grows, it allocates fallibly:
+/// its table (each key's position, and its entry: key and state), the
+/// bytes of a key longer than 22 in a store of byte keys
+/// ([`AnyKeyed`](crate::AnyKeyed)), a key's
+/// [`SlidingWindowLog`](crate::SlidingWindowLog) ring, which doubles with
+/// its events, and the 8 bytes a key that an eviction sorts. Where memory
+/// runs out, the call fails with [`Error::OutOfMemory`] and changes
+/// nothing: the key's bytes and a log's ring are made before anything
+/// changes, and the table grows after making room (a sweep, which drops
+/// only keys back to fresh and so changes no answer; an eviction, which
+/// leaves room, so that nothing fails after it). The store goes on
+/// answering for the keys it holds, and takes new ones once memory is
+/// given back: an attacker's flood of new keys into a store without a
+/// bound (or a large one) fails its own requests, not the process. What
+/// stays infallible, and aborts as any allocation in Rust does: a key of
+/// your type (`String`'s clone), and a token bucket of several bandwidths
+/// kept per key in an [`AnyKeyed`](crate::AnyKeyed), whose state
+/// [`AnyLimiter`](crate::AnyLimiter) boxes: a fixed few hundred bytes per
+/// key, where the table grows by doubling (to tens of megabytes at a
+/// million keys), so that an allocator running out refuses the table's
+/// growth first. A sweep that gives memory back shrinks the entries' buffer
+/// with `Vec::shrink_to`, which has no fallible form: a shrinking
+/// `realloc`, done in place by std's allocator on Linux (glibc's) and the
+/// wasm build's (talc).
+///
 /// ```
 /// use ratekeeper::{Gcra, KeyedLimiter, Nanos};
 ///
@@ -484,7 +542,9 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 
     /// Hashes keys with `hasher` from now on, rehashing the keys held (one
     /// pass): for a host whose randomness comes after the store was built.
-    /// Decisions are unchanged.
+    /// Decisions are unchanged. The keys' positions are built in a second
+    /// table, or, where memory for one runs out, rebuilt in the table they
+    /// are in.
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn set_hasher(&mut self, hasher: S) {
         self.states.set_hasher(hasher);
@@ -532,15 +592,17 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// Decides a request of `cost` for `key` at `now`, like
     /// [`Limiter::try_acquire`] on that key's limiter.
     ///
-    /// Fails with the limiter's errors, or [`Error::StoreFull`] under
-    /// [`Eviction::Refuse`].
+    /// Fails with the limiter's errors, [`Error::StoreFull`] under
+    /// [`Eviction::Refuse`], or [`Error::OutOfMemory`] where the store
+    /// cannot grow for a new key (see [`KeyedLimiter`], "Memory"),
+    /// changing nothing.
     pub fn try_acquire<Q>(&mut self, key: &Q, now: Nanos, cost: u64) -> Result<Decision, Error>
     where
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
         let at = self.locate_recent(key);
-        self.try_acquire_at(at, key, Q::to_owned, now, cost)
+        self.try_acquire_at(at, key, owned, now, cost)
     }
 
     /// [`Self::try_acquire`] of `key`, held at `at` (see [`Self::locate`]),
@@ -550,7 +612,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         &mut self,
         at: Option<usize>,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, Error>
@@ -565,8 +627,10 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     /// exactly as many `try_acquire` calls would, with one lookup. This is
     /// the server's half of client-side batching of a hot key.
     ///
-    /// Fails, deciding nothing, when `out` is shorter than `costs`; a cost
-    /// above the limit fails only its own entry. No costs, or none within
+    /// Fails, deciding nothing, when `out` is shorter than `costs`, or
+    /// with [`Error::OutOfMemory`] where the store cannot grow for a new
+    /// key (`out` then holds no answers); a cost above the limit fails
+    /// only its own entry. No costs, or none within
     /// the limit, no call: the key is not inserted, and the store's time
     /// does not move to `now`.
     pub fn try_acquire_batch<Q>(
@@ -580,14 +644,14 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.try_acquire_batch_with(key, Q::to_owned, now, costs, out)
+        self.try_acquire_batch_with(key, owned, now, costs, out)
     }
 
     /// [`Self::try_acquire_batch`], making the key to keep with `own`.
     pub(crate) fn try_acquire_batch_with<Q>(
         &mut self,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         costs: &[u64],
         out: &mut [Result<Decision, Error>],
@@ -616,7 +680,13 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             key,
             own,
             now,
-            |prototype, state, now| prototype.try_acquire_batch_state(state, now, now, costs, out),
+            |prototype, state, now| {
+                // Every cost is at one instant, so room for one event is
+                // room for all: none then fails for want of memory after
+                // those before it were decided.
+                prototype.ready_state(state, now)?;
+                prototype.try_acquire_batch_state(state, now, now, costs, out)
+            },
         )?;
         for slot in out[..costs.len()].iter_mut().flatten() {
             *slot = after(*slot, lag);
@@ -765,7 +835,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.reserve_with(key, Q::to_owned, now, cost, max_wait)
+        self.reserve_with(key, owned, now, cost, max_wait)
     }
 
     /// [`Self::reserve`], making the key to keep with `own`.
@@ -773,7 +843,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     pub(crate) fn reserve_with<Q>(
         &mut self,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         cost: u64,
         max_wait: Nanos,
@@ -783,8 +853,12 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     {
         let (_, lag) = self.effective(now);
         let max_wait = max_wait.saturating_sub(Nanos(lag));
-        let (booked, lag) = self.apply(self.states.position(key), key, own, now, |l, now| {
-            l.reserve(now, cost, max_wait)
+        let at = self.states.position(key);
+        let (booked, lag) = self.apply_state(at, key, own, now, |prototype, state, now| {
+            // A reservation first tries at once, and a denial there moves
+            // the key's time: its booking must then find room.
+            prototype.ready_state(state, now)?;
+            prototype.with_state(state, now, |l| l.reserve(now, cost, max_wait))
         })?;
         Ok(match booked {
             Ok(Nanos::ZERO) => Ok(Nanos::ZERO),
@@ -805,7 +879,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         K: Borrow<Q>,
         Q: ?Sized + Hash + Equivalent<K> + ToOwned<Owned = K>,
     {
-        self.reserve_after_with(key, Q::to_owned, now, cost, wait)
+        self.reserve_after_with(key, owned, now, cost, wait)
     }
 
     /// [`Self::reserve_after`], making the key to keep with `own`.
@@ -813,7 +887,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     pub(crate) fn reserve_after_with<Q>(
         &mut self,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         cost: u64,
         wait: Nanos,
@@ -854,7 +928,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         let wait = self.wait_from_latest(now, wait);
         let (now, _) = self.effective(now);
         let mut state = match self.states.get(key) {
-            Some(state) => state.clone(),
+            Some(state) => self.prototype.clone_state(state)?,
             None => self.prototype.new_state(),
         };
         self.prototype
@@ -953,7 +1027,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         &mut self,
         at: Option<usize>,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         f: impl FnOnce(&mut L, Nanos) -> Result<R, Error>,
     ) -> Result<(R, u64), Error>
@@ -973,7 +1047,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         &mut self,
         at: Option<usize>,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         f: impl FnOnce(&L, &mut L::State, Nanos) -> Result<R, Error>,
     ) -> Result<(R, u64), Error>
@@ -1008,7 +1082,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     fn keep_new<Q>(
         &mut self,
         key: &Q,
-        own: impl FnOnce(&Q) -> K,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
         now: Nanos,
         state: L::State,
     ) -> Result<(), Error>
@@ -1022,12 +1096,85 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             .prototype
             .read_state(&state, now, |l| reset_after(l, now));
         if reset != 0 {
-            self.make_room(now)?;
-            // Not held: `get_mut` found nothing, and making room only removes.
-            self.states.insert_new(own(key), state);
+            self.insert(key, own, now, state)?;
             self.next_fresh.lower(now.0.saturating_add(reset));
         }
         Ok(())
+    }
+
+    /// Inserts `key`, not held, with `state`, making room first: fails,
+    /// inserting nothing, with [`Error::StoreFull`] or
+    /// [`Error::OutOfMemory`]. The key is made before anything changes;
+    /// the table then grows, if it must, once making room is done: a
+    /// sweep gives memory back only down to room for one more key, and an
+    /// eviction leaves room, so that a growth that fails comes after no
+    /// change but a sweep's (which drops only fresh keys: no answer
+    /// changes). Inlined into the new-key path, as the insertion was before
+    /// it could fail (out of line, with the table's insertion, a new key
+    /// took some 40 instructions more: callgrind); once per type where the
+    /// build is for size (wasm).
+    #[cfg_attr(not(ratekeeper_size), inline(always))]
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    fn insert<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
+        now: Nanos,
+        state: L::State,
+    ) -> Result<usize, Error>
+    where
+        Q: ?Sized,
+    {
+        let key = own(key)?;
+        self.make_room(now)?;
+        self.states.reserve_one()?;
+        // Not held: `get_mut` found nothing, and making room only removes.
+        self.states.insert_new(key, state);
+        Ok(self.states.len() - 1)
+    }
+
+    /// Inserts `key`, not held, as a fresh key (which answers as a key not
+    /// held does), with room for an event ([`Keyed::ready_state`]), so that
+    /// the call about to change it cannot then fail for want of memory, or
+    /// for a full store. How a policy makes sure, before any of its limits
+    /// consumes, that none fails after another did (with [`Self::ready_at`]
+    /// for the keys held); [`Self::remove_last`] takes the key back out if a
+    /// later limit fails.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn insert_fresh<Q>(
+        &mut self,
+        key: &Q,
+        own: impl FnOnce(&Q) -> Result<K, Error>,
+        now: Nanos,
+    ) -> Result<(), Error>
+    where
+        Q: ?Sized,
+    {
+        let (now, _) = self.effective(now);
+        let mut state = self.prototype.new_state();
+        self.prototype.ready_state(&mut state, now)?;
+        self.insert(key, own, now, state)?;
+        // A key held is fresh now (the call about to change it goes through
+        // it as held, not as a new key, which would lower this).
+        self.next_fresh.lower(now.0);
+        Ok(())
+    }
+
+    /// Gives the state of the key held at `at` (see [`Self::locate`]) room
+    /// for an event at `now` ([`Keyed::ready_state`]), as
+    /// [`Self::insert_fresh`] does a new key's.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn ready_at(&mut self, at: usize, now: Nanos) -> Result<(), Error> {
+        let (now, _) = self.effective(now);
+        let state = self.states.value_at_mut(at);
+        self.prototype.ready_state(state, now)
+    }
+
+    /// Removes the key inserted last, by [`Self::insert_fresh`], which has not
+    /// changed since: the store then holds what it held before.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn remove_last(&mut self) {
+        self.states.remove_at(self.states.len() - 1);
     }
 
     /// Whether a key back to fresh is dropped (see [`KeyedLimiter`]): then a
@@ -1068,21 +1215,26 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
                 // Down to the bound too, for a store bounded once it held
                 // more keys (`with_max_keys` on a store in use).
                 let over = self.states.len() + 1 - max_keys;
-                self.evict_nearest_fresh(now, (max_keys / 16).max(over));
-                Ok(())
+                self.evict_nearest_fresh(now, (max_keys / 16).max(over))
             }
         }
     }
 
     /// Drops the `count` keys with the smallest `reset_after` at `now`.
-    fn evict_nearest_fresh(&mut self, now: Nanos, count: usize) {
+    /// Fails with [`Error::OutOfMemory`], dropping none, when there is no
+    /// memory for their times (8 bytes a key, given back at once).
+    fn evict_nearest_fresh(&mut self, now: Nanos, count: usize) -> Result<(), Error> {
         let prototype = &self.prototype;
         let reset =
             |state: &mut L::State| prototype.with_state(state, now, |l| reset_after(l, now));
-        let mut resets: Vec<u64> = self.states.values_mut().map(reset).collect();
+        let mut resets: Vec<u64> = Vec::new();
+        resets
+            .try_reserve_exact(self.states.len())
+            .map_err(|_| Error::OutOfMemory)?;
+        resets.extend(self.states.values_mut().map(reset));
         let count = count.min(resets.len());
         if count == 0 {
-            return;
+            return Ok(());
         }
         let threshold = nth_smallest(&mut resets, count - 1);
         let mut evicted = 0;
@@ -1091,6 +1243,7 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
             evicted += evict as usize;
             !evict
         });
+        Ok(())
     }
 }
 
@@ -1117,6 +1270,13 @@ fn is_fresh<L: Limiter>(limiter: &L, now: Nanos) -> bool {
 /// How long after `now` `limiter` is back to a fresh limiter's state, in ns.
 fn reset_after<L: Limiter>(limiter: &L, now: Nanos) -> u64 {
     limiter.peek(now, 0).map_or(u64::MAX, |d| d.reset_after.0)
+}
+
+/// The key to keep for `key`, cloned: a key of the caller's type, whose
+/// own allocation (a `String`'s) aborts where memory runs out, as any
+/// `Clone` does (the stores of byte keys make theirs fallibly).
+fn owned<Q: ?Sized + ToOwned>(key: &Q) -> Result<Q::Owned, Error> {
+    Ok(key.to_owned())
 }
 
 /// `decision` as seen from a `now` that lags the store's time by `lag`.

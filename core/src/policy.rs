@@ -104,14 +104,29 @@ pub struct PolicyDecision {
 }
 
 /// Appends to `keys` the key that `request` has in a limit keyed by `by`:
-/// each field's value, its length first. `None` when a field is missing.
-fn push_key(keys: &mut Vec<u8>, request: &[(&str, &[u8])], by: &[String]) -> Option<()> {
+/// each field's value, its length first. `Ok(false)` when a field is
+/// missing; [`Error::OutOfMemory`] when `keys` cannot grow.
+fn push_key(keys: &mut Vec<u8>, request: &[(&str, &[u8])], by: &[String]) -> Result<bool, Error> {
     for field in by {
-        let (_, value) = request.iter().find(|(name, _)| name == field)?;
+        let Some((_, value)) = request.iter().find(|(name, _)| name == field) else {
+            return Ok(false);
+        };
+        room_for(keys, keys.len() + 8 + value.len())?;
         keys.extend_from_slice(&(value.len() as u64).to_le_bytes());
         keys.extend_from_slice(value);
     }
-    Some(())
+    Ok(true)
+}
+
+/// Makes room in `v` for `len` items in all: [`Error::OutOfMemory`] when
+/// it cannot grow. A compare where it has the room (as it has but after a
+/// limit was added, or for a longer request's key).
+#[inline]
+fn room_for<T>(v: &mut Vec<T>, len: usize) -> Result<(), Error> {
+    if len <= v.capacity() {
+        return Ok(());
+    }
+    v.try_reserve(len - v.len()).map_err(|_| Error::OutOfMemory)
 }
 
 /// The entropy of the limit at `place` of a policy seeded with `entropy`.
@@ -303,7 +318,15 @@ impl Policy {
     /// limit, or denied and consumed in none.
     ///
     /// Fails, consuming nothing, when `request` lacks a field a limit is
-    /// keyed by, or when `cost` exceeds a limit (it could never pass).
+    /// keyed by, when `cost` exceeds a limit (it could never pass), or when
+    /// memory runs out ([`Error::OutOfMemory`]): before any limit consumes,
+    /// each holds the request's key with room for its event (see
+    /// [`KeyedLimiter`](crate::KeyedLimiter), "Memory"), so that none
+    /// fails after another consumed. Such a failure may have swept keys
+    /// back to fresh, and, where a later limit then ran out, a store at its
+    /// bound under [`Eviction::NearestFresh`](crate::Eviction::NearestFresh)
+    /// may have evicted keys for the request's (forgotten, as any new key
+    /// there would have them; nothing is consumed).
     ///
     /// A denial writes nothing, not even the time: after time went
     /// backwards, a limit is judged as of the latest time a request was
@@ -491,7 +514,7 @@ impl Policy {
         let mut held = 0;
         for limit in self.limits.iter_mut().filter(|limit| !limit.by.is_empty()) {
             key.clear();
-            if push_key(&mut key, request, &limit.by).is_some() {
+            if push_key(&mut key, request, &limit.by)? {
                 reached = true;
                 held += usize::from(limit.store.reset(&key));
             }
@@ -525,8 +548,12 @@ impl Policy {
         let limits = limits.min(self.limits.len());
         for (i, limit) in self.limits[..limits].iter().enumerate() {
             key.clear();
-            if push_key(&mut key, request, &limit.by).is_some() {
-                f(i, &key);
+            // Out of memory: that key and those after it go unseen, as
+            // keys a call never touched.
+            match push_key(&mut key, request, &limit.by) {
+                Ok(true) => f(i, &key),
+                Ok(false) => {}
+                Err(_) => return,
             }
         }
     }
@@ -552,9 +579,20 @@ impl Policy {
 
     /// Fails, changing no key's state, when a store bounded with
     /// `Eviction::Refuse` has no room for the key of a request about to
-    /// consume: found out before any limit consumes. A cost of 0 consumes
-    /// nothing and needs no room, but in a store that keeps its keys even
-    /// when fresh (its new keys start short), where any request holds one.
+    /// consume, or when memory runs out for a key or its events: found out
+    /// before any limit consumes. A cost of 0 consumes nothing and needs no
+    /// room, but in a store that keeps its keys even when fresh (its new
+    /// keys start short), where any request holds one.
+    ///
+    /// Once it succeeds, every limit holds the request's key, with room
+    /// for its event, so that no limit fails for want of memory after
+    /// another consumed: a key not held is inserted fresh (it answers as
+    /// a key not held does), and taken back out if a later limit fails.
+    /// What a failure may leave: sweeps (which drop only fresh keys, no
+    /// answer changes), and keys that a store at its bound under
+    /// `Eviction::NearestFresh` evicted for the request's key before a
+    /// later limit ran out of memory (an eviction forgets keys, as any
+    /// new key there makes it; it consumes nothing).
     fn make_room(&mut self, now: Nanos, cost: u64) -> Result<(), Error> {
         // Making room removes keys only, and only from a store that does
         // not hold the request's key: every place stays right.
@@ -563,7 +601,40 @@ impl Policy {
                 limit.store.make_room_at(at, now)?;
             }
         }
-        Ok(())
+        let changes = |store: &AnyKeyed| cost > 0 || !store.drops_fresh();
+        let mut prepared = 0;
+        let mut failed = Ok(());
+        let mut inserted = false;
+        for (i, limit) in self.limits.iter_mut().enumerate() {
+            if changes(&limit.store) {
+                failed = match self.places[i] {
+                    Some(at) => limit.store.ready_at(at, now),
+                    None => {
+                        inserted = true;
+                        let key = key_of(&self.keys, &self.ends, i);
+                        limit.store.insert_fresh(key, now)
+                    }
+                };
+                if failed.is_err() {
+                    break;
+                }
+            }
+            prepared += 1;
+        }
+        // Each key inserted is the last of its store, no other key of which
+        // moved since (each limit has a store of its own): its place, or
+        // taken back out when a later limit failed.
+        if inserted {
+            for (i, limit) in self.limits[..prepared].iter_mut().enumerate() {
+                if self.places[i].is_none() && changes(&limit.store) {
+                    match failed {
+                        Ok(()) => self.places[i] = Some(limit.store.len() - 1),
+                        Err(_) => limit.store.remove_last(),
+                    }
+                }
+            }
+        }
+        failed
     }
 
     /// Each limit's decision on its own. When some limit denies, those that
@@ -571,9 +642,12 @@ impl Policy {
     /// their decision for a cost of 0.
     fn peek_all(&mut self, request: &[(&str, &[u8])], now: Nanos, cost: u64) -> Result<(), Error> {
         self.build_keys(request)?;
-        self.decisions.resize(self.limits.len(), UNDECIDED);
+        let limits = self.limits.len();
+        room_for(&mut self.decisions, limits)?;
+        room_for(&mut self.places, limits)?;
+        self.decisions.resize(limits, UNDECIDED);
         // The previous request's places are where to look first.
-        self.places.resize(self.limits.len(), None);
+        self.places.resize(limits, None);
         for (i, limit) in self.limits.iter().enumerate() {
             let at = limit
                 .store
@@ -607,11 +681,14 @@ impl Policy {
     fn build_keys_of(&mut self, request: &[(&str, &[u8])], limits: usize) -> Result<(), Error> {
         self.keys.clear();
         self.ends.clear();
+        room_for(&mut self.ends, limits)?;
         for limit in &self.limits[..limits] {
-            push_key(&mut self.keys, request, &limit.by).ok_or(Error::InvalidValue {
-                name: "request",
-                reason: "lacks a field that a limit of the policy is keyed by",
-            })?;
+            if !push_key(&mut self.keys, request, &limit.by)? {
+                return Err(Error::InvalidValue {
+                    name: "request",
+                    reason: "lacks a field that a limit of the policy is keyed by",
+                });
+            }
             self.ends.push(self.keys.len());
         }
         Ok(())

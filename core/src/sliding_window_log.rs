@@ -141,13 +141,53 @@ impl SlidingWindowLog {
 
     /// Doubles the ring (at least 4 entries, at most `room`), its entries
     /// oldest first from the start. Cold: a log built by `new` never grows.
+    /// Fails with [`Error::OutOfMemory`], changing nothing, when memory runs
+    /// out: a keyed store's logs grow on its decisions, which answer that
+    /// rather than abort.
     #[cold]
-    fn grow(&mut self) {
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    fn grow(&mut self) -> Result<(), Error> {
         let size = (self.ring.len() * 2).max(4).min(self.room());
-        let mut ring = Vec::with_capacity(size);
+        let mut ring = Vec::new();
+        ring.try_reserve_exact(size)
+            .map_err(|_| Error::OutOfMemory)?;
         ring.extend((0..self.len).map(|i| self.entry(i)));
         ring.resize(size, Entry::default());
         (self.ring, self.head) = (ring, 0);
+        Ok(())
+    }
+
+    /// Grows the ring, if an event recorded at `at` (`None`: any instant
+    /// from `view`'s on) after `view` would find it full and it is short of
+    /// its room (a keyed store's log, which grows with its events), before
+    /// anything changes: so that a decision that runs out of memory fails
+    /// whole.
+    fn make_room(&mut self, view: &View, at: Option<u64>) -> Result<(), Error> {
+        let full = self.len - view.expired == self.ring.len();
+        // An event at the newest entry's instant joins that entry.
+        if full && self.ring.len() < self.room() && (at.is_none() || self.newest(view) != at) {
+            self.grow()?;
+        }
+        Ok(())
+    }
+
+    /// A copy, [`Error::OutOfMemory`] where its ring finds no memory (see
+    /// [`Keyed::clone_state`](crate::Keyed::clone_state)).
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn try_clone(&self) -> Result<Self, Error> {
+        let mut ring = Vec::new();
+        ring.try_reserve_exact(self.ring.len())
+            .map_err(|_| Error::OutOfMemory)?;
+        ring.extend_from_slice(&self.ring);
+        Ok(SlidingWindowLog { ring, ..*self })
+    }
+
+    /// Gives the ring room for an event at `now` or later now (see
+    /// [`Keyed::ready_state`](crate::Keyed::ready_state)), changing no answer.
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub(crate) fn ready(&mut self, now: Nanos) -> Result<(), Error> {
+        let view = self.view_at(self.latest.max(now));
+        self.make_room(&view, None)
     }
 
     /// The bytes its entries hold on the heap (the ring, allocated whole
@@ -247,7 +287,9 @@ impl SlidingWindowLog {
     }
 
     /// Records `cost` at `at`, the newest instant so far. Returns `false`
-    /// (recording nothing) when the ring has no room for a new instant.
+    /// (recording nothing) when the ring has no room for a new instant: the
+    /// caller grew it first where it could ([`Self::make_room`]), so that
+    /// this allocates nothing.
     fn push(&mut self, at: u64, cost: u64) -> bool {
         if cost == 0 {
             return true;
@@ -266,10 +308,8 @@ impl SlidingWindowLog {
             }
         }
         if self.len == self.ring.len() {
-            if self.len == self.room() {
-                return false;
-            }
-            self.grow();
+            debug_assert_eq!(self.len, self.room(), "a ring not grown first");
+            return false;
         }
         let slot = (self.head + self.len) % self.ring.len();
         self.ring[slot] = Entry { at, cost };
@@ -327,6 +367,9 @@ impl Limiter for SlidingWindowLog {
 
     fn try_acquire(&mut self, now: Nanos, cost: u64) -> Result<Decision, Error> {
         let (decision, view, _) = self.decide(now, cost)?;
+        if decision.allowed && cost > 0 {
+            self.make_room(&view, Some(view.latest.0))?;
+        }
         self.apply(&view);
         if decision.allowed {
             // An allowed request leaves at most `limit - 1` entries besides
@@ -346,8 +389,13 @@ impl Limiter for SlidingWindowLog {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn reserve_after(&mut self, now: Nanos, cost: u64, wait: Nanos) -> Result<bool, Error> {
         let (_, view, fits_at) = self.decide(now, cost)?;
-        self.apply(&view);
         let slot = booking_slot(now, wait, view.latest.0, fits_at, cost);
+        if cost > 0 {
+            if let Some(slot) = slot {
+                self.make_room(&view, Some(slot))?;
+            }
+        }
+        self.apply(&view);
         Ok(cost == 0 || slot.is_some_and(|slot| self.push(slot, cost)))
     }
 
