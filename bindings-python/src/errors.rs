@@ -14,6 +14,7 @@ use ratekeeper::{Decision, Error};
 
 static RATE_LIMIT_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static RATE_LIMIT_TYPE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static RATE_LIMIT_MEMORY_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 static RATE_LIMITED: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 /// The Python spelling of a core argument name.
@@ -30,8 +31,10 @@ fn python_argument(rust: &'static str) -> &'static str {
     }
 }
 
-/// Turns a core error into `RateLimitTypeError` (for `invalid_type`) or
-/// `RateLimitError` (a `ValueError`), with `.code` set to the core's code.
+/// Turns a core error into `RateLimitTypeError` (for `invalid_type`),
+/// `RateLimitMemoryError` (for `out_of_memory`: also a `MemoryError`, what
+/// Python raises for an allocation that fails) or `RateLimitError` (a
+/// `ValueError`), with `.code` set to the core's code.
 pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     let message = match err.argument() {
         Some(rust) => err.display_with(python_argument(rust)).to_string(),
@@ -45,6 +48,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
 pub fn to_py_with(py: Python<'_>, err: Error, message: String) -> PyErr {
     let (cell, name) = match err {
         Error::InvalidType { .. } => (&RATE_LIMIT_TYPE_ERROR, "RateLimitTypeError"),
+        Error::OutOfMemory => (&RATE_LIMIT_MEMORY_ERROR, "RateLimitMemoryError"),
         _ => (&RATE_LIMIT_ERROR, "RateLimitError"),
     };
     raise(py, cell, name, (message, err.code()))

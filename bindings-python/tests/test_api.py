@@ -25,6 +25,7 @@ from ratekeeper import (
     Limiter,
     RateLimited,
     RateLimitError,
+    RateLimitMemoryError,
     RateLimitTypeError,
     SlidingWindowCounter,
     SlidingWindowLog,
@@ -53,6 +54,7 @@ def test_package_exports() -> None:
         "PolicyDecision",
         "PolicyLimit",
         "RateLimitError",
+        "RateLimitMemoryError",
         "RateLimitTypeError",
         "RateLimited",
         "Reservation",
@@ -75,7 +77,10 @@ def test_exception_hierarchy() -> None:
     assert issubclass(RateLimitTypeError, TypeError)
     assert issubclass(RateLimited, RateLimitError)
     assert not issubclass(RateLimited, TypeError)
-    for exported in (RateLimitError, RateLimited, Decision, TokenBucket, Limiter, Bandwidth):
+    # Out of memory: Python's own exception for it, and ratekeeper's (.code).
+    assert issubclass(RateLimitMemoryError, RateLimitError)
+    assert issubclass(RateLimitMemoryError, MemoryError)
+    for exported in (RateLimitError, RateLimitMemoryError, RateLimited, Decision, TokenBucket, Limiter, Bandwidth):
         assert exported.__module__ == "ratekeeper"
 
 
@@ -639,7 +644,7 @@ def test_keyword_arguments() -> None:
     assert log.try_acquire(cost=2, now=0).remaining == 0
 
 
-@pytest.mark.parametrize("error_class", [RateLimitError, RateLimitTypeError])
+@pytest.mark.parametrize("error_class", [RateLimitError, RateLimitTypeError, RateLimitMemoryError])
 def test_errors_pickle_with_their_code(error_class: type[RateLimitError]) -> None:
     error = error_class("`cost` must be an int", "invalid_type")
     copy = pickle.loads(pickle.dumps(error))

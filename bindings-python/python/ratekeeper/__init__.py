@@ -32,7 +32,7 @@ admits in the worst case; ``python -m ratekeeper explain|simulate`` (also the
 ``ratekeeper`` command) prints it and replays traffic through a policy.
 """
 
-from ratekeeper._errors import RateLimited, RateLimitError, RateLimitTypeError
+from ratekeeper._errors import RateLimited, RateLimitError, RateLimitMemoryError, RateLimitTypeError
 from ratekeeper._policy import PolicyLimit
 from ratekeeper._ratekeeper import (
     Bandwidth,
@@ -73,6 +73,7 @@ __all__ = [
     "PolicyDecision",
     "PolicyLimit",
     "RateLimitError",
+    "RateLimitMemoryError",
     "RateLimitTypeError",
     "RateLimited",
     "Reservation",

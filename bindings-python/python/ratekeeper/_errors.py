@@ -13,7 +13,9 @@ class RateLimitError(ValueError):
     configuration that does not describe a policy; for encoded state
     (``restore``, ``from_bytes``) ``state_truncated``, ``state_corrupt``,
     ``state_version`` or ``state_mismatch``; ``store_full`` for a keyed store
-    at its ``max_keys``. The message names the argument.
+    at its ``max_keys``; ``out_of_memory`` (raised as the subclass
+    ``RateLimitMemoryError``) for a keyed store that could not grow. The
+    message names the argument.
     The subclass ``RateLimited`` (code ``rate_limited``) is raised by the
     waiting forms when they may not wait long enough. ``try_acquire`` never
     raises for a denial: it returns a Decision with ``allowed=False``.
@@ -38,6 +40,19 @@ class RateLimitTypeError(RateLimitError, TypeError):
     """
 
 
+class RateLimitMemoryError(RateLimitError, MemoryError):
+    """A keyed store (or a policy's) that could not grow for the request
+    (code ``out_of_memory``): no memory for its table of keys, a long key's
+    bytes or a key's log of events, where the allocation that failed would
+    otherwise have ended the process. The request changed nothing, and the
+    store goes on answering for the keys it holds (a flood of new keys into
+    a store without ``max_keys`` fails its own requests, not the process).
+
+    Both ``except MemoryError``, Python's own exception for an allocation
+    that fails, and ``except RateLimitError`` (``.code``) catch it.
+    """
+
+
 class RateLimited(RateLimitError):
     """A request the limiter would admit only after more than the allowed wait.
 
@@ -59,4 +74,5 @@ class RateLimited(RateLimitError):
 
 RateLimitError.__module__ = "ratekeeper"
 RateLimitTypeError.__module__ = "ratekeeper"
+RateLimitMemoryError.__module__ = "ratekeeper"
 RateLimited.__module__ = "ratekeeper"
