@@ -11,7 +11,8 @@
 // Errors: bad values throw a `RangeError`, values of the wrong type a
 // `TypeError` (the promise-returning `acquire` rejects with them instead); both carry `.code` (`zero_value`, `too_large`, `overflow`,
 // `cost_exceeds_limit`, `invalid_value`, `invalid_type`, `invalid_syntax`,
-// `store_full`, `state_truncated`, `state_corrupt`, `state_version`,
+// `store_full`, `out_of_memory` (a keyed store that could not grow for a new
+// key), `state_truncated`, `state_corrupt`, `state_version`,
 // `state_mismatch`; `invalid_config` for a policy configuration of the wrong
 // shape, a TypeError whose message names the field) and a message naming the
 // argument in JS spelling. A failed call changes nothing.

@@ -18,6 +18,7 @@ const CODES = new Set([
   'invalid_type',
   'invalid_syntax',
   'store_full',
+  'out_of_memory',
   'state_truncated',
   'state_corrupt',
   'state_version',
