@@ -8,6 +8,16 @@ export function bench({ api, limiter, extra = {} }, n = 200_000, rounds = 9) {
   const bucket = new api.TokenBucket({ capacity: RATE, refillTokens: RATE, refillPeriodMs: 1000 });
   const gcra = new api.Gcra({ burst: RATE, emissionIntervalMs: 1e-6 });
   const theirs = new limiter.TokenBucket({ bucketSize: RATE, tokensPerInterval: RATE, interval: 'second' });
+  // Keyed and policy decisions over 1024 keys in turn, each key's a bucket
+  // that admits every call and stays short of full (refilled one token
+  // every 100 s), so that every key stays held: its first call inserts it, in the
+  // warm-up, and every later one finds it.
+  const keys = Array.from({ length: 1024 }, (_, i) => `client-${i}`);
+  const requests = keys.map((user) => ({ user }));
+  const held = new api.TokenBucket({ capacity: 1e8, refillTokens: 1, refillPeriodMs: 1e5 });
+  const keyed = new api.KeyedLimiter(held);
+  const policy = new api.Policy();
+  policy.add('per-user', held, { by: ['user'] });
   // One loop per case: a shared loop would see many callees at one call site.
   const cases = {
     'ratekeeper wasm: TokenBucket.tryAcquire()': (k) => {
@@ -18,6 +28,16 @@ export function bench({ api, limiter, extra = {} }, n = 200_000, rounds = 9) {
     'ratekeeper wasm: Gcra.tryAcquire()': (k) => {
       let s = 0;
       for (let i = 0; i < k; i++) s += gcra.tryAcquire().allowed ? 1 : 0;
+      return s;
+    },
+    'ratekeeper wasm: KeyedLimiter.tryAcquire(key), 1024 keys': (k) => {
+      let s = 0;
+      for (let i = 0; i < k; i++) s += keyed.tryAcquire(keys[i & 1023]).allowed ? 1 : 0;
+      return s;
+    },
+    'ratekeeper wasm: Policy.tryAcquire({ user }), 1024 users': (k) => {
+      let s = 0;
+      for (let i = 0; i < k; i++) s += policy.tryAcquire(requests[i & 1023]).allowed ? 1 : 0;
       return s;
     },
     'limiter: TokenBucket.tryRemoveTokens(1)': (k) => {
