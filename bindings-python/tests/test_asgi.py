@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from ratekeeper import FixedWindow, KeyedLimiter, Policy, RateLimitError, RateLimitTypeError, TokenBucket
+from ratekeeper import FixedWindow, KeyedLimiter, Policy, RateLimitError, RateLimitMemoryError, RateLimitTypeError, TokenBucket
 from ratekeeper.asgi import RateLimitMiddleware, Scope, client_host, ip_key, request_fields
 
 calls: list[str] = []
@@ -1093,3 +1093,23 @@ def test_sync_functions_decide_without_suspending() -> None:
         running.send(None)
     assert sent == ["http.response.start"]
     assert store.peek("a", 0).remaining == 4
+
+
+def test_a_store_out_of_memory_answers_503() -> None:
+    """A store that could not grow for the request's key (``out_of_memory``,
+    which a flood of new keys brings: see test_out_of_memory.py) is answered
+    as a full one is, 503 without RateLimit headers, not 500. Raised here by
+    a store of the middleware's kinds whose ``try_acquire`` raises it."""
+    import redis.asyncio
+
+    from ratekeeper.redis import AsyncRedisLimiter
+
+    class OutOfMemory(AsyncRedisLimiter):
+        async def try_acquire(self, key: Any, cost: int = 1, now: Any = None) -> Any:
+            raise RateLimitMemoryError("out of memory: the store could not grow for this request, which changed nothing", "out_of_memory")
+
+    app = make_app(OutOfMemory(redis.asyncio.Redis(), FixedWindow(5, 3600)), key=by_api_key)
+    (refused,) = get_all(app, [{"headers": {"x-api-key": "alice"}}])
+    assert (refused.status_code, refused.content) == (503, b"Service Unavailable")
+    assert "ratelimit" not in refused.headers and "retry-after" not in refused.headers
+    assert calls == []

@@ -253,6 +253,28 @@ for (const [framework, serve, close] of frameworks) {
   }
 }
 
+// A store that could not grow for a new key (`out_of_memory`, which a flood
+// of new keys brings: see out-of-memory tests) is answered as a full one is.
+// Raised here by the store's own tryAcquire, replaced.
+for (const [framework, serve, close] of frameworks) {
+  describe(`${framework}: a store out of memory`, () => {
+    const server = {};
+    before(() => {
+      const limiter = new KeyedLimiter(new FixedWindow({ limit: 5, windowMs: 60_000 }));
+      limiter.tryAcquire = () => {
+        throw Object.assign(new RangeError('out of memory: the store could not grow for this request, which changed nothing'), { code: 'out_of_memory' });
+      };
+      return serve(server, { limiter, key: (request) => request.headers['x-client'] });
+    });
+    after(() => close(server));
+    it('answers 503, without RateLimit headers, not 500', async () => {
+      const refused = await get(server.url, 'alice');
+      assert.deepStrictEqual([refused.status, refused.body], [503, 'Service Unavailable']);
+      assert.deepStrictEqual([refused.policy, refused.rateLimit, refused.retryAfter], [null, null, null]);
+    });
+  });
+}
+
 // A request that cannot be keyed: its key read from a header the client left
 // out. Let through unlimited, any client could skip the limit by leaving the
 // header out: refused (500) instead, and charged nothing. A Policy read

@@ -324,7 +324,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * Answers a request with `decide(request)` once it is known: `respond`
    * writes the answer and says whether the request goes on, then `pass()`
    * runs. `respond` gets null when a store made with eviction 'refuse' is
-   * full and refuses the request's new key (answered 503, without RateLimit
+   * full and refuses the request's new key, or could not grow for it
+   * (`out_of_memory`) (answered 503, without RateLimit
    * headers: there is no decision, and no wait to promise). `fail` gets any
    * other error, one thrown by `respond` included (headers already sent).
    */
@@ -344,7 +345,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
       // Outside the try: an error thrown further down the chain is not this one's.
       if (proceed) pass();
     };
-    const settleError = (error) => (error?.code === 'store_full' ? settle(null) : fail(error));
+    // A store that cannot take the request's key (full, or out of memory): 503.
+    const settleError = (error) => (error?.code === 'store_full' || error?.code === 'out_of_memory' ? settle(null) : fail(error));
     let outcome;
     try {
       outcome = decide(request);
@@ -375,7 +377,7 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * `cost(req)` (each function may return a promise); every response carries
    * RateLimit-Policy and RateLimit (after an earlier helper's items: see listed), and a denied request gets
    * 429 with Retry-After. A full store that refuses
-   * new keys answers 503; other errors go to `next(error)`, those of writing
+   * new keys, or one out of memory, answers 503; other errors go to `next(error)`, those of writing
    * the answer included (headers already sent, say). The middleware
    * also has `decide(req)` and `skips(req)`: see withSteps.
    */
@@ -447,8 +449,8 @@ module.exports = function server({ badType, known }, { isLimiter }, { isKeyed },
    * calls do, a promise of it when one answers with a promise (as the
    * handler decides), where Python's `decide` refuses an awaitable for
    * `decide_async`: `await` takes both. Their errors are the handler's
-   * (thrown, or the promise rejects), a full store's `store_full` among
-   * them (the handler answers 503 for it); an error of the user's own
+   * (thrown, or the promise rejects), a full store's `store_full` and
+   * `out_of_memory` among them (the handler answers 503 for them); an error of the user's own
    * `key`, `fields`, `cost` or `skip` comes as it was thrown. Properties
    * of the handler, set once: no cost to a request; and closures, so that
    * `const { decide } = handler` works too.

@@ -64,6 +64,9 @@ Fields = Mapping[str, Key]
 
 _TOO_MANY = b"Too Many Requests"
 _UNAVAILABLE = b"Service Unavailable"
+# A store that cannot take the request's key (full, or out of memory): the
+# server is what is short, not the client's share.
+_UNAVAILABLE_CODES = ("store_full", "out_of_memory")
 
 
 class _DefaultSubnet(int):
@@ -322,11 +325,13 @@ class RateLimitMiddleware:
     limited (the JS helpers' Fastify hook limits ``@fastify/websocket``'s).
 
     A keyed store (or a policy's) made with ``eviction="refuse"`` that is
-    full refuses a new key with ``RateLimitError`` (``store_full``): the
-    request is answered ``503 Service Unavailable``, without RateLimit
-    headers (there is no decision to describe, and no wait to promise: room
-    comes back when some held key is fresh again). Any other error
-    propagates (the server answers 500).
+    full refuses a new key with ``RateLimitError`` (``store_full``), and one
+    that could not grow for it with ``RateLimitMemoryError``
+    (``out_of_memory``): the request is answered ``503 Service
+    Unavailable``, without RateLimit headers (there is no decision to
+    describe, and no wait to promise: room comes back when some held key is
+    fresh again, or memory is freed). Any other error propagates (the
+    server answers 500).
     """
 
     def __init__(
@@ -538,7 +543,7 @@ class RateLimitMiddleware:
             if decision is not None and not isinstance(decision, Decision):
                 decision = await decision
         except RateLimitError as error:
-            if error.code != "store_full":
+            if error.code not in _UNAVAILABLE_CODES:
                 raise
             await _answer(scope, send, 503, [], _UNAVAILABLE)
             return
