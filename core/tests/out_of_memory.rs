@@ -478,3 +478,50 @@ proptest! {
         }
     }
 }
+
+/// A policy request whose later limit runs out of memory takes back out
+/// the keys its earlier limits inserted fresh for it: the store holds what
+/// it held (a fresh key answers as a key not held, so the property test
+/// above, which compares answers, cannot see one left behind; a store that
+/// keeps fresh keys, bounded with `Eviction::Refuse`, would count it).
+#[test]
+fn a_policy_request_that_runs_out_of_memory_leaves_no_key_it_inserted() {
+    let mut policy = Policy::new();
+    policy
+        .add(
+            "per-user",
+            &["user"],
+            Gcra::new(3, Nanos(100)).unwrap().into(),
+        )
+        .unwrap();
+    // A long key (its bytes on the heap) and a log (its ring grows): the
+    // allocations a later limit makes once the first inserted its key.
+    let log: AnyLimiter = SlidingWindowLog::new(12, Nanos(1_000)).unwrap().into();
+    policy.add("per-id", &["id"], log).unwrap();
+    let (u, id) = request(1);
+    let request = [("user", &u[..]), ("id", &id[..])];
+    // Warm the policy's own buffers, then a new user.
+    let _ = policy.peek(&request, Nanos(0), 1).unwrap();
+    let mut in_the_second = 0;
+    for allocations in 0..32 {
+        let mut tried = policy.clone();
+        let _ = tried.peek(&request, Nanos(0), 1).unwrap();
+        let answer = failing_after(Some(allocations), || {
+            tried.try_acquire(&request, Nanos(0), 1)
+        });
+        match answer {
+            Err(error) => {
+                assert!(out_of_memory(&error), "{error}");
+                assert_eq!(tried.keys_held(), 0, "after {allocations} allocations");
+                in_the_second += 1;
+            }
+            Ok(decision) => {
+                assert!(decision.decision.allowed);
+                assert_eq!(tried.keys_held(), 2);
+                break;
+            }
+        }
+    }
+    // Failures past the first limit's insertion, not only before it.
+    assert!(in_the_second >= 2, "{in_the_second} failures");
+}
