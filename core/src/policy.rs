@@ -492,6 +492,9 @@ impl Policy {
     /// is keyed by fields that `request` all gives: such a call could only
     /// be a mistake (a field misspelt, say).
     ///
+    /// Fails with [`Error::OutOfMemory`], resetting nothing, when memory
+    /// for the request's keys runs out.
+    ///
     /// ```
     /// use ratekeeper::{Gcra, Nanos, Policy};
     ///
@@ -510,6 +513,14 @@ impl Policy {
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reset(&mut self, request: &[(&str, &[u8])]) -> Result<usize, Error> {
         let mut key = Vec::new();
+        // Every key is built once before any is reset, so that memory that
+        // runs out (a later limit's key longer than the earlier ones') fails
+        // the call before it reset anything: the second pass builds each
+        // key again in the room the longest took, allocating nothing.
+        for limit in self.limits.iter().filter(|limit| !limit.by.is_empty()) {
+            key.clear();
+            push_key(&mut key, request, &limit.by)?;
+        }
         let mut reached = false;
         let mut held = 0;
         for limit in self.limits.iter_mut().filter(|limit| !limit.by.is_empty()) {

@@ -525,3 +525,42 @@ fn a_policy_request_that_runs_out_of_memory_leaves_no_key_it_inserted() {
     // Failures past the first limit's insertion, not only before it.
     assert!(in_the_second >= 2, "{in_the_second} failures");
 }
+
+/// A policy's reset that runs out of memory (for a longer key than those
+/// before it) resets nothing: the caller, told it failed, finds every key
+/// as it was.
+#[test]
+fn a_policy_reset_that_runs_out_of_memory_resets_nothing() {
+    let mut policy = Policy::new();
+    let gcra: AnyLimiter = Gcra::new(1, Nanos(1_000)).unwrap().into();
+    policy.add("per-user", &["user"], gcra.clone()).unwrap();
+    policy.add("per-id", &["id"], gcra).unwrap();
+    let (u, id) = request(1);
+    let request = [("user", &u[..]), ("id", &id[..])];
+    assert!(
+        policy
+            .try_acquire(&request, Nanos(0), 1)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    let mut failed = 0;
+    for allocations in 0..8 {
+        let mut tried = policy.clone();
+        match failing_after(Some(allocations), || tried.reset(&request)) {
+            Err(error) => {
+                assert!(out_of_memory(&error), "{error}");
+                assert_eq!(tried.keys_held(), 2, "after {allocations} allocations");
+                let denied = tried.peek(&request, Nanos(0), 1).unwrap();
+                assert_eq!(denied.denied_by, Some(0));
+                assert!(!tried.decisions()[1].allowed);
+                failed += 1;
+            }
+            Ok(held) => {
+                assert_eq!(held, 2);
+                break;
+            }
+        }
+    }
+    assert!(failed >= 1);
+}
