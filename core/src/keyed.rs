@@ -629,7 +629,8 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     ///
     /// Fails, deciding nothing, when `out` is shorter than `costs`, or
     /// with [`Error::OutOfMemory`] where the store cannot grow for a new
-    /// key (`out` then holds no answers); a cost above the limit fails
+    /// key (`out` may then hold the answers the key would have had, which
+    /// count for nothing: the key was not inserted); a cost above the limit fails
     /// only its own entry. No costs, or none within
     /// the limit, no call: the key is not inserted, and the store's time
     /// does not move to `now`.
