@@ -1586,7 +1586,7 @@ def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(un
     client = _Held()
     limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="rk-py-stopped-loop:")
     keys = limiter._keys("k")
-    resets = limiter._core.resets_of(keys)
+    resets = limiter._count(keys)
     started, stop = threading.Event(), threading.Event()
     refunds: list[str] = []
 
@@ -1832,11 +1832,11 @@ def test_a_reset_left_on_a_closed_loop_counts_as_one_that_found_its_key_and_hold
     early, later, again, reset, limiter = asyncio.run(main())
     assert (early, later, again) == (1.0, 2.0, 2.0)
     keys = limiter._keys("k")
-    counted = limiter._core.resets_of(keys)
+    counted = limiter._count(keys)
     assert counted == 1 and limiter._resetting == {}
     # Its task closed at last (by the garbage collector, say): counted once, not twice.
     reset.get_coro().close()
-    assert limiter._core.resets_of(keys) == counted and limiter._resetting == {}
+    assert limiter._count(keys) == counted and limiter._resetting == {}
 
 
 def test_a_give_back_left_on_a_closed_loop_is_taken_out_by_the_next_reset(url: str) -> None:

@@ -94,14 +94,43 @@ class _Async:
         # dict is changed under the lock; a queue, only on its loop).
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         self._queues_lock = threading.Lock()
-        # Per mark of a Redis key (see _Core.forgot), the resets under way
+        # Per mark of a Redis key (see _forgot), the resets under way
         # and the give-backs on their way to Redis (see _giving_back), each
         # a future that ends with it: thread-safe, as loops in several
         # threads may share this store (changed under the lock).
         self._order_lock = threading.Lock()
         self._resetting: dict[int, set[_UnderWay]] = {}
         self._giving: dict[int, set[_UnderWay]] = {}
+        # Per mark of a Redis key (see _mark), the resets that found it (see
+        # _forgot): a call made before one of its keys' gives nothing back.
+        self._resets = [0] * 256
         _STORES.add(self)
+
+    def _forgot(self, keys: Sequence[bytes], held: int) -> None:
+        """Counts a reset of ``keys`` whose ``UNLINK`` found ``held`` of them
+        (or may have: one that raised may have run): the store forgot their
+        bookings and units, and a key, used again, may take the same slots
+        (or, on the callers' clock, leave the same marks) anew: given back,
+        a call made before would free a unit of those (two requests at once
+        from a limit of one). As in-process, a call made before a reset of
+        one of its keys gives nothing back (``_gives_back``); counted per
+        mark, two keys sharing one count as one, which gives back less,
+        never more. A reset by another process (or limiter) is not seen
+        here: see PROTOCOL.md, "Guarded refund". (The sync client counts
+        them in its book: see ``_Sync._ended``.)"""
+        if held:
+            for mark in {_mark(key) for key in keys}:
+                self._resets[mark] += 1
+
+    def _count(self, keys: Sequence[bytes]) -> int:
+        """The resets counted on the marks of ``keys``: a sum of counts that
+        only grow, so it changes with any of them."""
+        return sum(self._resets[mark] for mark in {_mark(key) for key in keys})
+
+    def _gives_back(self, keys: Sequence[bytes], resets: int) -> bool:
+        """Whether a call on ``keys``, sent when ``_resets_of(keys)`` was
+        ``resets``, may still give back: no reset found one of them since."""
+        return self._count(keys) == resets
 
     async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool]) -> Any:
         """``_Sync._evalsha`` on asyncio: ``EVALSHA``; on a ``NOSCRIPT``,
@@ -344,7 +373,7 @@ class _Async:
 
     async def _unlink(self, keys: list[bytes]) -> int:
         """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
-        counted as forgotten (see ``_Core.forgot``); one that raised may have
+        counted as forgotten (see ``_forgot``); one that raised may have
         run all the same, and counts as having found them. Sent once the
         give-backs on their way to its keys' marks have reached Redis; one
         decided meanwhile waits for this reset (see ``_giving_back``)."""
@@ -364,7 +393,7 @@ class _Async:
                 # (counted then: see _settled), and this is its task closed
                 # since (by the garbage collector, say).
                 if resetting.leave(self._resetting):
-                    self._core.forgot(keys, held)
+                    self._forgot(keys, held)
 
     async def _after_give_backs(self, marks: set[int]) -> None:
         """Waits for the give-backs on their way to the keys of ``marks``
@@ -384,7 +413,7 @@ class _Async:
 
     async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[Callable[[], bool]], Awaitable[None]]) -> None:
         """Runs ``refund(left)``, the give-back of a call on ``keys`` sent when
-        ``resets_of(keys)`` was ``resets``, unless a reset found one of them
+        ``_resets_of(keys)`` was ``resets``, unless a reset found one of them
         since (PROTOCOL.md: nothing is given back for a call sent before a
         reset of one of its keys through this store). Ordered with this
         store's resets: while one of its keys' marks is being reset, it waits
@@ -402,7 +431,7 @@ class _Async:
                 self._settled(self._resetting)
                 under_way = _UnderWay.listed(self._resetting, giving.marks)
                 if not under_way:
-                    if not self._core.gives_back(keys, resets):
+                    if not self._gives_back(keys, resets):
                         return
                     giving.enter(self._giving)
                     break
@@ -433,16 +462,17 @@ class _Async:
         for u in closed:
             u.leave(table)
             if u.sent:
-                self._core.forgot(u.keys, 1)
+                self._forgot(u.keys, 1)
 
     def _resets_of(self, keys: Sequence[bytes]) -> int:
-        """``_Core.resets_of`` for this store, read before a call is sent; a
-        reset left on a closed loop is counted first (see ``_settled``), so
-        that a call sent since counts as after it, and gives back."""
+        """The resets counted on the marks of ``keys`` (``_count``), read
+        before a call is sent: a reset meanwhile counts as after it. A reset
+        left on a closed loop is counted first (see ``_settled``), so that a
+        call sent since counts as after it, and gives back."""
         if self._resetting:
             with self._order_lock:
                 self._settled(self._resetting)
-        return self._core.resets_of(keys)
+        return self._count(keys)
 
     async def _refund(
         self,
@@ -510,7 +540,7 @@ class _Async:
                 # (its own reset, by ours, stops it there).
                 if local is not None:
                     local.cancel()
-            elif self._core.gives_back(keys, resets):  # else forgotten by a reset since
+            elif self._gives_back(keys, resets):  # else forgotten by a reset since
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).

@@ -100,35 +100,6 @@ class _Core:
         self.config: list[Union[str, int]] = [len(limits)]
         for limit in limits:
             self.config += limit.args
-        # Per mark of a Redis key (see _mark), the resets that found it (see
-        # forgot): a call made before one of its keys' gives nothing back.
-        self.resets = [0] * 256
-
-    def forgot(self, keys: Sequence[bytes], held: int) -> None:
-        """Counts a reset of ``keys`` whose ``UNLINK`` found ``held`` of them
-        (or may have: one that raised may have run): the store forgot their
-        bookings and units, and a key, used again, may take the same slots
-        (or, on the callers' clock, leave the same marks) anew: given back,
-        a call made before would free a unit of those (two requests at once
-        from a limit of one). As in-process, a call made before a reset of
-        one of its keys gives nothing back (``gives_back``); counted per
-        mark, two keys sharing one count as one, which gives back less,
-        never more. A reset by another process (or limiter) is not seen
-        here: see PROTOCOL.md, "Guarded refund"."""
-        if held:
-            for mark in {_mark(key) for key in keys}:
-                self.resets[mark] += 1
-
-    def resets_of(self, keys: Sequence[bytes]) -> int:
-        """The resets counted on the marks of ``keys``: a sum of counts that
-        only grow, so it changes with any of them. Read before a call is
-        sent: a reset meanwhile counts as after it."""
-        return sum(self.resets[mark] for mark in {_mark(key) for key in keys})
-
-    def gives_back(self, keys: Sequence[bytes], resets: int) -> bool:
-        """Whether a call on ``keys``, sent when ``resets_of(keys)`` was
-        ``resets``, may still give back: no reset found one of them since."""
-        return self.resets_of(keys) == resets
 
     def _fallback_fields(self) -> dict[str, str]:
         """Each field a fallback ``Policy``'s limits are keyed by, with the

@@ -173,7 +173,7 @@ class _Book(NamedTuple):
     as it makes one leaves the book as it was before or after, never half
     changed (a reset taken out but not counted, say)."""
 
-    # Per mark of a Redis key (see _Core.forgot), the resets that found it,
+    # Per mark of a Redis key (see _Async._forgot), the resets that found it,
     # or may have (one that raised, or whose thread left it unsaid).
     resets: tuple[int, ...]
     # The resets under way: their UNLINK sent, or waiting to be, not counted yet.
@@ -187,7 +187,7 @@ _NO_RESETS = _Book((0,) * 256, (), ())
 
 
 def _marks(keys: Iterable[bytes]) -> frozenset[int]:
-    """The marks of ``keys``, under which their resets are counted (see ``_Core.forgot``)."""
+    """The marks of ``keys``, under which their resets are counted (see ``_Async._forgot``)."""
     return frozenset(_mark(key) for key in keys)
 
 
@@ -477,7 +477,7 @@ class _Sync:
 
     def _unlink(self, keys: list[bytes]) -> int:
         """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
-        counted as forgotten on its mark (see ``_Core.forgot``); one that
+        counted as forgotten on its mark (see ``_Async._forgot``); one that
         raised may have run all the same, and counts as having found them.
         Sent once the give-backs on their way to its keys' marks are done
         (see ``_after_give_backs``); one decided meanwhile waits for this
@@ -630,7 +630,7 @@ class _Sync:
         return book
 
     def _resets_of(self, keys: Sequence[bytes]) -> int:
-        """``_Core.resets_of`` for this store: the resets counted on the
+        """``_Async._resets_of`` for this store: the resets counted on the
         marks of ``keys``, a sum of counts that only grow. Read before a call
         is sent: a reset under way then (or begun since) counts as after it
         once it ends. A reset whose thread left it unsaid is counted first

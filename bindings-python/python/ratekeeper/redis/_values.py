@@ -57,7 +57,7 @@ class _Taken(NamedTuple):
     it left the key (PROTOCOL.md, "Guarded refund"), which the give-back
     sends back so that a bucket gives the units back only while nothing
     was taken there since; and the resets of its keys as the call was sent
-    (``_Core.resets_of``; the sync client's ``_Sync._resets_of``): after one
+    (``_Async._resets_of``, ``_Sync._resets_of``): after one
     more, nothing is given back."""
 
     at: Fraction
