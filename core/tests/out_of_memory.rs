@@ -391,6 +391,19 @@ proptest! {
 /// A policy of limits of every kind of key: short, long (on the heap), a
 /// log's (which grows with its events), global, and bounded.
 fn policy() -> Policy {
+    let mut policy = user_then_log("per-user-and-id", &["user", "id"]);
+    let global: AnyLimiter = TokenBucket::new(40, 1, Nanos(10)).unwrap().into();
+    policy.add("global", &[], global).unwrap();
+    let window: AnyLimiter = FixedWindow::new(3, Nanos(500)).unwrap().into();
+    let bounded = AnyKeyed::new(window)
+        .with_max_keys(3, Eviction::Refuse)
+        .unwrap();
+    policy.add_store("bounded", &["user"], bounded).unwrap();
+    policy
+}
+
+/// A policy of a GCRA per user, then a log keyed by `by`, named `name`.
+fn user_then_log(name: &str, by: &[&str]) -> Policy {
     let mut policy = Policy::new();
     policy
         .add(
@@ -400,14 +413,7 @@ fn policy() -> Policy {
         )
         .unwrap();
     let log: AnyLimiter = SlidingWindowLog::new(12, Nanos(1_000)).unwrap().into();
-    policy.add("per-user-and-id", &["user", "id"], log).unwrap();
-    let global: AnyLimiter = TokenBucket::new(40, 1, Nanos(10)).unwrap().into();
-    policy.add("global", &[], global).unwrap();
-    let window: AnyLimiter = FixedWindow::new(3, Nanos(500)).unwrap().into();
-    let bounded = AnyKeyed::new(window)
-        .with_max_keys(3, Eviction::Refuse)
-        .unwrap();
-    policy.add_store("bounded", &["user"], bounded).unwrap();
+    policy.add(name, by, log).unwrap();
     policy
 }
 
@@ -486,18 +492,9 @@ proptest! {
 /// keeps fresh keys, bounded with `Eviction::Refuse`, would count it).
 #[test]
 fn a_policy_request_that_runs_out_of_memory_leaves_no_key_it_inserted() {
-    let mut policy = Policy::new();
-    policy
-        .add(
-            "per-user",
-            &["user"],
-            Gcra::new(3, Nanos(100)).unwrap().into(),
-        )
-        .unwrap();
     // A long key (its bytes on the heap) and a log (its ring grows): the
     // allocations a later limit makes once the first inserted its key.
-    let log: AnyLimiter = SlidingWindowLog::new(12, Nanos(1_000)).unwrap().into();
-    policy.add("per-id", &["id"], log).unwrap();
+    let mut policy = user_then_log("per-id", &["id"]);
     let (u, id) = request(1);
     let request = [("user", &u[..]), ("id", &id[..])];
     // Warm the policy's own buffers, then a new user.
