@@ -25,10 +25,13 @@ struct Failing;
 thread_local! {
     /// How many more allocations this thread may make; `usize::MAX`: any.
     static LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+    /// How many allocations this thread asked for, made or failed.
+    static ASKED: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Whether this thread may allocate now (counting the allocation).
 fn may_allocate() -> bool {
+    let _ = ASKED.try_with(|asked| asked.set(asked.get() + 1));
     LEFT.try_with(|left| match left.get() {
         usize::MAX => true,
         0 => false,
@@ -83,6 +86,13 @@ fn failing_after<R>(allocations: Option<usize>, f: impl FnOnce() -> R) -> R {
     let answer = f();
     LEFT.set(usize::MAX);
     answer
+}
+
+/// `f()`, and how many allocations it asked for on this thread.
+fn asked<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let before = ASKED.get();
+    let answer = f();
+    (answer, ASKED.get() - before)
 }
 
 fn out_of_memory(error: &Error) -> bool {
@@ -560,4 +570,47 @@ fn a_policy_reset_that_runs_out_of_memory_resets_nothing() {
         }
     }
     assert!(failed >= 1);
+}
+
+/// A store at its bound under `Eviction::Refuse` refuses a new key before
+/// making it: a long key's bytes (or a key of the caller's type, cloned)
+/// are not allocated and freed for each key refused, and the refusal is
+/// `store_full`, memory or not.
+#[test]
+fn a_full_store_refuses_a_long_new_key_without_allocating() {
+    let prototypes: [AnyLimiter; 3] = [
+        Gcra::new(1, Nanos(1_000)).unwrap().into(),
+        TokenBucket::new(3, 1, Nanos(100)).unwrap().into(),
+        FixedWindow::new(3, Nanos(500)).unwrap().into(),
+    ];
+    for prototype in prototypes {
+        let mut store = AnyKeyed::new(prototype)
+            .with_max_keys(1, Eviction::Refuse)
+            .unwrap();
+        assert!(store.try_acquire(&key(1), Nanos(0), 1).unwrap().allowed);
+        let long = key(3);
+        let mut out = vec![Err(Error::StateTruncated); 2];
+        for call in 0..3 {
+            let (refused, allocations) = asked(|| {
+                failing_after(Some(0), || match call {
+                    0 => store.try_acquire(&long, Nanos(0), 1).map(drop),
+                    1 => store.reserve(&long, Nanos(0), 1, Nanos::MAX).map(drop),
+                    _ => store.try_acquire_batch(&long, Nanos(0), &[1, 1], &mut out),
+                })
+            });
+            assert_eq!(refused.unwrap_err().code(), "store_full", "call {call}");
+            assert_eq!(allocations, 0, "call {call}");
+        }
+        assert_eq!(store.len(), 1);
+    }
+    // A key of the caller's type: its clone (which aborts where memory
+    // runs out) is not made either.
+    let mut store = KeyedLimiter::new(Gcra::new(1, Nanos(1_000)).unwrap())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    assert!(store.try_acquire("held", Nanos(0), 1).unwrap().allowed);
+    let (refused, allocations) =
+        asked(|| failing_after(Some(0), || store.try_acquire("new", Nanos(0), 1)));
+    assert_eq!(refused.unwrap_err().code(), "store_full");
+    assert_eq!(allocations, 0);
 }
