@@ -118,14 +118,19 @@ impl Core for PolicyCore {
 
     /// The request's key in each limit it was booked in (a global limit's
     /// is one for every request): a call touches no other key's state.
+    /// Every mark where memory for a key ran out: a key left out would be
+    /// taken as untouched, and a booking of it given back, admitting more.
     fn marks(&self, request: &Request, extent: usize) -> Vec<u8> {
         let mut marks = Vec::new();
-        request.with_fields(|fields| {
+        let listed = request.with_fields(|fields| {
             self.policy.each_key(fields, extent, |place, key| {
                 marks.push(shared::mark(place, key))
             })
         });
-        marks
+        match listed {
+            Ok(()) => marks,
+            Err(_) => shared::every_mark(),
+        }
     }
 
     /// A policy of one limit that moves up (a GCRA, a leaky bucket) moves
@@ -547,11 +552,16 @@ limiter_methods!(
                     // request all gives (a global limit is never reset).
                     let mut marks = Vec::new();
                     let policy = &core.policy;
-                    policy.each_key(fields, policy.len(), |place, key| {
+                    let listed = policy.each_key(fields, policy.len(), |place, key| {
                         if policy.keyed_by(place).next().is_some() {
                             marks.push(shared::mark(place, key));
                         }
                     });
+                    // Out of memory for a key: taken as a reset of every
+                    // key (less given back, never more).
+                    if listed.is_err() {
+                        marks = shared::every_mark();
+                    }
                     self.shared.forgot(&marks);
                 }
                 Ok(held)

@@ -118,6 +118,13 @@ fn push_key(keys: &mut Vec<u8>, request: &[(&str, &[u8])], by: &[String]) -> Res
     Ok(true)
 }
 
+/// The length of the key that `request` has in a limit keyed by `by`
+/// (see [`push_key`]), or as much of it as `request` gives.
+fn key_len(request: &[(&str, &[u8])], by: &[String]) -> usize {
+    let value = |field: &String| request.iter().find(|(name, _)| name == field);
+    by.iter().map_while(value).map(|(_, v)| 8 + v.len()).sum()
+}
+
 /// Makes room in `v` for `len` items in all: [`Error::OutOfMemory`] when
 /// it cannot grow. A compare where it has the room (as it has but after a
 /// limit was added, or for a longer request's key).
@@ -548,25 +555,31 @@ impl Policy {
     /// by them which earlier bookings a later call may have touched: the
     /// bindings give a cancelled waiter's booking back unless a call on one
     /// of its keys came since (property-tested in `tests/keys_apart.rs`).
+    ///
+    /// Fails with [`Error::OutOfMemory`], calling `f` for no key, where
+    /// memory for the longest key runs out: a caller must then take every
+    /// key as reached (a key left unseen would be taken as one no call
+    /// touched, and a booking of it given back, admitting more).
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn each_key(
         &self,
         request: &[(&str, &[u8])],
         limits: usize,
         mut f: impl FnMut(usize, &[u8]),
-    ) {
+    ) -> Result<(), Error> {
+        let limits = &self.limits[..limits.min(self.limits.len())];
+        // Room for the longest key first, so that nothing fails once `f`
+        // has seen a key.
+        let longest = limits.iter().map(|limit| key_len(request, &limit.by));
         let mut key = Vec::new();
-        let limits = limits.min(self.limits.len());
-        for (i, limit) in self.limits[..limits].iter().enumerate() {
+        room_for(&mut key, longest.max().unwrap_or(0))?;
+        for (i, limit) in limits.iter().enumerate() {
             key.clear();
-            // Out of memory: that key and those after it go unseen, as
-            // keys a call never touched.
-            match push_key(&mut key, request, &limit.by) {
-                Ok(true) => f(i, &key),
-                Ok(false) => {}
-                Err(_) => return,
+            if push_key(&mut key, request, &limit.by)? {
+                f(i, &key);
             }
         }
+        Ok(())
     }
 
     /// Seeds the hashing of every limit's keys (see

@@ -75,11 +75,12 @@ fn call() -> impl Strategy<Value = (u8, Values, u64, u64)> {
 /// consumes, books or refunds; only the limits keyed by fields for a reset.
 fn keys(policy: &Policy, request: &[(&str, &[u8])], reset: bool) -> Vec<(usize, Vec<u8>)> {
     let mut keys = Vec::new();
-    policy.each_key(request, policy.len(), |i, key| {
+    let listed = policy.each_key(request, policy.len(), |i, key| {
         if !reset || policy.keyed_by(i).next().is_some() {
             keys.push((i, key.to_vec()));
         }
     });
+    listed.unwrap();
     keys
 }
 

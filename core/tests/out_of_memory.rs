@@ -614,3 +614,33 @@ fn a_full_store_refuses_a_long_new_key_without_allocating() {
     assert_eq!(refused.unwrap_err().code(), "store_full");
     assert_eq!(allocations, 0);
 }
+
+/// `Policy::each_key` lists every key of the request, or fails listing
+/// none: a key left unseen is one a binding would take as untouched by the
+/// call, and give a booking of it back (admitting more).
+#[test]
+fn a_policy_lists_every_key_or_fails_listing_none() {
+    let policy = policy();
+    let (u, id) = request(1);
+    let request = [("user", &u[..]), ("id", &id[..])];
+    let mut failed = 0;
+    for allocations in 0..4 {
+        // Counted, not kept: `f` allocates nothing itself.
+        let mut seen = 0;
+        let listed = failing_after(Some(allocations), || {
+            policy.each_key(&request, policy.len(), |_, _| seen += 1)
+        });
+        match listed {
+            Err(error) => {
+                assert!(out_of_memory(&error), "{error}");
+                assert_eq!(seen, 0, "after {allocations} allocations");
+                failed += 1;
+            }
+            Ok(()) => {
+                assert_eq!(seen, policy.len(), "after {allocations} allocations");
+                break;
+            }
+        }
+    }
+    assert_eq!(failed, 1);
+}

@@ -47,6 +47,13 @@ pub fn mark(place: usize, key: &[u8]) -> u8 {
     (hash >> 24) as u8
 }
 
+/// Every mark: those of a request whose keys could not be listed (memory
+/// for one ran out, see the core's `Policy::each_key`), taken as reaching
+/// every key, so that a booking is given back less often, never more.
+pub fn every_mark() -> Vec<u8> {
+    (0..=u8::MAX).collect()
+}
+
 /// The latest event of each [`Touch`] that touched each state: the seq of
 /// the latest that touched every state (a limiter's calls, whose marks are
 /// none; a reconfigure, a restore), and of the latest that touched the keys

@@ -15,7 +15,7 @@ mod methods;
 mod reservations;
 mod waiting;
 
-pub use self::marks::mark;
+pub use self::marks::{every_mark, mark};
 use self::marks::{Marks, Touch};
 pub(crate) use self::methods::{limiter_methods, named_subject};
 pub use self::reservations::{refund, reserve};
