@@ -667,14 +667,17 @@ pub fn keyed_try_acquire_batch(
 ) -> Result<Vec<f64>, JsValue> {
     let key = settled(part(&key, "key"))?;
     let key = shared::Part::bytes(&key);
-    let store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
-    let checked = shared::check_keyed_batch(&store, key, &costs, now_ms);
+    let mut store = seeded(&handle.0, &handle.1, AnyKeyed::seed_hashes);
+    let checked = shared::check_keyed_batch(&store, key, &costs, now_ms)
+        .and_then(|(now, units)| store.prepare_batch(key, now, &units));
     drop(store);
     settled(checked)?;
     // Each cost through the keyed operation, which is in the build anyway:
     // the core's batch compiled another copy of each store's decision (2.2
     // KB gzipped). It answers as many `tryAcquire` calls would, and after
-    // the checks none fails.
+    // the checks and the key made ready (held, with room for its event)
+    // none fails: none runs out of memory after a cost moved the store's
+    // time.
     let mut flat = Vec::with_capacity(5 * costs.len());
     for &cost in &costs {
         let status = keyed(handle, key, cost, 0.0, now_ms, shared::TRY_ACQUIRE);

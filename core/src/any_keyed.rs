@@ -270,6 +270,35 @@ impl AnyKeyed {
         }
     }
 
+    /// Makes sure that `try_acquire` calls of each of `costs` for `key` at
+    /// `now`, one after another, cannot fail for want of memory or for a
+    /// full store: for a binding that decides a batch so (through its keyed
+    /// operation, rather than [`Self::try_acquire_batch`]), so that the
+    /// batch fails whole or not at all. Else a cost that needs memory may
+    /// fail after others moved the store's time (a cost of 0, a denial),
+    /// where a caller whose clock lags is then judged. A key held is given
+    /// room for its event (a log's ring grown); a new key that a cost
+    /// would insert is inserted fresh (it answers as a key not held does;
+    /// a sweep drops it if it stays fresh). Fails with
+    /// [`Error::OutOfMemory`] or [`Error::StoreFull`], changing no answer
+    /// (a sweep may have dropped keys back to fresh). Call it after
+    /// [`Self::check_batch`].
+    #[cfg_attr(ratekeeper_size, optimize(size))]
+    pub fn prepare_batch(&mut self, key: &[u8], now: Nanos, costs: &[u64]) -> Result<(), Error> {
+        // As a policy makes room for its limits' keys: costs of 0 change no
+        // key, but in a store that keeps its keys even when fresh (see
+        // `KeyedLimiter::drops_fresh`), where any call inserts one. No
+        // costs, no call.
+        let none_changes = costs.iter().all(|&cost| cost == 0) && self.drops_fresh();
+        if costs.is_empty() || none_changes {
+            return Ok(());
+        }
+        match self.locate(key, None) {
+            Some(at) => self.ready_at(at, now),
+            None => self.insert_fresh(key, now),
+        }
+    }
+
     /// See [`KeyedLimiter::peek`].
     pub fn peek(&self, key: &[u8], now: Nanos, cost: u64) -> Result<Decision, Error> {
         each!(&self.0, s => s.peek(&Query(key), now, cost))

@@ -644,3 +644,76 @@ fn a_policy_lists_every_key_or_fails_listing_none() {
     }
     assert_eq!(failed, 1);
 }
+
+/// A batch decided cost by cost (as the wasm build decides one, through
+/// its keyed operation) once `prepare_batch` made the key ready: where
+/// memory runs out, it fails before any cost, changing nothing, the
+/// store's time included; else no cost allocates, and the answers are the
+/// core's batch's.
+#[test]
+fn a_batch_decided_cost_by_cost_after_prepare_batch_is_all_or_nothing() {
+    // A log's key with events at 4 instants: its ring (4 entries) is full.
+    let store = || {
+        let log: AnyLimiter = SlidingWindowLog::new(8, Nanos(100)).unwrap().into();
+        let mut store = AnyKeyed::new(log);
+        for t in 0..4 {
+            assert!(store.try_acquire(b"held", Nanos(t), 1).unwrap().allowed);
+        }
+        store
+    };
+    let now = Nanos(50);
+    let by_calls = |s: &mut AnyKeyed, key: &[u8], costs: &[u64], out: &mut [Option<Decision>]| {
+        s.check_batch(key, now, costs)?;
+        s.prepare_batch(key, now, costs)?;
+        for (&cost, slot) in costs.iter().zip(out) {
+            *slot = Some(s.try_acquire(key, now, cost)?);
+        }
+        Ok::<(), Error>(())
+    };
+    // A caller whose clock lags, judged as of the store's time: its event
+    // goes at that time, and counts until a window after it.
+    let lagging = |s: &mut AnyKeyed| {
+        let taken = s.try_acquire(b"held", Nanos(10), 1);
+        (taken, s.peek(b"held", Nanos(120), 0))
+    };
+    // A denial, then an event at a fifth instant (the ring must grow); a
+    // new key's cost of 0, then a cost that inserts it.
+    for (name, costs) in [("held", &[5, 1][..]), ("new", &[0, 1][..])] {
+        let key = name.as_bytes();
+        let mut tried = store();
+        let mut twin = store();
+        let mut out = [None; 2];
+        let failed = failing_after(Some(0), || by_calls(&mut tried, key, costs, &mut out));
+        assert!(out_of_memory(&failed.unwrap_err()));
+        assert_eq!(lagging(&mut tried), lagging(&mut twin), "{name}");
+
+        let (mut tried, mut twin) = (store(), store());
+        tried.prepare_batch(key, now, costs).unwrap();
+        let (decided, allocations) = asked(|| {
+            failing_after(Some(0), || {
+                costs.iter().zip(&mut out).try_for_each(|(&cost, slot)| {
+                    *slot = Some(tried.try_acquire(key, now, cost)?);
+                    Ok::<(), Error>(())
+                })
+            })
+        });
+        decided.unwrap();
+        assert_eq!(allocations, 0, "{name}");
+        let mut batch = vec![Err(Error::StateTruncated); costs.len()];
+        twin.try_acquire_batch(key, now, costs, &mut batch).unwrap();
+        let batch: Vec<_> = batch.into_iter().map(|d| Some(d.unwrap())).collect();
+        assert_eq!(&out[..], &batch[..], "{name}");
+        assert_eq!(lagging(&mut tried), lagging(&mut twin), "{name}");
+    }
+    // A key goes in where a call would insert it: in a store whose new
+    // keys start short of fresh (and so are kept), even for a cost of 0;
+    // for no costs (no call), in none.
+    let short: AnyLimiter = TokenBucket::with_initial_tokens(3, 1, Nanos(100), 1)
+        .unwrap()
+        .into();
+    let mut store = AnyKeyed::new(short);
+    store.prepare_batch(b"k", now, &[]).unwrap();
+    assert!(store.is_empty());
+    store.prepare_batch(b"k", now, &[0]).unwrap();
+    assert_eq!(store.len(), 1);
+}

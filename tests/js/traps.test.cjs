@@ -296,6 +296,12 @@ describe('the wasm module after a trap', () => {
       assert.ok(error instanceof RangeError && error.code === 'out_of_memory', `${what}: ${error}`);
       assert.match(error.message, /out of memory/);
     }
+    // A batch that runs out of memory decides none of its costs: its cost
+    // of 0, before the cost that inserts its new key, moved the store's
+    // time, and a caller whose clock lags was then judged as of a batch
+    // that failed (Alice, taken at 0, admitted at 50).
+    assert.throws(() => keyed.tryAcquireBatch('batch-new', [0, 1], 150), { code: 'out_of_memory' });
+    assert.equal(keyed.peek('alice', 1, 50).allowed, false);
     // Nothing changed: the global limit counted the requests admitted, not
     // the one refused (all or nothing).
     const counted = total.peek({ user: 'first' }, 0, 0).limits[1].remaining;
