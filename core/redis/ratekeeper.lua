@@ -41,9 +41,10 @@ local function naturals(f)
 end
 
 -- Each algorithm: config(args), fresh(cfg), load(fields) and dump(state) for
--- the stored string (or read(key) and write(key, state, expire_ms) for
--- another type of key); decide(cfg, st, now, cost) -> allowed, remaining,
--- retry_after, reset_after, and the state after it (st is not changed);
+-- the stored string, which the key's birth follows (or read(key) -> state,
+-- birth and write(key, state, birth) for another type of key; see born);
+-- decide(cfg, st, now, cost) -> allowed, remaining, retry_after,
+-- reset_after, and the state after it (st is not changed);
 -- book(cfg, state, slot, cost) -> the state with `cost` booked at the
 -- instant `slot` (or the latest time seen, if later), which is not before
 -- the limit's own earliest slot (state: decide's for a cost of 0), or nil
@@ -392,9 +393,13 @@ algorithms.sliding_window_counter = {
 -- SlidingWindowLog: the admitted (and booked) events, oldest first, one entry
 -- per instant (events of one instant add up, never collapse). Kept in a
 -- sorted set: member "at:cost" scored by its instant (one member per
--- instant, so members are unique), and "latest:t", the latest time seen,
+-- instant, so members are unique), "latest:t", the latest time seen,
 -- scored -2 - used, where `used` is the sum of every entry's cost (score -1,
--- as scripts before kept it: no sum, counted once on reading).
+-- as scripts before kept it: no sum, counted once on reading), and
+-- "birth:b", the key's birth, scored -1: above "latest:t", which earlier
+-- scripts read as the lowest member below 0, and outside the ranges of
+-- entries they read (from above -1), so that they read the key as before
+-- (and drop the birth when they write it).
 --
 -- A call reads only what it needs: the entries that left the window since
 -- the key was written, the newest entry, and, for a denial, the oldest ones
@@ -489,10 +494,18 @@ algorithms.sliding_window_log = {
   read = function(key)
     local special = redis.call('ZRANGEBYSCORE', key, '-inf', '(0', 'WITHSCORES')
     if #special == 0 then return nil end
+    -- The latest time (the lowest score), then the birth, if any.
     local score = tonumber(special[2])
     local latest = tonumber(string.match(special[1], '^latest:(%d+)$'))
     if not latest or latest >= EXACT or -2 - score >= EXACT then
       refuse(key, special[1] .. ' ' .. special[2])
+    end
+    local birth = nil
+    if special[3] ~= nil then
+      birth = tonumber(string.match(special[3], '^birth:(%d+)$'))
+      if not birth or birth >= EXACT or special[5] ~= nil then
+        refuse(key, special[3] .. ' ' .. special[4])
+      end
     end
     local s = { key = key, latest = latest, used = 0, cut = -1, over = {}, tail = {} }
     if score <= -2 then
@@ -500,9 +513,9 @@ algorithms.sliding_window_log = {
     else
       log_stored(s, 0, '+inf', 1000, function(_, cost) s.used = s.used + cost end)
     end
-    return s
+    return s, birth
   end,
-  write = function(key, s)
+  write = function(key, s, birth)
     -- UNLINK frees a large set outside the script's time (Redis frees it
     -- in the background), where removing 10^6 entries took half a second.
     if s.emptied then
@@ -529,7 +542,11 @@ algorithms.sliding_window_log = {
       end
     end
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(0')
-    redis.call('ZADD', key, fmt(-2 - s.used), 'latest:' .. fmt(s.latest))
+    if birth == nil then
+      redis.call('ZADD', key, fmt(-2 - s.used), 'latest:' .. fmt(s.latest))
+    else
+      redis.call('ZADD', key, fmt(-2 - s.used), 'latest:' .. fmt(s.latest), -1, 'birth:' .. fmt(birth))
+    end
   end,
   decide = function(c, s, now, cost)
     local latest = max(s.latest, now)
@@ -659,9 +676,9 @@ for i = 1, n do
   for j = 1, count do args[j] = tonumber(ARGV[pos + j]) end
   pos = pos + count + 1
   local cfg = algorithm.config(args)
-  local state
+  local state, birth
   if algorithm.read then
-    state = algorithm.read(KEYS[i])
+    state, birth = algorithm.read(KEYS[i])
   else
     local stored = redis.call('GET', KEYS[i])
     if stored then
@@ -673,14 +690,45 @@ for i = 1, n do
         if not x or x >= EXACT or x <= -EXACT then refuse(KEYS[i], stored) end
         f[#f + 1] = x
       end
+      -- The key's birth (see born), written last and negative: no state
+      -- ends in a negative number (nor did any an earlier script wrote,
+      -- which kept no birth), so that the states' shapes are those they
+      -- had without it.
+      if f[#f] ~= nil and f[#f] < 0 then birth = -table.remove(f) end
       -- A state of another shape (the limit's algorithm changed under the
       -- same name) is none: the key starts fresh.
       state = algorithm.load(f, cfg)
     end
   end
   local loaded = state ~= nil
-  if not loaded then state = algorithm.fresh(cfg) end
-  limits[i] = { algorithm = algorithm, cfg = cfg, state = state, loaded = loaded, dirty = false }
+  if not loaded then state, birth = algorithm.fresh(cfg), nil end
+  limits[i] = { algorithm = algorithm, cfg = cfg, state = state, loaded = loaded, dirty = false, birth = birth }
+end
+
+-- A key's birth: the server's TIME, in µs, of the call that wrote its state
+-- first (the key held none, one of another shape, or one an earlier script
+-- wrote, which kept none). Every later write keeps it, until the key is gone
+-- (a reset's UNLINK, an expiry, this script's UNLINK of a fresh state): the
+-- next call to write it gives it a later TIME. A booking's reply sends it
+-- with the marks, and a give-back sent with it gives back only to the state
+-- it booked in (PROTOCOL.md, "Guarded refund"), where a reset elsewhere
+-- started another, which may have taken the same units anew.
+local server_time = nil
+local function born()
+  if not caller_time then return now end
+  if server_time == nil then
+    local t = redis.call('TIME')
+    server_time = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return server_time
+end
+
+-- A string key's value: the state, then its birth, negative (none for a
+-- state an earlier script wrote that a refund gives back to: it keeps its form).
+local function stored(l)
+  local text = l.algorithm.dump(l.state)
+  if l.birth ~= nil then text = text .. ' ' .. fmt(-l.birth) end
+  return text
 end
 local m = tonumber(ARGV[pos])
 local costs = {}
@@ -702,6 +750,7 @@ pos = pos + m + 1
 local function save()
   for i, l in ipairs(limits) do
     if l.dirty then
+      if l.birth == nil then l.birth = born() end
       local _, _, _, reset = l.algorithm.decide(l.cfg, l.state, now, 0)
       local key = KEYS[i]
       if reset == 0 and caller_time then
@@ -709,10 +758,10 @@ local function save()
         -- clock may step back, and a key dropped at once would then be
         -- decided in the past, admitting what the time it had seen would not.
         if l.algorithm.write then
-          l.algorithm.write(key, l.state)
+          l.algorithm.write(key, l.state, l.birth)
           redis.call('PEXPIRE', key, 1000)
         else
-          redis.call('SET', key, l.algorithm.dump(l.state), 'PX', 1000)
+          redis.call('SET', key, stored(l), 'PX', 1000)
         end
       elseif reset == 0 then
         redis.call('UNLINK', key)
@@ -720,16 +769,16 @@ local function save()
         local at = fmt(ceil_div(now + reset, 1000))
         local ttl = fmt(ceil_div(reset, 1000) + 1000)
         if l.algorithm.write then
-          l.algorithm.write(key, l.state)
+          l.algorithm.write(key, l.state, l.birth)
           if caller_time then
             redis.call('PEXPIRE', key, ttl)
           else
             redis.call('PEXPIREAT', key, at)
           end
         elseif caller_time then
-          redis.call('SET', key, l.algorithm.dump(l.state), 'PX', ttl)
+          redis.call('SET', key, stored(l), 'PX', ttl)
         else
-          redis.call('SET', key, l.algorithm.dump(l.state), 'PXAT', at)
+          redis.call('SET', key, stored(l), 'PXAT', at)
         end
         if caller_time then redis.call('PEXPIREAT', key, at, 'GT') end
       end
@@ -784,9 +833,9 @@ local function save_refund()
       local key = KEYS[i]
       if l.dirty then
         if l.algorithm.write then
-          l.algorithm.write(key, s)
+          l.algorithm.write(key, s, l.birth)
         else
-          redis.call('SET', key, l.algorithm.dump(s), 'KEEPTTL')
+          redis.call('SET', key, stored(l), 'KEEPTTL')
         end
       end
       if reset == 0 then
@@ -803,20 +852,37 @@ if mode == 'refund' then
   if ARGV[pos] ~= nil and ARGV[pos] ~= '' then taken_at = tonumber(ARGV[pos]) end
   -- Guarded (the marks of a reserve's reply follow): a bucket gives back
   -- only while its key's mark is the booking's, that is while the booking
-  -- is the latest outstanding on that key; a window gives back as ever.
-  local marks = nil
+  -- is the latest outstanding on that key; a window gives back as ever. An
+  -- empty count: that limit's give-back is not guarded by a mark (a
+  -- cancel(), "the latest first"), false below.
+  local marks, births = nil, nil
   if ARGV[pos + 1] ~= nil then
     marks = {}
     local at = pos + 1
     for i = 1, n do
-      local k = tonumber(ARGV[at])
-      if k == nil or k < 0 or ARGV[at + k] == nil then
-        return redis.error_reply('ratekeeper: the marks of a refund end before limit ' .. i)
+      if ARGV[at] == '' then
+        marks[i], at = false, at + 1
+      else
+        local k = tonumber(ARGV[at])
+        if k == nil or k < 0 or ARGV[at + k] == nil then
+          return redis.error_reply('ratekeeper: the marks of a refund end before limit ' .. i)
+        end
+        local mark = {}
+        for j = 1, k do mark[j] = tonumber(ARGV[at + j]) end
+        marks[i] = mark
+        at = at + k + 1
       end
-      local mark = {}
-      for j = 1, k do mark[j] = tonumber(ARGV[at + j]) end
-      marks[i] = mark
-      at = at + k + 1
+    end
+    -- Then, optionally, each key's birth as the call that took the units
+    -- left it (see born): a key born since gives nothing back.
+    if ARGV[at] ~= nil then
+      births = {}
+      for i = 1, n do
+        births[i] = tonumber(ARGV[at + i - 1])
+        if births[i] == nil then
+          return redis.error_reply('ratekeeper: the births of a refund end before limit ' .. i)
+        end
+      end
     end
   end
   local function latest(l, mark)
@@ -832,7 +898,8 @@ if mode == 'refund' then
   -- key, or one of another algorithm's shape, is fresh (and a fresh bucket
   -- has no time of its own to write).
   for i, l in ipairs(limits) do
-    if l.loaded and (marks == nil or latest(l, marks[i])) then
+    local guarded = marks ~= nil and marks[i]
+    if l.loaded and (not guarded or latest(l, guarded)) and (births == nil or l.birth == births[i]) then
       for _, cost in ipairs(costs) do
         l.state = l.algorithm.refund(l.cfg, l.state, now, taken_at, cost)
       end
@@ -916,8 +983,9 @@ end
 
 -- Each limit's mark as this call left its key (PROTOCOL.md, "Guarded
 -- refund"), flat: a count `k` then `k` integers; none for a window, nor for
--- any limit when the call wrote nothing (`wrote` false). A guarded refund
--- sends them back as they are.
+-- any limit when the call wrote nothing (`wrote` false); then each key's
+-- birth (see born; 0 when the call wrote nothing). A guarded refund sends
+-- them back as they are.
 local function marks(wrote)
   local out = {}
   for _, l in ipairs(limits) do
@@ -925,6 +993,9 @@ local function marks(wrote)
     if wrote and l.algorithm.mark then mark = l.algorithm.mark(l.cfg, l.state) end
     out[#out + 1] = #mark
     for _, x in ipairs(mark) do out[#out + 1] = x end
+  end
+  for _, l in ipairs(limits) do
+    out[#out + 1] = wrote and l.birth or 0
   end
   return out
 end

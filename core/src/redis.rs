@@ -29,20 +29,23 @@
 //!   `"sliding_window_counter", limit, window`;
 //!   `"sliding_window_log", limit, window` (a sorted set; durations in µs); then the
 //!   number of costs `m` and the costs, applied in order (a batch); for
-//!   `"refund"`, then `taken_at` in µs (`""`: now); for `"reserve"` (one
-//!   cost), then `max_wait` in µs.
+//!   `"refund"`, then `taken_at` in µs (`""`: now), optionally the marks and
+//!   births a reply gave; for `"reserve"` (one cost), then `max_wait` in µs.
 //! - Reply: `now` (µs, the time decided at), then per cost `6 + 5 * n`
 //!   integers (6 when `n` is 1): `allowed` (0/1), `denied_by` (the denying
 //!   limit's 1-based index with the longest `retry_after`, 0 when allowed),
 //!   the combined `remaining`, `limit`, `retry_after`, `reset_after` (µs),
 //!   then, when `n > 1`, for each limit its own `allowed, remaining, limit,
 //!   retry_after, reset_after` (a lone limit's is the combined answer);
-//!   `"acquire"` then each limit's mark (a count, then that many integers).
-//!   `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
-//!   wait`, then the decision at `now` as above, then each limit's mark. A
-//!   `"refund"` given the marks of the call that took its units gives a
-//!   bucket back only while its key's mark is still that call's (see
-//!   PROTOCOL.md, "Guarded refund").
+//!   `"acquire"` then each limit's mark (a count, then that many integers),
+//!   then each key's birth (the server's `TIME` when the key was written
+//!   first). `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
+//!   wait`, then the decision at `now` as above, then each limit's mark and
+//!   each key's birth. A `"refund"` given the marks of the call that took
+//!   its units gives a bucket back only while its key's mark is still that
+//!   call's, and given their births, gives a key back only while its birth
+//!   is still that one: never to a key reset (by any process) or expired
+//!   since (see PROTOCOL.md, "Guarded refund").
 //!
 //! A request is allowed only if every limit allows it; a denial writes no
 //! state anywhere (it may lengthen a key's expiry, to when the state it

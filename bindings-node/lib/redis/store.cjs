@@ -112,7 +112,8 @@ class Store {
    * one). As in-process, a call made before a reset of one of its keys gives
    * nothing back (see givesBack); counted per mark, two keys sharing one
    * count as one, which gives back less, never more. A reset by another
-   * process (or limiter) is not seen here: see PROTOCOL.md, "Guarded refund".
+   * process (or limiter) is not seen here: the script tells it by the key's
+   * birth (PROTOCOL.md, "Guarded refund").
    */
   forgot(keys, held) {
     if (held > 0) for (const mark of new Set(keys.map(markOf))) this.resets[mark] += 1;
@@ -611,7 +612,8 @@ class Store {
     }
     const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait];
     // After `now, booked, wait` and the decision at now: each limit's mark,
-    // which a guarded refund sends back as it is (PROTOCOL.md, "Guarded refund").
+    // then each key's birth, which a guarded refund sends back as they are
+    // (PROTOCOL.md, "Guarded refund").
     const n = this.limits.length;
     const marksOf = (numbers) => numbers.slice(3 + (n === 1 ? 6 : 6 + 5 * n));
     // A late booking is nobody's: given back only while it is the latest.
@@ -635,10 +637,14 @@ class Store {
     const due = ok && this.clock !== null && (nowMs === undefined || nowMs === null) ? numbers[0] + numbers[2] : null;
     if (!(ok && cost > 0)) return new RedisReservation(fields, null, null, due);
     const marks = marksOf(numbers);
+    // cancel() gives back as it is ("the latest first"): no limit's mark (an
+    // empty count each), only the keys' births, so that a key reset since by
+    // any process (or expired and made again) gives nothing back.
+    const births = [...Array(n).fill(''), ...marks.slice(-n)];
     // Nothing once a reset found one of its keys since the booking was sent (see forgot, givingBack).
     return new RedisReservation(
       fields,
-      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, [], abandoned)),
+      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, births, abandoned)),
       () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, marks, abandoned)),
       due,
     );
@@ -762,7 +768,8 @@ class Store {
   /**
    * `refund` at `at`: the script's µs (a string), or '' for now; with a
    * booking's `marks` (its reply's), guarded: a bucket gives back only while
-   * the booking is the latest on its key. Argument errors and the script's
+   * the booking is the latest on its key, and no key born since gives back
+   * (PROTOCOL.md, "Guarded refund"). Argument errors and the script's
    * own throw. Once `abandoned()`, a NOSCRIPT sends nothing more (see evaluate).
    */
   refundAt(keys, cost, at, marks = [], abandoned = () => false) {

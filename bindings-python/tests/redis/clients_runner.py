@@ -268,10 +268,13 @@ class Runner:
             kind = r.type(key).decode()
             value: Any = None
             if kind == "string":
-                value = r.get(key).decode()
+                value = _without_birth(r.get(key).decode(), seconds_now)
             elif kind == "zset":
                 # Members and scores (whole numbers: instants, -2 - used).
-                value = [[m.decode(), int(score)] for m, score in r.zrange(key, 0, -1, withscores=True)]
+                value = [
+                    [_without_birth(m.decode(), seconds_now), int(score)]
+                    for m, score in r.zrange(key, 0, -1, withscores=True)
+                ]
             at = int(r.execute_command("PEXPIRETIME", key))
             if at == -2:
                 continue  # expired since KEYS
@@ -287,6 +290,21 @@ class Runner:
         if error is not None:
             return {"error": error, "ops": []}
         return {"error": None, "ops": [self.op(op, i) for i, op in enumerate(scenario["ops"])]}
+
+
+def _without_birth(text: str, server_seconds: int) -> str:
+    """A string key's value, or a sorted set's member, with the key's birth
+    (the server's TIME when the key was written first, PROTOCOL.md: a
+    string's last number, negative, a log's ``birth:<b>``) as ``<birth>``, which
+    differs by run and by side, where a scenario's instants (from 2041, or
+    1970) are never within a day of the server's clock (as run-node.cjs)."""
+
+    def shown(match: re.Match[str]) -> str:
+        if abs(int(match[2]) / 1e6 - server_seconds) < 86400:
+            return f"{match[1]}<birth>"
+        return match[0]
+
+    return re.sub(r"(^birth:|^.* -)(\d+)$", shown, text)
 
 
 def main() -> None:

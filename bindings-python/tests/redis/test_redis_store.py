@@ -95,10 +95,15 @@ def test_text_replies_carry_the_array_replies_integers(client: redis.Redis) -> N
             client.delete(*keys)
             text = script(keys=keys, args=[*args, "text"])
             assert isinstance(array, list) and isinstance(text, bytes)
-            assert [int(x) for x in text.split()] == array
-            # An acquire's marks follow: the GCRA's count 1 and its TAT, the window's 0.
+            # An acquire's marks follow: the GCRA's count 1 and its TAT, the
+            # window's 0; then each key's birth, which differs (the keys
+            # deleted in between, each call wrote them first).
+            births = 0 if mode == "peek" else n
+            numbers = [int(x) for x in text.split()]
+            assert numbers[: len(numbers) - births] == array[: len(array) - births]
+            assert all(b > 0 and b not in array for b in numbers[len(numbers) - births :])
             marks = 0 if mode == "peek" else [2, 3][n - 1]
-            assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n) + marks
+            assert len(array) == 1 + 4 * (6 if n == 1 else 6 + 5 * n) + marks + births
 
 
 def test_the_exported_script_and_sha_are_what_a_decision_runs(client: redis.Redis) -> None:
@@ -152,12 +157,14 @@ def test_a_peek_decides_every_cost_against_the_same_state(client: redis.Redis, n
 
 def test_an_acquire_that_took_nothing_replies_no_marks(client: redis.Redis) -> None:
     # PROTOCOL.md: a mark is the key as the call left it, sent only when the
-    # call wrote it; the limit's count is 0 when every cost was denied.
+    # call wrote it; the limit's count is 0 when every cost was denied, and
+    # the key's birth (the server's TIME when it was written first) 0.
     script = client.register_script(REDIS_SCRIPT)
     args: list[Union[str, int]] = ["1", "acquire", "100", 1, "gcra", 1, 1_000_000, 1, 1]
-    assert script(keys=["rk-py-marks:{k}:a"], args=args)[-2:] == [1, 100 + 1_000_000]
+    took = script(keys=["rk-py-marks:{k}:a"], args=args)
+    assert took[-3:-1] == [1, 100 + 1_000_000] and abs(took[-1] - server_ms(client) * 1000) < 60 * 10**6
     denied = script(keys=["rk-py-marks:{k}:a"], args=args)
-    assert denied[1] == 0 and len(denied) == 1 + 6 + 1 and denied[-1] == 0
+    assert denied[1] == 0 and len(denied) == 1 + 6 + 1 + 1 and denied[-2:] == [0, 0]
 
 
 def test_a_refund_gives_back_each_of_its_costs(client: redis.Redis) -> None:
@@ -177,7 +184,7 @@ def test_a_guarded_refund_gives_back_only_for_a_mark_equal_to_the_keys_its_lengt
     key = "rk-py-guard:{k}:a"
     config: list[Union[str, int]] = ["gcra", 2, 1_000_000]
     took = script(keys=[key], args=["1", "acquire", "100", 1, *config, 1, 1])
-    assert took[1] == 1 and took[-2:] == [1, 100 + 1_000_000]
+    assert took[1] == 1 and took[-3:-1] == [1, 100 + 1_000_000]
     marks: list[list[Union[str, int]]] = [[2, 100 + 1_000_000, 0], [0]]
     for mark in marks:
         script(keys=[key], args=["1", "refund", "100", 1, *config, 1, 1, "", *mark])
@@ -294,6 +301,13 @@ def test_a_float_instant_is_its_own_value_to_the_nearest_microsecond(client: red
         assert limiter.reserve("k", 0, now=exact).at == up / 10**6, exact
 
 
+def _birth_member(client: redis.Redis, key: Any) -> bytes:
+    """A log key's birth, its member ``birth:<b>`` scored -1 (PROTOCOL.md)."""
+    (member,) = client.zrangebyscore(key, -1, -1)
+    assert isinstance(member, bytes) and member.startswith(b"birth:")
+    return member
+
+
 def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
     start = time.time() + 10  # Unix time, ahead of the server's
     limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 1), name="log", clock=lambda: start)
@@ -303,7 +317,7 @@ def test_log_counts_every_event_of_one_instant(client: redis.Redis) -> None:
     # round(start * 1e6), which rounds the product first: one run in eight
     # a µs off).
     micros = math.floor(Fraction(start) * 10**6 + Fraction(1, 2))
-    assert client.zrange(key, 0, -1) == [b"latest:%d" % micros, b"%d:3" % micros]
+    assert client.zrange(key, 0, -1) == [b"latest:%d" % micros, _birth_member(client, key), b"%d:3" % micros]
     assert client.pttl(key) > 8000  # kept until the caller's time, not the server's, plus 1 s
     limiter.refund("k", 1, taken_at=start)
     assert limiter.try_acquire("k", now=start + 0.5)
@@ -361,9 +375,11 @@ def test_a_log_keeps_its_sum_and_reads_one_written_without_it(client: redis.Redi
     limiter = RedisLimiter(client, ratekeeper.SlidingWindowLog(3, 60), name="log", prefix="sum:")
     assert limiter.try_acquire("k", 2, now=start)
     (key,) = client.keys("sum:*")
-    # The latest time seen is scored -2 - (the sum of the entries' costs).
-    assert client.zrange(key, 0, -1, withscores=True) == [(b"latest:%d" % us, -4.0), (b"%d:2" % us, float(us))]
-    # As scripts before kept it: score -1, no sum. It is counted on reading.
+    # The latest time seen is scored -2 - (the sum of the entries' costs),
+    # the key's birth -1 (PROTOCOL.md).
+    born = _birth_member(client, key)
+    assert client.zrange(key, 0, -1, withscores=True) == [(b"latest:%d" % us, -4.0), (born, -1.0), (b"%d:2" % us, float(us))]
+    # As scripts before kept it: score -1, no sum (nor birth). It is counted on reading.
     client.delete(key)
     client.zadd(key, {b"latest:%d" % us: -1, b"%d:2" % us: us})
     assert limiter.try_acquire("k", 1, now=start + 1).remaining == 0
@@ -371,8 +387,12 @@ def test_a_log_keeps_its_sum_and_reads_one_written_without_it(client: redis.Redi
     assert client.zrange(key, 0, 0, withscores=True) == [(b"latest:%d" % (us + 10**6), -5.0)]
     # The entries leave the window 60 s after they came, and their units with them.
     assert limiter.try_acquire("k", 2, now=start + 60).remaining == 0
+    # Born when it was written in the new form, and kept since.
+    born_again = _birth_member(client, key)
+    assert born_again != born
     assert client.zrange(key, 0, -1, withscores=True) == [
         (b"latest:%d" % (us + 60 * 10**6), -5.0),
+        (born_again, -1.0),
         (b"%d:1" % (us + 10**6), float(us + 10**6)),
         (b"%d:2" % (us + 60 * 10**6), float(us + 60 * 10**6)),
     ]

@@ -6,13 +6,14 @@ wrote."""
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import pytest
 import redis
 from redis_fixtures import client, url
 
 import ratekeeper
+from ratekeeper._ratekeeper import REDIS_SCRIPT
 from ratekeeper.redis import RedisLimiter, RedisPolicy, ScriptError
 
 
@@ -189,6 +190,16 @@ def test_a_bucket_whose_stored_time_is_negative_starts_fresh(client: redis.Redis
     assert sum(limiter.try_acquire("k", 1, now=1001).allowed for _ in range(12)) == 10
 
 
+def _state(client: redis.Redis, key: Any) -> bytes:
+    """The state a string key holds, without the key's birth that follows it
+    (a negative number: PROTOCOL.md)."""
+    stored = client.get(key)
+    assert isinstance(stored, bytes)
+    state, birth = stored.rsplit(b" ", 1)
+    assert birth.startswith(b"-")
+    return state
+
+
 @pytest.mark.parametrize(
     ("capacity", "refill", "tokens"),
     [
@@ -206,7 +217,7 @@ def test_a_partial_token_that_does_not_fit_the_new_band_restarts(
     assert old.try_acquire("k", 10 - tokens, now=1000).allowed
     assert old.try_acquire("k", 0, now=1000.5).allowed
     (key,) = client.keys("carry:*")
-    assert client.get(key) == f"1000500000 {tokens} 500000".encode()
+    assert _state(client, key) == f"1000500000 {tokens} 500000".encode()
     new = RedisLimiter(client, ratekeeper.TokenBucket(capacity, refill, 1.0), name="api", prefix="carry:")
     local = ratekeeper.TokenBucket.from_bandwidths([ratekeeper.Bandwidth(capacity, refill, 1.0, initial_tokens=tokens)])
     for _ in range(3):
@@ -227,9 +238,9 @@ def test_a_refund_that_fills_a_band_stores_it_without_a_partial_token(client: re
     assert limiter.try_acquire("k", 2, now=1000).allowed
     assert limiter.try_acquire("k", 0, now=1000.0015).allowed
     (key,) = client.keys("refill:*")
-    assert client.get(key) == b"1000001500 1 500"
+    assert _state(client, key) == b"1000001500 1 500"
     limiter.refund("k", 1)
-    assert client.get(key) == b"1000001500 2 0"
+    assert _state(client, key) == b"1000001500 2 0"
 
 
 def test_a_refund_to_a_bucket_whose_key_holds_another_algorithms_state_gives_nothing_back(client: redis.Redis) -> None:
@@ -308,7 +319,7 @@ def test_a_refund_under_a_stricter_configuration_keeps_the_key_until_its_state_i
     # A log gives back to the events of the instant they were taken at.
     taken_at: Optional[Fraction] = None
     if algorithm == "sliding_window_log":
-        (entry,) = client.zrange(key, 1, 1)  # after "latest:<t>", scored below 0
+        (entry,) = client.zrangebyscore(key, 0, "+inf")  # after "latest:<t>" and "birth:<b>", scored below 0
         assert isinstance(entry, bytes)
         taken_at = Fraction(int(entry.split(b":")[0]), 10**6)
     clock = None if start is None else (lambda: start + 0.5)
@@ -371,3 +382,59 @@ def test_a_denial_under_an_unchanged_configuration_writes_nothing(
     for denial in DENIALS.values():
         assert not denial(limiter, start)
     assert _writes(client) == writes
+
+
+# Each algorithm's string state as scripts before births wrote it: 1 unit
+# taken at 1000 s, in a limit of 2.
+WITHOUT_BIRTH: dict[str, tuple[Callable[[], ratekeeper.Limiter], bytes]] = {
+    "gcra": (lambda: ratekeeper.Gcra(2, 1.0), b"1000000000 1000000"),
+    "token_bucket": (lambda: ratekeeper.TokenBucket(2, 1, 1.0), b"1000000000 1 0"),
+    "fixed_window": (lambda: ratekeeper.FixedWindow(2, 60), b"1000000000 16 1 0"),
+    "sliding_window_counter": (lambda: ratekeeper.SlidingWindowCounter(2, 60), b"1000000000 16 1 0 0"),
+}
+
+
+@pytest.mark.parametrize("algorithm", WITHOUT_BIRTH)
+def test_a_state_written_without_a_birth_is_read_as_it_was_and_born_when_written(
+    client: redis.Redis, algorithm: str
+) -> None:
+    # PROTOCOL.md: a key written before births is read as before (not as
+    # another shape, fresh: a unit more), and the call that writes it next
+    # gives it one, which a give-back made since with another gives nothing to.
+    make, old = WITHOUT_BIRTH[algorithm]
+    limiter = RedisLimiter(client, make(), name="api", prefix="unborn:")
+    (key,) = limiter._keys("k")
+    client.set(key, old, px=60_000)
+    booking = limiter.reserve("k", now=1000, max_wait=0)
+    assert booking.ok
+    assert not limiter.try_acquire("k", now=1000)
+    # Written anew without a birth (a script before births, or a reset and
+    # one of theirs), the key gives the booking nothing back.
+    state = _state(client, key)
+    client.set(key, state, px=60_000)
+    booking.cancel()
+    assert client.get(key) == state
+    assert not limiter.try_acquire("k", now=1000)
+
+
+def test_a_refund_with_births_gives_back_only_to_the_key_they_name(client: redis.Redis) -> None:
+    # PROTOCOL.md, refund's ARGV: after the marks (an empty count: none for
+    # that limit), each key's birth as the booking's reply gave it.
+    script = client.register_script(REDIS_SCRIPT)
+    keys = ["rk-py-births:{k}:a", "rk-py-births:{k}:b"]
+    config: list[Union[str, int]] = ["gcra", 2, 1_000_000, "fixed_window", 2, 60_000_000]
+
+    def remaining() -> list[int]:
+        reply = script(keys=keys, args=["1", "peek", "100", 2, *config, 1, 0])
+        return [reply[1 + 6 + 1], reply[1 + 6 + 5 + 1]]
+
+    took = script(keys=keys, args=["1", "acquire", "100", 2, *config, 1, 1])
+    births = took[-2:]
+    assert took[1] == 1 and all(b > 0 for b in births) and remaining() == [1, 1]
+    # The window's key born since (another birth): the bucket alone gives back.
+    script(keys=keys, args=["1", "refund", "100", 2, *config, 1, 1, "100", "", "", births[0], births[1] + 1])
+    assert remaining() == [2, 1]
+    script(keys=keys, args=["1", "refund", "100", 2, *config, 1, 1, "100", "", "", *births])
+    assert remaining() == [2, 2]
+    with pytest.raises(redis.ResponseError, match="^ratekeeper: the births of a refund end before limit 2$"):
+        script(keys=keys, args=["1", "refund", "100", 2, *config, 1, 1, "100", "", "", births[0]])

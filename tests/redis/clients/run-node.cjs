@@ -193,13 +193,13 @@ async function dumpState(client, prefix) {
   for (const key of keys) {
     const type = String(await call('TYPE', key));
     let value;
-    if (type === 'string') value = String(await call('GET', key));
+    if (type === 'string') value = withoutBirth(String(await call('GET', key)), Number(seconds));
     else if (type === 'zset') {
       // Members and scores (whole numbers: instants, -2 - used).
       // (ioredis answers pairs, node-redis a flat list.)
       const flat = (await call('ZRANGE', key, 0, -1, 'WITHSCORES')).flat().map(String);
       value = [];
-      for (let i = 0; i < flat.length; i += 2) value.push([flat[i], Number(flat[i + 1])]);
+      for (let i = 0; i < flat.length; i += 2) value.push([withoutBirth(flat[i], Number(seconds)), Number(flat[i + 1])]);
     }
     else value = null;
     const at = Number(await call('PEXPIRETIME', key));
@@ -207,6 +207,19 @@ async function dumpState(client, prefix) {
     out[key.split(prefix).join('<prefix>')] = { type, value, expiry: expiryOf(at, Number(seconds)) };
   }
   return out;
+}
+
+/**
+ * A string key's value, or a sorted set's member, with the key's birth (the
+ * server's TIME when the key was written first, PROTOCOL.md: a string's
+ * last number, negative, a log's `birth:<b>`) as `<birth>`, which differs by run and
+ * by side, where a scenario's instants (from 2041, or 1970) are never
+ * within a day of the server's clock.
+ */
+function withoutBirth(text, serverSeconds) {
+  return text.replace(/(^birth:|^.* -)(\d+)$/, (whole, before, digits) =>
+    Math.abs(Number(digits) / 1e6 - serverSeconds) < 86400 ? `${before}<birth>` : whole,
+  );
 }
 
 /**

@@ -116,8 +116,9 @@ class _Async:
         one of its keys gives nothing back (``_gives_back``); counted per
         mark, two keys sharing one count as one, which gives back less,
         never more. A reset by another process (or limiter) is not seen
-        here: see PROTOCOL.md, "Guarded refund". (The sync client counts
-        them in its book: see ``_Sync._ended``.)"""
+        here: the script tells it by the key's birth (PROTOCOL.md, "Guarded
+        refund"). (The sync client counts them in its book: see
+        ``_Sync._ended``.)"""
         if held:
             for mark in {_mark(key) for key in keys}:
                 self._resets[mark] += 1
@@ -479,7 +480,7 @@ class _Async:
         keys: list[bytes],
         cost: int,
         taken_at: Optional[_Seconds],
-        marks: Sequence[int] = (),
+        marks: Sequence[Union[str, int]] = (),
         left: Callable[[], bool] = lambda: False,
     ) -> None:
         """``_Sync._refund`` on asyncio; once ``left()``, a reload of the
@@ -544,7 +545,7 @@ class _Async:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
-                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, (), left)))
+                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, self._core.unguarded(marks), left)))
 
         async def release() -> None:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.

@@ -237,13 +237,24 @@ class _Core:
 
     def marks(self, reply: Optional[Sequence[int]]) -> list[int]:
         """A reserve reply's marks (``[]`` for none: Redis failed): each
-        limit's count then its integers, which a guarded refund sends back
-        as they are (PROTOCOL.md, "Guarded refund")."""
+        limit's count then its integers, then each key's birth, which a
+        guarded refund sends back as they are (PROTOCOL.md, "Guarded refund")."""
         if reply is None:
             return []
         n = len(self.limits)
         # After `now, booked, wait` and the decision at now (see decisions).
         return list(reply[3 + (6 if n == 1 else 6 + 5 * n) :])
+
+    def unguarded(self, marks: Sequence[int]) -> list[Union[str, int]]:
+        """What a refund of the booking of ``marks`` (a reply's, see
+        ``marks``) sends to give it back as it is (``cancel()``: "the latest
+        first"): an empty count for each limit's mark, then the keys' births,
+        so that a key reset since (by any process) or expired and made again
+        gives nothing back (PROTOCOL.md, "Guarded refund")."""
+        if not marks:
+            return []
+        n = len(self.limits)
+        return [*([""] * n), *marks[-n:]]
 
     def taken(self, reply: list[int], count: int, resets: int) -> _Taken:
         """What an ``acquire`` reply of ``count`` decisions (as integers),

@@ -645,9 +645,12 @@ class _Sync:
             return resets[_mark(keys[0])]
         return sum(resets[mark] for mark in {_mark(key) for key in keys})
 
-    def _refund(self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[int] = ()) -> None:
+    def _refund(
+        self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[Union[str, int]] = ()
+    ) -> None:
         """A refund; with a booking's ``marks`` (its reply's), guarded: a
-        bucket gives back only while the booking is the latest on its key."""
+        bucket gives back only while the booking is the latest on its key,
+        and no key born since gives back (see ``_Core.unguarded``)."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
             self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]))
@@ -673,7 +676,7 @@ class _Sync:
                 if local is not None:
                     local.cancel()
             else:  # unless a reset found one of its keys since (see _giving_back)
-                self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot))
+                self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, self._core.unguarded(marks)))
 
         def release() -> None:
             # A waiting acquire's booking: on a bucket, given back only while

@@ -1,0 +1,189 @@
+"""A booking made before its key was reset by another process (or another
+limiter object, which the client cannot see), or before the key expired and
+was made again, gives nothing back: the key, used again since, holds units
+taken anew, which a give-back freed (the key admitted more than its limit).
+The script tells the key's states apart by their birth (PROTOCOL.md,
+"Guarded refund")."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import pytest
+import redis
+import redis.asyncio
+from redis_fixtures import client, url
+
+import ratekeeper
+from ratekeeper import Bandwidth
+from ratekeeper.redis import AsyncRedisLimiter, RedisLimiter, RedisPolicy
+
+# Two units at once, every algorithm the script runs, each over periods
+# that the callers' clock, standing still, never leaves.
+LIMITS: dict[str, Callable[[], Any]] = {
+    "gcra": lambda: ratekeeper.Gcra(2, 1.0),
+    "token_bucket": lambda: ratekeeper.TokenBucket(2, 1, 1.0),
+    "token_bucket_bands": lambda: ratekeeper.TokenBucket.from_bandwidths(
+        [Bandwidth(2, 1, 1.0), Bandwidth(10, 10, 60.0)]
+    ),
+    "fixed_window": lambda: ratekeeper.FixedWindow(2, 3600),
+    "sliding_window_counter": lambda: ratekeeper.SlidingWindowCounter(2, 3600),
+    "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(2, 3600),
+}
+
+# The same over periods of 10 ms: a key of theirs expires about a second
+# after its last call (the relative expiry of the callers' clock, from 1970).
+SHORT: dict[str, Callable[[], Any]] = {
+    "gcra": lambda: ratekeeper.Gcra(2, 0.01),
+    "token_bucket": lambda: ratekeeper.TokenBucket(2, 1, 0.01),
+    "fixed_window": lambda: ratekeeper.FixedWindow(2, 0.01),
+    "sliding_window_counter": lambda: ratekeeper.SlidingWindowCounter(2, 0.01),
+    "sliding_window_log": lambda: ratekeeper.SlidingWindowLog(2, 0.01),
+}
+
+# The callers' clock, standing still: every call at the same instant, so
+# that a key used again after a reset holds what it held before it.
+NOW = 2_000_000_000.0
+
+
+def _prefix(name: str) -> str:
+    return f"rk-py-reset-elsewhere:{name}:{uuid.uuid4().hex}:"
+
+
+@pytest.fixture
+def other_client(url: str) -> Iterator[redis.Redis]:
+    """Another process's client (on the database ``client`` flushed)."""
+    r = redis.Redis.from_url(url)
+    yield r
+    r.close()
+
+
+def _admitted(take: Callable[[], Any]) -> int:
+    """How many units ``take()`` is allowed one after another (at most 10)."""
+    count = 0
+    while count < 10 and take():
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("algorithm", LIMITS)
+def test_a_cancel_after_another_process_reset_the_key_gives_nothing_back(
+    client: redis.Redis, other_client: redis.Redis, algorithm: str
+) -> None:
+    prefix = _prefix(algorithm)
+    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    # Another process: a client and a limiter of its own on the same key.
+    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    booking = mine.reserve("k", max_wait=0)
+    assert booking.ok
+    assert other.reset("k")
+    assert _admitted(lambda: other.try_acquire("k")) == 2
+    # Given back, the booking freed one of the units taken since the reset.
+    booking.cancel()
+    assert not other.try_acquire("k")
+
+
+@pytest.mark.parametrize("algorithm", LIMITS)
+def test_a_guarded_give_back_after_another_process_reset_the_key_gives_nothing_back(
+    client: redis.Redis, other_client: redis.Redis, algorithm: str
+) -> None:
+    # What an interrupted acquire gives back (the booking's marks, guarded):
+    # the key, used again by one unit at the same instant, ends its line
+    # where the booking left it, and the marks alone matched.
+    prefix = _prefix(algorithm)
+    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    booking = mine.reserve("k", max_wait=0)
+    assert booking.ok
+    assert other.reset("k")
+    assert other.try_acquire("k")
+    booking._give_back()
+    assert _admitted(lambda: other.try_acquire("k")) == 1
+
+
+@pytest.mark.parametrize("algorithm", LIMITS)
+def test_units_taken_for_a_caller_that_left_give_nothing_back_after_another_process_reset_the_key(
+    client: redis.Redis, other_client: redis.Redis, algorithm: str
+) -> None:
+    # A batched caller that left before its answer: its units go back with
+    # the acquire reply's marks (as ``_send`` gives them back), after a reset
+    # elsewhere and the key used again by one unit at the same instant.
+    prefix = _prefix(f"left-{algorithm}")
+    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    keys = mine._keys("k")
+    (answer,), took = mine._decide_taken("k", keys, "acquire", [1], None)
+    assert answer.allowed and took is not None
+    assert other.reset("k")
+    assert other.try_acquire("k")
+    mine._give_back(keys, [("k", 1, answer)], took)
+    assert _admitted(lambda: other.try_acquire("k")) == 1
+
+
+def test_a_policy_cancel_after_another_process_reset_gives_nothing_back_to_any_limit(
+    client: redis.Redis, other_client: redis.Redis
+) -> None:
+    config = [
+        ("rate", ratekeeper.Gcra(2, 1.0), ["user"]),
+        ("bucket", ratekeeper.TokenBucket(2, 1, 1.0), ["user"]),
+        ("hourly", ratekeeper.FixedWindow(2, 3600), ["user"]),
+        ("counter", ratekeeper.SlidingWindowCounter(2, 3600), ["user"]),
+        ("log", ratekeeper.SlidingWindowLog(2, 3600), ["user"]),
+    ]
+    prefix = _prefix("policy")
+    mine = RedisPolicy(client, config, prefix=prefix, clock=lambda: NOW)
+    other = RedisPolicy(other_client, config, prefix=prefix, clock=lambda: NOW)
+    request = {"user": "u"}
+    booking = mine.reserve(request, max_wait=0)
+    assert booking.ok
+    assert other.reset(request) == 5
+    assert _admitted(lambda: other.try_acquire(request)) == 2
+    booking.cancel()
+    assert [(name, d.remaining) for name, d in other.peek(request, 0).limits] == [
+        (name, 0) for name, _, _ in config
+    ]
+
+
+def test_an_asyncio_cancel_after_another_limiter_reset_the_key_gives_nothing_back(url: str, client: redis.Redis) -> None:
+    async def main() -> bool:
+        prefix = _prefix("asyncio")
+        first, second = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
+        try:
+            mine = AsyncRedisLimiter(first, ratekeeper.Gcra(2, 1.0), prefix=prefix, clock=lambda: NOW)
+            other = AsyncRedisLimiter(second, ratekeeper.Gcra(2, 1.0), prefix=prefix, clock=lambda: NOW)
+            booking = await mine.reserve("k", max_wait=0)
+            assert booking.ok
+            assert await other.reset("k")
+            assert (await other.try_acquire("k")) and (await other.try_acquire("k"))
+            await booking.cancel()
+            return bool(await other.try_acquire("k"))
+        finally:
+            await first.aclose()
+            await second.aclose()
+
+    assert not asyncio.run(main())
+
+
+@pytest.mark.parametrize("algorithm", SHORT)
+def test_a_cancel_after_the_key_expired_and_was_made_again_gives_nothing_back(
+    client: redis.Redis, algorithm: str
+) -> None:
+    # From 1970 on the callers' clock (a monotonic one): a key expires a
+    # second after its last call, its state forgotten, whatever that clock
+    # says meanwhile (here: nothing, it stands still).
+    now = 1000.0
+    limiter = RedisLimiter(client, SHORT[algorithm](), prefix=_prefix(f"expired-{algorithm}"), clock=lambda: now)
+    booking = limiter.reserve("k", max_wait=0)
+    assert booking.ok
+    (key,) = limiter._keys("k")
+    deadline = time.monotonic() + 10
+    while client.exists(key):
+        assert time.monotonic() < deadline, "the key never expired"
+        time.sleep(0.05)
+    assert _admitted(lambda: limiter.try_acquire("k")) == 2
+    booking.cancel()
+    assert not limiter.try_acquire("k")
