@@ -1105,19 +1105,19 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
 
     /// Inserts `key`, not held, with `state`, making room first: fails,
     /// inserting nothing, with [`Error::StoreFull`] or
-    /// [`Error::OutOfMemory`]. The key is made before anything changes (an
-    /// eviction), but after a refusal: under [`Eviction::Refuse`], making
-    /// room only sweeps (no answer changes) or refuses, and comes first, so
-    /// that a full store refuses a new key without making it (a flood of
-    /// long new keys allocates and frees no bytes for each). The table then
-    /// grows, if it must, once making room is done: a sweep gives memory
-    /// back only down to room for one more key, and an eviction leaves
-    /// room, so that a growth that fails comes after no change but a
-    /// sweep's (which drops only fresh keys: no answer changes). Inlined
-    /// into the new-key path, as the insertion was before it could fail
-    /// (out of line, with the table's insertion, a new key took some 40
-    /// instructions more: callgrind); once per type where the build is for
-    /// size (wasm).
+    /// [`Error::OutOfMemory`]. Under [`Eviction::Refuse`], a full store
+    /// refuses first, as making room would but without its sweep: it makes
+    /// no key it refuses (a flood of long new keys allocates and frees no
+    /// bytes for each), and leaves the store's time where it was (a sweep
+    /// moves it, see [`Self::reclaim`]). The key is then made before
+    /// anything changes (a sweep, an eviction), and the table grows, if it
+    /// must, once making room is done: a sweep gives memory back only down
+    /// to room for one more key, and an eviction leaves room, so that a
+    /// growth that fails comes after no change but a sweep's (which drops
+    /// only fresh keys: no answer changes). Inlined into the new-key path,
+    /// as the insertion was before it could fail (out of line, with the
+    /// table's insertion, a new key took some 40 instructions more:
+    /// callgrind); once per type where the build is for size (wasm).
     #[cfg_attr(not(ratekeeper_size), inline(always))]
     #[cfg_attr(ratekeeper_size, optimize(size))]
     fn insert<Q>(
@@ -1130,16 +1130,16 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
     where
         Q: ?Sized,
     {
-        // One call of `own` (inlined, in each store's new-key path): a key
-        // made in either branch took the wasm build 270 bytes gzipped more.
-        let refuse = self.eviction == Eviction::Refuse;
-        if refuse {
-            self.make_room(now)?;
+        // Refused as making room would refuse, without its sweep: a failed
+        // call leaves the store's time (for a caller whose clock lags), and
+        // one refused, or whose key memory cannot hold, would have swept.
+        // Making room then refuses nothing: a full store here holds a key
+        // that its sweep drops.
+        if self.eviction == Eviction::Refuse {
+            self.refuses_new_key(now)?;
         }
         let key = own(key)?;
-        if !refuse {
-            self.make_room(now)?;
-        }
+        self.make_room(now)?;
         self.states.reserve_one()?;
         // Not held: `get_mut` found nothing, and making room only removes.
         self.states.insert_new(key, state);

@@ -62,6 +62,61 @@ fn batch_is_one_by_one(prototype: AnyLimiter, start: u64, ops: &[Op]) -> Result<
     Ok(())
 }
 
+/// Runs `ops` three at a time on two bounded stores: each chunk's costs as
+/// one batch of its first key, at a time that sometimes lags the store's,
+/// checked first (as a binding that fails a whole batch checks it), then
+/// its second op as a later call on another key. One store decides the batch
+/// through the core's batch (the napi and Python bindings), the other cost
+/// by cost once `prepare_batch` made the key ready (the wasm build): every
+/// answer and the key count must be equal.
+fn prepared_batch_is_the_cores(
+    prototype: AnyLimiter,
+    max_keys: usize,
+    eviction: Eviction,
+    ops: &[Op],
+) -> Result<(), TestCaseError> {
+    let mut cores = AnyKeyed::new(prototype)
+        .with_max_keys(max_keys, eviction)
+        .unwrap();
+    let mut by_calls = cores.clone();
+    let mut now = 0u64;
+    for chunk in ops.chunks(3) {
+        now += chunk[0].1;
+        let at = Nanos(if chunk[0].3 {
+            now.saturating_sub(300)
+        } else {
+            now
+        });
+        let key = [chunk[0].0];
+        let costs: Vec<u64> = chunk.iter().map(|op| op.2).collect();
+        let batched = cores.check_batch(&key, at, &costs).and_then(|()| {
+            let mut out = vec![Err(ratekeeper::Error::StateTruncated); costs.len()];
+            cores.try_acquire_batch(&key, at, &costs, &mut out)?;
+            out.into_iter().collect::<Result<Vec<_>, _>>()
+        });
+        let called = by_calls
+            .check_batch(&key, at, &costs)
+            .and_then(|()| by_calls.prepare_batch(&key, at, &costs))
+            .and_then(|()| {
+                costs
+                    .iter()
+                    .map(|&c| by_calls.try_acquire(&key, at, c))
+                    .collect()
+            });
+        prop_assert_eq!(batched, called);
+        if let Some(&(other, step, cost, _)) = chunk.get(1) {
+            now += step;
+            let (other, at) = ([other + 10], Nanos(now));
+            prop_assert_eq!(
+                cores.try_acquire(&other, at, cost),
+                by_calls.try_acquire(&other, at, cost)
+            );
+        }
+        prop_assert_eq!(cores.len(), by_calls.len());
+    }
+    Ok(())
+}
+
 fn prototypes() -> Vec<AnyLimiter> {
     vec![
         Gcra::new(3, Nanos(100)).unwrap().into(),
@@ -124,6 +179,22 @@ proptest! {
         prototypes.push(Gcra::new(2, Nanos(1 << 62)).unwrap().into());
         for prototype in prototypes {
             batch_is_one_by_one(prototype, u64::MAX - before_end, &ops)?;
+        }
+    }
+
+    /// A batch decided cost by cost once `prepare_batch` made its key
+    /// ready answers as the core's batch, in a bounded store under either
+    /// eviction: the key goes in where the core's would, and making it
+    /// ready leaves the store's time where the core's batch leaves it.
+    #[test]
+    fn a_prepared_batch_decided_cost_by_cost_is_the_cores(ops in ops()) {
+        let mut prototypes = prototypes();
+        prototypes.push(LeakyBucket::new(3, Nanos(100)).unwrap().into());
+        prototypes.push(SlidingWindowCounter::new(3, Nanos(250)).unwrap().into());
+        for prototype in prototypes {
+            for (max_keys, eviction) in [(1, Eviction::Refuse), (2, Eviction::Refuse), (2, Eviction::NearestFresh)] {
+                prepared_batch_is_the_cores(prototype.clone(), max_keys, eviction, &ops)?;
+            }
         }
     }
 
@@ -518,6 +589,55 @@ fn a_failed_call_does_not_move_the_stores_time() {
     let lagging = store.try_acquire(&1u8, Nanos(50), 1).unwrap();
     assert!(!lagging.allowed);
     assert_eq!(lagging.retry_after, Nanos(50));
+}
+
+#[test]
+fn a_new_key_refused_by_a_full_store_does_not_move_its_time() {
+    // A full store refused a new key after a sweep that dropped nothing,
+    // due where a key may have been fresh: in a store never swept, after a
+    // refund, after a key made ready for a batch decided cost by cost (as
+    // the wasm build decides one; the core's batch, which the other
+    // bindings call, knew when the key would be fresh). The sweep moved
+    // the store's time to 150, and a caller whose clock lags was judged
+    // there (2 units left at 150, 1 at 50).
+    let gcra: AnyLimiter = Gcra::new(3, Nanos(100)).unwrap().into();
+    let store = |swept: bool| {
+        let mut store = AnyKeyed::new(gcra.clone())
+            .with_max_keys(1, Eviction::Refuse)
+            .unwrap();
+        if swept {
+            store.reclaim(Nanos(0));
+        }
+        store
+    };
+    let (now, costs) = (Nanos(0), [0, 2]);
+    let batch = |s: &mut AnyKeyed| {
+        let mut out = [Err(ratekeeper::Error::StateTruncated); 2];
+        s.try_acquire_batch(b"k", now, &costs, &mut out).unwrap();
+    };
+    let (mut swept, mut unswept) = (store(true), store(false));
+    batch(&mut swept);
+    batch(&mut unswept);
+    let mut refunded = swept.clone();
+    assert!(refunded.try_acquire(b"k", now, 1).unwrap().allowed);
+    refunded.refund(b"k", now, 1);
+    let mut by_calls = store(true);
+    by_calls.check_batch(b"k", now, &costs).unwrap();
+    by_calls.prepare_batch(b"k", now, &costs).unwrap();
+    for cost in costs {
+        assert!(by_calls.try_acquire(b"k", now, cost).unwrap().allowed);
+    }
+    for (name, store) in [
+        ("swept", &mut swept),
+        ("unswept", &mut unswept),
+        ("refunded", &mut refunded),
+        ("by calls", &mut by_calls),
+    ] {
+        let refused = store.try_acquire(b"new", Nanos(150), 1).unwrap_err();
+        assert_eq!(refused.code(), "store_full", "{name}");
+        let lagging = store.try_acquire(b"k", Nanos(50), 0).unwrap();
+        assert_eq!(lagging.remaining, 1, "{name}");
+    }
 }
 
 #[test]

@@ -615,6 +615,33 @@ fn a_full_store_refuses_a_long_new_key_without_allocating() {
     assert_eq!(allocations, 0);
 }
 
+/// A full store under `Eviction::Refuse` whose sweep is due, asked for a
+/// long new key that memory cannot hold: the call fails before the sweep,
+/// changing nothing. A sweep moves the store's time (a key dropped as
+/// fresh must not be judged at an earlier time), so a caller whose clock
+/// lags would be judged as of a call that failed.
+#[test]
+fn a_full_store_out_of_memory_for_a_new_key_sweeps_nothing() {
+    let gcra: AnyLimiter = Gcra::new(1, Nanos(100)).unwrap().into();
+    let store = || {
+        let mut store = AnyKeyed::new(gcra.clone())
+            .with_max_keys(1, Eviction::Refuse)
+            .unwrap();
+        assert!(store.try_acquire(&key(0), Nanos(0), 1).unwrap().allowed);
+        store
+    };
+    let (mut tried, mut twin) = (store(), store());
+    // At 150 the key held is fresh: a sweep would drop it.
+    let long = key(1);
+    let failed = failing_after(Some(0), || tried.try_acquire(&long, Nanos(150), 1));
+    assert!(out_of_memory(&failed.unwrap_err()));
+    assert_eq!(tried.len(), 1);
+    // Taken at 0, it is denied at 50 (the store's time is 0).
+    let lagging = |s: &mut AnyKeyed| s.try_acquire(&key(0), Nanos(50), 1).unwrap();
+    assert_eq!(lagging(&mut tried), lagging(&mut twin));
+    assert!(!lagging(&mut tried).allowed);
+}
+
 /// `Policy::each_key` lists every key of the request, or fails listing
 /// none: a key left unseen is one a binding would take as untouched by the
 /// call, and give a booking of it back (admitting more).
