@@ -39,7 +39,8 @@
 //!   retry_after, reset_after` (a lone limit's is the combined answer);
 //!   `"acquire"` then each limit's mark (a count, then that many integers),
 //!   then each key's birth (the server's `TIME` when the key was written
-//!   first). `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
+//!   first; on the callers' clock where the script may not call `TIME`,
+//!   that call's `now` plus 1). `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
 //!   wait`, then the decision at `now` as above, then each limit's mark and
 //!   each key's birth. A `"refund"` given the marks of the call that took
 //!   its units gives a bucket back only while its key's mark is still that

@@ -9,7 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { ROOT, rk, rkRedis, withClient, prefix, until } = require('./helpers.cjs');
+const { ROOT, rk, rkRedis, ioredis, close, withClient, prefix, until } = require('./helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
 const { giveBackLatest } = require(path.join(ROOT, 'bindings-node/lib/redis/reservation.cjs'));
@@ -187,4 +187,45 @@ for (const [algorithm, make] of Object.entries(LIMITS)) {
         await Promise.all(held.refunds);
         assert.equal(await admitted(() => other.tryAcquire('k')), 1);
       })));
+}
+
+// PROTOCOL.md's commands for the clients' ACL user, but TIME: a deployment
+// that forbids it in scripts decides on the callers' clock (README, "Time").
+const WITHOUT_TIME = [
+  '+evalsha', '+script|load', '+eval', '+get', '+set', '+pexpire', '+pexpireat', '+unlink',
+  '+zadd', '+zcount', '+zrangebyscore', '+zrevrangebyscore', '+zremrangebyscore',
+];
+
+for (const [algorithm, make] of Object.entries(LIMITS)) {
+  test(`${algorithm}: on the callers' clock, a user without TIME books, gives back, and tells a reset elsewhere`, () =>
+    withClient('ioredis', async (admin) => {
+      // The key's birth is the server's TIME where the script may call it,
+      // else the callers' instant of the call that wrote the key first: a
+      // key used again at another instant since a reset still gives nothing back.
+      const p = prefix(`no-time-${algorithm}`);
+      const user = `rk-no-time-${process.pid}-${algorithm}`;
+      await admin.call('ACL', 'SETUSER', user, 'reset', 'on', '>secret', `~${p}*`, ...WITHOUT_TIME);
+      const clients = [];
+      try {
+        // No ready check: it runs INFO, which the user may not.
+        for (let i = 0; i < 2; i++) clients.push(await ioredis({ username: user, password: 'secret', enableReadyCheck: false }));
+        let now = T;
+        const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => now });
+        const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => now });
+        let booking = await mine.reserve('a', 1, 0);
+        assert.equal(booking.ok, true);
+        await booking.cancel();
+        assert.equal(await admitted(() => mine.tryAcquire('a')), 2);
+        booking = await mine.reserve('b', 1, 0);
+        assert.equal(booking.ok, true);
+        assert.equal(await other.reset('b'), true);
+        now = T + 1;
+        assert.equal(await admitted(() => other.tryAcquire('b')), 2);
+        await booking.cancel();
+        assert.equal((await other.tryAcquire('b')).allowed, false);
+      } finally {
+        for (const client of clients) await close(client);
+        await admin.call('ACL', 'DELUSER', user);
+      }
+    }));
 }

@@ -187,3 +187,43 @@ def test_a_cancel_after_the_key_expired_and_was_made_again_gives_nothing_back(
     assert _admitted(lambda: limiter.try_acquire("k")) == 2
     booking.cancel()
     assert not limiter.try_acquire("k")
+
+
+# PROTOCOL.md's commands for the clients' ACL user, but TIME: a deployment
+# that forbids it in scripts decides on the callers' clock (README, "Time").
+WITHOUT_TIME = (
+    "+evalsha +script|load +eval +get +set +pexpire +pexpireat +unlink +zadd +zcount"
+    " +zrangebyscore +zrevrangebyscore +zremrangebyscore"
+).split()
+
+
+@pytest.mark.parametrize("algorithm", LIMITS)
+def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_reset_elsewhere(
+    url: str, client: redis.Redis, algorithm: str
+) -> None:
+    # The key's birth is the server's TIME where the script may call it,
+    # else the callers' instant of the call that wrote the key first: a key
+    # used again at another instant since a reset still gives nothing back.
+    user, prefix = f"rk-py-no-time-{uuid.uuid4().hex}", _prefix(f"no-time-{algorithm}")
+    client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
+    mine_client = redis.Redis.from_url(url, username=user, password="pw")
+    other_client = redis.Redis.from_url(url, username=user, password="pw")
+    try:
+        now = [NOW]
+        mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
+        other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
+        booking = mine.reserve("a", max_wait=0)
+        assert booking.ok
+        booking.cancel()
+        assert _admitted(lambda: mine.try_acquire("a")) == 2
+        booking = mine.reserve("b", max_wait=0)
+        assert booking.ok
+        assert other.reset("b")
+        now[0] = NOW + 0.001
+        assert _admitted(lambda: other.try_acquire("b")) == 2
+        booking.cancel()
+        assert not other.try_acquire("b")
+    finally:
+        mine_client.close()
+        other_client.close()
+        client.acl_deluser(user)
