@@ -144,6 +144,31 @@ test('a policy cancel() after another process reset it gives nothing back to any
       assert.deepEqual(left, [['rate', 0], ['bucket', 0], ['hourly', 0], ['counter', 0], ['log', 0]]);
     })));
 
+test('a policy cancel() after another process reset one of its keys gives back to the others', () =>
+  withClient('ioredis', (first) =>
+    withClient('node-redis', async (second) => {
+      // Each key's birth goes back with its own limit's: the global key, born
+      // before the booking (another user's call), gives back; the user's,
+      // reset elsewhere and used again, does not.
+      const config = () => ({
+        limits: [
+          { name: 'user', by: ['user'], limiter: LIMITS.gcra() },
+          { name: 'all', limiter: new rk.FixedWindow({ limit: 10, windowMs: 3_600_000 }) },
+        ],
+      });
+      const p = prefix('policy-one-key');
+      const mine = new RedisPolicy(first, config(), { prefix: p, clock: () => T });
+      const other = new RedisPolicy(second, config(), { prefix: p, clock: () => T });
+      assert.equal((await mine.tryAcquire({ user: 'first' })).allowed, true);
+      const booking = await mine.reserve({ user: 'u' }, 1, 0);
+      assert.equal(booking.ok, true);
+      assert.equal(await other.reset({ user: 'u' }), 1);
+      assert.equal(await admitted(() => other.tryAcquire({ user: 'u' })), 2);
+      await booking.cancel();
+      const left = (await other.peek({ user: 'u' }, 0)).limits.map((l) => [l.name, l.remaining]);
+      assert.deepEqual(left, [['user', 0], ['all', 7]]);
+    })));
+
 for (const [algorithm, make] of Object.entries(SHORT)) {
   test(`${algorithm}: a cancel() after the key expired and was made again gives nothing back`, () =>
     withClient('ioredis', async (client) => {

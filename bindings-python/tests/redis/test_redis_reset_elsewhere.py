@@ -148,6 +148,28 @@ def test_a_policy_cancel_after_another_process_reset_gives_nothing_back_to_any_l
     ]
 
 
+def test_a_policy_cancel_after_another_process_reset_one_of_its_keys_gives_back_to_the_others(
+    client: redis.Redis, other_client: redis.Redis
+) -> None:
+    # Each key's birth goes back with its own limit's: the global key, born
+    # before the booking (another user's call), gives back; the user's,
+    # reset elsewhere and used again, does not.
+    config = [
+        ("user", ratekeeper.Gcra(2, 1.0), ["user"]),
+        ("all", ratekeeper.FixedWindow(10, 3600), []),
+    ]
+    prefix = _prefix("policy-one-key")
+    mine = RedisPolicy(client, config, prefix=prefix, clock=lambda: NOW)
+    other = RedisPolicy(other_client, config, prefix=prefix, clock=lambda: NOW)
+    assert mine.try_acquire({"user": "first"})
+    booking = mine.reserve({"user": "u"}, max_wait=0)
+    assert booking.ok
+    assert other.reset({"user": "u"}) == 1
+    assert _admitted(lambda: other.try_acquire({"user": "u"})) == 2
+    booking.cancel()
+    assert [(name, d.remaining) for name, d in other.peek({"user": "u"}, 0).limits] == [("user", 0), ("all", 7)]
+
+
 def test_an_asyncio_cancel_after_another_limiter_reset_the_key_gives_nothing_back(url: str, client: redis.Redis) -> None:
     async def main() -> bool:
         prefix = _prefix("asyncio")
