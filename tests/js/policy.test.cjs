@@ -328,6 +328,18 @@ describe('KeyedLimiter', () => {
     assert.deepStrictEqual(full.tryAcquireBatch('new', [0, 0], 0), [full.peek('new', 0, 0), full.peek('new', 0, 0)]);
   });
 
+  it('a new key refused by a full store leaves the store\'s time, after a batch too', () => {
+    // The wasm build decides a batch cost by cost, with the key made ready
+    // first (the core's prepare_batch), the napi build through the core's
+    // batch: a refusal after the former swept and moved the store's time to
+    // 150, and a caller whose clock lags found 2 units where napi found 1.
+    const keyed = new KeyedLimiter(new Gcra({ burst: 3, emissionIntervalMs: 100 }), { maxKeys: 1, eviction: 'refuse' });
+    keyed.reclaim(0);
+    assert.deepStrictEqual(keyed.tryAcquireBatch('k', [0, 2], 0).map((d) => d.allowed), [true, true]);
+    assert.throws(() => keyed.tryAcquire('new', 1, 150), { code: 'store_full' });
+    assert.equal(keyed.tryAcquire('k', 0, 50).remaining, 1);
+  });
+
   it('reserve books per key, refund gives it back, acquire waits on one timer', async () => {
     const keyed = new KeyedLimiter(new LeakyBucket({ capacity: 2, intervalMs: 100 }));
     const r = keyed.reserve('q', 1, Infinity, 0);
