@@ -62,6 +62,15 @@ def other_client(url: str) -> Iterator[redis.Redis]:
     r.close()
 
 
+def _two_processes(
+    client: redis.Redis, other_client: redis.Redis, algorithm: str, name: str
+) -> tuple[RedisLimiter, RedisLimiter]:
+    """This process's limiter and another process's: a client and a limiter of its own, on the same keys."""
+    prefix = _prefix(name)
+    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    return mine, RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+
+
 def _admitted(take: Callable[[], Any]) -> int:
     """How many units ``take()`` is allowed one after another (at most 10)."""
     count = 0
@@ -74,10 +83,7 @@ def _admitted(take: Callable[[], Any]) -> int:
 def test_a_cancel_after_another_process_reset_the_key_gives_nothing_back(
     client: redis.Redis, other_client: redis.Redis, algorithm: str
 ) -> None:
-    prefix = _prefix(algorithm)
-    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-    # Another process: a client and a limiter of its own on the same key.
-    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    mine, other = _two_processes(client, other_client, algorithm, algorithm)
     booking = mine.reserve("k", max_wait=0)
     assert booking.ok
     assert other.reset("k")
@@ -94,9 +100,7 @@ def test_a_guarded_give_back_after_another_process_reset_the_key_gives_nothing_b
     # What an interrupted acquire gives back (the booking's marks, guarded):
     # the key, used again by one unit at the same instant, ends its line
     # where the booking left it, and the marks alone matched.
-    prefix = _prefix(algorithm)
-    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    mine, other = _two_processes(client, other_client, algorithm, algorithm)
     booking = mine.reserve("k", max_wait=0)
     assert booking.ok
     assert other.reset("k")
@@ -112,9 +116,7 @@ def test_units_taken_for_a_caller_that_left_give_nothing_back_after_another_proc
     # A batched caller that left before its answer: its units go back with
     # the acquire reply's marks (as ``_send`` gives them back), after a reset
     # elsewhere and the key used again by one unit at the same instant.
-    prefix = _prefix(f"left-{algorithm}")
-    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-    other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    mine, other = _two_processes(client, other_client, algorithm, f"left-{algorithm}")
     keys = mine._keys("k")
     (answer,), took = mine._decide_taken("k", keys, "acquire", [1], None)
     assert answer.allowed and took is not None
