@@ -714,17 +714,22 @@ end
 -- it booked in (PROTOCOL.md, "Guarded refund"), where a reset elsewhere
 -- started another, which may have taken the same units anew. On the
 -- callers' clock, where a deployment forbids TIME in scripts (an ACL user
--- without it: the callers' clock is there for them), the caller's `now`
--- plus 1 (never 0, which a reply sends for no birth): a key reset and
--- written again at the very instant that wrote it first is not told apart
--- there. (redis.call raised, and every first write of a key failed.)
+-- without it: the callers' clock is there for them), the caller's nonce
+-- (a random integer in [1, 2^53), sent after the mode's arguments), so
+-- that a key reset and written again at the very instant of the callers'
+-- clock that wrote it first is told apart (but for a chance in 2^52);
+-- a client that sends none gets the caller's `now` plus 1 (never 0, which
+-- a reply sends for no birth), which tells only lives first written at
+-- different instants apart. (redis.call raised, and every first write of a
+-- key failed.)
 local server_time = nil
+local nonce = nil
 local function born()
   if not caller_time then return now end
   if server_time == nil then
     local t = redis.pcall('TIME')
     if t.err then
-      server_time = now + 1
+      server_time = nonce or now + 1
     else
       server_time = tonumber(t[1]) * 1000000 + tonumber(t[2])
     end
@@ -854,6 +859,20 @@ local function save_refund()
       end
     end
   end
+end
+
+-- The caller's nonce at ARGV[at], optional (see born): false when it is
+-- there but not an integer in [1, 2^53).
+local function read_nonce(at)
+  local text = ARGV[at]
+  if text == nil or text == '' then return true end
+  local x = string.match(text, '^%d+$') and tonumber(text)
+  if not x or x < 1 or x >= EXACT then return false end
+  nonce = x
+  return true
+end
+local function nonce_error(at)
+  return redis.error_reply('ratekeeper: the nonce ' .. tostring(ARGV[at]) .. ' is not an integer from 1 below 2^53')
 end
 
 if mode == 'refund' then
@@ -1016,6 +1035,7 @@ if mode == 'reserve' then
   -- own slot comes earlier. Reply: now, booked (0/1), the wait, then the
   -- decision at now.
   local max_wait = tonumber(ARGV[pos])
+  if not read_nonce(pos + 1) then return nonce_error(pos + 1) end
   local answers, all = decide_all(costs[1])
   local decision = {}
   local wait = append(decision, answers, all)
@@ -1054,6 +1074,7 @@ end
 -- key's batch of 256 costs is 1537 integers). '%d' formats a Lua number as a
 -- C long: exact where that has 64 bits; elsewhere the array is sent.
 local as_text = ARGV[pos] == 'text' and string.format('%d', 2 ^ 53) == '9007199254740992'
+if mode == 'acquire' and not read_nonce(pos + 1) then return nonce_error(pos + 1) end
 -- After an acquire's decisions: each limit's mark as it left the key (see
 -- marks), which a give-back of units whose caller left sends back, so that
 -- a bucket gives them back only while nothing was taken after them.

@@ -30,7 +30,11 @@
 //!   `"sliding_window_log", limit, window` (a sorted set; durations in µs); then the
 //!   number of costs `m` and the costs, applied in order (a batch); for
 //!   `"refund"`, then `taken_at` in µs (`""`: now), optionally the marks and
-//!   births a reply gave; for `"reserve"` (one cost), then `max_wait` in µs.
+//!   births a reply gave; for `"reserve"` (one cost), then `max_wait` in µs;
+//!   for `"acquire"` and `"peek"`, optionally `"text"` (the reply as one
+//!   string); for `"acquire"` (after `"text"` or `""`) and `"reserve"`,
+//!   optionally a random nonce in `[1, 2^53)`, the birth of a key the call
+//!   writes first where the script may not call `TIME`.
 //! - Reply: `now` (µs, the time decided at), then per cost `6 + 5 * n`
 //!   integers (6 when `n` is 1): `allowed` (0/1), `denied_by` (the denying
 //!   limit's 1-based index with the longest `retry_after`, 0 when allowed),
@@ -40,7 +44,7 @@
 //!   `"acquire"` then each limit's mark (a count, then that many integers),
 //!   then each key's birth (the server's `TIME` when the key was written
 //!   first; on the callers' clock where the script may not call `TIME`,
-//!   that call's `now` plus 1). `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
+//!   that call's nonce, or its `now` plus 1 without one). `"refund"` replies `[now]`; `"reserve"` replies `now, booked (0/1),
 //!   wait`, then the decision at `now` as above, then each limit's mark and
 //!   each key's birth. A `"refund"` given the marks of the call that took
 //!   its units gives a bucket back only while its key's mark is still that

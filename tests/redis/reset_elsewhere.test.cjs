@@ -221,36 +221,62 @@ const WITHOUT_TIME = [
   '+zadd', '+zcount', '+zrangebyscore', '+zrevrangebyscore', '+zremrangebyscore',
 ];
 
+/**
+ * Runs `body(clients, p)` with two ioredis clients of an ACL user without
+ * TIME, allowed the keys of prefix `p` (made from `name`).
+ */
+function withoutTime(name, body) {
+  return withClient('ioredis', async (admin) => {
+    const p = prefix(name);
+    const user = `rk-${name}-${process.pid}`;
+    await admin.call('ACL', 'SETUSER', user, 'reset', 'on', '>secret', `~${p}*`, ...WITHOUT_TIME);
+    const clients = [];
+    try {
+      // No ready check: it runs INFO, which the user may not.
+      for (let i = 0; i < 2; i++) clients.push(await ioredis({ username: user, password: 'secret', enableReadyCheck: false }));
+      await body(clients, p);
+    } finally {
+      for (const client of clients) await close(client);
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+}
+
 for (const [algorithm, make] of Object.entries(LIMITS)) {
   test(`${algorithm}: on the callers' clock, a user without TIME books, gives back, and tells a reset elsewhere`, () =>
-    withClient('ioredis', async (admin) => {
-      // The key's birth is the server's TIME where the script may call it,
-      // else the callers' instant of the call that wrote the key first: a
-      // key used again at another instant since a reset still gives nothing back.
-      const p = prefix(`no-time-${algorithm}`);
-      const user = `rk-no-time-${process.pid}-${algorithm}`;
-      await admin.call('ACL', 'SETUSER', user, 'reset', 'on', '>secret', `~${p}*`, ...WITHOUT_TIME);
-      const clients = [];
-      try {
-        // No ready check: it runs INFO, which the user may not.
-        for (let i = 0; i < 2; i++) clients.push(await ioredis({ username: user, password: 'secret', enableReadyCheck: false }));
-        let now = T;
-        const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => now });
-        const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => now });
-        let booking = await mine.reserve('a', 1, 0);
-        assert.equal(booking.ok, true);
-        await booking.cancel();
-        assert.equal(await admitted(() => mine.tryAcquire('a')), 2);
-        booking = await mine.reserve('b', 1, 0);
-        assert.equal(booking.ok, true);
-        assert.equal(await other.reset('b'), true);
-        now = T + 1;
-        assert.equal(await admitted(() => other.tryAcquire('b')), 2);
-        await booking.cancel();
-        assert.equal((await other.tryAcquire('b')).allowed, false);
-      } finally {
-        for (const client of clients) await close(client);
-        await admin.call('ACL', 'DELUSER', user);
-      }
+    // The key's birth is the server's TIME where the script may call it,
+    // else the nonce of the call that wrote the key first: a key used again
+    // at another instant since a reset still gives nothing back.
+    withoutTime(`no-time-${algorithm}`, async (clients, p) => {
+      let now = T;
+      const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => now });
+      const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => now });
+      let booking = await mine.reserve('a', 1, 0);
+      assert.equal(booking.ok, true);
+      await booking.cancel();
+      assert.equal(await admitted(() => mine.tryAcquire('a')), 2);
+      booking = await mine.reserve('b', 1, 0);
+      assert.equal(booking.ok, true);
+      assert.equal(await other.reset('b'), true);
+      now = T + 1;
+      assert.equal(await admitted(() => other.tryAcquire('b')), 2);
+      await booking.cancel();
+      assert.equal((await other.tryAcquire('b')).allowed, false);
+    }));
+
+  test(`${algorithm}: on the callers' clock held still, a user without TIME tells a reset by another limiter`, () =>
+    // Without TIME a key's birth is its first call's nonce (PROTOCOL.md,
+    // "ACL"): the key reset by another limiter object and used again at the
+    // very same instant has another birth, and the cancel gives nothing back
+    // (with the callers' instant as the birth, it freed a unit taken since).
+    withoutTime(`no-time-still-${algorithm}`, async (clients, p) => {
+      const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => T });
+      const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => T });
+      const booking = await mine.reserve('k', 1, 0);
+      assert.equal(booking.ok, true);
+      assert.equal(await other.reset('k'), true);
+      assert.equal(await admitted(() => other.tryAcquire('k')), 2);
+      await booking.cancel();
+      assert.equal((await other.tryAcquire('k')).allowed, false);
     }));
 }

@@ -4,7 +4,7 @@
 const api = require('../../index.js');
 const { isUint8Array, bytesCopy, onlyKnown, isSignal, ownCopy, textOf, hasField, BRANDS } = require('../api.cjs');
 const { MAX_NOW, MAX_SPAN, MAX_BATCH, IN_FLIGHT, DEFAULT_COMMAND_TIMEOUT_MS, STORE_OPTIONS, typeError, rangeError, wholeMicros } = require('./values.cjs');
-const { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, within } = require('./wire.cjs');
+const { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, within, nonce } = require('./wire.cjs');
 const { nativeOnly } = require('./limits.cjs');
 const { counted, keyPart, joined, keyId, markOf, reaches } = require('./keys.cjs');
 const { MAX_TIMER_MS, sleep, abortable } = require('./timers.cjs');
@@ -340,8 +340,9 @@ class Store {
    */
   async decide(targets, keys, mode, costs, nowMs, settle = false) {
     // 'text': the reply as one string of integers, read several times
-    // faster than an array of them (PROTOCOL.md).
+    // faster than an array of them (PROTOCOL.md); an acquire's nonce after it.
     const args = ['1', mode, this.wireNow(nowMs), ...this.config, costs.length, ...costs, 'text'];
+    if (mode === 'acquire') args.push(nonce());
     // A late reply's units go back with the marks that follow its decisions
     // (PROTOCOL.md, "Guarded refund"): on a bucket only while nothing was
     // taken since, where a plain refund handed the slot of a booking made
@@ -610,7 +611,7 @@ class Store {
       if (!(maxWaitMs >= 0)) throw rangeError('maxWaitMs', `must be at least 0, not ${maxWaitMs}`);
       maxWait = Math.min(wholeMicros(maxWaitMs), MAX_SPAN);
     }
-    const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait];
+    const args = ['1', 'reserve', this.wireNow(nowMs), ...this.config, 1, cost, maxWait, nonce()];
     // After `now, booked, wait` and the decision at now: each limit's mark,
     // then each key's birth, which a guarded refund sends back as they are
     // (PROTOCOL.md, "Guarded refund").

@@ -3,7 +3,7 @@
 // a command sent with the user's client (ioredis or node-redis), a reply
 // read as integers, the errors no retry mends, a bound on a round trip.
 
-const { createHash } = require('node:crypto');
+const { createHash, getRandomValues } = require('node:crypto');
 const { typeError } = require('./values.cjs');
 
 /** The script EVALSHA runs (core/redis/ratekeeper.lua): see redisScript. */
@@ -108,4 +108,16 @@ function within(promise, ms) {
   });
 }
 
-module.exports = { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, within };
+/**
+ * A call's nonce, the last argument of an `acquire` or a `reserve`: the
+ * birth of a key it writes first where the script may not call TIME
+ * (PROTOCOL.md, "ACL"), random so that a key reset and written again at the
+ * same instant of the callers' clock gets another birth. 52 random bits
+ * plus 1: never 0 (a reply's "no birth"), below 2^53 (exact in Lua).
+ */
+function nonce() {
+  const [high, low] = getRandomValues(new Uint32Array(2));
+  return (high & 0xfffff) * 2 ** 32 + low + 1;
+}
+
+module.exports = { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, within, nonce };

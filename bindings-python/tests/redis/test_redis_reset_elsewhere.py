@@ -226,8 +226,8 @@ def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_r
     url: str, client: redis.Redis, algorithm: str
 ) -> None:
     # The key's birth is the server's TIME where the script may call it,
-    # else the callers' instant of the call that wrote the key first: a key
-    # used again at another instant since a reset still gives nothing back.
+    # else the nonce of the call that wrote the key first: a key used again
+    # at another instant since a reset still gives nothing back.
     user, prefix = f"rk-py-no-time-{uuid.uuid4().hex}", _prefix(f"no-time-{algorithm}")
     client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
     mine_client = redis.Redis.from_url(url, username=user, password="pw")
@@ -247,6 +247,33 @@ def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_r
         assert _admitted(lambda: other.try_acquire("b")) == 2
         booking.cancel()
         assert not other.try_acquire("b")
+    finally:
+        mine_client.close()
+        other_client.close()
+        client.acl_deluser(user)
+
+
+@pytest.mark.parametrize("algorithm", LIMITS)
+def test_on_the_callers_clock_held_still_a_user_without_time_tells_a_reset_elsewhere(
+    url: str, client: redis.Redis, algorithm: str
+) -> None:
+    # Without TIME a key's birth is its first call's nonce (PROTOCOL.md,
+    # "ACL"): the key reset by another limiter object and used again at the
+    # very same instant has another birth, and the cancel gives nothing back
+    # (with the callers' instant as the birth, it freed a unit taken since).
+    user, prefix = f"rk-py-no-time-{uuid.uuid4().hex}", _prefix(f"no-time-still-{algorithm}")
+    client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
+    mine_client = redis.Redis.from_url(url, username=user, password="pw")
+    other_client = redis.Redis.from_url(url, username=user, password="pw")
+    try:
+        mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+        other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+        booking = mine.reserve("k", max_wait=0)
+        assert booking.ok
+        assert other.reset("k")
+        assert _admitted(lambda: other.try_acquire("k")) == 2
+        booking.cancel()
+        assert not other.try_acquire("k")
     finally:
         mine_client.close()
         other_client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -265,7 +266,16 @@ class _Core:
         return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :], resets)
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[Union[str, int]] = ()) -> list[Union[str, int]]:
-        return ["1", mode, now, *self.config, len(costs), *costs, *extra]
+        """ARGV for ``mode``; ``extra``: the mode's arguments after the costs
+        (``acquire`` and ``reserve``, which may write a key first, end with a nonce)."""
+        args: list[Union[str, int]] = ["1", mode, now, *self.config, len(costs), *costs, *extra]
+        if mode in ("acquire", "reserve"):
+            # The birth of a key this call writes first where the script may
+            # not call TIME (PROTOCOL.md, "ACL"): random, so that a key reset
+            # and written again at the same instant of the callers' clock gets
+            # another birth. Never 0, which a reply sends for no birth.
+            args.append(1 + random.getrandbits(52))
+        return args
 
     def decisions(self, reply: _Reply, count: int) -> list[RedisDecision]:
         if isinstance(reply, (bytes, str)):
