@@ -49,15 +49,7 @@ function keyId(key) {
   return typeof key === 'string' ? key : `\uDC00${key.toString('latin1')}`;
 }
 
-/** One of 256 marks for a Redis key, under which its resets are counted (FNV-1a of keyId). */
-function markOf(key) {
-  const id = keyId(key);
-  let h = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
-  return h & 255;
-}
-
 /** Whether a policy's `reset(request)` resets `limit` (`{ by }`): keyed by fields, each of them in `request`. */
 const reaches = (limit, request) => limit.by.length > 0 && limit.by.every((field) => hasField(request, field));
 
-module.exports = { counted, keyPart, joined, keyId, markOf, reaches };
+module.exports = { counted, keyPart, joined, keyId, reaches };

@@ -6,7 +6,7 @@ const { isUint8Array, bytesCopy, onlyKnown, isSignal, ownCopy, textOf, hasField,
 const { MAX_NOW, MAX_SPAN, MAX_BATCH, IN_FLIGHT, DEFAULT_COMMAND_TIMEOUT_MS, STORE_OPTIONS, typeError, rangeError, wholeMicros } = require('./values.cjs');
 const { REDIS_SCRIPT, REDIS_SCRIPT_SHA, commandSender, integers, isScriptError, within, nonce } = require('./wire.cjs');
 const { nativeOnly } = require('./limits.cjs');
-const { counted, keyPart, joined, keyId, markOf, reaches } = require('./keys.cjs');
+const { counted, keyPart, joined, keyId, reaches } = require('./keys.cjs');
 const { MAX_TIMER_MS, sleep, abortable } = require('./timers.cjs');
 const { RedisReservation, giveBackLatest, dueOf } = require('./reservation.cjs');
 
@@ -95,102 +95,15 @@ class Store {
     this.config = [limits.length];
     for (const l of limits) this.config.push(...l.args);
     this.queues = new Map();
-    // Per mark of a Redis key (see markOf), the resets that found it (see
-    // forgot): a call made before one of its keys' gives nothing back.
-    this.resets = new Array(256).fill(0);
-    // Per mark, the resets under way (a promise each, resolved when it
-    // ends), which a give-back waits for (see givingBack).
-    this.resetting = new Map();
   }
 
   /**
-   * Counts a reset of `keys` whose UNLINK found `held` of them (or may have:
-   * one that rejected may have run): the store forgot their bookings and
-   * units, and a key, used again, may take the same slots (or, on the
-   * callers' clock, leave the same marks) anew: given back, a call made
-   * before would free a unit of those (two requests at once from a limit of
-   * one). As in-process, a call made before a reset of one of its keys gives
-   * nothing back (see givesBack); counted per mark, two keys sharing one
-   * count as one, which gives back less, never more. A reset by another
-   * process (or limiter) is not seen here: the script tells it by the key's
-   * birth (PROTOCOL.md, "Guarded refund").
-   */
-  forgot(keys, held) {
-    if (held > 0) for (const mark of new Set(keys.map(markOf))) this.resets[mark] += 1;
-  }
-
-  /**
-   * The resets counted on the marks of `keys`: a sum of counts that only
-   * grow, so it changes with any of them. Read before a call is sent: a
-   * reset meanwhile counts as after it.
-   */
-  resetsOf(keys) {
-    let sum = 0;
-    for (const mark of new Set(keys.map(markOf))) sum += this.resets[mark];
-    return sum;
-  }
-
-  /** Whether a call on `keys`, sent when `resetsOf(keys)` was `resets`, may still give back: no reset found one of them since. */
-  givesBack(keys, resets) {
-    return this.resetsOf(keys) === resets;
-  }
-
-  /**
-   * UNLINK of `keys` for a reset: how many Redis held; counted (see forgot),
-   * a rejection as one that may have run. Under way until then, for the
-   * give-backs decided meanwhile to wait for (see givingBack).
+   * UNLINK of `keys` for a reset: how many Redis held. A booking made
+   * before gives nothing back since, whichever client reset the key: its
+   * give-back carries the key's birth (PROTOCOL.md, "Guarded refund").
    */
   async unlink(keys) {
-    const marks = [...new Set(keys.map(markOf))];
-    let end;
-    const underWay = new Promise((resolve) => {
-      end = resolve;
-    });
-    for (const mark of marks) {
-      if (!this.resetting.has(mark)) this.resetting.set(mark, new Set());
-      this.resetting.get(mark).add(underWay);
-    }
-    let held;
-    try {
-      held = Number(await within(this.send(['UNLINK', ...keys], keys[0]), this.commandTimeoutMs));
-    } catch (error) {
-      this.forgot(keys, 1);
-      throw error;
-    } finally {
-      for (const mark of marks) {
-        const listed = this.resetting.get(mark);
-        listed.delete(underWay);
-        if (listed.size === 0) this.resetting.delete(mark);
-      }
-      end();
-    }
-    this.forgot(keys, held);
-    return held;
-  }
-
-  /** The resets under way on the marks of `keys` (see unlink). */
-  resetsUnderWay(keys) {
-    const underWay = [];
-    for (const mark of new Set(keys.map(markOf))) underWay.push(...(this.resetting.get(mark) ?? []));
-    return underWay;
-  }
-
-  /**
-   * `refund(abandoned)`, the give-back of a call on `keys` sent when
-   * `resetsOf(keys)` was `resets`, unless a reset found one of them since.
-   * A reset under way (its UNLINK in flight, not counted yet) is waited for
-   * first: a refund sent meanwhile went behind the calls made since the
-   * UNLINK (the key taken anew), and freed their units. Decided, it is sent
-   * at once, ahead of any later call; a NOSCRIPT it meets sends nothing
-   * more once a reset of its keys began (`abandoned()`): its retry would go
-   * behind the calls made since.
-   */
-  async givingBack(keys, resets, refund) {
-    for (let underWay = this.resetsUnderWay(keys); underWay.length > 0; underWay = this.resetsUnderWay(keys)) {
-      await Promise.all(underWay);
-    }
-    if (!this.givesBack(keys, resets)) return undefined;
-    return refund(() => this.resetsUnderWay(keys).length > 0 || !this.givesBack(keys, resets));
+    return Number(await within(this.send(['UNLINK', ...keys], keys[0]), this.commandTimeoutMs));
   }
 
   /**
@@ -384,7 +297,6 @@ class Store {
    */
   async ask(keys, args, taken, gone = () => false) {
     let late = false;
-    const resets = this.resetsOf(keys);
     const sent = this.evaluate(keys, args, () => late || gone());
     try {
       return integers(await within(sent, this.commandTimeoutMs));
@@ -395,10 +307,8 @@ class Store {
         sent
           .then((reply) => {
             const took = taken(integers(reply));
-            // Nothing once a reset found one of its keys since (see forgot, givingBack).
-            return took === null
-              ? undefined
-              : this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, took[0], String(took[1]), took[2], abandoned));
+            // With the keys' births: nothing to a key reset since (PROTOCOL.md, "Guarded refund").
+            return took === null ? undefined : this.refundAt(keys, took[0], String(took[1]), took[2]);
           })
           .catch(() => undefined);
       }
@@ -619,7 +529,6 @@ class Store {
     const marksOf = (numbers) => numbers.slice(3 + (n === 1 ? 6 : 6 + 5 * n));
     // A late booking is nobody's: given back only while it is the latest.
     const booked = (numbers) => (numbers[1] === 1 ? [cost, numbers[0] + numbers[2], marksOf(numbers)] : null);
-    const resets = this.resetsOf(keys);
     const numbers = await this.ask(keys, args, cost > 0 ? booked : null, gone);
     if (numbers === null) {
       const { d, booked: local } = this.fallbackBooking(target, cost);
@@ -642,11 +551,10 @@ class Store {
     // empty count each), only the keys' births, so that a key reset since by
     // any process (or expired and made again) gives nothing back.
     const births = [...Array(n).fill(''), ...marks.slice(-n)];
-    // Nothing once a reset found one of its keys since the booking was sent (see forgot, givingBack).
     return new RedisReservation(
       fields,
-      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, births, abandoned)),
-      () => this.givingBack(keys, resets, (abandoned) => this.refundAt(keys, cost, slot, marks, abandoned)),
+      () => this.refundAt(keys, cost, slot, births),
+      () => this.refundAt(keys, cost, slot, marks),
       due,
     );
   }
@@ -771,12 +679,12 @@ class Store {
    * booking's `marks` (its reply's), guarded: a bucket gives back only while
    * the booking is the latest on its key, and no key born since gives back
    * (PROTOCOL.md, "Guarded refund"). Argument errors and the script's
-   * own throw. Once `abandoned()`, a NOSCRIPT sends nothing more (see evaluate).
+   * own throw.
    */
-  refundAt(keys, cost, at, marks = [], abandoned = () => false) {
+  refundAt(keys, cost, at, marks = []) {
     // Redis unreachable: nothing to give back to, and no call throws (see "Faults").
     const args = ['1', 'refund', this.wireNow(undefined), ...this.config, 1, cost, at, ...marks];
-    return within(this.evaluate(keys, args, abandoned), this.commandTimeoutMs).then(
+    return within(this.evaluate(keys, args), this.commandTimeoutMs).then(
       () => undefined,
       (error) => {
         if (isScriptError(error)) throw error;
