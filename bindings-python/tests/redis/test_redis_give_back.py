@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from types import FrameType
-from typing import Any, Callable, Coroutine, Optional
+from typing import Any, Callable, Optional
 
 import pytest
 import redis
@@ -697,13 +697,14 @@ def test_an_async_try_acquire_cancelled_in_flight_gives_nothing_back_once_the_li
 
 @pytest.mark.parametrize("algorithm", AFTER_RESET)
 @pytest.mark.parametrize("batching", [True, False])
-def test_an_async_give_back_decided_before_a_reset_reaches_redis_before_its_unlink(url: str, algorithm: str, batching: bool) -> None:
+def test_an_async_give_back_decided_before_a_reset_that_lands_after_it_gives_nothing_back(url: str, algorithm: str, batching: bool) -> None:
     # The give-back of a try_acquire cancelled in flight was decided (no
     # reset yet) and sent in a task of its own, on any connection of the
-    # pool: nothing ordered it before a reset made meanwhile, and it landed
-    # after the reset's UNLINK and the key's next unit, which it freed (two
-    # units at once from a limit of one). Here it is held on its way until
-    # the reset and the next try_acquire are done, or the reset waits for it.
+    # pool: nothing orders it before a reset made meanwhile, and landing
+    # after the reset's UNLINK and the key's next unit, it freed that unit
+    # (two units at once from a limit of one) but for the key's birth,
+    # which it carries. Here it is held on its way until the reset and the
+    # next try_acquire are done.
     async def main() -> tuple[list[bool], float]:
         now = 2_000_000_005.0
         aclient = redis.asyncio.Redis.from_url(url)
@@ -712,7 +713,7 @@ def test_an_async_give_back_decided_before_a_reset_reaches_redis_before_its_unli
         )
         task: Optional[asyncio.Future[Any]] = None
         call = limiter._call
-        sending, held, refunded, waiting = asyncio.Event(), asyncio.Event(), asyncio.Event(), asyncio.Event()
+        sending, held, refunded = asyncio.Event(), asyncio.Event(), asyncio.Event()
         taken: list[bool] = []
 
         async def hold_the_give_back(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
@@ -729,30 +730,14 @@ def test_an_async_give_back_decided_before_a_reset_reaches_redis_before_its_unli
                 task = None
             return reply
 
-        after_give_backs = getattr(limiter, "_after_give_backs", None)
-
-        async def signalled(marks: set[int]) -> None:
-            waiting.set()  # the reset waits for the give-back on its way
-            assert after_give_backs is not None
-            await after_give_backs(marks)
-
         limiter._call = hold_the_give_back  # type: ignore[method-assign]
-        limiter._after_give_backs = signalled  # type: ignore[method-assign]
         task = asyncio.ensure_future(limiter.try_acquire("k"))
         with pytest.raises(asyncio.CancelledError):
             await task
         await sending.wait()
-
-        async def reset_then_take() -> None:
-            assert await limiter.reset("k")
-            taken.append((await limiter.try_acquire("k", now=now)).allowed)
-
-        resetting = asyncio.ensure_future(reset_then_take())
-        signal = asyncio.ensure_future(waiting.wait())
-        await asyncio.wait([resetting, signal], return_when=asyncio.FIRST_COMPLETED)
-        signal.cancel()
+        assert await limiter.reset("k")
+        taken.append((await limiter.try_acquire("k", now=now)).allowed)
         held.set()
-        await resetting
         await refunded.wait()
         limiter._call = call  # type: ignore[method-assign]
         after = await limiter.reserve("k", max_wait=100)
@@ -1551,92 +1536,6 @@ def test_an_async_acquire_cancelled_while_it_sleeps_gives_nothing_back_once_the_
     assert not after.ok or after.at > behind.at
 
 
-class _Held:
-    """A client whose script calls and UNLINKs wait until ``release`` is set
-    (the UNLINK then finds one key), on whichever loop sent them."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.unlinked = 0
-
-    def register_script(self, script: str) -> Any:
-        return type("Script", (), {"sha": "0" * 40})()
-
-    async def _held(self) -> None:
-        while not self.release.is_set():
-            await asyncio.sleep(0.001)
-
-    async def evalsha(self, *args: Any) -> Any:
-        await self._held()
-        return [0]
-
-    async def unlink(self, *keys: bytes) -> int:
-        await self._held()
-        self.unlinked += 1
-        return 1
-
-
-@pytest.mark.parametrize("under_way", ["give-back", "reset"])
-def test_a_wait_on_another_loops_give_back_or_reset_ends_once_that_loop_stops(under_way: str) -> None:
-    # A reset waits for the give-backs on their way, and a give-back for the
-    # resets under way, of the same marks: one on another thread's loop that
-    # stops meanwhile (its run_until_complete returned) ends only when that
-    # loop runs again, which may be never. Looked at once, before the wait,
-    # a loop that stopped during it kept the wait going for ever.
-    client = _Held()
-    limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(1, 1.0), prefix="rk-py-stopped-loop:")
-    keys = limiter._keys("k")
-    resets = limiter._count(keys)
-    started, stop = threading.Event(), threading.Event()
-    refunds: list[str] = []
-
-    async def refund(who: str) -> None:
-        refunds.append(who)
-        await client._held()
-
-    def other_loop() -> None:
-        loop = asyncio.new_event_loop()
-
-        async def main() -> None:
-            if under_way == "give-back":
-                asyncio.ensure_future(limiter._giving_back(keys, resets, lambda left: refund("other loop")))
-            else:
-                asyncio.ensure_future(limiter._unlink(keys))
-            for _ in range(5):
-                await asyncio.sleep(0)
-            started.set()
-            while not stop.is_set():
-                await asyncio.sleep(0.001)
-
-        loop.run_until_complete(main())  # returns with its give-back or reset under way
-        loop.close()
-
-    thread = threading.Thread(target=other_loop)
-    thread.start()
-    assert started.wait(10)
-
-    async def here() -> None:
-        waiting: asyncio.Future[Any]
-        if under_way == "give-back":
-            waiting = asyncio.ensure_future(limiter._unlink(keys))
-        else:
-            waiting = asyncio.ensure_future(limiter._giving_back(keys, resets, lambda left: refund("here")))
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert not waiting.done()  # waiting for the other loop's
-        stop.set()
-        await asyncio.get_running_loop().run_in_executor(None, thread.join, 10)
-        assert not thread.is_alive()
-        client.release.set()  # this loop's own UNLINK: answered (the other's never runs again)
-        await asyncio.wait_for(waiting, 10)
-
-    asyncio.run(here())
-    if under_way == "give-back":
-        assert client.unlinked == 1  # the reset went on without it
-    else:
-        assert refunds == []  # the reset may have found the key: nothing given back
-
-
 async def _done_at_once(task: asyncio.Future[Any]) -> bool:
     """Whether ``task``, just cancelled, ends within a few turns of the loop
     (each a turn of every task ready to run), nothing else being answered."""
@@ -1768,110 +1667,6 @@ def test_an_async_call_cancelled_while_redis_never_answers_raises_at_once_and_le
     assert not [task for task in list(ratekeeper.redis._async._TASKS) if task.get_loop() is loops[0]]
 
 
-def _on_a_loop_closed_after(start: Callable[[], Coroutine[Any, Any, Any]], sent: threading.Event) -> asyncio.Task[Any]:
-    """``start()``, in a task of an event loop of another thread, left under
-    way once ``sent`` is set: that loop stops, and is closed (its task is
-    kept from the garbage collector, which would close it, for the test's
-    length). Returns that task."""
-    left: list[asyncio.Task[Any]] = []
-
-    def other_loop() -> None:
-        loop = asyncio.new_event_loop()
-        # Its task, still pending, is reported once collected: not this test's point.
-        loop.set_exception_handler(lambda loop, context: None)
-
-        async def main() -> None:
-            left.append(asyncio.get_running_loop().create_task(start()))
-            while not sent.is_set():
-                await asyncio.sleep(0)
-
-        loop.run_until_complete(main())
-        loop.close()
-
-    thread = threading.Thread(target=other_loop)
-    thread.start()
-    thread.join(10)
-    assert not thread.is_alive() and sent.is_set()
-    return left[0]
-
-
-def test_a_reset_left_on_a_closed_loop_counts_as_one_that_found_its_key_and_holds_no_later_give_back(url: str) -> None:
-    # A reset left under way on another thread's event loop, which was then
-    # closed (its UNLINK sent, its reply never read): every give-back on its
-    # key's mark waited for it, found its loop not running, and gave nothing
-    # back, a booking made long after it too, until the garbage collector
-    # closed that task (if ever). It is taken out once its loop is found
-    # closed, counted as a reset that found its key (its UNLINK may have run),
-    # as the sync client counts one whose thread left it.
-    now = 2_000_000_005.0
-    sent = threading.Event()
-
-    async def main() -> tuple[float, float, float, asyncio.Task[Any], Any]:
-        aclient = redis.asyncio.Redis.from_url(url)
-        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("closed-loop-reset"), clock=lambda: now)
-        unlink = aclient.unlink
-
-        async def held_elsewhere(*keys: Any) -> Any:
-            if threading.current_thread() is not threading.main_thread():
-                sent.set()
-                await asyncio.Event().wait()  # its reply never read: its loop stops and is closed
-            return await unlink(*keys)
-
-        aclient.unlink = held_elsewhere  # type: ignore[method-assign]
-        assert (await limiter.try_acquire("k")).allowed
-        early = await limiter.reserve("k", max_wait=100)  # a second on, booked before the reset
-        loop = asyncio.get_running_loop()
-        reset = await loop.run_in_executor(None, _on_a_loop_closed_after, lambda: limiter.reset("k"), sent)
-        await early.cancel()  # the reset may have found the key: nothing given back
-        later = await limiter.reserve("k", max_wait=100)  # two seconds on (the UNLINK never ran)
-        await later.cancel()  # booked after the reset was left: given back
-        again = await limiter.reserve("k", max_wait=100)
-        await aclient.aclose()
-        return early.wait, later.wait, again.wait, reset, limiter
-
-    early, later, again, reset, limiter = asyncio.run(main())
-    assert (early, later, again) == (1.0, 2.0, 2.0)
-    keys = limiter._keys("k")
-    counted = limiter._count(keys)
-    assert counted == 1 and limiter._resetting == {}
-    # Its task closed at last (by the garbage collector, say): counted once, not twice.
-    reset.get_coro().close()
-    assert limiter._count(keys) == counted and limiter._resetting == {}
-
-
-def test_a_give_back_left_on_a_closed_loop_is_taken_out_by_the_next_reset(url: str) -> None:
-    # A give-back left under way on another thread's event loop, which was
-    # then closed: a reset passed it over, but it stayed listed (and its
-    # loop with it) until the garbage collector closed its task, if ever.
-    # The reset takes it out, as the sync client takes out one whose thread
-    # left it (its refund, sent, may have landed: nobody can know).
-    sent = threading.Event()
-
-    async def main() -> tuple[bool, Any]:
-        aclient = redis.asyncio.Redis.from_url(url)
-        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("closed-loop-give-back"))
-        call = limiter._call
-
-        async def held_elsewhere(keys: list[bytes], args: list[Any], *rest: Any) -> Any:
-            if threading.current_thread() is not threading.main_thread():
-                sent.set()
-                await asyncio.Event().wait()  # its reply never read: its loop stops and is closed
-            return await call(keys, args, *rest)
-
-        limiter._call = held_elsewhere  # type: ignore[method-assign]
-        booked = await limiter.reserve("k", max_wait=100)
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, _on_a_loop_closed_after, booked.cancel, sent)
-        listed = bool(limiter._giving)
-        assert await limiter.reset("k")
-        await aclient.aclose()
-        return listed, limiter
-
-    listed, limiter = asyncio.run(main())
-    assert listed  # listed while nobody looked
-    assert limiter._giving == {}
-
-
 class _PerLoop:
     """An asyncio client of the server at ``url`` for each event loop that
     calls it (a redis.asyncio client belongs to the loop it first ran on),
@@ -1915,14 +1710,13 @@ class _PerLoop:
             await client.aclose()
 
 
-def test_a_give_back_passed_over_by_a_reset_as_its_loop_stopped_sends_no_retry_after_a_noscript(url: str, client: redis.Redis) -> None:
+def test_a_give_back_on_a_stopped_loop_whose_retry_lands_after_a_reset_gives_nothing_back(url: str, client: redis.Redis) -> None:
     # A give-back on another thread's event loop met a NOSCRIPT (the script
     # flushed), and its loop stopped while it loaded the script again: a
     # reset passed it over (its loop not running) and sent its UNLINK, the
     # key took its unit anew, and once that loop ran again the give-back's
-    # retry freed that unit: two units at once from a limit of one. Passed
-    # over, it sends nothing more once its loop runs again, as the Node
-    # client's give-back sends no retry after a NOSCRIPT once a reset began.
+    # retry freed that unit: two units at once from a limit of one. Its
+    # retry carries the key's birth before the reset, and gives nothing back.
     now = 2_000_000_005.0
     store = _PerLoop(url)
     limiter = AsyncRedisLimiter(store, ratekeeper.Gcra(1, 60.0), prefix=_prefix("passed-over"), clock=lambda: now)

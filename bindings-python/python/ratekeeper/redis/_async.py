@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import math
 import os
 import threading
@@ -31,7 +30,7 @@ from ratekeeper.redis._values import (
     MAX_BATCH,
 )
 from ratekeeper.redis._decisions import AsyncRedisReservation, RedisDecision
-from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback, _mark
+from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
 
 
 # A batched async caller's answer: the decision, and what Redis took its
@@ -66,11 +65,6 @@ def _forget_queues() -> None:
     for store in list(_STORES):
         store._queues_lock = threading.Lock()
         store._queues = {}
-        # The resets and give-backs under way are the parent's too: waited
-        # for, they would never end.
-        store._order_lock = threading.Lock()
-        store._resetting = {}
-        store._giving = {}
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
@@ -94,44 +88,7 @@ class _Async:
         # dict is changed under the lock; a queue, only on its loop).
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
         self._queues_lock = threading.Lock()
-        # Per mark of a Redis key (see _forgot), the resets under way
-        # and the give-backs on their way to Redis (see _giving_back), each
-        # a future that ends with it: thread-safe, as loops in several
-        # threads may share this store (changed under the lock).
-        self._order_lock = threading.Lock()
-        self._resetting: dict[int, set[_UnderWay]] = {}
-        self._giving: dict[int, set[_UnderWay]] = {}
-        # Per mark of a Redis key (see _mark), the resets that found it (see
-        # _forgot): a call made before one of its keys' gives nothing back.
-        self._resets = [0] * 256
         _STORES.add(self)
-
-    def _forgot(self, keys: Sequence[bytes], held: int) -> None:
-        """Counts a reset of ``keys`` whose ``UNLINK`` found ``held`` of them
-        (or may have: one that raised may have run): the store forgot their
-        bookings and units, and a key, used again, may take the same slots
-        (or, on the callers' clock, leave the same marks) anew: given back,
-        a call made before would free a unit of those (two requests at once
-        from a limit of one). As in-process, a call made before a reset of
-        one of its keys gives nothing back (``_gives_back``); counted per
-        mark, two keys sharing one count as one, which gives back less,
-        never more. A reset by another process (or limiter) is not seen
-        here: the script tells it by the key's birth (PROTOCOL.md, "Guarded
-        refund"). (The sync client counts them in its book: see
-        ``_Sync._ended``.)"""
-        if held:
-            for mark in {_mark(key) for key in keys}:
-                self._resets[mark] += 1
-
-    def _count(self, keys: Sequence[bytes]) -> int:
-        """The resets counted on the marks of ``keys``: a sum of counts that
-        only grow, so it changes with any of them."""
-        return sum(self._resets[mark] for mark in {_mark(key) for key in keys})
-
-    def _gives_back(self, keys: Sequence[bytes], resets: int) -> bool:
-        """Whether a call on ``keys``, sent when ``_resets_of(keys)`` was
-        ``resets``, may still give back: no reset found one of them since."""
-        return self._count(keys) == resets
 
     async def _evalsha(self, keys: list[bytes], args: list[Union[str, int]], left: Callable[[], bool]) -> Any:
         """``_Sync._evalsha`` on asyncio: ``EVALSHA``; on a ``NOSCRIPT``,
@@ -199,12 +156,11 @@ class _Async:
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_Sync._decide_taken`` on asyncio; once ``left()``, a reload sends nothing more (see ``_evalsha``)."""
         wire_now = self._core.now(now)
-        resets = self._resets_of(keys)
         try:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), 0)
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -273,8 +229,7 @@ class _Async:
         """Gives back what was taken for callers that left (cancelled), ``(target,
         cost, answer)`` each: to Redis as ``took`` says in a task of its own
         (on a bucket only while nothing was taken since, as ``_Sync``'s;
-        nothing once a reset found one of its keys: see ``_giving_back``), or
-        (``None``) to the fallback."""
+        nothing to a key reset since, by its birth), or (``None``) to the fallback."""
         given = _give_back_fallback(self._core, taken, took)
         if not given:
             return
@@ -282,7 +237,7 @@ class _Async:
 
         async def give_back() -> None:
             try:
-                await self._giving_back(keys, took.resets, lambda left: self._refund(keys, given, took.at, took.marks, left))
+                await self._refund(keys, given, took.at, took.marks)
             except Exception:
                 pass  # the script refused (a key of another type): nobody to tell, its caller is gone
 
@@ -373,107 +328,11 @@ class _Async:
                     f.set_exception(error)
 
     async def _unlink(self, keys: list[bytes]) -> int:
-        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
-        counted as forgotten (see ``_forgot``); one that raised may have
-        run all the same, and counts as having found them. Sent once the
-        give-backs on their way to its keys' marks have reached Redis; one
-        decided meanwhile waits for this reset (see ``_giving_back``)."""
-        resetting = _UnderWay(keys)
-        with self._order_lock:
-            resetting.enter(self._resetting)
-        held = 0  # nothing sent, nothing found
-        try:
-            await self._after_give_backs(resetting.marks)
-            resetting.sent = True
-            held = 1  # sent, it may run whatever comes back
-            held = int(await self._client.unlink(*keys))
-            return held
-        finally:
-            with self._order_lock:
-                # Counted here, unless its loop was found closed first
-                # (counted then: see _settled), and this is its task closed
-                # since (by the garbage collector, say).
-                if resetting.leave(self._resetting):
-                    self._forgot(keys, held)
-
-    async def _after_give_backs(self, marks: set[int]) -> None:
-        """Waits for the give-backs on their way to the keys of ``marks``
-        (decided before a reset of them began): sent in tasks of their own,
-        on any connection of the pool, nothing else orders them before the
-        reset's ``UNLINK``, and one landing after it, and after the key's
-        next unit, freed that unit (two at once from a limit of one)."""
-        with self._order_lock:
-            self._settled(self._giving)
-            giving = _UnderWay.listed(self._giving, marks)
-        # One on a loop that does not run (stopped with it under way, or
-        # since) is not waited for: the reset would wait as long as that loop
-        # stays stopped. Passed over, it sends nothing more once that loop
-        # runs again (see _giving_back); what it sent already may land after
-        # the UNLINK (see PROTOCOL.md, "Guarded refund").
-        await _while_they_run(giving, skip=True)
-
-    async def _giving_back(self, keys: list[bytes], resets: int, refund: Callable[[Callable[[], bool]], Awaitable[None]]) -> None:
-        """Runs ``refund(left)``, the give-back of a call on ``keys`` sent when
-        ``_resets_of(keys)`` was ``resets``, unless a reset found one of them
-        since (PROTOCOL.md: nothing is given back for a call sent before a
-        reset of one of its keys through this store). Ordered with this
-        store's resets: while one of its keys' marks is being reset, it waits
-        for the reset's end and looks again (an ``UNLINK`` in flight is not
-        counted yet, and a refund sent meanwhile could land after the key's
-        next unit); once decided, it is on its way, and a reset begun
-        meanwhile waits for it (see ``_after_give_backs``), unless its loop
-        does not run then: passed over, it sends nothing more once that loop
-        runs again (``left()``: a reload of the script that was under way
-        sends no retry, which would land after the reset's ``UNLINK``, as
-        the Node client's give-back sends none once a reset began)."""
-        giving = _UnderWay(keys)
-        while True:
-            with self._order_lock:
-                self._settled(self._resetting)
-                under_way = _UnderWay.listed(self._resetting, giving.marks)
-                if not under_way:
-                    if not self._gives_back(keys, resets):
-                        return
-                    giving.enter(self._giving)
-                    break
-            if not await _while_they_run(under_way, skip=False):
-                # A reset left under way on a loop that does not run: it may
-                # have found the key, and may end any time; nothing is given
-                # back (less, never more).
-                return
-        try:
-            await refund(lambda: giving.passed_over)
-        finally:
-            with self._order_lock:
-                giving.leave(self._giving)
-
-    def _settled(self, table: dict[int, set[_UnderWay]]) -> None:
-        """Under the order lock: the resets or give-backs of ``table`` whose
-        event loop is closed taken out, as the sync client takes out those
-        whose thread left them (``_Sync._settled``). Such a one never ends
-        (its task never runs again), and listed, a reset kept every give-back
-        of its marks from giving anything back (it may have found their
-        keys, and may end any time: see ``_giving_back``), a booking made
-        long after it too, until the garbage collector closed that task, if
-        ever. A reset whose ``UNLINK`` was sent counts as one that found its
-        keys (it may have run); a give-back is dropped (its refund, if sent,
-        may have landed: nobody can know). A loop that is only stopped may
-        run again: its own are left listed."""
-        closed = {u for listed in table.values() for u in listed if u.loop.is_closed()}
-        for u in closed:
-            u.leave(table)
-            if u.sent:
-                self._forgot(u.keys, 1)
-
-    def _resets_of(self, keys: Sequence[bytes]) -> int:
-        """The resets counted on the marks of ``keys`` (``_count``), read
-        before a call is sent: a reset meanwhile counts as after it. A reset
-        left on a closed loop is counted first (see ``_settled``), so that a
-        call sent since counts as after it, and gives back."""
-        if self._resetting:
-            with self._order_lock:
-                self._settled(self._resetting)
-        return self._count(keys)
+        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held. A
+        booking made before gives nothing back since, whichever client reset
+        the key: its give-back carries the key's birth (PROTOCOL.md,
+        "Guarded refund")."""
+        return int(await self._client.unlink(*keys))
 
     async def _refund(
         self,
@@ -481,17 +340,13 @@ class _Async:
         cost: int,
         taken_at: Optional[_Seconds],
         marks: Sequence[Union[str, int]] = (),
-        left: Callable[[], bool] = lambda: False,
     ) -> None:
-        """``_Sync._refund`` on asyncio; once ``left()``, a reload of the
-        script sends nothing more (see ``_evalsha``, and ``_giving_back``)."""
+        """``_Sync._refund`` on asyncio."""
         at = "" if taken_at is None else _instant(taken_at, "taken_at")
         try:
-            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]), left)
+            await self._call(keys, self._core.args("refund", self._core.now(None), [cost], [at, *marks]))
         except _FAULTS:
             pass  # Redis unreachable: nothing to give back to (see "Faults")
-        except _Abandoned:
-            pass  # passed over by a reset (see _giving_back): nothing more sent
 
     async def _reserve(
         self,
@@ -527,7 +382,6 @@ class _Async:
         left: Callable[[], bool] = lambda: False,
     ) -> AsyncRedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
-        resets = self._resets_of(keys)
         try:
             reply: Optional[list[int]] = await self._call(keys, args, left)
         except _FAULTS:
@@ -541,18 +395,19 @@ class _Async:
                 # (its own reset, by ours, stops it there).
                 if local is not None:
                     local.cancel()
-            elif self._gives_back(keys, resets):  # else forgotten by a reset since
+            else:
                 # In a task of its own: a cancel() cancelled (a timeout's)
                 # before the refund went still gives the booking back, as a
                 # second cancel() does nothing (the refund may have gone).
-                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, self._core.unguarded(marks), left)))
+                # With the keys' births: nothing to a key reset since.
+                await _shielded(self._refund(keys, cost, slot, self._core.unguarded(marks)))
 
         async def release() -> None:
             # As _Sync's: guarded on Redis, as cancel() to the fallback.
             if slot is None:
                 await cancel()
-            else:  # unless a reset found one of its keys since (see _giving_back)
-                await _shielded(self._giving_back(keys, resets, lambda left: self._refund(keys, cost, slot, marks, left)))
+            else:
+                await _shielded(self._refund(keys, cost, slot, marks))
 
         reservation = AsyncRedisReservation(ok, wait, at, cost, decision, cancel, release)
         reservation._due = self._core.due(reply, now)  # for acquire (see _Core.sleeps)
@@ -613,82 +468,6 @@ async def _give_back(booking: asyncio.Future[AsyncRedisReservation]) -> None:
     if booking.cancelled() or booking.exception() is not None:
         return  # it booked nothing
     await booking.result()._give_back()
-
-
-class _UnderWay:
-    """A reset or a give-back of ``keys`` under way on the running loop,
-    listed per mark of its keys (under the store's ``_order_lock``) until it
-    ends, or its loop is found closed (see ``_Async._settled``): ``done``,
-    thread-safe, ends with it, for a task of any loop to wait for."""
-
-    __slots__ = ("done", "keys", "loop", "marks", "passed_over", "sent")
-
-    def __init__(self, keys: Sequence[bytes]) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.keys = keys
-        self.marks = {_mark(key) for key in keys}
-        # A reset's: its UNLINK sent (it may run, whatever comes back).
-        self.sent = False
-        # A give-back's: a reset went on without it, its loop not running
-        # (see _while_they_run): it sends nothing more.
-        self.passed_over = False
-        self.done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        # Running: never cancelled by a waiter's cancellation (asyncio.wrap_future would).
-        self.done.set_running_or_notify_cancel()
-
-    def enter(self, table: dict[int, set[_UnderWay]]) -> None:
-        for mark in self.marks:
-            table.setdefault(mark, set()).add(self)
-
-    def leave(self, table: dict[int, set[_UnderWay]]) -> bool:
-        """Takes it out of ``table`` and ends it (under the order lock), once
-        for its end and its loop found closed: whether it was still listed."""
-        listed = False
-        for mark in self.marks:
-            entries = table.get(mark)
-            if entries is not None and self in entries:
-                listed = True
-                entries.discard(self)
-                if not entries:
-                    del table[mark]
-        if not self.done.done():
-            self.done.set_result(None)
-        return listed
-
-    @staticmethod
-    def listed(table: dict[int, set[_UnderWay]], marks: set[int]) -> set[_UnderWay]:
-        """Those listed in ``table`` under any of ``marks``."""
-        return {u for mark in marks for u in table.get(mark, ())}
-
-    def runs(self) -> bool:
-        """Whether it can end while waited for: its loop is the caller's, or runs."""
-        return self.loop is asyncio.get_running_loop() or self.loop.is_running()
-
-
-# How often a wait on another loop's reset or give-back looks again whether
-# that loop still runs (see _while_they_run).
-_RECHECK = 0.05
-
-
-async def _while_they_run(under_way: set[_UnderWay], *, skip: bool) -> bool:
-    """Waits until each of ``under_way`` ends; one on another loop only while
-    that loop runs: stopped, before or during the wait, it ends only when it
-    runs again, which may be never. Such a one is passed over (``skip``:
-    told so, see ``_UnderWay.passed_over``), or ends the wait: answers
-    whether none did."""
-    pending = {asyncio.wrap_future(u.done): u for u in under_way}
-    while pending:
-        for future, u in list(pending.items()):
-            if not u.runs():
-                if not skip:
-                    return False
-                u.passed_over = True
-                del pending[future]
-        if pending:
-            done, _ = await asyncio.wait(pending, timeout=_RECHECK)
-            for future in done:
-                del pending[future]
-    return True
 
 
 def _alone(

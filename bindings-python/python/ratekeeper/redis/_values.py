@@ -57,8 +57,8 @@ class _Taken(NamedTuple):
     it left the key (PROTOCOL.md, "Guarded refund"), which the give-back
     sends back so that a bucket gives the units back only while nothing
     was taken there since; and the resets of its keys as the call was sent
-    (``_Async._resets_of``, ``_Sync._resets_of``): after one
-    more, nothing is given back."""
+    (``_Sync._resets_of``; 0 from the asyncio client, whose give-backs the
+    keys' births alone tell from a reset): after one more, nothing is given back."""
 
     at: Fraction
     marks: list[int]
