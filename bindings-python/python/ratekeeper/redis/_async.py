@@ -160,7 +160,7 @@ class _Async:
             reply = _integers(await self._call(keys, self._core.args(mode, wire_now, costs, _TEXT), left))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), 0)
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
 
     async def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:

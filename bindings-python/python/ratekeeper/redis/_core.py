@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Callable, Optional, Union
@@ -257,13 +256,12 @@ class _Core:
         n = len(self.limits)
         return [*([""] * n), *marks[-n:]]
 
-    def taken(self, reply: list[int], count: int, resets: int) -> _Taken:
-        """What an ``acquire`` reply of ``count`` decisions (as integers),
-        sent after ``resets`` resets, took its units at: the instant decided
-        at, and the marks that follow the decisions, which a give-back sends
-        back (PROTOCOL.md)."""
+    def taken(self, reply: list[int], count: int) -> _Taken:
+        """What an ``acquire`` reply of ``count`` decisions (as integers)
+        took its units at: the instant decided at, and the marks and births
+        that follow the decisions, which a give-back sends back (PROTOCOL.md)."""
         n = len(self.limits)
-        return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :], resets)
+        return _Taken(Fraction(reply[0], 1_000_000), reply[1 + count * (6 if n == 1 else 6 + 5 * n) :])
 
     def args(self, mode: str, now: str, costs: Sequence[int], extra: Sequence[Union[str, int]] = ()) -> list[Union[str, int]]:
         """ARGV for ``mode``; ``extra``: the mode's arguments after the costs
@@ -422,11 +420,6 @@ def _reaches(limit: Any, request: Mapping[str, Any]) -> bool:
     """Whether a policy's ``reset(request)`` resets ``limit`` (a ``_Limit`` or
     a ``PolicyLimit``): keyed by fields, each of them in ``request``."""
     return bool(limit.by) and all(field in request for field in limit.by)
-
-
-def _mark(key: bytes) -> int:
-    """One of 256 marks for a Redis key, under which its resets are counted."""
-    return zlib.crc32(key) & 255
 
 
 class _Fallbacks(Exception):

@@ -8,9 +8,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Generator, Iterable, Sequence
-from types import GeneratorType
-from typing import Any, Callable, NamedTuple, Optional, Union, cast
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, Union
 
 from redis.exceptions import NoPermissionError, NoScriptError, RedisClusterException, RedisError, ResponseError
 
@@ -31,7 +30,7 @@ from ratekeeper.redis._values import (
     MAX_BATCH,
 )
 from ratekeeper.redis._decisions import RedisDecision, RedisReservation
-from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback, _mark
+from ratekeeper.redis._core import _Core, _Fallbacks, _give_back_fallback
 
 
 # How often a waiting caller looks again whether its turn came without a
@@ -131,93 +130,6 @@ def _close_idle(client: Any) -> None:
                 pass
 
 
-class _Doing:
-    """A reset or a give-back under way through a store, listed in its book
-    (``_Book``) until it ends, for the other threads to wait for. Its thread
-    is in it exactly while ``frame``, the generator whose frame runs it
-    (``_own_frame``), runs: the interpreter clears ``gi_running`` however
-    that frame ends, an exception raised at any of its bytecodes included,
-    with no code of ours to run. So one left listed by a thread interrupted
-    before it could take it out (Ctrl-C twice, a signal handler's exception
-    in its ``finally``) is told from one under way, and nobody waits for it
-    (see ``_Sync._settled``). A wait on one hinges on no lock held for it
-    being let go by a ``with`` as the interruption passes (and on no
-    cleanup running): only the store's ``_order_lock`` is taken with
-    ``with``, around changes of the book in memory, never a round trip, as
-    the batches' ``_lock`` is. (CPython 3.10 to 3.13 raise no asynchronous
-    exception between a ``with``'s ``__enter__`` and its block; 3.14 could,
-    as ``__enter__`` returned, until gh-148874 was fixed.)"""
-
-    __slots__ = ("done", "frame", "marks", "reset", "thread", "waits")
-
-    def __init__(self, marks: frozenset[int], frame: GeneratorType[None, None, Any], reset: bool) -> None:
-        self.marks = marks
-        self.frame = frame
-        self.reset = reset
-        self.thread = threading.get_ident()
-        # A reset's: the give-backs on their way to its keys as it was
-        # listed, which it waits for before its UNLINK (see _Sync._wait_out).
-        self.waits: tuple[_Doing, ...] = ()
-        # Set once it is out of the book: its waiters go on at once (and
-        # look again every _RECHECK, should its thread leave before saying).
-        self.done = _Wake()
-
-    def here(self) -> bool:
-        """Whether its thread is still in it."""
-        return self.frame.gi_running
-
-
-class _Book(NamedTuple):
-    """A sync store's resets and give-backs, replaced whole (one assignment,
-    under the store's ``_order_lock``) at each change: a thread interrupted
-    as it makes one leaves the book as it was before or after, never half
-    changed (a reset taken out but not counted, say)."""
-
-    # Per mark of a Redis key (see _Async._forgot), the resets that found it,
-    # or may have (one that raised, or whose thread left it unsaid).
-    resets: tuple[int, ...]
-    # The resets under way: their UNLINK sent, or waiting to be, not counted yet.
-    resetting: tuple[_Doing, ...]
-    # The give-backs on their way to Redis: each decided before any reset
-    # listed after it began, which sends its UNLINK once they are done.
-    giving: tuple[_Doing, ...]
-
-
-_NO_RESETS = _Book((0,) * 256, (), ())
-
-
-def _marks(keys: Iterable[bytes]) -> frozenset[int]:
-    """The marks of ``keys``, under which their resets are counted (see ``_Async._forgot``)."""
-    return frozenset(_mark(key) for key in keys)
-
-
-def _counted(resets: tuple[int, ...], found: Iterable[frozenset[int]]) -> tuple[int, ...]:
-    """``resets`` with one more reset counted on each of the marks of each of ``found``."""
-    counts = list(resets)
-    for marks in found:
-        for mark in marks:
-            counts[mark] += 1
-    return tuple(counts)
-
-
-def _own_frame(work: Callable[[GeneratorType[None, None, _T]], _T]) -> _T:
-    """``work(frame)``, run in the frame of the generator ``frame``, which is
-    running (``gi_running``) while ``work`` runs, and only then (see ``_Doing``)."""
-    handed: list[GeneratorType[None, None, _T]] = []
-
-    def run() -> Generator[None, None, _T]:
-        return work(handed.pop())
-        yield  # (never reached: it makes `run` a generator)
-
-    frame = cast("GeneratorType[None, None, _T]", run())
-    handed.append(frame)
-    try:
-        next(frame)
-    except StopIteration as done:
-        return cast(_T, done.value)
-    raise AssertionError("a reset or give-back yielded")  # never: `run` returns
-
-
 # The stores whose batches a forked child forgets (see _forget_batches).
 _STORES: weakref.WeakSet[_Sync] = weakref.WeakSet()
 
@@ -231,13 +143,6 @@ def _forget_batches() -> None:
     for store in list(_STORES):
         store._lock = threading.Lock()
         store._queues = {}
-        # The resets and give-backs under way are the other threads' too,
-        # whose frames the child copied running: waited for, they never
-        # ended. A reset among them counts as one that found its keys (its
-        # UNLINK, sent from the parent, may reach Redis at any time).
-        store._order_lock = threading.Lock()
-        book = store._book
-        store._book = _Book(_counted(book.resets, [doing.marks for doing in book.resetting]), (), ())
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows
@@ -259,11 +164,6 @@ class _Sync:
         self._script = client.register_script(REDIS_SCRIPT)
         self._lock = threading.Lock()
         self._queues: dict[tuple[bytes, ...], _Queue] = {}
-        # This store's resets and the give-backs ordered with them (see
-        # _giving_back); the lock guards each change of the book, never a
-        # round trip.
-        self._order_lock = threading.Lock()
-        self._book = _NO_RESETS
         _STORES.add(self)
 
     def _evalsha(self, keys: list[bytes], args: list[Union[str, int]]) -> Any:
@@ -319,12 +219,11 @@ class _Sync:
     ) -> tuple[list[RedisDecision], Optional[_Taken]]:
         """``_decide``, with what Redis took the units at (``None`` when the fallback decided)."""
         wire_now = self._core.now(now)
-        resets = self._resets_of(keys)
         try:
             reply = _integers(self._call(keys, self._core.args(mode, wire_now, costs, _TEXT)))
         except _FAULTS:
             return self._core.fallbacks(target, targets, costs, now, mode == "peek"), None
-        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs), resets)
+        return self._core.decisions(reply, len(costs)), self._core.taken(reply, len(costs))
 
     def _acquire(self, target: Any, keys: list[bytes], cost: int, now: Optional[_Seconds]) -> RedisDecision:
         if not self._core.batching or now is not None:
@@ -454,9 +353,9 @@ class _Sync:
             assert took is not None
             # The script refusing (a key of another type): nobody to tell.
             # Not any Exception: a signal handler's is this thread's to raise.
-            # Nothing once a reset found one of its keys since (see _giving_back).
+            # With the keys' births: nothing to a key reset since.
             with contextlib.suppress(ScriptError):
-                self._giving_back(keys, took.resets, lambda: self._refund(keys, given, took.at, took.marks))
+                self._refund(keys, given, took.at, took.marks)
 
     def _leave(self, keys: list[bytes], queue_key: tuple[bytes, ...], slot: _Slot) -> None:
         """A caller interrupted (Ctrl-C, a signal handler's exception) leaves:
@@ -476,174 +375,21 @@ class _Sync:
             self._give_back(keys, [(slot.target, slot.cost, answer)], outcome[1])
 
     def _unlink(self, keys: list[bytes]) -> int:
-        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held, each
-        counted as forgotten on its mark (see ``_Async._forgot``); one that
-        raised may have run all the same, and counts as having found them.
-        Sent once the give-backs on their way to its keys' marks are done
-        (see ``_after_give_backs``); one decided meanwhile waits for this
-        reset (see ``_giving_back``)."""
-        marks = _marks(keys)
-        return _own_frame(lambda frame: self._reset_in(frame, keys, marks))
-
-    def _reset_in(self, frame: GeneratorType[None, None, int], keys: list[bytes], marks: frozenset[int]) -> int:
-        """``_unlink``, in ``frame`` (see ``_own_frame``)."""
-        me = _Doing(marks, frame, reset=True)
-        found = False
+        """``reset``'s one ``UNLINK`` of ``keys``: how many Redis held. A
+        booking made before gives nothing back since, whichever client (or
+        thread, or signal handler) reset the key: its give-back carries the
+        key's birth (PROTOCOL.md, "Guarded refund"), so no give-back waits
+        for a reset, nor a reset for a give-back."""
         try:
-            with self._order_lock:
-                book = self._settled()
-                me.waits = tuple(doing for doing in book.giving if doing.marks & marks)
-                self._book = book._replace(resetting=(*book.resetting, me))
-            self._after_give_backs(list(me.waits))
-            found = True  # sent, it may run whatever comes back
-            try:
-                held = int(self._client.unlink(*keys))
-            except (RedisError, RedisClusterException):
-                raise
-            except BaseException:
-                # Interrupted between sending it and reading its reply: as
-                # in _call, the reply stays unread in a pooled connection,
-                # for the next command to read as its own. The idle ones go.
-                _close_idle(self._client)
-                raise
-            found = held > 0
-            return held
-        finally:
-            self._ended(me, found)
-
-    def _after_give_backs(self, giving: list[_Doing]) -> None:
-        """Waits for the give-backs ``giving``, on their way to the keys of a
-        reset (listed before it): sent on any connection of the pool, from
-        any thread, nothing else orders them before the reset's ``UNLINK``,
-        and one landing after it, and after the key's next unit, freed that
-        unit (two at once from a limit of one). One whose thread left it is
-        not waited for (see ``_wait_out``)."""
-        for doing in giving:
-            self._wait_out(doing)
-
-    def _after_resets(self, resetting: list[_Doing]) -> bool:
-        """Waits for the resets ``resetting``, under way on the keys of a
-        give-back; whether it could (see ``_wait_out``)."""
-        return all(self._wait_out(doing) for doing in resetting)
-
-    def _wait_out(self, doing: _Doing) -> bool:
-        """Waits until ``doing`` is out of the book, or its thread left it
-        (then it is taken out by the next look, see ``_settled``): never for
-        a thread that is gone. Answers ``False``, at once, for one that
-        cannot end while this thread waits for it: under way in this very
-        thread (a signal handler's call that interrupted it), or a reset
-        waiting for a give-back under way in it (a signal handler's
-        give-back, on top of that one, waited for the reset, which waited
-        for the give-back under it, for ever)."""
-        while doing.here() and self._listed(doing):
-            if self._held_here(doing):
-                return False
-            if doing.done.wait(_RECHECK):
-                doing.done.set()  # for whoever else waits for it
-        return True
-
-    def _held_here(self, doing: _Doing) -> bool:
-        """Whether ``doing`` waits for this thread: under way in it, or a
-        reset whose give-backs to wait for (``waits``) count one under way
-        in it, still listed (see ``_wait_out``)."""
-        me = threading.get_ident()
-        if doing.thread == me:
-            return True
-        return any(each.thread == me and each.here() and self._listed(each) for each in doing.waits)
-
-    def _listed(self, doing: _Doing) -> bool:
-        book = self._book
-        return doing in (book.resetting if doing.reset else book.giving)
-
-    def _giving_back(self, keys: Sequence[bytes], resets: int, refund: Callable[[], None]) -> None:
-        """Runs ``refund()``, the give-back of a call on ``keys`` sent when
-        ``_resets_of(keys)`` was ``resets``, unless a reset found one of them
-        since (PROTOCOL.md: nothing is given back for a call sent before a
-        reset of one of its keys through this store). Ordered with this
-        store's resets, whatever thread makes them: while one of its keys'
-        marks is being reset, it waits for the reset's end and looks again
-        (an ``UNLINK`` in flight is not counted yet, and a refund sent
-        meanwhile could land after the key's next unit), and gives nothing
-        back for one under way in its own thread; once decided, it is on
-        its way, and a reset begun meanwhile waits for it (see
-        ``_after_give_backs``)."""
-        marks = _marks(keys)
-        _own_frame(lambda frame: self._give_back_in(frame, marks, resets, refund))
-
-    def _give_back_in(
-        self, frame: GeneratorType[None, None, None], marks: frozenset[int], resets: int, refund: Callable[[], None]
-    ) -> None:
-        """``_giving_back``, in ``frame`` (see ``_own_frame``)."""
-        me = _Doing(marks, frame, reset=False)
-        while True:
-            with self._order_lock:
-                book = self._settled()
-                resetting = [doing for doing in book.resetting if doing.marks & marks]
-                if not resetting:
-                    if _count(book, marks) != resets:
-                        return  # a reset found one of its keys since the call was sent
-                    self._book = book._replace(giving=(*book.giving, me))
-                    break
-            if not self._after_resets(resetting):
-                # Under a reset of its keys in this thread, or under a
-                # give-back in this thread that such a reset waits for: that
-                # reset may find them, and it cannot end first. Less, never more.
-                return
-        try:
-            refund()
-        finally:
-            self._ended(me)
-
-    def _ended(self, doing: _Doing, found: bool = False) -> None:
-        """``doing`` out of the book, as its thread ends it: a reset counted
-        on its marks when it ``found`` its keys (or may have). In one change
-        of the book: interrupted here, it stays listed until it is
-        ``_settled`` (a reset as one that found its keys), never taken out
-        uncounted."""
-        with self._order_lock:
-            book = self._book
-            if doing in book.resetting:
-                others = tuple(each for each in book.resetting if each is not doing)
-                self._book = book._replace(resets=_counted(book.resets, [doing.marks] if found else []), resetting=others)
-            elif doing in book.giving:
-                self._book = book._replace(giving=tuple(each for each in book.giving if each is not doing))
-        doing.done.set()
-
-    def _settled(self) -> _Book:
-        """Under the order lock: the book, with the resets and give-backs
-        whose threads left them without taking them out (see ``_Doing``)
-        taken out: a reset counted on its marks, as one that may have found
-        its keys (its ``UNLINK`` may have run); a give-back dropped (its
-        refund, if sent, may land any time: nobody can know when)."""
-        book = self._book
-        # Asked once each: a thread may leave one while this looks.
-        left = [doing for doing in (*book.resetting, *book.giving) if not doing.here()]
-        if left:
-            book = _Book(
-                _counted(book.resets, [doing.marks for doing in left if doing.reset]),
-                tuple(doing for doing in book.resetting if doing not in left),
-                tuple(doing for doing in book.giving if doing not in left),
-            )
-            self._book = book
-        for doing in left:
-            doing.done.set()
-        return book
-
-    def _resets_of(self, keys: Sequence[bytes]) -> int:
-        """``_Async._resets_of`` for this store: the resets counted on the
-        marks of ``keys``, a sum of counts that only grow. Read before a call
-        is sent: a reset under way then (or begun since) counts as after it
-        once it ends. A reset whose thread left it unsaid is counted first
-        (see ``_settled``), so that a call sent since counts as after it."""
-        book = self._book
-        if book.resetting and not all(doing.here() for doing in book.resetting):
-            with self._order_lock:
-                book = self._settled()
-        # (_count(book, _marks(keys)), without its calls: every call reads it.)
-        resets = book.resets
-        if len(keys) == 1:
-            return resets[_mark(keys[0])]
-        return sum(resets[mark] for mark in {_mark(key) for key in keys})
+            return int(self._client.unlink(*keys))
+        except (RedisError, RedisClusterException):
+            raise
+        except BaseException:
+            # Interrupted between sending it and reading its reply: as in
+            # _call, the reply stays unread in a pooled connection, for the
+            # next command to read as its own. The idle ones go.
+            _close_idle(self._client)
+            raise
 
     def _refund(
         self, keys: list[bytes], cost: int, taken_at: Optional[_Seconds], marks: Sequence[Union[str, int]] = ()
@@ -661,7 +407,6 @@ class _Sync:
         self, target: Any, keys: list[bytes], cost: int, max_wait: Optional[_Seconds], now: Optional[_Seconds]
     ) -> RedisReservation:
         args = self._core.args("reserve", self._core.now(now), [cost], [self._core.max_wait(max_wait)])
-        resets = self._resets_of(keys)
         try:
             reply: Optional[list[int]] = self._call(keys, args)
         except _FAULTS:
@@ -675,8 +420,8 @@ class _Sync:
                 # (its own reset, by ours, stops it there).
                 if local is not None:
                     local.cancel()
-            else:  # unless a reset found one of its keys since (see _giving_back)
-                self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, self._core.unguarded(marks)))
+            else:  # with the keys' births: nothing to a key reset since
+                self._refund(keys, cost, slot, self._core.unguarded(marks))
 
         def release() -> None:
             # A waiting acquire's booking: on a bucket, given back only while
@@ -685,7 +430,7 @@ class _Sync:
             if slot is None:
                 cancel()
             else:
-                self._giving_back(keys, resets, lambda: self._refund(keys, cost, slot, marks))
+                self._refund(keys, cost, slot, marks)
 
         reservation = RedisReservation(ok, wait, at, cost, decision, cancel, release)
         reservation._due = self._core.due(reply, now)  # for acquire (see _Core.sleeps)
@@ -720,7 +465,3 @@ class _Sync:
                 raise RateLimited(f"would wait {reservation.wait:.6f} s, more than the timeout", reservation.wait)
             time.sleep(reservation.wait)
 
-
-def _count(book: _Book, marks: frozenset[int]) -> int:
-    """The resets ``book`` counts on ``marks``."""
-    return sum(book.resets[mark] for mark in marks)

@@ -56,13 +56,11 @@ class _Taken(NamedTuple):
     caller left: the instant it decided at, in s, and each limit's mark as
     it left the key (PROTOCOL.md, "Guarded refund"), which the give-back
     sends back so that a bucket gives the units back only while nothing
-    was taken there since; and the resets of its keys as the call was sent
-    (``_Sync._resets_of``; 0 from the asyncio client, whose give-backs the
-    keys' births alone tell from a reset): after one more, nothing is given back."""
+    was taken there since, then each key's birth, so that a key reset since
+    (by any client) gives nothing back."""
 
     at: Fraction
     marks: list[int]
-    resets: int
 
 
 def _integers(reply: _Reply) -> list[int]:
