@@ -169,6 +169,32 @@ test('a policy cancel() after another process reset one of its keys gives back t
       assert.deepEqual(left, [['user', 0], ['all', 7]]);
     })));
 
+test('a policy cancel() after its own reset of one of its keys gives back to the others', () =>
+  withClient('ioredis', async (client) => {
+    // Its own reset is told as another's is, per key, by the births: the
+    // global key gives back, the user's, reset and used again, does not.
+    // (The store once counted its own resets, and gave nothing back to any
+    // limit: less than it could, though never more.)
+    const policy = new RedisPolicy(
+      client,
+      {
+        limits: [
+          { name: 'user', by: ['user'], limiter: LIMITS.gcra() },
+          { name: 'all', limiter: new rk.FixedWindow({ limit: 10, windowMs: 3_600_000 }) },
+        ],
+      },
+      { prefix: prefix('policy-own-reset'), clock: () => T },
+    );
+    assert.equal((await policy.tryAcquire({ user: 'first' })).allowed, true);
+    const booking = await policy.reserve({ user: 'u' }, 1, 0);
+    assert.equal(booking.ok, true);
+    assert.equal(await policy.reset({ user: 'u' }), 1);
+    assert.equal(await admitted(() => policy.tryAcquire({ user: 'u' })), 2);
+    await booking.cancel();
+    const left = (await policy.peek({ user: 'u' }, 0)).limits.map((l) => [l.name, l.remaining]);
+    assert.deepEqual(left, [['user', 0], ['all', 7]]);
+  }));
+
 for (const [algorithm, make] of Object.entries(SHORT)) {
   test(`${algorithm}: a cancel() after the key expired and was made again gives nothing back`, () =>
     withClient('ioredis', async (client) => {

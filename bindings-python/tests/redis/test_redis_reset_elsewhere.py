@@ -172,6 +172,25 @@ def test_a_policy_cancel_after_another_process_reset_one_of_its_keys_gives_back_
     assert [(name, d.remaining) for name, d in other.peek({"user": "u"}, 0).limits] == [("user", 0), ("all", 7)]
 
 
+def test_a_policy_cancel_after_its_own_reset_of_one_of_its_keys_gives_back_to_the_others(client: redis.Redis) -> None:
+    # Its own reset is told as another's is, per key, by the births: the
+    # global key gives back, the user's, reset and used again, does not.
+    # (The client once counted its own resets, and gave nothing back to any
+    # limit: less than it could, though never more.)
+    config = [
+        ("user", ratekeeper.Gcra(2, 1.0), ["user"]),
+        ("all", ratekeeper.FixedWindow(10, 3600), []),
+    ]
+    policy = RedisPolicy(client, config, prefix=_prefix("policy-own-reset"), clock=lambda: NOW)
+    assert policy.try_acquire({"user": "first"})
+    booking = policy.reserve({"user": "u"}, max_wait=0)
+    assert booking.ok
+    assert policy.reset({"user": "u"}) == 1
+    assert _admitted(lambda: policy.try_acquire({"user": "u"})) == 2
+    booking.cancel()
+    assert [(name, d.remaining) for name, d in policy.peek({"user": "u"}, 0).limits] == [("user", 0), ("all", 7)]
+
+
 def test_an_asyncio_cancel_after_another_limiter_reset_the_key_gives_nothing_back(url: str, client: redis.Redis) -> None:
     async def main() -> bool:
         prefix = _prefix("asyncio")
