@@ -8,6 +8,7 @@ The script tells the key's states apart by their birth (PROTOCOL.md,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -240,6 +241,21 @@ WITHOUT_TIME = (
 ).split()
 
 
+@contextlib.contextmanager
+def _without_time(url: str, client: redis.Redis, prefix: str) -> Iterator[tuple[redis.Redis, redis.Redis]]:
+    """Two clients (two processes') of an ACL user of ``WITHOUT_TIME`` on the keys of ``prefix``."""
+    user = f"rk-py-no-time-{uuid.uuid4().hex}"
+    client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
+    mine_client = redis.Redis.from_url(url, username=user, password="pw")
+    other_client = redis.Redis.from_url(url, username=user, password="pw")
+    try:
+        yield mine_client, other_client
+    finally:
+        mine_client.close()
+        other_client.close()
+        client.acl_deluser(user)
+
+
 @pytest.mark.parametrize("algorithm", LIMITS)
 def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_reset_elsewhere(
     url: str, client: redis.Redis, algorithm: str
@@ -247,11 +263,8 @@ def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_r
     # The key's birth is the server's TIME where the script may call it,
     # else the nonce of the call that wrote the key first: a key used again
     # at another instant since a reset still gives nothing back.
-    user, prefix = f"rk-py-no-time-{uuid.uuid4().hex}", _prefix(f"no-time-{algorithm}")
-    client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
-    mine_client = redis.Redis.from_url(url, username=user, password="pw")
-    other_client = redis.Redis.from_url(url, username=user, password="pw")
-    try:
+    prefix = _prefix(f"no-time-{algorithm}")
+    with _without_time(url, client, prefix) as (mine_client, other_client):
         now = [NOW]
         mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
         other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
@@ -266,10 +279,6 @@ def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_r
         assert _admitted(lambda: other.try_acquire("b")) == 2
         booking.cancel()
         assert not other.try_acquire("b")
-    finally:
-        mine_client.close()
-        other_client.close()
-        client.acl_deluser(user)
 
 
 @pytest.mark.parametrize("algorithm", LIMITS)
@@ -280,11 +289,8 @@ def test_on_the_callers_clock_held_still_a_user_without_time_tells_a_reset_elsew
     # "ACL"): the key reset by another limiter object and used again at the
     # very same instant has another birth, and the cancel gives nothing back
     # (with the callers' instant as the birth, it freed a unit taken since).
-    user, prefix = f"rk-py-no-time-{uuid.uuid4().hex}", _prefix(f"no-time-still-{algorithm}")
-    client.acl_setuser(user, enabled=True, passwords=["+pw"], commands=WITHOUT_TIME, keys=[f"{prefix}*"])
-    mine_client = redis.Redis.from_url(url, username=user, password="pw")
-    other_client = redis.Redis.from_url(url, username=user, password="pw")
-    try:
+    prefix = _prefix(f"no-time-still-{algorithm}")
+    with _without_time(url, client, prefix) as (mine_client, other_client):
         mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
         other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
         booking = mine.reserve("k", max_wait=0)
@@ -293,7 +299,3 @@ def test_on_the_callers_clock_held_still_a_user_without_time_tells_a_reset_elsew
         assert _admitted(lambda: other.try_acquire("k")) == 2
         booking.cancel()
         assert not other.try_acquire("k")
-    finally:
-        mine_client.close()
-        other_client.close()
-        client.acl_deluser(user)
