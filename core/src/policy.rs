@@ -373,12 +373,7 @@ impl Policy {
     ) -> Result<PolicyDecision, Error> {
         self.peek_all(request, now, cost)?;
         if self.decisions.iter().all(|d| d.allowed) {
-            // As `make_room`, without its sweeps.
-            for (limit, &at) in self.limits.iter().zip(&self.places) {
-                if cost > 0 || !limit.store.drops_fresh() {
-                    limit.store.refuses_at(at, now)?;
-                }
-            }
+            self.refuses(now, cost)?;
         }
         Ok(self.combined())
     }
@@ -601,6 +596,18 @@ impl Policy {
         }
     }
 
+    /// Fails with [`Error::StoreFull`] where a store bounded with
+    /// `Eviction::Refuse` would refuse the request's new key, changing
+    /// nothing (no sweep): the check of `peek`, and of `make_room` first.
+    fn refuses(&self, now: Nanos, cost: u64) -> Result<(), Error> {
+        for (limit, &at) in self.limits.iter().zip(&self.places) {
+            if cost > 0 || !limit.store.drops_fresh() {
+                limit.store.refuses_at(at, now)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Fails, changing no key's state, when a store bounded with
     /// `Eviction::Refuse` has no room for the key of a request about to
     /// consume, or when memory runs out for a key or its events: found out
@@ -612,12 +619,18 @@ impl Policy {
     /// for its event, so that no limit fails for want of memory after
     /// another consumed: a key not held is inserted fresh (it answers as
     /// a key not held does), and taken back out if a later limit fails.
-    /// What a failure may leave: sweeps (which drop only fresh keys, no
+    /// A refusal leaves every store as it was (no sweep). What running out
+    /// of memory may leave: sweeps (which drop only fresh keys, no
     /// answer changes), and keys that a store at its bound under
     /// `Eviction::NearestFresh` evicted for the request's key before a
     /// later limit ran out of memory (an eviction forgets keys, as any
     /// new key there makes it; it consumes nothing).
     fn make_room(&mut self, now: Nanos, cost: u64) -> Result<(), Error> {
+        // Refused before any store sweeps: a sweep moves its store's time
+        // (a caller whose clock lags is then judged as of `now`), and a
+        // refused request leaves every store as it was, as a keyed store's
+        // own refusal does. Then no store refuses.
+        self.refuses(now, cost)?;
         // Making room removes keys only, and only from a store that does
         // not hold the request's key: every place stays right.
         for (limit, &at) in self.limits.iter_mut().zip(&self.places) {

@@ -844,6 +844,63 @@ fn a_request_of_cost_zero_fails_before_a_store_that_keeps_every_key_is_full() {
 }
 
 #[test]
+fn a_new_key_refused_by_a_policys_full_store_does_not_move_its_time() {
+    // As a keyed store's own refusal (see
+    // a_new_key_refused_by_a_full_store_does_not_move_its_time): a policy
+    // made room in a full store under Refuse by a sweep that dropped
+    // nothing (due in a store never swept), which moved the store's time to
+    // 150 before refusing, and a caller whose clock lags found 2 units
+    // where 1 is left at 50.
+    let mut policy = Policy::new();
+    let bounded = AnyKeyed::new(Gcra::new(3, Nanos(100)).unwrap().into())
+        .with_max_keys(1, Eviction::Refuse)
+        .unwrap();
+    policy.add_store("bounded", &["user"], bounded).unwrap();
+    assert!(
+        policy
+            .try_acquire(&[("user", b"k")], Nanos(0), 2)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    let refused = policy
+        .try_acquire(&[("user", b"new")], Nanos(150), 1)
+        .unwrap_err();
+    assert_eq!(refused.code(), "store_full");
+    let lagging = policy.try_acquire(&[("user", b"k")], Nanos(50), 0).unwrap();
+    assert_eq!(lagging.decision.remaining, 1);
+
+    // Nor does an earlier limit's sweep, where a later one refuses: the
+    // store by ip dropped its fresh key "a" and moved to 250, then the one
+    // by user refused, and "a" at 50 had all 3 units where 1 is left.
+    let store = |interval| {
+        AnyKeyed::new(Gcra::new(3, Nanos(interval)).unwrap().into())
+            .with_max_keys(1, Eviction::Refuse)
+            .unwrap()
+    };
+    let mut policy = Policy::new();
+    policy.add_store("by-ip", &["ip"], store(100)).unwrap();
+    policy
+        .add_store("by-user", &["user"], store(1_000))
+        .unwrap();
+    let request = |ip: &'static [u8], user: &'static [u8]| [("ip", ip), ("user", user)];
+    assert!(
+        policy
+            .try_acquire(&request(b"a", b"k"), Nanos(0), 2)
+            .unwrap()
+            .decision
+            .allowed
+    );
+    let refused = policy
+        .try_acquire(&request(b"b", b"new"), Nanos(250), 1)
+        .unwrap_err();
+    assert_eq!(refused.code(), "store_full");
+    let lagging = policy.try_acquire(&request(b"a", b"k"), Nanos(50), 0);
+    assert!(lagging.unwrap().decision.allowed);
+    assert_eq!(policy.decisions()[0].remaining, 1);
+}
+
+#[test]
 fn a_keyed_gcra_past_the_end_of_time_admits_no_more() {
     // The TAT passes 2^64 - 1 ns: kept clipped, it must read as stricter
     // than the truth, never looser (a single limiter denies both).
