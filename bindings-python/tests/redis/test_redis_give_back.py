@@ -1061,11 +1061,11 @@ def test_a_reset_that_found_nothing_leaves_a_booking_to_give_back(client: redis.
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])
-def test_a_reset_whose_unlink_raised_counts_as_one_that_ran(url: str, asynchronous: bool) -> None:
+def test_a_booking_made_before_a_reset_whose_reply_was_lost_gives_nothing_back(url: str, asynchronous: bool) -> None:
     # The UNLINK ran and its reply was lost (the connection dropped): the key
     # was forgotten all the same, and books its slots anew. Given back, the
-    # booking made before the reset freed the one made since: two units at
-    # once from a burst of one.
+    # booking made before the reset freed the one made since (two units at
+    # once from a burst of one); the key's birth tells the new life apart.
     now = 2_000_000_005.0
     name = _prefix(f"reset-lost-{asynchronous}")
 
