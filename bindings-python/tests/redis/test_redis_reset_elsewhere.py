@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -299,3 +300,18 @@ def test_on_the_callers_clock_held_still_a_user_without_time_tells_a_reset_elsew
         assert _admitted(lambda: other.try_acquire("k")) == 2
         booking.cancel()
         assert not other.try_acquire("k")
+
+
+def test_the_nonce_leaves_the_users_random_sequence_alone(client: redis.Redis) -> None:
+    # Every acquire and reserve sends a nonce (a key's birth where TIME is
+    # refused): drawn from `random`'s generator, it moved the sequence a
+    # user seeded, and two processes seeded alike sent the same nonces.
+    limiter = RedisLimiter(client, ratekeeper.Gcra(2, 1.0), prefix=_prefix("nonce"), clock=lambda: NOW)
+    random.seed(7)
+    expected = [random.random() for _ in range(3)]
+    random.seed(7)
+    seen = [random.random()]
+    limiter.reserve("k", max_wait=0).cancel()
+    assert limiter.try_acquire("k")
+    seen += [random.random() for _ in range(2)]
+    assert seen == expected

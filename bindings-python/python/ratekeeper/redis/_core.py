@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+import secrets
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
@@ -271,8 +271,10 @@ class _Core:
             # The birth of a key this call writes first where the script may
             # not call TIME (PROTOCOL.md, "ACL"): random, so that a key reset
             # and written again at the same instant of the callers' clock gets
-            # another birth. Never 0, which a reply sends for no birth.
-            args.append(1 + random.getrandbits(52))
+            # another birth. Never 0, which a reply sends for no birth. From
+            # the system's generator, not `random`'s: a user's random.seed()
+            # neither repeats it in two processes nor sees its sequence moved.
+            args.append(1 + secrets.randbits(52))
         return args
 
     def decisions(self, reply: _Reply, count: int) -> list[RedisDecision]:
