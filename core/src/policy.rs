@@ -125,6 +125,17 @@ fn key_len(request: &[(&str, &[u8])], by: &[String]) -> usize {
     by.iter().map_while(value).map(|(_, v)| 8 + v.len()).sum()
 }
 
+/// An empty buffer with room for the longest key `request` has in
+/// `limits`, so that [`push_key`] builds each of them in it allocating
+/// nothing: a call that goes over the keys one by one fails, where memory
+/// runs out, before it acted on any.
+fn key_buffer(request: &[(&str, &[u8])], limits: &[Limit]) -> Result<Vec<u8>, Error> {
+    let longest = limits.iter().map(|limit| key_len(request, &limit.by));
+    let mut key = Vec::new();
+    room_for(&mut key, longest.max().unwrap_or(0))?;
+    Ok(key)
+}
+
 /// Makes room in `v` for `len` items in all: [`Error::OutOfMemory`] when
 /// it cannot grow. A compare where it has the room (as it has but after a
 /// limit was added, or for a longer request's key).
@@ -514,15 +525,10 @@ impl Policy {
     /// ```
     #[cfg_attr(ratekeeper_size, optimize(size))]
     pub fn reset(&mut self, request: &[(&str, &[u8])]) -> Result<usize, Error> {
-        let mut key = Vec::new();
-        // Every key is built once before any is reset, so that memory that
-        // runs out (a later limit's key longer than the earlier ones') fails
-        // the call before it reset anything: the second pass builds each
-        // key again in the room the longest took, allocating nothing.
-        for limit in self.limits.iter().filter(|limit| !limit.by.is_empty()) {
-            key.clear();
-            push_key(&mut key, request, &limit.by)?;
-        }
+        // Room for the longest key first, so that memory that runs out (a
+        // later limit's key longer than the earlier ones') fails the call
+        // before it reset anything.
+        let mut key = key_buffer(request, &self.limits)?;
         let mut reached = false;
         let mut held = 0;
         for limit in self.limits.iter_mut().filter(|limit| !limit.by.is_empty()) {
@@ -565,9 +571,7 @@ impl Policy {
         let limits = &self.limits[..limits.min(self.limits.len())];
         // Room for the longest key first, so that nothing fails once `f`
         // has seen a key.
-        let longest = limits.iter().map(|limit| key_len(request, &limit.by));
-        let mut key = Vec::new();
-        room_for(&mut key, longest.max().unwrap_or(0))?;
+        let mut key = key_buffer(request, limits)?;
         for (i, limit) in limits.iter().enumerate() {
             key.clear();
             if push_key(&mut key, request, &limit.by)? {
