@@ -807,15 +807,17 @@ impl<K: Hash + Eq, L: Keyed, S: BuildHasher> KeyedLimiter<K, L, S> {
         }
         if self.drops_fresh && now.0 >= self.next_fresh.get() {
             // What a sweep would find, kept: the next call needs no pass.
-            let prototype = &self.prototype;
-            let soonest = self
-                .states
-                .values()
-                .map(|state| prototype.read_state(state, now, |l| reset_after(l, now)))
-                .min()
-                .unwrap_or(u64::MAX);
-            if soonest == 0 {
-                return Ok(());
+            // A key fresh already ends the pass: the sweep that inserting
+            // makes drops it (and so passes over the keys once more).
+            let mut soonest = u64::MAX;
+            for state in self.states.values() {
+                let reset = self
+                    .prototype
+                    .read_state(state, now, |l| reset_after(l, now));
+                if reset == 0 {
+                    return Ok(());
+                }
+                soonest = soonest.min(reset);
             }
             self.next_fresh.remember(now.0.saturating_add(soonest));
         }
