@@ -51,6 +51,25 @@ async function admitted(take) {
 }
 
 /**
+ * This process's limiter and another process's (a client and a limiter of
+ * its own), made by `make` on the keys of `p`, on `clock`.
+ */
+function limiters(first, second, make, p, clock = () => T) {
+  return [new RedisLimiter(first, make(), { prefix: p, clock }), new RedisLimiter(second, make(), { prefix: p, clock })];
+}
+
+/** `mine` books, `other` resets the key and takes its 2 units anew: the cancel must free none. */
+async function cancelAfterResetElsewhereGivesNothingBack([mine, other]) {
+  const booking = await mine.reserve('k', 1, 0);
+  assert.equal(booking.ok, true);
+  assert.equal(await other.reset('k'), true);
+  assert.equal(await admitted(() => other.tryAcquire('k')), 2);
+  // Given back, the booking freed one of the units taken since the reset.
+  await booking.cancel();
+  assert.equal((await other.tryAcquire('k')).allowed, false);
+}
+
+/**
  * `client`, whose `acquire` script calls run at once but resolve only once
  * `release()` is called (a reply that comes late); `acquires` and `refunds`
  * hold the promises of those sent.
@@ -86,19 +105,7 @@ for (const library of ['ioredis', 'node-redis']) {
   for (const [algorithm, make] of Object.entries(LIMITS)) {
     test(`${library}, ${algorithm}: a cancel() after another process reset the key gives nothing back`, () =>
       withClient(library, (first) =>
-        withClient(library, async (second) => {
-          const p = prefix(`cancel-${algorithm}`);
-          const mine = new RedisLimiter(first, make(), { prefix: p, clock: () => T });
-          // Another process: a client and a limiter of its own on the same key.
-          const other = new RedisLimiter(second, make(), { prefix: p, clock: () => T });
-          const booking = await mine.reserve('k', 1, 0);
-          assert.equal(booking.ok, true);
-          assert.equal(await other.reset('k'), true);
-          assert.equal(await admitted(() => other.tryAcquire('k')), 2);
-          // Given back, the booking freed one of the units taken since the reset.
-          await booking.cancel();
-          assert.equal((await other.tryAcquire('k')).allowed, false);
-        })));
+        withClient(library, (second) => cancelAfterResetElsewhereGivesNothingBack(limiters(first, second, make, prefix(`cancel-${algorithm}`))))));
 
     test(`${library}, ${algorithm}: a guarded give-back after another process reset the key gives nothing back`, () =>
       withClient(library, (first) =>
@@ -106,9 +113,7 @@ for (const library of ['ioredis', 'node-redis']) {
           // What an aborted acquire gives back (the booking's marks, guarded):
           // the key, used again by one unit at the same instant, ends its line
           // where the booking left it, and the marks alone matched.
-          const p = prefix(`guarded-${algorithm}`);
-          const mine = new RedisLimiter(first, make(), { prefix: p, clock: () => T });
-          const other = new RedisLimiter(second, make(), { prefix: p, clock: () => T });
+          const [mine, other] = limiters(first, second, make, prefix(`guarded-${algorithm}`));
           const booking = await mine.reserve('k', 1, 0);
           assert.equal(booking.ok, true);
           assert.equal(await other.reset('k'), true);
@@ -275,8 +280,7 @@ for (const [algorithm, make] of Object.entries(LIMITS)) {
     // at another instant since a reset still gives nothing back.
     withoutTime(`no-time-${algorithm}`, async (clients, p) => {
       let now = T;
-      const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => now });
-      const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => now });
+      const [mine, other] = limiters(clients[0], clients[1], make, p, () => now);
       let booking = await mine.reserve('a', 1, 0);
       assert.equal(booking.ok, true);
       await booking.cancel();
@@ -295,14 +299,5 @@ for (const [algorithm, make] of Object.entries(LIMITS)) {
     // "ACL"): the key reset by another limiter object and used again at the
     // very same instant has another birth, and the cancel gives nothing back
     // (with the callers' instant as the birth, it freed a unit taken since).
-    withoutTime(`no-time-still-${algorithm}`, async (clients, p) => {
-      const mine = new RedisLimiter(clients[0], make(), { prefix: p, clock: () => T });
-      const other = new RedisLimiter(clients[1], make(), { prefix: p, clock: () => T });
-      const booking = await mine.reserve('k', 1, 0);
-      assert.equal(booking.ok, true);
-      assert.equal(await other.reset('k'), true);
-      assert.equal(await admitted(() => other.tryAcquire('k')), 2);
-      await booking.cancel();
-      assert.equal((await other.tryAcquire('k')).allowed, false);
-    }));
+    withoutTime(`no-time-still-${algorithm}`, (clients, p) => cancelAfterResetElsewhereGivesNothingBack(limiters(clients[0], clients[1], make, p))));
 }

@@ -64,13 +64,30 @@ def other_client(url: str) -> Iterator[redis.Redis]:
     r.close()
 
 
+def _limiters(
+    client: redis.Redis, other_client: redis.Redis, algorithm: str, prefix: str, clock: Callable[[], float] = lambda: NOW
+) -> tuple[RedisLimiter, RedisLimiter]:
+    """This process's limiter and another process's: a client and a limiter of its own, on the keys of ``prefix``."""
+    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=clock)
+    return mine, RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=clock)
+
+
 def _two_processes(
     client: redis.Redis, other_client: redis.Redis, algorithm: str, name: str
 ) -> tuple[RedisLimiter, RedisLimiter]:
-    """This process's limiter and another process's: a client and a limiter of its own, on the same keys."""
-    prefix = _prefix(name)
-    mine = RedisLimiter(client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-    return mine, RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
+    """``_limiters`` on keys of their own, on a clock standing still."""
+    return _limiters(client, other_client, algorithm, _prefix(name))
+
+
+def _cancel_after_a_reset_elsewhere_gives_nothing_back(mine: RedisLimiter, other: RedisLimiter) -> None:
+    """``mine`` books, ``other`` resets the key and takes its 2 units anew: the cancel must free none."""
+    booking = mine.reserve("k", max_wait=0)
+    assert booking.ok
+    assert other.reset("k")
+    assert _admitted(lambda: other.try_acquire("k")) == 2
+    # Given back, the booking freed one of the units taken since the reset.
+    booking.cancel()
+    assert not other.try_acquire("k")
 
 
 def _admitted(take: Callable[[], Any]) -> int:
@@ -85,14 +102,7 @@ def _admitted(take: Callable[[], Any]) -> int:
 def test_a_cancel_after_another_process_reset_the_key_gives_nothing_back(
     client: redis.Redis, other_client: redis.Redis, algorithm: str
 ) -> None:
-    mine, other = _two_processes(client, other_client, algorithm, algorithm)
-    booking = mine.reserve("k", max_wait=0)
-    assert booking.ok
-    assert other.reset("k")
-    assert _admitted(lambda: other.try_acquire("k")) == 2
-    # Given back, the booking freed one of the units taken since the reset.
-    booking.cancel()
-    assert not other.try_acquire("k")
+    _cancel_after_a_reset_elsewhere_gives_nothing_back(*_two_processes(client, other_client, algorithm, algorithm))
 
 
 @pytest.mark.parametrize("algorithm", LIMITS)
@@ -267,8 +277,7 @@ def test_on_the_callers_clock_a_user_without_time_books_gives_back_and_tells_a_r
     prefix = _prefix(f"no-time-{algorithm}")
     with _without_time(url, client, prefix) as (mine_client, other_client):
         now = [NOW]
-        mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
-        other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: now[0])
+        mine, other = _limiters(mine_client, other_client, algorithm, prefix, lambda: now[0])
         booking = mine.reserve("a", max_wait=0)
         assert booking.ok
         booking.cancel()
@@ -292,14 +301,7 @@ def test_on_the_callers_clock_held_still_a_user_without_time_tells_a_reset_elsew
     # (with the callers' instant as the birth, it freed a unit taken since).
     prefix = _prefix(f"no-time-still-{algorithm}")
     with _without_time(url, client, prefix) as (mine_client, other_client):
-        mine = RedisLimiter(mine_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-        other = RedisLimiter(other_client, LIMITS[algorithm](), prefix=prefix, clock=lambda: NOW)
-        booking = mine.reserve("k", max_wait=0)
-        assert booking.ok
-        assert other.reset("k")
-        assert _admitted(lambda: other.try_acquire("k")) == 2
-        booking.cancel()
-        assert not other.try_acquire("k")
+        _cancel_after_a_reset_elsewhere_gives_nothing_back(*_limiters(mine_client, other_client, algorithm, prefix))
 
 
 def test_the_nonce_leaves_the_users_random_sequence_alone(client: redis.Redis) -> None:
