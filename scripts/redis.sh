@@ -202,7 +202,7 @@ test_() {
     # Every test must run: a skip is a failure here (-rs lists why, the check fails on any).
     local log="$RUN/pytest.log" status=0
     set +e
-    (cd bindings-python && "$PY" -m pytest tests/redis -q -rs -p no:cacheprovider) | tee "$log"
+    (cd bindings-python && "$PY" -m pytest tests/redis -q -rsfE -p no:cacheprovider) | tee "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     if grep -qE '[0-9]+ skipped' "$log"; then
         echo "redis.sh: some Python Redis tests were skipped; every one must run here" >&2
