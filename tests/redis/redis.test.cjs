@@ -4,7 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const vm = require('node:vm');
-const { URL: REDIS_URL, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, sleep, until, spy } = require('./helpers.cjs');
+const { URL: REDIS_URL, rk, rkRedis, CLIENTS, ioredis, close, withClient, prefix, LATE_MS, sleep, until, spy } = require('./helpers.cjs');
 const { countingSignal } = require('../js/helpers.cjs');
 
 const { RedisLimiter, RedisPolicy } = rkRedis;
@@ -15,6 +15,15 @@ const T0 = 2_000_000_000_000;
 /** A raw command on either library. */
 function raw(client, ...command) {
   return typeof client.call === 'function' ? client.call(...command) : client.sendCommand(command.map(String));
+}
+
+/**
+ * Loads the script into Redis's cache through `client`, with no
+ * commandTimeoutMs to meet: a limiter of 50 ms that loaded it, before a call
+ * of its that had to time out, failed on a stall of the machine.
+ */
+async function loadScript(client) {
+  assert.equal(String(await raw(client, 'SCRIPT', 'LOAD', rkRedis.REDIS_SCRIPT)), rkRedis.REDIS_SCRIPT_SHA);
 }
 
 /**
@@ -434,13 +443,17 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     await limiter.acquire('k');
     const waited = performance.now() - started;
     assert.ok(waited >= 100, `waited ${waited} ms`);
-    await assert.rejects(limiter.acquire('k', 1, { timeoutMs: 10 }), (e) => e.name === 'TimeoutError' && e.retryAfterMs > 10);
+    // The timeout and the abort on a key whose next unit is a minute away
+    // (150 ms on the server's clock: a stall of the machine let it come,
+    // and the acquire was admitted).
+    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('acquire-abort') });
+    await minute.tryAcquire('w');
+    await assert.rejects(minute.acquire('w', 1, { timeoutMs: 10 }), (e) => e.name === 'TimeoutError' && e.retryAfterMs > 10);
     const controller = new AbortController();
-    const pending = limiter.acquire('k', 1, { signal: controller.signal });
+    const pending = minute.acquire('w', 1, { signal: controller.signal });
     setTimeout(() => controller.abort(new Error('stop')), 20);
     await assert.rejects(pending, { message: 'stop' });
     // Aborted while its booking's round trip is in flight: rejects, and gives the slot back.
-    const minute = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 60_000 }), { prefix: prefix('acquire-abort') });
     await minute.tryAcquire('k');
     const slot = (await minute.reserve('k', 1, 120_000)).atMs;
     await minute.refund('k', 1, slot);
@@ -468,7 +481,8 @@ test('acquire waits for its turn, honours timeoutMs and AbortSignal', () =>
     await limiter.refund('r', 1, next.atMs);
     const again = await limiter.reserve('r', 1, 1000, T0);
     assert.deepEqual([again.ok, again.atMs], [true, T0 + 150]);
-    const policy = new RedisPolicy(client, '1/second', { prefix: prefix('acquire-policy') });
+    // (A minute: a second on the server's clock could pass in a stall.)
+    const policy = new RedisPolicy(client, '1/minute', { prefix: prefix('acquire-policy') });
     await policy.acquire();
     await assert.rejects(policy.acquire(undefined, 1, { timeoutMs: 50 }), { name: 'TimeoutError' });
   }));
@@ -481,7 +495,7 @@ for (const library of Object.keys(CLIENTS)) {
         const options = { prefix: prefix('late'), onError: 'open', commandTimeoutMs: 50 };
         const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 5, windowMs: HOUR }), options);
         const policy = new RedisPolicy(client, '5/hour', { ...options, algorithm: 'fixed_window' });
-        assert.equal((await limiter.peek('warm')).fromStore, true); // the script is loaded
+        await loadScript(client);
         // The server holds every script until the pause ends; then they run, late.
         await raw(admin, 'CLIENT', 'PAUSE', '400', 'WRITE');
         const [taken, booked, batch, request] = await Promise.all([
@@ -529,7 +543,7 @@ for (const library of Object.keys(CLIENTS)) {
           return Date.now();
         };
         const limiter = new RedisLimiter(client, window(), { prefix: p, onError: 'open', commandTimeoutMs: 50, clock });
-        assert.equal((await limiter.peek('k', 0)).fromStore, true);
+        await loadScript(client);
         await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
         assert.equal((await limiter.tryAcquire('k', 2)).fromStore, false);
         broken = true;
@@ -561,9 +575,12 @@ for (const library of Object.keys(CLIENTS)) {
         const held = holdingReplies(client, 'acquire');
         const mine = new RedisLimiter(held.client, gcra(), { prefix: p, onError: 'open', commandTimeoutMs: 50, clock: () => T0 });
         const theirs = new RedisLimiter(other, gcra(), { prefix: p, clock: () => T0 });
-        assert.equal((await mine.peek('k', 0)).fromStore, true); // the script is loaded
+        await loadScript(client);
         // Redis takes the unit; its reply is late, and onError answers.
         assert.equal((await mine.tryAcquire('k')).fromStore, false);
+        // Redis ran it (sent on another connection, it could come after what
+        // `theirs` sends, had Redis stalled past the timeout).
+        await until(async () => (await theirs.peek('k', 0)).remaining === 0);
         // Another process books behind it, then the late reply comes, and its give-back.
         const behind = await theirs.reserve('k', 1, HOUR);
         assert.equal(behind.atMs, T0 + 1000);
@@ -578,7 +595,6 @@ for (const library of Object.keys(CLIENTS)) {
         // The latest, it is given back: the next caller takes its slot, now.
         const alone = holdingReplies(client, 'acquire');
         const single = new RedisLimiter(alone.client, gcra(), { prefix: `${p}alone:`, onError: 'open', commandTimeoutMs: 50, clock: () => T0 });
-        assert.equal((await single.peek('k', 0)).fromStore, true);
         assert.equal((await single.tryAcquire('k')).fromStore, false);
         alone.release();
         await until(() => alone.refunds.length === 1);
@@ -596,8 +612,7 @@ for (const library of Object.keys(CLIENTS)) {
       const window = new rk.FixedWindow({ limit: 100, windowMs: HOUR });
       const limiter = new RedisLimiter(spy(client, (name) => sent.push(name)), window, { prefix: prefix('queued'), onError: 'open', commandTimeoutMs: 100 });
       try {
-        assert.equal((await limiter.peek('hot', 0)).fromStore, true);
-        sent.length = 0;
+        await loadScript(client);
         // A server that does not answer (writes paused): the first round
         // trip times out; the 63 callers that queued behind it are not sent
         // as a second round to time out in turn (twice commandTimeoutMs).
@@ -1509,8 +1524,12 @@ test('a call made before a reset through the limiter gives nothing back, aborted
     for (const [name, make] of Object.entries(AFTER_RESET)) {
       for (const how of ['aborted', 'cancelled', 'late']) {
         const seen = holdingReplies(client, how === 'late' ? 'acquire' : null);
-        const options = { prefix: prefix(`reset-${name}-${how}`), clock: () => now, onError: 'open', commandTimeoutMs: 50 };
-        const limiter = new RedisLimiter(seen.client, make(), options);
+        const options = { prefix: prefix(`reset-${name}-${how}`), clock: () => now };
+        // Only the late call may time out: every other call is answered
+        // (with onError 'open' and 50 ms, a stall of the machine admitted an
+        // aborted acquire at once, or failed the reset).
+        const late = how === 'late' ? { onError: 'open', commandTimeoutMs: LATE_MS } : {};
+        const limiter = new RedisLimiter(seen.client, make(), { ...options, ...late });
         assert.equal((await limiter.peek('k', 0)).fromStore, true); // the script is loaded
         const controller = new AbortController();
         let before;
@@ -1669,8 +1688,9 @@ test('a late reply after a reset through the limiter gives nothing back, though 
     const now = T0 + 5000;
     for (const [name, make] of Object.entries(AFTER_RESET)) {
       const seen = holdingReplies(client, 'acquire');
-      const options = { prefix: prefix(`reset-again-${name}`), clock: () => now, onError: 'open', commandTimeoutMs: 50 };
-      const limiter = new RedisLimiter(seen.client, make(), options);
+      const options = { prefix: prefix(`reset-again-${name}`), clock: () => now };
+      // The held acquire times out; the reset must not (it did at 50 ms, on a stall of the machine).
+      const limiter = new RedisLimiter(seen.client, make(), { ...options, onError: 'open', commandTimeoutMs: LATE_MS });
       assert.equal((await limiter.peek('k', 0)).fromStore, true); // the script is loaded
       // Redis takes the unit; its reply is late, and onError answers.
       assert.equal((await limiter.tryAcquire('k')).fromStore, false);
