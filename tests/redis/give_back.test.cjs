@@ -19,6 +19,16 @@ const BUCKETS = {
   token_bucket: () => new rk.TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: 1000 }),
 };
 
+// The same on the server's clock, a unit a minute: its tests tell a
+// booking's slot by the time between calls (`booked` waits until the key's
+// line ends past one and a half units from now), which a stall of the
+// machine of half a second broke at a unit a second.
+const UNIT = 60_000;
+const SERVER_BUCKETS = {
+  gcra: () => new rk.Gcra({ burst: 1, emissionIntervalMs: UNIT }),
+  token_bucket: () => new rk.TokenBucket({ capacity: 1, refillTokens: 1, refillPeriodMs: UNIT }),
+};
+
 /**
  * `client`, its script calls watched: `refunds` gathers the replies of the
  * refunds it sends, and `onReserve(reply)`, when set, runs once a booking's
@@ -64,7 +74,7 @@ function booked(limiter, target, ms) {
 }
 
 for (const library of ['ioredis', 'node-redis']) {
-  for (const [algorithm, make] of Object.entries(BUCKETS)) {
+  for (const [algorithm, make] of Object.entries(SERVER_BUCKETS)) {
     test(`${library}, ${algorithm}: an aborted acquire gives nothing back once another process booked behind it`, () =>
       withClient(library, (first) =>
         withClient(library, async (second) => {
@@ -76,14 +86,14 @@ for (const library of ['ioredis', 'node-redis']) {
           assert.equal((await mine.tryAcquire('k')).allowed, true);
           const controller = new AbortController();
           const pending = mine.acquire('k', 1, { signal: controller.signal });
-          await booked(other, 'k', 1500); // sleeping until its slot, a second on
-          const behind = await other.reserve('k', 1, 100_000);
+          await booked(other, 'k', 1.5 * UNIT); // sleeping until its slot, a minute on
+          const behind = await other.reserve('k', 1, 10 * UNIT);
           assert.equal(behind.ok, true);
           await abortAndGiveBack(w, controller, pending);
-          const after = await mine.reserve('k', 1, 100_000);
+          const after = await mine.reserve('k', 1, 10 * UNIT);
           // Given back from the middle, the aborted booking moved the key's
           // end back by a unit: `after` got `behind`'s slot.
-          assert.ok(Math.abs(after.atMs - behind.atMs - 1000) < 0.01, `${after.atMs - behind.atMs} ms apart`);
+          assert.ok(Math.abs(after.atMs - behind.atMs - UNIT) < 0.01, `${after.atMs - behind.atMs} ms apart`);
         })));
 
     test(`${library}, ${algorithm}: an acquire aborted during its booking's round trip gives nothing back once another booked behind it`, () =>
@@ -98,12 +108,12 @@ for (const library of ['ioredis', 'node-redis']) {
           let behind;
           // Booked, its reply on its way: another books behind it, and the caller leaves.
           w.onReserve = async () => {
-            behind = await other.reserve('k', 1, 100_000);
+            behind = await other.reserve('k', 1, 10 * UNIT);
             controller.abort(new Error('stop'));
           };
           await abortAndGiveBack(w, controller, mine.acquire('k', 1, { signal: controller.signal }));
-          const after = await mine.reserve('k', 1, 100_000);
-          assert.ok(Math.abs(after.atMs - behind.atMs - 1000) < 0.01, `${after.atMs - behind.atMs} ms apart`);
+          const after = await mine.reserve('k', 1, 10 * UNIT);
+          assert.ok(Math.abs(after.atMs - behind.atMs - UNIT) < 0.01, `${after.atMs - behind.atMs} ms apart`);
         })));
 
     test(`${library}, ${algorithm}: an aborted acquire that is the latest booking gives it back`, () =>
@@ -113,11 +123,11 @@ for (const library of ['ioredis', 'node-redis']) {
         assert.equal((await limiter.tryAcquire('k')).allowed, true);
         const controller = new AbortController();
         const pending = limiter.acquire('k', 1, { signal: controller.signal });
-        await booked(limiter, 'k', 1500);
+        await booked(limiter, 'k', 1.5 * UNIT);
         await abortAndGiveBack(w, controller, pending);
-        // Nobody booked behind it: the next booking takes its slot, less than a second on.
-        const after = await limiter.reserve('k', 1, 100_000);
-        assert.ok(after.ok && after.waitMs > 0 && after.waitMs <= 1000, `a wait of ${after.waitMs} ms`);
+        // Nobody booked behind it: the next booking takes its slot, less than a minute on.
+        const after = await limiter.reserve('k', 1, 10 * UNIT);
+        assert.ok(after.ok && after.waitMs > 0 && after.waitMs <= UNIT, `a wait of ${after.waitMs} ms`);
       }));
   }
 }

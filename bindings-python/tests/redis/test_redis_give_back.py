@@ -33,6 +33,16 @@ BUCKETS: dict[str, Callable[[], Any]] = {
     "token_bucket": lambda: ratekeeper.TokenBucket(1, 1, 1.0),
 }
 
+# The same on the server's clock, a unit a minute: its tests tell a
+# booking's slot by the time between calls (``_booked`` waits until the
+# key's line ends past one and a half units from now), which a stall of the
+# machine of half a second broke at a unit a second.
+UNIT = 60.0
+SERVER_BUCKETS: dict[str, Callable[[], Any]] = {
+    "gcra": lambda: ratekeeper.Gcra(1, UNIT),
+    "token_bucket": lambda: ratekeeper.TokenBucket(1, 1, UNIT),
+}
+
 
 def _prefix(name: str) -> str:
     return f"rk-py-give-back:{name}:{uuid.uuid4().hex}:"
@@ -63,23 +73,23 @@ def test_an_interrupted_acquire_gives_nothing_back_once_another_process_booked_b
     url: str, client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
 ) -> None:
     prefix = _prefix(algorithm)
-    mine = RedisLimiter(client, BUCKETS[algorithm](), prefix=prefix)
+    mine = RedisLimiter(client, SERVER_BUCKETS[algorithm](), prefix=prefix)
     # Another process: a client and a limiter of its own on the same key.
     other_client = redis.Redis.from_url(url)
-    other = RedisLimiter(other_client, BUCKETS[algorithm](), prefix=prefix)
+    other = RedisLimiter(other_client, SERVER_BUCKETS[algorithm](), prefix=prefix)
     assert mine.try_acquire("k")
     booked: list[RedisReservation] = []
-    _interrupt_sleep(monkeypatch, lambda: booked.append(other.reserve("k", max_wait=100)))
+    _interrupt_sleep(monkeypatch, lambda: booked.append(other.reserve("k", max_wait=10 * UNIT)))
     with pytest.raises(KeyboardInterrupt):
-        mine.acquire("k")  # books the unit a second on, then is interrupted
+        mine.acquire("k")  # books the next unit, a minute on, then is interrupted
     (behind,) = booked
-    assert behind.ok and 1.0 < behind.wait <= 2.0
-    after = other.reserve("k", max_wait=100)
+    assert behind.ok and UNIT < behind.wait <= 2 * UNIT
+    after = other.reserve("k", max_wait=10 * UNIT)
     # Given back from the middle, the interrupted booking moved the key's end
     # back by one unit: `after` got `behind`'s slot, two units at once from a
     # burst of one. Its slot goes unused instead.
     assert after.ok
-    assert after.at - behind.at == pytest.approx(1.0)
+    assert after.at - behind.at == pytest.approx(UNIT, abs=1e-6)
     other_client.close()
 
 
@@ -87,14 +97,14 @@ def test_an_interrupted_acquire_gives_nothing_back_once_another_process_booked_b
 def test_an_interrupted_acquire_that_is_the_latest_booking_gives_it_back(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch, algorithm: str
 ) -> None:
-    limiter = RedisLimiter(client, BUCKETS[algorithm](), prefix=_prefix(algorithm))
+    limiter = RedisLimiter(client, SERVER_BUCKETS[algorithm](), prefix=_prefix(algorithm))
     assert limiter.try_acquire("k")
     _interrupt_sleep(monkeypatch, lambda: None)
     with pytest.raises(KeyboardInterrupt):
         limiter.acquire("k")
-    # Nobody booked behind it: the next booking takes its slot, less than a second on.
-    after = limiter.reserve("k", max_wait=100)
-    assert after.ok and 0 < after.wait <= 1.0
+    # Nobody booked behind it: the next booking takes its slot, less than a minute on.
+    after = limiter.reserve("k", max_wait=10 * UNIT)
+    assert after.ok and 0 < after.wait <= UNIT
 
 
 @pytest.mark.parametrize("algorithm", BUCKETS)
@@ -203,15 +213,15 @@ def test_a_policy_gives_back_per_limit_key(url: str, client: redis.Redis, monkey
 def test_a_policy_whose_interrupted_booking_is_the_latest_gives_it_back_everywhere(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = [("rate", ratekeeper.Gcra(1, 1.0), ["user"]), ("burst", ratekeeper.TokenBucket(1, 1, 1.0), ["user"])]
+    config = [("rate", SERVER_BUCKETS["gcra"](), ["user"]), ("burst", SERVER_BUCKETS["token_bucket"](), ["user"])]
     policy = RedisPolicy(client, config, prefix=_prefix("policy-latest"))
     request = {"user": "u"}
     assert policy.try_acquire(request)
     _interrupt_sleep(monkeypatch, lambda: None)
     with pytest.raises(KeyboardInterrupt):
         policy.acquire(request)
-    after = policy.reserve(request, max_wait=100)
-    assert after.ok and 0 < after.wait <= 1.0
+    after = policy.reserve(request, max_wait=10 * UNIT)
+    assert after.ok and 0 < after.wait <= UNIT
 
 
 def test_an_explicit_cancel_gives_back_as_it_is(client: redis.Redis) -> None:
@@ -317,29 +327,29 @@ def test_a_cancelled_async_acquire_gives_nothing_back_once_another_booked_behind
         mine: Any
         other: Any
         if kind == "limiter":
-            mine = AsyncRedisLimiter(first, BUCKETS[algorithm](), prefix=prefix)
-            other = AsyncRedisLimiter(second, BUCKETS[algorithm](), prefix=prefix)
+            mine = AsyncRedisLimiter(first, SERVER_BUCKETS[algorithm](), prefix=prefix)
+            other = AsyncRedisLimiter(second, SERVER_BUCKETS[algorithm](), prefix=prefix)
             target: Any = "k"
         else:
-            config = [("rate", BUCKETS[algorithm](), ["user"]), ("hourly", ratekeeper.FixedWindow(100, 3600), ["user"])]
+            config = [("rate", SERVER_BUCKETS[algorithm](), ["user"]), ("hourly", ratekeeper.FixedWindow(100, 3600), ["user"])]
             mine = AsyncRedisPolicy(first, config, prefix=prefix)
             other = AsyncRedisPolicy(second, config, prefix=prefix)
             target = {"user": "u"}
         assert (await mine.try_acquire(target)).allowed
         task = asyncio.ensure_future(mine.acquire(target))
-        await _booked(other, target, 1.5)  # sleeping until its slot, a second on
-        behind = await other.reserve(target, max_wait=100)
+        await _booked(other, target, 1.5 * UNIT)  # sleeping until its slot, a minute on
+        behind = await other.reserve(target, max_wait=10 * UNIT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await given_back()  # raised at once, its booking given back in a task of its own
-        after = await other.reserve(target, max_wait=100)
+        after = await other.reserve(target, max_wait=10 * UNIT)
         await first.aclose()
         await second.aclose()
         return behind.at, after.at
 
     behind, after = asyncio.run(main())
-    assert after - behind == pytest.approx(1.0)
+    assert after - behind == pytest.approx(UNIT, abs=1e-6)
 
 
 @pytest.mark.parametrize("algorithm", BUCKETS)
@@ -351,8 +361,8 @@ def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_onc
     async def main() -> tuple[float, float]:
         prefix = _prefix(f"async-in-flight-{algorithm}")
         first, second = redis.asyncio.Redis.from_url(url), redis.asyncio.Redis.from_url(url)
-        mine = AsyncRedisLimiter(first, BUCKETS[algorithm](), prefix=prefix)
-        other = AsyncRedisLimiter(second, BUCKETS[algorithm](), prefix=prefix)
+        mine = AsyncRedisLimiter(first, SERVER_BUCKETS[algorithm](), prefix=prefix)
+        other = AsyncRedisLimiter(second, SERVER_BUCKETS[algorithm](), prefix=prefix)
         assert (await mine.try_acquire("k")).allowed
         booked: list[Any] = []
         task: Optional[asyncio.Future[None]] = None
@@ -363,7 +373,7 @@ def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_onc
             if args[1] == "reserve" and not booked:
                 assert task is not None
                 task.cancel()  # the caller leaves while the reply is on its way
-                booked.append(await other.reserve("k", max_wait=100))
+                booked.append(await other.reserve("k", max_wait=10 * UNIT))
             return reply
 
         mine._call = booking_then_another  # type: ignore[method-assign]
@@ -373,31 +383,31 @@ def test_an_async_acquire_cancelled_during_its_round_trip_gives_nothing_back_onc
         await given_back()  # the booking, once its reply came
         mine._call = call  # type: ignore[method-assign]
         (behind,) = booked
-        after = await other.reserve("k", max_wait=100)
+        after = await other.reserve("k", max_wait=10 * UNIT)
         await first.aclose()
         await second.aclose()
         return behind.at, after.at
 
     behind, after = asyncio.run(main())
-    assert after - behind == pytest.approx(1.0)
+    assert after - behind == pytest.approx(UNIT, abs=1e-6)
 
 
 def test_a_cancelled_async_acquire_that_is_the_latest_booking_gives_it_back(url: str) -> None:
     async def main() -> float:
         aclient = redis.asyncio.Redis.from_url(url)
-        limiter = AsyncRedisLimiter(aclient, ratekeeper.Gcra(1, 1.0), prefix=_prefix("async-latest"))
+        limiter = AsyncRedisLimiter(aclient, SERVER_BUCKETS["gcra"](), prefix=_prefix("async-latest"))
         assert (await limiter.try_acquire("k")).allowed
         task = asyncio.ensure_future(limiter.acquire("k"))
-        await _booked(limiter, "k", 1.5)
+        await _booked(limiter, "k", 1.5 * UNIT)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         await given_back()  # raised at once, its booking given back in a task of its own
-        after = await limiter.reserve("k", max_wait=100)
+        after = await limiter.reserve("k", max_wait=10 * UNIT)
         await aclient.aclose()
         return after.wait
 
-    assert 0 < asyncio.run(main()) <= 1.0
+    assert 0 < asyncio.run(main()) <= UNIT
 
 
 # A burst of two units a second: one taken, a batch of a denied 2 and an
