@@ -7,7 +7,10 @@ set -uo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # TAP, whatever the Node version's default reporter: it ends with the counts read below.
-node --test --test-reporter=tap "$@" | tee "$log"
+# A test file still running after 10 minutes fails (the longest takes under a
+# minute): one that hangs, say on a client reconnecting to a Redis server that
+# is not there, must fail the suite, not stall it for ever.
+node --test --test-reporter=tap --test-timeout=600000 "$@" | tee "$log"
 status=${PIPESTATUS[0]}
 if ! grep -qE '^# skipped 0$' "$log" || ! grep -qE '^# todo 0$' "$log"; then
     echo "node-test.sh: some tests were skipped or left todo ($*); every one must run" >&2
