@@ -414,9 +414,12 @@ test('reset rejects with a TimeoutError when Redis does not answer within comman
     try {
       const limiter = new RedisLimiter(client, new rk.Gcra({ burst: 1, emissionIntervalMs: 1000 }), { prefix: prefix('reset-late'), commandTimeoutMs: 50 });
       await limiter.tryAcquire('k');
-      await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+      // Paused until the reset has timed out (a stall of the machine outlasting
+      // a pause of 300 ms let the reset be answered).
+      await raw(admin, 'CLIENT', 'PAUSE', '60000', 'WRITE');
       await assert.rejects(limiter.reset('k'), { name: 'TimeoutError' });
     } finally {
+      await raw(admin, 'CLIENT', 'UNPAUSE');
       await close(admin);
     }
   }));
@@ -496,14 +499,18 @@ for (const library of Object.keys(CLIENTS)) {
         const limiter = new RedisLimiter(client, new rk.FixedWindow({ limit: 5, windowMs: HOUR }), options);
         const policy = new RedisPolicy(client, '5/hour', { ...options, algorithm: 'fixed_window' });
         await loadScript(client);
-        // The server holds every script until the pause ends; then they run, late.
-        await raw(admin, 'CLIENT', 'PAUSE', '400', 'WRITE');
+        // The server holds every script until the pause ends, once onError
+        // has answered them all; then they run, late. (A pause of 400 ms that
+        // a stall of the machine outlasted before all were sent let them be
+        // answered.)
+        await raw(admin, 'CLIENT', 'PAUSE', '60000', 'WRITE');
         const [taken, booked, batch, request] = await Promise.all([
           limiter.tryAcquire('taken', 2),
           limiter.reserve('booked', 3, HOUR),
           limiter.tryAcquireBatch('batch', [1, 3, 2]),
           policy.tryAcquire(undefined, 4),
         ]);
+        await raw(admin, 'CLIENT', 'UNPAUSE');
         assert.deepEqual(
           [taken.fromStore, booked.ok, booked.fromStore, batch.map((d) => d.fromStore), request.fromStore],
           [false, true, false, [false, false, false], false],
@@ -544,16 +551,20 @@ for (const library of Object.keys(CLIENTS)) {
         };
         const limiter = new RedisLimiter(client, window(), { prefix: p, onError: 'open', commandTimeoutMs: 50, clock });
         await loadScript(client);
-        await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+        // Paused until onError has answered (a stall outlasting a pause of
+        // 300 ms let the call be answered), then the reply comes, late.
+        await raw(admin, 'CLIENT', 'PAUSE', '60000', 'WRITE');
         assert.equal((await limiter.tryAcquire('k', 2)).fromStore, false);
         broken = true;
+        await raw(admin, 'CLIENT', 'UNPAUSE');
         await until(async () => (await observer.peek('k', 0)).remaining === 3);
         // A late NOSCRIPT: no SCRIPT LOAD and no new decision follow it.
         const sent = [];
         const spied = new RedisLimiter(spy(client, (name) => sent.push(name)), window(), { prefix: p, onError: 'open', commandTimeoutMs: 50 });
         await raw(admin, 'SCRIPT', 'FLUSH');
-        await raw(admin, 'CLIENT', 'PAUSE', '300', 'WRITE');
+        await raw(admin, 'CLIENT', 'PAUSE', '60000', 'WRITE');
         assert.equal((await spied.tryAcquire('n', 2)).fromStore, false);
+        await raw(admin, 'CLIENT', 'UNPAUSE');
         await until(async () => (await observer.peek('n', 0)).fromStore);
         await sleep(100);
         assert.deepEqual(sent, ['EVALSHA']);
@@ -616,7 +627,8 @@ for (const library of Object.keys(CLIENTS)) {
         // A server that does not answer (writes paused): the first round
         // trip times out; the 63 callers that queued behind it are not sent
         // as a second round to time out in turn (twice commandTimeoutMs).
-        await raw(admin, 'CLIENT', 'PAUSE', '2000', 'WRITE');
+        // Long: ended once they are answered.
+        await raw(admin, 'CLIENT', 'PAUSE', '60000', 'WRITE');
         const ds = await Promise.all(Array.from({ length: 64 }, () => limiter.tryAcquire('hot')));
         assert.ok(ds.every((d) => d.allowed && !d.fromStore));
         assert.deepEqual(sent, ['EVALSHA']);

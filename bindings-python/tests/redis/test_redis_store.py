@@ -2442,14 +2442,31 @@ def _load_script(url: str) -> None:
         plain.close()
 
 
+def _queued(limiter: Any) -> int:
+    """How many callers have joined ``limiter``'s batches (sent or gathered)."""
+    with limiter._lock:
+        return sum(
+            len(batch.slots)
+            for queue in limiter._queues.values()
+            for batch in [*([queue.sending] if queue.sending else []), *queue.waiting]
+        )
+
+
 def _sent_while_paused(url: str, limiter: Any, caller: Callable[[], None]) -> list[object]:
     """Runs ``caller`` in 16 threads at once while Redis answers no client
-    (writes paused), and lists the operations ``limiter`` sent meanwhile."""
+    (writes paused), and lists the operations ``limiter`` sent meanwhile.
+    The first round trip leaves only once all 16 callers have queued (a
+    thread held by a stall of the machine until the round trip had timed
+    out was sent as a second round); the pause, long, ends when they are done."""
     admin = redis.Redis.from_url(url)
     sent: list[object] = []
     call = limiter._call
 
     def counted(keys: list[bytes], args: list[Any]) -> Any:
+        if not sent:
+            deadline = time.monotonic() + 10
+            while _queued(limiter) < 16 and time.monotonic() < deadline:
+                time.sleep(0.01)
         sent.append(args[1])
         return call(keys, args)
 
@@ -2461,12 +2478,12 @@ def _sent_while_paused(url: str, limiter: Any, caller: Callable[[], None]) -> li
         caller()
 
     try:
-        admin.client_pause(2000, all=False)
+        admin.client_pause(60_000, all=False)
         threads = [threading.Thread(target=together) for _ in range(16)]
         for t in threads:
             t.start()
         for t in threads:
-            t.join(10)
+            t.join(20)
     finally:
         admin.client_unpause()
         admin.close()
@@ -2532,7 +2549,9 @@ def test_async_callers_queued_behind_a_round_trip_that_timed_out_are_decided_at_
 
         limiter._call = counted  # type: ignore[method-assign]
         try:
-            await admin.client_pause(2000, all=False)
+            # Long: ended once every caller is answered (a stall of the
+            # machine outlasting a short one let the call be answered).
+            await admin.client_pause(60_000, all=False)
             return list(await asyncio.gather(*(limiter.try_acquire("hot") for _ in range(16)))), sent
         finally:
             await admin.client_unpause()
