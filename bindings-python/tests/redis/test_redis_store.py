@@ -3068,9 +3068,16 @@ def test_processes_and_threads_admit_exactly_the_bound(client: redis.Redis, url:
     assert total == 300
 
 
+# The fault tests' socket timeouts: a stopped server refuses or closes the
+# connection at once, which on_error answers, so no timeout has to fire; the
+# calls made while it is up must be answered, and a stall of the machine past
+# 0.5 s (their timeout before) had on_error answer them (from_store False).
+UP_TIMEOUT = 10.0
+
+
 @pytest.mark.parametrize("on_error", ["open", "closed", "fallback"])
 def test_faults_apply_the_policy_then_resume(own_server: Server, on_error: str) -> None:
-    client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
+    client = redis.Redis(port=own_server.port, socket_timeout=UP_TIMEOUT, socket_connect_timeout=UP_TIMEOUT, retry=NO_RETRY)
     fallback = ratekeeper.KeyedLimiter(ratekeeper.Gcra(1, 3600))
     policy: Any = fallback if on_error == "fallback" else on_error
     limiter = RedisLimiter(client, ratekeeper.Gcra(5, 3600), on_error=policy)
@@ -3087,7 +3094,7 @@ def test_faults_apply_the_policy_then_resume(own_server: Server, on_error: str) 
 
 
 def test_policy_falls_back_to_an_in_process_policy(own_server: Server) -> None:
-    client = redis.Redis(port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=NO_RETRY)
+    client = redis.Redis(port=own_server.port, socket_timeout=UP_TIMEOUT, socket_connect_timeout=UP_TIMEOUT, retry=NO_RETRY)
     # The fallback on a fixed clock: its GCRA's burst is 3 per 0.1 s.
     policy = RedisPolicy(client, POLICY, on_error=ratekeeper.Policy(POLICY, clock=lambda: 5.0))
     request = {"user": "carol", "endpoint": "/"}
@@ -3103,7 +3110,7 @@ def test_policy_falls_back_to_an_in_process_policy(own_server: Server) -> None:
 def test_async_faults(own_server: Server) -> None:
     async def main() -> None:
         client = redis.asyncio.Redis(
-            port=own_server.port, socket_timeout=0.5, socket_connect_timeout=0.5, retry=ASYNC_NO_RETRY
+            port=own_server.port, socket_timeout=UP_TIMEOUT, socket_connect_timeout=UP_TIMEOUT, retry=ASYNC_NO_RETRY
         )
         limiter = AsyncRedisLimiter(client, ratekeeper.Gcra(5, 3600), on_error="open")
         assert (await limiter.try_acquire("k")).from_store
