@@ -1441,7 +1441,10 @@ def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: 
         # The leader's round trip is held by the pause; this thread waits
         # behind it, then another caller behind this one; then this one is
         # interrupted (as by Ctrl-C) while it waits.
-        admin.client_pause(800, all=False)
+        # (Paused until this thread was interrupted: a stall of the machine
+        # outlasting a pause of 0.8 s let the leader be answered first, and
+        # this thread's call returned before its interruption.)
+        admin.client_pause(60_000, all=False)
         leader = threading.Thread(target=lambda: results.append(limiter.try_acquire("k")), daemon=True)
         follower = threading.Thread(target=lambda: results.append(limiter.try_acquire("k")), daemon=True)
         leader.start()
@@ -1450,6 +1453,7 @@ def test_an_interrupted_batched_caller_leaves_no_batch_without_a_sender(client: 
         signal.setitimer(signal.ITIMER_REAL, 0.3)
         with pytest.raises(Stop):
             limiter.try_acquire("k")
+        admin.client_unpause()
         leader.join(10)
         follower.join(10)
         assert not leader.is_alive() and not follower.is_alive(), "a caller waits for a sender that left"
