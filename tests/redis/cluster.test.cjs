@@ -9,6 +9,10 @@ const assert = require('node:assert/strict');
 const { rk, rkRedis, prefix } = require('./helpers.cjs');
 
 const CLUSTER_URL = process.env.RATEKEEPER_REDIS_CLUSTER_URL;
+// Every call must be answered by the store: within the default
+// commandTimeoutMs (1 s), a stall of the machine had onError answer the
+// first call on a node, which loads the script there (fromStore false).
+const ANSWERED = { commandTimeoutMs: 60_000 };
 
 /**
  * A cluster client, not yet connected: `connect()` resolves to every master
@@ -87,7 +91,7 @@ for (const [name, client] of Object.entries(CLUSTERS)) {
           { name: 'route', rate: '2/minute', algorithm: 'fixed_window', by: ['user', 'route'] },
         ],
       };
-      const policy = new rkRedis.RedisPolicy(cluster, config, { prefix: prefix('cluster') });
+      const policy = new rkRedis.RedisPolicy(cluster, config, { ...ANSWERED, prefix: prefix('cluster') });
       const local = new rk.Policy(config);
       const T0 = 2_000_000_000_000;
       // Users of bytes that are not UTF-8 too: keys (and hash tags) of raw bytes, on the nodes of their slots.
@@ -101,8 +105,8 @@ for (const [name, client] of Object.entries(CLUSTERS)) {
       }
       // A global limit puts the whole policy on the slot of its prefix. (Caller
       // time: on the server's clock, a burst could straddle a window's end.)
-      const global = new rkRedis.RedisPolicy(cluster, '5/minute;10/hour', { prefix: prefix('cluster-global'), algorithm: 'fixed_window', clock: () => T0 });
-      const limiter = new rkRedis.RedisLimiter(cluster, new rk.FixedWindow({ limit: 50, windowMs: 3_600_000 }), { prefix: prefix('cluster-hot'), clock: () => T0 });
+      const global = new rkRedis.RedisPolicy(cluster, '5/minute;10/hour', { ...ANSWERED, prefix: prefix('cluster-global'), algorithm: 'fixed_window', clock: () => T0 });
+      const limiter = new rkRedis.RedisLimiter(cluster, new rk.FixedWindow({ limit: 50, windowMs: 3_600_000 }), { ...ANSWERED, prefix: prefix('cluster-hot'), clock: () => T0 });
       const [globals, hot] = await Promise.all([
         Promise.all(Array.from({ length: 8 }, () => global.tryAcquire())),
         Promise.all(Array.from({ length: 128 }, () => limiter.tryAcquire('hot'))),
