@@ -149,55 +149,47 @@ test('a policy cancel() after another process reset it gives nothing back to any
       assert.deepEqual(left, [['rate', 0], ['bucket', 0], ['hourly', 0], ['counter', 0], ['log', 0]]);
     })));
 
+/** A limit per user and one for all: a reset of one user's keys leaves the global key. */
+const oneKeyOfTwo = () => ({
+  limits: [
+    { name: 'user', by: ['user'], limiter: LIMITS.gcra() },
+    { name: 'all', limiter: new rk.FixedWindow({ limit: 10, windowMs: 3_600_000 }) },
+  ],
+});
+
+/**
+ * `mine` books for a user (the global key born before, by another user's
+ * call), `other` (`mine` itself, for its own reset) resets the user's key and
+ * takes its 2 units anew: each key's birth goes back with its own limit's, so
+ * the cancel gives back to the global key alone.
+ */
+async function cancelAfterResetOfOneKeyGivesBackToTheOthers(mine, other) {
+  assert.equal((await mine.tryAcquire({ user: 'first' })).allowed, true);
+  const booking = await mine.reserve({ user: 'u' }, 1, 0);
+  assert.equal(booking.ok, true);
+  assert.equal(await other.reset({ user: 'u' }), 1);
+  assert.equal(await admitted(() => other.tryAcquire({ user: 'u' })), 2);
+  await booking.cancel();
+  const left = (await other.peek({ user: 'u' }, 0)).limits.map((l) => [l.name, l.remaining]);
+  assert.deepEqual(left, [['user', 0], ['all', 7]]);
+}
+
 test('a policy cancel() after another process reset one of its keys gives back to the others', () =>
   withClient('ioredis', (first) =>
     withClient('node-redis', async (second) => {
-      // Each key's birth goes back with its own limit's: the global key, born
-      // before the booking (another user's call), gives back; the user's,
-      // reset elsewhere and used again, does not.
-      const config = () => ({
-        limits: [
-          { name: 'user', by: ['user'], limiter: LIMITS.gcra() },
-          { name: 'all', limiter: new rk.FixedWindow({ limit: 10, windowMs: 3_600_000 }) },
-        ],
-      });
       const p = prefix('policy-one-key');
-      const mine = new RedisPolicy(first, config(), { prefix: p, clock: () => T });
-      const other = new RedisPolicy(second, config(), { prefix: p, clock: () => T });
-      assert.equal((await mine.tryAcquire({ user: 'first' })).allowed, true);
-      const booking = await mine.reserve({ user: 'u' }, 1, 0);
-      assert.equal(booking.ok, true);
-      assert.equal(await other.reset({ user: 'u' }), 1);
-      assert.equal(await admitted(() => other.tryAcquire({ user: 'u' })), 2);
-      await booking.cancel();
-      const left = (await other.peek({ user: 'u' }, 0)).limits.map((l) => [l.name, l.remaining]);
-      assert.deepEqual(left, [['user', 0], ['all', 7]]);
+      const mine = new RedisPolicy(first, oneKeyOfTwo(), { prefix: p, clock: () => T });
+      const other = new RedisPolicy(second, oneKeyOfTwo(), { prefix: p, clock: () => T });
+      await cancelAfterResetOfOneKeyGivesBackToTheOthers(mine, other);
     })));
 
 test('a policy cancel() after its own reset of one of its keys gives back to the others', () =>
   withClient('ioredis', async (client) => {
-    // Its own reset is told as another's is, per key, by the births: the
-    // global key gives back, the user's, reset and used again, does not.
-    // (The store once counted its own resets, and gave nothing back to any
-    // limit: less than it could, though never more.)
-    const policy = new RedisPolicy(
-      client,
-      {
-        limits: [
-          { name: 'user', by: ['user'], limiter: LIMITS.gcra() },
-          { name: 'all', limiter: new rk.FixedWindow({ limit: 10, windowMs: 3_600_000 }) },
-        ],
-      },
-      { prefix: prefix('policy-own-reset'), clock: () => T },
-    );
-    assert.equal((await policy.tryAcquire({ user: 'first' })).allowed, true);
-    const booking = await policy.reserve({ user: 'u' }, 1, 0);
-    assert.equal(booking.ok, true);
-    assert.equal(await policy.reset({ user: 'u' }), 1);
-    assert.equal(await admitted(() => policy.tryAcquire({ user: 'u' })), 2);
-    await booking.cancel();
-    const left = (await policy.peek({ user: 'u' }, 0)).limits.map((l) => [l.name, l.remaining]);
-    assert.deepEqual(left, [['user', 0], ['all', 7]]);
+    // Its own reset is told as another's is, per key, by the births. (The
+    // store once counted its own resets, and gave nothing back to any limit:
+    // less than it could, though never more.)
+    const policy = new RedisPolicy(client, oneKeyOfTwo(), { prefix: prefix('policy-own-reset'), clock: () => T });
+    await cancelAfterResetOfOneKeyGivesBackToTheOthers(policy, policy);
   }));
 
 for (const [algorithm, make] of Object.entries(SHORT)) {

@@ -162,19 +162,16 @@ def test_a_policy_cancel_after_another_process_reset_gives_nothing_back_to_any_l
     ]
 
 
-def test_a_policy_cancel_after_another_process_reset_one_of_its_keys_gives_back_to_the_others(
-    client: redis.Redis, other_client: redis.Redis
-) -> None:
-    # Each key's birth goes back with its own limit's: the global key, born
-    # before the booking (another user's call), gives back; the user's,
-    # reset elsewhere and used again, does not.
-    config = [
-        ("user", ratekeeper.Gcra(2, 1.0), ["user"]),
-        ("all", ratekeeper.FixedWindow(10, 3600), []),
-    ]
-    prefix = _prefix("policy-one-key")
-    mine = RedisPolicy(client, config, prefix=prefix, clock=lambda: NOW)
-    other = RedisPolicy(other_client, config, prefix=prefix, clock=lambda: NOW)
+def _one_key_of_two() -> list[tuple[str, Any, list[str]]]:
+    """A limit per user and one for all: a reset of one user's keys leaves the global key."""
+    return [("user", ratekeeper.Gcra(2, 1.0), ["user"]), ("all", ratekeeper.FixedWindow(10, 3600), [])]
+
+
+def _cancel_after_a_reset_of_one_key_gives_back_to_the_others(mine: RedisPolicy, other: RedisPolicy) -> None:
+    """``mine`` books for a user (the global key born before, by another
+    user's call), ``other`` (``mine`` itself, for its own reset) resets the
+    user's key and takes its 2 units anew: each key's birth goes back with
+    its own limit's, so the cancel gives back to the global key alone."""
     assert mine.try_acquire({"user": "first"})
     booking = mine.reserve({"user": "u"}, max_wait=0)
     assert booking.ok
@@ -184,23 +181,21 @@ def test_a_policy_cancel_after_another_process_reset_one_of_its_keys_gives_back_
     assert [(name, d.remaining) for name, d in other.peek({"user": "u"}, 0).limits] == [("user", 0), ("all", 7)]
 
 
+def test_a_policy_cancel_after_another_process_reset_one_of_its_keys_gives_back_to_the_others(
+    client: redis.Redis, other_client: redis.Redis
+) -> None:
+    prefix = _prefix("policy-one-key")
+    mine = RedisPolicy(client, _one_key_of_two(), prefix=prefix, clock=lambda: NOW)
+    other = RedisPolicy(other_client, _one_key_of_two(), prefix=prefix, clock=lambda: NOW)
+    _cancel_after_a_reset_of_one_key_gives_back_to_the_others(mine, other)
+
+
 def test_a_policy_cancel_after_its_own_reset_of_one_of_its_keys_gives_back_to_the_others(client: redis.Redis) -> None:
-    # Its own reset is told as another's is, per key, by the births: the
-    # global key gives back, the user's, reset and used again, does not.
-    # (The client once counted its own resets, and gave nothing back to any
+    # Its own reset is told as another's is, per key, by the births. (The
+    # client once counted its own resets, and gave nothing back to any
     # limit: less than it could, though never more.)
-    config = [
-        ("user", ratekeeper.Gcra(2, 1.0), ["user"]),
-        ("all", ratekeeper.FixedWindow(10, 3600), []),
-    ]
-    policy = RedisPolicy(client, config, prefix=_prefix("policy-own-reset"), clock=lambda: NOW)
-    assert policy.try_acquire({"user": "first"})
-    booking = policy.reserve({"user": "u"}, max_wait=0)
-    assert booking.ok
-    assert policy.reset({"user": "u"}) == 1
-    assert _admitted(lambda: policy.try_acquire({"user": "u"})) == 2
-    booking.cancel()
-    assert [(name, d.remaining) for name, d in policy.peek({"user": "u"}, 0).limits] == [("user", 0), ("all", 7)]
+    policy = RedisPolicy(client, _one_key_of_two(), prefix=_prefix("policy-own-reset"), clock=lambda: NOW)
+    _cancel_after_a_reset_of_one_key_gives_back_to_the_others(policy, policy)
 
 
 def test_an_asyncio_cancel_after_another_limiter_reset_the_key_gives_nothing_back(url: str, client: redis.Redis) -> None:
